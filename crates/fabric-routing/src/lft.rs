@@ -1,0 +1,133 @@
+//! Linear forwarding tables: per switch a byte per LID (port 0 = the switch itself,
+//! [`NO_ROUTE`] = no route), in 64-entry blocks; diffs between two LFT sets.
+
+use fabric_topology::{Lid, PortNum, SwitchId};
+
+/// Entries per LFT block.
+pub const BLOCK_SIZE: usize = 64;
+/// LFT entry meaning "no route".
+pub const NO_ROUTE: u8 = 255;
+
+/// The LFTs of every switch of a fabric, one flat array (`switches × row_len`), row length a
+/// multiple of [`BLOCK_SIZE`] covering LIDs `0..row_len`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Lfts {
+    row_len: usize,
+    data: Vec<u8>,
+}
+
+impl Lfts {
+    /// All-`NO_ROUTE` tables for `num_switches` switches covering LIDs `0..=top`.
+    pub fn new(num_switches: usize, top: Lid) -> Self {
+        let row_len = (top as usize + 1).div_ceil(BLOCK_SIZE) * BLOCK_SIZE;
+        Lfts { row_len, data: vec![NO_ROUTE; row_len * num_switches] }
+    }
+    pub fn num_switches(&self) -> usize {
+        self.data.len().checked_div(self.row_len).unwrap_or(0)
+    }
+    /// Number of LIDs covered by each row (a multiple of 64).
+    pub fn row_len(&self) -> usize {
+        self.row_len
+    }
+    pub fn num_blocks(&self) -> usize {
+        self.row_len / BLOCK_SIZE
+    }
+    pub fn row(&self, sw: SwitchId) -> &[u8] {
+        &self.data[sw.idx() * self.row_len..(sw.idx() + 1) * self.row_len]
+    }
+    pub fn row_mut(&mut self, sw: SwitchId) -> &mut [u8] {
+        &mut self.data[sw.idx() * self.row_len..(sw.idx() + 1) * self.row_len]
+    }
+    /// Mutable rows, one per switch, for parallel filling (`par_chunks_mut`).
+    pub fn rows_mut(&mut self) -> std::slice::ChunksMut<'_, u8> {
+        self.data.chunks_mut(self.row_len.max(1))
+    }
+    /// Output port of `sw` for `lid` ([`NO_ROUTE`] when out of range).
+    pub fn get(&self, sw: SwitchId, lid: Lid) -> PortNum {
+        let lid = lid as usize;
+        if lid >= self.row_len {
+            return NO_ROUTE;
+        }
+        self.data[sw.idx() * self.row_len + lid]
+    }
+    pub fn set(&mut self, sw: SwitchId, lid: Lid, port: PortNum) {
+        let i = sw.idx() * self.row_len + lid as usize;
+        self.data[i] = port;
+    }
+    pub fn block(&self, sw: SwitchId, block: usize) -> &[u8] {
+        let start = sw.idx() * self.row_len + block * BLOCK_SIZE;
+        &self.data[start..start + BLOCK_SIZE]
+    }
+    pub fn block_mut(&mut self, sw: SwitchId, block: usize) -> &mut [u8] {
+        let start = sw.idx() * self.row_len + block * BLOCK_SIZE;
+        &mut self.data[start..start + BLOCK_SIZE]
+    }
+
+    /// Blocks of `new` that differ from `self` (blocks beyond `self`'s coverage compare
+    /// against all-`NO_ROUTE`), in switch-major order.
+    pub fn diff(&self, new: &Lfts) -> Vec<LftBlockDiff> {
+        let empty = [NO_ROUTE; BLOCK_SIZE];
+        let mut out = Vec::new();
+        for s in 0..new.num_switches() {
+            let sw = SwitchId(s as u32);
+            for b in 0..new.num_blocks() {
+                let nb = new.block(sw, b);
+                let ob = if s < self.num_switches() && b < self.num_blocks() { self.block(sw, b) } else { &empty[..] };
+                if nb != ob {
+                    let mut entries = [0u8; BLOCK_SIZE];
+                    entries.copy_from_slice(nb);
+                    out.push(LftBlockDiff { switch: sw, block: b as u32, entries });
+                }
+            }
+        }
+        out
+    }
+
+    /// Applies a diff in place. Blocks beyond the current coverage grow every row.
+    pub fn apply(&mut self, diff: &[LftBlockDiff]) {
+        if let Some(maxb) = diff.iter().map(|d| d.block as usize + 1).max() {
+            if maxb > self.num_blocks() {
+                let n = self.num_switches();
+                let mut grown = Lfts { row_len: maxb * BLOCK_SIZE, data: vec![NO_ROUTE; maxb * BLOCK_SIZE * n] };
+                for s in 0..n {
+                    let sw = SwitchId(s as u32);
+                    grown.row_mut(sw)[..self.row_len].copy_from_slice(self.row(sw));
+                }
+                *self = grown;
+            }
+        }
+        for d in diff {
+            self.block_mut(d.switch, d.block as usize).copy_from_slice(&d.entries);
+        }
+    }
+}
+
+/// One 64-entry block of one switch with its new contents.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LftBlockDiff {
+    pub switch: SwitchId,
+    pub block: u32,
+    pub entries: [u8; BLOCK_SIZE],
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn diff_then_apply_gives_new() {
+        let mut a = Lfts::new(3, 100);
+        assert_eq!(a.row_len(), 128);
+        a.set(SwitchId(1), 5, 3);
+        let mut b = a.clone();
+        b.set(SwitchId(1), 5, 4);
+        b.set(SwitchId(2), 127, 1);
+        let d = a.diff(&b);
+        assert_eq!(d.len(), 2);
+        assert_eq!((d[0].switch, d[0].block), (SwitchId(1), 0));
+        assert_eq!((d[1].switch, d[1].block), (SwitchId(2), 1));
+        a.apply(&d);
+        assert_eq!(a, b);
+        assert!(a.diff(&b).is_empty());
+    }
+}

@@ -1,0 +1,1 @@
+//! Fat-tree generators.

@@ -1,0 +1,1 @@
+//! ibnetdiscover / ibsim topology text format (reader and writer).
