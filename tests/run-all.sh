@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Runs every test of the project on a fresh Debian machine: installs the system packages the
+# tests need (the InfiniBand simulator and diagnostics, OpenSM for comparisons, protoc for the
+# gRPC code), then builds and runs the whole workspace test suite.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need=()
+command -v ibsim >/dev/null 2>&1 || need+=(ibsim-utils)
+command -v ibnetdiscover >/dev/null 2>&1 || need+=(infiniband-diags)
+command -v opensm >/dev/null 2>&1 || need+=(opensm)
+command -v protoc >/dev/null 2>&1 || need+=(protobuf-compiler)
+if [ ${#need[@]} -gt 0 ]; then
+  echo "installing: ${need[*]}"
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+
+cargo test --workspace --no-fail-fast "$@"
