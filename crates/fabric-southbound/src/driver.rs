@@ -1,0 +1,196 @@
+//! The southbound driver trait: how the daemon sees and programs the physical fabric.
+//!
+//! Every operation is GUID-addressed (dense ids are the daemon's business and may differ between
+//! a driver's view and the daemon's), fallible and async. A driver is shared as
+//! `Arc<dyn SouthboundDriver>`.
+//!
+//! # Who retries, who bounds parallelism
+//!
+//! * **Retries.** Drivers retry *transient* per-operation failures themselves (a lost MAD, an agent
+//!   that timed out once) up to a driver-configured limit and count them in
+//!   [`WriteReport::retries`]. An `Err` from a driver means it gave up: the caller (the update
+//!   protocol) treats it as a failed phase and does not retry blindly. LFT block writes are
+//!   idempotent, so re-issuing a whole batch after an error is always safe.
+//! * **Parallelism.** A single [`SouthboundDriver::write_lft_blocks`] call may be a large batch
+//!   spanning many switches; the driver decides how many block writes it keeps in flight (for
+//!   `umad` the number of outstanding MADs, for `oob` the number of agent connections, for
+//!   `mock` [`crate::MockConfig::max_parallel`]). Callers may also issue several batches
+//!   concurrently (e.g. one per switch): drivers must accept that and must not serialise unrelated
+//!   switches on one lock.
+
+use async_trait::async_trait;
+use fabric_routing::{LidPlan, BLOCK_SIZE};
+use fabric_topology::{fmt_guid, Fabric, FabricEvent, Guid, Lid, PortNum};
+
+/// One 64-entry LFT block to write to one switch (block `b` covers LIDs `64b..64b+63`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LftBlockWrite {
+    /// Node GUID of the switch.
+    pub switch: Guid,
+    /// LFT block number.
+    pub block: u32,
+    /// Output port per LID of the block (port 0 = the switch itself, 255 = no route).
+    pub entries: [u8; BLOCK_SIZE],
+}
+
+/// Outcome of a successful [`SouthboundDriver::write_lft_blocks`] call.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WriteReport {
+    /// Blocks written (equals the batch length on success).
+    pub blocks_written: usize,
+    /// Transient failures the driver recovered from by retrying.
+    pub retries: usize,
+}
+
+/// Errors of southbound drivers. Every variant names the switch (GUID) or port it concerns.
+#[derive(Debug, thiserror::Error)]
+pub enum DriverError {
+    /// The switch exists but cannot be reached (dead, or no management path to it).
+    #[error("switch {} is unreachable", fmt_guid(*guid))]
+    Unreachable { guid: Guid },
+    /// An operation failed in a way that may succeed if retried; the driver already retried
+    /// `attempts` times in total.
+    #[error("transient failure of {op} on switch {} after {attempts} attempt(s)", fmt_guid(*guid))]
+    Transient {
+        guid: Guid,
+        op: &'static str,
+        attempts: u32,
+    },
+    /// The port does not exist on the switch, or cannot be used for this operation.
+    #[error("switch {} has no usable port {port}: {reason}", fmt_guid(*guid))]
+    InvalidPort {
+        guid: Guid,
+        port: PortNum,
+        reason: &'static str,
+    },
+    /// No switch with this node GUID is known to the driver.
+    #[error("unknown switch GUID {}", fmt_guid(*.0))]
+    UnknownSwitch(Guid),
+    /// No end port with this port GUID is known to the driver.
+    #[error("unknown end port GUID {}", fmt_guid(*.0))]
+    UnknownEndPort(Guid),
+    /// The LFT block is beyond what the switch supports.
+    #[error("switch {} has no LFT block {block} (supports {max_blocks} blocks)", fmt_guid(*guid))]
+    BlockOutOfRange { guid: Guid, block: u32, max_blocks: u32 },
+    /// A LID plan that the driver cannot install (out of range, misaligned, conflicting, wrong size).
+    #[error("invalid LID plan: {0}")]
+    InvalidLidPlan(String),
+    /// Two ports were given the same LID.
+    #[error("LID {lid} assigned to both {} and {}", fmt_guid(*first), fmt_guid(*second))]
+    LidConflict { lid: Lid, first: Guid, second: Guid },
+    /// The topology source (file or generator string) could not be turned into a fabric.
+    #[error("topology {source_name}: {message}")]
+    Topology { source_name: String, message: String },
+    /// Invalid driver configuration.
+    #[error("invalid driver configuration: {0}")]
+    Config(String),
+    /// A device answered something the driver does not understand.
+    #[error("protocol error{}: {message}", guid.map(|g| format!(" from {}", fmt_guid(g))).unwrap_or_default())]
+    Protocol { guid: Option<Guid>, message: String },
+    /// An operation did not complete in time.
+    #[error("{op} on switch {} timed out", fmt_guid(*guid))]
+    Timeout { guid: Guid, op: &'static str },
+    /// The driver does not implement this operation.
+    #[error("operation not supported by this driver: {0}")]
+    Unsupported(&'static str),
+    /// Operating-system I/O error (device file, socket).
+    #[error("I/O error: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+impl DriverError {
+    /// Whether retrying the same operation later may succeed.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, DriverError::Transient { .. } | DriverError::Timeout { .. })
+    }
+}
+
+/// What a driver can do; the daemon sizes its LID plan and update protocol from this.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DriverCaps {
+    /// Driver name as used in the config (`mock`, `umad`, `oob`).
+    pub name: &'static str,
+    /// Highest unicast address the fabric supports (InfiniBand: `0xBFFF`).
+    pub max_lid: Lid,
+    /// Number of LFT blocks each switch accepts, if bounded.
+    pub max_lft_blocks: Option<u32>,
+    /// The virtual lane carrying escape-LID traffic, if the driver configures VLs.
+    pub escape_vl: Option<u8>,
+}
+
+/// A southbound driver: discovery, physical events and programming of one fabric.
+///
+/// See the [module documentation](self) for the retry and parallelism contract.
+#[async_trait]
+pub trait SouthboundDriver: Send + Sync {
+    /// Static capabilities of the driver and fabric.
+    fn caps(&self) -> DriverCaps;
+
+    /// Full sweep of the fabric: every switch and end port with its cabling and current state.
+    /// End ports come in topology source order (that order is the global end-node order). Dead
+    /// switches that the driver still knows are returned with `up == false`. The returned
+    /// snapshot has generation 0: the caller numbers generations.
+    async fn discover(&self) -> Result<Fabric, DriverError>;
+
+    /// A new stream of the physical changes the driver observes from now on (link, switch and
+    /// end port up/down). Each call returns an independent receiver; dropping it unsubscribes.
+    fn subscribe_events(&self) -> tokio::sync::mpsc::UnboundedReceiver<FabricEvent>;
+
+    /// Installs a LID plan (LIDs and LMC of every switch and end port of `fabric`, addressed by
+    /// GUID). Replaces any previous assignment as a whole.
+    async fn configure_lids(&self, fabric: &Fabric, lids: &LidPlan) -> Result<(), DriverError>;
+
+    /// Writes a batch of LFT blocks, possibly to many switches. Transient failures are retried
+    /// inside the driver; on `Err` some blocks of the batch may already be written.
+    async fn write_lft_blocks(&self, blocks: &[LftBlockWrite]) -> Result<WriteReport, DriverError>;
+
+    /// Reads one LFT block back from a switch (blocks never written read as all 255).
+    async fn read_lft_block(&self, switch: Guid, block: u32) -> Result<[u8; BLOCK_SIZE], DriverError>;
+
+    /// Takes the link on a switch port physically down or up (fault drills). The change is then
+    /// reported on the event streams like any other physical change.
+    async fn set_port_state(&self, switch: Guid, port: PortNum, up: bool) -> Result<(), DriverError>;
+
+    /// Powers a switch off or on (fault drills).
+    async fn set_switch_state(&self, switch: Guid, up: bool) -> Result<(), DriverError>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errors_name_guid_and_port() {
+        let e = DriverError::InvalidPort {
+            guid: 0x10,
+            port: 40,
+            reason: "out of range",
+        };
+        assert_eq!(
+            e.to_string(),
+            "switch 0x0000000000000010 has no usable port 40: out of range"
+        );
+        let e = DriverError::Transient {
+            guid: 0xab,
+            op: "LFT block write",
+            attempts: 4,
+        };
+        assert!(e.is_transient());
+        assert_eq!(
+            e.to_string(),
+            "transient failure of LFT block write on switch 0x00000000000000ab after 4 attempt(s)"
+        );
+        let e = DriverError::Protocol {
+            guid: None,
+            message: "short read".into(),
+        };
+        assert_eq!(e.to_string(), "protocol error: short read");
+        assert!(!DriverError::Unreachable { guid: 1 }.is_transient());
+    }
+
+    #[test]
+    fn trait_is_dyn_compatible() {
+        fn takes(_: Option<std::sync::Arc<dyn SouthboundDriver>>) {}
+        takes(None);
+    }
+}
