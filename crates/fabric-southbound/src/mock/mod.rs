@@ -873,4 +873,6 @@ impl SouthboundDriver for MockFabric {
 }
 
 #[cfg(test)]
+mod proptests;
+#[cfg(test)]
 mod tests;
