@@ -1,1 +1,381 @@
-//! Metrics.
+//! Static congestion metrics of a routed fabric (Gliksberg thesis, ch. 2) and job-aware metrics
+//! (Domke & Hoefler, *Scheduling-Aware Routing for Supercomputers*).
+//!
+//! All metrics look at the paths that the LFTs give between **live end ports**, addressed by
+//! their **base LID**, in the **global end-node order** (ascending [`EndPortId`]: order of CA
+//! records in the source, then port). Only directed switch-to-switch ports count (each parallel
+//! cable separately, each direction separately); node–switch edges never do (thesis §2.3).
+//!
+//! * `src_p(P)` / `dst_p(P)`: number of distinct sources / destinations of the paths `P`
+//!   crossing port `p`; `mu_p(P) = min(src_p, dst_p)`, `mu(P) = max_p mu_p(P)` (§2.3.1).
+//! * For a permutation every node is the source of one path and the destination of one path, so
+//!   `mu_p = src_p = dst_p` = the number of paths crossing `p` (§2.3.2); permutation patterns
+//!   use this exact cheap form.
+//! * `mu_sp = max_k mu(SP_k)` over the shifts `SP_k(s) = (s + k) mod N`, `k = 1..N-1`, on the
+//!   live end ports in global order (`k = 0` is the identity and has no paths).
+//! * `mu_rp`: median and 1st / 39th 40-quantiles of `mu` over `r` seeded random permutations.
+//! * `mu_a2a = mu(A2A)` and the switch–switch edge-forwarding index `xi` (the thesis' Ξ): the
+//!   largest number of all-to-all paths crossing one switch-to-switch port.
+//! * `nu`: effective diameter (§2.3.3), the mean over ordered routed pairs `s != d` of the number
+//!   of edges of the path **including the two node–switch edges** (two end ports on the same
+//!   leaf are 2 apart; the switch-to-switch hop count is `nu - 2`).
+//! * Per job (a set of end ports): the effective edge-forwarding index `γ^e` of the job's
+//!   all-to-all routes and the dark-port share Θ (Domke & Hoefler), see [`job_metrics`].
+//!
+//! **Architecture invariant:** synchronous, deterministic (random permutations come from a
+//! seeded ChaCha stream per permutation, independent of thread scheduling), no I/O; rayon over
+//! patterns; no allocation per path or per hop.
+//!
+//! Destination-based routing makes the path from `s` to `d` depend only on the leaf of `s`, so
+//! all-pairs work (validity, `nu`, all-to-all) walks `leaves × N` paths, not `N²`.
+
+mod index;
+mod job;
+mod stats;
+
+use rayon::prelude::*;
+
+use fabric_routing::{Lfts, LidPlan};
+use fabric_topology::Fabric;
+
+pub use index::SwitchPort;
+use index::{PathIndex, RoutedBits};
+pub use job::{job_metrics, jobs_metrics, mu_of_pairs, JobMetrics, PairMetrics};
+pub use stats::quantile;
+
+/// Random permutation number `index` of `0..n` (over live end ports in global order) that
+/// [`compute`] samples for `mu_rp` with `seed`; lets a tool replay the worst sample.
+pub fn rp_permutation(n: usize, seed: u64, index: u64) -> Vec<u32> {
+    let mut perm = Vec::with_capacity(n);
+    stats::random_permutation(&mut perm, n as u32, seed, index);
+    perm
+}
+
+/// Errors of the metrics that take end-port lists from the caller.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum MetricsError {
+    #[error("end port id {id} does not exist (the fabric has {count} end ports)")]
+    UnknownEndPort { id: u32, count: usize },
+}
+
+/// Which patterns to evaluate.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MetricsOptions {
+    /// Number `r` of random permutations for `mu_rp` (0 = skip). The thesis samples 1000
+    /// (§2.4, §4.2.3: standard deviation 0.96 over 100 runs on the degraded 8640-node PGFT).
+    pub random_perms: usize,
+    /// Seed of the random permutations: permutation `i` uses `ChaCha8Rng::seed_from_u64(seed)`
+    /// on stream `i`.
+    pub seed: u64,
+    /// Compute `mu_a2a` and `xi` (two passes over `leaves × N` paths).
+    pub all_to_all: bool,
+    /// Compute `mu_sp` (`N - 1` shifts of `N` paths each).
+    pub shifts: bool,
+}
+
+impl Default for MetricsOptions {
+    fn default() -> Self {
+        MetricsOptions {
+            random_perms: 1000,
+            seed: 0,
+            all_to_all: true,
+            shifts: true,
+        }
+    }
+}
+
+/// Statistics of `mu` over the sampled random permutations. All zero when none were sampled.
+///
+/// Quantiles use linear interpolation between order statistics (Hyndman & Fan type 7, the
+/// default of R and NumPy): for sorted values `x_0..x_{r-1}` and probability `q`,
+/// `h = (r - 1) q`, value `= x_⌊h⌋ + (h - ⌊h⌋)(x_⌊h⌋+1 - x_⌊h⌋)`. See [`quantile`].
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct RpStats {
+    /// Median (`q = 1/2`): the thesis' `mu^RP(r)`.
+    pub median: f64,
+    /// 1st 40-quantile (`q = 1/40`): lower end of the 95 % interval.
+    pub q1: f64,
+    /// 39th 40-quantile (`q = 39/40`): upper end of the 95 % interval.
+    pub q39: f64,
+    pub min: u32,
+    pub max: u32,
+    /// Number of permutations sampled (`r`).
+    pub samples: usize,
+}
+
+/// Static metrics of one routed fabric. Metrics of patterns switched off in [`MetricsOptions`]
+/// are 0.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct Metrics {
+    /// Live end ports taking part (`N`).
+    pub end_ports: usize,
+    /// Live directed switch-to-switch ports (each direction of each cable).
+    pub switch_ports: usize,
+    /// `max_k mu(SP_k)`.
+    pub mu_sp: u32,
+    /// Smallest shift `k` with `mu(SP_k) = mu_sp` (0 when `mu_sp` is 0).
+    pub worst_shift: u32,
+    pub mu_rp: RpStats,
+    /// `mu` of the all-to-all pattern.
+    pub mu_a2a: u32,
+    /// Switch–switch edge-forwarding index Ξ of the all-to-all pattern.
+    pub xi: u64,
+    /// Effective diameter: mean edges per routed ordered pair (0 when no pair is routed).
+    pub nu: f64,
+    /// Largest number of edges of a routed path (node–switch edges included).
+    pub diameter: u32,
+    /// Ordered pairs `s != d` of live end ports whose base-LID path does not reach `d`.
+    pub unrouted_pairs: u64,
+}
+
+/// Computes the static metrics of `lfts` on `fabric` with the base LIDs of `lids`.
+///
+/// Never fails: inconsistent inputs (an end port without LID, a LID beyond the LFT coverage,
+/// LFTs for fewer switches than the fabric) show up as unrouted pairs, and unrouted pairs
+/// contribute to no metric other than `unrouted_pairs`.
+pub fn compute(fabric: &Fabric, lids: &LidPlan, lfts: &Lfts, opts: &MetricsOptions) -> Metrics {
+    let idx = PathIndex::new(fabric, lids, lfts);
+    let n = idx.num_live();
+    let scan = scan_leaves(&idx, opts.all_to_all);
+    let mut m = Metrics {
+        end_ports: n,
+        switch_ports: idx.num_channels(),
+        nu: if scan.routed > 0 {
+            scan.edge_sum as f64 / scan.routed as f64
+        } else {
+            0.0
+        },
+        diameter: scan.diameter,
+        unrouted_pairs: scan.unrouted,
+        ..Metrics::default()
+    };
+    if opts.all_to_all {
+        let dst = a2a_destinations(&idx, &scan.bits);
+        m.mu_a2a = scan.src.iter().zip(&dst).map(|(&s, &d)| s.min(d)).max().unwrap_or(0) as u32;
+        m.xi = scan.xi.iter().copied().max().unwrap_or(0);
+    }
+    if opts.shifts && n >= 2 {
+        let (mu, k) = (1..n as u32)
+            .into_par_iter()
+            .map_init(
+                || vec![0u32; idx.num_channels()],
+                |counts, k| (permutation_mu(&idx, &scan.bits, counts, |s| (s + k) % n as u32), k),
+            )
+            .reduce(
+                || (0, 0),
+                |a, b| {
+                    if b.0 > a.0 || (b.0 == a.0 && b.0 > 0 && b.1 < a.1) {
+                        b
+                    } else {
+                        a
+                    }
+                },
+            );
+        m.mu_sp = mu;
+        m.worst_shift = if mu > 0 { k } else { 0 };
+    }
+    if opts.random_perms > 0 {
+        let mut values: Vec<u32> = (0..opts.random_perms as u64)
+            .into_par_iter()
+            .map_init(
+                || (vec![0u32; idx.num_channels()], Vec::with_capacity(n)),
+                |(counts, perm), i| {
+                    stats::random_permutation(perm, n as u32, opts.seed, i);
+                    let perm: &Vec<u32> = perm;
+                    permutation_mu(&idx, &scan.bits, counts, |s| perm[s as usize])
+                },
+            )
+            .collect();
+        values.sort_unstable();
+        let as_f: Vec<f64> = values.iter().map(|&v| v as f64).collect();
+        m.mu_rp = RpStats {
+            median: quantile(&as_f, 0.5),
+            q1: quantile(&as_f, 1.0 / 40.0),
+            q39: quantile(&as_f, 39.0 / 40.0),
+            min: values.first().copied().unwrap_or(0),
+            max: values.last().copied().unwrap_or(0),
+            samples: values.len(),
+        };
+    }
+    m
+}
+
+/// `mu` of a permutation pattern `s -> dest(s)` over live indices: the largest number of routed
+/// paths crossing one channel (fixed points and unrouted pairs carry no path). `counts` is a
+/// reused per-thread scratch array of one counter per channel.
+fn permutation_mu(idx: &PathIndex<'_>, bits: &RoutedBits, counts: &mut [u32], dest: impl Fn(u32) -> u32) -> u32 {
+    counts.fill(0);
+    let mut max = 0;
+    for s in 0..idx.num_live() as u32 {
+        let d = dest(s);
+        if d == s {
+            continue;
+        }
+        let li = idx.leaf_of[s as usize];
+        if bits.get(li, d) {
+            idx.walk(idx.leaves[li as usize], d, |c| {
+                let v = &mut counts[c as usize];
+                *v += 1;
+                max = max.max(*v);
+            });
+        }
+    }
+    max
+}
+
+/// Result of the leaf-major pass over all `leaves × N` paths.
+struct Scan {
+    bits: RoutedBits,
+    /// Per channel: all-to-all paths crossing it (empty unless all-to-all was asked).
+    xi: Vec<u64>,
+    /// Per channel: distinct all-to-all sources crossing it (empty unless asked).
+    src: Vec<u64>,
+    edge_sum: u64,
+    routed: u64,
+    unrouted: u64,
+    diameter: u32,
+}
+
+/// Per-thread accumulator of [`scan_leaves`].
+struct ScanAcc {
+    xi: Vec<u64>,
+    src: Vec<u64>,
+    /// Per channel: last leaf that counted its sources there.
+    stamp: Vec<u32>,
+    buf: Vec<u32>,
+    edge_sum: u64,
+    routed: u64,
+    unrouted: u64,
+    diameter: u32,
+}
+
+impl ScanAcc {
+    fn new(channels: usize, a2a: bool) -> Self {
+        let len = if a2a { channels } else { 0 };
+        ScanAcc {
+            xi: vec![0; len],
+            src: vec![0; len],
+            stamp: vec![u32::MAX; len],
+            buf: Vec::new(),
+            edge_sum: 0,
+            routed: 0,
+            unrouted: 0,
+            diameter: 0,
+        }
+    }
+    fn merge(mut self, o: ScanAcc) -> ScanAcc {
+        for (a, b) in self.xi.iter_mut().zip(&o.xi) {
+            *a += b;
+        }
+        for (a, b) in self.src.iter_mut().zip(&o.src) {
+            *a += b;
+        }
+        self.edge_sum += o.edge_sum;
+        self.routed += o.routed;
+        self.unrouted += o.unrouted;
+        self.diameter = self.diameter.max(o.diameter);
+        self
+    }
+}
+
+/// Traces every `leaf -> d` path once, weighted by the number of sources on the leaf (minus `d`
+/// itself when it sits there): routed bits, `nu`, unrouted pairs and, for all-to-all, the
+/// per-channel path counts and distinct-source counts (a leaf's sources all cross a channel as
+/// soon as one path from the leaf does, since a path between two end ports of the same leaf
+/// crosses no channel).
+fn scan_leaves(idx: &PathIndex<'_>, a2a: bool) -> Scan {
+    let n = idx.num_live();
+    let nch = idx.num_channels();
+    let mut bits = RoutedBits::new(idx.leaves.len(), n);
+    let words = bits.words_per_row;
+    let acc = bits
+        .bits
+        .par_chunks_mut(words)
+        .enumerate()
+        .fold(
+            || ScanAcc::new(nch, a2a),
+            |mut acc, (li, row)| {
+                let li = li as u32;
+                let size = idx.leaf_size[li as usize] as u64;
+                let from = idx.leaves[li as usize];
+                for d in 0..n as u32 {
+                    let mult = size - u64::from(idx.leaf_of[d as usize] == li);
+                    if mult == 0 {
+                        continue;
+                    }
+                    let mut buf = std::mem::take(&mut acc.buf);
+                    if idx.trace(from, d, &mut buf) {
+                        RoutedBits::set_in_row(row, d);
+                        let edges = buf.len() as u32 + 2;
+                        acc.routed += mult;
+                        acc.edge_sum += mult * edges as u64;
+                        acc.diameter = acc.diameter.max(edges);
+                        if a2a {
+                            for &c in &buf {
+                                let c = c as usize;
+                                acc.xi[c] += mult;
+                                if acc.stamp[c] != li {
+                                    acc.stamp[c] = li;
+                                    acc.src[c] += size;
+                                }
+                            }
+                        }
+                    } else {
+                        acc.unrouted += mult;
+                    }
+                    acc.buf = buf;
+                }
+                acc
+            },
+        )
+        .reduce(|| ScanAcc::new(nch, a2a), ScanAcc::merge);
+    Scan {
+        bits,
+        xi: acc.xi,
+        src: acc.src,
+        edge_sum: acc.edge_sum,
+        routed: acc.routed,
+        unrouted: acc.unrouted,
+        diameter: acc.diameter,
+    }
+}
+
+/// Destination-major pass of the all-to-all pattern: per channel, the number of distinct
+/// destinations whose routed paths from some other end port cross it.
+fn a2a_destinations(idx: &PathIndex<'_>, bits: &RoutedBits) -> Vec<u64> {
+    let nch = idx.num_channels();
+    (0..idx.num_live() as u32)
+        .into_par_iter()
+        .fold(
+            || (vec![0u64; nch], vec![u32::MAX; nch]),
+            |(mut dst, mut stamp), d| {
+                for (li, &from) in idx.leaves.iter().enumerate() {
+                    // Not set for unrouted pairs nor for a leaf whose only source is `d` itself.
+                    if !bits.get(li as u32, d) {
+                        continue;
+                    }
+                    idx.walk(from, d, |c| {
+                        let c = c as usize;
+                        if stamp[c] != d {
+                            stamp[c] = d;
+                            dst[c] += 1;
+                        }
+                    });
+                }
+                (dst, stamp)
+            },
+        )
+        .map(|(dst, _)| dst)
+        .reduce(
+            || vec![0u64; nch],
+            |mut a, b| {
+                for (x, y) in a.iter_mut().zip(&b) {
+                    *x += y;
+                }
+                a
+            },
+        )
+}
+
+#[cfg(test)]
+mod tests;
