@@ -1,1 +1,141 @@
-//! Fat-tree generators.
+//! Fat-tree generators: PGFT, XGFT, k-ary n-tree, RLFT and QFT from their standard notation,
+//! and randomly degraded variants.
+//!
+//! # Notation
+//!
+//! The notation strings follow the thesis (Gliksberg 2022, §1.3.3, Definitions 23–27) and the QFT
+//! paper (Zahavi et al., HOTI 2014, §II–III), with 1-based notation levels: notation level 1 is the
+//! link between end nodes and leaves, level `l` the link between switch levels `l - 1` and `l`.
+//!
+//! | string | meaning |
+//! |---|---|
+//! | `PGFT(h;m1,..,mh;w1,..,wh;p1,..,ph)` | parallel generalised fat-tree: a switch of notation level `l` has `m_l` children (each over `p_l` parallel cables) and `w_{l+1}` parents (each over `p_{l+1}` cables) |
+//! | `XGFT(h;m1,..,mh;w1,..,wh)` | the PGFT with every `p_l = 1` |
+//! | `KARY(k,n)` | k-ary n-tree, `XGFT(n;k,..,k;1,k,..,k)` |
+//! | `RLFT(h;K;p1,..,ph)` | real-life fat-tree of `K`-port switches (Definition 27): read as the PGFT `PGFT(h;K/2,K/(2p2),..,K/ph;1,K/(2p2),..,K/(2ph);p1,..,ph)` and displayed in that PGFT form |
+//! | `QFT(h;m1,..,mh;w1,..,wh;p1,..,ph)` | quasi fat-tree: `p_l` counts cross-connected groups (QFT paper eqs. 6–8), not parallel cables |
+//!
+//! End nodes have exactly one link to one leaf: `w1` and `p1` must be 1.
+//!
+//! Parsed specs are held in a [`PgftSpec`] whose vectors are 0-based (`m[0]` is `m1`). Counts
+//! follow the closed formulas: `Π m` end nodes, `Π_{i≤l} w_i · Π_{i>l} m_i` switches at notation
+//! level `l`, `switches(l) · w_{l+1} · p_{l+1}` cables between notation levels `l` and `l + 1`;
+//! QFTs have the same counts as the PGFT with the same vectors.
+//!
+//! # Addresses and order
+//!
+//! A switch address ([`SwitchAddr`]) is its level (0 = leaf) and `h` digits in notation order
+//! (index 0 = notation index 1, little-endian): for a level-`L` switch the digits at indices
+//! `0..=L` are w-digits `b_{i+1} ∈ [0, w[i])` (the path up from the leaves) and those above are
+//! m-digits `a_{i+1} ∈ [0, m[i])` (the path down from the top). Within a level, switches are
+//! numbered by the mixed-radix index of their digits, index 0 least significant. Generated
+//! [`SwitchId`](crate::SwitchId)s are level by level (leaves first), index order within a level.
+//!
+//! An end node has the m-digits `(a1, .., ah)`: it hangs on port `a1 + 1` of the leaf
+//! `(0, a2, .., ah)`. Its index `d = Σ a_i · Π_{j<i} m_j` (QFT paper eq. 4) is its
+//! [`EndPortId`](crate::EndPortId): end ports are created leaf by leaf in leaf order, then port order,
+//! which is the global end-node order used by the metrics.
+//!
+//! # Cabling and port numbering
+//!
+//! PGFT/XGFT/KARY: a level-`L` switch with digits `(b1..b_{L+1}, a_{L+2}..a_h)` is cabled to each
+//! level-`L+1` switch whose digits are the same except at index `L+1`, where the upper switch has
+//! any w-digit `b_{L+2} ∈ [0, w[L+1])`; the lower switch is the upper switch's child number
+//! `c = a_{L+2}`; each such pair has `p[L+1]` parallel cables. Ports: down ports first, then up
+//! ports. Leaves have the end nodes on ports `1..=m1`. A level-`L ≥ 1` switch reaches child `c` by
+//! parallel cable `k` on port `1 + c·p[L] + k`; any switch reaches parent `j` (its w-digit) by
+//! parallel cable `k` on port `1 + down + j·p[L+1] + k` (child-major, then parent-major).
+//!
+//! QFT: the paper's connection rule (eq. 6) and port numbers (eqs. 7–8) exactly, with `f` and `g`
+//! the 0-based down and up port indices (down port `1 + f`, up port `1 + down + g`). With all
+//! `p = 1` a QFT is cabled exactly like the PGFT.
+//!
+//! Every switch has exactly the ports it uses (`m_l·p_l + w_{l+1}·p_{l+1}`), at most
+//! [`MAX_SWITCH_PORTS`] (254: LFT entry 255 means "no route", so port 255 cannot be routed to).
+//! An RLFT therefore has every switch fully plugged.
+//!
+//! # GUIDs (stable forever: tests and users rely on them)
+//!
+//! * switch node GUID: `0x0002c9 << 40 | level << 32 | index` ([`PgftSpec::switch_guid`]), so the
+//!   GUID order of switches is generator order, and among the parents (or the children) of one
+//!   PGFT switch, which differ in one digit, GUID order is digit order;
+//! * end node GUID: `0x0002c9 << 40 | 0x80 << 32 | d << 8` ([`PgftSpec::node_guid`]), CA port GUID =
+//!   node GUID + 1 (ibsim's node GUID + port number convention).
+//!
+//! # Names
+//!
+//! Switch descriptions are `"<KIND> L<level> S(<digits>)"`, e.g. `"PGFT L1 S(0,3,1)"`, digits in
+//! notation order (index 1 first); end nodes are `"n(<a1>,..,<ah>)"`. [`PgftLayout::recognize`]
+//! reads the switch names back, infers the spec, regenerates it and accepts the fabric only if it
+//! is that complete, fully live fat-tree.
+//!
+//! # Degradation
+//!
+//! [`degrade`] removes `N` random non-leaf switches (with their cables) and then `N` random
+//! inter-switch cables from any fabric, deterministically for a seed (ChaCha8). Removed equipment
+//! is absent from the returned fabric (and any file written from it); the remaining switches keep
+//! their relative order, so their ids shift: map them back to the generator by GUID
+//! ([`PgftLayout::addr_of_guid`]).
+
+mod build;
+mod degrade;
+mod layout;
+mod spec;
+
+pub use build::{generate, generate_str, Generated};
+pub use degrade::{degrade, Degrade};
+pub use layout::{PgftLayout, SwitchAddr};
+pub use spec::{
+    PgftSpec, SpecKind, MAX_END_NODES, MAX_LEVELS, MAX_SWITCHES, MAX_SWITCH_PORTS, NODE_GUID_BASE, SWITCH_GUID_BASE,
+};
+
+use crate::model::TopologyError;
+
+/// Errors of the generators, of [`degrade`] and of [`PgftLayout::recognize`].
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum GenError {
+    /// The notation string is malformed at a position (1-based character column).
+    #[error("{spec}: at column {column}: {reason}")]
+    Syntax {
+        spec: String,
+        column: usize,
+        reason: String,
+    },
+    /// A vector of the notation has the wrong number of values.
+    #[error("{spec}: expected {expected} values for {vector}, got {got}")]
+    WrongLength {
+        spec: String,
+        vector: &'static str,
+        expected: usize,
+        got: usize,
+    },
+    /// A value of the notation is 0 (`name` is the notation name, e.g. `m2` or `h`).
+    #[error("{spec}: {name} is 0, it must be at least 1")]
+    Zero { spec: String, name: String },
+    /// The notation is well formed but does not describe a fat-tree this generator builds.
+    #[error("{spec}: {reason}")]
+    Invalid { spec: String, reason: String },
+    /// Switches of one level would need more ports than a switch can have.
+    #[error("{spec}: level {level} switches need {ports} ports, at most {max} are supported", max = MAX_SWITCH_PORTS)]
+    TooManyPorts { spec: String, level: u32, ports: u64 },
+    /// The fabric would be larger than the generator limits.
+    #[error("{spec}: {count} {what} exceed the generator limit of {limit}")]
+    TooLarge {
+        spec: String,
+        what: &'static str,
+        count: u128,
+        limit: u64,
+    },
+    /// [`degrade`] was asked to remove more inter-switch cables than there are.
+    #[error("cannot remove {requested} inter-switch cables: the fabric has {available}")]
+    TooManyLinks { requested: usize, available: usize },
+    /// [`degrade`] was asked to remove more non-leaf switches than there are.
+    #[error("cannot remove {requested} non-leaf switches: the fabric has {available}")]
+    TooManySwitches { requested: usize, available: usize },
+    /// [`PgftLayout::recognize`]: the fabric is not a complete, live generated fat-tree.
+    #[error("not a complete generated fat-tree: {0}")]
+    NotRecognized(String),
+    /// The fabric builder rejected a generated element (a generator bug, never bad input).
+    #[error("fabric builder: {0}")]
+    Topology(#[from] TopologyError),
+}
