@@ -37,12 +37,15 @@ mod trace;
 pub use trace::{Hop, ReachReport, TraceError, REACH_REPORT_MAX_LISTED};
 
 use std::collections::{HashMap, VecDeque};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use fabric_routing::{Lfts, LidPlan, BLOCK_SIZE, NO_ROUTE};
+use fabric_topology::gen::{self, Degrade};
+use fabric_topology::ibnet;
 use fabric_topology::{fmt_guid, EndPortId, Fabric, FabricEvent, Guid, Lid, LinkState, PortNum, Remote, SwitchId};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -199,6 +202,8 @@ pub struct MockFabric {
     drill: Mutex<()>,
     config: RwLock<MockConfig>,
     counters: Counters,
+    /// Warnings of the topology reader.
+    warnings: Vec<String>,
 }
 
 impl std::fmt::Debug for MockFabric {
@@ -255,7 +260,48 @@ impl MockFabric {
             drill: Mutex::new(()),
             config: RwLock::new(config),
             counters: Counters::default(),
+            warnings: Vec::new(),
         }
+    }
+
+    /// A simulated fabric cabled as described by ibnetdiscover / ibsim topology text
+    /// ([`fabric_topology::ibnet::parse`]); `name` labels errors and warnings (e.g. the file name).
+    /// The oddities the reader tolerated are kept in [`MockFabric::topology_warnings`].
+    pub fn from_topology_text(text: &str, name: &str) -> Result<Self, DriverError> {
+        let parsed = ibnet::parse(text, name).map_err(|e| DriverError::Topology {
+            source_name: name.to_string(),
+            message: format!("line {}: {}", e.line, e.reason),
+        })?;
+        let mut m = Self::new(parsed.fabric);
+        m.warnings = parsed.warnings;
+        Ok(m)
+    }
+
+    /// A simulated fabric read from an ibnetdiscover / ibsim topology file (see
+    /// [`MockFabric::from_topology_text`]).
+    pub fn from_topology_file(path: &Path) -> Result<Self, DriverError> {
+        let text = std::fs::read_to_string(path).map_err(|e| DriverError::Topology {
+            source_name: path.display().to_string(),
+            message: format!("cannot read file: {e}"),
+        })?;
+        Self::from_topology_text(&text, &path.display().to_string())
+    }
+
+    /// A simulated fabric from a generator notation string such as `PGFT(2;4,4;1,2;1,1)` or
+    /// `KARY(4,3)` ([`fabric_topology::gen::generate_str`]), optionally degraded (switches and
+    /// cables removed, deterministically for the degradation seed).
+    pub fn from_generator(spec: &str, degrade: Option<&Degrade>) -> Result<Self, DriverError> {
+        let fabric = gen::generate_str(spec, degrade).map_err(|e| DriverError::Topology {
+            source_name: "generator".to_string(),
+            message: e.to_string(),
+        })?;
+        Ok(Self::new(fabric))
+    }
+
+    /// What the topology reader tolerated when this fabric was read from text (each message
+    /// prefixed with `file:line:`); empty for other sources.
+    pub fn topology_warnings(&self) -> &[String] {
+        &self.warnings
     }
 
     /// Replaces the configuration (builder style).

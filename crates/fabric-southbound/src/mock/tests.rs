@@ -796,3 +796,112 @@ async fn verify_with_lmc0_has_no_escape_and_unassigned_lids_fail() {
     assert_eq!(r.unreachable_count, 12);
     assert!(r.unreachable[0].2.contains("no escape LID"));
 }
+
+/// The ibnetdiscover text of [`two_level`], written by hand in ibnetdiscover's layout (spaces
+/// instead of tabs), with every cable on both of its ends.
+const TWO_LEVEL_IBNET: &str = r#"
+switchguid=0x10
+Switch 6 "S-0000000000000010"    # "leaf0" base port 0 lid 1 lmc 0
+[1]  "H-0000000000001100"[1](100)    # "n0" lid 8 4xEDR
+[2]  "H-0000000000001101"[1](101)    # "n1" lid 10 4xEDR
+[3]  "S-0000000000000020"[1]    # "spine0" lid 3 4xEDR
+[4]  "S-0000000000000021"[1]    # "spine1" lid 4 4xEDR
+
+switchguid=0x11
+Switch 6 "S-0000000000000011"    # "leaf1" base port 0 lid 2 lmc 0
+[1]  "H-0000000000001110"[1](110)    # "n2" lid 12 4xEDR
+[2]  "H-0000000000001111"[1](111)    # "n3" lid 14 4xEDR
+[3]  "S-0000000000000020"[2]    # "spine0" lid 3 4xEDR
+[4]  "S-0000000000000021"[2]    # "spine1" lid 4 4xEDR
+
+switchguid=0x20
+Switch 4 "S-0000000000000020"    # "spine0" base port 0 lid 3 lmc 0
+[1]  "S-0000000000000010"[3]    # "leaf0" lid 1 4xEDR
+[2]  "S-0000000000000011"[3]    # "leaf1" lid 2 4xEDR
+
+switchguid=0x21
+Switch 4 "S-0000000000000021"    # "spine1" base port 0 lid 4 lmc 0
+[1]  "S-0000000000000010"[4]    # "leaf0" lid 1 4xEDR
+[2]  "S-0000000000000011"[4]    # "leaf1" lid 2 4xEDR
+
+caguid=0x1100
+Ca 1 "H-0000000000001100"    # "n0"
+[1](100)  "S-0000000000000010"[1]    # lid 8 lmc 0 "leaf0" lid 1 4xEDR
+
+caguid=0x1101
+Ca 1 "H-0000000000001101"    # "n1"
+[1](101)  "S-0000000000000010"[2]    # lid 10 lmc 0 "leaf0" lid 1 4xEDR
+
+caguid=0x1110
+Ca 1 "H-0000000000001110"    # "n2"
+[1](110)  "S-0000000000000011"[1]    # lid 12 lmc 0 "leaf1" lid 2 4xEDR
+
+caguid=0x1111
+Ca 1 "H-0000000000001111"    # "n3"
+[1](111)  "S-0000000000000011"[2]    # lid 14 lmc 0 "leaf1" lid 2 4xEDR
+"#;
+
+#[tokio::test]
+async fn built_from_topology_text() {
+    let m = MockFabric::from_topology_text(TWO_LEVEL_IBNET, "two-level.ibnet").unwrap();
+    let d = m.discover().await.unwrap();
+    let f = two_level();
+    let switches = |f: &Fabric| {
+        f.switches()
+            .iter()
+            .map(|s| (s.guid, s.desc.clone(), s.nports))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(switches(&d), switches(&f));
+    let eps = |f: &Fabric| {
+        f.end_ports()
+            .iter()
+            .map(|e| (e.port_guid, e.attach))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(eps(&d), eps(&f));
+    for s in f.switch_ids() {
+        let remotes = |f: &Fabric| f.switch(s).ports.iter().map(|p| p.remote).collect::<Vec<_>>();
+        assert_eq!(remotes(&d), remotes(&f));
+    }
+    assert!(m.topology_warnings().is_empty(), "{:?}", m.topology_warnings());
+    // The hand-written routes work on the parsed fabric as on the built one.
+    m.configure_lids(&d, &plan(1)).await.unwrap();
+    m.write_lft_blocks(&base_lfts()).await.unwrap();
+    let r = m.verify_all_pairs(false);
+    assert_eq!((r.pairs_checked, r.unreachable_count), (12, 0));
+
+    let e = MockFabric::from_topology_text("Switch 4 \"a\"\n[7] \"a\"[1]\n", "bad.ibnet").unwrap_err();
+    let msg = e.to_string();
+    assert!(msg.starts_with("topology bad.ibnet: line 2: "), "{msg}");
+    let e = MockFabric::from_topology_file(std::path::Path::new("/nonexistent/fabric.ibnet")).unwrap_err();
+    assert!(
+        e.to_string()
+            .starts_with("topology /nonexistent/fabric.ibnet: cannot read file"),
+        "{e}"
+    );
+}
+
+#[tokio::test]
+async fn built_from_generator() {
+    // k-ary n-tree KARY(2,3): 2^3 = 8 end nodes, 3 * 2^2 = 12 switches, 2 * 8 = 16 cables.
+    let m = MockFabric::from_generator("KARY(2,3)", None).unwrap();
+    let d = m.discover().await.unwrap();
+    assert_eq!(
+        (d.num_end_ports(), d.num_switches(), d.count_links()),
+        (8, 12, (16, 16))
+    );
+    let deg = Degrade {
+        remove_links: 3,
+        remove_switches: 1,
+        seed: 5,
+    };
+    let m = MockFabric::from_generator("KARY(2,3)", Some(&deg)).unwrap();
+    let d = m.discover().await.unwrap();
+    // A non-leaf switch of KARY(2,3) has 4 (middle) or 2 (top) cables; then 3 more go.
+    let links = d.count_links().0;
+    assert_eq!((d.num_end_ports(), d.num_switches()), (8, 11));
+    assert!(links == 16 - 4 - 3 || links == 16 - 2 - 3, "{links}");
+    let e = MockFabric::from_generator("KARY(2", None).unwrap_err();
+    assert!(matches!(e, DriverError::Topology { .. }), "{e}");
+}
