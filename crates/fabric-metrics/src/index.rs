@@ -84,6 +84,10 @@ impl<'a> PathIndex<'a> {
         for sid in fabric.switch_ids() {
             let sw = fabric.switch(sid);
             for (pn, port) in sw.external_ports() {
+                if pn == NO_ROUTE {
+                    // A 255th port cannot be named by an LFT entry: 255 means "no route".
+                    continue;
+                }
                 let v = match port.remote {
                     Remote::Switch { .. } => match fabric.switch_link_live(sid, pn) {
                         Some((to, _)) => {
