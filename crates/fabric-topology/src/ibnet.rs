@@ -81,7 +81,7 @@ pub use write::write;
 pub struct ParsedTopology {
     /// The fabric (generation 0).
     pub fabric: Fabric,
-    /// One message per tolerated oddity, each prefixed with `file:line:` (non-reciprocal link
+    /// One message per tolerated oddity, in line order, each prefixed with `file:line:` (non-reciprocal link
     /// records, self-looped cables, skipped CA-to-CA cables, garbage before the first record, ...).
     pub warnings: Vec<String>,
 }
@@ -101,6 +101,12 @@ pub struct ParseError {
     pub reason: String,
 }
 
+/// A tolerated oddity, before it is formatted as `file:line: message`.
+pub(crate) struct Warning {
+    pub(crate) line: usize,
+    pub(crate) message: String,
+}
+
 impl ParseError {
     pub(crate) fn new(file: &str, line: usize, reason: impl Into<String>) -> Self {
         ParseError {
@@ -118,6 +124,12 @@ impl ParseError {
 pub fn parse(text: &str, source_name: &str) -> Result<ParsedTopology, ParseError> {
     let (records, mut warnings) = lex::read_records(text, source_name)?;
     let fabric = build::build(&records, source_name, &mut warnings)?;
+    // Both passes report in their own order; people read warnings in line order.
+    warnings.sort_by_key(|w| w.line);
+    let warnings = warnings
+        .into_iter()
+        .map(|w| format!("{source_name}:{}: {}", w.line, w.message))
+        .collect();
     Ok(ParsedTopology { fabric, warnings })
 }
 

@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 
 use super::lex::{NodeKind, PortLine, Record};
-use super::ParseError;
+use super::{ParseError, Warning};
 use crate::model::{fmt_guid, EndPortId, Fabric, FabricBuilder, NodeType, PortNum, SwitchId};
 
 /// Where a port line's remote end says it is cabled.
@@ -34,8 +34,8 @@ impl Ctx<'_, '_> {
     fn err(&self, line: usize, reason: String) -> ParseError {
         ParseError::new(self.file, line, reason)
     }
-    fn warn(&self, warnings: &mut Vec<String>, line: usize, msg: String) {
-        warnings.push(format!("{}:{line}: {msg}", self.file));
+    fn warn(&self, warnings: &mut Vec<Warning>, line: usize, message: String) {
+        warnings.push(Warning { line, message });
     }
     /// `Switch "id"[p]` for messages.
     fn name(&self, rec: usize, port: PortNum) -> String {
@@ -72,7 +72,7 @@ impl Ctx<'_, '_> {
     }
 }
 
-pub(super) fn build(records: &[Record<'_>], file: &str, warnings: &mut Vec<String>) -> Result<Fabric, ParseError> {
+pub(super) fn build(records: &[Record<'_>], file: &str, warnings: &mut Vec<Warning>) -> Result<Fabric, ParseError> {
     // Node ids.
     let mut by_id: HashMap<&str, usize> = HashMap::with_capacity(records.len());
     for (i, r) in records.iter().enumerate() {

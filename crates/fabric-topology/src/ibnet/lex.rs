@@ -1,6 +1,6 @@
 //! Pass 1: lines to node records (syntax, port ranges, duplicate ports, node GUIDs).
 
-use super::ParseError;
+use super::{ParseError, Warning};
 use crate::model::{Guid, PortNum};
 
 /// The three record types of the format.
@@ -456,7 +456,7 @@ fn classify(t: &str, line: usize) -> Result<Line<'_>, String> {
 }
 
 /// Reads all records. Errors stop at the first malformed line (in file order).
-pub(super) fn read_records<'a>(text: &'a str, file: &str) -> Result<(Vec<Record<'a>>, Vec<String>), ParseError> {
+pub(super) fn read_records<'a>(text: &'a str, file: &str) -> Result<(Vec<Record<'a>>, Vec<Warning>), ParseError> {
     let mut records: Vec<Record<'a>> = Vec::new();
     let mut warnings = Vec::new();
     // Whether the last record still takes port lines (no blank or other line since its header).
@@ -474,10 +474,12 @@ pub(super) fn read_records<'a>(text: &'a str, file: &str) -> Result<(Vec<Record<
             Line::Comment => continue,
             Line::Port(..) => {}
             Line::Header { .. } | Line::GuidBase { .. } if ibsim_pending > 0 => {
-                warnings.push(format!(
-                    "{file}:{lineno}: no blank line before this line: ibsim would take it as the end of the previous \
-                     record and skip it"
-                ));
+                warnings.push(Warning {
+                    line: lineno,
+                    message: "no blank line before this line: ibsim would take it as the end of the previous record \
+                              and skip it"
+                        .to_string(),
+                });
                 ibsim_pending = 0;
             }
             _ => ibsim_pending = 0,
@@ -487,7 +489,10 @@ pub(super) fn read_records<'a>(text: &'a str, file: &str) -> Result<(Vec<Record<
                 open = false;
                 match cls {
                     Line::GuidBase { kind, relative, value } => guids.set(kind, relative, value),
-                    Line::Console => warnings.push(format!("{file}:{lineno}: ibsim console command ignored")),
+                    Line::Console => warnings.push(Warning {
+                        line: lineno,
+                        message: "ibsim console command ignored".to_string(),
+                    }),
                     _ => {}
                 }
             }
@@ -549,17 +554,23 @@ pub(super) fn read_records<'a>(text: &'a str, file: &str) -> Result<(Vec<Record<
                     ));
                 }
                 if let Some(n) = note {
-                    warnings.push(format!("{file}:{lineno}: {n}"));
+                    warnings.push(Warning {
+                        line: lineno,
+                        message: n.to_string(),
+                    });
                 }
                 rec.ports.push(pl);
                 ibsim_pending = ibsim_pending.saturating_sub(1);
             }
             Line::Unknown(word) => {
                 match records.last() {
-                    None => warnings.push(format!(
-                        "{file}:{lineno}: ignored unrecognised line before the first node record: `{}`",
-                        short(line)
-                    )),
+                    None => warnings.push(Warning {
+                        line: lineno,
+                        message: format!(
+                            "ignored unrecognised line before the first node record: `{}`",
+                            short(line)
+                        ),
+                    }),
                     Some(r) if open => {
                         return Err(ParseError::new(
                             file,
