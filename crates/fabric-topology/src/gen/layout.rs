@@ -219,25 +219,28 @@ impl PgftLayout {
                 m[0] = m[0].max(nodes as u32);
             }
         }
-        // Parallel cables / cross-connected groups from one switch per level.
-        let mut p = vec![1u32; h];
-        for level in 0..h.saturating_sub(1) as u32 {
-            let Some(i) = addrs.iter().position(|a| a.level == level) else {
-                return Err(fail(format!("no switch at level {level}")));
-            };
-            let up = fabric.switches()[i]
+        // Parallel cables / cross-connected groups: the most up cables of a switch of each level
+        // (a switch that lost cables then shows up as a precise difference below).
+        let mut up_cables = vec![0u32; h];
+        for (i, s) in fabric.switches().iter().enumerate() {
+            let level = addrs[i].level;
+            let up = s
                 .external_ports()
                 .filter(|(_, p)| matches!(p.remote, Remote::Switch { sw, .. } if addrs[sw.idx()].level == level + 1))
                 .count() as u32;
-            let wu = w[level as usize + 1];
+            let most = &mut up_cables[level as usize];
+            *most = (*most).max(up);
+        }
+        let mut p = vec![1u32; h];
+        for level in 0..h.saturating_sub(1) {
+            let (up, wu) = (up_cables[level], w[level + 1]);
             if up == 0 || up.checked_rem(wu) != Some(0) {
                 return Err(fail(format!(
-                    "{} has {up} cables to level {}, not a multiple of its {wu} parents",
-                    sw_name(i),
+                    "switches of level {level} have up to {up} cables to level {}, not a multiple of their {wu} parents",
                     level + 1
                 )));
             }
-            p[level as usize + 1] = up / wu;
+            p[level + 1] = up / wu;
         }
         let spec = PgftSpec { kind, h, m, w, p };
         spec.validate()
