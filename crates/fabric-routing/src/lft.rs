@@ -20,7 +20,10 @@ impl Lfts {
     /// All-`NO_ROUTE` tables for `num_switches` switches covering LIDs `0..=top`.
     pub fn new(num_switches: usize, top: Lid) -> Self {
         let row_len = (top as usize + 1).div_ceil(BLOCK_SIZE) * BLOCK_SIZE;
-        Lfts { row_len, data: vec![NO_ROUTE; row_len * num_switches] }
+        Lfts {
+            row_len,
+            data: vec![NO_ROUTE; row_len * num_switches],
+        }
     }
     pub fn num_switches(&self) -> usize {
         self.data.len().checked_div(self.row_len).unwrap_or(0)
@@ -41,6 +44,19 @@ impl Lfts {
     /// Mutable rows, one per switch, for parallel filling (`par_chunks_mut`).
     pub fn rows_mut(&mut self) -> std::slice::ChunksMut<'_, u8> {
         self.data.chunks_mut(self.row_len.max(1))
+    }
+    /// Mutable rows, one per switch, as a rayon parallel iterator (row `i` is switch `i`).
+    pub fn par_rows_mut(&mut self) -> rayon::slice::ChunksMut<'_, u8> {
+        use rayon::slice::ParallelSliceMut;
+        self.data.par_chunks_mut(self.row_len.max(1))
+    }
+    /// The whole table, switch-major (`switches × row_len` bytes).
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.data
+    }
+    /// Whether `lid` has an entry in every row.
+    pub fn covers(&self, lid: Lid) -> bool {
+        (lid as usize) < self.row_len
     }
     /// Output port of `sw` for `lid` ([`NO_ROUTE`] when out of range).
     pub fn get(&self, sw: SwitchId, lid: Lid) -> PortNum {
@@ -72,11 +88,19 @@ impl Lfts {
             let sw = SwitchId(s as u32);
             for b in 0..new.num_blocks() {
                 let nb = new.block(sw, b);
-                let ob = if s < self.num_switches() && b < self.num_blocks() { self.block(sw, b) } else { &empty[..] };
+                let ob = if s < self.num_switches() && b < self.num_blocks() {
+                    self.block(sw, b)
+                } else {
+                    &empty[..]
+                };
                 if nb != ob {
                     let mut entries = [0u8; BLOCK_SIZE];
                     entries.copy_from_slice(nb);
-                    out.push(LftBlockDiff { switch: sw, block: b as u32, entries });
+                    out.push(LftBlockDiff {
+                        switch: sw,
+                        block: b as u32,
+                        entries,
+                    });
                 }
             }
         }
@@ -88,7 +112,10 @@ impl Lfts {
         if let Some(maxb) = diff.iter().map(|d| d.block as usize + 1).max() {
             if maxb > self.num_blocks() {
                 let n = self.num_switches();
-                let mut grown = Lfts { row_len: maxb * BLOCK_SIZE, data: vec![NO_ROUTE; maxb * BLOCK_SIZE * n] };
+                let mut grown = Lfts {
+                    row_len: maxb * BLOCK_SIZE,
+                    data: vec![NO_ROUTE; maxb * BLOCK_SIZE * n],
+                };
                 for s in 0..n {
                     let sw = SwitchId(s as u32);
                     grown.row_mut(sw)[..self.row_len].copy_from_slice(self.row(sw));
@@ -129,5 +156,63 @@ mod tests {
         a.apply(&d);
         assert_eq!(a, b);
         assert!(a.diff(&b).is_empty());
+    }
+
+    /// A random LFT set: `switches × lids`, a mix of ports, 0 and `NO_ROUTE`.
+    fn arb_lfts(switches: usize, top: Lid) -> impl Strategy<Value = Lfts> {
+        let len = Lfts::new(switches, top).as_bytes().len();
+        proptest::collection::vec(prop_oneof![3 => 1u8..=36, 1 => Just(0u8), 1 => Just(NO_ROUTE)], len).prop_map(
+            move |bytes| {
+                let mut l = Lfts::new(switches, top);
+                l.data.copy_from_slice(&bytes);
+                l
+            },
+        )
+    }
+
+    /// Two random LFT sets over the same switches, the second covering as many or more blocks,
+    /// and sometimes equal to the first except for a few entries.
+    fn arb_pair() -> impl Strategy<Value = (Lfts, Lfts)> {
+        (1usize..6, 0u32..200, 0u32..130, any::<bool>()).prop_flat_map(|(sw, top, extra, similar)| {
+            (
+                arb_lfts(sw, top),
+                arb_lfts(sw, top + extra),
+                proptest::collection::vec((0..sw, 0..=top + extra, 0u8..40), 0..8),
+            )
+                .prop_map(move |(a, b, edits)| {
+                    if similar && a.row_len() == b.row_len() {
+                        let mut c = a.clone();
+                        for (s, lid, p) in edits {
+                            c.set(SwitchId(s as u32), lid.min(c.row_len() as u32 - 1), p);
+                        }
+                        (a, c)
+                    } else {
+                        (a, b)
+                    }
+                })
+        })
+    }
+
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn apply_of_diff_gives_new((old, new) in arb_pair()) {
+            let d = old.diff(&new);
+            // Only blocks that really differ are listed, each once, in switch-major order.
+            for w in d.windows(2) {
+                prop_assert!((w[0].switch, w[0].block) < (w[1].switch, w[1].block));
+            }
+            for b in &d {
+                let sw = b.switch;
+                let blk = b.block as usize;
+                let before: Vec<u8> = if blk < old.num_blocks() { old.block(sw, blk).to_vec() } else { vec![NO_ROUTE; BLOCK_SIZE] };
+                prop_assert_ne!(before, b.entries.to_vec());
+            }
+            let mut applied = old.clone();
+            applied.apply(&d);
+            prop_assert_eq!(&applied, &new);
+            prop_assert!(applied.diff(&new).is_empty());
+        }
     }
 }

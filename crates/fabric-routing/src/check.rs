@@ -1,0 +1,681 @@
+//! Checks of a routing: path walks ([`trace`]), validity (every connected pair of live end
+//! ports has a loop-free path through the LFTs that ends at the destination port), deadlock
+//! freedom (the channel-dependency graph of each LID set is acyclic, thesis Def. 11 and §1.3.2)
+//! and up*-down* conformance to a ranking.
+
+use rayon::prelude::*;
+
+use fabric_ranking::Ranking;
+use fabric_topology::{fmt_guid, EndPortId, Fabric, Lid, PortNum, Remote, SwitchId};
+
+use crate::prep::{self, Oriented, INF};
+use crate::{Lfts, LidPlan, LidSet, NO_ROUTE};
+
+/// Where a [`trace`] ended.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum TraceEnd {
+    /// Delivered to this end port (through a leaf port).
+    EndPort(EndPortId),
+    /// Delivered to this switch (LFT entry 0).
+    Switch(SwitchId),
+}
+
+/// Why a [`trace`] failed.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum TraceError {
+    #[error("source end port {} is not live", fmt_guid(*.guid))]
+    SourceNotLive { ep: EndPortId, guid: u64 },
+    #[error("switch {} has no route to LID {lid}", fmt_guid(*.guid))]
+    NoRoute { switch: SwitchId, guid: u64, lid: Lid },
+    #[error("switch {} port {port} towards LID {lid} does not lead to a live switch or end port", fmt_guid(*.guid))]
+    DeadPort {
+        switch: SwitchId,
+        guid: u64,
+        port: PortNum,
+        lid: Lid,
+    },
+    #[error("routing loop towards LID {lid} (switch {} reached again after {hops} hops)", fmt_guid(*.guid))]
+    Loop {
+        switch: SwitchId,
+        guid: u64,
+        lid: Lid,
+        hops: usize,
+    },
+}
+
+/// Walks the LFTs from end port `src` towards `dlid`. `hops` is cleared, then receives every
+/// `(switch, output port)` taken, in order: the switch-to-switch hops, then (when the walk ends
+/// at an end port) the leaf port towards it. Allocation-free when `hops` has capacity.
+///
+/// A walk longer than the number of switches is a loop.
+pub fn trace(
+    fabric: &Fabric,
+    lfts: &Lfts,
+    src: EndPortId,
+    dlid: Lid,
+    hops: &mut Vec<(SwitchId, PortNum)>,
+) -> Result<TraceEnd, TraceError> {
+    hops.clear();
+    let e = fabric.end_port(src);
+    let (mut sw, _) = match e.attach {
+        Some(a) if fabric.end_port_live(src) => a,
+        _ => {
+            return Err(TraceError::SourceNotLive {
+                ep: src,
+                guid: e.port_guid,
+            })
+        }
+    };
+    let limit = fabric.num_switches();
+    loop {
+        let guid = fabric.switch(sw).guid;
+        if sw.idx() >= lfts.num_switches() {
+            return Err(TraceError::NoRoute {
+                switch: sw,
+                guid,
+                lid: dlid,
+            });
+        }
+        let port = lfts.get(sw, dlid);
+        if port == 0 {
+            return Ok(TraceEnd::Switch(sw));
+        }
+        if port == NO_ROUTE {
+            return Err(TraceError::NoRoute {
+                switch: sw,
+                guid,
+                lid: dlid,
+            });
+        }
+        if hops.len() >= limit {
+            return Err(TraceError::Loop {
+                switch: sw,
+                guid,
+                lid: dlid,
+                hops: hops.len(),
+            });
+        }
+        hops.push((sw, port));
+        let dead = TraceError::DeadPort {
+            switch: sw,
+            guid,
+            port,
+            lid: dlid,
+        };
+        match fabric.switch(sw).ports.get(port as usize).map(|p| p.remote) {
+            Some(Remote::EndPort(ep)) if fabric.end_port_live(ep) => return Ok(TraceEnd::EndPort(ep)),
+            Some(Remote::Switch { .. }) => match fabric.switch_link_live(sw, port) {
+                Some((next, _)) => sw = next,
+                None => return Err(dead),
+            },
+            _ => return Err(dead),
+        }
+    }
+}
+
+/// Result of [`validity`] / [`validity_set`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ValidityReport {
+    /// No connected pair of live end ports is unreachable, in any checked LID set.
+    pub valid: bool,
+    /// Unreachable (source, destination) pairs over the base LIDs (at most [`MAX_LISTED`]).
+    pub unreachable_pairs: Vec<(EndPortId, EndPortId)>,
+    /// Number of unreachable connected pairs over the base LIDs.
+    pub unreachable_count: u64,
+    /// Unreachable pairs over the escape LIDs (at most [`MAX_LISTED`]; empty with LMC 0).
+    pub escape_unreachable_pairs: Vec<(EndPortId, EndPortId)>,
+    pub escape_unreachable_count: u64,
+    /// Of the unreachable pairs, how many end in a loop (base + escape).
+    pub loop_count: u64,
+    /// (live end port, live switch) pairs in one component without a route to the switch LID
+    /// (informational: not part of `valid`; management reaches such switches by directed route).
+    pub switch_unreachable_count: u64,
+    /// Pairs of live end ports in different connected components (not required to be routed).
+    pub disconnected_pairs: u64,
+    /// Connected components of the live fabric that hold live end ports.
+    pub components: usize,
+}
+
+/// How many unreachable pairs are listed.
+pub const MAX_LISTED: usize = 100;
+
+/// Validity of the base LIDs and, with LMC 1, the escape LIDs.
+pub fn validity(fabric: &Fabric, lids: &LidPlan, lfts: &Lfts) -> ValidityReport {
+    let mut r = validity_set(fabric, lids, lfts, LidSet::Base);
+    if lids.lmc >= 1 {
+        let e = validity_set(fabric, lids, lfts, LidSet::Escape);
+        r.escape_unreachable_pairs = e.unreachable_pairs;
+        r.escape_unreachable_count = e.unreachable_count;
+        r.loop_count += e.loop_count;
+    }
+    r.valid = r.unreachable_count == 0 && r.escape_unreachable_count == 0;
+    r
+}
+
+/// Precomputed next hop of every (switch, port): a switch id, `END | end port id`, or `DEAD`.
+struct Hops {
+    next: Vec<u32>,
+}
+const END: u32 = 1 << 31;
+const DEAD: u32 = u32::MAX;
+
+impl Hops {
+    fn new(fabric: &Fabric) -> Self {
+        let mut next = vec![DEAD; fabric.num_switches() * 256];
+        for s in fabric.switch_ids() {
+            for (pn, p) in fabric.switch(s).external_ports() {
+                let v = match p.remote {
+                    Remote::EndPort(ep) if fabric.end_port_live(ep) => END | ep.0,
+                    Remote::Switch { .. } => fabric.switch_link_live(s, pn).map_or(DEAD, |(t, _)| t.0),
+                    _ => DEAD,
+                };
+                next[s.idx() * 256 + pn as usize] = v;
+            }
+        }
+        Hops { next }
+    }
+    #[inline]
+    fn get(&self, s: usize, port: u8) -> u32 {
+        self.next[s * 256 + port as usize]
+    }
+}
+
+/// Connected components of live switches (union of live links); `u32::MAX` for dead switches.
+fn components(fabric: &Fabric) -> Vec<u32> {
+    let mut comp = vec![u32::MAX; fabric.num_switches()];
+    let mut next = 0;
+    let mut stack = Vec::new();
+    for s in fabric.switch_ids() {
+        if !fabric.switch(s).up || comp[s.idx()] != u32::MAX {
+            continue;
+        }
+        comp[s.idx()] = next;
+        stack.push(s);
+        while let Some(x) = stack.pop() {
+            for g in fabric.port_groups(x) {
+                if comp[g.remote.idx()] == u32::MAX {
+                    comp[g.remote.idx()] = next;
+                    stack.push(g.remote);
+                }
+            }
+        }
+        next += 1;
+    }
+    comp
+}
+
+/// Validity of one LID set: for every live destination end port, which switches deliver to it
+/// (memoised walk, `O(switches)` per destination), then the sources attached to switches that
+/// do not. Also counts unreachable switch LIDs for [`LidSet::Base`].
+pub fn validity_set(fabric: &Fabric, lids: &LidPlan, lfts: &Lfts, set: LidSet) -> ValidityReport {
+    let ns = fabric.num_switches();
+    let hops = Hops::new(fabric);
+    let comp = components(fabric);
+    let live: Vec<EndPortId> = fabric.end_port_ids().filter(|&e| fabric.end_port_live(e)).collect();
+    let attach = |e: EndPortId| fabric.end_port(e).attach.map_or(0, |(s, _)| s.idx());
+    // Live end ports per switch and per component.
+    let mut per_switch = vec![0u64; ns];
+    let ncomp = comp
+        .iter()
+        .filter(|&&c| c != u32::MAX)
+        .max()
+        .map_or(0, |&m| m as usize + 1);
+    let mut per_comp = vec![0u64; ncomp];
+    for &e in &live {
+        per_switch[attach(e)] += 1;
+        per_comp[comp[attach(e)] as usize] += 1;
+    }
+    let components = per_comp.iter().filter(|&&c| c > 0).count();
+    let total = live.len() as u64;
+    let disconnected_pairs = per_comp.iter().map(|&c| c * (total - c)).sum::<u64>();
+    let usable = set == LidSet::Base || lids.lmc >= 1;
+
+    // Per destination: (unreachable count, loops, listed pairs).
+    let walk = |state: &mut Vec<u8>, stack: &mut Vec<usize>, dlid: Lid, target: u32, dcomp: u32| -> (u64, u64) {
+        // state: 0 unknown, 1 delivers, 2 fails, 3 on the current walk, 4 fails by loop.
+        state.iter_mut().for_each(|x| *x = 0);
+        let mut loops = 0;
+        for s0 in 0..ns {
+            if state[s0] != 0 || comp[s0] != dcomp {
+                continue;
+            }
+            let mut s = s0;
+            let verdict = loop {
+                if state[s] == 1 || state[s] == 2 || state[s] == 4 {
+                    break state[s];
+                }
+                if state[s] == 3 {
+                    break 4;
+                }
+                state[s] = 3;
+                stack.push(s);
+                let port = if usable && lfts.covers(dlid) && s < lfts.num_switches() {
+                    lfts.get(SwitchId(s as u32), dlid)
+                } else {
+                    NO_ROUTE
+                };
+                if port == 0 {
+                    // Delivered to this switch: right only for a switch destination.
+                    break if s as u32 == target { 1 } else { 2 };
+                }
+                if port == NO_ROUTE {
+                    break 2;
+                }
+                let n = hops.get(s, port);
+                if n == DEAD {
+                    break 2;
+                }
+                if n & END != 0 {
+                    break if n == target { 1 } else { 2 };
+                }
+                s = n as usize;
+            };
+            for &x in stack.iter() {
+                state[x] = verdict;
+            }
+            stack.clear();
+        }
+        // Count sources on failing switches.
+        let mut bad = 0;
+        for s in 0..ns {
+            if comp[s] == dcomp && state[s] != 1 && per_switch[s] > 0 {
+                bad += per_switch[s];
+                if state[s] == 4 {
+                    loops += per_switch[s];
+                }
+            }
+        }
+        (bad, loops)
+    };
+
+    let dests: Vec<EndPortId> = live.iter().copied().filter(|&e| lids.base_lid(e) != 0).collect();
+    let (bad, loops) = dests
+        .par_iter()
+        .map_init(
+            || (vec![0u8; ns], Vec::new()),
+            |(state, stack), &d| {
+                let dlid = lids.base_lid(d) + set.offset();
+                let (mut bad, mut loops) = walk(state, stack, dlid, END | d.0, comp[attach(d)]);
+                // The destination itself is not a source.
+                if state[attach(d)] != 1 {
+                    bad -= 1;
+                    if state[attach(d)] == 4 {
+                        loops -= 1;
+                    }
+                }
+                (bad, loops)
+            },
+        )
+        .reduce(|| (0, 0), |a, b| (a.0 + b.0, a.1 + b.1));
+    // Live end ports without a LID are unreachable from everyone in their component.
+    let no_lid: u64 = live
+        .iter()
+        .filter(|&&e| lids.base_lid(e) == 0)
+        .map(|&e| per_comp[comp[attach(e)] as usize] - 1)
+        .sum();
+
+    // List up to MAX_LISTED pairs (sequential walk over destinations until the cap).
+    let mut pairs = Vec::new();
+    let mut hv = Vec::new();
+    if bad + no_lid > 0 {
+        'outer: for &d in &live {
+            for &s in &live {
+                if s == d || comp[attach(s)] != comp[attach(d)] {
+                    continue;
+                }
+                let lid = lids.base_lid(d);
+                let ok = lid != 0
+                    && usable
+                    && matches!(trace(fabric, lfts, s, lid + set.offset(), &mut hv), Ok(TraceEnd::EndPort(x)) if x == d);
+                if !ok {
+                    pairs.push((s, d));
+                    if pairs.len() >= MAX_LISTED {
+                        break 'outer;
+                    }
+                }
+            }
+        }
+    }
+
+    let mut switch_unreachable_count = 0;
+    if set == LidSet::Base {
+        let sw_dests: Vec<SwitchId> = fabric.switch_ids().filter(|&s| fabric.switch(s).up).collect();
+        switch_unreachable_count = sw_dests
+            .par_iter()
+            .map_init(
+                || (vec![0u8; ns], Vec::new()),
+                |(state, stack), &t| {
+                    let lid = lids.switch_lid(t);
+                    if lid == 0 {
+                        return per_comp.get(comp[t.idx()] as usize).copied().unwrap_or(0);
+                    }
+                    walk(state, stack, lid, t.0, comp[t.idx()]).0
+                },
+            )
+            .sum();
+    }
+
+    let unreachable_count = bad + no_lid;
+    ValidityReport {
+        valid: unreachable_count == 0,
+        unreachable_pairs: pairs,
+        unreachable_count,
+        escape_unreachable_pairs: Vec::new(),
+        escape_unreachable_count: 0,
+        loop_count: loops,
+        switch_unreachable_count,
+        disconnected_pairs,
+        components,
+    }
+}
+
+/// Whether every pair of live, ranked leaves has an up-down path for the ranking (finite
+/// Dmodc cost): the condition under which Dmodc routes every connected pair (thesis §4.2.3).
+pub fn leaves_updown_connected(fabric: &Fabric, ranking: &Ranking) -> bool {
+    let o = Oriented::new(fabric, &ranking.level);
+    let c = prep::costs(&o);
+    let all_leaves_ranked = fabric
+        .switch_ids()
+        .filter(|&s| fabric.is_leaf(s))
+        .all(|s| ranking.level.get(s.idx()).copied().flatten().is_some());
+    all_leaves_ranked
+        && o.leaves
+            .iter()
+            .all(|&p| c.full_row(p as usize).iter().all(|&v| v != INF))
+}
+
+/// Destination LIDs of a set: end-port LIDs (+ switch LIDs for the base set).
+fn set_lids(fabric: &Fabric, lids: &LidPlan, set: LidSet) -> Vec<Lid> {
+    let mut v: Vec<Lid> = fabric
+        .end_port_ids()
+        .map(|e| lids.base_lid(e))
+        .filter(|&l| l != 0)
+        .map(|l| l + set.offset())
+        .collect();
+    if set == LidSet::Base {
+        v.extend(fabric.switch_ids().map(|s| lids.switch_lid(s)).filter(|&l| l != 0));
+    }
+    v.sort_unstable();
+    v.dedup();
+    v
+}
+
+/// Whether the channel-dependency graph of `set` is acyclic (thesis Def. 11): channels are the
+/// directed live switch-to-switch ports; `(s→t) → (t→u)` is a dependency when some destination
+/// LID of the set is forwarded by `s` to `t` and by `t` to `u`. Every live switch counts as a
+/// source (switches originate LID-routed traffic too), so every LFT entry of the set is used.
+pub fn cdg_acyclic(fabric: &Fabric, lids: &LidPlan, lfts: &Lfts, set: LidSet) -> bool {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    if set == LidSet::Escape && lids.lmc == 0 {
+        return true;
+    }
+    let ns = fabric.num_switches().min(lfts.num_switches());
+    let hops = Hops::new(fabric);
+    let dl: Vec<Lid> = set_lids(fabric, lids, set)
+        .into_iter()
+        .filter(|&l| lfts.covers(l))
+        .collect();
+    // Per switch t: a bit matrix over (input port i, output port q), (nports+1)² bits.
+    let width = |t: usize| fabric.switch(SwitchId(t as u32)).nports as usize + 1;
+    let mut off = Vec::with_capacity(ns + 1);
+    let mut total = 0usize;
+    for t in 0..ns {
+        off.push(total);
+        total += (width(t) * width(t)).div_ceil(64);
+    }
+    off.push(total);
+    let deps: Vec<AtomicU64> = (0..total).map(|_| AtomicU64::new(0)).collect();
+    // in_port[s*256+p] = port of the remote switch where (s, p) arrives.
+    let mut in_port = vec![0u8; ns * 256];
+    for s in 0..ns {
+        for pn in 1..=fabric.switch(SwitchId(s as u32)).nports {
+            if let Some((_, rp)) = fabric.switch_link_live(SwitchId(s as u32), pn) {
+                in_port[s * 256 + pn as usize] = rp;
+            }
+        }
+    }
+    (0..ns).into_par_iter().for_each(|s| {
+        let row = lfts.row(SwitchId(s as u32));
+        for &d in &dl {
+            let p = row[d as usize];
+            if p == NO_ROUTE || p == 0 {
+                continue;
+            }
+            let t = hops.get(s, p);
+            if t & END != 0 || t as usize >= ns {
+                continue;
+            }
+            let t = t as usize;
+            let q = lfts.get(SwitchId(t as u32), d);
+            if q == NO_ROUTE || q == 0 || hops.get(t, q) & END != 0 || hops.get(t, q) as usize >= ns {
+                continue;
+            }
+            let bit = in_port[s * 256 + p as usize] as usize * width(t) + q as usize;
+            deps[off[t] + bit / 64].fetch_or(1 << (bit % 64), Ordering::Relaxed);
+        }
+    });
+    // Dense channel ids for live switch-to-switch ports; edges; Kahn's algorithm.
+    let mut chan = vec![u32::MAX; ns * 256];
+    let mut nchan = 0u32;
+    for s in 0..ns {
+        for pn in 1..=fabric.switch(SwitchId(s as u32)).nports {
+            if hops.get(s, pn) & END == 0 && (hops.get(s, pn) as usize) < ns {
+                chan[s * 256 + pn as usize] = nchan;
+                nchan += 1;
+            }
+        }
+    }
+    let mut edges: Vec<(u32, u32)> = Vec::new();
+    for t in 0..ns {
+        let wt = width(t);
+        for (wi, word) in deps.iter().enumerate().take(off[t + 1]).skip(off[t]) {
+            let mut bits = word.load(Ordering::Relaxed);
+            while bits != 0 {
+                let b = bits.trailing_zeros() as usize;
+                bits &= bits - 1;
+                let bit = (wi - off[t]) * 64 + b;
+                let (i, q) = (bit / wt, bit % wt);
+                // The channel into t through t's port i is (remote switch, remote port).
+                let Some((s, sp)) = fabric.switch_link_live(SwitchId(t as u32), i as u8) else {
+                    continue;
+                };
+                let (from, to) = (chan[s.idx() * 256 + sp as usize], chan[t * 256 + q]);
+                if from != u32::MAX && to != u32::MAX {
+                    edges.push((from, to));
+                }
+            }
+        }
+    }
+    let n = nchan as usize;
+    let mut start = vec![0u32; n + 1];
+    for &(a, _) in &edges {
+        start[a as usize + 1] += 1;
+    }
+    for i in 0..n {
+        start[i + 1] += start[i];
+    }
+    let mut fill = start.clone();
+    let mut adj = vec![0u32; edges.len()];
+    let mut indeg = vec![0u32; n];
+    for &(a, b) in &edges {
+        adj[fill[a as usize] as usize] = b;
+        fill[a as usize] += 1;
+        indeg[b as usize] += 1;
+    }
+    let mut queue: Vec<u32> = (0..n as u32).filter(|&c| indeg[c as usize] == 0).collect();
+    let mut seen = 0;
+    while let Some(c) = queue.pop() {
+        seen += 1;
+        for &x in &adj[start[c as usize] as usize..start[c as usize + 1] as usize] {
+            indeg[x as usize] -= 1;
+            if indeg[x as usize] == 0 {
+                queue.push(x);
+            }
+        }
+    }
+    seen == n
+}
+
+/// Deadlock freedom: the CDG of the base LIDs and (LMC 1) that of the escape LIDs are each
+/// acyclic. (`ranking` is accepted for the caller's convenience; the CDG criterion does not
+/// need it — see [`updown_violations`] for the ranking-based check.)
+pub fn deadlock_free(fabric: &Fabric, ranking: &Ranking, lids: &LidPlan, lfts: &Lfts) -> bool {
+    let _ = ranking;
+    cdg_acyclic(fabric, lids, lfts, LidSet::Base) && cdg_acyclic(fabric, lids, lfts, LidSet::Escape)
+}
+
+/// Number of (switch, destination LID) entries of `set` that break the up*-down* rule for the
+/// ranking: the entry sends the packet sideways or up although a packet can arrive at that
+/// switch going down or sideways (another switch forwards it there that way). Zero implies
+/// every route is up*-down*, hence deadlock-free (thesis Property 1). Entries at unranked
+/// switches or towards unranked switches count as violations.
+pub fn updown_violations(fabric: &Fabric, ranking: &Ranking, lids: &LidPlan, lfts: &Lfts, set: LidSet) -> u64 {
+    if set == LidSet::Escape && lids.lmc == 0 {
+        return 0;
+    }
+    let ns = fabric.num_switches().min(lfts.num_switches());
+    let hops = Hops::new(fabric);
+    let level = |s: usize| ranking.level.get(s).copied().flatten();
+    let dl = set_lids(fabric, lids, set);
+    dl.par_iter()
+        .map_init(
+            || (vec![0u8; ns], vec![0u8; ns]),
+            |(arrives_down, dir), &d| {
+                if !lfts.covers(d) {
+                    return 0;
+                }
+                // Direction of each switch's hop: 0 none/delivery, 1 up, 2 down, 3 sideways.
+                arrives_down.iter_mut().for_each(|x| *x = 0);
+                dir.iter_mut().for_each(|x| *x = 0);
+                let mut bad = 0;
+                for (s, ds) in dir.iter_mut().enumerate() {
+                    let p = lfts.get(SwitchId(s as u32), d);
+                    if p == NO_ROUTE || p == 0 {
+                        continue;
+                    }
+                    let t = hops.get(s, p);
+                    if t & END != 0 || t == DEAD || t as usize >= ns {
+                        continue;
+                    }
+                    let t = t as usize;
+                    match (level(s), level(t)) {
+                        (Some(a), Some(b)) if b > a => *ds = 1,
+                        (Some(a), Some(b)) if b < a => {
+                            *ds = 2;
+                            arrives_down[t] = 1;
+                        }
+                        _ => {
+                            *ds = 3;
+                            arrives_down[t] = 1;
+                        }
+                    }
+                }
+                for (&ds, &ad) in dir.iter().zip(arrives_down.iter()) {
+                    if ds == 3 || (ad == 1 && ds == 1) {
+                        bad += 1;
+                    }
+                }
+                bad
+            },
+        )
+        .sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::*;
+    use crate::{assign_lids, route_all, EngineKind, Guid2Lid, RoutingContext, IB_MAX_UNICAST_LID};
+
+    #[test]
+    fn trace_reports_routes_loops_and_holes() {
+        let t = pgft(&[2, 2], &[1, 2], &[1, 1]);
+        let f = &t.fabric;
+        let r = ranking(f);
+        let lids = assign_lids(f, &Guid2Lid::default(), 1, IB_MAX_UNICAST_LID).unwrap();
+        let mut out = route_all(
+            &RoutingContext {
+                fabric: f,
+                ranking: &r,
+                lids: &lids,
+            },
+            EngineKind::Dmodc,
+        )
+        .unwrap();
+        let (a, b) = (EndPortId(0), EndPortId(3));
+        let mut hops = Vec::new();
+        assert_eq!(
+            trace(f, &out.lfts, a, lids.base_lid(b), &mut hops),
+            Ok(TraceEnd::EndPort(b))
+        );
+        assert_eq!(hops.len(), 3, "leaf, spine, leaf port: {hops:?}");
+        assert_eq!(hops[2].1, f.end_port(b).attach.unwrap().1);
+        let v = validity(f, &lids, &out.lfts);
+        assert!(
+            v.valid && v.unreachable_pairs.is_empty() && v.switch_unreachable_count == 0,
+            "{v:?}"
+        );
+        assert!(deadlock_free(f, &r, &lids, &out.lfts));
+        // Make a loop: the spine that b's route uses sends it back down to a's leaf, which sends up.
+        let (spine, _) = hops[1];
+        let a_leaf = f.end_port(a).attach.unwrap().0;
+        let port_to_a_leaf = f.port_groups(spine).iter().find(|g| g.remote == a_leaf).unwrap().ports[0];
+        out.lfts.set(spine, lids.base_lid(b), port_to_a_leaf);
+        assert!(matches!(
+            trace(f, &out.lfts, a, lids.base_lid(b), &mut hops),
+            Err(TraceError::Loop { .. })
+        ));
+        let v = validity(f, &lids, &out.lfts);
+        assert!(!v.valid);
+        // Sources on a's leaf (2 end ports) loop; the other end port on b's leaf still arrives.
+        assert_eq!(v.unreachable_count, 2);
+        assert_eq!(v.loop_count, 2);
+        assert!(v.unreachable_pairs.contains(&(a, b)));
+        assert!(!cdg_acyclic(f, &lids, &out.lfts, LidSet::Base));
+        assert!(updown_violations(f, &r, &lids, &out.lfts, LidSet::Base) > 0);
+        // A hole.
+        out.lfts.set(a_leaf, lids.base_lid(b), NO_ROUTE);
+        assert!(matches!(
+            trace(f, &out.lfts, a, lids.base_lid(b), &mut hops),
+            Err(TraceError::NoRoute { .. })
+        ));
+        assert_eq!(
+            trace(f, &out.lfts, a, lids.switch_lid(a_leaf), &mut hops),
+            Ok(TraceEnd::Switch(a_leaf))
+        );
+    }
+
+    #[test]
+    fn a_down_up_turn_makes_a_cdg_cycle() {
+        // 2-level, 2 leaves × 2 spines: force leaf1's traffic to leaf0 via spine0 and leaf0's
+        // traffic to leaf1 via spine1, plus a down-up bounce: spine0 -> leaf1 -> spine1 -> leaf0 ...
+        let t = pgft(&[1, 2], &[1, 2], &[1, 1]);
+        let f = &t.fabric;
+        let r = ranking(f);
+        let lids = assign_lids(f, &Guid2Lid::default(), 0, IB_MAX_UNICAST_LID).unwrap();
+        let out = route_all(
+            &RoutingContext {
+                fabric: f,
+                ranking: &r,
+                lids: &lids,
+            },
+            EngineKind::Dmodc,
+        )
+        .unwrap();
+        assert!(cdg_acyclic(f, &lids, &out.lfts, LidSet::Base));
+        assert!(cdg_acyclic(f, &lids, &out.lfts, LidSet::Escape));
+        let mut l = out.lfts.clone();
+        let (l0, l1, s0, s1) = (SwitchId(0), SwitchId(1), SwitchId(2), SwitchId(3));
+        let port = |a: SwitchId, b: SwitchId| f.port_groups(a).iter().find(|g| g.remote == b).unwrap().ports[0];
+        let (e0, e1) = (lids.base_lid(EndPortId(0)), lids.base_lid(EndPortId(1)));
+        // To e0: l1 -> s0 -> l1?? Build the cycle (l0→s0) → (s0→l1) → (l1→s1) → (s1→l0) → (l0→s0).
+        l.set(l0, e1, port(l0, s0));
+        l.set(s0, e1, port(s0, l1)); // dependency (l0→s0)→(s0→l1) for e1 (delivered at l1)
+        l.set(s0, e0, port(s0, l1)); // e0 bounced down to l1
+        l.set(l1, e0, port(l1, s1)); // (s0→l1)→(l1→s1)
+        l.set(s1, e0, port(s1, l0)); // (l1→s1)→(s1→l0)
+        l.set(s1, e1, port(s1, l0)); // e1 bounced down to l0
+        l.set(l0, e1, port(l0, s0)); // (s1→l0)→(l0→s0)
+        assert!(!cdg_acyclic(f, &lids, &l, LidSet::Base));
+    }
+}

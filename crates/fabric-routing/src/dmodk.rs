@@ -1,0 +1,92 @@
+//! Dmodk (thesis §1.4.2): the closed form on complete PGFTs, from switch and port addressing
+//! only (no costs). For a level-`L` switch (0 = leaf) and end node `d` (generator index, digits
+//! `a_1..a_h`):
+//!
+//! * `d` below the switch (its m-digits equal `a_{L+2}..a_h`): the child `a_{L+1}` (a leaf's
+//!   port `a_1 + 1`), parallel cable `⌊d / W_L⌋ mod p_{L+1}`;
+//! * otherwise up: `q = ⌊d / W_L⌋ mod (w_{L+2} · p_{L+2})`, parent `q mod w_{L+2}`, parallel
+//!   cable `⌊q / w_{L+2}⌋`,
+//!
+//! with `W_L = w_1 ⋯ w_{L+1}` (notation indices, 1-based) — the product of up-arities below,
+//! which is what Dmodc's divider Π reproduces. Parents are indexed by their digit, which is
+//! their GUID order in a generated fabric, so Dmodk and Dmodc give the same bytes there.
+//!
+//! Switch LIDs are routed like Dmodc's (any up-down path for the PGFT levels).
+
+use rayon::prelude::*;
+
+use fabric_topology::gen::{PgftLayout, SpecKind};
+use fabric_topology::Lid;
+
+use crate::prep::Oriented;
+use crate::{check_route_args, swlid, Lfts, LidSet, RoutingContext, RoutingEngine, RoutingError, NO_ROUTE};
+
+/// The Dmodk engine; fails with [`RoutingError::NotCompletePgft`] unless the fabric is a
+/// complete generated PGFT/XGFT/k-ary n-tree/RLFT (recognised by
+/// [`PgftLayout::recognize`]).
+#[derive(Copy, Clone, Debug, Default)]
+pub struct Dmodk;
+
+impl RoutingEngine for Dmodk {
+    fn name(&self) -> &'static str {
+        "dmodk"
+    }
+    fn route(&self, ctx: &RoutingContext<'_>, set: LidSet, lfts: &mut Lfts) -> Result<(), RoutingError> {
+        check_route_args(ctx, set, lfts)?;
+        let f = ctx.fabric;
+        let layout = PgftLayout::recognize(f).map_err(|e| RoutingError::NotCompletePgft(e.to_string()))?;
+        let spec = &layout.spec;
+        if spec.kind == SpecKind::Qft && spec.p.iter().any(|&p| p > 1) {
+            return Err(RoutingError::NotCompletePgft(format!(
+                "{} is a quasi fat-tree with cross-connected groups, not a PGFT",
+                spec
+            )));
+        }
+        let h = spec.h;
+        // Per end port: LID of the set, generator index and digits (flat, h per end port).
+        let off = set.offset();
+        let mut dest: Vec<(Lid, u64)> = Vec::with_capacity(f.num_end_ports());
+        let mut digits: Vec<u32> = Vec::with_capacity(f.num_end_ports() * h);
+        for ep in f.end_port_ids() {
+            let base = ctx.lids.base_lid(ep);
+            let d = u64::from(layout.end_node_index(ep));
+            dest.push((if base == 0 { 0 } else { base + off }, d));
+            digits.extend(spec.node_digits(d));
+        }
+        // Π_L = w[0] ⋯ w[L].
+        let div: Vec<u64> = (0..h)
+            .map(|l| spec.w[..=l].iter().map(|&x| u64::from(x)).product::<u64>().max(1))
+            .collect();
+        lfts.par_rows_mut().enumerate().for_each(|(s, row)| {
+            let addr = &layout.switch_addr[s];
+            let l = addr.level as usize;
+            for (i, &(lid, d)) in dest.iter().enumerate() {
+                if lid == 0 {
+                    continue;
+                }
+                let a = &digits[i * h..(i + 1) * h];
+                let below = (l + 1..h).all(|j| addr.digits[j] == a[j]);
+                let q = d / div[l];
+                let port = if below {
+                    if l == 0 {
+                        (a[0] + 1) as u8
+                    } else {
+                        spec.down_port(l as u32, a[l], (q % u64::from(spec.p[l])) as u32)
+                    }
+                } else if l + 1 < h {
+                    let wu = u64::from(spec.w[l + 1]);
+                    let q = q % (wu * u64::from(spec.p[l + 1]));
+                    spec.up_port(l as u32, (q % wu) as u32, (q / wu) as u32)
+                } else {
+                    NO_ROUTE
+                };
+                row[lid as usize] = port;
+            }
+        });
+        if set == LidSet::Base {
+            let level: Vec<Option<u32>> = layout.switch_addr.iter().map(|a| Some(a.level)).collect();
+            swlid::fill_switch_lids(f, ctx.lids, &Oriented::new(f, &level), lfts);
+        }
+        Ok(())
+    }
+}

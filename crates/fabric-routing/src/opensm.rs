@@ -1,0 +1,313 @@
+//! OpenSM's `opensm-lfts.dump` format (as written by `osm_dump.c`, and read back by OpenSM's
+//! `file` routing engine):
+//!
+//! ```text
+//! Unicast lids [0-<maxlid>] of switch Lid <swlid> guid 0x<16 hex> ('<nodedesc>'):
+//! 0x<lid, 4 hex> <port, 3 digits> # <Channel Adapter|Switch> portguid 0x<16 hex>: '<nodedesc>'
+//! ...
+//! <maxlid> lids dumped
+//! ```
+//!
+//! One section per switch (ascending GUID, as OpenSM's switch table), LIDs without a route
+//! omitted, port 0 = the switch itself. OpenSM prints the highest LID on the last line, not the
+//! number of lines. The reader also accepts `ibroute`'s variant (`0x0-0x..` ranges,
+//! `: (...)` comments, `N valid lids dumped`).
+
+use fabric_topology::{fmt_guid, parse_guid, Fabric, Guid, Lid, PortNum, SwitchId};
+
+use crate::lid::{LidOwner, LidOwners};
+use crate::{Lfts, LidPlan, NO_ROUTE};
+
+/// Writes the LFTs of every live switch that has a LID, in OpenSM's dump format.
+pub fn write_opensm_lfts(fabric: &Fabric, lids: &LidPlan, lfts: &Lfts) -> String {
+    let owners = LidOwners::new(lids);
+    let top = lids.top().min(lfts.row_len().saturating_sub(1) as Lid);
+    let mut order: Vec<SwitchId> = fabric
+        .switch_ids()
+        .filter(|&s| {
+            fabric.switch(s).up
+                && s.idx() < lfts.num_switches()
+                && lids.switch_lid.get(s.idx()).is_some_and(|&l| l != 0)
+        })
+        .collect();
+    order.sort_by_key(|&s| fabric.switch(s).guid);
+    // Comment text per LID, computed once.
+    let comment: Vec<String> = (0..=top)
+        .map(|lid| match owners.get(lid) {
+            Some(LidOwner::EndPort { ep, .. }) => {
+                let e = fabric.end_port(ep);
+                format!(
+                    "Channel Adapter portguid {}: '{}'",
+                    fmt_guid(e.port_guid),
+                    clean(&e.desc)
+                )
+            }
+            Some(LidOwner::Switch(s)) => {
+                let sw = fabric.switch(s);
+                format!("Switch portguid {}: '{}'", fmt_guid(sw.guid), clean(&sw.desc))
+            }
+            None => "unknown node and type".to_string(),
+        })
+        .collect();
+    let mut out = String::new();
+    for s in order {
+        let sw = fabric.switch(s);
+        out.push_str(&format!(
+            "Unicast lids [0-{top}] of switch Lid {} guid {} ('{}'):\n",
+            lids.switch_lid(s),
+            fmt_guid(sw.guid),
+            clean(&sw.desc)
+        ));
+        let row = lfts.row(s);
+        for lid in 0..=top {
+            let port = row[lid as usize];
+            if port == NO_ROUTE || port > sw.nports {
+                continue;
+            }
+            out.push_str(&format!("0x{lid:04x} {port:03} # {}\n", comment[lid as usize]));
+        }
+        out.push_str(&format!("{top} lids dumped\n"));
+    }
+    out
+}
+
+/// Node descriptions on one line.
+fn clean(s: &str) -> String {
+    s.replace(['\n', '\r'], " ")
+}
+
+/// Errors of [`parse_opensm_lfts`] and [`OpensmLfts::to_lfts`].
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum LftDumpError {
+    #[error("{file}:{line}: {message}")]
+    Parse { file: String, line: usize, message: String },
+    #[error("{file}:{line}: switch {} is not in the fabric", fmt_guid(*.guid))]
+    UnknownSwitch { file: String, line: usize, guid: Guid },
+    #[error("{file}:{line}: switch {} has no port {port}", fmt_guid(*.guid))]
+    PortOutOfRange {
+        file: String,
+        line: usize,
+        guid: Guid,
+        port: PortNum,
+    },
+}
+
+/// The LFT of one switch as read from a dump.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SwitchLftDump {
+    pub guid: Guid,
+    pub lid: Lid,
+    pub desc: String,
+    /// Highest LID of the header's range.
+    pub max_lid: Lid,
+    /// (LID, port) in file order.
+    pub entries: Vec<(Lid, PortNum)>,
+    /// Line of the header (for errors).
+    pub line: usize,
+}
+
+/// A parsed `opensm-lfts.dump`.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct OpensmLfts {
+    pub source: String,
+    pub switches: Vec<SwitchLftDump>,
+}
+
+fn parse_num(s: &str) -> Option<u64> {
+    match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        Some(h) => u64::from_str_radix(h, 16).ok(),
+        None => s.parse().ok(),
+    }
+}
+
+/// Parses an `opensm-lfts.dump` (or `ibroute` output). `source` names it in errors.
+pub fn parse_opensm_lfts(text: &str, source: &str) -> Result<OpensmLfts, LftDumpError> {
+    let err = |line: usize, message: String| LftDumpError::Parse {
+        file: source.to_string(),
+        line,
+        message,
+    };
+    let mut out = OpensmLfts {
+        source: source.to_string(),
+        switches: Vec::new(),
+    };
+    for (i, raw) in text.lines().enumerate() {
+        let line = i + 1;
+        let l = raw.trim();
+        if l.is_empty() || l.ends_with("lids dumped") || l.starts_with("Lid") || l.starts_with("Port") {
+            continue;
+        }
+        if let Some(rest) = l.strip_prefix("Unicast lids [") {
+            let bad = || err(line, format!("malformed switch header `{l}`"));
+            let (range, rest) = rest.split_once(']').ok_or_else(bad)?;
+            let (_, hi) = range.split_once('-').ok_or_else(bad)?;
+            let max_lid = parse_num(hi.trim()).ok_or_else(bad)?;
+            let rest = rest.trim_start().strip_prefix("of switch ").ok_or_else(bad)?;
+            let (lid, rest) = match rest.strip_prefix("Lid ") {
+                Some(r) => {
+                    let (n, r) = r.split_once(' ').ok_or_else(bad)?;
+                    (parse_num(n).ok_or_else(bad)?, r)
+                }
+                None => (0, rest),
+            };
+            let gpos = rest.find("guid ").ok_or_else(bad)?;
+            let rest = &rest[gpos + 5..];
+            let (g, rest) = rest.split_once(' ').ok_or_else(bad)?;
+            let guid = parse_guid(g).ok_or_else(bad)?;
+            let desc = rest
+                .trim()
+                .trim_end_matches(':')
+                .trim()
+                .trim_start_matches('(')
+                .trim_end_matches(')');
+            let desc = desc
+                .strip_prefix('\'')
+                .and_then(|d| d.strip_suffix('\''))
+                .unwrap_or(desc);
+            out.switches.push(SwitchLftDump {
+                guid,
+                lid: u32::try_from(lid).map_err(|_| bad())?,
+                desc: desc.to_string(),
+                max_lid: u32::try_from(max_lid).map_err(|_| bad())?,
+                entries: Vec::new(),
+                line,
+            });
+            continue;
+        }
+        let bad = || err(line, format!("expected `0xLID PORT # ...`, found `{l}`"));
+        let mut it = l.split_whitespace();
+        let lid = it
+            .next()
+            .filter(|t| t.starts_with("0x"))
+            .and_then(parse_num)
+            .ok_or_else(bad)?;
+        let port = it.next().and_then(|t| t.parse::<u16>().ok()).ok_or_else(bad)?;
+        let lid = u32::try_from(lid).map_err(|_| bad())?;
+        let port = u8::try_from(port).ok().filter(|&p| p != NO_ROUTE).ok_or_else(bad)?;
+        let sw = out
+            .switches
+            .last_mut()
+            .ok_or_else(|| err(line, "LFT entry before any switch header".into()))?;
+        sw.entries.push((lid, port));
+    }
+    Ok(out)
+}
+
+impl OpensmLfts {
+    /// The tables as [`Lfts`] for `fabric` (switches by GUID; switches absent from the dump get
+    /// all-`NO_ROUTE` rows). Covers LIDs up to the highest LID of any header or entry.
+    pub fn to_lfts(&self, fabric: &Fabric) -> Result<Lfts, LftDumpError> {
+        let top = self
+            .switches
+            .iter()
+            .flat_map(|s| std::iter::once(s.max_lid).chain(s.entries.iter().map(|e| e.0)))
+            .max()
+            .unwrap_or(0);
+        let mut lfts = Lfts::new(fabric.num_switches(), top);
+        for s in &self.switches {
+            let id = fabric
+                .switch_by_guid(s.guid)
+                .ok_or_else(|| LftDumpError::UnknownSwitch {
+                    file: self.source.clone(),
+                    line: s.line,
+                    guid: s.guid,
+                })?;
+            let nports = fabric.switch(id).nports;
+            for &(lid, port) in &s.entries {
+                if port > nports {
+                    return Err(LftDumpError::PortOutOfRange {
+                        file: self.source.clone(),
+                        line: s.line,
+                        guid: s.guid,
+                        port,
+                    });
+                }
+                lfts.set(id, lid, port);
+            }
+        }
+        Ok(lfts)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::*;
+    use crate::{assign_lids, route_all, EngineKind, Guid2Lid, RoutingContext, IB_MAX_UNICAST_LID};
+
+    #[test]
+    fn dump_matches_opensm_layout_and_reads_back() {
+        let t = pgft(&[2, 2], &[1, 2], &[1, 1]);
+        let f = &t.fabric;
+        let r = ranking(f);
+        let lids = assign_lids(f, &Guid2Lid::default(), 1, IB_MAX_UNICAST_LID).unwrap();
+        let out = route_all(
+            &RoutingContext {
+                fabric: f,
+                ranking: &r,
+                lids: &lids,
+            },
+            EngineKind::Dmodc,
+        )
+        .unwrap();
+        let text = write_opensm_lfts(f, &lids, &out.lfts);
+        let lines: Vec<&str> = text.lines().collect();
+        // 4 switches: header + footer each; leaves route all 4 × 2 end-port LIDs and 4 switch
+        // LIDs; a spine cannot reach the other spine up*-down* (that LID is omitted).
+        assert_eq!(lines.len(), 4 * 2 + 12 + 12 + 11 + 11);
+        let sw0 = f.switch(SwitchId(0));
+        assert_eq!(
+            lines[0],
+            format!(
+                "Unicast lids [0-{}] of switch Lid {} guid {} ('{}'):",
+                lids.top(),
+                lids.switch_lid(SwitchId(0)),
+                fmt_guid(sw0.guid),
+                sw0.desc
+            )
+        );
+        // LID 1 is switch 0 itself: port 0.
+        assert_eq!(
+            lines[1],
+            format!("0x0001 000 # Switch portguid {}: '{}'", fmt_guid(sw0.guid), sw0.desc)
+        );
+        let e0 = f.end_port(fabric_topology::EndPortId(0));
+        assert_eq!(
+            lines[2],
+            format!(
+                "0x0002 {:03} # Channel Adapter portguid {}: '{}'",
+                e0.attach.unwrap().1,
+                fmt_guid(e0.port_guid),
+                e0.desc
+            )
+        );
+        assert_eq!(lines[13], format!("{} lids dumped", lids.top()));
+        let parsed = parse_opensm_lfts(&text, "dump").unwrap();
+        assert_eq!(parsed.switches.len(), 4);
+        assert_eq!(parsed.switches[0].desc, sw0.desc);
+        let back = parsed.to_lfts(f).unwrap();
+        assert_eq!(back, out.lfts);
+    }
+
+    #[test]
+    fn reads_ibroute_style_and_reports_errors() {
+        let text = "Unicast lids [0x0-0x8] of switch Lid 1 guid 0x0000000100000000 (sw-L1-0):\n  Lid  Out   Destination\n       Port     Info \n0x0001 000 : (Switch portguid 0x0000000100000000: 'sw-L1-0')\n0x0002 003 : (Channel Adapter portguid 0x00000000e0000001: 'n0')\n2 valid lids dumped \n";
+        let p = parse_opensm_lfts(text, "r").unwrap();
+        assert_eq!(p.switches[0].guid, 0x1_0000_0000);
+        assert_eq!(p.switches[0].entries, vec![(1, 0), (2, 3)]);
+        assert_eq!(p.switches[0].max_lid, 8);
+        let e = parse_opensm_lfts("0x0001 001 # x\n", "r").unwrap_err();
+        assert_eq!(e.to_string(), "r:1: LFT entry before any switch header");
+        let e = parse_opensm_lfts("Unicast lids [0-3] of switch Lid 1 guid 0x1 ('a'):\n0x0002 abc\n", "r").unwrap_err();
+        assert!(matches!(e, LftDumpError::Parse { line: 2, .. }), "{e}");
+        let t = pgft(&[2, 2], &[1, 2], &[1, 1]);
+        let e = parse_opensm_lfts(
+            "Unicast lids [0-3] of switch Lid 1 guid 0x77 ('a'):\n0x0002 001 # x\n",
+            "r",
+        )
+        .unwrap()
+        .to_lfts(&t.fabric)
+        .unwrap_err();
+        assert_eq!(e.to_string(), "r:1: switch 0x0000000000000077 is not in the fabric");
+    }
+}
