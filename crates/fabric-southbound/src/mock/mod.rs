@@ -468,6 +468,18 @@ impl MockFabric {
     /// switch's LFT lock is held for reading during the check, so the result is that of one
     /// consistent set of tables (concurrent uploads wait).
     pub fn verify_all_pairs(&self, use_escape: bool) -> ReachReport {
+        self.check_reach(Dests::EndPorts { use_escape })
+    }
+
+    /// Traces, from every live end port, the LID of every live switch physically connected to
+    /// it (switch LIDs are destinations too: LID-routed management packets and tools such as
+    /// `ibtracert` must reach every switch). Same method and report as
+    /// [`MockFabric::verify_all_pairs`], with switch node GUIDs as destinations.
+    pub fn verify_switch_lids(&self) -> ReachReport {
+        self.check_reach(Dests::Switches)
+    }
+
+    fn check_reach(&self, dests: Dests) -> ReachReport {
         let guards: Vec<_> = self.cells.iter().map(read).collect();
         let view = FrozenView {
             lft: &guards,
@@ -490,6 +502,34 @@ impl MockFabric {
                 }
             }
         }
+        // Destinations: (guid, switch it hangs on or is, end port if any, LID or why none).
+        let targets: Vec<(Guid, SwitchId, Option<EndPortId>, Result<Lid, TraceError>)> = match dests {
+            Dests::EndPorts { use_escape } => live
+                .iter()
+                .map(|&(ep, sw)| {
+                    let g = topo.end_port(ep).port_guid;
+                    (g, sw, Some(ep), lids.dlid(ep, use_escape, g))
+                })
+                .collect(),
+            Dests::Switches => topo
+                .switch_ids()
+                .filter(|&sw| view.switch_up(sw))
+                .map(|sw| {
+                    let g = topo.switch(sw).guid;
+                    let lid = lids.switch_lid[sw.idx()];
+                    (
+                        g,
+                        sw,
+                        None,
+                        if lid == 0 {
+                            Err(TraceError::NoSwitchLid(g))
+                        } else {
+                            Ok(lid)
+                        },
+                    )
+                })
+                .collect(),
+        };
         let comp = live_components(topo, &view);
         let ingress: Vec<SwitchId> = topo.switch_ids().filter(|s| !by_switch[s.idx()].is_empty()).collect();
 
@@ -498,15 +538,17 @@ impl MockFabric {
             checked: usize,
             bad: usize,
             disconnected: usize,
-            listed: Vec<(EndPortId, EndPortId, TraceError)>,
+            /// (source, index in `targets`, why).
+            listed: Vec<(EndPortId, usize, TraceError)>,
         }
         let parts: Vec<Part> = ingress
             .par_iter()
             .map(|&sw| {
                 let srcs = &by_switch[sw.idx()];
                 let mut part = Part::default();
-                for &(dst, dsw) in &live {
-                    let n = srcs.len() - usize::from(dsw == sw);
+                for (ti, (_, dsw, dep, dlid)) in targets.iter().enumerate() {
+                    // An end port is not its own destination.
+                    let n = srcs.len() - usize::from(dep.is_some() && *dsw == sw);
                     if n == 0 {
                         continue;
                     }
@@ -515,17 +557,16 @@ impl MockFabric {
                         continue;
                     }
                     part.checked += n;
-                    let dguid = topo.end_port(dst).port_guid;
-                    let res = lids
-                        .dlid(dst, use_escape, dguid)
+                    let res = dlid
+                        .clone()
                         .and_then(|dlid| walk(topo, &view, &lids, sw, 0, dlid, |_| {}));
                     if let Err(e) = res {
                         part.bad += n;
-                        for &src in srcs.iter().filter(|&&s| s != dst) {
+                        for &src in srcs.iter().filter(|&&s| Some(s) != *dep) {
                             if part.listed.len() == REACH_REPORT_MAX_LISTED {
                                 break;
                             }
-                            part.listed.push((src, dst, e.clone()));
+                            part.listed.push((src, ti, e.clone()));
                         }
                     }
                 }
@@ -541,11 +582,11 @@ impl MockFabric {
             report.disconnected += p.disconnected;
             listed.extend(p.listed);
         }
-        listed.sort_by_key(|(s, d, _)| (*s, *d));
+        listed.sort_by_key(|(s, t, _)| (*s, *t));
         listed.truncate(REACH_REPORT_MAX_LISTED);
         report.unreachable = listed
             .into_iter()
-            .map(|(s, d, e)| (topo.end_port(s).port_guid, topo.end_port(d).port_guid, e.to_string()))
+            .map(|(s, t, e)| (topo.end_port(s).port_guid, targets[t].0, e.to_string()))
             .collect();
         report
     }
@@ -637,6 +678,15 @@ impl MockFabric {
         bump(&self.counters.blocks_written, 1);
         Ok(true)
     }
+}
+
+/// What [`MockFabric::check_reach`] traces to.
+#[derive(Clone, Copy)]
+enum Dests {
+    /// Every live end port's base (or escape) LID.
+    EndPorts { use_escape: bool },
+    /// Every live switch's LID.
+    Switches,
 }
 
 /// Reads the live state, one switch lock at a time (for single traces).

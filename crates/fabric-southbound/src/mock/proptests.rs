@@ -67,7 +67,7 @@ fn random_lfts(rng: &mut ChaCha8Rng, f: &Fabric, plan: &LidPlan, corrupt: f64) -
             }
         }
     }
-    for sw in f.switch_ids() {
+    for sw in f.switch_ids().filter(|&sw| plan.switch_lid(sw) != 0) {
         dests.push((plan.switch_lid(sw), sw, 0));
     }
     for (lid, dsw, dport) in dests {
@@ -168,6 +168,33 @@ fn naive(m: &MockFabric, f: &Fabric, plan: &LidPlan, escape: bool) -> ReachRepor
     r
 }
 
+fn naive_switch_lids(m: &MockFabric, f: &Fabric, plan: &LidPlan) -> ReachReport {
+    let mut r = ReachReport::default();
+    for s in f.end_port_ids().filter(|&e| f.end_port_live(e)) {
+        let (ssw, _) = f.end_port(s).attach.unwrap();
+        let reach = reachable(f, ssw);
+        for d in f.switch_ids().filter(|&d| f.switch(d).up) {
+            if !reach[d.idx()] {
+                r.disconnected += 1;
+                continue;
+            }
+            r.pairs_checked += 1;
+            let dg = f.switch(d).guid;
+            let res = match plan.switch_lid(d) {
+                0 => Err(TraceError::NoSwitchLid(dg)),
+                lid => m.trace(f.end_port(s).port_guid, lid).map(|_| ()),
+            };
+            if let Err(e) = res {
+                r.unreachable_count += 1;
+                if r.unreachable.len() < REACH_REPORT_MAX_LISTED {
+                    r.unreachable.push((f.end_port(s).port_guid, dg, e.to_string()));
+                }
+            }
+        }
+    }
+    r
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
 
@@ -194,7 +221,7 @@ proptest! {
                 next += span;
             }
         }
-        let switch_lid: Vec<Lid> = f.switch_ids().map(|_| { next += 1; next }).collect();
+let switch_lid: Vec<Lid> = f.switch_ids().map(|_| if rng.gen_bool(0.1) { 0 } else { next += 1; next }).collect();
         let plan = LidPlan { lmc, max_lid: IB_MAX_UNICAST_LID, switch_lid, end_port_base };
         let blocks = random_lfts(&mut rng, &f, &plan, corrupt);
 
@@ -231,9 +258,12 @@ proptest! {
             let slow = naive(&m, &now, &plan, escape);
             prop_assert_eq!(&fast, &slow, "escape = {}", escape);
         }
+        prop_assert_eq!(m.verify_switch_lids(), naive_switch_lids(&m, &now, &plan));
         // Uncorrupted min-hop routes on an unfaulted fabric reach every connected pair that has LIDs.
         if corrupt == 0.0 && faults == 0 {
             let r = m.verify_all_pairs(false);
+            prop_assert!(r.unreachable.iter().all(|(_, _, why)| why.contains("has no LID")), "{:?}", r.unreachable);
+            let r = m.verify_switch_lids();
             prop_assert!(r.unreachable.iter().all(|(_, _, why)| why.contains("has no LID")), "{:?}", r.unreachable);
         }
     }

@@ -905,3 +905,32 @@ async fn built_from_generator() {
     let e = MockFabric::from_generator("KARY(2", None).unwrap_err();
     assert!(matches!(e, DriverError::Topology { .. }), "{e}");
 }
+
+#[tokio::test]
+async fn verify_switch_lids_counts_by_hand() {
+    let m = programmed().await;
+    // 4 live end ports x 4 switches, all routed by the hand-written tables.
+    let r = m.verify_switch_lids();
+    assert_eq!((r.pairs_checked, r.unreachable_count, r.disconnected), (16, 0, 0));
+    // L1 loses its route to S1's LID 4 (n2, n3 -> S1); S0 goes down: its LID is no destination
+    // any more, and the leaf-to-leaf routes via S0 die: L0 to L1's LID 2 (n0, n1 -> L1) and L1
+    // to L0's LID 1 (n2, n3 -> L0).
+    m.write_lft_blocks(&[block0(L1, &[(1, 3), (2, 0), (3, 3), (4, 255)])])
+        .await
+        .unwrap();
+    m.set_switch_state(S0, false).await.unwrap();
+    let r = m.verify_switch_lids();
+    assert_eq!((r.pairs_checked, r.unreachable_count, r.disconnected), (12, 6, 0));
+    let pairs: Vec<_> = r.unreachable.iter().map(|(s, d, _)| (*s, *d)).collect();
+    assert_eq!(pairs, vec![(N0, L1), (N1, L1), (N2, L0), (N2, S1), (N3, L0), (N3, S1)]);
+    assert_eq!(
+        r.unreachable[0].2,
+        "switch 0x0000000000000010 sends LID 2 out of port 3 whose link is down"
+    );
+    // Switches without LIDs are reported as such.
+    let f = two_level();
+    let m = MockFabric::new(f.clone());
+    let r = m.verify_switch_lids();
+    assert_eq!(r.unreachable_count, 16);
+    assert_eq!(r.unreachable[0].2, "destination switch 0x0000000000000010 has no LID");
+}

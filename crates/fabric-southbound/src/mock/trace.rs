@@ -56,9 +56,11 @@ pub enum TraceError {
     NoLid(Guid),
     #[error("destination end port {} has no escape LID (LMC 0)", fmt_guid(*.0))]
     NoEscapeLid(Guid),
+    #[error("destination switch {} has no LID", fmt_guid(*.0))]
+    NoSwitchLid(Guid),
 }
 
-/// Result of [`crate::MockFabric::verify_all_pairs`].
+/// Result of [`crate::MockFabric::verify_all_pairs`] and [`crate::MockFabric::verify_switch_lids`].
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ReachReport {
     /// Ordered pairs (source, destination) of distinct live end ports that are physically
