@@ -502,31 +502,34 @@ impl MockFabric {
                 }
             }
         }
-        // Destinations: (guid, switch it hangs on or is, end port if any, LID or why none).
-        let targets: Vec<(Guid, SwitchId, Option<EndPortId>, Result<Lid, TraceError>)> = match dests {
+        let targets: Vec<Target> = match dests {
             Dests::EndPorts { use_escape } => live
                 .iter()
                 .map(|&(ep, sw)| {
-                    let g = topo.end_port(ep).port_guid;
-                    (g, sw, Some(ep), lids.dlid(ep, use_escape, g))
+                    let guid = topo.end_port(ep).port_guid;
+                    Target {
+                        guid,
+                        switch: sw,
+                        end_port: Some(ep),
+                        dlid: lids.dlid(ep, use_escape, guid),
+                    }
                 })
                 .collect(),
             Dests::Switches => topo
                 .switch_ids()
                 .filter(|&sw| view.switch_up(sw))
                 .map(|sw| {
-                    let g = topo.switch(sw).guid;
-                    let lid = lids.switch_lid[sw.idx()];
-                    (
-                        g,
-                        sw,
-                        None,
-                        if lid == 0 {
-                            Err(TraceError::NoSwitchLid(g))
-                        } else {
-                            Ok(lid)
-                        },
-                    )
+                    let guid = topo.switch(sw).guid;
+                    let dlid = match lids.switch_lid[sw.idx()] {
+                        0 => Err(TraceError::NoSwitchLid(guid)),
+                        lid => Ok(lid),
+                    };
+                    Target {
+                        guid,
+                        switch: sw,
+                        end_port: None,
+                        dlid,
+                    }
                 })
                 .collect(),
         };
@@ -546,7 +549,16 @@ impl MockFabric {
             .map(|&sw| {
                 let srcs = &by_switch[sw.idx()];
                 let mut part = Part::default();
-                for (ti, (_, dsw, dep, dlid)) in targets.iter().enumerate() {
+                for (
+                    ti,
+                    Target {
+                        switch: dsw,
+                        end_port: dep,
+                        dlid,
+                        ..
+                    },
+                ) in targets.iter().enumerate()
+                {
                     // An end port is not its own destination.
                     let n = srcs.len() - usize::from(dep.is_some() && *dsw == sw);
                     if n == 0 {
@@ -586,7 +598,7 @@ impl MockFabric {
         listed.truncate(REACH_REPORT_MAX_LISTED);
         report.unreachable = listed
             .into_iter()
-            .map(|(s, t, e)| (topo.end_port(s).port_guid, targets[t].0, e.to_string()))
+            .map(|(s, t, e)| (topo.end_port(s).port_guid, targets[t].guid, e.to_string()))
             .collect();
         report
     }
@@ -687,6 +699,17 @@ enum Dests {
     EndPorts { use_escape: bool },
     /// Every live switch's LID.
     Switches,
+}
+
+/// One destination of [`MockFabric::check_reach`].
+struct Target {
+    /// End port GUID or switch node GUID.
+    guid: Guid,
+    /// The switch the end port hangs on, or the switch itself.
+    switch: SwitchId,
+    end_port: Option<EndPortId>,
+    /// The LID traced to, or why there is none.
+    dlid: Result<Lid, TraceError>,
 }
 
 /// Reads the live state, one switch lock at a time (for single traces).
