@@ -1,0 +1,292 @@
+//! The CPU-heavy part of a generation, run on the routing rayon pool (never on a tokio worker):
+//! apply the pending physical changes and the virtual faults, rank, assign (keep) LIDs, route,
+//! optionally validate, and select the LFT blocks to upload (diff against the installed tables).
+//!
+//! [`compute`] is a pure function of its [`ComputeInput`]; the event loop sends it to the pool
+//! and gets the [`Computed`] result back over a oneshot channel.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Instant;
+
+use fabric_ranking::{rank, RankOptions, Ranking};
+use fabric_routing::{
+    assign_lids, check, route_all, EngineKind, Guid2Lid, LftBlockDiff, Lfts, LidPlan, RoutingContext, BLOCK_SIZE,
+};
+use fabric_topology::{Fabric, FabricEvent, Lid, SwitchId};
+
+/// Everything one computation reads.
+#[derive(Clone, Debug)]
+pub struct ComputeInput {
+    /// Job number (stale results are recognised by it).
+    pub job: u64,
+    /// The physical fabric before `physical_events`.
+    pub physical: Arc<Fabric>,
+    /// Physical changes seen since `physical` (already validated against it).
+    pub physical_events: Vec<FabricEvent>,
+    /// Virtual faults in force (down events), applied on top of the physical state.
+    pub exclusions: Vec<FabricEvent>,
+    /// LID assignments to keep.
+    pub previous_lids: Arc<Guid2Lid>,
+    /// LID plan of the installed generation (to detect a change).
+    pub installed_lids: Option<Arc<LidPlan>>,
+    pub lmc: u8,
+    pub max_lid: Lid,
+    pub engine: EngineKind,
+    pub rank_options: Arc<RankOptions>,
+    /// Run `check::validity` on the result.
+    pub validate: bool,
+    /// What the switches hold (as far as the daemon knows).
+    pub installed: Arc<Lfts>,
+    /// Blocks to write even if they equal `installed` (failed or skipped earlier).
+    pub dirty: Arc<BTreeSet<(u32, u32)>>,
+    /// Switches whose whole table must be written (first sync, switch came back up).
+    pub resync: Arc<BTreeSet<u32>>,
+}
+
+/// Result of a validity check of a new generation.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Validation {
+    pub valid: bool,
+    pub unreachable_pairs: u64,
+}
+
+/// A computed generation, ready to upload.
+#[derive(Clone, Debug)]
+pub struct Computed {
+    pub job: u64,
+    /// The physical fabric with `physical_events` applied.
+    pub physical: Arc<Fabric>,
+    /// The routed topology (physical + virtual faults).
+    pub fabric: Arc<Fabric>,
+    pub ranking: Arc<Ranking>,
+    pub lids: Arc<LidPlan>,
+    /// The LID plan differs from the installed one: configure LIDs before the LFTs.
+    pub lids_changed: bool,
+    /// LID assignments to persist (with vanished GUIDs kept reserved).
+    pub guid2lid: Arc<Guid2Lid>,
+    pub lfts: Arc<Lfts>,
+    /// Blocks to upload, switch-major.
+    pub writes: Vec<LftBlockDiff>,
+    /// Blocks that differ but belong to switches that are physically down (not written; they
+    /// stay dirty).
+    pub skipped: Vec<(u32, u32)>,
+    pub route_ms: f64,
+    pub compute_ms: f64,
+    pub validation: Option<Validation>,
+}
+
+/// Errors that prevent a generation from being computed.
+#[derive(Debug, thiserror::Error)]
+pub enum ComputeError {
+    #[error("cannot apply topology changes: {0}")]
+    Topology(#[from] fabric_topology::TopologyError),
+    #[error("LID assignment failed: {0}")]
+    Lids(#[from] fabric_routing::LidError),
+    #[error("routing failed: {0}")]
+    Routing(#[from] fabric_routing::RoutingError),
+    #[error("the routing computation panicked (this is a bug; the installed routing is kept)")]
+    Panicked,
+}
+
+/// Computes one generation (see the module documentation).
+pub fn compute(input: ComputeInput) -> Result<Computed, ComputeError> {
+    let t0 = Instant::now();
+    let physical = if input.physical_events.is_empty() {
+        input.physical.clone()
+    } else {
+        Arc::new(input.physical.apply(&input.physical_events)?)
+    };
+    let fabric = if input.exclusions.is_empty() {
+        physical.clone()
+    } else {
+        Arc::new(physical.apply(&input.exclusions)?)
+    };
+    let ranking = rank(&fabric, &input.rank_options);
+    let lids = assign_lids(&fabric, &input.previous_lids, input.lmc, input.max_lid)?;
+    let lids_changed = input.installed_lids.as_deref() != Some(&lids);
+    let guid2lid = Guid2Lid::from_plan_keeping(&fabric, &lids, &input.previous_lids);
+    let ctx = RoutingContext {
+        fabric: &fabric,
+        ranking: &ranking,
+        lids: &lids,
+    };
+    let routed = route_all(&ctx, input.engine)?;
+    let lfts = routed.lfts;
+    let validation = input.validate.then(|| {
+        let r = check::validity(&fabric, &lids, &lfts);
+        Validation {
+            valid: r.valid,
+            unreachable_pairs: r.unreachable_count + r.escape_unreachable_count,
+        }
+    });
+    let (writes, skipped) = select_writes(&physical, &input.installed, &lfts, &input.dirty, &input.resync);
+    Ok(Computed {
+        job: input.job,
+        physical,
+        fabric,
+        ranking: Arc::new(ranking),
+        lids: Arc::new(lids),
+        lids_changed,
+        guid2lid: Arc::new(guid2lid),
+        lfts: Arc::new(lfts),
+        writes,
+        skipped,
+        route_ms: routed.base_ms + routed.escape_ms,
+        compute_ms: t0.elapsed().as_secs_f64() * 1e3,
+        validation,
+    })
+}
+
+/// The blocks of `new` to upload: those that differ from `installed`, the dirty ones and every
+/// block of the resync switches; blocks of physically dead switches are skipped.
+pub fn select_writes(
+    physical: &Fabric,
+    installed: &Lfts,
+    new: &Lfts,
+    dirty: &BTreeSet<(u32, u32)>,
+    resync: &BTreeSet<u32>,
+) -> (Vec<LftBlockDiff>, Vec<(u32, u32)>) {
+    let mut writes = Vec::new();
+    let mut skipped = Vec::new();
+    let empty = [fabric_routing::NO_ROUTE; BLOCK_SIZE];
+    let nb = new.num_blocks();
+    for s in 0..new.num_switches() {
+        let sw = SwitchId(s as u32);
+        let up = s < physical.num_switches() && physical.switch(sw).up;
+        let full = resync.contains(&(s as u32));
+        for b in 0..nb {
+            let nblk = new.block(sw, b);
+            let old = if s < installed.num_switches() && b < installed.num_blocks() {
+                installed.block(sw, b)
+            } else {
+                &empty[..]
+            };
+            if full || nblk != old || dirty.contains(&(s as u32, b as u32)) {
+                if up {
+                    let mut entries = [0u8; BLOCK_SIZE];
+                    entries.copy_from_slice(nblk);
+                    writes.push(LftBlockDiff {
+                        switch: sw,
+                        block: b as u32,
+                        entries,
+                    });
+                } else {
+                    skipped.push((s as u32, b as u32));
+                }
+            }
+        }
+    }
+    (writes, skipped)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fabric_topology::{FabricBuilder, NodeType};
+
+    /// Two leaves and two spines, one node per leaf.
+    fn tiny() -> Fabric {
+        let mut b = FabricBuilder::new();
+        let l0 = b.add_switch(0x10, "leaf0", 8).unwrap();
+        let l1 = b.add_switch(0x11, "leaf1", 8).unwrap();
+        let s0 = b.add_switch(0x20, "spine0", 8).unwrap();
+        let s1 = b.add_switch(0x21, "spine1", 8).unwrap();
+        b.connect_switches(l0, 5, s0, 1).unwrap();
+        b.connect_switches(l0, 6, s1, 1).unwrap();
+        b.connect_switches(l1, 5, s0, 2).unwrap();
+        b.connect_switches(l1, 6, s1, 2).unwrap();
+        let e0 = b.add_end_port(0x101, 0x100, "n0", 1, 1, NodeType::Compute).unwrap();
+        let e1 = b.add_end_port(0x111, 0x110, "n1", 1, 1, NodeType::Compute).unwrap();
+        b.connect_end_port(e0, l0, 1).unwrap();
+        b.connect_end_port(e1, l1, 1).unwrap();
+        b.build()
+    }
+
+    fn input(f: Fabric) -> ComputeInput {
+        ComputeInput {
+            job: 1,
+            physical: Arc::new(f),
+            physical_events: vec![],
+            exclusions: vec![],
+            previous_lids: Arc::new(Guid2Lid::new()),
+            installed_lids: None,
+            lmc: 1,
+            max_lid: 0xBFFF,
+            engine: EngineKind::Dmodc,
+            rank_options: Arc::new(RankOptions::default()),
+            validate: true,
+            installed: Arc::new(Lfts::new(0, 0)),
+            dirty: Arc::new(BTreeSet::new()),
+            resync: Arc::new(BTreeSet::new()),
+        }
+    }
+
+    #[test]
+    fn first_generation_writes_every_routed_block_and_is_valid() {
+        let c = compute(input(tiny())).unwrap();
+        assert_eq!(
+            c.validation,
+            Some(Validation {
+                valid: true,
+                unreachable_pairs: 0
+            })
+        );
+        assert!(c.lids_changed);
+        // 2 end ports x 2 LIDs + 4 switch LIDs fit in block 0 of each of the 4 switches.
+        assert_eq!(c.writes.len(), 4);
+        assert!(c.skipped.is_empty());
+        assert_eq!(c.guid2lid.len(), 6);
+    }
+
+    #[test]
+    fn second_generation_writes_only_changed_blocks_and_excludes_virtual_faults() {
+        let first = compute(input(tiny())).unwrap();
+        let mut inp = input(tiny());
+        inp.installed = first.lfts.clone();
+        inp.installed_lids = Some(first.lids.clone());
+        inp.previous_lids = first.guid2lid.clone();
+        let same = compute(inp.clone()).unwrap();
+        assert!(same.writes.is_empty());
+        assert!(!same.lids_changed);
+        // Excluding leaf0's link to spine0 changes the leaves' and spine0's tables.
+        inp.exclusions = vec![FabricEvent::LinkDown { switch: 0x10, port: 5 }];
+        let c = compute(inp.clone()).unwrap();
+        let expected = first.lfts.diff(&c.lfts);
+        assert!(!expected.is_empty());
+        assert_eq!(c.writes, expected);
+        assert_eq!(
+            c.physical.count_links(),
+            (4, 4),
+            "virtual faults do not touch the physical view"
+        );
+        assert_eq!(c.fabric.count_links(), (4, 3));
+        // A dirty block is written although equal; a resync switch is written whole.
+        inp.exclusions.clear();
+        inp.dirty = Arc::new([(1, 0)].into_iter().collect());
+        inp.resync = Arc::new([3].into_iter().collect());
+        let c = compute(inp).unwrap();
+        let got: Vec<(u32, u32)> = c.writes.iter().map(|w| (w.switch.0, w.block)).collect();
+        assert_eq!(got, vec![(1, 0), (3, 0)]);
+    }
+
+    #[test]
+    fn physically_dead_switch_blocks_are_skipped() {
+        let first = compute(input(tiny())).unwrap();
+        let mut inp = input(tiny());
+        inp.installed = first.lfts.clone();
+        inp.physical_events = vec![FabricEvent::SwitchDown(0x21)];
+        let c = compute(inp).unwrap();
+        assert!(!c.physical.switch(SwitchId(3)).up);
+        assert!(c.writes.iter().all(|w| w.switch != SwitchId(3)));
+        assert_eq!(c.skipped, vec![(3, 0)]);
+    }
+
+    #[test]
+    fn bad_exclusion_is_an_error_not_a_panic() {
+        let mut inp = input(tiny());
+        inp.exclusions = vec![FabricEvent::LinkDown { switch: 0x99, port: 1 }];
+        let e = compute(inp).unwrap_err();
+        assert!(e.to_string().contains("unknown switch GUID 0x0000000000000099"), "{e}");
+    }
+}

@@ -1,0 +1,818 @@
+//! Daemon configuration: TOML, every key documented in `config/fabricd.toml`.
+//!
+//! [`Config::parse`] is a pure function from text to a validated [`Config`] that reports **every**
+//! problem at once, each with its file, line and key path (`file:line: key.path: reason`):
+//! syntax errors, unknown keys (`deny_unknown_fields`), wrong types and out-of-range values.
+//!
+//! Which keys a `SIGHUP` reload applies at run time is decided by [`Config::reload_diff`]; the
+//! others need a restart and are reported as such.
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::time::Duration;
+
+use fabric_routing::EngineKind;
+use fabric_topology::parse_guid;
+use serde::Deserialize;
+
+/// The whole configuration file.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    pub daemon: DaemonConfig,
+    pub log: LogConfig,
+    pub grpc: GrpcConfig,
+    pub driver: DriverConfig,
+    pub routing: RoutingConfig,
+    pub update: UpdateConfig,
+    pub fault_injection: FaultInjectionConfig,
+    pub metrics: MetricsConfig,
+    pub prometheus: PrometheusConfig,
+}
+
+/// `[daemon]`: where state lives.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DaemonConfig {
+    /// State directory (LID assignments, job mappings, virtual faults). Overridden by
+    /// `--state-dir`.
+    pub state_dir: PathBuf,
+}
+
+impl Default for DaemonConfig {
+    fn default() -> Self {
+        DaemonConfig {
+            state_dir: PathBuf::from("/var/lib/fabricd"),
+        }
+    }
+}
+
+/// Log output format.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    /// Plain text lines (for journald).
+    #[default]
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// `[log]`.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LogConfig {
+    /// `tracing` filter directive (`info`, `fabricd=debug,info`, ...). Reloadable.
+    pub level: String,
+    pub format: LogFormat,
+    /// Prefix lines with a timestamp (journald adds its own; turn off under systemd).
+    pub timestamps: bool,
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        LogConfig {
+            level: "info".into(),
+            format: LogFormat::Text,
+            timestamps: true,
+        }
+    }
+}
+
+/// `[grpc]`: the northbound API listeners.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct GrpcConfig {
+    /// Unix socket path. Overridden by `--socket`.
+    pub socket: PathBuf,
+    /// Octal permission bits of the socket file (the socket's group gets access).
+    pub socket_mode: String,
+    /// Optional plaintext TCP listener (`host:port`); empty = off.
+    pub tcp_listen: String,
+    /// Allow `tcp_listen` on a non-loopback address (plaintext: only behind a TLS proxy).
+    pub tcp_allow_remote: bool,
+}
+
+impl Default for GrpcConfig {
+    fn default() -> Self {
+        GrpcConfig {
+            socket: PathBuf::from("/run/fabricd/fabricd.sock"),
+            socket_mode: "0660".into(),
+            tcp_listen: String::new(),
+            tcp_allow_remote: false,
+        }
+    }
+}
+
+/// Southbound driver kinds.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DriverKind {
+    /// Built-in simulated fabric.
+    #[default]
+    Mock,
+}
+
+impl DriverKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            DriverKind::Mock => "mock",
+        }
+    }
+}
+
+/// `[driver]`.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct DriverConfig {
+    pub kind: DriverKind,
+    pub mock: MockDriverConfig,
+}
+
+/// `[driver.mock]`: the built-in simulated fabric.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MockDriverConfig {
+    /// Generator notation (`PGFT(...)`, `XGFT(...)`, `KARY(k,n)`, `QFT(...)`), used when
+    /// `topology_file` is empty.
+    pub generator: String,
+    /// ibnetdiscover / ibsim topology file; when set, `generator` is ignored.
+    pub topology_file: Option<PathBuf>,
+    /// Degrade the generated fabric: inter-switch cables removed at random.
+    pub remove_links: usize,
+    /// Degrade the generated fabric: non-leaf switches removed at random.
+    pub remove_switches: usize,
+    /// Seed of the degradation.
+    pub degrade_seed: u64,
+    /// Latency of one management operation, microseconds. Reloadable.
+    pub op_latency_us: u64,
+    /// Probability that one LFT block write fails transiently. Reloadable.
+    pub error_rate: f64,
+    /// Seed of the error draws. Reloadable.
+    pub error_seed: u64,
+    /// Block writes in flight within one batch. Reloadable.
+    pub max_parallel: usize,
+    /// Driver retries of one failed block write. Reloadable.
+    pub max_retries: u32,
+}
+
+impl Default for MockDriverConfig {
+    fn default() -> Self {
+        MockDriverConfig {
+            generator: "PGFT(2;18,36;1,18;1,1)".into(),
+            topology_file: None,
+            remove_links: 0,
+            remove_switches: 0,
+            degrade_seed: 1,
+            op_latency_us: 0,
+            error_rate: 0.0,
+            error_seed: 0,
+            max_parallel: 64,
+            max_retries: 3,
+        }
+    }
+}
+
+/// Configured role of a switch (overrides ranking detection).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RoleName {
+    Leaf,
+    Spine,
+    Root,
+}
+
+/// `[routing]`.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RoutingConfig {
+    /// Engine of the base LIDs: `dmodc`, `dmodk`, `updown`, `updown-random`. Reloadable
+    /// (a change forces a reroute).
+    pub engine: String,
+    /// Seed of `updown-random`.
+    pub seed: u64,
+    /// LIDs per end port: 1 = base + escape LID, 0 = one LID.
+    pub lmc: u8,
+    /// Highest LID to assign (0 = what the driver supports).
+    pub max_lid: u32,
+    /// Top switches (GUIDs); when non-empty ranking goes downward from them.
+    pub roots: Vec<String>,
+    /// OpenSM `root_guid_file` (one GUID per line), added to `roots`.
+    pub roots_file: Option<PathBuf>,
+    /// Roles by switch GUID: `{ "0x..." = "leaf" | "spine" | "root" }`.
+    pub roles: std::collections::BTreeMap<String, RoleName>,
+    /// Threads of the routing pool (0 = one per core).
+    pub threads: usize,
+    /// Check every new generation for unreachable pairs before installing it (logs; the
+    /// generation is installed anyway as it is better than the stale one). Reloadable.
+    pub validate: bool,
+}
+
+impl Default for RoutingConfig {
+    fn default() -> Self {
+        RoutingConfig {
+            engine: "dmodc".into(),
+            seed: 1,
+            lmc: 1,
+            max_lid: 0,
+            roots: Vec::new(),
+            roots_file: None,
+            roles: Default::default(),
+            threads: 0,
+            validate: false,
+        }
+    }
+}
+
+/// `[update]`: the event loop and the LFT upload. Reloadable.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct UpdateConfig {
+    /// Quiet time after the last fault before a generation starts, ms.
+    pub coalesce_ms: u64,
+    /// Longest a fault waits for its generation to start, ms (bounds a storm).
+    pub coalesce_max_ms: u64,
+    /// LFT blocks per driver call.
+    pub upload_batch_blocks: usize,
+    /// Driver calls in flight at once.
+    pub upload_parallelism: usize,
+    /// Retries of a failed driver call (after the driver's own retries).
+    pub upload_retries: u32,
+    /// Pause before retrying a failed driver call, ms (doubles each attempt).
+    pub retry_backoff_ms: u64,
+    /// Pause before retrying a generation that failed, ms.
+    pub failed_generation_backoff_ms: u64,
+    /// How many times in a row a computation may be superseded by newer faults before one is
+    /// installed anyway (bounds starvation under flapping links).
+    pub max_superseded: u32,
+    /// SIGTERM: how long to let a running upload finish, s.
+    pub shutdown_timeout_s: u64,
+}
+
+impl Default for UpdateConfig {
+    fn default() -> Self {
+        UpdateConfig {
+            coalesce_ms: 50,
+            coalesce_max_ms: 500,
+            upload_batch_blocks: 256,
+            upload_parallelism: 4,
+            upload_retries: 2,
+            retry_backoff_ms: 20,
+            failed_generation_backoff_ms: 1000,
+            max_superseded: 3,
+            shutdown_timeout_s: 30,
+        }
+    }
+}
+
+impl UpdateConfig {
+    pub fn coalesce(&self) -> Duration {
+        Duration::from_millis(self.coalesce_ms)
+    }
+    pub fn coalesce_max(&self) -> Duration {
+        Duration::from_millis(self.coalesce_max_ms)
+    }
+}
+
+/// `[fault_injection]`. Reloadable.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct FaultInjectionConfig {
+    /// Accept `InjectFault` requests.
+    pub enabled: bool,
+    /// Accept physical faults (the driver takes the link/switch down) as well as virtual ones.
+    pub allow_physical: bool,
+}
+
+/// `[metrics]`: congestion metrics served by `GetMetrics`. Reloadable.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MetricsConfig {
+    /// Random permutations for `mu_rp`.
+    pub random_perms: usize,
+    /// Seed of the random permutations.
+    pub seed: u64,
+    /// Compute `mu_sp` (all shift permutations).
+    pub shifts: bool,
+    /// Compute `mu_a2a` and `xi` (all-to-all).
+    pub all_to_all: bool,
+}
+
+impl Default for MetricsConfig {
+    fn default() -> Self {
+        MetricsConfig {
+            random_perms: 40,
+            seed: 1,
+            shifts: true,
+            all_to_all: true,
+        }
+    }
+}
+
+/// `[prometheus]`.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PrometheusConfig {
+    /// `host:port` of the `/metrics` endpoint; empty = off.
+    pub listen: String,
+    /// Allow a non-loopback address.
+    pub allow_remote: bool,
+}
+
+/// One configuration problem.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConfigIssue {
+    /// 1-based line, when the key is found in the text.
+    pub line: Option<usize>,
+    /// Dotted key path (empty for syntax errors).
+    pub path: String,
+    pub message: String,
+}
+
+/// Every problem found in a configuration file.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub struct ConfigError {
+    pub source_name: String,
+    pub issues: Vec<ConfigIssue>,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let n = self.issues.len();
+        write!(
+            f,
+            "{}: {n} configuration error{}",
+            self.source_name,
+            if n == 1 { "" } else { "s" }
+        )?;
+        for i in &self.issues {
+            write!(f, "\n  {}", self.source_name)?;
+            if let Some(l) = i.line {
+                write!(f, ":{l}")?;
+            }
+            if i.path.is_empty() {
+                write!(f, ": {}", i.message)?;
+            } else {
+                write!(f, ": {}: {}", i.path, i.message)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The keys a `SIGHUP` reload changed, split by whether they apply at run time.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ReloadDiff {
+    /// Changed keys applied at run time.
+    pub applied: Vec<&'static str>,
+    /// Changed keys that need a restart (the running value is kept).
+    pub need_restart: Vec<&'static str>,
+}
+
+impl Config {
+    /// Parses and validates a configuration text; `source_name` is used in messages.
+    pub fn parse(text: &str, source_name: &str) -> Result<Config, ConfigError> {
+        let err = |issues| ConfigError {
+            source_name: source_name.to_string(),
+            issues,
+        };
+        let mut table: toml::Table = match text.parse() {
+            Ok(t) => t,
+            Err(e) => {
+                let e: toml::de::Error = e;
+                let line = e.span().map(|s| line_of(text, s.start));
+                return Err(err(vec![ConfigIssue {
+                    line,
+                    path: String::new(),
+                    message: e.message().to_string(),
+                }]));
+            }
+        };
+        let doc = text.parse::<toml_edit::ImDocument<String>>().ok();
+        let mut issues = Vec::new();
+        // serde stops at the first error: record it, remove the offending key, try again.
+        let config = loop {
+            match serde_path_to_error::deserialize::<_, Config>(toml::Value::Table(table.clone())) {
+                Ok(c) => break Some(c),
+                Err(e) => {
+                    let mut path: Vec<String> = e.path().iter().map(segment_name).collect();
+                    let inner = e.into_inner().message().to_string();
+                    // Make sure an unknown key is named by its own path.
+                    if let Some(key) = unknown_field_name(&inner) {
+                        if path.last() != Some(&key) {
+                            path.push(key);
+                        }
+                    }
+                    let line = doc.as_ref().and_then(|d| key_line(d, &path, text));
+                    issues.push(ConfigIssue {
+                        line,
+                        path: path.join("."),
+                        message: inner,
+                    });
+                    if !remove_path(&mut table, &path) || issues.len() > 200 {
+                        break None;
+                    }
+                }
+            }
+        };
+        if let Some(c) = &config {
+            for (path, message) in c.validate() {
+                let keys: Vec<String> = path.split('.').map(str::to_string).collect();
+                let line = doc.as_ref().and_then(|d| key_line(d, &keys, text));
+                issues.push(ConfigIssue { line, path, message });
+            }
+        }
+        match config {
+            Some(c) if issues.is_empty() => Ok(c),
+            _ => Err(err(issues)),
+        }
+    }
+
+    /// Reads and parses a configuration file.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let name = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
+            source_name: name.clone(),
+            issues: vec![ConfigIssue {
+                line: None,
+                path: String::new(),
+                message: format!("cannot read: {e}"),
+            }],
+        })?;
+        Config::parse(&text, &name)
+    }
+
+    /// Semantic checks: (key path, reason) for every bad value.
+    fn validate(&self) -> Vec<(String, String)> {
+        let mut v: Vec<(String, String)> = Vec::new();
+        let mut bad = |p: &str, m: String| v.push((p.to_string(), m));
+        if self.daemon.state_dir.as_os_str().is_empty() {
+            bad("daemon.state_dir", "must not be empty".into());
+        }
+        if let Err(e) = tracing_subscriber::EnvFilter::try_new(&self.log.level) {
+            bad("log.level", format!("invalid filter {:?}: {e}", self.log.level));
+        }
+        if self.grpc.socket.as_os_str().is_empty() {
+            bad("grpc.socket", "must not be empty".into());
+        }
+        if let Err(m) = self.grpc.socket_mode_bits() {
+            bad("grpc.socket_mode", m);
+        }
+        if !self.grpc.tcp_listen.is_empty() {
+            match self.grpc.tcp_listen.parse::<SocketAddr>() {
+                Err(e) => bad(
+                    "grpc.tcp_listen",
+                    format!("{:?} is not host:port: {e}", self.grpc.tcp_listen),
+                ),
+                Ok(a) if !a.ip().is_loopback() && !self.grpc.tcp_allow_remote => bad(
+                    "grpc.tcp_listen",
+                    format!("{a} is not a loopback address (plaintext gRPC); set grpc.tcp_allow_remote = true"),
+                ),
+                Ok(_) => {}
+            }
+        }
+        let m = &self.driver.mock;
+        if self.driver.kind == DriverKind::Mock {
+            if m.topology_file.is_none() && m.generator.trim().is_empty() {
+                bad(
+                    "driver.mock.generator",
+                    "set a generator or driver.mock.topology_file".into(),
+                );
+            }
+            if m.topology_file.is_none() && !m.generator.trim().is_empty() {
+                if let Err(e) = fabric_topology::gen::PgftSpec::from_str(m.generator.trim()) {
+                    bad("driver.mock.generator", format!("{:?}: {e}", m.generator));
+                }
+            }
+            if !(0.0..=1.0).contains(&m.error_rate) {
+                bad("driver.mock.error_rate", format!("{} is not in [0, 1]", m.error_rate));
+            }
+            if m.max_parallel == 0 {
+                bad("driver.mock.max_parallel", "must be at least 1".into());
+            }
+        }
+        if let Err(e) = self.engine_kind() {
+            bad("routing.engine", e);
+        }
+        if self.routing.lmc > 1 {
+            bad("routing.lmc", format!("{} is not supported (0 or 1)", self.routing.lmc));
+        }
+        for (i, r) in self.routing.roots.iter().enumerate() {
+            if parse_guid(r).is_none() {
+                bad(&format!("routing.roots.{i}"), format!("{r:?} is not a GUID"));
+            }
+        }
+        for k in self.routing.roles.keys() {
+            if parse_guid(k).is_none() {
+                bad(&format!("routing.roles.{k}"), format!("{k:?} is not a GUID"));
+            }
+        }
+        let u = &self.update;
+        if u.coalesce_max_ms < u.coalesce_ms {
+            bad(
+                "update.coalesce_max_ms",
+                format!("{} is below coalesce_ms = {}", u.coalesce_max_ms, u.coalesce_ms),
+            );
+        }
+        if u.upload_batch_blocks == 0 {
+            bad("update.upload_batch_blocks", "must be at least 1".into());
+        }
+        if u.upload_parallelism == 0 {
+            bad("update.upload_parallelism", "must be at least 1".into());
+        }
+        if self.metrics.random_perms > 100_000 {
+            bad(
+                "metrics.random_perms",
+                format!("{} is too many (at most 100000)", self.metrics.random_perms),
+            );
+        }
+        if !self.prometheus.listen.is_empty() {
+            match self.prometheus.listen.parse::<SocketAddr>() {
+                Err(e) => bad(
+                    "prometheus.listen",
+                    format!("{:?} is not host:port: {e}", self.prometheus.listen),
+                ),
+                Ok(a) if !a.ip().is_loopback() && !self.prometheus.allow_remote => bad(
+                    "prometheus.listen",
+                    format!("{a} is not a loopback address; set prometheus.allow_remote = true"),
+                ),
+                Ok(_) => {}
+            }
+        }
+        v
+    }
+
+    /// The routing engine of the base LIDs.
+    pub fn engine_kind(&self) -> Result<EngineKind, String> {
+        let name = self.routing.engine.trim();
+        let kind = EngineKind::from_str(name).map_err(|e| format!("{name:?}: {e}"))?;
+        Ok(match kind {
+            EngineKind::UpDownRandom { .. } => EngineKind::UpDownRandom {
+                seed: self.routing.seed,
+            },
+            k => k,
+        })
+    }
+
+    /// Compares a newly loaded configuration with the running one.
+    pub fn reload_diff(&self, new: &Config) -> ReloadDiff {
+        let mut d = ReloadDiff::default();
+        macro_rules! cmp {
+            ($list:ident, $name:literal, $($f:tt)+) => {
+                if self.$($f)+ != new.$($f)+ {
+                    d.$list.push($name);
+                }
+            };
+        }
+        cmp!(applied, "log.level", log.level);
+        cmp!(need_restart, "log.format", log.format);
+        cmp!(need_restart, "log.timestamps", log.timestamps);
+        cmp!(need_restart, "daemon.state_dir", daemon.state_dir);
+        cmp!(need_restart, "grpc", grpc);
+        cmp!(need_restart, "driver.kind", driver.kind);
+        cmp!(need_restart, "driver.mock.generator", driver.mock.generator);
+        cmp!(need_restart, "driver.mock.topology_file", driver.mock.topology_file);
+        cmp!(need_restart, "driver.mock.remove_links", driver.mock.remove_links);
+        cmp!(need_restart, "driver.mock.remove_switches", driver.mock.remove_switches);
+        cmp!(need_restart, "driver.mock.degrade_seed", driver.mock.degrade_seed);
+        cmp!(applied, "driver.mock.op_latency_us", driver.mock.op_latency_us);
+        cmp!(applied, "driver.mock.error_rate", driver.mock.error_rate);
+        cmp!(applied, "driver.mock.error_seed", driver.mock.error_seed);
+        cmp!(applied, "driver.mock.max_parallel", driver.mock.max_parallel);
+        cmp!(applied, "driver.mock.max_retries", driver.mock.max_retries);
+        cmp!(applied, "routing.engine", routing.engine);
+        cmp!(applied, "routing.seed", routing.seed);
+        cmp!(need_restart, "routing.lmc", routing.lmc);
+        cmp!(need_restart, "routing.max_lid", routing.max_lid);
+        cmp!(applied, "routing.roots", routing.roots);
+        cmp!(applied, "routing.roots_file", routing.roots_file);
+        cmp!(applied, "routing.roles", routing.roles);
+        cmp!(need_restart, "routing.threads", routing.threads);
+        cmp!(applied, "routing.validate", routing.validate);
+        cmp!(applied, "update", update);
+        cmp!(applied, "fault_injection", fault_injection);
+        cmp!(applied, "metrics", metrics);
+        cmp!(need_restart, "prometheus", prometheus);
+        d
+    }
+
+    /// The configuration that results from a reload: the new values of reloadable keys, the
+    /// running values of the others.
+    pub fn merge_reload(&self, new: &Config) -> Config {
+        let mut c = new.clone();
+        c.log.format = self.log.format;
+        c.log.timestamps = self.log.timestamps;
+        c.daemon = self.daemon.clone();
+        c.grpc = self.grpc.clone();
+        c.driver.kind = self.driver.kind;
+        c.driver.mock.generator = self.driver.mock.generator.clone();
+        c.driver.mock.topology_file = self.driver.mock.topology_file.clone();
+        c.driver.mock.remove_links = self.driver.mock.remove_links;
+        c.driver.mock.remove_switches = self.driver.mock.remove_switches;
+        c.driver.mock.degrade_seed = self.driver.mock.degrade_seed;
+        c.routing.lmc = self.routing.lmc;
+        c.routing.max_lid = self.routing.max_lid;
+        c.routing.threads = self.routing.threads;
+        c.prometheus = self.prometheus.clone();
+        c
+    }
+}
+
+impl GrpcConfig {
+    /// Permission bits of the socket file.
+    pub fn socket_mode_bits(&self) -> Result<u32, String> {
+        let s = self.socket_mode.trim();
+        let digits = s.strip_prefix("0o").unwrap_or(s);
+        match u32::from_str_radix(digits, 8) {
+            Ok(m) if m <= 0o777 => Ok(m),
+            Ok(m) => Err(format!("{m:o} has bits beyond 0777")),
+            Err(_) => Err(format!("{s:?} is not an octal mode such as \"0660\"")),
+        }
+    }
+}
+
+fn segment_name(s: &serde_path_to_error::Segment) -> String {
+    match s {
+        serde_path_to_error::Segment::Seq { index } => index.to_string(),
+        serde_path_to_error::Segment::Map { key } => key.clone(),
+        serde_path_to_error::Segment::Enum { variant } => variant.clone(),
+        serde_path_to_error::Segment::Unknown => "?".into(),
+    }
+}
+
+/// Extracts `foo` from serde's "unknown field `foo`, expected ..." message.
+fn unknown_field_name(msg: &str) -> Option<String> {
+    let rest = msg.strip_prefix("unknown field `")?;
+    Some(rest[..rest.find('`')?].to_string())
+}
+
+/// Removes the value at `path` from the table; false if nothing was removed.
+fn remove_path(table: &mut toml::Table, path: &[String]) -> bool {
+    let Some((last, parents)) = path.split_last() else {
+        return false;
+    };
+    let mut cur = table;
+    for p in parents {
+        if matches!(cur.get(p), Some(toml::Value::Array(_))) {
+            // An element of an array is bad: drop the whole array.
+            return cur.remove(p).is_some();
+        }
+        match cur.get_mut(p) {
+            Some(toml::Value::Table(t)) => cur = t,
+            _ => return false,
+        }
+    }
+    cur.remove(last).is_some()
+}
+
+/// Line (1-based) of the key at `path` in the document, falling back to the nearest parent.
+fn key_line(doc: &toml_edit::ImDocument<String>, path: &[String], text: &str) -> Option<usize> {
+    let mut item: &toml_edit::Item = doc.as_item();
+    let mut best: Option<usize> = None;
+    for p in path {
+        let table = item.as_table_like()?;
+        let (key, value) = table.get_key_value(p)?;
+        if let Some(span) = key.span().or_else(|| value.span()) {
+            best = Some(line_of(text, span.start));
+        }
+        item = value;
+    }
+    best
+}
+
+fn line_of(text: &str, offset: usize) -> usize {
+    text.as_bytes()[..offset.min(text.len())]
+        .iter()
+        .filter(|&&b| b == b'\n')
+        .count()
+        + 1
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_text_gives_defaults() {
+        let c = Config::parse("", "t.toml").expect("empty config is valid");
+        assert_eq!(c, Config::default());
+        assert_eq!(c.grpc.socket, PathBuf::from("/run/fabricd/fabricd.sock"));
+        assert_eq!(c.driver.mock.generator, "PGFT(2;18,36;1,18;1,1)");
+        assert_eq!(c.grpc.socket_mode_bits(), Ok(0o660));
+        assert!(!c.fault_injection.enabled);
+    }
+
+    #[test]
+    fn values_are_read() {
+        let text = r#"
+[log]
+level = "debug"
+format = "json"
+[update]
+coalesce_ms = 5
+coalesce_max_ms = 40
+[routing]
+engine = "updown"
+roots = ["0x10"]
+roles = { "0x20" = "leaf" }
+[fault_injection]
+enabled = true
+"#;
+        let c = Config::parse(text, "t.toml").unwrap();
+        assert_eq!(c.log.level, "debug");
+        assert_eq!(c.log.format, LogFormat::Json);
+        assert_eq!(c.update.coalesce(), Duration::from_millis(5));
+        assert_eq!(c.engine_kind(), Ok(EngineKind::UpDown));
+        assert_eq!(c.routing.roles.get("0x20"), Some(&RoleName::Leaf));
+        assert!(c.fault_injection.enabled);
+    }
+
+    #[test]
+    fn every_error_is_reported_with_line_and_key_path() {
+        let text = "[log]\nlevel = \"info\"\nbogus = 1\n\n[update]\ncoalesce_ms = \"fast\"\nupload_parallelism = 0\n\n[nope]\nx = 1\n[routing]\nengine = \"frobnicate\"\nlmc = 3\n";
+        let e = Config::parse(text, "bad.toml").unwrap_err();
+        let got: Vec<(Option<usize>, &str)> = e.issues.iter().map(|i| (i.line, i.path.as_str())).collect();
+        // Structural errors first (in serde's order), then value checks of what remained.
+        assert!(got.contains(&(Some(3), "log.bogus")), "{got:?}");
+        assert!(got.contains(&(Some(6), "update.coalesce_ms")), "{got:?}");
+        assert!(got.contains(&(Some(9), "nope")), "{got:?}");
+        assert!(got.contains(&(Some(12), "routing.engine")), "{got:?}");
+        assert!(got.contains(&(Some(13), "routing.lmc")), "{got:?}");
+        assert!(got.contains(&(Some(7), "update.upload_parallelism")), "{got:?}");
+        assert_eq!(e.issues.len(), 6, "{e}");
+        let text = e.to_string();
+        assert!(text.starts_with("bad.toml: 6 configuration errors"), "{text}");
+        assert!(text.contains("bad.toml:3: log.bogus: unknown field `bogus`"), "{text}");
+    }
+
+    #[test]
+    fn syntax_error_names_the_line() {
+        let e = Config::parse("[log]\nlevel = \"info\n", "s.toml").unwrap_err();
+        assert_eq!(e.issues.len(), 1);
+        assert_eq!(e.issues[0].line, Some(2), "{e}");
+    }
+
+    #[test]
+    fn value_checks() {
+        let text = r#"
+[grpc]
+socket_mode = "0999"
+tcp_listen = "10.1.2.3:50051"
+[driver.mock]
+generator = "PGFT(2;18"
+error_rate = 1.5
+[update]
+coalesce_ms = 100
+coalesce_max_ms = 10
+[prometheus]
+listen = "nonsense"
+[routing]
+roots = ["zz"]
+"#;
+        let e = Config::parse(text, "v.toml").unwrap_err();
+        let paths: Vec<&str> = e.issues.iter().map(|i| i.path.as_str()).collect();
+        assert_eq!(
+            paths,
+            vec![
+                "grpc.socket_mode",
+                "grpc.tcp_listen",
+                "driver.mock.generator",
+                "driver.mock.error_rate",
+                "routing.roots.0",
+                "update.coalesce_max_ms",
+                "prometheus.listen"
+            ],
+            "{e}"
+        );
+        assert!(e.issues[1].message.contains("not a loopback address"), "{e}");
+    }
+
+    #[test]
+    fn reload_splits_runtime_and_restart_keys() {
+        let old = Config::default();
+        let mut new = Config::default();
+        new.log.level = "debug".into();
+        new.update.coalesce_ms = 10;
+        new.grpc.socket = "/tmp/x.sock".into();
+        new.routing.lmc = 0;
+        let d = old.reload_diff(&new);
+        assert_eq!(d.applied, vec!["log.level", "update"]);
+        assert_eq!(d.need_restart, vec!["grpc", "routing.lmc"]);
+        let merged = old.merge_reload(&new);
+        assert_eq!(merged.log.level, "debug");
+        assert_eq!(merged.update.coalesce_ms, 10);
+        assert_eq!(merged.grpc.socket, old.grpc.socket);
+        assert_eq!(merged.routing.lmc, 1);
+    }
+
+    #[test]
+    fn shipped_config_is_valid() {
+        // The documented sample config of the repository (config/fabricd.toml).
+        let text = include_str!("../../../config/fabricd.toml");
+        let c = Config::parse(text, "config/fabricd.toml").unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(c.driver.mock.generator, "PGFT(2;18,36;1,18;1,1)");
+        assert_eq!(c.grpc.socket, PathBuf::from("/run/fabricd/fabricd.sock"));
+    }
+}

@@ -1,0 +1,472 @@
+//! Wiring of the daemon: driver, discovery, state directory, event loop, gRPC listeners,
+//! Prometheus endpoint, systemd notifications, and the control channel (reload, reroute,
+//! shutdown) that the binary feeds from signals.
+//!
+//! [`run`] is what `fabricd` runs; it returns after a clean shutdown (the running upload
+//! finished, the socket removed).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+use fabric_proto::v1::fabric_manager_server::FabricManagerServer;
+use fabric_ranking::{RankOptions, Role};
+use fabric_southbound::{MockConfig, MockFabric, SouthboundDriver};
+use fabric_topology::{parse_guid, Fabric, Lid};
+use tokio::net::UnixListener;
+use tokio::sync::{broadcast, mpsc, watch};
+use tokio_stream::wrappers::{TcpListenerStream, UnixListenerStream};
+
+use crate::config::{Config, DriverKind, MockDriverConfig, RoleName};
+use crate::event_loop::{Event, EventLoop, LoopInit, LoopIo, LoopParams, LoopSettings};
+use crate::grpc::{FabricService, Shared};
+use crate::logging::LogHandle;
+use crate::notify::{watchdog_interval, Notifier};
+use crate::persist::StateDir;
+use crate::state::Published;
+use crate::telemetry::Telemetry;
+
+/// Errors that stop the daemon from starting.
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    #[error("{0}")]
+    Config(String),
+    #[error("driver: {0}")]
+    Driver(#[from] fabric_southbound::DriverError),
+    #[error("state directory: {0}")]
+    State(#[from] crate::persist::PersistError),
+    #[error("{what} {path}: {source}")]
+    Io {
+        what: &'static str,
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("another fabricd is serving on {0}")]
+    SocketInUse(PathBuf),
+    #[error("cannot build the {0} thread pool: {1}")]
+    Pool(&'static str, String),
+    #[error("gRPC server: {0}")]
+    Grpc(#[from] tonic::transport::Error),
+}
+
+/// What the binary tells the daemon (from signals).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Control {
+    /// SIGHUP: re-read the configuration file and apply what can change at run time.
+    Reload,
+    /// SIGUSR2: force a reroute.
+    Reroute,
+    /// SIGTERM / SIGINT: finish the running phase and stop.
+    Shutdown,
+}
+
+/// Everything [`run`] needs.
+pub struct RunOptions {
+    /// Configuration file (re-read on reload); `None` = no reload source.
+    pub config_path: Option<PathBuf>,
+    pub config: Config,
+    /// Overrides `daemon.state_dir`.
+    pub state_dir: Option<PathBuf>,
+    /// Overrides `grpc.socket`.
+    pub socket: Option<PathBuf>,
+    pub log: LogHandle,
+    pub notifier: Notifier,
+}
+
+/// The simulated fabric described by `[driver.mock]` (the topology file is read here).
+pub fn build_mock(cfg: &MockDriverConfig) -> Result<MockFabric, DaemonError> {
+    let fabric: Fabric = match &cfg.topology_file {
+        Some(path) => {
+            let parsed = fabric_topology::ibnet::read_file(path).map_err(|e| DaemonError::Config(e.to_string()))?;
+            for w in &parsed.warnings {
+                tracing::warn!(file = %path.display(), "{w}");
+            }
+            parsed.fabric
+        }
+        None => {
+            let d = (cfg.remove_links > 0 || cfg.remove_switches > 0).then(|| fabric_topology::gen::Degrade {
+                remove_links: cfg.remove_links,
+                remove_switches: cfg.remove_switches,
+                seed: cfg.degrade_seed,
+            });
+            fabric_topology::gen::generate_str(cfg.generator.trim(), d.as_ref())
+                .map_err(|e| DaemonError::Config(format!("driver.mock.generator {:?}: {e}", cfg.generator)))?
+        }
+    };
+    Ok(MockFabric::new(fabric).with_config(mock_config(cfg))?)
+}
+
+/// The run-time behaviour of the simulated fabric.
+pub fn mock_config(cfg: &MockDriverConfig) -> MockConfig {
+    MockConfig {
+        op_latency: Duration::from_micros(cfg.op_latency_us),
+        error_rate: cfg.error_rate,
+        seed: cfg.error_seed,
+        max_parallel: cfg.max_parallel.max(1),
+        max_retries: cfg.max_retries,
+        ..MockConfig::default()
+    }
+}
+
+/// Ranking inputs from `[routing]` (reads `roots_file`).
+pub fn rank_options(cfg: &Config) -> Result<RankOptions, DaemonError> {
+    let mut roots = Vec::new();
+    for r in &cfg.routing.roots {
+        roots.push(parse_guid(r).ok_or_else(|| DaemonError::Config(format!("routing.roots: {r:?} is not a GUID")))?);
+    }
+    if let Some(path) = &cfg.routing.roots_file {
+        let text = std::fs::read_to_string(path).map_err(|source| DaemonError::Io {
+            what: "cannot read routing.roots_file",
+            path: path.display().to_string(),
+            source,
+        })?;
+        let more = fabric_ranking::parse_root_guid_file(&text, &path.display().to_string())
+            .map_err(|e| DaemonError::Config(e.to_string()))?;
+        for g in more {
+            if !roots.contains(&g) {
+                roots.push(g);
+            }
+        }
+    }
+    let mut roles = std::collections::HashMap::new();
+    for (k, v) in &cfg.routing.roles {
+        let g = parse_guid(k).ok_or_else(|| DaemonError::Config(format!("routing.roles: {k:?} is not a GUID")))?;
+        roles.insert(
+            g,
+            match v {
+                RoleName::Leaf => Role::Leaf,
+                RoleName::Spine => Role::Spine,
+                RoleName::Root => Role::Root,
+            },
+        );
+    }
+    Ok(RankOptions { roots, roles })
+}
+
+fn loop_settings(cfg: &Config) -> Result<LoopSettings, DaemonError> {
+    Ok(LoopSettings {
+        update: cfg.update.clone(),
+        engine: cfg
+            .engine_kind()
+            .map_err(|e| DaemonError::Config(format!("routing.engine: {e}")))?,
+        validate: cfg.routing.validate,
+        rank_options: Arc::new(rank_options(cfg)?),
+        fault_injection: cfg.fault_injection.clone(),
+    })
+}
+
+fn pool(name: &'static str, threads: usize) -> Result<Arc<rayon::ThreadPool>, DaemonError> {
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .thread_name(move |i| format!("fabricd-{name}-{i}"))
+        .build()
+        .map(Arc::new)
+        .map_err(|e| DaemonError::Pool(name, e.to_string()))
+}
+
+/// Binds the Unix socket: creates the parent directory, removes a stale socket left by a
+/// crash (refusing when another daemon answers on it), applies the permission bits.
+async fn bind_socket(path: &Path, mode: u32) -> Result<UnixListener, DaemonError> {
+    let io = |what: &'static str| {
+        let p = path.display().to_string();
+        move |source| DaemonError::Io { what, path: p, source }
+    };
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(io("cannot create the socket directory for"))?;
+    }
+    if std::fs::symlink_metadata(path).is_ok() {
+        if tokio::net::UnixStream::connect(path).await.is_ok() {
+            return Err(DaemonError::SocketInUse(path.to_path_buf()));
+        }
+        std::fs::remove_file(path).map_err(io("cannot remove the stale socket"))?;
+    }
+    let l = UnixListener::bind(path).map_err(io("cannot bind the socket"))?;
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+            .map_err(io("cannot set the permissions of the socket"))?;
+    }
+    Ok(l)
+}
+
+/// Runs the daemon until [`Control::Shutdown`] arrives on `control`.
+pub async fn run(opts: RunOptions, mut control: mpsc::Receiver<Control>) -> Result<(), DaemonError> {
+    let mut config = opts.config.clone();
+    let state_path = opts
+        .state_dir
+        .clone()
+        .unwrap_or_else(|| config.daemon.state_dir.clone());
+    let socket_path = opts.socket.clone().unwrap_or_else(|| config.grpc.socket.clone());
+    let notifier = opts.notifier.clone();
+
+    // Driver and discovery.
+    let (driver, mock): (Arc<dyn SouthboundDriver>, Option<Arc<MockFabric>>) = match config.driver.kind {
+        DriverKind::Mock => {
+            let m = Arc::new(build_mock(&config.driver.mock)?);
+            (m.clone(), Some(m))
+        }
+    };
+    let caps = driver.caps();
+    let physical = Arc::new(driver.discover().await?);
+    let (links, _) = physical.count_links();
+    tracing::info!(
+        driver = caps.name,
+        switches = physical.num_switches(),
+        end_ports = physical.num_end_ports(),
+        links,
+        "fabric discovered"
+    );
+
+    // State directory.
+    let state_dir = StateDir::open(&state_path)?;
+    let guid2lid = state_dir.load_guid2lid()?;
+    let jobs = state_dir.load_jobs()?;
+    let virtual_faults = state_dir.load_virtual_faults()?;
+    tracing::info!(
+        dir = %state_path.display(),
+        lids = guid2lid.len(),
+        jobs = jobs.len(),
+        virtual_faults = virtual_faults.len(),
+        "state loaded"
+    );
+
+    let settings = loop_settings(&config)?;
+    let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let routing_pool = pool(
+        "route",
+        if config.routing.threads == 0 {
+            cores
+        } else {
+            config.routing.threads
+        },
+    )?;
+    let analysis_pool = pool("analysis", cores.div_ceil(2).max(1))?;
+    let max_lid: Lid = if config.routing.max_lid == 0 {
+        caps.max_lid
+    } else {
+        config.routing.max_lid.min(caps.max_lid)
+    };
+
+    let published = Arc::new(ArcSwap::from_pointee(Published {
+        cabling: physical.clone(),
+        current: None,
+        phase: crate::state::Phase::Idle,
+        phase_generation: 0,
+        pending_faults: 0,
+        last_error: String::new(),
+        discarded_generations: 0,
+        jobs: Arc::new(Default::default()),
+        engine: settings.engine.to_string(),
+        driver: caps.name,
+        lmc: config.routing.lmc,
+        started: std::time::Instant::now(),
+        virtual_faults: 0,
+    }));
+    let (notices, _) = broadcast::channel(1024);
+    let telemetry = Telemetry::new();
+    let (health_reporter, health_service) = tonic_health::server::health_reporter();
+    health_reporter
+        .set_not_serving::<FabricManagerServer<FabricService>>()
+        .await;
+
+    let (ready_tx, ready_rx) = tokio::sync::oneshot::channel::<u64>();
+    let watchdog = watchdog_interval();
+    if let Some(w) = watchdog {
+        tracing::info!(interval_ms = w.as_millis() as u64, "systemd watchdog enabled");
+    }
+    let (event_loop, events) = EventLoop::new(
+        LoopParams {
+            settings,
+            lmc: config.routing.lmc,
+            max_lid,
+            driver_name: caps.name,
+        },
+        LoopIo {
+            driver: driver.clone(),
+            state_dir,
+            pool: routing_pool,
+            published: published.clone(),
+            notices: notices.clone(),
+            telemetry: telemetry.clone(),
+            notifier: notifier.clone(),
+            watchdog,
+            on_ready: Some(Box::new(move |g| {
+                let _ = ready_tx.send(g);
+            })),
+        },
+        LoopInit {
+            physical,
+            guid2lid,
+            jobs,
+            virtual_faults,
+        },
+    );
+    let loop_task = tokio::spawn(event_loop.run());
+
+    // gRPC.
+    let metrics_config = Arc::new(ArcSwap::from_pointee(config.metrics.clone()));
+    let shared = Arc::new(Shared::new(
+        published.clone(),
+        events.clone(),
+        notices.clone(),
+        mock.clone(),
+        metrics_config.clone(),
+        analysis_pool,
+    ));
+    let service = FabricManagerServer::new(FabricService::new(shared))
+        .max_decoding_message_size(fabric_proto::MAX_MESSAGE_BYTES)
+        .max_encoding_message_size(fabric_proto::MAX_MESSAGE_BYTES);
+    let mode = config
+        .grpc
+        .socket_mode_bits()
+        .map_err(|e| DaemonError::Config(format!("grpc.socket_mode: {e}")))?;
+    let listener = bind_socket(&socket_path, mode).await?;
+    tracing::info!(socket = %socket_path.display(), mode = format_args!("{mode:o}"), "gRPC listening");
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let stopped = |mut rx: watch::Receiver<bool>| async move {
+        let _ = rx.wait_for(|s| *s).await;
+    };
+    let mut servers = tokio::task::JoinSet::new();
+    {
+        let router = tonic::transport::Server::builder()
+            .add_service(health_service.clone())
+            .add_service(service.clone());
+        let incoming = UnixListenerStream::new(listener);
+        let stop = stopped(stop_rx.clone());
+        servers.spawn(async move { router.serve_with_incoming_shutdown(incoming, stop).await });
+    }
+    if !config.grpc.tcp_listen.is_empty() {
+        let l = tokio::net::TcpListener::bind(&config.grpc.tcp_listen)
+            .await
+            .map_err(|source| DaemonError::Io {
+                what: "cannot bind grpc.tcp_listen",
+                path: config.grpc.tcp_listen.clone(),
+                source,
+            })?;
+        tracing::warn!(addr = %config.grpc.tcp_listen, "gRPC also listening on plaintext TCP");
+        let router = tonic::transport::Server::builder()
+            .add_service(health_service)
+            .add_service(service);
+        let stop = stopped(stop_rx.clone());
+        servers.spawn(async move {
+            router
+                .serve_with_incoming_shutdown(TcpListenerStream::new(l), stop)
+                .await
+        });
+    }
+    let mut prom_task = None;
+    if !config.prometheus.listen.is_empty() {
+        let (l, addr) = crate::telemetry::bind(&config.prometheus.listen)
+            .await
+            .map_err(|source| DaemonError::Io {
+                what: "cannot bind prometheus.listen",
+                path: config.prometheus.listen.clone(),
+                source,
+            })?;
+        tracing::info!(%addr, "Prometheus endpoint listening");
+        prom_task = Some(tokio::spawn(telemetry.clone().serve(l, stopped(stop_rx.clone()))));
+    }
+
+    // READY=1 once the first generation is installed.
+    {
+        let notifier = notifier.clone();
+        let socket = socket_path.display().to_string();
+        tokio::spawn(async move {
+            if let Ok(g) = ready_rx.await {
+                health_reporter
+                    .set_serving::<FabricManagerServer<FabricService>>()
+                    .await;
+                tracing::info!(generation = g, socket = %socket, "fabricd ready");
+                if let Err(e) = notifier.ready(&format!("generation {g} installed")) {
+                    tracing::warn!(error = %e, "READY notification failed");
+                }
+            }
+        });
+    }
+
+    // Control channel.
+    loop {
+        match control.recv().await {
+            Some(Control::Reroute) => {
+                let _ = events
+                    .send(Event::Reroute {
+                        resync: false,
+                        wait: false,
+                        reply: None,
+                    })
+                    .await;
+            }
+            Some(Control::Reload) => {
+                let Some(path) = &opts.config_path else {
+                    tracing::warn!("reload requested but no configuration file was given");
+                    continue;
+                };
+                let _ = notifier.reloading();
+                match Config::load(path) {
+                    Err(e) => tracing::error!("reload refused, keeping the running configuration: {e}"),
+                    Ok(new) => {
+                        let diff = config.reload_diff(&new);
+                        if !diff.need_restart.is_empty() {
+                            tracing::warn!(keys = ?diff.need_restart, "changed keys need a restart; keeping their running values");
+                        }
+                        let merged = config.merge_reload(&new);
+                        match loop_settings(&merged) {
+                            Err(e) => tracing::error!("reload refused: {e}"),
+                            Ok(s) => {
+                                if let Err(e) = opts.log.set_level(&merged.log.level) {
+                                    tracing::error!("log.level: {e}");
+                                }
+                                if let Some(m) = &mock {
+                                    if let Err(e) = m.set_config(mock_config(&merged.driver.mock)) {
+                                        tracing::error!("driver.mock: {e}");
+                                    }
+                                }
+                                metrics_config.store(Arc::new(merged.metrics.clone()));
+                                let _ = events.send(Event::Reload(Box::new(s))).await;
+                                tracing::info!(applied = ?diff.applied, "configuration reloaded");
+                                config = merged;
+                            }
+                        }
+                    }
+                }
+                let g = published.load().generation();
+                let _ = notifier.notify(&format!("READY=1\nSTATUS=generation {g} installed"));
+            }
+            Some(Control::Shutdown) | None => break,
+        }
+    }
+
+    // Shutdown: stop accepting changes, let the running upload finish, then close listeners.
+    tracing::info!("shutting down");
+    let _ = notifier.stopping();
+    let _ = events.send(Event::Shutdown).await;
+    if let Err(e) = loop_task.await {
+        tracing::error!(error = %e, "event loop task failed");
+    }
+    let _ = stop_tx.send(true);
+    let grace = tokio::time::sleep(Duration::from_secs(5));
+    tokio::pin!(grace);
+    loop {
+        tokio::select! {
+            r = servers.join_next() => match r {
+                None => break,
+                Some(Ok(Err(e))) => tracing::error!(error = %e, "gRPC server error"),
+                Some(_) => {}
+            },
+            _ = &mut grace => {
+                tracing::warn!("gRPC connections still open after 5 s; closing them");
+                servers.abort_all();
+                break;
+            }
+        }
+    }
+    if let Some(t) = prom_task {
+        t.abort();
+    }
+    if let Err(e) = std::fs::remove_file(&socket_path) {
+        tracing::debug!(error = %e, "socket already gone");
+    }
+    tracing::info!("stopped");
+    Ok(())
+}

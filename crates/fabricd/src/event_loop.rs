@@ -1,0 +1,1196 @@
+//! The event loop: the single owner of the live state.
+//!
+//! One task reads one closed [`Event`] enum (plus the driver's physical-change stream and its
+//! own timers). Everything that changes the fabric, the routing, the jobs or the installed LFTs
+//! happens here; readers see [`Published`] snapshots swapped through `arc-swap`.
+//!
+//! # A generation
+//!
+//! 1. Changes (driver events, virtual faults, reroute requests) are numbered and queued. The
+//!    loop waits until the fabric is quiet for `coalesce_ms` after the last change, or
+//!    `coalesce_max_ms` after the first, so a storm becomes a few generations.
+//! 2. **Prepare**: the computation (apply changes, rank, LIDs, route, diff) is sent to the
+//!    routing rayon pool; the result comes back over a oneshot channel as
+//!    [`Event::ComputeDone`]. If more changes become due while it runs, a newer computation
+//!    supersedes it (at most `max_superseded` times in a row) and the older result is
+//!    discarded as stale when it arrives.
+//! 3. **Update**: the changed blocks are uploaded (bounded parallelism, retries) by a task that
+//!    reports [`Event::UploadDone`]. Changes arriving meanwhile are queued, never lost.
+//! 4. **Commit**: the generation is published, LIDs and virtual faults persisted, waiters
+//!    answered, subscribers notified. Then the next queued changes start the next generation.
+//!
+//! The phases `Unpath` and `Repath` of the five-phase update plug in between 2 and 4.
+
+use std::collections::{BTreeSet, HashSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use arc_swap::ArcSwap;
+use fabric_ranking::RankOptions;
+use fabric_routing::{EngineKind, Guid2Lid, Lfts, LidPlan};
+use fabric_southbound::SouthboundDriver;
+use fabric_topology::{fmt_guid, Fabric, FabricEvent, Guid, Lid, PortNum, Remote, TopologyError};
+use tokio::sync::{broadcast, mpsc, oneshot};
+use tokio::time::Instant as TokioInstant;
+
+use crate::compute::{compute, ComputeError, ComputeInput, Computed};
+use crate::config::{FaultInjectionConfig, UpdateConfig};
+use crate::notify::Notifier;
+use crate::persist::{JobPort, Jobs, StateDir, VirtualFault};
+use crate::state::{Generation, Notice, Phase, Published, RerouteTimings};
+use crate::telemetry::Telemetry;
+use crate::upload::{upload, UploadOutcome, UploadParams};
+
+/// What a fault injection targets.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FaultTarget {
+    /// The link on a switch port.
+    Link {
+        switch: Guid,
+        port: PortNum,
+    },
+    Switch(Guid),
+    /// An end port (port GUID).
+    Node(Guid),
+}
+
+/// A fault injection request (names already resolved to GUIDs).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FaultRequest {
+    pub target: FaultTarget,
+    /// Bring back up (true) or take down (false).
+    pub up: bool,
+    /// The driver changes the physical state (true) or routing only excludes it (false).
+    pub physical: bool,
+    /// Answer once a generation including the change is committed.
+    pub wait: bool,
+}
+
+/// Answer to an accepted fault injection.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FaultAccepted {
+    /// Canonical event text (`link-down 0x...[5]`), with ` (no change)` when it changed nothing.
+    pub event: String,
+    /// The generation that includes the change (with `wait`) or the current one.
+    pub generation: u64,
+}
+
+/// Why the loop refused a request. Maps onto gRPC status codes.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum LoopError {
+    #[error("{0}")]
+    InvalidArgument(String),
+    #[error("{0}")]
+    FailedPrecondition(String),
+    #[error("{0}")]
+    NotFound(String),
+    #[error("{0}")]
+    Internal(String),
+    #[error("fabricd is shutting down")]
+    ShuttingDown,
+}
+
+type Reply<T> = oneshot::Sender<Result<T, LoopError>>;
+
+/// The closed set of messages the loop reads.
+#[derive(Debug)]
+pub enum Event {
+    /// Fault injection (drill).
+    Inject {
+        req: FaultRequest,
+        reply: Reply<FaultAccepted>,
+    },
+    /// Forced reroute (gRPC, SIGUSR2). `resync` rewrites every block of every switch. With
+    /// `wait` the reply comes after the commit.
+    Reroute {
+        resync: bool,
+        wait: bool,
+        reply: Option<Reply<u64>>,
+    },
+    /// Create or replace a job mapping (ports already resolved and validated).
+    SetJob {
+        id: String,
+        ports: Vec<JobPort>,
+        reply: Reply<()>,
+    },
+    ClearJob {
+        id: String,
+        reply: Reply<()>,
+    },
+    /// New run-time settings (SIGHUP).
+    Reload(Box<LoopSettings>),
+    /// A computation finished on the rayon pool.
+    ComputeDone {
+        job: u64,
+        result: Box<Result<Computed, ComputeError>>,
+    },
+    /// An upload finished.
+    UploadDone {
+        job: u64,
+        outcome: UploadOutcome,
+    },
+    /// Finish the running upload (bounded by `shutdown_timeout_s`) and stop.
+    Shutdown,
+}
+
+/// The settings a reload can change.
+#[derive(Clone, Debug)]
+pub struct LoopSettings {
+    pub update: UpdateConfig,
+    pub engine: EngineKind,
+    pub validate: bool,
+    pub rank_options: Arc<RankOptions>,
+    pub fault_injection: FaultInjectionConfig,
+}
+
+/// Fixed parameters of the loop.
+pub struct LoopParams {
+    pub settings: LoopSettings,
+    pub lmc: u8,
+    pub max_lid: Lid,
+    pub driver_name: &'static str,
+}
+
+/// Hooks and shared handles the loop reports to.
+pub struct LoopIo {
+    pub driver: Arc<dyn SouthboundDriver>,
+    pub state_dir: StateDir,
+    pub pool: Arc<rayon::ThreadPool>,
+    pub published: Arc<ArcSwap<Published>>,
+    pub notices: broadcast::Sender<Notice>,
+    pub telemetry: Telemetry,
+    pub notifier: Notifier,
+    pub watchdog: Option<Duration>,
+    /// Called once, after the first generation is committed.
+    pub on_ready: Option<Box<dyn FnOnce(u64) + Send + Sync>>,
+}
+
+/// Initial state, loaded by the caller (discovery, state directory).
+pub struct LoopInit {
+    pub physical: Arc<Fabric>,
+    pub guid2lid: Guid2Lid,
+    pub jobs: Jobs,
+    pub virtual_faults: Vec<VirtualFault>,
+}
+
+/// Canonical key of a virtual fault.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+enum Exclusion {
+    /// Canonical end of the link: the lower (GUID, port).
+    Link(Guid, PortNum),
+    Switch(Guid),
+    Node(Guid),
+}
+
+impl Exclusion {
+    fn down_event(self) -> FabricEvent {
+        match self {
+            Exclusion::Link(switch, port) => FabricEvent::LinkDown { switch, port },
+            Exclusion::Switch(g) => FabricEvent::SwitchDown(g),
+            Exclusion::Node(g) => FabricEvent::EndPortDown(g),
+        }
+    }
+    fn persisted(self) -> VirtualFault {
+        match self {
+            Exclusion::Link(s, port) => VirtualFault::Link {
+                switch: fmt_guid(s),
+                port,
+            },
+            Exclusion::Switch(s) => VirtualFault::Switch { switch: fmt_guid(s) },
+            Exclusion::Node(g) => VirtualFault::Node { port_guid: fmt_guid(g) },
+        }
+    }
+}
+
+/// Kind label of an event (Prometheus, notices).
+pub fn event_kind(e: &FabricEvent) -> &'static str {
+    match e {
+        FabricEvent::LinkDown { .. } | FabricEvent::LinkUp { .. } => "link",
+        FabricEvent::SwitchDown(_) | FabricEvent::SwitchUp(_) => "switch",
+        FabricEvent::EndPortDown(_) | FabricEvent::EndPortUp(_) => "node",
+    }
+}
+
+/// Checks that an event names things that exist (the cabling never changes).
+pub fn validate_event(f: &Fabric, e: &FabricEvent) -> Result<(), TopologyError> {
+    match *e {
+        FabricEvent::LinkDown { switch, port } | FabricEvent::LinkUp { switch, port } => {
+            let id = f.switch_by_guid(switch).ok_or(TopologyError::UnknownSwitch(switch))?;
+            let s = f.switch(id);
+            if port == 0 || port > s.nports {
+                return Err(TopologyError::PortOutOfRange {
+                    guid: switch,
+                    port: u32::from(port),
+                    nports: u32::from(s.nports),
+                });
+            }
+            if s.ports[port as usize].remote == Remote::None {
+                return Err(TopologyError::PortNotCabled { guid: switch, port });
+            }
+            Ok(())
+        }
+        FabricEvent::SwitchDown(g) | FabricEvent::SwitchUp(g) => {
+            f.switch_by_guid(g).map(|_| ()).ok_or(TopologyError::UnknownSwitch(g))
+        }
+        FabricEvent::EndPortDown(g) | FabricEvent::EndPortUp(g) => f
+            .end_port_by_guid(g)
+            .map(|_| ())
+            .ok_or(TopologyError::UnknownEndPort(g)),
+    }
+}
+
+/// A computation or upload in flight.
+#[derive(Debug)]
+struct InFlight {
+    job: u64,
+    /// Changes up to this number are included.
+    seq: u64,
+    first_seen: Instant,
+    started: Instant,
+    routed: Option<Instant>,
+    faults: u32,
+    /// Number of `pending_physical` events the job applied.
+    physical_events: usize,
+    exclusions: Vec<Exclusion>,
+    /// Dirty blocks and resync switches handed to the job.
+    dirty: Arc<BTreeSet<(u32, u32)>>,
+    resync: Arc<BTreeSet<u32>>,
+}
+
+#[derive(Debug, Default)]
+enum Busy {
+    #[default]
+    Idle,
+    Computing(InFlight),
+    Uploading(InFlight, Box<Computed>),
+}
+
+/// The loop's state (see the module documentation).
+pub struct EventLoop {
+    settings: LoopSettings,
+    lmc: u8,
+    max_lid: Lid,
+    driver_name: &'static str,
+    io: LoopIo,
+    rx: mpsc::Receiver<Event>,
+    tx: mpsc::Sender<Event>,
+    driver_rx: mpsc::UnboundedReceiver<FabricEvent>,
+
+    cabling: Arc<Fabric>,
+    physical: Arc<Fabric>,
+    pending_physical: Vec<FabricEvent>,
+    exclusions: BTreeSet<Exclusion>,
+    persisted_exclusions: Vec<Exclusion>,
+    guid2lid: Arc<Guid2Lid>,
+    jobs: Arc<Jobs>,
+
+    change_seq: u64,
+    started_seq: u64,
+    pending_faults: usize,
+    first_pending: Option<Instant>,
+    last_pending: Option<Instant>,
+    force: bool,
+    retry_at: Option<Instant>,
+    retry_backoff: Duration,
+
+    current: Option<Arc<Generation>>,
+    installed: Arc<Lfts>,
+    installed_lids: Option<Arc<LidPlan>>,
+    dirty: BTreeSet<(u32, u32)>,
+    resync: BTreeSet<u32>,
+
+    busy: Busy,
+    next_job: u64,
+    superseded_in_row: u32,
+    discarded: u64,
+    phase: Phase,
+    last_error: String,
+    waiters: Vec<(u64, Reply<u64>)>,
+    inject_waiters: Vec<(u64, String, Reply<FaultAccepted>)>,
+    shutting_down: Option<Instant>,
+    started: Instant,
+}
+
+impl EventLoop {
+    /// Creates the loop and the sender that feeds it.
+    pub fn new(params: LoopParams, io: LoopIo, init: LoopInit) -> (EventLoop, mpsc::Sender<Event>) {
+        let (tx, rx) = mpsc::channel(4096);
+        let driver_rx = io.driver.subscribe_events();
+        let physical = init.physical;
+        let mut exclusions = BTreeSet::new();
+        for v in &init.virtual_faults {
+            match exclusion_from_persisted(&physical, v) {
+                Ok(x) => {
+                    exclusions.insert(x);
+                }
+                Err(e) => tracing::warn!(fault = ?v, error = %e, "dropping a persisted virtual fault"),
+            }
+        }
+        let all_switches: BTreeSet<u32> = (0..physical.num_switches() as u32).collect();
+        let lp = EventLoop {
+            settings: params.settings,
+            lmc: params.lmc,
+            max_lid: params.max_lid,
+            driver_name: params.driver_name,
+            io,
+            rx,
+            tx: tx.clone(),
+            driver_rx,
+            cabling: physical.clone(),
+            physical,
+            pending_physical: Vec::new(),
+            persisted_exclusions: exclusions.iter().copied().collect(),
+            exclusions,
+            guid2lid: Arc::new(init.guid2lid),
+            jobs: Arc::new(init.jobs),
+            // The first generation is due at once.
+            change_seq: 1,
+            started_seq: 0,
+            pending_faults: 0,
+            first_pending: Some(Instant::now()),
+            last_pending: Some(Instant::now()),
+            force: true,
+            retry_at: None,
+            retry_backoff: Duration::ZERO,
+            current: None,
+            installed: Arc::new(Lfts::new(0, 0)),
+            installed_lids: None,
+            dirty: BTreeSet::new(),
+            resync: all_switches,
+            busy: Busy::Idle,
+            next_job: 1,
+            superseded_in_row: 0,
+            discarded: 0,
+            phase: Phase::Idle,
+            last_error: String::new(),
+            waiters: Vec::new(),
+            inject_waiters: Vec::new(),
+            shutting_down: None,
+            started: Instant::now(),
+        };
+        lp.publish();
+        (lp, tx)
+    }
+
+    /// The snapshot readers see.
+    fn publish(&self) {
+        let p = Published {
+            cabling: self.cabling.clone(),
+            current: self.current.clone(),
+            phase: self.phase,
+            phase_generation: if self.phase == Phase::Idle {
+                0
+            } else {
+                self.generation() + 1
+            },
+            pending_faults: self.pending_faults,
+            last_error: self.last_error.clone(),
+            discarded_generations: self.discarded,
+            jobs: self.jobs.clone(),
+            engine: self.settings.engine.to_string(),
+            driver: self.driver_name,
+            lmc: self.lmc,
+            started: self.started,
+            virtual_faults: self.exclusions.len(),
+        };
+        self.io.published.store(Arc::new(p));
+        self.io.telemetry.set_pending(self.pending_faults);
+    }
+
+    fn generation(&self) -> u64 {
+        self.current.as_ref().map_or(0, |g| g.number)
+    }
+
+    fn set_phase(&mut self, phase: Phase) {
+        if self.phase == phase {
+            return;
+        }
+        self.phase = phase;
+        self.io.telemetry.set_phase(phase);
+        self.publish();
+        let _ = self.io.notices.send(Notice::PhaseChanged {
+            generation: self.generation() + 1,
+            phase,
+        });
+    }
+
+    /// Runs until [`Event::Shutdown`] (and the running upload) completes.
+    pub async fn run(mut self) {
+        let mut watchdog = self.io.watchdog.map(|d| {
+            let mut i = tokio::time::interval(d);
+            i.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            i
+        });
+        let mut driver_open = true;
+        self.maybe_start();
+        loop {
+            if self.finished() {
+                break;
+            }
+            let deadline = self.next_deadline().map(TokioInstant::from_std);
+            let shutdown_deadline = self
+                .shutting_down
+                .map(|t| TokioInstant::from_std(t + Duration::from_secs(self.settings.update.shutdown_timeout_s)));
+            tokio::select! {
+                ev = self.rx.recv() => match ev {
+                    Some(ev) => self.handle(ev).await,
+                    None => break,
+                },
+                fe = self.driver_rx.recv(), if driver_open => match fe {
+                    Some(fe) => self.on_driver_event(fe),
+                    None => driver_open = false,
+                },
+                _ = sleep_until_opt(deadline), if deadline.is_some() => {
+                    self.retry_at = None;
+                    self.maybe_start();
+                }
+                _ = sleep_until_opt(shutdown_deadline), if shutdown_deadline.is_some() => {
+                    tracing::warn!("shutdown timeout: leaving with an upload in progress");
+                    break;
+                }
+                _ = tick_opt(&mut watchdog), if watchdog.is_some() => {
+                    if let Err(e) = self.io.notifier.watchdog() {
+                        tracing::warn!(error = %e, "watchdog notification failed");
+                    }
+                }
+            }
+        }
+        for (_, r) in self.waiters.drain(..) {
+            let _ = r.send(Err(LoopError::ShuttingDown));
+        }
+        for (_, _, r) in self.inject_waiters.drain(..) {
+            let _ = r.send(Err(LoopError::ShuttingDown));
+        }
+        tracing::info!(generation = self.generation(), "event loop stopped");
+    }
+
+    fn finished(&self) -> bool {
+        self.shutting_down.is_some() && !matches!(self.busy, Busy::Uploading(..))
+    }
+
+    /// When the next generation may start (coalescing window), or a failed one is retried.
+    fn next_deadline(&self) -> Option<Instant> {
+        if self.shutting_down.is_some() || matches!(self.busy, Busy::Uploading(..)) {
+            return None;
+        }
+        let mut d = self.retry_at;
+        if self.change_seq > self.started_seq {
+            if let Busy::Computing(_) = self.busy {
+                if self.superseded_in_row >= self.settings.update.max_superseded {
+                    return d;
+                }
+            }
+            let due = if self.force {
+                Instant::now()
+            } else {
+                let u = &self.settings.update;
+                match (self.first_pending, self.last_pending) {
+                    (Some(f), Some(l)) => (l + u.coalesce()).min(f + u.coalesce_max()),
+                    _ => Instant::now(),
+                }
+            };
+            d = Some(d.map_or(due, |x| x.min(due)));
+        }
+        d
+    }
+
+    async fn handle(&mut self, ev: Event) {
+        match ev {
+            Event::Inject { req, reply } => self.on_inject(req, reply).await,
+            Event::Reroute { resync, wait, reply } => {
+                if self.shutting_down.is_some() {
+                    if let Some(r) = reply {
+                        let _ = r.send(Err(LoopError::ShuttingDown));
+                    }
+                    return;
+                }
+                if resync {
+                    self.resync.extend(0..self.physical.num_switches() as u32);
+                }
+                self.note_change(false);
+                self.force = true;
+                tracing::info!(resync, "reroute requested");
+                match (reply, wait) {
+                    (Some(r), true) => self.waiters.push((self.change_seq, r)),
+                    (Some(r), false) => {
+                        let _ = r.send(Ok(self.generation()));
+                    }
+                    (None, _) => {}
+                }
+                self.maybe_start();
+            }
+            Event::SetJob { id, ports, reply } => {
+                let mut jobs = (*self.jobs).clone();
+                jobs.insert(id.clone(), ports);
+                let r = self.save_jobs(jobs).await;
+                if r.is_ok() {
+                    tracing::info!(job = %id, "job mapping set");
+                }
+                let _ = reply.send(r);
+            }
+            Event::ClearJob { id, reply } => {
+                if !self.jobs.contains_key(&id) {
+                    let _ = reply.send(Err(LoopError::NotFound(format!("no job {id:?}"))));
+                    return;
+                }
+                let mut jobs = (*self.jobs).clone();
+                jobs.remove(&id);
+                let r = self.save_jobs(jobs).await;
+                if r.is_ok() {
+                    tracing::info!(job = %id, "job mapping cleared");
+                }
+                let _ = reply.send(r);
+            }
+            Event::Reload(s) => {
+                let reroute = s.engine != self.settings.engine
+                    || s.rank_options.roots != self.settings.rank_options.roots
+                    || s.rank_options.roles != self.settings.rank_options.roles;
+                self.settings = *s;
+                tracing::info!(engine = %self.settings.engine, "settings reloaded");
+                if reroute {
+                    self.note_change(false);
+                    self.force = true;
+                }
+                self.publish();
+                self.maybe_start();
+            }
+            Event::ComputeDone { job, result } => self.on_compute_done(job, *result),
+            Event::UploadDone { job, outcome } => self.on_upload_done(job, outcome).await,
+            Event::Shutdown => {
+                if self.shutting_down.is_none() {
+                    tracing::info!(
+                        uploading = matches!(self.busy, Busy::Uploading(..)),
+                        "shutdown requested"
+                    );
+                    self.shutting_down = Some(Instant::now());
+                    if let Busy::Computing(f) = std::mem::take(&mut self.busy) {
+                        self.give_back(&f);
+                    }
+                }
+            }
+        }
+    }
+
+    async fn save_jobs(&mut self, jobs: Jobs) -> Result<(), LoopError> {
+        let dir = self.io.state_dir.clone();
+        let snapshot = jobs.clone();
+        let res = tokio::task::spawn_blocking(move || dir.save_jobs(&snapshot)).await;
+        match res {
+            Ok(Ok(())) => {
+                self.jobs = Arc::new(jobs);
+                self.publish();
+                Ok(())
+            }
+            Ok(Err(e)) => Err(LoopError::Internal(format!("cannot persist job mappings: {e}"))),
+            Err(e) => Err(LoopError::Internal(format!("cannot persist job mappings: {e}"))),
+        }
+    }
+
+    /// Records one change that needs a generation.
+    fn note_change(&mut self, fault: bool) {
+        let now = Instant::now();
+        if self.change_seq == self.started_seq {
+            self.first_pending = Some(now);
+        }
+        self.first_pending.get_or_insert(now);
+        self.last_pending = Some(now);
+        self.change_seq += 1;
+        if fault {
+            self.pending_faults += 1;
+        }
+        self.publish();
+    }
+
+    fn on_driver_event(&mut self, fe: FabricEvent) {
+        if let Err(e) = validate_event(&self.cabling, &fe) {
+            tracing::warn!(event = %fe, error = %e, "ignoring a driver event");
+            return;
+        }
+        tracing::info!(event = %fe, "physical change");
+        if let FabricEvent::SwitchUp(g) = fe {
+            // A switch that comes back may have lost its tables: rewrite them whole.
+            if let Some(id) = self.cabling.switch_by_guid(g) {
+                self.resync.insert(id.0);
+            }
+        }
+        self.io.telemetry.fault(event_kind(&fe), "driver");
+        let _ = self.io.notices.send(Notice::TopologyChange {
+            event: fe.clone(),
+            physical: true,
+        });
+        self.pending_physical.push(fe);
+        self.note_change(true);
+    }
+
+    /// The canonical exclusion of a virtual fault.
+    fn exclusion_of(&self, t: &FaultTarget) -> Exclusion {
+        match *t {
+            FaultTarget::Link { switch, port } => canonical_link(&self.cabling, switch, port),
+            FaultTarget::Switch(g) => Exclusion::Switch(g),
+            FaultTarget::Node(g) => Exclusion::Node(g),
+        }
+    }
+
+    async fn on_inject(&mut self, req: FaultRequest, reply: Reply<FaultAccepted>) {
+        if self.shutting_down.is_some() {
+            let _ = reply.send(Err(LoopError::ShuttingDown));
+            return;
+        }
+        let fi = &self.settings.fault_injection;
+        if !fi.enabled {
+            let _ = reply.send(Err(LoopError::FailedPrecondition(
+                "fault injection is disabled (set [fault_injection] enabled = true and reload)".into(),
+            )));
+            return;
+        }
+        if req.physical && !fi.allow_physical {
+            let _ = reply.send(Err(LoopError::FailedPrecondition(
+                "physical fault injection is disabled (set [fault_injection] allow_physical = true and reload)".into(),
+            )));
+            return;
+        }
+        let event = match (&req.target, req.up) {
+            (FaultTarget::Link { switch, port }, false) => FabricEvent::LinkDown {
+                switch: *switch,
+                port: *port,
+            },
+            (FaultTarget::Link { switch, port }, true) => FabricEvent::LinkUp {
+                switch: *switch,
+                port: *port,
+            },
+            (FaultTarget::Switch(g), false) => FabricEvent::SwitchDown(*g),
+            (FaultTarget::Switch(g), true) => FabricEvent::SwitchUp(*g),
+            (FaultTarget::Node(g), false) => FabricEvent::EndPortDown(*g),
+            (FaultTarget::Node(g), true) => FabricEvent::EndPortUp(*g),
+        };
+        if let Err(e) = validate_event(&self.cabling, &event) {
+            let _ = reply.send(Err(LoopError::InvalidArgument(e.to_string())));
+            return;
+        }
+        let before = self.change_seq;
+        if req.physical {
+            if let Err(e) = self.physical_fault(&req).await {
+                let _ = reply.send(Err(e));
+                return;
+            }
+            // The driver reports the change on its stream before returning: take it now so the
+            // waiter below covers it.
+            while let Ok(fe) = self.driver_rx.try_recv() {
+                self.on_driver_event(fe);
+            }
+        } else {
+            let x = self.exclusion_of(&req.target);
+            let changed = if req.up {
+                self.exclusions.remove(&x)
+            } else {
+                self.exclusions.insert(x)
+            };
+            if changed {
+                tracing::info!(event = %event, "virtual fault");
+                self.io.telemetry.fault(event_kind(&event), "virtual");
+                let _ = self.io.notices.send(Notice::TopologyChange {
+                    event: event.clone(),
+                    physical: false,
+                });
+                self.note_change(true);
+            }
+        }
+        let changed = self.change_seq > before;
+        let text = if changed {
+            event.to_string()
+        } else {
+            format!("{event} (no change)")
+        };
+        if req.wait && changed {
+            self.inject_waiters.push((self.change_seq, text, reply));
+        } else {
+            let _ = reply.send(Ok(FaultAccepted {
+                event: text,
+                generation: self.generation(),
+            }));
+        }
+        self.maybe_start();
+    }
+
+    async fn physical_fault(&self, req: &FaultRequest) -> Result<(), LoopError> {
+        let d = &self.io.driver;
+        let r = match req.target {
+            FaultTarget::Link { switch, port } => d.set_port_state(switch, port, req.up).await,
+            FaultTarget::Switch(g) => d.set_switch_state(g, req.up).await,
+            FaultTarget::Node(g) => {
+                // Physically, a node is taken down by its cable: the leaf port it hangs on.
+                let ep = self
+                    .cabling
+                    .end_port_by_guid(g)
+                    .ok_or_else(|| LoopError::InvalidArgument(format!("unknown end port GUID {}", fmt_guid(g))))?;
+                let Some((sw, port)) = self.cabling.end_port(ep).attach else {
+                    return Err(LoopError::InvalidArgument(format!(
+                        "end port {} is not cabled",
+                        fmt_guid(g)
+                    )));
+                };
+                d.set_port_state(self.cabling.switch(sw).guid, port, req.up).await
+            }
+        };
+        r.map_err(|e| LoopError::FailedPrecondition(format!("driver refused the fault: {e}")))
+    }
+
+    /// Starts a computation when one is due.
+    fn maybe_start(&mut self) {
+        if self.shutting_down.is_some() || matches!(self.busy, Busy::Uploading(..)) {
+            return;
+        }
+        if self.change_seq == self.started_seq && self.retry_at.is_none() {
+            return;
+        }
+        match self.next_deadline() {
+            Some(d) if d <= Instant::now() => {}
+            _ => return,
+        }
+        if self.change_seq == self.started_seq {
+            // A retry of a failed upload with no new change.
+            self.change_seq += 1;
+        }
+        let now = Instant::now();
+        let (first_seen, faults) = match std::mem::take(&mut self.busy) {
+            Busy::Computing(old) => {
+                // Supersede: the old result will be discarded when it arrives.
+                self.superseded_in_row += 1;
+                self.give_back(&old);
+                tracing::debug!(job = old.job, "computation superseded by newer changes");
+                (
+                    old.first_seen.min(self.first_pending.unwrap_or(now)),
+                    old.faults + self.pending_faults as u32,
+                )
+            }
+            _ => (self.first_pending.unwrap_or(now), self.pending_faults as u32),
+        };
+        let job = self.next_job;
+        self.next_job += 1;
+        let exclusions: Vec<Exclusion> = self.exclusions.iter().copied().collect();
+        let dirty = Arc::new(std::mem::take(&mut self.dirty));
+        let resync = Arc::new(std::mem::take(&mut self.resync));
+        let input = ComputeInput {
+            job,
+            physical: self.physical.clone(),
+            physical_events: self.pending_physical.clone(),
+            exclusions: exclusions.iter().map(|x| x.down_event()).collect(),
+            previous_lids: self.guid2lid.clone(),
+            installed_lids: self.installed_lids.clone(),
+            lmc: self.lmc,
+            max_lid: self.max_lid,
+            engine: self.settings.engine,
+            rank_options: self.settings.rank_options.clone(),
+            validate: self.settings.validate,
+            installed: self.installed.clone(),
+            dirty: dirty.clone(),
+            resync: resync.clone(),
+        };
+        let flight = InFlight {
+            job,
+            seq: self.change_seq,
+            first_seen,
+            started: now,
+            routed: None,
+            faults,
+            physical_events: self.pending_physical.len(),
+            exclusions,
+            dirty,
+            resync,
+        };
+        self.started_seq = self.change_seq;
+        self.pending_faults = 0;
+        self.first_pending = None;
+        self.last_pending = None;
+        self.force = false;
+        self.retry_at = None;
+        tracing::debug!(job, faults, "computing a generation");
+        self.busy = Busy::Computing(flight);
+        self.set_phase(Phase::Prepare);
+        self.publish();
+
+        let (otx, orx) = oneshot::channel();
+        self.io.pool.spawn(move || {
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| compute(input)));
+            let _ = otx.send(r);
+        });
+        let tx = self.tx.clone();
+        tokio::spawn(async move {
+            let result = match orx.await {
+                Ok(Ok(r)) => r,
+                Ok(Err(_)) => Err(ComputeError::Panicked),
+                Err(_) => Err(ComputeError::Panicked),
+            };
+            let _ = tx
+                .send(Event::ComputeDone {
+                    job,
+                    result: Box::new(result),
+                })
+                .await;
+        });
+    }
+
+    /// Returns the dirty blocks and resync switches of an abandoned job.
+    fn give_back(&mut self, f: &InFlight) {
+        self.dirty.extend(f.dirty.iter().copied());
+        self.resync.extend(f.resync.iter().copied());
+    }
+
+    fn on_compute_done(&mut self, job: u64, result: Result<Computed, ComputeError>) {
+        let flight = match std::mem::take(&mut self.busy) {
+            Busy::Computing(f) if f.job == job => f,
+            other => {
+                self.busy = other;
+                self.discarded += 1;
+                self.io.telemetry.discarded();
+                tracing::debug!(job, "discarding a stale computation");
+                self.publish();
+                return;
+            }
+        };
+        self.superseded_in_row = 0;
+        let mut flight = flight;
+        match result {
+            Err(e) => {
+                tracing::error!(job, error = %e, "generation failed; keeping the installed routing");
+                self.give_back(&flight);
+                self.fail_waiters(flight.seq, &e.to_string());
+                self.last_error = e.to_string();
+                self.io.telemetry.failed();
+                self.set_phase(Phase::Idle);
+                self.publish();
+                // Same input, same error: wait for the next change or reroute.
+                self.maybe_start();
+            }
+            Ok(c) => {
+                flight.routed = Some(Instant::now());
+                if let Some(v) = &c.validation {
+                    if !v.valid {
+                        tracing::warn!(
+                            unreachable = v.unreachable_pairs,
+                            "new routing leaves pairs unreachable"
+                        );
+                    }
+                }
+                self.set_phase(Phase::Update);
+                let driver = self.io.driver.clone();
+                let fabric = c.physical.clone();
+                let writes = c.writes.clone();
+                let lids = c.lids.clone();
+                let lids_changed = c.lids_changed;
+                let u = &self.settings.update;
+                let params = UploadParams {
+                    batch_blocks: u.upload_batch_blocks,
+                    parallelism: u.upload_parallelism,
+                    retries: u.upload_retries,
+                    backoff: Duration::from_millis(u.retry_backoff_ms),
+                };
+                let tx = self.tx.clone();
+                self.busy = Busy::Uploading(flight, Box::new(c));
+                tokio::spawn(async move {
+                    let outcome = if lids_changed {
+                        match driver.configure_lids(&fabric, &lids).await {
+                            Ok(()) => upload(driver, fabric, writes, params).await,
+                            Err(e) => UploadOutcome {
+                                failed: writes.iter().map(|w| (w.switch.0, w.block)).collect(),
+                                error: Some(format!("LID configuration failed: {e}")),
+                                ..UploadOutcome::default()
+                            },
+                        }
+                    } else {
+                        upload(driver, fabric, writes, params).await
+                    };
+                    let _ = tx.send(Event::UploadDone { job, outcome }).await;
+                });
+            }
+        }
+    }
+
+    fn fail_waiters(&mut self, seq: u64, msg: &str) {
+        let (done, keep): (Vec<_>, Vec<_>) = self.waiters.drain(..).partition(|(s, _)| *s <= seq);
+        self.waiters = keep;
+        for (_, r) in done {
+            let _ = r.send(Err(LoopError::Internal(format!("generation failed: {msg}"))));
+        }
+        let (done, keep): (Vec<_>, Vec<_>) = self.inject_waiters.drain(..).partition(|(s, _, _)| *s <= seq);
+        self.inject_waiters = keep;
+        for (_, _, r) in done {
+            let _ = r.send(Err(LoopError::Internal(format!("generation failed: {msg}"))));
+        }
+    }
+
+    async fn on_upload_done(&mut self, job: u64, outcome: UploadOutcome) {
+        let (flight, c) = match std::mem::take(&mut self.busy) {
+            Busy::Uploading(f, c) if f.job == job => (f, c),
+            other => {
+                self.busy = other;
+                tracing::error!(job, "upload result for an unknown job");
+                return;
+            }
+        };
+        let c = *c;
+        self.set_phase(Phase::Commit);
+        let now = Instant::now();
+        // Fold what the generation applied into the live state.
+        self.physical = c.physical.clone();
+        let k = flight.physical_events.min(self.pending_physical.len());
+        self.pending_physical.drain(..k);
+        self.installed = c.lfts.clone();
+        if outcome.error.is_some() && c.lids_changed && outcome.blocks_written == 0 {
+            // LIDs may not be installed: configure them again next time.
+            self.installed_lids = None;
+        } else {
+            self.installed_lids = Some(c.lids.clone());
+        }
+        self.dirty.extend(outcome.failed.iter().copied());
+        self.dirty.extend(c.skipped.iter().copied());
+        if let Some(err) = &outcome.error {
+            self.retry_backoff = (self.retry_backoff * 2)
+                .max(Duration::from_millis(self.settings.update.failed_generation_backoff_ms))
+                .min(Duration::from_secs(60));
+            self.retry_at = Some(now + self.retry_backoff);
+            self.last_error = format!("{} LFT blocks not written, retrying: {err}", outcome.failed.len());
+            tracing::error!(failed = outcome.failed.len(), error = %err, "LFT upload incomplete");
+            self.io.telemetry.failed();
+        } else {
+            self.retry_backoff = Duration::ZERO;
+            self.last_error.clear();
+        }
+
+        // Persist what changed (LIDs, virtual faults) before announcing the commit.
+        let lids_to_save = (*c.guid2lid != *self.guid2lid || !self.io.state_dir.path().join("guid2lid").exists())
+            .then(|| c.guid2lid.clone());
+        let faults_to_save = (flight.exclusions != self.persisted_exclusions)
+            .then(|| flight.exclusions.iter().map(|x| x.persisted()).collect::<Vec<_>>());
+        if lids_to_save.is_some() || faults_to_save.is_some() {
+            let dir = self.io.state_dir.clone();
+            let lids = lids_to_save.clone();
+            let faults = faults_to_save.clone();
+            let res = tokio::task::spawn_blocking(move || -> Result<(), String> {
+                if let Some(l) = lids {
+                    dir.save_guid2lid(&l).map_err(|e| e.to_string())?;
+                }
+                if let Some(f) = faults {
+                    dir.save_virtual_faults(&f).map_err(|e| e.to_string())?;
+                }
+                Ok(())
+            })
+            .await;
+            match res {
+                Ok(Ok(())) => {
+                    if faults_to_save.is_some() {
+                        self.persisted_exclusions = flight.exclusions.clone();
+                    }
+                }
+                Ok(Err(e)) => {
+                    tracing::error!(error = %e, "cannot persist state");
+                    self.last_error = format!("cannot persist state: {e}");
+                }
+                Err(e) => tracing::error!(error = %e, "persistence task failed"),
+            }
+        }
+        self.guid2lid = c.guid2lid.clone();
+
+        let number = self.generation() + 1;
+        let committed = Instant::now();
+        let ms = |a: Instant, b: Instant| b.saturating_duration_since(a).as_secs_f64() * 1e3;
+        let routed = flight.routed.unwrap_or(committed);
+        let timings = RerouteTimings {
+            generation: number,
+            routed_ms: ms(flight.first_seen, routed),
+            committed_ms: ms(flight.first_seen, committed),
+            coalesce_ms: ms(flight.first_seen, flight.started),
+            compute_ms: c.compute_ms,
+            upload_ms: outcome.elapsed.as_secs_f64() * 1e3,
+            blocks_written: outcome.blocks_written,
+            retries: outcome.retries,
+            faults: flight.faults,
+            committed_at_unix_ms: SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX)),
+        };
+        let excluded_links: HashSet<(Guid, PortNum)> = flight
+            .exclusions
+            .iter()
+            .filter_map(|x| match *x {
+                Exclusion::Link(s, p) => Some((s, p)),
+                _ => None,
+            })
+            .flat_map(|(s, p)| {
+                let mut v = vec![(s, p)];
+                if let Some((rg, rp)) = remote_switch_end(&self.cabling, s, p) {
+                    v.push((rg, rp));
+                }
+                v
+            })
+            .collect();
+        let generation = Arc::new(Generation {
+            number,
+            fabric: c.fabric.clone(),
+            ranking: c.ranking.clone(),
+            lids: c.lids.clone(),
+            lfts: c.lfts.clone(),
+            engine: self.settings.engine.to_string(),
+            route_ms: c.route_ms,
+            timings: timings.clone(),
+            excluded_links: Arc::new(excluded_links),
+            virtual_faults: flight.exclusions.len(),
+        });
+        let first = self.current.is_none();
+        self.current = Some(generation);
+        tracing::info!(
+            generation = number,
+            faults = timings.faults,
+            routed_ms = format_args!("{:.1}", timings.routed_ms),
+            committed_ms = format_args!("{:.1}", timings.committed_ms),
+            blocks_written = timings.blocks_written,
+            "generation committed"
+        );
+        self.io
+            .telemetry
+            .blocks_written(outcome.blocks_written, outcome.retries);
+        self.io.telemetry.committed(
+            number,
+            timings.routed_ms / 1e3,
+            timings.committed_ms / 1e3,
+            timings.compute_ms / 1e3,
+            timings.upload_ms / 1e3,
+        );
+        let _ = self.io.notices.send(Notice::GenerationCommitted {
+            generation: number,
+            timings: timings.clone(),
+        });
+        let (done, keep): (Vec<_>, Vec<_>) = self.waiters.drain(..).partition(|(s, _)| *s <= flight.seq);
+        self.waiters = keep;
+        for (_, r) in done {
+            let _ = r.send(Ok(number));
+        }
+        let (done, keep): (Vec<_>, Vec<_>) = self.inject_waiters.drain(..).partition(|(s, _, _)| *s <= flight.seq);
+        self.inject_waiters = keep;
+        for (_, text, r) in done {
+            let _ = r.send(Ok(FaultAccepted {
+                event: text,
+                generation: number,
+            }));
+        }
+        let _ = self.io.notifier.status(&format!("generation {number} installed"));
+        if first {
+            if let Some(f) = self.io.on_ready.take() {
+                f(number);
+            }
+        }
+        self.set_phase(Phase::Idle);
+        self.publish();
+        self.maybe_start();
+    }
+}
+
+/// The canonical (lower GUID, port) end of the link on `switch`/`port`.
+fn canonical_link(f: &Fabric, switch: Guid, port: PortNum) -> Exclusion {
+    match remote_switch_end(f, switch, port) {
+        Some(other) if other < (switch, port) => Exclusion::Link(other.0, other.1),
+        _ => Exclusion::Link(switch, port),
+    }
+}
+
+/// The other end of a switch-to-switch cable, as (switch GUID, port).
+fn remote_switch_end(f: &Fabric, switch: Guid, port: PortNum) -> Option<(Guid, PortNum)> {
+    let id = f.switch_by_guid(switch)?;
+    match f.switch(id).ports.get(port as usize)?.remote {
+        Remote::Switch { sw, port: rp } => Some((f.switch(sw).guid, rp)),
+        _ => None,
+    }
+}
+
+fn exclusion_from_persisted(f: &Fabric, v: &VirtualFault) -> Result<Exclusion, String> {
+    let guid = |s: &str| fabric_topology::parse_guid(s).ok_or_else(|| format!("{s:?} is not a GUID"));
+    let (x, ev) = match v {
+        VirtualFault::Link { switch, port } => {
+            let g = guid(switch)?;
+            (
+                canonical_link(f, g, *port),
+                FabricEvent::LinkDown { switch: g, port: *port },
+            )
+        }
+        VirtualFault::Switch { switch } => {
+            let g = guid(switch)?;
+            (Exclusion::Switch(g), FabricEvent::SwitchDown(g))
+        }
+        VirtualFault::Node { port_guid } => {
+            let g = guid(port_guid)?;
+            (Exclusion::Node(g), FabricEvent::EndPortDown(g))
+        }
+    };
+    validate_event(f, &ev).map_err(|e| e.to_string())?;
+    Ok(x)
+}
+
+async fn sleep_until_opt(d: Option<TokioInstant>) {
+    match d {
+        Some(d) => tokio::time::sleep_until(d).await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn tick_opt(i: &mut Option<tokio::time::Interval>) {
+    match i {
+        Some(i) => {
+            i.tick().await;
+        }
+        None => std::future::pending().await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fabric_topology::{FabricBuilder, NodeType};
+
+    fn tiny() -> Fabric {
+        let mut b = FabricBuilder::new();
+        let l0 = b.add_switch(0x10, "leaf0", 8).unwrap();
+        let s0 = b.add_switch(0x20, "spine0", 8).unwrap();
+        b.connect_switches(l0, 5, s0, 1).unwrap();
+        let e0 = b.add_end_port(0x101, 0x100, "n0", 1, 1, NodeType::Compute).unwrap();
+        b.connect_end_port(e0, l0, 1).unwrap();
+        b.build()
+    }
+
+    #[test]
+    fn links_are_keyed_by_their_lower_end() {
+        let f = tiny();
+        assert_eq!(canonical_link(&f, 0x20, 1), Exclusion::Link(0x10, 5));
+        assert_eq!(canonical_link(&f, 0x10, 5), Exclusion::Link(0x10, 5));
+        // A port facing an end port is its own key.
+        assert_eq!(canonical_link(&f, 0x10, 1), Exclusion::Link(0x10, 1));
+    }
+
+    #[test]
+    fn events_are_validated_precisely() {
+        let f = tiny();
+        assert!(validate_event(&f, &FabricEvent::LinkDown { switch: 0x10, port: 5 }).is_ok());
+        let e = validate_event(&f, &FabricEvent::LinkDown { switch: 0x10, port: 9 }).unwrap_err();
+        assert_eq!(e.to_string(), "switch 0x0000000000000010 has no port 9 (ports 1..=8)");
+        let e = validate_event(&f, &FabricEvent::LinkUp { switch: 0x10, port: 3 }).unwrap_err();
+        assert_eq!(e.to_string(), "switch 0x0000000000000010 port 3 is not cabled");
+        assert!(validate_event(&f, &FabricEvent::SwitchDown(0x99)).is_err());
+        assert!(validate_event(&f, &FabricEvent::EndPortDown(0x101)).is_ok());
+        assert!(validate_event(&f, &FabricEvent::EndPortDown(0x100)).is_err());
+    }
+
+    #[test]
+    fn persisted_faults_round_trip_and_stale_ones_are_rejected() {
+        let f = tiny();
+        let x = exclusion_from_persisted(
+            &f,
+            &VirtualFault::Link {
+                switch: fmt_guid(0x20),
+                port: 1,
+            },
+        )
+        .unwrap();
+        assert_eq!(x, Exclusion::Link(0x10, 5));
+        assert_eq!(exclusion_from_persisted(&f, &x.persisted()).unwrap(), x);
+        assert!(exclusion_from_persisted(&f, &VirtualFault::Switch { switch: fmt_guid(0x77) }).is_err());
+    }
+}

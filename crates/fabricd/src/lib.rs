@@ -1,0 +1,28 @@
+//! `fabricd`, the fabric manager daemon, as a library (the binary is a thin `main` over
+//! [`daemon::run`]; integration tests start the real binary).
+//!
+//! * [`config`]: the TOML configuration, validated as a whole (every error with its line and
+//!   key path), and what a `SIGHUP` reload may change.
+//! * [`event_loop`]: the single owner of the live state; coalesces faults into generations,
+//!   computes them on rayon ([`compute`]), uploads the changed LFT blocks ([`upload`]) and
+//!   commits them.
+//! * [`grpc`]: the `fabricd.v1.FabricManager` service over [`state::Published`] snapshots.
+//! * [`persist`]: the state directory (guid2lid, jobs, virtual faults), written atomically.
+//! * [`notify`], [`telemetry`], [`logging`]: systemd notifications, Prometheus metrics,
+//!   tracing.
+//! * [`daemon`]: wiring of all of the above.
+//!
+//! **Architecture invariant:** the event loop is the only writer of the live state; ranking
+//! and routing never run on a tokio worker thread; readers never lock.
+
+pub mod compute;
+pub mod config;
+pub mod daemon;
+pub mod event_loop;
+pub mod grpc;
+pub mod logging;
+pub mod notify;
+pub mod persist;
+pub mod state;
+pub mod telemetry;
+pub mod upload;

@@ -1,0 +1,105 @@
+//! `fabricd`: the fabric manager daemon.
+//!
+//! ```text
+//! fabricd --config FILE [--state-dir DIR] [--socket PATH]
+//! fabricd --config FILE --check-config
+//! ```
+//!
+//! Signals: `SIGHUP` reloads the configuration, `SIGUSR2` forces a reroute, `SIGTERM`/`SIGINT`
+//! finish the running phase and exit 0.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::Parser;
+use fabricd::config::Config;
+use fabricd::daemon::{run, Control, RunOptions};
+use fabricd::notify::Notifier;
+use tokio::signal::unix::{signal, SignalKind};
+
+#[derive(Parser, Debug)]
+#[command(name = "fabricd", version, about = "Fabric manager for fat-tree HPC interconnects")]
+struct Args {
+    /// Configuration file (TOML).
+    #[arg(long, short = 'c', default_value = "/etc/fabricd/fabricd.toml")]
+    config: PathBuf,
+    /// State directory (overrides daemon.state_dir).
+    #[arg(long)]
+    state_dir: Option<PathBuf>,
+    /// gRPC Unix socket (overrides grpc.socket).
+    #[arg(long)]
+    socket: Option<PathBuf>,
+    /// Validate the configuration and exit (0 = valid).
+    #[arg(long)]
+    check_config: bool,
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let config = match Config::load(&args.config) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("fabricd: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if args.check_config {
+        println!(
+            "{}: configuration OK (driver {}, engine {}, socket {})",
+            args.config.display(),
+            config.driver.kind.name(),
+            config.routing.engine,
+            args.socket.as_ref().unwrap_or(&config.grpc.socket).display()
+        );
+        return ExitCode::SUCCESS;
+    }
+    match serve(args, config) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!("{e:#}");
+            eprintln!("fabricd: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn serve(args: Args, config: Config) -> anyhow::Result<()> {
+    let log = fabricd::logging::init(&config.log).map_err(anyhow::Error::msg)?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("fabricd-io")
+        .build()
+        .context("cannot start the async runtime")?;
+    rt.block_on(async move {
+        let (tx, rx) = tokio::sync::mpsc::channel(16);
+        let mut hup = signal(SignalKind::hangup()).context("SIGHUP handler")?;
+        let mut usr2 = signal(SignalKind::user_defined2()).context("SIGUSR2 handler")?;
+        let mut term = signal(SignalKind::terminate()).context("SIGTERM handler")?;
+        let mut int = signal(SignalKind::interrupt()).context("SIGINT handler")?;
+        tokio::spawn(async move {
+            loop {
+                let c = tokio::select! {
+                    _ = hup.recv() => Control::Reload,
+                    _ = usr2.recv() => Control::Reroute,
+                    _ = term.recv() => Control::Shutdown,
+                    _ = int.recv() => Control::Shutdown,
+                };
+                tracing::info!(?c, "signal received");
+                if tx.send(c).await.is_err() {
+                    break;
+                }
+            }
+        });
+        tracing::info!(version = env!("CARGO_PKG_VERSION"), config = %args.config.display(), "fabricd starting");
+        let opts = RunOptions {
+            config_path: Some(args.config.clone()),
+            config,
+            state_dir: args.state_dir,
+            socket: args.socket,
+            log,
+            notifier: Notifier::from_env(),
+        };
+        run(opts, rx).await.map_err(anyhow::Error::from)
+    })
+}

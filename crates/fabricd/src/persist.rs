@@ -1,0 +1,293 @@
+//! The state directory: LID assignments (OpenSM `guid2lid` format), job mappings and virtual
+//! faults, each written atomically (temporary file, `fsync`, `rename`, `fsync` of the directory)
+//! so that a crash at any point leaves either the old or the new file, never a torn one.
+//!
+//! The functions here do blocking file I/O: the event loop calls them through
+//! `tokio::task::spawn_blocking`.
+
+use std::collections::BTreeMap;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+use fabric_routing::Guid2Lid;
+use fabric_topology::{fmt_guid, parse_guid, Guid};
+use serde::{Deserialize, Serialize};
+
+/// File of the LID assignments (OpenSM `guid2lid` format).
+pub const GUID2LID_FILE: &str = "guid2lid";
+/// File of the job mappings (JSON).
+pub const JOBS_FILE: &str = "jobs.json";
+/// File of the virtual faults (JSON).
+pub const VIRTUAL_FAULTS_FILE: &str = "virtual-faults.json";
+
+/// Errors of the state directory, naming the file.
+#[derive(Debug, thiserror::Error)]
+pub enum PersistError {
+    #[error("{path}: {source}")]
+    Io { path: PathBuf, source: io::Error },
+    #[error("{path}: {message}")]
+    Corrupt { path: PathBuf, message: String },
+}
+
+/// One end port of a job, as persisted: the port GUID plus the name it had when mapped.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobPort {
+    /// Port GUID, `0x` + 16 hex digits.
+    pub guid: String,
+    pub name: String,
+}
+
+impl JobPort {
+    pub fn new(guid: Guid, name: &str) -> Self {
+        JobPort {
+            guid: fmt_guid(guid),
+            name: name.to_string(),
+        }
+    }
+    /// The port GUID (validated on load).
+    pub fn port_guid(&self) -> Guid {
+        parse_guid(&self.guid).unwrap_or(0)
+    }
+}
+
+/// Job id → end ports, in a stable order.
+pub type Jobs = BTreeMap<String, Vec<JobPort>>;
+
+#[derive(Serialize, Deserialize)]
+struct JobsFile {
+    version: u32,
+    jobs: Jobs,
+}
+
+/// A virtual fault (excluded from routing), as persisted.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum VirtualFault {
+    /// The link on this switch port (canonical end: the lower (GUID, port) of the two ends).
+    Link {
+        switch: String,
+        port: u8,
+    },
+    Switch {
+        switch: String,
+    },
+    Node {
+        port_guid: String,
+    },
+}
+
+#[derive(Serialize, Deserialize)]
+struct FaultsFile {
+    version: u32,
+    faults: Vec<VirtualFault>,
+}
+
+/// The daemon's state directory.
+#[derive(Clone, Debug)]
+pub struct StateDir {
+    dir: PathBuf,
+}
+
+impl StateDir {
+    /// Opens (creating if needed, mode 0750) the state directory.
+    pub fn open(dir: &Path) -> Result<StateDir, PersistError> {
+        let io = |source| PersistError::Io {
+            path: dir.to_path_buf(),
+            source,
+        };
+        fs::create_dir_all(dir).map_err(io)?;
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let meta = fs::metadata(dir).map_err(io)?;
+            if meta.permissions().mode() & 0o007 != 0 {
+                fs::set_permissions(dir, fs::Permissions::from_mode(0o750)).map_err(io)?;
+            }
+        }
+        Ok(StateDir { dir: dir.to_path_buf() })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.dir
+    }
+
+    fn file(&self, name: &str) -> PathBuf {
+        self.dir.join(name)
+    }
+
+    /// Reads a file of the directory; `None` when it does not exist.
+    pub fn read(&self, name: &str) -> Result<Option<String>, PersistError> {
+        let path = self.file(name);
+        match fs::read_to_string(&path) {
+            Ok(s) => Ok(Some(s)),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(source) => Err(PersistError::Io { path, source }),
+        }
+    }
+
+    /// Replaces a file atomically: write `name.tmp`, fsync it, rename over `name`, fsync the
+    /// directory.
+    pub fn write_atomic(&self, name: &str, contents: &[u8]) -> Result<(), PersistError> {
+        let path = self.file(name);
+        let tmp = self.file(&format!(".{name}.tmp"));
+        let io = |p: &Path| {
+            let p = p.to_path_buf();
+            move |source| PersistError::Io { path: p, source }
+        };
+        {
+            let mut f = OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .open(&tmp)
+                .map_err(io(&tmp))?;
+            f.write_all(contents).map_err(io(&tmp))?;
+            f.sync_all().map_err(io(&tmp))?;
+        }
+        fs::rename(&tmp, &path).map_err(io(&path))?;
+        File::open(&self.dir)
+            .and_then(|d| d.sync_all())
+            .map_err(io(&self.dir))?;
+        Ok(())
+    }
+
+    /// The persisted LID assignments (empty when none were saved).
+    pub fn load_guid2lid(&self) -> Result<Guid2Lid, PersistError> {
+        match self.read(GUID2LID_FILE)? {
+            None => Ok(Guid2Lid::new()),
+            Some(text) => {
+                let path = self.file(GUID2LID_FILE);
+                Guid2Lid::parse(&text, &path.display().to_string()).map_err(|e| PersistError::Corrupt {
+                    path,
+                    message: e.to_string(),
+                })
+            }
+        }
+    }
+
+    pub fn save_guid2lid(&self, g: &Guid2Lid) -> Result<(), PersistError> {
+        self.write_atomic(GUID2LID_FILE, g.to_text().as_bytes())
+    }
+
+    /// The persisted job mappings (empty when none were saved).
+    pub fn load_jobs(&self) -> Result<Jobs, PersistError> {
+        let Some(text) = self.read(JOBS_FILE)? else {
+            return Ok(Jobs::new());
+        };
+        let path = self.file(JOBS_FILE);
+        let f: JobsFile = serde_json::from_str(&text).map_err(|e| PersistError::Corrupt {
+            path: path.clone(),
+            message: e.to_string(),
+        })?;
+        for (id, ports) in &f.jobs {
+            for p in ports {
+                if parse_guid(&p.guid).is_none() {
+                    return Err(PersistError::Corrupt {
+                        path,
+                        message: format!("job {id:?}: {:?} is not a GUID", p.guid),
+                    });
+                }
+            }
+        }
+        Ok(f.jobs)
+    }
+
+    pub fn save_jobs(&self, jobs: &Jobs) -> Result<(), PersistError> {
+        let f = JobsFile {
+            version: 1,
+            jobs: jobs.clone(),
+        };
+        let mut text = serde_json::to_string_pretty(&f).map_err(|e| PersistError::Corrupt {
+            path: self.file(JOBS_FILE),
+            message: e.to_string(),
+        })?;
+        text.push('\n');
+        self.write_atomic(JOBS_FILE, text.as_bytes())
+    }
+
+    /// The persisted virtual faults.
+    pub fn load_virtual_faults(&self) -> Result<Vec<VirtualFault>, PersistError> {
+        let Some(text) = self.read(VIRTUAL_FAULTS_FILE)? else {
+            return Ok(Vec::new());
+        };
+        let path = self.file(VIRTUAL_FAULTS_FILE);
+        let f: FaultsFile = serde_json::from_str(&text).map_err(|e| PersistError::Corrupt {
+            path,
+            message: e.to_string(),
+        })?;
+        Ok(f.faults)
+    }
+
+    pub fn save_virtual_faults(&self, faults: &[VirtualFault]) -> Result<(), PersistError> {
+        let f = FaultsFile {
+            version: 1,
+            faults: faults.to_vec(),
+        };
+        let mut text = serde_json::to_string_pretty(&f).map_err(|e| PersistError::Corrupt {
+            path: self.file(VIRTUAL_FAULTS_FILE),
+            message: e.to_string(),
+        })?;
+        text.push('\n');
+        self.write_atomic(VIRTUAL_FAULTS_FILE, text.as_bytes())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn atomic_write_replaces_and_leaves_no_temp() {
+        let d = tempfile::tempdir().unwrap();
+        let s = StateDir::open(&d.path().join("state")).unwrap();
+        s.write_atomic("x", b"one").unwrap();
+        s.write_atomic("x", b"two").unwrap();
+        assert_eq!(s.read("x").unwrap().as_deref(), Some("two"));
+        let names: Vec<_> = fs::read_dir(s.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, vec![std::ffi::OsString::from("x")]);
+        assert_eq!(s.read("absent").unwrap(), None);
+    }
+
+    #[test]
+    fn jobs_and_faults_round_trip() {
+        let d = tempfile::tempdir().unwrap();
+        let s = StateDir::open(d.path()).unwrap();
+        assert!(s.load_jobs().unwrap().is_empty());
+        let mut jobs = Jobs::new();
+        jobs.insert(
+            "job-1".into(),
+            vec![JobPort::new(0x101, "n0"), JobPort::new(0x111, "n1")],
+        );
+        s.save_jobs(&jobs).unwrap();
+        assert_eq!(s.load_jobs().unwrap(), jobs);
+        assert_eq!(jobs["job-1"][1].port_guid(), 0x111);
+        let faults = vec![
+            VirtualFault::Link {
+                switch: fmt_guid(0x10),
+                port: 5,
+            },
+            VirtualFault::Node {
+                port_guid: fmt_guid(0x101),
+            },
+        ];
+        s.save_virtual_faults(&faults).unwrap();
+        assert_eq!(s.load_virtual_faults().unwrap(), faults);
+    }
+
+    #[test]
+    fn corrupt_files_are_reported_with_their_path() {
+        let d = tempfile::tempdir().unwrap();
+        let s = StateDir::open(d.path()).unwrap();
+        s.write_atomic(JOBS_FILE, b"{ not json").unwrap();
+        let e = s.load_jobs().unwrap_err().to_string();
+        assert!(e.contains("jobs.json"), "{e}");
+        s.write_atomic(JOBS_FILE, br#"{"version":1,"jobs":{"j":[{"guid":"zz","name":"x"}]}}"#)
+            .unwrap();
+        let e = s.load_jobs().unwrap_err().to_string();
+        assert!(e.contains("\"zz\" is not a GUID"), "{e}");
+    }
+}

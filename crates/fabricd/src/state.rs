@@ -1,0 +1,160 @@
+//! What the event loop publishes for readers (gRPC handlers, Prometheus, `systemctl status`):
+//! an immutable [`Published`] snapshot swapped atomically through `arc-swap`, and the
+//! [`Notice`]s broadcast to `WatchEvents` subscribers.
+//!
+//! **Architecture invariant:** the event loop is the only writer; readers never lock.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use fabric_ranking::Ranking;
+use fabric_routing::{Lfts, LidPlan};
+use fabric_topology::{Fabric, FabricEvent};
+
+use crate::persist::Jobs;
+
+/// Step of a routing update. With direct upload a generation goes
+/// `Prepare → Update → Commit`; the five-phase protocol (next) adds `Unpath` and `Repath`.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Phase {
+    /// No update runs.
+    #[default]
+    Idle,
+    /// Ranking, LID assignment, routing, validation and diff of the next generation.
+    Prepare,
+    /// Subscribers move their flows to the escape LIDs.
+    Unpath,
+    /// Changed LFT blocks are uploaded.
+    Update,
+    /// Subscribers move their flows back to the base LIDs.
+    Repath,
+    /// The generation is published and persisted.
+    Commit,
+}
+
+impl Phase {
+    pub const ALL: [Phase; 6] = [
+        Phase::Idle,
+        Phase::Prepare,
+        Phase::Unpath,
+        Phase::Update,
+        Phase::Repath,
+        Phase::Commit,
+    ];
+
+    /// Lower-case name (`idle`, `prepare`, ...), as in `fabricctl status --json`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Phase::Idle => "idle",
+            Phase::Prepare => "prepare",
+            Phase::Unpath => "unpath",
+            Phase::Update => "update",
+            Phase::Repath => "repath",
+            Phase::Commit => "commit",
+        }
+    }
+}
+
+/// Timings of one reroute, measured from the first change it covers.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RerouteTimings {
+    pub generation: u64,
+    /// First change seen → routing computed.
+    pub routed_ms: f64,
+    /// First change seen → LFTs uploaded and generation committed.
+    pub committed_ms: f64,
+    /// First change seen → computation started.
+    pub coalesce_ms: f64,
+    pub compute_ms: f64,
+    pub upload_ms: f64,
+    pub blocks_written: u64,
+    pub retries: u64,
+    /// Changes coalesced into the generation.
+    pub faults: u32,
+    pub committed_at_unix_ms: i64,
+}
+
+/// One installed routing generation.
+#[derive(Debug)]
+pub struct Generation {
+    /// Routing generation number (1 = first installed).
+    pub number: u64,
+    /// The topology routed: the physical fabric with virtual faults applied.
+    pub fabric: Arc<Fabric>,
+    pub ranking: Arc<Ranking>,
+    pub lids: Arc<LidPlan>,
+    /// The LFTs of this generation (what is installed when the upload succeeded).
+    pub lfts: Arc<Lfts>,
+    /// Engine name of the base LIDs.
+    pub engine: String,
+    /// Routing time (base + escape LIDs), ms.
+    pub route_ms: f64,
+    pub timings: RerouteTimings,
+    /// Links / switches / nodes excluded by virtual faults: (switch GUID, port) of links.
+    pub excluded_links: Arc<std::collections::HashSet<(u64, u8)>>,
+    /// Number of virtual faults in force.
+    pub virtual_faults: usize,
+}
+
+/// The snapshot readers see.
+#[derive(Clone, Debug)]
+pub struct Published {
+    /// The cabling as discovered (GUIDs, names, ports); used to validate requests.
+    pub cabling: Arc<Fabric>,
+    /// Current generation; `None` before the first one is installed.
+    pub current: Option<Arc<Generation>>,
+    pub phase: Phase,
+    /// Generation being prepared or uploaded when `phase != Idle`.
+    pub phase_generation: u64,
+    /// Changes queued for the next generation.
+    pub pending_faults: usize,
+    /// Error of the last generation that failed (empty after a success).
+    pub last_error: String,
+    pub discarded_generations: u64,
+    pub jobs: Arc<Jobs>,
+    pub engine: String,
+    pub driver: &'static str,
+    pub lmc: u8,
+    pub started: Instant,
+    /// Virtual faults in force (including those not yet routed).
+    pub virtual_faults: usize,
+}
+
+impl Published {
+    pub fn generation(&self) -> u64 {
+        self.current.as_ref().map_or(0, |g| g.number)
+    }
+}
+
+/// A notice for `WatchEvents` subscribers.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Notice {
+    /// A topology change was accepted (physical: seen by the driver; else a virtual fault).
+    TopologyChange {
+        event: FabricEvent,
+        physical: bool,
+    },
+    PhaseChanged {
+        generation: u64,
+        phase: Phase,
+    },
+    GenerationCommitted {
+        generation: u64,
+        timings: RerouteTimings,
+    },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn phase_names_are_lower_case_and_distinct() {
+        let names: std::collections::HashSet<_> = Phase::ALL.iter().map(|p| p.name()).collect();
+        assert_eq!(names.len(), 6);
+        assert_eq!(Phase::default().name(), "idle");
+        assert!(Phase::ALL
+            .iter()
+            .all(|p| p.name().chars().all(|c| c.is_ascii_lowercase())));
+    }
+}

@@ -1,0 +1,325 @@
+//! Prometheus metrics of the daemon (`prometheus-client`) and the HTTP endpoint serving them:
+//! `GET /metrics` (OpenMetrics text), `GET /ready` (200 once the first routing is installed),
+//! `GET /live` (200 while the process runs). Off unless `[prometheus] listen` is set.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use http_body_util::Full;
+use hyper::body::Bytes;
+use hyper::{Method, Request, Response, StatusCode};
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::Registry;
+use tokio::net::TcpListener;
+
+use crate::state::Phase;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct FaultLabels {
+    kind: String,
+    source: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PhaseLabels {
+    phase: String,
+}
+
+/// The daemon's metrics. Cheap to clone (shared handles).
+#[derive(Clone)]
+pub struct Telemetry {
+    registry: Arc<Registry>,
+    routed_seconds: Histogram,
+    committed_seconds: Histogram,
+    compute_seconds: Histogram,
+    upload_seconds: Histogram,
+    blocks_written: Counter,
+    write_retries: Counter,
+    faults: Family<FaultLabels, Counter>,
+    generation: Gauge,
+    phase: Family<PhaseLabels, Gauge>,
+    generations_discarded: Counter,
+    generations_failed: Counter,
+    pending_faults: Gauge,
+    ready: Arc<AtomicBool>,
+}
+
+impl std::fmt::Debug for Telemetry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Telemetry").finish_non_exhaustive()
+    }
+}
+
+impl Default for Telemetry {
+    fn default() -> Self {
+        Telemetry::new()
+    }
+}
+
+/// Buckets from 1 ms doubling to ~33 s.
+fn latency_buckets() -> impl Iterator<Item = f64> {
+    exponential_buckets(0.001, 2.0, 16)
+}
+
+impl Telemetry {
+    pub fn new() -> Telemetry {
+        let mut r = Registry::with_prefix("fabricd");
+        let routed_seconds = Histogram::new(latency_buckets());
+        let committed_seconds = Histogram::new(latency_buckets());
+        let compute_seconds = Histogram::new(latency_buckets());
+        let upload_seconds = Histogram::new(latency_buckets());
+        let blocks_written = Counter::default();
+        let write_retries = Counter::default();
+        let faults = Family::<FaultLabels, Counter>::default();
+        let generation = Gauge::default();
+        let phase = Family::<PhaseLabels, Gauge>::default();
+        let generations_discarded = Counter::default();
+        let generations_failed = Counter::default();
+        let pending_faults = Gauge::default();
+        r.register(
+            "reroute_routed_seconds",
+            "Reroute latency from the first fault seen to the routing computed",
+            routed_seconds.clone(),
+        );
+        r.register(
+            "reroute_committed_seconds",
+            "Reroute latency from the first fault seen to the generation committed (LFTs uploaded)",
+            committed_seconds.clone(),
+        );
+        r.register(
+            "compute_seconds",
+            "Ranking, LID assignment and routing time",
+            compute_seconds.clone(),
+        );
+        r.register(
+            "upload_seconds",
+            "LFT upload time of one generation",
+            upload_seconds.clone(),
+        );
+        r.register(
+            "lft_blocks_written",
+            "LFT blocks written to switches",
+            blocks_written.clone(),
+        );
+        r.register("lft_write_retries", "LFT block write retries", write_retries.clone());
+        r.register("faults", "Topology changes seen, by kind and source", faults.clone());
+        r.register("generation", "Current routing generation", generation.clone());
+        r.register("phase", "Current update phase (1 for the active phase)", phase.clone());
+        r.register(
+            "generations_discarded",
+            "Computed generations discarded because a newer one superseded them",
+            generations_discarded.clone(),
+        );
+        r.register(
+            "generations_failed",
+            "Generations that could not be installed",
+            generations_failed.clone(),
+        );
+        r.register(
+            "pending_faults",
+            "Topology changes queued for the next generation",
+            pending_faults.clone(),
+        );
+        let t = Telemetry {
+            registry: Arc::new(r),
+            routed_seconds,
+            committed_seconds,
+            compute_seconds,
+            upload_seconds,
+            blocks_written,
+            write_retries,
+            faults,
+            generation,
+            phase,
+            generations_discarded,
+            generations_failed,
+            pending_faults,
+            ready: Arc::new(AtomicBool::new(false)),
+        };
+        t.set_phase(Phase::Idle);
+        t
+    }
+
+    /// Counts a topology change (`kind`: link, switch, node; `source`: driver, virtual).
+    pub fn fault(&self, kind: &str, source: &str) {
+        self.faults
+            .get_or_create(&FaultLabels {
+                kind: kind.into(),
+                source: source.into(),
+            })
+            .inc();
+    }
+
+    pub fn set_phase(&self, p: Phase) {
+        for q in Phase::ALL {
+            self.phase
+                .get_or_create(&PhaseLabels { phase: q.name().into() })
+                .set(i64::from(q == p));
+        }
+    }
+
+    pub fn set_pending(&self, n: usize) {
+        self.pending_faults.set(i64::try_from(n).unwrap_or(i64::MAX));
+    }
+
+    /// Records a committed generation.
+    pub fn committed(&self, generation: u64, routed_s: f64, committed_s: f64, compute_s: f64, upload_s: f64) {
+        self.generation.set(i64::try_from(generation).unwrap_or(i64::MAX));
+        self.routed_seconds.observe(routed_s);
+        self.committed_seconds.observe(committed_s);
+        self.compute_seconds.observe(compute_s);
+        self.upload_seconds.observe(upload_s);
+        self.ready.store(true, Ordering::Relaxed);
+    }
+
+    pub fn blocks_written(&self, blocks: u64, retries: u64) {
+        self.blocks_written.inc_by(blocks);
+        self.write_retries.inc_by(retries);
+    }
+
+    pub fn discarded(&self) {
+        self.generations_discarded.inc();
+    }
+
+    pub fn failed(&self) {
+        self.generations_failed.inc();
+    }
+
+    /// The OpenMetrics text exposition.
+    pub fn encode(&self) -> String {
+        let mut s = String::new();
+        // Writing to a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut s, &self.registry);
+        s
+    }
+
+    fn respond(&self, req: &Request<hyper::body::Incoming>) -> Response<Full<Bytes>> {
+        let (status, ctype, body) = match (req.method(), req.uri().path()) {
+            (&Method::GET, "/metrics") => (
+                StatusCode::OK,
+                "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                self.encode(),
+            ),
+            (&Method::GET, "/live") => (StatusCode::OK, "text/plain", "live\n".into()),
+            (&Method::GET, "/ready") if self.ready.load(Ordering::Relaxed) => {
+                (StatusCode::OK, "text/plain", "ready\n".into())
+            }
+            (&Method::GET, "/ready") => (StatusCode::SERVICE_UNAVAILABLE, "text/plain", "not ready\n".into()),
+            (&Method::GET, _) => (StatusCode::NOT_FOUND, "text/plain", "not found\n".into()),
+            _ => (
+                StatusCode::METHOD_NOT_ALLOWED,
+                "text/plain",
+                "method not allowed\n".into(),
+            ),
+        };
+        let mut resp = Response::new(Full::new(Bytes::from(body)));
+        *resp.status_mut() = status;
+        if let Ok(v) = hyper::header::HeaderValue::from_str(ctype) {
+            resp.headers_mut().insert(hyper::header::CONTENT_TYPE, v);
+        }
+        resp
+    }
+
+    /// Serves the endpoint on `listener` until `shutdown` resolves.
+    pub async fn serve(self, listener: TcpListener, shutdown: impl std::future::Future<Output = ()>) {
+        tokio::pin!(shutdown);
+        loop {
+            let accepted = tokio::select! {
+                _ = &mut shutdown => break,
+                a = listener.accept() => a,
+            };
+            let (stream, peer) = match accepted {
+                Ok(x) => x,
+                Err(e) => {
+                    tracing::warn!(error = %e, "prometheus endpoint: accept failed");
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                    continue;
+                }
+            };
+            let me = self.clone();
+            tokio::spawn(async move {
+                let svc = hyper::service::service_fn(move |req| {
+                    let resp = me.respond(&req);
+                    async move { Ok::<_, Infallible>(resp) }
+                });
+                let io = hyper_util::rt::TokioIo::new(stream);
+                if let Err(e) = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(io, svc)
+                    .await
+                {
+                    tracing::debug!(%peer, error = %e, "prometheus endpoint: connection error");
+                }
+            });
+        }
+    }
+}
+
+/// Binds the Prometheus endpoint.
+pub async fn bind(listen: &str) -> std::io::Result<(TcpListener, SocketAddr)> {
+    let l = TcpListener::bind(listen).await?;
+    let a = l.local_addr()?;
+    Ok((l, a))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exposition_has_every_family() {
+        let t = Telemetry::new();
+        t.fault("link", "virtual");
+        t.fault("link", "virtual");
+        t.committed(3, 0.002, 0.004, 0.001, 0.001);
+        t.blocks_written(12, 1);
+        t.set_phase(Phase::Update);
+        let s = t.encode();
+        for needle in [
+            "fabricd_reroute_routed_seconds_bucket",
+            "fabricd_reroute_committed_seconds_count 1",
+            "fabricd_lft_blocks_written_total 12",
+            "fabricd_lft_write_retries_total 1",
+            "fabricd_faults_total{kind=\"link\",source=\"virtual\"} 2",
+            "fabricd_generation 3",
+            "fabricd_phase{phase=\"update\"} 1",
+            "fabricd_phase{phase=\"idle\"} 0",
+        ] {
+            assert!(s.contains(needle), "missing {needle:?} in\n{s}");
+        }
+    }
+
+    #[tokio::test]
+    async fn http_endpoint_serves_metrics_and_readiness() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let t = Telemetry::new();
+        let (l, addr) = bind("127.0.0.1:0").await.unwrap();
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let server = tokio::spawn(t.clone().serve(l, async move {
+            let _ = rx.await;
+        }));
+        async fn get(addr: SocketAddr, path: &str) -> String {
+            let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+            s.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes())
+                .await
+                .unwrap();
+            let mut out = String::new();
+            s.read_to_string(&mut out).await.unwrap();
+            out
+        }
+        assert!(get(addr, "/ready").await.starts_with("HTTP/1.1 503"));
+        t.committed(1, 0.1, 0.2, 0.05, 0.05);
+        assert!(get(addr, "/ready").await.starts_with("HTTP/1.1 200"));
+        assert!(get(addr, "/live").await.starts_with("HTTP/1.1 200"));
+        let m = get(addr, "/metrics").await;
+        assert!(m.contains("fabricd_generation 1"), "{m}");
+        assert!(get(addr, "/nope").await.starts_with("HTTP/1.1 404"));
+        let _ = tx.send(());
+        server.await.unwrap();
+    }
+}
