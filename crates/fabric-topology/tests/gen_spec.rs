@@ -299,3 +299,30 @@ fn addresses_come_back_from_guids() {
         None
     );
 }
+
+/// A generated fabric written as an ibnetdiscover file and read back is still recognized, with
+/// the same layout; a degraded one reads back without its removed cables and is refused.
+#[test]
+fn generated_files_read_back_and_are_recognized() {
+    use fabric_topology::gen::{degrade, Degrade};
+    use fabric_topology::ibnet;
+    for s in ["PGFT(3;4,2,4;1,2,2;1,2,1)", "QFT(3;4,2,4;1,2,2;1,2,1)", "KARY(2,3)"] {
+        let g = generate(&parse(s).unwrap()).unwrap();
+        let text = ibnet::write(&g.fabric);
+        let back = ibnet::parse(&text, s).unwrap().fabric;
+        assert_eq!(PgftLayout::recognize(&back).unwrap(), g.layout, "{s}");
+        let cut = degrade(
+            &g.fabric,
+            &Degrade {
+                remove_links: 2,
+                remove_switches: 1,
+                seed: 9,
+            },
+        )
+        .unwrap();
+        let back = ibnet::parse(&ibnet::write(&cut), s).unwrap().fabric;
+        assert_eq!(back.count_links(), cut.count_links(), "{s}");
+        assert_eq!(back.num_switches(), g.fabric.num_switches() - 1, "{s}");
+        assert!(PgftLayout::recognize(&back).is_err(), "{s}");
+    }
+}

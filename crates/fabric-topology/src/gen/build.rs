@@ -8,7 +8,9 @@ use crate::model::{Fabric, FabricBuilder, NodeType, PortNum, SwitchId};
 /// A generated fabric and its fat-tree layout (addresses by [`SwitchId`]).
 #[derive(Clone, Debug)]
 pub struct Generated {
+    /// The fabric (generation 0), switches and end ports in generator order.
     pub fabric: Fabric,
+    /// Its layout: the spec, every switch's address, every end port's generator index.
     pub layout: PgftLayout,
 }
 

@@ -11,7 +11,9 @@ use crate::model::{fmt_guid, EndPortId, Fabric, Guid, LinkState, PortNum, Remote
 /// an m-digit `a_{i+1}` in `[0, m[i])`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct SwitchAddr {
+    /// Switch level, 0 = leaf (notation level `level + 1`).
     pub level: u32,
+    /// `h` digits, notation index 1 first.
     pub digits: Vec<u32>,
 }
 
@@ -78,6 +80,7 @@ fn parse_switch_desc(desc: &str) -> Option<(SpecKind, SwitchAddr)> {
 /// The fat-tree structure of a fabric: its spec and every switch's address.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PgftLayout {
+    /// The spec the fabric was generated from (inferred by [`PgftLayout::recognize`]).
     pub spec: PgftSpec,
     /// Address of every switch, by [`SwitchId`].
     pub switch_addr: Vec<SwitchAddr>,

@@ -71,6 +71,7 @@ impl fmt::Display for SpecKind {
 /// validate. [`generate`](super::generate) validates again, so a hand-built spec is checked too.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct PgftSpec {
+    /// The notation family (a parsed `RLFT` is a [`SpecKind::Pgft`]).
     pub kind: SpecKind,
     /// Number of switch levels.
     pub h: usize,
