@@ -25,15 +25,16 @@
 //!    (complete or degraded) this is exact for every switch with a live down path to a leaf,
 //!    and never inconsistent: levels change by one per link, so distances to level 0 have the
 //!    parity of the level and neighbours always differ by exactly one.
-//! 4. **Leaves at different heights.** If upward ranking leaves an inconsistent link other than a
-//!    link between two leaves (a link between two leaves is miscabling, whatever the heights),
-//!    the top switches are determined by the statistical criterion (Alg. 14) and the component is
-//!    ranked downward from them as in step 2. The downward ranking is kept only if it has
-//!    *strictly fewer* inconsistent neighbour pairs than the upward one: Alg. 14 can pick wrong
-//!    tops on some topologies (e.g. two top-level subtrees: a middle switch's histogram ties
-//!    between its own half and the other half, and ties go to the smaller distance), and a
-//!    miscabled link is better explained by upward ranking, which trusts the leaves (facts: they
-//!    carry nodes).
+//! 4. **Leaves at different heights.** If upward ranking (after the repair of step 5) leaves any
+//!    inconsistent link, the top switches are determined by the statistical criterion (Alg. 14)
+//!    and the component is ranked downward from them as in step 2. The downward ranking is kept
+//!    only if it has *strictly fewer* inconsistent neighbour pairs than the upward one: Alg. 14
+//!    can pick wrong tops on some topologies (e.g. two top-level subtrees: a middle switch's
+//!    histogram ties between its own half and the other half, and ties go to the smaller
+//!    distance), and a miscabled link is as well explained by upward ranking, which trusts the
+//!    leaves (facts: they carry nodes). Typical wins of the downward ranking: leaves cabled
+//!    straight to top switches, or a spine carrying a few hosts (upward ranking makes it a leaf
+//!    cabled to every other leaf; role spine is the explicit fix).
 //! 5. **Repair.** A BFS can only produce same-level inconsistencies: one miscabled link (a leaf
 //!    cabled to a top switch) pulls its far end one level too close. After each BFS, a switch
 //!    with an inconsistent link moves to the level that puts strictly more of its neighbours

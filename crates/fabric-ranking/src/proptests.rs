@@ -16,9 +16,10 @@ use std::collections::HashMap;
 
 use proptest::prelude::*;
 
+use fabric_topology::gen::{self, Degrade, PgftSpec};
 use fabric_topology::{Fabric, FabricEvent, Remote, SwitchId};
 
-use crate::testfab::{pgft, Built};
+use crate::testfab::pgft;
 use crate::{rank_report, DiagKind, RankMethod, RankOptions, Role};
 
 /// Random PGFT parameters (h in 2..=4, small arities, up to 2 parallel links).
@@ -49,8 +50,7 @@ impl XorShift {
 }
 
 /// Takes down random links (each cable once), switches and end ports.
-fn degrade(t: &Built, seed: u64, links: u32, switches: u32, nodes: u32) -> Fabric {
-    let f = &t.fabric;
+fn degrade(f: &Fabric, seed: u64, links: u32, switches: u32, nodes: u32) -> Fabric {
     let mut rng = XorShift(seed | 1);
     let mut ev = Vec::new();
     for s in f.switch_ids() {
@@ -120,10 +120,12 @@ fn connected(f: &Fabric, base: &[bool]) -> Vec<bool> {
     seen
 }
 
-fn check_upward(t: &Built, f: &Fabric, with_roles: bool) -> Result<(), TestCaseError> {
+/// Checks upward ranking of `f` against the generator levels `gen_level` (by switch id), with
+/// role leaf on every generator leaf when `with_roles`.
+fn check_upward(gen_level: &[u32], f: &Fabric, with_roles: bool) -> Result<(), TestCaseError> {
     let roles: HashMap<u64, Role> = if with_roles {
         f.switch_ids()
-            .filter(|s| t.level[s.idx()] == 0)
+            .filter(|s| gen_level[s.idx()] == 0)
             .map(|s| (f.switch(s).guid, Role::Leaf))
             .collect()
     } else {
@@ -139,13 +141,13 @@ fn check_upward(t: &Built, f: &Fabric, with_roles: bool) -> Result<(), TestCaseE
     let r = &rep.ranking;
     let base: Vec<bool> = f
         .switch_ids()
-        .map(|s| f.switch(s).up && t.level[s.idx()] == 0 && (with_roles || f.is_leaf(s)))
+        .map(|s| f.switch(s).up && gen_level[s.idx()] == 0 && (with_roles || f.is_leaf(s)))
         .collect();
-    let grounded = monotone_reach(f, &t.level, &base, true);
+    let grounded = monotone_reach(f, gen_level, &base, true);
     let reached = connected(f, &base);
     let mut unranked = Vec::new();
     for s in f.switch_ids() {
-        let (gen, got) = (t.level[s.idx()], r.level[s.idx()]);
+        let (gen, got) = (gen_level[s.idx()], r.level[s.idx()]);
         let g = f.switch(s).guid;
         if !f.switch(s).up {
             prop_assert_eq!(got, None, "dead switch {:#x}", g);
@@ -191,10 +193,10 @@ proptest! {
         nodes in 0u32..500,
     ) {
         let t = pgft(&m, &w, &p);
-        let f = degrade(&t, seed, links, switches, nodes);
-        check_upward(&t, &f, false)?;
+        let f = degrade(&t.fabric, seed, links, switches, nodes);
+        check_upward(&t.level, &f, false)?;
         // Role leaf on every generator leaf: orphaned leaves stay at level 0.
-        check_upward(&t, &f, true)?;
+        check_upward(&t.level, &f, true)?;
     }
 
     #[test]
@@ -206,7 +208,7 @@ proptest! {
         nodes in 0u32..500,
     ) {
         let t = pgft(&m, &w, &p);
-        let f = degrade(&t, seed, links, switches, nodes);
+        let f = degrade(&t.fabric, seed, links, switches, nodes);
         let top = m.len() as u32 - 1;
         let roots: Vec<u64> = f.switch_ids().filter(|s| t.level[s.idx()] == top).map(|s| f.switch(s).guid).collect();
         let rep = rank_report(&f, &RankOptions { roots, ..Default::default() });
@@ -229,5 +231,35 @@ proptest! {
                 prop_assert_eq!(off[0], 0);
             }
         }
+    }
+
+    /// The same property on the project's generator (`fabric_topology::gen`): switches and cables
+    /// really removed by `gen::degrade`, then random links, switches and end ports taken down.
+    #[test]
+    fn generator_degraded_pgft_keeps_generator_levels(
+        (m, w, p) in params(),
+        seed in any::<u64>(),
+        cut_switches in 0u32..300,
+        cut_links in 0u32..300,
+        nodes in 0u32..500,
+    ) {
+        let join = |v: &[usize]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(",");
+        let text = format!("PGFT({};{};{};{})", m.len(), join(&m), join(&w), join(&p));
+        let spec: PgftSpec = text.parse().map_err(|e| TestCaseError::fail(format!("{text}: {e}")))?;
+        let full = gen::generate(&spec).map_err(|e| TestCaseError::fail(format!("{text}: {e}")))?.fabric;
+        let non_leaves = full.switch_ids().filter(|&s| !full.is_leaf(s)).count();
+        let cut = |n: usize, per_mille: u32| n * per_mille as usize / 1000;
+        let d = Degrade { remove_switches: cut(non_leaves, cut_switches), remove_links: 0, seed };
+        let f = gen::degrade(&full, &d).map_err(|e| TestCaseError::fail(e.to_string()))?;
+        let d = Degrade { remove_switches: 0, remove_links: cut(f.count_links().0, cut_links), seed: seed ^ 1 };
+        let f = gen::degrade(&f, &d).map_err(|e| TestCaseError::fail(e.to_string()))?;
+        let f = degrade(&f, seed, 50, 30, nodes);
+        let level: Vec<u32> = f
+            .switch_ids()
+            .map(|s| spec.decode_switch_guid(f.switch(s).guid).map(|(l, _)| l))
+            .collect::<Option<_>>()
+            .ok_or_else(|| TestCaseError::fail("switch GUID not from the generator"))?;
+        check_upward(&level, &f, false)?;
+        check_upward(&level, &f, true)?;
     }
 }

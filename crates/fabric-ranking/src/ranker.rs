@@ -225,15 +225,7 @@ fn rank_component(
         ));
     }
     let up = rank_up(&comp.adj, &leaf);
-    // Same-level links between two leaves are miscabling whatever the heights; anything else may
-    // mean leaves at different heights.
-    let suspicious = (0..k).any(|v| {
-        comp.adj.neighbours(v).iter().any(|&r| {
-            let (a, b) = (up.level[v], up.level[r as usize]);
-            a.abs_diff(b) != 1 && !(leaf[v] && leaf[r as usize] && a == 0 && b == 0)
-        })
-    });
-    if !suspicious {
+    if up.violations == 0 {
         return up;
     }
     let Some(crit) = criterion(fabric, comp) else { return up };
