@@ -34,6 +34,11 @@
 //!   `Non-Chassis Nodes` / `Hostname:` lines of `ibnetdiscover -g`.
 //! * Unrecognised text before the first node record (such as libibmad's
 //!   `src/query_smp.c:195; umad (DR path ...) bad status 110` error line) is skipped with a warning.
+//! * Also warned about, because ibsim would read them differently: a record header or guid line
+//!   right after a record's port lines without a blank line (ibsim swallows that line), a space
+//!   between the remote id and its `[m]` and a missing `[m]` (ibsim reads both as remote port 1;
+//!   this reader takes the written number, or 1 when there is none). ibsim's `do` console lines are
+//!   ignored with a warning; its `include`, `module` and `@alias` extensions are errors.
 //!
 //! # Node and port GUIDs
 //!
@@ -51,11 +56,13 @@
 //!
 //! Switch ids follow the order of the `Switch` records. End ports ([`EndPortId`](crate::EndPortId))
 //! follow the *global end-node order*: order of the `Ca`/`Hca`/`Rt` records in the file, then port
-//! number. Only cabled CA ports become end ports. `Ca` ports are [`NodeType::Compute`], router
-//! ports [`NodeType::Other`] (roles such as I/O come from GUID files, not from this format). Every
-//! cable is recorded once even though it appears in the records of both of its ends; a link
-//! written on only one side is kept with a warning; two records that disagree about a cable are an
-//! error. Self-looped cables (a switch port cabled to another port of the same switch) are kept in
+//! number. Only cabled CA ports become end ports. `Ca` ports are
+//! [`NodeType::Compute`](crate::NodeType::Compute), router ports
+//! [`NodeType::Other`](crate::NodeType::Other) (roles such as I/O come from GUID files, not from
+//! this format). Every cable is recorded once even though it appears in the records of both of its
+//! ends; a link written on only one side is kept with a warning; two records that disagree about a
+//! cable are an error. Self-looped cables (a switch port cabled to another port of the same switch)
+//! are kept in
 //! the model with a warning. Direct CA-to-CA cables (no switch) are skipped with a warning.
 //!
 //! # Errors
@@ -63,7 +70,7 @@
 //! Malformed input gives a [`ParseError`] with the file name, the 1-based line and the reason;
 //! the reader never panics, whatever the input.
 //!
-//! **Architecture invariant:** [`parse`] and [`write`] do no I/O; only [`read_file`] touches the
+//! **Architecture invariant:** [`parse`] and [`write()`] do no I/O; only [`read_file`] touches the
 //! file system.
 
 mod build;
@@ -212,6 +219,44 @@ Rt\t1 \"R-0000000000000300\"\t\t# \"router\"
         assert_eq!(f.end_ports()[2].attach, Some((SwitchId(0), 4)));
         assert_eq!(f.end_ports()[0].node_ports, 2);
         assert_eq!(f.end_ports()[0].desc, "node0");
+    }
+
+    #[test]
+    fn grouping_output_and_ibsim_extensions() {
+        // The shape of `ibnetdiscover -g` output, plus ibsim's `do` and global settings.
+        let text = "\
+#
+Chassis 1 (guid 0x8f104004121e9)
+
+# Spine Nodes
+vendid=0x8f1
+devid=0x5a31
+sysimgguid=0x8f104004121e9\t\t# Chassis 1 (Voltaire 4700)
+switchguid=0x8f10400411f56(8f10400411f56)\t# Voltaire 4700 Spine 1 Chip 1
+Switch\t24 \"S-0008f10400411f56\"\t\t# \"Voltaire 4700 # spine\" base port 0 lid 6 lmc 0
+[1][ext 1]\t\"S-0008f10400411f57\"[2][ext 3]\t\t# \"Voltaire 4700 # line\" lid 7 4xDDR
+
+Non-Chassis Nodes
+width=3
+do Dump
+
+vendid=0x8f1
+switchguid=0x8f10400411f57(8f10400411f57)
+Switch\t24 \"S-0008f10400411f57\"\t\t# \"Voltaire 4700 # line\" base port 0 lid 7 lmc 0
+[2][ext 3]\t\"S-0008f10400411f56\"[1][ext 1]\t\t# \"Voltaire 4700 # spine\" lid 6 4xDDR
+";
+        let p = parse(text, "g").unwrap();
+        assert_eq!(p.warnings, vec!["g:14: ibsim console command ignored".to_string()]);
+        let f = &p.fabric;
+        assert_eq!(
+            f.switch(SwitchId(0)).ports[1].remote,
+            Remote::Switch {
+                sw: SwitchId(1),
+                port: 2
+            }
+        );
+        assert_eq!(f.switch(SwitchId(1)).desc, "Voltaire 4700 # line");
+        assert_eq!(f.switch(SwitchId(1)).ports[2].speed.as_deref(), Some("4xDDR"));
     }
 
     #[test]

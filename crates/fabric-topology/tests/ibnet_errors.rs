@@ -283,7 +283,8 @@ fn non_reciprocal_links_are_kept_with_a_warning() {
     );
     let p = parse(&text, "t.net").unwrap();
     assert_eq!(p.warnings.len(), 2, "{:?}", p.warnings);
-    assert!(p.warnings[0].starts_with("t.net:3: non-reciprocal link: Switch \"S-0000000000000010\"[1] is cabled to Ca"));
+    let w0 = "t.net:3: non-reciprocal link: Switch \"S-0000000000000010\"[1] is cabled to Ca";
+    assert!(p.warnings[0].starts_with(w0), "{}", p.warnings[0]);
     assert!(p.warnings[1].starts_with("t.net:4: non-reciprocal link"));
     let f = &p.fabric;
     assert_eq!(
@@ -299,7 +300,10 @@ fn non_reciprocal_links_are_kept_with_a_warning() {
         Some((SwitchId(0), 1))
     );
     // Two one-sided claims on one port cannot both hold.
-    let text = format!("{BASE}\nSwitch 4 \"S-30\"\n[1] \"S-0000000000000020\"[2]\n\nSwitch 4 \"S-40\"\n[1] \"S-0000000000000020\"[2]\n");
+    let text = format!(
+        "{BASE}\nSwitch 4 \"S-30\"\n[1] \"S-0000000000000020\"[2]\n\n\
+         Switch 4 \"S-40\"\n[1] \"S-0000000000000020\"[2]\n"
+    );
     let e = err(&text);
     assert_eq!(e.line, 18);
     assert!(e.reason.contains("is already cabled"), "{e}");

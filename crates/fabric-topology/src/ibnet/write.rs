@@ -20,7 +20,7 @@ const DEFAULT_SPEED: &str = "4xQDR";
 /// `lid 0 <width><speed>` trailer so that ibsim sets the link speed and prints no warning.
 ///
 /// `parse(&write(f))` equals `f` when every cable-level fact is representable, which holds for
-/// any fabric read by [`parse`]. What the format cannot carry:
+/// any fabric read by [`parse`](super::parse). What the format cannot carry:
 /// * link and node state (`LinkState::Down`, dead switches or nodes): all cabling is written
 ///   and reads back as up;
 /// * end ports without a cable (not written) and CAs with no cabled port (no record);
