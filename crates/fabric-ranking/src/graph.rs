@@ -30,7 +30,8 @@ impl Adjacency {
         Adjacency { offsets, nbrs }
     }
 
-    /// Builds an adjacency from explicit neighbour lists (used for per-component subgraphs).
+    /// Builds an adjacency from explicit neighbour lists.
+    #[cfg(test)]
     pub(crate) fn from_lists(lists: impl IntoIterator<Item = impl IntoIterator<Item = u32>>) -> Self {
         let mut offsets = vec![0];
         let mut nbrs = Vec::new();
@@ -99,12 +100,14 @@ pub(crate) fn components(fabric: &Fabric, adj: &Adjacency) -> Vec<Component> {
         for (i, &m) in members.iter().enumerate() {
             loc[m as usize] = i as u32;
         }
-        let local = Adjacency::from_lists(members.iter().map(|&m| {
-            adj.neighbours(m as usize)
-                .iter()
-                .map(|&r| loc[r as usize])
-                .collect::<Vec<_>>()
-        }));
+        let mut offsets = Vec::with_capacity(members.len() + 1);
+        let mut nbrs = Vec::new();
+        offsets.push(0);
+        for &m in &members {
+            nbrs.extend(adj.neighbours(m as usize).iter().map(|&r| loc[r as usize]));
+            offsets.push(nbrs.len() as u32);
+        }
+        let local = Adjacency { offsets, nbrs };
         out.push(Component { members, adj: local });
     }
     out

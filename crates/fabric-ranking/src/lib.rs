@@ -62,7 +62,7 @@
 //!   ports on a switch configured as spine or root, a switch moved by the repair or pinned by a
 //!   role against its BFS level, a component ranked by the statistical criterion, a GUID both
 //!   listed as root and given another role, a component without configured root while others
-//!   have one.
+//!   have one, configured roots that are all down.
 //! * [`DiagKind::Unranked`]: a live switch connected to no leaf and no configured root.
 //!
 //! # Cost

@@ -161,7 +161,16 @@ impl Setup {
             }
         }
         let up = |i: usize| fabric.switch(SwitchId(i as u32)).up;
-        let is_root = (0..n).map(|i| up(i) && role[i] == Some(Role::Root)).collect();
+        let is_root: Vec<bool> = (0..n).map(|i| up(i) && role[i] == Some(Role::Root)).collect();
+        let configured = role.iter().filter(|&&r| r == Some(Role::Root)).count();
+        if configured > 0 && !is_root.iter().any(|&r| r) {
+            diags.push(diag(
+                DiagKind::Irregular,
+                None,
+                None,
+                format!("none of the {configured} configured root switches is up: ranked automatically"),
+            ));
+        }
         let is_leaf = (0..n)
             .map(|i| {
                 up(i)

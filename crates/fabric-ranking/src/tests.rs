@@ -543,3 +543,29 @@ fn spine_carrying_hosts_is_found_by_the_statistical_criterion() {
         "{irregular:?}"
     );
 }
+
+#[test]
+fn all_configured_roots_down_is_reported_once() {
+    let t = xgft(&[4, 4], &[1, 2]);
+    let tops: Vec<u64> = (0..2).map(|i| sw_guid(2, i)).collect();
+    let f = t
+        .fabric
+        .apply(&[FabricEvent::SwitchDown(tops[0]), FabricEvent::SwitchDown(tops[1])])
+        .unwrap();
+    let r = rank(
+        &f,
+        &RankOptions {
+            roots: tops,
+            ..Default::default()
+        },
+    );
+    assert_eq!(r.diagnostics.len(), 1, "{:?}", r.diagnostics);
+    assert_eq!(
+        (r.diagnostics[0].kind, r.diagnostics[0].switch),
+        (DiagKind::Irregular, None)
+    );
+    assert!(r.diagnostics[0]
+        .message
+        .contains("none of the 2 configured root switches is up"));
+    assert_eq!(r.height, 1);
+}
