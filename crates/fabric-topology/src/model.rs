@@ -293,7 +293,7 @@ impl Fabric {
         for (i, s) in self.switches.iter().enumerate() {
             for (pn, p) in s.external_ports() {
                 if let Remote::Switch { sw, port } = p.remote {
-                    if (sw.0 as usize, port) > (i, pn) {
+                    if sw.0 as usize != i && (sw.0 as usize, port) > (i, pn) {
                         total += 1;
                         if self.switch_link_live(SwitchId(i as u32), pn).is_some() {
                             live += 1;
