@@ -4,6 +4,7 @@
 //!   immutable snapshots ([`Fabric`]) and the events that produce the next generation.
 //! * [`ibnet`]: the ibnetdiscover / ibsim text topology format (reader and writer).
 //! * [`gen`]: fat-tree generators (PGFT, XGFT, k-ary n-tree, QFT) and degraded variants.
+//! * [`validate`]: cabling validation (expected vs. discovered cabling: missing, extra, miswired).
 //!
 //! **Architecture invariant:** this crate does no I/O beyond reading/writing the strings and
 //! files it is handed, and never renumbers ids: a switch or end port that goes down keeps its id.
@@ -11,5 +12,6 @@
 pub mod gen;
 pub mod ibnet;
 pub mod model;
+pub mod validate;
 
 pub use model::*;
