@@ -1,0 +1,1260 @@
+//! [`UmadDriver`]: the [`SouthboundDriver`] over the kernel user-MAD interface.
+//!
+//! * **Sweep** ([`SouthboundDriver::discover`]): breadth-first directed-route discovery, one
+//!   level at a time with every SMP of a level in flight together (the transport bounds the
+//!   window): NodeInfo of each neighbour, then NodeDescription, SwitchInfo and PortInfo of every
+//!   port of each new switch (NodeDescription and PortInfo of the arrival port of each new CA).
+//! * **LIDs** ([`SouthboundDriver::configure_lids`]): PortInfo Sets (switch port 0: LID,
+//!   MasterSMLID; CA ports: base LID, LMC, MasterSMLID), SwitchInfo.LinearFDBTop, SL-to-VL tables
+//!   (SL 1 → the escape VL) and port activation: every INIT port ARMED first, then ACTIVE.
+//! * **LFTs** ([`SouthboundDriver::write_lft_blocks`]): one directed-route Set per block, skipping
+//!   blocks equal to what the switch is known to hold, bounded by LinearFDBCap.
+//! * **Changes**: trap 128 and a light sweep (SwitchInfo.PortStateChange, then PortInfo of the
+//!   flagged switch's ports) feed [`FabricEvent`]s; relinked ports are armed and activated again.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use fabric_routing::{LidPlan, BLOCK_SIZE};
+use fabric_southbound::{DriverCaps, DriverError, LftBlockWrite, SouthboundDriver, WriteReport};
+use fabric_topology::{Fabric, FabricBuilder, FabricEvent, Guid, Lid, LinkState, NodeType, PortNum};
+use tokio::sync::{mpsc, oneshot, Notify};
+
+use crate::config::UmadConfig;
+use crate::mad::*;
+use crate::transport::{self, OpenError, Reply, Transport, TransportError, TransportParams, UmadDevice};
+
+/// The virtual lane escape-LID traffic (SL 1) is mapped to.
+pub const ESCAPE_VL: u8 = 1;
+/// Service level of escape-LID traffic.
+pub const ESCAPE_SL: u8 = 1;
+/// PortInfo.CapabilityMask bit IsSM.
+const CAP_IS_SM: u32 = 1 << 1;
+
+/// What is behind a switch port, as last seen.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Peer {
+    Switch { guid: Guid, port: u8 },
+    Ca { port_guid: Guid },
+}
+
+#[derive(Clone, Debug)]
+struct PortRec {
+    info: Option<PortInfo>,
+    peer: Option<Peer>,
+}
+
+#[derive(Clone, Debug)]
+struct SwitchRec {
+    guid: Guid,
+    desc: String,
+    nports: u8,
+    path: Vec<u8>,
+    lid: u16,
+    info: SwitchInfo,
+    ports: Vec<PortRec>,
+    lft: HashMap<u32, [u8; BLOCK_SIZE]>,
+    up: bool,
+}
+
+impl SwitchRec {
+    fn max_blocks(&self) -> u32 {
+        u32::from(self.info.linear_fdb_cap()).div_ceil(BLOCK_SIZE as u32)
+    }
+}
+
+#[derive(Clone, Debug)]
+struct CaRec {
+    port_guid: Guid,
+    node_guid: Guid,
+    desc: String,
+    port_num: u8,
+    nports: u8,
+    path: Vec<u8>,
+    info: PortInfo,
+    attach: Option<(Guid, u8)>,
+    up: bool,
+}
+
+#[derive(Default, Debug)]
+struct State {
+    switches: Vec<SwitchRec>,
+    sw_by_guid: HashMap<Guid, usize>,
+    cas: Vec<CaRec>,
+    ca_by_guid: HashMap<Guid, usize>,
+    /// The manager's own node: a CA port GUID or a switch GUID.
+    local: Option<Peer>,
+    sm_lid: u16,
+    lid_to_switch: HashMap<u16, Guid>,
+}
+
+/// Counters reported by the driver.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct UmadStats {
+    /// SMPs written (including re-sends).
+    pub smps_sent: u64,
+    /// Re-sends after lost or bounced SMPs.
+    pub retries: u64,
+    /// SMPs given up after all attempts.
+    pub failures: u64,
+    /// Traps received.
+    pub traps: u64,
+}
+
+struct Inner {
+    cfg: UmadConfig,
+    tp: Transport,
+    state: Mutex<State>,
+    subscribers: Mutex<Vec<mpsc::UnboundedSender<FabricEvent>>>,
+    traps: Mutex<Option<mpsc::UnboundedReceiver<Smp>>>,
+    wake: Arc<Notify>,
+    sweeper_started: std::sync::atomic::AtomicBool,
+    sweep_lock: tokio::sync::Mutex<()>,
+}
+
+/// The `umad` southbound driver. Construct with [`UmadDriver::open`].
+pub struct UmadDriver {
+    inner: Arc<Inner>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn tp_err(guid: Guid, op: &'static str, e: TransportError) -> DriverError {
+    match e {
+        TransportError::Timeout { attempts } => DriverError::Transient { guid, op, attempts },
+        TransportError::Closed => DriverError::Protocol {
+            guid: Some(guid),
+            message: "umad transport closed".into(),
+        },
+        TransportError::Mad(m) => DriverError::Protocol {
+            guid: Some(guid),
+            message: m,
+        },
+    }
+}
+
+fn check_status(guid: Guid, what: &str, r: &Reply) -> Result<(), DriverError> {
+    let s = r.smp.status();
+    if s != 0 {
+        return Err(DriverError::Protocol {
+            guid: Some(guid),
+            message: format!("{what}: MAD status {s:#06x}"),
+        });
+    }
+    Ok(())
+}
+
+fn lid16(guid: Guid, lid: Lid) -> Result<u16, DriverError> {
+    u16::try_from(lid).ok().filter(|l| *l <= 0xbfff).ok_or_else(|| {
+        DriverError::InvalidLidPlan(format!(
+            "LID {lid} of {} is not a unicast LID",
+            fabric_topology::fmt_guid(guid)
+        ))
+    })
+}
+
+impl UmadDriver {
+    /// Opens the device of `cfg`, registers the SM agents (classes 0x81 and 0x01) and starts the
+    /// transport thread. Errors say when the device is missing or not accessible.
+    pub fn open(cfg: UmadConfig) -> Result<Self, DriverError> {
+        cfg.validate().map_err(DriverError::Config)?;
+        let dev = UmadDevice::open(&cfg.device).map_err(|e| match e {
+            OpenError::Os(_, io) => DriverError::Io(io),
+            other => DriverError::Config(other.to_string()),
+        })?;
+        let (ttx, trx) = mpsc::unbounded_channel();
+        let tp = Transport::start(
+            dev,
+            TransportParams {
+                timeout: cfg.timeout(),
+                retries: cfg.retries,
+                window: cfg.window,
+            },
+            ttx,
+        );
+        Ok(UmadDriver {
+            inner: Arc::new(Inner {
+                cfg,
+                tp,
+                state: Mutex::new(State::default()),
+                subscribers: Mutex::new(Vec::new()),
+                traps: Mutex::new(Some(trx)),
+                wake: Arc::new(Notify::new()),
+                sweeper_started: false.into(),
+                sweep_lock: tokio::sync::Mutex::new(()),
+            }),
+        })
+    }
+
+    /// Counters of the transport (SMPs, retries, failures, traps).
+    pub fn stats(&self) -> UmadStats {
+        let s = self.inner.tp.stats();
+        UmadStats {
+            smps_sent: s.sent.load(Ordering::Relaxed),
+            retries: s.retries.load(Ordering::Relaxed),
+            failures: s.failures.load(Ordering::Relaxed),
+            traps: s.traps.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Sends one SMP and returns the reply (for tools and byte-image capture).
+    pub async fn raw_call(
+        &self,
+        route: Route,
+        method: u8,
+        attr: u16,
+        modifier: u32,
+        data: &[u8; 64],
+    ) -> Result<Smp, DriverError> {
+        let r = self
+            .inner
+            .tp
+            .call(route, method, attr, modifier, data)
+            .await
+            .map_err(|e| tp_err(0, "SMP", e))?;
+        Ok(r.smp)
+    }
+
+    /// Directed route to a known switch (for tools).
+    pub fn switch_route(&self, guid: Guid) -> Option<Vec<u8>> {
+        let st = lock(&self.inner.state);
+        st.sw_by_guid.get(&guid).map(|&i| st.switches[i].path.clone())
+    }
+
+    /// LID of the manager's own port (after [`SouthboundDriver::configure_lids`]).
+    pub fn sm_lid(&self) -> u16 {
+        lock(&self.inner.state).sm_lid
+    }
+
+    /// Runs one light sweep now (the periodic one runs in the background after the first
+    /// discovery); returns the events it emitted.
+    pub async fn light_sweep(&self) -> Vec<FabricEvent> {
+        light_sweep(&self.inner).await
+    }
+
+    fn ensure_sweeper(&self) {
+        if self.inner.sweeper_started.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            self.inner.sweeper_started.store(false, Ordering::SeqCst);
+            return;
+        };
+        let weak = Arc::downgrade(&self.inner);
+        if let Some(mut traps) = lock(&self.inner.traps).take() {
+            let w = weak.clone();
+            rt.spawn(async move {
+                while let Some(smp) = traps.recv().await {
+                    let Some(inner) = w.upgrade() else { return };
+                    if smp.attr_id() == ATTR_NOTICE {
+                        let n = Notice::decode(smp.data());
+                        if n.generic && n.trap_number == 128 {
+                            inner.wake.notify_one();
+                        }
+                    }
+                }
+            });
+        }
+        let interval = self.inner.cfg.sweep_interval();
+        rt.spawn(sweeper(weak, self.inner.wake.clone(), interval));
+    }
+}
+
+async fn sweeper(weak: Weak<Inner>, wake: Arc<Notify>, interval: Option<Duration>) {
+    loop {
+        let notified = wake.notified();
+        match interval {
+            Some(iv) => {
+                tokio::select! {
+                    _ = tokio::time::sleep(iv) => {}
+                    _ = notified => {}
+                }
+            }
+            None => {
+                // Without a periodic sweep, still notice the driver going away.
+                tokio::select! {
+                    _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+                    _ = notified => {}
+                }
+            }
+        }
+        let Some(inner) = weak.upgrade() else { return };
+        light_sweep(&inner).await;
+    }
+}
+
+type Pending = oneshot::Receiver<Result<Reply, TransportError>>;
+
+fn submit(
+    tp: &Transport,
+    route: &Route,
+    method: u8,
+    attr: u16,
+    modifier: u32,
+    data: &[u8; 64],
+) -> Result<Pending, DriverError> {
+    let smp = Smp::request(route, method, attr, modifier, data).map_err(|e| DriverError::Protocol {
+        guid: None,
+        message: e.to_string(),
+    })?;
+    Ok(tp.submit(route.clone(), smp))
+}
+
+fn dr(path: &[u8]) -> Route {
+    Route::Directed(path.to_vec())
+}
+
+const ZERO: [u8; 64] = [0u8; 64];
+
+/// Result of discovery before it becomes a [`Fabric`].
+struct Discovered {
+    state: State,
+}
+
+async fn discover_all(inner: &Inner) -> Result<Discovered, DriverError> {
+    let tp = &inner.tp;
+    let mut st = State::default();
+    // Level 0: the manager's own node.
+    let r = transport::wait(submit(tp, &dr(&[]), METHOD_GET, ATTR_NODE_INFO, 0, &ZERO)?)
+        .await
+        .map_err(|e| tp_err(0, "NodeInfo of the local node", e))?;
+    check_status(0, "NodeInfo of the local node", &r)?;
+    // Frontier entries: (path to the node, the switch port it was reached from, its NodeInfo).
+    let mut frontier: Vec<(Vec<u8>, Option<(Guid, u8)>, NodeInfo)> =
+        vec![(Vec::new(), None, NodeInfo::decode(r.smp.data()))];
+    while !frontier.is_empty() {
+        // Details of the new nodes of this level.
+        let mut new_switches = Vec::new();
+        let mut new_cas = Vec::new();
+        for (path, from, ni) in frontier.drain(..) {
+            match ni.node_type {
+                NODE_TYPE_SWITCH => {
+                    if let Some(&i) = st.sw_by_guid.get(&ni.node_guid) {
+                        if let Some((g, p)) = from {
+                            link(
+                                &mut st,
+                                g,
+                                p,
+                                Peer::Switch {
+                                    guid: ni.node_guid,
+                                    port: ni.local_port,
+                                },
+                            );
+                            let _ = i;
+                        }
+                        continue;
+                    }
+                    if let Some((g, p)) = from {
+                        link(
+                            &mut st,
+                            g,
+                            p,
+                            Peer::Switch {
+                                guid: ni.node_guid,
+                                port: ni.local_port,
+                            },
+                        );
+                    }
+                    let rt = dr(&path);
+                    let desc = submit(tp, &rt, METHOD_GET, ATTR_NODE_DESC, 0, &ZERO)?;
+                    let si = submit(tp, &rt, METHOD_GET, ATTR_SWITCH_INFO, 0, &ZERO)?;
+                    let mut pis = Vec::with_capacity(ni.num_ports as usize + 1);
+                    for p in 0..=ni.num_ports {
+                        pis.push(submit(tp, &rt, METHOD_GET, ATTR_PORT_INFO, u32::from(p), &ZERO)?);
+                    }
+                    let idx = st.switches.len();
+                    st.sw_by_guid.insert(ni.node_guid, idx);
+                    st.switches.push(SwitchRec {
+                        guid: ni.node_guid,
+                        desc: String::new(),
+                        nports: ni.num_ports,
+                        path: path.clone(),
+                        lid: 0,
+                        info: SwitchInfo::decode(&ZERO),
+                        ports: vec![PortRec { info: None, peer: None }; ni.num_ports as usize + 1],
+                        lft: HashMap::new(),
+                        up: true,
+                    });
+                    if st.local.is_none() {
+                        st.local = Some(Peer::Switch {
+                            guid: ni.node_guid,
+                            port: 0,
+                        });
+                    }
+                    new_switches.push((idx, ni, desc, si, pis));
+                }
+                NODE_TYPE_CA | NODE_TYPE_ROUTER => {
+                    if st.ca_by_guid.contains_key(&ni.port_guid) {
+                        continue;
+                    }
+                    let rt = dr(&path);
+                    let desc = submit(tp, &rt, METHOD_GET, ATTR_NODE_DESC, 0, &ZERO)?;
+                    let pi = submit(tp, &rt, METHOD_GET, ATTR_PORT_INFO, u32::from(ni.local_port), &ZERO)?;
+                    new_cas.push((path, from, ni, desc, pi));
+                }
+                _ => {}
+            }
+        }
+        let mut next: Vec<(Vec<u8>, Option<(Guid, u8)>)> = Vec::new();
+        for (idx, ni, desc, si, pis) in new_switches {
+            let g = ni.node_guid;
+            let d = transport::wait(desc)
+                .await
+                .map_err(|e| tp_err(g, "NodeDescription", e))?;
+            let s = transport::wait(si).await.map_err(|e| tp_err(g, "SwitchInfo", e))?;
+            check_status(g, "SwitchInfo", &s)?;
+            let sw = &mut st.switches[idx];
+            sw.desc = decode_node_desc(d.smp.data());
+            sw.info = SwitchInfo::decode(s.smp.data());
+            for (p, pi) in pis.into_iter().enumerate() {
+                // A port whose PortInfo is lost is treated as down.
+                let Ok(r) = transport::wait(pi).await else { continue };
+                if r.smp.status() != 0 {
+                    continue;
+                }
+                let info = PortInfo::decode(r.smp.data());
+                if p == 0 {
+                    sw.lid = info.lid();
+                } else if info.state().link_up() && p as u8 != ni.local_port {
+                    let mut np = sw.path.clone();
+                    np.push(p as u8);
+                    next.push((np, Some((g, p as u8))));
+                }
+                sw.ports[p].info = Some(info);
+            }
+        }
+        for (path, from, ni, desc, pi) in new_cas {
+            let g = ni.port_guid;
+            let d = transport::wait(desc)
+                .await
+                .map_err(|e| tp_err(g, "NodeDescription", e))?;
+            let p = transport::wait(pi).await.map_err(|e| tp_err(g, "PortInfo", e))?;
+            check_status(g, "PortInfo", &p)?;
+            let info = PortInfo::decode(p.smp.data());
+            let idx = st.cas.len();
+            st.ca_by_guid.insert(g, idx);
+            st.cas.push(CaRec {
+                port_guid: g,
+                node_guid: ni.node_guid,
+                desc: decode_node_desc(d.smp.data()),
+                port_num: ni.local_port,
+                nports: ni.num_ports,
+                path: path.clone(),
+                info: info.clone(),
+                attach: from,
+                up: true,
+            });
+            if let Some((sg, sp)) = from {
+                link(&mut st, sg, sp, Peer::Ca { port_guid: g });
+            }
+            if path.is_empty() {
+                // The manager's own CA: go on through its port only.
+                st.local = Some(Peer::Ca { port_guid: g });
+                st.sm_lid = info.lid();
+                if info.state().link_up() {
+                    next.push((vec![ni.local_port], None));
+                }
+            }
+        }
+        // NodeInfo of every neighbour of this level.
+        let mut pend = Vec::with_capacity(next.len());
+        for (path, from) in next {
+            let rx = submit(tp, &dr(&path), METHOD_GET, ATTR_NODE_INFO, 0, &ZERO)?;
+            pend.push((path, from, rx));
+        }
+        for (path, from, rx) in pend {
+            // A neighbour that does not answer (dead, or the link just went) is left out.
+            let Ok(r) = transport::wait(rx).await else { continue };
+            if r.smp.status() != 0 {
+                continue;
+            }
+            let ni = NodeInfo::decode(r.smp.data());
+            let from = match from {
+                Some(f) => Some(f),
+                None => {
+                    // Reached from the local CA: record the attachment on the CA side later.
+                    if let Some(Peer::Ca { port_guid }) = st.local {
+                        if ni.node_type == NODE_TYPE_SWITCH {
+                            if let Some(&ci) = st.ca_by_guid.get(&port_guid) {
+                                st.cas[ci].attach = Some((ni.node_guid, ni.local_port));
+                            }
+                        }
+                    }
+                    None
+                }
+            };
+            frontier.push((path, from, ni));
+        }
+    }
+    // Attachment of the local CA: mark the switch port side.
+    if let Some(Peer::Ca { port_guid }) = st.local {
+        if let Some(&ci) = st.ca_by_guid.get(&port_guid) {
+            if let Some((sg, sp)) = st.cas[ci].attach {
+                link(&mut st, sg, sp, Peer::Ca { port_guid });
+            }
+        }
+    }
+    Ok(Discovered { state: st })
+}
+
+fn link(st: &mut State, sw: Guid, port: u8, peer: Peer) {
+    if let Some(&i) = st.sw_by_guid.get(&sw) {
+        if let Some(p) = st.switches[i].ports.get_mut(port as usize) {
+            p.peer = Some(peer);
+        }
+    }
+}
+
+fn build_fabric(st: &State) -> Result<Fabric, DriverError> {
+    let topo = |e: fabric_topology::TopologyError| DriverError::Topology {
+        source_name: "umad discovery".into(),
+        message: e.to_string(),
+    };
+    let mut b = FabricBuilder::new();
+    for s in &st.switches {
+        let id = b.add_switch(s.guid, s.desc.clone(), s.nports).map_err(topo)?;
+        b.switch_mut(id).up = s.up;
+    }
+    for c in &st.cas {
+        let id = b
+            .add_end_port(
+                c.port_guid,
+                c.node_guid,
+                c.desc.clone(),
+                c.port_num,
+                c.nports,
+                NodeType::Compute,
+            )
+            .map_err(topo)?;
+        b.end_port_mut(id).up = c.up;
+    }
+    for s in &st.switches {
+        let Some(a) = b.switch_by_guid(s.guid) else { continue };
+        for (p, rec) in s.ports.iter().enumerate().skip(1) {
+            let live = rec.info.as_ref().is_some_and(|i| i.state().link_up()) && s.up;
+            match rec.peer {
+                Some(Peer::Switch { guid, port }) => {
+                    let Some(bb) = b.switch_by_guid(guid) else { continue };
+                    // Each link once (from its lower end), self-loops included.
+                    if (s.guid, p as u8) < (guid, port) {
+                        b.connect_switches(a, p as u8, bb, port).map_err(topo)?;
+                        let state = if live { LinkState::Up } else { LinkState::Down };
+                        b.switch_mut(a).ports[p].state = state;
+                        b.switch_mut(bb).ports[port as usize].state = state;
+                    }
+                }
+                Some(Peer::Ca { port_guid }) => {
+                    let Some(ep) = b.end_port_by_guid(port_guid) else {
+                        continue;
+                    };
+                    if b.end_port(ep).attach.is_none() {
+                        b.connect_end_port(ep, a, p as u8).map_err(topo)?;
+                        b.switch_mut(a).ports[p].state = if live { LinkState::Up } else { LinkState::Down };
+                    }
+                }
+                None => {}
+            }
+            if let Some(i) = &rec.info {
+                b.switch_mut(a).ports[p].speed = i.speed_string();
+            }
+        }
+    }
+    Ok(b.build())
+}
+
+/// Directed routes to every switch and CA over live links, breadth-first from the local node.
+fn recompute_paths(st: &mut State) {
+    let mut seen: HashSet<Guid> = HashSet::new();
+    let mut q: VecDeque<(usize, Vec<u8>)> = VecDeque::new();
+    match st.local {
+        Some(Peer::Switch { guid, .. }) => {
+            if let Some(&i) = st.sw_by_guid.get(&guid) {
+                q.push_back((i, Vec::new()));
+            }
+        }
+        Some(Peer::Ca { port_guid }) => {
+            if let Some(&ci) = st.ca_by_guid.get(&port_guid) {
+                let c = &st.cas[ci];
+                if let Some((sg, _)) = c.attach {
+                    if let Some(&i) = st.sw_by_guid.get(&sg) {
+                        q.push_back((i, vec![c.port_num]));
+                    }
+                }
+            }
+        }
+        None => return,
+    }
+    for s in &mut st.switches {
+        s.up = false;
+    }
+    while let Some((i, path)) = q.pop_front() {
+        if !seen.insert(st.switches[i].guid) {
+            continue;
+        }
+        st.switches[i].path = path.clone();
+        st.switches[i].up = true;
+        let ports: Vec<(u8, Peer)> = st.switches[i]
+            .ports
+            .iter()
+            .enumerate()
+            .skip(1)
+            .filter(|(_, r)| r.info.as_ref().is_some_and(|x| x.state().link_up()))
+            .filter_map(|(p, r)| r.peer.map(|x| (p as u8, x)))
+            .collect();
+        for (p, peer) in ports {
+            let mut np = path.clone();
+            np.push(p);
+            match peer {
+                Peer::Switch { guid, .. } => {
+                    if let Some(&j) = st.sw_by_guid.get(&guid) {
+                        if !seen.contains(&guid) {
+                            q.push_back((j, np));
+                        }
+                    }
+                }
+                Peer::Ca { port_guid } => {
+                    if let Some(&ci) = st.ca_by_guid.get(&port_guid) {
+                        if !st.cas[ci].path.is_empty() || Some(Peer::Ca { port_guid }) != st.local {
+                            st.cas[ci].path = np;
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn emit(inner: &Inner, events: &[FabricEvent]) {
+    if events.is_empty() {
+        return;
+    }
+    let mut subs = lock(&inner.subscribers);
+    subs.retain(|s| events.iter().all(|e| s.send(e.clone()).is_ok()));
+}
+
+/// One light sweep: SwitchInfo of every switch; for those with PortStateChange set (or that
+/// came back), clear it and read PortInfo of their ports; emit events; arm and activate ports
+/// that came back in INIT.
+async fn light_sweep(inner: &Inner) -> Vec<FabricEvent> {
+    let _guard = inner.sweep_lock.lock().await;
+    let tp = &inner.tp;
+    let targets: Vec<(Guid, Vec<u8>, bool)> = {
+        let st = lock(&inner.state);
+        st.switches.iter().map(|s| (s.guid, s.path.clone(), s.up)).collect()
+    };
+    let mut pend = Vec::with_capacity(targets.len());
+    for (g, path, up) in &targets {
+        if let Ok(rx) = submit(tp, &dr(path), METHOD_GET, ATTR_SWITCH_INFO, 0, &ZERO) {
+            pend.push((*g, path.clone(), *up, rx));
+        }
+    }
+    let mut events = Vec::new();
+    let mut flagged = Vec::new();
+    for (g, path, was_up, rx) in pend {
+        match transport::wait(rx).await {
+            Ok(r) if r.smp.status() == 0 => {
+                let si = SwitchInfo::decode(r.smp.data());
+                if !was_up {
+                    events.push(FabricEvent::SwitchUp(g));
+                }
+                if si.port_state_change() || !was_up {
+                    flagged.push((g, path, si));
+                }
+            }
+            _ => {
+                if was_up {
+                    events.push(FabricEvent::SwitchDown(g));
+                }
+            }
+        }
+    }
+    // Clear PortStateChange (write 1) and read the ports of flagged switches.
+    let mut port_reads = Vec::new();
+    for (g, path, si) in &flagged {
+        let mut set = si.clone();
+        set.set_port_state_change(true);
+        if let Ok(rx) = submit(tp, &dr(path), METHOD_SET, ATTR_SWITCH_INFO, 0, &set.raw) {
+            let _ = transport::wait(rx).await;
+        }
+        let nports = {
+            let st = lock(&inner.state);
+            st.sw_by_guid.get(g).map(|&i| st.switches[i].nports).unwrap_or(0)
+        };
+        for p in 1..=nports {
+            if let Ok(rx) = submit(tp, &dr(path), METHOD_GET, ATTR_PORT_INFO, u32::from(p), &ZERO) {
+                port_reads.push((*g, p, rx));
+            }
+        }
+    }
+    let mut to_arm: Vec<(Route, u32, PortInfo)> = Vec::new();
+    let mut results = Vec::with_capacity(port_reads.len());
+    for (g, p, rx) in port_reads {
+        if let Ok(r) = transport::wait(rx).await {
+            if r.smp.status() == 0 {
+                results.push((g, p, PortInfo::decode(r.smp.data())));
+            }
+        }
+    }
+    {
+        let mut st = lock(&inner.state);
+        for ev in &events {
+            match ev {
+                FabricEvent::SwitchDown(g) | FabricEvent::SwitchUp(g) => {
+                    if let Some(&i) = st.sw_by_guid.get(g) {
+                        st.switches[i].up = matches!(ev, FabricEvent::SwitchUp(_));
+                    }
+                }
+                _ => {}
+            }
+        }
+        for (g, p, info) in results {
+            let Some(&i) = st.sw_by_guid.get(&g) else { continue };
+            let path = st.switches[i].path.clone();
+            let rec = &st.switches[i].ports[p as usize];
+            let was = rec.info.as_ref().is_some_and(|x| x.state().link_up());
+            let now = info.state().link_up();
+            let peer = rec.peer;
+            st.switches[i].ports[p as usize].info = Some(info.clone());
+            if now && info.state() == PortState::Init {
+                let mut a = info.for_set();
+                a.set_state(PortState::Armed);
+                to_arm.push((dr(&path), u32::from(p), a));
+            }
+            if was == now {
+                continue;
+            }
+            match peer {
+                Some(Peer::Switch { guid, port }) => {
+                    // Both ends are updated together so that the link is reported once.
+                    if let Some(&j) = st.sw_by_guid.get(&guid) {
+                        let other = &mut st.switches[j].ports[port as usize];
+                        let other_up = other.info.as_ref().is_some_and(|x| x.state().link_up());
+                        if other_up != now {
+                            if let Some(oi) = other.info.as_mut() {
+                                oi.set_state(if now { PortState::Init } else { PortState::Down });
+                            }
+                        } else if (guid, port) < (g, p) {
+                            // Already reported from the other end in this sweep.
+                            continue;
+                        }
+                    }
+                    events.push(if now {
+                        FabricEvent::LinkUp { switch: g, port: p }
+                    } else {
+                        FabricEvent::LinkDown { switch: g, port: p }
+                    });
+                }
+                Some(Peer::Ca { port_guid }) => {
+                    if let Some(&ci) = st.ca_by_guid.get(&port_guid) {
+                        st.cas[ci].up = now;
+                        if now {
+                            let mut np = path.clone();
+                            np.push(p);
+                            let mut a = st.cas[ci].info.for_set();
+                            a.set_state(PortState::Armed);
+                            to_arm.push((dr(&np), u32::from(st.cas[ci].port_num), a));
+                        }
+                    }
+                    events.push(if now {
+                        FabricEvent::EndPortUp(port_guid)
+                    } else {
+                        FabricEvent::EndPortDown(port_guid)
+                    });
+                }
+                None => {}
+            }
+        }
+        recompute_paths(&mut st);
+    }
+    // Arm every port that came back, then activate them.
+    activate(tp, &to_arm).await;
+    emit(inner, &events);
+    events
+}
+
+/// ARMED on every listed port, then ACTIVE (both ends of a link must be armed before either is
+/// activated). Failures are left to the next sweep.
+async fn activate(tp: &Transport, ports: &[(Route, u32, PortInfo)]) -> usize {
+    let mut retries = 0;
+    for target in [PortState::Armed, PortState::Active] {
+        let mut pend = Vec::with_capacity(ports.len());
+        for (rt, p, info) in ports {
+            let mut a = info.clone();
+            a.set_state(target);
+            if let Ok(rx) = submit(tp, rt, METHOD_SET, ATTR_PORT_INFO, *p, &a.raw) {
+                pend.push(rx);
+            }
+        }
+        for rx in pend {
+            if let Ok(r) = transport::wait(rx).await {
+                retries += r.attempts as usize - 1;
+            }
+        }
+    }
+    retries
+}
+
+#[async_trait]
+impl SouthboundDriver for UmadDriver {
+    fn caps(&self) -> DriverCaps {
+        let st = lock(&self.inner.state);
+        let max_lft_blocks = st.switches.iter().map(|s| s.max_blocks()).min();
+        DriverCaps {
+            name: "umad",
+            max_lid: fabric_routing::IB_MAX_UNICAST_LID,
+            max_lft_blocks,
+            escape_vl: Some(ESCAPE_VL),
+        }
+    }
+
+    async fn discover(&self) -> Result<Fabric, DriverError> {
+        let _guard = self.inner.sweep_lock.lock().await;
+        let d = discover_all(&self.inner).await?;
+        let mut new = d.state;
+        {
+            let mut st = lock(&self.inner.state);
+            // Keep what the driver knew: LFT caches, and switches that vanished (reported down).
+            for s in &mut new.switches {
+                if let Some(&i) = st.sw_by_guid.get(&s.guid) {
+                    s.lft = std::mem::take(&mut st.switches[i].lft);
+                }
+            }
+            for old in &st.switches {
+                if !new.sw_by_guid.contains_key(&old.guid) {
+                    let mut o = old.clone();
+                    o.up = false;
+                    for p in &mut o.ports {
+                        p.peer = None;
+                    }
+                    new.sw_by_guid.insert(o.guid, new.switches.len());
+                    new.switches.push(o);
+                }
+            }
+            if new.sm_lid == 0 {
+                new.sm_lid = st.sm_lid;
+            }
+            new.lid_to_switch = new
+                .switches
+                .iter()
+                .filter(|s| s.lid != 0)
+                .map(|s| (s.lid, s.guid))
+                .collect();
+            *st = new;
+        }
+        let f = {
+            let st = lock(&self.inner.state);
+            build_fabric(&st)?
+        };
+        drop(_guard);
+        self.ensure_sweeper();
+        Ok(f)
+    }
+
+    fn subscribe_events(&self) -> mpsc::UnboundedReceiver<FabricEvent> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        lock(&self.inner.subscribers).push(tx);
+        self.ensure_sweeper();
+        rx
+    }
+
+    async fn configure_lids(&self, fabric: &Fabric, lids: &LidPlan) -> Result<(), DriverError> {
+        if lids.switch_lid.len() != fabric.num_switches() || lids.end_port_base.len() != fabric.num_end_ports() {
+            return Err(DriverError::InvalidLidPlan(format!(
+                "plan covers {} switches and {} end ports, the fabric has {} and {}",
+                lids.switch_lid.len(),
+                lids.end_port_base.len(),
+                fabric.num_switches(),
+                fabric.num_end_ports()
+            )));
+        }
+        let _guard = self.inner.sweep_lock.lock().await;
+        let tp = &self.inner.tp;
+        let top = lids.top();
+        // Snapshot what we need, with the LIDs to write.
+        struct Target {
+            route: Route,
+            port: u32,
+            info: PortInfo,
+        }
+        let (sw_targets, ca_targets, sm_lid, sw_infos) = {
+            let st = lock(&self.inner.state);
+            let mut sm_lid = 0u16;
+            let mut ca_targets = Vec::new();
+            for id in fabric.end_port_ids() {
+                let e = fabric.end_port(id);
+                let Some(&ci) = st.ca_by_guid.get(&e.port_guid) else {
+                    return Err(DriverError::UnknownEndPort(e.port_guid));
+                };
+                let c = &st.cas[ci];
+                let base = lid16(e.port_guid, lids.base_lid(id))?;
+                if Some(Peer::Ca { port_guid: c.port_guid }) == st.local {
+                    sm_lid = base;
+                }
+                ca_targets.push((
+                    c.port_guid,
+                    dr(&c.path),
+                    u32::from(c.port_num),
+                    c.info.clone(),
+                    base,
+                    c.up,
+                ));
+            }
+            let mut sw_targets = Vec::new();
+            let mut sw_infos = Vec::new();
+            for id in fabric.switch_ids() {
+                let s = fabric.switch(id);
+                let Some(&i) = st.sw_by_guid.get(&s.guid) else {
+                    return Err(DriverError::UnknownSwitch(s.guid));
+                };
+                let r = &st.switches[i];
+                let lid = lid16(s.guid, lids.switch_lid(id))?;
+                if Some(Peer::Switch { guid: r.guid, port: 0 }) == st.local {
+                    sm_lid = lid;
+                }
+                if !r.up {
+                    continue;
+                }
+                let Some(p0) = r.ports[0].info.clone() else { continue };
+                sw_targets.push((r.guid, dr(&r.path), p0, lid));
+                sw_infos.push((
+                    r.guid,
+                    dr(&r.path),
+                    r.info.clone(),
+                    r.max_blocks(),
+                    r.ports.clone(),
+                    r.nports,
+                ));
+            }
+            (sw_targets, ca_targets, sm_lid, sw_infos)
+        };
+        let lmc = lids.lmc;
+        // 1. LIDs: switch port 0 and CA ports.
+        let mut pend = Vec::new();
+        for (g, rt, p0, lid) in &sw_targets {
+            let mut a = p0.for_set();
+            a.set_lid(*lid);
+            a.set_master_sm_lid(sm_lid);
+            a.set_lmc(0);
+            pend.push((
+                *g,
+                "PortInfo (switch LID)",
+                submit(tp, rt, METHOD_SET, ATTR_PORT_INFO, 0, &a.raw)?,
+            ));
+        }
+        for (g, rt, port, info, base, up) in &ca_targets {
+            if !up {
+                continue;
+            }
+            let mut a = info.for_set();
+            a.set_lid(*base);
+            a.set_master_sm_lid(sm_lid);
+            a.set_lmc(lmc);
+            if rt.hops() == 0 {
+                a.set_capability_mask(a.capability_mask() | CAP_IS_SM);
+            }
+            pend.push((
+                *g,
+                "PortInfo (CA LID)",
+                submit(tp, rt, METHOD_SET, ATTR_PORT_INFO, *port, &a.raw)?,
+            ));
+        }
+        // 2. LinearFDBTop.
+        let top16 =
+            u16::try_from(top).map_err(|_| DriverError::InvalidLidPlan(format!("top LID {top} is above 0xffff")))?;
+        for (g, rt, si, _, _, _) in &sw_infos {
+            let mut s = si.clone();
+            s.set_linear_fdb_top(top16.min(si.linear_fdb_cap().saturating_sub(1)));
+            s.set_port_state_change(false);
+            pend.push((
+                *g,
+                "SwitchInfo (LinearFDBTop)",
+                submit(tp, rt, METHOD_SET, ATTR_SWITCH_INFO, 0, &s.raw)?,
+            ));
+        }
+        // 3. SL-to-VL: SL 1 → the escape VL on every output port (switches: every input port).
+        let table = SlToVl::escape(ESCAPE_VL).encode();
+        for (g, rt, _, _, ports, n) in &sw_infos {
+            let live: Vec<u8> = (1..=*n)
+                .filter(|p| ports[*p as usize].info.as_ref().is_some_and(|i| i.state().link_up()))
+                .collect();
+            for inp in std::iter::once(0u8).chain(live.iter().copied()) {
+                for &out in &live {
+                    if inp != out {
+                        let m = SlToVl::switch_modifier(inp, out);
+                        pend.push((
+                            *g,
+                            "SLtoVLMappingTable",
+                            submit(tp, rt, METHOD_SET, ATTR_SL2VL, m, &table)?,
+                        ));
+                    }
+                }
+            }
+        }
+        for (g, rt, _, _, _, up) in &ca_targets {
+            if *up {
+                pend.push((
+                    *g,
+                    "SLtoVLMappingTable",
+                    submit(tp, rt, METHOD_SET, ATTR_SL2VL, 0, &table)?,
+                ));
+            }
+        }
+        for (g, op, rx) in pend {
+            let r = transport::wait(rx).await.map_err(|e| tp_err(g, op, e))?;
+            // SL-to-VL is optional (status 0x0c = unsupported attribute).
+            if op == "SLtoVLMappingTable" {
+                continue;
+            }
+            check_status(g, op, &r)?;
+        }
+        // 4. Port activation: INIT → ARMED on every port, then ACTIVE.
+        let mut ports: Vec<Target> = Vec::new();
+        for (_, rt, _, _, recs, _) in &sw_infos {
+            for (p, rec) in recs.iter().enumerate().skip(1) {
+                if let Some(i) = &rec.info {
+                    if matches!(i.state(), PortState::Init | PortState::Armed) {
+                        let mut a = i.for_set();
+                        if i.vl_cap() >= 2 {
+                            a.set_operational_vls(2);
+                        }
+                        ports.push(Target {
+                            route: rt.clone(),
+                            port: p as u32,
+                            info: a,
+                        });
+                    }
+                }
+            }
+        }
+        for (_, rt, port, info, base, up) in &ca_targets {
+            if *up && matches!(info.state(), PortState::Init | PortState::Armed) {
+                let mut a = info.for_set();
+                a.set_lid(*base);
+                a.set_master_sm_lid(sm_lid);
+                a.set_lmc(lmc);
+                if info.vl_cap() >= 2 {
+                    a.set_operational_vls(2);
+                }
+                ports.push(Target {
+                    route: rt.clone(),
+                    port: *port,
+                    info: a,
+                });
+            }
+        }
+        let list: Vec<(Route, u32, PortInfo)> = ports.into_iter().map(|t| (t.route, t.port, t.info)).collect();
+        activate(tp, &list).await;
+        // 5. Re-read the port states and record the new LIDs.
+        {
+            let mut st = lock(&self.inner.state);
+            st.sm_lid = sm_lid;
+            for (g, _, _, lid) in &sw_targets {
+                if let Some(&i) = st.sw_by_guid.get(g) {
+                    st.switches[i].lid = *lid;
+                    if let Some(p0) = st.switches[i].ports[0].info.as_mut() {
+                        p0.set_lid(*lid);
+                        p0.set_master_sm_lid(sm_lid);
+                    }
+                    st.switches[i].info.set_linear_fdb_top(top16);
+                }
+            }
+            for (g, _, _, _, base, _) in &ca_targets {
+                if let Some(&ci) = st.ca_by_guid.get(g) {
+                    st.cas[ci].info.set_lid(*base);
+                    st.cas[ci].info.set_lmc(lmc);
+                    st.cas[ci].info.set_master_sm_lid(sm_lid);
+                }
+            }
+            st.lid_to_switch = st
+                .switches
+                .iter()
+                .filter(|s| s.lid != 0)
+                .map(|s| (s.lid, s.guid))
+                .collect();
+        }
+        self.refresh_port_states().await;
+        Ok(())
+    }
+
+    async fn write_lft_blocks(&self, blocks: &[LftBlockWrite]) -> Result<WriteReport, DriverError> {
+        let tp = &self.inner.tp;
+        let mut pend = Vec::with_capacity(blocks.len());
+        let mut skipped = 0usize;
+        {
+            let st = lock(&self.inner.state);
+            for b in blocks {
+                let Some(&i) = st.sw_by_guid.get(&b.switch) else {
+                    return Err(DriverError::UnknownSwitch(b.switch));
+                };
+                let s = &st.switches[i];
+                if !s.up {
+                    return Err(DriverError::Unreachable { guid: s.guid });
+                }
+                let max = s.max_blocks();
+                if b.block >= max {
+                    return Err(DriverError::BlockOutOfRange {
+                        guid: s.guid,
+                        block: b.block,
+                        max_blocks: max,
+                    });
+                }
+                if s.lft.get(&b.block) == Some(&b.entries) {
+                    skipped += 1;
+                    continue;
+                }
+                let mut data = [0u8; 64];
+                data.copy_from_slice(&b.entries);
+                pend.push((b, submit(tp, &dr(&s.path), METHOD_SET, ATTR_LFT, b.block, &data)?));
+            }
+        }
+        let mut report = WriteReport {
+            blocks_written: skipped,
+            retries: 0,
+        };
+        let mut first_err = None;
+        let mut done = Vec::with_capacity(pend.len());
+        for (b, rx) in pend {
+            match transport::wait(rx).await {
+                Ok(r) => {
+                    report.retries += r.attempts as usize - 1;
+                    if let Err(e) = check_status(b.switch, "LinearForwardingTable Set", &r) {
+                        first_err.get_or_insert(e);
+                        continue;
+                    }
+                    report.blocks_written += 1;
+                    done.push(b);
+                }
+                Err(e) => {
+                    first_err.get_or_insert(tp_err(b.switch, "LFT block write", e));
+                }
+            }
+        }
+        {
+            let mut st = lock(&self.inner.state);
+            for b in done {
+                if let Some(&i) = st.sw_by_guid.get(&b.switch) {
+                    st.switches[i].lft.insert(b.block, b.entries);
+                }
+            }
+        }
+        match first_err {
+            Some(e) => Err(e),
+            None => Ok(report),
+        }
+    }
+
+    async fn read_lft_block(&self, switch: Guid, block: u32) -> Result<[u8; BLOCK_SIZE], DriverError> {
+        let (path, max) = {
+            let st = lock(&self.inner.state);
+            let Some(&i) = st.sw_by_guid.get(&switch) else {
+                return Err(DriverError::UnknownSwitch(switch));
+            };
+            (st.switches[i].path.clone(), st.switches[i].max_blocks())
+        };
+        if block >= max {
+            return Err(DriverError::BlockOutOfRange {
+                guid: switch,
+                block,
+                max_blocks: max,
+            });
+        }
+        let r = self
+            .inner
+            .tp
+            .call(dr(&path), METHOD_GET, ATTR_LFT, block, &ZERO)
+            .await
+            .map_err(|e| tp_err(switch, "LFT block read", e))?;
+        check_status(switch, "LinearForwardingTable Get", &r)?;
+        let mut out = [0u8; BLOCK_SIZE];
+        out.copy_from_slice(&r.smp.data()[..BLOCK_SIZE]);
+        {
+            let mut st = lock(&self.inner.state);
+            if let Some(&i) = st.sw_by_guid.get(&switch) {
+                st.switches[i].lft.insert(block, out);
+            }
+        }
+        Ok(out)
+    }
+
+    async fn set_port_state(&self, switch: Guid, port: PortNum, up: bool) -> Result<(), DriverError> {
+        let path = {
+            let st = lock(&self.inner.state);
+            let Some(&i) = st.sw_by_guid.get(&switch) else {
+                return Err(DriverError::UnknownSwitch(switch));
+            };
+            let s = &st.switches[i];
+            if port == 0 || port > s.nports {
+                return Err(DriverError::InvalidPort {
+                    guid: switch,
+                    port,
+                    reason: "not an external port of this switch",
+                });
+            }
+            s.path.clone()
+        };
+        let tp = &self.inner.tp;
+        let r = tp
+            .call(dr(&path), METHOD_GET, ATTR_PORT_INFO, u32::from(port), &ZERO)
+            .await
+            .map_err(|e| tp_err(switch, "PortInfo Get", e))?;
+        check_status(switch, "PortInfo Get", &r)?;
+        let mut a = PortInfo::decode(r.smp.data()).for_set();
+        a.set_phys_state(if up { PHYS_POLLING } else { PHYS_DISABLED });
+        let r = tp
+            .call(dr(&path), METHOD_SET, ATTR_PORT_INFO, u32::from(port), &a.raw)
+            .await
+            .map_err(|e| tp_err(switch, "PortInfo Set (physical state)", e))?;
+        check_status(switch, "PortInfo Set (physical state)", &r)?;
+        // The change is reported by the next light sweep.
+        self.inner.wake.notify_one();
+        Ok(())
+    }
+
+    async fn set_switch_state(&self, _switch: Guid, _up: bool) -> Result<(), DriverError> {
+        Err(DriverError::Unsupported(
+            "set_switch_state: a real switch cannot be powered off over MADs",
+        ))
+    }
+}
+
+impl UmadDriver {
+    /// Re-reads PortInfo of every switch port and CA port (after activation).
+    async fn refresh_port_states(&self) {
+        let tp = &self.inner.tp;
+        let targets: Vec<(Guid, Vec<u8>, u8)> = {
+            let st = lock(&self.inner.state);
+            st.switches
+                .iter()
+                .filter(|s| s.up)
+                .map(|s| (s.guid, s.path.clone(), s.nports))
+                .collect()
+        };
+        let mut pend = Vec::new();
+        for (g, path, n) in &targets {
+            for p in 0..=*n {
+                if let Ok(rx) = submit(tp, &dr(path), METHOD_GET, ATTR_PORT_INFO, u32::from(p), &ZERO) {
+                    pend.push((*g, p, rx));
+                }
+            }
+        }
+        let mut got = Vec::with_capacity(pend.len());
+        for (g, p, rx) in pend {
+            if let Ok(r) = transport::wait(rx).await {
+                if r.smp.status() == 0 {
+                    got.push((g, p, PortInfo::decode(r.smp.data())));
+                }
+            }
+        }
+        let mut st = lock(&self.inner.state);
+        for (g, p, info) in got {
+            if let Some(&i) = st.sw_by_guid.get(&g) {
+                st.switches[i].ports[p as usize].info = Some(info);
+            }
+        }
+    }
+}

@@ -1,0 +1,24 @@
+//! The `umad` southbound driver: fabricd as the subnet manager of a real InfiniBand fabric,
+//! over the kernel user-MAD interface (`/dev/infiniband/umadN`), in pure Rust over `libc`.
+//!
+//! * [`mad`]: SMP encode/decode (NodeInfo, NodeDescription, PortInfo, SwitchInfo,
+//!   LinearForwardingTable, SLtoVLMappingTable, Notice), directed-route and LID-routed.
+//! * [`transport`]: one OS thread per umad descriptor, a window of outstanding SMPs, transaction
+//!   ids, deadlines and retries, bridged to tokio by channels; traps on a separate channel.
+//! * [`driver`]: [`UmadDriver`], the [`fabric_southbound::SouthboundDriver`]: sweep, LIDs, port
+//!   activation, SL-to-VL, LFT upload, trap 128 and light-sweep change detection.
+//! * [`config`]: [`UmadConfig`] (embedded in the daemon config).
+//!
+//! **Architecture invariant:** this is the only crate of the workspace with `unsafe` code (the
+//! `open`/`ioctl`/`read`/`write`/`poll`/`close` calls of [`transport`]), each block with a
+//! `SAFETY:` comment. The umad descriptor stays a raw `c_int` (the simulator shim fakes it).
+//!
+//! Construct with `UmadDriver::open(UmadConfig { device, .. })`.
+
+pub mod config;
+pub mod driver;
+pub mod mad;
+pub mod transport;
+
+pub use config::UmadConfig;
+pub use driver::{UmadDriver, UmadStats, ESCAPE_SL, ESCAPE_VL};

@@ -1,0 +1,781 @@
+//! Subnet management packets (SMPs): the 256-byte MAD image, directed-route and LID-routed
+//! addressing, and the attributes the subnet manager reads and writes (NodeInfo,
+//! NodeDescription, PortInfo, SwitchInfo, LinearForwardingTable, SLtoVLMappingTable, Notice).
+//!
+//! Offsets follow the InfiniBand Architecture Specification vol. 1 ch. 14 (cross-checked against
+//! `smpquery` on ibsim, see `tests/data/*.hex`). Decoders take the 64 attribute-data bytes and
+//! never panic; encoders write into a 64-byte buffer.
+
+use fabric_topology::Guid;
+
+/// Size of a MAD.
+pub const MAD_SIZE: usize = 256;
+/// Size of the SMP attribute data.
+pub const SMP_DATA_SIZE: usize = 64;
+/// Offset of the attribute data inside an SMP.
+pub const SMP_DATA_OFFSET: usize = 64;
+/// Longest directed route (the InitialPath array has 64 bytes, entry 0 unused).
+pub const MAX_HOPS: usize = 63;
+
+/// Management class: LID-routed subnet management.
+pub const CLASS_SMP_LID: u8 = 0x01;
+/// Management class: directed-route subnet management.
+pub const CLASS_SMP_DR: u8 = 0x81;
+
+/// SMP method `Get`.
+pub const METHOD_GET: u8 = 0x01;
+/// SMP method `Set`.
+pub const METHOD_SET: u8 = 0x02;
+/// SMP method `GetResp`.
+pub const METHOD_GET_RESP: u8 = 0x81;
+/// SMP method `Trap`.
+pub const METHOD_TRAP: u8 = 0x05;
+/// SMP method `TrapRepress`.
+pub const METHOD_TRAP_REPRESS: u8 = 0x07;
+
+/// Attribute `Notice` (traps).
+pub const ATTR_NOTICE: u16 = 0x0002;
+/// Attribute `NodeDescription`.
+pub const ATTR_NODE_DESC: u16 = 0x0010;
+/// Attribute `NodeInfo`.
+pub const ATTR_NODE_INFO: u16 = 0x0011;
+/// Attribute `SwitchInfo`.
+pub const ATTR_SWITCH_INFO: u16 = 0x0012;
+/// Attribute `PortInfo` (modifier = port number).
+pub const ATTR_PORT_INFO: u16 = 0x0015;
+/// Attribute `SLtoVLMappingTable`.
+pub const ATTR_SL2VL: u16 = 0x0017;
+/// Attribute `LinearForwardingTable` (modifier = LFT block number).
+pub const ATTR_LFT: u16 = 0x0019;
+
+/// NodeInfo node type: channel adapter.
+pub const NODE_TYPE_CA: u8 = 1;
+/// NodeInfo node type: switch.
+pub const NODE_TYPE_SWITCH: u8 = 2;
+/// NodeInfo node type: router.
+pub const NODE_TYPE_ROUTER: u8 = 3;
+
+/// Errors of the SMP codec.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum MadError {
+    /// A received MAD is shorter than the fixed SMP header.
+    #[error("MAD of {len} bytes is too short (need {need})")]
+    Short { len: usize, need: usize },
+    /// A directed route longer than the 63 hops an SMP can carry.
+    #[error("directed route of {0} hops is longer than {MAX_HOPS}")]
+    RouteTooLong(usize),
+    /// The MAD is not an SMP of a version this driver speaks.
+    #[error("not an SMP: base version {base}, class {class:#04x}, class version {version}")]
+    NotSmp { base: u8, class: u8, version: u8 },
+}
+
+/// Logical port state (PortInfo.PortState).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum PortState {
+    /// 0: no state change (only valid in a Set).
+    NoChange,
+    /// 1: link down.
+    Down,
+    /// 2: physical link up, not yet configured.
+    Init,
+    /// 3: configured, waiting for the neighbour.
+    Armed,
+    /// 4: forwarding data traffic.
+    Active,
+    /// 5: ActiveDefer.
+    ActiveDefer,
+    /// Any other value.
+    Other(u8),
+}
+
+impl PortState {
+    /// From the 4-bit field.
+    pub fn from_bits(v: u8) -> PortState {
+        match v & 0x0f {
+            0 => PortState::NoChange,
+            1 => PortState::Down,
+            2 => PortState::Init,
+            3 => PortState::Armed,
+            4 => PortState::Active,
+            5 => PortState::ActiveDefer,
+            x => PortState::Other(x),
+        }
+    }
+    /// To the 4-bit field.
+    pub fn bits(self) -> u8 {
+        match self {
+            PortState::NoChange => 0,
+            PortState::Down => 1,
+            PortState::Init => 2,
+            PortState::Armed => 3,
+            PortState::Active => 4,
+            PortState::ActiveDefer => 5,
+            PortState::Other(x) => x & 0x0f,
+        }
+    }
+    /// Whether the physical link is up (INIT, ARMED, ACTIVE or ActiveDefer).
+    pub fn link_up(self) -> bool {
+        matches!(
+            self,
+            PortState::Init | PortState::Armed | PortState::Active | PortState::ActiveDefer
+        )
+    }
+}
+
+/// PortInfo.PortPhysicalState value "Disabled" (a Set takes the link down).
+pub const PHYS_DISABLED: u8 = 3;
+/// PortInfo.PortPhysicalState value "Polling" (a Set re-enables a disabled port).
+pub const PHYS_POLLING: u8 = 2;
+/// PortInfo.PortPhysicalState value "LinkUp".
+pub const PHYS_LINK_UP: u8 = 5;
+
+fn be16(b: &[u8], o: usize) -> u16 {
+    u16::from_be_bytes([b[o], b[o + 1]])
+}
+fn be32(b: &[u8], o: usize) -> u32 {
+    u32::from_be_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]])
+}
+fn be64(b: &[u8], o: usize) -> u64 {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(&b[o..o + 8]);
+    u64::from_be_bytes(a)
+}
+fn put16(b: &mut [u8], o: usize, v: u16) {
+    b[o..o + 2].copy_from_slice(&v.to_be_bytes());
+}
+fn put32(b: &mut [u8], o: usize, v: u32) {
+    b[o..o + 4].copy_from_slice(&v.to_be_bytes());
+}
+fn put64(b: &mut [u8], o: usize, v: u64) {
+    b[o..o + 8].copy_from_slice(&v.to_be_bytes());
+}
+
+/// How an SMP is addressed.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Route {
+    /// Directed route: output port at each hop (`path[0]` is the port of the first hop out of
+    /// the manager's node; an empty path addresses the manager's own node).
+    Directed(Vec<u8>),
+    /// LID routed to this destination LID (needs ACTIVE links and LFT entries on the way).
+    Lid(u16),
+}
+
+impl Route {
+    /// Number of hops of a directed route (0 for LID routes).
+    pub fn hops(&self) -> usize {
+        match self {
+            Route::Directed(p) => p.len(),
+            Route::Lid(_) => 0,
+        }
+    }
+}
+
+/// One SMP as a 256-byte image.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Smp {
+    /// The raw MAD.
+    pub bytes: [u8; MAD_SIZE],
+}
+
+impl std::fmt::Debug for Smp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Smp")
+            .field("class", &self.class())
+            .field("method", &self.method())
+            .field("status", &self.status())
+            .field("attr", &self.attr_id())
+            .field("modifier", &self.attr_mod())
+            .field("tid", &self.tid())
+            .finish()
+    }
+}
+
+impl Smp {
+    /// A request (Get or Set) of `attr`/`modifier` along `route` with `data` as attribute data.
+    pub fn request(
+        route: &Route,
+        method: u8,
+        attr: u16,
+        modifier: u32,
+        data: &[u8; SMP_DATA_SIZE],
+    ) -> Result<Smp, MadError> {
+        let mut b = [0u8; MAD_SIZE];
+        b[0] = 1;
+        b[2] = 1;
+        b[3] = method;
+        put16(&mut b, 16, attr);
+        put32(&mut b, 20, modifier);
+        match route {
+            Route::Directed(path) => {
+                if path.len() > MAX_HOPS {
+                    return Err(MadError::RouteTooLong(path.len()));
+                }
+                b[1] = CLASS_SMP_DR;
+                b[6] = 0;
+                b[7] = path.len() as u8;
+                put16(&mut b, 32, 0xffff);
+                put16(&mut b, 34, 0xffff);
+                b[129..129 + path.len()].copy_from_slice(path);
+            }
+            Route::Lid(_) => b[1] = CLASS_SMP_LID,
+        }
+        b[SMP_DATA_OFFSET..SMP_DATA_OFFSET + SMP_DATA_SIZE].copy_from_slice(data);
+        Ok(Smp { bytes: b })
+    }
+
+    /// Parses a received MAD (only the first 232 bytes need be valid; the rest is zero-filled).
+    pub fn parse(buf: &[u8]) -> Result<Smp, MadError> {
+        let need = SMP_DATA_OFFSET + SMP_DATA_SIZE;
+        if buf.len() < need {
+            return Err(MadError::Short { len: buf.len(), need });
+        }
+        let mut b = [0u8; MAD_SIZE];
+        let n = buf.len().min(MAD_SIZE);
+        b[..n].copy_from_slice(&buf[..n]);
+        if b[0] != 1 || (b[1] != CLASS_SMP_DR && b[1] != CLASS_SMP_LID) || b[2] != 1 {
+            return Err(MadError::NotSmp {
+                base: b[0],
+                class: b[1],
+                version: b[2],
+            });
+        }
+        Ok(Smp { bytes: b })
+    }
+
+    /// Management class (0x81 directed route, 0x01 LID routed).
+    pub fn class(&self) -> u8 {
+        self.bytes[1]
+    }
+    /// Method.
+    pub fn method(&self) -> u8 {
+        self.bytes[3]
+    }
+    /// MAD status without the directed-route D bit.
+    pub fn status(&self) -> u16 {
+        let s = be16(&self.bytes, 4);
+        if self.class() == CLASS_SMP_DR {
+            s & 0x7fff
+        } else {
+            s
+        }
+    }
+    /// Transaction id.
+    pub fn tid(&self) -> u64 {
+        be64(&self.bytes, 8)
+    }
+    /// Sets the transaction id.
+    pub fn set_tid(&mut self, tid: u64) {
+        put64(&mut self.bytes, 8, tid);
+    }
+    /// Attribute id.
+    pub fn attr_id(&self) -> u16 {
+        be16(&self.bytes, 16)
+    }
+    /// Attribute modifier.
+    pub fn attr_mod(&self) -> u32 {
+        be32(&self.bytes, 20)
+    }
+    /// Directed-route hop count.
+    pub fn hop_count(&self) -> u8 {
+        self.bytes[7]
+    }
+    /// The 64 attribute-data bytes.
+    pub fn data(&self) -> &[u8; SMP_DATA_SIZE] {
+        let s = &self.bytes[SMP_DATA_OFFSET..SMP_DATA_OFFSET + SMP_DATA_SIZE];
+        // The slice has exactly SMP_DATA_SIZE bytes.
+        s.try_into().unwrap_or(&[0u8; SMP_DATA_SIZE])
+    }
+}
+
+/// NodeInfo (attribute 0x0011).
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct NodeInfo {
+    /// Node type (1 CA, 2 switch, 3 router).
+    pub node_type: u8,
+    /// Number of physical ports.
+    pub num_ports: u8,
+    /// System image GUID.
+    pub system_image_guid: Guid,
+    /// Node GUID.
+    pub node_guid: Guid,
+    /// GUID of the port the SMP arrived on (switches: port 0).
+    pub port_guid: Guid,
+    /// Partition table capacity.
+    pub partition_cap: u16,
+    /// Device id.
+    pub device_id: u16,
+    /// Revision.
+    pub revision: u32,
+    /// Port the SMP arrived on.
+    pub local_port: u8,
+    /// Vendor id (24 bits).
+    pub vendor_id: u32,
+}
+
+impl NodeInfo {
+    /// Decodes the attribute data.
+    pub fn decode(d: &[u8; SMP_DATA_SIZE]) -> NodeInfo {
+        NodeInfo {
+            node_type: d[2],
+            num_ports: d[3],
+            system_image_guid: be64(d, 4),
+            node_guid: be64(d, 12),
+            port_guid: be64(d, 20),
+            partition_cap: be16(d, 28),
+            device_id: be16(d, 30),
+            revision: be32(d, 32),
+            local_port: d[36],
+            vendor_id: be32(d, 36) & 0x00ff_ffff,
+        }
+    }
+    /// Encodes the attribute data (NodeInfo is read-only on the wire; used by tests and mocks).
+    pub fn encode(&self) -> [u8; SMP_DATA_SIZE] {
+        let mut d = [0u8; SMP_DATA_SIZE];
+        d[0] = 1;
+        d[1] = 1;
+        d[2] = self.node_type;
+        d[3] = self.num_ports;
+        put64(&mut d, 4, self.system_image_guid);
+        put64(&mut d, 12, self.node_guid);
+        put64(&mut d, 20, self.port_guid);
+        put16(&mut d, 28, self.partition_cap);
+        put16(&mut d, 30, self.device_id);
+        put32(&mut d, 32, self.revision);
+        put32(
+            &mut d,
+            36,
+            (u32::from(self.local_port) << 24) | (self.vendor_id & 0x00ff_ffff),
+        );
+        d
+    }
+}
+
+/// Decodes NodeDescription (attribute 0x0010): 64 bytes of text, NUL-terminated.
+pub fn decode_node_desc(d: &[u8; SMP_DATA_SIZE]) -> String {
+    let end = d.iter().position(|&c| c == 0).unwrap_or(SMP_DATA_SIZE);
+    String::from_utf8_lossy(&d[..end]).trim_end().to_string()
+}
+
+/// Encodes a NodeDescription (truncated to 64 bytes).
+pub fn encode_node_desc(s: &str) -> [u8; SMP_DATA_SIZE] {
+    let mut d = [0u8; SMP_DATA_SIZE];
+    let b = s.as_bytes();
+    let n = b.len().min(SMP_DATA_SIZE);
+    d[..n].copy_from_slice(&b[..n]);
+    d
+}
+
+/// PortInfo (attribute 0x0015). The image is kept whole so that a Set writes back every field
+/// the manager does not change; accessors read and write the fields the driver uses.
+#[derive(Clone, PartialEq, Eq)]
+pub struct PortInfo {
+    /// The 64 attribute-data bytes.
+    pub raw: [u8; SMP_DATA_SIZE],
+}
+
+impl std::fmt::Debug for PortInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PortInfo")
+            .field("lid", &self.lid())
+            .field("master_sm_lid", &self.master_sm_lid())
+            .field("lmc", &self.lmc())
+            .field("state", &self.state())
+            .field("phys_state", &self.phys_state())
+            .field("width_active", &self.link_width_active())
+            .field("speed_active", &self.link_speed_active())
+            .finish()
+    }
+}
+
+impl PortInfo {
+    /// Wraps attribute data.
+    pub fn decode(d: &[u8; SMP_DATA_SIZE]) -> PortInfo {
+        PortInfo { raw: *d }
+    }
+    /// Base LID.
+    pub fn lid(&self) -> u16 {
+        be16(&self.raw, 16)
+    }
+    /// Sets the base LID.
+    pub fn set_lid(&mut self, lid: u16) {
+        put16(&mut self.raw, 16, lid)
+    }
+    /// LID of the master subnet manager.
+    pub fn master_sm_lid(&self) -> u16 {
+        be16(&self.raw, 18)
+    }
+    /// Sets MasterSMLID.
+    pub fn set_master_sm_lid(&mut self, lid: u16) {
+        put16(&mut self.raw, 18, lid)
+    }
+    /// CapabilityMask.
+    pub fn capability_mask(&self) -> u32 {
+        be32(&self.raw, 20)
+    }
+    /// Sets CapabilityMask (bit 1 = IsSM).
+    pub fn set_capability_mask(&mut self, m: u32) {
+        put32(&mut self.raw, 20, m)
+    }
+    /// LocalPortNum.
+    pub fn local_port(&self) -> u8 {
+        self.raw[28]
+    }
+    /// LinkWidthEnabled.
+    pub fn link_width_enabled(&self) -> u8 {
+        self.raw[29]
+    }
+    /// LinkWidthSupported.
+    pub fn link_width_supported(&self) -> u8 {
+        self.raw[30]
+    }
+    /// LinkWidthActive (1 = 1x, 2 = 4x, 4 = 8x, 8 = 12x).
+    pub fn link_width_active(&self) -> u8 {
+        self.raw[31]
+    }
+    /// LinkSpeedSupported.
+    pub fn link_speed_supported(&self) -> u8 {
+        self.raw[32] >> 4
+    }
+    /// Logical port state.
+    pub fn state(&self) -> PortState {
+        PortState::from_bits(self.raw[32])
+    }
+    /// Sets the logical port state field (0 = no change).
+    pub fn set_state(&mut self, s: PortState) {
+        self.raw[32] = (self.raw[32] & 0xf0) | s.bits();
+    }
+    /// PortPhysicalState.
+    pub fn phys_state(&self) -> u8 {
+        self.raw[33] >> 4
+    }
+    /// Sets PortPhysicalState (0 = no change, 2 = Polling, 3 = Disabled).
+    pub fn set_phys_state(&mut self, p: u8) {
+        self.raw[33] = (self.raw[33] & 0x0f) | ((p & 0x0f) << 4);
+    }
+    /// LMC.
+    pub fn lmc(&self) -> u8 {
+        self.raw[34] & 0x07
+    }
+    /// Sets LMC.
+    pub fn set_lmc(&mut self, lmc: u8) {
+        self.raw[34] = (self.raw[34] & 0xf8) | (lmc & 0x07);
+    }
+    /// LinkSpeedActive (1 = SDR, 2 = DDR, 4 = QDR).
+    pub fn link_speed_active(&self) -> u8 {
+        self.raw[35] >> 4
+    }
+    /// VLCap.
+    pub fn vl_cap(&self) -> u8 {
+        self.raw[37] >> 4
+    }
+    /// OperationalVLs.
+    pub fn operational_vls(&self) -> u8 {
+        self.raw[43] >> 4
+    }
+    /// Sets OperationalVLs.
+    pub fn set_operational_vls(&mut self, v: u8) {
+        self.raw[43] = (self.raw[43] & 0x0f) | ((v & 0x0f) << 4);
+    }
+    /// Width/speed as ibnetdiscover prints it (`4xQDR`), if known.
+    pub fn speed_string(&self) -> Option<String> {
+        let w = match self.link_width_active() {
+            1 => "1x",
+            2 => "4x",
+            4 => "8x",
+            8 => "12x",
+            16 => "2x",
+            _ => return None,
+        };
+        let s = match self.link_speed_active() {
+            1 => "SDR",
+            2 => "DDR",
+            4 => "QDR",
+            _ => return None,
+        };
+        Some(format!("{w}{s}"))
+    }
+    /// A copy prepared for a Set: PortState and PortPhysicalState set to "no change", so that
+    /// writing it back changes only what the caller sets afterwards.
+    pub fn for_set(&self) -> PortInfo {
+        let mut p = self.clone();
+        p.set_state(PortState::NoChange);
+        p.set_phys_state(0);
+        p
+    }
+}
+
+/// SwitchInfo (attribute 0x0012), kept whole for read-modify-write.
+#[derive(Clone, PartialEq, Eq)]
+pub struct SwitchInfo {
+    /// The 64 attribute-data bytes.
+    pub raw: [u8; SMP_DATA_SIZE],
+}
+
+impl std::fmt::Debug for SwitchInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SwitchInfo")
+            .field("linear_fdb_cap", &self.linear_fdb_cap())
+            .field("linear_fdb_top", &self.linear_fdb_top())
+            .field("port_state_change", &self.port_state_change())
+            .finish()
+    }
+}
+
+impl SwitchInfo {
+    /// Wraps attribute data.
+    pub fn decode(d: &[u8; SMP_DATA_SIZE]) -> SwitchInfo {
+        SwitchInfo { raw: *d }
+    }
+    /// LinearFDBCap: number of LFT entries the switch supports.
+    pub fn linear_fdb_cap(&self) -> u16 {
+        be16(&self.raw, 0)
+    }
+    /// RandomFDBCap.
+    pub fn random_fdb_cap(&self) -> u16 {
+        be16(&self.raw, 2)
+    }
+    /// MulticastFDBCap.
+    pub fn multicast_fdb_cap(&self) -> u16 {
+        be16(&self.raw, 4)
+    }
+    /// LinearFDBTop: highest LID the LFT forwards.
+    pub fn linear_fdb_top(&self) -> u16 {
+        be16(&self.raw, 6)
+    }
+    /// Sets LinearFDBTop.
+    pub fn set_linear_fdb_top(&mut self, top: u16) {
+        put16(&mut self.raw, 6, top)
+    }
+    /// DefaultPort.
+    pub fn default_port(&self) -> u8 {
+        self.raw[8]
+    }
+    /// PortStateChange: some port changed state since it was last cleared.
+    pub fn port_state_change(&self) -> bool {
+        self.raw[11] & 0x04 != 0
+    }
+    /// Sets the PortStateChange bit of a Set image (writing 1 clears it on the switch; 0 leaves
+    /// it unchanged).
+    pub fn set_port_state_change(&mut self, v: bool) {
+        if v {
+            self.raw[11] |= 0x04
+        } else {
+            self.raw[11] &= !0x04
+        }
+    }
+    /// LifeTimeValue.
+    pub fn life_time_value(&self) -> u8 {
+        self.raw[11] >> 3
+    }
+}
+
+/// An SL-to-VL mapping table (attribute 0x0017): the VL of each of the 16 service levels.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Default)]
+pub struct SlToVl(pub [u8; 16]);
+
+impl SlToVl {
+    /// Decodes the table (two SLs per byte, SL 0 in the high nibble of byte 0).
+    pub fn decode(d: &[u8; SMP_DATA_SIZE]) -> SlToVl {
+        let mut t = [0u8; 16];
+        for (i, v) in t.iter_mut().enumerate() {
+            let b = d[i / 2];
+            *v = if i % 2 == 0 { b >> 4 } else { b & 0x0f };
+        }
+        SlToVl(t)
+    }
+    /// Encodes the table.
+    pub fn encode(&self) -> [u8; SMP_DATA_SIZE] {
+        let mut d = [0u8; SMP_DATA_SIZE];
+        for (i, v) in self.0.iter().enumerate() {
+            d[i / 2] |= if i % 2 == 0 { (v & 0x0f) << 4 } else { v & 0x0f };
+        }
+        d
+    }
+    /// The table of this driver: SL 1 (escape traffic) on `escape_vl`, every other SL on VL 0.
+    pub fn escape(escape_vl: u8) -> SlToVl {
+        let mut t = [0u8; 16];
+        t[1] = escape_vl;
+        SlToVl(t)
+    }
+    /// Attribute modifier of a switch's table from `in_port` to `out_port`.
+    pub fn switch_modifier(in_port: u8, out_port: u8) -> u32 {
+        (u32::from(in_port) << 8) | u32::from(out_port)
+    }
+}
+
+/// A trap notice (attribute 0x0002 in a Trap).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Notice {
+    /// Generic (true) or vendor-specific notice.
+    pub generic: bool,
+    /// Notice type (urgent 1, ...).
+    pub notice_type: u8,
+    /// Producer type (generic) or vendor id.
+    pub producer: u32,
+    /// Trap number (generic) or device id.
+    pub trap_number: u16,
+    /// LID of the port that issued the trap.
+    pub issuer_lid: u16,
+    /// Toggle bit and count.
+    pub toggle_count: u16,
+    /// Trap 128: LID of the switch whose port state changed.
+    pub lid_addr: u16,
+}
+
+impl Notice {
+    /// Decodes the notice.
+    pub fn decode(d: &[u8; SMP_DATA_SIZE]) -> Notice {
+        Notice {
+            generic: d[0] & 0x80 != 0,
+            notice_type: d[0] & 0x7f,
+            producer: be32(d, 0) & 0x00ff_ffff,
+            trap_number: be16(d, 4),
+            issuer_lid: be16(d, 6),
+            toggle_count: be16(d, 8),
+            lid_addr: be16(d, 10),
+        }
+    }
+    /// Encodes the notice.
+    pub fn encode(&self) -> [u8; SMP_DATA_SIZE] {
+        let mut d = [0u8; SMP_DATA_SIZE];
+        put32(&mut d, 0, self.producer & 0x00ff_ffff);
+        d[0] = (u8::from(self.generic) << 7) | (self.notice_type & 0x7f);
+        put16(&mut d, 4, self.trap_number);
+        put16(&mut d, 6, self.issuer_lid);
+        put16(&mut d, 8, self.toggle_count);
+        put16(&mut d, 10, self.lid_addr);
+        d
+    }
+}
+
+/// Parses hex text (whitespace ignored) into bytes; used for stored byte images.
+pub fn parse_hex(text: &str) -> Option<Vec<u8>> {
+    let digits: Vec<u8> = text.bytes().filter(|c| !c.is_ascii_whitespace()).collect();
+    if digits.len() % 2 != 0 {
+        return None;
+    }
+    digits
+        .chunks(2)
+        .map(|p| std::str::from_utf8(p).ok().and_then(|s| u8::from_str_radix(s, 16).ok()))
+        .collect()
+}
+
+/// Formats bytes as hex, 32 bytes per line.
+pub fn to_hex(b: &[u8]) -> String {
+    let mut s = String::with_capacity(b.len() * 2 + b.len() / 32);
+    for (i, x) in b.iter().enumerate() {
+        if i > 0 && i % 32 == 0 {
+            s.push('\n');
+        }
+        s.push_str(&format!("{x:02x}"));
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn directed_route_request_layout() {
+        let d = [0u8; SMP_DATA_SIZE];
+        let mut s = Smp::request(&Route::Directed(vec![1, 5, 3]), METHOD_GET, ATTR_PORT_INFO, 7, &d).unwrap();
+        s.set_tid(0x1122_3344_5566_7788);
+        let b = &s.bytes;
+        assert_eq!(&b[0..4], &[1, 0x81, 1, 1]);
+        assert_eq!(b[6], 0);
+        assert_eq!(b[7], 3);
+        assert_eq!(&b[8..16], &[0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88]);
+        assert_eq!(&b[16..18], &[0x00, 0x15]);
+        assert_eq!(&b[20..24], &[0, 0, 0, 7]);
+        assert_eq!(&b[32..36], &[0xff, 0xff, 0xff, 0xff]);
+        assert_eq!(&b[128..133], &[0, 1, 5, 3, 0]);
+        assert!(Smp::request(&Route::Directed(vec![1; 64]), METHOD_GET, 0x11, 0, &d).is_err());
+    }
+
+    #[test]
+    fn lid_routed_request_has_no_dr_fields() {
+        let d = [0u8; SMP_DATA_SIZE];
+        let s = Smp::request(&Route::Lid(9), METHOD_SET, ATTR_LFT, 2, &d).unwrap();
+        assert_eq!(s.class(), CLASS_SMP_LID);
+        assert_eq!(s.hop_count(), 0);
+        assert_eq!(&s.bytes[32..36], &[0, 0, 0, 0]);
+    }
+
+    #[test]
+    fn dr_status_masks_direction_bit() {
+        let d = [0u8; SMP_DATA_SIZE];
+        let mut s = Smp::request(&Route::Directed(vec![]), METHOD_GET, 0x11, 0, &d).unwrap();
+        s.bytes[4] = 0x80;
+        s.bytes[5] = 0x1c;
+        assert_eq!(s.status(), 0x1c);
+        assert!(Smp::parse(&s.bytes[..100]).is_err());
+        let mut bad = s.bytes;
+        bad[1] = 0x04;
+        assert!(matches!(Smp::parse(&bad), Err(MadError::NotSmp { class: 4, .. })));
+    }
+
+    #[test]
+    fn node_info_round_trip() {
+        let n = NodeInfo {
+            node_type: 2,
+            num_ports: 36,
+            system_image_guid: 0xaa,
+            node_guid: 0x0002_c903_0000_1234,
+            port_guid: 0x0002_c903_0000_1234,
+            partition_cap: 8,
+            device_id: 0xc738,
+            revision: 0xa1,
+            local_port: 17,
+            vendor_id: 0x2c9,
+        };
+        assert_eq!(NodeInfo::decode(&n.encode()), n);
+    }
+
+    #[test]
+    fn port_info_fields() {
+        let mut p = PortInfo::decode(&[0u8; 64]);
+        p.set_lid(0x1234);
+        p.set_master_sm_lid(7);
+        p.set_lmc(1);
+        p.set_state(PortState::Armed);
+        p.set_phys_state(PHYS_DISABLED);
+        assert_eq!(&p.raw[16..20], &[0x12, 0x34, 0, 7]);
+        assert_eq!(p.raw[32] & 0x0f, 3);
+        assert_eq!(p.raw[33] >> 4, 3);
+        assert_eq!(p.raw[34] & 7, 1);
+        let q = p.for_set();
+        assert_eq!(q.state(), PortState::NoChange);
+        assert_eq!(q.phys_state(), 0);
+        assert_eq!(q.lid(), 0x1234);
+    }
+
+    #[test]
+    fn sl2vl_and_notice_round_trip() {
+        let t = SlToVl([0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15]);
+        let e = t.encode();
+        assert_eq!(&e[..8], &[0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef]);
+        assert_eq!(SlToVl::decode(&e), t);
+        assert_eq!(SlToVl::switch_modifier(3, 5), 0x0305);
+        let n = Notice {
+            generic: true,
+            notice_type: 1,
+            producer: 2,
+            trap_number: 128,
+            issuer_lid: 5,
+            toggle_count: 0,
+            lid_addr: 5,
+        };
+        let d = n.encode();
+        assert_eq!(&d[..12], &[0x81, 0, 0, 2, 0, 128, 0, 5, 0, 0, 0, 5]);
+        assert_eq!(Notice::decode(&d), n);
+    }
+
+    #[test]
+    fn hex_round_trip() {
+        let b: Vec<u8> = (0..=255u8).collect();
+        assert_eq!(parse_hex(&to_hex(&b)).unwrap(), b);
+        assert!(parse_hex("abc").is_none());
+        assert!(parse_hex("zz").is_none());
+    }
+}

@@ -1,0 +1,565 @@
+//! The user-MAD transport: one OS thread per umad file descriptor, bridged to tokio by channels.
+//!
+//! The thread owns the descriptor (a raw `c_int`: under the umad2sim preload shim it is a fake
+//! number that must never be wrapped in `OwnedFd`/`File`). It keeps at most `window` SMPs in
+//! flight, stamps transaction ids (matched on their low 32 bits only), enforces a deadline per
+//! attempt and re-sends lost or bounced SMPs (umad status `ETIMEDOUT`) up to `retries` times.
+//! Unsolicited MADs (traps) go to a separate channel.
+//!
+//! The 56-byte `ib_user_mad_hdr` layout is used (no `IB_USER_MAD_ENABLE_PKEY`): the kernel uses
+//! it by default and the simulator shim only understands it.
+
+use std::collections::{HashMap, VecDeque};
+use std::ffi::CString;
+use std::os::raw::{c_int, c_ulong};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc as std_mpsc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::{mpsc, oneshot};
+
+use crate::mad::{Route, Smp, CLASS_SMP_DR, CLASS_SMP_LID, MAD_SIZE, METHOD_TRAP};
+
+/// Length of the `ib_user_mad_hdr` this driver uses (the pre-pkey layout).
+pub const UMAD_HDR_LEN: usize = 56;
+/// `_IOWR(0x1b, 1, struct ib_user_mad_reg_req)`.
+const IB_USER_MAD_REGISTER_AGENT: c_ulong = 0xC01C_1B01;
+/// High TID bits stamped on requests (the kernel overwrites them; matching uses the low 32).
+const TID_HIGH: u64 = 0x00fa_b01c << 32;
+
+/// Why an SMP did not get a good reply.
+#[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
+pub enum TransportError {
+    /// Every attempt was lost, bounced or timed out.
+    #[error("no reply after {attempts} attempt(s)")]
+    Timeout {
+        /// Attempts made.
+        attempts: u32,
+    },
+    /// The transport thread is gone (driver dropped or device error).
+    #[error("umad transport closed")]
+    Closed,
+    /// The SMP could not be built.
+    #[error("bad SMP: {0}")]
+    Mad(String),
+}
+
+/// A good reply.
+#[derive(Clone, Debug)]
+pub struct Reply {
+    /// The GetResp (its status may still be non-zero: the caller decides).
+    pub smp: Smp,
+    /// Attempts it took (1 = first try).
+    pub attempts: u32,
+}
+
+/// Counters of the transport thread.
+#[derive(Debug, Default)]
+pub struct Stats {
+    /// SMPs written (including re-sends).
+    pub sent: AtomicU64,
+    /// Re-sends after a lost or bounced SMP.
+    pub retries: AtomicU64,
+    /// SMPs given up after all attempts.
+    pub failures: AtomicU64,
+    /// Unsolicited MADs received (traps).
+    pub traps: AtomicU64,
+}
+
+/// Timing and window parameters of the transport.
+#[derive(Clone, Copy, Debug)]
+pub struct TransportParams {
+    /// Deadline of one attempt.
+    pub timeout: Duration,
+    /// Re-sends after the first attempt.
+    pub retries: u32,
+    /// SMPs in flight.
+    pub window: usize,
+}
+
+/// Raw access to a MAD port: what the transport thread needs from the device.
+pub trait RawPort: Send + 'static {
+    /// Writes one packet (header + MAD).
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<()>;
+    /// Reads one packet if one is queued (never blocks).
+    fn read(&mut self, buf: &mut [u8]) -> Option<usize>;
+    /// Waits up to `timeout` for a packet to be readable.
+    fn wait(&mut self, timeout: Duration);
+    /// Agent id registered for `class`.
+    fn agent(&self, class: u8) -> u32;
+}
+
+/// An open umad device with agents registered for classes 0x81 and 0x01.
+pub struct UmadDevice {
+    fd: c_int,
+    issm_fd: Option<c_int>,
+    agent_dr: u32,
+    agent_lid: u32,
+    path: PathBuf,
+}
+
+/// Errors opening the device.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    /// The device file does not exist.
+    #[error("umad device {} does not exist (is the ib_umad module loaded? is this the right HCA?)", .0.display())]
+    Missing(PathBuf),
+    /// Permission denied.
+    #[error("permission denied opening {} (run as root or grant access to /dev/infiniband/umad*)", .0.display())]
+    Permission(PathBuf),
+    /// Other OS error.
+    #[error("cannot open {}: {}", .0.display(), .1)]
+    Os(PathBuf, std::io::Error),
+    /// Agent registration failed.
+    #[error("cannot register an agent for management class {class:#04x} on {}: {err}", path.display())]
+    Register {
+        path: PathBuf,
+        class: u8,
+        err: std::io::Error,
+    },
+}
+
+fn open_raw(path: &Path) -> Result<c_int, std::io::Error> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidInput, "NUL in device path"))?;
+    // SAFETY: `c` is a valid NUL-terminated string that outlives the call; `open` does not keep
+    // the pointer. `libc::open` (not open64) is what the simulator shim intercepts.
+    let fd = unsafe { libc::open(c.as_ptr(), libc::O_RDWR | libc::O_NONBLOCK) };
+    if fd < 0 {
+        Err(std::io::Error::last_os_error())
+    } else {
+        Ok(fd)
+    }
+}
+
+impl UmadDevice {
+    /// Opens `path` (a `/dev/infiniband/umadN`), registers the SM agents and opens the
+    /// matching `issmN` (which advertises IsSM on the port; failure there is not fatal).
+    pub fn open(path: &Path) -> Result<UmadDevice, OpenError> {
+        // Check existence first with a plain stat: under the simulator shim the device does
+        // not exist on disk but open() succeeds, so only a *real* ENOENT from open counts.
+        let fd = open_raw(path).map_err(|e| match e.raw_os_error() {
+            Some(libc::ENOENT) | Some(libc::ENODEV) | Some(libc::ENXIO) => OpenError::Missing(path.to_path_buf()),
+            Some(libc::EACCES) | Some(libc::EPERM) => OpenError::Permission(path.to_path_buf()),
+            _ => OpenError::Os(path.to_path_buf(), e),
+        })?;
+        let mut dev = UmadDevice {
+            fd,
+            issm_fd: None,
+            agent_dr: 0,
+            agent_lid: 0,
+            path: path.to_path_buf(),
+        };
+        dev.agent_dr = dev.register(CLASS_SMP_DR)?;
+        dev.agent_lid = dev.register(CLASS_SMP_LID)?;
+        let issm = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| n.strip_prefix("umad"))
+            .map(|n| path.with_file_name(format!("issm{n}")));
+        if let Some(issm) = issm {
+            dev.issm_fd = open_raw(&issm).ok();
+        }
+        Ok(dev)
+    }
+
+    fn register(&self, class: u8) -> Result<u32, OpenError> {
+        // struct ib_user_mad_reg_req: id u32 @0, method_mask [u32; 4] @4, qpn @20,
+        // mgmt_class @21, mgmt_class_version @22, oui[3] @23, rmpp_version @26, padding @27.
+        let mut req = [0u8; 28];
+        if class == CLASS_SMP_LID {
+            // Receive unsolicited Traps (method 0x05) on the LID-routed class.
+            req[4..8].copy_from_slice(&(1u32 << METHOD_TRAP).to_ne_bytes());
+        }
+        req[20] = 0; // QP0
+        req[21] = class;
+        req[22] = 1;
+        // SAFETY: REGISTER_AGENT reads and writes exactly 28 bytes (the size encoded in the
+        // ioctl number), and `req` is a live 28-byte buffer for the duration of the call.
+        let r = unsafe { libc::ioctl(self.fd, IB_USER_MAD_REGISTER_AGENT as _, req.as_mut_ptr()) };
+        if r < 0 {
+            return Err(OpenError::Register {
+                path: self.path.clone(),
+                class,
+                err: std::io::Error::last_os_error(),
+            });
+        }
+        Ok(u32::from_ne_bytes([req[0], req[1], req[2], req[3]]))
+    }
+}
+
+impl Drop for UmadDevice {
+    fn drop(&mut self) {
+        // SAFETY: the descriptors were returned by `open` and are closed exactly once here; they
+        // are raw integers (never owned by `File`/`OwnedFd`).
+        unsafe {
+            libc::close(self.fd);
+            if let Some(f) = self.issm_fd {
+                libc::close(f);
+            }
+        }
+    }
+}
+
+impl RawPort for UmadDevice {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<()> {
+        // SAFETY: `buf` is valid for `buf.len()` bytes during the call.
+        let n = unsafe { libc::write(self.fd, buf.as_ptr().cast(), buf.len()) };
+        if n < 0 || n as usize != buf.len() {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(())
+    }
+    fn read(&mut self, buf: &mut [u8]) -> Option<usize> {
+        // SAFETY: `buf` is valid for writes of `buf.len()` bytes during the call. The shim
+        // returns a negative value without setting errno when nothing is queued.
+        let n = unsafe { libc::read(self.fd, buf.as_mut_ptr().cast(), buf.len()) };
+        (n > 0).then_some(n as usize)
+    }
+    fn wait(&mut self, timeout: Duration) {
+        let mut p = libc::pollfd {
+            fd: self.fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        let ms = timeout.as_millis().min(i32::MAX as u128) as c_int;
+        // SAFETY: `p` is one valid pollfd for the duration of the call.
+        unsafe {
+            libc::poll(&mut p, 1, ms);
+        }
+    }
+    fn agent(&self, class: u8) -> u32 {
+        if class == CLASS_SMP_DR {
+            self.agent_dr
+        } else {
+            self.agent_lid
+        }
+    }
+}
+
+struct Request {
+    route: Route,
+    smp: Smp,
+    reply: oneshot::Sender<Result<Reply, TransportError>>,
+}
+
+struct InFlight {
+    req: Request,
+    attempts: u32,
+    deadline: Instant,
+}
+
+/// Handle to the transport thread. Dropping it stops the thread (after in-flight SMPs end).
+pub struct Transport {
+    tx: std_mpsc::Sender<Request>,
+    stats: Arc<Stats>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Transport {
+    /// Starts the thread on `port`. Unsolicited MADs (traps) are sent to `traps`.
+    pub fn start<P: RawPort>(port: P, params: TransportParams, traps: mpsc::UnboundedSender<Smp>) -> Transport {
+        let (tx, rx) = std_mpsc::channel();
+        let stats = Arc::new(Stats::default());
+        let st = stats.clone();
+        let thread = std::thread::Builder::new()
+            .name("fabric-umad".into())
+            .spawn(move || run(port, params, rx, traps, st))
+            .ok();
+        Transport { tx, stats, thread }
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> &Stats {
+        &self.stats
+    }
+
+    /// Queues an SMP; the receiver yields its reply (or why there is none).
+    pub fn submit(&self, route: Route, smp: Smp) -> oneshot::Receiver<Result<Reply, TransportError>> {
+        let (reply, rx) = oneshot::channel();
+        // On a closed channel the request (and its sender) is dropped: the receiver then yields
+        // an error that `call` maps to `Closed`.
+        let _ = self.tx.send(Request { route, smp, reply });
+        rx
+    }
+
+    /// Sends an SMP and waits for its reply.
+    pub async fn call(
+        &self,
+        route: Route,
+        method: u8,
+        attr: u16,
+        modifier: u32,
+        data: &[u8; 64],
+    ) -> Result<Reply, TransportError> {
+        let smp = Smp::request(&route, method, attr, modifier, data).map_err(|e| TransportError::Mad(e.to_string()))?;
+        wait(self.submit(route, smp)).await
+    }
+}
+
+/// Waits on a submitted request.
+pub async fn wait(rx: oneshot::Receiver<Result<Reply, TransportError>>) -> Result<Reply, TransportError> {
+    rx.await.unwrap_or(Err(TransportError::Closed))
+}
+
+impl Drop for Transport {
+    fn drop(&mut self) {
+        // Closing the channel ends the thread's loop once nothing is in flight.
+        let (tx, _) = std_mpsc::channel();
+        drop(std::mem::replace(&mut self.tx, tx));
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn run<P: RawPort>(
+    mut port: P,
+    params: TransportParams,
+    rx: std_mpsc::Receiver<Request>,
+    traps: mpsc::UnboundedSender<Smp>,
+    stats: Arc<Stats>,
+) {
+    let window = params.window.max(1);
+    let mut queue: VecDeque<Request> = VecDeque::new();
+    let mut inflight: HashMap<u32, InFlight> = HashMap::with_capacity(window * 2);
+    let mut next_tid: u32 = 1;
+    let mut open = true;
+    let mut buf = [0u8; UMAD_HDR_LEN + MAD_SIZE];
+    let mut out = [0u8; UMAD_HDR_LEN + MAD_SIZE];
+    let mut retry: Vec<InFlight> = Vec::new();
+    loop {
+        // Intake: block briefly when idle, otherwise drain what is queued.
+        if open && inflight.is_empty() && queue.is_empty() {
+            match rx.recv_timeout(Duration::from_millis(2)) {
+                Ok(r) => queue.push_back(r),
+                Err(std_mpsc::RecvTimeoutError::Timeout) => {}
+                Err(std_mpsc::RecvTimeoutError::Disconnected) => open = false,
+            }
+        }
+        if open {
+            loop {
+                match rx.try_recv() {
+                    Ok(r) => queue.push_back(r),
+                    Err(std_mpsc::TryRecvError::Empty) => break,
+                    Err(std_mpsc::TryRecvError::Disconnected) => {
+                        open = false;
+                        break;
+                    }
+                }
+            }
+        }
+        if !open && inflight.is_empty() && queue.is_empty() {
+            return;
+        }
+        // Re-sends first, then new requests, within the window.
+        let mut send = |f: InFlight, inflight: &mut HashMap<u32, InFlight>, next_tid: &mut u32| {
+            let tid = *next_tid;
+            *next_tid = next_tid.wrapping_add(1).max(1);
+            let mut f = f;
+            f.req.smp.set_tid(TID_HIGH | u64::from(tid));
+            f.attempts += 1;
+            f.deadline = Instant::now() + params.timeout;
+            encode_packet(&mut out, &port, &f.req);
+            stats.sent.fetch_add(1, Ordering::Relaxed);
+            // A failed write is an attempt lost: the deadline re-sends it.
+            let _ = port.write(&out);
+            inflight.insert(tid, f);
+        };
+        for f in retry.drain(..) {
+            send(f, &mut inflight, &mut next_tid);
+        }
+        while inflight.len() < window {
+            let Some(req) = queue.pop_front() else { break };
+            let f = InFlight {
+                req,
+                attempts: 0,
+                deadline: Instant::now(),
+            };
+            send(f, &mut inflight, &mut next_tid);
+        }
+        if !inflight.is_empty() {
+            port.wait(Duration::from_millis(1));
+        }
+        // Receive everything queued.
+        while let Some(n) = port.read(&mut buf) {
+            if n < UMAD_HDR_LEN + 24 {
+                continue;
+            }
+            let status = u32::from_ne_bytes([buf[4], buf[5], buf[6], buf[7]]);
+            // Only the first 232 MAD bytes of a received packet are valid.
+            let end = n.min(UMAD_HDR_LEN + 232);
+            let Ok(smp) = Smp::parse(&buf[UMAD_HDR_LEN..end]) else {
+                continue;
+            };
+            if smp.method() == METHOD_TRAP {
+                stats.traps.fetch_add(1, Ordering::Relaxed);
+                let _ = traps.send(smp);
+                continue;
+            }
+            let tid = smp.tid() as u32;
+            let Some(f) = inflight.remove(&tid) else { continue };
+            if status != 0 {
+                // UMAD_STATUS_TIMEOUT (the MAD could not be delivered) or another send error:
+                // the request came back, count it as a lost attempt.
+                fail_or_retry(f, &params, &stats, &mut retry);
+                continue;
+            }
+            let _ = f.req.reply.send(Ok(Reply {
+                smp,
+                attempts: f.attempts,
+            }));
+        }
+        // Deadlines.
+        let now = Instant::now();
+        let expired: Vec<u32> = inflight
+            .iter()
+            .filter(|(_, f)| f.deadline <= now)
+            .map(|(t, _)| *t)
+            .collect();
+        for t in expired {
+            if let Some(f) = inflight.remove(&t) {
+                fail_or_retry(f, &params, &stats, &mut retry);
+            }
+        }
+    }
+}
+
+fn fail_or_retry(f: InFlight, params: &TransportParams, stats: &Stats, retry: &mut Vec<InFlight>) {
+    if f.attempts <= params.retries {
+        stats.retries.fetch_add(1, Ordering::Relaxed);
+        retry.push(f);
+    } else {
+        stats.failures.fetch_add(1, Ordering::Relaxed);
+        let attempts = f.attempts;
+        let _ = f.req.reply.send(Err(TransportError::Timeout { attempts }));
+    }
+}
+
+fn encode_packet<P: RawPort>(out: &mut [u8; UMAD_HDR_LEN + MAD_SIZE], port: &P, req: &Request) {
+    out[..UMAD_HDR_LEN].fill(0);
+    let class = req.smp.class();
+    out[0..4].copy_from_slice(&port.agent(class).to_ne_bytes());
+    // timeout_ms: the kernel only matches replies to requests sent with a timeout.
+    out[8..12].copy_from_slice(&1000u32.to_ne_bytes());
+    // qpn 0 (QP0), qkey 0.
+    let lid = match req.route {
+        Route::Directed(_) => 0xffff,
+        Route::Lid(l) => l,
+    };
+    out[28..30].copy_from_slice(&lid.to_be_bytes());
+    out[UMAD_HDR_LEN..].copy_from_slice(&req.smp.bytes);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mad::{ATTR_NODE_INFO, METHOD_GET, METHOD_GET_RESP};
+    use std::sync::Mutex;
+
+    /// A fake port answering every SMP; drops the first `drop_first` writes and bounces the
+    /// next `bounce` with status ETIMEDOUT.
+    struct Fake {
+        queue: Arc<Mutex<VecDeque<Vec<u8>>>>,
+        drop_first: usize,
+        bounce: usize,
+        max_inflight_seen: Arc<Mutex<usize>>,
+        outstanding: usize,
+    }
+
+    impl RawPort for Fake {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<()> {
+            if self.drop_first > 0 {
+                self.drop_first -= 1;
+                return Ok(());
+            }
+            let mut p = buf.to_vec();
+            if self.bounce > 0 {
+                self.bounce -= 1;
+                p[4..8].copy_from_slice(&110u32.to_ne_bytes());
+            } else {
+                p[UMAD_HDR_LEN + 3] = METHOD_GET_RESP;
+            }
+            self.outstanding += 1;
+            let mut m = self.max_inflight_seen.lock().unwrap();
+            *m = (*m).max(self.queue.lock().unwrap().len() + 1);
+            self.queue.lock().unwrap().push_back(p);
+            Ok(())
+        }
+        fn read(&mut self, buf: &mut [u8]) -> Option<usize> {
+            let p = self.queue.lock().unwrap().pop_front()?;
+            buf[..p.len()].copy_from_slice(&p);
+            Some(p.len())
+        }
+        fn wait(&mut self, _: Duration) {}
+        fn agent(&self, class: u8) -> u32 {
+            u32::from(class)
+        }
+    }
+
+    fn fake(drop_first: usize, bounce: usize) -> (Fake, Arc<Mutex<usize>>) {
+        let m = Arc::new(Mutex::new(0));
+        (
+            Fake {
+                queue: Arc::default(),
+                drop_first,
+                bounce,
+                max_inflight_seen: m.clone(),
+                outstanding: 0,
+            },
+            m,
+        )
+    }
+
+    fn params(retries: u32, window: usize) -> TransportParams {
+        TransportParams {
+            timeout: Duration::from_millis(20),
+            retries,
+            window,
+        }
+    }
+
+    #[tokio::test]
+    async fn replies_match_and_window_is_bounded() {
+        let (f, max) = fake(0, 0);
+        let (ttx, _trx) = mpsc::unbounded_channel();
+        let t = Transport::start(f, params(0, 4), ttx);
+        let mut rxs = Vec::new();
+        for i in 0..50u32 {
+            let smp = Smp::request(&Route::Directed(vec![1]), METHOD_GET, ATTR_NODE_INFO, i, &[0; 64]).unwrap();
+            rxs.push(t.submit(Route::Directed(vec![1]), smp));
+        }
+        for (i, rx) in rxs.into_iter().enumerate() {
+            let r = wait(rx).await.unwrap();
+            assert_eq!(r.smp.attr_mod(), i as u32);
+            assert_eq!(r.attempts, 1);
+        }
+        assert!(*max.lock().unwrap() <= 4);
+        assert_eq!(t.stats().sent.load(Ordering::Relaxed), 50);
+    }
+
+    #[tokio::test]
+    async fn lost_and_bounced_smps_are_retried_then_given_up() {
+        let (f, _) = fake(1, 1);
+        let (ttx, _trx) = mpsc::unbounded_channel();
+        let t = Transport::start(f, params(2, 4), ttx);
+        let r = t
+            .call(Route::Directed(vec![]), METHOD_GET, ATTR_NODE_INFO, 0, &[0; 64])
+            .await
+            .unwrap();
+        assert_eq!(r.attempts, 3);
+        assert_eq!(t.stats().retries.load(Ordering::Relaxed), 2);
+
+        let (f, _) = fake(10, 0);
+        let (ttx, _trx) = mpsc::unbounded_channel();
+        let t = Transport::start(f, params(2, 4), ttx);
+        let e = t
+            .call(Route::Lid(3), METHOD_GET, ATTR_NODE_INFO, 0, &[0; 64])
+            .await
+            .unwrap_err();
+        assert_eq!(e, TransportError::Timeout { attempts: 3 });
+    }
+}
