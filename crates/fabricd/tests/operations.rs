@@ -1,0 +1,376 @@
+//! Acceptance: bad requests, configuration reload, crash and restart, systemd notifications,
+//! signals.
+
+mod common;
+
+use std::collections::HashMap;
+use std::os::unix::net::UnixDatagram;
+use std::time::Duration;
+
+use common::*;
+use fabric_proto::v1 as pb;
+use tonic::Code;
+
+const SMALL: &str = "PGFT(2;4,6;1,3;1,1)";
+
+fn expect_err<T: std::fmt::Debug>(r: Result<T, tonic::Status>, code: Code, needle: &str) {
+    match r {
+        Ok(v) => panic!("expected {code:?} containing {needle:?}, got {v:?}"),
+        Err(s) => {
+            assert_eq!(s.code(), code, "{}", s.message());
+            assert!(
+                s.message().contains(needle),
+                "{:?} does not contain {needle:?}",
+                s.message()
+            );
+        }
+    }
+}
+
+#[test]
+fn bad_requests_get_precise_errors_and_the_daemon_keeps_serving() {
+    run_with_deadline(120, async {
+        let dir = test_dir("bad");
+        let d = Daemon::spawn(&dir, &Opts::new(SMALL), &[]);
+        let mut c = d.ready().await;
+        let t = topology(&mut c).await;
+        let leaf = t.switches.iter().find(|s| s.level == Some(0)).expect("a leaf");
+        let leaf_guid = format!("0x{:016x}", leaf.guid);
+
+        expect_err(
+            c.inject_fault(link_req(0x1234, 1, false, false, false)).await,
+            Code::InvalidArgument,
+            "unknown switch GUID 0x0000000000001234",
+        );
+        let mut r = link_req(leaf.guid, 99, false, false, false);
+        expect_err(
+            c.inject_fault(r.clone()).await,
+            Code::InvalidArgument,
+            &format!("switch {leaf_guid} has no port 99 (ports 1..={})", leaf.nports),
+        );
+        r.port = 0;
+        expect_err(c.inject_fault(r.clone()).await, Code::InvalidArgument, "has no port 0");
+        r.port = 70000;
+        expect_err(c.inject_fault(r).await, Code::InvalidArgument, "has no port 70000");
+        let mut r = link_req(leaf.guid, 1, false, false, false);
+        r.switch = "no-such-switch".into();
+        expect_err(
+            c.inject_fault(r).await,
+            Code::InvalidArgument,
+            "unknown switch \"no-such-switch\"",
+        );
+        let mut r = link_req(leaf.guid, 1, false, false, false);
+        r.kind = pb::FaultKind::Unspecified as i32;
+        expect_err(c.inject_fault(r).await, Code::InvalidArgument, "fault kind is required");
+        let r = pb::InjectFaultRequest {
+            kind: pb::FaultKind::Node as i32,
+            node: "0xdeadbeef".into(),
+            ..Default::default()
+        };
+        expect_err(
+            c.inject_fault(r).await,
+            Code::InvalidArgument,
+            "unknown end port GUID 0x00000000deadbeef",
+        );
+
+        // Malformed job mappings.
+        let job = |id: &str, ports: &[&str]| pb::SetJobMappingRequest {
+            job_id: id.into(),
+            end_ports: ports.iter().map(|s| s.to_string()).collect(),
+        };
+        let n0 = t.end_ports[0].name.clone();
+        expect_err(
+            c.set_job_mapping(job("", &[&n0])).await,
+            Code::InvalidArgument,
+            "job_id must not be empty",
+        );
+        expect_err(
+            c.set_job_mapping(job("a b", &[&n0])).await,
+            Code::InvalidArgument,
+            "contains ' '",
+        );
+        expect_err(
+            c.set_job_mapping(job("j", &[])).await,
+            Code::InvalidArgument,
+            "maps no end port",
+        );
+        expect_err(
+            c.set_job_mapping(job("j", &[&n0, "ghost", &n0])).await,
+            Code::InvalidArgument,
+            "end_ports[1]: unknown end port \"ghost\"",
+        );
+        expect_err(
+            c.set_job_mapping(job("j", &[&n0, &n0])).await,
+            Code::InvalidArgument,
+            "listed twice",
+        );
+        expect_err(
+            c.clear_job(pb::ClearJobRequest { job_id: "nope".into() }).await,
+            Code::NotFound,
+            "no job \"nope\"",
+        );
+        expect_err(
+            c.get_lft(pb::GetLftRequest {
+                switch: "0x99".into(),
+                format: 0,
+            })
+            .await,
+            Code::InvalidArgument,
+            "unknown switch GUID 0x0000000000000099",
+        );
+        expect_err(
+            c.trace(pb::TraceRequest {
+                src: "ghost".into(),
+                dst: n0.clone(),
+                escape: false,
+            })
+            .await,
+            Code::InvalidArgument,
+            "src: unknown end port \"ghost\"",
+        );
+
+        // Still serving, nothing changed.
+        let s = status(&mut c).await;
+        assert_eq!(s.generation, 1);
+        assert_eq!(s.virtual_faults, 0);
+        assert!(c
+            .list_jobs(pb::ListJobsRequest {})
+            .await
+            .expect("list")
+            .into_inner()
+            .jobs
+            .is_empty());
+
+        // Disable fault injection by a SIGHUP reload.
+        let mut o = Opts::new(SMALL);
+        o.fault_injection = false;
+        std::fs::write(&d.config, o.config_text()).expect("rewrite config");
+        d.signal(libc::SIGHUP);
+        let mut refused = false;
+        for _ in 0..200 {
+            match c.inject_fault(link_req(leaf.guid, 1, false, false, false)).await {
+                Err(s) if s.code() == Code::FailedPrecondition => {
+                    assert!(s.message().contains("fault injection is disabled"), "{}", s.message());
+                    refused = true;
+                    break;
+                }
+                Ok(_) => {
+                    // Reload not applied yet: undo and retry.
+                    let _ = c.inject_fault(link_req(leaf.guid, 1, true, false, false)).await;
+                    tokio::time::sleep(Duration::from_millis(25)).await;
+                }
+                Err(s) => panic!("unexpected {s:?}"),
+            }
+        }
+        assert!(refused, "SIGHUP did not disable fault injection");
+        // A reload with a bad file is refused and the daemon keeps its configuration.
+        std::fs::write(&d.config, "[update]\ncoalesce_ms = \"soon\"\n").expect("rewrite config");
+        d.signal(libc::SIGHUP);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        expect_err(
+            c.inject_fault(link_req(leaf.guid, 1, false, false, false)).await,
+            Code::FailedPrecondition,
+            "disabled",
+        );
+        let log = d.log_text();
+        assert!(log.contains("reload refused"), "{log}");
+        assert!(log.contains("update.coalesce_ms"), "{log}");
+        assert_eq!(status(&mut c).await.phase, pb::Phase::Idle as i32);
+    });
+}
+
+async fn lids_of(c: &mut fabric_proto::Client) -> HashMap<u64, (u32, u32)> {
+    let t = topology(c).await;
+    let mut m: HashMap<u64, (u32, u32)> = t
+        .end_ports
+        .iter()
+        .map(|e| (e.guid, (e.base_lid, e.escape_lid)))
+        .collect();
+    m.extend(t.switches.iter().map(|s| (s.guid, (s.lid, 0))));
+    m
+}
+
+#[test]
+fn kill_9_then_restart_keeps_lids_jobs_and_lfts() {
+    run_with_deadline(150, async {
+        let dir = test_dir("restart");
+        let opts = Opts::new(SMALL);
+        // First life: default LIDs are persisted.
+        let mut d = Daemon::spawn(&dir, &opts, &[]);
+        let mut c = d.ready().await;
+        let first = lids_of(&mut c).await;
+        drop(c);
+        d.kill9();
+        // An operator edits guid2lid (e.g. LIDs moved over from OpenSM): swap two end ports.
+        let path = d.state.join("guid2lid");
+        let text = std::fs::read_to_string(&path).expect("guid2lid persisted");
+        let t0: Vec<&str> = text.lines().collect();
+        assert_eq!(t0.len(), first.len(), "one record per end port and switch");
+        let t = {
+            let mut c2 = None;
+            // Find the two first end-port records (pairs of LIDs: min != max).
+            let pairs: Vec<usize> = t0
+                .iter()
+                .enumerate()
+                .filter(|(_, l)| {
+                    let f: Vec<&str> = l.split_whitespace().collect();
+                    f[1] != f[2]
+                })
+                .map(|(i, _)| i)
+                .take(2)
+                .collect();
+            let (a, b) = (pairs[0], pairs[1]);
+            let fa: Vec<&str> = t0[a].split_whitespace().collect();
+            let fb: Vec<&str> = t0[b].split_whitespace().collect();
+            let mut lines: Vec<String> = t0.iter().map(|s| s.to_string()).collect();
+            lines[a] = format!("{} {} {}", fa[0], fb[1], fb[2]);
+            lines[b] = format!("{} {} {}", fb[0], fa[1], fa[2]);
+            c2.get_or_insert((fa[0].to_string(), fb[0].to_string()));
+            std::fs::write(&path, lines.join("\n") + "\n").expect("edit guid2lid");
+            c2.expect("two records")
+        };
+        let ga = u64::from_str_radix(t.0.trim_start_matches("0x"), 16).expect("guid");
+        let gb = u64::from_str_radix(t.1.trim_start_matches("0x"), 16).expect("guid");
+
+        // Second life: the edited LIDs are used; set jobs and a virtual fault.
+        let mut d = Daemon::spawn_with_config(&dir, &d.config.clone(), &[]);
+        let mut c = d.ready().await;
+        let lids = lids_of(&mut c).await;
+        assert_eq!(lids[&ga], first[&gb], "persisted LIDs are kept");
+        assert_eq!(lids[&gb], first[&ga]);
+        let topo = topology(&mut c).await;
+        let names: Vec<String> = topo.end_ports.iter().map(|e| e.name.clone()).collect();
+        c.set_job_mapping(pb::SetJobMappingRequest {
+            job_id: "job-a".into(),
+            end_ports: names[..5].to_vec(),
+        })
+        .await
+        .expect("job-a");
+        c.set_job_mapping(pb::SetJobMappingRequest {
+            job_id: "job-b".into(),
+            end_ports: vec![format!("0x{:016x}", topo.end_ports[9].guid)],
+        })
+        .await
+        .expect("job-b");
+        let (sw, port) = switch_links(&topo)[1];
+        c.inject_fault(link_req(sw, port, false, false, true))
+            .await
+            .expect("virtual link-down");
+        let jobs = c.list_jobs(pb::ListJobsRequest {}).await.expect("jobs").into_inner();
+        let (_, lft) = lfts(&mut c).await;
+        let gen = status(&mut c).await.generation;
+        assert_eq!(gen, 2);
+        drop(c);
+        d.kill9();
+
+        // Third life after kill -9: same LIDs, jobs and LFTs.
+        let d = Daemon::spawn_with_config(&dir, &d.config.clone(), &[]);
+        let mut c = d.ready().await;
+        assert_eq!(lids_of(&mut c).await, lids);
+        assert_eq!(
+            c.list_jobs(pb::ListJobsRequest {}).await.expect("jobs").into_inner(),
+            jobs
+        );
+        assert_eq!(jobs.jobs.len(), 2);
+        let s = status(&mut c).await;
+        assert_eq!(s.virtual_faults, 1, "the virtual fault survives the crash");
+        let (_, lft2) = lfts(&mut c).await;
+        assert!(lft2 == lft, "same LFTs after convergence");
+        assert_eq!(verify(&mut c).await.unreachable_count, 0);
+        // No temporary files are left in the state directory.
+        for e in std::fs::read_dir(&d.state).expect("state dir") {
+            let n = e.expect("entry").file_name().into_string().expect("utf-8");
+            assert!(!n.ends_with(".tmp"), "leftover {n}");
+        }
+    });
+}
+
+#[test]
+fn systemd_ready_and_stopping_signals_and_clean_exit() {
+    run_with_deadline(120, async {
+        let dir = test_dir("notify");
+        let sock_path = dir.join("notify.sock");
+        let rx = UnixDatagram::bind(&sock_path).expect("bind notify socket");
+        rx.set_read_timeout(Some(Duration::from_secs(60))).expect("timeout");
+        let mut d = Daemon::spawn(
+            &dir,
+            &Opts::new(SMALL),
+            &[("NOTIFY_SOCKET", sock_path.to_str().expect("utf-8"))],
+        );
+        let recv_until = |needle: &str| -> String {
+            let mut buf = [0u8; 4096];
+            loop {
+                let n = rx
+                    .recv(&mut buf)
+                    .unwrap_or_else(|e| panic!("no {needle} notification: {e}"));
+                let msg = String::from_utf8_lossy(&buf[..n]).to_string();
+                if msg.lines().any(|l| l == needle) {
+                    return msg;
+                }
+            }
+        };
+        let ready = recv_until("READY=1");
+        assert!(ready.contains("STATUS=generation 1 installed"), "{ready}");
+        assert!(ready.contains(&format!("MAINPID={}", d.pid())), "{ready}");
+        let mut c = d.ready().await;
+        assert_eq!(
+            status(&mut c).await.generation,
+            1,
+            "READY=1 comes after the first routing is installed"
+        );
+
+        // SIGUSR2 forces a reroute: a new generation with nothing to write.
+        d.signal(libc::SIGUSR2);
+        let mut gen = 1;
+        for _ in 0..200 {
+            gen = status(&mut c).await.generation;
+            if gen >= 2 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        assert_eq!(gen, 2, "SIGUSR2 did not reroute");
+        assert_eq!(status(&mut c).await.last_reroute.expect("timings").blocks_written, 0);
+
+        drop(c);
+        d.signal(libc::SIGTERM);
+        recv_until("STOPPING=1");
+        assert_eq!(d.wait_exit(Duration::from_secs(30)), Some(0), "SIGTERM exits with 0");
+        assert!(!d.socket.exists(), "the socket is removed on exit");
+    });
+}
+
+#[test]
+fn check_config_reports_every_error() {
+    let dir = test_dir("checkcfg");
+    let cfg = dir.join("bad.toml");
+    std::fs::write(
+        &cfg,
+        "[log]\nlevel = \"info\"\nverbose = true\n\n[update]\ncoalesce_ms = -1\n\n[routing]\nengine = \"ftree\"\n",
+    )
+    .expect("write");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_fabricd"))
+        .arg("--config")
+        .arg(&cfg)
+        .arg("--check-config")
+        .output()
+        .expect("run fabricd");
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("3 configuration errors"), "{err}");
+    assert!(
+        err.contains("bad.toml:3: log.verbose: unknown field `verbose`"),
+        "{err}"
+    );
+    assert!(err.contains("bad.toml:6: update.coalesce_ms"), "{err}");
+    assert!(err.contains("bad.toml:9: routing.engine"), "{err}");
+    let ok = dir.join("ok.toml");
+    std::fs::write(&ok, Opts::new(SMALL).config_text()).expect("write");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_fabricd"))
+        .arg("--config")
+        .arg(&ok)
+        .arg("--check-config")
+        .output()
+        .expect("run fabricd");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
