@@ -1,3 +1,44 @@
+//! `fabricctl`: the fabricd operator CLI (talks gRPC to a running daemon) and offline analysis
+//! tool (generate, inspect, route and analyse topology files without a daemon).
+
+mod offline;
+mod remote;
+
+use anyhow::Result;
+use clap::{Parser, Subcommand};
+
+#[derive(Parser, Debug)]
+#[command(name = "fabricctl", version, about = "fabricd operator CLI and offline fabric analysis")]
+struct Cli {
+    /// Unix socket (or http://host:port) of the running fabricd.
+    #[arg(long, global = true, default_value = "/run/fabricd/fabricd.sock")]
+    socket: String,
+    #[command(subcommand)]
+    cmd: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Topology files (gen, info) offline; without a subcommand, the daemon's live topology.
+    Topo(offline::TopoArgs),
+    /// Route a topology file offline and write the LFTs (OpenSM `opensm-lfts.dump` format).
+    Route(offline::RouteArgs),
+    /// Route a topology file offline and print validity and congestion metrics.
+    Analyze(offline::AnalyzeArgs),
+    #[command(flatten)]
+    Remote(remote::RemoteCmd),
+}
+
 fn main() {
-    println!("Hello, world!");
+    let cli = Cli::parse();
+    let res: Result<()> = match cli.cmd {
+        Command::Topo(a) => offline::topo(a, &cli.socket),
+        Command::Route(a) => offline::route(a),
+        Command::Analyze(a) => offline::analyze(a),
+        Command::Remote(r) => remote::run(r, &cli.socket),
+    };
+    if let Err(e) = res {
+        eprintln!("fabricctl: {e:#}");
+        std::process::exit(1);
+    }
 }

@@ -1,0 +1,284 @@
+//! Offline subcommands: `topo gen`, `topo info`, `route`, `analyze`.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+use clap::{Args, Subcommand};
+use fabric_metrics::{MetricsOptions, RpStats};
+use fabric_ranking::{rank, RankOptions, Ranking};
+use fabric_routing::{assign_lids, check, route_all, EngineKind, Guid2Lid, LidPlan, RoutingContext};
+use fabric_topology::{gen, ibnet, Fabric};
+use serde_json::json;
+
+#[derive(Args, Debug)]
+pub struct TopoArgs {
+    #[command(subcommand)]
+    cmd: Option<TopoCmd>,
+    /// JSON output (live topology of the daemon).
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Subcommand, Debug)]
+enum TopoCmd {
+    /// Generate a fat-tree topology file: PGFT(h;m..;w..;p..), XGFT(h;m..;w..), KARY(k,n), QFT(h;m..;w..;p..).
+    Gen {
+        spec: String,
+        /// Output file (default: standard output).
+        #[arg(short = 'o', long)]
+        output: Option<PathBuf>,
+        /// Remove N random inter-switch cables.
+        #[arg(long, default_value_t = 0)]
+        remove_links: usize,
+        /// Remove N random non-leaf switches.
+        #[arg(long, default_value_t = 0)]
+        remove_switches: usize,
+        /// Seed of the random removals.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+    },
+    /// Parse and rank a topology file; print counts, levels and diagnostics.
+    Info {
+        file: PathBuf,
+        /// OpenSM root_guid_file (one GUID per line): rank downward from these switches.
+        #[arg(long)]
+        roots: Option<PathBuf>,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Args, Debug)]
+pub struct RouteArgs {
+    file: PathBuf,
+    /// Routing engine for the base LIDs: dmodc, dmodk, updown, updown-random.
+    #[arg(long, default_value = "dmodc")]
+    engine: String,
+    #[arg(long)]
+    roots: Option<PathBuf>,
+    /// Write the LFTs in OpenSM `opensm-lfts.dump` format to this path ("-" = stdout).
+    #[arg(long)]
+    lft_out: Option<PathBuf>,
+    /// Write the LID assignment in OpenSM `guid2lid` format to this path.
+    #[arg(long)]
+    guid2lid_out: Option<PathBuf>,
+    /// Keep LIDs from this OpenSM `guid2lid` file.
+    #[arg(long)]
+    guid2lid: Option<PathBuf>,
+    /// LIDs per end port: 1 (base + escape, LMC 1) or 0 (one LID, LMC 0). Default: LMC 1 if it fits.
+    #[arg(long)]
+    lmc: Option<u8>,
+    /// Highest usable LID (InfiniBand unicast: 0xBFFF).
+    #[arg(long, default_value = "0xBFFF", value_parser = parse_u32)]
+    max_lid: u32,
+}
+
+#[derive(Args, Debug)]
+pub struct AnalyzeArgs {
+    file: PathBuf,
+    #[arg(long, default_value = "dmodc")]
+    engine: String,
+    #[arg(long)]
+    roots: Option<PathBuf>,
+    /// Number of random permutations for mu_rp.
+    #[arg(long, default_value_t = 40)]
+    rp: usize,
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Skip the all-to-all metrics (mu_a2a, xi), which are quadratic in the node count.
+    #[arg(long)]
+    no_a2a: bool,
+    #[arg(long)]
+    lmc: Option<u8>,
+    #[arg(long, default_value = "0xBFFF", value_parser = parse_u32)]
+    max_lid: u32,
+    #[arg(long)]
+    json: bool,
+}
+
+fn parse_u32(s: &str) -> Result<u32, String> {
+    let r = match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        Some(h) => u32::from_str_radix(h, 16),
+        None => s.parse(),
+    };
+    r.map_err(|e| format!("invalid number {s:?}: {e}"))
+}
+
+pub fn topo(a: TopoArgs, socket: &str) -> Result<()> {
+    match a.cmd {
+        Some(TopoCmd::Gen { spec, output, remove_links, remove_switches, seed }) => {
+            let degrade = gen::Degrade { remove_links, remove_switches, seed };
+            let d = (remove_links > 0 || remove_switches > 0).then_some(&degrade);
+            let fabric = gen::generate_str(&spec, d)?;
+            let text = ibnet::write(&fabric);
+            match output {
+                Some(p) => write_atomic(&p, text.as_bytes())?,
+                None => print!("{text}"),
+            }
+            Ok(())
+        }
+        Some(TopoCmd::Info { file, roots, json }) => topo_info(&file, roots.as_deref(), json),
+        None => crate::remote::topo(socket, a.json),
+    }
+}
+
+fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let tmp = dir.join(format!(".{}.tmp", path.file_name().and_then(|n| n.to_str()).unwrap_or("out")));
+    std::fs::write(&tmp, bytes).with_context(|| format!("writing {}", tmp.display()))?;
+    std::fs::rename(&tmp, path).with_context(|| format!("renaming to {}", path.display()))?;
+    Ok(())
+}
+
+struct Loaded {
+    fabric: Fabric,
+    warnings: Vec<String>,
+    ranking: Ranking,
+}
+
+fn load(file: &Path, roots: Option<&Path>) -> Result<Loaded> {
+    let parsed = ibnet::read_file(file)?;
+    let mut opts = RankOptions::default();
+    if let Some(r) = roots {
+        let text = std::fs::read_to_string(r).with_context(|| format!("reading {}", r.display()))?;
+        opts.roots = fabric_ranking::parse_root_guid_file(&text, &r.display().to_string())?;
+    }
+    let ranking = rank(&parsed.fabric, &opts);
+    Ok(Loaded { fabric: parsed.fabric, warnings: parsed.warnings, ranking })
+}
+
+fn topo_info(file: &Path, roots: Option<&Path>, json: bool) -> Result<()> {
+    let l = load(file, roots)?;
+    let f = &l.fabric;
+    let (links, links_live) = f.count_links();
+    let leaves = f.switch_ids().filter(|&s| f.is_leaf(s)).count();
+    let mut levels = vec![0usize; l.ranking.height as usize];
+    for lv in l.ranking.level.iter().flatten() {
+        levels[*lv as usize] += 1;
+    }
+    let diagnostics: Vec<String> =
+        l.warnings.iter().cloned().chain(l.ranking.diagnostics.iter().map(|d| d.to_string())).collect();
+    if json {
+        let v = json!({
+            "file": file.display().to_string(),
+            "switches": f.num_switches(),
+            "nodes": f.num_end_ports(),
+            "links": links,
+            "links_up": links_live,
+            "leaves": leaves,
+            "levels": levels,
+            "diagnostics": diagnostics,
+        });
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    } else {
+        println!("file         {}", file.display());
+        println!("switches     {}", f.num_switches());
+        println!("nodes        {}", f.num_end_ports());
+        println!("links        {links} ({links_live} up)");
+        println!("leaves       {leaves}");
+        println!("levels       {}", levels.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(" "));
+        println!("diagnostics  {}", diagnostics.len());
+        for d in &diagnostics {
+            println!("  {d}");
+        }
+    }
+    Ok(())
+}
+
+fn plan_lids(f: &Fabric, previous: &Guid2Lid, lmc: Option<u8>, max_lid: u32) -> Result<LidPlan> {
+    match lmc {
+        Some(l) => Ok(assign_lids(f, previous, l, max_lid)?),
+        None => match assign_lids(f, previous, 1, max_lid) {
+            Ok(p) => Ok(p),
+            Err(e) => {
+                eprintln!("fabricctl: {e}; using one LID per end port (LMC 0)");
+                Ok(assign_lids(f, previous, 0, max_lid)?)
+            }
+        },
+    }
+}
+
+pub fn route(a: RouteArgs) -> Result<()> {
+    let l = load(&a.file, a.roots.as_deref())?;
+    let kind: EngineKind = a.engine.parse()?;
+    let previous = match &a.guid2lid {
+        Some(p) => {
+            let text = std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
+            Guid2Lid::parse(&text, &p.display().to_string())?
+        }
+        None => Guid2Lid::default(),
+    };
+    let lids = plan_lids(&l.fabric, &previous, a.lmc, a.max_lid)?;
+    let ctx = RoutingContext { fabric: &l.fabric, ranking: &l.ranking, lids: &lids };
+    let t = Instant::now();
+    let routed = route_all(&ctx, kind)?;
+    let ms = t.elapsed().as_secs_f64() * 1e3;
+    eprintln!(
+        "routed {} switches, {} end ports with {} in {ms:.1} ms (base {:.1} ms, escape {:.1} ms)",
+        l.fabric.num_switches(),
+        l.fabric.num_end_ports(),
+        a.engine,
+        routed.base_ms,
+        routed.escape_ms
+    );
+    if let Some(p) = &a.guid2lid_out {
+        write_atomic(p, Guid2Lid::from_plan(&l.fabric, &lids).to_text().as_bytes())?;
+    }
+    if let Some(p) = &a.lft_out {
+        let text = fabric_routing::write_opensm_lfts(&l.fabric, &lids, &routed.lfts);
+        if p.as_os_str() == "-" {
+            print!("{text}");
+        } else {
+            write_atomic(p, text.as_bytes())?;
+        }
+    }
+    Ok(())
+}
+
+pub fn analyze(a: AnalyzeArgs) -> Result<()> {
+    let l = load(&a.file, a.roots.as_deref())?;
+    let kind: EngineKind = a.engine.parse()?;
+    let lids = plan_lids(&l.fabric, &Guid2Lid::default(), a.lmc, a.max_lid)?;
+    let ctx = RoutingContext { fabric: &l.fabric, ranking: &l.ranking, lids: &lids };
+    let t = Instant::now();
+    let routed = route_all(&ctx, kind)?;
+    let route_ms = t.elapsed().as_secs_f64() * 1e3;
+    let validity = check::validity(&l.fabric, &lids, &routed.lfts);
+    let deadlock_free = check::deadlock_free(&l.fabric, &l.ranking, &lids, &routed.lfts);
+    let opts = MetricsOptions { random_perms: a.rp, seed: a.seed, all_to_all: !a.no_a2a, shifts: true };
+    let m = fabric_metrics::compute(&l.fabric, &lids, &routed.lfts, &opts);
+    let rp = |r: &RpStats| json!({"median": r.median, "q1": r.q1, "q39": r.q39});
+    if a.json {
+        let v = json!({
+            "file": a.file.display().to_string(),
+            "engine": a.engine,
+            "switches": l.fabric.num_switches(),
+            "nodes": l.fabric.num_end_ports(),
+            "lmc": lids.lmc,
+            "valid": validity.valid,
+            "unreachable_pairs": validity.unreachable_count,
+            "deadlock_free": deadlock_free,
+            "mu_sp": m.mu_sp,
+            "mu_rp": rp(&m.mu_rp),
+            "mu_a2a": m.mu_a2a,
+            "xi": m.xi,
+            "nu": m.nu,
+            "route_ms": route_ms,
+        });
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    } else {
+        println!("file               {}", a.file.display());
+        println!("engine             {}", a.engine);
+        println!("valid              {}", validity.valid);
+        println!("unreachable_pairs  {}", validity.unreachable_count);
+        println!("deadlock_free      {deadlock_free}");
+        println!("mu_sp              {}", m.mu_sp);
+        println!("mu_rp              median {} q1 {} q39 {} (r = {})", m.mu_rp.median, m.mu_rp.q1, m.mu_rp.q39, a.rp);
+        println!("mu_a2a             {}", m.mu_a2a);
+        println!("xi                 {}", m.xi);
+        println!("nu                 {:.3}", m.nu);
+        println!("route_ms           {route_ms:.1}");
+    }
+    Ok(())
+}
