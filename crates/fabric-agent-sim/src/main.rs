@@ -1,0 +1,97 @@
+//! `fabric-agent-sim`: a simulated out-of-band managed fabric, one switch management agent per
+//! switch, for the `oob` driver's tests, benches and fault drills.
+//!
+//! ```text
+//! fabric-agent-sim --generate 'XGFT(2;4,4;1,4)' --inventory /tmp/agents.inv
+//! fabric-agent-sim --topology fabric.topo --inventory /tmp/agents.inv --address-bits 24
+//! ```
+//!
+//! # One endpoint per switch
+//!
+//! Every simulated switch gets **its own tonic server on `127.0.0.1:0`** (an ephemeral port),
+//! exactly as a real BXI-like switch is its own management endpoint: the driver under test opens
+//! one connection per switch, bounds them, times them out and reconnects them individually, and
+//! killing one agent really closes one listener and its connections. The cost (one listening
+//! socket and one HTTP/2 connection per switch, a few kB each) is fine up to a few thousand
+//! switches on one host; beyond `--max-agents` (default 4096) the simulator refuses to start
+//! rather than exhausting file descriptors. When every agent is bound, the simulator writes the
+//! **inventory** (`GUID address  # name` lines plus `!control ADDRESS`, see
+//! `fabric_oob::Inventory`) atomically and prints `ready INVENTORY` on stdout.
+//! `--reuse-inventory` binds the addresses of an existing inventory instead (a restarted
+//! simulator comes back where the driver expects it).
+//!
+//! # State
+//!
+//! The data plane is a [`fabric_southbound::MockFabric`]: real LFT bytes per switch, LIDs, link
+//! and power states, hop-by-hop packet traces over the installed tables. Agents write and read
+//! its LFTs; addresses set through agents are installed into it before every trace.
+//!
+//! # Control
+//!
+//! Console commands (stdin lines) and the `SimControl.Command` RPC share one grammar; switches
+//! are named by GUID or description, `all` means every agent:
+//!
+//! | command | effect |
+//! |---|---|
+//! | `link-down SW PORT` / `link-up SW PORT` | fail / restore a cable (both ends see it) |
+//! | `switch-down SW` / `switch-up SW` | power the switch's data plane off / on (agent stays) |
+//! | `node-down PORTGUID` / `node-up PORTGUID` | end port off / on |
+//! | `kill SW\|all` / `restore SW\|all` | agent stops answering (listener and connections closed) / comes back on the same address |
+//! | `drop SW\|all` | close the agent's connections (it keeps listening) |
+//! | `delay SW\|all MS` | delay every reply of the agent by MS milliseconds |
+//! | `verify [escape]` | trace every connected pair of live end ports |
+//! | `trace SRCPORTGUID LID` | trace one packet |
+//! | `status` | counts |
+//! | `quit` | exit |
+
+mod sim;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Parser;
+
+/// Serves one simulated management agent per switch of a topology.
+#[derive(Parser, Debug)]
+#[command(name = "fabric-agent-sim", version)]
+pub struct Args {
+    /// Topology file (ibnetdiscover / ibsim format).
+    #[arg(long, conflicts_with = "generate", required_unless_present = "generate")]
+    pub topology: Option<PathBuf>,
+    /// Generator string, e.g. `PGFT(2;4,4;1,4;1,1)` or `KARY(4,3)`.
+    #[arg(long)]
+    pub generate: Option<String>,
+    /// Where to write the inventory (GUID -> agent address).
+    #[arg(long)]
+    pub inventory: PathBuf,
+    /// Bind the addresses listed in an existing `--inventory` file instead of ephemeral ports.
+    #[arg(long)]
+    pub reuse_inventory: bool,
+    /// Address width in bits (highest address = 2^bits - 1).
+    #[arg(long, default_value_t = 24, value_parser = clap::value_parser!(u32).range(8..=31))]
+    pub address_bits: u32,
+    /// Refuse to start above this many switches.
+    #[arg(long, default_value_t = 4096)]
+    pub max_agents: usize,
+    /// Do not read console commands from stdin.
+    #[arg(long)]
+    pub no_console: bool,
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("fabric-agent-sim: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match rt.block_on(sim::run(args)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("fabric-agent-sim: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

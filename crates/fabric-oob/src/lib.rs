@@ -1,0 +1,30 @@
+//! The `oob` southbound driver: out-of-band (BXI-like) management, one gRPC agent per switch.
+//!
+//! Each switch runs a management agent ([`proto::switch_agent_server::SwitchAgent`], defined in
+//! `proto/fabric/agent/v1/agent.proto`) reachable over the management network, as in BXI where
+//! the fabric manager programs the switches out of band instead of with in-band MADs (thesis
+//! §1.1–1.2). An [`Inventory`] file maps switch GUIDs (or names) to agent addresses;
+//! [`OobDriver`] implements [`fabric_southbound::SouthboundDriver`] on top of it:
+//!
+//! * **discovery** asks every agent for its description and port table concurrently and builds
+//!   the fabric from the LLDP-like neighbour tables, cross-checking both ends of every
+//!   switch-to-switch cable (mismatches are reported by [`OobDriver::discovery_warnings`] and the
+//!   cable is left out); end ports are the CA neighbours of the leaves;
+//! * **LFT uploads** go to all switches concurrently, at most `max_connections` requests in
+//!   flight, each retried with exponential backoff;
+//! * **health**: every agent's port-event stream is watched; an agent that stays unreachable
+//!   past `unreachable_deadline` is reported as [`FabricEvent::SwitchDown`](fabric_topology::FabricEvent)
+//!   and `SwitchUp` when it answers again; port events become `LinkDown`/`LinkUp` (once per
+//!   cable) or `EndPortDown`/`EndPortUp`;
+//! * **addresses** are `u32`: `max_lid` may exceed InfiniBand's 16 bits (e.g. `0xFFFFFF`).
+//!
+//! The generated protocol code (client and server) is in [`proto`]; the agent simulator
+//! (`fabric-agent-sim`) serves it.
+
+pub mod inventory;
+pub mod proto;
+
+mod driver;
+
+pub use driver::{OobConfig, OobDriver};
+pub use inventory::{AgentKey, Inventory, InventoryEntry, InventoryError};
