@@ -1,0 +1,130 @@
+//! End-to-end tests of the offline `fabricctl` subcommands: they run the real binary.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn fabricctl(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_fabricctl")).args(args).output().expect("run fabricctl")
+}
+
+fn ok(args: &[&str]) -> String {
+    let out = fabricctl(args);
+    assert!(
+        out.status.success(),
+        "fabricctl {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("utf-8 output")
+}
+
+fn json(args: &[&str]) -> serde_json::Value {
+    serde_json::from_str(&ok(args)).expect("valid JSON")
+}
+
+struct TempDir(PathBuf);
+impl TempDir {
+    fn new(tag: &str) -> Self {
+        let p = std::env::temp_dir().join(format!("fabricctl-{tag}-{}", std::process::id()));
+        std::fs::create_dir_all(&p).unwrap();
+        TempDir(p)
+    }
+    fn file(&self, name: &str) -> String {
+        self.0.join(name).display().to_string()
+    }
+}
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+#[test]
+fn gen_then_info_reports_closed_form_counts() {
+    let d = TempDir::new("gen");
+    let f = d.file("p.topo");
+    ok(&["topo", "gen", "PGFT(3;4,4,6;1,4,4;1,1,1)", "-o", &f]);
+    let v = json(&["topo", "info", &f, "--json"]);
+    // nodes = 4*4*6; switches per level = (4*6, 4*6, 4*4); cables = 96 + 96.
+    assert_eq!(v["nodes"], 96);
+    assert_eq!(v["switches"], 64);
+    assert_eq!(v["levels"], serde_json::json!([24, 24, 16]));
+    assert_eq!(v["leaves"], 24);
+    assert_eq!(v["links"], 192);
+    assert_eq!(v["diagnostics"], serde_json::json!([]));
+}
+
+#[test]
+fn degraded_gen_removes_links_and_stays_ranked() {
+    let d = TempDir::new("deg");
+    let f = d.file("p.topo");
+    ok(&["topo", "gen", "PGFT(2;8,16;1,8;1,1)", "-o", &f, "--remove-links", "10", "--seed", "7"]);
+    let v = json(&["topo", "info", &f, "--json"]);
+    assert_eq!(v["links"], 8 * 16 - 10);
+    assert_eq!(v["levels"], serde_json::json!([16, 8]));
+}
+
+#[test]
+fn analyze_dmodc_on_constant_bisection_tree_is_shift_optimal() {
+    let d = TempDir::new("ana");
+    let f = d.file("k.topo");
+    ok(&["topo", "gen", "KARY(4,3)", "-o", &f]);
+    let v = json(&["analyze", &f, "--engine", "dmodc", "--rp", "10", "--json"]);
+    for key in ["valid", "unreachable_pairs", "deadlock_free", "mu_sp", "mu_rp", "mu_a2a", "xi", "nu", "route_ms"] {
+        assert!(v.get(key).is_some(), "missing key {key} in {v}");
+    }
+    assert_eq!(v["valid"], true);
+    assert_eq!(v["deadlock_free"], true);
+    assert_eq!(v["unreachable_pairs"], 0);
+    assert_eq!(v["mu_sp"], 1);
+    for key in ["median", "q1", "q39"] {
+        assert!(v["mu_rp"][key].as_f64().unwrap() >= 1.0);
+    }
+}
+
+#[test]
+fn route_writes_opensm_dump_and_guid2lid() {
+    let d = TempDir::new("route");
+    let f = d.file("p.topo");
+    let dump = d.file("lfts.dump");
+    let g2l = d.file("guid2lid");
+    ok(&["topo", "gen", "PGFT(2;4,8;1,4;1,1)", "-o", &f]);
+    ok(&["route", &f, "--engine", "dmodc", "--lft-out", &dump, "--guid2lid-out", &g2l]);
+    let text = std::fs::read_to_string(&dump).unwrap();
+    // 12 switches, one header per switch.
+    assert_eq!(text.matches("Unicast lids [0-").count(), 12, "{text}");
+    assert_eq!(text.matches(" lids dumped").count(), 12);
+    let g = std::fs::read_to_string(&g2l).unwrap();
+    // 32 end ports + 12 switches, one record each.
+    assert_eq!(g.lines().filter(|l| l.starts_with("0x")).count(), 44);
+    // Routing again with the LIDs kept gives the same tables.
+    let dump2 = d.file("lfts2.dump");
+    ok(&["route", &f, "--engine", "dmodc", "--guid2lid", &g2l, "--lft-out", &dump2]);
+    assert_eq!(text, std::fs::read_to_string(&dump2).unwrap());
+}
+
+#[test]
+fn malformed_topology_file_names_file_and_line() {
+    let d = TempDir::new("bad");
+    let f = d.file("bad.topo");
+    std::fs::write(&f, "Switch 4 \"S-1\"\n[1] \"H-2\"[1]\n[9] \"S-1\"[1]\nbogus line here\n").unwrap();
+    let out = fabricctl(&["topo", "info", &f]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(&format!("{f}:")), "error should name the file: {err}");
+    assert!(!err.contains("panicked"), "{err}");
+}
+
+#[test]
+fn unknown_engine_and_bad_spec_are_clear_errors() {
+    let d = TempDir::new("eng");
+    let f = d.file("p.topo");
+    ok(&["topo", "gen", "PGFT(2;2,4;1,2;1,1)", "-o", &f]);
+    let out = fabricctl(&["analyze", &f, "--engine", "nosuch"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("nosuch"));
+    let out = fabricctl(&["topo", "gen", "PGFT(3;18,9;1,9,18;1,2,1)"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("expected 3 values for m, got 2"), "{err}");
+    assert!(!Path::new(&d.file("none")).exists());
+}
