@@ -4,7 +4,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 fn fabricctl(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_fabricctl")).args(args).output().expect("run fabricctl")
+    Command::new(env!("CARGO_BIN_EXE_fabricctl"))
+        .args(args)
+        .output()
+        .expect("run fabricctl")
 }
 
 fn ok(args: &[&str]) -> String {
@@ -57,7 +60,17 @@ fn gen_then_info_reports_closed_form_counts() {
 fn degraded_gen_removes_links_and_stays_ranked() {
     let d = TempDir::new("deg");
     let f = d.file("p.topo");
-    ok(&["topo", "gen", "PGFT(2;8,16;1,8;1,1)", "-o", &f, "--remove-links", "10", "--seed", "7"]);
+    ok(&[
+        "topo",
+        "gen",
+        "PGFT(2;8,16;1,8;1,1)",
+        "-o",
+        &f,
+        "--remove-links",
+        "10",
+        "--seed",
+        "7",
+    ]);
     let v = json(&["topo", "info", &f, "--json"]);
     assert_eq!(v["links"], 8 * 16 - 10);
     assert_eq!(v["levels"], serde_json::json!([16, 8]));
@@ -69,7 +82,17 @@ fn analyze_dmodc_on_constant_bisection_tree_is_shift_optimal() {
     let f = d.file("k.topo");
     ok(&["topo", "gen", "KARY(4,3)", "-o", &f]);
     let v = json(&["analyze", &f, "--engine", "dmodc", "--rp", "10", "--json"]);
-    for key in ["valid", "unreachable_pairs", "deadlock_free", "mu_sp", "mu_rp", "mu_a2a", "xi", "nu", "route_ms"] {
+    for key in [
+        "valid",
+        "unreachable_pairs",
+        "deadlock_free",
+        "mu_sp",
+        "mu_rp",
+        "mu_a2a",
+        "xi",
+        "nu",
+        "route_ms",
+    ] {
         assert!(v.get(key).is_some(), "missing key {key} in {v}");
     }
     assert_eq!(v["valid"], true);
@@ -88,7 +111,16 @@ fn route_writes_opensm_dump_and_guid2lid() {
     let dump = d.file("lfts.dump");
     let g2l = d.file("guid2lid");
     ok(&["topo", "gen", "PGFT(2;4,8;1,4;1,1)", "-o", &f]);
-    ok(&["route", &f, "--engine", "dmodc", "--lft-out", &dump, "--guid2lid-out", &g2l]);
+    ok(&[
+        "route",
+        &f,
+        "--engine",
+        "dmodc",
+        "--lft-out",
+        &dump,
+        "--guid2lid-out",
+        &g2l,
+    ]);
     let text = std::fs::read_to_string(&dump).unwrap();
     // 12 switches, one header per switch.
     assert_eq!(text.matches("Unicast lids [0-").count(), 12, "{text}");
@@ -98,7 +130,16 @@ fn route_writes_opensm_dump_and_guid2lid() {
     assert_eq!(g.lines().filter(|l| l.starts_with("0x")).count(), 44);
     // Routing again with the LIDs kept gives the same tables.
     let dump2 = d.file("lfts2.dump");
-    ok(&["route", &f, "--engine", "dmodc", "--guid2lid", &g2l, "--lft-out", &dump2]);
+    ok(&[
+        "route",
+        &f,
+        "--engine",
+        "dmodc",
+        "--guid2lid",
+        &g2l,
+        "--lft-out",
+        &dump2,
+    ]);
     assert_eq!(text, std::fs::read_to_string(&dump2).unwrap());
 }
 
@@ -106,7 +147,11 @@ fn route_writes_opensm_dump_and_guid2lid() {
 fn malformed_topology_file_names_file_and_line() {
     let d = TempDir::new("bad");
     let f = d.file("bad.topo");
-    std::fs::write(&f, "Switch 4 \"S-1\"\n[1] \"H-2\"[1]\n[9] \"S-1\"[1]\nbogus line here\n").unwrap();
+    std::fs::write(
+        &f,
+        "Switch 4 \"S-1\"\n[1] \"H-2\"[1]\n[9] \"S-1\"[1]\nbogus line here\n",
+    )
+    .unwrap();
     let out = fabricctl(&["topo", "info", &f]);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
@@ -127,4 +172,50 @@ fn unknown_engine_and_bad_spec_are_clear_errors() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("expected 3 values for m, got 2"), "{err}");
     assert!(!Path::new(&d.file("none")).exists());
+}
+
+/// Every real cluster dump (copied into fabric-topology's test data, sources in its README)
+/// parses and ranks: every switch gets a level; irregularities come out as diagnostics.
+#[test]
+fn real_dumps_parse_and_rank_with_precise_diagnostics() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fabric-topology/tests/data/real");
+    let cases = [
+        ("mlunacek-qdr-3xIS5600-214sw.ibnet", 214, 1356),
+        ("loginoff-sx6036-fdr10-8sw.ibnet", 8, 145),
+        ("psmn-x5-voltaire4036-qdr.ibnet", 11, 89),
+        ("switchib-edr-6sw-flat.ibnet", 6, 96),
+        ("ibtopotool-ufm-lab-degraded.ibnet", 2, 6),
+    ];
+    for (name, switches, nodes) in cases {
+        let f = dir.join(name).display().to_string();
+        let v = json(&["topo", "info", &f, "--json"]);
+        assert_eq!(v["switches"], switches, "{name}");
+        assert_eq!(v["nodes"], nodes, "{name}");
+        let ranked: u64 = v["levels"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c.as_u64().unwrap())
+            .sum();
+        assert_eq!(ranked, switches as u64, "{name}: every switch ranked");
+    }
+    let f = dir.join("ibtopotool-ufm-lab-degraded.ibnet").display().to_string();
+    let v = json(&["topo", "info", &f, "--json"]);
+    let diags: Vec<String> = v["diagnostics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d.as_str().unwrap().to_string())
+        .collect();
+    for (a, b) in [(1, 2), (19, 21), (29, 30)] {
+        let want = format!("0xe41d2d030003e470[{a}]: cable loops back to port {b}");
+        assert!(
+            diags.iter().any(|d| d.starts_with(&want)),
+            "missing {want:?} in {diags:#?}"
+        );
+    }
+    assert!(
+        diags.iter().any(|d| d.contains(":1: ignored unrecognised line")),
+        "{diags:#?}"
+    );
 }
