@@ -334,31 +334,15 @@ async fn discover_all(inner: &Inner) -> Result<Discovered, DriverError> {
         for (path, from, ni) in frontier.drain(..) {
             match ni.node_type {
                 NODE_TYPE_SWITCH => {
-                    if let Some(&i) = st.sw_by_guid.get(&ni.node_guid) {
+                    let peer = Peer::Switch {
+                        guid: ni.node_guid,
+                        port: ni.local_port,
+                    };
+                    if st.sw_by_guid.contains_key(&ni.node_guid) {
                         if let Some((g, p)) = from {
-                            link(
-                                &mut st,
-                                g,
-                                p,
-                                Peer::Switch {
-                                    guid: ni.node_guid,
-                                    port: ni.local_port,
-                                },
-                            );
-                            let _ = i;
+                            link(&mut st, g, p, peer);
                         }
                         continue;
-                    }
-                    if let Some((g, p)) = from {
-                        link(
-                            &mut st,
-                            g,
-                            p,
-                            Peer::Switch {
-                                guid: ni.node_guid,
-                                port: ni.local_port,
-                            },
-                        );
                     }
                     let rt = dr(&path);
                     let desc = submit(tp, &rt, METHOD_GET, ATTR_NODE_DESC, 0, &ZERO)?;
@@ -385,6 +369,9 @@ async fn discover_all(inner: &Inner) -> Result<Discovered, DriverError> {
                             guid: ni.node_guid,
                             port: 0,
                         });
+                    }
+                    if let Some((g, p)) = from {
+                        link(&mut st, g, p, peer);
                     }
                     new_switches.push((idx, ni, desc, si, pis));
                 }
@@ -502,10 +489,19 @@ async fn discover_all(inner: &Inner) -> Result<Discovered, DriverError> {
     Ok(Discovered { state: st })
 }
 
+/// Records a cable on both ends (the far end of a switch-to-switch cable is recorded too, so
+/// that the port a switch was reached through knows its peer).
 fn link(st: &mut State, sw: Guid, port: u8, peer: Peer) {
     if let Some(&i) = st.sw_by_guid.get(&sw) {
         if let Some(p) = st.switches[i].ports.get_mut(port as usize) {
             p.peer = Some(peer);
+        }
+    }
+    if let Peer::Switch { guid, port: rp } = peer {
+        if let Some(&j) = st.sw_by_guid.get(&guid) {
+            if let Some(p) = st.switches[j].ports.get_mut(rp as usize) {
+                p.peer = Some(Peer::Switch { guid: sw, port });
+            }
         }
     }
 }
@@ -655,6 +651,7 @@ async fn light_sweep(inner: &Inner) -> Vec<FabricEvent> {
     }
     let mut events = Vec::new();
     let mut flagged = Vec::new();
+    let mut unanswered = Vec::new();
     for (g, path, was_up, rx) in pend {
         match transport::wait(rx).await {
             Ok(r) if r.smp.status() == 0 => {
@@ -668,7 +665,7 @@ async fn light_sweep(inner: &Inner) -> Vec<FabricEvent> {
             }
             _ => {
                 if was_up {
-                    events.push(FabricEvent::SwitchDown(g));
+                    unanswered.push(g);
                 }
             }
         }
@@ -770,6 +767,30 @@ async fn light_sweep(inner: &Inner) -> Vec<FabricEvent> {
             }
         }
         recompute_paths(&mut st);
+    }
+    // Switches that did not answer on their old route: try the new one before calling them down.
+    for g in unanswered {
+        let path = {
+            let st = lock(&inner.state);
+            st.sw_by_guid
+                .get(&g)
+                .filter(|&&i| st.switches[i].up)
+                .map(|&i| st.switches[i].path.clone())
+        };
+        let alive = match path {
+            Some(p) => match submit(tp, &dr(&p), METHOD_GET, ATTR_SWITCH_INFO, 0, &ZERO) {
+                Ok(rx) => transport::wait(rx).await.is_ok_and(|r| r.smp.status() == 0),
+                Err(_) => false,
+            },
+            None => false,
+        };
+        if !alive {
+            let mut st = lock(&inner.state);
+            if let Some(&i) = st.sw_by_guid.get(&g) {
+                st.switches[i].up = false;
+            }
+            events.push(FabricEvent::SwitchDown(g));
+        }
     }
     // Arm every port that came back, then activate them.
     activate(tp, &to_arm).await;

@@ -9,7 +9,11 @@ fn load(name: &str) -> Smp {
     let path = format!("{}/tests/data/smp/{name}.hex", env!("CARGO_MANIFEST_DIR"));
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
     let bytes = parse_hex(&text).unwrap_or_else(|| panic!("{path}: bad hex"));
-    assert_eq!(bytes.len(), 232, "{path}: only the first 232 bytes of a reply are valid");
+    assert_eq!(
+        bytes.len(),
+        232,
+        "{path}: only the first 232 bytes of a reply are valid"
+    );
     Smp::parse(&bytes).unwrap()
 }
 

@@ -101,10 +101,16 @@ async fn main() -> Result<()> {
         let rewrite_ms = t.elapsed().as_secs_f64() * 1e3;
         let mut lfts = BTreeMap::new();
         let mut swlids = BTreeMap::new();
+        let mut swpaths = BTreeMap::new();
         let top = lids.top() as usize;
         for sw in fabric.switch_ids() {
             let g = fmt_guid(fabric.switch(sw).guid);
             lfts.insert(g.clone(), routed.lfts.row(sw)[..=top].to_vec());
+            let path = drv.switch_route(fabric.switch(sw).guid).unwrap_or_default();
+            let dr: Vec<String> = std::iter::once("0".to_string())
+                .chain(path.iter().map(|p| p.to_string()))
+                .collect();
+            swpaths.insert(g.clone(), dr.join(","));
             swlids.insert(g, lids.switch_lid(SwitchId(sw.0)));
         }
         let eps: BTreeMap<String, (u32, Option<u32>)> = fabric
@@ -126,6 +132,7 @@ async fn main() -> Result<()> {
         out["sm_lid"] = json!(drv.sm_lid());
         out["lfts"] = json!(lfts);
         out["switch_lids"] = json!(swlids);
+        out["switch_paths"] = json!(swpaths);
         out["end_port_lids"] = json!(eps);
     }
     let st = drv.stats();
