@@ -282,7 +282,7 @@ pub fn topology_json(t: &pb::Topology) -> Value {
 
 /// JSON of a metrics reply (the keys of `fabricctl analyze --json`, plus generation and jobs).
 pub fn metrics_json(m: &pb::MetricsReport) -> Value {
-    let rp = m.mu_rp.clone().unwrap_or_default();
+    let rp = m.mu_rp.unwrap_or_default();
     json!({
         "generation": m.generation,
         "valid": m.valid,
@@ -333,7 +333,7 @@ fn notice_line(n: &pb::FabricNotice) -> String {
         }
         Some(N::PhaseChanged(p)) => format!("phase      generation {} {}", p.generation, phase_name(p.phase)),
         Some(N::GenerationCommitted(g)) => {
-            let t = g.timings.clone().unwrap_or_default();
+            let t = g.timings.unwrap_or_default();
             format!(
                 "commit     generation {} faults {} routed {:.1} ms committed {:.1} ms blocks {}",
                 g.generation, t.faults, t.routed_ms, t.committed_ms, t.blocks_written
@@ -466,7 +466,7 @@ async fn run_async(cmd: RemoteCmd, socket: &str) -> Result<()> {
             if j {
                 return print_json(&metrics_json(&m));
             }
-            let rp = m.mu_rp.clone().unwrap_or_default();
+            let rp = m.mu_rp.unwrap_or_default();
             outln!("generation         {}", m.generation);
             outln!("valid              {}", m.valid);
             outln!("unreachable_pairs  {}", m.unreachable_pairs);

@@ -30,6 +30,9 @@ pub struct ComputeInput {
     pub previous_lids: Arc<Guid2Lid>,
     /// LID plan of the installed generation (to detect a change).
     pub installed_lids: Option<Arc<LidPlan>>,
+    /// `installed_lids` was assigned for the same GUIDs from `previous_lids` and may be reused
+    /// as is (the cabling did not change since).
+    pub lids_reusable: bool,
     pub lmc: u8,
     pub max_lid: Lid,
     pub engine: EngineKind,
@@ -103,9 +106,17 @@ pub fn compute(input: ComputeInput) -> Result<Computed, ComputeError> {
         Arc::new(physical.apply(&input.exclusions)?)
     };
     let ranking = rank(&fabric, &input.rank_options);
-    let lids = assign_lids(&fabric, &input.previous_lids, input.lmc, input.max_lid)?;
+    // LIDs belong to GUIDs, not to states: with the same GUIDs and the same recorded
+    // assignment, the installed plan is what assign_lids would return.
+    let (lids, guid2lid) = match &input.installed_lids {
+        Some(plan) if input.lids_reusable => (LidPlan::clone(plan), Guid2Lid::clone(&input.previous_lids)),
+        _ => {
+            let lids = assign_lids(&fabric, &input.previous_lids, input.lmc, input.max_lid)?;
+            let g = Guid2Lid::from_plan_keeping(&fabric, &lids, &input.previous_lids);
+            (lids, g)
+        }
+    };
     let lids_changed = input.installed_lids.as_deref() != Some(&lids);
-    let guid2lid = Guid2Lid::from_plan_keeping(&fabric, &lids, &input.previous_lids);
     let ctx = RoutingContext {
         fabric: &fabric,
         ranking: &ranking,
@@ -147,35 +158,48 @@ pub fn select_writes(
     dirty: &BTreeSet<(u32, u32)>,
     resync: &BTreeSet<u32>,
 ) -> (Vec<LftBlockDiff>, Vec<(u32, u32)>) {
-    let mut writes = Vec::new();
-    let mut skipped = Vec::new();
+    use rayon::prelude::*;
     let empty = [fabric_routing::NO_ROUTE; BLOCK_SIZE];
     let nb = new.num_blocks();
-    for s in 0..new.num_switches() {
-        let sw = SwitchId(s as u32);
-        let up = s < physical.num_switches() && physical.switch(sw).up;
-        let full = resync.contains(&(s as u32));
-        for b in 0..nb {
-            let nblk = new.block(sw, b);
-            let old = if s < installed.num_switches() && b < installed.num_blocks() {
-                installed.block(sw, b)
-            } else {
-                &empty[..]
-            };
-            if full || nblk != old || dirty.contains(&(s as u32, b as u32)) {
-                if up {
-                    let mut entries = [0u8; BLOCK_SIZE];
-                    entries.copy_from_slice(nblk);
-                    writes.push(LftBlockDiff {
-                        switch: sw,
-                        block: b as u32,
-                        entries,
-                    });
+    // One task per switch (rows are independent), results concatenated in switch order.
+    type SwitchWrites = (Vec<LftBlockDiff>, Vec<(u32, u32)>);
+    let per_switch: Vec<SwitchWrites> = (0..new.num_switches())
+        .into_par_iter()
+        .map(|s| {
+            let mut writes = Vec::new();
+            let mut skipped = Vec::new();
+            let sw = SwitchId(s as u32);
+            let up = s < physical.num_switches() && physical.switch(sw).up;
+            let full = resync.contains(&(s as u32));
+            for b in 0..nb {
+                let nblk = new.block(sw, b);
+                let old = if s < installed.num_switches() && b < installed.num_blocks() {
+                    installed.block(sw, b)
                 } else {
-                    skipped.push((s as u32, b as u32));
+                    &empty[..]
+                };
+                if full || nblk != old || dirty.contains(&(s as u32, b as u32)) {
+                    if up {
+                        let mut entries = [0u8; BLOCK_SIZE];
+                        entries.copy_from_slice(nblk);
+                        writes.push(LftBlockDiff {
+                            switch: sw,
+                            block: b as u32,
+                            entries,
+                        });
+                    } else {
+                        skipped.push((s as u32, b as u32));
+                    }
                 }
             }
-        }
+            (writes, skipped)
+        })
+        .collect();
+    let mut writes = Vec::new();
+    let mut skipped = Vec::new();
+    for (w, k) in per_switch {
+        writes.extend(w);
+        skipped.extend(k);
     }
     (writes, skipped)
 }
@@ -211,6 +235,7 @@ mod tests {
             exclusions: vec![],
             previous_lids: Arc::new(Guid2Lid::new()),
             installed_lids: None,
+            lids_reusable: false,
             lmc: 1,
             max_lid: 0xBFFF,
             engine: EngineKind::Dmodc,
@@ -249,6 +274,10 @@ mod tests {
         let same = compute(inp.clone()).unwrap();
         assert!(same.writes.is_empty());
         assert!(!same.lids_changed);
+        inp.lids_reusable = true;
+        let reused = compute(inp.clone()).unwrap();
+        assert_eq!(reused.lids, same.lids, "a reused plan equals a fresh assignment");
+        assert_eq!(reused.guid2lid, same.guid2lid);
         // Excluding leaf0's link to spine0 changes the leaves' and spine0's tables.
         inp.exclusions = vec![FabricEvent::LinkDown { switch: 0x10, port: 5 }];
         let c = compute(inp.clone()).unwrap();

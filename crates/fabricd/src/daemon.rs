@@ -85,7 +85,7 @@ pub fn build_mock(cfg: &MockDriverConfig) -> Result<MockFabric, DaemonError> {
             parsed.fabric
         }
         None => {
-            let d = (cfg.remove_links > 0 || cfg.remove_switches > 0).then(|| fabric_topology::gen::Degrade {
+            let d = (cfg.remove_links > 0 || cfg.remove_switches > 0).then_some(fabric_topology::gen::Degrade {
                 remove_links: cfg.remove_links,
                 remove_switches: cfg.remove_switches,
                 seed: cfg.degrade_seed,

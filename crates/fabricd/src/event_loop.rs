@@ -777,6 +777,7 @@ impl EventLoop {
             exclusions: exclusions.iter().map(|x| x.down_event()).collect(),
             previous_lids: self.guid2lid.clone(),
             installed_lids: self.installed_lids.clone(),
+            lids_reusable: self.installed_lids.is_some(),
             lmc: self.lmc,
             max_lid: self.max_lid,
             engine: self.settings.engine,
