@@ -204,10 +204,13 @@ fn components(fabric: &Fabric) -> Vec<u32> {
     comp
 }
 
-/// Validity of one LID set: for every live destination end port, which switches deliver to it
-/// (memoised walk, `O(switches)` per destination), then the sources attached to switches that
-/// do not. Also counts unreachable switch LIDs for [`LidSet::Base`].
+/// Validity of one LID set. Destinations are taken in blocks of 64 consecutive LIDs: the 64
+/// entries of every switch are gathered once (one cache line per row), then for each
+/// destination a memoised walk finds which switches deliver to it (`O(switches)` per
+/// destination) and the sources attached to the others are counted. Also counts unreachable
+/// switch LIDs for [`LidSet::Base`].
 pub fn validity_set(fabric: &Fabric, lids: &LidPlan, lfts: &Lfts, set: LidSet) -> ValidityReport {
+    use crate::lft::BLOCK_SIZE;
     let ns = fabric.num_switches();
     let hops = Hops::new(fabric);
     let comp = components(fabric);
@@ -230,94 +233,150 @@ pub fn validity_set(fabric: &Fabric, lids: &LidPlan, lfts: &Lfts, set: LidSet) -
     let disconnected_pairs = per_comp.iter().map(|&c| c * (total - c)).sum::<u64>();
     let usable = set == LidSet::Base || lids.lmc >= 1;
 
-    // Per destination: (unreachable count, loops, listed pairs).
-    let walk = |state: &mut Vec<u8>, stack: &mut Vec<usize>, dlid: Lid, target: u32, dcomp: u32| -> (u64, u64) {
-        // state: 0 unknown, 1 delivers, 2 fails, 3 on the current walk, 4 fails by loop.
-        state.iter_mut().for_each(|x| *x = 0);
-        let mut loops = 0;
-        for s0 in 0..ns {
-            if state[s0] != 0 || comp[s0] != dcomp {
-                continue;
+    // Destinations: (LID, target, component). Target: END | end port, or a switch id.
+    let mut dests: Vec<(Lid, u32, u32)> = Vec::new();
+    if usable {
+        for &e in &live {
+            let b = lids.base_lid(e);
+            if b != 0 {
+                dests.push((b + set.offset(), END | e.0, comp[attach(e)]));
             }
-            let mut s = s0;
-            let verdict = loop {
-                if state[s] == 1 || state[s] == 2 || state[s] == 4 {
-                    break state[s];
-                }
-                if state[s] == 3 {
-                    break 4;
-                }
-                state[s] = 3;
-                stack.push(s);
-                let port = if usable && lfts.covers(dlid) && s < lfts.num_switches() {
-                    lfts.get(SwitchId(s as u32), dlid)
-                } else {
-                    NO_ROUTE
-                };
-                if port == 0 {
-                    // Delivered to this switch: right only for a switch destination.
-                    break if s as u32 == target { 1 } else { 2 };
-                }
-                if port == NO_ROUTE {
-                    break 2;
-                }
-                let n = hops.get(s, port);
-                if n == DEAD {
-                    break 2;
-                }
-                if n & END != 0 {
-                    break if n == target { 1 } else { 2 };
-                }
-                s = n as usize;
-            };
-            for &x in stack.iter() {
-                state[x] = verdict;
-            }
-            stack.clear();
         }
-        // Count sources on failing switches.
-        let mut bad = 0;
-        for s in 0..ns {
-            if comp[s] == dcomp && state[s] != 1 && per_switch[s] > 0 {
-                bad += per_switch[s];
-                if state[s] == 4 {
-                    loops += per_switch[s];
+        if set == LidSet::Base {
+            for t in fabric.switch_ids().filter(|&t| fabric.switch(t).up) {
+                let l = lids.switch_lid(t);
+                if l != 0 {
+                    dests.push((l, t.0, comp[t.idx()]));
                 }
             }
         }
-        (bad, loops)
-    };
+    }
+    dests.sort_unstable();
+    // Destinations beyond the tables' coverage reach nobody.
+    let covered = dests.partition_point(|d| lfts.covers(d.0) && lfts.num_switches() >= ns);
+    let mut blocks: Vec<&[(Lid, u32, u32)]> = Vec::new();
+    let mut rest = &dests[..covered];
+    while let Some(&(l, _, _)) = rest.first() {
+        let b = l as usize / BLOCK_SIZE;
+        let n = rest.partition_point(|d| d.0 as usize / BLOCK_SIZE == b);
+        blocks.push(&rest[..n]);
+        rest = &rest[n..];
+    }
 
-    let dests: Vec<EndPortId> = live.iter().copied().filter(|&e| lids.base_lid(e) != 0).collect();
-    let (bad, loops) = dests
+    struct Scratch {
+        gathered: Vec<u8>,
+        state: Vec<u8>,
+        stack: Vec<usize>,
+    }
+    // (unreachable end-port pairs, of which loops, unreachable (end port, switch) pairs)
+    let (bad, loops, sw_bad) = blocks
         .par_iter()
         .map_init(
-            || (vec![0u8; ns], Vec::new()),
-            |(state, stack), &d| {
-                let dlid = lids.base_lid(d) + set.offset();
-                let (mut bad, mut loops) = walk(state, stack, dlid, END | d.0, comp[attach(d)]);
-                // The destination itself is not a source.
-                if state[attach(d)] != 1 {
-                    bad -= 1;
-                    if state[attach(d)] == 4 {
-                        loops -= 1;
+            || Scratch {
+                gathered: vec![0u8; ns * BLOCK_SIZE],
+                state: vec![0u8; ns],
+                stack: Vec::new(),
+            },
+            |scr, block| {
+                let b0 = block[0].0 as usize / BLOCK_SIZE;
+                for s in 0..ns {
+                    scr.gathered[s * BLOCK_SIZE..(s + 1) * BLOCK_SIZE]
+                        .copy_from_slice(lfts.block(SwitchId(s as u32), b0));
+                }
+                let (mut bad, mut loops, mut sw_bad) = (0u64, 0u64, 0u64);
+                for &(lid, target, dcomp) in block.iter() {
+                    let j = lid as usize % BLOCK_SIZE;
+                    // state: 0 unknown, 1 delivers, 2 fails, 3 on the current walk, 4 fails by loop.
+                    scr.state.iter_mut().for_each(|x| *x = 0);
+                    for s0 in 0..ns {
+                        if scr.state[s0] != 0 || comp[s0] != dcomp {
+                            continue;
+                        }
+                        let mut s = s0;
+                        let verdict = loop {
+                            match scr.state[s] {
+                                1 | 2 | 4 => break scr.state[s],
+                                3 => break 4,
+                                _ => {}
+                            }
+                            scr.state[s] = 3;
+                            scr.stack.push(s);
+                            let port = scr.gathered[s * BLOCK_SIZE + j];
+                            if port == 0 {
+                                // Delivered to this switch: right only for a switch destination.
+                                break if s as u32 == target { 1 } else { 2 };
+                            }
+                            if port == NO_ROUTE {
+                                break 2;
+                            }
+                            let n = hops.get(s, port);
+                            if n == DEAD {
+                                break 2;
+                            }
+                            if n & END != 0 {
+                                break if n == target { 1 } else { 2 };
+                            }
+                            s = n as usize;
+                        };
+                        for &x in scr.stack.iter() {
+                            scr.state[x] = verdict;
+                        }
+                        scr.stack.clear();
+                    }
+                    // Sources attached to switches that do not deliver (the destination itself
+                    // is not a source of its own LID).
+                    let own = if target & END != 0 {
+                        attach(EndPortId(target & !END))
+                    } else {
+                        usize::MAX
+                    };
+                    for s in 0..ns {
+                        if comp[s] == dcomp && scr.state[s] != 1 && per_switch[s] > 0 {
+                            let n = per_switch[s] - u64::from(s == own);
+                            if target & END != 0 {
+                                bad += n;
+                                if scr.state[s] == 4 {
+                                    loops += n;
+                                }
+                            } else {
+                                sw_bad += n;
+                            }
+                        }
                     }
                 }
-                (bad, loops)
+                (bad, loops, sw_bad)
             },
         )
-        .reduce(|| (0, 0), |a, b| (a.0 + b.0, a.1 + b.1));
-    // Live end ports without a LID are unreachable from everyone in their component.
-    let no_lid: u64 = live
-        .iter()
-        .filter(|&&e| lids.base_lid(e) == 0)
-        .map(|&e| per_comp[comp[attach(e)] as usize] - 1)
-        .sum();
+        .reduce(|| (0, 0, 0), |a, b| (a.0 + b.0, a.1 + b.1, a.2 + b.2));
+    // Destinations without a LID or beyond the tables are unreachable from their component.
+    let others = |c: u32| per_comp.get(c as usize).copied().unwrap_or(0);
+    let mut bad = bad;
+    let mut sw_bad = sw_bad;
+    for &(_, target, c) in &dests[covered..] {
+        if target & END != 0 {
+            bad += others(c) - 1;
+        } else {
+            sw_bad += others(c);
+        }
+    }
+    for &e in &live {
+        if lids.base_lid(e) == 0 || !usable {
+            bad += others(comp[attach(e)]) - 1;
+        }
+    }
+    if set == LidSet::Base {
+        for t in fabric
+            .switch_ids()
+            .filter(|&t| fabric.switch(t).up && lids.switch_lid(t) == 0)
+        {
+            sw_bad += others(comp[t.idx()]);
+        }
+    }
 
-    // List up to MAX_LISTED pairs (sequential walk over destinations until the cap).
+    // List up to MAX_LISTED pairs (walk destinations in order until the cap).
     let mut pairs = Vec::new();
     let mut hv = Vec::new();
-    if bad + no_lid > 0 {
+    if bad > 0 {
         'outer: for &d in &live {
             for &s in &live {
                 if s == d || comp[attach(s)] != comp[attach(d)] {
@@ -337,33 +396,14 @@ pub fn validity_set(fabric: &Fabric, lids: &LidPlan, lfts: &Lfts, set: LidSet) -
         }
     }
 
-    let mut switch_unreachable_count = 0;
-    if set == LidSet::Base {
-        let sw_dests: Vec<SwitchId> = fabric.switch_ids().filter(|&s| fabric.switch(s).up).collect();
-        switch_unreachable_count = sw_dests
-            .par_iter()
-            .map_init(
-                || (vec![0u8; ns], Vec::new()),
-                |(state, stack), &t| {
-                    let lid = lids.switch_lid(t);
-                    if lid == 0 {
-                        return per_comp.get(comp[t.idx()] as usize).copied().unwrap_or(0);
-                    }
-                    walk(state, stack, lid, t.0, comp[t.idx()]).0
-                },
-            )
-            .sum();
-    }
-
-    let unreachable_count = bad + no_lid;
     ValidityReport {
-        valid: unreachable_count == 0,
+        valid: bad == 0,
         unreachable_pairs: pairs,
-        unreachable_count,
+        unreachable_count: bad,
         escape_unreachable_pairs: Vec::new(),
         escape_unreachable_count: 0,
         loop_count: loops,
-        switch_unreachable_count,
+        switch_unreachable_count: sw_bad,
         disconnected_pairs,
         components,
     }
@@ -434,26 +474,51 @@ pub fn cdg_acyclic(fabric: &Fabric, lids: &LidPlan, lfts: &Lfts, set: LidSet) ->
             }
         }
     }
-    (0..ns).into_par_iter().for_each(|s| {
-        let row = lfts.row(SwitchId(s as u32));
-        for &d in &dl {
-            let p = row[d as usize];
-            if p == NO_ROUTE || p == 0 {
-                continue;
+    // Per switch s: the (output port p, next output port q) pairs seen, deduplicated locally in
+    // a 256 × 256 bit matrix, then published to t's matrix (one atomic OR per distinct pair).
+    (0..ns).into_par_iter().for_each_init(
+        || vec![0u64; 256 * 256 / 64],
+        |seen, s| {
+            let row = lfts.row(SwitchId(s as u32));
+            let mut any = false;
+            for &d in &dl {
+                let p = row[d as usize];
+                if p == NO_ROUTE || p == 0 {
+                    continue;
+                }
+                let t = hops.get(s, p);
+                if t & END != 0 || t as usize >= ns {
+                    continue;
+                }
+                let q = lfts.get(SwitchId(t), d);
+                if q == NO_ROUTE || q == 0 {
+                    continue;
+                }
+                let bit = p as usize * 256 + q as usize;
+                seen[bit / 64] |= 1 << (bit % 64);
+                any = true;
             }
-            let t = hops.get(s, p);
-            if t & END != 0 || t as usize >= ns {
-                continue;
+            if !any {
+                return;
             }
-            let t = t as usize;
-            let q = lfts.get(SwitchId(t as u32), d);
-            if q == NO_ROUTE || q == 0 || hops.get(t, q) & END != 0 || hops.get(t, q) as usize >= ns {
-                continue;
+            for (wi, word) in seen.iter_mut().enumerate() {
+                let mut bits = std::mem::take(word);
+                while bits != 0 {
+                    let b = bits.trailing_zeros() as usize;
+                    bits &= bits - 1;
+                    let bit = wi * 64 + b;
+                    let (p, q) = (bit / 256, bit % 256);
+                    let t = hops.get(s, p as u8) as usize;
+                    let tq = hops.get(t, q as u8);
+                    if tq & END != 0 || tq as usize >= ns {
+                        continue;
+                    }
+                    let tb = in_port[s * 256 + p] as usize * width(t) + q;
+                    deps[off[t] + tb / 64].fetch_or(1 << (tb % 64), Ordering::Relaxed);
+                }
             }
-            let bit = in_port[s * 256 + p as usize] as usize * width(t) + q as usize;
-            deps[off[t] + bit / 64].fetch_or(1 << (bit % 64), Ordering::Relaxed);
-        }
-    });
+        },
+    );
     // Dense channel ids for live switch-to-switch ports; edges; Kahn's algorithm.
     let mut chan = vec![u32::MAX; ns * 256];
     let mut nchan = 0u32;

@@ -37,8 +37,6 @@ pub(crate) struct Oriented {
     pub order: Vec<SwitchId>,
     /// Switch → row position (or [`NONE`]).
     pub pos: Vec<u32>,
-    /// Per position: its level.
-    pub level: Vec<u32>,
     /// Row ranges of the distinct levels, ascending.
     pub level_ranges: Vec<std::ops::Range<usize>>,
     /// CSR neighbours per position: `nbr[start[p]..split[p]]` up, `nbr[split[p]..start[p+1]]` down.
@@ -117,7 +115,6 @@ impl Oriented {
         Oriented {
             order,
             pos,
-            level: levels,
             level_ranges,
             start,
             split,
@@ -329,14 +326,14 @@ mod tests {
         }
         // Top switches reach every leaf downwards in 2 hops.
         for p in 0..o.len() {
-            if o.level[p] == 2 {
+            if r[o.order[p].idx()] == Some(2) {
                 assert!(c.down_row(p).iter().all(|&v| v == 2));
             }
         }
         let d = dividers(&o);
         for p in 0..o.len() {
             // Π = product of the w's below: 1, w2 = 2, w2·w3 = 4.
-            assert_eq!(d[p], [1, 2, 4][o.level[p] as usize]);
+            assert_eq!(d[p], [1, 2, 4][r[o.order[p].idx()].unwrap() as usize]);
         }
     }
 
@@ -407,6 +404,124 @@ mod tests {
                 .map(|e| tn.of_end_port[e.idx()] / per_group)
                 .collect();
             assert!(others.iter().all(|&x| x == others[0]), "group {g:?} split: {others:?}");
+        }
+    }
+}
+#[cfg(test)]
+mod explore {
+    use super::*;
+    use crate::*;
+    fn cpu_ms() -> f64 {
+        let st = std::fs::read_to_string("/proc/self/stat").unwrap();
+        let f: Vec<&str> = st.rsplit(')').next().unwrap().split_whitespace().collect();
+        (f[11].parse::<f64>().unwrap() + f[12].parse::<f64>().unwrap()) * 10.0
+    }
+
+    #[test]
+    #[ignore]
+    fn fill_cpu() {
+        let spec: fabric_topology::gen::PgftSpec = "PGFT(4;18,3,18,36;1,3,18,18;1,6,1,1)".parse().unwrap();
+        let f = fabric_topology::gen::generate(&spec).unwrap().fabric;
+        let r = fabric_ranking::rank(&f, &Default::default());
+        let lids = assign_lids(&f, &Guid2Lid::default(), 0, 0xBFFF).unwrap();
+        let mut lfts = Lfts::new(f.num_switches(), lids.top());
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
+        pool.install(|| {
+            let c0 = cpu_ms();
+            let o = Oriented::new(&f, &r.level);
+            let c = costs(&o);
+            let d = dividers(&o);
+            let tn = topological_nids(&f, &o, &c);
+            let c1 = cpu_ms();
+            let prep = crate::dmodc::Prepared {
+                o,
+                costs: c,
+                div: d,
+                tn,
+            };
+            crate::dmodc::fill_end_ports(&f, &lids, &prep, LidSet::Base, crate::dmodc::Select::Dmodc, &mut lfts);
+            let c2 = cpu_ms();
+            crate::swlid::fill_switch_lids(&f, &lids, &prep.o, &mut lfts);
+            let c3 = cpu_ms();
+            eprintln!("cpu ms: prep {} fill {} swlid {}", c1 - c0, c2 - c1, c3 - c2);
+        });
+    }
+
+    #[test]
+    #[ignore]
+    fn phase_times() {
+        for (sp, lmc, links) in [
+            ("PGFT(3;24,12,30;1,12,12;1,2,1)", 1, 0),
+            ("PGFT(3;24,12,30;1,12,12;1,2,1)", 1, 200),
+            ("PGFT(4;18,3,18,36;1,3,18,18;1,6,1,1)", 0, 0),
+        ] {
+            let spec: fabric_topology::gen::PgftSpec = sp.parse().unwrap();
+            let mut f = fabric_topology::gen::generate(&spec).unwrap().fabric;
+            if links > 0 {
+                f = fabric_topology::gen::degrade(
+                    &f,
+                    &fabric_topology::gen::Degrade {
+                        remove_links: links,
+                        remove_switches: 0,
+                        seed: 1,
+                    },
+                )
+                .unwrap();
+            }
+            let t = std::time::Instant::now();
+            let r = fabric_ranking::rank(&f, &Default::default());
+            let t_rank = t.elapsed();
+            let lids = assign_lids(&f, &Guid2Lid::default(), lmc, 0xBFFF).unwrap();
+            let t = std::time::Instant::now();
+            let mut lfts = Lfts::new(f.num_switches(), lids.top());
+            let t_alloc = t.elapsed();
+            let t = std::time::Instant::now();
+            let o = Oriented::new(&f, &r.level);
+            let t_o = t.elapsed();
+            let t = std::time::Instant::now();
+            let c = costs(&o);
+            let t_c = t.elapsed();
+            let t = std::time::Instant::now();
+            let d = dividers(&o);
+            let t_d = t.elapsed();
+            let t = std::time::Instant::now();
+            let tn = topological_nids(&f, &o, &c);
+            let t_tn = t.elapsed();
+            let prep = crate::dmodc::Prepared {
+                o,
+                costs: c,
+                div: d,
+                tn,
+            };
+            let t = std::time::Instant::now();
+            crate::dmodc::fill_end_ports(&f, &lids, &prep, LidSet::Base, crate::dmodc::Select::Dmodc, &mut lfts);
+            let t_fill = t.elapsed();
+            let t = std::time::Instant::now();
+            crate::swlid::fill_switch_lids(&f, &lids, &prep.o, &mut lfts);
+            let t_sw = t.elapsed();
+            let t = std::time::Instant::now();
+            if lmc == 1 {
+                UpDown::default()
+                    .route(
+                        &RoutingContext {
+                            fabric: &f,
+                            ranking: &r,
+                            lids: &lids,
+                        },
+                        LidSet::Escape,
+                        &mut lfts,
+                    )
+                    .unwrap();
+            }
+            let t_esc = t.elapsed();
+            let t = std::time::Instant::now();
+            let v = check::validity(&f, &lids, &lfts);
+            let t_v = t.elapsed();
+            let t = std::time::Instant::now();
+            let dl = check::deadlock_free(&f, &r, &lids, &lfts);
+            let t_dl = t.elapsed();
+            eprintln!("{sp} -{links}: S={} N={} L={} rank {t_rank:?} alloc {t_alloc:?} orient {t_o:?} costs {t_c:?} div {t_d:?} tnid {t_tn:?} fill {t_fill:?} swlid {t_sw:?} escape {t_esc:?} validity {t_v:?} ({}) deadlock {t_dl:?} ({dl})",
+                f.num_switches(), f.num_end_ports(), prep.o.num_leaves(), v.valid);
         }
     }
 }

@@ -1,0 +1,131 @@
+//! Shared helpers of the integration tests: generated fabrics, routing, and a small static
+//! congestion checker (thesis §2.3: per directed switch-to-switch port, the number of paths of
+//! one permutation crossing it; `mu` of a permutation is the maximum over ports).
+
+#![allow(dead_code)]
+
+use rand::seq::SliceRandom;
+use rand::SeedableRng;
+use rayon::prelude::*;
+
+use fabric_ranking::{rank, RankOptions, Ranking};
+use fabric_routing::{
+    assign_lids, route_all, trace, EngineKind, Guid2Lid, Lfts, LidPlan, TraceEnd, IB_MAX_UNICAST_LID,
+};
+use fabric_topology::gen::{generate, Degrade, PgftSpec};
+use fabric_topology::{EndPortId, Fabric};
+
+pub struct Routed {
+    pub fabric: Fabric,
+    pub ranking: Ranking,
+    pub lids: LidPlan,
+    pub lfts: Lfts,
+}
+
+pub fn spec(s: &str) -> PgftSpec {
+    s.parse().unwrap_or_else(|e| panic!("{s}: {e}"))
+}
+
+pub fn fabric(s: &str) -> Fabric {
+    generate(&spec(s)).unwrap().fabric
+}
+
+/// `s` with `switches` random non-leaf switches removed, then `links` random cables (at most
+/// as many as remain).
+pub fn degraded(s: &str, links: usize, switches: usize, seed: u64) -> Fabric {
+    use fabric_topology::gen::degrade;
+    let f = degrade(
+        &fabric(s),
+        &Degrade {
+            remove_links: 0,
+            remove_switches: switches,
+            seed,
+        },
+    )
+    .unwrap();
+    let links = links.min(f.count_links().0);
+    degrade(
+        &f,
+        &Degrade {
+            remove_links: links,
+            remove_switches: 0,
+            seed: seed ^ 0x5eed,
+        },
+    )
+    .unwrap()
+}
+
+pub fn route_with(f: &Fabric, kind: EngineKind, lmc: u8) -> Routed {
+    let ranking = rank(f, &RankOptions::default());
+    let lids = assign_lids(f, &Guid2Lid::default(), lmc, IB_MAX_UNICAST_LID).unwrap();
+    let ctx = fabric_routing::RoutingContext {
+        fabric: f,
+        ranking: &ranking,
+        lids: &lids,
+    };
+    let lfts = route_all(&ctx, kind).unwrap_or_else(|e| panic!("{kind}: {e}")).lfts;
+    Routed {
+        fabric: f.clone(),
+        ranking,
+        lids,
+        lfts,
+    }
+}
+
+/// `mu` of one permutation given as destination index per source index (over the live end
+/// ports in global order). Unroutable pairs panic: callers check validity first.
+pub fn mu_of(r: &Routed, live: &[EndPortId], dest: impl Fn(usize) -> usize, counts: &mut Vec<u32>) -> u32 {
+    let f = &r.fabric;
+    counts.clear();
+    counts.resize(f.num_switches() * 256, 0);
+    let mut hops = Vec::with_capacity(16);
+    let mut mu = 0;
+    for (i, &s) in live.iter().enumerate() {
+        let d = live[dest(i)];
+        if d == s {
+            continue;
+        }
+        match trace(f, &r.lfts, s, r.lids.base_lid(d), &mut hops) {
+            Ok(TraceEnd::EndPort(x)) if x == d => {}
+            other => panic!("{s:?} -> {d:?}: {other:?}"),
+        }
+        // Switch-to-switch ports only: the last hop is the leaf port to the destination.
+        for &(sw, port) in &hops[..hops.len() - 1] {
+            let c = &mut counts[sw.idx() * 256 + port as usize];
+            *c += 1;
+            mu = mu.max(*c);
+        }
+    }
+    mu
+}
+
+pub fn live(f: &Fabric) -> Vec<EndPortId> {
+    f.end_port_ids().filter(|&e| f.end_port_live(e)).collect()
+}
+
+/// `mu^SP`: maximum over shifts `k = 1..N-1` of the shift permutation `i -> i + k mod N`.
+pub fn mu_sp(r: &Routed) -> u32 {
+    let live = live(&r.fabric);
+    let n = live.len();
+    (1..n)
+        .into_par_iter()
+        .map_init(Vec::new, |c, k| mu_of(r, &live, |i| (i + k) % n, c))
+        .max()
+        .unwrap_or(0)
+}
+
+/// `mu^RP(count)`: the `mu` of `count` random permutations (seeded), sorted.
+pub fn mu_rp(r: &Routed, count: usize, seed: u64) -> Vec<u32> {
+    let live = live(&r.fabric);
+    let mut v: Vec<u32> = (0..count)
+        .into_par_iter()
+        .map_init(Vec::new, |c, j| {
+            let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed.wrapping_add(j as u64));
+            let mut perm: Vec<usize> = (0..live.len()).collect();
+            perm.shuffle(&mut rng);
+            mu_of(r, &live, |i| perm[i], c)
+        })
+        .collect();
+    v.sort_unstable();
+    v
+}
