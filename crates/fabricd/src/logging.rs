@@ -45,9 +45,12 @@ pub fn init(cfg: &LogConfig) -> Result<LogHandle, String> {
         .unwrap_or_else(|| cfg.level.clone());
     let filter = EnvFilter::try_new(&directive).map_err(|e| format!("invalid log filter {directive:?}: {e}"))?;
     let (filter, handle) = reload::Layer::new(filter);
+    // Under systemd with stderr connected to the journal ($JOURNAL_STREAM), journald adds its
+    // own timestamps.
+    let timestamps = cfg.timestamps && std::env::var_os("JOURNAL_STREAM").is_none();
     let registry = tracing_subscriber::registry().with(filter);
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let res = match (cfg.format, cfg.timestamps) {
+    let res = match (cfg.format, timestamps) {
         (LogFormat::Text, true) => registry
             .with(
                 fmt::layer()

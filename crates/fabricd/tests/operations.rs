@@ -292,11 +292,15 @@ fn systemd_ready_and_stopping_signals_and_clean_exit() {
         let sock_path = dir.join("notify.sock");
         let rx = UnixDatagram::bind(&sock_path).expect("bind notify socket");
         rx.set_read_timeout(Some(Duration::from_secs(60))).expect("timeout");
-        let mut d = Daemon::spawn(
-            &dir,
-            &Opts::new(SMALL),
-            &[("NOTIFY_SOCKET", sock_path.to_str().expect("utf-8"))],
-        );
+        // A free loopback port for the Prometheus endpoint.
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .expect("bind")
+            .local_addr()
+            .expect("addr")
+            .port();
+        let mut opts = Opts::new(SMALL);
+        opts.extra = format!("[prometheus]\nlisten = \"127.0.0.1:{port}\"\n");
+        let mut d = Daemon::spawn(&dir, &opts, &[("NOTIFY_SOCKET", sock_path.to_str().expect("utf-8"))]);
         let recv_until = |needle: &str| -> String {
             let mut buf = [0u8; 4096];
             loop {
@@ -318,6 +322,38 @@ fn systemd_ready_and_stopping_signals_and_clean_exit() {
             1,
             "READY=1 comes after the first routing is installed"
         );
+
+        // The standard health service reports the API as serving.
+        let ch = fabric_proto::channel(d.socket.to_str().expect("utf-8"))
+            .await
+            .expect("channel");
+        let mut health = tonic_health::pb::health_client::HealthClient::new(ch);
+        let h = health
+            .check(tonic_health::pb::HealthCheckRequest {
+                service: pb::SERVICE_NAME.into(),
+            })
+            .await
+            .expect("health check")
+            .into_inner();
+        assert_eq!(
+            h.status,
+            tonic_health::pb::health_check_response::ServingStatus::Serving as i32
+        );
+
+        // Prometheus endpoint: readiness and metrics.
+        let get = |path: &str| -> String {
+            use std::io::{Read, Write};
+            let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect prometheus");
+            write!(s, "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").expect("write");
+            let mut out = String::new();
+            s.read_to_string(&mut out).expect("read");
+            out
+        };
+        assert!(get("/ready").starts_with("HTTP/1.1 200"));
+        let m = get("/metrics");
+        assert!(m.contains("fabricd_generation 1"), "{m}");
+        assert!(m.contains("fabricd_lft_blocks_written_total"), "{m}");
+        assert!(m.contains("fabricd_phase{phase=\"idle\"} 1"), "{m}");
 
         // SIGUSR2 forces a reroute: a new generation with nothing to write.
         d.signal(libc::SIGUSR2);
@@ -373,4 +409,56 @@ fn check_config_reports_every_error() {
         .output()
         .expect("run fabricd");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
+fn install_script_stages_a_complete_installation() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let dir = test_dir("install");
+    let bin = std::path::Path::new(env!("CARGO_BIN_EXE_fabricd"))
+        .parent()
+        .expect("bin dir")
+        .to_path_buf();
+    let install = |prefix: &str| {
+        std::process::Command::new("bash")
+            .arg(root.join("deploy/install.sh"))
+            .arg("--destdir")
+            .arg(&*dir)
+            .arg("--bin-dir")
+            .arg(&bin)
+            .arg("--prefix")
+            .arg(prefix)
+            .output()
+            .expect("run install.sh")
+    };
+    let out = install("/opt/fabricd");
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for f in [
+        "opt/fabricd/bin/fabricd",
+        "etc/fabricd/fabricd.toml",
+        "etc/systemd/system/fabricd.service",
+        "var/lib/fabricd",
+        "opt/fabricd/share/doc/fabricd/operations.md",
+        "opt/fabricd/share/doc/fabricd/prometheus.yml",
+    ] {
+        assert!(dir.join(f).exists(), "missing {f}");
+    }
+    let unit = std::fs::read_to_string(dir.join("etc/systemd/system/fabricd.service")).expect("unit");
+    assert!(
+        unit.contains("ExecStart=/opt/fabricd/bin/fabricd --config /etc/fabricd/fabricd.toml"),
+        "{unit}"
+    );
+    assert!(unit.contains("Type=notify"));
+    // A second run keeps the operator's config and stages the new one next to it.
+    std::fs::write(dir.join("etc/fabricd/fabricd.toml"), "[log]\nlevel = \"debug\"\n").expect("edit config");
+    let out = install("/opt/fabricd");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let kept = std::fs::read_to_string(dir.join("etc/fabricd/fabricd.toml")).expect("config");
+    assert!(kept.contains("debug"));
+    assert!(dir.join("etc/fabricd/fabricd.toml.new").exists());
 }
