@@ -546,7 +546,7 @@ impl SwitchAgent for AgentSvc {
                     ))
                 })?;
             let span = 1u64 << r.lmc;
-            if e.base != 0 && (e.base as u64 % span != 0 || e.base as u64 + span - 1 > max as u64) {
+            if e.base != 0 && (!(e.base as u64).is_multiple_of(span) || e.base as u64 + span - 1 > max as u64) {
                 return Err(Status::invalid_argument(format!(
                     "base address {} of {} is misaligned or out of range",
                     e.base,

@@ -700,16 +700,15 @@ impl SouthboundDriver for OobDriver {
         *inner.by_guid.write().unwrap_or_else(PoisonError::into_inner) = by_guid.clone();
 
         let mut b = FabricBuilder::new();
-        for (idx, v) in view.iter().enumerate() {
-            if let Some((k, reached)) = v {
-                let down = lock(&inner.agents[idx].health).reported_down;
+        for (k, reached) in view.iter().flatten() {
+            {
                 let id = b
                     .add_switch(k.info.guid, k.info.description.clone(), k.info.port_count as PortNum)
                     .map_err(|e| DriverError::Protocol {
                         guid: Some(k.info.guid),
                         message: e.to_string(),
                     })?;
-                b.switch_mut(id).up = *reached && k.info.powered && !(down && !*reached);
+                b.switch_mut(id).up = *reached && k.info.powered;
             }
         }
         // Switches seen only as neighbours (agent never reached): placeholders, down.

@@ -242,7 +242,7 @@ pub fn compare(expected: &Fabric, actual: &Fabric) -> CablingReport {
         })
         .collect();
 
-    let exp_side = side(expected, |s| Key::ExpSwitch(s.0), |e| Key::ExpEnd(e));
+    let exp_side = side(expected, |s| Key::ExpSwitch(s.0), Key::ExpEnd);
     let act_side = side(actual, |s| act_sw_key[s.idx()], |e| act_end_key[e as usize]);
 
     let name = |ep: &Ep| -> Endpoint {
