@@ -1195,3 +1195,238 @@ mod tests {
         assert!(exclusion_from_persisted(&f, &VirtualFault::Switch { switch: fmt_guid(0x77) }).is_err());
     }
 }
+
+/// The loop in-process with the mock driver: stale results, queued faults, waiters.
+#[cfg(test)]
+mod loop_tests {
+    use super::*;
+    use fabric_southbound::{MockConfig, MockFabric};
+
+    struct Harness {
+        tx: mpsc::Sender<Event>,
+        published: Arc<ArcSwap<Published>>,
+        mock: Arc<MockFabric>,
+        pool: Arc<rayon::ThreadPool>,
+        _dir: tempfile::TempDir,
+    }
+
+    fn settings(coalesce_ms: u64) -> LoopSettings {
+        LoopSettings {
+            update: UpdateConfig {
+                coalesce_ms,
+                coalesce_max_ms: coalesce_ms,
+                ..UpdateConfig::default()
+            },
+            engine: EngineKind::Dmodc,
+            validate: true,
+            rank_options: Arc::new(RankOptions::default()),
+            fault_injection: FaultInjectionConfig {
+                enabled: true,
+                allow_physical: true,
+            },
+        }
+    }
+
+    fn start(settings: LoopSettings, mock_cfg: MockConfig) -> Harness {
+        let fabric = fabric_topology::gen::generate_str("PGFT(2;4,6;1,3;1,1)", None).unwrap();
+        let mock = Arc::new(MockFabric::new(fabric.clone()).with_config(mock_cfg).unwrap());
+        let dir = tempfile::tempdir().unwrap();
+        let pool = Arc::new(rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap());
+        let physical = Arc::new(fabric);
+        let published = Arc::new(ArcSwap::from_pointee(Published {
+            cabling: physical.clone(),
+            current: None,
+            phase: Phase::Idle,
+            phase_generation: 0,
+            pending_faults: 0,
+            last_error: String::new(),
+            discarded_generations: 0,
+            jobs: Arc::new(Jobs::new()),
+            engine: String::new(),
+            driver: "mock",
+            lmc: 1,
+            started: Instant::now(),
+            virtual_faults: 0,
+        }));
+        let (notices, _) = broadcast::channel(64);
+        let (lp, tx) = EventLoop::new(
+            LoopParams {
+                settings,
+                lmc: 1,
+                max_lid: 0xBFFF,
+                driver_name: "mock",
+            },
+            LoopIo {
+                driver: mock.clone(),
+                state_dir: StateDir::open(dir.path()).unwrap(),
+                pool: pool.clone(),
+                published: published.clone(),
+                notices,
+                telemetry: Telemetry::new(),
+                notifier: Notifier::default(),
+                watchdog: None,
+                on_ready: None,
+            },
+            LoopInit {
+                physical,
+                guid2lid: Guid2Lid::new(),
+                jobs: Jobs::new(),
+                virtual_faults: Vec::new(),
+            },
+        );
+        tokio::spawn(lp.run());
+        Harness {
+            tx,
+            published,
+            mock,
+            pool,
+            _dir: dir,
+        }
+    }
+
+    impl Harness {
+        async fn until(&self, what: &str, f: impl Fn(&Published) -> bool) -> Arc<Published> {
+            for _ in 0..1000 {
+                let p = self.published.load_full();
+                if f(&p) {
+                    return p;
+                }
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            panic!("timed out waiting for {what}");
+        }
+
+        fn links(&self) -> Vec<(Guid, PortNum)> {
+            let f = self.mock.cabling();
+            let mut v = Vec::new();
+            for s in f.switch_ids() {
+                for (pn, p) in f.switch(s).external_ports() {
+                    if let Remote::Switch { sw, port } = p.remote {
+                        if (s, pn) < (sw, port) {
+                            v.push((f.switch(s).guid, pn));
+                        }
+                    }
+                }
+            }
+            v
+        }
+
+        async fn inject(
+            &self,
+            link: (Guid, PortNum),
+            up: bool,
+            wait: bool,
+        ) -> oneshot::Receiver<Result<FaultAccepted, LoopError>> {
+            let (reply, rx) = oneshot::channel();
+            let req = FaultRequest {
+                target: FaultTarget::Link {
+                    switch: link.0,
+                    port: link.1,
+                },
+                up,
+                physical: false,
+                wait,
+            };
+            self.tx.send(Event::Inject { req, reply }).await.unwrap();
+            rx
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_superseded_computation_is_discarded_and_the_newer_one_covers_both_faults() {
+        let h = start(settings(0), MockConfig::default());
+        h.until("generation 1", |p| p.generation() == 1).await;
+        // Hold the routing pool's only thread so the next computations queue behind it.
+        let (release, blocked) = std::sync::mpsc::channel::<()>();
+        h.pool.spawn(move || {
+            let _ = blocked.recv();
+        });
+        let links = h.links();
+        let a = h.inject(links[0], false, false).await.await.unwrap().unwrap();
+        assert_eq!(a.generation, 1);
+        h.until("prepare", |p| p.phase == Phase::Prepare).await;
+        // Due at once (no coalescing): supersedes the computation that is still queued.
+        let b = h.inject(links[1], false, true).await;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        release.send(()).unwrap();
+        let b = b.await.unwrap().unwrap();
+        assert_eq!(b.generation, 2, "both faults land in one generation");
+        let p = h.until("idle", |p| p.phase == Phase::Idle).await;
+        assert_eq!(p.discarded_generations, 1, "the stale result was discarded");
+        let g = p.current.clone().unwrap();
+        assert_eq!(g.number, 2);
+        assert_eq!(g.timings.faults, 2);
+        assert_eq!(g.virtual_faults, 2);
+        assert_eq!(g.fabric.count_links().1 + 2, g.fabric.count_links().0);
+        assert_eq!(h.mock.verify_all_pairs(false).unreachable_count, 0);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn faults_arriving_during_an_upload_are_queued_for_the_next_generation() {
+        let slow = MockConfig {
+            op_latency: Duration::from_millis(150),
+            ..MockConfig::default()
+        };
+        let h = start(settings(0), slow);
+        h.until("generation 1", |p| p.generation() == 1).await;
+        let links = h.links();
+        let first = h.inject(links[0], false, true).await;
+        h.until("update", |p| p.phase == Phase::Update).await;
+        let second = h.inject(links[1], false, true).await;
+        let p = h.until("queued", |p| p.pending_faults == 1).await;
+        assert_eq!(p.phase, Phase::Update, "the upload is still running");
+        assert_eq!(first.await.unwrap().unwrap().generation, 2);
+        assert_eq!(second.await.unwrap().unwrap().generation, 3);
+        let p = h.until("idle", |p| p.phase == Phase::Idle && p.generation() == 3).await;
+        let g = p.current.clone().unwrap();
+        assert_eq!(g.timings.faults, 1);
+        assert_eq!(g.virtual_faults, 2);
+        assert_eq!(p.pending_faults, 0);
+        // Undoing one and repeating the other: one change, one no-op answered at once.
+        let up = h.inject(links[0], true, true).await;
+        let noop = h.inject(links[1], false, true).await.await.unwrap().unwrap();
+        assert!(noop.event.ends_with("(no change)"), "{}", noop.event);
+        assert_eq!(noop.generation, 3);
+        assert_eq!(up.await.unwrap().unwrap().generation, 4);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn refused_requests_change_nothing() {
+        let mut s = settings(0);
+        s.fault_injection.enabled = false;
+        let h = start(s, MockConfig::default());
+        h.until("generation 1", |p| p.generation() == 1).await;
+        let links = h.links();
+        let e = h.inject(links[0], false, true).await.await.unwrap().unwrap_err();
+        assert!(
+            matches!(e, LoopError::FailedPrecondition(ref m) if m.contains("disabled")),
+            "{e:?}"
+        );
+        let (reply, rx) = oneshot::channel();
+        h.tx.send(Event::ClearJob {
+            id: "nope".into(),
+            reply,
+        })
+        .await
+        .unwrap();
+        assert!(matches!(rx.await.unwrap(), Err(LoopError::NotFound(_))));
+        let (reply, rx) = oneshot::channel();
+        let req = FaultRequest {
+            target: FaultTarget::Link { switch: 0x1, port: 1 },
+            up: false,
+            physical: false,
+            wait: false,
+        };
+        let mut s = settings(0);
+        s.fault_injection.enabled = true;
+        h.tx.send(Event::Reload(Box::new(s))).await.unwrap();
+        h.tx.send(Event::Inject { req, reply }).await.unwrap();
+        let e = rx.await.unwrap().unwrap_err();
+        assert_eq!(
+            e,
+            LoopError::InvalidArgument("unknown switch GUID 0x0000000000000001".into())
+        );
+        let p = h.published.load_full();
+        assert_eq!((p.generation(), p.pending_faults, p.virtual_faults), (1, 0, 0));
+    }
+}
