@@ -31,8 +31,20 @@ fn expect_err<T: std::fmt::Debug>(r: Result<T, tonic::Status>, code: Code, needl
 fn bad_requests_get_precise_errors_and_the_daemon_keeps_serving() {
     run_with_deadline(120, async {
         let dir = test_dir("bad");
-        let d = Daemon::spawn(&dir, &Opts::new(SMALL), &[]);
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .expect("bind")
+            .local_addr()
+            .expect("addr")
+            .port();
+        let mut opts = Opts::new(SMALL);
+        opts.extra = format!("[grpc]\ntcp_listen = \"127.0.0.1:{port}\"\n");
+        let d = Daemon::spawn(&dir, &opts, &[]);
         let mut c = d.ready().await;
+        // The optional TCP listener serves the same API.
+        let mut tcp = fabric_proto::connect(&format!("http://127.0.0.1:{port}"))
+            .await
+            .expect("tcp connect");
+        assert_eq!(status(&mut tcp).await.generation, 1);
         let t = topology(&mut c).await;
         let leaf = t.switches.iter().find(|s| s.level == Some(0)).expect("a leaf");
         let leaf_guid = format!("0x{:016x}", leaf.guid);
@@ -128,6 +140,20 @@ fn bad_requests_get_precise_errors_and_the_daemon_keeps_serving() {
             Code::InvalidArgument,
             "src: unknown end port \"ghost\"",
         );
+
+        // OpenSM dump of one switch.
+        let dump = c
+            .get_lft(pb::GetLftRequest {
+                switch: leaf.name.clone(),
+                format: pb::LftFormat::Opensm as i32,
+            })
+            .await
+            .expect("opensm dump")
+            .into_inner()
+            .opensm_dump;
+        assert!(dump.starts_with("Unicast lids [0-"), "{dump}");
+        assert!(dump.contains(&format!("guid {leaf_guid} ")), "{dump}");
+        assert_eq!(dump.matches("Unicast lids").count(), 1);
 
         // Still serving, nothing changed.
         let s = status(&mut c).await;
@@ -274,6 +300,18 @@ fn kill_9_then_restart_keeps_lids_jobs_and_lfts() {
         assert_eq!(jobs.jobs.len(), 2);
         let s = status(&mut c).await;
         assert_eq!(s.virtual_faults, 1, "the virtual fault survives the crash");
+        let m = c
+            .get_metrics(pb::GetMetricsRequest {})
+            .await
+            .expect("metrics")
+            .into_inner();
+        assert!(m.valid && m.deadlock_free && m.unreachable_pairs == 0, "{m:?}");
+        assert!(m.mu_sp >= 1 && m.xi >= 1 && m.nu > 0.0, "{m:?}");
+        let ids: Vec<&str> = m.jobs.iter().map(|j| j.job_id.as_str()).collect();
+        assert_eq!(ids, vec!["job-a", "job-b"]);
+        assert_eq!(m.jobs[0].end_ports, 5);
+        // A single-port job has no intra-job route: every port is dark.
+        assert_eq!((m.jobs[1].effective_xi, m.jobs[1].dark_share), (0, 1.0));
         let (_, lft2) = lfts(&mut c).await;
         assert!(lft2 == lft, "same LFTs after convergence");
         assert_eq!(verify(&mut c).await.unreachable_count, 0);

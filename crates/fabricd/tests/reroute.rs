@@ -30,6 +30,21 @@ async fn link_fault_round_trip(generator: &str, name: &str) {
 
     let t = topology(&mut c).await;
     let (sw, port) = switch_links(&t)[0];
+    let (first, last) = (&t.end_ports[0], &t.end_ports[t.end_ports.len() - 1]);
+    let tr = c
+        .trace(pb::TraceRequest {
+            src: first.name.clone(),
+            dst: format!("0x{:016x}", last.guid),
+            escape: false,
+        })
+        .await
+        .expect("trace")
+        .into_inner();
+    assert!(tr.reached, "{}", tr.error);
+    assert_eq!(tr.dlid, last.base_lid);
+    assert!(tr.hops.len() >= 2, "different leaves: at least two switches");
+    assert_eq!(tr.hops[0].switch_guid, first.switch_guid);
+    assert_eq!(tr.hops.last().expect("hop").switch_guid, last.switch_guid);
     let r = c
         .inject_fault(link_req(sw, port, false, true, true))
         .await
