@@ -15,10 +15,10 @@ use std::time::Duration;
 
 use fabric_routing::EngineKind;
 use fabric_topology::parse_guid;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 /// The whole configuration file.
-#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
     pub daemon: DaemonConfig,
@@ -33,7 +33,7 @@ pub struct Config {
 }
 
 /// `[daemon]`: where state lives.
-#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct DaemonConfig {
     /// State directory (LID assignments, job mappings, virtual faults). Overridden by
@@ -50,7 +50,7 @@ impl Default for DaemonConfig {
 }
 
 /// Log output format.
-#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum LogFormat {
     /// Plain text lines (for journald).
@@ -61,7 +61,7 @@ pub enum LogFormat {
 }
 
 /// `[log]`.
-#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct LogConfig {
     /// `tracing` filter directive (`info`, `fabricd=debug,info`, ...). Reloadable.
@@ -82,7 +82,7 @@ impl Default for LogConfig {
 }
 
 /// `[grpc]`: the northbound API listeners.
-#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct GrpcConfig {
     /// Unix socket path. Overridden by `--socket`.
@@ -107,7 +107,7 @@ impl Default for GrpcConfig {
 }
 
 /// Southbound driver kinds.
-#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum DriverKind {
     /// Built-in simulated fabric.
@@ -124,7 +124,7 @@ impl DriverKind {
 }
 
 /// `[driver]`.
-#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct DriverConfig {
     pub kind: DriverKind,
@@ -132,7 +132,7 @@ pub struct DriverConfig {
 }
 
 /// `[driver.mock]`: the built-in simulated fabric.
-#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct MockDriverConfig {
     /// Generator notation (`PGFT(...)`, `XGFT(...)`, `KARY(k,n)`, `QFT(...)`), used when
@@ -176,7 +176,7 @@ impl Default for MockDriverConfig {
 }
 
 /// Configured role of a switch (overrides ranking detection).
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Deserialize)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum RoleName {
     Leaf,
@@ -185,7 +185,7 @@ pub enum RoleName {
 }
 
 /// `[routing]`.
-#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct RoutingConfig {
     /// Engine of the base LIDs: `dmodc`, `dmodk`, `updown`, `updown-random`. Reloadable
@@ -227,7 +227,7 @@ impl Default for RoutingConfig {
 }
 
 /// `[update]`: the event loop and the LFT upload. Reloadable.
-#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct UpdateConfig {
     /// Quiet time after the last fault before a generation starts, ms.
@@ -277,7 +277,7 @@ impl UpdateConfig {
 }
 
 /// `[fault_injection]`. Reloadable.
-#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct FaultInjectionConfig {
     /// Accept `InjectFault` requests.
@@ -287,7 +287,7 @@ pub struct FaultInjectionConfig {
 }
 
 /// `[metrics]`: congestion metrics served by `GetMetrics`. Reloadable.
-#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct MetricsConfig {
     /// Random permutations for `mu_rp`.
@@ -312,7 +312,7 @@ impl Default for MetricsConfig {
 }
 
 /// `[prometheus]`.
-#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct PrometheusConfig {
     /// `host:port` of the `/metrics` endpoint; empty = off.
@@ -805,6 +805,44 @@ roots = ["zz"]
         assert_eq!(merged.update.coalesce_ms, 10);
         assert_eq!(merged.grpc.socket, old.grpc.socket);
         assert_eq!(merged.routing.lmc, 1);
+    }
+
+    fn key_paths(prefix: &str, v: &toml::Value, out: &mut std::collections::BTreeSet<String>) {
+        if let toml::Value::Table(t) = v {
+            for (k, v) in t {
+                let p = if prefix.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{prefix}.{k}")
+                };
+                // Free-form maps (roles) are values, not key lists.
+                if matches!(v, toml::Value::Table(_)) && p != "routing.roles" {
+                    key_paths(&p, v, out);
+                } else {
+                    out.insert(p);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn shipped_config_documents_every_key_with_its_default() {
+        let text = include_str!("../../../config/fabricd.toml");
+        let mut shipped = std::collections::BTreeSet::new();
+        key_paths("", &toml::Value::Table(text.parse().unwrap()), &mut shipped);
+        let mut all = std::collections::BTreeSet::new();
+        key_paths("", &toml::Value::try_from(Config::default()).unwrap(), &mut all);
+        let missing: Vec<_> = all.difference(&shipped).collect();
+        assert!(missing.is_empty(), "config/fabricd.toml does not list {missing:?}");
+        // Optional keys are documented as comments.
+        for k in ["topology_file", "roots_file"] {
+            assert!(text.contains(&format!("# {k} = ")), "{k} is not documented");
+        }
+        // Same defaults, except what the sample deliberately changes for the simulator.
+        let mut c = Config::parse(text, "config/fabricd.toml").unwrap();
+        assert!(c.fault_injection.enabled && c.fault_injection.allow_physical);
+        c.fault_injection = FaultInjectionConfig::default();
+        assert_eq!(c, Config::default());
     }
 
     #[test]

@@ -370,6 +370,7 @@ pub async fn run(opts: RunOptions, mut control: mpsc::Receiver<Control>) -> Resu
 
     // READY=1 once the first generation is installed.
     {
+        let health_reporter = health_reporter.clone();
         let notifier = notifier.clone();
         let socket = socket_path.display().to_string();
         tokio::spawn(async move {
@@ -440,6 +441,9 @@ pub async fn run(opts: RunOptions, mut control: mpsc::Receiver<Control>) -> Resu
     // Shutdown: stop accepting changes, let the running upload finish, then close listeners.
     tracing::info!("shutting down");
     let _ = notifier.stopping();
+    health_reporter
+        .set_not_serving::<FabricManagerServer<FabricService>>()
+        .await;
     let _ = events.send(Event::Shutdown).await;
     if let Err(e) = loop_task.await {
         tracing::error!(error = %e, "event loop task failed");
