@@ -440,10 +440,7 @@ impl EventLoop {
                     Some(fe) => self.on_driver_event(fe),
                     None => driver_open = false,
                 },
-                _ = sleep_until_opt(deadline), if deadline.is_some() => {
-                    self.retry_at = None;
-                    self.maybe_start();
-                }
+                _ = sleep_until_opt(deadline), if deadline.is_some() => self.maybe_start(),
                 _ = sleep_until_opt(shutdown_deadline), if shutdown_deadline.is_some() => {
                     tracing::warn!("shutdown timeout: leaving with an upload in progress");
                     break;
@@ -473,12 +470,13 @@ impl EventLoop {
         if self.shutting_down.is_some() || matches!(self.busy, Busy::Uploading(..)) {
             return None;
         }
-        let mut d = self.retry_at;
+        let computing = matches!(self.busy, Busy::Computing(_));
+        // A retry is only due when nothing runs: a running computation already includes the
+        // blocks to retry.
+        let mut d = if computing { None } else { self.retry_at };
         if self.change_seq > self.started_seq {
-            if let Busy::Computing(_) = self.busy {
-                if self.superseded_in_row >= self.settings.update.max_superseded {
-                    return d;
-                }
+            if computing && self.superseded_in_row >= self.settings.update.max_superseded {
+                return None;
             }
             let due = if self.force {
                 Instant::now()
@@ -959,8 +957,9 @@ impl EventLoop {
         }
 
         // Persist what changed (LIDs, virtual faults) before announcing the commit.
-        let lids_to_save = (*c.guid2lid != *self.guid2lid || !self.io.state_dir.path().join("guid2lid").exists())
-            .then(|| c.guid2lid.clone());
+        let lids_to_save = (*c.guid2lid != *self.guid2lid
+            || !self.io.state_dir.path().join(crate::persist::GUID2LID_FILE).exists())
+        .then(|| c.guid2lid.clone());
         let faults_to_save = (flight.exclusions != self.persisted_exclusions)
             .then(|| flight.exclusions.iter().map(|x| x.persisted()).collect::<Vec<_>>());
         if lids_to_save.is_some() || faults_to_save.is_some() {
@@ -1388,6 +1387,54 @@ mod loop_tests {
         assert!(noop.event.ends_with("(no change)"), "{}", noop.event);
         assert_eq!(noop.generation, 3);
         assert_eq!(up.await.unwrap().unwrap().generation, 4);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn failed_blocks_are_retried_until_the_fabric_holds_the_generation() {
+        let mut s = settings(0);
+        s.update.failed_generation_backoff_ms = 30;
+        s.update.upload_retries = 0;
+        let h = start(s, MockConfig::default());
+        h.until("generation 1", |p| p.generation() == 1).await;
+        // Every block write fails from now on.
+        h.mock
+            .set_config(MockConfig {
+                error_rate: 1.0,
+                max_retries: 0,
+                ..MockConfig::default()
+            })
+            .unwrap();
+        let links = h.links();
+        let r = h.inject(links[0], false, true).await.await.unwrap().unwrap();
+        assert_eq!(r.generation, 2, "the generation commits; its blocks stay dirty");
+        let p = h.until("error", |p| !p.last_error.is_empty()).await;
+        assert!(p.last_error.contains("LFT blocks not written"), "{}", p.last_error);
+        let installed = h.mock.installed_lft_table();
+        assert_ne!(
+            installed.row(fabric_topology::SwitchId(0)),
+            p.current.as_ref().unwrap().lfts.row(fabric_topology::SwitchId(0))
+        );
+        // Retries keep failing (backoff doubles) until the switches accept writes again.
+        let g = h.until("a retry", |p| p.generation() >= 3).await.generation();
+        h.mock.set_config(MockConfig::default()).unwrap();
+        let p = h
+            .until("recovered", |p| {
+                p.generation() > g && p.last_error.is_empty() && p.phase == Phase::Idle
+            })
+            .await;
+        let cur = p.current.clone().unwrap();
+        assert!(cur.timings.blocks_written > 0);
+        let installed = h.mock.installed_lft_table();
+        for sw in cur.fabric.switch_ids() {
+            let want = cur.lfts.row(sw);
+            assert_eq!(
+                &installed.row(sw)[..want.len()],
+                want,
+                "switch {} holds the generation",
+                sw.0
+            );
+        }
+        assert_eq!(h.mock.verify_all_pairs(false).unreachable_count, 0);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
