@@ -288,8 +288,8 @@ pub fn validity_set(fabric: &Fabric, lids: &LidPlan, lfts: &Lfts, set: LidSet) -
                     let j = lid as usize % BLOCK_SIZE;
                     // state: 0 unknown, 1 delivers, 2 fails, 3 on the current walk, 4 fails by loop.
                     scr.state.iter_mut().for_each(|x| *x = 0);
-                    for s0 in 0..ns {
-                        if scr.state[s0] != 0 || comp[s0] != dcomp {
+                    for (s0, &c0) in comp.iter().enumerate() {
+                        if scr.state[s0] != 0 || c0 != dcomp {
                             continue;
                         }
                         let mut s = s0;

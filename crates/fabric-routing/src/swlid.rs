@@ -94,9 +94,17 @@ pub(crate) fn fill_switch_lids(fabric: &Fabric, lids: &LidPlan, o: &Oriented, lf
         };
         assign(o.downs(sp), &down, &mut done);
         assign(o.ups(sp), &ud, &mut done);
-        for (t, &lid) in lid_at.iter().enumerate() {
-            if lid != 0 && done[t / 64] & (1 << (t % 64)) == 0 {
-                row[lid as usize] = NO_ROUTE;
+        // Unreachable switches (bits not done, word by word).
+        for (wi, &d) in done.iter().enumerate() {
+            let mut left = !d;
+            while left != 0 {
+                let t = wi * 64 + left.trailing_zeros() as usize;
+                left &= left - 1;
+                if let Some(&lid) = lid_at.get(t) {
+                    if lid != 0 {
+                        row[lid as usize] = NO_ROUTE;
+                    }
+                }
             }
         }
     });
