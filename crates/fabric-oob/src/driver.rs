@@ -10,7 +10,7 @@ use async_trait::async_trait;
 use fabric_routing::{LidPlan, BLOCK_SIZE};
 use fabric_southbound::{DriverCaps, DriverError, LftBlockWrite, SouthboundDriver, WriteReport};
 use fabric_topology::{fmt_guid, Fabric, FabricBuilder, FabricEvent, Guid, Lid, LinkState, NodeType, PortNum, Remote};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 use tokio::sync::{watch, Semaphore};
 use tokio::task::JoinSet;
@@ -29,23 +29,35 @@ const MAX_MESSAGE: usize = 64 << 20;
 /// Configuration of the `oob` driver (the daemon embeds it in its TOML config).
 ///
 /// Durations are strings with a unit (`"500ms"`, `"2s"`, `"1m"`) or integer milliseconds.
-#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct OobConfig {
     /// Inventory file mapping switch GUIDs (or names) to agent addresses (see [`Inventory`]).
     pub inventory: PathBuf,
     /// TCP connect timeout per agent.
-    #[serde(default = "d_connect", deserialize_with = "duration::de")]
+    #[serde(
+        default = "d_connect",
+        deserialize_with = "duration::de",
+        serialize_with = "duration::ser"
+    )]
     pub connect_timeout: Duration,
     /// Timeout of one request to an agent.
-    #[serde(default = "d_request", deserialize_with = "duration::de")]
+    #[serde(
+        default = "d_request",
+        deserialize_with = "duration::de",
+        serialize_with = "duration::ser"
+    )]
     pub request_timeout: Duration,
     /// Maximum number of agent requests in flight at once (uploads, discovery, LID setup). The
     /// port-event streams (one long-lived stream per agent) are not counted.
     #[serde(default = "d_max_conn")]
     pub max_connections: usize,
     /// How long an agent may stay unreachable before its switch is reported down.
-    #[serde(default = "d_deadline", deserialize_with = "duration::de")]
+    #[serde(
+        default = "d_deadline",
+        deserialize_with = "duration::de",
+        serialize_with = "duration::ser"
+    )]
     pub unreachable_deadline: Duration,
     /// Highest unicast address of the fabric (BXI-like fabrics: up to `0xFFFFFF`).
     #[serde(default = "d_max_lid")]
@@ -72,6 +84,14 @@ fn d_max_lid() -> Lid {
 }
 fn d_retries() -> u32 {
     3
+}
+
+/// Every default and an empty inventory path (which [`OobDriver::open`] refuses): what an
+/// embedding configuration holds when no `oob` table is given.
+impl Default for OobConfig {
+    fn default() -> Self {
+        OobConfig::new(PathBuf::new())
+    }
 }
 
 impl OobConfig {
@@ -133,6 +153,11 @@ mod duration {
             _ => return None,
         };
         (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs))
+    }
+
+    /// Writes a duration as `"<n>ms"` (what [`de`] reads back).
+    pub fn ser<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&format!("{}ms", d.as_millis()))
     }
 
     pub fn de<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {

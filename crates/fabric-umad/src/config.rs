@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 /// Configuration of [`crate::UmadDriver`].
 ///
@@ -16,7 +16,7 @@ use serde::Deserialize;
 /// window = 16                        # SMPs in flight (1..=32)
 /// sweep_interval_ms = 250            # light sweep period (0 = off)
 /// ```
-#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct UmadConfig {
     /// The user-MAD device file (`/dev/infiniband/umadN`).

@@ -113,12 +113,18 @@ pub enum DriverKind {
     /// Built-in simulated fabric.
     #[default]
     Mock,
+    /// InfiniBand subnet manager over the kernel user-MAD interface (`[driver.umad]`).
+    Umad,
+    /// Out-of-band management agents, one per switch (`[driver.oob]`).
+    Oob,
 }
 
 impl DriverKind {
     pub fn name(self) -> &'static str {
         match self {
             DriverKind::Mock => "mock",
+            DriverKind::Umad => "umad",
+            DriverKind::Oob => "oob",
         }
     }
 }
@@ -129,6 +135,11 @@ impl DriverKind {
 pub struct DriverConfig {
     pub kind: DriverKind,
     pub mock: MockDriverConfig,
+    /// `[driver.umad]`: the `umad` driver's own configuration (used when `kind = "umad"`).
+    pub umad: fabric_umad::UmadConfig,
+    /// `[driver.oob]`: the `oob` driver's own configuration (used when `kind = "oob"`;
+    /// `inventory` is then required).
+    pub oob: fabric_oob::OobConfig,
 }
 
 /// `[driver.mock]`: the built-in simulated fabric.
@@ -493,6 +504,25 @@ impl Config {
                 bad("driver.mock.max_parallel", "must be at least 1".into());
             }
         }
+        if self.driver.kind == DriverKind::Umad {
+            if self.driver.umad.device.as_os_str().is_empty() {
+                bad("driver.umad.device", "must not be empty".into());
+            }
+            if let Err(e) = self.driver.umad.validate() {
+                bad("driver.umad", e);
+            }
+        }
+        if self.driver.kind == DriverKind::Oob {
+            if self.driver.oob.inventory.as_os_str().is_empty() {
+                bad(
+                    "driver.oob.inventory",
+                    "required with driver.kind = \"oob\" (the agent inventory file)".into(),
+                );
+            }
+            if let Err(e) = self.driver.oob.validate() {
+                bad("driver.oob", e.to_string());
+            }
+        }
         if let Err(e) = self.engine_kind() {
             bad("routing.engine", e);
         }
@@ -582,6 +612,8 @@ impl Config {
         cmp!(applied, "driver.mock.error_seed", driver.mock.error_seed);
         cmp!(applied, "driver.mock.max_parallel", driver.mock.max_parallel);
         cmp!(applied, "driver.mock.max_retries", driver.mock.max_retries);
+        cmp!(need_restart, "driver.umad", driver.umad);
+        cmp!(need_restart, "driver.oob", driver.oob);
         cmp!(applied, "routing.engine", routing.engine);
         cmp!(applied, "routing.seed", routing.seed);
         cmp!(need_restart, "routing.lmc", routing.lmc);
@@ -612,6 +644,8 @@ impl Config {
         c.driver.mock.remove_links = self.driver.mock.remove_links;
         c.driver.mock.remove_switches = self.driver.mock.remove_switches;
         c.driver.mock.degrade_seed = self.driver.mock.degrade_seed;
+        c.driver.umad = self.driver.umad.clone();
+        c.driver.oob = self.driver.oob.clone();
         c.routing.lmc = self.routing.lmc;
         c.routing.max_lid = self.routing.max_lid;
         c.routing.threads = self.routing.threads;
@@ -790,6 +824,51 @@ roots = ["zz"]
     }
 
     #[test]
+    fn driver_tables_are_read_and_checked() {
+        let text = "[driver]\nkind = \"umad\"\n[driver.umad]\ndevice = \"/dev/infiniband/umad1\"\nwindow = 8\n";
+        let c = Config::parse(text, "u.toml").unwrap();
+        assert_eq!(c.driver.kind, DriverKind::Umad);
+        assert_eq!(c.driver.umad.device, PathBuf::from("/dev/infiniband/umad1"));
+        assert_eq!(c.driver.umad.window, 8);
+        assert_eq!(c.driver.umad.retries, fabric_umad::UmadConfig::default().retries);
+
+        let text = "[driver]\nkind = \"oob\"\n[driver.oob]\ninventory = \"/etc/agents.inv\"\nrequest_timeout = \"750ms\"\nmax_lid = 65535\n";
+        let c = Config::parse(text, "o.toml").unwrap();
+        assert_eq!(c.driver.kind, DriverKind::Oob);
+        assert_eq!(c.driver.oob.inventory, PathBuf::from("/etc/agents.inv"));
+        assert_eq!(c.driver.oob.request_timeout, Duration::from_millis(750));
+        assert_eq!(c.driver.oob.max_lid, 0xFFFF);
+
+        // kind = "oob" without an inventory, a bad umad window (ignored: umad is not selected),
+        // an unknown key in [driver.oob].
+        let e = Config::parse("[driver]\nkind = \"oob\"\n", "o.toml").unwrap_err();
+        assert_eq!(e.issues.len(), 1, "{e}");
+        assert_eq!(e.issues[0].path, "driver.oob.inventory", "{e}");
+        let e = Config::parse(
+            "[driver]\nkind = \"umad\"\n[driver.umad]\nwindow = 0\nsm_priority = 99\n",
+            "u.toml",
+        )
+        .unwrap_err();
+        assert_eq!(e.issues.len(), 1, "{e}");
+        assert_eq!(e.issues[0].path, "driver.umad", "{e}");
+        assert!(e.issues[0].message.contains("window 0"), "{e}");
+        let e = Config::parse("[driver.oob]\ninventory = \"x\"\nbogus = 1\n", "o.toml").unwrap_err();
+        assert_eq!(e.issues[0].path, "driver.oob.bogus", "{e}");
+        assert_eq!(e.issues[0].line, Some(3), "{e}");
+        let e = Config::parse("[driver]\nkind = \"infiniband\"\n", "k.toml").unwrap_err();
+        assert_eq!(e.issues[0].path, "driver.kind", "{e}");
+
+        // Driver tables need a restart.
+        let old = Config::default();
+        let mut new = old.clone();
+        new.driver.umad.window = 4;
+        new.driver.oob.max_retries = 9;
+        let d = old.reload_diff(&new);
+        assert_eq!(d.need_restart, vec!["driver.umad", "driver.oob"]);
+        assert_eq!(old.merge_reload(&new).driver, old.driver);
+    }
+
+    #[test]
     fn reload_splits_runtime_and_restart_keys() {
         let old = Config::default();
         let mut new = Config::default();
@@ -842,6 +921,9 @@ roots = ["zz"]
         let mut c = Config::parse(text, "config/fabricd.toml").unwrap();
         assert!(c.fault_injection.enabled && c.fault_injection.allow_physical);
         c.fault_injection = FaultInjectionConfig::default();
+        // The oob inventory has no default (required with kind = "oob"); the sample shows a path.
+        assert!(!c.driver.oob.inventory.as_os_str().is_empty());
+        c.driver.oob.inventory = PathBuf::new();
         assert_eq!(c, Config::default());
     }
 

@@ -34,6 +34,19 @@ pub enum DaemonError {
     Config(String),
     #[error("driver: {0}")]
     Driver(#[from] fabric_southbound::DriverError),
+    /// The driver could not be opened: `what` names its device or inventory file.
+    #[error("cannot open the {kind} driver ({what}): {source}")]
+    DriverOpen {
+        kind: &'static str,
+        what: String,
+        source: fabric_southbound::DriverError,
+    },
+    /// The driver opened but the first discovery failed.
+    #[error("{kind} driver: discovery failed: {source}")]
+    Discovery {
+        kind: &'static str,
+        source: fabric_southbound::DriverError,
+    },
     #[error("state directory: {0}")]
     State(#[from] crate::persist::PersistError),
     #[error("{what} {path}: {source}")]
@@ -106,6 +119,78 @@ pub fn mock_config(cfg: &MockDriverConfig) -> MockConfig {
         max_parallel: cfg.max_parallel.max(1),
         max_retries: cfg.max_retries,
         ..MockConfig::default()
+    }
+}
+
+/// Opens the driver selected by `[driver] kind` (the mock fabric is built, the umad device
+/// opened, the oob inventory read). The second value is the simulated fabric when the driver is
+/// `mock` (it serves the packet-level RPCs Trace and VerifyReachability).
+pub fn open_driver(cfg: &Config) -> Result<(Arc<dyn SouthboundDriver>, Option<Arc<MockFabric>>), DaemonError> {
+    match cfg.driver.kind {
+        DriverKind::Mock => {
+            let m = Arc::new(build_mock(&cfg.driver.mock)?);
+            Ok((m.clone(), Some(m)))
+        }
+        DriverKind::Umad => {
+            let u = &cfg.driver.umad;
+            let d = fabric_umad::UmadDriver::open(u.clone()).map_err(|source| DaemonError::DriverOpen {
+                kind: "umad",
+                what: format!("driver.umad.device = {}", u.device.display()),
+                source,
+            })?;
+            Ok((Arc::new(d), None))
+        }
+        DriverKind::Oob => {
+            let o = &cfg.driver.oob;
+            let d = fabric_oob::OobDriver::open(o.clone()).map_err(|source| DaemonError::DriverOpen {
+                kind: "oob",
+                what: format!("driver.oob.inventory = {}", o.inventory.display()),
+                source,
+            })?;
+            Ok((Arc::new(d), None))
+        }
+    }
+}
+
+/// What `--check-config` verifies beyond the configuration text: the selected driver's files
+/// (the mock topology file or generator, the umad device, the oob inventory) without opening
+/// the fabric. Returns a one-line description of the driver on success.
+pub fn check_driver(cfg: &Config) -> Result<String, DaemonError> {
+    match cfg.driver.kind {
+        DriverKind::Mock => {
+            let m = build_mock(&cfg.driver.mock)?;
+            let f = m.cabling();
+            Ok(format!(
+                "mock, {} switches, {} end ports",
+                f.num_switches(),
+                f.num_end_ports()
+            ))
+        }
+        DriverKind::Umad => {
+            let dev = &cfg.driver.umad.device;
+            let meta = std::fs::metadata(dev).map_err(|source| DaemonError::Io {
+                what: "driver.umad.device: cannot access",
+                path: dev.display().to_string(),
+                source,
+            })?;
+            use std::os::unix::fs::FileTypeExt;
+            if !meta.file_type().is_char_device() {
+                return Err(DaemonError::Config(format!(
+                    "driver.umad.device: {} is not a character device (expected /dev/infiniband/umadN)",
+                    dev.display()
+                )));
+            }
+            Ok(format!("umad, device {}", dev.display()))
+        }
+        DriverKind::Oob => {
+            let inv = fabric_oob::Inventory::read_file(&cfg.driver.oob.inventory)
+                .map_err(|e| DaemonError::Config(format!("driver.oob.inventory: {e}")))?;
+            Ok(format!(
+                "oob, {} agents in {}",
+                inv.entries.len(),
+                cfg.driver.oob.inventory.display()
+            ))
+        }
     }
 }
 
@@ -201,14 +286,16 @@ pub async fn run(opts: RunOptions, mut control: mpsc::Receiver<Control>) -> Resu
     let notifier = opts.notifier.clone();
 
     // Driver and discovery.
-    let (driver, mock): (Arc<dyn SouthboundDriver>, Option<Arc<MockFabric>>) = match config.driver.kind {
-        DriverKind::Mock => {
-            let m = Arc::new(build_mock(&config.driver.mock)?);
-            (m.clone(), Some(m))
-        }
-    };
+    let (driver, mock) = open_driver(&config)?;
+    let kind = config.driver.kind.name();
+    let physical = Arc::new(
+        driver
+            .discover()
+            .await
+            .map_err(|source| DaemonError::Discovery { kind, source })?,
+    );
+    // After discovery: the oob driver learns its agents' LFT capacity there.
     let caps = driver.caps();
-    let physical = Arc::new(driver.discover().await?);
     let (links, _) = physical.count_links();
     tracing::info!(
         driver = caps.name,

@@ -45,10 +45,18 @@ fn main() -> ExitCode {
         }
     };
     if args.check_config {
+        // The selected driver's files too: mock topology, umad device, oob inventory.
+        let driver = match fabricd::daemon::check_driver(&config) {
+            Ok(d) => d,
+            Err(e) => {
+                eprintln!("fabricd: {}: {e}", args.config.display());
+                return ExitCode::from(2);
+            }
+        };
         println!(
             "{}: configuration OK (driver {}, engine {}, socket {})",
             args.config.display(),
-            config.driver.kind.name(),
+            driver,
             config.routing.engine,
             args.socket.as_ref().unwrap_or(&config.grpc.socket).display()
         );
