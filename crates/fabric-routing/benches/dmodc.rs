@@ -19,7 +19,7 @@ use criterion::{criterion_group, criterion_main, Criterion};
 
 use fabric_ranking::{rank, RankOptions};
 use fabric_routing::{
-    assign_lids, engine, EngineKind, Guid2Lid, LidPlan, LidSet, Lfts, RoutingContext, IB_MAX_UNICAST_LID,
+    assign_lids, engine, EngineKind, Guid2Lid, Lfts, LidPlan, LidSet, RoutingContext, IB_MAX_UNICAST_LID,
 };
 use fabric_topology::gen::{degrade, generate, Degrade};
 use fabric_topology::Fabric;
@@ -33,18 +33,35 @@ fn fabric(spec: &str, link_pct: usize) -> Fabric {
         return g;
     }
     let links = g.count_links().0 * link_pct / 100;
-    degrade(&g, &Degrade { remove_links: links, remove_switches: 0, seed: 1 }).expect("degrade")
+    degrade(
+        &g,
+        &Degrade {
+            remove_links: links,
+            remove_switches: 0,
+            seed: 1,
+        },
+    )
+    .expect("degrade")
 }
 
 fn pool(threads: usize) -> rayon::ThreadPool {
-    rayon::ThreadPoolBuilder::new().num_threads(threads).build().expect("thread pool")
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .expect("thread pool")
 }
 
 /// Ranking + Dmodc base routing, the unit of work of one generation.
 fn dmodc_full(f: &Fabric, lids: &LidPlan, lfts: &mut Lfts) {
     let ranking = rank(f, &RankOptions::default());
-    let ctx = RoutingContext { fabric: f, ranking: &ranking, lids };
-    engine(EngineKind::Dmodc).route(&ctx, LidSet::Base, lfts).expect("route");
+    let ctx = RoutingContext {
+        fabric: f,
+        ranking: &ranking,
+        lids,
+    };
+    engine(EngineKind::Dmodc)
+        .route(&ctx, LidSet::Base, lfts)
+        .expect("route");
 }
 
 fn bench_dmodc(c: &mut Criterion) {
@@ -60,7 +77,9 @@ fn bench_dmodc(c: &mut Criterion) {
         let mut lfts = Lfts::new(f.num_switches(), lids.top());
         for threads in [1, 2] {
             let p = pool(threads);
-            g.bench_function(format!("{name}/t{threads}"), |b| p.install(|| b.iter(|| dmodc_full(&f, &lids, &mut lfts))));
+            g.bench_function(format!("{name}/t{threads}"), |b| {
+                p.install(|| b.iter(|| dmodc_full(&f, &lids, &mut lfts)))
+            });
         }
     }
     g.finish();
@@ -74,11 +93,21 @@ fn bench_escape(c: &mut Criterion) {
         let ranking = rank(&f, &RankOptions::default());
         let lids = assign_lids(&f, &Guid2Lid::default(), 1, IB_MAX_UNICAST_LID).expect("lids");
         let mut lfts = Lfts::new(f.num_switches(), lids.top());
-        let ctx = RoutingContext { fabric: &f, ranking: &ranking, lids: &lids };
+        let ctx = RoutingContext {
+            fabric: &f,
+            ranking: &ranking,
+            lids: &lids,
+        };
         for threads in [1, 2] {
             let p = pool(threads);
             g.bench_function(format!("{name}/t{threads}"), |b| {
-                p.install(|| b.iter(|| engine(EngineKind::UpDown).route(&ctx, LidSet::Escape, &mut lfts).expect("route")))
+                p.install(|| {
+                    b.iter(|| {
+                        engine(EngineKind::UpDown)
+                            .route(&ctx, LidSet::Escape, &mut lfts)
+                            .expect("route")
+                    })
+                })
             });
         }
     }
@@ -91,21 +120,33 @@ fn bench_alloc(c: &mut Criterion) {
     let f = fabric(PGFT_34992, 0);
     let lids = assign_lids(&f, &Guid2Lid::default(), 0, IB_MAX_UNICAST_LID).expect("lids");
     let p = pool(2);
-    g.bench_function("34992_lmc0/t2", |b| p.install(|| b.iter(|| Lfts::new(f.num_switches(), lids.top()))));
+    g.bench_function("34992_lmc0/t2", |b| {
+        p.install(|| b.iter(|| Lfts::new(f.num_switches(), lids.top())))
+    });
     g.finish();
 }
 
 /// Peak resident memory (kB) since the last reset, and a reset.
 fn vm_hwm_kb() -> Option<u64> {
     let s = std::fs::read_to_string("/proc/self/status").ok()?;
-    s.lines().find(|l| l.starts_with("VmHWM:"))?.split_whitespace().nth(1)?.parse().ok()
+    s.lines()
+        .find(|l| l.starts_with("VmHWM:"))?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
 }
 fn reset_hwm() -> bool {
     std::fs::write("/proc/self/clear_refs", "5").is_ok()
 }
 fn vm_rss_kb() -> Option<u64> {
     let s = std::fs::read_to_string("/proc/self/status").ok()?;
-    s.lines().find(|l| l.starts_with("VmRSS:"))?.split_whitespace().nth(1)?.parse().ok()
+    s.lines()
+        .find(|l| l.starts_with("VmRSS:"))?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
 }
 
 fn memory_report(_: &mut Criterion) {
@@ -115,8 +156,15 @@ fn memory_report(_: &mut Criterion) {
     let base = vm_rss_kb();
     let reset = reset_hwm();
     let t = std::time::Instant::now();
-    let routed = fabric_routing::route_all(&RoutingContext { fabric: &f, ranking: &ranking, lids: &lids }, EngineKind::Dmodc)
-        .expect("route");
+    let routed = fabric_routing::route_all(
+        &RoutingContext {
+            fabric: &f,
+            ranking: &ranking,
+            lids: &lids,
+        },
+        EngineKind::Dmodc,
+    )
+    .expect("route");
     let ms = t.elapsed().as_secs_f64() * 1e3;
     let lft_bytes = routed.lfts.as_bytes().len() as u64;
     let leaves = f.switch_ids().filter(|&s| f.is_leaf(s)).count() as u64;
