@@ -3,12 +3,17 @@
 
 mod offline;
 mod remote;
+mod validate;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser, Debug)]
-#[command(name = "fabricctl", version, about = "fabricd operator CLI and offline fabric analysis")]
+#[command(
+    name = "fabricctl",
+    version,
+    about = "fabricd operator CLI and offline fabric analysis"
+)]
 struct Cli {
     /// Unix socket (or http://host:port) of the running fabricd.
     #[arg(long, global = true, default_value = "/run/fabricd/fabricd.sock")]
@@ -25,6 +30,9 @@ enum Command {
     Route(offline::RouteArgs),
     /// Route a topology file offline and print validity and congestion metrics.
     Analyze(offline::AnalyzeArgs),
+    /// Compare the cabling with an expected topology file (the daemon's live topology, or
+    /// --actual FILE); exit code 1 when they differ.
+    Validate(validate::ValidateArgs),
     #[command(flatten)]
     Remote(remote::RemoteCmd),
 }
@@ -36,6 +44,11 @@ fn main() {
         Command::Route(a) => offline::route(a),
         Command::Analyze(a) => offline::analyze(a),
         Command::Remote(r) => remote::run(r, &cli.socket),
+        Command::Validate(a) => match validate::run(a, &cli.socket) {
+            Ok(true) => Ok(()),
+            Ok(false) => std::process::exit(1),
+            Err(e) => Err(e),
+        },
     };
     if let Err(e) = res {
         eprintln!("fabricctl: {e:#}");
