@@ -13,7 +13,7 @@
 //!
 //! Before the benchmarks, one routing of the 34 992-node fabric reports the memory: LFT bytes
 //! (switches × LIDs) and the peak resident memory growth (`VmHWM`, reset through
-//! `/proc/self/clear_refs`).
+//! `/proc/self/clear_refs`), and one-shot timings of the validity and CDG checks.
 
 use criterion::{criterion_group, criterion_main, Criterion};
 
@@ -180,6 +180,17 @@ fn memory_report(_: &mut Criterion) {
         ),
         _ => eprintln!("memory: /proc not available; LFT {lft_bytes} bytes, cost matrices {costs} bytes"),
     }
+    // One-shot timings of the checks on the same tables.
+    let t = std::time::Instant::now();
+    let v = fabric_routing::check::validity(&f, &lids, &routed.lfts);
+    let validity_ms = t.elapsed().as_secs_f64() * 1e3;
+    let t = std::time::Instant::now();
+    let dl = fabric_routing::check::deadlock_free(&f, &ranking, &lids, &routed.lfts);
+    let cdg_ms = t.elapsed().as_secs_f64() * 1e3;
+    eprintln!(
+        "checks {PGFT_34992} LMC 0: validity {validity_ms:.0} ms (valid {}), CDG {cdg_ms:.0} ms (acyclic {dl})",
+        v.valid
+    );
 }
 
 criterion_group!(benches, memory_report, bench_dmodc, bench_escape, bench_alloc);

@@ -267,7 +267,9 @@ pub fn validity_set(fabric: &Fabric, lids: &LidPlan, lfts: &Lfts, set: LidSet) -
         gathered: Vec<u8>,
         state: Vec<u8>,
         stack: Vec<usize>,
+        touched: Vec<usize>,
     }
+    let source_switches: Vec<usize> = (0..ns).filter(|&s| per_switch[s] > 0).collect();
     // (unreachable end-port pairs, of which loops, unreachable (end port, switch) pairs)
     let (bad, loops, sw_bad) = blocks
         .par_iter()
@@ -276,6 +278,7 @@ pub fn validity_set(fabric: &Fabric, lids: &LidPlan, lfts: &Lfts, set: LidSet) -
                 gathered: vec![0u8; ns * BLOCK_SIZE],
                 state: vec![0u8; ns],
                 stack: Vec::new(),
+                touched: Vec::new(),
             },
             |scr, block| {
                 let b0 = block[0].0 as usize / BLOCK_SIZE;
@@ -286,10 +289,15 @@ pub fn validity_set(fabric: &Fabric, lids: &LidPlan, lfts: &Lfts, set: LidSet) -
                 let (mut bad, mut loops, mut sw_bad) = (0u64, 0u64, 0u64);
                 for &(lid, target, dcomp) in block.iter() {
                     let j = lid as usize % BLOCK_SIZE;
-                    // state: 0 unknown, 1 delivers, 2 fails, 3 on the current walk, 4 fails by loop.
-                    scr.state.iter_mut().for_each(|x| *x = 0);
-                    for (s0, &c0) in comp.iter().enumerate() {
-                        if scr.state[s0] != 0 || c0 != dcomp {
+                    let own = if target & END != 0 {
+                        attach(EndPortId(target & !END))
+                    } else {
+                        usize::MAX
+                    };
+                    // Walk from every switch with sources, memoised; state: 0 unknown,
+                    // 1 delivers, 2 fails, 3 on the current walk, 4 fails by loop.
+                    for &s0 in &source_switches {
+                        if comp[s0] != dcomp {
                             continue;
                         }
                         let mut s = s0;
@@ -301,6 +309,7 @@ pub fn validity_set(fabric: &Fabric, lids: &LidPlan, lfts: &Lfts, set: LidSet) -
                             }
                             scr.state[s] = 3;
                             scr.stack.push(s);
+                            scr.touched.push(s);
                             let port = scr.gathered[s * BLOCK_SIZE + j];
                             if port == 0 {
                                 // Delivered to this switch: right only for a switch destination.
@@ -322,20 +331,13 @@ pub fn validity_set(fabric: &Fabric, lids: &LidPlan, lfts: &Lfts, set: LidSet) -
                             scr.state[x] = verdict;
                         }
                         scr.stack.clear();
-                    }
-                    // Sources attached to switches that do not deliver (the destination itself
-                    // is not a source of its own LID).
-                    let own = if target & END != 0 {
-                        attach(EndPortId(target & !END))
-                    } else {
-                        usize::MAX
-                    };
-                    for s in 0..ns {
-                        if comp[s] == dcomp && scr.state[s] != 1 && per_switch[s] > 0 {
-                            let n = per_switch[s] - u64::from(s == own);
+                        // Sources on s0 that do not arrive (the destination itself is not a
+                        // source of its own LID).
+                        if verdict != 1 {
+                            let n = per_switch[s0] - u64::from(s0 == own);
                             if target & END != 0 {
                                 bad += n;
-                                if scr.state[s] == 4 {
+                                if verdict == 4 {
                                     loops += n;
                                 }
                             } else {
@@ -343,6 +345,10 @@ pub fn validity_set(fabric: &Fabric, lids: &LidPlan, lfts: &Lfts, set: LidSet) -
                             }
                         }
                     }
+                    for &x in scr.touched.iter() {
+                        scr.state[x] = 0;
+                    }
+                    scr.touched.clear();
                 }
                 (bad, loops, sw_bad)
             },

@@ -169,7 +169,7 @@ impl Guid2Lid {
             let guid = parse_guid(fields[0]).ok_or_else(|| err(line, format!("bad GUID `{}`", fields[0])))?;
             let min = parse_lid(fields[1]).ok_or_else(|| err(line, format!("bad LID `{}`", fields[1])))?;
             let max = parse_lid(fields[2]).ok_or_else(|| err(line, format!("bad LID `{}`", fields[2])))?;
-            if min == 0 || min > max {
+            if min == 0 || min > max || max - min >= MAX_LIDS_PER_PORT {
                 return Err(err(
                     line,
                     format!("bad LID range {min:#06x}..{max:#06x} for {}", fmt_guid(guid)),
@@ -232,24 +232,23 @@ fn parse_lid(s: &str) -> Option<Lid> {
     }
 }
 
-/// A growable bitset of taken LIDs.
+/// Taken LIDs. A hash set rather than a bitset: previous records may name LIDs anywhere in a
+/// large out-of-band address space.
 struct Taken {
-    words: Vec<u64>,
+    set: std::collections::HashSet<u64>,
 }
 
 impl Taken {
     fn get(&self, lid: u64) -> bool {
-        let w = (lid / 64) as usize;
-        w < self.words.len() && self.words[w] & (1 << (lid % 64)) != 0
+        self.set.contains(&lid)
     }
     fn set(&mut self, lid: u64) {
-        let w = (lid / 64) as usize;
-        if w >= self.words.len() {
-            self.words.resize(w + 1, 0);
-        }
-        self.words[w] |= 1 << (lid % 64);
+        self.set.insert(lid);
     }
 }
+
+/// Widest LID range of one record: `2^LMC` LIDs with InfiniBand's largest LMC, 7.
+pub const MAX_LIDS_PER_PORT: Lid = 128;
 
 /// Assigns LIDs to every end port and switch of the fabric (live or not: a LID belongs to a
 /// GUID, not to a state).
@@ -272,7 +271,9 @@ pub fn assign_lids(fabric: &Fabric, previous: &Guid2Lid, lmc: u8, max_lid: Lid) 
         return Err(LidError::InvalidMaxLid(max_lid));
     }
     let max = max_lid as u64;
-    let mut taken = Taken { words: Vec::new() };
+    let mut taken = Taken {
+        set: std::collections::HashSet::with_capacity(2 * fabric.num_end_ports() + fabric.num_switches()),
+    };
     taken.set(0);
     let mut end_port_base = vec![0 as Lid; fabric.num_end_ports()];
     let mut switch_lid = vec![0 as Lid; fabric.num_switches()];
@@ -314,7 +315,8 @@ pub fn assign_lids(fabric: &Fabric, previous: &Guid2Lid, lmc: u8, max_lid: Lid) 
         if fabric.end_port_by_guid(g).is_some() || fabric.switch_by_guid(g).is_some() {
             continue;
         }
-        for l in lo as u64..=(hi as u64).min(max) {
+        let hi = (hi as u64).min(lo as u64 + MAX_LIDS_PER_PORT as u64 - 1).min(max);
+        for l in lo as u64..=hi {
             taken.set(l);
         }
     }
@@ -498,9 +500,16 @@ mod tests {
             assign_lids(&f, &Guid2Lid::default(), 2, 100),
             Err(LidError::UnsupportedLmc(2))
         );
-        // Out-of-band fabrics may use more than 16 bits.
+        // Out-of-band fabrics may use more than 16 bits, and old records anywhere in that space
+        // cost nothing (no dense table).
         let p = assign_lids(&f, &Guid2Lid::default(), 1, 1 << 20).unwrap();
         assert_eq!(p.max_lid, 1 << 20);
+        let mut far = Guid2Lid::new();
+        far.insert(0x2000, 0xFFFF_FF00, 0xFFFF_FF01);
+        far.insert(0xdead, 0xFFFF_0000, 0xFFFF_FFFF);
+        let p = assign_lids(&f, &far, 1, u32::MAX).unwrap();
+        assert_eq!(p.end_port_base[0], 0xFFFF_FF00);
+        assert_eq!(p.end_port_base[1], 2);
     }
 
     #[test]
@@ -521,6 +530,8 @@ mod tests {
         let e = Guid2Lid::parse("zz 2 3\n", "f").unwrap_err();
         assert!(matches!(e, LidError::Parse { line: 1, .. }));
         let e = Guid2Lid::parse("0x1 5 3\n", "f").unwrap_err();
+        assert!(e.to_string().contains("bad LID range"), "{e}");
+        let e = Guid2Lid::parse("0x1 0x2 0xffff\n", "f").unwrap_err();
         assert!(e.to_string().contains("bad LID range"), "{e}");
         // Wide LIDs (out-of-band fabrics) are written with more digits and read back.
         let mut w = Guid2Lid::new();

@@ -5,9 +5,9 @@
 //! `s` by downward hops only (including `s`), `ud[s]` = reachable by an up-down path. At `s`,
 //! a destination in `down[s]` is sent down (first down group, by remote GUID, whose remote
 //! reaches it downward), any other destination in `ud[s]` up (first up group whose remote
-//! reaches it up-down). A packet sent down is only ever sent down again, so every path is
-//! up*-down*. Word-parallel: the work per switch is `groups × switches / 64`, memory two
-//! `switches²` bit matrices.
+//! reaches it up-down); the parallel ports of a group take the destinations in turn. A packet
+//! sent down is only ever sent down again, so every path is up*-down*. Word-parallel: the work
+//! per switch is `groups × switches / 64`, memory two `switches²` bit matrices.
 
 use rayon::prelude::*;
 
@@ -76,6 +76,8 @@ pub(crate) fn fill_switch_lids(fabric: &Fabric, lids: &LidPlan, o: &Oriented, lf
         let mut assign = |nbrs: &[Nbr], reach: &[u64], done: &mut [u64]| {
             for nb in nbrs {
                 let ports = &groups[nb.group as usize].ports;
+                // Parallel ports of the group in turn (round robin over the destinations).
+                let mut k = 0;
                 let src = &reach[nb.pos as usize * w..(nb.pos as usize + 1) * w];
                 for (wi, (d, &r)) in done.iter_mut().zip(src).enumerate() {
                     let mut new = r & !*d;
@@ -86,7 +88,11 @@ pub(crate) fn fill_switch_lids(fabric: &Fabric, lids: &LidPlan, o: &Oriented, lf
                         let t = wi * 64 + b;
                         let lid = lid_at[t];
                         if lid != 0 {
-                            row[lid as usize] = ports[t % ports.len()];
+                            row[lid as usize] = ports[k];
+                            k += 1;
+                            if k == ports.len() {
+                                k = 0;
+                            }
                         }
                     }
                 }
