@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 spec=${1:-'PGFT(3;12,12,24;1,12,12;1,1,1)'}
 rp=${2:-1000}
 cargo build --release -q -p fabricctl
-bin=target/release/fabricctl
+bin=${CARGO_TARGET_DIR:-target}/release/fabricctl
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 "$bin" topo gen "$spec" -o "$tmp/full.topo"
 cables=$("$bin" topo info "$tmp/full.topo" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["links"])')
