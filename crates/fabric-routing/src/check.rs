@@ -24,10 +24,13 @@ pub enum TraceEnd {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum TraceError {
     #[error("source end port {} is not live", fmt_guid(*.guid))]
+    /// The source end port is down or not cabled to a live switch.
     SourceNotLive { ep: EndPortId, guid: u64 },
     #[error("switch {} has no route to LID {lid}", fmt_guid(*.guid))]
+    /// A switch on the way has no entry (255) for the LID.
     NoRoute { switch: SwitchId, guid: u64, lid: Lid },
     #[error("switch {} port {port} towards LID {lid} does not lead to a live switch or end port", fmt_guid(*.guid))]
+    /// A switch forwards the LID to a port that leads nowhere usable.
     DeadPort {
         switch: SwitchId,
         guid: u64,
@@ -35,6 +38,7 @@ pub enum TraceError {
         lid: Lid,
     },
     #[error("routing loop towards LID {lid} (switch {} reached again after {hops} hops)", fmt_guid(*.guid))]
+    /// The walk went on longer than there are switches.
     Loop {
         switch: SwitchId,
         guid: u64,
@@ -124,6 +128,7 @@ pub struct ValidityReport {
     pub unreachable_count: u64,
     /// Unreachable pairs over the escape LIDs (at most [`MAX_LISTED`]; empty with LMC 0).
     pub escape_unreachable_pairs: Vec<(EndPortId, EndPortId)>,
+    /// Number of unreachable connected pairs over the escape LIDs.
     pub escape_unreachable_count: u64,
     /// Of the unreachable pairs, how many end in a loop (base + escape).
     pub loop_count: u64,

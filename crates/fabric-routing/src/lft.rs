@@ -25,6 +25,7 @@ impl Lfts {
             data: vec![NO_ROUTE; row_len * num_switches],
         }
     }
+    /// Number of switches (rows).
     pub fn num_switches(&self) -> usize {
         self.data.len().checked_div(self.row_len).unwrap_or(0)
     }
@@ -32,12 +33,15 @@ impl Lfts {
     pub fn row_len(&self) -> usize {
         self.row_len
     }
+    /// Number of 64-entry LFT blocks per row.
     pub fn num_blocks(&self) -> usize {
         self.row_len / BLOCK_SIZE
     }
+    /// The table of one switch, indexed by LID.
     pub fn row(&self, sw: SwitchId) -> &[u8] {
         &self.data[sw.idx() * self.row_len..(sw.idx() + 1) * self.row_len]
     }
+    /// The table of one switch, mutable.
     pub fn row_mut(&mut self, sw: SwitchId) -> &mut [u8] {
         &mut self.data[sw.idx() * self.row_len..(sw.idx() + 1) * self.row_len]
     }
@@ -66,14 +70,18 @@ impl Lfts {
         }
         self.data[sw.idx() * self.row_len + lid]
     }
+    /// Sets one entry. Panics when `sw` or `lid` is outside the table (callers size it from
+    /// the plan's [`LidPlan::top`](crate::LidPlan::top)).
     pub fn set(&mut self, sw: SwitchId, lid: Lid, port: PortNum) {
         let i = sw.idx() * self.row_len + lid as usize;
         self.data[i] = port;
     }
+    /// LFT block `block` of a switch (LIDs `64·block..64·block + 63`).
     pub fn block(&self, sw: SwitchId, block: usize) -> &[u8] {
         let start = sw.idx() * self.row_len + block * BLOCK_SIZE;
         &self.data[start..start + BLOCK_SIZE]
     }
+    /// LFT block `block` of a switch, mutable.
     pub fn block_mut(&mut self, sw: SwitchId, block: usize) -> &mut [u8] {
         let start = sw.idx() * self.row_len + block * BLOCK_SIZE;
         &mut self.data[start..start + BLOCK_SIZE]
@@ -132,8 +140,11 @@ impl Lfts {
 /// One 64-entry block of one switch with its new contents.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LftBlockDiff {
+    /// The switch whose table changes.
     pub switch: SwitchId,
+    /// Block number (LIDs `64·block..64·block + 63`).
     pub block: u32,
+    /// The new 64 entries.
     pub entries: [u8; BLOCK_SIZE],
 }
 

@@ -54,13 +54,19 @@ pub enum EngineKind {
     /// Up*/Down* over a BFS spanning tree with Dmodc-style selection (Alg. 12).
     UpDown,
     /// Up*/Down* over a BFS spanning tree with seeded random selection (Alg. 11).
-    UpDownRandom { seed: u64 },
+    UpDownRandom {
+        /// Seed of the per-switch generators (ChaCha8 seeded by seed and switch GUID).
+        seed: u64,
+    },
 }
 
 /// Error of [`EngineKind::from_str`].
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 #[error("unknown routing engine `{0}` (expected dmodc, dmodk, updown, updown-random or updown-random:SEED)")]
-pub struct UnknownEngine(pub String);
+pub struct UnknownEngine(
+    /// The text that was not recognised.
+    pub String,
+);
 
 impl FromStr for EngineKind {
     type Err = UnknownEngine;
@@ -114,8 +120,11 @@ impl LidSet {
 /// Everything an engine reads.
 #[derive(Copy, Clone)]
 pub struct RoutingContext<'a> {
+    /// The snapshot to route (live state: port groups, live end ports).
     pub fabric: &'a Fabric,
+    /// Switch levels (link directions for Dmodc; ignored by Up*/Down* and Dmodk).
     pub ranking: &'a Ranking,
+    /// LIDs of the end ports and switches.
     pub lids: &'a LidPlan,
 }
 
@@ -126,6 +135,7 @@ pub enum RoutingError {
     #[error(
         "LID plan covers {plan_switches} switches and {plan_end_ports} end ports but the fabric has {switches} and {end_ports}"
     )]
+    /// The LID plan was made for another fabric.
     PlanMismatch {
         plan_switches: usize,
         plan_end_ports: usize,
@@ -133,8 +143,10 @@ pub enum RoutingError {
         end_ports: usize,
     },
     #[error("ranking covers {ranking} switches but the fabric has {fabric}")]
+    /// The ranking was made for another fabric.
     RankingMismatch { ranking: usize, fabric: usize },
     #[error("LFTs cover {have_switches} switches and LIDs 0..{have_lids} but routing needs {switches} switches and LID {top}")]
+    /// The tables do not cover every switch or LID of the plan.
     LftTooSmall {
         have_switches: usize,
         have_lids: usize,
@@ -142,15 +154,19 @@ pub enum RoutingError {
         top: Lid,
     },
     #[error("the LID plan has LMC 0: there are no escape LIDs to route")]
+    /// Escape routing was asked for with LMC 0.
     NoEscapeLids,
     #[error("switch {} port {port} is cabled but port numbers above 254 cannot appear in an LFT", fmt_guid(*.guid))]
+    /// A live switch uses port 255, which an LFT cannot name (255 = no route).
     PortNotAddressable { guid: Guid, port: PortNum },
     #[error("Dmodk needs a complete PGFT: {0}")]
+    /// Dmodk was asked to route a fabric that is not a complete generated PGFT (why).
     NotCompletePgft(String),
 }
 
 /// A routing engine: fills the LFT entries of one LID set.
 pub trait RoutingEngine: Send + Sync {
+    /// Engine name as accepted by [`EngineKind::from_str`].
     fn name(&self) -> &'static str;
     /// Fill the LFT entries for the destination LIDs of `set` (end-port base or escape LIDs, plus
     /// switch LIDs when set == Base) on every switch; leaves other entries untouched.
@@ -172,6 +188,7 @@ pub fn engine(kind: EngineKind) -> Box<dyn RoutingEngine> {
 /// The LFTs of one snapshot, with the time spent on each LID set.
 #[derive(Clone, Debug)]
 pub struct RoutedFabric {
+    /// Every switch's table over LIDs `0..=top` of the plan.
     pub lfts: Lfts,
     /// Base LIDs and switch LIDs, by the selected engine (milliseconds).
     pub base_ms: f64,

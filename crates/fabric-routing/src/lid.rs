@@ -20,12 +20,16 @@ pub enum LidError {
         "fabric needs LIDs up to {needed} (LMC {lmc}) but the address space ends at {max}{}",
         if *.lmc > 0 { "; try LMC 0 (one LID per end port)" } else { "" }
     )]
+    /// The fabric needs more LIDs than the address space has.
     AddressSpaceExhausted { needed: u64, max: Lid, lmc: u8 },
     #[error("unsupported LMC {0} (only 0 and 1 are supported)")]
+    /// Only LMC 0 and 1 are supported.
     UnsupportedLmc(u8),
     #[error("invalid highest LID {0} (must be at least 1)")]
+    /// The highest LID is 0.
     InvalidMaxLid(Lid),
     #[error("{file}:{line}: {message}")]
+    /// A malformed `guid2lid` record (file name, 1-based line, what).
     Parse { file: String, line: usize, message: String },
 }
 
@@ -49,6 +53,7 @@ impl LidPlan {
         let e = if e > 0 { e + (1 << self.lmc) - 1 } else { 0 };
         e.max(self.switch_lid.iter().copied().max().unwrap_or(0))
     }
+    /// Base LID of an end port (0: none).
     pub fn base_lid(&self, ep: EndPortId) -> Lid {
         self.end_port_base[ep.idx()]
     }
@@ -56,6 +61,7 @@ impl LidPlan {
     pub fn escape_lid(&self, ep: EndPortId) -> Option<Lid> {
         (self.lmc >= 1).then(|| self.end_port_base[ep.idx()] + 1)
     }
+    /// LID of a switch (0: none).
     pub fn switch_lid(&self, sw: SwitchId) -> Lid {
         self.switch_lid[sw.idx()]
     }
@@ -75,9 +81,12 @@ impl LidPlan {
 pub enum LidOwner {
     /// An end port; `path` is the offset from its base LID (0 = base, 1 = escape).
     EndPort {
+        /// The end port.
         ep: EndPortId,
+        /// Offset from its base LID.
         path: u8,
     },
+    /// A switch (its port 0).
     Switch(SwitchId),
 }
 
@@ -88,6 +97,7 @@ pub struct LidOwners {
 }
 
 impl LidOwners {
+    /// Builds the table of a plan.
     pub fn new(plan: &LidPlan) -> Self {
         let mut owners = vec![None; plan.top() as usize + 1];
         for (i, &base) in plan.end_port_base.iter().enumerate() {
@@ -108,6 +118,7 @@ impl LidOwners {
         }
         LidOwners { owners }
     }
+    /// Owner of a LID (`None`: unassigned or beyond the plan).
     pub fn get(&self, lid: Lid) -> Option<LidOwner> {
         self.owners.get(lid as usize).copied().flatten()
     }
@@ -123,15 +134,19 @@ pub struct Guid2Lid {
 }
 
 impl Guid2Lid {
+    /// An empty record (a fabric seen for the first time).
     pub fn new() -> Self {
         Self::default()
     }
+    /// Number of GUIDs recorded.
     pub fn len(&self) -> usize {
         self.entries.len()
     }
+    /// Whether nothing is recorded.
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }
+    /// The recorded `(min, max)` LIDs of a GUID.
     pub fn get(&self, guid: Guid) -> Option<(Lid, Lid)> {
         self.entries.get(&guid).copied()
     }

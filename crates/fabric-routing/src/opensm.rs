@@ -80,10 +80,13 @@ fn clean(s: &str) -> String {
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum LftDumpError {
     #[error("{file}:{line}: {message}")]
+    /// A malformed line (file name, 1-based line, what).
     Parse { file: String, line: usize, message: String },
+    /// A switch section names a GUID that the fabric does not have.
     #[error("{file}:{line}: switch {} is not in the fabric", fmt_guid(*.guid))]
     UnknownSwitch { file: String, line: usize, guid: Guid },
     #[error("{file}:{line}: switch {} has no port {port}", fmt_guid(*.guid))]
+    /// An entry names a port the switch does not have.
     PortOutOfRange {
         file: String,
         line: usize,
@@ -95,8 +98,11 @@ pub enum LftDumpError {
 /// The LFT of one switch as read from a dump.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SwitchLftDump {
+    /// Node GUID of the switch.
     pub guid: Guid,
+    /// Its LID (0 when the header has none, as in some `ibroute` outputs).
     pub lid: Lid,
+    /// Node description from the header.
     pub desc: String,
     /// Highest LID of the header's range.
     pub max_lid: Lid,
@@ -109,7 +115,9 @@ pub struct SwitchLftDump {
 /// A parsed `opensm-lfts.dump`.
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
 pub struct OpensmLfts {
+    /// Name of the dump (for errors).
     pub source: String,
+    /// Switch sections in file order.
     pub switches: Vec<SwitchLftDump>,
 }
 

@@ -25,6 +25,7 @@ use crate::{check_route_args, swlid, Lfts, LidSet, RoutingContext, RoutingEngine
 /// (Alg. 11, deterministic for a seed).
 #[derive(Copy, Clone, Debug, Default)]
 pub struct UpDown {
+    /// `None`: Dmodc-style selection; `Some(seed)`: seeded random selection.
     pub random_seed: Option<u64>,
 }
 

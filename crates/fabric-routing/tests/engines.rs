@@ -200,3 +200,29 @@ fn random_selection_has_shift_contention() {
     );
     assert!(mu_sp(&r) > 1);
 }
+
+/// A quasi fat-tree (cross-connected groups) is not a PGFT: Dmodk refuses it, Dmodc and
+/// Up*/Down* route it validly and deadlock-free.
+#[test]
+fn quasi_fat_tree_is_routed_by_dmodc_and_refused_by_dmodk() {
+    let f = fabric("QFT(3;4,2,6;1,2,4;1,2,1)");
+    for kind in [EngineKind::Dmodc, EngineKind::UpDown] {
+        let r = route_with(&f, kind, 1);
+        let v = check::validity(&f, &r.lids, &r.lfts);
+        assert!(v.valid, "{kind}: {v:?}");
+        assert!(check::deadlock_free(&f, &r.ranking, &r.lids, &r.lfts), "{kind}");
+    }
+    let r = fabric_ranking::rank(&f, &fabric_ranking::RankOptions::default());
+    let lids = fabric_routing::assign_lids(&f, &Default::default(), 1, 0xBFFF).unwrap();
+    let mut lfts = Lfts::new(f.num_switches(), lids.top());
+    let e = engine(EngineKind::Dmodk).route(
+        &RoutingContext {
+            fabric: &f,
+            ranking: &r,
+            lids: &lids,
+        },
+        LidSet::Base,
+        &mut lfts,
+    );
+    assert!(matches!(e, Err(RoutingError::NotCompletePgft(_))), "{e:?}");
+}
