@@ -30,9 +30,17 @@ for pct in 0 1 2 5 10; do
 import json, sys
 pct, engine, n = sys.argv[1], sys.argv[2], sys.argv[3]
 v = [json.loads(l) for l in sys.stdin if l.strip()]
-m = lambda k: sum(x[k] for x in v) / len(v)
-rp = lambda k: sum(x["mu_rp"][k] for x in v) / len(v)
-print(f"| {pct} % ({n}) | {engine} | {m(\"mu_sp\"):.1f} | {max(x[\"mu_sp\"] for x in v)} | {rp(\"median\"):.1f} | {rp(\"q1\"):.1f} | {rp(\"q39\"):.1f} | {all(x[\"valid\"] for x in v)} | {all(x[\"deadlock_free\"] for x in v)} | {m(\"route_ms\"):.0f} |")
+def mean(f):
+    return sum(f(x) for x in v) / len(v)
+sp = mean(lambda x: x["mu_sp"])
+worst = max(x["mu_sp"] for x in v)
+med = mean(lambda x: x["mu_rp"]["median"])
+q1 = mean(lambda x: x["mu_rp"]["q1"])
+q39 = mean(lambda x: x["mu_rp"]["q39"])
+valid = all(x["valid"] for x in v)
+dlf = all(x["deadlock_free"] for x in v)
+ms = mean(lambda x: x["route_ms"])
+print("| %s %% (%s) | %s | %.1f | %d | %.1f | %.1f | %.1f | %s | %s | %.0f |" % (pct, n, engine, sp, worst, med, q1, q39, valid, dlf, ms))
 ' "$pct" "$engine" "$n"
   done
 done
