@@ -116,6 +116,27 @@ pub enum RemoteCmd {
         #[arg(long)]
         json: bool,
     },
+    /// Reference five-phase update subscriber (drills, tests): prints every Unpath / Repath
+    /// notice and, with --auto-ack, acks it after --delay milliseconds.
+    Subscribe {
+        /// Subscriber name (shown in status and missed-ack reports).
+        #[arg(long, default_value = "fabricctl")]
+        name: String,
+        /// End port it speaks for (GUID or name); repeatable.
+        #[arg(long = "port")]
+        ports: Vec<String>,
+        /// Ack every notice.
+        #[arg(long)]
+        auto_ack: bool,
+        /// Wait this long before acking, ms.
+        #[arg(long, default_value_t = 0)]
+        delay: u64,
+        /// Stop after this many notices (the first one, which names the subscriber, counts).
+        #[arg(long)]
+        count: Option<u64>,
+        #[arg(long)]
+        json: bool,
+    },
     /// Check every pair of end ports through the simulated fabric's LFTs (mock driver).
     Verify {
         /// The escape LIDs instead of the base LIDs.
@@ -225,6 +246,9 @@ pub fn status_json(s: &pb::Status) -> Value {
         "last_error": s.last_error,
         "uptime_s": s.uptime_s,
         "last_reroute": s.last_reroute.as_ref().map(timings_json),
+        "dual_lids": s.dual_lids,
+        "subscribers": s.subscribers,
+        "missed_acks": s.missed_acks,
     })
 }
 
@@ -317,6 +341,12 @@ fn notice_json(n: &pb::FabricNotice) -> Value {
             "type": "commit", "generation": g.generation, "timings": g.timings.as_ref().map(timings_json),
         }),
         Some(N::Lagged(k)) => json!({ "type": "lagged", "dropped": k }),
+        Some(N::AcksMissed(m)) => json!({
+            "type": "acks_missed", "generation": m.generation, "subscribers": m.subscribers,
+        }),
+        Some(N::UpdateAborted(a)) => json!({
+            "type": "update_aborted", "generation": a.generation, "reason": a.reason,
+        }),
         None => json!({ "type": "unknown" }),
     }
 }
@@ -340,6 +370,12 @@ fn notice_line(n: &pb::FabricNotice) -> String {
             )
         }
         Some(N::Lagged(k)) => format!("lagged     {k} notices dropped"),
+        Some(N::AcksMissed(m)) => format!(
+            "missed     generation {} no ack from {}",
+            m.generation,
+            m.subscribers.join(", ")
+        ),
+        Some(N::UpdateAborted(a)) => format!("aborted    generation {}: {}", a.generation, a.reason),
         None => "unknown notice".into(),
     }
 }
@@ -422,6 +458,14 @@ async fn run_async(cmd: RemoteCmd, socket: &str) -> Result<()> {
             outln!("links            {} ({} up)", s.links, s.links_up);
             outln!("pending faults   {}", s.pending_faults);
             outln!("virtual faults   {}", s.virtual_faults);
+            if s.dual_lids {
+                outln!("update           five-phase (dual LIDs), {} subscribers", s.subscribers);
+            } else {
+                outln!("update           direct upload (one LID per end port: no per-flow consistency)");
+            }
+            if !s.missed_acks.is_empty() {
+                outln!("missed acks      {}", s.missed_acks.join(", "));
+            }
             if let Some(t) = &s.last_reroute {
                 outln!(
                     "last reroute     generation {}: {} faults, routed {:.1} ms, committed {:.1} ms, {} blocks written",
@@ -608,6 +652,60 @@ async fn run_async(cmd: RemoteCmd, socket: &str) -> Result<()> {
                 outln!("job {job_id} cleared");
             }
         },
+        RemoteCmd::Subscribe {
+            name,
+            ports,
+            auto_ack,
+            delay,
+            count,
+            json: j,
+        } => {
+            let mut s = c
+                .subscribe(pb::SubscribeRequest { name, end_ports: ports })
+                .await
+                .map_err(status_err)?
+                .into_inner();
+            let mut seen = 0u64;
+            while let Some(n) = s.message().await.map_err(status_err)? {
+                let ackable = n.phase == pb::Phase::Unpath as i32 || n.phase == pb::Phase::Repath as i32;
+                if j {
+                    outln!(
+                        "{}",
+                        serde_json::to_string(&json!({
+                            "subscriber_id": n.subscriber_id, "generation": n.generation,
+                            "phase": phase_name(n.phase), "deadline_ms": n.deadline_ms,
+                        }))?
+                    );
+                } else {
+                    outln!(
+                        "notice     subscriber {} generation {} {} (deadline {} ms)",
+                        n.subscriber_id,
+                        n.generation,
+                        phase_name(n.phase),
+                        n.deadline_ms
+                    );
+                }
+                if auto_ack && ackable && seen > 0 {
+                    if delay > 0 {
+                        tokio::time::sleep(std::time::Duration::from_millis(delay)).await;
+                    }
+                    c.ack(pb::AckRequest {
+                        subscriber_id: n.subscriber_id,
+                        generation: n.generation,
+                        phase: n.phase,
+                    })
+                    .await
+                    .map_err(status_err)?;
+                    if !j {
+                        outln!("ack        generation {} {}", n.generation, phase_name(n.phase));
+                    }
+                }
+                seen += 1;
+                if count.is_some_and(|c| seen >= c) {
+                    break;
+                }
+            }
+        }
         RemoteCmd::Watch { count, json: j } => {
             let mut s = c
                 .watch_events(pb::WatchEventsRequest {})

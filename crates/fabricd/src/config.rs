@@ -260,6 +260,13 @@ pub struct UpdateConfig {
     pub max_superseded: u32,
     /// SIGTERM: how long to let a running upload finish, s.
     pub shutdown_timeout_s: u64,
+    /// Five-phase update: how long subscribers have to ack an Unpath notice, ms.
+    pub unpath_deadline_ms: u64,
+    /// Five-phase update: how long subscribers have to ack a Repath notice, ms.
+    pub repath_deadline_ms: u64,
+    /// Five-phase update: `proceed` (report the subscribers that missed a deadline) or `abort`
+    /// (a missed Unpath deadline aborts the generation; the previous routing stays).
+    pub missed_ack_policy: fabric_update::DeadlinePolicy,
 }
 
 impl Default for UpdateConfig {
@@ -274,6 +281,9 @@ impl Default for UpdateConfig {
             failed_generation_backoff_ms: 1000,
             max_superseded: 3,
             shutdown_timeout_s: 30,
+            unpath_deadline_ms: 5000,
+            repath_deadline_ms: 5000,
+            missed_ack_policy: fabric_update::DeadlinePolicy::Proceed,
         }
     }
 }
@@ -284,6 +294,16 @@ impl UpdateConfig {
     }
     pub fn coalesce_max(&self) -> Duration {
         Duration::from_millis(self.coalesce_max_ms)
+    }
+    /// Settings of the five-phase update protocol (`dual_lids`: LMC 1).
+    pub fn protocol(&self, dual_lids: bool) -> fabric_update::ProtocolConfig {
+        fabric_update::ProtocolConfig {
+            unpath_deadline: Duration::from_millis(self.unpath_deadline_ms),
+            repath_deadline: Duration::from_millis(self.repath_deadline_ms),
+            policy: self.missed_ack_policy,
+            dual_lids,
+            ..fabric_update::ProtocolConfig::default()
+        }
     }
 }
 
@@ -540,6 +560,14 @@ impl Config {
             }
         }
         let u = &self.update;
+        for (key, v) in [
+            ("update.unpath_deadline_ms", u.unpath_deadline_ms),
+            ("update.repath_deadline_ms", u.repath_deadline_ms),
+        ] {
+            if v == 0 {
+                bad(key, "must be at least 1 ms".into());
+            }
+        }
         if u.coalesce_max_ms < u.coalesce_ms {
             bad(
                 "update.coalesce_max_ms",

@@ -349,6 +349,8 @@ pub async fn run(opts: RunOptions, mut control: mpsc::Receiver<Control>) -> Resu
         lmc: config.routing.lmc,
         started: std::time::Instant::now(),
         virtual_faults: 0,
+        subscribers: 0,
+        missed_acks: Vec::new(),
     }));
     let (notices, _) = broadcast::channel(1024);
     let telemetry = Telemetry::new();

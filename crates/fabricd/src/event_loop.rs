@@ -27,9 +27,10 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use arc_swap::ArcSwap;
 use fabric_ranking::RankOptions;
-use fabric_routing::{EngineKind, Guid2Lid, Lfts, LidPlan};
+use fabric_routing::{EngineKind, Guid2Lid, LftBlockDiff, Lfts, LidPlan};
 use fabric_southbound::SouthboundDriver;
 use fabric_topology::{fmt_guid, Fabric, FabricEvent, Guid, Lid, PortNum, Remote, TopologyError};
+use fabric_update::{split_writes, Action as UAction, EscapeMask, Input as UInput, Protocol, SubscriberId};
 use tokio::sync::{broadcast, mpsc, oneshot};
 use tokio::time::Instant as TokioInstant;
 
@@ -129,8 +130,54 @@ pub enum Event {
         job: u64,
         outcome: UploadOutcome,
     },
+    /// The escape stage of the five-phase update is uploaded.
+    EscapeDone {
+        job: u64,
+        outcome: UploadOutcome,
+    },
+    /// A deadline of the five-phase update expired.
+    UpdateDeadline {
+        token: u64,
+    },
+    /// A client subscribes to Unpath / Repath notices for the end ports it speaks for.
+    Subscribe {
+        name: String,
+        ports: Vec<Guid>,
+        notices: mpsc::Sender<UpdateNotice>,
+        reply: Reply<SubscriberId>,
+    },
+    /// A subscriber acks a notice.
+    Ack {
+        subscriber: SubscriberId,
+        generation: u64,
+        phase: Phase,
+        reply: Reply<()>,
+    },
+    /// A subscriber's stream closed.
+    Unsubscribe {
+        subscriber: SubscriberId,
+    },
     /// Finish the running upload (bounded by `shutdown_timeout_s`) and stop.
     Shutdown,
+}
+
+/// A notice of the five-phase update sent to one subscriber.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UpdateNotice {
+    /// The generation being installed.
+    pub generation: u64,
+    /// [`Phase::Unpath`] (drain, move to the escape LIDs) or [`Phase::Repath`] (move back).
+    pub phase: Phase,
+    /// Ack within this many milliseconds.
+    pub deadline_ms: u64,
+}
+
+/// A registered subscriber.
+#[derive(Debug)]
+struct SubscriberEntry {
+    name: String,
+    ports: usize,
+    notices: mpsc::Sender<UpdateNotice>,
 }
 
 /// The settings a reload can change.
@@ -263,6 +310,11 @@ enum Busy {
     Idle,
     Computing(InFlight),
     Uploading(InFlight, Box<Computed>),
+    /// Five-phase update: escape stage uploading or subscribers moving to the escape LIDs;
+    /// the base stage waits here.
+    Escape(InFlight, Box<Computed>, Vec<LftBlockDiff>),
+    /// Five-phase update: base stage uploaded, subscribers moving back.
+    Repath(InFlight, Box<Computed>, UploadOutcome),
 }
 
 /// The loop's state (see the module documentation).
@@ -309,6 +361,19 @@ pub struct EventLoop {
     inject_waiters: Vec<(u64, String, Reply<FaultAccepted>)>,
     shutting_down: Option<Instant>,
     started: Instant,
+
+    /// The five-phase update state machine (LMC 1).
+    protocol: Protocol,
+    subscribers: std::collections::BTreeMap<SubscriberId, SubscriberEntry>,
+    next_subscriber: u64,
+    /// Escape stage of the generation being installed, until its upload starts.
+    escape_stage: Vec<LftBlockDiff>,
+    /// Blocks of the escape stage, its outcome, and the blocks written by both stages.
+    escape_keys: HashSet<(u32, u32)>,
+    escape_outcome: Option<UploadOutcome>,
+    stage_overlap: Vec<(u32, u32)>,
+    /// `name (phase)` of the subscribers that missed a deadline in the last generation.
+    missed_acks: Vec<String>,
 }
 
 impl EventLoop {
@@ -327,6 +392,7 @@ impl EventLoop {
             }
         }
         let all_switches: BTreeSet<u32> = (0..physical.num_switches() as u32).collect();
+        let params_protocol = params.settings.update.protocol(params.lmc >= 1);
         let lp = EventLoop {
             settings: params.settings,
             lmc: params.lmc,
@@ -367,7 +433,21 @@ impl EventLoop {
             inject_waiters: Vec::new(),
             shutting_down: None,
             started: Instant::now(),
+            protocol: Protocol::new(params_protocol),
+            subscribers: std::collections::BTreeMap::new(),
+            next_subscriber: 1,
+            escape_stage: Vec::new(),
+            escape_keys: HashSet::new(),
+            escape_outcome: None,
+            stage_overlap: Vec::new(),
+            missed_acks: Vec::new(),
         };
+        if params.lmc == 0 {
+            tracing::warn!(
+                "single LID per end port (lmc = 0): routing updates are direct uploads without the five-phase \
+                 protocol (no per-flow consistency; see docs/update-protocol.md)"
+            );
+        }
         lp.publish();
         (lp, tx)
     }
@@ -392,9 +472,12 @@ impl EventLoop {
             lmc: self.lmc,
             started: self.started,
             virtual_faults: self.exclusions.len(),
+            subscribers: self.subscribers.len(),
+            missed_acks: self.missed_acks.clone(),
         };
         self.io.published.store(Arc::new(p));
         self.io.telemetry.set_pending(self.pending_faults);
+        self.io.telemetry.set_subscribers(self.subscribers.len());
     }
 
     fn generation(&self) -> u64 {
@@ -407,6 +490,15 @@ impl EventLoop {
         }
         self.phase = phase;
         self.io.telemetry.set_phase(phase);
+        if phase != Phase::Idle {
+            let _ = self.io.notifier.status(&format!(
+                "generation {} installed; installing {}: {} ({} subscribers)",
+                self.generation(),
+                self.generation() + 1,
+                phase.name(),
+                self.subscribers.len()
+            ));
+        }
         self.publish();
         let _ = self.io.notices.send(Notice::PhaseChanged {
             generation: self.generation() + 1,
@@ -462,12 +554,18 @@ impl EventLoop {
     }
 
     fn finished(&self) -> bool {
-        self.shutting_down.is_some() && !matches!(self.busy, Busy::Uploading(..))
+        self.shutting_down.is_some() && !self.installing()
+    }
+
+    /// An upload (or a wait of the five-phase update) is in progress: the generation cannot be
+    /// superseded any more.
+    fn installing(&self) -> bool {
+        matches!(self.busy, Busy::Uploading(..) | Busy::Escape(..) | Busy::Repath(..))
     }
 
     /// When the next generation may start (coalescing window), or a failed one is retried.
     fn next_deadline(&self) -> Option<Instant> {
-        if self.shutting_down.is_some() || matches!(self.busy, Busy::Uploading(..)) {
+        if self.shutting_down.is_some() || self.installing() {
             return None;
         }
         let computing = matches!(self.busy, Busy::Computing(_));
@@ -544,6 +642,7 @@ impl EventLoop {
                     || s.rank_options.roots != self.settings.rank_options.roots
                     || s.rank_options.roles != self.settings.rank_options.roles;
                 self.settings = *s;
+                self.protocol.set_config(self.settings.update.protocol(self.lmc >= 1));
                 tracing::info!(engine = %self.settings.engine, "settings reloaded");
                 if reroute {
                     self.note_change(false);
@@ -554,12 +653,67 @@ impl EventLoop {
             }
             Event::ComputeDone { job, result } => self.on_compute_done(job, *result),
             Event::UploadDone { job, outcome } => self.on_upload_done(job, outcome).await,
+            Event::EscapeDone { job, outcome } => self.on_escape_done(job, outcome).await,
+            Event::UpdateDeadline { token } => {
+                let a = self.protocol.on(Instant::now(), UInput::Deadline { token });
+                self.drive(a).await;
+            }
+            Event::Subscribe {
+                name,
+                ports,
+                notices,
+                reply,
+            } => {
+                let id = SubscriberId(self.next_subscriber);
+                self.next_subscriber += 1;
+                tracing::info!(subscriber = id.0, name = %name, ports = ports.len(), "subscriber registered");
+                self.subscribers.insert(
+                    id,
+                    SubscriberEntry {
+                        name,
+                        ports: ports.len(),
+                        notices,
+                    },
+                );
+                let a = self
+                    .protocol
+                    .on(Instant::now(), UInput::SubscriberJoined { subscriber: id });
+                self.drive(a).await;
+                self.publish();
+                let _ = reply.send(Ok(id));
+            }
+            Event::Ack {
+                subscriber,
+                generation,
+                phase,
+                reply,
+            } => {
+                if !self.subscribers.contains_key(&subscriber) {
+                    let _ = reply.send(Err(LoopError::NotFound(format!("no subscriber {}", subscriber.0))));
+                    return;
+                }
+                let Some(phase) = update_phase(phase) else {
+                    let _ = reply.send(Err(LoopError::InvalidArgument(format!(
+                        "only unpath and repath notices are acked, not {}",
+                        phase.name()
+                    ))));
+                    return;
+                };
+                let _ = reply.send(Ok(()));
+                let a = self.protocol.on(
+                    Instant::now(),
+                    UInput::Ack {
+                        subscriber,
+                        generation,
+                        phase,
+                    },
+                );
+                self.drive(a).await;
+            }
+            Event::Unsubscribe { subscriber } => self.drop_subscriber(subscriber).await,
             Event::Shutdown => {
                 if self.shutting_down.is_none() {
-                    tracing::info!(
-                        uploading = matches!(self.busy, Busy::Uploading(..)),
-                        "shutdown requested"
-                    );
+                    tracing::info!(uploading = self.installing(), "shutdown requested");
                     self.shutting_down = Some(Instant::now());
                     if let Busy::Computing(f) = std::mem::take(&mut self.busy) {
                         self.give_back(&f);
@@ -735,7 +889,7 @@ impl EventLoop {
 
     /// Starts a computation when one is due.
     fn maybe_start(&mut self) {
-        if self.shutting_down.is_some() || matches!(self.busy, Busy::Uploading(..)) {
+        if self.shutting_down.is_some() || self.installing() {
             return;
         }
         if self.change_seq == self.started_seq && self.retry_at.is_none() {
@@ -871,21 +1025,61 @@ impl EventLoop {
                         );
                     }
                 }
+                // The five-phase update needs escape LIDs and tables that already hold a
+                // generation with the same LIDs (the first upload and a LID change carry no
+                // traffic that could be kept consistent: direct upload).
+                if self.lmc >= 1 && !c.lids_changed && self.current.is_some() {
+                    let mask = EscapeMask::new(&c.lids);
+                    let stages = split_writes(&self.installed, &c.writes, &mask);
+                    tracing::debug!(
+                        job,
+                        escape_blocks = stages.escape.len(),
+                        base_blocks = stages.base.len(),
+                        "five-phase update"
+                    );
+                    self.escape_stage = stages.escape;
+                    self.busy = Busy::Escape(flight, Box::new(c), stages.base);
+                    let now = Instant::now();
+                    let mut a = self.protocol.on(
+                        now,
+                        UInput::Begin {
+                            generation: self.generation() + 1,
+                        },
+                    );
+                    let at = self.protocol.attempt();
+                    a.extend(self.protocol.on(now, UInput::Computed { at, result: Ok(()) }));
+                    self.drive_sync(a);
+                    return;
+                }
                 self.set_phase(Phase::Update);
-                let driver = self.io.driver.clone();
-                let fabric = c.physical.clone();
                 let writes = c.writes.clone();
-                let lids = c.lids.clone();
-                let lids_changed = c.lids_changed;
-                let u = &self.settings.update;
-                let params = UploadParams {
-                    batch_blocks: u.upload_batch_blocks,
-                    parallelism: u.upload_parallelism,
-                    retries: u.upload_retries,
-                    backoff: Duration::from_millis(u.retry_backoff_ms),
-                };
-                let tx = self.tx.clone();
                 self.busy = Busy::Uploading(flight, Box::new(c));
+                self.spawn_upload(job, writes, true, false);
+            }
+        }
+    }
+
+    /// Uploads `writes` of the generation in `self.busy` (configuring LIDs first when they
+    /// changed and `lids_first`); reports [`Event::EscapeDone`] or [`Event::UploadDone`].
+    fn spawn_upload(&self, job: u64, writes: Vec<LftBlockDiff>, lids_first: bool, escape: bool) {
+        let c = match &self.busy {
+            Busy::Uploading(_, c) | Busy::Escape(_, c, _) | Busy::Repath(_, c, _) => c,
+            _ => return,
+        };
+        let driver = self.io.driver.clone();
+        let fabric = c.physical.clone();
+        let lids = c.lids.clone();
+        let lids_changed = c.lids_changed && lids_first;
+        let u = &self.settings.update;
+        let params = UploadParams {
+            batch_blocks: u.upload_batch_blocks,
+            parallelism: u.upload_parallelism,
+            retries: u.upload_retries,
+            backoff: Duration::from_millis(u.retry_backoff_ms),
+        };
+        let tx = self.tx.clone();
+        {
+            {
                 tokio::spawn(async move {
                     let outcome = if lids_changed {
                         match driver.configure_lids(&fabric, &lids).await {
@@ -899,10 +1093,216 @@ impl EventLoop {
                     } else {
                         upload(driver, fabric, writes, params).await
                     };
-                    let _ = tx.send(Event::UploadDone { job, outcome }).await;
+                    let ev = if escape {
+                        Event::EscapeDone { job, outcome }
+                    } else {
+                        Event::UploadDone { job, outcome }
+                    };
+                    let _ = tx.send(ev).await;
                 });
             }
         }
+    }
+
+    /// Carries out the protocol's actions that need no `await` (everything but Commit and
+    /// Abort, which only follow acks, deadlines and upload results: see [`EventLoop::drive`]).
+    fn drive_sync(&mut self, actions: Vec<UAction>) {
+        for a in actions {
+            match a {
+                UAction::PhaseChanged { phase, .. } => {
+                    if phase != fabric_update::Phase::Idle {
+                        self.set_phase(state_phase(phase));
+                    }
+                }
+                UAction::Compute { .. } => {}
+                UAction::UploadEscape { .. } => {
+                    let job = match &self.busy {
+                        Busy::Escape(f, _, _) => f.job,
+                        _ => continue,
+                    };
+                    let writes = std::mem::take(&mut self.escape_stage);
+                    self.escape_keys = writes.iter().map(|w| (w.switch.0, w.block)).collect();
+                    self.escape_outcome = None;
+                    self.spawn_upload(job, writes, false, true);
+                }
+                UAction::UploadBase { .. } => {
+                    if let Busy::Escape(f, c, base) = std::mem::take(&mut self.busy) {
+                        let job = f.job;
+                        self.stage_overlap = base
+                            .iter()
+                            .map(|w| (w.switch.0, w.block))
+                            .filter(|k| self.escape_keys.contains(k))
+                            .collect();
+                        self.busy = Busy::Uploading(f, c);
+                        self.spawn_upload(job, base, false, false);
+                    }
+                }
+                UAction::NotifyUnpath {
+                    generation,
+                    subscribers,
+                    deadline,
+                } => self.notify(generation, &subscribers, deadline, Phase::Unpath),
+                UAction::NotifyRepath {
+                    generation,
+                    subscribers,
+                    deadline,
+                } => self.notify(generation, &subscribers, deadline, Phase::Repath),
+                UAction::ArmDeadline { token, after } => {
+                    let tx = self.tx.clone();
+                    tokio::spawn(async move {
+                        tokio::time::sleep(after).await;
+                        let _ = tx.send(Event::UpdateDeadline { token }).await;
+                    });
+                }
+                UAction::Restart { from, reason } => {
+                    tracing::warn!(generation = from.generation, reason = %reason, "update restarts from prepare");
+                }
+                UAction::Commit { .. } | UAction::Abort { .. } => {
+                    tracing::error!("commit/abort reached drive_sync (bug): ignored");
+                }
+            }
+        }
+    }
+
+    /// Carries out the protocol's actions.
+    async fn drive(&mut self, actions: Vec<UAction>) {
+        let mut rest = Vec::new();
+        for a in actions {
+            match a {
+                UAction::Commit { at, report } => {
+                    if !rest.is_empty() {
+                        self.drive_sync(std::mem::take(&mut rest));
+                    }
+                    self.record_misses(&report);
+                    if let Busy::Repath(f, c, outcome) = std::mem::take(&mut self.busy) {
+                        self.commit(f, *c, outcome).await;
+                    }
+                    let after = self.protocol.on(Instant::now(), UInput::Committed { at });
+                    rest.extend(after);
+                }
+                UAction::Abort {
+                    reason,
+                    report,
+                    base_touched,
+                    ..
+                } => {
+                    if !rest.is_empty() {
+                        self.drive_sync(std::mem::take(&mut rest));
+                    }
+                    self.record_misses(&report);
+                    self.abort_generation(&reason, base_touched);
+                }
+                other => rest.push(other),
+            }
+        }
+        self.drive_sync(rest);
+    }
+
+    /// Sends an Unpath or Repath notice to `subscribers`.
+    fn notify(&self, generation: u64, subscribers: &[SubscriberId], deadline: Duration, phase: Phase) {
+        let notice = UpdateNotice {
+            generation,
+            phase,
+            deadline_ms: u64::try_from(deadline.as_millis()).unwrap_or(u64::MAX),
+        };
+        for id in subscribers {
+            if let Some(s) = self.subscribers.get(id) {
+                if s.notices.try_send(notice.clone()).is_err() {
+                    // Full or closed: it misses the deadline, or its stream ends and
+                    // Unsubscribe follows.
+                    tracing::warn!(subscriber = id.0, name = %s.name, "cannot deliver an update notice");
+                }
+            }
+        }
+    }
+
+    fn record_misses(&mut self, report: &fabric_update::Report) {
+        self.missed_acks = report
+            .missed
+            .iter()
+            .map(|m| {
+                let name = self
+                    .subscribers
+                    .get(&m.subscriber)
+                    .map_or_else(|| format!("#{}", m.subscriber.0), |s| s.name.clone());
+                format!("{name} ({})", m.phase)
+            })
+            .collect();
+        for m in &report.missed {
+            self.io.telemetry.missed_ack(m.phase.name());
+        }
+        if !report.missed.is_empty() {
+            tracing::warn!(generation = report.generation, missed = ?self.missed_acks, "subscribers missed a deadline");
+            let _ = self.io.notices.send(Notice::AcksMissed {
+                generation: report.generation,
+                subscribers: self.missed_acks.clone(),
+            });
+        }
+        self.io.telemetry.update_timings(report);
+    }
+
+    /// The five-phase protocol gave the generation up: keep the installed routing, retry later.
+    fn abort_generation(&mut self, reason: &str, base_touched: bool) {
+        let flight = match std::mem::take(&mut self.busy) {
+            Busy::Escape(f, _, _) | Busy::Uploading(f, _) | Busy::Repath(f, _, _) => f,
+            other => {
+                self.busy = other;
+                return;
+            }
+        };
+        tracing::error!(
+            reason,
+            base_touched,
+            "generation aborted; the previous routing stays installed"
+        );
+        self.give_back(&flight);
+        if base_touched {
+            // The base entries may mix two generations: rewrite every switch.
+            self.resync.extend(0..self.physical.num_switches() as u32);
+        }
+        let number = self.generation() + 1;
+        self.fail_waiters(flight.seq, reason);
+        self.last_error = format!("generation {number} aborted: {reason}");
+        self.io.telemetry.failed();
+        let _ = self.io.notices.send(Notice::UpdateAborted {
+            generation: number,
+            reason: reason.to_string(),
+        });
+        // The changes it covered are due again, after the failure backoff.
+        self.retry_backoff = (self.retry_backoff * 2)
+            .max(Duration::from_millis(self.settings.update.failed_generation_backoff_ms))
+            .min(Duration::from_secs(60));
+        self.retry_at = Some(Instant::now() + self.retry_backoff);
+        self.set_phase(Phase::Idle);
+        self.publish();
+    }
+
+    async fn drop_subscriber(&mut self, subscriber: SubscriberId) {
+        if let Some(s) = self.subscribers.remove(&subscriber) {
+            tracing::info!(subscriber = subscriber.0, name = %s.name, ports = s.ports, "subscriber gone");
+            let a = self.protocol.on(Instant::now(), UInput::SubscriberGone { subscriber });
+            self.drive(a).await;
+            self.publish();
+        }
+    }
+
+    async fn on_escape_done(&mut self, job: u64, outcome: UploadOutcome) {
+        if !matches!(&self.busy, Busy::Escape(f, _, _) if f.job == job) {
+            tracing::error!(job, "escape upload result for an unknown job");
+            return;
+        }
+        let at = self.protocol.attempt();
+        // As with a direct upload, blocks that could not be written stay dirty and are
+        // retried; the generation goes on (aborting would leave the fault un-routed on every
+        // healthy switch). The base stage reports the failure in `last_error`.
+        if let Some(e) = &outcome.error {
+            tracing::error!(failed = outcome.failed.len(), error = %e, "escape stage incomplete");
+            self.dirty.extend(outcome.failed.iter().copied());
+        }
+        self.escape_outcome = Some(outcome);
+        let result = Ok(());
+        let a = self.protocol.on(Instant::now(), UInput::EscapeUploaded { at, result });
+        self.drive(a).await;
     }
 
     fn fail_waiters(&mut self, seq: u64, msg: &str) {
@@ -927,7 +1327,49 @@ impl EventLoop {
                 return;
             }
         };
-        let c = *c;
+        if self.protocol.phase() == fabric_update::Phase::Update {
+            // Base stage of the five-phase update: Repath, then Commit. Blocks that failed
+            // stay dirty and are retried by the next generation, as with a direct upload.
+            let outcome = self.merge_stage_outcomes(outcome);
+            self.busy = Busy::Repath(flight, c, outcome);
+            let at = self.protocol.attempt();
+            let a = self
+                .protocol
+                .on(Instant::now(), UInput::BaseUploaded { at, result: Ok(()) });
+            self.drive(a).await;
+            return;
+        }
+        self.commit(flight, *c, outcome).await;
+    }
+
+    /// The upload outcome of both stages: `blocks_written` counts distinct blocks (a block
+    /// written by both stages once), times and retries add up.
+    fn merge_stage_outcomes(&mut self, base: UploadOutcome) -> UploadOutcome {
+        let Some(esc) = self.escape_outcome.take() else {
+            return base;
+        };
+        let twice = std::mem::take(&mut self.stage_overlap)
+            .into_iter()
+            .filter(|k| !esc.failed.contains(k) && !base.failed.contains(k))
+            .count() as u64;
+        let mut failed = base.failed;
+        for k in esc.failed {
+            if !failed.contains(&k) {
+                failed.push(k);
+            }
+        }
+        self.escape_keys.clear();
+        UploadOutcome {
+            blocks_written: (esc.blocks_written + base.blocks_written).saturating_sub(twice),
+            retries: esc.retries + base.retries,
+            failed,
+            error: base.error.or(esc.error),
+            elapsed: esc.elapsed + base.elapsed,
+        }
+    }
+
+    /// Commit: fold the generation into the live state, persist, publish, answer waiters.
+    async fn commit(&mut self, flight: InFlight, c: Computed, outcome: UploadOutcome) {
         self.set_phase(Phase::Commit);
         let now = Instant::now();
         // Fold what the generation applied into the live state.
@@ -1082,6 +1524,27 @@ impl EventLoop {
         self.set_phase(Phase::Idle);
         self.publish();
         self.maybe_start();
+    }
+}
+
+/// The daemon's phase of a protocol phase.
+fn state_phase(p: fabric_update::Phase) -> Phase {
+    match p {
+        fabric_update::Phase::Idle => Phase::Idle,
+        fabric_update::Phase::Prepare => Phase::Prepare,
+        fabric_update::Phase::Unpath => Phase::Unpath,
+        fabric_update::Phase::Update => Phase::Update,
+        fabric_update::Phase::Repath => Phase::Repath,
+        fabric_update::Phase::Commit => Phase::Commit,
+    }
+}
+
+/// The protocol phase a subscriber acks (Unpath or Repath only).
+fn update_phase(p: Phase) -> Option<fabric_update::Phase> {
+    match p {
+        Phase::Unpath => Some(fabric_update::Phase::Unpath),
+        Phase::Repath => Some(fabric_update::Phase::Repath),
+        _ => None,
     }
 }
 
@@ -1246,6 +1709,8 @@ mod loop_tests {
             lmc: 1,
             started: Instant::now(),
             virtual_faults: 0,
+            subscribers: 0,
+            missed_acks: Vec::new(),
         }));
         let (notices, _) = broadcast::channel(64);
         let (lp, tx) = EventLoop::new(

@@ -23,7 +23,7 @@ use tokio_stream::{Stream, StreamExt};
 use tonic::{Request, Response, Status};
 
 use crate::config::MetricsConfig;
-use crate::event_loop::{event_kind, Event, FaultRequest, FaultTarget, LoopError};
+use crate::event_loop::{event_kind, Event, FaultRequest, FaultTarget, LoopError, UpdateNotice};
 use crate::persist::JobPort;
 use crate::state::{Generation, Notice, Phase, Published, RerouteTimings};
 
@@ -130,6 +130,41 @@ fn loop_status(e: LoopError) -> Status {
         LoopError::NotFound(m) => Status::not_found(m),
         LoopError::Internal(m) => Status::internal(m),
         LoopError::ShuttingDown => Status::unavailable("fabricd is shutting down"),
+    }
+}
+
+/// Service level of the base LIDs (data VLs).
+pub const BASE_SL: u32 = 0;
+/// Service level of the escape LIDs (mapped to the escape VL, n - 1).
+pub const ESCAPE_SL: u32 = 1;
+
+type UpdateStream = Pin<Box<dyn Stream<Item = Result<pb::UpdateNotice, Status>> + Send + 'static>>;
+
+/// Sends `Unsubscribe` to the loop when a subscriber's stream is dropped (client gone).
+struct SubscriberGuard {
+    id: fabric_update::SubscriberId,
+    events: mpsc::Sender<Event>,
+}
+
+impl Drop for SubscriberGuard {
+    fn drop(&mut self) {
+        let ev = Event::Unsubscribe { subscriber: self.id };
+        if let Err(mpsc::error::TrySendError::Full(ev)) = self.events.try_send(ev) {
+            if let Ok(h) = tokio::runtime::Handle::try_current() {
+                let tx = self.events.clone();
+                h.spawn(async move {
+                    let _ = tx.send(ev).await;
+                });
+            }
+        }
+    }
+}
+
+fn phase_from_pb(v: i32) -> Option<Phase> {
+    match pb::Phase::try_from(v).ok()? {
+        pb::Phase::Unpath => Some(Phase::Unpath),
+        pb::Phase::Repath => Some(Phase::Repath),
+        _ => None,
     }
 }
 
@@ -265,6 +300,14 @@ fn notice_pb(n: Notice) -> pb::FabricNotice {
             generation,
             timings: Some(timings_pb(&timings)),
         }),
+        Notice::AcksMissed {
+            generation,
+            subscribers,
+        } => N::AcksMissed(pb::AcksMissed {
+            generation,
+            subscribers,
+        }),
+        Notice::UpdateAborted { generation, reason } => N::UpdateAborted(pb::UpdateAborted { generation, reason }),
     };
     pb::FabricNotice { notice: Some(notice) }
 }
@@ -300,6 +343,9 @@ impl FabricManager for FabricService {
             discarded_generations: p.discarded_generations,
             virtual_faults: count(p.virtual_faults),
             levels: g.map_or(0, |g| g.ranking.height),
+            subscribers: count(p.subscribers),
+            missed_acks: p.missed_acks.clone(),
+            dual_lids: p.lmc >= 1,
         }))
     }
 
@@ -670,6 +716,89 @@ impl FabricManager for FabricService {
             })
             .collect();
         Ok(Response::new(pb::ListJobsResponse { jobs }))
+    }
+
+    type SubscribeStream = UpdateStream;
+
+    async fn subscribe(&self, req: Request<pb::SubscribeRequest>) -> Result<Response<Self::SubscribeStream>, Status> {
+        let req = req.into_inner();
+        let name = req.name.trim().to_string();
+        if name.is_empty() {
+            return Err(Status::invalid_argument("a subscriber needs a name"));
+        }
+        let p = self.snapshot();
+        let mut ports = Vec::with_capacity(req.end_ports.len());
+        let mut problems = Vec::new();
+        for (i, key) in req.end_ports.iter().enumerate() {
+            match resolve_end_port(&p.cabling, key) {
+                Ok(ep) => ports.push(p.cabling.end_port(ep).port_guid),
+                Err(m) => problems.push(format!("end_ports[{i}]: {m}")),
+            }
+        }
+        if !problems.is_empty() {
+            return Err(Status::invalid_argument(problems.join("; ")));
+        }
+        let (ntx, nrx) = mpsc::channel::<UpdateNotice>(16);
+        let id = self
+            .ask(|reply| Event::Subscribe {
+                name,
+                ports,
+                notices: ntx,
+                reply,
+            })
+            .await?;
+        let now = self.snapshot();
+        let first = pb::UpdateNotice {
+            subscriber_id: id.0,
+            generation: if now.phase == Phase::Idle {
+                now.generation()
+            } else {
+                now.phase_generation
+            },
+            phase: phase_pb(now.phase) as i32,
+            deadline_ms: 0,
+        };
+        let guard = SubscriberGuard {
+            id,
+            events: self.shared.events.clone(),
+        };
+        let rest = tokio_stream::wrappers::ReceiverStream::new(nrx).map(move |n| {
+            let _keep = &guard;
+            Ok(pb::UpdateNotice {
+                subscriber_id: id.0,
+                generation: n.generation,
+                phase: phase_pb(n.phase) as i32,
+                deadline_ms: n.deadline_ms,
+            })
+        });
+        Ok(Response::new(Box::pin(tokio_stream::once(Ok(first)).chain(rest))))
+    }
+
+    async fn ack(&self, req: Request<pb::AckRequest>) -> Result<Response<pb::AckResponse>, Status> {
+        let req = req.into_inner();
+        let phase = phase_from_pb(req.phase)
+            .ok_or_else(|| Status::invalid_argument("only UNPATH and REPATH notices are acked"))?;
+        let subscriber = fabric_update::SubscriberId(req.subscriber_id);
+        self.ask(|reply| Event::Ack {
+            subscriber,
+            generation: req.generation,
+            phase,
+            reply,
+        })
+        .await?;
+        Ok(Response::new(pb::AckResponse {}))
+    }
+
+    async fn get_path(&self, req: Request<pb::GetPathRequest>) -> Result<Response<pb::PathInfo>, Status> {
+        let (_, g) = self.current()?;
+        let dst = resolve_end_port(&g.fabric, &req.into_inner().dst).map_err(Status::invalid_argument)?;
+        Ok(Response::new(pb::PathInfo {
+            base_lid: g.lids.base_lid(dst),
+            base_sl: BASE_SL,
+            escape_lid: g.lids.escape_lid(dst).unwrap_or(0),
+            escape_sl: ESCAPE_SL,
+            generation: g.number,
+        }))
     }
 
     type WatchEventsStream = NoticeStream;

@@ -118,6 +118,10 @@ pub struct Published {
     pub started: Instant,
     /// Virtual faults in force (including those not yet routed).
     pub virtual_faults: usize,
+    /// Five-phase update subscribers connected.
+    pub subscribers: usize,
+    /// `name (phase)` of the subscribers that missed a deadline in the last generation.
+    pub missed_acks: Vec<String>,
 }
 
 impl Published {
@@ -141,6 +145,17 @@ pub enum Notice {
     GenerationCommitted {
         generation: u64,
         timings: RerouteTimings,
+    },
+    /// Subscribers missed an Unpath or Repath deadline (`name (phase)`).
+    AcksMissed {
+        generation: u64,
+        subscribers: Vec<String>,
+    },
+    /// The five-phase update gave a generation up (strict policy, failed escape upload); the
+    /// previous routing stays installed.
+    UpdateAborted {
+        generation: u64,
+        reason: String,
     },
 }
 

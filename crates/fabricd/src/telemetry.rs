@@ -47,6 +47,9 @@ pub struct Telemetry {
     generations_discarded: Counter,
     generations_failed: Counter,
     pending_faults: Gauge,
+    missed_acks: Family<PhaseLabels, Counter>,
+    update_phase_seconds: Family<PhaseLabels, Histogram>,
+    subscribers: Gauge,
     ready: Arc<AtomicBool>,
 }
 
@@ -82,6 +85,25 @@ impl Telemetry {
         let generations_discarded = Counter::default();
         let generations_failed = Counter::default();
         let pending_faults = Gauge::default();
+        let missed_acks = Family::<PhaseLabels, Counter>::default();
+        let update_phase_seconds =
+            Family::<PhaseLabels, Histogram>::new_with_constructor(|| Histogram::new(latency_buckets()));
+        let subscribers = Gauge::default();
+        r.register(
+            "update_missed_acks",
+            "Five-phase update: subscribers that missed an unpath or repath deadline",
+            missed_acks.clone(),
+        );
+        r.register(
+            "update_phase_seconds",
+            "Five-phase update: time spent in each phase of a generation",
+            update_phase_seconds.clone(),
+        );
+        r.register(
+            "update_subscribers",
+            "Five-phase update: subscribers connected",
+            subscribers.clone(),
+        );
         r.register(
             "reroute_routed_seconds",
             "Reroute latency from the first fault seen to the routing computed",
@@ -140,6 +162,9 @@ impl Telemetry {
             generations_discarded,
             generations_failed,
             pending_faults,
+            missed_acks,
+            update_phase_seconds,
+            subscribers,
             ready: Arc::new(AtomicBool::new(false)),
         };
         t.set_phase(Phase::Idle);
@@ -181,6 +206,26 @@ impl Telemetry {
     pub fn blocks_written(&self, blocks: u64, retries: u64) {
         self.blocks_written.inc_by(blocks);
         self.write_retries.inc_by(retries);
+    }
+
+    /// A subscriber missed the deadline of `phase` (`unpath`, `repath`).
+    pub fn missed_ack(&self, phase: &str) {
+        self.missed_acks
+            .get_or_create(&PhaseLabels { phase: phase.into() })
+            .inc();
+    }
+
+    /// Phase durations of a five-phase update.
+    pub fn update_timings(&self, report: &fabric_update::Report) {
+        for (p, d) in &report.durations {
+            self.update_phase_seconds
+                .get_or_create(&PhaseLabels { phase: p.name().into() })
+                .observe(d.as_secs_f64());
+        }
+    }
+
+    pub fn set_subscribers(&self, n: usize) {
+        self.subscribers.set(i64::try_from(n).unwrap_or(i64::MAX));
     }
 
     pub fn discarded(&self) {
