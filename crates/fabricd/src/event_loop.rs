@@ -1239,6 +1239,7 @@ impl EventLoop {
             });
         }
         self.io.telemetry.update_timings(report);
+        self.publish();
     }
 
     /// The five-phase protocol gave the generation up: keep the installed routing, retry later.
@@ -1261,7 +1262,6 @@ impl EventLoop {
             self.resync.extend(0..self.physical.num_switches() as u32);
         }
         let number = self.generation() + 1;
-        self.fail_waiters(flight.seq, reason);
         self.last_error = format!("generation {number} aborted: {reason}");
         self.io.telemetry.failed();
         let _ = self.io.notices.send(Notice::UpdateAborted {
@@ -1275,6 +1275,7 @@ impl EventLoop {
         self.retry_at = Some(Instant::now() + self.retry_backoff);
         self.set_phase(Phase::Idle);
         self.publish();
+        self.fail_waiters(flight.seq, reason);
     }
 
     async fn drop_subscriber(&mut self, subscriber: SubscriberId) {
@@ -1669,6 +1670,7 @@ mod loop_tests {
         published: Arc<ArcSwap<Published>>,
         mock: Arc<MockFabric>,
         pool: Arc<rayon::ThreadPool>,
+        telemetry: Telemetry,
         _dir: tempfile::TempDir,
     }
 
@@ -1713,6 +1715,7 @@ mod loop_tests {
             missed_acks: Vec::new(),
         }));
         let (notices, _) = broadcast::channel(64);
+        let telemetry = Telemetry::new();
         let (lp, tx) = EventLoop::new(
             LoopParams {
                 settings,
@@ -1726,7 +1729,7 @@ mod loop_tests {
                 pool: pool.clone(),
                 published: published.clone(),
                 notices,
-                telemetry: Telemetry::new(),
+                telemetry: telemetry.clone(),
                 notifier: Notifier::default(),
                 watchdog: None,
                 on_ready: None,
@@ -1744,6 +1747,7 @@ mod loop_tests {
             published,
             mock,
             pool,
+            telemetry,
             _dir: dir,
         }
     }
@@ -1773,6 +1777,35 @@ mod loop_tests {
                 }
             }
             v
+        }
+
+        async fn subscribe(&self, name: &str) -> (SubscriberId, mpsc::Receiver<UpdateNotice>) {
+            let (ntx, nrx) = mpsc::channel(16);
+            let (reply, rx) = oneshot::channel();
+            self.tx
+                .send(Event::Subscribe {
+                    name: name.into(),
+                    ports: Vec::new(),
+                    notices: ntx,
+                    reply,
+                })
+                .await
+                .unwrap();
+            (rx.await.unwrap().unwrap(), nrx)
+        }
+
+        async fn ack(&self, subscriber: SubscriberId, n: &UpdateNotice) {
+            let (reply, rx) = oneshot::channel();
+            self.tx
+                .send(Event::Ack {
+                    subscriber,
+                    generation: n.generation,
+                    phase: n.phase,
+                    reply,
+                })
+                .await
+                .unwrap();
+            rx.await.unwrap().unwrap();
         }
 
         async fn inject(
@@ -1940,5 +1973,166 @@ mod loop_tests {
         );
         let p = h.published.load_full();
         assert_eq!((p.generation(), p.pending_faults, p.virtual_faults), (1, 0, 0));
+    }
+
+    async fn next_notice(rx: &mut mpsc::Receiver<UpdateNotice>) -> UpdateNotice {
+        tokio::time::timeout(Duration::from_secs(10), rx.recv())
+            .await
+            .expect("a notice within 10 s")
+            .expect("stream open")
+    }
+
+    /// Entries of every switch for the LIDs `keep` selects.
+    fn entries(t: &Lfts, switches: usize, top: Lid, keep: impl Fn(Lid) -> bool) -> Vec<u8> {
+        let mut v = Vec::new();
+        for s in 0..switches {
+            for lid in 1..=top {
+                if keep(lid) {
+                    v.push(t.get(fabric_topology::SwitchId(s as u32), lid));
+                }
+            }
+        }
+        v
+    }
+
+    fn update_settings(unpath_ms: u64, policy: fabric_update::DeadlinePolicy) -> LoopSettings {
+        let mut s = settings(0);
+        s.update.unpath_deadline_ms = unpath_ms;
+        s.update.repath_deadline_ms = unpath_ms;
+        s.update.missed_ack_policy = policy;
+        s
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn five_phase_escape_stage_before_unpath_base_stage_before_repath() {
+        let h = start(
+            update_settings(10_000, fabric_update::DeadlinePolicy::Proceed),
+            MockConfig::default(),
+        );
+        let p1 = h.until("generation 1", |p| p.generation() == 1).await;
+        let g1 = p1.current.clone().unwrap();
+        let (id, mut rx) = h.subscribe("job-a").await;
+        h.until("subscribed", |p| p.subscribers == 1).await;
+        let ns = g1.fabric.num_switches();
+        let top = g1.lids.top();
+        let mask = EscapeMask::new(&g1.lids);
+        let before = h.mock.installed_lft_table();
+        let done = h.inject(h.links()[0], false, true).await;
+
+        let n = next_notice(&mut rx).await;
+        assert_eq!((n.generation, n.phase, n.deadline_ms), (2, Phase::Unpath, 10_000));
+        assert_eq!(h.published.load_full().phase, Phase::Unpath);
+        let mid = h.mock.installed_lft_table();
+        assert_eq!(
+            entries(&mid, ns, top, |l| !mask.is_escape(l)),
+            entries(&before, ns, top, |l| !mask.is_escape(l)),
+            "no base LID entry changes before the subscribers moved"
+        );
+        assert_ne!(
+            entries(&mid, ns, top, |l| mask.is_escape(l)),
+            entries(&before, ns, top, |l| mask.is_escape(l)),
+            "the escape stage is installed before Unpath"
+        );
+        h.ack(id, &n).await;
+
+        let n = next_notice(&mut rx).await;
+        assert_eq!((n.generation, n.phase), (2, Phase::Repath));
+        let p = h.published.load_full();
+        assert_eq!(
+            (p.generation(), p.phase),
+            (1, Phase::Repath),
+            "not committed before Repath"
+        );
+        let installed = h.mock.installed_lft_table();
+        h.ack(id, &n).await;
+        let r = done.await.unwrap().unwrap();
+        assert_eq!(r.generation, 2);
+        let p = h.until("idle", |p| p.phase == Phase::Idle).await;
+        let g2 = p.current.clone().unwrap();
+        assert_eq!(
+            entries(&installed, ns, top, |_| true),
+            entries(&g2.lfts, ns, top, |_| true),
+            "the whole generation is installed before Repath"
+        );
+        assert!(p.missed_acks.is_empty());
+        assert_eq!(h.mock.verify_all_pairs(false).unreachable_count, 0);
+        assert_eq!(h.mock.verify_all_pairs(true).unreachable_count, 0);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_subscriber_that_never_acks_is_reported_and_the_update_proceeds() {
+        let h = start(
+            update_settings(150, fabric_update::DeadlinePolicy::Proceed),
+            MockConfig::default(),
+        );
+        h.until("generation 1", |p| p.generation() == 1).await;
+        let (_id, mut rx) = h.subscribe("silent").await;
+        let t = Instant::now();
+        let r = h.inject(h.links()[0], false, true).await.await.unwrap().unwrap();
+        assert_eq!(r.generation, 2);
+        assert!(t.elapsed() >= Duration::from_millis(300), "both deadlines waited");
+        assert_eq!(next_notice(&mut rx).await.phase, Phase::Unpath);
+        assert_eq!(next_notice(&mut rx).await.phase, Phase::Repath);
+        let p = h.published.load_full();
+        assert_eq!(
+            p.missed_acks,
+            vec!["silent (unpath)".to_string(), "silent (repath)".to_string()]
+        );
+        let m = h.telemetry.encode();
+        assert!(
+            m.contains("fabricd_update_missed_acks_total{phase=\"unpath\"} 1"),
+            "{m}"
+        );
+        assert!(m.contains("fabricd_update_subscribers 1"), "{m}");
+        assert_eq!(h.mock.verify_all_pairs(false).unreachable_count, 0);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn strict_policy_aborts_the_generation_and_keeps_the_base_routing() {
+        let h = start(
+            update_settings(150, fabric_update::DeadlinePolicy::Abort),
+            MockConfig::default(),
+        );
+        let p1 = h.until("generation 1", |p| p.generation() == 1).await;
+        let g1 = p1.current.clone().unwrap();
+        let mask = EscapeMask::new(&g1.lids);
+        let (ns, top) = (g1.fabric.num_switches(), g1.lids.top());
+        let (_id, _rx) = h.subscribe("silent").await;
+        let r = h.inject(h.links()[0], false, true).await.await.unwrap();
+        let e = r.expect_err("the generation is aborted");
+        assert!(e.to_string().contains("unpath deadline"), "{e}");
+        let p = h.published.load_full();
+        assert_eq!(p.generation(), 1);
+        assert!(p.last_error.contains("aborted"), "{}", p.last_error);
+        assert_eq!(p.missed_acks, vec!["silent (unpath)".to_string()]);
+        let now = h.mock.installed_lft_table();
+        assert_eq!(
+            entries(&now, ns, top, |l| !mask.is_escape(l)),
+            entries(&g1.lfts, ns, top, |l| !mask.is_escape(l)),
+            "the previous base routing stays installed"
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_subscriber_that_disconnects_is_dropped_without_waiting_for_its_deadline() {
+        let h = start(
+            update_settings(60_000, fabric_update::DeadlinePolicy::Proceed),
+            MockConfig::default(),
+        );
+        h.until("generation 1", |p| p.generation() == 1).await;
+        let (id, mut rx) = h.subscribe("leaver").await;
+        let done = h.inject(h.links()[0], false, true).await;
+        assert_eq!(next_notice(&mut rx).await.phase, Phase::Unpath);
+        drop(rx);
+        h.tx.send(Event::Unsubscribe { subscriber: id }).await.unwrap();
+        let r = tokio::time::timeout(Duration::from_secs(10), done)
+            .await
+            .expect("no wait for the 60 s deadline")
+            .unwrap()
+            .unwrap();
+        assert_eq!(r.generation, 2);
+        let p = h.until("idle", |p| p.phase == Phase::Idle).await;
+        assert_eq!(p.subscribers, 0);
+        assert!(p.missed_acks.is_empty());
     }
 }
