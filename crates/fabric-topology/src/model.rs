@@ -143,8 +143,14 @@ pub enum TopologyError {
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum FabricEvent {
     /// The link on this switch port went down (both ends are marked).
-    LinkDown { switch: Guid, port: PortNum },
-    LinkUp { switch: Guid, port: PortNum },
+    LinkDown {
+        switch: Guid,
+        port: PortNum,
+    },
+    LinkUp {
+        switch: Guid,
+        port: PortNum,
+    },
     SwitchDown(Guid),
     SwitchUp(Guid),
     /// An end port (by port GUID) went down / came back.
@@ -233,7 +239,10 @@ impl Fabric {
                 return Some(id);
             }
         }
-        self.switches.iter().position(|s| s.desc == key).map(|i| SwitchId(i as u32))
+        self.switches
+            .iter()
+            .position(|s| s.desc == key)
+            .map(|i| SwitchId(i as u32))
     }
     /// Finds an end port by port GUID, node GUID (first port) or exact description.
     pub fn find_end_port(&self, key: &str) -> Option<EndPortId> {
@@ -245,7 +254,10 @@ impl Fabric {
                 return Some(EndPortId(i as u32));
             }
         }
-        self.end_ports.iter().position(|e| e.desc == key).map(|i| EndPortId(i as u32))
+        self.end_ports
+            .iter()
+            .position(|e| e.desc == key)
+            .map(|i| EndPortId(i as u32))
     }
 
     /// Whether the switch-to-switch link on `sw`/`port` is usable (cabled, both ends up, not a
@@ -321,7 +333,11 @@ impl Fabric {
         let id = self.switch_by_guid(guid).ok_or(TopologyError::UnknownSwitch(guid))?;
         let s = &self.switches[id.idx()];
         if port == 0 || port > s.nports {
-            return Err(TopologyError::PortOutOfRange { guid, port: port as u32, nports: s.nports as u32 });
+            return Err(TopologyError::PortOutOfRange {
+                guid,
+                port: port as u32,
+                nports: s.nports as u32,
+            });
         }
         Ok(id)
     }
@@ -330,7 +346,11 @@ impl Fabric {
         match *ev {
             FabricEvent::LinkDown { switch, port } | FabricEvent::LinkUp { switch, port } => {
                 let id = self.sw_port(switch, port)?;
-                let state = if matches!(ev, FabricEvent::LinkDown { .. }) { LinkState::Down } else { LinkState::Up };
+                let state = if matches!(ev, FabricEvent::LinkDown { .. }) {
+                    LinkState::Down
+                } else {
+                    LinkState::Up
+                };
                 let remote = self.switches[id.idx()].ports[port as usize].remote;
                 if remote == Remote::None {
                     return Err(TopologyError::PortNotCabled { guid: switch, port });
@@ -441,7 +461,12 @@ impl FabricBuilder {
         self.end_ports.len()
     }
 
-    pub fn add_switch(&mut self, guid: Guid, desc: impl Into<String>, nports: PortNum) -> Result<SwitchId, TopologyError> {
+    pub fn add_switch(
+        &mut self,
+        guid: Guid,
+        desc: impl Into<String>,
+        nports: PortNum,
+    ) -> Result<SwitchId, TopologyError> {
         if self.switch_by_guid.contains_key(&guid) {
             return Err(TopologyError::DuplicateSwitch(guid));
         }
@@ -487,7 +512,11 @@ impl FabricBuilder {
     fn check_port(&self, sw: SwitchId, port: PortNum) -> Result<(), TopologyError> {
         let s = &self.switches[sw.idx()];
         if port == 0 || port > s.nports {
-            return Err(TopologyError::PortOutOfRange { guid: s.guid, port: port as u32, nports: s.nports as u32 });
+            return Err(TopologyError::PortOutOfRange {
+                guid: s.guid,
+                port: port as u32,
+                nports: s.nports as u32,
+            });
         }
         if s.ports[port as usize].remote != Remote::None {
             return Err(TopologyError::PortInUse { guid: s.guid, port });
@@ -496,7 +525,13 @@ impl FabricBuilder {
     }
 
     /// Cables two switch ports together (a self-loop `a == b` is allowed and recorded).
-    pub fn connect_switches(&mut self, a: SwitchId, pa: PortNum, b: SwitchId, pb: PortNum) -> Result<(), TopologyError> {
+    pub fn connect_switches(
+        &mut self,
+        a: SwitchId,
+        pa: PortNum,
+        b: SwitchId,
+        pb: PortNum,
+    ) -> Result<(), TopologyError> {
         self.check_port(a, pa)?;
         if (a, pa) == (b, pb) {
             let s = &self.switches[a.idx()];
@@ -577,7 +612,12 @@ mod tests {
         assert_eq!(h.num_switches(), 3);
         assert!(!h.end_port_live(EndPortId(1)));
         assert_eq!(h.port_groups(SwitchId(2)).len(), 1);
-        let back = h.apply(&[FabricEvent::SwitchUp(0x11), FabricEvent::LinkUp { switch: 0x20, port: 1 }]).unwrap();
+        let back = h
+            .apply(&[
+                FabricEvent::SwitchUp(0x11),
+                FabricEvent::LinkUp { switch: 0x20, port: 1 },
+            ])
+            .unwrap();
         assert_eq!(back, f);
         assert_eq!(back.generation(), 3);
     }
@@ -585,9 +625,17 @@ mod tests {
     #[test]
     fn bad_events_are_rejected_precisely() {
         let f = small();
-        assert_eq!(f.apply(&[FabricEvent::LinkDown { switch: 0x99, port: 1 }]), Err(TopologyError::UnknownSwitch(0x99)));
-        let e = f.apply(&[FabricEvent::LinkDown { switch: 0x10, port: 40 }]).unwrap_err();
+        assert_eq!(
+            f.apply(&[FabricEvent::LinkDown { switch: 0x99, port: 1 }]),
+            Err(TopologyError::UnknownSwitch(0x99))
+        );
+        let e = f
+            .apply(&[FabricEvent::LinkDown { switch: 0x10, port: 40 }])
+            .unwrap_err();
         assert_eq!(e.to_string(), "switch 0x0000000000000010 has no port 40 (ports 1..=8)");
-        assert!(matches!(f.apply(&[FabricEvent::LinkUp { switch: 0x10, port: 7 }]), Err(TopologyError::PortNotCabled { .. })));
+        assert!(matches!(
+            f.apply(&[FabricEvent::LinkUp { switch: 0x10, port: 7 }]),
+            Err(TopologyError::PortNotCabled { .. })
+        ));
     }
 }
