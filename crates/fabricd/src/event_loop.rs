@@ -37,7 +37,7 @@ use tokio::time::Instant as TokioInstant;
 use crate::compute::{compute, ComputeError, ComputeInput, Computed};
 use crate::config::{FaultInjectionConfig, UpdateConfig};
 use crate::notify::Notifier;
-use crate::persist::{JobPort, Jobs, StateDir, VirtualFault};
+use crate::persist::{JobPort, Jobs, StateDir, UpdateProgress, VirtualFault};
 use crate::state::{Generation, Notice, Phase, Published, RerouteTimings};
 use crate::telemetry::Telemetry;
 use crate::upload::{upload, UploadOutcome, UploadParams};
@@ -374,6 +374,8 @@ pub struct EventLoop {
     stage_overlap: Vec<(u32, u32)>,
     /// `name (phase)` of the subscribers that missed a deadline in the last generation.
     missed_acks: Vec<String>,
+    /// A five-phase update interrupted by a restart (from `update-progress.json`).
+    recovering: Option<UpdateProgress>,
 }
 
 impl EventLoop {
@@ -391,6 +393,34 @@ impl EventLoop {
                 Err(e) => tracing::warn!(fault = ?v, error = %e, "dropping a persisted virtual fault"),
             }
         }
+        let persisted_exclusions: Vec<Exclusion> = exclusions.iter().copied().collect();
+        let recovering = match io.state_dir.load_update_progress() {
+            Ok(p) => p,
+            Err(e) => {
+                tracing::warn!(error = %e, "ignoring an unreadable update progress file");
+                None
+            }
+        };
+        let mut last_error = String::new();
+        if let Some(p) = &recovering {
+            // The interrupted generation's target topology is the one to converge to.
+            exclusions.clear();
+            for v in &p.virtual_faults {
+                match exclusion_from_persisted(&physical, v) {
+                    Ok(x) => {
+                        exclusions.insert(x);
+                    }
+                    Err(e) => {
+                        tracing::warn!(fault = ?v, error = %e, "dropping a virtual fault of the interrupted update")
+                    }
+                }
+            }
+            last_error = format!(
+                "generation {} was interrupted in phase {} by a restart: reading the LFTs back and reinstalling",
+                p.generation, p.phase
+            );
+            tracing::warn!(generation = p.generation, phase = %p.phase, "{last_error}");
+        }
         let all_switches: BTreeSet<u32> = (0..physical.num_switches() as u32).collect();
         let params_protocol = params.settings.update.protocol(params.lmc >= 1);
         let lp = EventLoop {
@@ -405,7 +435,7 @@ impl EventLoop {
             cabling: physical.clone(),
             physical,
             pending_physical: Vec::new(),
-            persisted_exclusions: exclusions.iter().copied().collect(),
+            persisted_exclusions,
             exclusions,
             guid2lid: Arc::new(init.guid2lid),
             jobs: Arc::new(init.jobs),
@@ -428,7 +458,7 @@ impl EventLoop {
             superseded_in_row: 0,
             discarded: 0,
             phase: Phase::Idle,
-            last_error: String::new(),
+            last_error,
             waiters: Vec::new(),
             inject_waiters: Vec::new(),
             shutting_down: None,
@@ -441,6 +471,7 @@ impl EventLoop {
             escape_outcome: None,
             stage_overlap: Vec::new(),
             missed_acks: Vec::new(),
+            recovering,
         };
         if params.lmc == 0 {
             tracing::warn!(
@@ -514,6 +545,9 @@ impl EventLoop {
             i
         });
         let mut driver_open = true;
+        if self.recovering.is_some() {
+            self.read_back().await;
+        }
         self.maybe_start();
         loop {
             if self.finished() {
@@ -551,6 +585,67 @@ impl EventLoop {
             let _ = r.send(Err(LoopError::ShuttingDown));
         }
         tracing::info!(generation = self.generation(), "event loop stopped");
+    }
+
+    /// After a restart that interrupted an update: what the switches really hold becomes the
+    /// installed tables, so the first generation writes exactly the blocks that differ from
+    /// the target (switches that cannot be read are rewritten whole).
+    async fn read_back(&mut self) {
+        let f = self.physical.clone();
+        let top = self.guid2lid.iter().map(|(_, _, max)| max).max().unwrap_or(0);
+        let mut lfts = Lfts::new(f.num_switches(), top);
+        let nb = lfts.num_blocks() as u32;
+        let mut read = 0u64;
+        for sid in f.switch_ids() {
+            let sw = f.switch(sid);
+            if !sw.up {
+                continue;
+            }
+            let mut ok = true;
+            for b in 0..nb {
+                match self.io.driver.read_lft_block(sw.guid, b).await {
+                    Ok(entries) => {
+                        lfts.block_mut(sid, b as usize).copy_from_slice(&entries);
+                        read += 1;
+                    }
+                    Err(e) => {
+                        tracing::warn!(switch = %fmt_guid(sw.guid), block = b, error = %e, "cannot read an LFT block back");
+                        ok = false;
+                        break;
+                    }
+                }
+            }
+            if ok {
+                self.resync.remove(&sid.0);
+            }
+        }
+        tracing::info!(blocks = read, switches_to_rewrite = self.resync.len(), "LFTs read back");
+        self.installed = Arc::new(lfts);
+    }
+
+    /// Persists the progress of the five-phase update (the phase just entered).
+    fn save_progress(&self, at: fabric_update::AttemptId, phase: fabric_update::Phase) {
+        let flight = match &self.busy {
+            Busy::Escape(f, _, _) | Busy::Uploading(f, _) | Busy::Repath(f, _, _) => f,
+            _ => return,
+        };
+        let p = UpdateProgress {
+            version: 1,
+            generation: at.generation,
+            attempt: at.attempt,
+            phase,
+            virtual_faults: flight.exclusions.iter().map(|x| x.persisted()).collect(),
+        };
+        if let Err(e) = self.io.state_dir.save_update_progress(&p) {
+            tracing::error!(error = %e, "cannot persist the update progress");
+        }
+    }
+
+    fn clear_progress(&mut self) {
+        self.recovering = None;
+        if let Err(e) = self.io.state_dir.clear_update_progress() {
+            tracing::error!(error = %e, "cannot remove the update progress file");
+        }
     }
 
     fn finished(&self) -> bool {
@@ -1109,8 +1204,9 @@ impl EventLoop {
     fn drive_sync(&mut self, actions: Vec<UAction>) {
         for a in actions {
             match a {
-                UAction::PhaseChanged { phase, .. } => {
+                UAction::PhaseChanged { phase, at } => {
                     if phase != fabric_update::Phase::Idle {
+                        self.save_progress(at, phase);
                         self.set_phase(state_phase(phase));
                     }
                 }
@@ -1177,6 +1273,7 @@ impl EventLoop {
                     if let Busy::Repath(f, c, outcome) = std::mem::take(&mut self.busy) {
                         self.commit(f, *c, outcome).await;
                     }
+                    self.clear_progress();
                     let after = self.protocol.on(Instant::now(), UInput::Committed { at });
                     rest.extend(after);
                 }
@@ -1191,6 +1288,7 @@ impl EventLoop {
                     }
                     self.record_misses(&report);
                     self.abort_generation(&reason, base_touched);
+                    self.clear_progress();
                 }
                 other => rest.push(other),
             }
@@ -1372,6 +1470,10 @@ impl EventLoop {
     /// Commit: fold the generation into the live state, persist, publish, answer waiters.
     async fn commit(&mut self, flight: InFlight, c: Computed, outcome: UploadOutcome) {
         self.set_phase(Phase::Commit);
+        if self.recovering.is_some() && outcome.error.is_none() {
+            tracing::info!("the interrupted update is finished");
+            self.clear_progress();
+        }
         let now = Instant::now();
         // Fold what the generation applied into the live state.
         self.physical = c.physical.clone();
@@ -1671,7 +1773,8 @@ mod loop_tests {
         mock: Arc<MockFabric>,
         pool: Arc<rayon::ThreadPool>,
         telemetry: Telemetry,
-        _dir: tempfile::TempDir,
+        task: tokio::task::JoinHandle<()>,
+        dir: Arc<tempfile::TempDir>,
     }
 
     fn settings(coalesce_ms: u64) -> LoopSettings {
@@ -1693,8 +1796,15 @@ mod loop_tests {
 
     fn start(settings: LoopSettings, mock_cfg: MockConfig) -> Harness {
         let fabric = fabric_topology::gen::generate_str("PGFT(2;4,6;1,3;1,1)", None).unwrap();
-        let mock = Arc::new(MockFabric::new(fabric.clone()).with_config(mock_cfg).unwrap());
-        let dir = tempfile::tempdir().unwrap();
+        let mock = Arc::new(MockFabric::new(fabric).with_config(mock_cfg).unwrap());
+        start_on(settings, mock, Arc::new(tempfile::tempdir().unwrap()))
+    }
+
+    /// A loop over an existing simulated fabric and state directory (a restarted daemon).
+    fn start_on(settings: LoopSettings, mock: Arc<MockFabric>, dir: Arc<tempfile::TempDir>) -> Harness {
+        let fabric = mock.cabling().clone();
+        let guid2lid = StateDir::open(dir.path()).unwrap().load_guid2lid().unwrap();
+        let virtual_faults = StateDir::open(dir.path()).unwrap().load_virtual_faults().unwrap();
         let pool = Arc::new(rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap());
         let physical = Arc::new(fabric);
         let published = Arc::new(ArcSwap::from_pointee(Published {
@@ -1736,19 +1846,20 @@ mod loop_tests {
             },
             LoopInit {
                 physical,
-                guid2lid: Guid2Lid::new(),
+                guid2lid,
                 jobs: Jobs::new(),
-                virtual_faults: Vec::new(),
+                virtual_faults,
             },
         );
-        tokio::spawn(lp.run());
+        let task = tokio::spawn(lp.run());
         Harness {
             tx,
             published,
             mock,
             pool,
             telemetry,
-            _dir: dir,
+            task,
+            dir,
         }
     }
 
@@ -2134,5 +2245,97 @@ mod loop_tests {
         let p = h.until("idle", |p| p.phase == Phase::Idle).await;
         assert_eq!(p.subscribers, 0);
         assert!(p.missed_acks.is_empty());
+    }
+
+    /// kill -9 of the daemon in `phase` of a five-phase update (the loop task is aborted; the
+    /// simulated switches keep their tables), then a restart on the same state directory.
+    async fn crash_and_restart_in(phase: Phase) {
+        let s = update_settings(60_000, fabric_update::DeadlinePolicy::Proceed);
+        let cfg = MockConfig {
+            op_latency: Duration::from_millis(if phase == Phase::Update { 300 } else { 0 }),
+            ..MockConfig::default()
+        };
+        let h = start(s.clone(), cfg);
+        h.until("generation 1", |p| p.generation() == 1).await;
+        let link = h.links()[0];
+        let (id, mut rx) = h.subscribe("job").await;
+        let _accepted = h.inject(link, false, false).await;
+        let n = next_notice(&mut rx).await;
+        assert_eq!(n.phase, Phase::Unpath);
+        match phase {
+            Phase::Unpath => {}
+            Phase::Update => {
+                h.ack(id, &n).await;
+                h.until("update", |p| p.phase == Phase::Update).await;
+            }
+            Phase::Repath => {
+                h.ack(id, &n).await;
+                assert_eq!(next_notice(&mut rx).await.phase, Phase::Repath);
+            }
+            _ => unreachable!("crash phases are unpath, update, repath"),
+        }
+        let progress = StateDir::open(h.dir.path())
+            .unwrap()
+            .load_update_progress()
+            .unwrap()
+            .expect("progress persisted");
+        assert_eq!((progress.generation, progress.phase.name()), (2, phase.name()));
+        assert_eq!(progress.virtual_faults.len(), 1);
+        let (mock, dir) = (h.mock.clone(), h.dir.clone());
+        let Harness { task, .. } = h;
+        task.abort();
+        let _ = task.await;
+        mock.set_config(MockConfig::default()).unwrap();
+
+        let h = start_on(s, mock, dir);
+        let p = h
+            .until("converged", |p| {
+                p.generation() >= 1 && p.phase == Phase::Idle && p.last_error.is_empty()
+            })
+            .await;
+        let cur = p.current.clone().unwrap();
+        assert!(
+            cur.excluded_links.contains(&link),
+            "the interrupted generation's fault is routed around"
+        );
+        let installed = h.mock.installed_lft_table();
+        for sw in cur.fabric.switch_ids() {
+            let want = cur.lfts.row(sw);
+            assert_eq!(
+                &installed.row(sw)[..want.len()],
+                want,
+                "switch {} holds the routing",
+                sw.0
+            );
+        }
+        let nb = cur.lfts.num_blocks() * cur.fabric.num_switches();
+        assert!(
+            (cur.timings.blocks_written as usize) < nb,
+            "read back: only differing blocks are written ({} of {nb})",
+            cur.timings.blocks_written
+        );
+        if phase == Phase::Repath {
+            assert_eq!(cur.timings.blocks_written, 0, "everything was installed before Repath");
+        }
+        assert_eq!(h.mock.verify_all_pairs(false).unreachable_count, 0);
+        assert_eq!(h.mock.verify_all_pairs(true).unreachable_count, 0);
+        let st = StateDir::open(h.dir.path()).unwrap();
+        assert_eq!(st.load_update_progress().unwrap(), None, "progress cleared");
+        assert_eq!(st.load_virtual_faults().unwrap().len(), 1, "the fault is persisted");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn kill_in_unpath_then_restart_converges() {
+        crash_and_restart_in(Phase::Unpath).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn kill_in_update_then_restart_converges() {
+        crash_and_restart_in(Phase::Update).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn kill_in_repath_then_restart_converges() {
+        crash_and_restart_in(Phase::Repath).await;
     }
 }

@@ -21,6 +21,21 @@ pub const JOBS_FILE: &str = "jobs.json";
 /// File of the virtual faults (JSON).
 pub const VIRTUAL_FAULTS_FILE: &str = "virtual-faults.json";
 
+/// File of the five-phase update in progress (JSON; absent when no update runs).
+pub const UPDATE_PROGRESS_FILE: &str = "update-progress.json";
+
+/// Progress of the five-phase update, persisted at every phase change so that a restarted
+/// daemon knows a generation was interrupted and which topology it was installing.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UpdateProgress {
+    pub version: u32,
+    pub generation: u64,
+    pub attempt: u32,
+    pub phase: fabric_update::Phase,
+    /// Virtual faults of the target topology (physical ones are rediscovered).
+    pub virtual_faults: Vec<VirtualFault>,
+}
+
 /// Errors of the state directory, naming the file.
 #[derive(Debug, thiserror::Error)]
 pub enum PersistError {
@@ -217,6 +232,38 @@ impl StateDir {
             message: e.to_string(),
         })?;
         Ok(f.faults)
+    }
+
+    /// The interrupted update, if any.
+    pub fn load_update_progress(&self) -> Result<Option<UpdateProgress>, PersistError> {
+        let Some(text) = self.read(UPDATE_PROGRESS_FILE)? else {
+            return Ok(None);
+        };
+        serde_json::from_str(&text)
+            .map(Some)
+            .map_err(|e| PersistError::Corrupt {
+                path: self.file(UPDATE_PROGRESS_FILE),
+                message: e.to_string(),
+            })
+    }
+
+    pub fn save_update_progress(&self, p: &UpdateProgress) -> Result<(), PersistError> {
+        let mut text = serde_json::to_string_pretty(p).map_err(|e| PersistError::Corrupt {
+            path: self.file(UPDATE_PROGRESS_FILE),
+            message: e.to_string(),
+        })?;
+        text.push('\n');
+        self.write_atomic(UPDATE_PROGRESS_FILE, text.as_bytes())
+    }
+
+    /// Removes the progress file (the update committed or was aborted).
+    pub fn clear_update_progress(&self) -> Result<(), PersistError> {
+        let path = self.file(UPDATE_PROGRESS_FILE);
+        match fs::remove_file(&path) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+            Err(source) => Err(PersistError::Io { path, source }),
+        }
     }
 
     pub fn save_virtual_faults(&self, faults: &[VirtualFault]) -> Result<(), PersistError> {
