@@ -260,6 +260,9 @@ pub struct UpdateConfig {
     pub max_superseded: u32,
     /// SIGTERM: how long to let a running upload finish, s.
     pub shutdown_timeout_s: u64,
+    /// Install generations with the five-phase update (LMC 1); `false`: direct upload (no
+    /// per-flow consistency; for comparison and emergencies).
+    pub five_phase: bool,
     /// Five-phase update: how long subscribers have to ack an Unpath notice, ms.
     pub unpath_deadline_ms: u64,
     /// Five-phase update: how long subscribers have to ack a Repath notice, ms.
@@ -281,6 +284,7 @@ impl Default for UpdateConfig {
             failed_generation_backoff_ms: 1000,
             max_superseded: 3,
             shutdown_timeout_s: 30,
+            five_phase: true,
             unpath_deadline_ms: 5000,
             repath_deadline_ms: 5000,
             missed_ack_policy: fabric_update::DeadlinePolicy::Proceed,

@@ -1123,7 +1123,7 @@ impl EventLoop {
                 // The five-phase update needs escape LIDs and tables that already hold a
                 // generation with the same LIDs (the first upload and a LID change carry no
                 // traffic that could be kept consistent: direct upload).
-                if self.lmc >= 1 && !c.lids_changed && self.current.is_some() {
+                if self.lmc >= 1 && self.settings.update.five_phase && !c.lids_changed && self.current.is_some() {
                     let mask = EscapeMask::new(&c.lids);
                     let stages = split_writes(&self.installed, &c.writes, &mask);
                     tracing::debug!(
