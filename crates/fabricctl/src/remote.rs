@@ -829,6 +829,43 @@ mod tests {
         assert_eq!(v["last_reroute"]["blocks_written"], 7);
         let none = status_json(&pb::Status::default());
         assert!(none["last_reroute"].is_null());
+        let s = pb::Status {
+            phase: pb::Phase::Unpath as i32,
+            dual_lids: true,
+            subscribers: 64,
+            missed_acks: vec!["job-7 (unpath)".into()],
+            ..Default::default()
+        };
+        let v = status_json(&s);
+        assert_eq!(v["phase"], "unpath");
+        assert_eq!(v["dual_lids"], true);
+        assert_eq!(v["subscribers"], 64);
+        assert_eq!(v["missed_acks"][0], "job-7 (unpath)");
+    }
+
+    #[test]
+    fn update_notices_render_in_text_and_json() {
+        use pb::fabric_notice::Notice as N;
+        let missed = pb::FabricNotice {
+            notice: Some(N::AcksMissed(pb::AcksMissed {
+                generation: 4,
+                subscribers: vec!["a (unpath)".into(), "b (repath)".into()],
+            })),
+        };
+        assert_eq!(
+            notice_line(&missed),
+            "missed     generation 4 no ack from a (unpath), b (repath)"
+        );
+        assert_eq!(notice_json(&missed)["type"], "acks_missed");
+        assert_eq!(notice_json(&missed)["subscribers"][1], "b (repath)");
+        let aborted = pb::FabricNotice {
+            notice: Some(N::UpdateAborted(pb::UpdateAborted {
+                generation: 5,
+                reason: "strict".into(),
+            })),
+        };
+        assert_eq!(notice_line(&aborted), "aborted    generation 5: strict");
+        assert_eq!(notice_json(&aborted)["reason"], "strict");
     }
 
     #[test]
