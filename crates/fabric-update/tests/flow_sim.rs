@@ -199,11 +199,7 @@ impl Sim {
             let port = self.tables.get(p.at, p.dlid);
             p.hops.push((p.at, port));
             let sw = self.phys.switch(p.at);
-            let remote = sw
-                .ports
-                .get(port as usize)
-                .map(|x| x.remote)
-                .unwrap_or_default();
+            let remote = sw.ports.get(port as usize).map(|x| x.remote).unwrap_or_default();
             match remote {
                 Remote::Switch { sw, .. } if p.hops.len() < HOP_LIMIT => {
                     p.at = sw;
