@@ -107,8 +107,18 @@ fn parse_u32(s: &str) -> Result<u32, String> {
 
 pub fn topo(a: TopoArgs, socket: &str) -> Result<()> {
     match a.cmd {
-        Some(TopoCmd::Gen { spec, output, remove_links, remove_switches, seed }) => {
-            let degrade = gen::Degrade { remove_links, remove_switches, seed };
+        Some(TopoCmd::Gen {
+            spec,
+            output,
+            remove_links,
+            remove_switches,
+            seed,
+        }) => {
+            let degrade = gen::Degrade {
+                remove_links,
+                remove_switches,
+                seed,
+            };
             let d = (remove_links > 0 || remove_switches > 0).then_some(&degrade);
             let fabric = gen::generate_str(&spec, d)?;
             let text = ibnet::write(&fabric);
@@ -124,8 +134,14 @@ pub fn topo(a: TopoArgs, socket: &str) -> Result<()> {
 }
 
 fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let tmp = dir.join(format!(".{}.tmp", path.file_name().and_then(|n| n.to_str()).unwrap_or("out")));
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let tmp = dir.join(format!(
+        ".{}.tmp",
+        path.file_name().and_then(|n| n.to_str()).unwrap_or("out")
+    ));
     std::fs::write(&tmp, bytes).with_context(|| format!("writing {}", tmp.display()))?;
     std::fs::rename(&tmp, path).with_context(|| format!("renaming to {}", path.display()))?;
     Ok(())
@@ -145,7 +161,11 @@ fn load(file: &Path, roots: Option<&Path>) -> Result<Loaded> {
         opts.roots = fabric_ranking::parse_root_guid_file(&text, &r.display().to_string())?;
     }
     let ranking = rank(&parsed.fabric, &opts);
-    Ok(Loaded { fabric: parsed.fabric, warnings: parsed.warnings, ranking })
+    Ok(Loaded {
+        fabric: parsed.fabric,
+        warnings: parsed.warnings,
+        ranking,
+    })
 }
 
 fn topo_info(file: &Path, roots: Option<&Path>, json: bool) -> Result<()> {
@@ -157,8 +177,12 @@ fn topo_info(file: &Path, roots: Option<&Path>, json: bool) -> Result<()> {
     for lv in l.ranking.level.iter().flatten() {
         levels[*lv as usize] += 1;
     }
-    let diagnostics: Vec<String> =
-        l.warnings.iter().cloned().chain(l.ranking.diagnostics.iter().map(|d| d.to_string())).collect();
+    let diagnostics: Vec<String> = l
+        .warnings
+        .iter()
+        .cloned()
+        .chain(l.ranking.diagnostics.iter().map(|d| d.to_string()))
+        .collect();
     if json {
         let v = json!({
             "file": file.display().to_string(),
@@ -177,7 +201,10 @@ fn topo_info(file: &Path, roots: Option<&Path>, json: bool) -> Result<()> {
         println!("nodes        {}", f.num_end_ports());
         println!("links        {links} ({links_live} up)");
         println!("leaves       {leaves}");
-        println!("levels       {}", levels.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(" "));
+        println!(
+            "levels       {}",
+            levels.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(" ")
+        );
         println!("diagnostics  {}", diagnostics.len());
         for d in &diagnostics {
             println!("  {d}");
@@ -210,7 +237,11 @@ pub fn route(a: RouteArgs) -> Result<()> {
         None => Guid2Lid::default(),
     };
     let lids = plan_lids(&l.fabric, &previous, a.lmc, a.max_lid)?;
-    let ctx = RoutingContext { fabric: &l.fabric, ranking: &l.ranking, lids: &lids };
+    let ctx = RoutingContext {
+        fabric: &l.fabric,
+        ranking: &l.ranking,
+        lids: &lids,
+    };
     let t = Instant::now();
     let routed = route_all(&ctx, kind)?;
     let ms = t.elapsed().as_secs_f64() * 1e3;
@@ -240,13 +271,22 @@ pub fn analyze(a: AnalyzeArgs) -> Result<()> {
     let l = load(&a.file, a.roots.as_deref())?;
     let kind: EngineKind = a.engine.parse()?;
     let lids = plan_lids(&l.fabric, &Guid2Lid::default(), a.lmc, a.max_lid)?;
-    let ctx = RoutingContext { fabric: &l.fabric, ranking: &l.ranking, lids: &lids };
+    let ctx = RoutingContext {
+        fabric: &l.fabric,
+        ranking: &l.ranking,
+        lids: &lids,
+    };
     let t = Instant::now();
     let routed = route_all(&ctx, kind)?;
     let route_ms = t.elapsed().as_secs_f64() * 1e3;
     let validity = check::validity(&l.fabric, &lids, &routed.lfts);
     let deadlock_free = check::deadlock_free(&l.fabric, &l.ranking, &lids, &routed.lfts);
-    let opts = MetricsOptions { random_perms: a.rp, seed: a.seed, all_to_all: !a.no_a2a, shifts: true };
+    let opts = MetricsOptions {
+        random_perms: a.rp,
+        seed: a.seed,
+        all_to_all: !a.no_a2a,
+        shifts: true,
+    };
     let m = fabric_metrics::compute(&l.fabric, &lids, &routed.lfts, &opts);
     let rp = |r: &RpStats| json!({"median": r.median, "q1": r.q1, "q39": r.q39});
     if a.json {
@@ -274,7 +314,10 @@ pub fn analyze(a: AnalyzeArgs) -> Result<()> {
         println!("unreachable_pairs  {}", validity.unreachable_count);
         println!("deadlock_free      {deadlock_free}");
         println!("mu_sp              {}", m.mu_sp);
-        println!("mu_rp              median {} q1 {} q39 {} (r = {})", m.mu_rp.median, m.mu_rp.q1, m.mu_rp.q39, a.rp);
+        println!(
+            "mu_rp              median {} q1 {} q39 {} (r = {})",
+            m.mu_rp.median, m.mu_rp.q1, m.mu_rp.q39, a.rp
+        );
         println!("mu_a2a             {}", m.mu_a2a);
         println!("xi                 {}", m.xi);
         println!("nu                 {:.3}", m.nu);
