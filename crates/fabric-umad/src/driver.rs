@@ -27,6 +27,9 @@ use crate::config::UmadConfig;
 use crate::mad::*;
 use crate::transport::{self, OpenError, Reply, Transport, TransportError, TransportParams, UmadDevice};
 
+/// The switch port a node was reached from during the sweep (`None` for the local node).
+type ReachedFrom = Option<(Guid, u8)>;
+
 /// The virtual lane escape-LID traffic (SL 1) is mapped to.
 pub const ESCAPE_VL: u8 = 1;
 /// Service level of escape-LID traffic.
@@ -325,8 +328,7 @@ async fn discover_all(inner: &Inner) -> Result<Discovered, DriverError> {
         .map_err(|e| tp_err(0, "NodeInfo of the local node", e))?;
     check_status(0, "NodeInfo of the local node", &r)?;
     // Frontier entries: (path to the node, the switch port it was reached from, its NodeInfo).
-    let mut frontier: Vec<(Vec<u8>, Option<(Guid, u8)>, NodeInfo)> =
-        vec![(Vec::new(), None, NodeInfo::decode(r.smp.data()))];
+    let mut frontier: Vec<(Vec<u8>, ReachedFrom, NodeInfo)> = vec![(Vec::new(), None, NodeInfo::decode(r.smp.data()))];
     while !frontier.is_empty() {
         // Details of the new nodes of this level.
         let mut new_switches = Vec::new();
@@ -387,7 +389,7 @@ async fn discover_all(inner: &Inner) -> Result<Discovered, DriverError> {
                 _ => {}
             }
         }
-        let mut next: Vec<(Vec<u8>, Option<(Guid, u8)>)> = Vec::new();
+        let mut next: Vec<(Vec<u8>, ReachedFrom)> = Vec::new();
         for (idx, ni, desc, si, pis) in new_switches {
             let g = ni.node_guid;
             let d = transport::wait(desc)

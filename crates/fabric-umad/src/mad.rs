@@ -651,7 +651,7 @@ impl Notice {
 /// Parses hex text (whitespace ignored) into bytes; used for stored byte images.
 pub fn parse_hex(text: &str) -> Option<Vec<u8>> {
     let digits: Vec<u8> = text.bytes().filter(|c| !c.is_ascii_whitespace()).collect();
-    if digits.len() % 2 != 0 {
+    if !digits.len().is_multiple_of(2) {
         return None;
     }
     digits

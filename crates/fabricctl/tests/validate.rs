@@ -209,7 +209,7 @@ fn live_mock_daemon_is_clean_then_shows_a_down_link() {
     let ends = [&down[0]["a"], &down[0]["b"]];
     assert!(
         ends.iter()
-            .any(|e| e["guid"] == sw.as_str() && e["port"].to_string() == port),
+            .any(|e| e["guid"] == sw.as_str() && e["port"] == uplink["port"]),
         "{v}"
     );
     assert_eq!(v["missing"].as_array().unwrap().len(), 0);

@@ -122,10 +122,13 @@ pub fn mock_config(cfg: &MockDriverConfig) -> MockConfig {
     }
 }
 
+/// A driver and, for `mock`, the simulated fabric behind it.
+pub type OpenedDriver = (Arc<dyn SouthboundDriver>, Option<Arc<MockFabric>>);
+
 /// Opens the driver selected by `[driver] kind` (the mock fabric is built, the umad device
 /// opened, the oob inventory read). The second value is the simulated fabric when the driver is
 /// `mock` (it serves the packet-level RPCs Trace and VerifyReachability).
-pub fn open_driver(cfg: &Config) -> Result<(Arc<dyn SouthboundDriver>, Option<Arc<MockFabric>>), DaemonError> {
+pub fn open_driver(cfg: &Config) -> Result<OpenedDriver, DaemonError> {
     match cfg.driver.kind {
         DriverKind::Mock => {
             let m = Arc::new(build_mock(&cfg.driver.mock)?);
