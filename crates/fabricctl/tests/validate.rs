@@ -96,8 +96,12 @@ fn fabricd_binary() -> PathBuf {
     let mut cmd = Command::new(cargo);
     cmd.args(["build", "--quiet", "-p", "fabricd", "--bin", "fabricd"])
         .current_dir(env!("CARGO_MANIFEST_DIR"));
+    // The profile the test binaries were built with, so that under `cargo test` the binary
+    // built alongside this test is up to date and the nested build is a no-op.
     if profile_dir.file_name().is_some_and(|n| n == "release") {
         cmd.arg("--release");
+    } else {
+        cmd.args(["--profile", "test"]);
     }
     if let Some(target) = profile_dir.parent() {
         cmd.env("CARGO_TARGET_DIR", target);
