@@ -27,10 +27,11 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 /// A phase of the update protocol.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Phase {
     /// No generation is being installed.
+    #[default]
     Idle,
     /// Computing the new routing and uploading the escape stage.
     Prepare,
@@ -56,6 +57,16 @@ impl Phase {
             Phase::Commit => "commit",
         }
     }
+
+    /// Every phase, `Idle` first (status, metrics labels).
+    pub const ALL: [Phase; 6] = [
+        Phase::Idle,
+        Phase::Prepare,
+        Phase::Unpath,
+        Phase::Update,
+        Phase::Repath,
+        Phase::Commit,
+    ];
 
     /// The phases a generation passes through, in order.
     pub const ACTIVE: [Phase; 5] = [

@@ -1207,7 +1207,7 @@ impl EventLoop {
                 UAction::PhaseChanged { phase, at } => {
                     if phase != fabric_update::Phase::Idle {
                         self.save_progress(at, phase);
-                        self.set_phase(state_phase(phase));
+                        self.set_phase(phase);
                     }
                 }
                 UAction::Compute { .. } => {}
@@ -1630,25 +1630,9 @@ impl EventLoop {
     }
 }
 
-/// The daemon's phase of a protocol phase.
-fn state_phase(p: fabric_update::Phase) -> Phase {
-    match p {
-        fabric_update::Phase::Idle => Phase::Idle,
-        fabric_update::Phase::Prepare => Phase::Prepare,
-        fabric_update::Phase::Unpath => Phase::Unpath,
-        fabric_update::Phase::Update => Phase::Update,
-        fabric_update::Phase::Repath => Phase::Repath,
-        fabric_update::Phase::Commit => Phase::Commit,
-    }
-}
-
 /// The protocol phase a subscriber acks (Unpath or Repath only).
-fn update_phase(p: Phase) -> Option<fabric_update::Phase> {
-    match p {
-        Phase::Unpath => Some(fabric_update::Phase::Unpath),
-        Phase::Repath => Some(fabric_update::Phase::Repath),
-        _ => None,
-    }
+fn update_phase(p: Phase) -> Option<Phase> {
+    matches!(p, Phase::Unpath | Phase::Repath).then_some(p)
 }
 
 /// The canonical (lower GUID, port) end of the link on `switch`/`port`.

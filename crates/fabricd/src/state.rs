@@ -13,47 +13,9 @@ use fabric_topology::{Fabric, FabricEvent};
 
 use crate::persist::Jobs;
 
-/// Step of a routing update. With direct upload a generation goes
-/// `Prepare → Update → Commit`; the five-phase protocol (next) adds `Unpath` and `Repath`.
-#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
-pub enum Phase {
-    /// No update runs.
-    #[default]
-    Idle,
-    /// Ranking, LID assignment, routing, validation and diff of the next generation.
-    Prepare,
-    /// Subscribers move their flows to the escape LIDs.
-    Unpath,
-    /// Changed LFT blocks are uploaded.
-    Update,
-    /// Subscribers move their flows back to the base LIDs.
-    Repath,
-    /// The generation is published and persisted.
-    Commit,
-}
-
-impl Phase {
-    pub const ALL: [Phase; 6] = [
-        Phase::Idle,
-        Phase::Prepare,
-        Phase::Unpath,
-        Phase::Update,
-        Phase::Repath,
-        Phase::Commit,
-    ];
-
-    /// Lower-case name (`idle`, `prepare`, ...), as in `fabricctl status --json`.
-    pub fn name(self) -> &'static str {
-        match self {
-            Phase::Idle => "idle",
-            Phase::Prepare => "prepare",
-            Phase::Unpath => "unpath",
-            Phase::Update => "update",
-            Phase::Repath => "repath",
-            Phase::Commit => "commit",
-        }
-    }
-}
+/// Step of a routing update: the phases of the update protocol (`fabric-update`). With direct
+/// upload a generation goes `Prepare → Update → Commit`.
+pub use fabric_update::Phase;
 
 /// Timings of one reroute, measured from the first change it covers.
 #[derive(Clone, Debug, Default, PartialEq)]
