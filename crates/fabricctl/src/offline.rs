@@ -7,7 +7,7 @@ use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 use fabric_metrics::{MetricsOptions, RpStats};
 use fabric_ranking::{rank, RankOptions, Ranking};
-use fabric_routing::{assign_lids, check, route_all, EngineKind, Guid2Lid, LidPlan, RoutingContext};
+use fabric_routing::{assign_lids, check, route_all, EngineKind, Guid2Lid, LidPlan, RoutedFabric, RoutingContext};
 use fabric_topology::{gen, ibnet, Fabric};
 use serde_json::json;
 
@@ -226,6 +226,26 @@ fn plan_lids(f: &Fabric, previous: &Guid2Lid, lmc: Option<u8>, max_lid: u32) -> 
     }
 }
 
+/// Assigns LIDs and routes a loaded file; returns the plan, the tables and the routing time (ms).
+fn route_loaded(
+    l: &Loaded,
+    kind: EngineKind,
+    previous: &Guid2Lid,
+    lmc: Option<u8>,
+    max_lid: u32,
+) -> Result<(LidPlan, RoutedFabric, f64)> {
+    let lids = plan_lids(&l.fabric, previous, lmc, max_lid)?;
+    let ctx = RoutingContext {
+        fabric: &l.fabric,
+        ranking: &l.ranking,
+        lids: &lids,
+    };
+    let t = Instant::now();
+    let routed = route_all(&ctx, kind)?;
+    let ms = t.elapsed().as_secs_f64() * 1e3;
+    Ok((lids, routed, ms))
+}
+
 pub fn route(a: RouteArgs) -> Result<()> {
     let l = load(&a.file, a.roots.as_deref())?;
     let kind: EngineKind = a.engine.parse()?;
@@ -236,15 +256,7 @@ pub fn route(a: RouteArgs) -> Result<()> {
         }
         None => Guid2Lid::default(),
     };
-    let lids = plan_lids(&l.fabric, &previous, a.lmc, a.max_lid)?;
-    let ctx = RoutingContext {
-        fabric: &l.fabric,
-        ranking: &l.ranking,
-        lids: &lids,
-    };
-    let t = Instant::now();
-    let routed = route_all(&ctx, kind)?;
-    let ms = t.elapsed().as_secs_f64() * 1e3;
+    let (lids, routed, ms) = route_loaded(&l, kind, &previous, a.lmc, a.max_lid)?;
     eprintln!(
         "routed {} switches, {} end ports with {} in {ms:.1} ms (base {:.1} ms, escape {:.1} ms)",
         l.fabric.num_switches(),
@@ -270,15 +282,7 @@ pub fn route(a: RouteArgs) -> Result<()> {
 pub fn analyze(a: AnalyzeArgs) -> Result<()> {
     let l = load(&a.file, a.roots.as_deref())?;
     let kind: EngineKind = a.engine.parse()?;
-    let lids = plan_lids(&l.fabric, &Guid2Lid::default(), a.lmc, a.max_lid)?;
-    let ctx = RoutingContext {
-        fabric: &l.fabric,
-        ranking: &l.ranking,
-        lids: &lids,
-    };
-    let t = Instant::now();
-    let routed = route_all(&ctx, kind)?;
-    let route_ms = t.elapsed().as_secs_f64() * 1e3;
+    let (lids, routed, route_ms) = route_loaded(&l, kind, &Guid2Lid::default(), a.lmc, a.max_lid)?;
     let validity = check::validity(&l.fabric, &lids, &routed.lfts);
     let deadlock_free = check::deadlock_free(&l.fabric, &l.ranking, &lids, &routed.lfts);
     let opts = MetricsOptions {
