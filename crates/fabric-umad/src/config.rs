@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 /// retries = 3                        # re-sends after the first attempt
 /// window = 16                        # SMPs in flight (1..=32)
 /// sweep_interval_ms = 250            # light sweep period (0 = off)
+/// enable_phys_state = 2              # PortPhysicalState written to re-enable a port
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
@@ -36,6 +37,11 @@ pub struct UmadConfig {
     /// it off (traps only).
     #[serde(rename = "sweep_interval_ms")]
     pub sweep_interval_ms: u64,
+    /// PortPhysicalState written to re-enable a port (physical fault injection, "up"): 2 =
+    /// Polling, the IBA value (the link trains and comes back in INIT, reported by the light
+    /// sweep); 5 = LinkUp, for ibsim, which does not simulate link training and leaves a port
+    /// written Polling dead.
+    pub enable_phys_state: u8,
 }
 
 impl Default for UmadConfig {
@@ -48,6 +54,7 @@ impl Default for UmadConfig {
             retries: 3,
             window: 16,
             sweep_interval_ms: 250,
+            enable_phys_state: crate::mad::PHYS_POLLING,
         }
     }
 }
@@ -76,6 +83,15 @@ impl UmadConfig {
         if self.timeout_ms == 0 {
             errs.push("timeout_ms must be positive".to_string());
         }
+        if !matches!(
+            self.enable_phys_state,
+            crate::mad::PHYS_POLLING | crate::mad::PHYS_LINK_UP
+        ) {
+            errs.push(format!(
+                "enable_phys_state {} is neither 2 (Polling) nor 5 (LinkUp, simulators)",
+                self.enable_phys_state
+            ));
+        }
         if self.window == 0 || self.window > MAX_WINDOW {
             errs.push(format!("window {} is not in 1..={MAX_WINDOW}", self.window));
         }
@@ -103,9 +119,13 @@ mod tests {
         let bad = UmadConfig {
             window: 0,
             sm_priority: 16,
+            enable_phys_state: 3,
             ..UmadConfig::default()
         };
         let msg = bad.validate().unwrap_err();
         assert!(msg.contains("window 0") && msg.contains("sm_priority 16"), "{msg}");
+        assert!(msg.contains("enable_phys_state 3"), "{msg}");
+        let sim: UmadConfig = toml::from_str("enable_phys_state = 5\n").unwrap();
+        assert!(sim.validate().is_ok());
     }
 }

@@ -37,6 +37,13 @@ pub const ESCAPE_SL: u8 = 1;
 /// PortInfo.CapabilityMask bit IsSM.
 const CAP_IS_SM: u32 = 1 << 1;
 
+/// A port carries traffic: logical state INIT or beyond, and the physical link up (a port whose
+/// PortPhysicalState is Disabled or Polling is down whatever its logical state says; the
+/// simulator leaves the logical state alone when the physical state is set).
+fn live(i: &PortInfo) -> bool {
+    i.state().link_up() && matches!(i.phys_state(), 0 | PHYS_LINK_UP)
+}
+
 /// What is behind a switch port, as last seen.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Peer {
@@ -60,7 +67,11 @@ struct SwitchRec {
     info: SwitchInfo,
     ports: Vec<PortRec>,
     lft: HashMap<u32, [u8; BLOCK_SIZE]>,
+    /// Reachable over live links and answering.
     up: bool,
+    /// Answers SMPs. A switch that stops answering on a route avoiding the other silent switches
+    /// is reported down and no longer used as a hop of directed routes until it answers again.
+    responsive: bool,
 }
 
 impl SwitchRec {
@@ -105,6 +116,8 @@ pub struct UmadStats {
     pub failures: u64,
     /// Traps received.
     pub traps: u64,
+    /// SMInfo (and other) requests addressed to the manager's port that it answered.
+    pub sm_requests: u64,
 }
 
 struct Inner {
@@ -180,6 +193,9 @@ impl UmadDriver {
             },
             ttx,
         );
+        let sm = tp.sm_identity();
+        sm.priority.store(cfg.sm_priority, Ordering::Relaxed);
+        sm.state.store(SM_STATE_DISCOVERING, Ordering::Relaxed);
         Ok(UmadDriver {
             inner: Arc::new(Inner {
                 cfg,
@@ -202,6 +218,7 @@ impl UmadDriver {
             retries: s.retries.load(Ordering::Relaxed),
             failures: s.failures.load(Ordering::Relaxed),
             traps: s.traps.load(Ordering::Relaxed),
+            sm_requests: s.sm_requests.load(Ordering::Relaxed),
         }
     }
 
@@ -365,6 +382,7 @@ async fn discover_all(inner: &Inner) -> Result<Discovered, DriverError> {
                         ports: vec![PortRec { info: None, peer: None }; ni.num_ports as usize + 1],
                         lft: HashMap::new(),
                         up: true,
+                        responsive: true,
                     });
                     if st.local.is_none() {
                         st.local = Some(Peer::Switch {
@@ -392,13 +410,25 @@ async fn discover_all(inner: &Inner) -> Result<Discovered, DriverError> {
         let mut next: Vec<(Vec<u8>, ReachedFrom)> = Vec::new();
         for (idx, ni, desc, si, pis) in new_switches {
             let g = ni.node_guid;
-            let d = transport::wait(desc)
-                .await
-                .map_err(|e| tp_err(g, "NodeDescription", e))?;
-            let s = transport::wait(si).await.map_err(|e| tp_err(g, "SwitchInfo", e))?;
-            check_status(g, "SwitchInfo", &s)?;
+            let d = transport::wait(desc).await;
+            let s = transport::wait(si).await;
             let sw = &mut st.switches[idx];
-            sw.desc = decode_node_desc(d.smp.data());
+            if let Ok(d) = &d {
+                sw.desc = decode_node_desc(d.smp.data());
+            }
+            // A switch that answered NodeInfo but then stops answering is kept, down and
+            // not crossed (the light sweep reports it up if it answers again).
+            let s = match s {
+                Ok(s) if s.smp.status() == 0 => s,
+                _ => {
+                    sw.up = false;
+                    sw.responsive = false;
+                    for pi in pis {
+                        let _ = transport::wait(pi).await;
+                    }
+                    continue;
+                }
+            };
             sw.info = SwitchInfo::decode(s.smp.data());
             for (p, pi) in pis.into_iter().enumerate() {
                 // A port whose PortInfo is lost is treated as down.
@@ -409,7 +439,7 @@ async fn discover_all(inner: &Inner) -> Result<Discovered, DriverError> {
                 let info = PortInfo::decode(r.smp.data());
                 if p == 0 {
                     sw.lid = info.lid();
-                } else if info.state().link_up() && p as u8 != ni.local_port {
+                } else if live(&info) && p as u8 != ni.local_port {
                     let mut np = sw.path.clone();
                     np.push(p as u8);
                     next.push((np, Some((g, p as u8))));
@@ -445,7 +475,7 @@ async fn discover_all(inner: &Inner) -> Result<Discovered, DriverError> {
                 // The manager's own CA: go on through its port only.
                 st.local = Some(Peer::Ca { port_guid: g });
                 st.sm_lid = info.lid();
-                if info.state().link_up() {
+                if live(&info) {
                     next.push((vec![ni.local_port], None));
                 }
             }
@@ -534,14 +564,27 @@ fn build_fabric(st: &State) -> Result<Fabric, DriverError> {
     for s in &st.switches {
         let Some(a) = b.switch_by_guid(s.guid) else { continue };
         for (p, rec) in s.ports.iter().enumerate().skip(1) {
-            let live = rec.info.as_ref().is_some_and(|i| i.state().link_up()) && s.up;
+            let here = rec.info.as_ref().is_some_and(live) && s.up;
             match rec.peer {
                 Some(Peer::Switch { guid, port }) => {
                     let Some(bb) = b.switch_by_guid(guid) else { continue };
-                    // Each link once (from its lower end), self-loops included.
+                    // Each link once (from its lower end), self-loops included; live only when
+                    // both ends are (the simulator disables one end physically).
                     if (s.guid, p as u8) < (guid, port) {
+                        let far_live = st.sw_by_guid.get(&guid).is_some_and(|&j| {
+                            let o = &st.switches[j];
+                            o.up && o
+                                .ports
+                                .get(port as usize)
+                                .and_then(|r| r.info.as_ref())
+                                .is_some_and(live)
+                        });
                         b.connect_switches(a, p as u8, bb, port).map_err(topo)?;
-                        let state = if live { LinkState::Up } else { LinkState::Down };
+                        let state = if here && far_live {
+                            LinkState::Up
+                        } else {
+                            LinkState::Down
+                        };
                         b.switch_mut(a).ports[p].state = state;
                         b.switch_mut(bb).ports[port as usize].state = state;
                     }
@@ -552,7 +595,7 @@ fn build_fabric(st: &State) -> Result<Fabric, DriverError> {
                     };
                     if b.end_port(ep).attach.is_none() {
                         b.connect_end_port(ep, a, p as u8).map_err(topo)?;
-                        b.switch_mut(a).ports[p].state = if live { LinkState::Up } else { LinkState::Down };
+                        b.switch_mut(a).ports[p].state = if here { LinkState::Up } else { LinkState::Down };
                     }
                 }
                 None => {}
@@ -566,7 +609,9 @@ fn build_fabric(st: &State) -> Result<Fabric, DriverError> {
 }
 
 /// Directed routes to every switch and CA over live links, breadth-first from the local node.
-fn recompute_paths(st: &mut State) {
+/// Switches that do not answer ([`SwitchRec::responsive`] false) get a route but are not crossed.
+/// Sets [`SwitchRec::up`] (reached and answering); returns the switches reached.
+fn recompute_paths(st: &mut State) -> HashSet<Guid> {
     let mut seen: HashSet<Guid> = HashSet::new();
     let mut q: VecDeque<(usize, Vec<u8>)> = VecDeque::new();
     match st.local {
@@ -585,7 +630,7 @@ fn recompute_paths(st: &mut State) {
                 }
             }
         }
-        None => return,
+        None => return seen,
     }
     for s in &mut st.switches {
         s.up = false;
@@ -595,13 +640,16 @@ fn recompute_paths(st: &mut State) {
             continue;
         }
         st.switches[i].path = path.clone();
+        if !st.switches[i].responsive {
+            continue;
+        }
         st.switches[i].up = true;
         let ports: Vec<(u8, Peer)> = st.switches[i]
             .ports
             .iter()
             .enumerate()
             .skip(1)
-            .filter(|(_, r)| r.info.as_ref().is_some_and(|x| x.state().link_up()))
+            .filter(|(_, r)| r.info.as_ref().is_some_and(live))
             .filter_map(|(p, r)| r.peer.map(|x| (p as u8, x)))
             .collect();
         for (p, peer) in ports {
@@ -625,6 +673,7 @@ fn recompute_paths(st: &mut State) {
             }
         }
     }
+    seen
 }
 
 fn emit(inner: &Inner, events: &[FabricEvent]) {
@@ -635,169 +684,218 @@ fn emit(inner: &Inner, events: &[FabricEvent]) {
     subs.retain(|s| events.iter().all(|e| s.send(e.clone()).is_ok()));
 }
 
-/// One light sweep: SwitchInfo of every switch; for those with PortStateChange set (or that
-/// came back), clear it and read PortInfo of their ports; emit events; arm and activate ports
-/// that came back in INIT.
+/// SwitchInfo of each `(switch, route)`, all in flight together; the switches that answered.
+async fn probe_switches(tp: &Transport, targets: &[(Guid, Vec<u8>)]) -> HashMap<Guid, SwitchInfo> {
+    let mut pend = Vec::with_capacity(targets.len());
+    for (g, path) in targets {
+        if let Ok(rx) = submit(tp, &dr(path), METHOD_GET, ATTR_SWITCH_INFO, 0, &ZERO) {
+            pend.push((*g, rx));
+        }
+    }
+    let mut out = HashMap::with_capacity(pend.len());
+    for (g, rx) in pend {
+        if let Ok(r) = transport::wait(rx).await {
+            if r.smp.status() == 0 {
+                out.insert(g, SwitchInfo::decode(r.smp.data()));
+            }
+        }
+    }
+    out
+}
+
+/// Records fresh PortInfo reads of switch ports. Ports whose liveness changed give link or
+/// end-port events (each cable once: the far end's record is updated with it); live ports in
+/// INIT (and the CA behind a CA port that came back) are added to `to_arm`.
+fn apply_port_reads(
+    st: &mut State,
+    results: Vec<(Guid, u8, PortInfo)>,
+    events: &mut Vec<FabricEvent>,
+    to_arm: &mut Vec<(Route, u32, PortInfo)>,
+) {
+    for (g, p, info) in results {
+        let Some(&i) = st.sw_by_guid.get(&g) else { continue };
+        let path = st.switches[i].path.clone();
+        let Some(rec) = st.switches[i].ports.get(p as usize) else {
+            continue;
+        };
+        let was = rec.info.as_ref().is_some_and(live);
+        let now = live(&info);
+        let peer = rec.peer;
+        st.switches[i].ports[p as usize].info = Some(info.clone());
+        if now && info.state() == PortState::Init {
+            let mut a = info.for_set();
+            a.set_state(PortState::Armed);
+            to_arm.push((dr(&path), u32::from(p), a));
+        }
+        if was == now {
+            continue;
+        }
+        match peer {
+            Some(Peer::Switch { guid, port }) => {
+                // Both ends are updated together so that the link is reported once.
+                if let Some(&j) = st.sw_by_guid.get(&guid) {
+                    if let Some(other) = st.switches[j].ports.get_mut(port as usize) {
+                        let other_up = other.info.as_ref().is_some_and(live);
+                        if other_up != now {
+                            if let Some(oi) = other.info.as_mut() {
+                                oi.set_state(if now { PortState::Init } else { PortState::Down });
+                                if now {
+                                    oi.set_phys_state(PHYS_LINK_UP);
+                                }
+                            }
+                        } else if (guid, port) < (g, p) {
+                            // Already reported from the other end.
+                            continue;
+                        }
+                    }
+                }
+                events.push(if now {
+                    FabricEvent::LinkUp { switch: g, port: p }
+                } else {
+                    FabricEvent::LinkDown { switch: g, port: p }
+                });
+            }
+            Some(Peer::Ca { port_guid }) => {
+                if let Some(&ci) = st.ca_by_guid.get(&port_guid) {
+                    st.cas[ci].up = now;
+                    if now {
+                        let mut np = path.clone();
+                        np.push(p);
+                        let mut a = st.cas[ci].info.for_set();
+                        a.set_state(PortState::Armed);
+                        to_arm.push((dr(&np), u32::from(st.cas[ci].port_num), a));
+                    }
+                }
+                events.push(if now {
+                    FabricEvent::EndPortUp(port_guid)
+                } else {
+                    FabricEvent::EndPortDown(port_guid)
+                });
+            }
+            None => {}
+        }
+    }
+}
+
+/// One light sweep.
+///
+/// 1. SwitchInfo of every switch over its current directed route.
+/// 2. For the switches that answered with PortStateChange set (or that came back): clear it
+///    (write 1), read PortInfo of their ports, emit link and end-port events; routes are
+///    recomputed over the live links.
+/// 3. Switches that did not answer are asked again over the new routes, which avoid every
+///    silent switch; step 2 runs for those that answer, and so on until no new route appears (a
+///    switch behind a dead one or behind a failed cable is not reported with it). Those still
+///    silent are reported down ([`FabricEvent::SwitchDown`], once) and probed again by every
+///    later sweep; one that answers again is reported up.
+/// 4. Ports that came back in INIT are armed, then activated.
 async fn light_sweep(inner: &Inner) -> Vec<FabricEvent> {
     let _guard = inner.sweep_lock.lock().await;
     let tp = &inner.tp;
-    let targets: Vec<(Guid, Vec<u8>, bool)> = {
+    let (targets, was_up) = {
         let st = lock(&inner.state);
-        st.switches.iter().map(|s| (s.guid, s.path.clone(), s.up)).collect()
+        let targets: Vec<(Guid, Vec<u8>)> = st.switches.iter().map(|s| (s.guid, s.path.clone())).collect();
+        let was_up: HashMap<Guid, bool> = st.switches.iter().map(|s| (s.guid, s.up)).collect();
+        (targets, was_up)
     };
-    let mut pend = Vec::with_capacity(targets.len());
-    for (g, path, up) in &targets {
-        if let Ok(rx) = submit(tp, &dr(path), METHOD_GET, ATTR_SWITCH_INFO, 0, &ZERO) {
-            pend.push((*g, path.clone(), *up, rx));
-        }
-    }
+    let mut fresh = probe_switches(tp, &targets).await;
+    let mut tried: HashMap<Guid, Vec<u8>> = targets.into_iter().filter(|(g, _)| !fresh.contains_key(g)).collect();
+    let mut silent: HashSet<Guid> = tried.keys().copied().collect();
     let mut events = Vec::new();
-    let mut flagged = Vec::new();
-    let mut unanswered = Vec::new();
-    for (g, path, was_up, rx) in pend {
-        match transport::wait(rx).await {
-            Ok(r) if r.smp.status() == 0 => {
-                let si = SwitchInfo::decode(r.smp.data());
-                if !was_up {
-                    events.push(FabricEvent::SwitchUp(g));
-                }
-                if si.port_state_change() || !was_up {
-                    flagged.push((g, path, si));
-                }
+    let mut came_back = Vec::new();
+    let mut to_arm: Vec<(Route, u32, PortInfo)> = Vec::new();
+    // Each round either stops or moves at least one switch from silent to answered.
+    loop {
+        let flagged: Vec<(Guid, Vec<u8>, SwitchInfo, u8)> = {
+            let st = lock(&inner.state);
+            let mut f: Vec<_> = fresh
+                .iter()
+                .filter(|(g, si)| si.port_state_change() || !was_up.get(g).copied().unwrap_or(false))
+                .filter_map(|(g, si)| {
+                    let i = *st.sw_by_guid.get(g)?;
+                    Some((*g, st.switches[i].path.clone(), si.clone(), st.switches[i].nports))
+                })
+                .collect();
+            f.sort_unstable_by_key(|x| x.0);
+            f
+        };
+        came_back.extend(
+            fresh
+                .keys()
+                .filter(|g| !was_up.get(g).copied().unwrap_or(true))
+                .copied(),
+        );
+        fresh.clear();
+        let mut clears = Vec::with_capacity(flagged.len());
+        let mut port_reads = Vec::new();
+        for (g, path, si, nports) in &flagged {
+            let mut set = si.clone();
+            set.set_port_state_change(true);
+            if let Ok(rx) = submit(tp, &dr(path), METHOD_SET, ATTR_SWITCH_INFO, 0, &set.raw) {
+                clears.push(rx);
             }
-            _ => {
-                if was_up {
-                    unanswered.push(g);
+            for p in 1..=*nports {
+                if let Ok(rx) = submit(tp, &dr(path), METHOD_GET, ATTR_PORT_INFO, u32::from(p), &ZERO) {
+                    port_reads.push((*g, p, rx));
                 }
             }
         }
-    }
-    // Clear PortStateChange (write 1) and read the ports of flagged switches.
-    let mut port_reads = Vec::new();
-    for (g, path, si) in &flagged {
-        let mut set = si.clone();
-        set.set_port_state_change(true);
-        if let Ok(rx) = submit(tp, &dr(path), METHOD_SET, ATTR_SWITCH_INFO, 0, &set.raw) {
+        for rx in clears {
             let _ = transport::wait(rx).await;
         }
-        let nports = {
-            let st = lock(&inner.state);
-            st.sw_by_guid.get(g).map(|&i| st.switches[i].nports).unwrap_or(0)
-        };
-        for p in 1..=nports {
-            if let Ok(rx) = submit(tp, &dr(path), METHOD_GET, ATTR_PORT_INFO, u32::from(p), &ZERO) {
-                port_reads.push((*g, p, rx));
+        let mut results = Vec::with_capacity(port_reads.len());
+        for (g, p, rx) in port_reads {
+            if let Ok(r) = transport::wait(rx).await {
+                if r.smp.status() == 0 {
+                    results.push((g, p, PortInfo::decode(r.smp.data())));
+                }
             }
         }
-    }
-    let mut to_arm: Vec<(Route, u32, PortInfo)> = Vec::new();
-    let mut results = Vec::with_capacity(port_reads.len());
-    for (g, p, rx) in port_reads {
-        if let Ok(r) = transport::wait(rx).await {
-            if r.smp.status() == 0 {
-                results.push((g, p, PortInfo::decode(r.smp.data())));
+        let retry: Vec<(Guid, Vec<u8>)> = {
+            let mut st = lock(&inner.state);
+            apply_port_reads(&mut st, results, &mut events, &mut to_arm);
+            for s in &mut st.switches {
+                s.responsive = !silent.contains(&s.guid);
             }
+            let reached = recompute_paths(&mut st);
+            st.switches
+                .iter()
+                .filter(|s| silent.contains(&s.guid) && reached.contains(&s.guid))
+                .filter(|s| tried.get(&s.guid) != Some(&s.path))
+                .map(|s| (s.guid, s.path.clone()))
+                .collect()
+        };
+        if retry.is_empty() {
+            break;
+        }
+        fresh = probe_switches(tp, &retry).await;
+        tried.extend(retry);
+        if fresh.is_empty() {
+            break;
+        }
+        for g in fresh.keys() {
+            silent.remove(g);
         }
     }
     {
         let mut st = lock(&inner.state);
-        for ev in &events {
-            match ev {
-                FabricEvent::SwitchDown(g) | FabricEvent::SwitchUp(g) => {
-                    if let Some(&i) = st.sw_by_guid.get(g) {
-                        st.switches[i].up = matches!(ev, FabricEvent::SwitchUp(_));
-                    }
-                }
-                _ => {}
-            }
-        }
-        for (g, p, info) in results {
-            let Some(&i) = st.sw_by_guid.get(&g) else { continue };
-            let path = st.switches[i].path.clone();
-            let rec = &st.switches[i].ports[p as usize];
-            let was = rec.info.as_ref().is_some_and(|x| x.state().link_up());
-            let now = info.state().link_up();
-            let peer = rec.peer;
-            st.switches[i].ports[p as usize].info = Some(info.clone());
-            if now && info.state() == PortState::Init {
-                let mut a = info.for_set();
-                a.set_state(PortState::Armed);
-                to_arm.push((dr(&path), u32::from(p), a));
-            }
-            if was == now {
-                continue;
-            }
-            match peer {
-                Some(Peer::Switch { guid, port }) => {
-                    // Both ends are updated together so that the link is reported once.
-                    if let Some(&j) = st.sw_by_guid.get(&guid) {
-                        let other = &mut st.switches[j].ports[port as usize];
-                        let other_up = other.info.as_ref().is_some_and(|x| x.state().link_up());
-                        if other_up != now {
-                            if let Some(oi) = other.info.as_mut() {
-                                oi.set_state(if now { PortState::Init } else { PortState::Down });
-                            }
-                        } else if (guid, port) < (g, p) {
-                            // Already reported from the other end in this sweep.
-                            continue;
-                        }
-                    }
-                    events.push(if now {
-                        FabricEvent::LinkUp { switch: g, port: p }
-                    } else {
-                        FabricEvent::LinkDown { switch: g, port: p }
-                    });
-                }
-                Some(Peer::Ca { port_guid }) => {
-                    if let Some(&ci) = st.ca_by_guid.get(&port_guid) {
-                        st.cas[ci].up = now;
-                        if now {
-                            let mut np = path.clone();
-                            np.push(p);
-                            let mut a = st.cas[ci].info.for_set();
-                            a.set_state(PortState::Armed);
-                            to_arm.push((dr(&np), u32::from(st.cas[ci].port_num), a));
-                        }
-                    }
-                    events.push(if now {
-                        FabricEvent::EndPortUp(port_guid)
-                    } else {
-                        FabricEvent::EndPortDown(port_guid)
-                    });
-                }
-                None => {}
-            }
+        for s in &mut st.switches {
+            s.responsive = !silent.contains(&s.guid);
         }
         recompute_paths(&mut st);
     }
-    // Switches that did not answer on their old route: try the new one before calling them down.
-    for g in unanswered {
-        let path = {
-            let st = lock(&inner.state);
-            st.sw_by_guid
-                .get(&g)
-                .filter(|&&i| st.switches[i].up)
-                .map(|&i| st.switches[i].path.clone())
-        };
-        let alive = match path {
-            Some(p) => match submit(tp, &dr(&p), METHOD_GET, ATTR_SWITCH_INFO, 0, &ZERO) {
-                Ok(rx) => transport::wait(rx).await.is_ok_and(|r| r.smp.status() == 0),
-                Err(_) => false,
-            },
-            None => false,
-        };
-        if !alive {
-            let mut st = lock(&inner.state);
-            if let Some(&i) = st.sw_by_guid.get(&g) {
-                st.switches[i].up = false;
-            }
-            events.push(FabricEvent::SwitchDown(g));
-        }
-    }
-    // Arm every port that came back, then activate them.
+    came_back.sort_unstable();
+    let mut all: Vec<FabricEvent> = came_back.into_iter().map(FabricEvent::SwitchUp).collect();
+    all.append(&mut events);
+    let mut down: Vec<Guid> = silent
+        .into_iter()
+        .filter(|g| was_up.get(g).copied().unwrap_or(false))
+        .collect();
+    down.sort_unstable();
+    all.extend(down.into_iter().map(FabricEvent::SwitchDown));
     activate(tp, &to_arm).await;
-    emit(inner, &events);
-    events
+    emit(inner, &all);
+    all
 }
 
 /// ARMED on every listed port, then ACTIVE (both ends of a link must be armed before either is
@@ -826,7 +924,13 @@ async fn activate(tp: &Transport, ports: &[(Route, u32, PortInfo)]) -> usize {
 impl SouthboundDriver for UmadDriver {
     fn caps(&self) -> DriverCaps {
         let st = lock(&self.inner.state);
-        let max_lft_blocks = st.switches.iter().map(|s| s.max_blocks()).min();
+        // Switches that never answered SwitchInfo have no known capacity.
+        let max_lft_blocks = st
+            .switches
+            .iter()
+            .filter(|s| s.info.linear_fdb_cap() > 0)
+            .map(|s| s.max_blocks())
+            .min();
         DriverCaps {
             name: "umad",
             max_lid: fabric_routing::IB_MAX_UNICAST_LID,
@@ -851,6 +955,7 @@ impl SouthboundDriver for UmadDriver {
                 if !new.sw_by_guid.contains_key(&old.guid) {
                     let mut o = old.clone();
                     o.up = false;
+                    o.responsive = false;
                     for p in &mut o.ports {
                         p.peer = None;
                     }
@@ -871,6 +976,12 @@ impl SouthboundDriver for UmadDriver {
         }
         let f = {
             let st = lock(&self.inner.state);
+            let guid = match st.local {
+                Some(Peer::Ca { port_guid }) => port_guid,
+                Some(Peer::Switch { guid, .. }) => guid,
+                None => 0,
+            };
+            self.inner.tp.sm_identity().guid.store(guid, Ordering::Relaxed);
             build_fabric(&st)?
         };
         drop(_guard);
@@ -1003,7 +1114,7 @@ impl SouthboundDriver for UmadDriver {
         let table = SlToVl::escape(ESCAPE_VL).encode();
         for (g, rt, _, _, ports, n) in &sw_infos {
             let live: Vec<u8> = (1..=*n)
-                .filter(|p| ports[*p as usize].info.as_ref().is_some_and(|i| i.state().link_up()))
+                .filter(|p| ports[*p as usize].info.as_ref().is_some_and(live))
                 .collect();
             for inp in std::iter::once(0u8).chain(live.iter().copied()) {
                 for &out in &live {
@@ -1101,6 +1212,12 @@ impl SouthboundDriver for UmadDriver {
                 .collect();
         }
         self.refresh_port_states().await;
+        // LIDs assigned, ports active: the subnet is up with this manager as its master.
+        self.inner
+            .tp
+            .sm_identity()
+            .state
+            .store(SM_STATE_MASTER, Ordering::Relaxed);
         Ok(())
     }
 
@@ -1205,6 +1322,7 @@ impl SouthboundDriver for UmadDriver {
     }
 
     async fn set_port_state(&self, switch: Guid, port: PortNum, up: bool) -> Result<(), DriverError> {
+        let _guard = self.inner.sweep_lock.lock().await;
         let path = {
             let st = lock(&self.inner.state);
             let Some(&i) = st.sw_by_guid.get(&switch) else {
@@ -1218,6 +1336,9 @@ impl SouthboundDriver for UmadDriver {
                     reason: "not an external port of this switch",
                 });
             }
+            if !s.up {
+                return Err(DriverError::Unreachable { guid: switch });
+            }
             s.path.clone()
         };
         let tp = &self.inner.tp;
@@ -1227,14 +1348,38 @@ impl SouthboundDriver for UmadDriver {
             .map_err(|e| tp_err(switch, "PortInfo Get", e))?;
         check_status(switch, "PortInfo Get", &r)?;
         let mut a = PortInfo::decode(r.smp.data()).for_set();
-        a.set_phys_state(if up { PHYS_POLLING } else { PHYS_DISABLED });
+        a.set_phys_state(if up {
+            self.inner.cfg.enable_phys_state
+        } else {
+            PHYS_DISABLED
+        });
         let r = tp
             .call(dr(&path), METHOD_SET, ATTR_PORT_INFO, u32::from(port), &a.raw)
             .await
             .map_err(|e| tp_err(switch, "PortInfo Set (physical state)", e))?;
         check_status(switch, "PortInfo Set (physical state)", &r)?;
-        // The change is reported by the next light sweep.
-        self.inner.wake.notify_one();
+        // Read the port back and report the change before returning: a PortInfo Set does not
+        // raise the switch's own PortStateChange. A link that must train first (Polling) is
+        // reported by the light sweep once it comes up.
+        let r = tp
+            .call(dr(&path), METHOD_GET, ATTR_PORT_INFO, u32::from(port), &ZERO)
+            .await
+            .map_err(|e| tp_err(switch, "PortInfo Get", e))?;
+        check_status(switch, "PortInfo Get", &r)?;
+        let mut events = Vec::new();
+        let mut to_arm = Vec::new();
+        {
+            let mut st = lock(&self.inner.state);
+            apply_port_reads(
+                &mut st,
+                vec![(switch, port, PortInfo::decode(r.smp.data()))],
+                &mut events,
+                &mut to_arm,
+            );
+            recompute_paths(&mut st);
+        }
+        activate(tp, &to_arm).await;
+        emit(&self.inner, &events);
         Ok(())
     }
 

@@ -45,8 +45,12 @@ pub const ATTR_SWITCH_INFO: u16 = 0x0012;
 pub const ATTR_PORT_INFO: u16 = 0x0015;
 /// Attribute `SLtoVLMappingTable`.
 pub const ATTR_SL2VL: u16 = 0x0017;
+/// Attribute `SMInfo` (answered by the manager itself: the simulator and the HCA forward it).
+pub const ATTR_SM_INFO: u16 = 0x0020;
 /// Attribute `LinearForwardingTable` (modifier = LFT block number).
 pub const ATTR_LFT: u16 = 0x0019;
+/// MAD status "unsupported method/attribute combination" (IBA 13.4.7).
+pub const STATUS_UNSUPPORTED_ATTR: u16 = 0x000c;
 
 /// NodeInfo node type: channel adapter.
 pub const NODE_TYPE_CA: u8 = 1;
@@ -284,6 +288,20 @@ impl Smp {
         let s = &self.bytes[SMP_DATA_OFFSET..SMP_DATA_OFFSET + SMP_DATA_SIZE];
         // The slice has exactly SMP_DATA_SIZE bytes.
         s.try_into().unwrap_or(&[0u8; SMP_DATA_SIZE])
+    }
+    /// True for a request (Get, Set) sent to this port, as opposed to a response or a trap.
+    pub fn is_request(&self) -> bool {
+        matches!(self.method(), METHOD_GET | METHOD_SET)
+    }
+    /// The GetResp answering this LID-routed request: same class, TID, attribute and modifier,
+    /// `status`, and `data` as attribute data.
+    pub fn lid_response(&self, status: u16, data: &[u8; SMP_DATA_SIZE]) -> Smp {
+        let mut b = [0u8; MAD_SIZE];
+        b[..SMP_DATA_OFFSET].copy_from_slice(&self.bytes[..SMP_DATA_OFFSET]);
+        b[3] = METHOD_GET_RESP;
+        put16(&mut b, 4, status);
+        b[SMP_DATA_OFFSET..SMP_DATA_OFFSET + SMP_DATA_SIZE].copy_from_slice(data);
+        Smp { bytes: b }
     }
 }
 
@@ -603,6 +621,53 @@ impl SlToVl {
     }
 }
 
+/// SMInfo.SMState: not active.
+pub const SM_STATE_NOT_ACTIVE: u8 = 0;
+/// SMInfo.SMState: discovering (the first sweep is under way).
+pub const SM_STATE_DISCOVERING: u8 = 1;
+/// SMInfo.SMState: standby.
+pub const SM_STATE_STANDBY: u8 = 2;
+/// SMInfo.SMState: master.
+pub const SM_STATE_MASTER: u8 = 3;
+
+/// SMInfo (attribute 0x0020, IBA 14.2.5.13): GUID @0, SM_Key @8, ActCount @16, then
+/// Priority (high nibble) and SMState (low nibble) @20.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Default)]
+pub struct SmInfo {
+    /// Port GUID of the manager.
+    pub guid: u64,
+    /// SM_Key (reported as 0 unless the requester proved it knows it; this manager uses 0).
+    pub sm_key: u64,
+    /// Activity counter (heartbeat of the master: SMPs sent).
+    pub act_count: u32,
+    /// Priority (0..=15).
+    pub priority: u8,
+    /// SMState (`SM_STATE_*`).
+    pub state: u8,
+}
+
+impl SmInfo {
+    /// Decodes the attribute data.
+    pub fn decode(d: &[u8; SMP_DATA_SIZE]) -> SmInfo {
+        SmInfo {
+            guid: be64(d, 0),
+            sm_key: be64(d, 8),
+            act_count: be32(d, 16),
+            priority: d[20] >> 4,
+            state: d[20] & 0x0f,
+        }
+    }
+    /// Encodes the attribute data.
+    pub fn encode(&self) -> [u8; SMP_DATA_SIZE] {
+        let mut d = [0u8; SMP_DATA_SIZE];
+        put64(&mut d, 0, self.guid);
+        put64(&mut d, 8, self.sm_key);
+        put32(&mut d, 16, self.act_count);
+        d[20] = ((self.priority & 0x0f) << 4) | (self.state & 0x0f);
+        d
+    }
+}
+
 /// A trap notice (attribute 0x0002 in a Trap).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Notice {
@@ -713,6 +778,34 @@ mod tests {
         let mut bad = s.bytes;
         bad[1] = 0x04;
         assert!(matches!(Smp::parse(&bad), Err(MadError::NotSmp { class: 4, .. })));
+    }
+
+    #[test]
+    fn sm_info_layout_and_lid_response() {
+        let i = SmInfo {
+            guid: 0x0002_c980_0000_0001,
+            sm_key: 0,
+            act_count: 0x0102_0304,
+            priority: 14,
+            state: SM_STATE_MASTER,
+        };
+        let d = i.encode();
+        // Byte offsets of IBA 14.2.5.13, written out by hand.
+        assert_eq!(&d[0..8], &[0x00, 0x02, 0xc9, 0x80, 0, 0, 0, 0x01]);
+        assert_eq!(&d[16..20], &[1, 2, 3, 4]);
+        assert_eq!(d[20], 0xe3);
+        assert_eq!(SmInfo::decode(&d), i);
+        let mut req = Smp::request(&Route::Lid(2), METHOD_GET, ATTR_SM_INFO, 0, &[0; SMP_DATA_SIZE]).unwrap();
+        req.set_tid(0xdead_beef_0000_0042);
+        assert!(req.is_request());
+        let r = req.lid_response(0, &d);
+        assert!(!r.is_request());
+        assert_eq!(r.method(), METHOD_GET_RESP);
+        assert_eq!(r.tid(), 0xdead_beef_0000_0042);
+        assert_eq!(r.attr_id(), ATTR_SM_INFO);
+        assert_eq!(r.data()[20], 0xe3);
+        let e = req.lid_response(STATUS_UNSUPPORTED_ATTR, &[0; SMP_DATA_SIZE]);
+        assert_eq!(e.status(), 0x0c);
     }
 
     #[test]

@@ -13,14 +13,17 @@ use std::collections::{HashMap, VecDeque};
 use std::ffi::CString;
 use std::os::raw::{c_int, c_ulong};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::mpsc as std_mpsc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::sync::{mpsc, oneshot};
 
-use crate::mad::{Route, Smp, CLASS_SMP_DR, CLASS_SMP_LID, MAD_SIZE, METHOD_TRAP};
+use crate::mad::{
+    Route, SmInfo, Smp, ATTR_SM_INFO, CLASS_SMP_DR, CLASS_SMP_LID, MAD_SIZE, METHOD_GET, METHOD_SET, METHOD_TRAP,
+    SMP_DATA_SIZE, STATUS_UNSUPPORTED_ATTR,
+};
 
 /// Length of the `ib_user_mad_hdr` this driver uses (the pre-pkey layout).
 pub const UMAD_HDR_LEN: usize = 56;
@@ -66,6 +69,21 @@ pub struct Stats {
     pub failures: AtomicU64,
     /// Unsolicited MADs received (traps).
     pub traps: AtomicU64,
+    /// Requests addressed to the manager's port that it answered (SubnGet/SubnSet(SMInfo)).
+    pub sm_requests: AtomicU64,
+}
+
+/// What the manager answers to SMInfo requests addressed to its port (`sminfo`, other SMs):
+/// shared between the driver, which updates it, and the transport thread, which answers.
+/// ActCount is the number of SMPs sent.
+#[derive(Debug, Default)]
+pub struct SmIdentity {
+    /// Port GUID of the manager (0 until the first discovery).
+    pub guid: AtomicU64,
+    /// Priority (0..=15).
+    pub priority: AtomicU8,
+    /// SMState (`mad::SM_STATE_*`).
+    pub state: AtomicU8,
 }
 
 /// Timing and window parameters of the transport.
@@ -171,8 +189,10 @@ impl UmadDevice {
         // mgmt_class @21, mgmt_class_version @22, oui[3] @23, rmpp_version @26, padding @27.
         let mut req = [0u8; 28];
         if class == CLASS_SMP_LID {
-            // Receive unsolicited Traps (method 0x05) on the LID-routed class.
-            req[4..8].copy_from_slice(&(1u32 << METHOD_TRAP).to_ne_bytes());
+            // Receive unsolicited Traps (method 0x05) and the Get/Set requests addressed to the
+            // manager (SMInfo) on the LID-routed class.
+            let mask = (1u32 << METHOD_TRAP) | (1u32 << METHOD_GET) | (1u32 << METHOD_SET);
+            req[4..8].copy_from_slice(&mask.to_ne_bytes());
         }
         req[20] = 0; // QP0
         req[21] = class;
@@ -256,6 +276,7 @@ struct InFlight {
 pub struct Transport {
     tx: std_mpsc::Sender<Request>,
     stats: Arc<Stats>,
+    sm: Arc<SmIdentity>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
@@ -264,17 +285,23 @@ impl Transport {
     pub fn start<P: RawPort>(port: P, params: TransportParams, traps: mpsc::UnboundedSender<Smp>) -> Transport {
         let (tx, rx) = std_mpsc::channel();
         let stats = Arc::new(Stats::default());
-        let st = stats.clone();
+        let sm = Arc::new(SmIdentity::default());
+        let (st, sm2) = (stats.clone(), sm.clone());
         let thread = std::thread::Builder::new()
             .name("fabric-umad".into())
-            .spawn(move || run(port, params, rx, traps, st))
+            .spawn(move || run(port, params, rx, traps, st, sm2))
             .ok();
-        Transport { tx, stats, thread }
+        Transport { tx, stats, sm, thread }
     }
 
     /// Counters.
     pub fn stats(&self) -> &Stats {
         &self.stats
+    }
+
+    /// The SMInfo the transport thread answers with.
+    pub fn sm_identity(&self) -> &SmIdentity {
+        &self.sm
     }
 
     /// Queues an SMP; the receiver yields its reply (or why there is none).
@@ -322,6 +349,7 @@ fn run<P: RawPort>(
     rx: std_mpsc::Receiver<Request>,
     traps: mpsc::UnboundedSender<Smp>,
     stats: Arc<Stats>,
+    sm: Arc<SmIdentity>,
 ) {
     let window = params.window.max(1);
     let mut queue: VecDeque<Request> = VecDeque::new();
@@ -400,6 +428,20 @@ fn run<P: RawPort>(
                 let _ = traps.send(smp);
                 continue;
             }
+            if smp.is_request() {
+                // A request addressed to the manager's port (the HCA's agent and the simulator
+                // forward what they do not handle themselves, e.g. SMInfo from `sminfo`).
+                // LID-routed requests are answered to their source LID; directed-route ones are
+                // left unanswered (the requester times out).
+                if smp.class() == CLASS_SMP_LID {
+                    let slid = u16::from_be_bytes([buf[28], buf[29]]);
+                    let resp = answer_request(&smp, &sm, &stats);
+                    stats.sm_requests.fetch_add(1, Ordering::Relaxed);
+                    encode_raw(&mut out, &port, slid, &resp);
+                    let _ = port.write(&out);
+                }
+                continue;
+            }
             let tid = smp.tid() as u32;
             let Some(f) = inflight.remove(&tid) else { continue };
             if status != 0 {
@@ -437,6 +479,31 @@ fn fail_or_retry(f: InFlight, params: &TransportParams, stats: &Stats, retry: &m
         let attempts = f.attempts;
         let _ = f.req.reply.send(Err(TransportError::Timeout { attempts }));
     }
+}
+
+/// The GetResp to a request addressed to the manager: SMInfo (Get, and Set, which a single
+/// master answers with its current SMInfo), anything else "unsupported attribute".
+fn answer_request(req: &Smp, sm: &SmIdentity, stats: &Stats) -> Smp {
+    if req.attr_id() == ATTR_SM_INFO && matches!(req.method(), METHOD_GET | METHOD_SET) {
+        let info = SmInfo {
+            guid: sm.guid.load(Ordering::Relaxed),
+            sm_key: 0,
+            act_count: stats.sent.load(Ordering::Relaxed) as u32,
+            priority: sm.priority.load(Ordering::Relaxed),
+            state: sm.state.load(Ordering::Relaxed),
+        };
+        req.lid_response(0, &info.encode())
+    } else {
+        req.lid_response(STATUS_UNSUPPORTED_ATTR, &[0u8; SMP_DATA_SIZE])
+    }
+}
+
+/// A packet carrying `smp` as is (its TID untouched) to `lid` on QP0.
+fn encode_raw<P: RawPort>(out: &mut [u8; UMAD_HDR_LEN + MAD_SIZE], port: &P, lid: u16, smp: &Smp) {
+    out[..UMAD_HDR_LEN].fill(0);
+    out[0..4].copy_from_slice(&port.agent(smp.class()).to_ne_bytes());
+    out[28..30].copy_from_slice(&lid.to_be_bytes());
+    out[UMAD_HDR_LEN..].copy_from_slice(&smp.bytes);
 }
 
 fn encode_packet<P: RawPort>(out: &mut [u8; UMAD_HDR_LEN + MAD_SIZE], port: &P, req: &Request) {
