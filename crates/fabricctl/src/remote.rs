@@ -249,6 +249,7 @@ pub fn status_json(s: &pb::Status) -> Value {
         "dual_lids": s.dual_lids,
         "subscribers": s.subscribers,
         "missed_acks": s.missed_acks,
+        "update_restarts": s.update_restarts,
     })
 }
 
@@ -347,6 +348,9 @@ fn notice_json(n: &pb::FabricNotice) -> Value {
         Some(N::UpdateAborted(a)) => json!({
             "type": "update_aborted", "generation": a.generation, "reason": a.reason,
         }),
+        Some(N::UpdateRestarted(r)) => json!({
+            "type": "update_restarted", "generation": r.generation, "attempt": r.attempt, "reason": r.reason,
+        }),
         None => json!({ "type": "unknown" }),
     }
 }
@@ -376,6 +380,10 @@ fn notice_line(n: &pb::FabricNotice) -> String {
             m.subscribers.join(", ")
         ),
         Some(N::UpdateAborted(a)) => format!("aborted    generation {}: {}", a.generation, a.reason),
+        Some(N::UpdateRestarted(r)) => format!(
+            "restarted  generation {} attempt {}: {}",
+            r.generation, r.attempt, r.reason
+        ),
         None => "unknown notice".into(),
     }
 }
@@ -465,6 +473,9 @@ async fn run_async(cmd: RemoteCmd, socket: &str) -> Result<()> {
             }
             if !s.missed_acks.is_empty() {
                 outln!("missed acks      {}", s.missed_acks.join(", "));
+            }
+            for r in &s.update_restarts {
+                outln!("update restart   {r}");
             }
             if let Some(t) = &s.last_reroute {
                 outln!(
@@ -866,6 +877,19 @@ mod tests {
         };
         assert_eq!(notice_line(&aborted), "aborted    generation 5: strict");
         assert_eq!(notice_json(&aborted)["reason"], "strict");
+        let restarted = pb::FabricNotice {
+            notice: Some(N::UpdateRestarted(pb::UpdateRestarted {
+                generation: 6,
+                attempt: 1,
+                reason: "link-down 0x0000000000000010[5]".into(),
+            })),
+        };
+        assert_eq!(
+            notice_line(&restarted),
+            "restarted  generation 6 attempt 1: link-down 0x0000000000000010[5]"
+        );
+        assert_eq!(notice_json(&restarted)["type"], "update_restarted");
+        assert_eq!(notice_json(&restarted)["attempt"], 1);
     }
 
     #[test]

@@ -77,6 +77,45 @@ pub struct Computed {
     pub route_ms: f64,
     pub compute_ms: f64,
     pub validation: Option<Validation>,
+    /// The ports some LFT entry of `lfts` forwards through (base, escape and switch LIDs): a
+    /// fault on one of them during the five-phase update breaks the routing being installed.
+    pub ports_in_use: Arc<PortUse>,
+}
+
+/// Per switch, per port: whether some LFT entry of a routing forwards through the port
+/// (port 0, the switch itself, and [`fabric_routing::NO_ROUTE`] excluded). One 256-bit set per
+/// switch, indexed by dense switch id.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PortUse {
+    bits: Vec<[u64; 4]>,
+}
+
+impl PortUse {
+    /// The ports `lfts` forwards through (one rayon task per switch).
+    pub fn of(lfts: &Lfts) -> PortUse {
+        use rayon::prelude::*;
+        let bits = (0..lfts.num_switches())
+            .into_par_iter()
+            .map(|s| {
+                let mut set = [0u64; 4];
+                // LID 0 is not a LID.
+                for &port in lfts.row(SwitchId(s as u32)).iter().skip(1) {
+                    if port != 0 && port != fabric_routing::NO_ROUTE {
+                        set[(port >> 6) as usize] |= 1 << (port & 63);
+                    }
+                }
+                set
+            })
+            .collect();
+        PortUse { bits }
+    }
+
+    /// Whether some entry of switch `sw` forwards through `port` (false for unknown switches).
+    pub fn in_use(&self, sw: SwitchId, port: fabric_topology::PortNum) -> bool {
+        self.bits
+            .get(sw.idx())
+            .is_some_and(|set| set[(port >> 6) as usize] & (1 << (port & 63)) != 0)
+    }
 }
 
 /// Errors that prevent a generation from being computed.
@@ -132,6 +171,7 @@ pub fn compute(input: ComputeInput) -> Result<Computed, ComputeError> {
         }
     });
     let (writes, skipped) = select_writes(&physical, &input.installed, &lfts, &input.dirty, &input.resync);
+    let ports_in_use = Arc::new(PortUse::of(&lfts));
     Ok(Computed {
         job: input.job,
         physical,
@@ -146,6 +186,7 @@ pub fn compute(input: ComputeInput) -> Result<Computed, ComputeError> {
         route_ms: routed.base_ms + routed.escape_ms,
         compute_ms: t0.elapsed().as_secs_f64() * 1e3,
         validation,
+        ports_in_use,
     })
 }
 
@@ -309,6 +350,32 @@ mod tests {
         assert!(!c.physical.switch(SwitchId(3)).up);
         assert!(c.writes.iter().all(|w| w.switch != SwitchId(3)));
         assert_eq!(c.skipped, vec![(3, 0)]);
+    }
+
+    #[test]
+    fn ports_in_use_are_those_some_entry_forwards_through() {
+        let c = compute(input(tiny())).unwrap();
+        let f = &c.fabric;
+        for s in f.switch_ids() {
+            for port in 0..=255u8 {
+                let used = (1..=c.lfts.row_len().saturating_sub(1) as Lid).any(|lid| c.lfts.get(s, lid) == port);
+                let expect = used && port != 0 && port != fabric_routing::NO_ROUTE;
+                assert_eq!(c.ports_in_use.in_use(s, port), expect, "switch {} port {port}", s.0);
+            }
+        }
+        // Leaf0 reaches node n0 on port 1 and the spines on 5 and 6; nothing uses port 2.
+        assert!(c.ports_in_use.in_use(SwitchId(0), 1));
+        assert!(c.ports_in_use.in_use(SwitchId(0), 5));
+        assert!(c.ports_in_use.in_use(SwitchId(0), 6));
+        assert!(!c.ports_in_use.in_use(SwitchId(0), 2));
+        assert!(!c.ports_in_use.in_use(SwitchId(9), 1), "unknown switch");
+        // With leaf0's link to spine0 excluded, no entry of either end forwards through it.
+        let mut inp = input(tiny());
+        inp.exclusions = vec![FabricEvent::LinkDown { switch: 0x10, port: 5 }];
+        let c = compute(inp).unwrap();
+        assert!(!c.ports_in_use.in_use(SwitchId(0), 5));
+        assert!(!c.ports_in_use.in_use(SwitchId(2), 1));
+        assert!(c.ports_in_use.in_use(SwitchId(0), 6));
     }
 
     #[test]

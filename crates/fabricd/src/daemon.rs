@@ -354,6 +354,7 @@ pub async fn run(opts: RunOptions, mut control: mpsc::Receiver<Control>) -> Resu
         virtual_faults: 0,
         subscribers: 0,
         missed_acks: Vec::new(),
+        update_restarts: Vec::new(),
     }));
     let (notices, _) = broadcast::channel(1024);
     let telemetry = Telemetry::new();

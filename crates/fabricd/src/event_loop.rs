@@ -315,6 +315,16 @@ enum Busy {
     Escape(InFlight, Box<Computed>, Vec<LftBlockDiff>),
     /// Five-phase update: base stage uploaded, subscribers moving back.
     Repath(InFlight, Box<Computed>, UploadOutcome),
+    /// Five-phase update given up or restarted while a stage was uploading: the upload of job
+    /// `flight.job` finishes (its blocks are folded into the installed tables) before anything
+    /// else is computed, so what the switches hold is known exactly.
+    Draining {
+        flight: InFlight,
+        /// The stage being uploaded: escape (true) or base.
+        escape: bool,
+        /// Then compute the restarted attempt (true), or go idle (abort).
+        restart: bool,
+    },
 }
 
 /// The loop's state (see the module documentation).
@@ -372,8 +382,14 @@ pub struct EventLoop {
     escape_keys: HashSet<(u32, u32)>,
     escape_outcome: Option<UploadOutcome>,
     stage_overlap: Vec<(u32, u32)>,
+    /// The blocks of the escape and the base stage handed to the driver (folded into
+    /// `installed` as each stage completes).
+    escape_written: Vec<LftBlockDiff>,
+    base_written: Vec<LftBlockDiff>,
     /// `name (phase)` of the subscribers that missed a deadline in the last generation.
     missed_acks: Vec<String>,
+    /// `attempt N: reason` of the restarts from Prepare of the current (or last) generation.
+    update_restarts: Vec<String>,
     /// A five-phase update interrupted by a restart (from `update-progress.json`).
     recovering: Option<UpdateProgress>,
 }
@@ -470,7 +486,10 @@ impl EventLoop {
             escape_keys: HashSet::new(),
             escape_outcome: None,
             stage_overlap: Vec::new(),
+            escape_written: Vec::new(),
+            base_written: Vec::new(),
             missed_acks: Vec::new(),
+            update_restarts: Vec::new(),
             recovering,
         };
         if params.lmc == 0 {
@@ -505,6 +524,7 @@ impl EventLoop {
             virtual_faults: self.exclusions.len(),
             subscribers: self.subscribers.len(),
             missed_acks: self.missed_acks.clone(),
+            update_restarts: self.update_restarts.clone(),
         };
         self.io.published.store(Arc::new(p));
         self.io.telemetry.set_pending(self.pending_faults);
@@ -563,7 +583,7 @@ impl EventLoop {
                     None => break,
                 },
                 fe = self.driver_rx.recv(), if driver_open => match fe {
-                    Some(fe) => self.on_driver_event(fe),
+                    Some(fe) => self.on_driver_event(fe).await,
                     None => driver_open = false,
                 },
                 _ = sleep_until_opt(deadline), if deadline.is_some() => self.maybe_start(),
@@ -626,8 +646,12 @@ impl EventLoop {
     /// Persists the progress of the five-phase update (the phase just entered).
     fn save_progress(&self, at: fabric_update::AttemptId, phase: fabric_update::Phase) {
         let flight = match &self.busy {
-            Busy::Escape(f, _, _) | Busy::Uploading(f, _) | Busy::Repath(f, _, _) => f,
-            _ => return,
+            Busy::Escape(f, _, _)
+            | Busy::Uploading(f, _)
+            | Busy::Repath(f, _, _)
+            | Busy::Computing(f)
+            | Busy::Draining { flight: f, .. } => f,
+            Busy::Idle => return,
         };
         let p = UpdateProgress {
             version: 1,
@@ -655,7 +679,10 @@ impl EventLoop {
     /// An upload (or a wait of the five-phase update) is in progress: the generation cannot be
     /// superseded any more.
     fn installing(&self) -> bool {
-        matches!(self.busy, Busy::Uploading(..) | Busy::Escape(..) | Busy::Repath(..))
+        matches!(
+            self.busy,
+            Busy::Uploading(..) | Busy::Escape(..) | Busy::Repath(..) | Busy::Draining { .. }
+        )
     }
 
     /// When the next generation may start (coalescing window), or a failed one is retried.
@@ -746,7 +773,7 @@ impl EventLoop {
                 self.publish();
                 self.maybe_start();
             }
-            Event::ComputeDone { job, result } => self.on_compute_done(job, *result),
+            Event::ComputeDone { job, result } => self.on_compute_done(job, *result).await,
             Event::UploadDone { job, outcome } => self.on_upload_done(job, outcome).await,
             Event::EscapeDone { job, outcome } => self.on_escape_done(job, outcome).await,
             Event::UpdateDeadline { token } => {
@@ -810,8 +837,10 @@ impl EventLoop {
                 if self.shutting_down.is_none() {
                     tracing::info!(uploading = self.installing(), "shutdown requested");
                     self.shutting_down = Some(Instant::now());
-                    if let Busy::Computing(f) = std::mem::take(&mut self.busy) {
-                        self.give_back(&f);
+                    if matches!(self.busy, Busy::Computing(_)) {
+                        if let Busy::Computing(f) = std::mem::take(&mut self.busy) {
+                            self.give_back(&f);
+                        }
                     }
                 }
             }
@@ -848,7 +877,7 @@ impl EventLoop {
         self.publish();
     }
 
-    fn on_driver_event(&mut self, fe: FabricEvent) {
+    async fn on_driver_event(&mut self, fe: FabricEvent) {
         if let Err(e) = validate_event(&self.cabling, &fe) {
             tracing::warn!(event = %fe, error = %e, "ignoring a driver event");
             return;
@@ -865,8 +894,34 @@ impl EventLoop {
             event: fe.clone(),
             physical: true,
         });
-        self.pending_physical.push(fe);
+        self.pending_physical.push(fe.clone());
         self.note_change(true);
+        self.change_during_update(&fe).await;
+    }
+
+    /// A change arrived: during a five-phase update, tell the protocol whether it breaks the
+    /// routing being installed (some entry of the target's base or escape tables forwards
+    /// through a port it kills: restart from Prepare) or not (queued for the next generation).
+    async fn change_during_update(&mut self, ev: &FabricEvent) {
+        if self.protocol.phase() == fabric_update::Phase::Idle {
+            return;
+        }
+        let c = match &self.busy {
+            Busy::Escape(_, c, _) | Busy::Repath(_, c, _) | Busy::Uploading(_, c) => c,
+            // Computing: the computation in flight is superseded by one including the change;
+            // draining: the restarted computation starts after the upload and includes it.
+            _ => return,
+        };
+        let reason = breaking_reason(&self.cabling, &c.ports_in_use, ev);
+        tracing::info!(event = %ev, breaks_target = reason.is_some(), "change during an update");
+        let a = self.protocol.on(
+            Instant::now(),
+            UInput::Fault {
+                breaks_target: reason.is_some(),
+                description: reason.unwrap_or_else(|| ev.to_string()),
+            },
+        );
+        self.drive(a).await;
     }
 
     /// The canonical exclusion of a virtual fault.
@@ -923,7 +978,7 @@ impl EventLoop {
             // The driver reports the change on its stream before returning: take it now so the
             // waiter below covers it.
             while let Ok(fe) = self.driver_rx.try_recv() {
-                self.on_driver_event(fe);
+                self.on_driver_event(fe).await;
             }
         } else {
             let x = self.exclusion_of(&req.target);
@@ -940,6 +995,7 @@ impl EventLoop {
                     physical: false,
                 });
                 self.note_change(true);
+                self.change_during_update(&event).await;
             }
         }
         let changed = self.change_seq > before;
@@ -1012,6 +1068,12 @@ impl EventLoop {
             }
             _ => (self.first_pending.unwrap_or(now), self.pending_faults as u32),
         };
+        self.start_compute(first_seen, faults);
+    }
+
+    /// Sends a computation of the current state (every change so far) to the routing pool.
+    fn start_compute(&mut self, first_seen: Instant, faults: u32) {
+        let now = Instant::now();
         let job = self.next_job;
         self.next_job += 1;
         let exclusions: Vec<Exclusion> = self.exclusions.iter().copied().collect();
@@ -1084,7 +1146,7 @@ impl EventLoop {
         self.resync.extend(f.resync.iter().copied());
     }
 
-    fn on_compute_done(&mut self, job: u64, result: Result<Computed, ComputeError>) {
+    async fn on_compute_done(&mut self, job: u64, result: Result<Computed, ComputeError>) {
         let flight = match std::mem::take(&mut self.busy) {
             Busy::Computing(f) if f.job == job => f,
             other => {
@@ -1098,6 +1160,29 @@ impl EventLoop {
         };
         self.superseded_in_row = 0;
         let mut flight = flight;
+        // A restarted attempt of a five-phase update is in Prepare: its result goes to the
+        // protocol (an error, or a LID change that would forbid the protocol, aborts it).
+        let restarted = self.protocol.phase() != fabric_update::Phase::Idle;
+        if restarted {
+            let refused = match &result {
+                Err(e) => Some(e.to_string()),
+                Ok(c) if c.lids_changed => Some("the LID plan changed during a restarted update".to_string()),
+                Ok(_) => None,
+            };
+            if let Some(reason) = refused {
+                self.busy = Busy::Computing(flight);
+                let at = self.protocol.attempt();
+                let a = self.protocol.on(
+                    Instant::now(),
+                    UInput::Computed {
+                        at,
+                        result: Err(reason),
+                    },
+                );
+                self.drive(a).await;
+                return;
+            }
+        }
         match result {
             Err(e) => {
                 tracing::error!(job, error = %e, "generation failed; keeping the installed routing");
@@ -1123,7 +1208,9 @@ impl EventLoop {
                 // The five-phase update needs escape LIDs and tables that already hold a
                 // generation with the same LIDs (the first upload and a LID change carry no
                 // traffic that could be kept consistent: direct upload).
-                if self.lmc >= 1 && self.settings.update.five_phase && !c.lids_changed && self.current.is_some() {
+                if restarted
+                    || (self.lmc >= 1 && self.settings.update.five_phase && !c.lids_changed && self.current.is_some())
+                {
                     let mask = EscapeMask::new(&c.lids);
                     let stages = split_writes(&self.installed, &c.writes, &mask);
                     tracing::debug!(
@@ -1135,12 +1222,16 @@ impl EventLoop {
                     self.escape_stage = stages.escape;
                     self.busy = Busy::Escape(flight, Box::new(c), stages.base);
                     let now = Instant::now();
-                    let mut a = self.protocol.on(
-                        now,
-                        UInput::Begin {
-                            generation: self.generation() + 1,
-                        },
-                    );
+                    let mut a = Vec::new();
+                    if !restarted {
+                        self.update_restarts.clear();
+                        a = self.protocol.on(
+                            now,
+                            UInput::Begin {
+                                generation: self.generation() + 1,
+                            },
+                        );
+                    }
                     let at = self.protocol.attempt();
                     a.extend(self.protocol.on(now, UInput::Computed { at, result: Ok(()) }));
                     self.drive_sync(a);
@@ -1210,6 +1301,8 @@ impl EventLoop {
                         self.set_phase(phase);
                     }
                 }
+                // A restarted attempt (the first one is started by `maybe_start`).
+                UAction::Compute { at } if at.attempt > 0 => self.begin_restart(),
                 UAction::Compute { .. } => {}
                 UAction::UploadEscape { .. } => {
                     let job = match &self.busy {
@@ -1219,6 +1312,7 @@ impl EventLoop {
                     let writes = std::mem::take(&mut self.escape_stage);
                     self.escape_keys = writes.iter().map(|w| (w.switch.0, w.block)).collect();
                     self.escape_outcome = None;
+                    self.escape_written = writes.clone();
                     self.spawn_upload(job, writes, false, true);
                 }
                 UAction::UploadBase { .. } => {
@@ -1230,6 +1324,7 @@ impl EventLoop {
                             .filter(|k| self.escape_keys.contains(k))
                             .collect();
                         self.busy = Busy::Uploading(f, c);
+                        self.base_written = base.clone();
                         self.spawn_upload(job, base, false, false);
                     }
                 }
@@ -1251,7 +1346,21 @@ impl EventLoop {
                     });
                 }
                 UAction::Restart { from, reason } => {
-                    tracing::warn!(generation = from.generation, reason = %reason, "update restarts from prepare");
+                    let attempt = from.attempt + 1;
+                    tracing::warn!(
+                        generation = from.generation,
+                        attempt,
+                        reason = %reason,
+                        "update restarts from prepare with the new topology"
+                    );
+                    self.io.telemetry.update_restarted();
+                    self.update_restarts.push(format!("attempt {attempt}: {reason}"));
+                    let _ = self.io.notices.send(Notice::UpdateRestarted {
+                        generation: from.generation,
+                        attempt,
+                        reason,
+                    });
+                    self.publish();
                 }
                 UAction::Commit { .. } | UAction::Abort { .. } => {
                     tracing::error!("commit/abort reached drive_sync (bug): ignored");
@@ -1342,12 +1451,16 @@ impl EventLoop {
 
     /// The five-phase protocol gave the generation up: keep the installed routing, retry later.
     fn abort_generation(&mut self, reason: &str, base_touched: bool) {
-        let flight = match std::mem::take(&mut self.busy) {
-            Busy::Escape(f, _, _) | Busy::Uploading(f, _) | Busy::Repath(f, _, _) => f,
-            other => {
-                self.busy = other;
-                return;
+        // (flight, the stage whose upload is still running: Some(escape?))
+        let (flight, uploading) = match std::mem::take(&mut self.busy) {
+            Busy::Escape(f, _, _) => {
+                let running = self.escape_outcome.is_none();
+                (f, running.then_some(true))
             }
+            Busy::Uploading(f, _) => (f, Some(false)),
+            Busy::Repath(f, _, _) | Busy::Computing(f) => (f, None),
+            Busy::Draining { flight, escape, .. } => (flight, Some(escape)),
+            Busy::Idle => return,
         };
         tracing::error!(
             reason,
@@ -1374,6 +1487,120 @@ impl EventLoop {
         self.set_phase(Phase::Idle);
         self.publish();
         self.fail_waiters(flight.seq, reason);
+        if let Some(escape) = uploading {
+            // Nothing new is computed before the running upload has finished.
+            self.busy = Busy::Draining {
+                flight,
+                escape,
+                restart: false,
+            };
+        }
+    }
+
+    /// Writes of a completed upload stage into `installed` (what the switches hold); blocks
+    /// that failed are unknown and stay dirty.
+    fn fold_stage(&mut self, escape: bool, outcome: &UploadOutcome) {
+        let writes = std::mem::take(if escape {
+            &mut self.escape_written
+        } else {
+            &mut self.base_written
+        });
+        if writes.is_empty() {
+            return;
+        }
+        let failed: HashSet<(u32, u32)> = outcome.failed.iter().copied().collect();
+        let lfts = Arc::make_mut(&mut self.installed);
+        for w in &writes {
+            let key = (w.switch.0, w.block);
+            if failed.contains(&key) || w.switch.idx() >= lfts.num_switches() || w.block as usize >= lfts.num_blocks() {
+                self.dirty.insert(key);
+                continue;
+            }
+            lfts.block_mut(w.switch, w.block as usize).copy_from_slice(&w.entries);
+        }
+    }
+
+    /// The protocol restarts the generation from Prepare: once no upload runs any more, the
+    /// routing of the current topology (every change so far) is computed again.
+    fn begin_restart(&mut self) {
+        self.busy = match std::mem::take(&mut self.busy) {
+            // Escape stage still uploading (restart in Prepare) or base stage uploading
+            // (restart in Update): wait for it.
+            Busy::Escape(flight, _, _) if self.escape_outcome.is_none() => Busy::Draining {
+                flight,
+                escape: true,
+                restart: true,
+            },
+            Busy::Uploading(flight, _) => Busy::Draining {
+                flight,
+                escape: false,
+                restart: true,
+            },
+            Busy::Escape(flight, _, _) | Busy::Repath(flight, _, _) => {
+                self.restart_compute(flight);
+                return;
+            }
+            Busy::Draining { flight, escape, .. } => Busy::Draining {
+                flight,
+                escape,
+                restart: true,
+            },
+            other => other,
+        };
+    }
+
+    /// Starts the computation of a restarted attempt (the abandoned attempt's changes and
+    /// every change since).
+    fn restart_compute(&mut self, flight: InFlight) {
+        self.give_back(&flight);
+        self.escape_outcome = None;
+        self.escape_keys.clear();
+        self.stage_overlap.clear();
+        self.escape_written.clear();
+        self.base_written.clear();
+        if self.shutting_down.is_some() {
+            // The progress file makes the next start finish the generation.
+            self.busy = Busy::Idle;
+            return;
+        }
+        let first_seen = flight.first_seen.min(self.first_pending.unwrap_or(flight.first_seen));
+        let faults = flight.faults + self.pending_faults as u32;
+        self.start_compute(first_seen, faults);
+        self.save_progress(self.protocol.attempt(), fabric_update::Phase::Prepare);
+    }
+
+    /// The upload of a given-up attempt finished (see [`Busy::Draining`]).
+    fn drained(&mut self, outcome: UploadOutcome) {
+        let Busy::Draining {
+            flight,
+            escape,
+            restart,
+        } = std::mem::take(&mut self.busy)
+        else {
+            return;
+        };
+        self.io
+            .telemetry
+            .blocks_written(outcome.blocks_written, outcome.retries);
+        self.dirty.extend(outcome.failed.iter().copied());
+        if escape {
+            self.escape_outcome = Some(outcome.clone());
+        }
+        self.fold_stage(escape, &outcome);
+        tracing::debug!(
+            job = flight.job,
+            escape,
+            restart,
+            "upload of an abandoned attempt finished"
+        );
+        if restart {
+            self.restart_compute(flight);
+        } else {
+            self.escape_outcome = None;
+            self.escape_written.clear();
+            self.base_written.clear();
+            self.maybe_start();
+        }
     }
 
     async fn drop_subscriber(&mut self, subscriber: SubscriberId) {
@@ -1386,6 +1613,10 @@ impl EventLoop {
     }
 
     async fn on_escape_done(&mut self, job: u64, outcome: UploadOutcome) {
+        if matches!(&self.busy, Busy::Draining { flight, escape: true, .. } if flight.job == job) {
+            self.drained(outcome);
+            return;
+        }
         if !matches!(&self.busy, Busy::Escape(f, _, _) if f.job == job) {
             tracing::error!(job, "escape upload result for an unknown job");
             return;
@@ -1398,6 +1629,7 @@ impl EventLoop {
             tracing::error!(failed = outcome.failed.len(), error = %e, "escape stage incomplete");
             self.dirty.extend(outcome.failed.iter().copied());
         }
+        self.fold_stage(true, &outcome);
         self.escape_outcome = Some(outcome);
         let result = Ok(());
         let a = self.protocol.on(Instant::now(), UInput::EscapeUploaded { at, result });
@@ -1418,6 +1650,10 @@ impl EventLoop {
     }
 
     async fn on_upload_done(&mut self, job: u64, outcome: UploadOutcome) {
+        if matches!(&self.busy, Busy::Draining { flight, escape: false, .. } if flight.job == job) {
+            self.drained(outcome);
+            return;
+        }
         let (flight, c) = match std::mem::take(&mut self.busy) {
             Busy::Uploading(f, c) if f.job == job => (f, c),
             other => {
@@ -1429,6 +1665,7 @@ impl EventLoop {
         if self.protocol.phase() == fabric_update::Phase::Update {
             // Base stage of the five-phase update: Repath, then Commit. Blocks that failed
             // stay dirty and are retried by the next generation, as with a direct upload.
+            self.fold_stage(false, &outcome);
             let outcome = self.merge_stage_outcomes(outcome);
             self.busy = Busy::Repath(flight, c, outcome);
             let at = self.protocol.attempt();
@@ -1635,6 +1872,41 @@ fn update_phase(p: Phase) -> Option<Phase> {
     matches!(p, Phase::Unpath | Phase::Repath).then_some(p)
 }
 
+/// Why `ev` breaks the routing whose used ports are `used`, or `None` when it does not.
+///
+/// A change breaks a routing when a port it kills is one that some LFT entry forwards through:
+/// both ends of a link going down; the ports of the neighbours facing a switch going down (the
+/// dead switch's own entries no longer matter). A port facing an end port carries only that end
+/// port's own traffic, which no routing can save: an end port or its cable going down breaks
+/// nothing. Changes bringing something up never break a routing.
+pub(crate) fn breaking_reason(cabling: &Fabric, used: &crate::compute::PortUse, ev: &FabricEvent) -> Option<String> {
+    use fabric_topology::SwitchId;
+    let mut cut: Vec<(SwitchId, PortNum)> = Vec::new();
+    match *ev {
+        FabricEvent::LinkDown { switch, port } => {
+            let sid = cabling.switch_by_guid(switch)?;
+            if let Remote::Switch { sw, port: rp } = cabling.switch(sid).ports.get(port as usize)?.remote {
+                cut.push((sid, port));
+                cut.push((sw, rp));
+            }
+        }
+        FabricEvent::SwitchDown(g) => {
+            let sid = cabling.switch_by_guid(g)?;
+            for (_, p) in cabling.switch(sid).external_ports() {
+                if let Remote::Switch { sw, port } = p.remote {
+                    cut.push((sw, port));
+                }
+            }
+        }
+        _ => return None,
+    }
+    let (sw, port) = cut.into_iter().find(|&(s, p)| used.in_use(s, p))?;
+    Some(format!(
+        "{ev} cuts switch {} port {port}, which the routing being installed forwards through",
+        fmt_guid(cabling.switch(sw).guid)
+    ))
+}
+
 /// The canonical (lower GUID, port) end of the link on `switch`/`port`.
 fn canonical_link(f: &Fabric, switch: Guid, port: PortNum) -> Exclusion {
     match remote_switch_end(f, switch, port) {
@@ -1728,6 +2000,62 @@ mod tests {
         assert!(validate_event(&f, &FabricEvent::EndPortDown(0x100)).is_err());
     }
 
+    /// The tiny fabric routed with `exclusions` applied.
+    fn routed(exclusions: Vec<FabricEvent>) -> crate::compute::Computed {
+        crate::compute::compute(crate::compute::ComputeInput {
+            job: 1,
+            physical: Arc::new(tiny()),
+            physical_events: vec![],
+            exclusions,
+            previous_lids: Arc::new(Guid2Lid::new()),
+            installed_lids: None,
+            lids_reusable: false,
+            lmc: 1,
+            max_lid: 0xBFFF,
+            engine: EngineKind::Dmodc,
+            rank_options: Arc::new(RankOptions::default()),
+            validate: false,
+            installed: Arc::new(Lfts::new(0, 0)),
+            dirty: Arc::new(BTreeSet::new()),
+            resync: Arc::new(BTreeSet::new()),
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn a_change_breaks_the_target_only_when_it_kills_a_port_the_target_forwards_through() {
+        let f = tiny();
+        let c = routed(vec![]);
+        let used = &c.ports_in_use;
+        let down = FabricEvent::LinkDown { switch: 0x20, port: 1 };
+        let r = breaking_reason(&f, used, &down).expect("the leaf-spine link carries the spine's LID and n0's");
+        assert!(r.contains("link-down 0x0000000000000020[1]"), "{r}");
+        assert!(
+            r.contains("switch 0x0000000000000010 port 5") || r.contains("switch 0x0000000000000020 port 1"),
+            "{r}"
+        );
+        assert!(breaking_reason(&f, used, &FabricEvent::SwitchDown(0x20)).is_some());
+        assert!(breaking_reason(&f, used, &FabricEvent::SwitchDown(0x10)).is_some());
+        // Bringing things up, and the end port's own cable, never break a routing.
+        assert_eq!(
+            breaking_reason(&f, used, &FabricEvent::LinkUp { switch: 0x10, port: 5 }),
+            None
+        );
+        assert_eq!(breaking_reason(&f, used, &FabricEvent::EndPortDown(0x101)), None);
+        assert_eq!(
+            breaking_reason(&f, used, &FabricEvent::LinkDown { switch: 0x10, port: 1 }),
+            None
+        );
+        assert_eq!(breaking_reason(&f, used, &FabricEvent::SwitchDown(0x99)), None);
+        // A routing that already avoids the link is not broken by it going down physically.
+        let c = routed(vec![FabricEvent::LinkDown { switch: 0x10, port: 5 }]);
+        assert_eq!(breaking_reason(&f, &c.ports_in_use, &down), None);
+        assert_eq!(
+            breaking_reason(&f, &c.ports_in_use, &FabricEvent::SwitchDown(0x20)),
+            None
+        );
+    }
+
     #[test]
     fn persisted_faults_round_trip_and_stale_ones_are_rejected() {
         let f = tiny();
@@ -1759,6 +2087,8 @@ mod loop_tests {
         telemetry: Telemetry,
         task: tokio::task::JoinHandle<()>,
         dir: Arc<tempfile::TempDir>,
+        /// The loop's WatchEvents broadcast (subscribe to see notices from then on).
+        notices: broadcast::Sender<Notice>,
     }
 
     fn settings(coalesce_ms: u64) -> LoopSettings {
@@ -1807,8 +2137,10 @@ mod loop_tests {
             virtual_faults: 0,
             subscribers: 0,
             missed_acks: Vec::new(),
+            update_restarts: Vec::new(),
         }));
-        let (notices, _) = broadcast::channel(64);
+        let (notices, _) = broadcast::channel(1024);
+        let watch = notices.clone();
         let telemetry = Telemetry::new();
         let (lp, tx) = EventLoop::new(
             LoopParams {
@@ -1844,6 +2176,7 @@ mod loop_tests {
             telemetry,
             task,
             dir,
+            notices: watch,
         }
     }
 
@@ -1959,7 +2292,11 @@ mod loop_tests {
             op_latency: Duration::from_millis(150),
             ..MockConfig::default()
         };
-        let h = start(settings(0), slow);
+        // Direct upload: every change arriving during it waits for the next generation (with
+        // the five-phase update, one that breaks the routing being installed restarts it).
+        let mut s = settings(0);
+        s.update.five_phase = false;
+        let h = start(s, slow);
         h.until("generation 1", |p| p.generation() == 1).await;
         let links = h.links();
         let first = h.inject(links[0], false, true).await;
@@ -2229,6 +2566,192 @@ mod loop_tests {
         let p = h.until("idle", |p| p.phase == Phase::Idle).await;
         assert_eq!(p.subscribers, 0);
         assert!(p.missed_acks.is_empty());
+    }
+
+    /// The next `UpdateRestarted` notice (other notices skipped), or `None` when none comes
+    /// within `wait`.
+    async fn next_restart(rx: &mut broadcast::Receiver<Notice>, wait: Duration) -> Option<(u64, u32, String)> {
+        let deadline = tokio::time::Instant::now() + wait;
+        loop {
+            match tokio::time::timeout_at(deadline, rx.recv()).await {
+                Err(_) => return None,
+                Ok(Ok(Notice::UpdateRestarted {
+                    generation,
+                    attempt,
+                    reason,
+                })) => return Some((generation, attempt, reason)),
+                Ok(Ok(_)) | Ok(Err(broadcast::error::RecvError::Lagged(_))) => {}
+                Ok(Err(broadcast::error::RecvError::Closed)) => return None,
+            }
+        }
+    }
+
+    /// The routing of the cabling with `links` excluded, computed from scratch (fresh LIDs).
+    fn from_scratch(mock: &MockFabric, links: &[(Guid, PortNum)]) -> Computed {
+        compute(ComputeInput {
+            job: 0,
+            physical: Arc::new(mock.cabling().clone()),
+            physical_events: vec![],
+            exclusions: links
+                .iter()
+                .map(|&(switch, port)| FabricEvent::LinkDown { switch, port })
+                .collect(),
+            previous_lids: Arc::new(Guid2Lid::new()),
+            installed_lids: None,
+            lids_reusable: false,
+            lmc: 1,
+            max_lid: 0xBFFF,
+            engine: EngineKind::Dmodc,
+            rank_options: Arc::new(RankOptions::default()),
+            validate: false,
+            installed: Arc::new(Lfts::new(0, 0)),
+            dirty: Arc::new(BTreeSet::new()),
+            resync: Arc::new(BTreeSet::new()),
+        })
+        .expect("routing from scratch")
+    }
+
+    /// A fault on a link that the routing being installed uses arrives in `phase`: the
+    /// generation restarts from Prepare and installs the routing of the final topology.
+    async fn breaking_fault_in(phase: Phase) {
+        // Slow block writes in Update so that the fault arrives while the base stage uploads.
+        let cfg = MockConfig {
+            op_latency: Duration::from_millis(if phase == Phase::Update { 40 } else { 0 }),
+            max_parallel: 4,
+            ..MockConfig::default()
+        };
+        let h = start(update_settings(10_000, fabric_update::DeadlinePolicy::Proceed), cfg);
+        h.until("generation 1", |p| p.generation() == 1).await;
+        let (id, mut rx) = h.subscribe("job").await;
+        let mut watch = h.notices.subscribe();
+        let links = h.links();
+        let (a, b) = (links[0], links[3]);
+        let first = h.inject(a, false, true).await;
+        let n = next_notice(&mut rx).await;
+        assert_eq!((n.generation, n.phase), (2, Phase::Unpath));
+        match phase {
+            Phase::Unpath => {}
+            Phase::Update => {
+                h.ack(id, &n).await;
+                h.until("update", |p| p.phase == Phase::Update).await;
+            }
+            Phase::Repath => {
+                h.ack(id, &n).await;
+                assert_eq!(next_notice(&mut rx).await.phase, Phase::Repath);
+            }
+            _ => unreachable!("restart phases are unpath, update, repath"),
+        }
+        let second = h.inject(b, false, true).await;
+        let (generation, attempt, reason) = next_restart(&mut watch, Duration::from_secs(10))
+            .await
+            .expect("an update_restarted notice");
+        assert_eq!((generation, attempt), (2, 1));
+        assert!(
+            reason.contains(&format!("link-down {}[{}]", fmt_guid(b.0), b.1)),
+            "{reason}"
+        );
+        let p = h.until("restart in status", |p| !p.update_restarts.is_empty()).await;
+        assert_eq!(p.update_restarts.len(), 1);
+        assert!(
+            p.update_restarts[0].starts_with("attempt 1: "),
+            "{:?}",
+            p.update_restarts
+        );
+        // The same generation is notified again once the new escape stage is installed.
+        let n = next_notice(&mut rx).await;
+        assert_eq!((n.generation, n.phase), (2, Phase::Unpath));
+        h.ack(id, &n).await;
+        let n = next_notice(&mut rx).await;
+        assert_eq!((n.generation, n.phase), (2, Phase::Repath));
+        h.ack(id, &n).await;
+        assert_eq!(first.await.unwrap().unwrap().generation, 2);
+        assert_eq!(
+            second.await.unwrap().unwrap().generation,
+            2,
+            "one generation covers both"
+        );
+        let p = h.until("idle", |p| p.phase == Phase::Idle && p.generation() == 2).await;
+        let g = p.current.clone().unwrap();
+        assert_eq!(g.virtual_faults, 2);
+        assert_eq!(p.pending_faults, 0);
+        assert_eq!(p.update_restarts.len(), 1, "kept in status after the commit");
+        // The installed routing is the from-scratch routing of the final topology.
+        let scratch = from_scratch(&h.mock, &[a, b]);
+        let only_a = from_scratch(&h.mock, &[a]);
+        assert_ne!(*only_a.lfts, *scratch.lfts, "the second fault changes the routing");
+        assert_eq!(*g.lids, *scratch.lids);
+        assert_eq!(*g.lfts, *scratch.lfts, "generation 2 is the routing of both faults");
+        let installed = h.mock.installed_lft_table();
+        for sw in g.fabric.switch_ids() {
+            let want = scratch.lfts.row(sw);
+            assert_eq!(&installed.row(sw)[..want.len()], want, "switch {} holds it", sw.0);
+        }
+        assert_eq!(h.mock.verify_all_pairs(false).unreachable_count, 0);
+        assert_eq!(h.mock.verify_all_pairs(true).unreachable_count, 0);
+        let m = h.telemetry.encode();
+        assert!(m.contains("fabricd_update_restarts_total 1"), "{m}");
+        assert!(StateDir::open(h.dir.path())
+            .unwrap()
+            .load_update_progress()
+            .unwrap()
+            .is_none());
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_breaking_fault_during_unpath_restarts_from_prepare_and_installs_the_final_topology() {
+        breaking_fault_in(Phase::Unpath).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_breaking_fault_during_the_base_upload_restarts_once_the_upload_is_drained() {
+        breaking_fault_in(Phase::Update).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_breaking_fault_during_repath_restarts_from_prepare() {
+        breaking_fault_in(Phase::Repath).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_benign_fault_during_unpath_is_queued_for_the_next_generation() {
+        let h = start(
+            update_settings(10_000, fabric_update::DeadlinePolicy::Proceed),
+            MockConfig::default(),
+        );
+        h.until("generation 1", |p| p.generation() == 1).await;
+        let links = h.links();
+        let (a, b) = (links[0], links[3]);
+        assert_eq!(h.inject(a, false, true).await.await.unwrap().unwrap().generation, 2);
+        let (id, mut rx) = h.subscribe("job").await;
+        let mut watch = h.notices.subscribe();
+        let fault = h.inject(b, false, true).await;
+        let n = next_notice(&mut rx).await;
+        assert_eq!((n.generation, n.phase), (3, Phase::Unpath));
+        // Relinking `a` uses no port of the routing being installed: queued.
+        let relink = h.inject(a, true, true).await;
+        let p = h.until("queued", |p| p.pending_faults == 1).await;
+        assert_eq!(p.phase, Phase::Unpath, "no restart");
+        h.ack(id, &n).await;
+        let n = next_notice(&mut rx).await;
+        assert_eq!((n.generation, n.phase), (3, Phase::Repath));
+        h.ack(id, &n).await;
+        assert_eq!(fault.await.unwrap().unwrap().generation, 3);
+        // The queued relink is the next generation, with its own notices.
+        let n = next_notice(&mut rx).await;
+        assert_eq!((n.generation, n.phase), (4, Phase::Unpath));
+        h.ack(id, &n).await;
+        let n = next_notice(&mut rx).await;
+        assert_eq!((n.generation, n.phase), (4, Phase::Repath));
+        h.ack(id, &n).await;
+        assert_eq!(relink.await.unwrap().unwrap().generation, 4);
+        let p = h.until("idle", |p| p.phase == Phase::Idle && p.generation() == 4).await;
+        assert!(p.update_restarts.is_empty());
+        assert_eq!(next_restart(&mut watch, Duration::from_millis(50)).await, None);
+        assert!(h.telemetry.encode().contains("fabricd_update_restarts_total 0"));
+        let g = p.current.clone().unwrap();
+        assert_eq!(g.virtual_faults, 1);
+        assert_eq!(*g.lfts, *from_scratch(&h.mock, &[b]).lfts);
+        assert_eq!(h.mock.verify_all_pairs(true).unreachable_count, 0);
     }
 
     /// kill -9 of the daemon in `phase` of a five-phase update (the loop task is aborted; the

@@ -308,6 +308,15 @@ fn notice_pb(n: Notice) -> pb::FabricNotice {
             subscribers,
         }),
         Notice::UpdateAborted { generation, reason } => N::UpdateAborted(pb::UpdateAborted { generation, reason }),
+        Notice::UpdateRestarted {
+            generation,
+            attempt,
+            reason,
+        } => N::UpdateRestarted(pb::UpdateRestarted {
+            generation,
+            attempt,
+            reason,
+        }),
     };
     pb::FabricNotice { notice: Some(notice) }
 }
@@ -346,6 +355,7 @@ impl FabricManager for FabricService {
             subscribers: count(p.subscribers),
             missed_acks: p.missed_acks.clone(),
             dual_lids: p.lmc >= 1,
+            update_restarts: p.update_restarts.clone(),
         }))
     }
 

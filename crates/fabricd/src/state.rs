@@ -84,6 +84,9 @@ pub struct Published {
     pub subscribers: usize,
     /// `name (phase)` of the subscribers that missed a deadline in the last generation.
     pub missed_acks: Vec<String>,
+    /// Restarts from Prepare of the generation being installed (or of the last one), each
+    /// `attempt N: reason` (the fault that broke the routing being installed).
+    pub update_restarts: Vec<String>,
 }
 
 impl Published {
@@ -117,6 +120,13 @@ pub enum Notice {
     /// previous routing stays installed.
     UpdateAborted {
         generation: u64,
+        reason: String,
+    },
+    /// A fault broke the routing being installed: the generation restarts from Prepare with the
+    /// new topology (`attempt` counts the restarts; `reason` names the GUID and port).
+    UpdateRestarted {
+        generation: u64,
+        attempt: u32,
         reason: String,
     },
 }

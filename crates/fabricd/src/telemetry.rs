@@ -50,6 +50,7 @@ pub struct Telemetry {
     missed_acks: Family<PhaseLabels, Counter>,
     update_phase_seconds: Family<PhaseLabels, Histogram>,
     subscribers: Gauge,
+    update_restarts: Counter,
     ready: Arc<AtomicBool>,
 }
 
@@ -89,6 +90,12 @@ impl Telemetry {
         let update_phase_seconds =
             Family::<PhaseLabels, Histogram>::new_with_constructor(|| Histogram::new(latency_buckets()));
         let subscribers = Gauge::default();
+        let update_restarts = Counter::default();
+        r.register(
+            "update_restarts",
+            "Five-phase update: generations restarted from prepare because a fault broke the routing being installed",
+            update_restarts.clone(),
+        );
         r.register(
             "update_missed_acks",
             "Five-phase update: subscribers that missed an unpath or repath deadline",
@@ -165,6 +172,7 @@ impl Telemetry {
             missed_acks,
             update_phase_seconds,
             subscribers,
+            update_restarts,
             ready: Arc::new(AtomicBool::new(false)),
         };
         t.set_phase(Phase::Idle);
@@ -222,6 +230,11 @@ impl Telemetry {
                 .get_or_create(&PhaseLabels { phase: p.name().into() })
                 .observe(d.as_secs_f64());
         }
+    }
+
+    /// A generation restarted from Prepare (a fault broke the routing being installed).
+    pub fn update_restarted(&self) {
+        self.update_restarts.inc();
     }
 
     pub fn set_subscribers(&self, n: usize) {
