@@ -39,6 +39,7 @@
 //! | `kill SW\|all` / `restore SW\|all` | agent stops answering (listener and connections closed) / comes back on the same address |
 //! | `drop SW\|all` | close the agent's connections (it keeps listening) |
 //! | `delay SW\|all MS` | delay every reply of the agent by MS milliseconds |
+//! | `write-delay SW\|all MS` | delay every `WriteLftBlocks` call by MS milliseconds before its blocks are applied |
 //! | `verify [escape]` | trace every connected pair of live end ports |
 //! | `trace SRCPORTGUID LID` | trace one packet |
 //! | `status` | counts |
@@ -76,6 +77,11 @@ pub struct Args {
     /// Do not read console commands from stdin.
     #[arg(long)]
     pub no_console: bool,
+    /// Delay every `WriteLftBlocks` call by this many milliseconds before its blocks are applied
+    /// (a slow switch management CPU). Crash tests use it to stop a manager in the middle of an
+    /// upload; the console command `write-delay` changes it at run time.
+    #[arg(long, default_value_t = 0)]
+    pub write_delay_ms: u64,
 }
 
 fn main() -> ExitCode {

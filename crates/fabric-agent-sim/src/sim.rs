@@ -108,6 +108,8 @@ struct AgentCtl {
     addr: SocketAddr,
     killed: AtomicBool,
     delay_ms: AtomicU64,
+    /// Extra delay of `WriteLftBlocks` before the blocks are applied.
+    write_delay_ms: AtomicU64,
     /// Connections born in an older epoch fail.
     epoch: Arc<AtomicU64>,
     /// Tells open event streams to end (value = epoch).
@@ -135,6 +137,15 @@ pub struct Sim {
     agents: Vec<AgentCtl>,
     max_lid: Lid,
     address_bits: u32,
+    counters: Counters,
+}
+
+/// What the agents did (the `GetCounters` control RPC).
+#[derive(Default)]
+struct Counters {
+    lft_write_calls: AtomicU64,
+    lft_blocks_written: AtomicU64,
+    lft_block_reads: AtomicU64,
 }
 
 impl Sim {
@@ -357,6 +368,14 @@ impl Sim {
                 }
                 Ok(format!("delay {ms} ms on {} agent(s)", v.len()))
             }
+            "write-delay" => {
+                let v = self.find_switches(arg(1)?)?;
+                let ms: u64 = arg(2)?.parse().map_err(|_| SimError::Command("invalid delay".into()))?;
+                for &i in &v {
+                    self.agents[i].write_delay_ms.store(ms, Ordering::SeqCst);
+                }
+                Ok(format!("write delay {ms} ms on {} agent(s)", v.len()))
+            }
             "verify" => {
                 let r = self.verify(w.get(1) == Some(&"escape")).await?;
                 Ok(format!(
@@ -387,7 +406,7 @@ impl Sim {
                 ))
             }
             "quit" | "exit" => std::process::exit(0),
-            "help" => Ok("commands: link-down|link-up SW PORT, switch-down|switch-up SW, node-down|node-up PORTGUID, kill|restore|drop SW|all, delay SW|all MS, verify [escape], trace SRCPORTGUID LID, status, quit".into()),
+            "help" => Ok("commands: link-down|link-up SW PORT, switch-down|switch-up SW, node-down|node-up PORTGUID, kill|restore|drop SW|all, delay SW|all MS, write-delay SW|all MS, verify [escape], trace SRCPORTGUID LID, status, quit".into()),
             other => Err(SimError::Command(format!("unknown command `{other}` (try `help`)"))),
         }
     }
@@ -587,8 +606,20 @@ impl SwitchAgent for AgentSvc {
                 entries,
             });
         }
+        let d = a.write_delay_ms.load(Ordering::SeqCst);
+        if d > 0 {
+            tokio::time::sleep(Duration::from_millis(d)).await;
+            // Killed while "writing": nothing is applied.
+            if a.killed.load(Ordering::SeqCst) {
+                return Err(Status::unavailable("agent killed"));
+            }
+        }
         let rep = self.sim.mock.write_lft_blocks(&writes).await.map_err(driver_status)?;
         a.lft_generation.store(r.generation, Ordering::SeqCst);
+        let c = &self.sim.counters;
+        c.lft_write_calls.fetch_add(1, Ordering::SeqCst);
+        c.lft_blocks_written
+            .fetch_add(rep.blocks_written as u64, Ordering::SeqCst);
         Ok(Response::new(proto::WriteLftBlocksReply {
             written: rep.blocks_written as u32,
         }))
@@ -606,6 +637,7 @@ impl SwitchAgent for AgentSvc {
             .read_lft_block(self.ctl().guid, block)
             .await
             .map_err(driver_status)?;
+        self.sim.counters.lft_block_reads.fetch_add(1, Ordering::SeqCst);
         Ok(Response::new(proto::LftBlock {
             block,
             entries: e.to_vec(),
@@ -722,6 +754,14 @@ impl SimControl for ControlSvc {
             .map(|output| Response::new(proto::CommandReply { output }))
             .map_err(|e| Status::invalid_argument(e.to_string()))
     }
+    async fn get_counters(&self, _: Request<proto::GetCountersRequest>) -> Result<Response<proto::Counters>, Status> {
+        let c = &self.sim.counters;
+        Ok(Response::new(proto::Counters {
+            lft_write_calls: c.lft_write_calls.load(Ordering::SeqCst),
+            lft_blocks_written: c.lft_blocks_written.load(Ordering::SeqCst),
+            lft_block_reads: c.lft_block_reads.load(Ordering::SeqCst),
+        }))
+    }
 }
 
 fn spawn_agent(sim: Arc<Sim>, i: usize, listener: TcpListener) {
@@ -818,6 +858,7 @@ pub async fn run(args: Args) -> Result<(), SimError> {
             addr,
             killed: AtomicBool::new(false),
             delay_ms: AtomicU64::new(0),
+            write_delay_ms: AtomicU64::new(args.write_delay_ms),
             epoch: Arc::new(AtomicU64::new(0)),
             epoch_tx,
             events: broadcast::channel(1024).0,
@@ -838,6 +879,7 @@ pub async fn run(args: Args) -> Result<(), SimError> {
         agents,
         max_lid,
         address_bits: args.address_bits,
+        counters: Counters::default(),
         cabling,
     });
     for (i, l) in listeners.into_iter().enumerate() {

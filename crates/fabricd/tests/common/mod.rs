@@ -4,6 +4,8 @@
 
 #![allow(dead_code)]
 
+pub mod agent_sim;
+
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
