@@ -3,12 +3,14 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
 use fabric_metrics::{MetricsOptions, RpStats};
 use fabric_ranking::{rank, RankOptions, Ranking};
-use fabric_routing::{assign_lids, check, route_all, EngineKind, Guid2Lid, LidPlan, RoutedFabric, RoutingContext};
-use fabric_topology::{gen, ibnet, Fabric};
+use fabric_routing::{
+    assign_lids, check, route_all, EngineKind, Guid2Lid, Lfts, LidPlan, RoutedFabric, RoutingContext,
+};
+use fabric_topology::{fmt_guid, gen, ibnet, Fabric};
 use serde_json::json;
 
 #[derive(Args, Debug)]
@@ -93,6 +95,16 @@ pub struct AnalyzeArgs {
     lmc: Option<u8>,
     #[arg(long, default_value = "0xBFFF", value_parser = parse_u32)]
     max_lid: u32,
+    /// Analyse these LFTs instead of routing FILE: an OpenSM `opensm-lfts.dump`, or `ibroute`
+    /// outputs concatenated (tables read back from a fabric programmed by any subnet manager).
+    /// Needs --guid2lid with the LIDs those tables were computed for.
+    #[arg(long, requires = "guid2lid")]
+    lfts: Option<PathBuf>,
+    /// OpenSM `guid2lid` file. With --lfts: the LIDs in force on the fabric (every switch and end
+    /// port of FILE must have a record; LMC from the end ports' ranges). Without: LIDs to keep
+    /// when routing, as in `route`.
+    #[arg(long)]
+    guid2lid: Option<PathBuf>,
     #[arg(long)]
     json: bool,
 }
@@ -279,24 +291,134 @@ pub fn route(a: RouteArgs) -> Result<()> {
     Ok(())
 }
 
+fn read_guid2lid(path: &Path) -> Result<Guid2Lid> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    Ok(Guid2Lid::parse(&text, &path.display().to_string())?)
+}
+
+/// The LID plan recorded in a `guid2lid` file, taken as is (no LID is assigned or moved).
+///
+/// Every switch and every end port of `f` must have a record (switches by node GUID, end ports
+/// by port GUID); all end-port ranges must be `2^lmc` wide with the same LMC, 0 or 1; no LID may
+/// be used twice or exceed `max_lid`. `source` names the file in errors.
+pub(crate) fn plan_from_guid2lid(f: &Fabric, g: &Guid2Lid, source: &str, max_lid: u32) -> Result<LidPlan> {
+    let mut used: std::collections::HashMap<u32, String> = std::collections::HashMap::new();
+    let mut claim = |lo: u32, hi: u32, who: String| -> Result<()> {
+        if hi > max_lid {
+            bail!("{source}: {who} has LID {hi:#06x}, above the highest usable LID {max_lid:#06x}");
+        }
+        for lid in lo..=hi {
+            if let Some(prev) = used.insert(lid, who.clone()) {
+                bail!("{source}: LID {lid:#06x} is recorded for both {prev} and {who}");
+            }
+        }
+        Ok(())
+    };
+    let mut lmc: Option<(u8, String)> = None;
+    let mut end_port_base = Vec::with_capacity(f.num_end_ports());
+    for e in f.end_ports() {
+        let who = format!("end port {} ('{}')", fmt_guid(e.port_guid), e.desc);
+        let (lo, hi) = g
+            .get(e.port_guid)
+            .with_context(|| format!("{source}: no LID recorded for {who}"))?;
+        let this = match hi - lo {
+            0 => 0u8,
+            1 => 1u8,
+            n => bail!("{source}: {who} has {} LIDs; only LMC 0 or 1 is supported", n + 1),
+        };
+        match &lmc {
+            None => lmc = Some((this, who.clone())),
+            Some((l, first)) if *l != this => {
+                bail!("{source}: {who} has LMC {this} but {first} has LMC {l}")
+            }
+            Some(_) => {}
+        }
+        if this == 1 && lo % 2 != 0 {
+            bail!("{source}: {who} has an unaligned LID pair {lo:#06x}..{hi:#06x}");
+        }
+        claim(lo, hi, who)?;
+        end_port_base.push(lo);
+    }
+    let mut switch_lid = Vec::with_capacity(f.num_switches());
+    for s in f.switches() {
+        let who = format!("switch {} ('{}')", fmt_guid(s.guid), s.desc);
+        let (lo, _) = g
+            .get(s.guid)
+            .with_context(|| format!("{source}: no LID recorded for {who}"))?;
+        claim(lo, lo, who)?;
+        switch_lid.push(lo);
+    }
+    Ok(LidPlan {
+        lmc: lmc.map_or(0, |(l, _)| l),
+        max_lid,
+        switch_lid,
+        end_port_base,
+    })
+}
+
+/// LIDs and LFTs of `analyze`: read back (`--lfts` + `--guid2lid`) or routed; with the routing
+/// time in ms when routed.
+fn analyze_tables(a: &AnalyzeArgs, l: &Loaded) -> Result<(LidPlan, Lfts, Option<f64>)> {
+    match &a.lfts {
+        Some(p) => {
+            let g = a
+                .guid2lid
+                .as_deref()
+                .context("--lfts needs --guid2lid (the LIDs of the tables)")?;
+            let lids = plan_from_guid2lid(&l.fabric, &read_guid2lid(g)?, &g.display().to_string(), a.max_lid)?;
+            let text = std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
+            let dump = fabric_routing::parse_opensm_lfts(&text, &p.display().to_string())?;
+            let lfts = dump.to_lfts(&l.fabric)?;
+            // A header's switch LID (when it names one) must be the recorded one: tables read
+            // back under other LIDs would be analysed against the wrong destinations.
+            for s in dump.switches.iter().filter(|s| s.lid != 0) {
+                if let Some(id) = l.fabric.switch_by_guid(s.guid) {
+                    let want = lids.switch_lid(id);
+                    if want != s.lid {
+                        bail!(
+                            "{}:{}: switch {} has LID {} in the dump but {} in {}",
+                            p.display(),
+                            s.line,
+                            fmt_guid(s.guid),
+                            s.lid,
+                            want,
+                            g.display()
+                        );
+                    }
+                }
+            }
+            Ok((lids, lfts, None))
+        }
+        None => {
+            let kind: EngineKind = a.engine.parse()?;
+            let previous = match &a.guid2lid {
+                Some(g) => read_guid2lid(g)?,
+                None => Guid2Lid::default(),
+            };
+            let (lids, routed, ms) = route_loaded(l, kind, &previous, a.lmc, a.max_lid)?;
+            Ok((lids, routed.lfts, Some(ms)))
+        }
+    }
+}
+
 pub fn analyze(a: AnalyzeArgs) -> Result<()> {
     let l = load(&a.file, a.roots.as_deref())?;
-    let kind: EngineKind = a.engine.parse()?;
-    let (lids, routed, route_ms) = route_loaded(&l, kind, &Guid2Lid::default(), a.lmc, a.max_lid)?;
-    let validity = check::validity(&l.fabric, &lids, &routed.lfts);
-    let deadlock_free = check::deadlock_free(&l.fabric, &l.ranking, &lids, &routed.lfts);
+    let (lids, lfts, route_ms) = analyze_tables(&a, &l)?;
+    let validity = check::validity(&l.fabric, &lids, &lfts);
+    let deadlock_free = check::deadlock_free(&l.fabric, &l.ranking, &lids, &lfts);
     let opts = MetricsOptions {
         random_perms: a.rp,
         seed: a.seed,
         all_to_all: !a.no_a2a,
         shifts: true,
     };
-    let m = fabric_metrics::compute(&l.fabric, &lids, &routed.lfts, &opts);
+    let m = fabric_metrics::compute(&l.fabric, &lids, &lfts, &opts);
     let rp = |r: &RpStats| json!({"median": r.median, "q1": r.q1, "q39": r.q39});
     if a.json {
         let v = json!({
             "file": a.file.display().to_string(),
-            "engine": a.engine,
+            "engine": if a.lfts.is_some() { None } else { Some(&a.engine) },
+            "lfts": a.lfts.as_ref().map(|p| p.display().to_string()),
             "switches": l.fabric.num_switches(),
             "nodes": l.fabric.num_end_ports(),
             "lmc": lids.lmc,
@@ -308,12 +430,18 @@ pub fn analyze(a: AnalyzeArgs) -> Result<()> {
             "mu_a2a": m.mu_a2a,
             "xi": m.xi,
             "nu": m.nu,
+            "unrouted_pairs": m.unrouted_pairs,
+            "top_lid": lids.top(),
             "route_ms": route_ms,
         });
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
         println!("file               {}", a.file.display());
-        println!("engine             {}", a.engine);
+        match &a.lfts {
+            Some(p) => println!("lfts               {}", p.display()),
+            None => println!("engine             {}", a.engine),
+        }
+        println!("lmc                {}", lids.lmc);
         println!("valid              {}", validity.valid);
         println!("unreachable_pairs  {}", validity.unreachable_count);
         println!("deadlock_free      {deadlock_free}");
@@ -325,7 +453,9 @@ pub fn analyze(a: AnalyzeArgs) -> Result<()> {
         println!("mu_a2a             {}", m.mu_a2a);
         println!("xi                 {}", m.xi);
         println!("nu                 {:.3}", m.nu);
-        println!("route_ms           {route_ms:.1}");
+        if let Some(ms) = route_ms {
+            println!("route_ms           {ms:.1}");
+        }
     }
     Ok(())
 }

@@ -219,3 +219,127 @@ fn real_dumps_parse_and_rank_with_precise_diagnostics() {
         "{diags:#?}"
     );
 }
+
+fn fails(args: &[&str]) -> String {
+    let out = fabricctl(args);
+    assert!(!out.status.success(), "fabricctl {args:?} should fail");
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!err.contains("panicked"), "{err}");
+    err
+}
+
+/// `analyze --lfts DUMP --guid2lid LIDS` analyses tables read back from a fabric. Tables that
+/// `route` wrote give exactly the metrics of routing the file (two independent paths: routed in
+/// memory vs. parsed from text with the LIDs rebuilt from the guid2lid records), with LMC 1 and
+/// LMC 0; a table with one leaf's entries removed is reported invalid.
+#[test]
+fn analyze_lfts_read_back_matches_routing_and_detects_holes() {
+    let d = TempDir::new("lfts");
+    let f = d.file("p.topo");
+    ok(&["topo", "gen", "PGFT(2;4,8;1,4;1,1)", "-o", &f]);
+    let keys = [
+        "valid",
+        "deadlock_free",
+        "mu_sp",
+        "mu_rp",
+        "mu_a2a",
+        "xi",
+        "nu",
+        "unreachable_pairs",
+    ];
+    for lmc in ["1", "0"] {
+        let dump = d.file(&format!("lfts{lmc}.dump"));
+        let g2l = d.file(&format!("g2l{lmc}"));
+        ok(&["route", &f, "--lmc", lmc, "--lft-out", &dump, "--guid2lid-out", &g2l]);
+        let routed = json(&["analyze", &f, "--lmc", lmc, "--rp", "20", "--seed", "3", "--json"]);
+        let read = json(&[
+            "analyze",
+            &f,
+            "--lfts",
+            &dump,
+            "--guid2lid",
+            &g2l,
+            "--rp",
+            "20",
+            "--seed",
+            "3",
+            "--json",
+        ]);
+        for k in keys {
+            assert_eq!(read[k], routed[k], "LMC {lmc}: {k} differs: {read} vs {routed}");
+        }
+        assert_eq!(read["lmc"].as_u64(), Some(lmc.parse().unwrap()));
+        assert_eq!(read["engine"], serde_json::Value::Null);
+        assert_eq!(read["route_ms"], serde_json::Value::Null);
+        // 32 end ports x 2^lmc LIDs + 12 switch LIDs.
+        assert_eq!(
+            read["top_lid"].as_u64(),
+            Some(32 * (1 + lmc.parse::<u64>().unwrap()) + 12)
+        );
+        assert_eq!(read["valid"], true);
+    }
+    // Remove, in the first switch section (a leaf), the entry of one base LID (even, LMC 1) that
+    // the leaf forwards upwards (port >= 5; its own nodes are on ports 1..=4): the pairs from
+    // that leaf's 4 end ports to that destination become unreachable, nothing else.
+    let dump = d.file("lfts1.dump");
+    let g2l = d.file("g2l1");
+    let text = std::fs::read_to_string(&dump).unwrap();
+    let mut lines: Vec<&str> = text.lines().collect();
+    let lid_of = |l: &str| u32::from_str_radix(l.split_whitespace().next()?.strip_prefix("0x")?, 16).ok();
+    let victim = lines
+        .iter()
+        .position(|l| {
+            l.contains("Channel Adapter")
+                && lid_of(l).is_some_and(|lid| lid % 2 == 0)
+                && l.split_whitespace()
+                    .nth(1)
+                    .and_then(|p| p.parse::<u8>().ok())
+                    .is_some_and(|p| p >= 5)
+        })
+        .expect("an upward entry");
+    assert_eq!(
+        lines[..victim].iter().filter(|l| l.starts_with("Unicast")).count(),
+        1,
+        "in the first section"
+    );
+    lines.remove(victim);
+    let holed = d.file("holed.dump");
+    std::fs::write(&holed, lines.join("\n") + "\n").unwrap();
+    let v = json(&[
+        "analyze",
+        &f,
+        "--lfts",
+        &holed,
+        "--guid2lid",
+        &g2l,
+        "--rp",
+        "5",
+        "--json",
+    ]);
+    assert_eq!(v["valid"], false, "{v}");
+    assert_eq!(v["unreachable_pairs"], 4, "{v}");
+
+    // Errors: --lfts needs --guid2lid; a missing record and a wrong switch LID are named.
+    let err = fails(&["analyze", &f, "--lfts", &dump]);
+    assert!(err.contains("--guid2lid"), "{err}");
+    let g = std::fs::read_to_string(&g2l).unwrap();
+    let first = g.lines().next().unwrap();
+    let guid = first.split_whitespace().next().unwrap();
+    let short = d.file("short.g2l");
+    std::fs::write(&short, g.lines().skip(1).collect::<Vec<_>>().join("\n") + "\n").unwrap();
+    let err = fails(&["analyze", &f, "--lfts", &dump, "--guid2lid", &short]);
+    assert!(err.contains("no LID recorded") && err.contains(guid), "{err}");
+    // Shift every LID by 1000: the dump's switch headers no longer match.
+    let shifted: String = g
+        .lines()
+        .map(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            let n = |s: &str| u32::from_str_radix(s.trim_start_matches("0x"), 16).unwrap() + 1000;
+            format!("{} {:#06x} {:#06x}\n", w[0], n(w[1]), n(w[2]))
+        })
+        .collect();
+    let moved = d.file("moved.g2l");
+    std::fs::write(&moved, shifted).unwrap();
+    let err = fails(&["analyze", &f, "--lfts", &dump, "--guid2lid", &moved]);
+    assert!(err.contains("in the dump but"), "{err}");
+}

@@ -1,0 +1,157 @@
+//! `tests/opensm-compare.sh` (fabricd vs OpenSM under ibsim) on a tiny fat-tree: one row per
+//! subnet manager with numbers, LID counts and SMP counts that agree with first principles, in
+//! well under a minute.
+//!
+//! Needs `ibsim` (ibsim-utils), the umad2sim shim, `opensm` and infiniband-diags; the script
+//! fails with an installation hint when they are missing. The daemon is another package's binary:
+//! it is built (a no-op when fresh) next to this test's `fabricctl`, and the script is given that
+//! directory so that it does not start a nested release build.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// `target/<profile>/fabricd`, built on first use (same approach as `tests/validate.rs`).
+fn fabricd_binary() -> PathBuf {
+    let exe = std::env::current_exe().expect("current_exe");
+    let profile_dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("target/<profile>/deps")
+        .to_path_buf();
+    let bin = profile_dir.join("fabricd");
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut cmd = Command::new(cargo);
+    cmd.args(["build", "--quiet", "-p", "fabricd", "--bin", "fabricd"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"));
+    if profile_dir.file_name().is_some_and(|n| n == "release") {
+        cmd.arg("--release");
+    } else {
+        cmd.args(["--profile", "test"]);
+    }
+    if let Some(target) = profile_dir.parent() {
+        cmd.env("CARGO_TARGET_DIR", target);
+    }
+    if !matches!(cmd.status(), Ok(s) if s.success()) {
+        eprintln!("building fabricd failed; using {}", bin.display());
+    }
+    assert!(
+        bin.is_file(),
+        "{} not found: run `cargo build -p fabricd`",
+        bin.display()
+    );
+    bin
+}
+
+/// Cells of the Markdown rows of the first table whose first cell starts with `prefix`.
+fn rows<'a>(table: &'a str, prefix: &str) -> Vec<Vec<&'a str>> {
+    table
+        .lines()
+        .take_while(|l| !l.starts_with("SMPs by attribute"))
+        .filter(|l| l.starts_with("| ") && !l.starts_with("| SM "))
+        .map(|l| l.trim_matches('|').split('|').map(str::trim).collect::<Vec<_>>())
+        .filter(|c| c[0].starts_with(prefix))
+        .collect()
+}
+
+#[test]
+fn opensm_compare_prints_one_row_per_subnet_manager() {
+    let fabricd = fabricd_binary();
+    let bin_dir = fabricd.parent().expect("bin dir").to_path_buf();
+    let fabricctl = Path::new(env!("CARGO_BIN_EXE_fabricctl"));
+    assert_eq!(
+        fabricctl.parent(),
+        Some(bin_dir.as_path()),
+        "fabricctl and fabricd side by side"
+    );
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/opensm-compare.sh");
+    let out_path = std::env::temp_dir().join(format!("opensm-compare-{}.out", std::process::id()));
+    let err_path = out_path.with_extension("err");
+    let t0 = Instant::now();
+    let mut child = Command::new("bash")
+        .arg(&script)
+        .args([
+            "--spec",
+            "PGFT(2;4,8;1,4;1,1)",
+            "--rp",
+            "10",
+            "--timeout",
+            "40",
+            "--bin-dir",
+        ])
+        .arg(&bin_dir)
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(&out_path).expect("out"))
+        .stderr(std::fs::File::create(&err_path).expect("err"))
+        .spawn()
+        .expect("run tests/opensm-compare.sh");
+    let status = loop {
+        if let Some(s) = child.try_wait().expect("wait") {
+            break s;
+        }
+        if t0.elapsed() > Duration::from_secs(60) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "opensm-compare.sh did not finish within 60 s:\n{}",
+                std::fs::read_to_string(&err_path).unwrap_or_default()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let out = std::fs::read_to_string(&out_path).unwrap_or_default();
+    let err = std::fs::read_to_string(&err_path).unwrap_or_default();
+    let _ = std::fs::remove_file(&out_path);
+    let _ = std::fs::remove_file(&err_path);
+    assert!(status.success(), "opensm-compare.sh failed ({status}):\n{err}\n{out}");
+    eprintln!("{out}\n(took {:.1} s)", t0.elapsed().as_secs_f64());
+
+    // 4 leaves x 8 = 32 end ports, 8 leaves + 4 spines.
+    let (nodes, switches) = (32u64, 12u64);
+    for (prefix, top_lid) in [
+        ("OpenSM -R ftree", nodes + switches),
+        ("OpenSM -R updn", nodes + switches),
+        ("OpenSM -R minhop", nodes + switches),
+        // LMC 1: a base and an escape LID per end port.
+        ("fabricd", 2 * nodes + switches),
+    ] {
+        let r = rows(&out, prefix);
+        assert_eq!(r.len(), 1, "one row for {prefix}:\n{out}");
+        let c = &r[0];
+        assert_eq!(c.len(), 11, "{c:?}");
+        let ms: f64 = c[2].parse().expect("ms");
+        let smps: u64 = c[3].parse().expect("SMPs");
+        assert!(ms > 0.0 && ms < 40_000.0, "{prefix}: {ms} ms");
+        // At least one NodeInfo per node and one LFT block per switch.
+        assert!(smps >= nodes + 2 * switches, "{prefix}: {smps} SMPs");
+        assert_eq!(c[4].parse::<u64>().expect("top LID"), top_lid, "{prefix}: {c:?}");
+        assert_eq!(c[5], "yes", "{prefix}: every pair routed: {c:?}");
+        let mu_sp: u64 = c[6].parse().expect("mu_sp");
+        assert!(mu_sp >= 1, "{prefix}: {c:?}");
+        if prefix == "OpenSM -R ftree" || prefix == "fabricd" {
+            // Fat-tree routing and Dmodc are shift-optimal on a full two-level PGFT.
+            assert_eq!(mu_sp, 1, "{prefix}: {c:?}");
+        }
+        let rp: f64 = c[7].parse().expect("mu_rp median");
+        assert!(rp >= 1.0, "{prefix}: {c:?}");
+        let nu: f64 = c[10].parse().expect("nu");
+        // Every path has 2 node-switch edges, plus 0 or 2 switch-switch edges.
+        assert!((2.0..=4.0).contains(&nu), "{prefix}: {c:?}");
+    }
+    // The per-attribute breakdown (from other ibsim log lines) adds up to the SMP count, and
+    // every SM wrote at least one LFT block per switch.
+    let attrs: Vec<Vec<&str>> = out
+        .lines()
+        .skip_while(|l| !l.starts_with("SMPs by attribute"))
+        .filter(|l| l.starts_with("| ") && !l.starts_with("| SM "))
+        .map(|l| l.trim_matches('|').split('|').map(str::trim).collect())
+        .collect();
+    assert_eq!(attrs.len(), 4, "{out}");
+    for a in &attrs {
+        let total: u64 = a[1..].iter().map(|v| v.parse::<u64>().expect("count")).sum();
+        let row = &rows(&out, a[0])[0];
+        assert_eq!(total, row[3].parse::<u64>().unwrap(), "{a:?} vs {row:?}");
+        let lft: u64 = a[8].parse().unwrap();
+        assert!(lft >= switches, "{a:?}");
+    }
+}

@@ -1,0 +1,320 @@
+#!/usr/bin/env bash
+# fabricd vs OpenSM under ibsim (issue 6): runs OpenSM (`-R ftree`, `updn`, `minhop`) and
+# fabricd (umad driver) one after the other on the same simulated fabric, each on a fresh ibsim,
+# and prints one Markdown row per subnet manager:
+#
+#   * time from process start to "all switches programmed": OpenSM's `SUBNET UP` log line
+#     (LIDs assigned, LFTs uploaded, ports ACTIVE; `--once` sweep) and fabricd's first committed
+#     generation (`committed_at_unix_ms` of `fabricctl status --json`);
+#   * SMPs sent until then, counted the same way for both: the MADs ibsim answered, from its
+#     verbose log (`ibsim -v` prints one `sim_read_pkt: replying` line per MAD it processed for
+#     a client, bounced ones included); fabricd runs with the light sweep off
+#     (`sweep_interval_ms = 0`) so that nothing else is counted while it waits to be stopped;
+#   * the congestion metrics of the tables the switches really hold: read back with
+#     `ibnetdiscover` (topology and the LIDs the SM assigned) and `ibroute -n` per switch LID,
+#     then `fabricctl analyze DISCOVERED --lfts DUMP --guid2lid LIDS` (base LIDs only).
+#
+# Usage: tests/opensm-compare.sh [--spec SPEC] [--remove-links N] [--seed S]
+#            [--sms "ftree updn minhop fabricd"] [--bin-dir DIR] [--rp N] [--no-a2a]
+#            [--timeout SECONDS] [--keep DIR]
+#   --spec          fabric (fabricctl topo gen notation); default PGFT(2;18,36;1,18;1,1), 648 nodes
+#   --remove-links  remove N random inter-switch cables (seed --seed) before starting
+#   --sms           which managers to run, in order (OpenSM engines by name, and "fabricd")
+#   --bin-dir       directory holding fabricd and fabricctl (default: build them in release)
+#   --rp            random permutations for mu_rp (default 100)
+#   --no-a2a        skip mu_a2a (quadratic in the node count)
+#   --timeout       deadline of each manager's run and of each read-back tool (default 600 s)
+#   --keep DIR      keep the work files (logs, dumps) in DIR
+#
+# Needs ibsim (ibsim-utils), the umad2sim shim (libumad2sim0), opensm, infiniband-diags and
+# python3. The simulator runs on a private socket (IBSIM_SOCKNAME), so parallel runs are fine.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+
+spec='PGFT(2;18,36;1,18;1,1)'
+remove_links=0
+seed=1
+sms="ftree updn minhop fabricd"
+bin_dir=""
+rp=100
+a2a=1
+deadline=600
+keep=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --spec) spec=$2; shift 2 ;;
+    --remove-links) remove_links=$2; shift 2 ;;
+    --seed) seed=$2; shift 2 ;;
+    --sms) sms=$2; shift 2 ;;
+    --bin-dir) bin_dir=$2; shift 2 ;;
+    --rp) rp=$2; shift 2 ;;
+    --no-a2a) a2a=0; shift ;;
+    --timeout) deadline=$2; shift 2 ;;
+    --keep) keep=$2; shift 2 ;;
+    -h|--help) sed -n '2,32p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "opensm-compare: unknown argument $1 (see --help)" >&2; exit 2 ;;
+  esac
+done
+
+log() { echo "opensm-compare: $*" >&2; }
+die() { log "$*"; exit 1; }
+
+shim=/usr/lib/x86_64-linux-gnu/umad2sim/libumad2sim.so
+[ -f "$shim" ] || die "$shim not found (apt-get install libumad2sim0 ibsim-utils)"
+for t in ibsim opensm ibnetdiscover ibroute python3 timeout; do
+  command -v "$t" >/dev/null 2>&1 \
+    || die "$t not found (apt-get install ibsim-utils opensm infiniband-diags python3)"
+done
+
+if [ -z "$bin_dir" ]; then
+  log "building fabricd and fabricctl (release)"
+  cargo build --release -q -p fabricd -p fabricctl
+  bin_dir=${CARGO_TARGET_DIR:-target}/release
+fi
+bin_dir=$(cd "$bin_dir" && pwd)
+fabricd=$bin_dir/fabricd
+fabricctl=$bin_dir/fabricctl
+[ -x "$fabricd" ] || die "$fabricd not found"
+[ -x "$fabricctl" ] || die "$fabricctl not found"
+
+if [ -n "$keep" ]; then
+  mkdir -p "$keep"
+  work=$(cd "$keep" && pwd)
+else
+  work=$(mktemp -d /tmp/opensm-compare.XXXXXX)
+fi
+# Processes this script started (ibsim, fabricd, opensm), stopped on exit.
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do
+    kill "$p" 2>/dev/null || true
+  done
+  for p in "${pids[@]}"; do
+    wait "$p" 2>/dev/null || true
+  done
+  if [ -z "$keep" ]; then rm -rf "$work"; fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+net=$work/fabric.net
+gen_args=(topo gen "$spec" -o "$net")
+[ "$remove_links" -gt 0 ] && gen_args+=(--remove-links "$remove_links" --seed "$seed")
+"$fabricctl" "${gen_args[@]}"
+# ibsim's tables: nodes, switches and ports (a switch has ports 0..=N) with some headroom.
+read -r nnodes nswitches nports < <(awk '
+  /^Switch[ \t]/ { n++; s++; p += $2 + 1 }
+  /^(Ca|Hca|Rt)[ \t]/ { n++; p += $2 }
+  END { print n + 16, s + 16, p + 256 }' "$net")
+# The SMs attach to the first CA of the file.
+host=$(awk '/^(Ca|Hca)[ \t]/ { gsub(/"/, "", $3); print $3; exit }' "$net")
+[ -n "$host" ] || die "no CA in $net"
+nodes=$("$fabricctl" topo info "$net" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["nodes"])')
+log "fabric $spec (removed links: $remove_links): $nodes end ports, $((nswitches - 16)) switches; work dir $work"
+
+now_ms() { echo $(($(date +%s%N) / 1000000)); }
+
+# start_ibsim DIR: a fresh simulator with its verbose log in DIR/ibsim.log; sets sim_pid, sock.
+start_ibsim() {
+  local dir=$1
+  sock="ocmp-$$-$(basename "$dir")"
+  (cd "$dir" && IBSIM_SOCKNAME=$sock exec ibsim -s -n -v -N "$nnodes" -S "$nswitches" -P "$nports" "$net" \
+    >ibsim.log 2>&1) &
+  sim_pid=$!
+  pids+=("$sim_pid")
+  local t0
+  t0=$(now_ms)
+  until grep -q "Network simulator ready." "$dir/ibsim.log" 2>/dev/null; do
+    kill -0 "$sim_pid" 2>/dev/null || die "ibsim exited: $(tail -5 "$dir/ibsim.log")"
+    [ $(($(now_ms) - t0)) -lt 60000 ] || die "ibsim not ready after 60 s"
+    sleep 0.05
+  done
+}
+
+stop_pid() {
+  kill "$1" 2>/dev/null || true
+  wait "$1" 2>/dev/null || true
+}
+
+# MADs ibsim answered so far (one line each in its verbose log); also writes DIR/smps-by-attr
+# (count and attribute ID of each, from the `process_packet: packet (attr ...)` lines).
+smps_so_far() {
+  local dir=$1 n
+  n=$(wc -l <"$dir/ibsim.log")
+  head -n "$n" "$dir/ibsim.log" | grep -o "process_packet: packet (attr 0x[0-9a-f]*" \
+    | sed 's/.*attr //' | sort | uniq -c >"$dir/smps-by-attr"
+  head -n "$n" "$dir/ibsim.log" | grep -c "sim_read_pkt: replying" || true
+}
+
+# under_sim DIR CMD...: CMD as a client of the simulator, on the SM's host, in DIR.
+under_sim() {
+  local dir=$1
+  shift
+  (cd "$dir" && IBSIM_SOCKNAME=$sock SIM_HOST=$host LD_PRELOAD=$shim exec timeout "$deadline" "$@")
+}
+
+# run_opensm DIR ENGINE: sets up_ms, smps, used (engine that configured the tables).
+run_opensm() {
+  local dir=$1 engine=$2 osm=$1/osm
+  mkdir -p "$osm"
+  opensm -c "$osm/opensm.conf" >/dev/null 2>&1 || true
+  [ -s "$osm/opensm.conf" ] || die "opensm -c did not write a config"
+  # Private log, dump and cache directories; the state and ucast managers at verbosity 0x07 (their
+  # boxes and "tables configured"), the rest at the default 0x03.
+  sed -i -e "s|^log_file .*|log_file $osm/opensm.log|" \
+    -e "s|^accum_log_file .*|accum_log_file FALSE|" \
+    -e "s|^dump_files_dir .*|dump_files_dir $osm/|" \
+    -e "s|^per_module_logging_file .*|per_module_logging_file $osm/per-module-logging.conf|" \
+    "$osm/opensm.conf"
+  printf 'osm_state_mgr.c=0x07\nosm_ucast_mgr.c=0x07\n' >"$osm/per-module-logging.conf"
+  local t0
+  t0=$(date +%s%N)
+  if ! OSM_CACHE_DIR=$osm under_sim "$dir" opensm --once -R "$engine" -F "$osm/opensm.conf" >"$osm/stdout" 2>&1; then
+    die "opensm -R $engine failed or timed out; see $osm/opensm.log"
+  fi
+  smps=$(smps_so_far "$dir")
+  up_ms=$(python3 - "$osm/opensm.log" "$t0" <<'EOF'
+import sys, time, datetime
+log, t0 = sys.argv[1], int(sys.argv[2])
+up = None
+for line in open(log, encoding="utf-8", errors="replace"):
+    if line.rstrip().endswith("-> SUBNET UP"):
+        f = line.split()
+        now = datetime.datetime.now()
+        for year in (now.year, now.year - 1):
+            d = datetime.datetime.strptime(f"{year} {f[0]} {f[1]} {f[2]}", "%Y %b %d %H:%M:%S")
+            t = time.mktime(d.timetuple()) + int(f[3]) / 1e6
+            if t <= time.time() + 86400:
+                break
+        up = t
+        break
+if up is None:
+    sys.exit("no SUBNET UP in " + log)
+print("%.1f" % ((up - t0 / 1e9) * 1e3))
+EOF
+) || die "OpenSM did not reach SUBNET UP; see $osm/opensm.log"
+  used=$(sed -n 's/.*-> osm_ucast_mgr_process: \([^ ]*\) tables configured on all switches.*/\1/p' "$osm/opensm.log" | tail -1)
+  used=${used:-?}
+}
+
+# run_fabricd DIR: sets up_ms, smps, used.
+run_fabricd() {
+  local dir=$1
+  cat >"$dir/fabricd.toml" <<'EOF'
+[log]
+level = "info"
+timestamps = true
+
+[driver]
+kind = "umad"
+
+[driver.umad]
+# No light sweep: after the first generation nothing else is sent (the SMP count stays exact).
+sweep_interval_ms = 0
+
+[metrics]
+# The comparison computes its own metrics from the tables read back.
+random_perms = 0
+shifts = false
+all_to_all = false
+EOF
+  local t0 fd_pid status
+  t0=$(now_ms)
+  (cd "$dir" && IBSIM_SOCKNAME=$sock SIM_HOST=$host LD_PRELOAD=$shim exec "$fabricd" --config fabricd.toml \
+    --state-dir state --socket "$dir/s.sock" >fabricd.log 2>&1) &
+  fd_pid=$!
+  pids+=("$fd_pid")
+  while :; do
+    kill -0 "$fd_pid" 2>/dev/null || die "fabricd exited: $(tail -5 "$dir/fabricd.log")"
+    [ $(($(now_ms) - t0)) -lt $((deadline * 1000)) ] || die "fabricd: no generation within $deadline s"
+    if status=$("$fabricctl" --socket "$dir/s.sock" status --json 2>/dev/null); then
+      up_ms=$(printf '%s' "$status" | python3 -c '
+import json, sys
+s = json.load(sys.stdin)
+r = s.get("last_reroute") or {}
+if s.get("generation", 0) >= 1 and s.get("phase") == "idle" and r.get("committed_at_unix_ms"):
+    print("%.1f" % (r["committed_at_unix_ms"] - int(sys.argv[1])))
+' "$t0")
+      if [ -n "$up_ms" ]; then
+        smps=$(smps_so_far "$dir")
+        used=$(printf '%s' "$status" | python3 -c 'import json,sys; s=json.load(sys.stdin); print("%s, LMC %s" % (s["engine"], s["lmc"]))')
+        break
+      fi
+    fi
+    sleep 0.05
+  done
+  printf '%s\n' "$status" >"$dir/status.json"
+  stop_pid "$fd_pid"
+}
+
+# read_back DIR: topology, LIDs and LFTs from the switches, then the metrics (DIR/metrics.json).
+read_back() {
+  local dir=$1
+  under_sim "$dir" ibnetdiscover >"$dir/discovered.net" 2>"$dir/ibnetdiscover.err" \
+    || die "ibnetdiscover failed: $(tail -3 "$dir/ibnetdiscover.err")"
+  python3 "$root/tests/opensm-compare/lids.py" "$dir/discovered.net" "$dir/guid2lid" >"$dir/switch-lids"
+  : >"$dir/lfts.dump"
+  local lid
+  while read -r lid; do
+    under_sim "$dir" ibroute -n "$lid" >>"$dir/lfts.dump" 2>>"$dir/ibroute.err" \
+      || die "ibroute -n $lid failed: $(tail -3 "$dir/ibroute.err")"
+  done <"$dir/switch-lids"
+  local args=(analyze "$dir/discovered.net" --lfts "$dir/lfts.dump" --guid2lid "$dir/guid2lid" --rp "$rp" --seed 1 --json)
+  [ "$a2a" -eq 1 ] || args+=(--no-a2a)
+  "$fabricctl" "${args[@]}" >"$dir/metrics.json"
+}
+
+rows=()
+attr_rows=()
+for sm in $sms; do
+  dir=$work/$sm
+  rm -rf "$dir"
+  mkdir -p "$dir"
+  start_ibsim "$dir"
+  log "$sm: running"
+  if [ "$sm" = fabricd ]; then
+    run_fabricd "$dir"
+    name="fabricd"
+  else
+    run_opensm "$dir" "$sm"
+    name="OpenSM -R $sm"
+  fi
+  log "$sm: programmed after $up_ms ms, $smps SMPs; reading the tables back"
+  read_back "$dir"
+  stop_pid "$sim_pid"
+  rows+=("$(python3 - "$dir/metrics.json" "$name" "$used" "$up_ms" "$smps" "$a2a" <<'EOF'
+import json, sys
+m = json.load(open(sys.argv[1]))
+name, used, ms, smps, a2a = sys.argv[2], sys.argv[3], float(sys.argv[4]), int(sys.argv[5]), sys.argv[6] == "1"
+print("| %s | %s | %.0f | %d | %d | %s | %d | %.1f | %.1f | %s | %.3f |" % (
+    name, used, ms, smps, m["top_lid"], "yes" if m["valid"] else "no (%d pairs)" % m["unreachable_pairs"],
+    m["mu_sp"], m["mu_rp"]["median"], m["mu_rp"]["q1"], str(m["mu_a2a"]) if a2a else "-", m["nu"]))
+EOF
+)")
+  attr_rows+=("$(python3 - "$dir/smps-by-attr" "$name" <<'EOF'
+import sys
+names = {0x10: "NodeDesc", 0x11: "NodeInfo", 0x12: "SwitchInfo", 0x15: "PortInfo", 0x16: "P_KeyTable",
+         0x17: "SLtoVL", 0x18: "VLArb", 0x19: "LFT", 0x1B: "MFT", 0x20: "SMInfo"}
+count = {}
+for line in open(sys.argv[1]):
+    n, a = line.split()
+    key = names.get(int(a, 16), "other")
+    count[key] = count.get(key, 0) + int(n)
+cols = list(names.values()) + ["other"]
+print("| %s | %s |" % (sys.argv[2], " | ".join(str(count.get(c, 0)) for c in cols)))
+EOF
+)")
+done
+
+echo "Fabric \`$spec\`$([ "$remove_links" -gt 0 ] && echo ", $remove_links random inter-switch cables removed (seed $seed)"), $nodes end ports; ibsim 0.10, $(opensm --version 2>/dev/null | grep -m1 -o 'OpenSM [0-9.]*'); mu_rp over $rp random permutations."
+echo
+echo "| SM | routing | ms to programmed | SMPs | top LID | valid | mu_sp | mu_rp median | mu_rp q1 | mu_a2a | nu |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|"
+printf '%s\n' "${rows[@]}"
+echo
+echo "SMPs by attribute (Get and Set):"
+echo
+echo "| SM | NodeDesc | NodeInfo | SwitchInfo | PortInfo | P_KeyTable | SLtoVL | VLArb | LFT | MFT | SMInfo | other |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
+printf '%s\n' "${attr_rows[@]}"
