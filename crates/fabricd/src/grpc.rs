@@ -122,6 +122,44 @@ impl FabricService {
     }
 }
 
+/// A trace through the LFTs of generation `g` (drivers that do not simulate packets): the
+/// switches crossed from end port `src` towards `dlid`, over the links live in that generation.
+fn lft_trace(g: &Generation, src: EndPortId, dlid: Lid) -> pb::TraceResponse {
+    let f = &g.fabric;
+    let mut hops = Vec::new();
+    match check::trace(f, &g.lfts, src, dlid, &mut hops) {
+        Ok(_) => {
+            let mut in_port = f.end_port(src).attach.map_or(0, |(_, p)| p);
+            let mut out = Vec::with_capacity(hops.len());
+            for &(sw, port) in &hops {
+                let s = f.switch(sw);
+                out.push(pb::Hop {
+                    switch_guid: s.guid,
+                    switch_name: s.desc.clone(),
+                    in_port: u32::from(in_port),
+                    out_port: u32::from(port),
+                });
+                in_port = match s.ports.get(port as usize).map(|p| p.remote) {
+                    Some(Remote::Switch { port: rp, .. }) => rp,
+                    _ => 0,
+                };
+            }
+            pb::TraceResponse {
+                dlid,
+                hops: out,
+                reached: true,
+                error: String::new(),
+            }
+        }
+        Err(e) => pb::TraceResponse {
+            dlid,
+            hops: Vec::new(),
+            reached: false,
+            error: e.to_string(),
+        },
+    }
+}
+
 /// gRPC status of a loop refusal.
 fn loop_status(e: LoopError) -> Status {
     match e {
@@ -829,7 +867,9 @@ impl FabricManager for FabricService {
 
     async fn trace(&self, req: Request<pb::TraceRequest>) -> Result<Response<pb::TraceResponse>, Status> {
         let req = req.into_inner();
-        let mock = self.mock()?.clone();
+        // Without a simulated fabric (umad, oob), the trace walks the installed generation's
+        // LFTs: what the daemon believes the switches hold (compare with `ibtracert`).
+        let mock = self.shared.mock.clone();
         let (_, g) = self.current()?;
         let f = &g.fabric;
         let src = resolve_end_port(f, &req.src).map_err(|m| Status::invalid_argument(format!("src: {m}")))?;
@@ -856,6 +896,9 @@ impl FabricManager for FabricService {
             f.switch_by_guid(guid)
                 .map(|s| f.switch(s).desc.clone())
                 .unwrap_or_default()
+        };
+        let Some(mock) = mock else {
+            return Ok(Response::new(lft_trace(&g, src, dlid)));
         };
         let resp = match mock.trace(src_guid, dlid) {
             Ok(hops) => pb::TraceResponse {
