@@ -31,6 +31,14 @@
 //! * **Reachability.** A switch that is powered off is unreachable: writes and reads to it fail
 //!   with [`DriverError::Unreachable`] at once (not retried). Management traffic is not routed
 //!   through the simulated links: a live switch is always reachable.
+//!
+//! # Observing block writes
+//!
+//! [`MockFabric::set_write_observer`] installs a callback invoked after every LFT block write
+//! that took effect, while that switch's table is still locked: the observer sees the writes of
+//! one switch in the order they took effect. A packet-level simulation uses it to mirror the
+//! tables and to move its packets between two block writes (see the flow simulation of the
+//! five-phase update in `crates/fabricd/tests/update_flow_sim.rs`).
 
 mod trace;
 
@@ -158,6 +166,24 @@ fn bump(c: &AtomicU64, n: u64) {
     c.fetch_add(n, Ordering::Relaxed);
 }
 
+/// One LFT block write that took effect (see [`MockFabric::set_write_observer`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BlockWritten<'a> {
+    /// Dense id of the switch (as in [`SouthboundDriver::discover`]).
+    pub switch: SwitchId,
+    /// Node GUID of the switch.
+    pub guid: Guid,
+    /// LFT block number (LIDs `64 * block ..`).
+    pub block: u32,
+    /// The entries now installed.
+    pub entries: &'a [u8; BLOCK_SIZE],
+    /// Number of this write among all block writes of this fabric (1, 2, ...).
+    pub seq: u64,
+}
+
+/// Callback of [`MockFabric::set_write_observer`].
+pub type WriteObserver = Arc<dyn Fn(&BlockWritten<'_>) + Send + Sync>;
+
 /// The state of one switch guarded by its own lock.
 struct SwitchCell {
     /// LFT bytes indexed by LID; length a multiple of [`BLOCK_SIZE`].
@@ -204,6 +230,8 @@ pub struct MockFabric {
     counters: Counters,
     /// Warnings of the topology reader.
     warnings: Vec<String>,
+    /// Called after every block write that took effect.
+    observer: RwLock<Option<WriteObserver>>,
 }
 
 impl std::fmt::Debug for MockFabric {
@@ -261,7 +289,18 @@ impl MockFabric {
             config: RwLock::new(config),
             counters: Counters::default(),
             warnings: Vec::new(),
+            observer: RwLock::new(None),
         }
+    }
+
+    /// Installs (`Some`) or removes (`None`) the observer of block writes. It is called after
+    /// every LFT block write that took effect (not for failed attempts), on the writing thread,
+    /// while the switch's table is still write-locked: the writes of one switch reach it in the
+    /// order they took effect, and until it returns no other write to that switch happens. It
+    /// must be quick and must not call back into this fabric's LFT of the same switch
+    /// ([`MockFabric::installed_lft_table`], traces): that would deadlock.
+    pub fn set_write_observer(&self, observer: Option<WriteObserver>) {
+        *write(&self.observer) = observer;
     }
 
     /// A simulated fabric cabled as described by ibnetdiscover / ibsim topology text
@@ -687,7 +726,16 @@ impl MockFabric {
             cell.lft.resize(start + BLOCK_SIZE, NO_ROUTE);
         }
         cell.lft[start..start + BLOCK_SIZE].copy_from_slice(&w.entries);
-        bump(&self.counters.blocks_written, 1);
+        let seq = self.counters.blocks_written.fetch_add(1, Ordering::SeqCst) + 1;
+        if let Some(observe) = read(&self.observer).as_ref() {
+            observe(&BlockWritten {
+                switch: sw,
+                guid: w.switch,
+                block: w.block,
+                entries: &w.entries,
+                seq,
+            });
+        }
         Ok(true)
     }
 }

@@ -547,6 +547,69 @@ async fn error_rate_retries_are_counted_and_reproducible() {
 }
 
 #[tokio::test]
+async fn the_write_observer_sees_every_write_that_took_effect_in_order() {
+    let cfg = MockConfig {
+        error_rate: 0.3,
+        seed: 3,
+        max_retries: 20,
+        ..MockConfig::default()
+    };
+    let m = Arc::new(MockFabric::new(two_level()).with_config(cfg).unwrap());
+    type Seen = Vec<(SwitchId, Guid, u32, [u8; 64], u64)>;
+    let log: Arc<Mutex<Seen>> = Arc::default();
+    let sink = log.clone();
+    m.set_write_observer(Some(Arc::new(move |w: &BlockWritten<'_>| {
+        lock(&sink).push((w.switch, w.guid, w.block, *w.entries, w.seq));
+    })));
+    // The same block of L0 written four times, with failures (re-queued attempts) in between.
+    let mut blocks: Vec<_> = (0..40u32)
+        .map(|i| LftBlockWrite {
+            switch: [L0, L1, S0, S1][i as usize % 4],
+            block: i / 4,
+            entries: [i as u8; 64],
+        })
+        .collect();
+    for v in [200u8, 201, 202] {
+        blocks.push(LftBlockWrite {
+            switch: L0,
+            block: 0,
+            entries: [v; 64],
+        });
+    }
+    let r = m.write_lft_blocks(&blocks).await.unwrap();
+    assert!(r.retries > 0);
+    let seen = lock(&log).clone();
+    assert_eq!(
+        seen.len(),
+        43,
+        "one call per write that took effect, none for failed attempts"
+    );
+    let seqs: Vec<u64> = seen.iter().map(|s| s.4).collect();
+    assert_eq!(seqs, (1..=43).collect::<Vec<_>>());
+    for (sw, guid, block, entries, _) in &seen {
+        assert_eq!(m.cabling().switch(*sw).guid, *guid);
+        assert!(blocks
+            .iter()
+            .any(|b| b.switch == *guid && b.block == *block && b.entries == *entries));
+    }
+    // The last write of each block the observer saw is what the switch holds.
+    let lfts = m.installed_lfts();
+    for (_, guid, block, _, _) in &seen {
+        let last = seen
+            .iter()
+            .rev()
+            .find(|s| s.1 == *guid && s.2 == *block)
+            .map(|s| s.3)
+            .unwrap();
+        let start = *block as usize * 64;
+        assert_eq!(&lfts[guid][start..start + 64], &last[..]);
+    }
+    m.set_write_observer(None);
+    m.write_lft_blocks(&blocks[..1]).await.unwrap();
+    assert_eq!(lock(&log).len(), 43, "no call after the observer is removed");
+}
+
+#[tokio::test]
 async fn writes_fail_after_max_retries() {
     let cfg = MockConfig {
         error_rate: 1.0,
