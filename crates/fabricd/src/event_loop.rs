@@ -1455,6 +1455,9 @@ impl EventLoop {
         let (flight, uploading) = match std::mem::take(&mut self.busy) {
             Busy::Escape(f, _, _) => {
                 let running = self.escape_outcome.is_none();
+                if !running {
+                    self.fold_escape();
+                }
                 (f, running.then_some(true))
             }
             Busy::Uploading(f, _) => (f, Some(false)),
@@ -1498,8 +1501,9 @@ impl EventLoop {
     }
 
     /// Writes of a completed upload stage into `installed` (what the switches hold); blocks
-    /// that failed are unknown and stay dirty.
-    fn fold_stage(&mut self, escape: bool, outcome: &UploadOutcome) {
+    /// that failed are unknown and stay dirty. Only needed when a generation is given up or
+    /// restarted half-way (a completed generation sets `installed` to its tables).
+    fn fold_stage(&mut self, escape: bool, failed: &[(u32, u32)]) {
         let writes = std::mem::take(if escape {
             &mut self.escape_written
         } else {
@@ -1508,7 +1512,7 @@ impl EventLoop {
         if writes.is_empty() {
             return;
         }
-        let failed: HashSet<(u32, u32)> = outcome.failed.iter().copied().collect();
+        let failed: HashSet<(u32, u32)> = failed.iter().copied().collect();
         let lfts = Arc::make_mut(&mut self.installed);
         for w in &writes {
             let key = (w.switch.0, w.block);
@@ -1518,6 +1522,16 @@ impl EventLoop {
             }
             lfts.block_mut(w.switch, w.block as usize).copy_from_slice(&w.entries);
         }
+    }
+
+    /// Folds the completed escape stage (see [`EventLoop::fold_stage`]).
+    fn fold_escape(&mut self) {
+        let failed = self
+            .escape_outcome
+            .as_ref()
+            .map(|o| o.failed.clone())
+            .unwrap_or_default();
+        self.fold_stage(true, &failed);
     }
 
     /// The protocol restarts the generation from Prepare: once no upload runs any more, the
@@ -1536,7 +1550,14 @@ impl EventLoop {
                 escape: false,
                 restart: true,
             },
-            Busy::Escape(flight, _, _) | Busy::Repath(flight, _, _) => {
+            Busy::Escape(flight, _, _) => {
+                // Escape stage installed (restart in Unpath).
+                self.fold_escape();
+                self.restart_compute(flight);
+                return;
+            }
+            // Both stages installed: `installed` holds the abandoned attempt's tables.
+            Busy::Repath(flight, _, _) => {
                 self.restart_compute(flight);
                 return;
             }
@@ -1584,9 +1605,12 @@ impl EventLoop {
             .blocks_written(outcome.blocks_written, outcome.retries);
         self.dirty.extend(outcome.failed.iter().copied());
         if escape {
-            self.escape_outcome = Some(outcome.clone());
+            self.escape_outcome = Some(outcome);
+            self.fold_escape();
+        } else {
+            self.fold_escape();
+            self.fold_stage(false, &outcome.failed);
         }
-        self.fold_stage(escape, &outcome);
         tracing::debug!(
             job = flight.job,
             escape,
@@ -1629,7 +1653,6 @@ impl EventLoop {
             tracing::error!(failed = outcome.failed.len(), error = %e, "escape stage incomplete");
             self.dirty.extend(outcome.failed.iter().copied());
         }
-        self.fold_stage(true, &outcome);
         self.escape_outcome = Some(outcome);
         let result = Ok(());
         let a = self.protocol.on(Instant::now(), UInput::EscapeUploaded { at, result });
@@ -1665,7 +1688,14 @@ impl EventLoop {
         if self.protocol.phase() == fabric_update::Phase::Update {
             // Base stage of the five-phase update: Repath, then Commit. Blocks that failed
             // stay dirty and are retried by the next generation, as with a direct upload.
-            self.fold_stage(false, &outcome);
+            // Every selected block is now written with the new tables (escape-only blocks by
+            // the escape stage): the switches hold `c.lfts`, but for the failed blocks and
+            // those of dead switches, which stay dirty.
+            self.installed = c.lfts.clone();
+            self.dirty.extend(outcome.failed.iter().copied());
+            self.dirty.extend(c.skipped.iter().copied());
+            self.escape_written.clear();
+            self.base_written.clear();
             let outcome = self.merge_stage_outcomes(outcome);
             self.busy = Busy::Repath(flight, c, outcome);
             let at = self.protocol.attempt();
