@@ -26,6 +26,12 @@
 //! and power states, hop-by-hop packet traces over the installed tables. Agents write and read
 //! its LFTs; addresses set through agents are installed into it before every trace.
 //!
+//! # SL-to-VL
+//!
+//! Each agent keeps one 16-entry SL-to-VL table for the whole switch (`SetSlToVl` /
+//! `GetSlToVl`; all VL 0 until set), and reports `--vls` virtual lanes in `Describe`. The table
+//! is switch configuration: it survives `kill`/`restore` of the agent.
+//!
 //! # Control
 //!
 //! Console commands (stdin lines) and the `SimControl.Command` RPC share one grammar; switches
@@ -82,6 +88,10 @@ pub struct Args {
     /// upload; the console command `write-delay` changes it at run time.
     #[arg(long, default_value_t = 0)]
     pub write_delay_ms: u64,
+    /// Virtual lanes each switch port operates (reported in `Describe`; `SetSlToVl` accepts VLs
+    /// below it).
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u8).range(1..=15))]
+    pub vls: u8,
 }
 
 fn main() -> ExitCode {

@@ -117,6 +117,8 @@ struct AgentCtl {
     events: broadcast::Sender<proto::PortEvent>,
     server: Mutex<Option<JoinHandle<()>>>,
     lft_generation: AtomicU64,
+    /// VL of each SL (one table for every port pair of the switch).
+    sl2vl: Mutex<[u8; 16]>,
 }
 
 /// Addresses set through the agents.
@@ -137,6 +139,8 @@ pub struct Sim {
     agents: Vec<AgentCtl>,
     max_lid: Lid,
     address_bits: u32,
+    /// Virtual lanes per port.
+    vls: u8,
     counters: Counters,
 }
 
@@ -520,6 +524,7 @@ impl SwitchAgent for AgentSvc {
             address: lock(&self.sim.addrs).switch_lid[a.sid.idx()],
             lft_generation: a.lft_generation.load(Ordering::SeqCst),
             powered: s.up,
+            vls: self.sim.vls as u32,
         }))
     }
 
@@ -641,6 +646,29 @@ impl SwitchAgent for AgentSvc {
         Ok(Response::new(proto::LftBlock {
             block,
             entries: e.to_vec(),
+        }))
+    }
+
+    async fn set_sl_to_vl(&self, req: Request<proto::SlToVlTable>) -> Result<Response<proto::SetSlToVlReply>, Status> {
+        self.gate().await?;
+        let v = req.into_inner().vl_of_sl;
+        let table = <[u8; 16]>::try_from(v.as_slice())
+            .map_err(|_| Status::invalid_argument(format!("SL-to-VL table has {} entries, expected 16", v.len())))?;
+        let vls = self.sim.vls;
+        if let Some((sl, vl)) = table.iter().enumerate().find(|(_, &vl)| vl >= vls) {
+            return Err(Status::invalid_argument(format!(
+                "SL {sl} mapped to VL {vl}: the switch operates VLs 0..{}",
+                vls - 1
+            )));
+        }
+        *lock(&self.ctl().sl2vl) = table;
+        Ok(Response::new(proto::SetSlToVlReply {}))
+    }
+
+    async fn get_sl_to_vl(&self, _: Request<proto::GetSlToVlRequest>) -> Result<Response<proto::SlToVlTable>, Status> {
+        self.gate().await?;
+        Ok(Response::new(proto::SlToVlTable {
+            vl_of_sl: lock(&self.ctl().sl2vl).to_vec(),
         }))
     }
 
@@ -864,6 +892,7 @@ pub async fn run(args: Args) -> Result<(), SimError> {
             events: broadcast::channel(1024).0,
             server: Mutex::new(None),
             lft_generation: AtomicU64::new(0),
+            sl2vl: Mutex::new([0; 16]),
         });
     }
     let state = mock.discover().await?;
@@ -879,6 +908,7 @@ pub async fn run(args: Args) -> Result<(), SimError> {
         agents,
         max_lid,
         address_bits: args.address_bits,
+        vls: args.vls,
         counters: Counters::default(),
         cabling,
     });

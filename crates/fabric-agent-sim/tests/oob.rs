@@ -9,7 +9,7 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use common::{upload_all, Sim};
-use fabric_oob::proto::{CommandRequest, VerifyAllPairsRequest};
+use fabric_oob::proto::{CommandRequest, GetSlToVlRequest, SlToVlTable, VerifyAllPairsRequest};
 use fabric_oob::{OobConfig, OobDriver};
 use fabric_southbound::{LftBlockWrite, SouthboundDriver};
 use fabric_topology::{gen, validate, FabricEvent};
@@ -237,4 +237,77 @@ async fn delayed_and_dropped_agents_still_discover() {
     let f = driver.discover().await.unwrap();
     assert_eq!(f.num_switches(), 8);
     assert!(ctl.command(CommandRequest { line: "bogus".into() }).await.is_err());
+}
+
+/// SL-to-VL on the oob path: with the addresses, every agent gets SL 0 -> data VL 0 and SL 1 ->
+/// the escape VL `n - 1` (`n` = the VLs the switches operate, 4 here), readable back from the
+/// agent itself.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_agent_maps_sl1_to_the_escape_vl_after_bring_up() {
+    let sim = Sim::start(&["--generate", SPEC, "--vls", "4"], "sl2vl", false);
+    let mut agents = sim.agents().await;
+    assert_eq!(agents.len(), 8);
+    let driver = OobDriver::open(cfg(&sim)).unwrap();
+    assert_eq!(driver.escape_vl(), None, "unknown before discovery");
+    let fabric = driver.discover().await.unwrap();
+    assert_eq!(driver.caps().escape_vl, Some(3));
+    for (g, c) in &mut agents {
+        let t = c.get_sl_to_vl(GetSlToVlRequest {}).await.unwrap().into_inner();
+        assert_eq!(t.vl_of_sl, vec![0; 16], "{g:#x}: never set");
+    }
+
+    let (lids, lfts) = common::route(&fabric, 0xFF_FFFF);
+    driver.configure_lids(&fabric, &lids).await.unwrap();
+    upload_all(&driver, &fabric, &lfts).await;
+    assert!(
+        driver.configuration_warnings().is_empty(),
+        "{:?}",
+        driver.configuration_warnings()
+    );
+    let want = vec![0, 3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
+    for (g, c) in &mut agents {
+        let t = c.get_sl_to_vl(GetSlToVlRequest {}).await.unwrap().into_inner();
+        assert_eq!(
+            t.vl_of_sl, want,
+            "switch {g:#x}: SL 1 on the escape VL, the rest on VL 0"
+        );
+        assert_eq!(driver.read_sl_to_vl(*g).await.unwrap().to_vec(), want);
+    }
+
+    // The agent refuses what it cannot apply, and keeps its table.
+    let (g, c) = &mut agents[0];
+    for bad in [vec![4u8; 16], vec![0u8; 15]] {
+        let e = c
+            .set_sl_to_vl(SlToVlTable { vl_of_sl: bad.clone() })
+            .await
+            .expect_err("invalid table");
+        assert_eq!(e.code(), tonic::Code::InvalidArgument, "{bad:?}: {e}");
+    }
+    let t = c.get_sl_to_vl(GetSlToVlRequest {}).await.unwrap().into_inner();
+    assert_eq!(t.vl_of_sl, want);
+
+    // The table is switch configuration: it survives a restart of the agent.
+    let mut ctl = sim.control().await;
+    for line in [format!("kill {g:#x}"), format!("restore {g:#x}")] {
+        ctl.command(CommandRequest { line }).await.unwrap();
+    }
+    assert_eq!(driver.read_sl_to_vl(*g).await.unwrap().to_vec(), want);
+}
+
+/// Switches with a single VL cannot separate escape traffic: SL 1 stays on VL 0, the driver
+/// reports no escape VL and says why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn single_vl_switches_keep_every_sl_on_vl0_and_are_reported() {
+    let sim = Sim::start(&["--generate", SPEC, "--vls", "1"], "sl2vl-1", false);
+    let driver = OobDriver::open(cfg(&sim)).unwrap();
+    let fabric = driver.discover().await.unwrap();
+    assert_eq!(driver.caps().escape_vl, None);
+    let (lids, _) = common::route(&fabric, 0xFF_FFFF);
+    driver.configure_lids(&fabric, &lids).await.unwrap();
+    let w = driver.configuration_warnings();
+    assert!(w.len() == 1 && w[0].contains("single VL"), "{w:?}");
+    for (g, c) in &mut sim.agents().await {
+        let t = c.get_sl_to_vl(GetSlToVlRequest {}).await.unwrap().into_inner();
+        assert_eq!(t.vl_of_sl, vec![0; 16], "{g:#x}");
+    }
 }

@@ -21,6 +21,24 @@ use crate::inventory::{AgentKey, Inventory};
 use crate::proto::switch_agent_client::SwitchAgentClient;
 use crate::proto::{self, NeighbourKind, PortState};
 
+/// Service level of escape-LID traffic (base LIDs use SL 0). `GetPath` hands these SLs to the
+/// end nodes; the SL-to-VL tables the driver programs put SL 1 on the escape VL.
+pub const ESCAPE_SL: u8 = 1;
+/// Virtual lanes assumed for an agent that does not report `SwitchInfo.vls` (the InfiniBand
+/// minimum for two traffic classes: VL 0 and VL 1).
+const DEFAULT_VLS: u32 = 2;
+
+/// The SL-to-VL table the driver programs on every switch: SL 1 (escape LIDs) on `escape_vl`,
+/// every other SL (SL 0: base LIDs) on data VL 0. `None` (a switch with a single VL): every SL
+/// on VL 0.
+pub fn sl_to_vl_table(escape_vl: Option<u8>) -> [u8; 16] {
+    let mut t = [0u8; 16];
+    if let Some(v) = escape_vl {
+        t[ESCAPE_SL as usize] = v;
+    }
+    t
+}
+
 /// Blocks per `WriteLftBlocks` request (64 bytes each: ~140 KiB per message).
 const BLOCKS_PER_REQUEST: usize = 2048;
 /// Largest message accepted from an agent.
@@ -226,6 +244,8 @@ struct Inner {
     link_up: Mutex<HashMap<(Guid, PortNum), bool>>,
     end_port_up: Mutex<HashMap<Guid, bool>>,
     warnings: Mutex<Vec<String>>,
+    /// Problems of the last address configuration (SL-to-VL not supported, single VL).
+    config_warnings: Mutex<Vec<String>>,
     generation: Mutex<u64>,
     monitors_started: Mutex<bool>,
     /// Dropped with the driver: stops the monitors.
@@ -290,6 +310,7 @@ impl OobDriver {
                 link_up: Mutex::new(HashMap::new()),
                 end_port_up: Mutex::new(HashMap::new()),
                 warnings: Mutex::new(Vec::new()),
+                config_warnings: Mutex::new(Vec::new()),
                 generation: Mutex::new(0),
                 monitors_started: Mutex::new(false),
                 _stop: stop_tx,
@@ -314,9 +335,54 @@ impl OobDriver {
     pub fn num_agents(&self) -> usize {
         self.inner.agents.len()
     }
+
+    /// Problems of the last [`SouthboundDriver::configure_lids`]: agents that do not implement
+    /// `SetSlToVl`, or a fabric whose switches operate a single VL (escape traffic then shares
+    /// VL 0 with the data). Each message names the switch.
+    pub fn configuration_warnings(&self) -> Vec<String> {
+        lock(&self.inner.config_warnings).clone()
+    }
+
+    /// The VL escape-LID traffic (SL 1) is mapped to: `n - 1` where `n` is the smallest number
+    /// of VLs reported by the discovered switches (2 assumed for agents that report none);
+    /// `None` before discovery or when a switch operates one VL only.
+    pub fn escape_vl(&self) -> Option<u8> {
+        self.inner.escape_vl()
+    }
+
+    /// Reads a switch's SL-to-VL table back through its agent.
+    pub async fn read_sl_to_vl(&self, switch: Guid) -> Result<[u8; 16], DriverError> {
+        let idx = self.inner.agent_of(switch)?;
+        let (t, _) = self
+            .inner
+            .call(idx, "SL-to-VL read", |mut c| async move {
+                c.get_sl_to_vl(proto::GetSlToVlRequest {}).await
+            })
+            .await?;
+        <[u8; 16]>::try_from(t.vl_of_sl.as_slice()).map_err(|_| DriverError::Protocol {
+            guid: Some(switch),
+            message: format!("SL-to-VL table has {} entries, expected 16", t.vl_of_sl.len()),
+        })
+    }
 }
 
 impl Inner {
+    /// See [`OobDriver::escape_vl`].
+    fn escape_vl(&self) -> Option<u8> {
+        let n = self
+            .agents
+            .iter()
+            .filter_map(|a| {
+                lock(&a.known)
+                    .as_ref()
+                    .map(|k| if k.info.vls == 0 { DEFAULT_VLS } else { k.info.vls })
+            })
+            .min()?;
+        // VL 15 is the management VL of InfiniBand: data and escape VLs are 0..=14.
+        let n = n.min(15);
+        (n >= 2).then(|| (n - 1) as u8)
+    }
+
     fn emit(&self, ev: FabricEvent) {
         lock(&self.subscribers).retain(|s| s.send(ev.clone()).is_ok());
     }
@@ -669,7 +735,7 @@ impl SouthboundDriver for OobDriver {
             name: "oob",
             max_lid: self.inner.cfg.max_lid,
             max_lft_blocks: Some(from_agents.map_or(from_lid, |b| b.min(from_lid))),
-            escape_vl: None,
+            escape_vl: self.inner.escape_vl(),
         }
     }
 
@@ -904,6 +970,30 @@ impl SouthboundDriver for OobDriver {
         }
         let generation = fabric.generation();
         *lock(&self.inner.generation) = generation;
+        let escape_vl = self.inner.escape_vl();
+        let sl2vl = proto::SlToVlTable {
+            vl_of_sl: sl_to_vl_table(escape_vl).to_vec(),
+        };
+        let mut warnings = Vec::new();
+        {
+            let single: Vec<String> = self
+                .inner
+                .agents
+                .iter()
+                .filter_map(|a| {
+                    lock(&a.known)
+                        .as_ref()
+                        .filter(|k| k.info.vls == 1)
+                        .map(|k| fmt_guid(k.info.guid))
+                })
+                .collect();
+            if !single.is_empty() {
+                warnings.push(format!(
+                    "switches operating a single VL ({}): escape traffic (SL {ESCAPE_SL}) shares VL 0 with the data",
+                    single.join(", ")
+                ));
+            }
+        }
         let mut set = JoinSet::new();
         for sid in fabric.switch_ids() {
             let s = fabric.switch(sid);
@@ -926,22 +1016,57 @@ impl SouthboundDriver for OobDriver {
                 }
             }
             let inner = self.inner.clone();
+            let table = sl2vl.clone();
+            let guid = s.guid;
             set.spawn(async move {
                 inner
                     .call(idx, "set addresses", |mut c| {
                         let r = req.clone();
                         async move { c.set_addresses(r).await }
                     })
-                    .await
+                    .await?;
+                // SL-to-VL with the addresses: an agent without the RPC is reported, not fatal.
+                let (supported, _) = inner
+                    .call(idx, "set SL-to-VL", |mut c| {
+                        let r = table.clone();
+                        async move {
+                            match c.set_sl_to_vl(r).await {
+                                Ok(_) => Ok(tonic::Response::new(true)),
+                                Err(s) if s.code() == Code::Unimplemented => Ok(tonic::Response::new(false)),
+                                Err(s) => Err(s),
+                            }
+                        }
+                    })
+                    .await?;
+                Ok::<_, DriverError>((guid, supported))
             });
         }
+        let mut first_err = None;
         while let Some(r) = set.join_next().await {
-            r.map_err(|e| DriverError::Protocol {
-                guid: None,
-                message: format!("task failed: {e}"),
-            })??;
+            match r {
+                Ok(Ok((_, true))) => {}
+                Ok(Ok((g, false))) => warnings.push(format!(
+                    "switch {}: the agent does not implement SetSlToVl; escape traffic (SL {ESCAPE_SL}) is not \
+                     separated from the data there",
+                    fmt_guid(g)
+                )),
+                Ok(Err(e)) => {
+                    first_err.get_or_insert(e);
+                }
+                Err(e) => {
+                    first_err.get_or_insert(DriverError::Protocol {
+                        guid: None,
+                        message: format!("task failed: {e}"),
+                    });
+                }
+            }
         }
-        Ok(())
+        warnings.sort();
+        *lock(&self.inner.config_warnings) = warnings;
+        match first_err {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
     }
 
     async fn write_lft_blocks(&self, blocks: &[LftBlockWrite]) -> Result<WriteReport, DriverError> {
@@ -1092,6 +1217,15 @@ mod tests {
         let mut bad = OobConfig::new("x");
         bad.max_connections = 0;
         assert!(matches!(bad.validate(), Err(DriverError::Config(_))));
+    }
+
+    #[test]
+    fn sl_to_vl_table_puts_only_sl1_on_the_escape_vl() {
+        assert_eq!(
+            sl_to_vl_table(Some(3)),
+            [0, 3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]
+        );
+        assert_eq!(sl_to_vl_table(None), [0; 16]);
     }
 
     #[test]

@@ -16,7 +16,12 @@
 //!   past `unreachable_deadline` is reported as [`FabricEvent::SwitchDown`](fabric_topology::FabricEvent)
 //!   and `SwitchUp` when it answers again; port events become `LinkDown`/`LinkUp` (once per
 //!   cable) or `EndPortDown`/`EndPortUp`;
-//! * **addresses** are `u32`: `max_lid` may exceed InfiniBand's 16 bits (e.g. `0xFFFFFF`).
+//! * **addresses** are `u32`: `max_lid` may exceed InfiniBand's 16 bits (e.g. `0xFFFFFF`);
+//! * **SL-to-VL**: with the addresses, every switch gets one SL-to-VL table (`SetSlToVl`, per
+//!   switch rather than per port pair as in InfiniBand): SL 0 (base LIDs) on data VL 0, SL 1
+//!   (escape LIDs) on the escape VL `n - 1`, `n` the smallest VL count the switches report
+//!   ([`OobDriver::escape_vl`], also in `caps().escape_vl`). End nodes choose the SL of a packet
+//!   (`GetPath`); their NIC's own SL-to-VL mapping is the host's business.
 //!
 //! The generated protocol code (client and server) is in [`proto`]; the agent simulator
 //! (`fabric-agent-sim`) serves it.
@@ -26,5 +31,5 @@ pub mod proto;
 
 mod driver;
 
-pub use driver::{OobConfig, OobDriver};
+pub use driver::{sl_to_vl_table, OobConfig, OobDriver, ESCAPE_SL};
 pub use inventory::{AgentKey, Inventory, InventoryEntry, InventoryError};

@@ -6,6 +6,8 @@
 //! middle of the base-stage upload; the test checks through the agents themselves that they
 //! really hold a mix of old and new base entries at that moment.
 //!
+//! The agents run 4 VLs: bring-up must leave SL 1 (escape LIDs) on VL 3 on every switch.
+//!
 //! A daemon restarted on the same state directory and agents must say that it resumes the
 //! interrupted generation (status `last error`, then the log), converge (a committed
 //! generation, phase idle, progress file gone), install exactly the routing of the current
@@ -155,7 +157,7 @@ fn differing_blocks(a: &HashMap<u64, Vec<u8>>, b: &HashMap<u64, Vec<u8>>) -> u64
 fn kill9_in(phase: pb::Phase, fault: Fault) {
     let name = phase.as_str_name().trim_start_matches("PHASE_").to_ascii_lowercase();
     let dir = test_dir(&format!("kill9-{name}"));
-    let sim = AgentSim::start(&dir, SPEC, &[]);
+    let sim = AgentSim::start(&dir, SPEC, &["--vls", "4"]);
     let cfg_path = dir.join("fabricd.toml");
     std::fs::write(&cfg_path, config(&sim.inventory)).expect("write config");
     let mut d = Daemon::spawn_with_config(&dir, &cfg_path, &[]);
@@ -166,6 +168,16 @@ fn kill9_in(phase: pb::Phase, fault: Fault) {
         let mut agents: Agents = sim.agents().await;
         let s1 = wait_status(&d, &mut c, "first generation", Duration::from_secs(15), idle).await;
         assert_eq!((s1.driver.as_str(), s1.lmc, s1.dual_lids), ("oob", 1, true));
+        // With the addresses, the driver put SL 1 on the escape VL (4 VLs: VL 3) everywhere.
+        let sl2vl = agents.sl_to_vl().await;
+        assert_eq!(sl2vl.len(), 12);
+        for (g, t) in &sl2vl {
+            assert_eq!(
+                t,
+                &[0, 3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
+                "SL-to-VL of {g:#x}"
+            );
+        }
 
         // The routing before and after the fault, computed independently of the daemon.
         let intact = gen::generate_str(SPEC, None).expect("generate");
@@ -380,6 +392,7 @@ fn kill9_in(phase: pb::Phase, fault: Fault) {
         );
         let held = agents.lfts(blocks).await;
         assert_eq!(held, new, "every agent holds the routing of the degraded fabric");
+        assert_eq!(agents.sl_to_vl().await, sl2vl, "SL-to-VL tables after the restart");
         assert_eq!(
             ctl.counters().await.lft_blocks_written - writes_before,
             differing_blocks(&at_kill, &new),

@@ -6,6 +6,8 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 
 use fabric_oob::proto::sim_control_client::SimControlClient;
+use fabric_oob::proto::switch_agent_client::SwitchAgentClient;
+use fabric_oob::proto::DescribeRequest;
 use fabric_oob::{Inventory, OobDriver};
 use fabric_ranking::{rank, RankOptions};
 use fabric_routing::{assign_lids, route_all, EngineKind, Guid2Lid, Lfts, LidPlan, RoutingContext};
@@ -53,6 +55,19 @@ impl Sim {
             .await
             .unwrap()
             .max_decoding_message_size(64 << 20)
+    }
+
+    /// A client of every switch agent with its switch GUID (from the agent's `Describe`).
+    pub async fn agents(&self) -> Vec<(u64, SwitchAgentClient<Channel>)> {
+        let mut out = Vec::new();
+        for e in Inventory::read_file(&self.inventory).unwrap().entries {
+            let mut c = SwitchAgentClient::connect(format!("http://{}", e.address))
+                .await
+                .unwrap();
+            let g = c.describe(DescribeRequest {}).await.unwrap().into_inner().guid;
+            out.push((g, c));
+        }
+        out
     }
 }
 

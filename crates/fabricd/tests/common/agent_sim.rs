@@ -22,8 +22,8 @@ use std::sync::OnceLock;
 use fabric_oob::proto::sim_control_client::SimControlClient;
 use fabric_oob::proto::switch_agent_client::SwitchAgentClient;
 use fabric_oob::proto::{
-    CommandRequest, Counters, DescribeRequest, GetCountersRequest, ReadLftBlockRequest, VerifyAllPairsReply,
-    VerifyAllPairsRequest,
+    CommandRequest, Counters, DescribeRequest, GetCountersRequest, GetSlToVlRequest, ReadLftBlockRequest,
+    VerifyAllPairsReply, VerifyAllPairsRequest,
 };
 use tonic::transport::Channel;
 
@@ -193,6 +193,22 @@ impl Agents {
                 row.extend_from_slice(&r.entries);
             }
             out.insert(*g, row);
+        }
+        out
+    }
+}
+
+impl Agents {
+    /// Every switch's SL-to-VL table (VL of SL 0..15) as its agent holds it.
+    pub async fn sl_to_vl(&mut self) -> HashMap<u64, Vec<u8>> {
+        let mut out = HashMap::new();
+        for (g, c) in &mut self.0 {
+            let t = c
+                .get_sl_to_vl(GetSlToVlRequest {})
+                .await
+                .unwrap_or_else(|e| panic!("GetSlToVl {g:#x}: {e}"))
+                .into_inner();
+            out.insert(*g, t.vl_of_sl);
         }
         out
     }
