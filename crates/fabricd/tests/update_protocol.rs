@@ -151,3 +151,107 @@ fn subscriber_moves_through_unpath_and_repath_of_a_generation() {
         }
     });
 }
+
+/// Issue 5: a fault that breaks the routing being installed restarts the generation from
+/// Prepare; WatchEvents says so (`update_restarted`, naming the link), status lists it, the
+/// subscriber is notified again and the generation installs both faults.
+#[test]
+fn a_breaking_fault_during_unpath_restarts_the_generation() {
+    run_with_deadline(120, async {
+        let dir = test_dir("update-restart");
+        let d = Daemon::spawn(&dir, &Opts::new(SMALL), &[]);
+        let mut c = d.ready().await;
+        let topo = topology(&mut c).await;
+        let links = switch_links(&topo);
+        let (a, b) = (links[0], links[3]);
+        let mut watch = c
+            .watch_events(pb::WatchEventsRequest {})
+            .await
+            .expect("watch")
+            .into_inner();
+        let mut sc = d.client().await;
+        let mut stream = sc
+            .subscribe(pb::SubscribeRequest {
+                name: "restart".into(),
+                end_ports: vec![topo.end_ports[0].name.clone()],
+            })
+            .await
+            .expect("subscribe")
+            .into_inner();
+        let id = stream
+            .message()
+            .await
+            .expect("stream")
+            .expect("first notice")
+            .subscriber_id;
+        let mut ic = d.client().await;
+        let first = tokio::spawn(async move {
+            ic.inject_fault(link_req(a.0, a.1, false, false, true))
+                .await
+                .expect("link-down a")
+                .into_inner()
+        });
+        let n = next_notice(&mut stream).await;
+        assert_eq!((n.generation, n.phase), (2, pb::Phase::Unpath as i32));
+        // Not acked yet: the generation waits in Unpath. Link b is used by its routing.
+        c.inject_fault(link_req(b.0, b.1, false, false, false))
+            .await
+            .expect("link-down b");
+        let restarted = loop {
+            let m = tokio::time::timeout(Duration::from_secs(20), watch.message())
+                .await
+                .expect("a notice")
+                .expect("watch")
+                .expect("open");
+            if let Some(pb::fabric_notice::Notice::UpdateRestarted(r)) = m.notice {
+                break r;
+            }
+        };
+        assert_eq!((restarted.generation, restarted.attempt), (2, 1));
+        assert!(
+            restarted.reason.contains(&format!("link-down 0x{:016x}[{}]", b.0, b.1)),
+            "{}",
+            restarted.reason
+        );
+        let s = status(&mut c).await;
+        assert_eq!(s.update_restarts.len(), 1, "{:?}", s.update_restarts);
+        assert!(
+            s.update_restarts[0].starts_with("attempt 1: "),
+            "{:?}",
+            s.update_restarts
+        );
+        // The restarted attempt notifies the subscriber again; it acks through to the commit.
+        let n = next_notice(&mut stream).await;
+        assert_eq!((n.generation, n.phase), (2, pb::Phase::Unpath as i32));
+        for phase in [pb::Phase::Unpath, pb::Phase::Repath] {
+            if phase == pb::Phase::Repath {
+                let r = next_notice(&mut stream).await;
+                assert_eq!((r.generation, r.phase), (2, phase as i32));
+            }
+            sc.ack(pb::AckRequest {
+                subscriber_id: id,
+                generation: 2,
+                phase: phase as i32,
+            })
+            .await
+            .expect("ack");
+        }
+        let r = tokio::time::timeout(Duration::from_secs(20), first)
+            .await
+            .expect("committed")
+            .expect("task");
+        assert_eq!(r.generation, 2);
+        let s = status(&mut c).await;
+        assert_eq!((s.generation, s.virtual_faults, s.pending_faults), (2, 2, 0));
+        assert_eq!(s.update_restarts.len(), 1);
+        assert_eq!(verify(&mut c).await.unreachable_count, 0);
+    });
+}
+
+async fn next_notice(s: &mut tonic::Streaming<pb::UpdateNotice>) -> pb::UpdateNotice {
+    tokio::time::timeout(Duration::from_secs(20), s.message())
+        .await
+        .expect("a notice")
+        .expect("stream")
+        .expect("open")
+}
