@@ -205,7 +205,7 @@ fn kill9_in(phase: pb::Phase, fault: Fault) {
         let degraded = intact
             .apply(&[FabricEvent::LinkDown {
                 switch: leaf,
-                port: port as u8,
+                port: u8::try_from(port).expect("port number"),
             }])
             .expect("degrade");
         let new = routing(&degraded, &lids, len);
