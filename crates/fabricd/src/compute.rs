@@ -45,6 +45,8 @@ pub struct ComputeInput {
     pub dirty: Arc<BTreeSet<(u32, u32)>>,
     /// Switches whose whole table must be written (first sync, switch came back up).
     pub resync: Arc<BTreeSet<u32>>,
+    /// Build [`Computed::ports_in_use`] (needed by the five-phase update only; empty when false).
+    pub ports_in_use: bool,
 }
 
 /// Result of a validity check of a new generation.
@@ -79,6 +81,7 @@ pub struct Computed {
     pub validation: Option<Validation>,
     /// The ports some LFT entry of `lfts` forwards through (base, escape and switch LIDs): a
     /// fault on one of them during the five-phase update breaks the routing being installed.
+    /// Empty unless [`ComputeInput::ports_in_use`] was set.
     pub ports_in_use: Arc<PortUse>,
 }
 
@@ -97,12 +100,16 @@ impl PortUse {
         let bits = (0..lfts.num_switches())
             .into_par_iter()
             .map(|s| {
-                let mut set = [0u64; 4];
-                // LID 0 is not a LID.
+                // Branch-free scan of the row (LID 0 is not a LID), then the bit set.
+                let mut seen = [false; 256];
                 for &port in lfts.row(SwitchId(s as u32)).iter().skip(1) {
-                    if port != 0 && port != fabric_routing::NO_ROUTE {
-                        set[(port >> 6) as usize] |= 1 << (port & 63);
-                    }
+                    seen[port as usize] = true;
+                }
+                seen[0] = false;
+                seen[fabric_routing::NO_ROUTE as usize] = false;
+                let mut set = [0u64; 4];
+                for (port, _) in seen.iter().enumerate().filter(|(_, &u)| u) {
+                    set[port >> 6] |= 1 << (port & 63);
                 }
                 set
             })
@@ -171,7 +178,11 @@ pub fn compute(input: ComputeInput) -> Result<Computed, ComputeError> {
         }
     });
     let (writes, skipped) = select_writes(&physical, &input.installed, &lfts, &input.dirty, &input.resync);
-    let ports_in_use = Arc::new(PortUse::of(&lfts));
+    let ports_in_use = Arc::new(if input.ports_in_use {
+        PortUse::of(&lfts)
+    } else {
+        PortUse::default()
+    });
     Ok(Computed {
         job: input.job,
         physical,
@@ -285,6 +296,7 @@ mod tests {
             installed: Arc::new(Lfts::new(0, 0)),
             dirty: Arc::new(BTreeSet::new()),
             resync: Arc::new(BTreeSet::new()),
+            ports_in_use: true,
         }
     }
 
@@ -376,6 +388,11 @@ mod tests {
         assert!(!c.ports_in_use.in_use(SwitchId(0), 5));
         assert!(!c.ports_in_use.in_use(SwitchId(2), 1));
         assert!(c.ports_in_use.in_use(SwitchId(0), 6));
+        // Not asked for: empty.
+        let mut inp = input(tiny());
+        inp.ports_in_use = false;
+        let c = compute(inp).unwrap();
+        assert_eq!(*c.ports_in_use, PortUse::default());
     }
 
     #[test]

@@ -1095,6 +1095,9 @@ impl EventLoop {
             installed: self.installed.clone(),
             dirty: dirty.clone(),
             resync: resync.clone(),
+            // Only a five-phase update classifies the changes arriving while it installs.
+            ports_in_use: self.protocol.phase() != fabric_update::Phase::Idle
+                || (self.lmc >= 1 && self.settings.update.five_phase && self.current.is_some()),
         };
         let flight = InFlight {
             job,
@@ -2048,6 +2051,7 @@ mod tests {
             installed: Arc::new(Lfts::new(0, 0)),
             dirty: Arc::new(BTreeSet::new()),
             resync: Arc::new(BTreeSet::new()),
+            ports_in_use: true,
         })
         .unwrap()
     }
@@ -2637,6 +2641,7 @@ mod loop_tests {
             installed: Arc::new(Lfts::new(0, 0)),
             dirty: Arc::new(BTreeSet::new()),
             resync: Arc::new(BTreeSet::new()),
+            ports_in_use: true,
         })
         .expect("routing from scratch")
     }
