@@ -635,12 +635,19 @@ async fn five_phase_update_through_the_daemon_keeps_every_flow_consistent_delive
     let o = run(true).await;
     let s = &o.sim;
     let sent: u64 = s.flows.iter().map(|f| f.next_seq).sum();
+    let escaped: u64 = s
+        .paths
+        .iter()
+        .filter(|((_, dlid, _), _)| s.mask.is_escape(*dlid))
+        .map(|(_, n)| n)
+        .sum();
     eprintln!(
-        "five-phase through the loop: {} generations, {} block writes, {} ticks, {sent} packets, {} distinct paths, \
-         {} CDG checks ({} transiently cyclic on an idle LID set), {:.1} s",
+        "five-phase through the loop: {} generations, {} block writes, {} ticks, {sent} packets ({} on escape LIDs), \
+         {} distinct paths, {} CDG checks ({} transiently cyclic on an idle LID set), {:.1} s",
         o.last.generation(),
         s.writes,
         s.ticks,
+        escaped,
         s.paths.len(),
         s.cdg_checks,
         s.cyclic_idle,
@@ -663,6 +670,10 @@ async fn five_phase_update_through_the_daemon_keeps_every_flow_consistent_delive
     assert!(s.writes > 100 && s.cdg_checks > 200, "{} writes", s.writes);
     assert_eq!(s.cyclic_live, 0, "a LID set carrying traffic had a cyclic CDG");
     assert_eq!(o.mixed, 0, "packets forwarded by entries of different generations");
+    assert!(
+        escaped > 1000,
+        "flows used the escape LIDs during the updates ({escaped} packets)"
+    );
     for (i, f) in s.flows.iter().enumerate() {
         assert_eq!((f.lost, f.reordered), (0, 0), "flow {i}");
         assert_eq!(f.delivered, f.next_seq, "flow {i}: every packet delivered");
