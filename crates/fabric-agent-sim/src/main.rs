@@ -92,6 +92,9 @@ pub struct Args {
     /// below it).
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u8).range(1..=15))]
     pub vls: u8,
+    /// Answer `SetSlToVl` and `GetSlToVl` with UNIMPLEMENTED, as an agent that predates them.
+    #[arg(long)]
+    pub without_sl_to_vl: bool,
 }
 
 fn main() -> ExitCode {

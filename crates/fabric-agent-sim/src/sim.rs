@@ -141,6 +141,8 @@ pub struct Sim {
     address_bits: u32,
     /// Virtual lanes per port.
     vls: u8,
+    /// SL-to-VL RPCs answer UNIMPLEMENTED (`--without-sl-to-vl`).
+    without_sl_to_vl: bool,
     counters: Counters,
 }
 
@@ -491,6 +493,13 @@ impl AgentSvc {
     fn ctl(&self) -> &AgentCtl {
         &self.sim.agents[self.i]
     }
+    fn sl_to_vl_supported(&self) -> Result<(), Status> {
+        if self.sim.without_sl_to_vl {
+            return Err(Status::unimplemented("this agent has no SL-to-VL support"));
+        }
+        Ok(())
+    }
+
     /// Common prologue: refuse when killed, apply the configured delay.
     async fn gate(&self) -> Result<(), Status> {
         let a = self.ctl();
@@ -651,6 +660,7 @@ impl SwitchAgent for AgentSvc {
 
     async fn set_sl_to_vl(&self, req: Request<proto::SlToVlTable>) -> Result<Response<proto::SetSlToVlReply>, Status> {
         self.gate().await?;
+        self.sl_to_vl_supported()?;
         let v = req.into_inner().vl_of_sl;
         let table = <[u8; 16]>::try_from(v.as_slice())
             .map_err(|_| Status::invalid_argument(format!("SL-to-VL table has {} entries, expected 16", v.len())))?;
@@ -667,6 +677,7 @@ impl SwitchAgent for AgentSvc {
 
     async fn get_sl_to_vl(&self, _: Request<proto::GetSlToVlRequest>) -> Result<Response<proto::SlToVlTable>, Status> {
         self.gate().await?;
+        self.sl_to_vl_supported()?;
         Ok(Response::new(proto::SlToVlTable {
             vl_of_sl: lock(&self.ctl().sl2vl).to_vec(),
         }))
@@ -909,6 +920,7 @@ pub async fn run(args: Args) -> Result<(), SimError> {
         max_lid,
         address_bits: args.address_bits,
         vls: args.vls,
+        without_sl_to_vl: args.without_sl_to_vl,
         counters: Counters::default(),
         cabling,
     });

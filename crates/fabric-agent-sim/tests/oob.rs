@@ -311,3 +311,24 @@ async fn single_vl_switches_keep_every_sl_on_vl0_and_are_reported() {
         assert_eq!(t.vl_of_sl, vec![0; 16], "{g:#x}");
     }
 }
+
+/// An agent that predates `SetSlToVl` does not stop the bring-up: each such switch is reported.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agents_without_sl_to_vl_are_reported_not_fatal() {
+    let sim = Sim::start(&["--generate", SPEC, "--without-sl-to-vl"], "sl2vl-none", false);
+    let driver = OobDriver::open(cfg(&sim)).unwrap();
+    let fabric = driver.discover().await.unwrap();
+    let (lids, _) = common::route(&fabric, 0xFF_FFFF);
+    driver.configure_lids(&fabric, &lids).await.unwrap();
+    let w = driver.configuration_warnings();
+    assert_eq!(w.len(), fabric.num_switches(), "{w:?}");
+    for s in fabric.switches() {
+        let g = fabric_topology::fmt_guid(s.guid);
+        assert!(
+            w.iter().any(|m| m.contains(&g) && m.contains("SetSlToVl")),
+            "{g} not reported: {w:?}"
+        );
+    }
+    let e = driver.read_sl_to_vl(fabric.switches()[0].guid).await.unwrap_err();
+    assert!(e.to_string().contains("Unimplemented"), "{e}");
+}
