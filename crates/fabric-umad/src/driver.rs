@@ -676,6 +676,57 @@ fn recompute_paths(st: &mut State) -> HashSet<Guid> {
     seen
 }
 
+/// A directed route to switch `target` over live links that does not cross the cable at
+/// `avoid` (switch GUID, port), through answering switches only; `None` when there is none.
+/// Used to change a port's physical state without cutting the route of the SMP doing it.
+fn path_avoiding(st: &State, target: Guid, avoid: (Guid, u8)) -> Option<Vec<u8>> {
+    let far = st.sw_by_guid.get(&avoid.0).and_then(|&i| {
+        match st.switches[i].ports.get(avoid.1 as usize).and_then(|r| r.peer) {
+            Some(Peer::Switch { guid, port }) => Some((guid, port)),
+            _ => None,
+        }
+    });
+    let start = match st.local {
+        Some(Peer::Switch { guid, .. }) => (*st.sw_by_guid.get(&guid)?, Vec::new()),
+        Some(Peer::Ca { port_guid }) => {
+            let c = &st.cas[*st.ca_by_guid.get(&port_guid)?];
+            let (sg, _) = c.attach?;
+            (*st.sw_by_guid.get(&sg)?, vec![c.port_num])
+        }
+        None => return None,
+    };
+    let mut seen: HashSet<Guid> = HashSet::new();
+    let mut q: VecDeque<(usize, Vec<u8>)> = VecDeque::from([start]);
+    while let Some((i, path)) = q.pop_front() {
+        let s = &st.switches[i];
+        if !seen.insert(s.guid) {
+            continue;
+        }
+        if s.guid == target {
+            return Some(path);
+        }
+        if !s.responsive {
+            continue;
+        }
+        for (p, r) in s.ports.iter().enumerate().skip(1) {
+            let here = (s.guid, p as u8);
+            if here == avoid || Some(here) == far || !r.info.as_ref().is_some_and(live) {
+                continue;
+            }
+            if let Some(Peer::Switch { guid, .. }) = r.peer {
+                if let Some(&j) = st.sw_by_guid.get(&guid) {
+                    if !seen.contains(&guid) {
+                        let mut np = path.clone();
+                        np.push(p as u8);
+                        q.push_back((j, np));
+                    }
+                }
+            }
+        }
+    }
+    None
+}
+
 fn emit(inner: &Inner, events: &[FabricEvent]) {
     if events.is_empty() {
         return;
@@ -1339,7 +1390,12 @@ impl SouthboundDriver for UmadDriver {
             if !s.up {
                 return Err(DriverError::Unreachable { guid: switch });
             }
-            s.path.clone()
+            // Not over the cable being changed: the reply would not come back.
+            path_avoiding(&st, switch, (switch, port)).ok_or(DriverError::InvalidPort {
+                guid: switch,
+                port,
+                reason: "every route of the manager to this switch crosses this port",
+            })?
         };
         let tp = &self.inner.tp;
         let r = tp

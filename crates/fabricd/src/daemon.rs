@@ -141,7 +141,11 @@ pub fn open_driver(cfg: &Config) -> Result<OpenedDriver, DaemonError> {
                 what: format!("driver.umad.device = {}", u.device.display()),
                 source,
             })?;
-            Ok((Arc::new(d), None))
+            let d = Arc::new(d);
+            if let Ok(rt) = tokio::runtime::Handle::try_current() {
+                rt.spawn(log_umad_counters(Arc::downgrade(&d)));
+            }
+            Ok((d, None))
         }
         DriverKind::Oob => {
             let o = &cfg.driver.oob;
@@ -151,6 +155,29 @@ pub fn open_driver(cfg: &Config) -> Result<OpenedDriver, DaemonError> {
                 source,
             })?;
             Ok((Arc::new(d), None))
+        }
+    }
+}
+
+/// Logs the umad driver's SMP counters (sent, retries, failures, traps, SMInfo requests
+/// answered) once a second when they changed, until the driver is dropped: retries under SMP
+/// loss (discovery, LID assignment, LFT upload) are visible in the daemon's log.
+async fn log_umad_counters(d: std::sync::Weak<fabric_umad::UmadDriver>) {
+    let mut last = fabric_umad::UmadStats::default();
+    loop {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let Some(d) = d.upgrade() else { return };
+        let s = d.stats();
+        if s != last {
+            tracing::info!(
+                smps = s.smps_sent,
+                retries = s.retries,
+                failures = s.failures,
+                traps = s.traps,
+                sm_requests = s.sm_requests,
+                "umad SMP counters"
+            );
+            last = s;
         }
     }
 }
