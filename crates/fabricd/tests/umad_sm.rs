@@ -1,0 +1,129 @@
+//! The subnet-manager side of the umad driver under ibsim, read back with infiniband-diags:
+//!
+//! * SL-to-VL: the driver programs SLtoVLMappingTable (SL 1, the escape LIDs' service level, on
+//!   the escape VL; every other SL on VL 0) on every switch (each input port to each live
+//!   output port) and on the CA ports. ibsim implements SLtoVLMappingTable Get and Set, so
+//!   `smpquery sl2vl` reads the tables back. ibsim's default table maps SL n to VL n, so the
+//!   whole row is checked (SL 2..15 on VL 0 proves the driver wrote it).
+//! * SMInfo: the manager answers SubnGet(SMInfo) on its own port (the simulator, like an HCA,
+//!   forwards it): `sminfo` shows fabricd's port GUID, the configured `sm_priority` and state
+//!   MASTER once the subnet is up, and the activity count grows.
+//!
+//! Needs `ibsim` (ibsim-utils) and infiniband-diags.
+
+mod common;
+mod umad_sim;
+
+use std::time::Duration;
+
+use common::{run_with_deadline, test_dir, topology, Daemon};
+use fabric_proto::v1 as pb;
+use umad_sim::{config, next_generation, Ibsim};
+
+const SPEC: &str = "PGFT(2;4,4;1,2;1,1)";
+
+/// `smpquery sl2vl <lid> [out port]` rows as (in port, out port, VL of SL 0..15).
+fn sl2vl(sim: &Ibsim, lid: u32, out: Option<u32>) -> Vec<(u32, u32, Vec<u8>)> {
+    let mut args = vec!["sl2vl".to_string(), lid.to_string()];
+    if let Some(o) = out {
+        args.push(o.to_string());
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (ok, text) = sim.tool("smpquery", &args);
+    assert!(ok, "smpquery {args:?} failed:\n{text}");
+    // "ports: in  3, out 20: | 0| 1| 0| ..."
+    let mut rows = Vec::new();
+    for l in text.lines() {
+        let Some(rest) = l.strip_prefix("ports: in") else {
+            continue;
+        };
+        let Some((inp, rest)) = rest.split_once(", out") else {
+            continue;
+        };
+        let Some((outp, rest)) = rest.split_once(':') else {
+            continue;
+        };
+        let vls: Vec<u8> = rest
+            .split('|')
+            .map(str::trim)
+            .filter(|v| !v.is_empty())
+            .map(|v| v.parse().expect("VL"))
+            .collect();
+        rows.push((inp.trim().parse().expect("in"), outp.trim().parse().expect("out"), vls));
+    }
+    assert!(!rows.is_empty(), "no table in:\n{text}");
+    rows
+}
+
+#[test]
+fn sl2vl_tables_and_sminfo_read_back_with_infiniband_diags() {
+    let dir = test_dir("umad-sm");
+    let f = fabric_topology::gen::generate_str(SPEC, None).expect("generate");
+    let host = format!("H-{:016x}", f.end_port(fabric_topology::EndPortId(0)).node_guid);
+    let sim = Ibsim::start(&dir, &fabric_topology::ibnet::write(&f), host);
+    let cfg = config("").replace("window = 16", "window = 16\nsm_priority = 9");
+    std::fs::write(dir.join("fabricd.toml"), cfg).expect("write config");
+    let env = sim.env();
+    let d = Daemon::spawn_with_config(&dir, &dir.join("fabricd.toml"), &env);
+    run_with_deadline(45, async {
+        let mut c = d.ready().await;
+        next_generation(&d, &mut c, 0, Duration::from_secs(20)).await;
+        let topo = topology(&mut c).await;
+        let escape_vl = u8::try_from(fabric_umad::ESCAPE_VL).expect("VL");
+        let mut want = vec![0u8; 16];
+        want[usize::from(fabric_umad::ESCAPE_SL)] = escape_vl;
+
+        // A CA: one table.
+        let ca = &topo.end_ports[1];
+        let rows = sl2vl(&sim, ca.base_lid, None);
+        assert_eq!(rows.len(), 1);
+        assert_eq!(rows[0].2, want, "CA 0x{:016x} SL-to-VL", ca.guid);
+
+        // A leaf and a spine: every input port (0 and the cabled ones) to a cabled output port.
+        for level in [0u32, 1] {
+            let sw = topo.switches.iter().find(|s| s.level == Some(level)).expect("switch");
+            let cabled: Vec<u32> = sw
+                .ports
+                .iter()
+                .filter(|p| p.remote_kind != pb::RemoteKind::None as i32 && p.state == pb::PortState::Up as i32)
+                .map(|p| p.port)
+                .collect();
+            let out = cabled[0];
+            let rows = sl2vl(&sim, sw.lid, Some(out));
+            let mut checked = 0;
+            for (inp, o, vls) in rows {
+                assert_eq!(o, out);
+                if inp != out && (inp == 0 || cabled.contains(&inp)) {
+                    assert_eq!(vls, want, "switch 0x{:016x} in {inp} out {out}", sw.guid);
+                    checked += 1;
+                }
+            }
+            assert_eq!(checked, cabled.len(), "rows of switch 0x{:016x}", sw.guid);
+        }
+
+        // SMInfo of the manager, as `sminfo` (LID-routed to the SM LID of the local port) sees it.
+        let me = &topo.end_ports[0];
+        let query = || {
+            let (ok, text) = sim.tool("sminfo", &[]);
+            assert!(ok, "sminfo failed:\n{text}");
+            text
+        };
+        let text = query();
+        assert!(text.contains(&format!("sm lid {}", me.base_lid)), "{text}");
+        assert!(text.contains(&format!("sm guid 0x{:x}", me.guid)), "{text}");
+        assert!(text.contains("priority 9"), "{text}");
+        assert!(text.contains("state 3 SMINFO_MASTER"), "{text}");
+        let count = |t: &str| -> u64 {
+            t.split("activity count ")
+                .nth(1)
+                .and_then(|r| r.split_whitespace().next())
+                .and_then(|n| n.parse().ok())
+                .unwrap_or_else(|| panic!("no activity count in {t}"))
+        };
+        let first = count(&text);
+        // The light sweep keeps sending SMPs: the heartbeat moves.
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        let later = count(&query());
+        assert!(later > first, "activity count did not grow ({first} -> {later})");
+    });
+}
