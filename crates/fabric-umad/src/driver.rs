@@ -608,6 +608,27 @@ fn build_fabric(st: &State) -> Result<Fabric, DriverError> {
     Ok(b.build())
 }
 
+/// The cable at switch `i` port `p` carries traffic: this end is live, and so is the far end
+/// when it is a known switch port (the simulator disables one end only).
+fn cable_live(st: &State, i: usize, p: usize) -> bool {
+    let Some(r) = st.switches[i].ports.get(p) else {
+        return false;
+    };
+    if !r.info.as_ref().is_some_and(live) {
+        return false;
+    }
+    match r.peer {
+        Some(Peer::Switch { guid, port }) => st.sw_by_guid.get(&guid).is_none_or(|&j| {
+            st.switches[j]
+                .ports
+                .get(port as usize)
+                .and_then(|o| o.info.as_ref())
+                .is_none_or(live)
+        }),
+        _ => true,
+    }
+}
+
 /// Directed routes to every switch and CA over live links, breadth-first from the local node.
 /// Switches that do not answer ([`SwitchRec::responsive`] false) get a route but are not crossed.
 /// Sets [`SwitchRec::up`] (reached and answering); returns the switches reached.
@@ -649,7 +670,7 @@ fn recompute_paths(st: &mut State) -> HashSet<Guid> {
             .iter()
             .enumerate()
             .skip(1)
-            .filter(|(_, r)| r.info.as_ref().is_some_and(live))
+            .filter(|(p, _)| cable_live(st, i, *p))
             .filter_map(|(p, r)| r.peer.map(|x| (p as u8, x)))
             .collect();
         for (p, peer) in ports {
@@ -710,7 +731,7 @@ fn path_avoiding(st: &State, target: Guid, avoid: (Guid, u8)) -> Option<Vec<u8>>
         }
         for (p, r) in s.ports.iter().enumerate().skip(1) {
             let here = (s.guid, p as u8);
-            if here == avoid || Some(here) == far || !r.info.as_ref().is_some_and(live) {
+            if here == avoid || Some(here) == far || !cable_live(st, i, p) {
                 continue;
             }
             if let Some(Peer::Switch { guid, .. }) = r.peer {
@@ -1480,5 +1501,150 @@ impl UmadDriver {
                 st.switches[i].ports[p as usize].info = Some(info);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// PortInfo of a port in `state` with PortPhysicalState `phys`.
+    fn pi(state: PortState, phys: u8) -> PortInfo {
+        let mut raw = [0u8; SMP_DATA_SIZE];
+        raw[32] = state.bits();
+        raw[33] = phys << 4;
+        PortInfo::decode(&raw)
+    }
+
+    const L0: Guid = 0x10;
+    const L1: Guid = 0x11;
+    const S0: Guid = 0x20;
+    const S1: Guid = 0x21;
+    const CA: Guid = 0x100;
+
+    /// Two leaves and two spines fully cabled (leaf port 2 + s to spine s, spine port 1 + l to
+    /// leaf l), the manager's CA on leaf 0 port 1.
+    fn two_by_two() -> State {
+        let mut st = State::default();
+        for (g, n) in [(L0, 4u8), (L1, 4), (S0, 2), (S1, 2)] {
+            st.sw_by_guid.insert(g, st.switches.len());
+            st.switches.push(SwitchRec {
+                guid: g,
+                desc: String::new(),
+                nports: n,
+                path: Vec::new(),
+                lid: 0,
+                info: SwitchInfo::decode(&ZERO),
+                ports: vec![
+                    PortRec {
+                        info: Some(pi(PortState::Active, PHYS_LINK_UP)),
+                        peer: None
+                    };
+                    n as usize + 1
+                ],
+                lft: HashMap::new(),
+                up: true,
+                responsive: true,
+            });
+        }
+        for (l, lg) in [L0, L1].into_iter().enumerate() {
+            for (s, sg) in [S0, S1].into_iter().enumerate() {
+                link(
+                    &mut st,
+                    lg,
+                    2 + s as u8,
+                    Peer::Switch {
+                        guid: sg,
+                        port: 1 + l as u8,
+                    },
+                );
+            }
+        }
+        st.ca_by_guid.insert(CA, 0);
+        st.cas.push(CaRec {
+            port_guid: CA,
+            node_guid: CA - 1,
+            desc: String::new(),
+            port_num: 1,
+            nports: 1,
+            path: Vec::new(),
+            info: pi(PortState::Active, PHYS_LINK_UP),
+            attach: Some((L0, 1)),
+            up: true,
+        });
+        link(&mut st, L0, 1, Peer::Ca { port_guid: CA });
+        st.local = Some(Peer::Ca { port_guid: CA });
+        st
+    }
+
+    fn rec(st: &State, g: Guid) -> &SwitchRec {
+        &st.switches[st.sw_by_guid[&g]]
+    }
+
+    #[test]
+    fn routes_go_around_a_silent_switch() {
+        let mut st = two_by_two();
+        let reached = recompute_paths(&mut st);
+        assert_eq!(reached.len(), 4);
+        // Breadth first, lowest port first: leaf 1 is reached through spine 0.
+        assert_eq!(rec(&st, L1).path, vec![1, 2, 2]);
+        st.switches[st.sw_by_guid[&S0]].responsive = false;
+        let reached = recompute_paths(&mut st);
+        assert!(reached.contains(&S0), "a silent switch keeps a route to be probed on");
+        assert!(!rec(&st, S0).up);
+        assert_eq!(rec(&st, S0).path, vec![1, 2]);
+        assert_eq!(rec(&st, L1).path, vec![1, 3, 2], "leaf 1 through spine 1");
+        assert!(rec(&st, L1).up && rec(&st, S1).up);
+    }
+
+    #[test]
+    fn a_port_change_goes_over_a_route_avoiding_that_port() {
+        let st = two_by_two();
+        // Leaf 1's port 2 (to spine 0) is on its usual route; the other spine avoids it.
+        assert_eq!(path_avoiding(&st, L1, (L1, 2)), Some(vec![1, 3, 2]));
+        // Either end of the cable names it.
+        assert_eq!(path_avoiding(&st, L1, (S0, 2)), Some(vec![1, 3, 2]));
+        assert_eq!(path_avoiding(&st, S0, (S0, 2)), Some(vec![1, 2]));
+        // With spine 1's cable to leaf 1 down too, every route to leaf 1 crosses the port.
+        let mut st = st;
+        let i = st.sw_by_guid[&L1];
+        st.switches[i].ports[3].info = Some(pi(PortState::Down, PHYS_POLLING));
+        assert_eq!(path_avoiding(&st, L1, (L1, 2)), None);
+    }
+
+    #[test]
+    fn a_physically_disabled_end_takes_the_link_down() {
+        let mut st = two_by_two();
+        recompute_paths(&mut st);
+        // The simulator leaves the logical state ACTIVE when the physical state is Disabled.
+        let i = st.sw_by_guid[&L1];
+        let mut events = Vec::new();
+        let mut to_arm = Vec::new();
+        apply_port_reads(
+            &mut st,
+            vec![(L1, 2, pi(PortState::Active, PHYS_DISABLED))],
+            &mut events,
+            &mut to_arm,
+        );
+        assert_eq!(events, vec![FabricEvent::LinkDown { switch: L1, port: 2 }]);
+        assert!(to_arm.is_empty());
+        // The far end is marked down with it: re-reading it alone reports nothing more.
+        let far = &rec(&st, S0).ports[2];
+        assert!(!far.info.as_ref().is_some_and(live));
+        let f = build_fabric(&st).unwrap();
+        let l1 = f.switch_by_guid(L1).unwrap();
+        assert_eq!(f.switch(l1).ports[2].state, LinkState::Down);
+        assert_eq!(f.switch(l1).ports[3].state, LinkState::Up);
+        // Re-enabled straight to LinkUp (ibsim): the link is reported up once.
+        recompute_paths(&mut st);
+        events.clear();
+        apply_port_reads(
+            &mut st,
+            vec![(L1, 2, pi(PortState::Active, PHYS_LINK_UP))],
+            &mut events,
+            &mut to_arm,
+        );
+        assert_eq!(events, vec![FabricEvent::LinkUp { switch: L1, port: 2 }]);
+        assert!(st.switches[i].ports[2].info.as_ref().is_some_and(live));
     }
 }

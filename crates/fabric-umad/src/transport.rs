@@ -608,6 +608,85 @@ mod tests {
         assert_eq!(t.stats().sent.load(Ordering::Relaxed), 50);
     }
 
+    /// A port on which a SubnGet(SMInfo) from LID 7 is queued; records what is written.
+    struct Asked {
+        queue: VecDeque<Vec<u8>>,
+        written: Arc<Mutex<Vec<Vec<u8>>>>,
+    }
+
+    impl RawPort for Asked {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<()> {
+            self.written.lock().unwrap().push(buf.to_vec());
+            Ok(())
+        }
+        fn read(&mut self, buf: &mut [u8]) -> Option<usize> {
+            let p = self.queue.pop_front()?;
+            buf[..p.len()].copy_from_slice(&p);
+            Some(p.len())
+        }
+        fn wait(&mut self, _: Duration) {}
+        fn agent(&self, class: u8) -> u32 {
+            u32::from(class) + 100
+        }
+    }
+
+    #[tokio::test]
+    async fn sm_info_requests_are_answered_to_their_source_lid() {
+        use crate::mad::{SmInfo, ATTR_NODE_DESC, SM_STATE_MASTER};
+        let request = |attr: u16, tid: u64| {
+            let mut smp = Smp::request(&Route::Lid(2), METHOD_GET, attr, 0, &[0; 64]).unwrap();
+            smp.set_tid(tid);
+            let mut p = vec![0u8; UMAD_HDR_LEN];
+            p[28..30].copy_from_slice(&7u16.to_be_bytes());
+            p.extend_from_slice(&smp.bytes[..232]);
+            p
+        };
+        let written = Arc::new(Mutex::new(Vec::new()));
+        let port = Asked {
+            queue: VecDeque::from([request(ATTR_SM_INFO, 0x0001_0000_0000_0005), request(ATTR_NODE_DESC, 6)]),
+            written: written.clone(),
+        };
+        let (ttx, _trx) = mpsc::unbounded_channel();
+        let t = Transport::start(port, params(0, 4), ttx);
+        let sm = t.sm_identity();
+        sm.guid.store(0x0002_c980_0000_0001, Ordering::Relaxed);
+        sm.priority.store(9, Ordering::Relaxed);
+        sm.state.store(SM_STATE_MASTER, Ordering::Relaxed);
+        // Sending something makes the thread poll the port (and go through its queue).
+        let _ = t.call(Route::Lid(3), METHOD_GET, ATTR_NODE_INFO, 0, &[0; 64]).await;
+        let t0 = Instant::now();
+        while t.stats().sm_requests.load(Ordering::Relaxed) < 2 {
+            assert!(t0.elapsed() < Duration::from_secs(5), "requests not answered");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let w = written.lock().unwrap();
+        let replies: Vec<Smp> = w
+            .iter()
+            .map(|p| Smp::parse(&p[UMAD_HDR_LEN..]).unwrap())
+            .filter(|s| s.method() == METHOD_GET_RESP)
+            .collect();
+        assert_eq!(replies.len(), 2, "{replies:?}");
+        let r = replies.iter().find(|r| r.attr_id() == ATTR_SM_INFO).unwrap();
+        // The TID is echoed whole; the reply goes to the requester's LID on the LID agent.
+        assert_eq!(r.tid(), 0x0001_0000_0000_0005);
+        assert_eq!(r.status(), 0);
+        let raw = w
+            .iter()
+            .find(|p| p[UMAD_HDR_LEN + 3] == METHOD_GET_RESP && p[UMAD_HDR_LEN + 17] == 0x20)
+            .unwrap();
+        assert_eq!(u16::from_be_bytes([raw[28], raw[29]]), 7);
+        assert_eq!(
+            u32::from_ne_bytes([raw[0], raw[1], raw[2], raw[3]]),
+            u32::from(CLASS_SMP_LID) + 100
+        );
+        let info = SmInfo::decode(r.data());
+        assert_eq!(info.guid, 0x0002_c980_0000_0001);
+        assert_eq!((info.priority, info.state), (9, SM_STATE_MASTER));
+        assert!(info.act_count >= 1, "ActCount counts the SMPs sent");
+        let other = replies.iter().find(|r| r.attr_id() == ATTR_NODE_DESC).unwrap();
+        assert_eq!(other.status(), STATUS_UNSUPPORTED_ATTR);
+    }
+
     #[tokio::test]
     async fn lost_and_bounced_smps_are_retried_then_given_up() {
         let (f, _) = fake(1, 1);
