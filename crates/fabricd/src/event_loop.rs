@@ -19,7 +19,12 @@
 //! 4. **Commit**: the generation is published, LIDs and virtual faults persisted, waiters
 //!    answered, subscribers notified. Then the next queued changes start the next generation.
 //!
-//! The phases `Unpath` and `Repath` of the five-phase update plug in between 2 and 4.
+//! The phases `Unpath` and `Repath` of the five-phase update plug in between 2 and 4. A change
+//! arriving while a five-phase generation installs is checked against the target's
+//! port-in-use set ([`crate::compute::PortUse`]): one that kills a port the target forwards
+//! through restarts the generation from Prepare with every change so far (after the running
+//! stage upload has finished and been folded into the installed tables); any other change is
+//! queued (see `docs/update-protocol.md`, "Faults during an update").
 
 use std::collections::{BTreeSet, HashSet};
 use std::sync::Arc;
