@@ -2753,6 +2753,68 @@ mod loop_tests {
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_generation_broken_more_than_max_restarts_times_is_aborted_then_retried() {
+        let mut s = update_settings(10_000, fabric_update::DeadlinePolicy::Proceed);
+        s.update.failed_generation_backoff_ms = 50;
+        let h = start(s, MockConfig::default());
+        h.until("generation 1", |p| p.generation() == 1).await;
+        let (id, mut rx) = h.subscribe("job").await;
+        let mut watch = h.notices.subscribe();
+        let links = h.links();
+        let faults = [links[0], links[3], links[7], links[10], links[14]];
+        let first = h.inject(faults[0], false, true).await;
+        let max = fabric_update::ProtocolConfig::default().max_restarts;
+        let mut later = Vec::new();
+        for (i, &link) in faults[1..=max as usize + 1].iter().enumerate() {
+            let n = next_notice(&mut rx).await;
+            assert_eq!((n.generation, n.phase), (2, Phase::Unpath), "attempt {i}");
+            later.push(h.inject(link, false, true).await);
+            if i < max as usize {
+                let r = next_restart(&mut watch, Duration::from_secs(10))
+                    .await
+                    .expect("a restart");
+                assert_eq!((r.0, r.1), (2, i as u32 + 1));
+            }
+        }
+        // One breaking fault too many: the generation is given up, the installed routing kept.
+        let e = first.await.unwrap().expect_err("aborted");
+        assert!(e.to_string().contains("after 3 restarts"), "{e}");
+        let p = h.until("aborted", |p| p.last_error.contains("aborted")).await;
+        assert_eq!(p.generation(), 1);
+        assert_eq!(p.update_restarts.len(), max as usize);
+        // Retried after the backoff with every fault: the subscriber acks it through.
+        let n = next_notice(&mut rx).await;
+        assert_eq!((n.generation, n.phase), (2, Phase::Unpath));
+        h.ack(id, &n).await;
+        let n = next_notice(&mut rx).await;
+        assert_eq!((n.generation, n.phase), (2, Phase::Repath));
+        h.ack(id, &n).await;
+        let p = h
+            .until("generation 2", |p| p.generation() == 2 && p.phase == Phase::Idle)
+            .await;
+        let g = p.current.clone().unwrap();
+        assert_eq!(g.virtual_faults, faults.len());
+        assert!(p.last_error.is_empty(), "{}", p.last_error);
+        assert_eq!(*g.lfts, *from_scratch(&h.mock, &faults).lfts);
+        let installed = h.mock.installed_lft_table();
+        for sw in g.fabric.switch_ids() {
+            let want = g.lfts.row(sw);
+            assert_eq!(&installed.row(sw)[..want.len()], want, "switch {}", sw.0);
+        }
+        // The waiters of the faults the given-up attempts covered were told so; the fault
+        // that arrived last was never part of one.
+        let last = later.pop().unwrap();
+        for r in later {
+            assert!(r.await.unwrap().is_err());
+        }
+        assert_eq!(last.await.unwrap().unwrap().generation, 2);
+        assert!(h
+            .telemetry
+            .encode()
+            .contains(&format!("fabricd_update_restarts_total {max}")));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_benign_fault_during_unpath_is_queued_for_the_next_generation() {
         let h = start(
             update_settings(10_000, fabric_update::DeadlinePolicy::Proceed),
