@@ -93,9 +93,10 @@ if [ -n "$keep" ]; then
 else
   work=$(mktemp -d /tmp/opensm-compare.XXXXXX)
 fi
-# Processes this script started (ibsim, fabricd, opensm), stopped on exit.
+# Processes this script started and has not stopped yet (ibsim, fabricd), stopped on exit.
 pids=()
 cleanup() {
+  local p
   for p in "${pids[@]}"; do
     kill "$p" 2>/dev/null || true
   done
@@ -143,9 +144,15 @@ start_ibsim() {
   done
 }
 
+# stop_pid PID: stops one of our processes and forgets it (a reaped PID may be reused).
 stop_pid() {
   kill "$1" 2>/dev/null || true
   wait "$1" 2>/dev/null || true
+  local keep=() p
+  for p in "${pids[@]}"; do
+    [ "$p" = "$1" ] || keep+=("$p")
+  done
+  pids=("${keep[@]}")
 }
 
 # MADs ibsim answered so far (one line each in its verbose log); also writes DIR/smps-by-attr
