@@ -28,7 +28,8 @@ enum Command {
     Topo(offline::TopoArgs),
     /// Route a topology file offline and write the LFTs (OpenSM `opensm-lfts.dump` format).
     Route(offline::RouteArgs),
-    /// Route a topology file offline and print validity and congestion metrics.
+    /// Route a topology file offline (or take LFTs read back from a fabric: --lfts) and print
+    /// validity and congestion metrics.
     Analyze(offline::AnalyzeArgs),
     /// Compare the cabling with an expected topology file (the daemon's live topology, or
     /// --actual FILE); exit code 1 when they differ.
