@@ -28,7 +28,8 @@
 //! * after every block write the channel-dependency graph of each LID set (base LIDs on the data
 //!   VLs, escape LIDs on the escape VL) that carries traffic is acyclic (a set nobody uses may
 //!   be transiently cyclic while its blocks are rewritten);
-//! * the fabric ends with the committed generation installed.
+//! * the tables captured for each generation are those the loop published for it, and the
+//!   fabric ends with the committed generation installed.
 //!
 //! Control run: the same faults installed by direct upload (`[update] five_phase = false`)
 //! while the flows keep sending on the base LIDs: mixed-table packets appear.
@@ -528,6 +529,8 @@ struct Outcome {
     final_tables_match: bool,
     /// Restarts of generation 2 (restart scenario).
     restarts: Vec<String>,
+    /// The tables of every generation the loop published (polled every millisecond).
+    published: BTreeMap<u64, Arc<Lfts>>,
 }
 
 /// The scenarios of [`run`].
@@ -576,6 +579,19 @@ async fn run(scenario: Scenario) -> Outcome {
         }
     })));
     let stop = Arc::new(AtomicBool::new(false));
+    let watcher = {
+        let (published, stop) = (d.published.clone(), stop.clone());
+        tokio::spawn(async move {
+            let mut seen: BTreeMap<u64, Arc<Lfts>> = BTreeMap::new();
+            while !stop.load(Ordering::Relaxed) {
+                if let Some(g) = published.load().current.as_ref() {
+                    seen.entry(g.number).or_insert_with(|| g.lfts.clone());
+                }
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+            seen
+        })
+    };
     let ticker = {
         let (sim, stop) = (sim.clone(), stop.clone());
         std::thread::spawn(move || {
@@ -679,6 +695,7 @@ async fn run(scenario: Scenario) -> Outcome {
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
     stop.store(true, Ordering::Relaxed);
+    let published = watcher.await.expect("watcher");
     ticker.join().expect("ticker");
     d.mock.set_write_observer(None);
     for s in subs {
@@ -704,6 +721,7 @@ async fn run(scenario: Scenario) -> Outcome {
         last,
         final_tables_match,
         restarts,
+        published,
     }
 }
 
@@ -740,6 +758,22 @@ async fn five_phase_update_through_the_daemon_keeps_every_flow_consistent_delive
     );
     assert_eq!(o.last.current.as_ref().map(|g| g.virtual_faults), Some(3), "B, C and D");
     assert!(o.final_tables_match, "the fabric holds generation 5");
+    // The tables captured at each Repath are the generation the loop published.
+    let top = o.last.current.as_ref().map_or(0, |g| g.lids.top());
+    assert_eq!(o.published.keys().copied().collect::<Vec<_>>(), vec![1, 2, 3, 4, 5]);
+    for (g, t) in &s.generations {
+        let p = &o.published[g];
+        for sw in s.phys.switch_ids() {
+            for lid in 1..=top {
+                assert_eq!(
+                    t.get(sw, lid),
+                    p.get(sw, lid),
+                    "generation {g} switch {} LID {lid}",
+                    sw.0
+                );
+            }
+        }
+    }
     assert_eq!(
         s.generations.keys().copied().collect::<Vec<_>>(),
         vec![1, 2, 3, 4, 5],
