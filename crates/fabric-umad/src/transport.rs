@@ -428,9 +428,10 @@ fn run<P: RawPort>(
                 let _ = traps.send(smp);
                 continue;
             }
-            if smp.is_request() {
+            if status == 0 && smp.is_request() {
                 // A request addressed to the manager's port (the HCA's agent and the simulator
-                // forward what they do not handle themselves, e.g. SMInfo from `sminfo`).
+                // forward what they do not handle themselves, e.g. SMInfo from `sminfo`). With
+                // a non-zero umad status it is one of ours coming back undelivered (below).
                 // LID-routed requests are answered to their source LID; directed-route ones are
                 // left unanswered (the requester times out).
                 if smp.class() == CLASS_SMP_LID {
@@ -685,6 +686,28 @@ mod tests {
         assert!(info.act_count >= 1, "ActCount counts the SMPs sent");
         let other = replies.iter().find(|r| r.attr_id() == ATTR_NODE_DESC).unwrap();
         assert_eq!(other.status(), STATUS_UNSUPPORTED_ATTR);
+    }
+
+    #[tokio::test]
+    async fn bounced_smps_are_resent_at_once() {
+        // The request comes back undelivered (umad status ETIMEDOUT, method still Get): it is
+        // re-sent at once, not left to its deadline, and not taken for a request to answer.
+        let (f, _) = fake(0, 3);
+        let (ttx, _trx) = mpsc::unbounded_channel();
+        let p = TransportParams {
+            timeout: Duration::from_secs(30),
+            retries: 3,
+            window: 4,
+        };
+        let t = Transport::start(f, p, ttx);
+        let t0 = Instant::now();
+        let r = t
+            .call(Route::Directed(vec![1]), METHOD_GET, ATTR_NODE_INFO, 0, &[0; 64])
+            .await
+            .unwrap();
+        assert_eq!(r.attempts, 4);
+        assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
+        assert_eq!(t.stats().sm_requests.load(Ordering::Relaxed), 0);
     }
 
     #[tokio::test]

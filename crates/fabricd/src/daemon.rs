@@ -129,10 +129,16 @@ pub type OpenedDriver = (Arc<dyn SouthboundDriver>, Option<Arc<MockFabric>>);
 /// opened, the oob inventory read). The second value is the simulated fabric when the driver is
 /// `mock` (it serves the packet-level RPCs Trace and VerifyReachability).
 pub fn open_driver(cfg: &Config) -> Result<OpenedDriver, DaemonError> {
+    open_driver_counted(cfg).map(|(d, _)| d)
+}
+
+/// [`open_driver`], and the umad driver itself when it is the one selected (for its SMP
+/// counters).
+fn open_driver_counted(cfg: &Config) -> Result<(OpenedDriver, Option<Arc<fabric_umad::UmadDriver>>), DaemonError> {
     match cfg.driver.kind {
         DriverKind::Mock => {
             let m = Arc::new(build_mock(&cfg.driver.mock)?);
-            Ok((m.clone(), Some(m)))
+            Ok(((m.clone(), Some(m)), None))
         }
         DriverKind::Umad => {
             let u = &cfg.driver.umad;
@@ -142,10 +148,7 @@ pub fn open_driver(cfg: &Config) -> Result<OpenedDriver, DaemonError> {
                 source,
             })?;
             let d = Arc::new(d);
-            if let Ok(rt) = tokio::runtime::Handle::try_current() {
-                rt.spawn(log_umad_counters(Arc::downgrade(&d)));
-            }
-            Ok((d, None))
+            Ok(((d.clone(), None), Some(d)))
         }
         DriverKind::Oob => {
             let o = &cfg.driver.oob;
@@ -154,20 +157,23 @@ pub fn open_driver(cfg: &Config) -> Result<OpenedDriver, DaemonError> {
                 what: format!("driver.oob.inventory = {}", o.inventory.display()),
                 source,
             })?;
-            Ok((Arc::new(d), None))
+            Ok(((Arc::new(d), None), None))
         }
     }
 }
 
-/// Logs the umad driver's SMP counters (sent, retries, failures, traps, SMInfo requests
-/// answered) once a second when they changed, until the driver is dropped: retries under SMP
-/// loss (discovery, LID assignment, LFT upload) are visible in the daemon's log.
-async fn log_umad_counters(d: std::sync::Weak<fabric_umad::UmadDriver>) {
+/// Reports the umad driver's SMP counters once a second, until the driver is dropped: to the
+/// Prometheus counters (`fabricd_driver_smps_total`, `fabricd_driver_smp_retries_total`,
+/// `fabricd_driver_smp_failures_total`), and to the log (sent, retries, failures, traps, SMInfo
+/// requests answered) when they changed. Retries under SMP loss (discovery, LID assignment, LFT
+/// upload) are visible there.
+async fn report_umad_counters(d: std::sync::Weak<fabric_umad::UmadDriver>, telemetry: Telemetry) {
     let mut last = fabric_umad::UmadStats::default();
     loop {
-        tokio::time::sleep(Duration::from_secs(1)).await;
-        let Some(d) = d.upgrade() else { return };
-        let s = d.stats();
+        let Some(drv) = d.upgrade() else { return };
+        let s = drv.stats();
+        drop(drv);
+        telemetry.driver_smp_counters(s.smps_sent, s.retries, s.failures);
         if s != last {
             tracing::info!(
                 smps = s.smps_sent,
@@ -179,6 +185,7 @@ async fn log_umad_counters(d: std::sync::Weak<fabric_umad::UmadDriver>) {
             );
             last = s;
         }
+        tokio::time::sleep(Duration::from_secs(1)).await;
     }
 }
 
@@ -316,7 +323,7 @@ pub async fn run(opts: RunOptions, mut control: mpsc::Receiver<Control>) -> Resu
     let notifier = opts.notifier.clone();
 
     // Driver and discovery.
-    let (driver, mock) = open_driver(&config)?;
+    let ((driver, mock), umad) = open_driver_counted(&config)?;
     let kind = config.driver.kind.name();
     let physical = Arc::new(
         driver
@@ -385,6 +392,9 @@ pub async fn run(opts: RunOptions, mut control: mpsc::Receiver<Control>) -> Resu
     }));
     let (notices, _) = broadcast::channel(1024);
     let telemetry = Telemetry::new();
+    if let Some(u) = umad {
+        tokio::spawn(report_umad_counters(Arc::downgrade(&u), telemetry.clone()));
+    }
     let (health_reporter, health_service) = tonic_health::server::health_reporter();
     health_reporter
         .set_not_serving::<FabricManagerServer<FabricService>>()

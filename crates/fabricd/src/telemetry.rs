@@ -50,6 +50,9 @@ pub struct Telemetry {
     missed_acks: Family<PhaseLabels, Counter>,
     update_phase_seconds: Family<PhaseLabels, Histogram>,
     subscribers: Gauge,
+    driver_smps: Counter,
+    driver_smp_retries: Counter,
+    driver_smp_failures: Counter,
     update_restarts: Counter,
     ready: Arc<AtomicBool>,
 }
@@ -90,6 +93,24 @@ impl Telemetry {
         let update_phase_seconds =
             Family::<PhaseLabels, Histogram>::new_with_constructor(|| Histogram::new(latency_buckets()));
         let subscribers = Gauge::default();
+        let driver_smps = Counter::default();
+        let driver_smp_retries = Counter::default();
+        let driver_smp_failures = Counter::default();
+        r.register(
+            "driver_smps",
+            "SMPs sent by the umad driver (re-sends included)",
+            driver_smps.clone(),
+        );
+        r.register(
+            "driver_smp_retries",
+            "SMPs re-sent by the umad driver after a loss or a bounce",
+            driver_smp_retries.clone(),
+        );
+        r.register(
+            "driver_smp_failures",
+            "SMPs the umad driver gave up after all attempts",
+            driver_smp_failures.clone(),
+        );
         let update_restarts = Counter::default();
         r.register(
             "update_restarts",
@@ -172,6 +193,9 @@ impl Telemetry {
             missed_acks,
             update_phase_seconds,
             subscribers,
+            driver_smps,
+            driver_smp_retries,
+            driver_smp_failures,
             update_restarts,
             ready: Arc::new(AtomicBool::new(false)),
         };
@@ -235,6 +259,18 @@ impl Telemetry {
     /// A generation restarted from Prepare (a fault broke the routing being installed).
     pub fn update_restarted(&self) {
         self.update_restarts.inc();
+    }
+
+    /// The umad driver's cumulative SMP counters (sent, retries, failures); the counters move
+    /// up to these values.
+    pub fn driver_smp_counters(&self, sent: u64, retries: u64, failures: u64) {
+        for (c, v) in [
+            (&self.driver_smps, sent),
+            (&self.driver_smp_retries, retries),
+            (&self.driver_smp_failures, failures),
+        ] {
+            c.inc_by(v.saturating_sub(c.get()));
+        }
     }
 
     pub fn set_subscribers(&self, n: usize) {
@@ -347,6 +383,23 @@ mod tests {
             "fabricd_generation 3",
             "fabricd_phase{phase=\"update\"} 1",
             "fabricd_phase{phase=\"idle\"} 0",
+        ] {
+            assert!(s.contains(needle), "missing {needle:?} in\n{s}");
+        }
+    }
+
+    #[test]
+    fn driver_smp_counters_follow_the_driver_totals() {
+        let t = Telemetry::new();
+        t.driver_smp_counters(10, 2, 0);
+        t.driver_smp_counters(25, 5, 1);
+        // A stale (smaller) reading never moves a counter back.
+        t.driver_smp_counters(20, 5, 1);
+        let s = t.encode();
+        for needle in [
+            "fabricd_driver_smps_total 25",
+            "fabricd_driver_smp_retries_total 5",
+            "fabricd_driver_smp_failures_total 1",
         ] {
             assert!(s.contains(needle), "missing {needle:?} in\n{s}");
         }

@@ -2,7 +2,8 @@
 //!
 //! * console `Error` injection (10 % of the SMPs dropped) on the leaf port the manager's HCA
 //!   hangs on: discovery, LID assignment and the LFT upload complete through retries, and the
-//!   daemon reports them (the driver's SMP counters in its log);
+//!   daemon reports them (the driver's SMP counters in its log and in the Prometheus counters
+//!   `fabricd_driver_smp_retries_total` and friends);
 //! * a switch that stops answering (`Error "<spine>" 100`: every SMP entering it is dropped,
 //!   as is any packet crossing it): the daemon reports it down (WatchEvents, status, log naming
 //!   its GUID) within a bounded time, keeps serving, and routes the rest around it; when it
@@ -76,7 +77,13 @@ fn start(tag: &str, extra: &str) -> (common::TestDir, fabric_topology::Fabric, I
 #[test]
 fn dropped_smps_are_retried_and_a_silent_switch_is_reported_and_routed_around() {
     let (dir, f, mut sim) = start("umad-silent", "");
-    let cfg = config("").replace("retries = 3", "retries = 10");
+    // A free loopback port for the Prometheus endpoint.
+    let prom = std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("addr")
+        .port();
+    let cfg = config(&format!("[prometheus]\nlisten = \"127.0.0.1:{prom}\"\n")).replace("retries = 3", "retries = 10");
     std::fs::write(dir.join("fabricd.toml"), cfg).expect("write config");
     // One SMP in 10 dropped on the leaf port of the manager's HCA: every SMP crosses it.
     let (leaf, leaf_port) = f.end_port(fabric_topology::EndPortId(0)).attach.expect("attached");
@@ -114,6 +121,23 @@ fn dropped_smps_are_retried_and_a_silent_switch_is_reported_and_routed_around() 
         };
         assert!(retries > 0, "the daemon logged no SMP retry");
         eprintln!("daemon log: {retries} SMP retries");
+        let metrics = {
+            use std::io::{Read, Write};
+            let mut s = std::net::TcpStream::connect(("127.0.0.1", prom)).expect("connect prometheus");
+            write!(s, "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").expect("write");
+            let mut out = String::new();
+            s.read_to_string(&mut out).expect("read");
+            out
+        };
+        let value = |name: &str| -> u64 {
+            metrics
+                .lines()
+                .find_map(|l| l.strip_prefix(name)?.trim().parse().ok())
+                .unwrap_or_else(|| panic!("no {name} in\n{metrics}"))
+        };
+        assert!(value("fabricd_driver_smp_retries_total ") > 0, "{metrics}");
+        assert!(value("fabricd_driver_smps_total ") > value("fabricd_driver_smp_retries_total "));
+        assert_eq!(value("fabricd_driver_smp_failures_total "), 0);
         sim.console(&format!("Error \"S-{leaf_guid:016x}\"[{leaf_port}] 0"));
 
         let topo = topology(&mut c).await;
