@@ -34,6 +34,9 @@ type ReachedFrom = Option<(Guid, u8)>;
 pub const ESCAPE_VL: u8 = 1;
 /// Service level of escape-LID traffic.
 pub const ESCAPE_SL: u8 = 1;
+/// A switch reported down because it stopped answering is asked again every this many light
+/// sweeps (each attempt on a dead switch costs a whole SMP timeout).
+const SILENT_PROBE_EVERY: u64 = 8;
 /// PortInfo.CapabilityMask bit IsSM.
 const CAP_IS_SM: u32 = 1 << 1;
 
@@ -69,6 +72,8 @@ struct SwitchRec {
     lft: HashMap<u32, [u8; BLOCK_SIZE]>,
     /// Reachable over live links and answering.
     up: bool,
+    /// Has a directed route over live links (answering or not).
+    reached: bool,
     /// Answers SMPs. A switch that stops answering on a route avoiding the other silent switches
     /// is reported down and no longer used as a hop of directed routes until it answers again.
     responsive: bool,
@@ -129,6 +134,8 @@ struct Inner {
     wake: Arc<Notify>,
     sweeper_started: std::sync::atomic::AtomicBool,
     sweep_lock: tokio::sync::Mutex<()>,
+    /// Light sweeps run (paces the probes of silent switches).
+    sweeps: std::sync::atomic::AtomicU64,
 }
 
 /// The `umad` southbound driver. Construct with [`UmadDriver::open`].
@@ -206,6 +213,7 @@ impl UmadDriver {
                 wake: Arc::new(Notify::new()),
                 sweeper_started: false.into(),
                 sweep_lock: tokio::sync::Mutex::new(()),
+                sweeps: 0.into(),
             }),
         })
     }
@@ -382,6 +390,7 @@ async fn discover_all(inner: &Inner) -> Result<Discovered, DriverError> {
                         ports: vec![PortRec { info: None, peer: None }; ni.num_ports as usize + 1],
                         lft: HashMap::new(),
                         up: true,
+                        reached: true,
                         responsive: true,
                     });
                     if st.local.is_none() {
@@ -655,12 +664,14 @@ fn recompute_paths(st: &mut State) -> HashSet<Guid> {
     }
     for s in &mut st.switches {
         s.up = false;
+        s.reached = false;
     }
     while let Some((i, path)) = q.pop_front() {
         if !seen.insert(st.switches[i].guid) {
             continue;
         }
         st.switches[i].path = path.clone();
+        st.switches[i].reached = true;
         if !st.switches[i].responsive {
             continue;
         }
@@ -864,14 +875,34 @@ fn apply_port_reads(
 async fn light_sweep(inner: &Inner) -> Vec<FabricEvent> {
     let _guard = inner.sweep_lock.lock().await;
     let tp = &inner.tp;
+    let n = inner.sweeps.fetch_add(1, Ordering::Relaxed);
     let (targets, was_up) = {
         let st = lock(&inner.state);
-        let targets: Vec<(Guid, Vec<u8>)> = st.switches.iter().map(|s| (s.guid, s.path.clone())).collect();
+        // Switches without a route are not asked (a link coming up brings them back); silent
+        // ones only every SILENT_PROBE_EVERY sweeps, as each costs a full timeout per attempt.
+        let targets: Vec<(Guid, Vec<u8>)> = st
+            .switches
+            .iter()
+            .filter(|s| s.up || (s.reached && n % SILENT_PROBE_EVERY == 0))
+            .map(|s| (s.guid, s.path.clone()))
+            .collect();
         let was_up: HashMap<Guid, bool> = st.switches.iter().map(|s| (s.guid, s.up)).collect();
         (targets, was_up)
     };
     let mut fresh = probe_switches(tp, &targets).await;
+    let probed: HashSet<Guid> = targets.iter().map(|(g, _)| *g).collect();
     let mut tried: HashMap<Guid, Vec<u8>> = targets.into_iter().filter(|(g, _)| !fresh.contains_key(g)).collect();
+    {
+        // Silent switches not asked this time are asked only if a new route to them appears.
+        let st = lock(&inner.state);
+        for s in st
+            .switches
+            .iter()
+            .filter(|s| !s.responsive && !probed.contains(&s.guid))
+        {
+            tried.insert(s.guid, s.path.clone());
+        }
+    }
     let mut silent: HashSet<Guid> = tried.keys().copied().collect();
     let mut events = Vec::new();
     let mut came_back = Vec::new();
@@ -1027,6 +1058,7 @@ impl SouthboundDriver for UmadDriver {
                 if !new.sw_by_guid.contains_key(&old.guid) {
                     let mut o = old.clone();
                     o.up = false;
+                    o.reached = false;
                     o.responsive = false;
                     for p in &mut o.ports {
                         p.peer = None;
@@ -1544,6 +1576,7 @@ mod tests {
                 ],
                 lft: HashMap::new(),
                 up: true,
+                reached: true,
                 responsive: true,
             });
         }
