@@ -883,7 +883,7 @@ async fn light_sweep(inner: &Inner) -> Vec<FabricEvent> {
         let targets: Vec<(Guid, Vec<u8>)> = st
             .switches
             .iter()
-            .filter(|s| s.up || (s.reached && n % SILENT_PROBE_EVERY == 0))
+            .filter(|s| s.up || (s.reached && n.is_multiple_of(SILENT_PROBE_EVERY)))
             .map(|s| (s.guid, s.path.clone()))
             .collect();
         let was_up: HashMap<Guid, bool> = st.switches.iter().map(|s| (s.guid, s.up)).collect();
