@@ -104,7 +104,8 @@ pub enum RemoteCmd {
         #[arg(long)]
         json: bool,
     },
-    /// Path of a packet through the simulated fabric (mock driver).
+    /// Path of a packet through the installed LFTs (the simulated fabric's on the mock driver, the
+    /// daemon's installed generation on umad and oob).
     Trace {
         /// Source end port (GUID or name).
         src: String,
