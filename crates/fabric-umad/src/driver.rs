@@ -458,24 +458,37 @@ async fn discover_all(inner: &Inner) -> Result<Discovered, DriverError> {
         }
         for (path, from, ni, desc, pi) in new_cas {
             let g = ni.port_guid;
-            let d = transport::wait(desc)
-                .await
-                .map_err(|e| tp_err(g, "NodeDescription", e))?;
-            let p = transport::wait(pi).await.map_err(|e| tp_err(g, "PortInfo", e))?;
-            check_status(g, "PortInfo", &p)?;
-            let info = PortInfo::decode(p.smp.data());
+            let d = transport::wait(desc).await;
+            let p = transport::wait(pi).await;
+            // The manager's own port must answer; another CA that answered NodeInfo but not its
+            // PortInfo is kept, down (no LID is written to it).
+            let info = match p {
+                Ok(p) if p.smp.status() == 0 => Some(PortInfo::decode(p.smp.data())),
+                Ok(p) if path.is_empty() => {
+                    check_status(g, "PortInfo of the local port", &p)?;
+                    None
+                }
+                Err(e) if path.is_empty() => return Err(tp_err(g, "PortInfo of the local port", e)),
+                _ => None,
+            };
+            let up = info.is_some();
+            let info = info.unwrap_or_else(|| PortInfo::decode(&ZERO));
+            let desc = match &d {
+                Ok(d) if d.smp.status() == 0 => decode_node_desc(d.smp.data()),
+                _ => String::new(),
+            };
             let idx = st.cas.len();
             st.ca_by_guid.insert(g, idx);
             st.cas.push(CaRec {
                 port_guid: g,
                 node_guid: ni.node_guid,
-                desc: decode_node_desc(d.smp.data()),
+                desc,
                 port_num: ni.local_port,
                 nports: ni.num_ports,
                 path: path.clone(),
                 info: info.clone(),
                 attach: from,
-                up: true,
+                up,
             });
             if let Some((sg, sp)) = from {
                 link(&mut st, sg, sp, Peer::Ca { port_guid: g });

@@ -356,3 +356,33 @@ fn an_unlinked_switch_is_reported_down_and_up_again() {
         assert_eq!(changed_blocks(&original, &back), 0);
     });
 }
+
+/// An HCA that answers NodeInfo but drops every PortInfo (ibsim `Error "<node>" 100 21`, the
+/// attribute filter) does not stop the bring-up: it is reported down, the rest is routed.
+#[test]
+fn an_hca_that_stops_answering_during_discovery_is_reported_down() {
+    let (dir, f, mut sim) = start("umad-mute-hca", "");
+    let mute = f.end_port(fabric_topology::EndPortId(5));
+    sim.console(&format!("Error \"H-{:016x}\" 100 21", mute.node_guid));
+    let env = sim.env();
+    let d = Daemon::spawn_with_config(&dir, &dir.join("fabricd.toml"), &env);
+    run_with_deadline(58, async {
+        let mut c = d.ready().await;
+        let s = next_generation(&d, &mut c, 0, Duration::from_secs(30)).await;
+        assert_eq!(s.nodes, 128, "{s:?}");
+        assert_eq!(s.nodes_up, 127, "{s:?}");
+        let topo = topology(&mut c).await;
+        let e = topo
+            .end_ports
+            .iter()
+            .find(|e| e.guid == mute.port_guid)
+            .expect("listed");
+        assert!(!e.up && !e.live, "{e:?}");
+        let live = pb::Topology {
+            end_ports: topo.end_ports.iter().filter(|e| e.live).cloned().collect(),
+            ..topo.clone()
+        };
+        leaves_hold(&sim, &mut c, &topo).await;
+        tracert_reaches(&sim, &live, 9);
+    });
+}
