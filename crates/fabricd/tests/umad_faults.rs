@@ -8,6 +8,10 @@
 //!   as is any packet crossing it): the daemon reports it down (WatchEvents, status, log naming
 //!   its GUID) within a bounded time, keeps serving, and routes the rest around it; when it
 //!   answers again it is reported up and the original tables return;
+//! * during discovery, an HCA answering NodeInfo but not PortInfo, or a spine answering
+//!   NodeInfo but not SwitchInfo (ibsim's attribute-filtered `Error`): kept, down; the rest
+//!   comes up and is routed;
+//! * a spine unlinked whole: reported down, and up again after `ReLink`;
 //! * physical fault injection (`InjectFault` with `physical`): PortInfo.PortPhysicalState
 //!   Disabled on a leaf uplink (`smpquery portinfo` shows it), the daemon reroutes around it;
 //!   re-enabled, the link is active again and the original tables return.
@@ -384,5 +388,41 @@ fn an_hca_that_stops_answering_during_discovery_is_reported_down() {
         };
         leaves_hold(&sim, &mut c, &topo).await;
         tracert_reaches(&sim, &live, 9);
+    });
+}
+
+/// A spine that answers NodeInfo but drops its SwitchInfo during discovery (`Error "<spine>"
+/// 100 18`) is kept, down; the bring-up completes around it.
+#[test]
+fn a_switch_that_stops_answering_during_discovery_is_kept_down() {
+    let (dir, f, mut sim) = start("umad-mute-switch", "");
+    let spine = f
+        .switch_ids()
+        .map(|id| f.switch(id))
+        .find(|s| s.desc.contains("L1"))
+        .expect("a spine")
+        .guid;
+    sim.console(&format!("Error \"S-{spine:016x}\" 100 18"));
+    let env = sim.env();
+    let d = Daemon::spawn_with_config(&dir, &dir.join("fabricd.toml"), &env);
+    run_with_deadline(58, async {
+        let mut c = d.ready().await;
+        let s = next_generation(&d, &mut c, 0, Duration::from_secs(30)).await;
+        assert_eq!((s.switches, s.switches_up), (24, 23), "{s:?}");
+        let topo = topology(&mut c).await;
+        let sw = topo.switches.iter().find(|s| s.guid == spine).expect("listed");
+        assert!(!sw.up, "{sw:?}");
+        let all = leaves_hold(&sim, &mut c, &topo).await;
+        for l in topo.switches.iter().filter(|s| s.level == Some(0)) {
+            let to_spine: Vec<u32> = l
+                .ports
+                .iter()
+                .filter(|p| p.remote_guid == spine)
+                .map(|p| p.port)
+                .collect();
+            assert!(!to_spine.is_empty(), "leaf 0x{:016x} has no cable to the spine", l.guid);
+            assert!(!all[&l.guid].iter().any(|&p| to_spine.contains(&u32::from(p))));
+        }
+        tracert_reaches(&sim, &topo, 9);
     });
 }
