@@ -104,6 +104,7 @@ fn dropped_smps_are_retried_and_a_silent_switch_is_reported_and_routed_around() 
             let log = d.log_text();
             let r = log
                 .lines()
+                .rev()
                 .filter(|l| l.contains("umad SMP counters"))
                 .filter_map(|l| {
                     l.split("retries=")
@@ -113,7 +114,7 @@ fn dropped_smps_are_retried_and_a_silent_switch_is_reported_and_routed_around() 
                         .parse::<u64>()
                         .ok()
                 })
-                .last();
+                .next();
             if let Some(r) = r {
                 break r;
             }
