@@ -18,7 +18,7 @@ mod umad_sim;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use common::{changed_blocks, lfts, run_with_deadline, test_dir, topology, Daemon};
+use common::{changed_blocks, lfts, run_with_deadline, test_dir, topology};
 use fabric_proto::v1 as pb;
 use umad_sim::{config, daemon_trace, ibroute, ibtracert, next_generation, node_guid, Ibsim};
 
@@ -146,7 +146,7 @@ fn umad_daemon_brings_up_512_nodes_and_reroutes_around_an_unlinked_cable() {
     let cfg = dir.join("fabricd.toml");
     std::fs::write(&cfg, config("")).expect("write config");
     let env = sim.env();
-    let d = Daemon::spawn_with_config(&dir, &cfg, &env);
+    let d = umad_sim::spawn_daemon(&dir, &cfg, &env);
     run_with_deadline(58, async {
         let t0 = Instant::now();
         let mut c = d.ready().await;
@@ -206,7 +206,7 @@ fn umad_daemon_brings_up_ibsim_example_net() {
     // Not a fat tree (the two switches are both leaves): up*/down* routes the base LIDs too.
     std::fs::write(&cfg, config("[routing]\nengine = \"updown\"\n")).expect("write config");
     let env = sim.env();
-    let d = Daemon::spawn_with_config(&dir, &cfg, &env);
+    let d = umad_sim::spawn_daemon(&dir, &cfg, &env);
     run_with_deadline(40, async {
         let mut c = d.ready().await;
         next_generation(&d, &mut c, 0, Duration::from_secs(20)).await;

@@ -24,7 +24,7 @@ mod umad_sim;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use common::{changed_blocks, lfts, link_req, run_with_deadline, status, test_dir, topology, Daemon};
+use common::{changed_blocks, lfts, link_req, run_with_deadline, status, test_dir, topology};
 use fabric_proto::v1 as pb;
 use tokio_stream::StreamExt;
 use umad_sim::{config, ibroute, ibtracert, next_generation, Ibsim};
@@ -94,7 +94,7 @@ fn dropped_smps_are_retried_and_a_silent_switch_is_reported_and_routed_around() 
     let leaf_guid = f.switch(leaf).guid;
     sim.console(&format!("Error \"S-{leaf_guid:016x}\"[{leaf_port}] 10"));
     let env = sim.env();
-    let d = Daemon::spawn_with_config(&dir, &dir.join("fabricd.toml"), &env);
+    let d = umad_sim::spawn_daemon(&dir, &dir.join("fabricd.toml"), &env);
     run_with_deadline(58, async {
         let mut c = d.ready().await;
         let s = next_generation(&d, &mut c, 0, Duration::from_secs(30)).await;
@@ -233,7 +233,7 @@ fn physical_port_fault_disables_the_port_and_reenabling_restores_the_tables() {
         "[fault_injection]\nenabled = true\nallow_physical = true\n",
     );
     let env = sim.env();
-    let d = Daemon::spawn_with_config(&dir, &dir.join("fabricd.toml"), &env);
+    let d = umad_sim::spawn_daemon(&dir, &dir.join("fabricd.toml"), &env);
     run_with_deadline(58, async {
         let mut c = d.ready().await;
         let s = next_generation(&d, &mut c, 0, Duration::from_secs(30)).await;
@@ -318,7 +318,7 @@ async fn change_of(
 fn an_unlinked_switch_is_reported_down_and_up_again() {
     let (dir, _f, mut sim) = start("umad-unlinked", "");
     let env = sim.env();
-    let d = Daemon::spawn_with_config(&dir, &dir.join("fabricd.toml"), &env);
+    let d = umad_sim::spawn_daemon(&dir, &dir.join("fabricd.toml"), &env);
     run_with_deadline(58, async {
         let mut c = d.ready().await;
         let s = next_generation(&d, &mut c, 0, Duration::from_secs(30)).await;
@@ -370,7 +370,7 @@ fn an_hca_that_stops_answering_during_discovery_is_reported_down() {
     let mute = f.end_port(fabric_topology::EndPortId(5));
     sim.console(&format!("Error \"H-{:016x}\" 100 21", mute.node_guid));
     let env = sim.env();
-    let d = Daemon::spawn_with_config(&dir, &dir.join("fabricd.toml"), &env);
+    let d = umad_sim::spawn_daemon(&dir, &dir.join("fabricd.toml"), &env);
     run_with_deadline(58, async {
         let mut c = d.ready().await;
         let s = next_generation(&d, &mut c, 0, Duration::from_secs(30)).await;
@@ -405,7 +405,7 @@ fn a_switch_that_stops_answering_during_discovery_is_kept_down() {
         .guid;
     sim.console(&format!("Error \"S-{spine:016x}\" 100 18"));
     let env = sim.env();
-    let d = Daemon::spawn_with_config(&dir, &dir.join("fabricd.toml"), &env);
+    let d = umad_sim::spawn_daemon(&dir, &dir.join("fabricd.toml"), &env);
     run_with_deadline(58, async {
         let mut c = d.ready().await;
         let s = next_generation(&d, &mut c, 0, Duration::from_secs(30)).await;

@@ -16,7 +16,7 @@ mod umad_sim;
 
 use std::time::Duration;
 
-use common::{run_with_deadline, test_dir, topology, Daemon};
+use common::{run_with_deadline, test_dir, topology};
 use fabric_proto::v1 as pb;
 use umad_sim::{config, next_generation, Ibsim};
 
@@ -64,7 +64,7 @@ fn sl2vl_tables_and_sminfo_read_back_with_infiniband_diags() {
     let cfg = config("").replace("window = 16", "window = 16\nsm_priority = 9");
     std::fs::write(dir.join("fabricd.toml"), cfg).expect("write config");
     let env = sim.env();
-    let d = Daemon::spawn_with_config(&dir, &dir.join("fabricd.toml"), &env);
+    let d = umad_sim::spawn_daemon(&dir, &dir.join("fabricd.toml"), &env);
     run_with_deadline(45, async {
         let mut c = d.ready().await;
         next_generation(&d, &mut c, 0, Duration::from_secs(20)).await;

@@ -332,3 +332,42 @@ pub async fn daemon_trace(c: &mut fabric_proto::Client, src: u64, dst: u64, esca
     assert!(r.reached, "daemon trace 0x{src:016x} -> 0x{dst:016x}: {}", r.error);
     r.hops.iter().map(|h| (h.switch_guid, h.in_port, h.out_port)).collect()
 }
+
+/// Starts `fabricd` on `config` like [`Daemon::spawn_with_config`], but with the test
+/// directory as its working directory: the umad2sim shim emulates sysfs under `./sys-<pid>/`
+/// there (left behind when the daemon is killed), which then goes away with the directory.
+pub fn spawn_daemon(dir: &Path, config: &Path, env: &[(&str, &str)]) -> Daemon {
+    let socket = dir.join("s.sock");
+    let state = dir.join("state");
+    let log = dir.join("fabricd.log");
+    let logf = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&log)
+        .expect("log file");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_fabricd"));
+    cmd.arg("--config")
+        .arg(config)
+        .arg("--state-dir")
+        .arg(&state)
+        .arg("--socket")
+        .arg(&socket)
+        .current_dir(dir)
+        .env_remove("NOTIFY_SOCKET")
+        .env_remove("WATCHDOG_USEC")
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(logf);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    Daemon {
+        child: Some(cmd.spawn().expect("start fabricd")),
+        dir: dir.to_path_buf(),
+        socket,
+        state,
+        config: config.to_path_buf(),
+        log,
+    }
+}
