@@ -7,7 +7,8 @@
 //!   whole row is checked (SL 2..15 on VL 0 proves the driver wrote it).
 //! * SMInfo: the manager answers SubnGet(SMInfo) on its own port (the simulator, like an HCA,
 //!   forwards it): `sminfo` shows fabricd's port GUID, the configured `sm_priority` and state
-//!   MASTER once the subnet is up, and the activity count grows.
+//!   MASTER once the subnet is up, and the activity count grows; its port's CapabilityMask
+//!   has IsSM.
 //!
 //! Needs `ibsim` (ibsim-utils) and infiniband-diags.
 
@@ -121,6 +122,22 @@ fn sl2vl_tables_and_sminfo_read_back_with_infiniband_diags() {
                 .unwrap_or_else(|| panic!("no activity count in {t}"))
         };
         let first = count(&text);
+        // The manager's port advertises IsSM (PortInfo.CapabilityMask).
+        let (ok, pi) = sim.tool(
+            "smpquery",
+            &["portinfo", &me.base_lid.to_string(), &me.port_num.to_string()],
+        );
+        assert!(ok, "smpquery portinfo failed:\n{pi}");
+        let cap = pi
+            .lines()
+            .find(|l| l.starts_with("CapMask:"))
+            .unwrap_or_else(|| panic!("no CapMask in\n{pi}"));
+        let mask = cap
+            .rsplit("0x")
+            .next()
+            .and_then(|h| u32::from_str_radix(h.trim(), 16).ok())
+            .unwrap_or_else(|| panic!("bad {cap}"));
+        assert_ne!(mask & 0x2, 0, "IsSM (bit 1) not set: {cap}");
         // The light sweep keeps sending SMPs: the heartbeat moves.
         tokio::time::sleep(Duration::from_millis(400)).await;
         let later = count(&query());
