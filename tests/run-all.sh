@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test of the project on a fresh Debian machine: installs the system packages the
 # tests need (the InfiniBand simulator and diagnostics, OpenSM for comparisons, protoc for the
-# gRPC code), then builds and runs the whole workspace test suite.
+# gRPC code, python3 for the OpenSM comparison script), then builds and runs the whole workspace test suite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -10,6 +10,7 @@ command -v ibsim >/dev/null 2>&1 || need+=(ibsim-utils)
 command -v ibnetdiscover >/dev/null 2>&1 || need+=(infiniband-diags)
 command -v opensm >/dev/null 2>&1 || need+=(opensm)
 command -v protoc >/dev/null 2>&1 || need+=(protobuf-compiler)
+command -v python3 >/dev/null 2>&1 || need+=(python3)
 if [ ${#need[@]} -gt 0 ]; then
   echo "installing: ${need[*]}"
   SUDO=""
