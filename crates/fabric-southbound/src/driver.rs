@@ -118,6 +118,32 @@ pub struct DriverCaps {
     pub escape_vl: Option<u8>,
 }
 
+/// Counters of the management traffic a driver sent (for status and comparisons with other
+/// subnet managers). Drivers without such traffic (mock, oob) report zeros.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DriverStats {
+    /// Management packets sent (umad: SMPs written, re-sends included).
+    pub smps_sent: u64,
+    /// Re-sends after lost or bounced packets.
+    pub retries: u64,
+    /// Packets given up after all attempts.
+    pub failures: u64,
+}
+
+/// Whether the escape virtual lane is usable: every live port's SL-to-VL table maps the escape
+/// service level to [`DriverCaps::escape_vl`] (see [`SouthboundDriver::escape_vl_ready`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct EscapeVlStatus {
+    /// Every table the fabric needs is programmed and nothing is pending.
+    pub ready: bool,
+    /// Tables (SLtoVLMappingTable Sets) still to program.
+    pub pending: u64,
+    /// The last programming pass left failures: the first one, naming GUID and port.
+    pub error: Option<String>,
+    /// When the fabric's tables were last all programmed (Unix ms; 0 = never).
+    pub ready_at_unix_ms: u64,
+}
+
 /// A southbound driver: discovery, physical events and programming of one fabric.
 ///
 /// See the [module documentation](self) for the retry and parallelism contract.
@@ -153,6 +179,29 @@ pub trait SouthboundDriver: Send + Sync {
 
     /// Powers a switch off or on (fault drills).
     async fn set_switch_state(&self, switch: Guid, up: bool) -> Result<(), DriverError>;
+
+    /// Waits until the escape VL is programmed on every live port (SL-to-VL tables mapping the
+    /// escape service level to [`DriverCaps::escape_vl`]), starting or re-running the
+    /// programming of the tables still missing (new or relinked switches and CAs). The update
+    /// protocol calls it before it moves traffic to the escape LIDs; an `Err` names the first
+    /// GUID and port whose table could not be written. Drivers that configure no VLs (or
+    /// program them synchronously) keep the default: ready at once.
+    async fn escape_vl_ready(&self) -> Result<(), DriverError> {
+        Ok(())
+    }
+
+    /// Current state of the escape VL programming (for status). Default: ready.
+    fn escape_vl_status(&self) -> EscapeVlStatus {
+        EscapeVlStatus {
+            ready: true,
+            ..EscapeVlStatus::default()
+        }
+    }
+
+    /// Management traffic counters. Default: zeros (drivers that send no SMPs).
+    fn driver_stats(&self) -> DriverStats {
+        DriverStats::default()
+    }
 }
 
 #[cfg(test)]
@@ -186,6 +235,49 @@ mod tests {
         };
         assert_eq!(e.to_string(), "protocol error: short read");
         assert!(!DriverError::Unreachable { guid: 1 }.is_transient());
+    }
+
+    #[test]
+    fn provided_methods_default_to_ready_and_zero() {
+        struct Nothing;
+        #[async_trait]
+        impl SouthboundDriver for Nothing {
+            fn caps(&self) -> DriverCaps {
+                DriverCaps {
+                    name: "nothing",
+                    max_lid: 1,
+                    max_lft_blocks: None,
+                    escape_vl: None,
+                }
+            }
+            async fn discover(&self) -> Result<Fabric, DriverError> {
+                Err(DriverError::Unsupported("discover"))
+            }
+            fn subscribe_events(&self) -> tokio::sync::mpsc::UnboundedReceiver<FabricEvent> {
+                tokio::sync::mpsc::unbounded_channel().1
+            }
+            async fn configure_lids(&self, _: &Fabric, _: &LidPlan) -> Result<(), DriverError> {
+                Ok(())
+            }
+            async fn write_lft_blocks(&self, _: &[LftBlockWrite]) -> Result<WriteReport, DriverError> {
+                Ok(WriteReport::default())
+            }
+            async fn read_lft_block(&self, s: Guid, _: u32) -> Result<[u8; BLOCK_SIZE], DriverError> {
+                Err(DriverError::UnknownSwitch(s))
+            }
+            async fn set_port_state(&self, s: Guid, _: PortNum, _: bool) -> Result<(), DriverError> {
+                Err(DriverError::UnknownSwitch(s))
+            }
+            async fn set_switch_state(&self, s: Guid, _: bool) -> Result<(), DriverError> {
+                Err(DriverError::UnknownSwitch(s))
+            }
+        }
+        let d = Nothing;
+        assert_eq!(d.driver_stats(), DriverStats::default());
+        let st = d.escape_vl_status();
+        assert!(st.ready && st.error.is_none() && st.pending == 0);
+        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        assert!(rt.block_on(d.escape_vl_ready()).is_ok());
     }
 
     #[test]

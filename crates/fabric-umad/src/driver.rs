@@ -5,8 +5,20 @@
 //!   window): NodeInfo of each neighbour, then NodeDescription, SwitchInfo and PortInfo of every
 //!   port of each new switch (NodeDescription and PortInfo of the arrival port of each new CA).
 //! * **LIDs** ([`SouthboundDriver::configure_lids`]): PortInfo Sets (switch port 0: LID,
-//!   MasterSMLID; CA ports: base LID, LMC, MasterSMLID), SwitchInfo.LinearFDBTop, SL-to-VL tables
-//!   (SL 1 → the escape VL) and port activation: every INIT port ARMED first, then ACTIVE.
+//!   MasterSMLID; CA ports: base LID, LMC, MasterSMLID), SwitchInfo.LinearFDBTop and port
+//!   activation: every INIT port ARMED first, then ACTIVE.
+//! * **SL-to-VL** (escape VL: SL 1 → [`ESCAPE_VL`]), off the critical path: `configure_lids`
+//!   only starts a background pass, whose SMPs go at background priority (they share the
+//!   window but leave it to LID, port and LFT work, see [`crate::transport`]); the first
+//!   generation after start is a direct upload that needs no escape VL.
+//!   [`SouthboundDriver::escape_vl_ready`] runs a pass for what is still missing and waits for
+//!   it (the update protocol calls it before it moves traffic to the escape LIDs). A pass writes
+//!   only tables not written yet: with OptimizedSLtoVLMappingProgramming one Set per switch
+//!   (modifier 0x30000, every input to every output port), else one per (input, output) pair of
+//!   linked ports (input port 0 only on an enhanced port 0), and one per CA port; ports that do
+//!   not advertise IsSLMappingSupported are skipped (as OpenSM does). New and relinked ports,
+//!   switches that come back (maybe rebooted) and CAs that come back get theirs in the next pass,
+//!   which the light sweep starts when it reports them.
 //! * **LFTs** ([`SouthboundDriver::write_lft_blocks`]): one directed-route Set per block, skipping
 //!   blocks equal to what the switch is known to hold, bounded by LinearFDBCap.
 //! * **Changes**: trap 128 and a light sweep (SwitchInfo.PortStateChange, then PortInfo of the
@@ -19,7 +31,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use fabric_routing::{LidPlan, BLOCK_SIZE};
-use fabric_southbound::{DriverCaps, DriverError, LftBlockWrite, SouthboundDriver, WriteReport};
+use fabric_southbound::{
+    DriverCaps, DriverError, DriverStats, EscapeVlStatus, LftBlockWrite, SouthboundDriver, WriteReport,
+};
 use fabric_topology::{Fabric, FabricBuilder, FabricEvent, Guid, Lid, LinkState, NodeType, PortNum};
 use tokio::sync::{mpsc, oneshot, Notify};
 
@@ -60,6 +74,31 @@ struct PortRec {
     peer: Option<Peer>,
 }
 
+/// SL-to-VL tables written to a switch: per input port, a bitset of output ports.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct Sl2VlDone {
+    /// Indexed by input port.
+    pairs: Vec<[u64; 4]>,
+    /// The optimized all-pairs Set was written.
+    all: bool,
+}
+
+impl Sl2VlDone {
+    fn contains(&self, inp: u8, out: u8) -> bool {
+        self.all
+            || self
+                .pairs
+                .get(inp as usize)
+                .is_some_and(|b| b[(out / 64) as usize] & (1u64 << (out % 64)) != 0)
+    }
+    fn insert(&mut self, inp: u8, out: u8) {
+        if self.pairs.len() <= inp as usize {
+            self.pairs.resize(inp as usize + 1, [0; 4]);
+        }
+        self.pairs[inp as usize][(out / 64) as usize] |= 1u64 << (out % 64);
+    }
+}
+
 #[derive(Clone, Debug)]
 struct SwitchRec {
     guid: Guid,
@@ -77,6 +116,8 @@ struct SwitchRec {
     /// Answers SMPs. A switch that stops answering on a route avoiding the other silent switches
     /// is reported down and no longer used as a hop of directed routes until it answers again.
     responsive: bool,
+    /// SL-to-VL tables written (cleared when the switch comes back: it may have rebooted).
+    sl2vl: Sl2VlDone,
 }
 
 impl SwitchRec {
@@ -96,6 +137,8 @@ struct CaRec {
     info: PortInfo,
     attach: Option<(Guid, u8)>,
     up: bool,
+    /// Its SL-to-VL table is written (cleared when the port comes back).
+    sl2vl: bool,
 }
 
 #[derive(Default, Debug)]
@@ -108,6 +151,111 @@ struct State {
     local: Option<Peer>,
     sm_lid: u16,
     lid_to_switch: HashMap<u16, Guid>,
+}
+
+/// Progress of the SL-to-VL (escape VL) programming.
+#[derive(Clone, Debug, Default)]
+struct Sl2VlProgress {
+    /// Passes requested; a request is answered by the first pass that starts after it.
+    requested: u64,
+    /// Number of the last finished pass (it answers every request up to it).
+    completed: u64,
+    /// Tables the running pass writes, or those the last pass failed to write.
+    pending: u64,
+    /// Tables the last pass failed to write, and the first failure (GUID and ports).
+    failed: u64,
+    first_failure: Option<(Guid, String)>,
+    /// When a pass last finished with every table written (Unix ms).
+    ready_at_unix_ms: u64,
+    /// SLtoVLMappingTable Sets written since start.
+    written: u64,
+}
+
+/// One SLtoVLMappingTable Set of a pass.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Sl2VlSet {
+    /// Switch GUID, or CA port GUID.
+    guid: Guid,
+    is_switch: bool,
+    path: Vec<u8>,
+    /// Input and output port (switches; `None` for the optimized all-pairs Set and for CAs).
+    ports: Option<(u8, u8)>,
+    modifier: u32,
+}
+
+impl Sl2VlSet {
+    fn describe(&self) -> String {
+        let who = if self.is_switch { "switch" } else { "CA port" };
+        let g = fabric_topology::fmt_guid(self.guid);
+        match self.ports {
+            Some((i, o)) => format!("SLtoVLMappingTable Set on {who} {g} input port {i} output port {o}"),
+            None if self.is_switch => format!("SLtoVLMappingTable Set (all ports) on {who} {g}"),
+            None => format!("SLtoVLMappingTable Set on {who} {g}"),
+        }
+    }
+}
+
+/// The SL-to-VL Sets still missing: every up switch advertising IsSLMappingSupported on port 0
+/// (one all-pairs Set with OptimizedSLtoVLMappingProgramming, else each (input, output) pair of
+/// live ports, input port 0 only on an enhanced port 0) and every up CA port advertising it.
+fn sl2vl_targets(st: &State) -> Vec<Sl2VlSet> {
+    let mut out = Vec::new();
+    for s in st.switches.iter().filter(|s| s.up) {
+        let Some(p0) = s.ports.first().and_then(|p| p.info.as_ref()) else {
+            continue;
+        };
+        if p0.capability_mask() & CAP_SL_MAPPING == 0 {
+            continue;
+        }
+        if s.info.optimized_sl2vl() {
+            if !s.sl2vl.all {
+                out.push(Sl2VlSet {
+                    guid: s.guid,
+                    is_switch: true,
+                    path: s.path.clone(),
+                    ports: None,
+                    modifier: SlToVl::all_ports_modifier(),
+                });
+            }
+            continue;
+        }
+        let linked: Vec<u8> = (1..=s.nports)
+            .filter(|p| s.ports.get(*p as usize).and_then(|r| r.info.as_ref()).is_some_and(live))
+            .collect();
+        let port0 = s.info.enhanced_port0().then_some(0u8);
+        for inp in port0.into_iter().chain(linked.iter().copied()) {
+            for &o in &linked {
+                if inp != o && !s.sl2vl.contains(inp, o) {
+                    out.push(Sl2VlSet {
+                        guid: s.guid,
+                        is_switch: true,
+                        path: s.path.clone(),
+                        ports: Some((inp, o)),
+                        modifier: SlToVl::switch_modifier(inp, o),
+                    });
+                }
+            }
+        }
+    }
+    for c in st.cas.iter().filter(|c| c.up && !c.sl2vl) {
+        if c.info.capability_mask() & CAP_SL_MAPPING == 0 {
+            continue;
+        }
+        out.push(Sl2VlSet {
+            guid: c.port_guid,
+            is_switch: false,
+            path: c.path.clone(),
+            ports: None,
+            modifier: 0,
+        });
+    }
+    out
+}
+
+fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 /// Counters reported by the driver.
@@ -136,6 +284,149 @@ struct Inner {
     sweep_lock: tokio::sync::Mutex<()>,
     /// Light sweeps run (paces the probes of silent switches).
     sweeps: std::sync::atomic::AtomicU64,
+    /// SL-to-VL programming: progress, the programmer's wake-up, and the waiters' wake-up.
+    sl2vl: Mutex<Sl2VlProgress>,
+    sl2vl_kick: Arc<Notify>,
+    sl2vl_finished: Notify,
+}
+
+impl Inner {
+    /// Asks for an SL-to-VL pass that starts from now; returns its number.
+    fn request_sl2vl(&self) -> u64 {
+        let n = {
+            let mut p = lock(&self.sl2vl);
+            p.requested += 1;
+            p.requested
+        };
+        self.sl2vl_kick.notify_one();
+        n
+    }
+
+    /// After physical events: switches and CAs that came back get their tables again (they may
+    /// have rebooted), and a pass writes what new or relinked ports lack. Nothing before the
+    /// first pass was asked for (configure_lids asks for it).
+    fn sl2vl_after_events(&self, events: &[FabricEvent]) {
+        let wanted = events.iter().any(|e| {
+            matches!(
+                e,
+                FabricEvent::LinkUp { .. } | FabricEvent::SwitchUp(_) | FabricEvent::EndPortUp(_)
+            )
+        });
+        if !wanted || lock(&self.sl2vl).requested == 0 {
+            return;
+        }
+        {
+            let mut st = lock(&self.state);
+            for e in events {
+                match e {
+                    FabricEvent::SwitchUp(g) => {
+                        if let Some(&i) = st.sw_by_guid.get(g) {
+                            st.switches[i].sl2vl = Sl2VlDone::default();
+                        }
+                    }
+                    FabricEvent::EndPortUp(g) => {
+                        if let Some(&i) = st.ca_by_guid.get(g) {
+                            st.cas[i].sl2vl = false;
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+        self.request_sl2vl();
+    }
+}
+
+/// The background SL-to-VL programmer: runs a pass whenever one is requested.
+async fn sl2vl_programmer(weak: Weak<Inner>, kick: Arc<Notify>) {
+    loop {
+        let due = {
+            let Some(inner) = weak.upgrade() else { return };
+            let p = lock(&inner.sl2vl);
+            (p.completed < p.requested).then_some(p.requested)
+        };
+        match due {
+            Some(n) => {
+                let Some(inner) = weak.upgrade() else { return };
+                sl2vl_pass(&inner, n).await;
+            }
+            None => {
+                // A kick while not waiting leaves a permit: nothing is lost.
+                tokio::select! {
+                    _ = kick.notified() => {}
+                    _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+                }
+            }
+        }
+    }
+}
+
+/// One pass: every missing table, at background priority, all in flight together (the
+/// transport bounds the window). Records what was written and the failures, then wakes waiters.
+async fn sl2vl_pass(inner: &Inner, n: u64) {
+    let started = std::time::Instant::now();
+    let targets = sl2vl_targets(&lock(&inner.state));
+    lock(&inner.sl2vl).pending = targets.len() as u64;
+    let table = SlToVl::escape(ESCAPE_VL).encode();
+    let mut pend = Vec::with_capacity(targets.len());
+    let mut failures: Vec<(Guid, String)> = Vec::new();
+    for t in &targets {
+        let route = dr(&t.path);
+        match Smp::request(&route, METHOD_SET, ATTR_SL2VL, t.modifier, &table) {
+            Ok(smp) => pend.push((t, inner.tp.submit_background(route, smp))),
+            Err(e) => failures.push((t.guid, format!("{}: {e}", t.describe()))),
+        }
+    }
+    let mut written = Vec::with_capacity(pend.len());
+    for (t, rx) in pend {
+        match transport::wait(rx).await {
+            Ok(r) if r.smp.status() == 0 => written.push(t),
+            Ok(r) => failures.push((t.guid, format!("{}: MAD status {:#06x}", t.describe(), r.smp.status()))),
+            Err(e) => failures.push((t.guid, format!("{}: {e}", t.describe()))),
+        }
+    }
+    {
+        let mut st = lock(&inner.state);
+        for t in &written {
+            if t.is_switch {
+                if let Some(&i) = st.sw_by_guid.get(&t.guid) {
+                    match t.ports {
+                        Some((a, b)) => st.switches[i].sl2vl.insert(a, b),
+                        None => st.switches[i].sl2vl.all = true,
+                    }
+                }
+            } else if let Some(&i) = st.ca_by_guid.get(&t.guid) {
+                st.cas[i].sl2vl = true;
+            }
+        }
+    }
+    let failed = failures.len() as u64;
+    if failed > 0 {
+        tracing::warn!(
+            failed,
+            written = written.len(),
+            first = %failures[0].1,
+            "SL-to-VL programming left tables unwritten (the escape VL is not ready)"
+        );
+    } else if !written.is_empty() {
+        tracing::info!(
+            tables = written.len(),
+            ms = started.elapsed().as_millis() as u64,
+            "SL-to-VL tables programmed (escape VL ready)"
+        );
+    }
+    {
+        let mut p = lock(&inner.sl2vl);
+        p.completed = p.completed.max(n);
+        p.failed = failed;
+        p.pending = failed;
+        p.first_failure = failures.into_iter().next();
+        p.written += written.len() as u64;
+        if failed == 0 && (!written.is_empty() || p.ready_at_unix_ms == 0) {
+            p.ready_at_unix_ms = unix_ms();
+        }
+    }
+    inner.sl2vl_finished.notify_waiters();
 }
 
 /// The `umad` southbound driver. Construct with [`UmadDriver::open`].
@@ -214,6 +505,9 @@ impl UmadDriver {
                 sweeper_started: false.into(),
                 sweep_lock: tokio::sync::Mutex::new(()),
                 sweeps: 0.into(),
+                sl2vl: Mutex::new(Sl2VlProgress::default()),
+                sl2vl_kick: Arc::new(Notify::new()),
+                sl2vl_finished: Notify::new(),
             }),
         })
     }
@@ -289,6 +583,7 @@ impl UmadDriver {
             });
         }
         let interval = self.inner.cfg.sweep_interval();
+        rt.spawn(sl2vl_programmer(weak.clone(), self.inner.sl2vl_kick.clone()));
         rt.spawn(sweeper(weak, self.inner.wake.clone(), interval));
     }
 }
@@ -392,6 +687,7 @@ async fn discover_all(inner: &Inner) -> Result<Discovered, DriverError> {
                         up: true,
                         reached: true,
                         responsive: true,
+                        sl2vl: Sl2VlDone::default(),
                     });
                     if st.local.is_none() {
                         st.local = Some(Peer::Switch {
@@ -489,6 +785,7 @@ async fn discover_all(inner: &Inner) -> Result<Discovered, DriverError> {
                 info: info.clone(),
                 attach: from,
                 up,
+                sl2vl: false,
             });
             if let Some((sg, sp)) = from {
                 link(&mut st, sg, sp, Peer::Ca { port_guid: g });
@@ -1010,6 +1307,8 @@ async fn light_sweep(inner: &Inner) -> Vec<FabricEvent> {
     down.sort_unstable();
     all.extend(down.into_iter().map(FabricEvent::SwitchDown));
     activate(tp, &to_arm).await;
+    // SL-to-VL bookkeeping first: once the loop sees the events, the escape VL is not ready.
+    inner.sl2vl_after_events(&all);
     emit(inner, &all);
     all
 }
@@ -1065,6 +1364,12 @@ impl SouthboundDriver for UmadDriver {
             for s in &mut new.switches {
                 if let Some(&i) = st.sw_by_guid.get(&s.guid) {
                     s.lft = std::mem::take(&mut st.switches[i].lft);
+                    s.sl2vl = std::mem::take(&mut st.switches[i].sl2vl);
+                }
+            }
+            for c in &mut new.cas {
+                if let Some(&i) = st.ca_by_guid.get(&c.port_guid) {
+                    c.sl2vl = st.cas[i].sl2vl;
                 }
             }
             for old in &st.switches {
@@ -1227,43 +1532,11 @@ impl SouthboundDriver for UmadDriver {
                 submit(tp, rt, METHOD_SET, ATTR_SWITCH_INFO, 0, &s.raw)?,
             ));
         }
-        // 3. SL-to-VL: SL 1 → the escape VL on every output port (switches: every input port).
-        let table = SlToVl::escape(ESCAPE_VL).encode();
-        for (g, rt, _, _, ports, n) in &sw_infos {
-            let live: Vec<u8> = (1..=*n)
-                .filter(|p| ports[*p as usize].info.as_ref().is_some_and(live))
-                .collect();
-            for inp in std::iter::once(0u8).chain(live.iter().copied()) {
-                for &out in &live {
-                    if inp != out {
-                        let m = SlToVl::switch_modifier(inp, out);
-                        pend.push((
-                            *g,
-                            "SLtoVLMappingTable",
-                            submit(tp, rt, METHOD_SET, ATTR_SL2VL, m, &table)?,
-                        ));
-                    }
-                }
-            }
-        }
-        for (g, rt, _, _, _, up) in &ca_targets {
-            if *up {
-                pend.push((
-                    *g,
-                    "SLtoVLMappingTable",
-                    submit(tp, rt, METHOD_SET, ATTR_SL2VL, 0, &table)?,
-                ));
-            }
-        }
         for (g, op, rx) in pend {
             let r = transport::wait(rx).await.map_err(|e| tp_err(g, op, e))?;
-            // SL-to-VL is optional (status 0x0c = unsupported attribute).
-            if op == "SLtoVLMappingTable" {
-                continue;
-            }
             check_status(g, op, &r)?;
         }
-        // 4. Port activation: INIT → ARMED on every port, then ACTIVE.
+        // 3. Port activation: INIT → ARMED on every port, then ACTIVE.
         let mut ports: Vec<Target> = Vec::new();
         for (_, rt, _, _, recs, _) in &sw_infos {
             for (p, rec) in recs.iter().enumerate().skip(1) {
@@ -1300,7 +1573,7 @@ impl SouthboundDriver for UmadDriver {
         }
         let list: Vec<(Route, u32, PortInfo)> = ports.into_iter().map(|t| (t.route, t.port, t.info)).collect();
         activate(tp, &list).await;
-        // 5. Re-read the port states and record the new LIDs.
+        // 4. Re-read the port states and record the new LIDs.
         {
             let mut st = lock(&self.inner.state);
             st.sm_lid = sm_lid;
@@ -1335,6 +1608,9 @@ impl SouthboundDriver for UmadDriver {
             .sm_identity()
             .state
             .store(SM_STATE_MASTER, Ordering::Relaxed);
+        // 5. SL-to-VL in the background, behind the LFT upload that follows.
+        self.inner.request_sl2vl();
+        self.ensure_sweeper();
         Ok(())
     }
 
@@ -1501,6 +1777,7 @@ impl SouthboundDriver for UmadDriver {
             recompute_paths(&mut st);
         }
         activate(tp, &to_arm).await;
+        self.inner.sl2vl_after_events(&events);
         emit(&self.inner, &events);
         Ok(())
     }
@@ -1509,6 +1786,52 @@ impl SouthboundDriver for UmadDriver {
         Err(DriverError::Unsupported(
             "set_switch_state: a real switch cannot be powered off over MADs",
         ))
+    }
+
+    async fn escape_vl_ready(&self) -> Result<(), DriverError> {
+        self.ensure_sweeper();
+        let want = self.inner.request_sl2vl();
+        loop {
+            let notified = self.inner.sl2vl_finished.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            {
+                let p = lock(&self.inner.sl2vl);
+                if p.completed >= want {
+                    return match &p.first_failure {
+                        None => Ok(()),
+                        Some((guid, what)) => Err(DriverError::Protocol {
+                            guid: Some(*guid),
+                            message: if p.failed > 1 {
+                                format!("escape VL not ready: {what} (and {} more table(s))", p.failed - 1)
+                            } else {
+                                format!("escape VL not ready: {what}")
+                            },
+                        }),
+                    };
+                }
+            }
+            notified.await;
+        }
+    }
+
+    fn escape_vl_status(&self) -> EscapeVlStatus {
+        let p = lock(&self.inner.sl2vl);
+        EscapeVlStatus {
+            ready: p.completed >= 1 && p.completed >= p.requested && p.failed == 0,
+            pending: p.pending,
+            error: p.first_failure.as_ref().map(|(_, w)| w.clone()),
+            ready_at_unix_ms: p.ready_at_unix_ms,
+        }
+    }
+
+    fn driver_stats(&self) -> DriverStats {
+        let s = self.stats();
+        DriverStats {
+            smps_sent: s.smps_sent,
+            retries: s.retries,
+            failures: s.failures,
+        }
     }
 }
 
@@ -1591,6 +1914,7 @@ mod tests {
                 up: true,
                 reached: true,
                 responsive: true,
+                sl2vl: Sl2VlDone::default(),
             });
         }
         for (l, lg) in [L0, L1].into_iter().enumerate() {
@@ -1617,6 +1941,7 @@ mod tests {
             info: pi(PortState::Active, PHYS_LINK_UP),
             attach: Some((L0, 1)),
             up: true,
+            sl2vl: false,
         });
         link(&mut st, L0, 1, Peer::Ca { port_guid: CA });
         st.local = Some(Peer::Ca { port_guid: CA });
@@ -1625,6 +1950,107 @@ mod tests {
 
     fn rec(st: &State, g: Guid) -> &SwitchRec {
         &st.switches[st.sw_by_guid[&g]]
+    }
+
+    /// Sets IsSLMappingSupported on every switch port 0 and on the CA.
+    fn with_sl_mapping(st: &mut State) {
+        for s in &mut st.switches {
+            if let Some(i) = s.ports[0].info.as_mut() {
+                i.set_capability_mask(CAP_SL_MAPPING);
+            }
+        }
+        for c in &mut st.cas {
+            c.info.set_capability_mask(CAP_SL_MAPPING);
+        }
+    }
+
+    fn pairs_of(targets: &[Sl2VlSet], g: Guid) -> Vec<(u8, u8)> {
+        let mut v: Vec<(u8, u8)> = targets
+            .iter()
+            .filter(|t| t.guid == g && t.is_switch)
+            .filter_map(|t| t.ports)
+            .collect();
+        v.sort_unstable();
+        v
+    }
+
+    #[test]
+    fn sl2vl_pairs_of_linked_ports_only() {
+        let mut st = two_by_two();
+        recompute_paths(&mut st);
+        // Without IsSLMappingSupported nothing is sent (as OpenSM).
+        assert!(sl2vl_targets(&st).is_empty());
+        with_sl_mapping(&mut st);
+        // Spine 0 (2 ports, both cabled): 1→2 and 2→1; base port 0 is no input.
+        let t = sl2vl_targets(&st);
+        assert_eq!(pairs_of(&t, S0), vec![(1, 2), (2, 1)]);
+        let s0 = t.iter().find(|x| x.guid == S0 && x.ports == Some((2, 1))).unwrap();
+        assert_eq!(s0.modifier, 0x0201);
+        assert_eq!(s0.path, rec(&st, S0).path);
+        // Leaf 1 port 1 is not cabled in this fixture but ACTIVE in its PortInfo; take it
+        // down: pairs with port 1 disappear.
+        let i = st.sw_by_guid[&L1];
+        st.switches[i].ports[1].info = Some(pi(PortState::Down, PHYS_POLLING));
+        st.switches[i].ports[4].info = Some(pi(PortState::Down, PHYS_DISABLED));
+        let t = sl2vl_targets(&st);
+        assert_eq!(pairs_of(&t, L1), vec![(2, 3), (3, 2)]);
+        // Leaf 0: 4 live ports, 12 ordered pairs.
+        assert_eq!(pairs_of(&t, L0).len(), 12);
+        // The CA: one table, modifier 0.
+        let ca: Vec<_> = t.iter().filter(|x| !x.is_switch).collect();
+        assert_eq!(ca.len(), 1);
+        assert_eq!((ca[0].guid, ca[0].modifier, ca[0].ports), (CA, 0, None));
+    }
+
+    #[test]
+    fn sl2vl_enhanced_port0_and_optimized_switches() {
+        let mut st = two_by_two();
+        recompute_paths(&mut st);
+        with_sl_mapping(&mut st);
+        let i = st.sw_by_guid[&S0];
+        st.switches[i].info.raw[16] |= 0x08; // EnhancedPort0
+        let j = st.sw_by_guid[&S1];
+        st.switches[j].info.raw[11] |= 0x01; // OptimizedSLtoVLMappingProgramming
+        let t = sl2vl_targets(&st);
+        assert_eq!(pairs_of(&t, S0), vec![(0, 1), (0, 2), (1, 2), (2, 1)]);
+        let s1: Vec<_> = t.iter().filter(|x| x.guid == S1).collect();
+        assert_eq!(s1.len(), 1, "one Set for every pair");
+        assert_eq!((s1[0].modifier, s1[0].ports), (0x0003_0000, None));
+    }
+
+    #[test]
+    fn sl2vl_written_tables_are_not_written_again() {
+        let mut st = two_by_two();
+        recompute_paths(&mut st);
+        with_sl_mapping(&mut st);
+        let i = st.sw_by_guid[&S0];
+        st.switches[i].sl2vl.insert(1, 2);
+        st.cas[0].sl2vl = true;
+        let t = sl2vl_targets(&st);
+        assert_eq!(pairs_of(&t, S0), vec![(2, 1)]);
+        assert!(t.iter().all(|x| x.is_switch));
+        assert!(st.switches[i].sl2vl.contains(1, 2) && !st.switches[i].sl2vl.contains(2, 1));
+        // Output ports above 64 land in the right word.
+        st.switches[i].sl2vl.insert(200, 130);
+        assert!(st.switches[i].sl2vl.contains(200, 130) && !st.switches[i].sl2vl.contains(200, 2));
+        // A down switch gets nothing.
+        st.switches[i].up = false;
+        assert!(pairs_of(&sl2vl_targets(&st), S0).is_empty());
+    }
+
+    #[test]
+    fn sl2vl_failures_name_guid_and_ports() {
+        let t = Sl2VlSet {
+            guid: 0x20,
+            is_switch: true,
+            path: vec![1],
+            ports: Some((3, 5)),
+            modifier: 0x0305,
+        };
+        assert_eq!(
+            t.describe(),
+            "SLtoVLMappingTable Set on switch 0x0000000000000020 input port 3 output port 5"
+        );
     }
 
     #[test]

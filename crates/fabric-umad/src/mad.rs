@@ -585,7 +585,33 @@ impl SwitchInfo {
     pub fn life_time_value(&self) -> u8 {
         self.raw[11] >> 3
     }
+    /// OptimizedSLtoVLMappingProgramming (IBA 1.2.1+, SwitchInfo bits 94-95, the low two bits of
+    /// byte 11; libibmad's `OptSLtoVLMapping`): its low bit says the switch accepts the
+    /// SLtoVLMappingTable attribute-modifier bits [`SL2VL_ALL_INPUT_PORTS`] and
+    /// [`SL2VL_ALL_OUTPUT_PORTS`] (tested the same way as OpenSM's
+    /// `ib_switch_info_get_opt_sl2vlmapping`).
+    pub fn optimized_sl2vl(&self) -> bool {
+        self.raw[11] & 0x01 != 0
+    }
+    /// EnhancedPort0 (SwitchInfo bit 132, byte 16 mask 0x08): port 0 is an enhanced switch port
+    /// 0 that carries data traffic (it then needs SL-to-VL entries as an input port). A base
+    /// port 0 only sees management traffic on VL 15.
+    pub fn enhanced_port0(&self) -> bool {
+        self.raw[16] & 0x08 != 0
+    }
 }
+
+/// SLtoVLMappingTable attribute-modifier bit 16: the Set applies to every output port (the
+/// output-port field is ignored). Only for switches advertising
+/// [`SwitchInfo::optimized_sl2vl`].
+pub const SL2VL_ALL_OUTPUT_PORTS: u32 = 1 << 16;
+/// SLtoVLMappingTable attribute-modifier bit 17: the Set applies to every input port (the
+/// input-port field is ignored). OpenSM programs "all input ports to output port `p`" as
+/// `0x20000 | p` and "every pair" as `0x30000`.
+pub const SL2VL_ALL_INPUT_PORTS: u32 = 1 << 17;
+/// PortInfo.CapabilityMask bit 6, IsSLMappingSupported: the port has SL-to-VL tables (checked
+/// on port 0 for a switch, like OpenSM's `IB_PORT_CAP_HAS_SL_MAP`).
+pub const CAP_SL_MAPPING: u32 = 1 << 6;
 
 /// An SL-to-VL mapping table (attribute 0x0017): the VL of each of the 16 service levels.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Default)]
@@ -618,6 +644,10 @@ impl SlToVl {
     /// Attribute modifier of a switch's table from `in_port` to `out_port`.
     pub fn switch_modifier(in_port: u8, out_port: u8) -> u32 {
         (u32::from(in_port) << 8) | u32::from(out_port)
+    }
+    /// Attribute modifier of an optimized Set of every (input, output) pair of a switch.
+    pub fn all_ports_modifier() -> u32 {
+        SL2VL_ALL_INPUT_PORTS | SL2VL_ALL_OUTPUT_PORTS
     }
 }
 
@@ -823,6 +853,53 @@ mod tests {
             vendor_id: 0x2c9,
         };
         assert_eq!(NodeInfo::decode(&n.encode()), n);
+    }
+
+    #[test]
+    fn optimized_sl2vl_and_enhanced_port0_bits() {
+        // SwitchInfo byte 11 = LifeTimeValue(5) | PortStateChange(1) | OptSLtoVLMapping(2),
+        // byte 16 = InboundEnf | OutboundEnf | FilterRawIn | FilterRawOut | EnhancedPort0 | 0.
+        let mut raw = [0u8; SMP_DATA_SIZE];
+        raw[11] = (0x13 << 3) | 0x04;
+        raw[16] = 0xf0;
+        let si = SwitchInfo::decode(&raw);
+        assert!(!si.optimized_sl2vl() && !si.enhanced_port0());
+        assert_eq!(si.life_time_value(), 0x13);
+        raw[11] |= 0x01;
+        raw[16] |= 0x08;
+        let si = SwitchInfo::decode(&raw);
+        assert!(si.optimized_sl2vl() && si.enhanced_port0());
+        assert!(si.port_state_change());
+    }
+
+    #[test]
+    fn sl2vl_set_image_and_modifiers() {
+        // SL 1 on VL 1, every other SL on VL 0: byte 0 = SL0<<4 | SL1.
+        let d = SlToVl::escape(1).encode();
+        assert_eq!(&d[..8], &[0x01, 0, 0, 0, 0, 0, 0, 0]);
+        assert!(d[8..].iter().all(|&b| b == 0));
+        let d = SlToVl::escape(7).encode();
+        assert_eq!(d[0], 0x07);
+        // Modifier: output port in bits 0-7, input port in bits 8-15; OpenSM's all-pairs Set
+        // is 0x30000 and its "every input port to output p" Set is 0x20000 | p.
+        assert_eq!(SlToVl::switch_modifier(0, 36), 0x0024);
+        assert_eq!(SlToVl::switch_modifier(36, 1), 0x2401);
+        assert_eq!(SlToVl::all_ports_modifier(), 0x0003_0000);
+        assert_eq!(SL2VL_ALL_INPUT_PORTS | 5, 0x0002_0005);
+        assert_eq!(CAP_SL_MAPPING, 0x40);
+        // The whole request as it goes on the wire: Set, attribute 0x0017, modifier 0x30000.
+        let s = Smp::request(
+            &Route::Directed(vec![1, 3]),
+            METHOD_SET,
+            ATTR_SL2VL,
+            SlToVl::all_ports_modifier(),
+            &SlToVl::escape(1).encode(),
+        )
+        .unwrap();
+        assert_eq!(&s.bytes[16..18], &[0x00, 0x17]);
+        assert_eq!(&s.bytes[20..24], &[0x00, 0x03, 0x00, 0x00]);
+        assert_eq!(s.bytes[3], METHOD_SET);
+        assert_eq!(s.bytes[64], 0x01);
     }
 
     #[test]

@@ -6,6 +6,12 @@
 //! attempt and re-sends lost or bounced SMPs (umad status `ETIMEDOUT`) up to `retries` times.
 //! Unsolicited MADs (traps) go to a separate channel.
 //!
+//! Requests have one of two priorities: normal ([`Transport::submit`]) and background
+//! ([`Transport::submit_background`]). Both share the window; a background SMP is sent only
+//! when no normal one is waiting, so bulk work that is off the critical path (SL-to-VL tables)
+//! fills the idle slots and delays normal work (LIDs, port states, LFT blocks) by at most the
+//! round trip of the background SMPs already in flight.
+//!
 //! The 56-byte `ib_user_mad_hdr` layout is used (no `IB_USER_MAD_ENABLE_PKEY`): the kernel uses
 //! it by default and the simulator shim only understands it.
 
@@ -264,6 +270,37 @@ struct Request {
     route: Route,
     smp: Smp,
     reply: oneshot::Sender<Result<Reply, TransportError>>,
+    /// Sent only when no normal request waits.
+    background: bool,
+}
+
+/// The waiting requests of the two priorities.
+struct Queues<T> {
+    normal: VecDeque<T>,
+    background: VecDeque<T>,
+}
+
+impl<T> Queues<T> {
+    fn new() -> Self {
+        Queues {
+            normal: VecDeque::new(),
+            background: VecDeque::new(),
+        }
+    }
+    fn push(&mut self, r: T, background: bool) {
+        if background {
+            self.background.push_back(r)
+        } else {
+            self.normal.push_back(r)
+        }
+    }
+    /// The next request to send: the oldest normal one, else the oldest background one.
+    fn pop(&mut self) -> Option<T> {
+        self.normal.pop_front().or_else(|| self.background.pop_front())
+    }
+    fn is_empty(&self) -> bool {
+        self.normal.is_empty() && self.background.is_empty()
+    }
 }
 
 struct InFlight {
@@ -309,7 +346,25 @@ impl Transport {
         let (reply, rx) = oneshot::channel();
         // On a closed channel the request (and its sender) is dropped: the receiver then yields
         // an error that `call` maps to `Closed`.
-        let _ = self.tx.send(Request { route, smp, reply });
+        let _ = self.tx.send(Request {
+            route,
+            smp,
+            reply,
+            background: false,
+        });
+        rx
+    }
+
+    /// Queues an SMP at background priority: it is sent only when no normal SMP is waiting
+    /// (it still takes one slot of the window while in flight).
+    pub fn submit_background(&self, route: Route, smp: Smp) -> oneshot::Receiver<Result<Reply, TransportError>> {
+        let (reply, rx) = oneshot::channel();
+        let _ = self.tx.send(Request {
+            route,
+            smp,
+            reply,
+            background: true,
+        });
         rx
     }
 
@@ -352,7 +407,7 @@ fn run<P: RawPort>(
     sm: Arc<SmIdentity>,
 ) {
     let window = params.window.max(1);
-    let mut queue: VecDeque<Request> = VecDeque::new();
+    let mut queue: Queues<Request> = Queues::new();
     let mut inflight: HashMap<u32, InFlight> = HashMap::with_capacity(window * 2);
     let mut next_tid: u32 = 1;
     let mut open = true;
@@ -363,7 +418,10 @@ fn run<P: RawPort>(
         // Intake: block briefly when idle, otherwise drain what is queued.
         if open && inflight.is_empty() && queue.is_empty() {
             match rx.recv_timeout(Duration::from_millis(2)) {
-                Ok(r) => queue.push_back(r),
+                Ok(r) => {
+                    let b = r.background;
+                    queue.push(r, b)
+                }
                 Err(std_mpsc::RecvTimeoutError::Timeout) => {}
                 Err(std_mpsc::RecvTimeoutError::Disconnected) => open = false,
             }
@@ -371,7 +429,10 @@ fn run<P: RawPort>(
         if open {
             loop {
                 match rx.try_recv() {
-                    Ok(r) => queue.push_back(r),
+                    Ok(r) => {
+                        let b = r.background;
+                        queue.push(r, b)
+                    }
                     Err(std_mpsc::TryRecvError::Empty) => break,
                     Err(std_mpsc::TryRecvError::Disconnected) => {
                         open = false;
@@ -401,7 +462,7 @@ fn run<P: RawPort>(
             send(f, &mut inflight, &mut next_tid);
         }
         while inflight.len() < window {
-            let Some(req) = queue.pop_front() else { break };
+            let Some(req) = queue.pop() else { break };
             let f = InFlight {
                 req,
                 attempts: 0,
@@ -588,6 +649,40 @@ mod tests {
             retries,
             window,
         }
+    }
+
+    #[test]
+    fn background_requests_wait_for_normal_ones() {
+        let mut q = Queues::new();
+        q.push("b1", true);
+        q.push("n1", false);
+        q.push("b2", true);
+        q.push("n2", false);
+        assert_eq!(q.pop(), Some("n1"));
+        q.push("n3", false);
+        let order: Vec<_> = std::iter::from_fn(|| q.pop()).collect();
+        assert_eq!(order, ["n2", "n3", "b1", "b2"]);
+        assert!(q.is_empty());
+    }
+
+    #[tokio::test]
+    async fn background_smps_get_replies_too() {
+        let (f, _) = fake(0, 0);
+        let (ttx, _trx) = mpsc::unbounded_channel();
+        let t = Transport::start(f, params(0, 2), ttx);
+        let mut rxs = Vec::new();
+        for i in 0..6u32 {
+            let smp = Smp::request(&Route::Directed(vec![1]), METHOD_GET, ATTR_NODE_INFO, i, &[0; 64]).unwrap();
+            rxs.push(if i % 2 == 0 {
+                t.submit_background(Route::Directed(vec![1]), smp)
+            } else {
+                t.submit(Route::Directed(vec![1]), smp)
+            });
+        }
+        for (i, rx) in rxs.into_iter().enumerate() {
+            assert_eq!(wait(rx).await.unwrap().smp.attr_mod(), i as u32);
+        }
+        assert_eq!(t.stats().sent.load(Ordering::Relaxed), 6);
     }
 
     #[tokio::test]

@@ -87,6 +87,14 @@ fn switch_info_lft_and_sl2vl() {
     assert_eq!(si.multicast_fdb_cap(), 1024);
     assert_eq!(si.linear_fdb_top(), 0);
     assert!(si.port_state_change());
+    // `smpquery switchinfo` on ibsim: OptSLtoVLMapping 0, EnhancedPort0 0 (base port 0);
+    // FilterRawInbound/Outbound 1 are the bits next to EnhancedPort0 in the same byte.
+    assert!(!si.optimized_sl2vl());
+    assert!(!si.enhanced_port0());
+    assert_eq!(si.raw[16] & 0x30, 0x30, "FilterRaw bits of byte 16");
+    // Switch port 0 CapMask 0xc048 (`smpquery portinfo`): IsSLMappingSupported (0x40) set.
+    let p0 = PortInfo::decode(load("port_info_switch_p0").data());
+    assert_ne!(p0.capability_mask() & CAP_SL_MAPPING, 0);
     let lft = load("lft_block0");
     assert_eq!(lft.attr_id(), ATTR_LFT);
     assert!(lft.data().iter().all(|&p| p == 0xff), "LFTs start as all 255");

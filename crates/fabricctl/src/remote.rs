@@ -251,6 +251,38 @@ pub fn status_json(s: &pb::Status) -> Value {
         "subscribers": s.subscribers,
         "missed_acks": s.missed_acks,
         "update_restarts": s.update_restarts,
+        "escape_vl_ready": s.escape_vl_ready,
+        "escape_vl_pending": s.escape_vl_pending,
+        "escape_vl_error": s.escape_vl_error,
+        "escape_vl_ready_at_unix_ms": s.escape_vl_ready_at_unix_ms,
+        "driver_smps_sent": s.driver_smps_sent,
+        "driver_smp_retries": s.driver_smp_retries,
+        "driver_smp_failures": s.driver_smp_failures,
+    })
+}
+
+/// The `escape VL` line of `fabricctl status`: whether the escape VL (SL-to-VL tables) is
+/// programmed, which the five-phase update waits for.
+pub fn escape_vl_text(s: &pb::Status) -> String {
+    if s.escape_vl_ready {
+        "ready".to_string()
+    } else if !s.escape_vl_error.is_empty() {
+        format!(
+            "not ready: {} table(s) unwritten, first: {}",
+            s.escape_vl_pending, s.escape_vl_error
+        )
+    } else {
+        format!("not ready: {} SL-to-VL table(s) being programmed", s.escape_vl_pending)
+    }
+}
+
+/// The `driver SMPs` line of `fabricctl status`, for drivers that send SMPs.
+pub fn driver_smps_text(s: &pb::Status) -> Option<String> {
+    (s.driver_smps_sent > 0).then(|| {
+        format!(
+            "{} sent, {} retries, {} failures",
+            s.driver_smps_sent, s.driver_smp_retries, s.driver_smp_failures
+        )
     })
 }
 
@@ -471,6 +503,10 @@ async fn run_async(cmd: RemoteCmd, socket: &str) -> Result<()> {
                 outln!("update           five-phase (dual LIDs), {} subscribers", s.subscribers);
             } else {
                 outln!("update           direct upload (one LID per end port: no per-flow consistency)");
+            }
+            outln!("escape VL        {}", escape_vl_text(&s));
+            if let Some(t) = driver_smps_text(&s) {
+                outln!("driver SMPs      {t}");
             }
             if !s.missed_acks.is_empty() {
                 outln!("missed acks      {}", s.missed_acks.join(", "));
@@ -853,6 +889,41 @@ mod tests {
         assert_eq!(v["dual_lids"], true);
         assert_eq!(v["subscribers"], 64);
         assert_eq!(v["missed_acks"][0], "job-7 (unpath)");
+    }
+
+    #[test]
+    fn escape_vl_and_smp_counters_render() {
+        let mut s = pb::Status {
+            escape_vl_ready: true,
+            driver_smps_sent: 16472,
+            driver_smp_retries: 3,
+            driver_smp_failures: 1,
+            escape_vl_ready_at_unix_ms: 1_700_000_000_123,
+            ..Default::default()
+        };
+        assert_eq!(escape_vl_text(&s), "ready");
+        assert_eq!(
+            driver_smps_text(&s).as_deref(),
+            Some("16472 sent, 3 retries, 1 failures")
+        );
+        let v = status_json(&s);
+        assert_eq!(v["escape_vl_ready"], true);
+        assert_eq!(v["driver_smps_sent"], 16472);
+        assert_eq!(v["driver_smp_retries"], 3);
+        assert_eq!(v["driver_smp_failures"], 1);
+        assert_eq!(v["escape_vl_ready_at_unix_ms"], 1_700_000_000_123u64);
+        s.escape_vl_ready = false;
+        s.escape_vl_pending = 70;
+        assert_eq!(escape_vl_text(&s), "not ready: 70 SL-to-VL table(s) being programmed");
+        s.escape_vl_pending = 2;
+        s.escape_vl_error = "SLtoVLMappingTable Set on switch 0x0000000000000020 input port 3 output port 5: \
+                             no reply after 4 attempt(s)"
+            .into();
+        let t = escape_vl_text(&s);
+        assert!(t.starts_with("not ready: 2 table(s) unwritten, first: SLtoVLMappingTable Set on switch"));
+        assert_eq!(status_json(&s)["escape_vl_error"], s.escape_vl_error);
+        // Drivers without SMPs (mock, oob) print no counter line.
+        assert_eq!(driver_smps_text(&pb::Status::default()), None);
     }
 
     #[test]

@@ -436,14 +436,17 @@ pub async fn run(opts: RunOptions, mut control: mpsc::Receiver<Control>) -> Resu
 
     // gRPC.
     let metrics_config = Arc::new(ArcSwap::from_pointee(config.metrics.clone()));
-    let shared = Arc::new(Shared::new(
-        published.clone(),
-        events.clone(),
-        notices.clone(),
-        mock.clone(),
-        metrics_config.clone(),
-        analysis_pool,
-    ));
+    let shared = Arc::new(
+        Shared::new(
+            published.clone(),
+            events.clone(),
+            notices.clone(),
+            mock.clone(),
+            metrics_config.clone(),
+            analysis_pool,
+        )
+        .with_driver(driver.clone()),
+    );
     let service = FabricManagerServer::new(FabricService::new(shared))
         .max_decoding_message_size(fabric_proto::MAX_MESSAGE_BYTES)
         .max_encoding_message_size(fabric_proto::MAX_MESSAGE_BYTES);

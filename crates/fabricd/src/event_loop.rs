@@ -140,6 +140,14 @@ pub enum Event {
         job: u64,
         outcome: UploadOutcome,
     },
+    /// The driver answered [`SouthboundDriver::escape_vl_ready`] for a computed five-phase
+    /// generation (still in Prepare): go on with it, or fall back (see
+    /// [`EventLoop::on_escape_vl_checked`]).
+    EscapeVlChecked {
+        job: u64,
+        computed: Box<Computed>,
+        result: Result<(), String>,
+    },
     /// A deadline of the five-phase update expired.
     UpdateDeadline {
         token: u64,
@@ -781,6 +789,7 @@ impl EventLoop {
             Event::ComputeDone { job, result } => self.on_compute_done(job, *result).await,
             Event::UploadDone { job, outcome } => self.on_upload_done(job, outcome).await,
             Event::EscapeDone { job, outcome } => self.on_escape_done(job, outcome).await,
+            Event::EscapeVlChecked { job, computed, result } => self.on_escape_vl_checked(job, *computed, result).await,
             Event::UpdateDeadline { token } => {
                 let a = self.protocol.on(Instant::now(), UInput::Deadline { token });
                 self.drive(a).await;
@@ -1216,41 +1225,122 @@ impl EventLoop {
                 // The five-phase update needs escape LIDs and tables that already hold a
                 // generation with the same LIDs (the first upload and a LID change carry no
                 // traffic that could be kept consistent: direct upload).
-                if restarted
-                    || (self.lmc >= 1 && self.settings.update.five_phase && !c.lids_changed && self.current.is_some())
-                {
-                    let mask = EscapeMask::new(&c.lids);
-                    let stages = split_writes(&self.installed, &c.writes, &mask);
-                    tracing::debug!(
-                        job,
-                        escape_blocks = stages.escape.len(),
-                        base_blocks = stages.base.len(),
-                        "five-phase update"
-                    );
-                    self.escape_stage = stages.escape;
-                    self.busy = Busy::Escape(flight, Box::new(c), stages.base);
-                    let now = Instant::now();
-                    let mut a = Vec::new();
-                    if !restarted {
-                        self.update_restarts.clear();
-                        a = self.protocol.on(
-                            now,
-                            UInput::Begin {
-                                generation: self.generation() + 1,
-                            },
-                        );
-                    }
-                    let at = self.protocol.attempt();
-                    a.extend(self.protocol.on(now, UInput::Computed { at, result: Ok(()) }));
-                    self.drive_sync(a);
+                let five_phase = restarted
+                    || (self.lmc >= 1 && self.settings.update.five_phase && !c.lids_changed && self.current.is_some());
+                if five_phase && !self.io.driver.escape_vl_status().ready {
+                    // Still Prepare: the escape VL must be programmed before any traffic moves
+                    // to the escape LIDs. The driver finishes (or retries) its SL-to-VL tables
+                    // in the background; the answer comes back as `EscapeVlChecked`. A newer
+                    // change meanwhile supersedes this computation as usual.
+                    self.busy = Busy::Computing(flight);
+                    let driver = self.io.driver.clone();
+                    let tx = self.tx.clone();
+                    tracing::info!(job, "five-phase update waits for the escape VL (SL-to-VL tables)");
+                    tokio::spawn(async move {
+                        let result = driver.escape_vl_ready().await.map_err(|e| e.to_string());
+                        let _ = tx
+                            .send(Event::EscapeVlChecked {
+                                job,
+                                computed: Box::new(c),
+                                result,
+                            })
+                            .await;
+                    });
                     return;
                 }
-                self.set_phase(Phase::Update);
-                let writes = c.writes.clone();
-                self.busy = Busy::Uploading(flight, Box::new(c));
-                self.spawn_upload(job, writes, true, false);
+                self.install(job, flight, c, five_phase, restarted);
             }
         }
+    }
+
+    /// The escape VL check of a five-phase generation came back. Ready: the five-phase update
+    /// goes on. Not ready (a table could not be written): the generation must not move traffic
+    /// to escape LIDs whose VL is not set up, so a first attempt falls back to a direct upload
+    /// of the new routing (as the first generation after start; logged, and the driver's error
+    /// stays in Status as `escape_vl_error`), and a restarted attempt (the protocol is already
+    /// running) is given up like a failed computation (the protocol aborts it; the installed
+    /// routing stays, the next change retries).
+    async fn on_escape_vl_checked(&mut self, job: u64, c: Computed, result: Result<(), String>) {
+        let flight = match std::mem::take(&mut self.busy) {
+            Busy::Computing(f) if f.job == job => f,
+            other => {
+                // Superseded while waiting: a newer computation checks again.
+                self.busy = other;
+                self.discarded += 1;
+                self.io.telemetry.discarded();
+                tracing::debug!(
+                    job,
+                    "discarding a computation superseded while it waited for the escape VL"
+                );
+                self.publish();
+                return;
+            }
+        };
+        let restarted = self.protocol.phase() != fabric_update::Phase::Idle;
+        match result {
+            Ok(()) => {
+                tracing::info!(job, "escape VL ready");
+                self.install(job, flight, c, true, restarted);
+            }
+            Err(e) if restarted => {
+                tracing::error!(job, error = %e, "escape VL not ready: the restarted update is given up");
+                self.busy = Busy::Computing(flight);
+                let at = self.protocol.attempt();
+                let a = self.protocol.on(
+                    Instant::now(),
+                    UInput::Computed {
+                        at,
+                        result: Err(format!("escape VL not ready: {e}")),
+                    },
+                );
+                self.drive(a).await;
+            }
+            Err(e) => {
+                tracing::warn!(
+                    job,
+                    error = %e,
+                    "escape VL not ready: this generation is a direct upload (no five-phase update)"
+                );
+                self.install(job, flight, c, false, false);
+            }
+        }
+        self.publish();
+    }
+
+    /// Installs a computed generation: the five-phase update (escape stage first), or a direct
+    /// upload.
+    fn install(&mut self, job: u64, flight: InFlight, c: Computed, five_phase: bool, restarted: bool) {
+        if five_phase {
+            let mask = EscapeMask::new(&c.lids);
+            let stages = split_writes(&self.installed, &c.writes, &mask);
+            tracing::debug!(
+                job,
+                escape_blocks = stages.escape.len(),
+                base_blocks = stages.base.len(),
+                "five-phase update"
+            );
+            self.escape_stage = stages.escape;
+            self.busy = Busy::Escape(flight, Box::new(c), stages.base);
+            let now = Instant::now();
+            let mut a = Vec::new();
+            if !restarted {
+                self.update_restarts.clear();
+                a = self.protocol.on(
+                    now,
+                    UInput::Begin {
+                        generation: self.generation() + 1,
+                    },
+                );
+            }
+            let at = self.protocol.attempt();
+            a.extend(self.protocol.on(now, UInput::Computed { at, result: Ok(()) }));
+            self.drive_sync(a);
+            return;
+        }
+        self.set_phase(Phase::Update);
+        let writes = c.writes.clone();
+        self.busy = Busy::Uploading(flight, Box::new(c));
+        self.spawn_upload(job, writes, true, false);
     }
 
     /// Uploads `writes` of the generation in `self.busy` (configuring LIDs first when they
@@ -2155,6 +2245,17 @@ mod loop_tests {
 
     /// A loop over an existing simulated fabric and state directory (a restarted daemon).
     fn start_on(settings: LoopSettings, mock: Arc<MockFabric>, dir: Arc<tempfile::TempDir>) -> Harness {
+        let driver: Arc<dyn SouthboundDriver> = mock.clone();
+        start_with(settings, mock, driver, dir)
+    }
+
+    /// A loop whose driver is `driver` (a wrapper of `mock`).
+    fn start_with(
+        settings: LoopSettings,
+        mock: Arc<MockFabric>,
+        driver: Arc<dyn SouthboundDriver>,
+        dir: Arc<tempfile::TempDir>,
+    ) -> Harness {
         let fabric = mock.cabling().clone();
         let guid2lid = StateDir::open(dir.path()).unwrap().load_guid2lid().unwrap();
         let virtual_faults = StateDir::open(dir.path()).unwrap().load_virtual_faults().unwrap();
@@ -2189,7 +2290,7 @@ mod loop_tests {
                 driver_name: "mock",
             },
             LoopIo {
-                driver: mock.clone(),
+                driver,
                 state_dir: StateDir::open(dir.path()).unwrap(),
                 pool: pool.clone(),
                 published: published.clone(),
@@ -2528,6 +2629,157 @@ mod loop_tests {
         assert!(p.missed_acks.is_empty());
         assert_eq!(h.mock.verify_all_pairs(false).unreachable_count, 0);
         assert_eq!(h.mock.verify_all_pairs(true).unreachable_count, 0);
+    }
+
+    /// The mock driver with an escape VL that is not ready until released: `escape_vl_ready`
+    /// waits for `release`, then answers Ok or (with `fail`) an error naming a GUID and port.
+    struct SlowEscapeVl {
+        mock: Arc<MockFabric>,
+        ready: std::sync::atomic::AtomicBool,
+        calls: std::sync::atomic::AtomicUsize,
+        release: tokio::sync::Semaphore,
+        fail: bool,
+    }
+
+    #[async_trait::async_trait]
+    impl SouthboundDriver for SlowEscapeVl {
+        fn caps(&self) -> fabric_southbound::DriverCaps {
+            self.mock.caps()
+        }
+        async fn discover(&self) -> Result<Fabric, fabric_southbound::DriverError> {
+            self.mock.discover().await
+        }
+        fn subscribe_events(&self) -> mpsc::UnboundedReceiver<FabricEvent> {
+            self.mock.subscribe_events()
+        }
+        async fn configure_lids(&self, f: &Fabric, l: &LidPlan) -> Result<(), fabric_southbound::DriverError> {
+            self.mock.configure_lids(f, l).await
+        }
+        async fn write_lft_blocks(
+            &self,
+            b: &[fabric_southbound::LftBlockWrite],
+        ) -> Result<fabric_southbound::WriteReport, fabric_southbound::DriverError> {
+            self.mock.write_lft_blocks(b).await
+        }
+        async fn read_lft_block(
+            &self,
+            s: Guid,
+            b: u32,
+        ) -> Result<[u8; fabric_routing::BLOCK_SIZE], fabric_southbound::DriverError> {
+            self.mock.read_lft_block(s, b).await
+        }
+        async fn set_port_state(&self, s: Guid, p: PortNum, up: bool) -> Result<(), fabric_southbound::DriverError> {
+            self.mock.set_port_state(s, p, up).await
+        }
+        async fn set_switch_state(&self, s: Guid, up: bool) -> Result<(), fabric_southbound::DriverError> {
+            self.mock.set_switch_state(s, up).await
+        }
+        async fn escape_vl_ready(&self) -> Result<(), fabric_southbound::DriverError> {
+            self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let permit = self.release.acquire().await;
+            drop(permit);
+            if self.fail {
+                return Err(fabric_southbound::DriverError::Protocol {
+                    guid: Some(0x20),
+                    message: "SLtoVLMappingTable Set on switch 0x0000000000000020 input port 3 output port 5: \
+                              no reply"
+                        .into(),
+                });
+            }
+            self.ready.store(true, std::sync::atomic::Ordering::SeqCst);
+            Ok(())
+        }
+        fn escape_vl_status(&self) -> fabric_southbound::EscapeVlStatus {
+            fabric_southbound::EscapeVlStatus {
+                ready: self.ready.load(std::sync::atomic::Ordering::SeqCst),
+                ..Default::default()
+            }
+        }
+    }
+
+    fn slow_escape_vl(fail: bool) -> (Harness, Arc<SlowEscapeVl>) {
+        let fabric = fabric_topology::gen::generate_str("PGFT(2;4,6;1,3;1,1)", None).unwrap();
+        let mock = Arc::new(MockFabric::new(fabric));
+        let d = Arc::new(SlowEscapeVl {
+            mock: mock.clone(),
+            ready: false.into(),
+            calls: 0.into(),
+            release: tokio::sync::Semaphore::new(0),
+            fail,
+        });
+        let h = start_with(
+            update_settings(10_000, fabric_update::DeadlinePolicy::Proceed),
+            mock,
+            d.clone(),
+            Arc::new(tempfile::tempdir().unwrap()),
+        );
+        (h, d)
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_five_phase_update_waits_in_prepare_for_the_escape_vl() {
+        use std::sync::atomic::Ordering::SeqCst;
+        let (h, d) = slow_escape_vl(false);
+        // The first generation is a direct upload: it needs no escape VL.
+        h.until("generation 1", |p| p.generation() == 1).await;
+        assert_eq!(d.calls.load(SeqCst), 0);
+        let (id, mut rx) = h.subscribe("job-a").await;
+        h.until("subscribed", |p| p.subscribers == 1).await;
+        let before = h.mock.installed_lft_table();
+        let done = h.inject(h.links()[0], false, true).await;
+        for _ in 0..1000 {
+            if d.calls.load(SeqCst) == 1 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert_eq!(d.calls.load(SeqCst), 1, "the loop asks the driver for the escape VL");
+        // Held in Prepare: no Unpath notice, no escape stage written.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert!(rx.try_recv().is_err(), "no Unpath before the escape VL is ready");
+        assert_eq!(h.published.load_full().phase, Phase::Prepare);
+        assert_eq!(h.published.load_full().generation(), 1);
+        assert_eq!(h.mock.installed_lft_table(), before, "nothing written while waiting");
+        // Ready: the five-phase update goes on.
+        d.release.add_permits(1);
+        let n = next_notice(&mut rx).await;
+        assert_eq!((n.generation, n.phase), (2, Phase::Unpath));
+        h.ack(id, &n).await;
+        let n = next_notice(&mut rx).await;
+        assert_eq!((n.generation, n.phase), (2, Phase::Repath));
+        h.ack(id, &n).await;
+        assert_eq!(done.await.unwrap().unwrap().generation, 2);
+        // Ready from now on: the next update does not ask again.
+        let done = h.inject(h.links()[1], false, true).await;
+        let n = next_notice(&mut rx).await;
+        assert_eq!((n.generation, n.phase), (3, Phase::Unpath));
+        h.ack(id, &n).await;
+        let n = next_notice(&mut rx).await;
+        h.ack(id, &n).await;
+        assert_eq!(done.await.unwrap().unwrap().generation, 3);
+        assert_eq!(d.calls.load(SeqCst), 1);
+        assert_eq!(h.mock.verify_all_pairs(false).unreachable_count, 0);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_escape_vl_that_cannot_be_programmed_gives_a_direct_upload() {
+        let (h, d) = slow_escape_vl(true);
+        h.until("generation 1", |p| p.generation() == 1).await;
+        let (_id, mut rx) = h.subscribe("job-a").await;
+        h.until("subscribed", |p| p.subscribers == 1).await;
+        d.release.add_permits(10);
+        let done = h.inject(h.links()[0], false, true).await;
+        let r = tokio::time::timeout(Duration::from_secs(10), done)
+            .await
+            .expect("committed without waiting for acks")
+            .unwrap()
+            .unwrap();
+        assert_eq!(r.generation, 2);
+        assert!(rx.try_recv().is_err(), "subscribers are never moved to the escape LIDs");
+        let p = h.until("idle", |p| p.phase == Phase::Idle).await;
+        assert_eq!(p.generation(), 2);
+        assert!(p.missed_acks.is_empty());
+        assert_eq!(h.mock.verify_all_pairs(false).unreachable_count, 0);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

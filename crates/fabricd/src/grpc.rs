@@ -51,6 +51,8 @@ pub struct Shared {
     pub metrics_config: Arc<ArcSwap<MetricsConfig>>,
     /// Pool for metrics computations (separate from the routing pool).
     pub analysis_pool: Arc<rayon::ThreadPool>,
+    /// The southbound driver, for its live counters and escape-VL state (Status).
+    pub driver: Option<Arc<dyn fabric_southbound::SouthboundDriver>>,
     metrics_cache: tokio::sync::Mutex<Option<(u64, MetricsConfig, Arc<CoreMetrics>)>>,
 }
 
@@ -70,8 +72,15 @@ impl Shared {
             mock,
             metrics_config,
             analysis_pool,
+            driver: None,
             metrics_cache: tokio::sync::Mutex::new(None),
         }
+    }
+
+    /// Attaches the southbound driver (Status reports its SMP counters and escape-VL state).
+    pub fn with_driver(mut self, driver: Arc<dyn fabric_southbound::SouthboundDriver>) -> Shared {
+        self.driver = Some(driver);
+        self
     }
 }
 
@@ -369,6 +378,16 @@ impl FabricManager for FabricService {
         };
         let (links, links_up) = f.count_links();
         let g = p.current.as_ref();
+        let (vl, stats) = match &self.shared.driver {
+            Some(d) => (d.escape_vl_status(), d.driver_stats()),
+            None => (
+                fabric_southbound::EscapeVlStatus {
+                    ready: true,
+                    ..Default::default()
+                },
+                fabric_southbound::DriverStats::default(),
+            ),
+        };
         Ok(Response::new(pb::Status {
             generation: p.generation(),
             phase: phase_pb(p.phase) as i32,
@@ -394,6 +413,13 @@ impl FabricManager for FabricService {
             missed_acks: p.missed_acks.clone(),
             dual_lids: p.lmc >= 1,
             update_restarts: p.update_restarts.clone(),
+            escape_vl_ready: vl.ready,
+            escape_vl_pending: vl.pending,
+            escape_vl_error: vl.error.unwrap_or_default(),
+            escape_vl_ready_at_unix_ms: vl.ready_at_unix_ms,
+            driver_smps_sent: stats.smps_sent,
+            driver_smp_retries: stats.retries,
+            driver_smp_failures: stats.failures,
         }))
     }
 

@@ -1,10 +1,13 @@
 //! The subnet-manager side of the umad driver under ibsim, read back with infiniband-diags:
 //!
-//! * SL-to-VL: the driver programs SLtoVLMappingTable (SL 1, the escape LIDs' service level, on
-//!   the escape VL; every other SL on VL 0) on every switch (each input port to each live
-//!   output port) and on the CA ports. ibsim implements SLtoVLMappingTable Get and Set, so
-//!   `smpquery sl2vl` reads the tables back. ibsim's default table maps SL n to VL n, so the
-//!   whole row is checked (SL 2..15 on VL 0 proves the driver wrote it).
+//! * SL-to-VL: after the first generation's LFTs, in the background, the driver programs
+//!   SLtoVLMappingTable (SL 1, the escape LIDs' service level, on the escape VL; every other SL
+//!   on VL 0) on every switch (each linked input port to each other linked output port; ibsim's
+//!   switches have a base port 0, which gets none, and do not advertise
+//!   OptimizedSLtoVLMappingProgramming) and on the CA ports; Status says `escape_vl_ready` when
+//!   it is done. ibsim implements SLtoVLMappingTable Get and Set, so `smpquery sl2vl` reads the
+//!   tables back. ibsim's default table maps SL n to VL n, so the whole row is checked (SL 2..15
+//!   on VL 0 proves the driver wrote it).
 //! * SMInfo: the manager answers SubnGet(SMInfo) on its own port (the simulator, like an HCA,
 //!   forwards it): `sminfo` shows fabricd's port GUID, the configured `sm_priority` and state
 //!   MASTER once the subnet is up, and the activity count grows; its port's CapabilityMask
@@ -17,7 +20,7 @@ mod umad_sim;
 
 use std::time::Duration;
 
-use common::{run_with_deadline, test_dir, topology};
+use common::{run_with_deadline, status, test_dir, topology};
 use fabric_proto::v1 as pb;
 use umad_sim::{config, next_generation, Ibsim};
 
@@ -69,6 +72,21 @@ fn sl2vl_tables_and_sminfo_read_back_with_infiniband_diags() {
     run_with_deadline(45, async {
         let mut c = d.ready().await;
         next_generation(&d, &mut c, 0, Duration::from_secs(20)).await;
+        // The tables are written after the first generation, in the background.
+        let t0 = std::time::Instant::now();
+        let st = loop {
+            let st = status(&mut c).await;
+            if st.escape_vl_ready {
+                break st;
+            }
+            assert!(st.escape_vl_error.is_empty(), "{}", st.escape_vl_error);
+            assert!(t0.elapsed() < Duration::from_secs(15), "escape VL not ready: {st:?}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        assert_eq!(st.escape_vl_pending, 0);
+        assert!(st.escape_vl_ready_at_unix_ms > 0);
+        // fabricd's own SMP counter.
+        assert!(st.driver_smps_sent > 0, "{st:?}");
         let topo = topology(&mut c).await;
         let escape_vl = fabric_umad::ESCAPE_VL;
         let mut want = vec![0u8; 16];
@@ -80,7 +98,10 @@ fn sl2vl_tables_and_sminfo_read_back_with_infiniband_diags() {
         assert_eq!(rows.len(), 1);
         assert_eq!(rows[0].2, want, "CA 0x{:016x} SL-to-VL", ca.guid);
 
-        // A leaf and a spine: every input port (0 and the cabled ones) to a cabled output port.
+        // A leaf and a spine: every cabled input port to a cabled output port. Input port 0 (a
+        // base port 0: management traffic only) gets no Set from the driver (unit-tested in
+        // fabric-umad); its row is not checked here: under ibsim 0.10 it reads back as the
+        // escape table too, although no Set names input port 0.
         for level in [0u32, 1] {
             let sw = topo.switches.iter().find(|s| s.level == Some(level)).expect("switch");
             let cabled: Vec<u32> = sw
@@ -94,12 +115,12 @@ fn sl2vl_tables_and_sminfo_read_back_with_infiniband_diags() {
             let mut checked = 0;
             for (inp, o, vls) in rows {
                 assert_eq!(o, out);
-                if inp != out && (inp == 0 || cabled.contains(&inp)) {
+                if inp != out && cabled.contains(&inp) {
                     assert_eq!(vls, want, "switch 0x{:016x} in {inp} out {out}", sw.guid);
                     checked += 1;
                 }
             }
-            assert_eq!(checked, cabled.len(), "rows of switch 0x{:016x}", sw.guid);
+            assert_eq!(checked, cabled.len() - 1, "rows of switch 0x{:016x}", sw.guid);
         }
 
         // SMInfo of the manager, as `sminfo` (LID-routed to the SM LID of the local port) sees it.
