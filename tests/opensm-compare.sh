@@ -5,14 +5,21 @@
 #
 #   * time from process start to "all switches programmed": OpenSM's `SUBNET UP` log line
 #     (LIDs assigned, LFTs uploaded, ports ACTIVE; `--once` sweep) and fabricd's first committed
-#     generation (`committed_at_unix_ms` of `fabricctl status --json`); median (min-max) of
-#     --repeat runs, each on a fresh quiet ibsim;
+#     generation (`committed_at_unix_ms` of `fabricctl status --json`: discovery, LIDs, port
+#     activation and every LFT block written); median (min-max) of --repeat runs, each on a fresh
+#     quiet ibsim. fabricd then programs the SL-to-VL tables of its escape VL in the background
+#     (needed only by the first five-phase update, not by the first generation): the time until
+#     `escape_vl_ready` (`escape_vl_ready_at_unix_ms`) is reported in a second table;
 #   * SMPs sent until then, counted the same way for both in one more run on a verbose ibsim:
 #     the MADs ibsim answered, from its log (`ibsim -v` prints one `sim_read_pkt: replying` line
 #     per MAD it processed for a client, bounced ones included, and one `process_packet` line
 #     with the attribute ID); fabricd runs with the light sweep off (`sweep_interval_ms = 0`) so
 #     that nothing else is counted while it waits to be stopped. The verbose log slows ibsim by
-#     a few microseconds per MAD, which is why the times come from the quiet runs;
+#     a few microseconds per MAD, which is why the times come from the quiet runs. For fabricd
+#     the count is taken when the status poll sees the first commit, less the SLtoVL MADs
+#     (fabricd writes none before that commit: those are its escape VL's background programming,
+#     started by the commit), and again once the escape VL is ready; fabricd's own counters
+#     (`driver_smps_sent` of the commit and of Status) are printed next to them as a check;
 #   * the congestion metrics of the tables the switches really hold after the last timed run:
 #     read back with `ibnetdiscover` (topology and the LIDs the SM assigned) and `ibroute -n` per
 #     switch LID, then `fabricctl analyze DISCOVERED --lfts DUMP --guid2lid LIDS` (base LIDs).
@@ -61,7 +68,7 @@ while [ $# -gt 0 ]; do
     --keep) keep=$2; shift 2 ;;
     --no-smp-count) count=0; shift ;;
     --repeat) repeat=$2; shift 2 ;;
-    -h|--help) sed -n '2,38p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,42p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "opensm-compare: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -220,7 +227,8 @@ EOF
   used=${used:-?}
 }
 
-# run_fabricd DIR: sets up_ms, smps, used.
+# run_fabricd DIR: sets up_ms, smps, used, and vl_ms (escape VL ready), smps_vl (ibsim count
+# then), own_smps (fabricd's count at the commit), own_smps_vl (its count at escape VL ready).
 run_fabricd() {
   local dir=$1
   cat >"$dir/fabricd.toml" <<'EOF'
@@ -260,13 +268,41 @@ if s.get("generation", 0) >= 1 and s.get("phase") == "idle" and r.get("committed
 ' "$t0")
       if [ -n "$up_ms" ]; then
         smps=$(smps_so_far "$dir")
+        if [ "$smps" -ge 0 ]; then
+          # fabricd writes no SL-to-VL table before its first commit: the SLtoVL MADs already in
+          # the log were sent after it (the escape VL's background programming).
+          late=$(awk '$2 == "0x17" { n += $1 } END { print n + 0 }' "$dir/smps-by-attr")
+          smps=$((smps - late))
+          grep -v ' 0x17$' "$dir/smps-by-attr" >"$dir/smps-by-attr.programmed" || true
+        fi
         used=$(printf '%s' "$status" | python3 -c 'import json,sys; s=json.load(sys.stdin); print("%s, LMC %s" % (s["engine"], s["lmc"]))')
+        own_smps=$(printf '%s' "$status" | python3 -c 'import json,sys; print(json.load(sys.stdin)["last_reroute"].get("driver_smps_sent", -1))')
         break
       fi
     fi
     sleep 0.05
   done
   printf '%s\n' "$status" >"$dir/status.json"
+  # The escape VL (SL-to-VL tables, in the background after the first generation).
+  vl_ms=""
+  while [ -z "$vl_ms" ]; do
+    kill -0 "$fd_pid" 2>/dev/null || die "fabricd exited: $(tail -5 "$dir/fabricd.log")"
+    [ $(($(now_ms) - t0)) -lt $((deadline * 1000)) ] || die "fabricd: escape VL not ready within $deadline s"
+    if status=$("$fabricctl" --socket "$dir/s.sock" status --json 2>/dev/null); then
+      vl_ms=$(printf '%s' "$status" | python3 -c '
+import json, sys
+s = json.load(sys.stdin)
+if s.get("escape_vl_error"):
+    sys.exit("escape VL error: " + s["escape_vl_error"])
+if s.get("escape_vl_ready") and s.get("escape_vl_ready_at_unix_ms"):
+    print("%.1f %d" % (s["escape_vl_ready_at_unix_ms"] - int(sys.argv[1]), s["driver_smps_sent"]))
+' "$t0") || die "fabricd: $vl_ms"
+    fi
+    [ -n "$vl_ms" ] || sleep 0.05
+  done
+  read -r vl_ms own_smps_vl <<<"$vl_ms"
+  smps_vl=$(smps_so_far "$dir")
+  printf '%s\n' "$status" >"$dir/status-escape-vl.json"
   stop_pid "$fd_pid"
 }
 
@@ -309,16 +345,48 @@ run_sm() {
   fi
 }
 
+# median_range VALUES...: "median (min-max)", or the value alone.
+median_range() {
+  printf '%s\n' "$@" | python3 -c '
+import statistics, sys
+v = sorted(float(x) for x in sys.stdin.read().split())
+m = statistics.median(v)
+print("%.0f" % m if len(v) == 1 else "%.0f (%.0f-%.0f)" % (m, v[0], v[-1]))'
+}
+
+# attr_row FILE NAME: one row of the SMPs-by-attribute table from a smps-by-attr file.
+attr_row() {
+  python3 - "$1" "$2" <<'EOF'
+import sys
+names = {0x10: "NodeDesc", 0x11: "NodeInfo", 0x12: "SwitchInfo", 0x15: "PortInfo", 0x16: "P_KeyTable",
+         0x17: "SLtoVL", 0x18: "VLArb", 0x19: "LFT", 0x1B: "MFT", 0x20: "SMInfo"}
+count = {}
+for line in open(sys.argv[1]):
+    n, a = line.split()
+    key = names.get(int(a, 16), "other")
+    count[key] = count.get(key, 0) + int(n)
+cols = list(names.values()) + ["other"]
+print("| %s | %s |" % (sys.argv[2], " | ".join(str(count.get(c, 0)) for c in cols)))
+EOF
+}
+
 rows=()
 attr_rows=()
+vl_rows=()
 for sm in $sms; do
   times=()
+  vl_times=()
   for r in $(seq 1 "$repeat"); do
     dir=$work/$sm
     sim_verbose=0
     run_sm "$dir" "$sm"
     times+=("$up_ms")
-    log "$sm: run $r/$repeat: programmed after $up_ms ms"
+    if [ "$sm" = fabricd ]; then
+      vl_times+=("$vl_ms")
+      log "$sm: run $r/$repeat: programmed after $up_ms ms, escape VL ready after $vl_ms ms"
+    else
+      log "$sm: run $r/$repeat: programmed after $up_ms ms"
+    fi
     # The last run's simulator stays up for the read-back.
     [ "$r" -eq "$repeat" ] || stop_pid "$sim_pid"
   done
@@ -326,18 +394,27 @@ for sm in $sms; do
   read_back "$dir"
   stop_pid "$sim_pid"
   smps=-1
+  smps_vl=-1
+  # fabricd's own counters of the last timed run (quiet ibsim) unless the count run replaces them.
+  own=("${own_smps:-}" "${own_smps_vl:-}")
   if [ "$count" -eq 1 ]; then
     sim_verbose=1
     run_sm "$work/$sm-count" "$sm"
     stop_pid "$sim_pid"
-    cp "$work/$sm-count/smps-by-attr" "$dir/smps-by-attr"
-    log "$sm: $smps SMPs"
+    if [ "$sm" = fabricd ]; then
+      cp "$work/$sm-count/smps-by-attr.programmed" "$dir/smps-by-attr"
+      cp "$work/$sm-count/smps-by-attr" "$dir/smps-by-attr.escape-vl"
+      own=("$own_smps" "$own_smps_vl")
+      log "$sm: $smps SMPs to programmed ($own_smps by its own count), $smps_vl once the escape VL is ready ($own_smps_vl)"
+    else
+      cp "$work/$sm-count/smps-by-attr" "$dir/smps-by-attr"
+      log "$sm: $smps SMPs"
+    fi
   fi
-  up_ms=$(printf '%s\n' "${times[@]}" | python3 -c '
-import statistics, sys
-v = sorted(float(x) for x in sys.stdin.read().split())
-m = statistics.median(v)
-print("%.0f" % m if len(v) == 1 else "%.0f (%.0f-%.0f)" % (m, v[0], v[-1]))')
+  up_ms=$(median_range "${times[@]}")
+  if [ "$sm" = fabricd ]; then
+    vl_rows+=("| fabricd | $up_ms | $(median_range "${vl_times[@]}") | $([ "$smps" -ge 0 ] && echo "$smps" || echo -) | ${own[0]} | $([ "$smps_vl" -ge 0 ] && echo "$smps_vl" || echo -) | ${own[1]} |")
+  fi
   rows+=("$(python3 - "$dir/metrics.json" "$name" "$used" "$up_ms" "$smps" "$a2a" "$unread" <<'EOF'
 import json, sys
 m = json.load(open(sys.argv[1]))
@@ -352,19 +429,10 @@ print("| %s | %s | %s | %s | %d | %s | %d | %.1f | %.1f | %s | %.3f |" % (
 EOF
 )")
   [ "$count" -eq 1 ] || continue
-  attr_rows+=("$(python3 - "$dir/smps-by-attr" "$name" <<'EOF'
-import sys
-names = {0x10: "NodeDesc", 0x11: "NodeInfo", 0x12: "SwitchInfo", 0x15: "PortInfo", 0x16: "P_KeyTable",
-         0x17: "SLtoVL", 0x18: "VLArb", 0x19: "LFT", 0x1B: "MFT", 0x20: "SMInfo"}
-count = {}
-for line in open(sys.argv[1]):
-    n, a = line.split()
-    key = names.get(int(a, 16), "other")
-    count[key] = count.get(key, 0) + int(n)
-cols = list(names.values()) + ["other"]
-print("| %s | %s |" % (sys.argv[2], " | ".join(str(count.get(c, 0)) for c in cols)))
-EOF
-)")
+  attr_rows+=("$(attr_row "$dir/smps-by-attr" "$name")")
+  if [ "$sm" = fabricd ]; then
+    attr_rows+=("$(attr_row "$dir/smps-by-attr.escape-vl" "fabricd, to escape VL ready")")
+  fi
 done
 
 echo "Fabric \`$spec\`$([ "$remove_links" -gt 0 ] && echo ", $remove_links random inter-switch cables removed (seed $seed)"), $nodes end ports; ibsim 0.10, $(opensm --version 2>/dev/null | grep -m1 -o 'OpenSM [0-9.]*'); mu_rp over $rp random permutations."
@@ -372,9 +440,17 @@ echo
 echo "| SM | routing | ms to programmed$([ "$repeat" -gt 1 ] && echo " (median of $repeat, min-max)") | SMPs | top LID | valid | mu_sp | mu_rp median | mu_rp q1 | mu_a2a | nu |"
 echo "|---|---|---|---|---|---|---|---|---|---|---|"
 printf '%s\n' "${rows[@]}"
+if [ "${#vl_rows[@]}" -gt 0 ]; then
+  echo
+  echo "fabricd's escape VL (SL-to-VL tables, programmed in the background after the first generation):"
+  echo
+  echo "| SM | ms to programmed | ms to escape VL ready | SMPs to programmed (ibsim) | (fabricd's count at commit) | SMPs to escape VL ready (ibsim) | (fabricd's count) |"
+  echo "|---|---|---|---|---|---|---|"
+  printf '%s\n' "${vl_rows[@]}"
+fi
 [ "$count" -eq 1 ] || exit 0
 echo
-echo "SMPs by attribute (Get and Set):"
+echo "SMPs by attribute (Get and Set; fabricd: until programmed, SL-to-VL in the second table):"
 echo
 echo "| SM | NodeDesc | NodeInfo | SwitchInfo | PortInfo | P_KeyTable | SLtoVL | VLArb | LFT | MFT | SMInfo | other |"
 echo "|---|---|---|---|---|---|---|---|---|---|---|---|"

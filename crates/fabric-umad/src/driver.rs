@@ -7,12 +7,13 @@
 //! * **LIDs** ([`SouthboundDriver::configure_lids`]): PortInfo Sets (switch port 0: LID,
 //!   MasterSMLID; CA ports: base LID, LMC, MasterSMLID), SwitchInfo.LinearFDBTop and port
 //!   activation: every INIT port ARMED first, then ACTIVE.
-//! * **SL-to-VL** (escape VL: SL 1 → [`ESCAPE_VL`]), off the critical path: `configure_lids`
-//!   only starts a background pass, whose SMPs go at background priority (they share the
-//!   window but leave it to LID, port and LFT work, see [`crate::transport`]); the first
-//!   generation after start is a direct upload that needs no escape VL.
-//!   [`SouthboundDriver::escape_vl_ready`] runs a pass for what is still missing and waits for
-//!   it (the update protocol calls it before it moves traffic to the escape LIDs). A pass writes
+//! * **SL-to-VL** (escape VL: SL 1 → [`ESCAPE_VL`]), off the critical path: the first
+//!   generation after start is a direct upload that needs no escape VL, so `configure_lids`
+//!   writes no table. [`SouthboundDriver::escape_vl_ready`] starts a pass for what is still
+//!   missing and waits for it; the daemon asks for it in the background after the first
+//!   commit, and the update protocol again before it moves traffic to the escape LIDs. Pass
+//!   SMPs go at background priority (they share the window but leave it to LID, port and LFT
+//!   work, see [`crate::transport`]). A pass writes
 //!   only tables not written yet: with OptimizedSLtoVLMappingProgramming one Set per switch
 //!   (modifier 0x30000, every input to every output port), else one per (input, output) pair of
 //!   linked ports (input port 0 only on an enhanced port 0), and one per CA port; ports that do
@@ -304,7 +305,7 @@ impl Inner {
 
     /// After physical events: switches and CAs that came back get their tables again (they may
     /// have rebooted), and a pass writes what new or relinked ports lack. Nothing before the
-    /// first pass was asked for (configure_lids asks for it).
+    /// first pass was asked for (the daemon asks for it after its first commit).
     fn sl2vl_after_events(&self, events: &[FabricEvent]) {
         let wanted = events.iter().any(|e| {
             matches!(
@@ -1573,6 +1574,21 @@ impl SouthboundDriver for UmadDriver {
         }
         let list: Vec<(Route, u32, PortInfo)> = ports.into_iter().map(|t| (t.route, t.port, t.info)).collect();
         activate(tp, &list).await;
+        // Our own activation raised PortStateChange on every switch (and trap 128): clear it
+        // before the port states are re-read below, so that the light sweep the trap wakes
+        // finds nothing to re-read (it would read every port of every switch again, competing
+        // with the LFT upload that follows). A change after the clear raises the flag again.
+        let mut clears = Vec::with_capacity(sw_infos.len());
+        for (_, rt, si, _, _, _) in &sw_infos {
+            let mut s = si.clone();
+            s.set_linear_fdb_top(top16.min(si.linear_fdb_cap().saturating_sub(1)));
+            s.set_port_state_change(true);
+            clears.push(submit(tp, rt, METHOD_SET, ATTR_SWITCH_INFO, 0, &s.raw)?);
+        }
+        for rx in clears {
+            // A lost clear only costs a light sweep of that switch.
+            let _ = transport::wait(rx).await;
+        }
         // 4. Re-read the port states and record the new LIDs.
         {
             let mut st = lock(&self.inner.state);
@@ -1608,8 +1624,10 @@ impl SouthboundDriver for UmadDriver {
             .sm_identity()
             .state
             .store(SM_STATE_MASTER, Ordering::Relaxed);
-        // 5. SL-to-VL in the background, behind the LFT upload that follows.
-        self.inner.request_sl2vl();
+        // SL-to-VL is not programmed here: the first generation after start is a direct upload
+        // that needs no escape VL, and the tables (tens of thousands of Sets) would compete with
+        // its LFT upload. `escape_vl_ready` programs them (the daemon asks for it after the
+        // first commit).
         self.ensure_sweeper();
         Ok(())
     }

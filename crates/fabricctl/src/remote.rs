@@ -221,6 +221,7 @@ fn timings_json(t: &pb::RerouteTimings) -> Value {
         "retries": t.retries,
         "faults": t.faults,
         "committed_at_unix_ms": t.committed_at_unix_ms,
+        "driver_smps_sent": t.driver_smps_sent,
     })
 }
 
@@ -861,6 +862,7 @@ mod tests {
                 routed_ms: 1.5,
                 committed_ms: 2.5,
                 blocks_written: 7,
+                driver_smps_sent: 16472,
                 ..Default::default()
             }),
             ..Default::default()
@@ -875,6 +877,7 @@ mod tests {
         assert_eq!(v["last_reroute"]["routed_ms"], 1.5);
         assert_eq!(v["last_reroute"]["committed_ms"], 2.5);
         assert_eq!(v["last_reroute"]["blocks_written"], 7);
+        assert_eq!(v["last_reroute"]["driver_smps_sent"], 16472);
         let none = status_json(&pb::Status::default());
         assert!(none["last_reroute"].is_null());
         let s = pb::Status {

@@ -172,8 +172,10 @@ async fn report_umad_counters(d: std::sync::Weak<fabric_umad::UmadDriver>, telem
     loop {
         let Some(drv) = d.upgrade() else { return };
         let s = drv.stats();
+        let vl = fabric_southbound::SouthboundDriver::escape_vl_status(&*drv);
         drop(drv);
         telemetry.driver_smp_counters(s.smps_sent, s.retries, s.failures);
+        telemetry.set_escape_vl_ready(vl.ready);
         if s != last {
             tracing::info!(
                 smps = s.smps_sent,
@@ -392,6 +394,8 @@ pub async fn run(opts: RunOptions, mut control: mpsc::Receiver<Control>) -> Resu
     }));
     let (notices, _) = broadcast::channel(1024);
     let telemetry = Telemetry::new();
+    // Drivers that configure no VLs are ready at once; umad's state is refreshed every second.
+    telemetry.set_escape_vl_ready(driver.escape_vl_status().ready);
     if let Some(u) = umad {
         tokio::spawn(report_umad_counters(Arc::downgrade(&u), telemetry.clone()));
     }

@@ -405,6 +405,8 @@ pub struct EventLoop {
     update_restarts: Vec<String>,
     /// A five-phase update interrupted by a restart (from `update-progress.json`).
     recovering: Option<UpdateProgress>,
+    /// A background `escape_vl_ready` request is running (see `prepare_escape_vl`).
+    escape_vl_prefetch: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl EventLoop {
@@ -504,6 +506,7 @@ impl EventLoop {
             missed_acks: Vec::new(),
             update_restarts: Vec::new(),
             recovering,
+            escape_vl_prefetch: Arc::new(std::sync::atomic::AtomicBool::new(false)),
         };
         if params.lmc == 0 {
             tracing::warn!(
@@ -1307,6 +1310,29 @@ impl EventLoop {
         self.publish();
     }
 
+    /// After a commit, when later updates may be five-phase ones (LMC 1 and `five_phase`) and
+    /// the driver's escape VL is not ready: asks the driver to program it now, in the background
+    /// (umad: the SL-to-VL tables, after the first generation's LFTs so that they stay off the
+    /// bring-up's critical path). One request at a time; a failure is logged and retried after
+    /// the next commit, and the next five-phase update checks again (`EscapeVlChecked`).
+    fn prepare_escape_vl(&mut self) {
+        if self.lmc == 0 || !self.settings.update.five_phase || self.io.driver.escape_vl_status().ready {
+            return;
+        }
+        if self.escape_vl_prefetch.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            return;
+        }
+        let driver = self.io.driver.clone();
+        let busy = self.escape_vl_prefetch.clone();
+        tokio::spawn(async move {
+            match driver.escape_vl_ready().await {
+                Ok(()) => tracing::info!("escape VL ready (SL-to-VL tables programmed)"),
+                Err(e) => tracing::warn!(error = %e, "escape VL not ready; retried after the next commit"),
+            }
+            busy.store(false, std::sync::atomic::Ordering::SeqCst);
+        });
+    }
+
     /// Installs a computed generation: the five-phase update (escape stage first), or a direct
     /// upload.
     fn install(&mut self, job: u64, flight: InFlight, c: Computed, five_phase: bool, restarted: bool) {
@@ -1918,6 +1944,7 @@ impl EventLoop {
             committed_at_unix_ms: SystemTime::now()
                 .duration_since(UNIX_EPOCH)
                 .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX)),
+            driver_smps_sent: self.io.driver.driver_stats().smps_sent,
         };
         let excluded_links: HashSet<(Guid, PortNum)> = flight
             .exclusions
@@ -1989,6 +2016,7 @@ impl EventLoop {
                 f(number);
             }
         }
+        self.prepare_escape_vl();
         self.set_phase(Phase::Idle);
         self.publish();
         self.maybe_start();
@@ -2720,20 +2748,27 @@ mod loop_tests {
     async fn a_five_phase_update_waits_in_prepare_for_the_escape_vl() {
         use std::sync::atomic::Ordering::SeqCst;
         let (h, d) = slow_escape_vl(false);
-        // The first generation is a direct upload: it needs no escape VL.
+        let calls = |n: usize| {
+            let d = d.clone();
+            async move {
+                for _ in 0..1000 {
+                    if d.calls.load(SeqCst) >= n {
+                        break;
+                    }
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+                d.calls.load(SeqCst)
+            }
+        };
+        // The first generation is a direct upload: it needs no escape VL. Once it is committed
+        // the loop asks the driver to program it, in the background.
         h.until("generation 1", |p| p.generation() == 1).await;
-        assert_eq!(d.calls.load(SeqCst), 0);
+        assert_eq!(calls(1).await, 1, "escape VL requested after the first commit");
         let (id, mut rx) = h.subscribe("job-a").await;
         h.until("subscribed", |p| p.subscribers == 1).await;
         let before = h.mock.installed_lft_table();
         let done = h.inject(h.links()[0], false, true).await;
-        for _ in 0..1000 {
-            if d.calls.load(SeqCst) == 1 {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-        assert_eq!(d.calls.load(SeqCst), 1, "the loop asks the driver for the escape VL");
+        assert_eq!(calls(2).await, 2, "the five-phase update asks for the escape VL");
         // Held in Prepare: no Unpath notice, no escape stage written.
         tokio::time::sleep(Duration::from_millis(200)).await;
         assert!(rx.try_recv().is_err(), "no Unpath before the escape VL is ready");
@@ -2757,7 +2792,7 @@ mod loop_tests {
         let n = next_notice(&mut rx).await;
         h.ack(id, &n).await;
         assert_eq!(done.await.unwrap().unwrap().generation, 3);
-        assert_eq!(d.calls.load(SeqCst), 1);
+        assert_eq!(d.calls.load(SeqCst), 2);
         assert_eq!(h.mock.verify_all_pairs(false).unreachable_count, 0);
     }
 

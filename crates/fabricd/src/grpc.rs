@@ -238,6 +238,7 @@ fn timings_pb(t: &RerouteTimings) -> pb::RerouteTimings {
         retries: t.retries,
         faults: t.faults,
         committed_at_unix_ms: t.committed_at_unix_ms,
+        driver_smps_sent: t.driver_smps_sent,
     }
 }
 

@@ -34,6 +34,9 @@ pub struct RerouteTimings {
     /// Changes coalesced into the generation.
     pub faults: u32,
     pub committed_at_unix_ms: i64,
+    /// Management packets the driver had sent when the generation was committed (umad: SMPs
+    /// since start; 0 for drivers without them).
+    pub driver_smps_sent: u64,
 }
 
 /// One installed routing generation.

@@ -53,6 +53,7 @@ pub struct Telemetry {
     driver_smps: Counter,
     driver_smp_retries: Counter,
     driver_smp_failures: Counter,
+    escape_vl_ready: Gauge,
     update_restarts: Counter,
     ready: Arc<AtomicBool>,
 }
@@ -96,6 +97,12 @@ impl Telemetry {
         let driver_smps = Counter::default();
         let driver_smp_retries = Counter::default();
         let driver_smp_failures = Counter::default();
+        let escape_vl_ready = Gauge::default();
+        r.register(
+            "escape_vl_ready",
+            "1 when the escape VL (SL-to-VL tables) is programmed on every live port, else 0",
+            escape_vl_ready.clone(),
+        );
         r.register(
             "driver_smps",
             "SMPs sent by the umad driver (re-sends included)",
@@ -196,6 +203,7 @@ impl Telemetry {
             driver_smps,
             driver_smp_retries,
             driver_smp_failures,
+            escape_vl_ready,
             update_restarts,
             ready: Arc::new(AtomicBool::new(false)),
         };
@@ -271,6 +279,11 @@ impl Telemetry {
         ] {
             c.inc_by(v.saturating_sub(c.get()));
         }
+    }
+
+    /// Whether the driver's escape VL is programmed (`fabricd_escape_vl_ready`).
+    pub fn set_escape_vl_ready(&self, ready: bool) {
+        self.escape_vl_ready.set(i64::from(ready));
     }
 
     pub fn set_subscribers(&self, n: usize) {
@@ -395,8 +408,10 @@ mod tests {
         t.driver_smp_counters(25, 5, 1);
         // A stale (smaller) reading never moves a counter back.
         t.driver_smp_counters(20, 5, 1);
+        t.set_escape_vl_ready(true);
         let s = t.encode();
         for needle in [
+            "fabricd_escape_vl_ready 1",
             "fabricd_driver_smps_total 25",
             "fabricd_driver_smp_retries_total 5",
             "fabricd_driver_smp_failures_total 1",

@@ -2,10 +2,10 @@
 //!
 //! * SL-to-VL: after the first generation's LFTs, in the background, the driver programs
 //!   SLtoVLMappingTable (SL 1, the escape LIDs' service level, on the escape VL; every other SL
-//!   on VL 0) on every switch (each linked input port to each other linked output port; ibsim's
-//!   switches have a base port 0, which gets none, and do not advertise
-//!   OptimizedSLtoVLMappingProgramming) and on the CA ports; Status says `escape_vl_ready` when
-//!   it is done. ibsim implements SLtoVLMappingTable Get and Set, so `smpquery sl2vl` reads the
+//!   on VL 0) on every switch (each linked input port, and port 0 when the switch has an
+//!   enhanced port 0, to each other linked output port; ibsim's switches do not advertise
+//!   OptimizedSLtoVLMappingProgramming, and those of the generated net files declare
+//!   `enhanced port 0`) and on the CA ports; Status says `escape_vl_ready` when it is done. ibsim implements SLtoVLMappingTable Get and Set, so `smpquery sl2vl` reads the
 //!   tables back. ibsim's default table maps SL n to VL n, so the whole row is checked (SL 2..15
 //!   on VL 0 proves the driver wrote it).
 //! * SMInfo: the manager answers SubnGet(SMInfo) on its own port (the simulator, like an HCA,
@@ -98,10 +98,9 @@ fn sl2vl_tables_and_sminfo_read_back_with_infiniband_diags() {
         assert_eq!(rows.len(), 1);
         assert_eq!(rows[0].2, want, "CA 0x{:016x} SL-to-VL", ca.guid);
 
-        // A leaf and a spine: every cabled input port to a cabled output port. Input port 0 (a
-        // base port 0: management traffic only) gets no Set from the driver (unit-tested in
-        // fabric-umad); its row is not checked here: under ibsim 0.10 it reads back as the
-        // escape table too, although no Set names input port 0.
+        // A leaf and a spine: every cabled input port to a cabled output port, and input port 0
+        // when the switch has an enhanced port 0 (a base port 0 carries management traffic only
+        // and gets no Set: unit-tested in fabric-umad).
         for level in [0u32, 1] {
             let sw = topo.switches.iter().find(|s| s.level == Some(level)).expect("switch");
             let cabled: Vec<u32> = sw
@@ -110,17 +109,25 @@ fn sl2vl_tables_and_sminfo_read_back_with_infiniband_diags() {
                 .filter(|p| p.remote_kind != pb::RemoteKind::None as i32 && p.state == pb::PortState::Up as i32)
                 .map(|p| p.port)
                 .collect();
+            let (ok, si) = sim.tool("smpquery", &["switchinfo", &sw.lid.to_string()]);
+            assert!(ok, "smpquery switchinfo failed:\n{si}");
+            let enhanced = si
+                .lines()
+                .find_map(|l| l.strip_prefix("EnhancedPort0:"))
+                .map(|v| v.trim_start_matches('.').trim() == "1")
+                .unwrap_or_else(|| panic!("no EnhancedPort0 in\n{si}"));
+            assert!(enhanced, "the generated net file declares enhanced port 0");
             let out = cabled[0];
             let rows = sl2vl(&sim, sw.lid, Some(out));
             let mut checked = 0;
             for (inp, o, vls) in rows {
                 assert_eq!(o, out);
-                if inp != out && cabled.contains(&inp) {
+                if inp != out && (cabled.contains(&inp) || (enhanced && inp == 0)) {
                     assert_eq!(vls, want, "switch 0x{:016x} in {inp} out {out}", sw.guid);
                     checked += 1;
                 }
             }
-            assert_eq!(checked, cabled.len() - 1, "rows of switch 0x{:016x}", sw.guid);
+            assert_eq!(checked, cabled.len(), "rows of switch 0x{:016x}", sw.guid);
         }
 
         // SMInfo of the manager, as `sminfo` (LID-routed to the SM LID of the local port) sees it.
