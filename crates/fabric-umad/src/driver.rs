@@ -600,9 +600,15 @@ async fn sweeper(weak: Weak<Inner>, wake: Arc<Notify>, interval: Option<Duration
                 }
             }
             None => {
-                // Without a periodic sweep, still notice the driver going away.
+                // No periodic sweep: only traps (and explicit wake-ups) start one. The timeout
+                // only notices the driver going away.
                 tokio::select! {
-                    _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+                    _ = tokio::time::sleep(Duration::from_secs(1)) => {
+                        if weak.strong_count() == 0 {
+                            return;
+                        }
+                        continue;
+                    }
                     _ = notified => {}
                 }
             }
