@@ -316,25 +316,29 @@ impl Inner {
         if !wanted || lock(&self.sl2vl).requested == 0 {
             return;
         }
-        {
-            let mut st = lock(&self.state);
-            for e in events {
-                match e {
-                    FabricEvent::SwitchUp(g) => {
-                        if let Some(&i) = st.sw_by_guid.get(g) {
-                            st.switches[i].sl2vl = Sl2VlDone::default();
-                        }
-                    }
-                    FabricEvent::EndPortUp(g) => {
-                        if let Some(&i) = st.ca_by_guid.get(g) {
-                            st.cas[i].sl2vl = false;
-                        }
-                    }
-                    _ => {}
+        sl2vl_forget(&mut lock(&self.state), events);
+        self.request_sl2vl();
+    }
+}
+
+/// Forgets the SL-to-VL tables of the switches and CA ports that came back in `events` (they
+/// may have rebooted with default tables). Relinked ports need no forgetting: pairs of ports
+/// that were never linked were never written.
+fn sl2vl_forget(st: &mut State, events: &[FabricEvent]) {
+    for e in events {
+        match e {
+            FabricEvent::SwitchUp(g) => {
+                if let Some(&i) = st.sw_by_guid.get(g) {
+                    st.switches[i].sl2vl = Sl2VlDone::default();
                 }
             }
+            FabricEvent::EndPortUp(g) => {
+                if let Some(&i) = st.ca_by_guid.get(g) {
+                    st.cas[i].sl2vl = false;
+                }
+            }
+            _ => {}
         }
-        self.request_sl2vl();
     }
 }
 
@@ -2060,6 +2064,39 @@ mod tests {
         // A down switch gets nothing.
         st.switches[i].up = false;
         assert!(pairs_of(&sl2vl_targets(&st), S0).is_empty());
+    }
+
+    #[test]
+    fn sl2vl_of_relinked_ports_and_returning_nodes() {
+        let mut st = two_by_two();
+        recompute_paths(&mut st);
+        with_sl_mapping(&mut st);
+        // Leaf 1's port 2 is down while the tables are written.
+        let i = st.sw_by_guid[&L1];
+        st.switches[i].ports[2].info = Some(pi(PortState::Down, PHYS_POLLING));
+        let first = sl2vl_targets(&st);
+        for t in &first {
+            if let (true, Some((a, b))) = (t.is_switch, t.ports) {
+                let k = st.sw_by_guid[&t.guid];
+                st.switches[k].sl2vl.insert(a, b);
+            }
+        }
+        st.cas[0].sl2vl = true;
+        assert!(sl2vl_targets(&st).is_empty(), "everything written");
+        // The port comes up: the pairs with it, in both directions, are due.
+        st.switches[i].ports[2].info = Some(pi(PortState::Init, PHYS_LINK_UP));
+        let t = sl2vl_targets(&st);
+        assert_eq!(pairs_of(&t, L1), vec![(1, 2), (2, 1), (2, 3), (2, 4), (3, 2), (4, 2)]);
+        assert_eq!(t.len(), 6);
+        // A switch and a CA that come back are written whole again; a link event alone
+        // forgets nothing.
+        let st2 = &mut st;
+        sl2vl_forget(st2, &[FabricEvent::LinkUp { switch: S0, port: 1 }]);
+        assert!(pairs_of(&sl2vl_targets(st2), S0).is_empty());
+        sl2vl_forget(st2, &[FabricEvent::SwitchUp(S0), FabricEvent::EndPortUp(CA)]);
+        let t = sl2vl_targets(st2);
+        assert_eq!(pairs_of(&t, S0), vec![(1, 2), (2, 1)]);
+        assert!(t.iter().any(|x| !x.is_switch && x.guid == CA));
     }
 
     #[test]

@@ -265,15 +265,19 @@ pub fn status_json(s: &pb::Status) -> Value {
 /// The `escape VL` line of `fabricctl status`: whether the escape VL (SL-to-VL tables) is
 /// programmed, which the five-phase update waits for.
 pub fn escape_vl_text(s: &pb::Status) -> String {
-    if s.escape_vl_ready {
+    if !s.dual_lids {
+        "not used (one LID per end port)".to_string()
+    } else if s.escape_vl_ready {
         "ready".to_string()
     } else if !s.escape_vl_error.is_empty() {
         format!(
             "not ready: {} table(s) unwritten, first: {}",
             s.escape_vl_pending, s.escape_vl_error
         )
-    } else {
+    } else if s.escape_vl_pending > 0 {
         format!("not ready: {} SL-to-VL table(s) being programmed", s.escape_vl_pending)
+    } else {
+        "not ready (programmed in the background after the first generation)".to_string()
     }
 }
 
@@ -897,6 +901,7 @@ mod tests {
     #[test]
     fn escape_vl_and_smp_counters_render() {
         let mut s = pb::Status {
+            dual_lids: true,
             escape_vl_ready: true,
             driver_smps_sent: 16472,
             driver_smp_retries: 3,
@@ -925,6 +930,14 @@ mod tests {
         let t = escape_vl_text(&s);
         assert!(t.starts_with("not ready: 2 table(s) unwritten, first: SLtoVLMappingTable Set on switch"));
         assert_eq!(status_json(&s)["escape_vl_error"], s.escape_vl_error);
+        s.escape_vl_error.clear();
+        s.escape_vl_pending = 0;
+        assert_eq!(
+            escape_vl_text(&s),
+            "not ready (programmed in the background after the first generation)"
+        );
+        s.dual_lids = false;
+        assert_eq!(escape_vl_text(&s), "not used (one LID per end port)");
         // Drivers without SMPs (mock, oob) print no counter line.
         assert_eq!(driver_smps_text(&pb::Status::default()), None);
     }

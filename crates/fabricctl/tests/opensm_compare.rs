@@ -47,7 +47,7 @@ fn fabricd_binary() -> PathBuf {
 fn rows<'a>(table: &'a str, prefix: &str) -> Vec<Vec<&'a str>> {
     table
         .lines()
-        .take_while(|l| !l.starts_with("SMPs by attribute"))
+        .take_while(|l| !l.starts_with("SMPs by attribute") && !l.starts_with("fabricd's escape VL"))
         .filter(|l| l.starts_with("| ") && !l.starts_with("| SM "))
         .map(|l| l.trim_matches('|').split('|').map(str::trim).collect::<Vec<_>>())
         .filter(|c| c[0].starts_with(prefix))
@@ -138,20 +138,55 @@ fn opensm_compare_prints_one_row_per_subnet_manager() {
         // Every path has 2 node-switch edges, plus 0 or 2 switch-switch edges.
         assert!((2.0..=4.0).contains(&nu), "{prefix}: {c:?}");
     }
+    // fabricd's escape VL table: the SL-to-VL tables come after the first generation, and
+    // fabricd's own SMP counters agree with the simulator's log.
+    let vl: Vec<Vec<&str>> = out
+        .lines()
+        .skip_while(|l| !l.starts_with("fabricd's escape VL"))
+        .take_while(|l| !l.starts_with("SMPs by attribute"))
+        .filter(|l| l.starts_with("| fabricd"))
+        .map(|l| l.trim_matches('|').split('|').map(str::trim).collect())
+        .collect();
+    assert_eq!(vl.len(), 1, "{out}");
+    let v = &vl[0];
+    assert_eq!(v.len(), 7, "{v:?}");
+    let (up, ready): (f64, f64) = (v[1].parse().expect("ms"), v[2].parse().expect("ms"));
+    assert!(ready >= up, "escape VL ready ({ready} ms) after programmed ({up} ms)");
+    let n = |i: usize| v[i].parse::<u64>().unwrap_or_else(|_| panic!("{v:?}"));
+    assert_eq!(n(3), n(4), "SMPs to programmed: ibsim vs fabricd's own count: {v:?}");
+    assert_eq!(
+        n(5),
+        n(6),
+        "SMPs to escape VL ready: ibsim vs fabricd's own count: {v:?}"
+    );
+    assert!(n(5) > n(3), "{v:?}");
+    assert_eq!(n(3), rows(&out, "fabricd")[0][3].parse::<u64>().unwrap());
     // The per-attribute breakdown (from other ibsim log lines) adds up to the SMP count, and
-    // every SM wrote at least one LFT block per switch.
+    // every SM wrote at least one LFT block per switch; fabricd's SL-to-VL Sets all come after
+    // its first generation (one per linked input/output port pair of every switch, port 0 of
+    // the generated enhanced port 0 included, and one per CA port).
     let attrs: Vec<Vec<&str>> = out
         .lines()
         .skip_while(|l| !l.starts_with("SMPs by attribute"))
         .filter(|l| l.starts_with("| ") && !l.starts_with("| SM "))
         .map(|l| l.trim_matches('|').split('|').map(str::trim).collect())
         .collect();
-    assert_eq!(attrs.len(), 4, "{out}");
+    assert_eq!(attrs.len(), 5, "{out}");
     for a in &attrs {
         let total: u64 = a[1..].iter().map(|v| v.parse::<u64>().expect("count")).sum();
-        let row = &rows(&out, a[0])[0];
-        assert_eq!(total, row[3].parse::<u64>().unwrap(), "{a:?} vs {row:?}");
         let lft: u64 = a[8].parse().unwrap();
         assert!(lft >= switches, "{a:?}");
+        let sl2vl: u64 = a[6].parse().unwrap();
+        if a[0] == "fabricd, to escape VL ready" {
+            assert_eq!(total, n(5), "{a:?} vs {v:?}");
+            // 8 leaves (4 down + 4 up ports) and 4 spines (8 down), every port linked: inputs
+            // 0..=8, outputs 1..=8, input != output on each of the 12 switches.
+            let pairs = switches * (9 * 8 - 8);
+            assert_eq!(sl2vl, pairs + nodes, "{a:?}");
+            continue;
+        }
+        let row = &rows(&out, a[0])[0];
+        assert_eq!(total, row[3].parse::<u64>().unwrap(), "{a:?} vs {row:?}");
+        assert_eq!(sl2vl, 0, "no SL-to-VL before programmed: {a:?}");
     }
 }
