@@ -8,9 +8,9 @@
 //!
 //! Requests have one of two priorities: normal ([`Transport::submit`]) and background
 //! ([`Transport::submit_background`]). Both share the window; a background SMP is sent only
-//! when no normal one is waiting, so bulk work that is off the critical path (SL-to-VL tables)
-//! fills the idle slots and delays normal work (LIDs, port states, LFT blocks) by at most the
-//! round trip of the background SMPs already in flight.
+//! when no normal one is waiting, and background SMPs hold at most half the window, so bulk work
+//! that is off the critical path (SL-to-VL tables) fills idle slots without ever taking the
+//! whole window (not even while its SMPs time out on a dead switch).
 //!
 //! The 56-byte `ib_user_mad_hdr` layout is used (no `IB_USER_MAD_ENABLE_PKEY`): the kernel uses
 //! it by default and the simulator shim only understands it.
@@ -294,9 +294,14 @@ impl<T> Queues<T> {
             self.normal.push_back(r)
         }
     }
-    /// The next request to send: the oldest normal one, else the oldest background one.
-    fn pop(&mut self) -> Option<T> {
-        self.normal.pop_front().or_else(|| self.background.pop_front())
+    /// The next request to send: the oldest normal one, else (when `background_ok`) the oldest
+    /// background one.
+    fn pop(&mut self, background_ok: bool) -> Option<T> {
+        match self.normal.pop_front() {
+            Some(r) => Some(r),
+            None if background_ok => self.background.pop_front(),
+            None => None,
+        }
     }
     fn is_empty(&self) -> bool {
         self.normal.is_empty() && self.background.is_empty()
@@ -407,6 +412,7 @@ fn run<P: RawPort>(
     sm: Arc<SmIdentity>,
 ) {
     let window = params.window.max(1);
+    let background_cap = (window / 2).max(1);
     let mut queue: Queues<Request> = Queues::new();
     let mut inflight: HashMap<u32, InFlight> = HashMap::with_capacity(window * 2);
     let mut next_tid: u32 = 1;
@@ -461,8 +467,12 @@ fn run<P: RawPort>(
         for f in retry.drain(..) {
             send(f, &mut inflight, &mut next_tid);
         }
+        let mut background = inflight.values().filter(|f| f.req.background).count();
         while inflight.len() < window {
-            let Some(req) = queue.pop() else { break };
+            let Some(req) = queue.pop(background < background_cap) else {
+                break;
+            };
+            background += usize::from(req.background);
             let f = InFlight {
                 req,
                 attempts: 0,
@@ -658,10 +668,15 @@ mod tests {
         q.push("n1", false);
         q.push("b2", true);
         q.push("n2", false);
-        assert_eq!(q.pop(), Some("n1"));
+        assert_eq!(q.pop(true), Some("n1"));
         q.push("n3", false);
-        let order: Vec<_> = std::iter::from_fn(|| q.pop()).collect();
-        assert_eq!(order, ["n2", "n3", "b1", "b2"]);
+        // Background ones wait while the cap is reached; normal ones go.
+        assert_eq!(q.pop(false), Some("n2"));
+        assert_eq!(q.pop(false), Some("n3"));
+        assert_eq!(q.pop(false), None);
+        assert!(!q.is_empty());
+        let order: Vec<_> = std::iter::from_fn(|| q.pop(true)).collect();
+        assert_eq!(order, ["b1", "b2"]);
         assert!(q.is_empty());
     }
 

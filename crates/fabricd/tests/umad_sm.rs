@@ -13,6 +13,15 @@
 //!   MASTER once the subnet is up, and the activity count grows; its port's CapabilityMask
 //!   has IsSM.
 //!
+//! * The five-phase update waits for the escape VL: a fault injected right after the first
+//!   generation (while the SL-to-VL tables may still be being written) reaches the subscriber's
+//!   `UNPATH` only once Status says `escape_vl_ready` and the tables read back.
+//!
+//! * An escape VL that cannot be programmed (ibsim drops every SLtoVLMappingTable SMP entering a
+//!   leaf: console `Error "<leaf>" 100 23`) never lets traffic move to the escape LIDs: the
+//!   update is a direct upload (no `UNPATH`) and Status names the leaf; once the SMPs go through
+//!   again the next update retries the tables and is a five-phase one.
+//!
 //! Needs `ibsim` (ibsim-utils) and infiniband-diags.
 
 mod common;
@@ -20,7 +29,7 @@ mod umad_sim;
 
 use std::time::Duration;
 
-use common::{run_with_deadline, status, test_dir, topology};
+use common::{link_req, run_with_deadline, status, switch_links, test_dir, topology};
 use fabric_proto::v1 as pb;
 use umad_sim::{config, next_generation, Ibsim};
 
@@ -170,5 +179,188 @@ fn sl2vl_tables_and_sminfo_read_back_with_infiniband_diags() {
         tokio::time::sleep(Duration::from_millis(400)).await;
         let later = count(&query());
         assert!(later > first, "activity count did not grow ({first} -> {later})");
+    });
+}
+
+#[test]
+fn the_first_five_phase_update_waits_for_the_escape_vl() {
+    let dir = test_dir("umad-escape-vl");
+    let f = fabric_topology::gen::generate_str(SPEC, None).expect("generate");
+    let host = format!("H-{:016x}", f.end_port(fabric_topology::EndPortId(0)).node_guid);
+    let sim = Ibsim::start(&dir, &fabric_topology::ibnet::write(&f), host);
+    std::fs::write(
+        dir.join("fabricd.toml"),
+        config("[fault_injection]\nenabled = true\nallow_physical = true\n"),
+    )
+    .expect("write config");
+    let env = sim.env();
+    let d = umad_sim::spawn_daemon(&dir, &dir.join("fabricd.toml"), &env);
+    run_with_deadline(60, async {
+        let mut c = d.ready().await;
+        next_generation(&d, &mut c, 0, Duration::from_secs(20)).await;
+        let topo = topology(&mut c).await;
+        let ep = &topo.end_ports[3];
+        let mut sc = d.client().await;
+        let mut stream = sc
+            .subscribe(pb::SubscribeRequest {
+                name: "escape-vl".into(),
+                end_ports: vec![ep.name.clone()],
+            })
+            .await
+            .expect("subscribe")
+            .into_inner();
+        let first = stream.message().await.expect("stream").expect("first notice");
+        let id = first.subscriber_id;
+        // At once: the background SL-to-VL pass may still be running.
+        let (sw, port) = switch_links(&topo)[0];
+        let mut ic = d.client().await;
+        let inject = tokio::spawn(async move { ic.inject_fault(link_req(sw, port, false, false, true)).await });
+        let n = tokio::time::timeout(Duration::from_secs(20), stream.message())
+            .await
+            .expect("a notice")
+            .expect("stream")
+            .expect("open");
+        assert_eq!((n.generation, n.phase), (2, pb::Phase::Unpath as i32));
+        let st = status(&mut c).await;
+        assert!(st.escape_vl_ready, "UNPATH before the escape VL is ready: {st:?}");
+        assert_eq!(st.escape_vl_pending, 0);
+        // The escape SL is on the escape VL on the switches the escape traffic crosses.
+        let leaf = topo.switches.iter().find(|s| s.level == Some(0)).expect("leaf");
+        let out = leaf
+            .ports
+            .iter()
+            .find(|p| p.remote_kind == pb::RemoteKind::Switch as i32 && p.state == pb::PortState::Up as i32)
+            .expect("uplink")
+            .port;
+        let rows = sl2vl(&sim, leaf.lid, Some(out));
+        let row = rows.iter().find(|r| r.0 != out && r.0 != 0).expect("an input port");
+        assert_eq!(row.2[usize::from(fabric_umad::ESCAPE_SL)], fabric_umad::ESCAPE_VL);
+        for phase in [pb::Phase::Unpath, pb::Phase::Repath] {
+            sc.ack(pb::AckRequest {
+                subscriber_id: id,
+                generation: 2,
+                phase: phase as i32,
+            })
+            .await
+            .expect("ack");
+            if phase == pb::Phase::Unpath {
+                let n = tokio::time::timeout(Duration::from_secs(20), stream.message())
+                    .await
+                    .expect("a notice")
+                    .expect("stream")
+                    .expect("open");
+                assert_eq!((n.generation, n.phase), (2, pb::Phase::Repath as i32));
+            }
+        }
+        let r = inject.await.expect("join").expect("inject").into_inner();
+        assert_eq!(r.generation, 2);
+        assert!(status(&mut c).await.missed_acks.is_empty());
+    });
+}
+
+#[test]
+fn an_escape_vl_that_cannot_be_programmed_gives_direct_uploads_until_it_can() {
+    let dir = test_dir("umad-escape-vl-fails");
+    let f = fabric_topology::gen::generate_str(SPEC, None).expect("generate");
+    let me = f.end_port(fabric_topology::EndPortId(0));
+    let host = format!("H-{:016x}", me.node_guid);
+    let my_leaf = match me.attach {
+        Some((sw, _)) => f.switch(sw).guid,
+        None => panic!("end port 0 is not cabled"),
+    };
+    let mut sim = Ibsim::start(&dir, &fabric_topology::ibnet::write(&f), host);
+    // Another leaf drops every SLtoVLMappingTable SMP (attribute 0x17 = 23) that enters it.
+    let leaf = f
+        .switches()
+        .iter()
+        .map(|s| s.guid)
+        .filter(|&g| g != my_leaf)
+        .find(|&g| {
+            let id = f.switch_by_guid(g).expect("switch");
+            f.switch(id)
+                .external_ports()
+                .any(|(_, p)| matches!(p.remote, fabric_topology::Remote::EndPort(_)))
+        })
+        .expect("another leaf");
+    sim.console(&format!("Error \"S-{leaf:016x}\" 100 23"));
+    std::fs::write(
+        dir.join("fabricd.toml"),
+        config("[fault_injection]\nenabled = true\nallow_physical = true\n"),
+    )
+    .expect("write config");
+    let env = sim.env();
+    let d = umad_sim::spawn_daemon(&dir, &dir.join("fabricd.toml"), &env);
+    run_with_deadline(90, async {
+        let mut c = d.ready().await;
+        next_generation(&d, &mut c, 0, Duration::from_secs(20)).await;
+        let topo = topology(&mut c).await;
+        let mut sc = d.client().await;
+        let mut stream = sc
+            .subscribe(pb::SubscribeRequest {
+                name: "escape-vl".into(),
+                end_ports: vec![topo.end_ports[3].name.clone()],
+            })
+            .await
+            .expect("subscribe")
+            .into_inner();
+        let id = stream
+            .message()
+            .await
+            .expect("stream")
+            .expect("first notice")
+            .subscriber_id;
+        let (sw, port) = switch_links(&topo)[0];
+        // The update cannot wait for the escape VL: a direct upload, no notice.
+        let r = c
+            .inject_fault(link_req(sw, port, false, false, true))
+            .await
+            .expect("inject")
+            .into_inner();
+        assert_eq!(r.generation, 2);
+        let st = status(&mut c).await;
+        assert!(!st.escape_vl_ready, "{st:?}");
+        assert!(
+            st.escape_vl_error.contains(&format!("0x{leaf:016x}")),
+            "the failure names the leaf: {st:?}"
+        );
+        assert!(st.escape_vl_pending > 0, "{st:?}");
+        let quiet = tokio::time::timeout(Duration::from_millis(300), stream.message()).await;
+        assert!(quiet.is_err(), "no UNPATH without the escape VL: {quiet:?}");
+        // The SMPs go through again: the next update programs the missing tables first, then
+        // moves the subscriber.
+        sim.console(&format!("Error \"S-{leaf:016x}\" 0"));
+        let mut ic = d.client().await;
+        let inject = tokio::spawn(async move { ic.inject_fault(link_req(sw, port, true, false, true)).await });
+        let n = tokio::time::timeout(Duration::from_secs(30), stream.message())
+            .await
+            .expect("a notice")
+            .expect("stream")
+            .expect("open");
+        assert_eq!((n.generation, n.phase), (3, pb::Phase::Unpath as i32));
+        let st = status(&mut c).await;
+        assert!(st.escape_vl_ready && st.escape_vl_error.is_empty(), "{st:?}");
+        for phase in [pb::Phase::Unpath, pb::Phase::Repath] {
+            sc.ack(pb::AckRequest {
+                subscriber_id: id,
+                generation: 3,
+                phase: phase as i32,
+            })
+            .await
+            .expect("ack");
+            if phase == pb::Phase::Unpath {
+                let n = tokio::time::timeout(Duration::from_secs(20), stream.message())
+                    .await
+                    .expect("a notice")
+                    .expect("stream")
+                    .expect("open");
+                assert_eq!(n.phase, pb::Phase::Repath as i32);
+            }
+        }
+        assert_eq!(inject.await.expect("join").expect("inject").into_inner().generation, 3);
+        // The leaf's tables read back.
+        let lid = topo.switches.iter().find(|s| s.guid == leaf).expect("leaf").lid;
+        let rows = sl2vl(&sim, lid, Some(1));
+        let row = rows.iter().find(|r| r.0 != 1 && r.0 != 0).expect("an input port");
+        assert_eq!(row.2[usize::from(fabric_umad::ESCAPE_SL)], fabric_umad::ESCAPE_VL);
     });
 }
