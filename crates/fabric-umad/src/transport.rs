@@ -8,9 +8,10 @@
 //!
 //! Requests have one of two priorities: normal ([`Transport::submit`]) and background
 //! ([`Transport::submit_background`]). Both share the window; a background SMP is sent only
-//! when no normal one is waiting, and background SMPs hold at most half the window, so bulk work
-//! that is off the critical path (SL-to-VL tables) fills idle slots without ever taking the
-//! whole window (not even while its SMPs time out on a dead switch).
+//! when no normal one is waiting, and background SMPs leave an eighth of the window (at least one
+//! slot) to normal ones, so bulk work that is off the critical path (SL-to-VL tables) fills idle
+//! slots without ever taking the whole window (not even while its SMPs time out on a dead
+//! switch).
 //!
 //! The 56-byte `ib_user_mad_hdr` layout is used (no `IB_USER_MAD_ENABLE_PKEY`): the kernel uses
 //! it by default and the simulator shim only understands it.
@@ -412,7 +413,8 @@ fn run<P: RawPort>(
     sm: Arc<SmIdentity>,
 ) {
     let window = params.window.max(1);
-    let background_cap = (window / 2).max(1);
+    // Slots kept for normal SMPs: an eighth of the window (at least one).
+    let background_cap = window.saturating_sub((window / 8).max(1)).max(1);
     let mut queue: Queues<Request> = Queues::new();
     let mut inflight: HashMap<u32, InFlight> = HashMap::with_capacity(window * 2);
     let mut next_tid: u32 = 1;
