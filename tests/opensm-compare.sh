@@ -180,8 +180,14 @@ smps_so_far() {
 under_sim() {
   local dir=$1
   shift
-  (cd "$dir" && IBSIM_SOCKNAME=$sock SIM_HOST=$host LD_PRELOAD=$shim exec timeout "$deadline" "$@")
+  (cd "$dir" && IBSIM_SOCKNAME=$sock SIM_HOST=${read_host:-$host} LD_PRELOAD=$shim exec timeout "$deadline" "$@")
 }
+
+# Up to 8 other hosts, spread over the file, to read a switch table from when the SM's host has no
+# LID route to that switch: on a degraded fat-tree a top switch that lost its cable to the
+# SM's pod has no up-down path from there (docs/routing.md, switch LIDs).
+mapfile -t alt_hosts < <(awk '/^(Ca|Hca)[ \t]/ { gsub(/"/, "", $3); print $3 }' "$net" \
+  | awk '{ h[NR] = $0 } END { step = int(NR / 9) + 1; for (i = step; i <= NR && n < 8; i += step) { print h[i]; n++ } }')
 
 # run_opensm DIR ENGINE: sets up_ms, smps, used (engine that configured the tables).
 run_opensm() {
@@ -316,13 +322,24 @@ read_back() {
   local lid
   unread=0
   while read -r lid; do
-    # A switch that the tables do not route to from the SM's host cannot be read by LID; its
-    # table is then analysed as empty (and the row says how many were not read).
+    # A switch that the tables do not route to from the SM's host is read from another host;
+    # if none can reach it, its table is analysed as empty (the row says how many were not read).
     if under_sim "$dir" ibroute -n "$lid" >"$dir/ibroute.out" 2>>"$dir/ibroute.err"; then
       cat "$dir/ibroute.out" >>"$dir/lfts.dump"
-    else
+      continue
+    fi
+    local h done=0
+    for h in "${alt_hosts[@]}"; do
+      if read_host=$h under_sim "$dir" ibroute -n "$lid" >"$dir/ibroute.out" 2>>"$dir/ibroute.err"; then
+        cat "$dir/ibroute.out" >>"$dir/lfts.dump"
+        log "switch LID $lid read from $h (no LID route from $host)"
+        done=1
+        break
+      fi
+    done
+    if [ "$done" -eq 0 ]; then
       unread=$((unread + 1))
-      log "warning: ibroute -n $lid failed: $(tail -1 "$dir/ibroute.err")"
+      log "warning: ibroute -n $lid failed from $host and ${#alt_hosts[@]} other hosts: $(tail -1 "$dir/ibroute.err")"
     fi
   done <"$dir/switch-lids"
   local args=(analyze "$dir/discovered.net" --lfts "$dir/lfts.dump" --guid2lid "$dir/guid2lid" --rp "$rp" --seed 1 --json)
