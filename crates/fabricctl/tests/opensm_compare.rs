@@ -7,41 +7,12 @@
 //! it is built (a no-op when fresh) next to this test's `fabricctl`, and the script is given that
 //! directory so that it does not start a nested release build.
 
-use std::path::{Path, PathBuf};
+mod common;
+
+use common::fabricd_binary;
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-/// `target/<profile>/fabricd`, built on first use (same approach as `tests/validate.rs`).
-fn fabricd_binary() -> PathBuf {
-    let exe = std::env::current_exe().expect("current_exe");
-    let profile_dir = exe
-        .parent()
-        .and_then(Path::parent)
-        .expect("target/<profile>/deps")
-        .to_path_buf();
-    let bin = profile_dir.join("fabricd");
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let mut cmd = Command::new(cargo);
-    cmd.args(["build", "--quiet", "-p", "fabricd", "--bin", "fabricd"])
-        .current_dir(env!("CARGO_MANIFEST_DIR"));
-    if profile_dir.file_name().is_some_and(|n| n == "release") {
-        cmd.arg("--release");
-    } else {
-        cmd.args(["--profile", "test"]);
-    }
-    if let Some(target) = profile_dir.parent() {
-        cmd.env("CARGO_TARGET_DIR", target);
-    }
-    if !matches!(cmd.status(), Ok(s) if s.success()) {
-        eprintln!("building fabricd failed; using {}", bin.display());
-    }
-    assert!(
-        bin.is_file(),
-        "{} not found: run `cargo build -p fabricd`",
-        bin.display()
-    );
-    bin
-}
 
 /// Cells of the Markdown rows of the first table whose first cell starts with `prefix`.
 fn rows<'a>(table: &'a str, prefix: &str) -> Vec<Vec<&'a str>> {
