@@ -20,9 +20,9 @@ mod common;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+use common::agent_sim::sim_binary;
 use common::{changed_blocks, lfts, run_with_deadline, status, test_dir, topology, Daemon};
 use fabric_oob::proto::sim_control_client::SimControlClient;
 use fabric_oob::proto::{CommandRequest, VerifyAllPairsRequest};
@@ -31,52 +31,6 @@ use tonic::transport::Channel;
 
 /// 16 leaves x 8 nodes = 128 end ports, 8 spines: 24 agents.
 const SPEC: &str = "PGFT(2;8,16;1,8;1,1)";
-
-/// Path of the `fabric-agent-sim` binary of this build (built on first use).
-fn sim_binary() -> &'static Path {
-    static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| {
-        let exe = std::env::current_exe().expect("current_exe");
-        // target/<profile>/deps/<test> -> target/<profile>
-        let profile_dir = exe
-            .parent()
-            .and_then(Path::parent)
-            .expect("test executable is in target/<profile>/deps")
-            .to_path_buf();
-        let bin = profile_dir.join("fabric-agent-sim");
-        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-        let mut cmd = Command::new(cargo);
-        cmd.args([
-            "build",
-            "--quiet",
-            "-p",
-            "fabric-agent-sim",
-            "--bin",
-            "fabric-agent-sim",
-        ])
-        .current_dir(env!("CARGO_MANIFEST_DIR"));
-        // The profile the test binaries were built with, so that under `cargo test` the binary
-        // built alongside this test is up to date and the nested build is a no-op.
-        if profile_dir.file_name().is_some_and(|n| n == "release") {
-            cmd.arg("--release");
-        } else {
-            cmd.args(["--profile", "test"]);
-        }
-        if let Some(target) = profile_dir.parent() {
-            cmd.env("CARGO_TARGET_DIR", target);
-        }
-        match cmd.status() {
-            Ok(s) if s.success() => {}
-            other => eprintln!("building fabric-agent-sim failed ({other:?}); using {}", bin.display()),
-        }
-        assert!(
-            bin.is_file(),
-            "{} not found: run `cargo build -p fabric-agent-sim` first",
-            bin.display()
-        );
-        bin
-    })
-}
 
 /// The simulator process; killed on drop.
 struct Sim {
