@@ -24,6 +24,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::agent_sim::{oob_config, AgentSim, Agents, SimCtl};
+use common::subscribe;
 use common::{lfts, link_req, run_with_deadline, status, switch_links, test_dir, topology, Daemon};
 use fabric_proto::v1 as pb;
 use fabric_ranking::{rank, RankOptions};
@@ -232,15 +233,7 @@ fn kill9_in(phase: pb::Phase, fault: Fault) {
 
         // A subscriber that acks only what the test wants.
         let mut sc = d.client().await;
-        let mut stream = sc
-            .subscribe(pb::SubscribeRequest {
-                name: "crash-job".into(),
-                end_ports: vec![topo.end_ports[0].name.clone()],
-            })
-            .await
-            .expect("subscribe")
-            .into_inner();
-        let first = notice(&mut stream).await;
+        let (mut stream, first) = subscribe(&mut sc, "crash-job", &topo.end_ports[0].name).await;
         assert_eq!(first.phase, pb::Phase::Idle as i32);
         let id = first.subscriber_id;
         let ack = |n: &pb::UpdateNotice| pb::AckRequest {

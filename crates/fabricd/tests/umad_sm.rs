@@ -29,7 +29,7 @@ mod umad_sim;
 
 use std::time::Duration;
 
-use common::{link_req, run_with_deadline, status, switch_links, test_dir, topology};
+use common::{ack_update, link_req, run_with_deadline, status, subscribe, switch_links, test_dir, topology};
 use fabric_proto::v1 as pb;
 use umad_sim::{config, next_generation, Ibsim};
 
@@ -201,15 +201,7 @@ fn the_first_five_phase_update_waits_for_the_escape_vl() {
         let topo = topology(&mut c).await;
         let ep = &topo.end_ports[3];
         let mut sc = d.client().await;
-        let mut stream = sc
-            .subscribe(pb::SubscribeRequest {
-                name: "escape-vl".into(),
-                end_ports: vec![ep.name.clone()],
-            })
-            .await
-            .expect("subscribe")
-            .into_inner();
-        let first = stream.message().await.expect("stream").expect("first notice");
+        let (mut stream, first) = subscribe(&mut sc, "escape-vl", &ep.name).await;
         let id = first.subscriber_id;
         // At once: the background SL-to-VL pass may still be running.
         let (sw, port) = switch_links(&topo)[0];
@@ -235,23 +227,7 @@ fn the_first_five_phase_update_waits_for_the_escape_vl() {
         let rows = sl2vl(&sim, leaf.lid, Some(out));
         let row = rows.iter().find(|r| r.0 != out && r.0 != 0).expect("an input port");
         assert_eq!(row.2[usize::from(fabric_umad::ESCAPE_SL)], fabric_umad::ESCAPE_VL);
-        for phase in [pb::Phase::Unpath, pb::Phase::Repath] {
-            sc.ack(pb::AckRequest {
-                subscriber_id: id,
-                generation: 2,
-                phase: phase as i32,
-            })
-            .await
-            .expect("ack");
-            if phase == pb::Phase::Unpath {
-                let n = tokio::time::timeout(Duration::from_secs(20), stream.message())
-                    .await
-                    .expect("a notice")
-                    .expect("stream")
-                    .expect("open");
-                assert_eq!((n.generation, n.phase), (2, pb::Phase::Repath as i32));
-            }
-        }
+        ack_update(&mut sc, &mut stream, id, 2).await;
         let r = inject.await.expect("join").expect("inject").into_inner();
         assert_eq!(r.generation, 2);
         assert!(status(&mut c).await.missed_acks.is_empty());
@@ -295,20 +271,8 @@ fn an_escape_vl_that_cannot_be_programmed_gives_direct_uploads_until_it_can() {
         next_generation(&d, &mut c, 0, Duration::from_secs(20)).await;
         let topo = topology(&mut c).await;
         let mut sc = d.client().await;
-        let mut stream = sc
-            .subscribe(pb::SubscribeRequest {
-                name: "escape-vl".into(),
-                end_ports: vec![topo.end_ports[3].name.clone()],
-            })
-            .await
-            .expect("subscribe")
-            .into_inner();
-        let id = stream
-            .message()
-            .await
-            .expect("stream")
-            .expect("first notice")
-            .subscriber_id;
+        let (mut stream, first) = subscribe(&mut sc, "escape-vl", &topo.end_ports[3].name).await;
+        let id = first.subscriber_id;
         let (sw, port) = switch_links(&topo)[0];
         // The update cannot wait for the escape VL: a direct upload, no notice.
         let r = c
@@ -339,23 +303,7 @@ fn an_escape_vl_that_cannot_be_programmed_gives_direct_uploads_until_it_can() {
         assert_eq!((n.generation, n.phase), (3, pb::Phase::Unpath as i32));
         let st = status(&mut c).await;
         assert!(st.escape_vl_ready && st.escape_vl_error.is_empty(), "{st:?}");
-        for phase in [pb::Phase::Unpath, pb::Phase::Repath] {
-            sc.ack(pb::AckRequest {
-                subscriber_id: id,
-                generation: 3,
-                phase: phase as i32,
-            })
-            .await
-            .expect("ack");
-            if phase == pb::Phase::Unpath {
-                let n = tokio::time::timeout(Duration::from_secs(20), stream.message())
-                    .await
-                    .expect("a notice")
-                    .expect("stream")
-                    .expect("open");
-                assert_eq!(n.phase, pb::Phase::Repath as i32);
-            }
-        }
+        ack_update(&mut sc, &mut stream, id, 3).await;
         assert_eq!(inject.await.expect("join").expect("inject").into_inner().generation, 3);
         // The leaf's tables read back.
         let lid = topo.switches.iter().find(|s| s.guid == leaf).expect("leaf").lid;

@@ -63,15 +63,7 @@ fn subscriber_moves_through_unpath_and_repath_of_a_generation() {
             .expect("watch")
             .into_inner();
         let mut sc = d.client().await;
-        let mut stream = sc
-            .subscribe(pb::SubscribeRequest {
-                name: "e2e".into(),
-                end_ports: vec![ep.name.clone()],
-            })
-            .await
-            .expect("subscribe")
-            .into_inner();
-        let first = stream.message().await.expect("stream").expect("first notice");
+        let (mut stream, first) = subscribe(&mut sc, "e2e", &ep.name).await;
         assert_eq!(first.phase, pb::Phase::Idle as i32);
         assert_eq!(first.generation, 1);
         let id = first.subscriber_id;
@@ -170,20 +162,8 @@ fn a_breaking_fault_during_unpath_restarts_the_generation() {
             .expect("watch")
             .into_inner();
         let mut sc = d.client().await;
-        let mut stream = sc
-            .subscribe(pb::SubscribeRequest {
-                name: "restart".into(),
-                end_ports: vec![topo.end_ports[0].name.clone()],
-            })
-            .await
-            .expect("subscribe")
-            .into_inner();
-        let id = stream
-            .message()
-            .await
-            .expect("stream")
-            .expect("first notice")
-            .subscriber_id;
+        let (mut stream, first) = subscribe(&mut sc, "restart", &topo.end_ports[0].name).await;
+        let id = first.subscriber_id;
         let mut ic = d.client().await;
         let first = tokio::spawn(async move {
             ic.inject_fault(link_req(a.0, a.1, false, false, true))

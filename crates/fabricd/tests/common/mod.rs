@@ -335,3 +335,47 @@ pub async fn verify(c: &mut Client) -> pb::VerifyReachabilityResponse {
         .expect("VerifyReachability")
         .into_inner()
 }
+
+/// Subscribes to update notices for one end port; returns the stream and its first notice (the
+/// subscriber id and the current phase).
+pub async fn subscribe(
+    c: &mut Client,
+    name: &str,
+    end_port: &str,
+) -> (tonic::Streaming<pb::UpdateNotice>, pb::UpdateNotice) {
+    let mut stream = c
+        .subscribe(pb::SubscribeRequest {
+            name: name.into(),
+            end_ports: vec![end_port.into()],
+        })
+        .await
+        .expect("subscribe")
+        .into_inner();
+    let first = tokio::time::timeout(std::time::Duration::from_secs(15), stream.message())
+        .await
+        .expect("a first notice within 15 s")
+        .expect("stream")
+        .expect("first notice");
+    (stream, first)
+}
+
+/// Acks the UNPATH notice of `generation`, waits for its REPATH notice and acks that too.
+pub async fn ack_update(c: &mut Client, stream: &mut tonic::Streaming<pb::UpdateNotice>, id: u64, generation: u64) {
+    for phase in [pb::Phase::Unpath, pb::Phase::Repath] {
+        c.ack(pb::AckRequest {
+            subscriber_id: id,
+            generation,
+            phase: phase as i32,
+        })
+        .await
+        .expect("ack");
+        if phase == pb::Phase::Unpath {
+            let n = tokio::time::timeout(std::time::Duration::from_secs(20), stream.message())
+                .await
+                .expect("a notice")
+                .expect("stream")
+                .expect("open");
+            assert_eq!((n.generation, n.phase), (generation, pb::Phase::Repath as i32));
+        }
+    }
+}
