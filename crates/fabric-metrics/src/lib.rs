@@ -16,6 +16,9 @@
 //! * `mu_rp`: median and 1st / 39th 40-quantiles of `mu` over `r` seeded random permutations.
 //! * `mu_a2a = mu(A2A)` and the switch–switch edge-forwarding index `xi` (the thesis' Ξ): the
 //!   largest number of all-to-all paths crossing one switch-to-switch port.
+//! * [`rp_floor`]: an estimate of the smallest `mu_rp` any destination-based routing can reach
+//!   on a ranked fat-tree (balls into bins on each subtree's up-links), to tell how far a
+//!   routing is from the best possible.
 //! * `nu`: effective diameter (§2.3.3), the mean over ordered routed pairs `s != d` of the number
 //!   of edges of the path **including the two node–switch edges** (two end ports on the same
 //!   leaf are 2 apart; the switch-to-switch hop count is `nu - 2`).
@@ -29,6 +32,7 @@
 //! Destination-based routing makes the path from `s` to `d` depend only on the leaf of `s`, so
 //! all-pairs work (validity, `nu`, all-to-all) walks `leaves × N` paths, not `N²`.
 
+mod floor;
 mod index;
 mod job;
 mod stats;
@@ -38,6 +42,7 @@ use rayon::prelude::*;
 use fabric_routing::{Lfts, LidPlan};
 use fabric_topology::Fabric;
 
+pub use floor::{rp_floor, RpFloor};
 pub use index::SwitchPort;
 use index::{PathIndex, RoutedBits};
 pub use job::{job_metrics, jobs_metrics, mu_of_pairs, JobMetrics, PairMetrics};
@@ -101,6 +106,20 @@ pub struct RpStats {
     pub max: u32,
     /// Number of permutations sampled (`r`).
     pub samples: usize,
+    /// `counts[v]` = number of sampled permutations whose `mu` is `v` (empty when none were
+    /// sampled): the empirical distribution, e.g. to compare with [`rp_floor`].
+    pub counts: Vec<u32>,
+}
+
+impl RpStats {
+    /// Share of the sampled permutations with `mu ≥ k` (0 when none were sampled).
+    pub fn share_at_least(&self, k: u32) -> f64 {
+        if self.samples == 0 {
+            return 0.0;
+        }
+        let hits: u64 = self.counts.iter().skip(k as usize).map(|&c| c as u64).sum();
+        hits as f64 / self.samples as f64
+    }
 }
 
 /// Static metrics of one routed fabric. Metrics of patterns switched off in [`MetricsOptions`]
@@ -188,6 +207,10 @@ pub fn compute(fabric: &Fabric, lids: &LidPlan, lfts: &Lfts, opts: &MetricsOptio
             .collect();
         values.sort_unstable();
         let as_f: Vec<f64> = values.iter().map(|&v| v as f64).collect();
+        let mut counts = vec![0u32; values.last().map_or(0, |&v| v as usize + 1)];
+        for &v in &values {
+            counts[v as usize] += 1;
+        }
         m.mu_rp = RpStats {
             median: quantile(&as_f, 0.5),
             q1: quantile(&as_f, 1.0 / 40.0),
@@ -195,6 +218,7 @@ pub fn compute(fabric: &Fabric, lids: &LidPlan, lfts: &Lfts, opts: &MetricsOptio
             min: values.first().copied().unwrap_or(0),
             max: values.last().copied().unwrap_or(0),
             samples: values.len(),
+            counts,
         };
     }
     m

@@ -413,7 +413,25 @@ pub fn analyze(a: AnalyzeArgs) -> Result<()> {
         shifts: true,
     };
     let m = fabric_metrics::compute(&l.fabric, &lids, &lfts, &opts);
-    let rp = |r: &RpStats| json!({"median": r.median, "q1": r.q1, "q39": r.q39});
+    let floor = fabric_metrics::rp_floor(&l.fabric, &l.ranking.level);
+    // P(mu >= k) around the floor's median: estimated best possible, and measured.
+    let ks: Vec<u32> = (floor.median.saturating_sub(1).max(1)..=floor.median + 2).collect();
+    let shares = |f: &dyn Fn(u32) -> f64| -> serde_json::Map<String, serde_json::Value> {
+        ks.iter()
+            .map(|&k| (k.to_string(), json!((f(k) * 1e4).round() / 1e4)))
+            .collect()
+    };
+    let rp = |r: &RpStats| {
+        let mut v = json!({"median": r.median, "q1": r.q1, "q39": r.q39});
+        if r.samples > 0 {
+            v["p_at_least"] = serde_json::Value::Object(shares(&|k| r.share_at_least(k)));
+        }
+        v
+    };
+    let floor_json = json!({
+        "median": floor.median,
+        "p_at_least": serde_json::Value::Object(shares(&|k| floor.p_at_least(k))),
+    });
     if a.json {
         let v = json!({
             "file": a.file.display().to_string(),
@@ -427,6 +445,7 @@ pub fn analyze(a: AnalyzeArgs) -> Result<()> {
             "deadlock_free": deadlock_free,
             "mu_sp": m.mu_sp,
             "mu_rp": rp(&m.mu_rp),
+            "mu_rp_floor": floor_json,
             "mu_a2a": m.mu_a2a,
             "xi": m.xi,
             "nu": m.nu,
@@ -449,6 +468,20 @@ pub fn analyze(a: AnalyzeArgs) -> Result<()> {
         println!(
             "mu_rp              median {} q1 {} q39 {} (r = {})",
             m.mu_rp.median, m.mu_rp.q1, m.mu_rp.q39, a.rp
+        );
+        let pct = |f: &dyn Fn(u32) -> f64| {
+            ks.iter()
+                .map(|&k| format!(">={k} {:.1}%", 100.0 * f(k)))
+                .collect::<Vec<_>>()
+                .join("  ")
+        };
+        if m.mu_rp.samples > 0 {
+            println!("mu_rp P(mu)        {}", pct(&|k| m.mu_rp.share_at_least(k)));
+        }
+        println!(
+            "mu_rp_floor        median {}  P(mu) {} (estimated best any destination-based routing can do)",
+            floor.median,
+            pct(&|k| floor.p_at_least(k))
         );
         println!("mu_a2a             {}", m.mu_a2a);
         println!("xi                 {}", m.xi);

@@ -104,6 +104,30 @@ fn analyze_dmodc_on_constant_bisection_tree_is_shift_optimal() {
     }
 }
 
+/// `analyze` reports the estimated `mu_rp` floor next to the measured distribution: on a
+/// complete fat-tree Dmodc sits on it, with cables removed the floor moves up.
+#[test]
+fn analyze_reports_the_mu_rp_floor() {
+    let d = TempDir::new("floor");
+    let (full, cut) = (d.file("full.topo"), d.file("cut.topo"));
+    let spec = "PGFT(3;6,6,8;1,6,6;1,1,1)";
+    ok(&["topo", "gen", spec, "-o", &full]);
+    ok(&["topo", "gen", spec, "--remove-links", "40", "--seed", "2", "-o", &cut]);
+    let a = json(&["analyze", &full, "--rp", "800", "--no-a2a", "--json"]);
+    let b = json(&["analyze", &cut, "--rp", "800", "--no-a2a", "--json"]);
+    let floor_median = a["mu_rp_floor"]["median"].as_u64().unwrap();
+    assert!(floor_median >= 2, "{a}");
+    assert!((a["mu_rp"]["median"].as_f64().unwrap() - floor_median as f64).abs() <= 1.0, "{a}");
+    let share = |v: &serde_json::Value, what: &str, k: u64| v[what]["p_at_least"][k.to_string()].as_f64().unwrap();
+    let k = floor_median + 1;
+    // Measured and estimated P(mu >= k) agree on the complete fabric (Dmodc is the floor's routing).
+    assert!((share(&a, "mu_rp", k) - share(&a, "mu_rp_floor", k)).abs() < 0.12, "{a}");
+    // 40 of 288 cables gone: less capacity for the same traffic.
+    assert!(share(&b, "mu_rp_floor", k) > share(&a, "mu_rp_floor", k), "{a}\n{b}");
+    let text = ok(&["analyze", &cut, "--rp", "50", "--no-a2a"]);
+    assert!(text.contains("mu_rp_floor        median"), "{text}");
+}
+
 #[test]
 fn route_writes_opensm_dump_and_guid2lid() {
     let d = TempDir::new("route");
