@@ -353,6 +353,11 @@ pub fn metrics_json(m: &pb::MetricsReport) -> Value {
         "deadlock_free": m.deadlock_free,
         "mu_sp": m.mu_sp,
         "mu_rp": { "median": rp.median, "q1": rp.q1, "q39": rp.q39 },
+        "mu_rp_floor": m.mu_rp_floor.map(|f| json!({
+            "median": f.median,
+            "p_above_median": f.p_above_median,
+            "measured_p_above_median": f.measured_p_above_median,
+        })),
         "mu_a2a": m.mu_a2a,
         "xi": m.xi,
         "nu": m.nu,
@@ -575,6 +580,15 @@ async fn run_async(cmd: RemoteCmd, socket: &str) -> Result<()> {
                 rp.q1,
                 rp.q39
             );
+            if let Some(f) = m.mu_rp_floor {
+                outln!(
+                    "mu_rp_floor        median {}: P(mu > {}) best possible {:.1}%, this routing {:.1}%",
+                    f.median,
+                    f.median,
+                    100.0 * f.p_above_median,
+                    100.0 * f.measured_p_above_median
+                );
+            }
             outln!("mu_a2a             {}", m.mu_a2a);
             outln!("xi                 {}", m.xi);
             outln!("nu                 {:.3}", m.nu);
@@ -1026,9 +1040,17 @@ mod tests {
                 q1: 1.0,
                 q39: 3.0,
             }),
+            mu_rp_floor: Some(pb::RpFloor {
+                median: 2,
+                p_above_median: 0.25,
+                measured_p_above_median: 0.5,
+            }),
             ..Default::default()
         };
         let v = metrics_json(&m);
+        assert_eq!(v["mu_rp_floor"]["median"], 2);
+        assert_eq!(v["mu_rp_floor"]["p_above_median"], 0.25);
+        assert_eq!(v["mu_rp_floor"]["measured_p_above_median"], 0.5);
         for k in [
             "valid",
             "unreachable_pairs",

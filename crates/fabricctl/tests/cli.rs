@@ -117,11 +117,17 @@ fn analyze_reports_the_mu_rp_floor() {
     let b = json(&["analyze", &cut, "--rp", "800", "--no-a2a", "--json"]);
     let floor_median = a["mu_rp_floor"]["median"].as_u64().unwrap();
     assert!(floor_median >= 2, "{a}");
-    assert!((a["mu_rp"]["median"].as_f64().unwrap() - floor_median as f64).abs() <= 1.0, "{a}");
+    assert!(
+        (a["mu_rp"]["median"].as_f64().unwrap() - floor_median as f64).abs() <= 1.0,
+        "{a}"
+    );
     let share = |v: &serde_json::Value, what: &str, k: u64| v[what]["p_at_least"][k.to_string()].as_f64().unwrap();
     let k = floor_median + 1;
     // Measured and estimated P(mu >= k) agree on the complete fabric (Dmodc is the floor's routing).
-    assert!((share(&a, "mu_rp", k) - share(&a, "mu_rp_floor", k)).abs() < 0.12, "{a}");
+    assert!(
+        (share(&a, "mu_rp", k) - share(&a, "mu_rp_floor", k)).abs() < 0.12,
+        "{a}"
+    );
     // 40 of 288 cables gone: less capacity for the same traffic.
     assert!(share(&b, "mu_rp_floor", k) > share(&a, "mu_rp_floor", k), "{a}\n{b}");
     let text = ok(&["analyze", &cut, "--rp", "50", "--no-a2a"]);

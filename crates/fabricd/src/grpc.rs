@@ -37,6 +37,7 @@ struct CoreMetrics {
     unreachable_pairs: u64,
     deadlock_free: bool,
     metrics: fabric_metrics::Metrics,
+    floor: fabric_metrics::RpFloor,
     compute_ms: f64,
 }
 
@@ -579,11 +580,13 @@ impl FabricManager for FabricService {
                         let v = check::validity(&g2.fabric, &g2.lids, &g2.lfts);
                         let deadlock_free = check::deadlock_free(&g2.fabric, &g2.ranking, &g2.lids, &g2.lfts);
                         let metrics = fabric_metrics::compute(&g2.fabric, &g2.lids, &g2.lfts, &opts);
+                        let floor = fabric_metrics::rp_floor(&g2.fabric, &g2.ranking.level);
                         let _ = tx.send(CoreMetrics {
                             valid: v.valid,
                             unreachable_pairs: v.unreachable_count + v.escape_unreachable_count,
                             deadlock_free,
                             metrics,
+                            floor,
                             compute_ms: t.elapsed().as_secs_f64() * 1e3,
                         });
                     });
@@ -646,6 +649,11 @@ impl FabricManager for FabricService {
             route_ms: g.route_ms,
             jobs: job_reports,
             compute_ms: if fresh { core.compute_ms } else { 0.0 },
+            mu_rp_floor: Some(pb::RpFloor {
+                median: core.floor.median,
+                p_above_median: core.floor.p_at_least(core.floor.median + 1),
+                measured_p_above_median: m.mu_rp.share_at_least(core.floor.median + 1),
+            }),
         }))
     }
 
