@@ -349,11 +349,16 @@ pub async fn run(opts: RunOptions, mut control: mpsc::Receiver<Control>) -> Resu
     let guid2lid = state_dir.load_guid2lid()?;
     let jobs = state_dir.load_jobs()?;
     let virtual_faults = state_dir.load_virtual_faults()?;
+    // A generation file that cannot be read stops the start (like the other files): numbering
+    // from a guess could reuse numbers subscribers have seen. The event loop reads it again.
+    let last_generation = state_dir.load_last_generation()?;
     tracing::info!(
         dir = %state_path.display(),
         lids = guid2lid.len(),
         jobs = jobs.len(),
         virtual_faults = virtual_faults.len(),
+        last_generation = last_generation.map_or(0, |g| g.generation),
+        last_committed_at_unix_ms = last_generation.map_or(0, |g| g.committed_at_unix_ms),
         "state loaded"
     );
 

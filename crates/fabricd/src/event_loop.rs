@@ -42,7 +42,7 @@ use tokio::time::Instant as TokioInstant;
 use crate::compute::{compute, ComputeError, ComputeInput, Computed};
 use crate::config::{FaultInjectionConfig, UpdateConfig};
 use crate::notify::Notifier;
-use crate::persist::{JobPort, Jobs, StateDir, UpdateProgress, VirtualFault};
+use crate::persist::{CommittedGeneration, JobPort, Jobs, StateDir, UpdateProgress, VirtualFault};
 use crate::state::{Generation, Notice, Phase, Published, RerouteTimings};
 use crate::telemetry::Telemetry;
 use crate::upload::{upload, UploadOutcome, UploadParams};
@@ -405,6 +405,11 @@ pub struct EventLoop {
     update_restarts: Vec<String>,
     /// A five-phase update interrupted by a restart (from `update-progress.json`).
     recovering: Option<UpdateProgress>,
+    /// Highest routing generation number used before this process installed anything: the last
+    /// one committed by a previous run (`generation.json`) or the one a previous run was
+    /// interrupted in (`update-progress.json`), 0 for a new state directory. Generations of
+    /// this process are numbered from it + 1, so numbers never go backwards across restarts.
+    previous_generation: u64,
     /// A background `escape_vl_ready` request is running (see `prepare_escape_vl`).
     escape_vl_prefetch: Arc<std::sync::atomic::AtomicBool>,
 }
@@ -451,6 +456,26 @@ impl EventLoop {
                 p.generation, p.phase
             );
             tracing::warn!(generation = p.generation, phase = %p.phase, "{last_error}");
+        }
+        // The daemon refuses to start on an unreadable generation file (`daemon::run` loads it
+        // first); here it can only fail for other embedders, which number from the progress file.
+        let last_committed = match io.state_dir.load_last_generation() {
+            Ok(g) => g,
+            Err(e) => {
+                tracing::error!(error = %e, "ignoring an unreadable generation file");
+                None
+            }
+        };
+        let previous_generation = last_committed
+            .map_or(0, |g| g.generation)
+            .max(recovering.as_ref().map_or(0, |p| p.generation));
+        if previous_generation > 0 {
+            tracing::info!(
+                last_committed = last_committed.map_or(0, |g| g.generation),
+                interrupted = recovering.as_ref().map_or(0, |p| p.generation),
+                next = previous_generation + 1,
+                "routing generation numbers continue from the previous run"
+            );
         }
         let all_switches: BTreeSet<u32> = (0..physical.num_switches() as u32).collect();
         let params_protocol = params.settings.update.protocol(params.lmc >= 1);
@@ -506,6 +531,7 @@ impl EventLoop {
             missed_acks: Vec::new(),
             update_restarts: Vec::new(),
             recovering,
+            previous_generation,
             escape_vl_prefetch: Arc::new(std::sync::atomic::AtomicBool::new(false)),
         };
         if params.lmc == 0 {
@@ -527,7 +553,7 @@ impl EventLoop {
             phase_generation: if self.phase == Phase::Idle {
                 0
             } else {
-                self.generation() + 1
+                self.next_generation()
             },
             pending_faults: self.pending_faults,
             last_error: self.last_error.clone(),
@@ -547,8 +573,20 @@ impl EventLoop {
         self.io.telemetry.set_subscribers(self.subscribers.len());
     }
 
+    /// The generation installed by this process; 0 before its first commit (whatever the
+    /// numbering continues from: see [`EventLoop::next_generation`]).
     fn generation(&self) -> u64 {
         self.current.as_ref().map_or(0, |g| g.number)
+    }
+
+    /// Number of the generation being prepared or installed (the next one to commit): the
+    /// installed one + 1, or, before this process has installed any, the last number of the
+    /// previous run + 1.
+    fn next_generation(&self) -> u64 {
+        self.current
+            .as_ref()
+            .map_or(self.previous_generation, |g| g.number)
+            .saturating_add(1)
     }
 
     fn set_phase(&mut self, phase: Phase) {
@@ -558,17 +596,20 @@ impl EventLoop {
         self.phase = phase;
         self.io.telemetry.set_phase(phase);
         if phase != Phase::Idle {
+            let installed = match self.generation() {
+                0 => String::new(),
+                g => format!("generation {g} installed; "),
+            };
             let _ = self.io.notifier.status(&format!(
-                "generation {} installed; installing {}: {} ({} subscribers)",
-                self.generation(),
-                self.generation() + 1,
+                "{installed}installing {}: {} ({} subscribers)",
+                self.next_generation(),
                 phase.name(),
                 self.subscribers.len()
             ));
         }
         self.publish();
         let _ = self.io.notices.send(Notice::PhaseChanged {
-            generation: self.generation() + 1,
+            generation: self.next_generation(),
             phase,
         });
     }
@@ -1354,7 +1395,7 @@ impl EventLoop {
                 a = self.protocol.on(
                     now,
                     UInput::Begin {
-                        generation: self.generation() + 1,
+                        generation: self.next_generation(),
                     },
                 );
             }
@@ -1599,7 +1640,7 @@ impl EventLoop {
             // The base entries may mix two generations: rewrite every switch.
             self.resync.extend(0..self.physical.num_switches() as u32);
         }
-        let number = self.generation() + 1;
+        let number = self.next_generation();
         self.last_error = format!("generation {number} aborted: {reason}");
         self.io.telemetry.failed();
         let _ = self.io.notices.send(Notice::UpdateAborted {
@@ -1892,42 +1933,62 @@ impl EventLoop {
             self.last_error.clear();
         }
 
-        // Persist what changed (LIDs, virtual faults) before announcing the commit.
-        let lids_to_save = (*c.guid2lid != *self.guid2lid
+        let number = self.next_generation();
+        let committed_at_unix_ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+
+        // Persist what changed (LIDs, virtual faults) and the generation number before
+        // announcing the commit: a number announced as committed is never used again, even
+        // after a crash right after the announcement. One blocking task, off the tokio workers.
+        let lids = (*c.guid2lid != *self.guid2lid
             || !self.io.state_dir.path().join(crate::persist::GUID2LID_FILE).exists())
         .then(|| c.guid2lid.clone());
-        let faults_to_save = (flight.exclusions != self.persisted_exclusions)
+        let faults = (flight.exclusions != self.persisted_exclusions)
             .then(|| flight.exclusions.iter().map(|x| x.persisted()).collect::<Vec<_>>());
-        if lids_to_save.is_some() || faults_to_save.is_some() {
+        let record = CommittedGeneration {
+            generation: number,
+            committed_at_unix_ms,
+        };
+        {
             let dir = self.io.state_dir.clone();
-            let lids = lids_to_save.clone();
-            let faults = faults_to_save.clone();
-            let res = tokio::task::spawn_blocking(move || -> Result<(), String> {
+            // Each file on its own: one that cannot be written does not keep the others old.
+            let res = tokio::task::spawn_blocking(move || {
+                let mut errors = Vec::new();
+                let mut faults_saved = false;
                 if let Some(l) = lids {
-                    dir.save_guid2lid(&l).map_err(|e| e.to_string())?;
+                    if let Err(e) = dir.save_guid2lid(&l) {
+                        errors.push(e.to_string());
+                    }
                 }
                 if let Some(f) = faults {
-                    dir.save_virtual_faults(&f).map_err(|e| e.to_string())?;
+                    match dir.save_virtual_faults(&f) {
+                        Ok(()) => faults_saved = true,
+                        Err(e) => errors.push(e.to_string()),
+                    }
                 }
-                Ok(())
+                if let Err(e) = dir.save_last_generation(&record) {
+                    errors.push(e.to_string());
+                }
+                (faults_saved, errors)
             })
             .await;
             match res {
-                Ok(Ok(())) => {
-                    if faults_to_save.is_some() {
+                Ok((faults_saved, errors)) => {
+                    if faults_saved {
                         self.persisted_exclusions = flight.exclusions.clone();
                     }
-                }
-                Ok(Err(e)) => {
-                    tracing::error!(error = %e, "cannot persist state");
-                    self.last_error = format!("cannot persist state: {e}");
+                    if !errors.is_empty() {
+                        let e = errors.join("; ");
+                        tracing::error!(error = %e, "cannot persist state");
+                        self.last_error = format!("cannot persist state: {e}");
+                    }
                 }
                 Err(e) => tracing::error!(error = %e, "persistence task failed"),
             }
         }
         self.guid2lid = c.guid2lid.clone();
 
-        let number = self.generation() + 1;
         let committed = Instant::now();
         let ms = |a: Instant, b: Instant| b.saturating_duration_since(a).as_secs_f64() * 1e3;
         let routed = flight.routed.unwrap_or(committed);
@@ -1941,9 +2002,7 @@ impl EventLoop {
             blocks_written: outcome.blocks_written,
             retries: outcome.retries,
             faults: flight.faults,
-            committed_at_unix_ms: SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX)),
+            committed_at_unix_ms,
             driver_smps_sent: self.io.driver.driver_stats().smps_sent,
         };
         let excluded_links: HashSet<(Guid, PortNum)> = flight
@@ -3194,6 +3253,20 @@ mod loop_tests {
             cur.excluded_links.contains(&link),
             "the interrupted generation's fault is routed around"
         );
+        assert!(
+            cur.number > progress.generation,
+            "the recovery generation {} comes after the interrupted one",
+            cur.number
+        );
+        assert_eq!(
+            StateDir::open(h.dir.path())
+                .unwrap()
+                .load_last_generation()
+                .unwrap()
+                .map(|g| g.generation),
+            Some(cur.number),
+            "the generation file holds the last commit"
+        );
         let installed = h.mock.installed_lft_table();
         for sw in cur.fabric.switch_ids() {
             let want = cur.lfts.row(sw);
@@ -3233,5 +3306,107 @@ mod loop_tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn kill_in_repath_then_restart_converges() {
         crash_and_restart_in(Phase::Repath).await;
+    }
+
+    /// The next notice of a `WatchEvents` broadcast, lagging skipped.
+    async fn next_watch(rx: &mut broadcast::Receiver<Notice>) -> Notice {
+        loop {
+            match tokio::time::timeout(Duration::from_secs(10), rx.recv()).await {
+                Ok(Ok(n)) => return n,
+                Ok(Err(broadcast::error::RecvError::Lagged(_))) => {}
+                other => panic!("no WatchEvents notice: {other:?}"),
+            }
+        }
+    }
+
+    /// Generation numbers continue across a restart on the same state directory (the loop task
+    /// is stopped; the simulated switches keep their tables): the first generation of the new
+    /// loop is the last committed + 1 and still a direct upload (this process has installed
+    /// nothing yet, whatever the number), the next one a five-phase update whose notices,
+    /// progress file, commit and generation file all carry the continued number.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn generation_numbers_continue_after_a_restart() {
+        let s = update_settings(10_000, fabric_update::DeadlinePolicy::Proceed);
+        let h = start(s.clone(), MockConfig::default());
+        h.until("generation 1", |p| p.generation() == 1).await;
+        let links = h.links();
+        for (i, &l) in links[..2].iter().enumerate() {
+            let r = h.inject(l, false, true).await.await.unwrap().unwrap();
+            assert_eq!(r.generation, i as u64 + 2);
+        }
+        let st = StateDir::open(h.dir.path()).unwrap();
+        let saved = st.load_last_generation().unwrap().expect("generation file");
+        let g3 = h
+            .until("generation 3", |p| p.generation() == 3)
+            .await
+            .current
+            .clone()
+            .unwrap();
+        assert_eq!(
+            (saved.generation, saved.committed_at_unix_ms),
+            (3, g3.timings.committed_at_unix_ms)
+        );
+        let (mock, dir) = (h.mock.clone(), h.dir.clone());
+        let Harness { task, .. } = h;
+        task.abort();
+        let _ = task.await;
+
+        let h = start_on(s, mock, dir);
+        let mut watch = h.notices.subscribe();
+        let (id, mut rx) = h.subscribe("job").await;
+        assert_eq!(
+            h.published.load_full().generation(),
+            0,
+            "subscribed before the first generation of the new loop commits"
+        );
+        // Committed without any notice to the subscriber (a direct upload; a five-phase update
+        // would wait for its ack up to the 10 s deadline).
+        let p = h.until("generation 4", |p| p.generation() == 4).await;
+        assert_eq!(p.current.as_ref().unwrap().timings.generation, 4);
+        assert!(rx.try_recv().is_err(), "no update notice for the first generation");
+        loop {
+            match next_watch(&mut watch).await {
+                Notice::PhaseChanged { generation, .. } => assert_eq!(generation, 4),
+                Notice::GenerationCommitted { generation, .. } => {
+                    assert_eq!(generation, 4);
+                    break;
+                }
+                other => panic!("unexpected notice {other:?}"),
+            }
+        }
+        assert_eq!(st.load_last_generation().unwrap().map(|g| g.generation), Some(4));
+
+        let done = h.inject(links[2], false, true).await;
+        let n = next_notice(&mut rx).await;
+        assert_eq!((n.generation, n.phase), (5, Phase::Unpath));
+        assert_eq!(h.published.load_full().phase_generation, 5);
+        let progress = st.load_update_progress().unwrap().expect("progress file");
+        assert_eq!((progress.generation, progress.phase), (5, Phase::Unpath));
+        h.ack(id, &n).await;
+        let n = next_notice(&mut rx).await;
+        assert_eq!((n.generation, n.phase), (5, Phase::Repath));
+        h.ack(id, &n).await;
+        assert_eq!(done.await.unwrap().unwrap().generation, 5);
+        let mut phases = Vec::new();
+        loop {
+            match next_watch(&mut watch).await {
+                Notice::PhaseChanged { generation, phase } => {
+                    assert_eq!(generation, 5);
+                    phases.push(phase);
+                }
+                Notice::GenerationCommitted { generation, timings } => {
+                    assert_eq!((generation, timings.generation), (5, 5));
+                    break;
+                }
+                Notice::TopologyChange { .. } => {}
+                other => panic!("unexpected notice {other:?}"),
+            }
+        }
+        assert!(
+            phases.contains(&Phase::Unpath) && phases.contains(&Phase::Repath),
+            "{phases:?}"
+        );
+        assert_eq!(st.load_last_generation().unwrap().map(|g| g.generation), Some(5));
+        assert_eq!(st.load_update_progress().unwrap(), None);
     }
 }

@@ -1,5 +1,6 @@
-//! The state directory: LID assignments (OpenSM `guid2lid` format), job mappings and virtual
-//! faults, each written atomically (temporary file, `fsync`, `rename`, `fsync` of the directory)
+//! The state directory: LID assignments (OpenSM `guid2lid` format), job mappings, virtual
+//! faults, the progress of a five-phase update and the last committed routing generation, each
+//! written atomically (temporary file, `fsync`, `rename`, `fsync` of the directory)
 //! so that a crash at any point leaves either the old or the new file, never a torn one.
 //!
 //! The functions here do blocking file I/O: the event loop calls them through
@@ -23,6 +24,32 @@ pub const VIRTUAL_FAULTS_FILE: &str = "virtual-faults.json";
 
 /// File of the five-phase update in progress (JSON; absent when no update runs).
 pub const UPDATE_PROGRESS_FILE: &str = "update-progress.json";
+
+/// File of the last committed routing generation (JSON), so that numbering continues across
+/// restarts.
+pub const GENERATION_FILE: &str = "generation.json";
+
+/// Version of the [`GENERATION_FILE`] format this daemon reads and writes.
+const GENERATION_FILE_VERSION: u32 = 1;
+
+/// The last routing generation committed (its number and when), as persisted in
+/// [`GENERATION_FILE`] at every commit, before the commit is announced.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CommittedGeneration {
+    /// Routing generation number (1 = the first one ever committed with this state directory).
+    pub generation: u64,
+    /// Wall-clock time of the commit, ms since the Unix epoch.
+    pub committed_at_unix_ms: i64,
+}
+
+#[derive(Serialize, Deserialize)]
+struct GenerationFile {
+    version: u32,
+    generation: u64,
+    /// Optional in hand-written files (0: unknown).
+    #[serde(default)]
+    committed_at_unix_ms: i64,
+}
 
 /// Progress of the five-phase update, persisted at every phase change so that a restarted
 /// daemon knows a generation was interrupted and which topology it was installing.
@@ -266,6 +293,55 @@ impl StateDir {
         }
     }
 
+    /// The last committed routing generation; `None` when none was ever committed with this
+    /// directory (no file). A file that cannot be read or parsed, of another format version, or
+    /// holding generation 0 (or one above `i64::MAX`, the range of the Prometheus gauge) is an
+    /// error naming the file: the daemon refuses to start rather than number generations again
+    /// from below numbers its subscribers have already seen.
+    pub fn load_last_generation(&self) -> Result<Option<CommittedGeneration>, PersistError> {
+        let Some(text) = self.read(GENERATION_FILE)? else {
+            return Ok(None);
+        };
+        let path = self.file(GENERATION_FILE);
+        let corrupt = |message: String| PersistError::Corrupt {
+            path: path.clone(),
+            message: format!(
+                "{message}: the last committed routing generation is unknown; write the last number \
+                 seen (e.g. the fabricd_generation gauge) into the file as \
+                 {{\"version\": 1, \"generation\": N}}, or remove the file to restart the numbering"
+            ),
+        };
+        let f: GenerationFile = serde_json::from_str(&text).map_err(|e| corrupt(e.to_string()))?;
+        if f.version != GENERATION_FILE_VERSION {
+            return Err(corrupt(format!(
+                "format version {} (this fabricd reads version {GENERATION_FILE_VERSION})",
+                f.version
+            )));
+        }
+        if f.generation == 0 || i64::try_from(f.generation).is_err() {
+            return Err(corrupt(format!("generation {} is out of range", f.generation)));
+        }
+        Ok(Some(CommittedGeneration {
+            generation: f.generation,
+            committed_at_unix_ms: f.committed_at_unix_ms,
+        }))
+    }
+
+    /// Records `g` as the last committed routing generation (atomically).
+    pub fn save_last_generation(&self, g: &CommittedGeneration) -> Result<(), PersistError> {
+        let f = GenerationFile {
+            version: GENERATION_FILE_VERSION,
+            generation: g.generation,
+            committed_at_unix_ms: g.committed_at_unix_ms,
+        };
+        let mut text = serde_json::to_string_pretty(&f).map_err(|e| PersistError::Corrupt {
+            path: self.file(GENERATION_FILE),
+            message: e.to_string(),
+        })?;
+        text.push('\n');
+        self.write_atomic(GENERATION_FILE, text.as_bytes())
+    }
+
     pub fn save_virtual_faults(&self, faults: &[VirtualFault]) -> Result<(), PersistError> {
         let f = FaultsFile {
             version: 1,
@@ -336,5 +412,92 @@ mod tests {
             .unwrap();
         let e = s.load_jobs().unwrap_err().to_string();
         assert!(e.contains("\"zz\" is not a GUID"), "{e}");
+    }
+
+    #[test]
+    fn last_generation_round_trips_and_is_replaced() {
+        let d = tempfile::tempdir().unwrap();
+        let s = StateDir::open(d.path()).unwrap();
+        assert_eq!(s.load_last_generation().unwrap(), None, "no file: nothing committed");
+        let g7 = CommittedGeneration {
+            generation: 7,
+            committed_at_unix_ms: 1_763_800_000_123,
+        };
+        s.save_last_generation(&g7).unwrap();
+        assert_eq!(s.load_last_generation().unwrap(), Some(g7));
+        // The format other tools read: a versioned JSON object.
+        let v: serde_json::Value = serde_json::from_str(&s.read(GENERATION_FILE).unwrap().unwrap()).unwrap();
+        assert_eq!(
+            v,
+            serde_json::json!({"version": 1, "generation": 7, "committed_at_unix_ms": 1_763_800_000_123_i64})
+        );
+        let g8 = CommittedGeneration {
+            generation: 8,
+            committed_at_unix_ms: 1_763_800_001_000,
+        };
+        s.save_last_generation(&g8).unwrap();
+        assert_eq!(s.load_last_generation().unwrap(), Some(g8));
+        // Written by hand (unknown fields are ignored, as in the other files).
+        s.write_atomic(
+            GENERATION_FILE,
+            br#"{"version": 1, "generation": 42, "note": "restored from the logs"}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            s.load_last_generation().unwrap(),
+            Some(CommittedGeneration {
+                generation: 42,
+                committed_at_unix_ms: 0
+            })
+        );
+    }
+
+    #[test]
+    fn a_corrupt_generation_file_is_an_error_naming_it() {
+        let d = tempfile::tempdir().unwrap();
+        let s = StateDir::open(d.path()).unwrap();
+        let cases: [(&[u8], &str); 7] = [
+            (b"", "EOF"),
+            (b"{ \"version\": 1, \"generation\": ", "EOF"),
+            (b"7\n", "invalid type"),
+            (
+                br#"{"version":1,"generation":-3,"committed_at_unix_ms":0}"#,
+                "invalid value",
+            ),
+            (
+                br#"{"version":2,"generation":3,"committed_at_unix_ms":0}"#,
+                "format version 2",
+            ),
+            (
+                br#"{"version":1,"generation":0,"committed_at_unix_ms":0}"#,
+                "generation 0 is out of range",
+            ),
+            (
+                br#"{"version":1,"generation":18446744073709551615,"committed_at_unix_ms":0}"#,
+                "out of range",
+            ),
+        ];
+        for (text, why) in cases {
+            s.write_atomic(GENERATION_FILE, text).unwrap();
+            let e = s.load_last_generation().unwrap_err();
+            assert!(matches!(e, PersistError::Corrupt { .. }), "{e:?}");
+            let e = e.to_string();
+            let path = d.path().join(GENERATION_FILE).display().to_string();
+            assert!(e.starts_with(&format!("{path}: ")), "{e}");
+            assert!(e.contains(why), "{:?}: {e}", String::from_utf8_lossy(text));
+            assert!(e.contains("remove the file"), "the message says what to do: {e}");
+        }
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn an_unreadable_generation_file_is_an_io_error_naming_it() {
+        let d = tempfile::tempdir().unwrap();
+        let s = StateDir::open(d.path()).unwrap();
+        // A directory where the file should be: reading it fails whatever the user (root too).
+        fs::create_dir(d.path().join(GENERATION_FILE)).unwrap();
+        let e = s.load_last_generation().unwrap_err();
+        assert!(matches!(e, PersistError::Io { .. }), "{e:?}");
+        assert!(e.to_string().contains(GENERATION_FILE), "{e}");
     }
 }

@@ -42,7 +42,8 @@ pub struct RerouteTimings {
 /// One installed routing generation.
 #[derive(Debug)]
 pub struct Generation {
-    /// Routing generation number (1 = first installed).
+    /// Routing generation number: 1 = the first ever committed with this state directory;
+    /// numbering continues across restarts (`generation.json`, see `crate::persist`).
     pub number: u64,
     /// The topology routed: the physical fabric with virtual faults applied.
     pub fabric: Arc<Fabric>,
@@ -69,7 +70,8 @@ pub struct Published {
     /// Current generation; `None` before the first one is installed.
     pub current: Option<Arc<Generation>>,
     pub phase: Phase,
-    /// Generation being prepared or uploaded when `phase != Idle`.
+    /// Generation being prepared or uploaded when `phase != Idle` (after a restart, the first
+    /// one continues the previous run's numbering).
     pub phase_generation: u64,
     /// Changes queued for the next generation.
     pub pending_faults: usize,
@@ -93,6 +95,7 @@ pub struct Published {
 }
 
 impl Published {
+    /// The generation installed by this process; 0 before its first commit.
     pub fn generation(&self) -> u64 {
         self.current.as_ref().map_or(0, |g| g.number)
     }
