@@ -401,6 +401,38 @@ fn analyze_tables(a: &AnalyzeArgs, l: &Loaded) -> Result<(LidPlan, Lfts, Option<
     }
 }
 
+/// The switch port carrying the most paths of the worst shift, for operators to look at.
+struct WorstPort {
+    port: fabric_metrics::SwitchPort,
+    /// Level of the switch (leaves at 0), when ranked.
+    level: Option<u32>,
+    /// `up` (towards a higher level), `down`, or `across` (same level or unranked).
+    direction: &'static str,
+}
+
+fn worst_shift_port(l: &Loaded, lids: &LidPlan, lfts: &Lfts, shift: u32) -> Option<WorstPort> {
+    if shift == 0 {
+        return None;
+    }
+    let live: Vec<_> = l.fabric.end_port_ids().filter(|&e| l.fabric.end_port_live(e)).collect();
+    let n = live.len();
+    let pairs: Vec<_> = (0..n).map(|s| (live[s], live[(s + shift as usize) % n])).collect();
+    let port = fabric_metrics::mu_of_pairs(&l.fabric, lids, lfts, &pairs)
+        .ok()?
+        .worst_port?;
+    let level = l.ranking.level_of(port.switch);
+    let remote = l
+        .fabric
+        .switch_link_live(port.switch, port.port)
+        .map(|(r, _)| l.ranking.level_of(r));
+    let direction = match (level, remote.flatten()) {
+        (Some(a), Some(b)) if b > a => "up",
+        (Some(a), Some(b)) if b < a => "down",
+        _ => "across",
+    };
+    Some(WorstPort { port, level, direction })
+}
+
 pub fn analyze(a: AnalyzeArgs) -> Result<()> {
     let l = load(&a.file, a.roots.as_deref())?;
     let (lids, lfts, route_ms) = analyze_tables(&a, &l)?;
@@ -413,6 +445,7 @@ pub fn analyze(a: AnalyzeArgs) -> Result<()> {
         shifts: true,
     };
     let m = fabric_metrics::compute(&l.fabric, &lids, &lfts, &opts);
+    let worst = worst_shift_port(&l, &lids, &lfts, m.worst_shift);
     let floor = fabric_metrics::rp_floor(&l.fabric, &l.ranking.level);
     // P(mu >= k) around the floor's median: estimated best possible, and measured.
     let ks: Vec<u32> = (floor.median.saturating_sub(1).max(1)..=floor.median + 2).collect();
@@ -444,6 +477,13 @@ pub fn analyze(a: AnalyzeArgs) -> Result<()> {
             "unreachable_pairs": validity.unreachable_count,
             "deadlock_free": deadlock_free,
             "mu_sp": m.mu_sp,
+            "mu_sp_worst": worst.as_ref().map(|w| json!({
+                "shift": m.worst_shift,
+                "switch": fmt_guid(w.port.guid),
+                "port": w.port.port,
+                "level": w.level,
+                "direction": w.direction,
+            })),
             "mu_rp": rp(&m.mu_rp),
             "mu_rp_floor": floor_json,
             "mu_a2a": m.mu_a2a,
@@ -464,7 +504,18 @@ pub fn analyze(a: AnalyzeArgs) -> Result<()> {
         println!("valid              {}", validity.valid);
         println!("unreachable_pairs  {}", validity.unreachable_count);
         println!("deadlock_free      {deadlock_free}");
-        println!("mu_sp              {}", m.mu_sp);
+        match &worst {
+            Some(w) => println!(
+                "mu_sp              {} (shift {}, at {}[{}], level {} {})",
+                m.mu_sp,
+                m.worst_shift,
+                fmt_guid(w.port.guid),
+                w.port.port,
+                w.level.map_or("?".to_string(), |l| l.to_string()),
+                w.direction
+            ),
+            None => println!("mu_sp              {}", m.mu_sp),
+        }
         println!(
             "mu_rp              median {} q1 {} q39 {} (r = {})",
             m.mu_rp.median, m.mu_rp.q1, m.mu_rp.q39, a.rp

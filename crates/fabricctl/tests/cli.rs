@@ -132,6 +132,19 @@ fn analyze_reports_the_mu_rp_floor() {
     assert!(share(&b, "mu_rp_floor", k) > share(&a, "mu_rp_floor", k), "{a}\n{b}");
     let text = ok(&["analyze", &cut, "--rp", "50", "--no-a2a"]);
     assert!(text.contains("mu_rp_floor        median"), "{text}");
+    // The port where the worst shift peaks: a real switch of the file, on an inter-switch link.
+    let w = &b["mu_sp_worst"];
+    assert!(w["shift"].as_u64().unwrap() >= 1, "{b}");
+    assert!(["up", "down"].contains(&w["direction"].as_str().unwrap()), "{b}");
+    assert!(w["level"].as_u64().unwrap() <= 2, "{b}");
+    let guid = w["switch"]
+        .as_str()
+        .unwrap()
+        .trim_start_matches("0x")
+        .trim_start_matches('0');
+    let topo = std::fs::read_to_string(&cut).unwrap();
+    assert!(topo.contains(&format!("switchguid=0x{guid}")), "{guid} not in the file");
+    assert!(text.contains(&format!("(shift {}, at ", w["shift"])), "{text}");
 }
 
 #[test]
