@@ -270,8 +270,11 @@ pub struct UmadStats {
     pub failures: u64,
     /// Traps received.
     pub traps: u64,
-    /// SMInfo (and other) requests addressed to the manager's port that it answered.
+    /// SMInfo (and other) requests addressed to the manager's port that it answered (LID
+    /// routed and directed route).
     pub sm_requests: u64,
+    /// Of those, SubnSet(SMInfo) from another subnet manager (answered, never obeyed).
+    pub sm_set_requests: u64,
 }
 
 struct Inner {
@@ -526,6 +529,7 @@ impl UmadDriver {
             failures: s.failures.load(Ordering::Relaxed),
             traps: s.traps.load(Ordering::Relaxed),
             sm_requests: s.sm_requests.load(Ordering::Relaxed),
+            sm_set_requests: s.sm_set_requests.load(Ordering::Relaxed),
         }
     }
 

@@ -16,6 +16,13 @@ pub const SMP_DATA_SIZE: usize = 64;
 pub const SMP_DATA_OFFSET: usize = 64;
 /// Longest directed route (the InitialPath array has 64 bytes, entry 0 unused).
 pub const MAX_HOPS: usize = 63;
+/// Offset of the directed-route InitialPath (64 bytes, entry 0 unused).
+pub const DR_INITIAL_PATH_OFFSET: usize = 128;
+/// Offset of the directed-route ReturnPath (64 bytes, entry 0 unused).
+pub const DR_RETURN_PATH_OFFSET: usize = 192;
+/// The permissive LID (0xffff): DrSLID/DrDLID of an SMP directed end to end, and the umad
+/// address of a directed-route SMP.
+pub const PERMISSIVE_LID: u16 = 0xffff;
 
 /// Management class: LID-routed subnet management.
 pub const CLASS_SMP_LID: u8 = 0x01;
@@ -292,6 +299,65 @@ impl Smp {
     /// True for a request (Get, Set) sent to this port, as opposed to a response or a trap.
     pub fn is_request(&self) -> bool {
         matches!(self.method(), METHOD_GET | METHOD_SET)
+    }
+    /// Directed-route HopPointer.
+    pub fn hop_pointer(&self) -> u8 {
+        self.bytes[6]
+    }
+    /// Directed-route D bit (direction): false on the way out (request), true on the way back
+    /// (response).
+    pub fn direction(&self) -> bool {
+        self.class() == CLASS_SMP_DR && self.bytes[4] & 0x80 != 0
+    }
+    /// Directed-route DrSLID: the LID-routed segment before the directed one starts there
+    /// ([`PERMISSIVE_LID`] when the SMP is directed from its source).
+    pub fn dr_slid(&self) -> u16 {
+        be16(&self.bytes, 32)
+    }
+    /// Directed-route DrDLID: the LID-routed segment after the directed one ends there
+    /// ([`PERMISSIVE_LID`] when the SMP is directed up to its destination).
+    pub fn dr_dlid(&self) -> u16 {
+        be16(&self.bytes, 34)
+    }
+    /// Directed-route InitialPath entries 1..=HopCount: the output port at each hop (entry 0
+    /// is unused).
+    pub fn initial_path(&self) -> &[u8] {
+        let n = usize::from(self.hop_count()).min(MAX_HOPS);
+        &self.bytes[DR_INITIAL_PATH_OFFSET + 1..DR_INITIAL_PATH_OFFSET + 1 + n]
+    }
+    /// Directed-route ReturnPath entries 1..=HopCount: the input port at each hop, written by
+    /// the nodes a request crossed (entry 0 unused).
+    pub fn return_path(&self) -> &[u8] {
+        let n = usize::from(self.hop_count()).min(MAX_HOPS);
+        &self.bytes[DR_RETURN_PATH_OFFSET + 1..DR_RETURN_PATH_OFFSET + 1 + n]
+    }
+    /// The GetResp answering this request (Get or Set) addressed to the manager's port,
+    /// whatever its class: [`Smp::lid_response`] for a LID-routed one,
+    /// [`Smp::dr_response`] for a directed-route one.
+    pub fn response(&self, status: u16, data: &[u8; SMP_DATA_SIZE]) -> Smp {
+        if self.class() == CLASS_SMP_DR {
+            self.dr_response(status, data)
+        } else {
+            self.lid_response(status, data)
+        }
+    }
+    /// The GetResp answering this directed-route request (IBA 14.2.2): the request's header
+    /// and path fields with method GetResp, the D bit set (the SMP now travels the return
+    /// path), the 15-bit `status`, and `data` as attribute data.
+    ///
+    /// Everything that steers the way back is kept as received: HopCount, InitialPath, the
+    /// ReturnPath the crossed nodes filled in, DrSLID (where a LID-routed tail of the way back
+    /// goes) and DrDLID. The HopPointer is left as it arrived too: on a real port the kernel's
+    /// SMI has set it to HopCount + 1 on receipt (C14-9) and steps it down as the response
+    /// leaves (C14-13); ibsim never moves it (a request reaches the manager with 0 and the
+    /// simulator only accepts a response that still has 0, then routes it back along the
+    /// ReturnPath). The TID is echoed whole.
+    pub fn dr_response(&self, status: u16, data: &[u8; SMP_DATA_SIZE]) -> Smp {
+        let mut b = self.bytes;
+        b[3] = METHOD_GET_RESP;
+        put16(&mut b, 4, 0x8000 | (status & 0x7fff));
+        b[SMP_DATA_OFFSET..SMP_DATA_OFFSET + SMP_DATA_SIZE].copy_from_slice(data);
+        Smp { bytes: b }
     }
     /// The GetResp answering this LID-routed request: same class, TID, attribute and modifier,
     /// `status`, and `data` as attribute data.
@@ -659,6 +725,29 @@ pub const SM_STATE_DISCOVERING: u8 = 1;
 pub const SM_STATE_STANDBY: u8 = 2;
 /// SMInfo.SMState: master.
 pub const SM_STATE_MASTER: u8 = 3;
+
+/// SubnSet(SMInfo) attribute modifier HANDOVER: the master hands mastership to the receiver.
+pub const SMINFO_HANDOVER: u32 = 1;
+/// SubnSet(SMInfo) attribute modifier ACKNOWLEDGE: the receiver acknowledges a HANDOVER.
+pub const SMINFO_ACKNOWLEDGE: u32 = 2;
+/// SubnSet(SMInfo) attribute modifier DISABLE: the master tells the receiver to stop.
+pub const SMINFO_DISABLE: u32 = 3;
+/// SubnSet(SMInfo) attribute modifier STANDBY: the master tells the receiver to stand by.
+pub const SMINFO_STANDBY: u32 = 4;
+/// SubnSet(SMInfo) attribute modifier DISCOVER: the master tells the receiver to discover.
+pub const SMINFO_DISCOVER: u32 = 5;
+
+/// Name of a SubnSet(SMInfo) attribute modifier (IBA 14.4.1), for logs.
+pub fn sminfo_modifier_name(modifier: u32) -> &'static str {
+    match modifier {
+        SMINFO_HANDOVER => "HANDOVER",
+        SMINFO_ACKNOWLEDGE => "ACKNOWLEDGE",
+        SMINFO_DISABLE => "DISABLE",
+        SMINFO_STANDBY => "STANDBY",
+        SMINFO_DISCOVER => "DISCOVER",
+        _ => "unknown",
+    }
+}
 
 /// SMInfo (attribute 0x0020, IBA 14.2.5.13): GUID @0, SM_Key @8, ActCount @16, then
 /// Priority (high nibble) and SMState (low nibble) @20.

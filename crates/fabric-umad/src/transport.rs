@@ -16,7 +16,7 @@
 //! The 56-byte `ib_user_mad_hdr` layout is used (no `IB_USER_MAD_ENABLE_PKEY`): the kernel uses
 //! it by default and the simulator shim only understands it.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::ffi::CString;
 use std::os::raw::{c_int, c_ulong};
 use std::path::{Path, PathBuf};
@@ -28,8 +28,8 @@ use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::mad::{
-    Route, SmInfo, Smp, ATTR_SM_INFO, CLASS_SMP_DR, CLASS_SMP_LID, MAD_SIZE, METHOD_GET, METHOD_SET, METHOD_TRAP,
-    SMP_DATA_SIZE, STATUS_UNSUPPORTED_ATTR,
+    sminfo_modifier_name, Route, SmInfo, Smp, ATTR_SM_INFO, CLASS_SMP_DR, CLASS_SMP_LID, MAD_SIZE, METHOD_GET,
+    METHOD_SET, METHOD_TRAP, PERMISSIVE_LID, SMP_DATA_SIZE, STATUS_UNSUPPORTED_ATTR,
 };
 
 /// Length of the `ib_user_mad_hdr` this driver uses (the pre-pkey layout).
@@ -76,8 +76,12 @@ pub struct Stats {
     pub failures: AtomicU64,
     /// Unsolicited MADs received (traps).
     pub traps: AtomicU64,
-    /// Requests addressed to the manager's port that it answered (SubnGet/SubnSet(SMInfo)).
+    /// Requests addressed to the manager's port that it answered (SubnGet/SubnSet(SMInfo), LID
+    /// routed or directed route, from `sminfo` or another subnet manager).
     pub sm_requests: AtomicU64,
+    /// Of those, the SubnSet(SMInfo) (HANDOVER, ACKNOWLEDGE, DISABLE, STANDBY, DISCOVER from
+    /// another subnet manager), answered with this manager's SMInfo unchanged.
+    pub sm_set_requests: AtomicU64,
 }
 
 /// What the manager answers to SMInfo requests addressed to its port (`sminfo`, other SMs):
@@ -91,6 +95,9 @@ pub struct SmIdentity {
     pub priority: AtomicU8,
     /// SMState (`mad::SM_STATE_*`).
     pub state: AtomicU8,
+    /// SM_Key of the manager (0: none configured). SMInfo answers carry it only to a requester
+    /// whose request holds the same key; everyone else reads 0.
+    pub sm_key: AtomicU64,
 }
 
 /// Timing and window parameters of the transport.
@@ -116,7 +123,9 @@ pub trait RawPort: Send + 'static {
     fn agent(&self, class: u8) -> u32;
 }
 
-/// An open umad device with agents registered for classes 0x81 and 0x01.
+/// An open umad device with agents registered for classes 0x81 and 0x01 (both also receive
+/// the Get/Set requests addressed to the manager's port: SMInfo from `sminfo` and other
+/// subnet managers).
 pub struct UmadDevice {
     fd: c_int,
     issm_fd: Option<c_int>,
@@ -195,12 +204,16 @@ impl UmadDevice {
         // struct ib_user_mad_reg_req: id u32 @0, method_mask [u32; 4] @4, qpn @20,
         // mgmt_class @21, mgmt_class_version @22, oui[3] @23, rmpp_version @26, padding @27.
         let mut req = [0u8; 28];
+        // Unsolicited MADs this agent receives: the Get/Set requests addressed to the manager
+        // (SMInfo; another SM polls it over directed route during its sweep, `sminfo` LID
+        // routed) on both classes, and Traps (method 0x05) on the LID-routed one. The
+        // responses to the driver's own requests do not depend on the mask: the kernel matches
+        // them to the sending agent by TID.
+        let mut mask = (1u32 << METHOD_GET) | (1u32 << METHOD_SET);
         if class == CLASS_SMP_LID {
-            // Receive unsolicited Traps (method 0x05) and the Get/Set requests addressed to the
-            // manager (SMInfo) on the LID-routed class.
-            let mask = (1u32 << METHOD_TRAP) | (1u32 << METHOD_GET) | (1u32 << METHOD_SET);
-            req[4..8].copy_from_slice(&mask.to_ne_bytes());
+            mask |= 1u32 << METHOD_TRAP;
         }
+        req[4..8].copy_from_slice(&mask.to_ne_bytes());
         req[20] = 0; // QP0
         req[21] = class;
         req[22] = 1;
@@ -422,6 +435,7 @@ fn run<P: RawPort>(
     let mut buf = [0u8; UMAD_HDR_LEN + MAD_SIZE];
     let mut out = [0u8; UMAD_HDR_LEN + MAD_SIZE];
     let mut retry: Vec<InFlight> = Vec::new();
+    let mut responder = SmResponder::new(sm, stats.clone());
     loop {
         // Intake: block briefly when idle, otherwise drain what is queued.
         if open && inflight.is_empty() && queue.is_empty() {
@@ -501,19 +515,15 @@ fn run<P: RawPort>(
                 let _ = traps.send(smp);
                 continue;
             }
-            if status == 0 && smp.is_request() {
+            if status == 0 && smp.is_request() && !smp.direction() {
                 // A request addressed to the manager's port (the HCA's agent and the simulator
-                // forward what they do not handle themselves, e.g. SMInfo from `sminfo`). With
-                // a non-zero umad status it is one of ours coming back undelivered (below).
-                // LID-routed requests are answered to their source LID; directed-route ones are
-                // left unanswered (the requester times out).
-                if smp.class() == CLASS_SMP_LID {
-                    let slid = u16::from_be_bytes([buf[28], buf[29]]);
-                    let resp = answer_request(&smp, &sm, &stats);
-                    stats.sm_requests.fetch_add(1, Ordering::Relaxed);
-                    encode_raw(&mut out, &port, slid, &resp);
-                    let _ = port.write(&out);
-                }
+                // forward what they do not handle themselves: SMInfo from `sminfo` or from
+                // another subnet manager's sweep). With a non-zero umad status it is one of
+                // ours coming back undelivered (below).
+                let slid = u16::from_be_bytes([buf[28], buf[29]]);
+                let (resp, to) = responder.answer(&smp, slid);
+                encode_raw(&mut out, &port, to, &resp);
+                let _ = port.write(&out);
                 continue;
             }
             let tid = smp.tid() as u32;
@@ -555,20 +565,102 @@ fn fail_or_retry(f: InFlight, params: &TransportParams, stats: &Stats, retry: &m
     }
 }
 
-/// The GetResp to a request addressed to the manager: SMInfo (Get, and Set, which a single
-/// master answers with its current SMInfo), anything else "unsupported attribute".
-fn answer_request(req: &Smp, sm: &SmIdentity, stats: &Stats) -> Smp {
-    if req.attr_id() == ATTR_SM_INFO && matches!(req.method(), METHOD_GET | METHOD_SET) {
-        let info = SmInfo {
-            guid: sm.guid.load(Ordering::Relaxed),
-            sm_key: 0,
-            act_count: stats.sent.load(Ordering::Relaxed) as u32,
-            priority: sm.priority.load(Ordering::Relaxed),
-            state: sm.state.load(Ordering::Relaxed),
+/// Requesters remembered for the log-once messages (beyond that, nothing more is logged).
+const MAX_REMEMBERED_REQUESTERS: usize = 1024;
+
+/// Answers the requests addressed to the manager's port (on the transport thread).
+///
+/// SubnGet(SMInfo) and SubnSet(SMInfo) get this manager's SMInfo: its port GUID, SM_Key (0
+/// unless the request carries the same non-zero key), ActCount (SMPs sent), priority and
+/// SMState. A Set (HANDOVER, ACKNOWLEDGE, DISABLE, STANDBY or DISCOVER from another subnet
+/// manager) changes nothing: this manager is the single master and does not hand over, so it
+/// answers like a Get and logs the request once per requester GUID and modifier. Any other
+/// attribute is answered "unsupported". LID-routed requests are answered to their source LID,
+/// directed-route ones back along their return path ([`Smp::dr_response`]).
+struct SmResponder {
+    sm: Arc<SmIdentity>,
+    stats: Arc<Stats>,
+    /// (requester GUID, modifier) of the SubnSet(SMInfo) already logged.
+    sets_logged: HashSet<(u64, u32)>,
+    /// (class, return path) of the directed-route and (class, source LID bytes) of the
+    /// LID-routed SMInfo pollers already logged.
+    pollers_logged: HashSet<(u8, Vec<u8>)>,
+}
+
+impl SmResponder {
+    fn new(sm: Arc<SmIdentity>, stats: Arc<Stats>) -> SmResponder {
+        SmResponder {
+            sm,
+            stats,
+            sets_logged: HashSet::new(),
+            pollers_logged: HashSet::new(),
+        }
+    }
+
+    /// The manager's SMInfo as `req` (a SubnGet/SubnSet(SMInfo)) may see it.
+    fn sm_info(&self, req: &Smp) -> SmInfo {
+        let key = self.sm.sm_key.load(Ordering::Relaxed);
+        let theirs = SmInfo::decode(req.data()).sm_key;
+        SmInfo {
+            guid: self.sm.guid.load(Ordering::Relaxed),
+            sm_key: if key != 0 && theirs == key { key } else { 0 },
+            act_count: self.stats.sent.load(Ordering::Relaxed) as u32,
+            priority: self.sm.priority.load(Ordering::Relaxed),
+            state: self.sm.state.load(Ordering::Relaxed),
+        }
+    }
+
+    /// The GetResp to `req` (received from source LID `slid`) and the LID to address it to:
+    /// the source LID for a LID-routed request; for a directed-route one the permissive LID
+    /// (the return path steers it), or `slid` when the request's directed part ended at a
+    /// switch and a LID-routed part (DrDLID) brought it here.
+    fn answer(&mut self, req: &Smp, slid: u16) -> (Smp, u16) {
+        self.stats.sm_requests.fetch_add(1, Ordering::Relaxed);
+        let to = if req.class() == CLASS_SMP_DR && req.dr_dlid() == PERMISSIVE_LID {
+            PERMISSIVE_LID
+        } else {
+            slid
         };
-        req.lid_response(0, &info.encode())
-    } else {
-        req.lid_response(STATUS_UNSUPPORTED_ATTR, &[0u8; SMP_DATA_SIZE])
+        if req.attr_id() != ATTR_SM_INFO {
+            return (req.response(STATUS_UNSUPPORTED_ATTR, &[0u8; SMP_DATA_SIZE]), to);
+        }
+        let dr = req.class() == CLASS_SMP_DR;
+        if req.method() == METHOD_SET {
+            self.stats.sm_set_requests.fetch_add(1, Ordering::Relaxed);
+            let from = SmInfo::decode(req.data());
+            let modifier = req.attr_mod();
+            if self.sets_logged.len() < MAX_REMEMBERED_REQUESTERS && self.sets_logged.insert((from.guid, modifier)) {
+                tracing::warn!(
+                    requester_guid = %format!("0x{:016x}", from.guid),
+                    requester_priority = from.priority,
+                    requester_state = from.state,
+                    modifier = sminfo_modifier_name(modifier),
+                    directed_route = dr,
+                    "another subnet manager sent SubnSet(SMInfo); this manager stays master (no handover) and \
+                     answers with its current SMInfo"
+                );
+            }
+        } else {
+            let key = if dr {
+                (CLASS_SMP_DR, req.return_path().to_vec())
+            } else {
+                (CLASS_SMP_LID, slid.to_be_bytes().to_vec())
+            };
+            if self.pollers_logged.len() < MAX_REMEMBERED_REQUESTERS && self.pollers_logged.insert(key) {
+                tracing::info!(
+                    source_lid = slid,
+                    directed_route = dr,
+                    return_path = ?req.return_path(),
+                    "SMInfo polled on the manager's port (sminfo or another subnet manager); answering as {}",
+                    if self.sm.state.load(Ordering::Relaxed) == crate::mad::SM_STATE_MASTER {
+                        "master"
+                    } else {
+                        "not yet master"
+                    }
+                );
+            }
+        }
+        (req.response(0, &self.sm_info(req).encode()), to)
     }
 }
 
@@ -798,6 +890,94 @@ mod tests {
         assert!(info.act_count >= 1, "ActCount counts the SMPs sent");
         let other = replies.iter().find(|r| r.attr_id() == ATTR_NODE_DESC).unwrap();
         assert_eq!(other.status(), STATUS_UNSUPPORTED_ATTR);
+    }
+
+    /// A directed-route SMInfo request as ibsim forwards it to the SM client: HopPointer 0, two
+    /// hops (InitialPath 1,7), the ReturnPath the simulator walked (1,3,1), `data` as
+    /// attribute data.
+    fn dr_request(method: u8, modifier: u32, tid: u64, data: &[u8; 64]) -> Vec<u8> {
+        let mut smp = Smp::request(&Route::Directed(vec![1, 7]), method, ATTR_SM_INFO, modifier, data).unwrap();
+        smp.set_tid(tid);
+        smp.bytes[192..195].copy_from_slice(&[1, 3, 1]);
+        let mut p = vec![0u8; UMAD_HDR_LEN];
+        // ibsim leaves the source LID of a directed-route SMP at 0xffff.
+        p[28..30].copy_from_slice(&0xffffu16.to_be_bytes());
+        p.extend_from_slice(&smp.bytes[..232]);
+        p
+    }
+
+    #[tokio::test]
+    async fn dr_sm_info_requests_are_answered_along_their_return_path() {
+        use crate::mad::{SMINFO_STANDBY, SM_STATE_MASTER, SM_STATE_STANDBY};
+        let their = |key: u64| {
+            SmInfo {
+                guid: 0xbeef,
+                sm_key: key,
+                act_count: 1,
+                priority: 1,
+                state: SM_STATE_STANDBY,
+            }
+            .encode()
+        };
+        // A response travelling back (D bit set) that is not ours: not a request to answer.
+        let mut stray = dr_request(METHOD_GET, 0, 9, &[0; 64]);
+        stray[UMAD_HDR_LEN + 4] = 0x80;
+        let written = Arc::new(Mutex::new(Vec::new()));
+        let port = Asked {
+            queue: VecDeque::from([
+                dr_request(METHOD_GET, 0, 0x0003_0000_0000_0011, &their(0)),
+                dr_request(METHOD_SET, SMINFO_STANDBY, 0x0003_0000_0000_0012, &their(0)),
+                dr_request(METHOD_SET, SMINFO_STANDBY, 0x0003_0000_0000_0013, &their(0)),
+                dr_request(METHOD_GET, 0, 0x0003_0000_0000_0014, &their(0x1234)),
+                stray,
+            ]),
+            written: written.clone(),
+        };
+        let (ttx, _trx) = mpsc::unbounded_channel();
+        let t = Transport::start(port, params(0, 4), ttx);
+        let sm = t.sm_identity();
+        sm.guid.store(0x0002_c980_0000_0001, Ordering::Relaxed);
+        sm.priority.store(14, Ordering::Relaxed);
+        sm.state.store(SM_STATE_MASTER, Ordering::Relaxed);
+        sm.sm_key.store(0x1234, Ordering::Relaxed);
+        let _ = t.call(Route::Lid(3), METHOD_GET, ATTR_NODE_INFO, 0, &[0; 64]).await;
+        let t0 = Instant::now();
+        while t.stats().sm_requests.load(Ordering::Relaxed) < 4 {
+            assert!(t0.elapsed() < Duration::from_secs(5), "requests not answered");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert_eq!(
+            t.stats().sm_requests.load(Ordering::Relaxed),
+            4,
+            "the stray response is no request"
+        );
+        assert_eq!(t.stats().sm_set_requests.load(Ordering::Relaxed), 2);
+        let w = written.lock().unwrap();
+        let answers: Vec<&Vec<u8>> = w.iter().filter(|p| p[UMAD_HDR_LEN + 3] == METHOD_GET_RESP).collect();
+        assert_eq!(answers.len(), 4);
+        for (i, p) in answers.iter().enumerate() {
+            // On the directed-route agent, to the permissive LID (the ReturnPath steers it).
+            assert_eq!(
+                u32::from_ne_bytes([p[0], p[1], p[2], p[3]]),
+                u32::from(CLASS_SMP_DR) + 100
+            );
+            assert_eq!(u16::from_be_bytes([p[28], p[29]]), 0xffff);
+            let r = Smp::parse(&p[UMAD_HDR_LEN..]).unwrap();
+            assert_eq!(r.tid(), 0x0003_0000_0000_0011 + i as u64, "TID echoed whole");
+            assert!(r.direction(), "D bit");
+            assert_eq!((r.hop_pointer(), r.hop_count()), (0, 2));
+            assert_eq!(r.return_path(), &[3, 1]);
+            assert_eq!(r.initial_path(), &[1, 7]);
+            assert_eq!(r.status(), 0);
+            let info = SmInfo::decode(r.data());
+            assert_eq!(info.guid, 0x0002_c980_0000_0001);
+            assert_eq!((info.priority, info.state), (14, SM_STATE_MASTER));
+            // SM_Key only to the requester that presented it.
+            assert_eq!(info.sm_key, if i == 3 { 0x1234 } else { 0 }, "answer {i}");
+        }
+        let r = Smp::parse(&answers[1][UMAD_HDR_LEN..]).unwrap();
+        assert_eq!(r.attr_mod(), SMINFO_STANDBY);
     }
 
     #[tokio::test]
