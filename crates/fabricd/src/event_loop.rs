@@ -608,8 +608,13 @@ impl EventLoop {
             ));
         }
         self.publish();
+        // Idle names the installed generation (none is being prepared any more).
         let _ = self.io.notices.send(Notice::PhaseChanged {
-            generation: self.next_generation(),
+            generation: if phase == Phase::Idle {
+                self.generation()
+            } else {
+                self.next_generation()
+            },
             phase,
         });
     }
@@ -3390,8 +3395,9 @@ mod loop_tests {
         let mut phases = Vec::new();
         loop {
             match next_watch(&mut watch).await {
+                // Idle after the commit of 4 names the installed generation, the others 5.
                 Notice::PhaseChanged { generation, phase } => {
-                    assert_eq!(generation, 5);
+                    assert_eq!(generation, if phase == Phase::Idle { 4 } else { 5 }, "{phase:?}");
                     phases.push(phase);
                 }
                 Notice::GenerationCommitted { generation, timings } => {
@@ -3407,6 +3413,13 @@ mod loop_tests {
             "{phases:?}"
         );
         assert_eq!(st.load_last_generation().unwrap().map(|g| g.generation), Some(5));
-        assert_eq!(st.load_update_progress().unwrap(), None);
+        // The progress file goes right after the commit is announced.
+        for _ in 0..1000 {
+            if st.load_update_progress().unwrap().is_none() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        panic!("the progress file of generation 5 stays after its commit");
     }
 }

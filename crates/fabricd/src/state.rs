@@ -109,6 +109,8 @@ pub enum Notice {
         event: FabricEvent,
         physical: bool,
     },
+    /// The phase of the update changed: `generation` is the one being prepared or installed,
+    /// or, for `Idle`, the installed one (0 before the first commit of this process).
     PhaseChanged {
         generation: u64,
         phase: Phase,

@@ -371,6 +371,17 @@ fn kill9_in(phase: pb::Phase, fault: Fault) {
         assert!(log.contains(&want), "{log}");
         assert!(log.contains("the interrupted update is finished"), "{log}");
         assert!(!progress_file(d2).exists(), "progress file removed at the commit");
+        // Numbering continues: the recovery generation comes after the interrupted one (whose
+        // UNPATH notice subscribers saw), never reusing its number or going back to 1.
+        assert!(
+            s2.generation > generation,
+            "recovery generation {} after the interrupted {generation}",
+            s2.generation
+        );
+        let saved: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(d2.state.join("generation.json")).expect("generation file"))
+                .expect("generation JSON");
+        assert_eq!(saved["generation"], s2.generation, "{saved}");
         match fault {
             Fault::Virtual => assert_eq!(s2.virtual_faults, 1, "the interrupted generation's fault is kept"),
             Fault::Cable => assert_eq!((s2.virtual_faults, s2.links_up), (0, s2.links - 1)),

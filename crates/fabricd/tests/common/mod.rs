@@ -379,3 +379,22 @@ pub async fn ack_update(c: &mut Client, stream: &mut tonic::Streaming<pb::Update
         }
     }
 }
+
+/// A free loopback TCP port (for the Prometheus endpoint of a daemon).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("addr")
+        .port()
+}
+
+/// Body and headers of `GET path` on a loopback HTTP endpoint (Prometheus).
+pub fn http_get(port: u16, path: &str) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    write!(s, "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").expect("write");
+    let mut out = String::new();
+    s.read_to_string(&mut out).expect("read");
+    out
+}
