@@ -17,7 +17,9 @@
 //! switches ranked above `l`. Leaves are the level-0 subtrees, pods the level-1 ones, and so on.
 //!
 //! Summing those best-case per-link tails over every subtree and direction gives the expected
-//! number `λ(k)` of links with `≥ k` paths; with the links treated as independent (they are
+//! number `λ(k)` of links with `≥ k` paths (a subtree's two directions use the same cables and
+//! carry the same total in a permutation, so the smaller one counts with weight `1 - 1/A`: one
+//! event on a single up-link, nearly independent on many); with the links treated as independent (they are
 //! nearly so: different subtrees, different destinations) `P(mu ≥ k) ≈ 1 - e^{-λ(k)}`. The
 //! result is an *estimate* of a floor, not a proof: routings cannot beat it by more than the
 //! model error, which the tests measure against Dmodk/Dmodc on complete fat-trees (where they
@@ -76,9 +78,8 @@ pub fn rp_floor(fabric: &Fabric, level: &[Option<u32>]) -> RpFloor {
         .filter_map(|i| lvl(SwitchId(i as u32)))
         .max()
         .map_or(0, |h| h + 1);
-    // (destinations per link, end ports the sources are drawn from) -> number of such links.
-    let mut classes: HashMap<(u64, u64), u64> = HashMap::new();
-    let mut subtrees = 0usize;
+    // (end ports inside, up-links) of every subtree.
+    let mut subtrees: Vec<(u64, u64)> = Vec::new();
     if n >= 2 {
         let mut parent: Vec<u32> = (0..n_sw as u32).collect();
         // Levels are processed bottom-up; the union-find only ever grows, since the components
@@ -104,43 +105,57 @@ pub fn rp_floor(fabric: &Fabric, level: &[Option<u32>]) -> RpFloor {
                 e.0 += live_eps[s.idx()];
                 e.1 += ups;
             }
-            for (_, (inside, ups)) in comp {
-                if inside == 0 || inside >= n || ups == 0 {
-                    continue;
-                }
-                subtrees += 1;
-                let outside = n - inside;
-                // Upwards: the `outside` destinations split over the `ups` links; a link's load
-                // is how many of the `inside` sources draw one of its destinations. Downwards:
-                // the `inside` destinations, drawn by the `outside` sources.
-                for (dests, senders) in [(outside, inside), (inside, outside)] {
-                    let (lo, extra) = (dests / ups, dests % ups);
-                    *classes.entry((lo + 1, senders)).or_default() += extra;
-                    *classes.entry((lo, senders)).or_default() += ups - extra;
-                }
-            }
+            subtrees.extend(
+                comp.into_values()
+                    .filter(|&(inside, ups)| inside > 0 && inside < n && ups > 0),
+            );
         }
     }
-    let mut lambda = vec![0.0f64; 1];
-    let ln_fact = if classes.is_empty() {
+    subtrees.sort_unstable(); // summation order fixed: deterministic to the last bit
+    let ln_fact = if subtrees.is_empty() {
         Vec::new()
     } else {
         ln_factorials(n)
     };
-    let mut classes: Vec<_> = classes.into_iter().collect();
-    classes.sort_unstable(); // summation order fixed: deterministic to the last bit
-    for ((dests, senders), links) in classes {
-        if dests == 0 || links == 0 {
-            continue;
+    let mut tails: HashMap<(u64, u64), Vec<f64>> = HashMap::new();
+    let mut tail = |dests: u64, senders: u64| -> Vec<f64> {
+        tails
+            .entry((dests, senders))
+            .or_insert_with(|| hypergeometric_tail(&ln_fact, n, dests, senders))
+            .clone()
+    };
+    let mut lambda = vec![0.0f64; 1];
+    for &(inside, ups) in &subtrees {
+        let outside = n - inside;
+        // Expected links with ≥ k paths, upwards then downwards. Upwards: the `outside`
+        // destinations split over the `ups` links; a link's load is how many of the `inside`
+        // sources draw one of its destinations. Downwards: the `inside` destinations, drawn by
+        // the `outside` sources.
+        let mut dir = [Vec::new(), Vec::new()];
+        for (d, (dests, senders)) in [(outside, inside), (inside, outside)].into_iter().enumerate() {
+            let (lo, extra) = (dests / ups, dests % ups);
+            let (t_lo, t_hi) = (tail(lo, senders), tail(lo + 1, senders));
+            dir[d] = (0..t_hi.len())
+                .map(|k| (ups - extra) as f64 * t_lo.get(k).copied().unwrap_or(0.0) + extra as f64 * t_hi[k])
+                .collect();
         }
-        let tail = hypergeometric_tail(&ln_fact, n, dests, senders);
-        if lambda.len() < tail.len() {
-            lambda.resize(tail.len(), 0.0);
+        // The two directions use the same cables and, in a permutation, carry the same total
+        // (as many paths leave the subtree as enter it): on a subtree with one up-link they are
+        // one event. Count the smaller direction with weight 1 - 1/ups.
+        let overlap = 1.0 / ups as f64;
+        let len = dir[0].len().max(dir[1].len());
+        if lambda.len() < len {
+            lambda.resize(len, 0.0);
         }
-        for (k, t) in tail.iter().enumerate() {
-            lambda[k] += links as f64 * t;
+        for (k, lam) in lambda.iter_mut().enumerate().take(len) {
+            let (u, w) = (
+                dir[0].get(k).copied().unwrap_or(0.0),
+                dir[1].get(k).copied().unwrap_or(0.0),
+            );
+            *lam += u.max(w) + u.min(w) * (1.0 - overlap);
         }
     }
+    let subtrees = subtrees.len();
     let mut p_at_least = vec![1.0];
     for &lam in lambda.iter().skip(1) {
         let p = 1.0 - (-lam).exp();

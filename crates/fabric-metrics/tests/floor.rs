@@ -154,3 +154,39 @@ fn floor_of_a_split_fabric_counts_each_part() {
         .iter()
         .all(|p| p.is_finite() && (0.0..=1.0).contains(p)));
 }
+
+/// Real `ibnetdiscover` dumps (irregular, oversubscribed, a two-switch lab with self-looped
+/// cables): Dmodc never measures below the floor.
+#[test]
+fn no_routing_measured_beats_the_floor_on_real_fabrics() {
+    let dumps = [
+        (
+            "ufm-lab",
+            include_str!("../../fabric-routing/tests/data/ibtopotool-ufm-lab-degraded.ibnet"),
+        ),
+        (
+            "sx6036",
+            include_str!("../../fabric-routing/tests/data/loginoff-sx6036-fdr10-8sw.ibnet"),
+        ),
+        (
+            "psmn-x5",
+            include_str!("../../fabric-routing/tests/data/psmn-x5-voltaire4036-qdr.ibnet"),
+        ),
+        (
+            "switchib",
+            include_str!("../../fabric-routing/tests/data/switchib-edr-6sw-flat.ibnet"),
+        ),
+    ];
+    for (name, text) in dumps {
+        let f = fabric_topology::ibnet::parse(text, name).unwrap().fabric;
+        let (rp, floor) = measure(&f, 11);
+        assert!(floor.median >= 1, "{name}: {floor:?}");
+        for k in 1..floor.p_at_least.len() as u32 {
+            let (measured, est) = (rp.share_at_least(k), floor.p_at_least(k));
+            assert!(
+                measured >= est - tolerance(est),
+                "{name}: P(mu >= {k}) measured {measured:.3} is below the floor {est:.3}"
+            );
+        }
+    }
+}
