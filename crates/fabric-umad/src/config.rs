@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 /// device = "/dev/infiniband/umad0"   # user-MAD device of the HCA the manager runs on
 /// port = 1                           # HCA port (informational: the device is per port)
 /// sm_priority = 15                   # SMInfo priority advertised (0..=15)
+/// sm_key = 0                         # SM_Key (0 = none); set to the other SMs' key to make them stand by
 /// timeout_ms = 200                   # deadline of one SMP attempt
 /// retries = 3                        # re-sends after the first attempt
 /// window = 16                        # SMPs in flight (1..=32)
@@ -26,6 +27,11 @@ pub struct UmadConfig {
     pub port: u8,
     /// Subnet manager priority (0..=15).
     pub sm_priority: u8,
+    /// SM_Key of the manager, returned in its SMInfo answers (0: none). Another subnet manager
+    /// with a non-zero SM_Key ignores a master whose SMInfo carries a different key and takes
+    /// the subnet over itself (OpenSM's default key is 1): give every SM of the subnet the
+    /// same key. TOML integers are signed, so keys above 0x7fff_ffff_ffff_ffff cannot be set.
+    pub sm_key: u64,
     /// Deadline of one SMP attempt, in milliseconds.
     #[serde(rename = "timeout_ms")]
     pub timeout_ms: u64,
@@ -50,6 +56,7 @@ impl Default for UmadConfig {
             device: PathBuf::from("/dev/infiniband/umad0"),
             port: 1,
             sm_priority: 15,
+            sm_key: 0,
             timeout_ms: 200,
             retries: 3,
             window: 16,
@@ -127,5 +134,9 @@ mod tests {
         assert!(msg.contains("enable_phys_state 3"), "{msg}");
         let sim: UmadConfig = toml::from_str("enable_phys_state = 5\n").unwrap();
         assert!(sim.validate().is_ok());
+        assert_eq!(sim.sm_key, 0, "no SM_Key by default");
+        // OpenSM's default SM_Key, written the way opensm.conf does.
+        let keyed: UmadConfig = toml::from_str("sm_key = 0x0000000000000001\n").unwrap();
+        assert_eq!(keyed.sm_key, 1);
     }
 }

@@ -501,6 +501,7 @@ impl UmadDriver {
         );
         let sm = tp.sm_identity();
         sm.priority.store(cfg.sm_priority, Ordering::Relaxed);
+        sm.sm_key.store(cfg.sm_key, Ordering::Relaxed);
         sm.state.store(SM_STATE_DISCOVERING, Ordering::Relaxed);
         Ok(UmadDriver {
             inner: Arc::new(Inner {

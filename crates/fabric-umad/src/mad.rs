@@ -286,6 +286,10 @@ impl Smp {
     pub fn attr_mod(&self) -> u32 {
         be32(&self.bytes, 20)
     }
+    /// M_Key (the requester's proof for ports protected by an M_Key).
+    pub fn m_key(&self) -> u64 {
+        be64(&self.bytes, 24)
+    }
     /// Directed-route hop count.
     pub fn hop_count(&self) -> u8 {
         self.bytes[7]

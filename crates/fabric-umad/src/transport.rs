@@ -95,9 +95,12 @@ pub struct SmIdentity {
     pub priority: AtomicU8,
     /// SMState (`mad::SM_STATE_*`).
     pub state: AtomicU8,
-    /// SM_Key of the manager (0: none configured). SMInfo answers carry it only to a requester
-    /// whose request holds the same key; everyone else reads 0.
+    /// SM_Key of the manager (0: none configured).
     pub sm_key: AtomicU64,
+    /// M_Key of the manager's port (0: none; the driver programs no M_Key). SMInfo answers
+    /// carry the SM_Key only to a request that passes the M_Key check (its M_Key equals this
+    /// one, or this one is 0); everyone else reads SM_Key 0.
+    pub m_key: AtomicU64,
 }
 
 /// Timing and window parameters of the transport.
@@ -597,13 +600,20 @@ impl SmResponder {
         }
     }
 
-    /// The manager's SMInfo as `req` (a SubnGet/SubnSet(SMInfo)) may see it.
+    /// The manager's SMInfo as `req` (a SubnGet/SubnSet(SMInfo)) may see it: the SM_Key is
+    /// returned only when the request passes the M_Key check of the manager's port (IBA
+    /// 14.4.1: SM_Key reads 0 to an unauthenticated requester; OpenSM applies the same rule
+    /// and, with a key of its own, ignores a master whose SMInfo carries another key).
     fn sm_info(&self, req: &Smp) -> SmInfo {
-        let key = self.sm.sm_key.load(Ordering::Relaxed);
-        let theirs = SmInfo::decode(req.data()).sm_key;
+        let m_key = self.sm.m_key.load(Ordering::Relaxed);
+        let authenticated = m_key == 0 || req.m_key() == m_key;
         SmInfo {
             guid: self.sm.guid.load(Ordering::Relaxed),
-            sm_key: if key != 0 && theirs == key { key } else { 0 },
+            sm_key: if authenticated {
+                self.sm.sm_key.load(Ordering::Relaxed)
+            } else {
+                0
+            },
             act_count: self.stats.sent.load(Ordering::Relaxed) as u32,
             priority: self.sm.priority.load(Ordering::Relaxed),
             state: self.sm.state.load(Ordering::Relaxed),
@@ -893,11 +903,12 @@ mod tests {
     }
 
     /// A directed-route SMInfo request as ibsim forwards it to the SM client: HopPointer 0, two
-    /// hops (InitialPath 1,7), the ReturnPath the simulator walked (1,3,1), `data` as
-    /// attribute data.
-    fn dr_request(method: u8, modifier: u32, tid: u64, data: &[u8; 64]) -> Vec<u8> {
+    /// hops (InitialPath 1,7), the ReturnPath the simulator walked (1,3,1), `m_key` in the
+    /// header, `data` as attribute data.
+    fn dr_request(method: u8, modifier: u32, tid: u64, m_key: u64, data: &[u8; 64]) -> Vec<u8> {
         let mut smp = Smp::request(&Route::Directed(vec![1, 7]), method, ATTR_SM_INFO, modifier, data).unwrap();
         smp.set_tid(tid);
+        smp.bytes[24..32].copy_from_slice(&m_key.to_be_bytes());
         smp.bytes[192..195].copy_from_slice(&[1, 3, 1]);
         let mut p = vec![0u8; UMAD_HDR_LEN];
         // ibsim leaves the source LID of a directed-route SMP at 0xffff.
@@ -909,26 +920,24 @@ mod tests {
     #[tokio::test]
     async fn dr_sm_info_requests_are_answered_along_their_return_path() {
         use crate::mad::{SMINFO_STANDBY, SM_STATE_MASTER, SM_STATE_STANDBY};
-        let their = |key: u64| {
-            SmInfo {
-                guid: 0xbeef,
-                sm_key: key,
-                act_count: 1,
-                priority: 1,
-                state: SM_STATE_STANDBY,
-            }
-            .encode()
-        };
+        let their = SmInfo {
+            guid: 0xbeef,
+            sm_key: 0x1234,
+            act_count: 1,
+            priority: 1,
+            state: SM_STATE_STANDBY,
+        }
+        .encode();
         // A response travelling back (D bit set) that is not ours: not a request to answer.
-        let mut stray = dr_request(METHOD_GET, 0, 9, &[0; 64]);
+        let mut stray = dr_request(METHOD_GET, 0, 9, 0, &[0; 64]);
         stray[UMAD_HDR_LEN + 4] = 0x80;
         let written = Arc::new(Mutex::new(Vec::new()));
         let port = Asked {
             queue: VecDeque::from([
-                dr_request(METHOD_GET, 0, 0x0003_0000_0000_0011, &their(0)),
-                dr_request(METHOD_SET, SMINFO_STANDBY, 0x0003_0000_0000_0012, &their(0)),
-                dr_request(METHOD_SET, SMINFO_STANDBY, 0x0003_0000_0000_0013, &their(0)),
-                dr_request(METHOD_GET, 0, 0x0003_0000_0000_0014, &their(0x1234)),
+                dr_request(METHOD_GET, 0, 0x0003_0000_0000_0011, 0, &[0; 64]),
+                dr_request(METHOD_SET, SMINFO_STANDBY, 0x0003_0000_0000_0012, 0, &their),
+                dr_request(METHOD_SET, SMINFO_STANDBY, 0x0003_0000_0000_0013, 0x66, &their),
+                dr_request(METHOD_GET, 0, 0x0003_0000_0000_0014, 0x77, &[0; 64]),
                 stray,
             ]),
             written: written.clone(),
@@ -940,6 +949,8 @@ mod tests {
         sm.priority.store(14, Ordering::Relaxed);
         sm.state.store(SM_STATE_MASTER, Ordering::Relaxed);
         sm.sm_key.store(0x1234, Ordering::Relaxed);
+        // The port has an M_Key: only a request carrying it reads the SM_Key.
+        sm.m_key.store(0x77, Ordering::Relaxed);
         let _ = t.call(Route::Lid(3), METHOD_GET, ATTR_NODE_INFO, 0, &[0; 64]).await;
         let t0 = Instant::now();
         while t.stats().sm_requests.load(Ordering::Relaxed) < 4 {
@@ -973,11 +984,58 @@ mod tests {
             let info = SmInfo::decode(r.data());
             assert_eq!(info.guid, 0x0002_c980_0000_0001);
             assert_eq!((info.priority, info.state), (14, SM_STATE_MASTER));
-            // SM_Key only to the requester that presented it.
+            // SM_Key only to the request that passed the M_Key check (not even to a Set
+            // whose SMInfo holds the right SM_Key).
             assert_eq!(info.sm_key, if i == 3 { 0x1234 } else { 0 }, "answer {i}");
         }
         let r = Smp::parse(&answers[1][UMAD_HDR_LEN..]).unwrap();
         assert_eq!(r.attr_mod(), SMINFO_STANDBY);
+    }
+
+    #[test]
+    fn sm_key_goes_to_everyone_without_an_m_key_and_sets_are_counted() {
+        use crate::mad::{SMINFO_DISABLE, SM_STATE_MASTER};
+        let sm = Arc::new(SmIdentity::default());
+        let stats = Arc::new(Stats::default());
+        sm.guid.store(0x42, Ordering::Relaxed);
+        sm.state.store(SM_STATE_MASTER, Ordering::Relaxed);
+        sm.sm_key.store(1, Ordering::Relaxed);
+        stats.sent.store(0x1_0000_0007, Ordering::Relaxed);
+        let mut r = SmResponder::new(sm.clone(), stats.clone());
+        let req = |method: u8, m_key: u64| {
+            let raw = dr_request(method, SMINFO_DISABLE, 5, m_key, &[0; 64]);
+            Smp::parse(&raw[UMAD_HDR_LEN..]).unwrap()
+        };
+        for (method, m_key) in [
+            (METHOD_GET, 0),
+            (METHOD_GET, 0x99),
+            (METHOD_SET, 0x99),
+            (METHOD_SET, 0x99),
+        ] {
+            let (resp, to) = r.answer(&req(method, m_key), 0xffff);
+            assert_eq!(to, 0xffff);
+            let info = SmInfo::decode(resp.data());
+            // No M_Key on the port: every requester passes the check and reads the key (what
+            // OpenSM, key 1 by default, needs to accept this master).
+            assert_eq!((info.guid, info.sm_key, info.state), (0x42, 1, SM_STATE_MASTER));
+            // ActCount is the low 32 bits of the SMPs sent.
+            assert_eq!(info.act_count, 7);
+        }
+        assert_eq!(stats.sm_requests.load(Ordering::Relaxed), 4);
+        assert_eq!(stats.sm_set_requests.load(Ordering::Relaxed), 2);
+        // Logged once per (requester GUID, modifier): the two DISABLE Sets of GUID 0 count once.
+        assert_eq!(r.sets_logged.len(), 1);
+        // Another attribute: unsupported, on the same route.
+        let mut other = req(METHOD_GET, 0);
+        other.bytes[16..18].copy_from_slice(&crate::mad::ATTR_NODE_DESC.to_be_bytes());
+        let (resp, _) = r.answer(&other, 0xffff);
+        assert_eq!(resp.status(), STATUS_UNSUPPORTED_ATTR);
+        assert!(resp.direction());
+        // A request whose directed part ended at a switch and a LID-routed part (DrDLID)
+        // brought here goes back to the LRH source LID first.
+        let mut mixed = req(METHOD_GET, 0);
+        mixed.bytes[34..36].copy_from_slice(&9u16.to_be_bytes());
+        assert_eq!(r.answer(&mixed, 12).1, 12);
     }
 
     #[tokio::test]

@@ -167,6 +167,12 @@ impl Ibsim {
 
     /// Runs a diagnostic tool under the shim with a deadline; returns (success, output).
     pub fn tool(&self, name: &str, args: &[&str]) -> (bool, String) {
+        self.tool_on(&self.host, name, args)
+    }
+
+    /// Like [`Ibsim::tool`], with the tool attached to node `host` (an ibsim node id such as
+    /// `H-0002c98000000500`) instead of the daemon's.
+    pub fn tool_on(&self, host: &str, name: &str, args: &[&str]) -> (bool, String) {
         static N: AtomicUsize = AtomicUsize::new(0);
         let out = self
             .dir
@@ -181,6 +187,7 @@ impl Ibsim {
         for (k, v) in self.env() {
             cmd.env(k, v);
         }
+        cmd.env("SIM_HOST", host);
         let mut child = cmd.spawn().expect("spawn tool");
         let t0 = Instant::now();
         let ok = loop {
