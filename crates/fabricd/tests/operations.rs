@@ -308,6 +308,16 @@ fn kill_9_then_restart_keeps_lids_jobs_and_lfts() {
             .into_inner();
         assert!(m.valid && m.deadlock_free && m.unreachable_pairs == 0, "{m:?}");
         assert!(m.mu_sp >= 1 && m.xi >= 1 && m.nu > 0.0, "{m:?}");
+        // The floor of the live (degraded) topology, and where this routing stands against it.
+        let floor = m.mu_rp_floor.expect("mu_rp_floor");
+        assert!(floor.median >= 1, "{m:?}");
+        assert!((0.0..=1.0).contains(&floor.p_above_median), "{m:?}");
+        assert!((0.0..=1.0).contains(&floor.measured_p_above_median), "{m:?}");
+        let median = m.mu_rp.expect("mu_rp").median;
+        assert!(
+            median + 1.0 >= floor.median as f64,
+            "median {median} far below the floor {floor:?}"
+        );
         let ids: Vec<&str> = m.jobs.iter().map(|j| j.job_id.as_str()).collect();
         assert_eq!(ids, vec!["job-a", "job-b"]);
         assert_eq!(m.jobs[0].end_ports, 5);
