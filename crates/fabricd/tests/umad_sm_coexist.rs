@@ -12,7 +12,8 @@
 //! Checked from a third host: `sminfo -D <path>` to fabricd (its GUID, priority 14, MASTER) and
 //! to OpenSM (its GUID, priority 1, STANDBY); the LFTs of a leaf and a spine (`ibroute`) and
 //! OpenSM's port's MasterSMLID are unchanged after OpenSM has swept and polled for a while;
-//! fabricd commits no new generation and its `sm_requests` counter grows.
+//! fabricd commits no new generation and its `sm_requests` counter grows. A SubnSet(SMInfo)
+//! STANDBY (`sminfo -D -s 2 ... 4`) is answered with fabricd's SMInfo (still MASTER) and logged.
 //!
 //! Needs `ibsim` (ibsim-utils), the umad2sim shim (libumad2sim0), `opensm` and
 //! infiniband-diags; skipped with a message when one is missing (tests/run-all.sh installs
@@ -312,6 +313,15 @@ fn opensm_on_another_host_stays_standby_while_fabricd_is_master() {
         assert!(text.contains(&format!("sm guid 0x{osm_guid:x},")), "{text}");
         assert!(text.contains("priority 1 state 2 SMINFO_STANDBY"), "{text}");
 
+        // A SubnSet(SMInfo) STANDBY (modifier 4, as a master sends to the SMs it outranks)
+        // changes nothing: the answer is fabricd's SMInfo, still master, and the request is
+        // logged with its modifier.
+        let (ok, text) = sim.tool_on(&tool_host, "sminfo", &["-D", "-s", "2", "-p", "3", &path_me, "4"]);
+        assert!(ok, "sminfo -D -s 2 {path_me} 4 failed:\n{text}");
+        assert!(text.contains("priority 14 state 3 SMINFO_MASTER"), "{text}");
+        let (ok, text) = sim.tool_on(&tool_host, "sminfo", &["-D", &path_me]);
+        assert!(ok && text.contains("state 3 SMINFO_MASTER"), "{text}");
+
         // OpenSM reprogrammed nothing: the switch tables are fabricd's, and OpenSM's own port
         // still names fabricd's LID as its master SM.
         assert_eq!(tables(), before, "LFTs changed after OpenSM swept");
@@ -344,10 +354,14 @@ fn opensm_on_another_host_stays_standby_while_fabricd_is_master() {
             );
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
+        let log = d.log_text();
         assert!(
-            d.log_text().contains("directed_route=true"),
-            "no directed-route SMInfo request logged:\n{}",
-            d.log_text()
+            log.contains("SMInfo polled on the manager's port") && log.contains("directed_route=true"),
+            "no directed-route SMInfo request logged:\n{log}"
+        );
+        assert!(
+            log.contains("another subnet manager sent SubnSet(SMInfo)") && log.contains("modifier=\"STANDBY\""),
+            "the SubnSet(SMInfo) STANDBY was not logged:\n{log}"
         );
         drop(osm);
     });
