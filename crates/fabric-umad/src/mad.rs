@@ -363,6 +363,16 @@ impl Smp {
         b[SMP_DATA_OFFSET..SMP_DATA_OFFSET + SMP_DATA_SIZE].copy_from_slice(data);
         Smp { bytes: b }
     }
+    /// The TrapRepress acknowledging this Trap (IBA vol. 1 ch. 13: a trap is repeated until the
+    /// manager represses it): the trap's header with method
+    /// TrapRepress (0x07) and status 0, its TID, attribute (Notice), modifier and notice data
+    /// unchanged.
+    pub fn trap_repress(&self) -> Smp {
+        let mut b = self.bytes;
+        b[3] = METHOD_TRAP_REPRESS;
+        put16(&mut b, 4, 0);
+        Smp { bytes: b }
+    }
     /// The GetResp answering this LID-routed request: same class, TID, attribute and modifier,
     /// `status`, and `data` as attribute data.
     pub fn lid_response(&self, status: u16, data: &[u8; SMP_DATA_SIZE]) -> Smp {
@@ -929,6 +939,32 @@ mod tests {
         assert_eq!(r.data()[20], 0xe3);
         let e = req.lid_response(STATUS_UNSUPPORTED_ATTR, &[0; SMP_DATA_SIZE]);
         assert_eq!(e.status(), 0x0c);
+    }
+
+    #[test]
+    fn trap_repress_layout() {
+        // Trap 128 from a switch, as ibsim sends it: class 0x01, method Trap (0x05), TID 0,
+        // attribute Notice (0x0002).
+        let n = Notice {
+            generic: true,
+            notice_type: 1,
+            producer: 2,
+            trap_number: 128,
+            issuer_lid: 5,
+            toggle_count: 0,
+            lid_addr: 5,
+        };
+        let mut b = [0u8; MAD_SIZE];
+        b[..4].copy_from_slice(&[1, CLASS_SMP_LID, 1, METHOD_TRAP]);
+        b[8..16].copy_from_slice(&0x0000_0000_0000_0abcu64.to_be_bytes());
+        b[17] = 0x02;
+        b[64..128].copy_from_slice(&n.encode());
+        let trap = Smp::parse(&b).unwrap();
+        let r = trap.trap_repress();
+        // Method 0x07, everything else as received (TID, attribute, notice).
+        assert_eq!(&r.bytes[..4], &[1, 1, 1, 0x07]);
+        assert_eq!(&r.bytes[4..], &b[4..]);
+        assert!(!r.is_request());
     }
 
     #[test]

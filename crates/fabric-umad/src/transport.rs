@@ -76,6 +76,8 @@ pub struct Stats {
     pub failures: AtomicU64,
     /// Unsolicited MADs received (traps).
     pub traps: AtomicU64,
+    /// TrapRepress MADs sent back to the trap senders.
+    pub trap_represses: AtomicU64,
     /// Requests addressed to the manager's port that it answered (SubnGet/SubnSet(SMInfo), LID
     /// routed or directed route, from `sminfo` or another subnet manager).
     pub sm_requests: AtomicU64,
@@ -515,6 +517,16 @@ fn run<P: RawPort>(
             };
             if smp.method() == METHOD_TRAP {
                 stats.traps.fetch_add(1, Ordering::Relaxed);
+                if status == 0 && smp.class() == CLASS_SMP_LID {
+                    // The manager acknowledges every trap with a TrapRepress to its source LID
+                    // (IBA 13.4.9): a switch repeats an unrepressed trap, and another SM
+                    // (OpenSM's trap 144 to a lower-priority master) keeps a transaction open
+                    // for it. ibsim drops TrapRepress MADs (its switches never repeat traps).
+                    let slid = u16::from_be_bytes([buf[28], buf[29]]);
+                    encode_raw(&mut out, &port, slid, &smp.trap_repress());
+                    let _ = port.write(&out);
+                    stats.trap_represses.fetch_add(1, Ordering::Relaxed);
+                }
                 let _ = traps.send(smp);
                 continue;
             }
@@ -990,6 +1002,48 @@ mod tests {
         }
         let r = Smp::parse(&answers[1][UMAD_HDR_LEN..]).unwrap();
         assert_eq!(r.attr_mod(), SMINFO_STANDBY);
+    }
+
+    #[tokio::test]
+    async fn traps_are_repressed_to_their_source_lid() {
+        use crate::mad::{METHOD_TRAP_REPRESS, SMP_DATA_OFFSET};
+        let mut trap = Smp::request(&Route::Lid(1), METHOD_TRAP, crate::mad::ATTR_NOTICE, 0, &[7; 64]).unwrap();
+        trap.set_tid(0x0000_0002_0000_0031);
+        let mut p = vec![0u8; UMAD_HDR_LEN];
+        p[28..30].copy_from_slice(&9u16.to_be_bytes());
+        p.extend_from_slice(&trap.bytes[..232]);
+        let written = Arc::new(Mutex::new(Vec::new()));
+        let port = Asked {
+            queue: VecDeque::from([p]),
+            written: written.clone(),
+        };
+        let (ttx, mut trx) = mpsc::unbounded_channel();
+        let t = Transport::start(port, params(0, 4), ttx);
+        let _ = t.call(Route::Lid(3), METHOD_GET, ATTR_NODE_INFO, 0, &[0; 64]).await;
+        // The trap still reaches the driver.
+        let got = tokio::time::timeout(Duration::from_secs(5), trx.recv())
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(got.tid(), 0x0000_0002_0000_0031);
+        assert_eq!(t.stats().traps.load(Ordering::Relaxed), 1);
+        assert_eq!(t.stats().trap_represses.load(Ordering::Relaxed), 1);
+        let w = written.lock().unwrap();
+        let r = w
+            .iter()
+            .find(|p| p[UMAD_HDR_LEN + 3] == METHOD_TRAP_REPRESS)
+            .expect("a TrapRepress");
+        // To the trap's source LID, on the LID-routed agent, TID and notice echoed.
+        assert_eq!(u16::from_be_bytes([r[28], r[29]]), 9);
+        assert_eq!(
+            u32::from_ne_bytes([r[0], r[1], r[2], r[3]]),
+            u32::from(CLASS_SMP_LID) + 100
+        );
+        let s = Smp::parse(&r[UMAD_HDR_LEN..]).unwrap();
+        assert_eq!(s.tid(), 0x0000_0002_0000_0031);
+        assert_eq!(s.attr_id(), crate::mad::ATTR_NOTICE);
+        assert_eq!(&s.bytes[SMP_DATA_OFFSET..SMP_DATA_OFFSET + 64], &[7u8; 64][..]);
+        assert_eq!(t.stats().sm_requests.load(Ordering::Relaxed), 0);
     }
 
     #[test]
