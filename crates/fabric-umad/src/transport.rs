@@ -585,9 +585,8 @@ const MAX_REMEMBERED_REQUESTERS: usize = 1024;
 
 /// Answers the requests addressed to the manager's port (on the transport thread).
 ///
-/// SubnGet(SMInfo) and SubnSet(SMInfo) get this manager's SMInfo: its port GUID, SM_Key (0
-/// unless the request carries the same non-zero key), ActCount (SMPs sent), priority and
-/// SMState. A Set (HANDOVER, ACKNOWLEDGE, DISABLE, STANDBY or DISCOVER from another subnet
+/// SubnGet(SMInfo) and SubnSet(SMInfo) get this manager's SMInfo: its port GUID, SM_Key (0 to
+/// a requester that fails the M_Key check), ActCount (SMPs sent), priority and SMState. A Set (HANDOVER, ACKNOWLEDGE, DISABLE, STANDBY or DISCOVER from another subnet
 /// manager) changes nothing: this manager is the single master and does not hand over, so it
 /// answers like a Get and logs the request once per requester GUID and modifier. Any other
 /// attribute is answered "unsupported". LID-routed requests are answered to their source LID,
@@ -613,9 +612,9 @@ impl SmResponder {
     }
 
     /// The manager's SMInfo as `req` (a SubnGet/SubnSet(SMInfo)) may see it: the SM_Key is
-    /// returned only when the request passes the M_Key check of the manager's port (IBA
-    /// 14.4.1: SM_Key reads 0 to an unauthenticated requester; OpenSM applies the same rule
-    /// and, with a key of its own, ignores a master whose SMInfo carries another key).
+    /// returned only when the request passes the M_Key check of the manager's port (IBA vol. 1
+    /// ch. 14, SMInfo: SM_Key reads 0 to an unauthenticated requester; OpenSM applies the same
+    /// rule and, with a key of its own, ignores a master whose SMInfo carries another key).
     fn sm_info(&self, req: &Smp) -> SmInfo {
         let m_key = self.sm.m_key.load(Ordering::Relaxed);
         let authenticated = m_key == 0 || req.m_key() == m_key;
