@@ -83,6 +83,9 @@ pub enum RemoteCmd {
     /// Inject a fault (drill): link-down|link-up --switch X --port N, switch-down|switch-up
     /// --switch X, node-down|node-up --node X; virtual unless --physical.
     Inject(InjectArgs),
+    /// Maintenance planning: what taking links (--link SWITCH:PORT), switches (--switch) or end
+    /// nodes (--node) down would do (connectivity, routing, LFT upload, congestion); changes nothing.
+    WhatIf(WhatIfArgs),
     /// Force a reroute.
     Reroute {
         /// Return once the new generation is committed.
@@ -169,6 +172,9 @@ macro_rules! outln {
         out!("\n");
     }};
 }
+
+mod whatif;
+pub use whatif::WhatIfArgs;
 
 fn guid(g: u64) -> String {
     format!("0x{g:016x}")
@@ -654,6 +660,7 @@ async fn run_async(cmd: RemoteCmd, socket: &str) -> Result<()> {
                 outln!("{}: accepted (current generation {})", r.event, r.generation);
             }
         }
+        RemoteCmd::WhatIf(a) => whatif::run(&mut c, a).await?,
         RemoteCmd::Reroute { wait, resync, json: j } => {
             let r = c
                 .reroute(pb::RerouteRequest { wait, resync })

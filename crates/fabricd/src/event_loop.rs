@@ -60,6 +60,26 @@ pub enum FaultTarget {
     Node(Guid),
 }
 
+impl FaultTarget {
+    /// The topology event that takes the target down (`up = false`) or brings it back.
+    pub fn event(&self, up: bool) -> FabricEvent {
+        match (self, up) {
+            (FaultTarget::Link { switch, port }, false) => FabricEvent::LinkDown {
+                switch: *switch,
+                port: *port,
+            },
+            (FaultTarget::Link { switch, port }, true) => FabricEvent::LinkUp {
+                switch: *switch,
+                port: *port,
+            },
+            (FaultTarget::Switch(g), false) => FabricEvent::SwitchDown(*g),
+            (FaultTarget::Switch(g), true) => FabricEvent::SwitchUp(*g),
+            (FaultTarget::Node(g), false) => FabricEvent::EndPortDown(*g),
+            (FaultTarget::Node(g), true) => FabricEvent::EndPortUp(*g),
+        }
+    }
+}
+
 /// A fault injection request (names already resolved to GUIDs).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FaultRequest {
@@ -122,6 +142,12 @@ pub enum Event {
     ClearJob {
         id: String,
         reply: Reply<()>,
+    },
+    /// Maintenance planning: the computation input of the current state with `down` taken
+    /// down as well (the caller runs it; nothing changes here).
+    WhatIf {
+        down: Vec<FaultTarget>,
+        reply: Reply<Box<ComputeInput>>,
     },
     /// New run-time settings (SIGHUP).
     Reload(Box<LoopSettings>),
@@ -777,6 +803,9 @@ impl EventLoop {
     async fn handle(&mut self, ev: Event) {
         match ev {
             Event::Inject { req, reply } => self.on_inject(req, reply).await,
+            Event::WhatIf { down, reply } => {
+                let _ = reply.send(self.what_if_input(&down));
+            }
             Event::Reroute { resync, wait, reply } => {
                 if self.shutting_down.is_some() {
                     if let Some(r) = reply {
@@ -1014,20 +1043,7 @@ impl EventLoop {
             )));
             return;
         }
-        let event = match (&req.target, req.up) {
-            (FaultTarget::Link { switch, port }, false) => FabricEvent::LinkDown {
-                switch: *switch,
-                port: *port,
-            },
-            (FaultTarget::Link { switch, port }, true) => FabricEvent::LinkUp {
-                switch: *switch,
-                port: *port,
-            },
-            (FaultTarget::Switch(g), false) => FabricEvent::SwitchDown(*g),
-            (FaultTarget::Switch(g), true) => FabricEvent::SwitchUp(*g),
-            (FaultTarget::Node(g), false) => FabricEvent::EndPortDown(*g),
-            (FaultTarget::Node(g), true) => FabricEvent::EndPortUp(*g),
-        };
+        let event = req.target.event(req.up);
         if let Err(e) = validate_event(&self.cabling, &event) {
             let _ = reply.send(Err(LoopError::InvalidArgument(e.to_string())));
             return;
@@ -1132,6 +1148,38 @@ impl EventLoop {
             _ => (self.first_pending.unwrap_or(now), self.pending_faults as u32),
         };
         self.start_compute(first_seen, faults);
+    }
+
+    /// The input of a computation of the current state (every change so far, like the next
+    /// generation would see it) with `down` taken down too: a maintenance plan (`WhatIf`).
+    fn what_if_input(&self, down: &[FaultTarget]) -> Result<Box<ComputeInput>, LoopError> {
+        if self.shutting_down.is_some() {
+            return Err(LoopError::ShuttingDown);
+        }
+        let mut exclusions: Vec<FabricEvent> = self.exclusions.iter().map(|x| x.down_event()).collect();
+        for t in down {
+            let ev = t.event(false);
+            validate_event(&self.cabling, &ev).map_err(|e| LoopError::InvalidArgument(e.to_string()))?;
+            exclusions.push(ev);
+        }
+        Ok(Box::new(ComputeInput {
+            job: 0,
+            physical: self.physical.clone(),
+            physical_events: self.pending_physical.clone(),
+            exclusions,
+            previous_lids: self.guid2lid.clone(),
+            installed_lids: self.installed_lids.clone(),
+            lids_reusable: self.installed_lids.is_some(),
+            lmc: self.lmc,
+            max_lid: self.max_lid,
+            engine: self.settings.engine,
+            rank_options: self.settings.rank_options.clone(),
+            validate: false,
+            installed: self.installed.clone(),
+            dirty: Arc::default(),
+            resync: Arc::default(),
+            ports_in_use: false,
+        }))
     }
 
     /// Sends a computation of the current state (every change so far) to the routing pool.

@@ -30,6 +30,9 @@ use crate::state::{Generation, Notice, Phase, Published, RerouteTimings};
 /// Longest job id.
 pub const MAX_JOB_ID_LEN: usize = 128;
 
+/// Most elements one `WhatIf` plan takes down.
+pub const MAX_WHAT_IF_CHANGES: usize = 4096;
+
 /// Cached congestion metrics of one generation.
 #[derive(Clone, Debug)]
 struct CoreMetrics {
@@ -39,6 +42,102 @@ struct CoreMetrics {
     metrics: fabric_metrics::Metrics,
     floor: fabric_metrics::RpFloor,
     compute_ms: f64,
+}
+
+impl CoreMetrics {
+    /// Validity, deadlock freedom, the static metrics and the `mu_rp` floor of one routing.
+    fn compute(
+        fabric: &Fabric,
+        ranking: &fabric_ranking::Ranking,
+        lids: &fabric_routing::LidPlan,
+        lfts: &fabric_routing::Lfts,
+        opts: &fabric_metrics::MetricsOptions,
+    ) -> CoreMetrics {
+        let t = Instant::now();
+        let v = check::validity(fabric, lids, lfts);
+        let deadlock_free = check::deadlock_free(fabric, ranking, lids, lfts);
+        let metrics = fabric_metrics::compute(fabric, lids, lfts, opts);
+        let floor = fabric_metrics::rp_floor(fabric, &ranking.level);
+        CoreMetrics {
+            valid: v.valid,
+            unreachable_pairs: v.unreachable_count + v.escape_unreachable_count,
+            deadlock_free,
+            metrics,
+            floor,
+            compute_ms: t.elapsed().as_secs_f64() * 1e3,
+        }
+    }
+
+    fn summary(&self) -> pb::MetricsSummary {
+        let m = &self.metrics;
+        pb::MetricsSummary {
+            mu_sp: m.mu_sp,
+            mu_rp: Some(rp_stats(&m.mu_rp)),
+            mu_rp_floor: Some(rp_floor(&self.floor, &m.mu_rp)),
+            mu_a2a: m.mu_a2a,
+        }
+    }
+}
+
+fn metrics_options(cfg: &MetricsConfig) -> fabric_metrics::MetricsOptions {
+    fabric_metrics::MetricsOptions {
+        random_perms: cfg.random_perms,
+        seed: cfg.seed,
+        all_to_all: cfg.all_to_all,
+        shifts: cfg.shifts,
+    }
+}
+
+fn rp_stats(r: &fabric_metrics::RpStats) -> pb::RpStats {
+    pb::RpStats {
+        median: r.median,
+        q1: r.q1,
+        q39: r.q39,
+    }
+}
+
+fn rp_floor(f: &fabric_metrics::RpFloor, measured: &fabric_metrics::RpStats) -> pb::RpFloor {
+    pb::RpFloor {
+        median: f.median,
+        p_above_median: f.p_at_least(f.median + 1),
+        measured_p_above_median: measured.share_at_least(f.median + 1),
+    }
+}
+
+/// The element a fault injection or a plan names (kind + switch/port or node), resolved
+/// against the cabling.
+fn resolve_target(f: &Fabric, kind: i32, switch: &str, port: u32, node: &str) -> Result<FaultTarget, Status> {
+    match pb::FaultKind::try_from(kind).unwrap_or(pb::FaultKind::Unspecified) {
+        pb::FaultKind::Link => {
+            let sid = resolve_switch(f, switch)?;
+            let s = f.switch(sid);
+            if port == 0 || port > u32::from(s.nports) {
+                return Err(Status::invalid_argument(
+                    TopologyError::PortOutOfRange {
+                        guid: s.guid,
+                        port,
+                        nports: u32::from(s.nports),
+                    }
+                    .to_string(),
+                ));
+            }
+            let port = port as u8;
+            if s.ports[port as usize].remote == Remote::None {
+                return Err(Status::invalid_argument(
+                    TopologyError::PortNotCabled { guid: s.guid, port }.to_string(),
+                ));
+            }
+            Ok(FaultTarget::Link { switch: s.guid, port })
+        }
+        pb::FaultKind::Switch => Ok(FaultTarget::Switch(f.switch(resolve_switch(f, switch)?).guid)),
+        pb::FaultKind::Node => {
+            let ep = resolve_end_port(f, node).map_err(Status::invalid_argument)?;
+            Ok(FaultTarget::Node(f.end_port(ep).port_guid))
+        }
+        pb::FaultKind::Unspecified => Err(Status::invalid_argument(
+            "fault kind is required (link, switch or node)",
+        )),
+    }
 }
 
 /// State shared by every handler.
@@ -55,6 +154,8 @@ pub struct Shared {
     /// The southbound driver, for its live counters and escape-VL state (Status).
     pub driver: Option<Arc<dyn fabric_southbound::SouthboundDriver>>,
     metrics_cache: tokio::sync::Mutex<Option<(u64, MetricsConfig, Arc<CoreMetrics>)>>,
+    /// One maintenance plan (`WhatIf`) is computed at a time.
+    what_if: tokio::sync::Mutex<()>,
 }
 
 impl Shared {
@@ -75,6 +176,7 @@ impl Shared {
             analysis_pool,
             driver: None,
             metrics_cache: tokio::sync::Mutex::new(None),
+            what_if: tokio::sync::Mutex::new(()),
         }
     }
 
@@ -119,6 +221,27 @@ impl FabricService {
             Ok(r) => r.map_err(loop_status),
             Err(_) => Err(Status::unavailable("fabricd is shutting down")),
         }
+    }
+
+    /// The congestion metrics of generation `g` (cached per generation and settings; computed
+    /// on the analysis pool), and whether they were computed now.
+    async fn core_metrics(&self, g: &Arc<Generation>) -> Result<(Arc<CoreMetrics>, bool), Status> {
+        let cfg = (*self.shared.metrics_config.load_full()).clone();
+        let mut cache = self.shared.metrics_cache.lock().await;
+        if let Some((n, c, m)) = cache.as_ref() {
+            if *n == g.number && *c == cfg {
+                return Ok((m.clone(), false));
+            }
+        }
+        let g2 = g.clone();
+        let opts = metrics_options(&cfg);
+        let (tx, rx) = oneshot::channel();
+        self.shared.analysis_pool.spawn(move || {
+            let _ = tx.send(CoreMetrics::compute(&g2.fabric, &g2.ranking, &g2.lids, &g2.lfts, &opts));
+        });
+        let m = Arc::new(rx.await.map_err(|_| Status::internal("metrics computation failed"))?);
+        *cache = Some((g.number, cfg, m.clone()));
+        Ok((m, true))
     }
 
     fn mock(&self) -> Result<&Arc<MockFabric>, Status> {
@@ -561,41 +684,7 @@ impl FabricManager for FabricService {
 
     async fn get_metrics(&self, _: Request<pb::GetMetricsRequest>) -> Result<Response<pb::MetricsReport>, Status> {
         let (p, g) = self.current()?;
-        let cfg = (*self.shared.metrics_config.load_full()).clone();
-        let (core, fresh) = {
-            let mut cache = self.shared.metrics_cache.lock().await;
-            match cache.as_ref() {
-                Some((n, c, m)) if *n == g.number && *c == cfg => (m.clone(), false),
-                _ => {
-                    let g2 = g.clone();
-                    let opts = fabric_metrics::MetricsOptions {
-                        random_perms: cfg.random_perms,
-                        seed: cfg.seed,
-                        all_to_all: cfg.all_to_all,
-                        shifts: cfg.shifts,
-                    };
-                    let (tx, rx) = oneshot::channel();
-                    self.shared.analysis_pool.spawn(move || {
-                        let t = Instant::now();
-                        let v = check::validity(&g2.fabric, &g2.lids, &g2.lfts);
-                        let deadlock_free = check::deadlock_free(&g2.fabric, &g2.ranking, &g2.lids, &g2.lfts);
-                        let metrics = fabric_metrics::compute(&g2.fabric, &g2.lids, &g2.lfts, &opts);
-                        let floor = fabric_metrics::rp_floor(&g2.fabric, &g2.ranking.level);
-                        let _ = tx.send(CoreMetrics {
-                            valid: v.valid,
-                            unreachable_pairs: v.unreachable_count + v.escape_unreachable_count,
-                            deadlock_free,
-                            metrics,
-                            floor,
-                            compute_ms: t.elapsed().as_secs_f64() * 1e3,
-                        });
-                    });
-                    let m = Arc::new(rx.await.map_err(|_| Status::internal("metrics computation failed"))?);
-                    *cache = Some((g.number, cfg, m.clone()));
-                    (m, true)
-                }
-            }
-        };
+        let (core, fresh) = self.core_metrics(&g).await?;
         // Job metrics: computed per request (jobs change independently of generations).
         let jobs: Vec<(String, Vec<EndPortId>)> = p
             .jobs
@@ -638,22 +727,14 @@ impl FabricManager for FabricService {
             unreachable_pairs: core.unreachable_pairs,
             deadlock_free: core.deadlock_free,
             mu_sp: m.mu_sp,
-            mu_rp: Some(pb::RpStats {
-                median: m.mu_rp.median,
-                q1: m.mu_rp.q1,
-                q39: m.mu_rp.q39,
-            }),
+            mu_rp: Some(rp_stats(&m.mu_rp)),
             mu_a2a: m.mu_a2a,
             xi: m.xi,
             nu: m.nu,
             route_ms: g.route_ms,
             jobs: job_reports,
             compute_ms: if fresh { core.compute_ms } else { 0.0 },
-            mu_rp_floor: Some(pb::RpFloor {
-                median: core.floor.median,
-                p_above_median: core.floor.p_at_least(core.floor.median + 1),
-                measured_p_above_median: m.mu_rp.share_at_least(core.floor.median + 1),
-            }),
+            mu_rp_floor: Some(rp_floor(&core.floor, &m.mu_rp)),
         }))
     }
 
@@ -664,40 +745,7 @@ impl FabricManager for FabricService {
         let req = req.into_inner();
         let p = self.snapshot();
         let f = &p.cabling;
-        let kind = pb::FaultKind::try_from(req.kind).unwrap_or(pb::FaultKind::Unspecified);
-        let target = match kind {
-            pb::FaultKind::Link => {
-                let sid = resolve_switch(f, &req.switch)?;
-                let s = f.switch(sid);
-                if req.port == 0 || req.port > u32::from(s.nports) {
-                    return Err(Status::invalid_argument(
-                        TopologyError::PortOutOfRange {
-                            guid: s.guid,
-                            port: req.port,
-                            nports: u32::from(s.nports),
-                        }
-                        .to_string(),
-                    ));
-                }
-                let port = req.port as u8;
-                if s.ports[port as usize].remote == Remote::None {
-                    return Err(Status::invalid_argument(
-                        TopologyError::PortNotCabled { guid: s.guid, port }.to_string(),
-                    ));
-                }
-                FaultTarget::Link { switch: s.guid, port }
-            }
-            pb::FaultKind::Switch => FaultTarget::Switch(f.switch(resolve_switch(f, &req.switch)?).guid),
-            pb::FaultKind::Node => {
-                let ep = resolve_end_port(f, &req.node).map_err(Status::invalid_argument)?;
-                FaultTarget::Node(f.end_port(ep).port_guid)
-            }
-            pb::FaultKind::Unspecified => {
-                return Err(Status::invalid_argument(
-                    "fault kind is required (link, switch or node)",
-                ))
-            }
-        };
+        let target = resolve_target(f, req.kind, &req.switch, req.port, &req.node)?;
         let fr = FaultRequest {
             target,
             up: req.up,
@@ -708,6 +756,60 @@ impl FabricManager for FabricService {
         Ok(Response::new(pb::InjectFaultResponse {
             event: a.event,
             generation: a.generation,
+        }))
+    }
+
+    async fn what_if(&self, req: Request<pb::WhatIfRequest>) -> Result<Response<pb::WhatIfReport>, Status> {
+        let req = req.into_inner();
+        if req.down.is_empty() || req.down.len() > MAX_WHAT_IF_CHANGES {
+            return Err(Status::invalid_argument(format!(
+                "a plan takes 1 to {MAX_WHAT_IF_CHANGES} elements down (got {})",
+                req.down.len()
+            )));
+        }
+        let (p, g) = self.current()?;
+        let down = req
+            .down
+            .iter()
+            .map(|c| resolve_target(&p.cabling, c.kind, &c.switch, c.port, &c.node))
+            .collect::<Result<Vec<_>, Status>>()?;
+        let events: Vec<String> = down.iter().map(|t| t.event(false).to_string()).collect();
+        let _one_at_a_time = self.shared.what_if.lock().await;
+        let input = self.ask(|reply| Event::WhatIf { down, reply }).await?;
+        let (before, _) = self.core_metrics(&g).await?;
+        let opts = metrics_options(&self.shared.metrics_config.load());
+        let (tx, rx) = oneshot::channel();
+        self.shared.analysis_pool.spawn(move || {
+            let t = Instant::now();
+            let out = crate::compute::compute(*input).map(|c| {
+                let after = CoreMetrics::compute(&c.fabric, &c.ranking, &c.lids, &c.lfts, &opts);
+                let v = check::validity(&c.fabric, &c.lids, &c.lfts);
+                (c, after, v, t.elapsed().as_secs_f64() * 1e3)
+            });
+            let _ = tx.send(out);
+        });
+        let (c, after, v, compute_ms) = rx
+            .await
+            .map_err(|_| Status::internal("plan computation failed"))?
+            .map_err(|e| Status::failed_precondition(format!("the plan cannot be routed: {e}")))?;
+        let live = |f: &Fabric| f.end_port_ids().filter(|&e| f.end_port_live(e)).count() as u32;
+        let switches: HashSet<u32> = c.writes.iter().map(|w| w.switch.0).collect();
+        Ok(Response::new(pb::WhatIfReport {
+            generation: g.number,
+            events,
+            end_ports_before: live(&g.fabric),
+            end_ports_after: live(&c.fabric),
+            components: count(v.components),
+            disconnected_pairs: v.disconnected_pairs,
+            valid: after.valid,
+            unreachable_pairs: after.unreachable_pairs,
+            deadlock_free: after.deadlock_free,
+            lft_blocks: c.writes.len() as u64,
+            switches_rewritten: count(switches.len()),
+            route_ms: c.route_ms,
+            compute_ms,
+            before: Some(before.summary()),
+            after: Some(after.summary()),
         }))
     }
 

@@ -511,3 +511,140 @@ fn install_script_stages_a_complete_installation() {
     assert!(kept.contains("debug"));
     assert!(dir.join("etc/fabricd/fabricd.toml.new").exists());
 }
+
+fn what_if(kind: pb::FaultKind, switch: &str, port: u32, node: &str) -> pb::WhatIfChange {
+    pb::WhatIfChange {
+        kind: kind as i32,
+        switch: switch.into(),
+        port,
+        node: node.into(),
+    }
+}
+
+/// Maintenance planning: `WhatIf` predicts exactly what taking a spine down will do (the LFT
+/// blocks the daemon then rewrites, the congestion it then reports), changes nothing itself,
+/// reports a split fabric and lost end ports, refuses bad requests, and works with fault
+/// injection disabled.
+#[test]
+fn what_if_predicts_a_maintenance_and_changes_nothing() {
+    run_with_deadline(180, async {
+        let dir = test_dir("whatif");
+        let d = Daemon::spawn(&dir, &Opts::new(SMALL), &[]);
+        let mut c = d.ready().await;
+        let t = topology(&mut c).await;
+        let spine = t.switches.iter().find(|s| s.level == Some(1)).expect("a spine");
+        let spine_name = format!("0x{:016x}", spine.guid);
+        let (_, before) = lfts(&mut c).await;
+        let plan = c
+            .what_if(pb::WhatIfRequest {
+                down: vec![what_if(pb::FaultKind::Switch, &spine_name, 0, "")],
+            })
+            .await
+            .expect("what-if")
+            .into_inner();
+        assert_eq!(plan.generation, 1);
+        assert_eq!(plan.events, vec![format!("switch-down {spine_name}")]);
+        assert_eq!((plan.components, plan.disconnected_pairs), (1, 0), "{plan:?}");
+        assert_eq!((plan.end_ports_before, plan.end_ports_after), (24, 24));
+        assert!(
+            plan.valid && plan.deadlock_free && plan.unreachable_pairs == 0,
+            "{plan:?}"
+        );
+        assert!(plan.lft_blocks > 0 && plan.switches_rewritten > 0, "{plan:?}");
+        // Nothing changed.
+        let (g, same) = lfts(&mut c).await;
+        assert_eq!(g, 1);
+        assert!(same == before, "a plan must not touch the tables");
+        assert_eq!(status(&mut c).await.generation, 1);
+
+        // Doing it for real rewrites exactly the predicted blocks and gives the predicted metrics.
+        c.inject_fault(pb::InjectFaultRequest {
+            kind: pb::FaultKind::Switch as i32,
+            up: false,
+            switch: spine_name.clone(),
+            port: 0,
+            node: String::new(),
+            physical: false,
+            wait: true,
+        })
+        .await
+        .expect("switch down");
+        let (g, after) = lfts(&mut c).await;
+        assert_eq!(g, 2);
+        assert_eq!(changed_blocks(&before, &after) as u64, plan.lft_blocks);
+        let m = c
+            .get_metrics(pb::GetMetricsRequest {})
+            .await
+            .expect("metrics")
+            .into_inner();
+        let predicted = plan.after.expect("after");
+        assert_eq!(m.mu_sp, predicted.mu_sp);
+        assert_eq!(m.mu_a2a, predicted.mu_a2a);
+        assert_eq!(m.mu_rp.expect("rp").median, predicted.mu_rp.expect("rp").median);
+
+        // Every up-link of one leaf: the fabric splits (4 end ports against the other 20).
+        let leaf = t.switches.iter().find(|s| s.level == Some(0)).expect("a leaf");
+        let leaf_name = format!("0x{:016x}", leaf.guid);
+        let ups: Vec<_> = leaf
+            .ports
+            .iter()
+            .filter(|p| p.remote_kind == pb::RemoteKind::Switch as i32)
+            .map(|p| what_if(pb::FaultKind::Link, &leaf_name, p.port, ""))
+            .collect();
+        assert_eq!(ups.len(), 3);
+        let node = t.end_ports.iter().find(|e| e.switch_guid != leaf.guid).expect("a node");
+        let mut down = ups.clone();
+        down.push(what_if(pb::FaultKind::Node, "", 0, &format!("0x{:016x}", node.guid)));
+        let split = c
+            .what_if(pb::WhatIfRequest { down })
+            .await
+            .expect("split plan")
+            .into_inner();
+        assert_eq!(split.generation, 2);
+        assert_eq!((split.end_ports_before, split.end_ports_after), (24, 23));
+        assert_eq!(split.components, 2, "{split:?}");
+        assert_eq!(split.disconnected_pairs, 2 * 4 * 19, "{split:?}");
+        assert!(split.valid && split.deadlock_free, "{split:?}");
+
+        // Bad requests name what is wrong.
+        expect_err(
+            c.what_if(pb::WhatIfRequest {
+                down: vec![what_if(pb::FaultKind::Switch, "nosuch", 0, "")],
+            })
+            .await,
+            Code::InvalidArgument,
+            "nosuch",
+        );
+        expect_err(
+            c.what_if(pb::WhatIfRequest {
+                down: vec![what_if(pb::FaultKind::Link, &leaf_name, 99, "")],
+            })
+            .await,
+            Code::InvalidArgument,
+            "port 99",
+        );
+        expect_err(
+            c.what_if(pb::WhatIfRequest { down: vec![] }).await,
+            Code::InvalidArgument,
+            "1 to 4096",
+        );
+        assert_eq!(status(&mut c).await.generation, 2);
+        drop(c);
+        drop(d);
+
+        // Planning is read-only: allowed when fault injection is disabled.
+        let mut opts = Opts::new(SMALL);
+        opts.fault_injection = false;
+        let dir2 = test_dir("whatif-noinject");
+        let d = Daemon::spawn(&dir2, &opts, &[]);
+        let mut c = d.ready().await;
+        let plan = c
+            .what_if(pb::WhatIfRequest {
+                down: vec![what_if(pb::FaultKind::Switch, &spine_name, 0, "")],
+            })
+            .await
+            .expect("what-if without fault injection")
+            .into_inner();
+        assert!(plan.valid && plan.lft_blocks > 0, "{plan:?}");
+    });
+}
