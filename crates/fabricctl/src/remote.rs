@@ -349,6 +349,17 @@ pub fn topology_json(t: &pb::Topology) -> Value {
     json!({ "generation": t.generation, "switches": switches, "end_ports": end_ports, "diagnostics": t.diagnostics })
 }
 
+/// JSON of an `mu_rp` floor (null when absent).
+fn rp_floor_json(f: Option<pb::RpFloor>) -> Value {
+    f.map_or(Value::Null, |f| {
+        json!({
+            "median": f.median,
+            "p_above_median": f.p_above_median,
+            "measured_p_above_median": f.measured_p_above_median,
+        })
+    })
+}
+
 /// JSON of a metrics reply (the keys of `fabricctl analyze --json`, plus generation and jobs).
 pub fn metrics_json(m: &pb::MetricsReport) -> Value {
     let rp = m.mu_rp.unwrap_or_default();
@@ -359,11 +370,7 @@ pub fn metrics_json(m: &pb::MetricsReport) -> Value {
         "deadlock_free": m.deadlock_free,
         "mu_sp": m.mu_sp,
         "mu_rp": { "median": rp.median, "q1": rp.q1, "q39": rp.q39 },
-        "mu_rp_floor": m.mu_rp_floor.map(|f| json!({
-            "median": f.median,
-            "p_above_median": f.p_above_median,
-            "measured_p_above_median": f.measured_p_above_median,
-        })),
+        "mu_rp_floor": rp_floor_json(m.mu_rp_floor),
         "mu_a2a": m.mu_a2a,
         "xi": m.xi,
         "nu": m.nu,

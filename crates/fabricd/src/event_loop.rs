@@ -1162,8 +1162,22 @@ impl EventLoop {
             validate_event(&self.cabling, &ev).map_err(|e| LoopError::InvalidArgument(e.to_string()))?;
             exclusions.push(ev);
         }
-        Ok(Box::new(ComputeInput {
-            job: 0,
+        let mut input = self.compute_input(0, exclusions, Arc::default(), Arc::default());
+        (input.validate, input.ports_in_use) = (false, false);
+        Ok(Box::new(input))
+    }
+
+    /// The computation of the current state (every physical change seen so far) with
+    /// `exclusions` taken down; the upload-related parts as the next generation needs them.
+    fn compute_input(
+        &self,
+        job: u64,
+        exclusions: Vec<FabricEvent>,
+        dirty: Arc<BTreeSet<(u32, u32)>>,
+        resync: Arc<BTreeSet<u32>>,
+    ) -> ComputeInput {
+        ComputeInput {
+            job,
             physical: self.physical.clone(),
             physical_events: self.pending_physical.clone(),
             exclusions,
@@ -1174,12 +1188,14 @@ impl EventLoop {
             max_lid: self.max_lid,
             engine: self.settings.engine,
             rank_options: self.settings.rank_options.clone(),
-            validate: false,
+            validate: self.settings.validate,
             installed: self.installed.clone(),
-            dirty: Arc::default(),
-            resync: Arc::default(),
-            ports_in_use: false,
-        }))
+            dirty,
+            resync,
+            // Only a five-phase update classifies the changes arriving while it installs.
+            ports_in_use: self.protocol.phase() != fabric_update::Phase::Idle
+                || (self.lmc >= 1 && self.settings.update.five_phase && self.current.is_some()),
+        }
     }
 
     /// Sends a computation of the current state (every change so far) to the routing pool.
@@ -1190,26 +1206,12 @@ impl EventLoop {
         let exclusions: Vec<Exclusion> = self.exclusions.iter().copied().collect();
         let dirty = Arc::new(std::mem::take(&mut self.dirty));
         let resync = Arc::new(std::mem::take(&mut self.resync));
-        let input = ComputeInput {
+        let input = self.compute_input(
             job,
-            physical: self.physical.clone(),
-            physical_events: self.pending_physical.clone(),
-            exclusions: exclusions.iter().map(|x| x.down_event()).collect(),
-            previous_lids: self.guid2lid.clone(),
-            installed_lids: self.installed_lids.clone(),
-            lids_reusable: self.installed_lids.is_some(),
-            lmc: self.lmc,
-            max_lid: self.max_lid,
-            engine: self.settings.engine,
-            rank_options: self.settings.rank_options.clone(),
-            validate: self.settings.validate,
-            installed: self.installed.clone(),
-            dirty: dirty.clone(),
-            resync: resync.clone(),
-            // Only a five-phase update classifies the changes arriving while it installs.
-            ports_in_use: self.protocol.phase() != fabric_update::Phase::Idle
-                || (self.lmc >= 1 && self.settings.update.five_phase && self.current.is_some()),
-        };
+            exclusions.iter().map(|x| x.down_event()).collect(),
+            dirty.clone(),
+            resync.clone(),
+        );
         let flight = InFlight {
             job,
             seq: self.change_seq,

@@ -11,7 +11,7 @@ use clap::Args;
 use fabric_proto::v1 as pb;
 use serde_json::{json, Value};
 
-use super::{print_json, status_err};
+use super::{print_json, rp_floor_json, status_err};
 
 /// `fabricctl what-if`.
 #[derive(Args, Debug)]
@@ -74,11 +74,7 @@ fn summary_json(m: Option<pb::MetricsSummary>) -> Value {
     json!({
         "mu_sp": m.mu_sp,
         "mu_rp": { "median": rp.median, "q1": rp.q1, "q39": rp.q39 },
-        "mu_rp_floor": m.mu_rp_floor.map(|f| json!({
-            "median": f.median,
-            "p_above_median": f.p_above_median,
-            "measured_p_above_median": f.measured_p_above_median,
-        })),
+        "mu_rp_floor": rp_floor_json(m.mu_rp_floor),
         "mu_a2a": m.mu_a2a,
     })
 }
@@ -146,10 +142,7 @@ pub async fn run(c: &mut fabric_proto::Client, a: WhatIfArgs) -> Result<()> {
         r.switches_rewritten,
         r.route_ms
     );
-    let (b, f) = (
-        r.before.unwrap_or_default(),
-        r.after.unwrap_or_default(),
-    );
+    let (b, f) = (r.before.unwrap_or_default(), r.after.unwrap_or_default());
     let (brp, frp) = (b.mu_rp.unwrap_or_default(), f.mu_rp.unwrap_or_default());
     outln!("                   {:>10}  {:>10}", "now", "planned");
     outln!("mu_sp              {:>10}  {:>10}", b.mu_sp, f.mu_sp);
