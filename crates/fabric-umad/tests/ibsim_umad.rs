@@ -8,176 +8,44 @@
 //! tool fails the test.
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Write};
-use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use fabric_ibsim_harness::{parse_ibroute, Ibsim, NET_2SW2PATH4HCA};
 use fabric_topology::gen::generate_str;
 use fabric_topology::ibnet::write;
 use fabric_topology::{Fabric, Remote};
 use serde_json::Value;
 
-const SHIM: &str = "/usr/lib/x86_64-linux-gnu/umad2sim/libumad2sim.so";
 const PROBE: &str = env!("CARGO_BIN_EXE_fabric-umad-probe");
 
-fn find_tool(name: &str) -> PathBuf {
-    for d in ["/usr/sbin", "/usr/bin", "/sbin", "/bin"] {
-        let p = Path::new(d).join(name);
-        if p.is_file() {
-            return p;
+/// Starts the probe on `sim`; its stdout lines arrive on the returned channel.
+fn probe(sim: &Ibsim, args: &[&str]) -> Probe {
+    let mut child = sim
+        .command(Path::new(PROBE))
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn probe");
+    let (tx, rx) = mpsc::channel();
+    let out = child.stdout.take().expect("stdout");
+    let tx2 = tx.clone();
+    std::thread::spawn(move || {
+        for l in BufReader::new(out).lines().map_while(Result::ok) {
+            let _ = tx.send(l);
         }
-    }
-    panic!("`{name}` is not installed (apt-get install ibsim-utils infiniband-diags; CI installs them)");
-}
-
-struct TempDir(PathBuf);
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        static N: AtomicUsize = AtomicUsize::new(0);
-        let n = N.fetch_add(1, Ordering::Relaxed);
-        let p = std::env::temp_dir().join(format!("fabric-umad-{tag}-{}-{n}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).expect("temp dir");
-        TempDir(p)
-    }
-}
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// A running ibsim with its console, killed on drop.
-struct Sim {
-    child: Child,
-    console: Option<ChildStdin>,
-    sock: String,
-    host: String,
-    dir: TempDir,
-}
-
-impl Drop for Sim {
-    fn drop(&mut self) {
-        drop(self.console.take());
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Sim {
-    fn start(net_text: &str, host: &str, tag: &str) -> Sim {
-        let dir = TempDir::new(tag);
-        let net = dir.0.join("fabric.net");
-        std::fs::write(&net, net_text).expect("write net");
-        let log_path = dir.0.join("ibsim.log");
-        let log = std::fs::File::create(&log_path).expect("log");
-        let sock = format!("fumad-{tag}-{}", std::process::id());
-        let mut child = Command::new(find_tool("ibsim"))
-            .arg("-s")
-            .arg(&net)
-            .env("IBSIM_SOCKNAME", &sock)
-            .current_dir(&dir.0)
-            .stdin(Stdio::piped())
-            .stdout(log.try_clone().expect("dup"))
-            .stderr(log)
-            .spawn()
-            .expect("start ibsim");
-        let console = child.stdin.take();
-        let mut sim = Sim {
-            child,
-            console,
-            sock,
-            host: host.to_string(),
-            dir,
-        };
-        let t0 = Instant::now();
-        loop {
-            let out = std::fs::read_to_string(&log_path).unwrap_or_default();
-            if out.contains("Network simulator ready.") {
-                return sim;
-            }
-            if let Ok(Some(s)) = sim.child.try_wait() {
-                panic!("ibsim exited ({s}):\n{out}");
-            }
-            assert!(t0.elapsed() < Duration::from_secs(30), "ibsim not ready:\n{out}");
-            std::thread::sleep(Duration::from_millis(20));
+    });
+    let err = child.stderr.take().expect("stderr");
+    std::thread::spawn(move || {
+        for l in BufReader::new(err).lines().map_while(Result::ok) {
+            let _ = tx2.send(format!("stderr: {l}"));
         }
-    }
-
-    fn console(&mut self, cmd: &str) {
-        let c = self.console.as_mut().expect("console");
-        writeln!(c, "{cmd}").expect("write console");
-        c.flush().expect("flush console");
-    }
-
-    fn command(&self, prog: &Path) -> Command {
-        let mut c = Command::new(prog);
-        c.env("IBSIM_SOCKNAME", &self.sock)
-            .env("SIM_HOST", &self.host)
-            .env("LD_PRELOAD", SHIM)
-            .current_dir(&self.dir.0)
-            .stdin(Stdio::null());
-        c
-    }
-
-    /// Runs a diagnostic tool under the shim with a deadline; returns (success, stdout+stderr).
-    fn tool(&self, name: &str, args: &[&str]) -> (bool, String) {
-        let out = self.dir.0.join(format!("{name}.out"));
-        let f = std::fs::File::create(&out).expect("out");
-        let mut child = self
-            .command(&find_tool(name))
-            .args(args)
-            .stdout(f.try_clone().expect("dup"))
-            .stderr(f)
-            .spawn()
-            .expect("spawn tool");
-        let status = wait_deadline(&mut child, Duration::from_secs(20), name);
-        (status, std::fs::read_to_string(&out).unwrap_or_default())
-    }
-
-    /// Starts the probe; its stdout lines arrive on the returned channel.
-    fn probe(&self, args: &[&str]) -> Probe {
-        let mut child = self
-            .command(Path::new(PROBE))
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn probe");
-        let (tx, rx) = mpsc::channel();
-        let out = child.stdout.take().expect("stdout");
-        let tx2 = tx.clone();
-        std::thread::spawn(move || {
-            for l in BufReader::new(out).lines().map_while(Result::ok) {
-                let _ = tx.send(l);
-            }
-        });
-        let err = child.stderr.take().expect("stderr");
-        std::thread::spawn(move || {
-            for l in BufReader::new(err).lines().map_while(Result::ok) {
-                let _ = tx2.send(format!("stderr: {l}"));
-            }
-        });
-        Probe { child, lines: rx }
-    }
-}
-
-fn wait_deadline(child: &mut Child, d: Duration, what: &str) -> bool {
-    let t0 = Instant::now();
-    loop {
-        if let Some(s) = child.try_wait().expect("wait") {
-            return s.success();
-        }
-        if t0.elapsed() > d {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("{what} did not finish within {d:?}");
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    });
+    Probe { child, lines: rx }
 }
 
 struct Probe {
@@ -219,7 +87,7 @@ fn host_of(f: &Fabric) -> String {
 }
 
 /// `ibroute` of every switch shows exactly the LFT the probe wrote.
-fn check_ibroute(sim: &Sim, out: &Value) {
+fn check_ibroute(sim: &Ibsim, out: &Value) {
     let lfts = out["lfts"].as_object().expect("lfts");
     let lids = out["switch_lids"].as_object().expect("switch_lids");
     assert!(!lfts.is_empty());
@@ -231,18 +99,7 @@ fn check_ibroute(sim: &Sim, out: &Value) {
         let (ok, text) = sim.tool("ibroute", &["-D", path]);
         assert!(ok, "ibroute {lid} failed:\n{text}");
         assert!(text.contains(&guid[2..]), "ibroute {lid} is not switch {guid}:\n{text}");
-        let mut shown = BTreeMap::new();
-        for l in text.lines() {
-            let mut w = l.split_whitespace();
-            let (Some(a), Some(b)) = (w.next(), w.next()) else {
-                continue;
-            };
-            if let (Some(a), Ok(p)) = (a.strip_prefix("0x"), b.parse::<u64>()) {
-                if let Ok(l) = u64::from_str_radix(a, 16) {
-                    shown.insert(l, p);
-                }
-            }
-        }
+        let shown = parse_ibroute(&text);
         let want: BTreeMap<u64, u64> = row
             .as_array()
             .expect("row")
@@ -258,7 +115,7 @@ fn check_ibroute(sim: &Sim, out: &Value) {
 }
 
 /// `ibtracert` from the SM's port to pseudo-random destinations, base and escape LIDs.
-fn check_tracert(sim: &Sim, out: &Value, pairs: usize) {
+fn check_tracert(sim: &Ibsim, out: &Value, pairs: usize) {
     let eps = out["end_port_lids"].as_object().expect("end ports");
     let list: Vec<(String, u64, Option<u64>)> = eps
         .iter()
@@ -289,8 +146,8 @@ fn check_tracert(sim: &Sim, out: &Value, pairs: usize) {
 #[test]
 fn generated_fat_tree_comes_up_and_switches_hold_the_written_lfts() {
     let (f, net) = net_of("PGFT(2;8,16;1,8;1,1)");
-    let sim = Sim::start(&net, &host_of(&f), "pgft");
-    let mut p = sim.probe(&[]);
+    let sim = Ibsim::start_temp("pgft", &net, host_of(&f));
+    let mut p = probe(&sim, &[]);
     let out = p.next_json(Duration::from_secs(60));
     assert_eq!(out["switches"].as_u64(), Some(f.num_switches() as u64), "{out}");
     assert_eq!(out["end_ports"].as_u64(), Some(f.num_end_ports() as u64));
@@ -312,10 +169,8 @@ fn generated_fat_tree_comes_up_and_switches_hold_the_written_lfts() {
 
 #[test]
 fn ibsim_example_net_comes_up() {
-    let net = std::fs::read_to_string(format!("{}/tests/data/net.2sw2path4hca", env!("CARGO_MANIFEST_DIR")))
-        .expect("net file");
-    let sim = Sim::start(&net, "Hca1", "example");
-    let mut p = sim.probe(&[]);
+    let sim = Ibsim::start_temp("example", NET_2SW2PATH4HCA, "Hca1".to_string());
+    let mut p = probe(&sim, &[]);
     let out = p.next_json(Duration::from_secs(30));
     assert_eq!(out["switches"].as_u64(), Some(2));
     assert_eq!(out["end_ports"].as_u64(), Some(4));
@@ -339,8 +194,8 @@ fn some_uplink(f: &Fabric) -> (u64, u8) {
 #[test]
 fn unlink_and_relink_are_detected_and_ports_reactivated() {
     let (f, net) = net_of("PGFT(2;4,4;1,2;1,1)");
-    let mut sim = Sim::start(&net, &host_of(&f), "link");
-    let mut p = sim.probe(&["--watch", "40", "--sweep-ms", "100"]);
+    let mut sim = Ibsim::start_temp("link", &net, host_of(&f));
+    let mut p = probe(&sim, &["--watch", "40", "--sweep-ms", "100"]);
     let out = p.next_json(Duration::from_secs(30));
     assert_eq!(out["failures"].as_u64(), Some(0), "{out}");
     let ready = p.next_json(Duration::from_secs(5));
@@ -362,13 +217,13 @@ fn unlink_and_relink_are_detected_and_ports_reactivated() {
 #[test]
 fn error_injection_is_survived_through_retries() {
     let (f, net) = net_of("PGFT(2;4,4;1,2;1,1)");
-    let mut sim = Sim::start(&net, &host_of(&f), "err");
+    let mut sim = Ibsim::start_temp("err", &net, host_of(&f));
     // ibsim drops about one packet in 3 on the leaf port the SM's HCA is cabled to.
     let (leaf, leaf_port) = f.end_port(fabric_topology::EndPortId(0)).attach.expect("attached");
     let leaf_guid = f.switch(leaf).guid;
     sim.console(&format!("Error \"S-{leaf_guid:016x}\"[{leaf_port}] 3"));
     std::thread::sleep(Duration::from_millis(200));
-    let mut p = sim.probe(&["--retries", "20", "--timeout-ms", "50"]);
+    let mut p = probe(&sim, &["--retries", "20", "--timeout-ms", "50"]);
     let out = p.next_json(Duration::from_secs(60));
     assert_eq!(out["failures"].as_u64(), Some(0), "{out}");
     let retries = out["retries"].as_u64().expect("retries");
