@@ -343,19 +343,22 @@ pub fn ibroute(sim: &Ibsim, args: &[&str]) -> BTreeMap<u64, u64> {
     parse_ibroute(&text)
 }
 
+/// A switch on a traced path: (node GUID, in port, out port).
+pub type SwitchHop = (u64, u32, u32);
+
 /// Parses a number of a tool's line, saying what was read when it is not one.
 fn number<T: std::str::FromStr>(what: &str, s: &str, line: &str) -> Result<T, String> {
     s.parse()
         .map_err(|_| format!("{what} {s:?} is not a number in line {line:?}"))
 }
 
-/// What `ibtracert <src> <dst>` prints, as switch hops (node GUID, in port, out port) and the
+/// What `ibtracert <src> <dst>` prints, as [`SwitchHop`]s (node GUID, in port, out port) and the
 /// node GUID the trace ends at.
 ///
 /// Hop lines read `[out] -> switch port {0x<guid>}[in] ...` or `[out] -> ca port {0x<port
 /// guid>}[in] ...`; the out port of a line belongs to the node of the previous line. The
 /// destination is the GUID of the last `To ...{0x<guid>}` line.
-pub fn parse_ibtracert(text: &str) -> Result<(Vec<(u64, u32, u32)>, u64), String> {
+pub fn parse_ibtracert(text: &str) -> Result<(Vec<SwitchHop>, u64), String> {
     let mut lines: Vec<(u32, bool, u64, u32)> = Vec::new();
     for l in text.lines() {
         let Some(rest) = l.trim().strip_prefix('[') else {
@@ -394,7 +397,7 @@ pub fn parse_ibtracert(text: &str) -> Result<(Vec<(u64, u32, u32)>, u64), String
 ///
 /// # Panics
 /// When `ibtracert` fails or its output does not parse (with the output).
-pub fn ibtracert(sim: &Ibsim, src: u32, dst: u32) -> (Vec<(u64, u32, u32)>, u64) {
+pub fn ibtracert(sim: &Ibsim, src: u32, dst: u32) -> (Vec<SwitchHop>, u64) {
     let (ok, text) = sim.tool("ibtracert", &[&src.to_string(), &dst.to_string()]);
     assert!(ok, "ibtracert {src} {dst} failed:\n{text}");
     parse_ibtracert(&text).unwrap_or_else(|e| panic!("ibtracert {src} {dst}: {e}:\n{text}"))

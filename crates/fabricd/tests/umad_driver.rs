@@ -7,7 +7,7 @@
 //! must lead to a new generation avoiding the dead cable, and `ReLink` to the original tables.
 //!
 //! Fabrics: a generated 2-level fat tree of 512 nodes and ibsim's own example file
-//! `net.2sw2path4hca` (copied into `tests/data`, source noted there).
+//! `net.2sw2path4hca` (`fabric_ibsim_harness::NET_2SW2PATH4HCA`, source noted in its data file).
 //!
 //! Needs `ibsim` (ibsim-utils) and `ibroute`/`ibtracert` (infiniband-diags); the test fails
 //! with an installation hint when they are missing.
@@ -19,8 +19,9 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use common::{changed_blocks, lfts, run_with_deadline, test_dir, topology};
+use fabric_ibsim_harness::{ibroute, ibtracert, node_guid, Ibsim, NET_2SW2PATH4HCA};
 use fabric_proto::v1 as pb;
-use umad_sim::{config, daemon_trace, ibroute, ibtracert, next_generation, node_guid, Ibsim};
+use umad_sim::{config, daemon_trace, next_generation};
 
 /// 32 leaves x 16 nodes = 512 end ports, 16 spines (48 switches).
 const SPEC: &str = "PGFT(2;16,32;1,16;1,1)";
@@ -200,7 +201,7 @@ fn umad_daemon_brings_up_512_nodes_and_reroutes_around_an_unlinked_cable() {
 #[test]
 fn umad_daemon_brings_up_ibsim_example_net() {
     let dir = test_dir("umad-example");
-    let net = include_str!("umad_sim/data/net.2sw2path4hca");
+    let net = NET_2SW2PATH4HCA;
     let mut sim = Ibsim::start(&dir, net, "Hca1".into());
     let cfg = dir.join("fabricd.toml");
     // Not a fat tree (the two switches are both leaves): up*/down* routes the base LIDs too.

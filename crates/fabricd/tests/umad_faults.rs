@@ -25,9 +25,10 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use common::{changed_blocks, lfts, link_req, run_with_deadline, status, test_dir, topology};
+use fabric_ibsim_harness::{ibroute, ibtracert, Ibsim};
 use fabric_proto::v1 as pb;
 use tokio_stream::StreamExt;
-use umad_sim::{config, ibroute, ibtracert, next_generation, Ibsim};
+use umad_sim::{config, next_generation};
 
 /// 16 leaves x 8 nodes = 128 end ports, 8 spines.
 const SPEC: &str = "PGFT(2;8,16;1,8;1,1)";

@@ -30,8 +30,9 @@ mod umad_sim;
 use std::time::Duration;
 
 use common::{ack_update, link_req, run_with_deadline, status, subscribe, switch_links, test_dir, topology};
+use fabric_ibsim_harness::Ibsim;
 use fabric_proto::v1 as pb;
-use umad_sim::{config, next_generation, Ibsim};
+use umad_sim::{config, next_generation};
 
 const SPEC: &str = "PGFT(2;4,4;1,2;1,1)";
 

@@ -27,8 +27,9 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{run_with_deadline, status, test_dir, topology};
+use fabric_ibsim_harness::{ibroute, Ibsim, SHIM};
 use fabric_topology::{EndPortId, Fabric, Remote};
-use umad_sim::{config, ibroute, next_generation, Ibsim, SHIM};
+use umad_sim::{config, next_generation};
 
 const SPEC: &str = "PGFT(2;4,4;1,2;1,1)";
 /// OpenSM's SMInfo polling period of the master while standby (4 missed polls make it master).
