@@ -2,15 +2,22 @@
 //!
 //! * [`v1`]: messages, the `FabricManager` client (`v1::fabric_manager_client`) and server
 //!   (`v1::fabric_manager_server`) stubs.
-//! * [`connect`]: a client over the daemon's Unix socket (or `http://host:port`).
+//! * [`connect`]: a client over the daemon's Unix socket (or `http://host:port`);
+//!   [`connect_with`]: the same and `https://host:port` with TLS options ([`tls::ClientTlsOptions`]:
+//!   trust anchor, client certificate for mutual TLS, server name), with errors that say what to fix.
+//! * [`tls`]: loading and checking the PEM files of both sides (the daemon's `[grpc]` `tls_*`
+//!   keys use it too).
 //! * [`FILE_DESCRIPTOR_SET`]: the encoded descriptor set, for gRPC reflection.
 //!
 //! **Architecture invariant:** only the daemon and the CLI see this crate; algorithm crates never
 //! depend on protobuf types.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use tonic::transport::{Channel, Endpoint, Uri};
+
+pub mod tls;
 
 /// Version 1 of the API (`package fabricd.v1`).
 #[allow(clippy::all, missing_docs)]
@@ -58,6 +65,114 @@ pub async fn connect(target: &str) -> Result<Client, tonic::transport::Error> {
         .max_encoding_message_size(MAX_MESSAGE_BYTES))
 }
 
+/// How long [`channel_with`] waits for a TCP connection to a daemon.
+pub const TCP_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Why [`channel_with`] could not open a channel.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    /// A TLS file or option is unusable (names the option and the file).
+    #[error(transparent)]
+    Tls(#[from] tls::TlsFileError),
+    /// The target and the options do not go together (TLS options on a plaintext target, ...).
+    #[error("{0}")]
+    Usage(String),
+    /// The connection failed. `detail` is the whole error chain on one line; `hint`, when the
+    /// chain holds a TLS error, what to check.
+    #[error("cannot connect to fabricd at {target}: {detail}{}", hint.map(|h| format!(" ({h})")).unwrap_or_default())]
+    Transport {
+        target: String,
+        detail: String,
+        hint: Option<&'static str>,
+        error: tonic::transport::Error,
+    },
+}
+
+/// Whether `target` is a TCP URL (`http://` or `https://`) rather than a Unix socket path.
+pub fn is_tcp_target(target: &str) -> bool {
+    target.starts_with("http://") || target.starts_with("https://")
+}
+
+/// Opens a channel to a daemon at `target`: a Unix socket path (optionally `unix:` prefixed),
+/// `http://host:port` (plaintext TCP) or `https://host:port` (TLS, configured by `tls`: trust
+/// anchor, client certificate for mutual TLS, server name). TLS options with a plaintext target
+/// are refused rather than ignored.
+pub async fn channel_with(target: &str, tls: &tls::ClientTlsOptions) -> Result<Channel, ConnectError> {
+    let transport = |error: tonic::transport::Error| {
+        let hint = tls::explain(&error).or_else(|| plaintext_hint(target, &error));
+        ConnectError::Transport {
+            target: target.to_string(),
+            detail: tls::error_chain(&error).join(": "),
+            hint,
+            error,
+        }
+    };
+    if target.starts_with("https://") {
+        let config = tls.load()?;
+        let endpoint = Endpoint::from_shared(target.to_string())
+            .map_err(transport)?
+            .connect_timeout(TCP_CONNECT_TIMEOUT)
+            .tls_config(config)
+            .map_err(transport)?;
+        return endpoint.connect().await.map_err(transport);
+    }
+    if tls.is_set() {
+        return Err(ConnectError::Usage(format!(
+            "the --tls-* options apply to https:// targets only; {target} is {}",
+            if is_tcp_target(target) {
+                "plaintext TCP (use https://host:port for TLS)"
+            } else {
+                "a Unix socket (always plaintext: its file permissions are the access control)"
+            }
+        )));
+    }
+    if target.starts_with("http://") {
+        let endpoint = Endpoint::from_shared(target.to_string())
+            .map_err(transport)?
+            .connect_timeout(TCP_CONNECT_TIMEOUT);
+        return endpoint.connect().await.map_err(transport);
+    }
+    channel(target).await.map_err(transport)
+}
+
+/// A plaintext connection that the server closed or answered with non-HTTP/2 bytes: most likely
+/// a TLS listener.
+fn plaintext_hint(target: &str, error: &tonic::transport::Error) -> Option<&'static str> {
+    if !target.starts_with("http://") {
+        return None;
+    }
+    let chain = tls::error_chain(error).join(": ").to_ascii_lowercase();
+    let refused = chain.contains("connection refused") || chain.contains("timed out") || chain.contains("dns error");
+    (!refused).then_some("if the server's grpc.tcp_listen uses TLS (grpc.tls_cert), use https:// and --tls-ca")
+}
+
+/// [`connect`] with the targets and TLS options of [`channel_with`].
+pub async fn connect_with(target: &str, tls: &tls::ClientTlsOptions) -> Result<Client, ConnectError> {
+    let ch = channel_with(target, tls).await?;
+    Ok(Client::new(ch)
+        .max_decoding_message_size(MAX_MESSAGE_BYTES)
+        .max_encoding_message_size(MAX_MESSAGE_BYTES))
+}
+
+/// A failed call as one line: the gRPC code and message, the transport error chain behind it,
+/// and a TLS hint when the chain holds one (in TLS 1.3 a server that refuses the client
+/// certificate does so after the client's handshake completed, so it shows on the first call).
+pub fn describe_status(status: &tonic::Status) -> String {
+    let mut s = format!("{:?}: {}", status.code(), status.message());
+    if let Some(src) = std::error::Error::source(status) {
+        for m in tls::error_chain(src) {
+            if !s.contains(&m) {
+                s.push_str(": ");
+                s.push_str(&m);
+            }
+        }
+    }
+    if let Some(h) = tls::explain(status) {
+        s.push_str(&format!(" ({h})"));
+    }
+    s
+}
+
 #[cfg(test)]
 mod tests {
     use super::v1::*;
@@ -89,5 +204,24 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("fabric-proto-test-{}", std::process::id()));
         let sock = dir.join("absent.sock");
         assert!(super::connect(sock.to_str().expect("utf-8 path")).await.is_err());
+    }
+
+    #[tokio::test]
+    async fn tls_options_on_a_plaintext_target_are_refused() {
+        let opts = super::tls::ClientTlsOptions {
+            ca: Some("/nonexistent/ca.pem".into()),
+            ..Default::default()
+        };
+        for target in ["http://127.0.0.1:1", "/run/fabricd/fabricd.sock"] {
+            let e = super::channel_with(target, &opts).await.unwrap_err();
+            assert!(matches!(e, super::ConnectError::Usage(_)), "{e}");
+            assert!(e.to_string().contains("https://"), "{e}");
+        }
+        // https:// reads the files first: the error names the option and the path.
+        let e = super::channel_with("https://127.0.0.1:1", &opts).await.unwrap_err();
+        assert!(
+            e.to_string().starts_with("--tls-ca: cannot read /nonexistent/ca.pem"),
+            "{e}"
+        );
     }
 }

@@ -1,0 +1,623 @@
+//! TLS of the gRPC TCP transport: loading and checking PEM files (server identity, client
+//! identity, trust anchors) with errors that name the setting and the file, and turning the
+//! failures of a TLS connection into a hint the operator can act on.
+//!
+//! Files are read once; the bytes that were checked are the bytes handed to tonic. Error
+//! messages never contain key material (nor any line of a key file): PEM problems are reported
+//! by kind only.
+//!
+//! Only the `ring` crypto provider of rustls is used (no aws-lc).
+
+use std::error::Error as StdError;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use rustls::pki_types::pem::{self, PemObject};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use tonic::transport::{Certificate, ClientTlsConfig, Identity, ServerTlsConfig};
+
+/// Longest a TLS handshake may take on the server before the connection is dropped (a client
+/// that opens a TCP connection and stays silent does not hold a slot for ever).
+pub const SERVER_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A TLS file that cannot be used. `setting` names the configuration key (`grpc.tls_key`) or
+/// command-line option (`--tls-key`) that points at the file.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsFileError {
+    /// The file cannot be read (missing, permissions, ...).
+    #[error("{setting}: cannot read {}: {source}", path.display())]
+    Read {
+        setting: &'static str,
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// The file was read but its content cannot be used.
+    #[error("{setting}: {}: {reason}", path.display())]
+    Invalid {
+        setting: &'static str,
+        path: PathBuf,
+        reason: String,
+    },
+    /// A setting is missing or given without the one it needs.
+    #[error("{setting}: {reason}")]
+    Usage { setting: &'static str, reason: String },
+}
+
+impl TlsFileError {
+    /// The configuration key or option the error is about.
+    pub fn setting(&self) -> &'static str {
+        match self {
+            TlsFileError::Read { setting, .. }
+            | TlsFileError::Invalid { setting, .. }
+            | TlsFileError::Usage { setting, .. } => setting,
+        }
+    }
+}
+
+fn invalid(setting: &'static str, path: &Path, reason: impl Into<String>) -> TlsFileError {
+    TlsFileError::Invalid {
+        setting,
+        path: path.to_path_buf(),
+        reason: reason.into(),
+    }
+}
+
+fn read(setting: &'static str, path: &Path) -> Result<Vec<u8>, TlsFileError> {
+    std::fs::read(path).map_err(|source| TlsFileError::Read {
+        setting,
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+/// A PEM syntax problem, described without quoting the file (it may be a key).
+fn pem_problem(e: &pem::Error) -> String {
+    match e {
+        pem::Error::MissingSectionEnd { .. } => "malformed PEM: a section has no END line".into(),
+        pem::Error::IllegalSectionStart { .. } => "malformed PEM: a BEGIN line is not well formed".into(),
+        pem::Error::Base64Decode(_) => "malformed PEM: a section body is not valid base64".into(),
+        pem::Error::SectionTooLarge => "malformed PEM: a section is too large".into(),
+        pem::Error::NoItemsFound => "no PEM section of the expected kind".into(),
+        _ => "malformed PEM".into(),
+    }
+}
+
+/// PEM text and the certificates it holds (at least one).
+struct CertFile {
+    pem: Vec<u8>,
+    certs: Vec<CertificateDer<'static>>,
+}
+
+fn read_certs(setting: &'static str, path: &Path) -> Result<CertFile, TlsFileError> {
+    let pem = read(setting, path)?;
+    let certs = CertificateDer::pem_slice_iter(&pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| invalid(setting, path, pem_problem(&e)))?;
+    if certs.is_empty() {
+        return Err(invalid(
+            setting,
+            path,
+            "no certificate in the file (expected PEM \"-----BEGIN CERTIFICATE-----\" sections)",
+        ));
+    }
+    Ok(CertFile { pem, certs })
+}
+
+/// PEM text of a private key, and the signing key it decodes to.
+struct KeyFile {
+    pem: Vec<u8>,
+    key: std::sync::Arc<dyn rustls::sign::SigningKey>,
+}
+
+fn read_key(setting: &'static str, path: &Path) -> Result<KeyFile, TlsFileError> {
+    let pem = read(setting, path)?;
+    let der = match PrivateKeyDer::from_pem_slice(&pem) {
+        Ok(k) => k,
+        Err(pem::Error::NoItemsFound) => {
+            return Err(invalid(
+                setting,
+                path,
+                "no private key in the file (expected a PEM \"PRIVATE KEY\", \"RSA PRIVATE KEY\" or \
+                 \"EC PRIVATE KEY\" section)",
+            ))
+        }
+        Err(e) => return Err(invalid(setting, path, pem_problem(&e))),
+    };
+    let key = rustls::crypto::ring::sign::any_supported_type(&der).map_err(|_| {
+        invalid(
+            setting,
+            path,
+            "the private key cannot be decoded (malformed, encrypted, or not RSA, ECDSA P-256/P-384 or Ed25519)",
+        )
+    })?;
+    Ok(KeyFile { pem, key })
+}
+
+/// Checks that `key` is the private key of the first certificate of `cert`.
+fn check_pair(
+    cert: &CertFile,
+    cert_setting: &'static str,
+    cert_path: &Path,
+    key: &KeyFile,
+    key_setting: &'static str,
+    key_path: &Path,
+) -> Result<(), TlsFileError> {
+    let ck = rustls::sign::CertifiedKey::new(cert.certs.clone(), key.key.clone());
+    match ck.keys_match() {
+        Ok(()) => Ok(()),
+        Err(rustls::Error::InconsistentKeys(rustls::InconsistentKeys::KeyMismatch)) => Err(invalid(
+            key_setting,
+            key_path,
+            format!(
+                "the private key does not match the certificate of {cert_setting} ({})",
+                cert_path.display()
+            ),
+        )),
+        // The provider cannot tell (no public key): the handshake will.
+        Err(rustls::Error::InconsistentKeys(rustls::InconsistentKeys::Unknown)) => Ok(()),
+        Err(_) => Err(invalid(
+            cert_setting,
+            cert_path,
+            "the first certificate is not a well-formed X.509 certificate",
+        )),
+    }
+}
+
+/// Checks that every certificate of a CA file can be a trust anchor.
+fn check_anchors(ca: &CertFile, setting: &'static str, path: &Path) -> Result<(), TlsFileError> {
+    let mut store = rustls::RootCertStore::empty();
+    for (i, c) in ca.certs.iter().enumerate() {
+        store.add(c.clone()).map_err(|_| {
+            invalid(
+                setting,
+                path,
+                format!("certificate {} is not a well-formed X.509 CA certificate", i + 1),
+            )
+        })?;
+    }
+    Ok(())
+}
+
+/// Makes `ring` the process's rustls crypto provider (what tonic's server side uses); a
+/// provider already installed is kept.
+pub fn install_crypto_provider() {
+    // Err = another provider is already the default: keep it.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+/// The TLS files of the server (`[grpc]` `tls_cert`, `tls_key`, `tls_client_ca`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ServerTlsFiles {
+    /// PEM certificate chain of the server, leaf first.
+    pub cert: PathBuf,
+    /// PEM private key of the leaf certificate.
+    pub key: PathBuf,
+    /// PEM CA certificates; when set, clients must present a certificate signed by one of them
+    /// (mutual TLS).
+    pub client_ca: Option<PathBuf>,
+}
+
+/// A checked server TLS configuration.
+#[derive(Clone, Debug)]
+pub struct ServerTls {
+    /// What tonic's server takes.
+    pub config: ServerTlsConfig,
+    /// Certificates in the chain of `cert`.
+    pub chain_len: usize,
+    /// Whether clients must present a certificate (mutual TLS).
+    pub mutual: bool,
+}
+
+impl ServerTlsFiles {
+    /// Reads and checks the files: each is readable PEM of the right kind, the key matches the
+    /// certificate, the client CAs are CA certificates. Errors name `grpc.tls_cert`,
+    /// `grpc.tls_key` or `grpc.tls_client_ca` and the path.
+    pub fn load(&self) -> Result<ServerTls, TlsFileError> {
+        const CERT: &str = "grpc.tls_cert";
+        const KEY: &str = "grpc.tls_key";
+        const CA: &str = "grpc.tls_client_ca";
+        install_crypto_provider();
+        let cert = read_certs(CERT, &self.cert)?;
+        let key = read_key(KEY, &self.key)?;
+        check_pair(&cert, CERT, &self.cert, &key, KEY, &self.key)?;
+        let mut config = ServerTlsConfig::new()
+            .identity(Identity::from_pem(&cert.pem, &key.pem))
+            .timeout(SERVER_HANDSHAKE_TIMEOUT);
+        if let Some(ca_path) = &self.client_ca {
+            let ca = read_certs(CA, ca_path)?;
+            check_anchors(&ca, CA, ca_path)?;
+            config = config.client_ca_root(Certificate::from_pem(&ca.pem));
+        }
+        Ok(ServerTls {
+            config,
+            chain_len: cert.certs.len(),
+            mutual: self.client_ca.is_some(),
+        })
+    }
+}
+
+/// TLS options of a client (`fabricctl --tls-ca/--tls-cert/--tls-key/--tls-domain`); used only
+/// with `https://` targets.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ClientTlsOptions {
+    /// PEM CA certificates to trust for the server's certificate; `None` = the system's trust
+    /// store.
+    pub ca: Option<PathBuf>,
+    /// PEM certificate chain of the client (mutual TLS); needs `key`.
+    pub cert: Option<PathBuf>,
+    /// PEM private key of `cert`.
+    pub key: Option<PathBuf>,
+    /// Name to verify in the server's certificate instead of the target's host (for a server
+    /// reached by an IP address its certificate does not list).
+    pub domain: Option<String>,
+}
+
+impl ClientTlsOptions {
+    /// Whether any option is set.
+    pub fn is_set(&self) -> bool {
+        self.ca.is_some() || self.cert.is_some() || self.key.is_some() || self.domain.is_some()
+    }
+
+    /// Reads and checks the files into what tonic's channel takes. Errors name `--tls-ca`,
+    /// `--tls-cert`, `--tls-key` or `--tls-domain` and the path.
+    pub fn load(&self) -> Result<ClientTlsConfig, TlsFileError> {
+        const CA: &str = "--tls-ca";
+        const CERT: &str = "--tls-cert";
+        const KEY: &str = "--tls-key";
+        let mut config = ClientTlsConfig::new();
+        match &self.ca {
+            Some(path) => {
+                let ca = read_certs(CA, path)?;
+                check_anchors(&ca, CA, path)?;
+                config = config.ca_certificate(Certificate::from_pem(&ca.pem));
+            }
+            None => config = config.with_native_roots(),
+        }
+        match (&self.cert, &self.key) {
+            (Some(cert_path), Some(key_path)) => {
+                let cert = read_certs(CERT, cert_path)?;
+                let key = read_key(KEY, key_path)?;
+                check_pair(&cert, CERT, cert_path, &key, KEY, key_path)?;
+                config = config.identity(Identity::from_pem(&cert.pem, &key.pem));
+            }
+            (Some(_), None) => {
+                return Err(TlsFileError::Usage {
+                    setting: CERT,
+                    reason: "needs --tls-key (the private key of the client certificate)".into(),
+                })
+            }
+            (None, Some(_)) => {
+                return Err(TlsFileError::Usage {
+                    setting: KEY,
+                    reason: "needs --tls-cert (the client certificate of the key)".into(),
+                })
+            }
+            (None, None) => {}
+        }
+        if let Some(d) = &self.domain {
+            if rustls::pki_types::ServerName::try_from(d.as_str()).is_err() {
+                return Err(TlsFileError::Usage {
+                    setting: "--tls-domain",
+                    reason: format!("{d:?} is not a DNS name or IP address"),
+                });
+            }
+            config = config.domain_name(d.clone());
+        }
+        Ok(config)
+    }
+}
+
+/// Every message of an error and its sources, outermost first. An `io::Error` that wraps
+/// another error shows it (its `source()` skips it).
+pub fn error_chain(err: &(dyn StdError + 'static)) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let mut cur = Some(err);
+    while let Some(e) = cur {
+        let msg = e.to_string();
+        // Wrappers often repeat their source's message: keep each once.
+        if !out.iter().any(|m| m == &msg) {
+            out.push(msg);
+        }
+        cur = e.source();
+    }
+    out
+}
+
+/// The rustls errors in an error's source chain (looking inside `io::Error`s).
+fn rustls_errors<'a>(err: &'a (dyn StdError + 'static)) -> Vec<&'a rustls::Error> {
+    let mut out = Vec::new();
+    let mut cur = Some(err);
+    while let Some(e) = cur {
+        if let Some(r) = e.downcast_ref::<rustls::Error>() {
+            out.push(r);
+        }
+        if let Some(io) = e.downcast_ref::<std::io::Error>() {
+            if let Some(r) = io.get_ref().and_then(|i| i.downcast_ref::<rustls::Error>()) {
+                out.push(r);
+            }
+        }
+        cur = e.source();
+    }
+    out
+}
+
+/// What an operator should check after a failed TLS connection or call, when the error chain
+/// says: the server's certificate is not trusted or does not match the name, the server wants a
+/// client certificate, the server refused the client certificate, the server does not speak
+/// TLS. `None` when the chain holds no TLS error (refused connection, gRPC error, ...).
+pub fn explain(err: &(dyn StdError + 'static)) -> Option<&'static str> {
+    use rustls::{AlertDescription as A, CertificateError as C, Error as E};
+    for r in rustls_errors(err) {
+        let hint = match r {
+            E::InvalidCertificate(C::UnknownIssuer) | E::InvalidCertificate(C::BadSignature) => {
+                "the server's certificate is not signed by a trusted CA: pass the CA that signed it with --tls-ca"
+            }
+            E::InvalidCertificate(C::NotValidForName) | E::InvalidCertificate(C::NotValidForNameContext { .. }) => {
+                "the server's certificate does not name the host you connected to: use the name it lists, \
+                 or --tls-domain NAME"
+            }
+            E::InvalidCertificate(C::Expired) | E::InvalidCertificate(C::ExpiredContext { .. }) => {
+                "the server's certificate has expired"
+            }
+            E::InvalidCertificate(C::NotValidYet) | E::InvalidCertificate(C::NotValidYetContext { .. }) => {
+                "the server's certificate is not valid yet (check the clocks)"
+            }
+            E::InvalidCertificate(_) => "the server's certificate was rejected",
+            // TLS 1.3 (RFC 8446 §4.4.2.4): the client sent no certificate and one is required.
+            E::AlertReceived(A::CertificateRequired) => {
+                "the server requires a client certificate (mutual TLS): pass --tls-cert and --tls-key"
+            }
+            E::AlertReceived(A::UnknownCA)
+            | E::AlertReceived(A::BadCertificate)
+            | E::AlertReceived(A::UnsupportedCertificate)
+            | E::AlertReceived(A::CertificateUnknown)
+            | E::AlertReceived(A::DecryptError) => {
+                "the server rejected the client certificate: it is not signed by the CA the server trusts \
+                 (grpc.tls_client_ca)"
+            }
+            E::AlertReceived(A::HandshakeFailure) => {
+                "the server refused the TLS handshake (a client certificate missing or not accepted, or no common \
+                 protocol version or cipher)"
+            }
+            E::AlertReceived(A::CertificateExpired) => "the server rejected the client certificate: it has expired",
+            E::InvalidMessage(_) | E::InappropriateMessage { .. } => {
+                "the server did not answer with TLS: if its grpc.tcp_listen has no TLS, use http://"
+            }
+            _ => continue,
+        };
+        return Some(hint);
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Pki {
+        dir: PathBuf,
+    }
+
+    impl Pki {
+        fn new(tag: &str) -> Pki {
+            let dir = std::env::temp_dir().join(format!("fabric-proto-tls-{tag}-{}", std::process::id()));
+            std::fs::create_dir_all(&dir).expect("temp dir");
+            Pki { dir }
+        }
+        fn write(&self, name: &str, text: &str) -> PathBuf {
+            let p = self.dir.join(name);
+            std::fs::write(&p, text).expect("write");
+            p
+        }
+    }
+
+    impl Drop for Pki {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+
+    /// A CA and a leaf it signs: (ca cert PEM, leaf cert PEM, leaf key PEM).
+    fn ca_and_leaf() -> (String, String, String) {
+        let ca_key = rcgen::KeyPair::generate().expect("key");
+        let mut ca = rcgen::CertificateParams::new(Vec::<String>::new()).expect("params");
+        ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        let ca_cert = ca.self_signed(&ca_key).expect("ca");
+        let issuer = rcgen::Issuer::new(ca, ca_key);
+        let leaf_key = rcgen::KeyPair::generate().expect("key");
+        let leaf = rcgen::CertificateParams::new(vec!["localhost".to_string()])
+            .expect("params")
+            .signed_by(&leaf_key, &issuer)
+            .expect("leaf");
+        (ca_cert.pem(), leaf.pem(), leaf_key.serialize_pem())
+    }
+
+    #[test]
+    fn server_files_load_and_mismatch_is_named() {
+        let pki = Pki::new("server");
+        let (ca, cert, key) = ca_and_leaf();
+        let (_, _, other_key) = ca_and_leaf();
+        let files = ServerTlsFiles {
+            cert: pki.write("cert.pem", &cert),
+            key: pki.write("key.pem", &key),
+            client_ca: Some(pki.write("ca.pem", &ca)),
+        };
+        let ok = files.load().expect("valid files");
+        assert!(ok.mutual);
+        assert_eq!(ok.chain_len, 1);
+
+        let mismatched = ServerTlsFiles {
+            key: pki.write("other.pem", &other_key),
+            ..files.clone()
+        };
+        let e = mismatched.load().unwrap_err();
+        assert_eq!(e.setting(), "grpc.tls_key");
+        let msg = e.to_string();
+        assert!(msg.contains("does not match"), "{msg}");
+        assert!(msg.contains("other.pem"), "{msg}");
+        assert!(!msg.contains("PRIVATE KEY-----"), "{msg}");
+    }
+
+    #[test]
+    fn bad_files_are_named_without_their_content() {
+        let pki = Pki::new("bad");
+        let (ca, cert, key) = ca_and_leaf();
+        let base = ServerTlsFiles {
+            cert: pki.write("cert.pem", &cert),
+            key: pki.write("key.pem", &key),
+            client_ca: None,
+        };
+        // Missing key file.
+        let e = ServerTlsFiles {
+            key: pki.dir.join("absent.pem"),
+            ..base.clone()
+        }
+        .load()
+        .unwrap_err();
+        assert!(
+            matches!(
+                e,
+                TlsFileError::Read {
+                    setting: "grpc.tls_key",
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        assert!(e.to_string().contains("absent.pem"), "{e}");
+        // A key file given as the certificate: no certificate in it.
+        let e = ServerTlsFiles {
+            cert: base.key.clone(),
+            ..base.clone()
+        }
+        .load()
+        .unwrap_err();
+        assert_eq!(e.setting(), "grpc.tls_cert", "{e}");
+        assert!(e.to_string().contains("no certificate"), "{e}");
+        assert!(!e.to_string().contains(key.lines().nth(1).unwrap_or("-")), "{e}");
+        // A certificate given as the key.
+        let e = ServerTlsFiles {
+            key: base.cert.clone(),
+            ..base.clone()
+        }
+        .load()
+        .unwrap_err();
+        assert_eq!(e.setting(), "grpc.tls_key", "{e}");
+        assert!(e.to_string().contains("no private key"), "{e}");
+        // A truncated key (no END line) and a key with a garbled body.
+        let cut: String = key.lines().take(3).map(|l| format!("{l}\n")).collect();
+        let e = ServerTlsFiles {
+            key: pki.write("cut.pem", &cut),
+            ..base.clone()
+        }
+        .load()
+        .unwrap_err();
+        assert_eq!(e.setting(), "grpc.tls_key", "{e}");
+        assert!(e.to_string().contains("malformed PEM"), "{e}");
+        for l in cut.lines().skip(1) {
+            assert!(!e.to_string().contains(l), "key material in {e}");
+        }
+        let garbled = key.replacen("-----\n", "-----\n!!!!", 1);
+        let e = ServerTlsFiles {
+            key: pki.write("garbled.pem", &garbled),
+            ..base.clone()
+        }
+        .load()
+        .unwrap_err();
+        assert_eq!(e.setting(), "grpc.tls_key", "{e}");
+        // A client CA file that is a leaf key.
+        let e = ServerTlsFiles {
+            client_ca: Some(base.key.clone()),
+            ..base.clone()
+        }
+        .load()
+        .unwrap_err();
+        assert_eq!(e.setting(), "grpc.tls_client_ca", "{e}");
+        // The CA certificate is a valid client CA.
+        let ok = ServerTlsFiles {
+            client_ca: Some(pki.write("ca.pem", &ca)),
+            ..base
+        };
+        assert!(ok.load().is_ok());
+    }
+
+    #[test]
+    fn client_options_check_pairs_and_names() {
+        let pki = Pki::new("client");
+        let (ca, cert, key) = ca_and_leaf();
+        let ca = pki.write("ca.pem", &ca);
+        let cert = pki.write("cert.pem", &cert);
+        let key = pki.write("key.pem", &key);
+        let full = ClientTlsOptions {
+            ca: Some(ca.clone()),
+            cert: Some(cert.clone()),
+            key: Some(key.clone()),
+            domain: Some("localhost".into()),
+        };
+        assert!(full.is_set());
+        assert!(full.load().is_ok());
+        assert!(!ClientTlsOptions::default().is_set());
+        let e = ClientTlsOptions {
+            key: None,
+            ..full.clone()
+        }
+        .load()
+        .unwrap_err();
+        assert_eq!(e.setting(), "--tls-cert", "{e}");
+        let e = ClientTlsOptions {
+            cert: None,
+            ..full.clone()
+        }
+        .load()
+        .unwrap_err();
+        assert_eq!(e.setting(), "--tls-key", "{e}");
+        let e = ClientTlsOptions {
+            ca: Some(pki.dir.join("nope.pem")),
+            ..full.clone()
+        }
+        .load()
+        .unwrap_err();
+        assert!(
+            matches!(
+                e,
+                TlsFileError::Read {
+                    setting: "--tls-ca",
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        let e = ClientTlsOptions {
+            domain: Some("not a name".into()),
+            ..full
+        }
+        .load()
+        .unwrap_err();
+        assert_eq!(e.setting(), "--tls-domain", "{e}");
+    }
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("connection failed")]
+    struct Wrapped(#[source] std::io::Error);
+
+    #[test]
+    fn explain_reads_rustls_errors_inside_io_errors() {
+        let unknown = std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            rustls::Error::InvalidCertificate(rustls::CertificateError::UnknownIssuer),
+        );
+        assert!(explain(&unknown).is_some_and(|h| h.contains("--tls-ca")));
+        let required = rustls::Error::AlertReceived(rustls::AlertDescription::CertificateRequired);
+        assert!(explain(&required).is_some_and(|h| h.contains("--tls-cert")));
+        let refused_cert = std::io::Error::other(rustls::Error::AlertReceived(rustls::AlertDescription::UnknownCA));
+        assert!(explain(&refused_cert).is_some_and(|h| h.contains("rejected the client certificate")));
+        let refused = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
+        assert_eq!(explain(&refused), None);
+        let wrapped = Wrapped(std::io::Error::other(rustls::Error::AlertReceived(
+            rustls::AlertDescription::UnknownCA,
+        )));
+        let chain = error_chain(&wrapped);
+        assert_eq!(chain.len(), 2, "{chain:?}");
+        assert!(chain[1].contains("UnknownCA"), "{chain:?}");
+    }
+}
