@@ -32,7 +32,9 @@ pub const SHIM: &str = "/usr/lib/x86_64-linux-gnu/umad2sim/libumad2sim.so";
 /// its source noted at the top of `data/net.2sw2path4hca`. Attach clients to node `Hca1`.
 pub const NET_2SW2PATH4HCA: &str = include_str!("../data/net.2sw2path4hca");
 
-/// How long [`Ibsim::start`] waits for "Network simulator ready.".
+/// What ibsim prints once the net is loaded and clients may attach.
+const READY_LINE: &str = "Network simulator ready.";
+/// How long [`Ibsim::start`] waits for [`READY_LINE`].
 const READY_WITHIN: Duration = Duration::from_secs(30);
 /// How long [`Ibsim::tool`] lets a diagnostic tool run.
 const TOOL_WITHIN: Duration = Duration::from_secs(20);
@@ -180,7 +182,7 @@ impl Ibsim {
         let t0 = Instant::now();
         loop {
             let out = std::fs::read_to_string(&sim.log).unwrap_or_default();
-            if out.contains("Network simulator ready.") {
+            if out.contains(READY_LINE) {
                 return sim;
             }
             if let Ok(Some(s)) = sim.child.try_wait() {
@@ -207,6 +209,18 @@ impl Ibsim {
     /// The simulator's working directory.
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// What ibsim printed while it parsed the net file and started, up to and including its
+    /// "Network simulator ready." line (the log holds later console output too). Tests check it
+    /// for ibsim's complaints about a net file (`can't ...`, `bad ...`, `ibwarn`).
+    ///
+    /// # Panics
+    /// When the log cannot be read.
+    pub fn startup_log(&self) -> String {
+        let all = std::fs::read_to_string(&self.log).unwrap_or_else(|e| panic!("read {}: {e}", self.log.display()));
+        let end = all.find(READY_LINE).map_or(all.len(), |i| i + READY_LINE.len());
+        all[..end].to_string()
     }
 
     /// Sends one console command (e.g. `Unlink "S-0002c90000000000"[3]`, `Error ... 10`).

@@ -35,3 +35,18 @@ fn tools_attach_to_the_chosen_node_and_the_directory_goes_away() {
     drop(sim);
     assert!(!dir.exists(), "{} left behind", dir.display());
 }
+
+#[test]
+fn startup_log_ends_at_ready_and_leaves_console_output_out() {
+    let mut sim = Ibsim::start_temp("startlog", NET_2SW2PATH4HCA, "Hca1".to_string());
+    let out = sim.console_output("Dump", |l| l.contains("dumped"));
+    assert!(out.contains("dumped"), "{out}");
+    let start = sim.startup_log();
+    assert!(start.ends_with("Network simulator ready."), "{start}");
+    assert!(
+        !start.contains("dumped"),
+        "console output in the start-up log:\n{start}"
+    );
+    let whole = std::fs::read_to_string(sim.dir().join("ibsim.log")).expect("read the ibsim log");
+    assert!(whole.starts_with(&start) && whole.len() > start.len(), "{whole}");
+}

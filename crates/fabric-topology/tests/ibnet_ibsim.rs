@@ -7,146 +7,50 @@
 
 use std::collections::BTreeMap;
 use std::fs::File;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+use std::path::Path;
+use std::time::Duration;
 
+use fabric_ibsim_harness::{find_tool, wait_with_deadline, Ibsim, SHIM};
 use fabric_topology::gen::generate_str;
 use fabric_topology::ibnet::{parse, read_file, write};
 use fabric_topology::{Fabric, FabricBuilder, NodeType, Remote, SwitchId};
 
-const SHIM: &str = "/usr/lib/x86_64-linux-gnu/umad2sim/libumad2sim.so";
-const START_TIMEOUT: Duration = Duration::from_secs(20);
 const DISCOVER_TIMEOUT: Duration = Duration::from_secs(60);
 
-fn find_tool(name: &str) -> PathBuf {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    let dirs = std::env::split_paths(&path).chain(["/usr/sbin", "/sbin", "/usr/bin"].iter().map(PathBuf::from));
-    for d in dirs {
-        let p = d.join(name);
-        if p.is_file() {
-            return p;
-        }
-    }
-    panic!(
-        "`{name}` is not installed: this test needs ibsim and ibnetdiscover \
-         (apt-get install ibsim-utils infiniband-diags; CI installs them)"
-    );
-}
-
-/// A private working directory (the shim writes `./sys-<pid>/` there), removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        static N: AtomicUsize = AtomicUsize::new(0);
-        let n = N.fetch_add(1, Ordering::Relaxed);
-        let p = std::env::temp_dir().join(format!("fabricd-ibnet-{tag}-{}-{n}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).expect("create temp dir");
-        TempDir(p)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// A running ibsim, killed on drop (also when the test fails).
-struct Sim {
-    child: Child,
-    sock: String,
-}
-
-impl Drop for Sim {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Starts ibsim on `net` and waits until it is ready; returns it and what it printed while parsing.
-fn start_ibsim(net: &Path, dir: &Path, tag: &str) -> (Sim, String) {
-    let ibsim = find_tool("ibsim");
-    let sock = format!("fabricd-{tag}-{}", std::process::id());
-    let log_path = dir.join("ibsim.log");
-    let log = File::create(&log_path).expect("create ibsim log");
-    let child = Command::new(ibsim)
-        .args(["-s", "-n"])
-        .arg(net)
-        .env("IBSIM_SOCKNAME", &sock)
-        .current_dir(dir)
-        .stdin(Stdio::null())
-        .stdout(log.try_clone().expect("dup log"))
-        .stderr(log)
-        .spawn()
-        .expect("start ibsim");
-    let mut sim = Sim { child, sock };
-    let t0 = Instant::now();
-    loop {
-        let out = std::fs::read_to_string(&log_path).unwrap_or_default();
-        if out.contains("Network simulator ready.") {
-            assert!(
-                !out.contains("can't") && !out.contains("bad "),
-                "ibsim complained:\n{out}"
-            );
-            return (sim, out);
-        }
-        if let Ok(Some(status)) = sim.child.try_wait() {
-            panic!("ibsim exited ({status}) before it was ready:\n{out}");
-        }
-        if t0.elapsed() > START_TIMEOUT {
-            panic!("ibsim not ready after {START_TIMEOUT:?}:\n{out}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-/// Runs ibnetdiscover against the simulator and returns its output.
-fn discover(sim: &Sim, dir: &Path) -> String {
+/// Runs ibnetdiscover against the simulator and returns its output (stdout only: its
+/// warnings go to stderr, shown when it fails).
+fn discover(sim: &Ibsim) -> String {
     let tool = find_tool("ibnetdiscover");
     assert!(
         Path::new(SHIM).is_file(),
         "the umad2sim shim {SHIM} is missing (apt-get install ibsim-utils)"
     );
-    let out_path = dir.join("discovered.ibnet");
-    let err_path = dir.join("ibnetdiscover.err");
-    let mut child = Command::new(tool)
-        .env("IBSIM_SOCKNAME", &sim.sock)
-        .env("LD_PRELOAD", SHIM)
-        .current_dir(dir)
-        .stdin(Stdio::null())
+    let out_path = sim.dir().join("discovered.ibnet");
+    let err_path = sim.dir().join("ibnetdiscover.err");
+    // SIM_HOST unset: ibnetdiscover attaches to ibsim's default node, whatever the net file.
+    let mut child = sim
+        .command(&tool)
+        .env_remove("SIM_HOST")
         .stdout(File::create(&out_path).expect("create output"))
         .stderr(File::create(&err_path).expect("create stderr"))
         .spawn()
         .expect("start ibnetdiscover");
-    let t0 = Instant::now();
-    let status = loop {
-        if let Some(s) = child.try_wait().expect("wait ibnetdiscover") {
-            break s;
-        }
-        if t0.elapsed() > DISCOVER_TIMEOUT {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("ibnetdiscover did not finish in {DISCOVER_TIMEOUT:?}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let status = wait_with_deadline(&mut child, DISCOVER_TIMEOUT, "ibnetdiscover");
     let err = std::fs::read_to_string(&err_path).unwrap_or_default();
     assert!(status.success(), "ibnetdiscover failed ({status}):\n{err}");
     std::fs::read_to_string(&out_path).expect("read ibnetdiscover output")
 }
 
-/// Writes `text` as a net file, runs ibsim on it and returns what ibnetdiscover sees. With
-/// `clean`, ibsim must load the file without a single warning.
+/// Writes `text` as a net file, runs ibsim on it and returns what ibnetdiscover sees. ibsim must
+/// not complain (`can't`, `bad `) while loading it; with `clean`, not even warn.
 fn round_trip_through_ibsim(text: &str, tag: &str, clean: bool) -> Fabric {
-    let dir = TempDir::new(tag);
-    let net = dir.0.join("fabric.net");
-    std::fs::write(&net, text).expect("write net file");
-    let (sim, log) = start_ibsim(&net, &dir.0, tag);
+    // The default node is used (see `discover`), so no host is named.
+    let sim = Ibsim::start_temp(&format!("ibnet-{tag}"), text, String::new());
+    let log = sim.startup_log();
+    assert!(
+        !log.contains("can't") && !log.contains("bad "),
+        "ibsim complained:\n{log}"
+    );
     if clean {
         let parsing = &log[..log.find("Network simulator ready.").unwrap_or(log.len())];
         assert!(
@@ -154,7 +58,7 @@ fn round_trip_through_ibsim(text: &str, tag: &str, clean: bool) -> Fabric {
             "ibsim warned while loading the written file:\n{parsing}"
         );
     }
-    let out = discover(&sim, &dir.0);
+    let out = discover(&sim);
     drop(sim);
     let p = parse(&out, &format!("ibnetdiscover({tag})")).unwrap_or_else(|e| panic!("{e}\n{out}"));
     let unexpected: Vec<&String> = p.warnings.iter().filter(|w| !w.contains("self-looped cable")).collect();
