@@ -12,6 +12,12 @@ pub fn fabricd_binary() -> PathBuf {
         .expect("target/<profile>/deps")
         .to_path_buf();
     let bin = profile_dir.join("fabricd");
+    // Under `cargo test --workspace` the binary is already built from the current sources; a
+    // nested build there would resolve features for fabricd alone and rebuild half the
+    // dependency tree (minutes in CI). Build only when a source is newer than the binary.
+    if bin_is_fresh(&bin) {
+        return bin;
+    }
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut cmd = Command::new(cargo);
     cmd.args(["build", "--quiet", "-p", "fabricd", "--bin", "fabricd"])
@@ -35,4 +41,38 @@ pub fn fabricd_binary() -> PathBuf {
         bin.display()
     );
     bin
+}
+
+/// Whether `bin` exists and is newer than every source it is built from (the workspace's crate
+/// sources, build scripts, manifests, protos and `Cargo.lock`).
+fn bin_is_fresh(bin: &Path) -> bool {
+    fn newest(dir: &Path, acc: &mut std::time::SystemTime) {
+        let Ok(entries) = std::fs::read_dir(dir) else { return };
+        for e in entries.flatten() {
+            let p = e.path();
+            let name = e.file_name();
+            if name == "target" || name == ".git" || name == "tests" || name == "benches" {
+                continue;
+            }
+            if p.is_dir() {
+                newest(&p, acc);
+            } else if let Ok(m) = e.metadata().and_then(|m| m.modified()) {
+                *acc = (*acc).max(m);
+            }
+        }
+    }
+    let Ok(built) = std::fs::metadata(bin).and_then(|m| m.modified()) else {
+        return false;
+    };
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let mut latest = std::time::SystemTime::UNIX_EPOCH;
+    for sub in ["crates", "proto"] {
+        newest(&root.join(sub), &mut latest);
+    }
+    for f in ["Cargo.toml", "Cargo.lock"] {
+        if let Ok(m) = std::fs::metadata(root.join(f)).and_then(|m| m.modified()) {
+            latest = latest.max(m);
+        }
+    }
+    built >= latest
 }
