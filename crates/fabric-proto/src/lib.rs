@@ -77,14 +77,13 @@ pub enum ConnectError {
     /// The target and the options do not go together (TLS options on a plaintext target, ...).
     #[error("{0}")]
     Usage(String),
-    /// The connection failed. `detail` is the whole error chain on one line; `hint`, when the
-    /// chain holds a TLS error, what to check.
+    /// The connection failed. `detail` is the whole error chain on one line (and what a
+    /// diagnosis learnt); `hint`, when the failure is understood, what to check.
     #[error("cannot connect to fabricd at {target}: {detail}{}", hint.map(|h| format!(" ({h})")).unwrap_or_default())]
     Transport {
         target: String,
         detail: String,
         hint: Option<&'static str>,
-        error: tonic::transport::Error,
     },
 }
 
@@ -97,26 +96,14 @@ pub fn is_tcp_target(target: &str) -> bool {
 /// `http://host:port` (plaintext TCP) or `https://host:port` (TLS, configured by `tls`: trust
 /// anchor, client certificate for mutual TLS, server name). TLS options with a plaintext target
 /// are refused rather than ignored.
+///
+/// A TCP channel is probed with a gRPC health check before it is returned, so that a refused
+/// TLS handshake (wrong CA, client certificate missing or refused, plaintext to a TLS port and
+/// the reverse) is reported here, with a hint, rather than as a bare "connection closed" on the
+/// first call.
 pub async fn channel_with(target: &str, tls: &tls::ClientTlsOptions) -> Result<Channel, ConnectError> {
-    let transport = |error: tonic::transport::Error| {
-        let hint = tls::explain(&error).or_else(|| plaintext_hint(target, &error));
-        ConnectError::Transport {
-            target: target.to_string(),
-            detail: tls::error_chain(&error).join(": "),
-            hint,
-            error,
-        }
-    };
-    if target.starts_with("https://") {
-        let config = tls.load()?;
-        let endpoint = Endpoint::from_shared(target.to_string())
-            .map_err(transport)?
-            .connect_timeout(TCP_CONNECT_TIMEOUT)
-            .tls_config(config)
-            .map_err(transport)?;
-        return endpoint.connect().await.map_err(transport);
-    }
-    if tls.is_set() {
+    let https = target.starts_with("https://");
+    if !https && tls.is_set() {
         return Err(ConnectError::Usage(format!(
             "the --tls-* options apply to https:// targets only; {target} is {}",
             if is_tcp_target(target) {
@@ -126,24 +113,130 @@ pub async fn channel_with(target: &str, tls: &tls::ClientTlsOptions) -> Result<C
             }
         )));
     }
-    if target.starts_with("http://") {
-        let endpoint = Endpoint::from_shared(target.to_string())
-            .map_err(transport)?
-            .connect_timeout(TCP_CONNECT_TIMEOUT);
-        return endpoint.connect().await.map_err(transport);
+    if !is_tcp_target(target) {
+        return channel(target).await.map_err(|e| transport_error(target, &e));
     }
-    channel(target).await.map_err(transport)
+    let endpoint = Endpoint::from_shared(target.to_string())
+        .map_err(|e| transport_error(target, &e))?
+        .connect_timeout(TCP_CONNECT_TIMEOUT);
+    let endpoint = if https {
+        endpoint
+            .tls_config(tls.load()?)
+            .map_err(|e| transport_error(target, &e))?
+    } else {
+        endpoint
+    };
+    let failed = match endpoint.connect().await {
+        Ok(ch) => match probe(ch.clone()).await {
+            Ok(()) => return Ok(ch),
+            Err(status) => ConnectError::Transport {
+                target: target.to_string(),
+                detail: status_chain(&status),
+                hint: tls::explain(&status),
+            },
+        },
+        Err(e) => transport_error(target, &e),
+    };
+    Err(diagnose(target, tls, failed).await)
 }
 
-/// A plaintext connection that the server closed or answered with non-HTTP/2 bytes: most likely
-/// a TLS listener.
-fn plaintext_hint(target: &str, error: &tonic::transport::Error) -> Option<&'static str> {
-    if !target.starts_with("http://") {
-        return None;
+/// The code, message and transport error chain of a status, on one line.
+fn status_chain(status: &tonic::Status) -> String {
+    let mut s = format!("{:?}: {}", status.code(), status.message());
+    if let Some(src) = std::error::Error::source(status) {
+        for m in tls::error_chain(src) {
+            if !s.contains(&m) {
+                s.push_str(": ");
+                s.push_str(&m);
+            }
+        }
     }
-    let chain = tls::error_chain(error).join(": ").to_ascii_lowercase();
-    let refused = chain.contains("connection refused") || chain.contains("timed out") || chain.contains("dns error");
-    (!refused).then_some("if the server's grpc.tcp_listen uses TLS (grpc.tls_cert), use https:// and --tls-ca")
+    s
+}
+
+/// A gRPC health check on a fresh channel: `Err` only when the call failed in the transport
+/// (any answer of the server, `Unimplemented` included, means the connection works).
+async fn probe(ch: Channel) -> Result<(), tonic::Status> {
+    use tonic_health::pb::health_client::HealthClient;
+    let mut h = HealthClient::new(ch);
+    let req = tonic_health::pb::HealthCheckRequest { service: String::new() };
+    match tokio::time::timeout(TCP_CONNECT_TIMEOUT, h.check(req)).await {
+        Err(_) => Err(tonic::Status::deadline_exceeded("no answer to a health check")),
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(s)) if std::error::Error::source(&s).is_some() => Err(s),
+        Ok(Err(s)) if matches!(s.code(), tonic::Code::Unavailable | tonic::Code::Cancelled) => Err(s),
+        Ok(Err(_)) => Ok(()),
+    }
+}
+
+fn transport_error(target: &str, error: &(dyn std::error::Error + 'static)) -> ConnectError {
+    ConnectError::Transport {
+        target: target.to_string(),
+        detail: tls::error_chain(error).join(": "),
+        hint: tls::explain(error),
+    }
+}
+
+/// Adds what a failed TCP connection means when its error did not say: a separate TLS
+/// handshake for `https://` (what the server's alert was), a look at the first bytes the server
+/// sends for `http://` (a TLS listener).
+async fn diagnose(target: &str, opts: &tls::ClientTlsOptions, err: ConnectError) -> ConnectError {
+    let ConnectError::Transport {
+        target: t,
+        detail,
+        hint,
+    } = err
+    else {
+        return err;
+    };
+    let uri: Option<Uri> = target.parse().ok();
+    let host = uri
+        .as_ref()
+        .and_then(|u| u.host())
+        .map(|h| h.trim_start_matches('[').trim_end_matches(']').to_string());
+    let (Some(host), None) = (host, hint) else {
+        return ConnectError::Transport {
+            target: t,
+            detail,
+            hint,
+        };
+    };
+    let https = target.starts_with("https://");
+    let port = uri
+        .as_ref()
+        .and_then(|u| u.port_u16())
+        .unwrap_or(if https { 443 } else { 80 });
+    let opts = opts.clone();
+    let found = tokio::task::spawn_blocking(move || {
+        if https {
+            tls::diagnose_handshake(&host, port, &opts).map(|e| {
+                let hint = tls::explain(&e);
+                (format!("the server said: {e}"), hint)
+            })
+        } else if tls::speaks_tls(&host, port) {
+            Some((
+                "the server answered with TLS".to_string(),
+                Some("its grpc.tcp_listen uses TLS: use https:// and --tls-ca"),
+            ))
+        } else {
+            None
+        }
+    })
+    .await
+    .ok()
+    .flatten();
+    match found {
+        Some((more, hint)) => ConnectError::Transport {
+            target: t,
+            detail: format!("{detail}; {more}"),
+            hint,
+        },
+        None => ConnectError::Transport {
+            target: t,
+            detail,
+            hint,
+        },
+    }
 }
 
 /// [`connect`] with the targets and TLS options of [`channel_with`].
@@ -158,15 +251,7 @@ pub async fn connect_with(target: &str, tls: &tls::ClientTlsOptions) -> Result<C
 /// and a TLS hint when the chain holds one (in TLS 1.3 a server that refuses the client
 /// certificate does so after the client's handshake completed, so it shows on the first call).
 pub fn describe_status(status: &tonic::Status) -> String {
-    let mut s = format!("{:?}: {}", status.code(), status.message());
-    if let Some(src) = std::error::Error::source(status) {
-        for m in tls::error_chain(src) {
-            if !s.contains(&m) {
-                s.push_str(": ");
-                s.push_str(&m);
-            }
-        }
-    }
+    let mut s = status_chain(status);
     if let Some(h) = tls::explain(status) {
         s.push_str(&format!(" ({h})"));
     }

@@ -25,11 +25,12 @@ pub const SERVER_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 #[derive(Debug, thiserror::Error)]
 pub enum TlsFileError {
     /// The file cannot be read (missing, permissions, ...).
-    #[error("{setting}: cannot read {}: {source}", path.display())]
+    #[error("{setting}: cannot read {}: {error}", path.display())]
     Read {
         setting: &'static str,
         path: PathBuf,
-        source: std::io::Error,
+        /// Shown in the message (not chained as a source, so that it is printed once).
+        error: std::io::Error,
     },
     /// The file was read but its content cannot be used.
     #[error("{setting}: {}: {reason}", path.display())]
@@ -63,10 +64,10 @@ fn invalid(setting: &'static str, path: &Path, reason: impl Into<String>) -> Tls
 }
 
 fn read(setting: &'static str, path: &Path) -> Result<Vec<u8>, TlsFileError> {
-    std::fs::read(path).map_err(|source| TlsFileError::Read {
+    std::fs::read(path).map_err(|error| TlsFileError::Read {
         setting,
         path: path.to_path_buf(),
-        source,
+        error,
     })
 }
 
@@ -305,6 +306,86 @@ impl ClientTlsOptions {
         }
         Ok(config)
     }
+}
+
+/// The HTTP/2 client connection preface and an empty SETTINGS frame (RFC 9113 §3.4): what a
+/// gRPC client sends first; a server that accepted the connection answers with its SETTINGS.
+const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00";
+
+/// How long a diagnosis may wait for the server.
+const DIAGNOSIS_TIMEOUT: Duration = Duration::from_secs(3);
+
+fn first_addr(host: &str, port: u16) -> Option<std::net::SocketAddr> {
+    use std::net::ToSocketAddrs;
+    (host, port).to_socket_addrs().ok()?.next()
+}
+
+/// The rustls error inside an I/O error, if any.
+fn rustls_in(e: &std::io::Error) -> Option<rustls::Error> {
+    e.get_ref()?.downcast_ref::<rustls::Error>().cloned()
+}
+
+/// After a TLS connection failed without saying why (in TLS 1.3 a server refuses a client
+/// certificate, or its absence, after the client's side of the handshake completed: the gRPC
+/// layer then only sees the connection close), redoes the handshake alone with the same trust
+/// anchor, client certificate and server name, sends the HTTP/2 preface and reads the answer:
+/// the TLS error the server sent, if any. Blocking (std sockets, bounded by short timeouts);
+/// `None` when nothing TLS-specific was learnt or the options cannot be read again.
+pub fn diagnose_handshake(host: &str, port: u16, opts: &ClientTlsOptions) -> Option<rustls::Error> {
+    use std::io::{Read, Write};
+    let ca = read_certs("--tls-ca", opts.ca.as_ref()?).ok()?;
+    let mut roots = rustls::RootCertStore::empty();
+    for c in ca.certs {
+        roots.add(c).ok()?;
+    }
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let builder = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .ok()?
+        .with_root_certificates(roots);
+    let mut config = match (&opts.cert, &opts.key) {
+        (Some(c), Some(k)) => {
+            let certs = read_certs("--tls-cert", c).ok()?.certs;
+            let key = PrivateKeyDer::from_pem_slice(&read("--tls-key", k).ok()?).ok()?;
+            builder.with_client_auth_cert(certs, key).ok()?
+        }
+        _ => builder.with_no_client_auth(),
+    };
+    config.alpn_protocols = vec![b"h2".to_vec()];
+    let name = opts.domain.clone().unwrap_or_else(|| host.to_string());
+    let name = rustls::pki_types::ServerName::try_from(name).ok()?;
+    let mut conn = rustls::ClientConnection::new(std::sync::Arc::new(config), name).ok()?;
+    let mut sock = std::net::TcpStream::connect_timeout(&first_addr(host, port)?, DIAGNOSIS_TIMEOUT).ok()?;
+    sock.set_read_timeout(Some(DIAGNOSIS_TIMEOUT)).ok()?;
+    sock.set_write_timeout(Some(DIAGNOSIS_TIMEOUT)).ok()?;
+    let mut tls = rustls::Stream::new(&mut conn, &mut sock);
+    if let Err(e) = tls.write_all(H2_PREFACE).and_then(|_| tls.flush()) {
+        return rustls_in(&e);
+    }
+    let mut buf = [0u8; 64];
+    match tls.read(&mut buf) {
+        Err(e) => rustls_in(&e),
+        Ok(_) => None,
+    }
+}
+
+/// Whether the server at `host:port` answers an HTTP/2 preface with a TLS record (an alert or a
+/// handshake message): a TLS listener reached with `http://`. Blocking, bounded by short
+/// timeouts.
+pub fn speaks_tls(host: &str, port: u16) -> bool {
+    use std::io::{Read, Write};
+    let Some(addr) = first_addr(host, port) else {
+        return false;
+    };
+    let Ok(mut sock) = std::net::TcpStream::connect_timeout(&addr, DIAGNOSIS_TIMEOUT) else {
+        return false;
+    };
+    if sock.set_read_timeout(Some(DIAGNOSIS_TIMEOUT)).is_err() || sock.write_all(H2_PREFACE).is_err() {
+        return false;
+    }
+    let mut head = [0u8; 3];
+    // TLS record header: content type 21 (alert) or 22 (handshake), version 3.x.
+    sock.read_exact(&mut head).is_ok() && matches!(head[0], 21 | 22) && head[1] == 3
 }
 
 /// Every message of an error and its sources, outermost first. An `io::Error` that wraps

@@ -15,9 +15,25 @@ use clap::{Parser, Subcommand};
     about = "fabricd operator CLI and offline fabric analysis"
 )]
 struct Cli {
-    /// Unix socket (or http://host:port) of the running fabricd.
+    /// The running fabricd: its Unix socket, http://host:port (plaintext TCP) or https://host:port
+    /// (TLS; see --tls-ca).
     #[arg(long, global = true, default_value = "/run/fabricd/fabricd.sock")]
     socket: String,
+    /// https:// only: PEM CA certificate(s) to trust for the daemon's certificate (default: the
+    /// system trust store).
+    #[arg(long, global = true, value_name = "FILE")]
+    tls_ca: Option<std::path::PathBuf>,
+    /// https:// only: PEM client certificate, for a daemon that requires one (mutual TLS,
+    /// grpc.tls_client_ca); needs --tls-key.
+    #[arg(long, global = true, value_name = "FILE", requires = "tls_key")]
+    tls_cert: Option<std::path::PathBuf>,
+    /// https:// only: PEM private key of --tls-cert.
+    #[arg(long, global = true, value_name = "FILE", requires = "tls_cert")]
+    tls_key: Option<std::path::PathBuf>,
+    /// https:// only: name to verify in the daemon's certificate instead of the host of
+    /// --socket (when connecting by an IP address the certificate does not list).
+    #[arg(long, global = true, value_name = "NAME")]
+    tls_domain: Option<String>,
     #[command(subcommand)]
     cmd: Command,
 }
@@ -40,12 +56,21 @@ enum Command {
 
 fn main() {
     let cli = Cli::parse();
+    let target = remote::Target {
+        addr: cli.socket,
+        tls: fabric_proto::tls::ClientTlsOptions {
+            ca: cli.tls_ca,
+            cert: cli.tls_cert,
+            key: cli.tls_key,
+            domain: cli.tls_domain,
+        },
+    };
     let res: Result<()> = match cli.cmd {
-        Command::Topo(a) => offline::topo(a, &cli.socket),
+        Command::Topo(a) => offline::topo(a, &target),
         Command::Route(a) => offline::route(a),
         Command::Analyze(a) => offline::analyze(a),
-        Command::Remote(r) => remote::run(r, &cli.socket),
-        Command::Validate(a) => match validate::run(a, &cli.socket) {
+        Command::Remote(r) => remote::run(r, &target),
+        Command::Validate(a) => match validate::run(a, &target) {
             Ok(true) => Ok(()),
             Ok(false) => std::process::exit(1),
             Err(e) => Err(e),

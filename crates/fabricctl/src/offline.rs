@@ -117,7 +117,7 @@ fn parse_u32(s: &str) -> Result<u32, String> {
     r.map_err(|e| format!("invalid number {s:?}: {e}"))
 }
 
-pub fn topo(a: TopoArgs, socket: &str) -> Result<()> {
+pub fn topo(a: TopoArgs, target: &crate::remote::Target) -> Result<()> {
     match a.cmd {
         Some(TopoCmd::Gen {
             spec,
@@ -141,7 +141,7 @@ pub fn topo(a: TopoArgs, socket: &str) -> Result<()> {
             Ok(())
         }
         Some(TopoCmd::Info { file, roots, json }) => topo_info(&file, roots.as_deref(), json),
-        None => crate::remote::topo(socket, a.json),
+        None => crate::remote::topo(target, a.json),
     }
 }
 

@@ -187,15 +187,32 @@ fn runtime() -> Result<tokio::runtime::Runtime> {
         .context("cannot start the async runtime")
 }
 
-async fn client(socket: &str) -> Result<fabric_proto::Client> {
-    fabric_proto::connect(socket)
-        .await
-        .with_context(|| format!("cannot connect to fabricd at {socket}"))
+/// Where the daemon is (`--socket`) and how to reach it over TLS (`--tls-*`, https:// only).
+#[derive(Clone, Debug)]
+pub struct Target {
+    /// Unix socket path, `http://host:port` or `https://host:port`.
+    pub addr: String,
+    pub tls: fabric_proto::tls::ClientTlsOptions,
 }
 
-/// A gRPC error as a one-line message (`INVALID_ARGUMENT: unknown switch ...`).
+impl Target {
+    /// A client of the daemon; the error says which option or file to fix, or what the TLS
+    /// handshake refused.
+    pub async fn connect(&self) -> Result<fabric_proto::Client> {
+        fabric_proto::connect_with(&self.addr, &self.tls)
+            .await
+            .map_err(anyhow::Error::new)
+    }
+}
+
+async fn client(target: &Target) -> Result<fabric_proto::Client> {
+    target.connect().await
+}
+
+/// A gRPC error as a one-line message (`InvalidArgument: unknown switch ...`); a transport
+/// failure carries its cause and, for TLS, what to check.
 fn status_err(s: tonic::Status) -> anyhow::Error {
-    anyhow::anyhow!("{:?}: {}", s.code(), s.message())
+    anyhow::anyhow!("{}", fabric_proto::describe_status(&s))
 }
 
 fn print_json(v: &Value) -> Result<()> {
@@ -445,9 +462,9 @@ fn notice_line(n: &pb::FabricNotice) -> String {
 }
 
 /// `fabricctl topo` (no subcommand): the daemon's live topology.
-pub fn topo(socket: &str, json_out: bool) -> Result<()> {
+pub fn topo(target: &Target, json_out: bool) -> Result<()> {
     runtime()?.block_on(async {
-        let mut c = client(socket).await?;
+        let mut c = client(target).await?;
         let t = c
             .get_topology(pb::GetTopologyRequest {})
             .await
@@ -493,12 +510,12 @@ pub fn topo(socket: &str, json_out: bool) -> Result<()> {
 }
 
 /// Runs one remote subcommand.
-pub fn run(cmd: RemoteCmd, socket: &str) -> Result<()> {
-    runtime()?.block_on(run_async(cmd, socket))
+pub fn run(cmd: RemoteCmd, target: &Target) -> Result<()> {
+    runtime()?.block_on(run_async(cmd, target))
 }
 
-async fn run_async(cmd: RemoteCmd, socket: &str) -> Result<()> {
-    let mut c = client(socket).await?;
+async fn run_async(cmd: RemoteCmd, target: &Target) -> Result<()> {
+    let mut c = client(target).await?;
     match cmd {
         RemoteCmd::Status { json: j } => {
             let s = c

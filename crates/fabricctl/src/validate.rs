@@ -180,20 +180,18 @@ pub fn report_text(r: &CablingReport) -> String {
     out
 }
 
-async fn live_fabric(socket: &str) -> Result<Fabric> {
-    let mut c = fabric_proto::connect(socket)
-        .await
-        .with_context(|| format!("cannot connect to fabricd at {socket}"))?;
+async fn live_fabric(target: &crate::remote::Target) -> Result<Fabric> {
+    let mut c = target.connect().await?;
     let t = c
         .get_topology(pb::GetTopologyRequest {})
         .await
-        .map_err(|s| anyhow!("GetTopology: {:?}: {}", s.code(), s.message()))?
+        .map_err(|s| anyhow!("GetTopology: {}", fabric_proto::describe_status(&s)))?
         .into_inner();
     fabric_from_topology(&t)
 }
 
 /// Runs the subcommand; `Ok(false)` = the cabling differs (exit code 1).
-pub fn run(a: ValidateArgs, socket: &str) -> Result<bool> {
+pub fn run(a: ValidateArgs, target: &crate::remote::Target) -> Result<bool> {
     let expected = read_topology(&a.expected)?;
     let actual = match &a.actual {
         Some(p) => read_topology(p)?,
@@ -201,7 +199,7 @@ pub fn run(a: ValidateArgs, socket: &str) -> Result<bool> {
             .enable_all()
             .build()
             .context("cannot start the async runtime")?
-            .block_on(live_fabric(socket))?,
+            .block_on(live_fabric(target))?,
     };
     let report = compare(&expected, &actual);
     if a.json {

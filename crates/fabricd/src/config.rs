@@ -89,10 +89,20 @@ pub struct GrpcConfig {
     pub socket: PathBuf,
     /// Octal permission bits of the socket file (the socket's group gets access).
     pub socket_mode: String,
-    /// Optional plaintext TCP listener (`host:port`); empty = off.
+    /// Optional TCP listener (`host:port`); empty = off. Plaintext unless `tls_cert` and
+    /// `tls_key` are set.
     pub tcp_listen: String,
-    /// Allow `tcp_listen` on a non-loopback address (plaintext: only behind a TLS proxy).
+    /// Allow a *plaintext* `tcp_listen` on a non-loopback address (only behind a TLS proxy).
+    /// Not needed with TLS.
     pub tcp_allow_remote: bool,
+    /// PEM certificate chain (leaf first) of the TCP listener; with `tls_key`, the listener
+    /// serves TLS. Needs a restart.
+    pub tls_cert: Option<PathBuf>,
+    /// PEM private key of `tls_cert`. Needs a restart.
+    pub tls_key: Option<PathBuf>,
+    /// PEM CA certificate(s): when set, TCP clients must present a certificate signed by one of
+    /// them (mutual TLS). Needs `tls_cert` and `tls_key`. Needs a restart.
+    pub tls_client_ca: Option<PathBuf>,
 }
 
 impl Default for GrpcConfig {
@@ -102,6 +112,9 @@ impl Default for GrpcConfig {
             socket_mode: "0660".into(),
             tcp_listen: String::new(),
             tcp_allow_remote: false,
+            tls_cert: None,
+            tls_key: None,
+            tls_client_ca: None,
         }
     }
 }
@@ -495,18 +508,51 @@ impl Config {
         if let Err(m) = self.grpc.socket_mode_bits() {
             bad("grpc.socket_mode", m);
         }
-        if !self.grpc.tcp_listen.is_empty() {
-            match self.grpc.tcp_listen.parse::<SocketAddr>() {
-                Err(e) => bad(
+        let g = &self.grpc;
+        if !g.tcp_listen.is_empty() {
+            match g.tcp_listen.parse::<SocketAddr>() {
+                Err(e) => bad("grpc.tcp_listen", format!("{:?} is not host:port: {e}", g.tcp_listen)),
+                Ok(a) if !a.ip().is_loopback() && !g.tcp_allow_remote && !g.tls_enabled() => bad(
                     "grpc.tcp_listen",
-                    format!("{:?} is not host:port: {e}", self.grpc.tcp_listen),
-                ),
-                Ok(a) if !a.ip().is_loopback() && !self.grpc.tcp_allow_remote => bad(
-                    "grpc.tcp_listen",
-                    format!("{a} is not a loopback address (plaintext gRPC); set grpc.tcp_allow_remote = true"),
+                    format!(
+                        "{a} is not a loopback address and the listener has no TLS: set grpc.tls_cert and \
+                         grpc.tls_key, or grpc.tcp_allow_remote = true behind a TLS proxy"
+                    ),
                 ),
                 Ok(_) => {}
             }
+        }
+        for (key, p) in [
+            ("grpc.tls_cert", &g.tls_cert),
+            ("grpc.tls_key", &g.tls_key),
+            ("grpc.tls_client_ca", &g.tls_client_ca),
+        ] {
+            if p.as_ref().is_some_and(|p| p.as_os_str().is_empty()) {
+                bad(key, "must not be empty (remove the key to turn TLS off)".into());
+            }
+        }
+        match (&g.tls_cert, &g.tls_key) {
+            (Some(_), None) => bad(
+                "grpc.tls_cert",
+                "needs grpc.tls_key (the private key of the certificate)".into(),
+            ),
+            (None, Some(_)) => bad(
+                "grpc.tls_key",
+                "needs grpc.tls_cert (the certificate of the key)".into(),
+            ),
+            (Some(_), Some(_)) if g.tcp_listen.is_empty() => bad(
+                "grpc.tls_cert",
+                "TLS applies to the TCP listener: set grpc.tcp_listen (the Unix socket is plaintext; its file \
+                 permissions are its access control)"
+                    .into(),
+            ),
+            _ => {}
+        }
+        if g.tls_client_ca.is_some() && !g.tls_enabled() {
+            bad(
+                "grpc.tls_client_ca",
+                "client certificates need TLS: set grpc.tls_cert and grpc.tls_key".into(),
+            );
         }
         let m = &self.driver.mock;
         if self.driver.kind == DriverKind::Mock {
@@ -632,7 +678,13 @@ impl Config {
         cmp!(need_restart, "log.format", log.format);
         cmp!(need_restart, "log.timestamps", log.timestamps);
         cmp!(need_restart, "daemon.state_dir", daemon.state_dir);
-        cmp!(need_restart, "grpc", grpc);
+        cmp!(need_restart, "grpc.socket", grpc.socket);
+        cmp!(need_restart, "grpc.socket_mode", grpc.socket_mode);
+        cmp!(need_restart, "grpc.tcp_listen", grpc.tcp_listen);
+        cmp!(need_restart, "grpc.tcp_allow_remote", grpc.tcp_allow_remote);
+        cmp!(need_restart, "grpc.tls_cert", grpc.tls_cert);
+        cmp!(need_restart, "grpc.tls_key", grpc.tls_key);
+        cmp!(need_restart, "grpc.tls_client_ca", grpc.tls_client_ca);
         cmp!(need_restart, "driver.kind", driver.kind);
         cmp!(need_restart, "driver.mock.generator", driver.mock.generator);
         cmp!(need_restart, "driver.mock.topology_file", driver.mock.topology_file);
@@ -687,6 +739,25 @@ impl Config {
 }
 
 impl GrpcConfig {
+    /// Whether the TCP listener serves TLS (`tls_cert` and `tls_key` set).
+    pub fn tls_enabled(&self) -> bool {
+        self.tls_cert.is_some() && self.tls_key.is_some()
+    }
+
+    /// The TLS files of the TCP listener, `None` without TLS. Reading and checking them is
+    /// [`fabric_proto::tls::ServerTlsFiles::load`] (at start and by `--check-config`; the
+    /// configuration text itself is checked without touching files).
+    pub fn tls_files(&self) -> Option<fabric_proto::tls::ServerTlsFiles> {
+        match (&self.tls_cert, &self.tls_key) {
+            (Some(cert), Some(key)) => Some(fabric_proto::tls::ServerTlsFiles {
+                cert: cert.clone(),
+                key: key.clone(),
+                client_ca: self.tls_client_ca.clone(),
+            }),
+            _ => None,
+        }
+    }
+
     /// Permission bits of the socket file.
     pub fn socket_mode_bits(&self) -> Result<u32, String> {
         let s = self.socket_mode.trim();
@@ -856,6 +927,70 @@ roots = ["zz"]
     }
 
     #[test]
+    fn grpc_tls_keys_are_read_and_checked() {
+        // TLS lets a non-loopback listener through without tcp_allow_remote.
+        let text = "[grpc]\ntcp_listen = \"10.1.2.3:50051\"\ntls_cert = \"/etc/fabricd/tls/server.pem\"\n\
+                    tls_key = \"/etc/fabricd/tls/server.key\"\ntls_client_ca = \"/etc/fabricd/tls/clients-ca.pem\"\n";
+        let c = Config::parse(text, "t.toml").unwrap_or_else(|e| panic!("{e}"));
+        assert!(c.grpc.tls_enabled());
+        let files = c.grpc.tls_files().expect("tls files");
+        assert_eq!(files.key, PathBuf::from("/etc/fabricd/tls/server.key"));
+        assert_eq!(files.client_ca, Some(PathBuf::from("/etc/fabricd/tls/clients-ca.pem")));
+        // Plaintext remote listener with the explicit opt-in (proxy case) is still accepted.
+        let c = Config::parse(
+            "[grpc]\ntcp_listen = \"10.1.2.3:50051\"\ntcp_allow_remote = true\n",
+            "t.toml",
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert!(!c.grpc.tls_enabled() && c.grpc.tls_files().is_none());
+
+        let issues = |text: &str| -> Vec<(Option<usize>, String)> {
+            Config::parse(text, "t.toml")
+                .map(|_| Vec::new())
+                .unwrap_or_else(|e| e.issues.into_iter().map(|i| (i.line, i.path)).collect())
+        };
+        let one = |p: &str, l: usize| vec![(Some(l), p.to_string())];
+        // Key without certificate, certificate without key.
+        assert_eq!(
+            issues("[grpc]\ntcp_listen = \"127.0.0.1:1\"\ntls_key = \"k.pem\"\n"),
+            one("grpc.tls_key", 3)
+        );
+        assert_eq!(
+            issues("[grpc]\ntcp_listen = \"127.0.0.1:1\"\ntls_cert = \"c.pem\"\n"),
+            one("grpc.tls_cert", 3)
+        );
+        // Client CA without TLS.
+        assert_eq!(
+            issues("[grpc]\ntcp_listen = \"127.0.0.1:1\"\ntls_client_ca = \"ca.pem\"\n"),
+            one("grpc.tls_client_ca", 3)
+        );
+        // TLS without a TCP listener.
+        assert_eq!(
+            issues("[grpc]\ntls_cert = \"c.pem\"\ntls_key = \"k.pem\"\n"),
+            one("grpc.tls_cert", 2)
+        );
+        // Empty path.
+        assert_eq!(
+            issues("[grpc]\ntcp_listen = \"127.0.0.1:1\"\ntls_cert = \"\"\ntls_key = \"k.pem\"\n"),
+            one("grpc.tls_cert", 3)
+        );
+        // A non-loopback plaintext listener still needs the opt-in, and the message says how.
+        let e = Config::parse("[grpc]\ntcp_listen = \"0.0.0.0:50051\"\n", "t.toml").unwrap_err();
+        assert_eq!(e.issues[0].path, "grpc.tcp_listen");
+        assert!(e.issues[0].message.contains("grpc.tls_cert"), "{e}");
+
+        // Every [grpc] key needs a restart and is named on its own.
+        let old = Config::parse(text, "t.toml").unwrap_or_else(|e| panic!("{e}"));
+        let mut new = old.clone();
+        new.grpc.tls_cert = Some("/etc/fabricd/tls/new.pem".into());
+        new.grpc.tls_client_ca = None;
+        let d = old.reload_diff(&new);
+        assert_eq!(d.need_restart, vec!["grpc.tls_cert", "grpc.tls_client_ca"]);
+        assert!(d.applied.is_empty());
+        assert_eq!(old.merge_reload(&new).grpc, old.grpc);
+    }
+
+    #[test]
     fn driver_tables_are_read_and_checked() {
         let text = "[driver]\nkind = \"umad\"\n[driver.umad]\ndevice = \"/dev/infiniband/umad1\"\nwindow = 8\n";
         let c = Config::parse(text, "u.toml").unwrap();
@@ -910,7 +1045,7 @@ roots = ["zz"]
         new.routing.lmc = 0;
         let d = old.reload_diff(&new);
         assert_eq!(d.applied, vec!["log.level", "update"]);
-        assert_eq!(d.need_restart, vec!["grpc", "routing.lmc"]);
+        assert_eq!(d.need_restart, vec!["grpc.socket", "routing.lmc"]);
         let merged = old.merge_reload(&new);
         assert_eq!(merged.log.level, "debug");
         assert_eq!(merged.update.coalesce_ms, 10);
@@ -946,7 +1081,7 @@ roots = ["zz"]
         let missing: Vec<_> = all.difference(&shipped).collect();
         assert!(missing.is_empty(), "config/fabricd.toml does not list {missing:?}");
         // Optional keys are documented as comments.
-        for k in ["topology_file", "roots_file"] {
+        for k in ["topology_file", "roots_file", "tls_cert", "tls_key", "tls_client_ca"] {
             assert!(text.contains(&format!("# {k} = ")), "{k} is not documented");
         }
         // Same defaults, except what the sample deliberately changes for the simulator.

@@ -61,6 +61,10 @@ pub enum DaemonError {
     Pool(&'static str, String),
     #[error("gRPC server: {0}")]
     Grpc(#[from] tonic::transport::Error),
+    /// A TLS file of `[grpc]` is unusable: names the key (`grpc.tls_key`) and the path, never
+    /// the content.
+    #[error("gRPC TLS: {0}")]
+    Tls(#[from] fabric_proto::tls::TlsFileError),
 }
 
 /// What the binary tells the daemon (from signals).
@@ -233,6 +237,29 @@ pub fn check_driver(cfg: &Config) -> Result<String, DaemonError> {
     }
 }
 
+/// Reads and checks the TLS files of the gRPC TCP listener (`grpc.tls_cert`, `grpc.tls_key`,
+/// `grpc.tls_client_ca`): `Ok(None)` without TLS. Used at start (before the driver is opened, so
+/// that a bad file fails fast) and by `--check-config`.
+pub fn load_grpc_tls(cfg: &Config) -> Result<Option<fabric_proto::tls::ServerTls>, DaemonError> {
+    match cfg.grpc.tls_files() {
+        None => Ok(None),
+        Some(files) => Ok(Some(files.load()?)),
+    }
+}
+
+/// A one-line description of the gRPC TCP listener for `--check-config` (reads the TLS files):
+/// `None` when there is none.
+pub fn check_grpc(cfg: &Config) -> Result<Option<String>, DaemonError> {
+    if cfg.grpc.tcp_listen.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(match load_grpc_tls(cfg)? {
+        None => format!("tcp {} plaintext", cfg.grpc.tcp_listen),
+        Some(t) if t.mutual => format!("tcp {} TLS, client certificates required", cfg.grpc.tcp_listen),
+        Some(_) => format!("tcp {} TLS", cfg.grpc.tcp_listen),
+    }))
+}
+
 /// Ranking inputs from `[routing]` (reads `roots_file`).
 pub fn rank_options(cfg: &Config) -> Result<RankOptions, DaemonError> {
     let mut roots = Vec::new();
@@ -323,6 +350,8 @@ pub async fn run(opts: RunOptions, mut control: mpsc::Receiver<Control>) -> Resu
         .unwrap_or_else(|| config.daemon.state_dir.clone());
     let socket_path = opts.socket.clone().unwrap_or_else(|| config.grpc.socket.clone());
     let notifier = opts.notifier.clone();
+    // TLS files first: a bad one stops the start before the fabric is touched.
+    let grpc_tls = load_grpc_tls(&config)?;
 
     // Driver and discovery.
     let ((driver, mock), umad) = open_driver_counted(&config)?;
@@ -486,10 +515,23 @@ pub async fn run(opts: RunOptions, mut control: mpsc::Receiver<Control>) -> Resu
                 path: config.grpc.tcp_listen.clone(),
                 source,
             })?;
-        tracing::warn!(addr = %config.grpc.tcp_listen, "gRPC also listening on plaintext TCP");
-        let router = tonic::transport::Server::builder()
-            .add_service(health_service)
-            .add_service(service);
+        let mut builder = tonic::transport::Server::builder();
+        match grpc_tls {
+            Some(tls) => {
+                tracing::info!(
+                    addr = %config.grpc.tcp_listen,
+                    cert = %config.grpc.tls_cert.as_deref().unwrap_or(Path::new("")).display(),
+                    chain = tls.chain_len,
+                    client_certificates = if tls.mutual { "required" } else { "not requested" },
+                    "gRPC also listening on TCP with TLS"
+                );
+                builder = builder
+                    .tls_config(tls.config)
+                    .map_err(|e| DaemonError::Config(format!("grpc.tls_cert / grpc.tls_key: TLS refused: {e}")))?;
+            }
+            None => tracing::warn!(addr = %config.grpc.tcp_listen, "gRPC also listening on plaintext TCP"),
+        }
+        let router = builder.add_service(health_service).add_service(service);
         let stop = stopped(stop_rx.clone());
         servers.spawn(async move {
             router

@@ -53,8 +53,16 @@ fn main() -> ExitCode {
                 return ExitCode::from(2);
             }
         };
+        // The gRPC TLS files (certificate, key, client CA) too.
+        let tcp = match fabricd::daemon::check_grpc(&config) {
+            Ok(t) => t.map(|t| format!(", {t}")).unwrap_or_default(),
+            Err(e) => {
+                eprintln!("fabricd: {}: {e}", args.config.display());
+                return ExitCode::from(2);
+            }
+        };
         println!(
-            "{}: configuration OK (driver {}, engine {}, socket {})",
+            "{}: configuration OK (driver {}, engine {}, socket {}{tcp})",
             args.config.display(),
             driver,
             config.routing.engine,

@@ -398,3 +398,54 @@ pub fn http_get(port: u16, path: &str) -> String {
     s.read_to_string(&mut out).expect("read");
     out
 }
+
+/// `target/<profile>/fabricctl` (another package's binary: `CARGO_BIN_EXE_` does not reach it),
+/// built once per test process with the profile of the running test binary.
+pub fn fabricctl_binary() -> PathBuf {
+    static BIN: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BIN.get_or_init(build_fabricctl).clone()
+}
+
+fn build_fabricctl() -> PathBuf {
+    let exe = std::env::current_exe().expect("current_exe");
+    let profile_dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("target/<profile>/deps")
+        .to_path_buf();
+    let bin = profile_dir.join("fabricctl");
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut cmd = Command::new(cargo);
+    cmd.args(["build", "--quiet", "-p", "fabricctl", "--bin", "fabricctl"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"));
+    // The variables `cargo test` sets for this test process describe fabricd's package; build
+    // scripts (ring's) watch some of them, so left in place they would make the nested build
+    // rerun them, and the next `cargo test` rebuild rustls, tonic and everything above.
+    for (k, _) in std::env::vars_os() {
+        let k = k.to_string_lossy();
+        if ["CARGO_PKG_", "CARGO_MANIFEST_", "CARGO_BIN_", "CARGO_CRATE_"]
+            .iter()
+            .any(|p| k.starts_with(p))
+            || ["CARGO_PRIMARY_PACKAGE", "CARGO_TARGET_TMPDIR", "OUT_DIR"].contains(&k.as_ref())
+        {
+            cmd.env_remove(k.as_ref());
+        }
+    }
+    if profile_dir.file_name().is_some_and(|n| n == "release") {
+        cmd.arg("--release");
+    } else {
+        cmd.args(["--profile", "test"]);
+    }
+    if let Some(target) = profile_dir.parent() {
+        cmd.env("CARGO_TARGET_DIR", target);
+    }
+    if !matches!(cmd.status(), Ok(s) if s.success()) {
+        eprintln!("building fabricctl failed; using {}", bin.display());
+    }
+    assert!(
+        bin.is_file(),
+        "{} not found: run `cargo build -p fabricctl`",
+        bin.display()
+    );
+    bin
+}
