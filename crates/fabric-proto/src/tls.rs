@@ -365,7 +365,8 @@ pub fn diagnose_handshake(host: &str, port: u16, opts: &ClientTlsOptions) -> Opt
     let mut buf = [0u8; 64];
     match tls.read(&mut buf) {
         Err(e) => rustls_in(&e),
-        Ok(_) => None,
+        // Any answer (or a clean close): nothing TLS-specific to report.
+        Ok(_n) => None,
     }
 }
 
