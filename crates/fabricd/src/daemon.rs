@@ -241,10 +241,20 @@ pub fn check_driver(cfg: &Config) -> Result<String, DaemonError> {
 /// `grpc.tls_client_ca`): `Ok(None)` without TLS. Used at start (before the driver is opened, so
 /// that a bad file fails fast) and by `--check-config`.
 pub fn load_grpc_tls(cfg: &Config) -> Result<Option<fabric_proto::tls::ServerTls>, DaemonError> {
-    match cfg.grpc.tls_files() {
-        None => Ok(None),
-        Some(files) => Ok(Some(files.load()?)),
+    let Some(files) = cfg.grpc.tls_files() else {
+        return Ok(None);
+    };
+    let tls = files.load()?;
+    use std::os::unix::fs::PermissionsExt;
+    if let Ok(meta) = std::fs::metadata(&files.key) {
+        if meta.permissions().mode() & 0o004 != 0 {
+            tracing::warn!(
+                key = %files.key.display(),
+                "grpc.tls_key is readable by every user: make it 0600 or 0640 (owner root or fabricd)"
+            );
+        }
     }
+    Ok(Some(tls))
 }
 
 /// A one-line description of the gRPC TCP listener for `--check-config` (reads the TLS files):

@@ -262,10 +262,15 @@ fn tls_listener_serves_trusted_clients_and_explains_refusals() {
         let mut c = fabric_proto::connect_with(&https, &tls).await.expect("connect_with");
         assert!(status(&mut c).await.generation >= st.generation);
 
-        assert!(
-            d.log_text().contains("gRPC also listening on TCP with TLS"),
-            "{}",
-            d.log_text()
+        let log = d.log_text();
+        assert!(log.contains("gRPC also listening on TCP with TLS"), "{log}");
+        // The test key is written 0644 (umask 022): the daemon warns about it.
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&pki.server_key).expect("key").permissions().mode();
+        assert_eq!(
+            log.contains("grpc.tls_key is readable by every user"),
+            mode & 0o004 != 0,
+            "mode {mode:o}: {log}"
         );
     });
 }
@@ -495,4 +500,21 @@ fn bad_tls_files_stop_the_start_naming_the_key_and_the_path() {
     let (code, out) = check_config(&config);
     assert_eq!(code, Some(0), "{out}");
     assert!(out.contains("TLS, client certificates required"), "{out}");
+}
+
+#[test]
+fn https_to_a_plaintext_listener_is_explained() {
+    run_with_deadline(120, async {
+        let dir = test_dir("tls-plain");
+        let pki = Pki::new(&dir);
+        let port = free_port();
+        // A plaintext loopback listener: existing configurations keep working unchanged.
+        let (_d, st) = start(&dir, format!("[grpc]\ntcp_listen = \"127.0.0.1:{port}\"\n")).await;
+        let http = format!("http://127.0.0.1:{port}");
+        let o = fabricctl(args(&["--socket", &http, "status", "--json"])).await;
+        assert!(ok_generation(&o) >= st.generation);
+        let https = format!("https://127.0.0.1:{port}");
+        let o = fabricctl(args(&["--socket", &https, "--tls-ca", p(&pki.ca), "status"])).await;
+        failed_with(&o, &["did not answer with TLS", "use http://"]);
+    });
 }
