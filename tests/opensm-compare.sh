@@ -231,6 +231,31 @@ EOF
 ) || die "OpenSM did not reach SUBNET UP; see $osm/opensm.log"
   used=$(sed -n 's/.*-> osm_ucast_mgr_process: \([^ ]*\) tables configured on all switches.*/\1/p' "$osm/opensm.log" | tail -1)
   used=${used:-?}
+  # Routing computation: from "building routing with '<engine>'" (after LID assignment) to "<engine>
+  # tables configured on all switches" (its LFTs built; the LFT Set MADs are queued for the VL15
+  # thread, which sends them afterwards). A fallback (ftree refusing a degraded fabric, then
+  # minhop) is inside the window: it is what OpenSM spends before it has tables.
+  route_ms=$(python3 - "$osm/opensm.log" <<'EOF'
+import sys
+def t(line):
+    f = line.split()
+    h, m, s = (int(x) for x in f[2].split(":"))
+    return (h * 3600 + m * 60 + s) + int(f[3]) / 1e6
+start = end = None
+for line in open(sys.argv[1], encoding="utf-8", errors="replace"):
+    if start is None and "-> ucast_mgr_route: building routing with" in line:
+        start = t(line)
+    elif start is not None and "tables configured on all switches" in line:
+        end = t(line)
+        break
+if start is None or end is None:
+    sys.exit("no routing window in " + sys.argv[1])
+d = end - start
+if d < 0:
+    d += 86400
+print("%.2f" % (d * 1e3))
+EOF
+) || die "no routing start/end lines in $osm/opensm.log"
 }
 
 # run_fabricd DIR: sets up_ms, smps, used, and vl_ms (escape VL ready), smps_vl (ibsim count
@@ -283,6 +308,9 @@ if s.get("generation", 0) >= 1 and s.get("phase") == "idle" and r.get("committed
         fi
         used=$(printf '%s' "$status" | python3 -c 'import json,sys; s=json.load(sys.stdin); print("%s, LMC %s" % (s["engine"], s["lmc"]))')
         own_smps=$(printf '%s' "$status" | python3 -c 'import json,sys; print(json.load(sys.stdin)["last_reroute"].get("driver_smps_sent", -1))')
+        # Routing computation of the first generation: topology, ranking, LIDs, Dmodc for the base
+        # LIDs, Up*/Down* for the escape LIDs, the validity check and the LFT diff.
+        route_ms=$(printf '%s' "$status" | python3 -c 'import json,sys; print("%.2f" % json.load(sys.stdin)["last_reroute"]["compute_ms"])')
         break
       fi
     fi
@@ -371,6 +399,15 @@ m = statistics.median(v)
 print("%.0f" % m if len(v) == 1 else "%.0f (%.0f-%.0f)" % (m, v[0], v[-1]))'
 }
 
+# median_range_ms VALUES...: like median_range, with two decimals (routing times).
+median_range_ms() {
+  printf '%s\n' "$@" | python3 -c '
+import statistics, sys
+v = sorted(float(x) for x in sys.stdin.read().split())
+m = statistics.median(v)
+print("%.2f" % m if len(v) == 1 else "%.2f (%.2f-%.2f)" % (m, v[0], v[-1]))'
+}
+
 # attr_row FILE NAME: one row of the SMPs-by-attribute table from a smps-by-attr file.
 attr_row() {
   python3 - "$1" "$2" <<'EOF'
@@ -388,16 +425,19 @@ EOF
 }
 
 rows=()
+route_rows=()
 attr_rows=()
 vl_rows=()
 for sm in $sms; do
   times=()
+  route_times=()
   vl_times=()
   for r in $(seq 1 "$repeat"); do
     dir=$work/$sm
     sim_verbose=0
     run_sm "$dir" "$sm"
     times+=("$up_ms")
+    route_times+=("$route_ms")
     if [ "$sm" = fabricd ]; then
       vl_times+=("$vl_ms")
       log "$sm: run $r/$repeat: programmed after $up_ms ms, escape VL ready after $vl_ms ms"
@@ -429,6 +469,7 @@ for sm in $sms; do
     fi
   fi
   up_ms=$(median_range "${times[@]}")
+  route_rows+=("$name|$used|$(median_range_ms "${route_times[@]}")|$(printf '%s\n' "${route_times[@]}" | python3 -c 'import statistics,sys; print(statistics.median(float(x) for x in sys.stdin.read().split()))')")
   if [ "$sm" = fabricd ]; then
     vl_rows+=("| fabricd | $up_ms | $(median_range "${vl_times[@]}") | $([ "$smps" -ge 0 ] && echo "$smps" || echo -) | ${own[0]} | $([ "$smps_vl" -ge 0 ] && echo "$smps_vl" || echo -) | ${own[1]} |")
   fi
@@ -457,6 +498,17 @@ echo
 echo "| SM | routing | ms to programmed$([ "$repeat" -gt 1 ] && echo " (median of $repeat, min-max)") | SMPs | top LID | valid | mu_sp | mu_rp median | mu_rp q1 | mu_a2a | nu |"
 echo "|---|---|---|---|---|---|---|---|---|---|---|"
 printf '%s\n' "${rows[@]}"
+echo
+echo "Routing computation (OpenSM: its log from \"building routing with\" to \"tables configured\"; fabricd: \`compute_ms\` of its first generation, base and escape LIDs, checks and diff included):"
+echo
+echo "| SM | routing | route ms$([ "$repeat" -gt 1 ] && echo " (median of $repeat, min-max)") | ratio to fabricd |"
+echo "|---|---|---|---|"
+fd_route=$(printf '%s\n' "${route_rows[@]}" | awk -F'|' '$1 == "fabricd" { print $4 }')
+for r in "${route_rows[@]}"; do
+  IFS='|' read -r rn ru rms rmed <<<"$r"
+  ratio=$(python3 -c 'import sys; a, b = sys.argv[1], sys.argv[2]; print("%.1f" % (float(a) / float(b)) if b and float(b) > 0 else "-")' "$rmed" "${fd_route:-}")
+  echo "| $rn | $ru | $rms | $ratio |"
+done
 if [ "${#vl_rows[@]}" -gt 0 ]; then
   echo
   echo "fabricd's escape VL (SL-to-VL tables, programmed in the background after the first generation):"

@@ -18,7 +18,11 @@ use std::time::{Duration, Instant};
 fn rows<'a>(table: &'a str, prefix: &str) -> Vec<Vec<&'a str>> {
     table
         .lines()
-        .take_while(|l| !l.starts_with("SMPs by attribute") && !l.starts_with("fabricd's escape VL"))
+        .take_while(|l| {
+            !l.starts_with("SMPs by attribute")
+                && !l.starts_with("fabricd's escape VL")
+                && !l.starts_with("Routing computation")
+        })
         .filter(|l| l.starts_with("| ") && !l.starts_with("| SM "))
         .map(|l| l.trim_matches('|').split('|').map(str::trim).collect::<Vec<_>>())
         .filter(|c| c[0].starts_with(prefix))
@@ -108,6 +112,28 @@ fn opensm_compare_prints_one_row_per_subnet_manager() {
         let nu: f64 = c[10].parse().expect("nu");
         // Every path has 2 node-switch edges, plus 0 or 2 switch-switch edges.
         assert!((2.0..=4.0).contains(&nu), "{prefix}: {c:?}");
+    }
+    // The routing-time table: one row per manager, each time read from that run (OpenSM's log
+    // window, fabricd's compute_ms), the ratio against fabricd's median.
+    let route: Vec<Vec<&str>> = out
+        .lines()
+        .skip_while(|l| !l.starts_with("Routing computation"))
+        .take_while(|l| !l.starts_with("fabricd's escape VL"))
+        .filter(|l| l.starts_with("| ") && !l.starts_with("| SM ") && !l.starts_with("|---"))
+        .map(|l| l.trim_matches('|').split('|').map(str::trim).collect())
+        .collect();
+    assert_eq!(route.len(), 4, "{out}");
+    let fd_ms: f64 = route[3][2].parse().expect("fabricd route ms");
+    assert_eq!(route[3][0], "fabricd", "{route:?}");
+    for r in &route {
+        assert_eq!(r.len(), 4, "{r:?}");
+        let ms: f64 = r[2].parse().unwrap_or_else(|_| panic!("route ms: {r:?}"));
+        assert!(ms > 0.0 && ms < 10_000.0, "{r:?}");
+        let ratio: f64 = r[3].parse().unwrap_or_else(|_| panic!("ratio: {r:?}"));
+        // Both times are printed to 0.01 ms, the ratio to 0.1.
+        let lo = (ms - 0.005) / (fd_ms + 0.005) - 0.051;
+        let hi = (ms + 0.005) / (fd_ms - 0.005).max(1e-9) + 0.051;
+        assert!((lo..=hi).contains(&ratio), "{r:?} vs {fd_ms}");
     }
     // fabricd's escape VL table: the SL-to-VL tables come after the first generation, and
     // fabricd's own SMP counters agree with the simulator's log.
