@@ -366,6 +366,10 @@ if s.get("generation", 0) >= 1 and s.get("phase") == "idle" and r.get("committed
         # Routing computation of the first generation: topology, ranking, LIDs, Dmodc for the base
         # LIDs, Up*/Down* for the escape LIDs, the validity check and the LFT diff.
         route_ms=$(printf '%s' "$status" | python3 -c 'import json,sys; print("%.2f" % json.load(sys.stdin)["last_reroute"]["compute_ms"])')
+        # The engines alone (Dmodc for the base LIDs plus Up*/Down* for the escape LIDs), from the
+        # Metrics RPC; the metrics themselves are off in this configuration.
+        engine_ms=$("$fabricctl" --socket "$dir/s.sock" metrics --json | python3 -c 'import json,sys; print("%.2f" % json.load(sys.stdin)["route_ms"])') \
+          || die "fabricctl metrics failed"
         break
       fi
     fi
@@ -481,11 +485,13 @@ EOF
 
 rows=()
 route_rows=()
+engine_rows=()
 attr_rows=()
 vl_rows=()
 for sm in $sms; do
   times=()
   route_times=()
+  engine_times=()
   vl_times=()
   for r in $(seq 1 "$repeat"); do
     dir=$work/$sm
@@ -493,6 +499,7 @@ for sm in $sms; do
     run_sm "$dir" "$sm"
     times+=("$up_ms")
     route_times+=("$route_ms")
+    [ "$sm" = fabricd ] && engine_times+=("$engine_ms")
     if [ "$sm" = fabricd ]; then
       vl_times+=("$vl_ms")
       log "$sm: run $r/$repeat: programmed after $up_ms ms, escape VL ready after $vl_ms ms"
@@ -532,6 +539,9 @@ for sm in $sms; do
   up_ms=$(median_range "${times[@]}")
   route_rows+=("$name|$used|$(median_range_ms "${route_times[@]}")|$(printf '%s\n' "${route_times[@]}" | python3 -c 'import statistics,sys; print(statistics.median(float(x) for x in sys.stdin.read().split()))')|$resweep")
   if [ "$sm" = fabricd ]; then
+    engine_rows+=("fabricd, engines only|Dmodc base + Up*/Down* escape|$(median_range_ms "${engine_times[@]}")|$(printf '%s\n' "${engine_times[@]}" | python3 -c 'import statistics,sys; print(statistics.median(float(x) for x in sys.stdin.read().split()))')|-")
+  fi
+  if [ "$sm" = fabricd ]; then
     vl_rows+=("| fabricd | $up_ms | $(median_range "${vl_times[@]}") | $([ "$smps" -ge 0 ] && echo "$smps" || echo -) | ${own[0]} | $([ "$smps_vl" -ge 0 ] && echo "$smps_vl" || echo -) | ${own[1]} |")
   fi
   rows+=("$(python3 - "$dir/metrics.json" "$name" "$used" "$up_ms" "$smps" "$a2a" "$unread" <<'EOF'
@@ -560,12 +570,12 @@ echo "| SM | routing | ms to programmed$([ "$repeat" -gt 1 ] && echo " (median o
 echo "|---|---|---|---|---|---|---|---|---|---|---|"
 printf '%s\n' "${rows[@]}"
 echo
-echo "Routing computation. OpenSM: its log from \"building routing with\" to \"tables configured\", in the timed runs (the LFT Set MADs of a first sweep are queued inside that window) and on a re-sweep after SIGHUP of the same tables (no MAD: the computation alone). fabricd: \`compute_ms\` of its first generation (topology, ranking, LIDs, base and escape routing, validity check, diff; uploads are outside). Ratios against fabricd's median:"
+echo "Routing computation. OpenSM: its log from \"building routing with\" to \"tables configured\", in the timed runs (the LFT Set MADs of a first sweep are queued inside that window) and on a re-sweep after SIGHUP of the same tables (no MAD: the computation alone). fabricd: \`compute_ms\` of its first generation (topology, ranking, LIDs, base and escape routing, validity check, diff; uploads are outside), and its engines alone (\`route_ms\` of the Metrics RPC: Dmodc for the base LIDs plus Up*/Down* for the escape LIDs). Ratios against fabricd's compute_ms median:"
 echo
 echo "| SM | routing | route ms, first sweep$([ "$repeat" -gt 1 ] && echo " (median of $repeat, min-max)") | route ms, re-sweep | ratio first sweep | ratio re-sweep |"
 echo "|---|---|---|---|---|---|"
 fd_route=$(printf '%s\n' "${route_rows[@]}" | awk -F'|' '$1 == "fabricd" { print $4 }')
-for r in "${route_rows[@]}"; do
+for r in "${route_rows[@]}" "${engine_rows[@]}"; do
   IFS='|' read -r rn ru rms rmed rre <<<"$r"
   ratio() { python3 -c 'import sys; a, b = sys.argv[1], sys.argv[2]; print("%.1f" % (float(a) / float(b)) if a != "-" and b and float(b) > 0 else "-")' "$1" "${fd_route:-}"; }
   echo "| $rn | $ru | $rms | $rre | $(ratio "$rmed") | $(ratio "$rre") |"
