@@ -189,6 +189,29 @@ under_sim() {
 mapfile -t alt_hosts < <(awk '/^(Ca|Hca)[ \t]/ { gsub(/"/, "", $3); print $3 }' "$net" \
   | awk '{ h[NR] = $0 } END { step = int(NR / 9) + 1; for (i = step; i <= NR && n < 8; i += step) { print h[i]; n++ } }')
 
+# routing_windows_ms LOG: OpenSM's routing computations in LOG, one line each (ms): from
+# "building routing with '<engine>'" (after LID assignment) to "<engine> tables configured on all
+# switches" (its LFTs built and the changed blocks queued for the VL15 thread, which sends them
+# afterwards). A fallback (ftree refusing a degraded fabric, then minhop) is inside the window: it
+# is what OpenSM spends before it has tables.
+routing_windows_ms() {
+  python3 - "$1" <<'EOF'
+import sys
+def t(line):
+    f = line.split()
+    h, m, s = (int(x) for x in f[2].split(":"))
+    return (h * 3600 + m * 60 + s) + int(f[3]) / 1e6
+start = None
+for line in open(sys.argv[1], encoding="utf-8", errors="replace"):
+    if start is None and "-> ucast_mgr_route: building routing with" in line:
+        start = t(line)
+    elif start is not None and "tables configured on all switches" in line:
+        d = t(line) - start
+        print("%.2f" % ((d + 86400 if d < 0 else d) * 1e3))
+        start = None
+EOF
+}
+
 # run_opensm DIR ENGINE: sets up_ms, smps, used (engine that configured the tables).
 run_opensm() {
   local dir=$1 engine=$2 osm=$1/osm
@@ -231,31 +254,9 @@ EOF
 ) || die "OpenSM did not reach SUBNET UP; see $osm/opensm.log"
   used=$(sed -n 's/.*-> osm_ucast_mgr_process: \([^ ]*\) tables configured on all switches.*/\1/p' "$osm/opensm.log" | tail -1)
   used=${used:-?}
-  # Routing computation: from "building routing with '<engine>'" (after LID assignment) to "<engine>
-  # tables configured on all switches" (its LFTs built; the LFT Set MADs are queued for the VL15
-  # thread, which sends them afterwards). A fallback (ftree refusing a degraded fabric, then
-  # minhop) is inside the window: it is what OpenSM spends before it has tables.
-  route_ms=$(python3 - "$osm/opensm.log" <<'EOF'
-import sys
-def t(line):
-    f = line.split()
-    h, m, s = (int(x) for x in f[2].split(":"))
-    return (h * 3600 + m * 60 + s) + int(f[3]) / 1e6
-start = end = None
-for line in open(sys.argv[1], encoding="utf-8", errors="replace"):
-    if start is None and "-> ucast_mgr_route: building routing with" in line:
-        start = t(line)
-    elif start is not None and "tables configured on all switches" in line:
-        end = t(line)
-        break
-if start is None or end is None:
-    sys.exit("no routing window in " + sys.argv[1])
-d = end - start
-if d < 0:
-    d += 86400
-print("%.2f" % (d * 1e3))
-EOF
-) || die "no routing start/end lines in $osm/opensm.log"
+  # Routing computation of this first sweep (see routing_windows_ms).
+  route_ms=$(routing_windows_ms "$osm/opensm.log" | sed -n 1p)
+  [ -n "$route_ms" ] || die "no routing start/end lines in $osm/opensm.log"
 }
 
 # resweep_opensm DIR ENGINE: OpenSM's routing computation alone. On the simulator of the last timed
@@ -292,25 +293,8 @@ resweep_opensm() {
   wait_lines "-> SUBNET UP" 2
   kill "$pid" 2>/dev/null || true
   wait "$waiter" 2>/dev/null || true
-  resweep_ms=$(python3 - "$osm/opensm.log" <<'EOF'
-import sys
-def t(line):
-    f = line.split()
-    h, m, s = (int(x) for x in f[2].split(":"))
-    return (h * 3600 + m * 60 + s) + int(f[3]) / 1e6
-windows, start = [], None
-for line in open(sys.argv[1], encoding="utf-8", errors="replace"):
-    if start is None and "-> ucast_mgr_route: building routing with" in line:
-        start = t(line)
-    elif start is not None and "tables configured on all switches" in line:
-        d = t(line) - start
-        windows.append(d + 86400 if d < 0 else d)
-        start = None
-if len(windows) < 2:
-    sys.exit("no second routing window in " + sys.argv[1])
-print("%.2f" % (windows[1] * 1e3))
-EOF
-) || die "no re-sweep routing window in $osm/opensm.log"
+  resweep_ms=$(routing_windows_ms "$osm/opensm.log" | sed -n 2p)
+  [ -n "$resweep_ms" ] || die "no re-sweep routing window in $osm/opensm.log"
 }
 
 # run_fabricd DIR: sets up_ms, smps, used, and vl_ms (escape VL ready), smps_vl (ibsim count
@@ -458,6 +442,11 @@ m = statistics.median(v)
 print("%.0f" % m if len(v) == 1 else "%.0f (%.0f-%.0f)" % (m, v[0], v[-1]))'
 }
 
+# median_of VALUES...: the median, unrounded (for ratios).
+median_of() {
+  printf '%s\n' "$@" | python3 -c 'import statistics, sys; print(statistics.median(float(x) for x in sys.stdin.read().split()))'
+}
+
 # median_range_ms VALUES...: like median_range, with two decimals (routing times).
 median_range_ms() {
   printf '%s\n' "$@" | python3 -c '
@@ -537,9 +526,9 @@ for sm in $sms; do
     fi
   fi
   up_ms=$(median_range "${times[@]}")
-  route_rows+=("$name|$used|$(median_range_ms "${route_times[@]}")|$(printf '%s\n' "${route_times[@]}" | python3 -c 'import statistics,sys; print(statistics.median(float(x) for x in sys.stdin.read().split()))')|$resweep")
+  route_rows+=("$name|$used|$(median_range_ms "${route_times[@]}")|$(median_of "${route_times[@]}")|$resweep")
   if [ "$sm" = fabricd ]; then
-    engine_rows+=("fabricd, engines only|Dmodc base + Up*/Down* escape|$(median_range_ms "${engine_times[@]}")|$(printf '%s\n' "${engine_times[@]}" | python3 -c 'import statistics,sys; print(statistics.median(float(x) for x in sys.stdin.read().split()))')|-")
+    engine_rows+=("fabricd, engines only|Dmodc base + Up*/Down* escape|$(median_range_ms "${engine_times[@]}")|$(median_of "${engine_times[@]}")|-")
   fi
   if [ "$sm" = fabricd ]; then
     vl_rows+=("| fabricd | $up_ms | $(median_range "${vl_times[@]}") | $([ "$smps" -ge 0 ] && echo "$smps" || echo -) | ${own[0]} | $([ "$smps_vl" -ge 0 ] && echo "$smps_vl" || echo -) | ${own[1]} |")
