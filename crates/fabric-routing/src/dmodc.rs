@@ -62,11 +62,14 @@ impl Prepared {
 
 /// How a port is picked among the closer groups.
 #[derive(Copy, Clone, Debug)]
-pub(crate) enum Select {
+pub(crate) enum Select<'a> {
     /// Eqs. 4.7–4.8 on topological NIDs.
     Dmodc,
     /// Uniformly random port of `C` (Alg. 11), from a generator seeded by `(seed, switch GUID)`.
     Random { seed: u64 },
+    /// Eqs. 4.7–4.8 on group-reindexed NIDs (thesis Alg. 4, Gxmodk): per end port id its gNID
+    /// ([`NONE`] where the end port has no topological NID).
+    Grouped(&'a [u32]),
 }
 
 /// Per-task buffers of [`fill_end_ports`] (reused across the switches a rayon task handles).
@@ -160,7 +163,7 @@ pub(crate) fn fill_end_ports(
     lids: &LidPlan,
     p: &Prepared,
     set: LidSet,
-    select: Select,
+    select: Select<'_>,
     lfts: &mut Lfts,
 ) {
     fill_end_ports_with(fabric, lids, p, set, select, lfts, TABLE_MAX)
@@ -173,7 +176,7 @@ fn fill_end_ports_with(
     lids: &LidPlan,
     p: &Prepared,
     set: LidSet,
-    select: Select,
+    select: Select<'_>,
     lfts: &mut Lfts,
     table_max: u64,
 ) {
@@ -201,12 +204,17 @@ fn fill_end_ports_with(
     let mut spans: Vec<LeafSpan> = Vec::with_capacity(nl);
     let mut all_lids: Vec<Lid> = Vec::new();
     let mut all_ports: Vec<PortNum> = Vec::new();
+    // Grouped selection: the gNID of every entry of `all_lids`.
+    let mut all_gnids: Vec<u32> = Vec::new();
     for &li in &order {
         let sw = o.order[o.leaves[li as usize] as usize];
         let start = all_lids.len();
         for &ep in fabric.attached_end_ports(sw) {
             all_lids.push(lid_of(ep));
             all_ports.push(fabric.end_port(ep).attach.map_or(NO_ROUTE, |(_, pn)| pn));
+            if let Select::Grouped(g) = select {
+                all_gnids.push(g[ep.idx()]);
+            }
         }
         let l = &all_lids[start..];
         if l.is_empty() {
@@ -280,7 +288,7 @@ fn fill_end_ports_with(
                 Select::Random { seed } => Some(rand_chacha::ChaCha8Rng::seed_from_u64(
                     seed ^ fabric.switch(sid).guid.wrapping_mul(0x9E37_79B9_7F4A_7C15),
                 )),
-                Select::Dmodc => None,
+                Select::Dmodc | Select::Grouped(_) => None,
             };
             // C of the previous leaf as (kind, mask); kind 2 = none yet.
             let mut prev: (u8, u64) = (2, 0);
@@ -363,6 +371,25 @@ fn fill_end_ports_with(
                     continue;
                 }
                 let nc = &by_nc[cset.len()];
+                if !all_gnids.is_empty() {
+                    // Gxmodk: eqs. 4.7–4.8 per destination on its gNID (a leaf's gNIDs are not
+                    // consecutive, so there is no run to continue).
+                    for (&lid, &d) in lids_here.iter().zip(&all_gnids[a..b]) {
+                        if d == NONE {
+                            put(row, lid, NO_ROUTE);
+                            continue;
+                        }
+                        let q = match &pi_div {
+                            Some(fd) => fd.div(d),
+                            None => 0,
+                        };
+                        let (start, len) = gmeta[cset[nc.rem(q) as usize] as usize];
+                        let port = gports[(start + if len.d == 1 { 0 } else { len.rem(nc.div(q)) }) as usize];
+                        put(row, lid, port);
+                    }
+                    cursor = None;
+                    continue;
+                }
                 if changed {
                     cursor = None;
                     // The port as a function of q = ⌊d/Π⌋ is periodic with period #C · lcm(#g), so

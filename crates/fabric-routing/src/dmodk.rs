@@ -18,6 +18,7 @@ use rayon::prelude::*;
 use fabric_topology::gen::{PgftLayout, SpecKind};
 use fabric_topology::Lid;
 
+use crate::group::NodeGroups;
 use crate::prep::Oriented;
 use crate::{check_route_args, swlid, Lfts, LidSet, RoutingContext, RoutingEngine, RoutingError, NO_ROUTE};
 
@@ -32,6 +33,19 @@ impl RoutingEngine for Dmodk {
         "dmodk"
     }
     fn route(&self, ctx: &RoutingContext<'_>, set: LidSet, lfts: &mut Lfts) -> Result<(), RoutingError> {
+        self.route_with(ctx, set, lfts, None)
+    }
+}
+
+impl Dmodk {
+    /// Dmodk, or Gdmodk when `groups` is given (end-node indices re-indexed by Alg. 4).
+    pub(crate) fn route_with(
+        &self,
+        ctx: &RoutingContext<'_>,
+        set: LidSet,
+        lfts: &mut Lfts,
+        groups: Option<&NodeGroups>,
+    ) -> Result<(), RoutingError> {
         check_route_args(ctx, set, lfts)?;
         let f = ctx.fabric;
         let layout = PgftLayout::recognize(f).map_err(|e| RoutingError::NotCompletePgft(e.to_string()))?;
@@ -47,11 +61,16 @@ impl RoutingEngine for Dmodk {
         let off = set.offset();
         let mut dest: Vec<(Lid, u64)> = Vec::with_capacity(f.num_end_ports());
         let mut digits: Vec<u32> = Vec::with_capacity(f.num_end_ports() * h);
+        // The digits locate the destination (which child to go down to); the index in the
+        // modulo (`d` below) is its gNID under Gdmodk.
+        let index: Vec<u32> = f.end_port_ids().map(|ep| layout.end_node_index(ep)).collect();
+        let gnid = groups.map(|g| g.reindex(&index));
         for ep in f.end_port_ids() {
             let base = ctx.lids.base_lid(ep);
-            let d = u64::from(layout.end_node_index(ep));
+            let n = u64::from(index[ep.idx()]);
+            let d = gnid.as_ref().map_or(n, |g| u64::from(g[ep.idx()]));
             dest.push((if base == 0 { 0 } else { base + off }, d));
-            digits.extend(spec.node_digits(d));
+            digits.extend(spec.node_digits(n));
         }
         // Π_L = w[0] ⋯ w[L].
         let div: Vec<u64> = (0..h)

@@ -26,6 +26,7 @@ use fabric_topology::{fmt_guid, Fabric, Guid, Lid, PortNum};
 pub mod check;
 mod dmodc;
 mod dmodk;
+mod group;
 pub mod lft;
 pub mod lid;
 pub mod opensm;
@@ -38,6 +39,7 @@ mod updown;
 pub use check::{trace, TraceEnd, TraceError};
 pub use dmodc::Dmodc;
 pub use dmodk::Dmodk;
+pub use group::{GroupedDmodc, GroupedDmodk, NodeGroups};
 pub use lft::{LftBlockDiff, Lfts, BLOCK_SIZE, NO_ROUTE};
 pub use lid::{assign_lids, Guid2Lid, LidError, LidOwner, LidOwners, LidPlan, IB_MAX_UNICAST_LID};
 pub use opensm::{parse_opensm_lfts, write_opensm_lfts, LftDumpError, OpensmLfts, SwitchLftDump};
@@ -159,6 +161,9 @@ pub enum RoutingError {
     #[error("switch {} port {port} is cabled but port numbers above 254 cannot appear in an LFT", fmt_guid(*.guid))]
     /// A live switch uses port 255, which an LFT cannot name (255 = no route).
     PortNotAddressable { guid: Guid, port: PortNum },
+    #[error("node groups cover {groups} end ports but the fabric has {end_ports}")]
+    /// The node groups were made for another fabric.
+    GroupsMismatch { groups: usize, end_ports: usize },
     #[error("Dmodk needs a complete PGFT: {0}")]
     /// Dmodk was asked to route a fabric that is not a complete generated PGFT (why).
     NotCompletePgft(String),
@@ -200,10 +205,25 @@ pub struct RoutedFabric {
 /// (BFS, Dmodc-style selection). The tables cover LIDs `0..=lids.top()`; every other entry is
 /// [`NO_ROUTE`].
 pub fn route_all(ctx: &RoutingContext<'_>, kind: EngineKind) -> Result<RoutedFabric, RoutingError> {
+    route_all_grouped(ctx, kind, None)
+}
+
+/// [`route_all`] with node groups (thesis §3.4, Alg. 4): the base LIDs of Dmodc and Dmodk are
+/// routed on group-reindexed NIDs ([`GroupedDmodc`], [`GroupedDmodk`]); Up*/Down* ignores
+/// groups, and the escape LIDs are routed as always.
+pub fn route_all_grouped(
+    ctx: &RoutingContext<'_>,
+    kind: EngineKind,
+    groups: Option<&NodeGroups>,
+) -> Result<RoutedFabric, RoutingError> {
     validate_context(ctx)?;
     let mut lfts = Lfts::new(ctx.fabric.num_switches(), ctx.lids.top());
     let t = Instant::now();
-    engine(kind).route(ctx, LidSet::Base, &mut lfts)?;
+    match (kind, groups) {
+        (EngineKind::Dmodc, Some(g)) => GroupedDmodc(g).route(ctx, LidSet::Base, &mut lfts)?,
+        (EngineKind::Dmodk, Some(g)) => GroupedDmodk(g).route(ctx, LidSet::Base, &mut lfts)?,
+        _ => engine(kind).route(ctx, LidSet::Base, &mut lfts)?,
+    }
     let base_ms = t.elapsed().as_secs_f64() * 1e3;
     let mut escape_ms = 0.0;
     if ctx.lids.lmc >= 1 {

@@ -103,6 +103,78 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 40, ..ProptestConfig::default() })]
+
+    /// Gdmodc (thesis Alg. 4 over Dmodc) on randomly degraded PGFTs with random node groups:
+    /// valid whenever the leaves stay up-down connected, every route up-down, both LID sets
+    /// deadlock-free, the same bytes on a second run; one group for everybody is Dmodc itself.
+    #[test]
+    fn grouped_dmodc_is_valid_deadlock_free_and_deterministic(
+        spec_i in 0usize..3,
+        links in 0usize..40,
+        switches in 0usize..4,
+        ngroups in 1u32..5,
+        seed in any::<u64>(),
+    ) {
+        use rand::{Rng, SeedableRng};
+        let s = ["PGFT(3;4,4,6;1,4,4;1,1,1)", "PGFT(3;3,3,4;1,3,2;1,2,1)", "XGFT(3;2,3,4;1,2,3)"][spec_i];
+        let f = degraded(s, links, switches, seed);
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+        let groups = fabric_routing::NodeGroups::new((0..f.num_end_ports()).map(|_| rng.gen_range(0..ngroups)).collect());
+        let r = route_grouped(&f, EngineKind::Dmodc, 1, &groups);
+        let ranking = &r.ranking;
+        let v = check::validity(&f, &r.lids, &r.lfts);
+        prop_assert_eq!(v.escape_unreachable_count, 0);
+        if leaves_updown_connected(&f, ranking) {
+            prop_assert!(v.valid, "{} (-{} links, -{} switches, seed {}): {:?}", s, links, switches, seed, v);
+        }
+        prop_assert_eq!(check::updown_violations(&f, ranking, &r.lids, &r.lfts, LidSet::Base), 0);
+        prop_assert!(check::cdg_acyclic(&f, &r.lids, &r.lfts, LidSet::Base));
+        prop_assert!(check::cdg_acyclic(&f, &r.lids, &r.lfts, LidSet::Escape));
+        let again = route_grouped(&f, EngineKind::Dmodc, 1, &groups);
+        prop_assert!(again.lfts == r.lfts, "deterministic");
+        let one = fabric_routing::NodeGroups::new(vec![3; f.num_end_ports()]);
+        let plain = route_with(&f, EngineKind::Dmodc, 1);
+        prop_assert!(route_grouped(&f, EngineKind::Dmodc, 1, &one).lfts == plain.lfts, "one group = Dmodc");
+    }
+
+    /// Gdmodc = Gdmodk on complete fat-trees (same gNIDs: the topological NIDs are the
+    /// generator's end-node indices there).
+    #[test]
+    fn grouped_dmodc_equals_grouped_dmodk_on_complete_fat_trees(spec in arb_spec(), ngroups in 1u32..4, seed in any::<u64>()) {
+        use rand::{Rng, SeedableRng};
+        let f = generate(&spec).unwrap().fabric;
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+        let groups = fabric_routing::NodeGroups::new((0..f.num_end_ports()).map(|_| rng.gen_range(0..ngroups)).collect());
+        let a = route_grouped(&f, EngineKind::Dmodc, 1, &groups);
+        let b = route_grouped(&f, EngineKind::Dmodk, 1, &groups);
+        prop_assert!(a.lfts == b.lfts, "{}", spec);
+    }
+}
+
+#[test]
+fn groups_for_another_fabric_are_refused() {
+    let f = fabric("PGFT(2;4,4;1,2;1,1)");
+    let ranking = fabric_ranking::rank(&f, &fabric_ranking::RankOptions::default());
+    let lids = fabric_routing::assign_lids(&f, &Default::default(), 1, 0xBFFF).unwrap();
+    let ctx = RoutingContext {
+        fabric: &f,
+        ranking: &ranking,
+        lids: &lids,
+    };
+    let groups = fabric_routing::NodeGroups::new(vec![0; 3]);
+    let e = fabric_routing::route_all_grouped(&ctx, EngineKind::Dmodc, Some(&groups)).unwrap_err();
+    assert_eq!(
+        e,
+        RoutingError::GroupsMismatch {
+            groups: 3,
+            end_ports: 16
+        }
+    );
+    assert!(e.to_string().contains("3 end ports but the fabric has 16"), "{e}");
+}
+
 /// Thesis §4.2.3 / Fig. 4.6 baseline: on complete PGFTs Dmodc is optimal for shift
 /// permutations (`mu^SP = 1`).
 #[test]

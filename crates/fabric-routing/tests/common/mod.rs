@@ -129,3 +129,23 @@ pub fn mu_rp(r: &Routed, count: usize, seed: u64) -> Vec<u32> {
     v.sort_unstable();
     v
 }
+
+/// [`route_with`] through [`fabric_routing::route_all_grouped`].
+pub fn route_grouped(f: &Fabric, kind: EngineKind, lmc: u8, groups: &fabric_routing::NodeGroups) -> Routed {
+    let ranking = rank(f, &RankOptions::default());
+    let lids = assign_lids(f, &Guid2Lid::default(), lmc, IB_MAX_UNICAST_LID).unwrap();
+    let ctx = fabric_routing::RoutingContext {
+        fabric: f,
+        ranking: &ranking,
+        lids: &lids,
+    };
+    let lfts = fabric_routing::route_all_grouped(&ctx, kind, Some(groups))
+        .unwrap_or_else(|e| panic!("grouped {kind}: {e}"))
+        .lfts;
+    Routed {
+        fabric: f.clone(),
+        ranking,
+        lids,
+        lfts,
+    }
+}
