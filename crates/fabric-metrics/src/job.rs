@@ -291,3 +291,80 @@ pub fn jobs_metrics<J: AsRef<[EndPortId]>>(
     };
     Ok(out)
 }
+
+/// Job-local shift permutations: the job's live end ports in the order given (`j_0..j_{n-1}`,
+/// duplicates and dead end ports left out), every shift `k = 1..n-1` sending `j_i` to
+/// `j_{(i+k) mod n}` — the thesis' `mu^SP` restricted to the job, the pattern of a collective
+/// inside one job.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct JobShiftMetrics {
+    /// Live end ports of the job (after leaving out duplicates and dead ones).
+    pub end_ports: usize,
+    /// `max_k mu(shift k)` (a shift is a permutation: `mu` is the largest number of its paths on
+    /// one switch-to-switch port).
+    pub mu_sp: u32,
+    /// The first shift reaching `mu_sp` (0 when `mu_sp == 0`).
+    pub worst_shift: u32,
+    /// Pairs, over all shifts, whose base-LID path does not reach the destination.
+    pub unrouted_pairs: u64,
+}
+
+/// [`JobShiftMetrics`] of one job (end ports in the job's own order); parallel over shifts.
+pub fn job_shift_metrics(
+    fabric: &Fabric,
+    lids: &LidPlan,
+    lfts: &Lfts,
+    job_end_ports: &[EndPortId],
+) -> Result<JobShiftMetrics, MetricsError> {
+    check_ids(fabric, job_end_ports)?;
+    let idx = PathIndex::new(fabric, lids, lfts);
+    let mut seen = vec![false; fabric.num_end_ports()];
+    let members: Vec<u32> = job_end_ports
+        .iter()
+        .filter(|ep| !std::mem::replace(&mut seen[ep.idx()], true))
+        .map(|ep| idx.live_idx[ep.idx()])
+        .filter(|&li| li != u32::MAX)
+        .collect();
+    let n = members.len();
+    let nch = idx.num_channels();
+    let (mu_sp, worst_shift, unrouted_pairs) = (1..n)
+        .into_par_iter()
+        .map_init(
+            || (vec![0u32; nch], Vec::new()),
+            |(count, buf), k| {
+                count.iter_mut().for_each(|c| *c = 0);
+                let (mut mu, mut unrouted) = (0u32, 0u64);
+                for (i, &s) in members.iter().enumerate() {
+                    let d = members[(i + k) % n];
+                    if idx.trace(idx.leaves[idx.leaf_of[s as usize] as usize], d, buf) {
+                        for &c in buf.iter() {
+                            let c = &mut count[c as usize];
+                            *c += 1;
+                            mu = mu.max(*c);
+                        }
+                    } else {
+                        unrouted += 1;
+                    }
+                }
+                (mu, k as u32, unrouted)
+            },
+        )
+        .reduce(
+            || (0, 0, 0),
+            |a, b| {
+                // The larger mu; on ties the smaller shift (deterministic whatever the split).
+                let (best, other) = if (b.0, std::cmp::Reverse(b.1)) > (a.0, std::cmp::Reverse(a.1)) {
+                    (b, a)
+                } else {
+                    (a, b)
+                };
+                (best.0, best.1, best.2 + other.2)
+            },
+        );
+    Ok(JobShiftMetrics {
+        end_ports: n,
+        mu_sp,
+        worst_shift: if mu_sp == 0 { 0 } else { worst_shift },
+        unrouted_pairs,
+    })
+}

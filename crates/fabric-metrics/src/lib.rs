@@ -45,7 +45,7 @@ use fabric_topology::Fabric;
 pub use floor::{rp_floor, RpFloor};
 pub use index::SwitchPort;
 use index::{PathIndex, RoutedBits};
-pub use job::{job_metrics, jobs_metrics, mu_of_pairs, JobMetrics, PairMetrics};
+pub use job::{job_metrics, job_shift_metrics, jobs_metrics, mu_of_pairs, JobMetrics, JobShiftMetrics, PairMetrics};
 pub use stats::quantile;
 
 /// Random permutation number `index` of `0..n` (over live end ports in global order) that

@@ -127,3 +127,36 @@ fn gdmodc_equals_gdmodk_on_the_complete_case_study() {
     let (_, d) = route(&cs.fabric, EngineKind::Dmodc, None);
     assert!(c == d);
 }
+
+/// The storage nodes as one job: its collective (job-local shifts) under Dmodc all climb to one
+/// top switch; grouped by job, the shifts spread. `job_shift_metrics` is checked against
+/// `mu_of_pairs` shift by shift.
+#[test]
+fn job_local_shifts_of_the_storage_job() {
+    use fabric_metrics::job_shift_metrics;
+    let cs = case_study();
+    let f = &cs.fabric;
+    let job: Vec<EndPortId> = (0..96).filter(|n| n % 4 == 3).map(|n| cs.by_nid[n]).collect();
+    let as_job = NodeGroups::from_sets(96, &[job.clone()]);
+    let mut seen = Vec::new();
+    for groups in [None, Some(&as_job)] {
+        let (lids, lfts) = route(f, EngineKind::Dmodc, groups);
+        let m = job_shift_metrics(f, &lids, &lfts, &job).unwrap();
+        assert_eq!(m.end_ports, 24);
+        assert_eq!(m.unrouted_pairs, 0);
+        let n = job.len();
+        let by_pairs = (1..n)
+            .map(|k| {
+                let pairs: Vec<_> = (0..n).map(|i| (job[i], job[(i + k) % n])).collect();
+                mu_of_pairs(f, &lids, &lfts, &pairs).unwrap().mu
+            })
+            .collect::<Vec<_>>();
+        assert_eq!(m.mu_sp, *by_pairs.iter().max().unwrap(), "{by_pairs:?}");
+        assert_eq!(by_pairs[m.worst_shift as usize - 1], m.mu_sp);
+        assert!(by_pairs[..m.worst_shift as usize - 1].iter().all(|&x| x < m.mu_sp));
+        seen.push(m.mu_sp);
+    }
+    // Dmodc: 4 flows per top link (every storage NID is odd at both levels); grouped: spread.
+    assert_eq!(seen[0], 4, "{seen:?}");
+    assert!(seen[1] < seen[0], "{seen:?}");
+}
