@@ -137,7 +137,7 @@ fn job_local_shifts_of_the_storage_job() {
     let cs = case_study();
     let f = &cs.fabric;
     let job: Vec<EndPortId> = (0..96).filter(|n| n % 4 == 3).map(|n| cs.by_nid[n]).collect();
-    let as_job = NodeGroups::from_sets(96, &[job.clone()]);
+    let as_job = NodeGroups::from_sets(96, std::slice::from_ref(&job));
     let mut seen = Vec::new();
     for groups in [None, Some(&as_job)] {
         let (lids, lfts) = route(f, EngineKind::Dmodc, groups);
