@@ -8,9 +8,11 @@ use clap::{Args, Subcommand};
 use fabric_metrics::{MetricsOptions, RpStats};
 use fabric_ranking::{rank, RankOptions, Ranking};
 use fabric_routing::{
-    assign_lids, check, route_all, EngineKind, Guid2Lid, Lfts, LidPlan, RoutedFabric, RoutingContext,
+    assign_lids, check, route_all_grouped, EngineKind, Guid2Lid, Lfts, LidPlan, NodeGroups, RoutedFabric,
+    RoutingContext,
 };
 use fabric_topology::{fmt_guid, gen, ibnet, Fabric};
+use rayon::prelude::*;
 use serde_json::json;
 
 #[derive(Args, Debug)]
@@ -105,8 +107,99 @@ pub struct AnalyzeArgs {
     /// when routing, as in `route`.
     #[arg(long)]
     guid2lid: Option<PathBuf>,
+    /// Jobs file (one job per line, `NAME: PORT PORT ...`, a port being a port GUID, a node GUID
+    /// or an end-port description, `"..."` when it has spaces; `#` comments): prints each job's
+    /// own metrics (mu of its
+    /// job-local shift permutations, effective edge-forwarding index of its all-to-all, dark
+    /// share).
+    #[arg(long)]
+    jobs: Option<PathBuf>,
+    /// Route the base LIDs job-aware: Dmodc/Dmodk on NIDs re-indexed by job (thesis Alg. 4;
+    /// jobs in file order, end ports in no job last), as `fabricd` does with
+    /// `[routing] job_aware`.
+    #[arg(long, requires = "jobs", conflicts_with = "lfts")]
+    job_aware: bool,
     #[arg(long)]
     json: bool,
+}
+
+/// One job of a jobs file.
+struct JobSpec {
+    name: String,
+    end_ports: Vec<fabric_topology::EndPortId>,
+}
+
+/// The ports of a jobs-file line: separated by whitespace, `"..."` for a description with
+/// spaces.
+fn job_tokens(text: &str) -> Result<Vec<String>, String> {
+    let mut out = Vec::new();
+    let mut chars = text.chars().peekable();
+    while let Some(&c) = chars.peek() {
+        if c.is_whitespace() {
+            chars.next();
+        } else if c == '"' {
+            chars.next();
+            let mut t = String::new();
+            loop {
+                match chars.next() {
+                    Some('"') => break,
+                    Some(x) => t.push(x),
+                    None => return Err(format!("unterminated quote in {text:?}")),
+                }
+            }
+            out.push(t);
+        } else {
+            let mut t = String::new();
+            while let Some(&x) = chars.peek() {
+                if x.is_whitespace() {
+                    break;
+                }
+                t.push(x);
+                chars.next();
+            }
+            out.push(t);
+        }
+    }
+    Ok(out)
+}
+
+/// Reads a jobs file: `NAME: PORT PORT ...` per line (blank lines and `#` comments skipped);
+/// every error names the file, the line and the offending text.
+fn read_jobs(path: &Path, fabric: &Fabric) -> Result<Vec<JobSpec>> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let mut jobs: Vec<JobSpec> = Vec::new();
+    for (i, raw) in text.lines().enumerate() {
+        let line = raw.split('#').next().unwrap_or("").trim();
+        if line.is_empty() {
+            continue;
+        }
+        let at = || format!("{}:{}", path.display(), i + 1);
+        let Some((name, ports)) = line.split_once(':') else {
+            bail!("{}: expected `NAME: PORT PORT ...`, found {line:?}", at());
+        };
+        let name = name.trim();
+        if name.is_empty() {
+            bail!("{}: a job needs a name before the colon", at());
+        }
+        if jobs.iter().any(|j| j.name == name) {
+            bail!("{}: job {name:?} is listed twice", at());
+        }
+        let mut end_ports = Vec::new();
+        for key in job_tokens(ports).map_err(|e| anyhow::anyhow!("{}: job {name:?}: {e}", at()))? {
+            match fabric.find_end_port(&key) {
+                Some(ep) => end_ports.push(ep),
+                None => bail!("{}: job {name:?}: no end port {key:?} in the topology", at()),
+            }
+        }
+        if end_ports.is_empty() {
+            bail!("{}: job {name:?} lists no end port", at());
+        }
+        jobs.push(JobSpec {
+            name: name.to_string(),
+            end_ports,
+        });
+    }
+    Ok(jobs)
 }
 
 fn parse_u32(s: &str) -> Result<u32, String> {
@@ -245,6 +338,7 @@ fn route_loaded(
     previous: &Guid2Lid,
     lmc: Option<u8>,
     max_lid: u32,
+    groups: Option<&NodeGroups>,
 ) -> Result<(LidPlan, RoutedFabric, f64)> {
     let lids = plan_lids(&l.fabric, previous, lmc, max_lid)?;
     let ctx = RoutingContext {
@@ -253,7 +347,7 @@ fn route_loaded(
         lids: &lids,
     };
     let t = Instant::now();
-    let routed = route_all(&ctx, kind)?;
+    let routed = route_all_grouped(&ctx, kind, groups)?;
     let ms = t.elapsed().as_secs_f64() * 1e3;
     Ok((lids, routed, ms))
 }
@@ -268,7 +362,7 @@ pub fn route(a: RouteArgs) -> Result<()> {
         }
         None => Guid2Lid::default(),
     };
-    let (lids, routed, ms) = route_loaded(&l, kind, &previous, a.lmc, a.max_lid)?;
+    let (lids, routed, ms) = route_loaded(&l, kind, &previous, a.lmc, a.max_lid, None)?;
     eprintln!(
         "routed {} switches, {} end ports with {} in {ms:.1} ms (base {:.1} ms, escape {:.1} ms)",
         l.fabric.num_switches(),
@@ -358,7 +452,7 @@ pub(crate) fn plan_from_guid2lid(f: &Fabric, g: &Guid2Lid, source: &str, max_lid
 
 /// LIDs and LFTs of `analyze`: read back (`--lfts` + `--guid2lid`) or routed; with the routing
 /// time in ms when routed.
-fn analyze_tables(a: &AnalyzeArgs, l: &Loaded) -> Result<(LidPlan, Lfts, Option<f64>)> {
+fn analyze_tables(a: &AnalyzeArgs, l: &Loaded, jobs: &[JobSpec]) -> Result<(LidPlan, Lfts, Option<f64>)> {
     match &a.lfts {
         Some(p) => {
             let g = a
@@ -395,7 +489,11 @@ fn analyze_tables(a: &AnalyzeArgs, l: &Loaded) -> Result<(LidPlan, Lfts, Option<
                 Some(g) => read_guid2lid(g)?,
                 None => Guid2Lid::default(),
             };
-            let (lids, routed, ms) = route_loaded(l, kind, &previous, a.lmc, a.max_lid)?;
+            let groups = a.job_aware.then(|| {
+                let sets: Vec<&[fabric_topology::EndPortId]> = jobs.iter().map(|j| j.end_ports.as_slice()).collect();
+                NodeGroups::from_sets(l.fabric.num_end_ports(), &sets)
+            });
+            let (lids, routed, ms) = route_loaded(l, kind, &previous, a.lmc, a.max_lid, groups.as_ref())?;
             Ok((lids, routed.lfts, Some(ms)))
         }
     }
@@ -435,7 +533,20 @@ fn worst_shift_port(l: &Loaded, lids: &LidPlan, lfts: &Lfts, shift: u32) -> Opti
 
 pub fn analyze(a: AnalyzeArgs) -> Result<()> {
     let l = load(&a.file, a.roots.as_deref())?;
-    let (lids, lfts, route_ms) = analyze_tables(&a, &l)?;
+    let jobs = match &a.jobs {
+        Some(p) => read_jobs(p, &l.fabric)?,
+        None => Vec::new(),
+    };
+    let (lids, lfts, route_ms) = analyze_tables(&a, &l, &jobs)?;
+    // Each job on its own (its shifts, its all-to-all), in parallel over jobs.
+    let job_rows = jobs
+        .par_iter()
+        .map(|j| {
+            let shift = fabric_metrics::job_shift_metrics(&l.fabric, &lids, &lfts, &j.end_ports)?;
+            let a2a = fabric_metrics::job_metrics(&l.fabric, &lids, &lfts, &j.end_ports)?;
+            Ok((shift, a2a))
+        })
+        .collect::<Result<Vec<_>, fabric_metrics::MetricsError>>()?;
     let validity = check::validity(&l.fabric, &lids, &lfts);
     let deadlock_free = check::deadlock_free(&l.fabric, &l.ranking, &lids, &lfts);
     let opts = MetricsOptions {
@@ -492,6 +603,16 @@ pub fn analyze(a: AnalyzeArgs) -> Result<()> {
             "unrouted_pairs": m.unrouted_pairs,
             "top_lid": lids.top(),
             "route_ms": route_ms,
+            "job_aware": a.job_aware,
+            "jobs": jobs.iter().zip(&job_rows).map(|(j, (sh, a2a))| json!({
+                "name": j.name,
+                "end_ports": sh.end_ports,
+                "mu_sp": sh.mu_sp,
+                "worst_shift": sh.worst_shift,
+                "effective_xi": a2a.effective_xi,
+                "dark_share": a2a.dark_share,
+                "unrouted_pairs": sh.unrouted_pairs + a2a.unrouted_pairs,
+            })).collect::<Vec<_>>(),
         });
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
@@ -539,6 +660,25 @@ pub fn analyze(a: AnalyzeArgs) -> Result<()> {
         println!("nu                 {:.3}", m.nu);
         if let Some(ms) = route_ms {
             println!("route_ms           {ms:.1}");
+        }
+        if !jobs.is_empty() {
+            println!("job_aware          {}", a.job_aware);
+            println!("jobs               name: end ports, job-local mu_sp (worst shift), effective xi, dark share");
+            for (j, (sh, a2a)) in jobs.iter().zip(&job_rows) {
+                println!(
+                    "  {}: {} end ports, mu_sp {} (shift {}), effective_xi {}, dark {:.1}%{}",
+                    j.name,
+                    sh.end_ports,
+                    sh.mu_sp,
+                    sh.worst_shift,
+                    a2a.effective_xi,
+                    100.0 * a2a.dark_share,
+                    match sh.unrouted_pairs + a2a.unrouted_pairs {
+                        0 => String::new(),
+                        u => format!(", {u} unrouted pairs"),
+                    }
+                );
+            }
         }
     }
     Ok(())

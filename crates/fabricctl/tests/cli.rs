@@ -386,3 +386,86 @@ fn analyze_lfts_read_back_matches_routing_and_detects_holes() {
     let err = fails(&["analyze", &f, "--lfts", &dump, "--guid2lid", &moved]);
     assert!(err.contains("in the dump but"), "{err}");
 }
+
+/// `analyze --jobs` prints each job's own metrics; `--job-aware` routes on NIDs re-indexed by
+/// job (thesis Alg. 4). On the thesis' G_3 (`XGFT(3;4,4,6;1,2,2)`) the storage nodes (port 4 of
+/// every leaf) as one job: under Dmodc its shifts all climb to one top switch (mu 4), grouped
+/// they spread; every pair stays routed either way.
+#[test]
+fn analyze_jobs_and_job_aware_routing() {
+    let dir = TempDir::new("jobs");
+    let topo = dir.file("g3.topo");
+    ok(&["topo", "gen", "XGFT(3;4,4,6;1,2,2)", "-o", &topo]);
+    let storage: Vec<String> = (0..6)
+        .flat_map(|c| (0..4).map(move |b| format!("n(3,{b},{c})")))
+        .collect();
+    let jobs = dir.file("jobs.txt");
+    std::fs::write(
+        &jobs,
+        format!(
+            "# the storage nodes\nstorage: {}\ntwo: \"n(0,0,0)\" n(0,0,1)\n",
+            storage.join(" ")
+        ),
+    )
+    .unwrap();
+    let run = |aware: bool| {
+        let mut args = vec![
+            "analyze",
+            topo.as_str(),
+            "--rp",
+            "5",
+            "--no-a2a",
+            "--jobs",
+            jobs.as_str(),
+            "--json",
+        ];
+        if aware {
+            args.push("--job-aware");
+        }
+        json(&args)
+    };
+    let (plain, aware) = (run(false), run(true));
+    for (v, flag) in [(&plain, false), (&aware, true)] {
+        assert_eq!(v["job_aware"], flag);
+        assert_eq!(v["valid"], true);
+        let j = v["jobs"].as_array().unwrap();
+        assert_eq!(j.len(), 2, "{v}");
+        assert_eq!(j[0]["name"], "storage");
+        assert_eq!(j[0]["end_ports"], 24);
+        assert_eq!(j[0]["unrouted_pairs"], 0);
+        assert_eq!(j[1]["end_ports"], 2);
+        // The job's all-to-all crosses switch-to-switch ports (its nodes sit on 24 leaves).
+        assert!(j[0]["effective_xi"].as_u64().unwrap() >= 1);
+    }
+    let mu = |v: &serde_json::Value| v["jobs"][0]["mu_sp"].as_u64().unwrap();
+    assert_eq!(mu(&plain), 4, "{plain}");
+    assert!(mu(&aware) < mu(&plain), "job-aware {} vs {}", mu(&aware), mu(&plain));
+    // The text form names the jobs too.
+    let text = ok(&[
+        "analyze",
+        &topo,
+        "--rp",
+        "5",
+        "--no-a2a",
+        "--jobs",
+        &jobs,
+        "--job-aware",
+    ]);
+    assert!(text.contains("job_aware          true"), "{text}");
+    assert!(text.contains("storage: 24 end ports, mu_sp"), "{text}");
+
+    // Bad jobs files: file and line, and what is wrong.
+    let bad = |body: &str, want: &str| {
+        std::fs::write(&jobs, body).unwrap();
+        let err = fails(&["analyze", &topo, "--rp", "5", "--no-a2a", "--jobs", &jobs]);
+        assert!(err.contains(&format!("{jobs}:")) && err.contains(want), "{err}");
+    };
+    bad("a: n(0,0,0)\nb: n(9,9,9)\n", ":2: job \"b\": no end port \"n(9,9,9)\"");
+    bad("a n(0,0,0)\n", ":1: expected `NAME: PORT PORT ...`");
+    bad("a: n(0,0,0)\na: n(1,0,0)\n", ":2: job \"a\" is listed twice");
+    bad("a: \"n(0,0,0)\n", ":1: job \"a\": unterminated quote");
+    bad("a:\n", ":1: job \"a\" lists no end port");
+    // --job-aware needs jobs.
+    let err = fails(&["analyze", &topo, "--job-aware"]);
+    assert!(err.contains("--jobs"), "{err}");
+}
