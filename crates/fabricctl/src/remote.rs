@@ -254,6 +254,7 @@ pub fn status_json(s: &pb::Status) -> Value {
         "generation": s.generation,
         "phase": phase_name(s.phase),
         "engine": s.engine,
+        "job_aware": s.job_aware,
         "driver": s.driver,
         "switches": s.switches,
         "switches_up": s.switches_up,
@@ -397,6 +398,8 @@ pub fn metrics_json(m: &pb::MetricsReport) -> Value {
             "end_ports": j.end_ports,
             "effective_xi": j.effective_xi,
             "dark_share": j.dark_share,
+            "mu_sp": j.mu_sp,
+            "worst_shift": j.worst_shift,
         })).collect::<Vec<_>>(),
     })
 }
@@ -528,7 +531,13 @@ async fn run_async(cmd: RemoteCmd, target: &Target) -> Result<()> {
             }
             outln!("generation       {}", s.generation);
             outln!("phase            {}", phase_name(s.phase));
-            outln!("engine           {} (driver {}, LMC {})", s.engine, s.driver, s.lmc);
+            outln!(
+                "engine           {}{} (driver {}, LMC {})",
+                s.engine,
+                if s.job_aware { ", job-aware" } else { "" },
+                s.driver,
+                s.lmc
+            );
             outln!(
                 "switches         {} ({} up, {} levels)",
                 s.switches,
@@ -625,19 +634,21 @@ async fn run_async(cmd: RemoteCmd, target: &Target) -> Result<()> {
             outln!("route_ms           {:.1}", m.route_ms);
             if !m.jobs.is_empty() {
                 outln!(
-                    "{:<24}  {:>9}  {:>12}  {:>10}",
+                    "{:<24}  {:>9}  {:>12}  {:>10}  {:>6}",
                     "JOB",
                     "END PORTS",
                     "EFFECTIVE XI",
-                    "DARK SHARE"
+                    "DARK SHARE",
+                    "MU_SP"
                 );
                 for jm in &m.jobs {
                     outln!(
-                        "{:<24}  {:>9}  {:>12}  {:>9.1}%",
+                        "{:<24}  {:>9}  {:>12}  {:>9.1}%  {:>6}",
                         jm.job_id,
                         jm.end_ports,
                         jm.effective_xi,
-                        jm.dark_share * 100.0
+                        jm.dark_share * 100.0,
+                        jm.mu_sp
                     );
                 }
             }

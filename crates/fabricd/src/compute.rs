@@ -11,7 +11,8 @@ use std::time::Instant;
 
 use fabric_ranking::{rank, RankOptions, Ranking};
 use fabric_routing::{
-    assign_lids, check, route_all, EngineKind, Guid2Lid, LftBlockDiff, Lfts, LidPlan, RoutingContext, BLOCK_SIZE,
+    assign_lids, check, route_all_grouped, EngineKind, Guid2Lid, LftBlockDiff, Lfts, LidPlan, NodeGroups,
+    RoutingContext, BLOCK_SIZE,
 };
 use fabric_topology::{Fabric, FabricEvent, Lid, SwitchId};
 
@@ -36,6 +37,9 @@ pub struct ComputeInput {
     pub lmc: u8,
     pub max_lid: Lid,
     pub engine: EngineKind,
+    /// Job-aware routing: the port GUIDs of every job (jobs in order; a port in several jobs
+    /// counts for the first, ports no longer in the fabric are skipped); `None` = plain routing.
+    pub job_groups: Option<Arc<Vec<Vec<fabric_topology::Guid>>>>,
     pub rank_options: Arc<RankOptions>,
     /// Run `check::validity` on the result.
     pub validate: bool,
@@ -168,7 +172,14 @@ pub fn compute(input: ComputeInput) -> Result<Computed, ComputeError> {
         ranking: &ranking,
         lids: &lids,
     };
-    let routed = route_all(&ctx, input.engine)?;
+    let groups = input.job_groups.as_ref().map(|jobs| {
+        let sets: Vec<Vec<fabric_topology::EndPortId>> = jobs
+            .iter()
+            .map(|ports| ports.iter().filter_map(|&g| fabric.end_port_by_guid(g)).collect())
+            .collect();
+        NodeGroups::from_sets(fabric.num_end_ports(), &sets)
+    });
+    let routed = route_all_grouped(&ctx, input.engine, groups.as_ref())?;
     let lfts = routed.lfts;
     let validation = input.validate.then(|| {
         let r = check::validity(&fabric, &lids, &lfts);
@@ -291,6 +302,7 @@ mod tests {
             lmc: 1,
             max_lid: 0xBFFF,
             engine: EngineKind::Dmodc,
+            job_groups: None,
             rank_options: Arc::new(RankOptions::default()),
             validate: true,
             installed: Arc::new(Lfts::new(0, 0)),

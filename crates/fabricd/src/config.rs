@@ -232,6 +232,9 @@ pub struct RoutingConfig {
     /// Check every new generation for unreachable pairs before installing it (logs; the
     /// generation is installed anyway as it is better than the stale one). Reloadable.
     pub validate: bool,
+    /// Route the base LIDs on node ids re-indexed by job (Gdmodc/Gdmodk); job mapping changes
+    /// start a generation. Reloadable (a change forces a reroute).
+    pub job_aware: bool,
 }
 
 impl Default for RoutingConfig {
@@ -246,6 +249,7 @@ impl Default for RoutingConfig {
             roles: Default::default(),
             threads: 0,
             validate: false,
+            job_aware: false,
         }
     }
 }

@@ -312,6 +312,7 @@ fn loop_settings(cfg: &Config) -> Result<LoopSettings, DaemonError> {
             .engine_kind()
             .map_err(|e| DaemonError::Config(format!("routing.engine: {e}")))?,
         validate: cfg.routing.validate,
+        job_aware: cfg.routing.job_aware,
         rank_options: Arc::new(rank_options(cfg)?),
         fault_injection: cfg.fault_injection.clone(),
     })
@@ -428,6 +429,7 @@ pub async fn run(opts: RunOptions, mut control: mpsc::Receiver<Control>) -> Resu
         discarded_generations: 0,
         jobs: Arc::new(Default::default()),
         engine: settings.engine.to_string(),
+        job_aware: settings.job_aware,
         driver: caps.name,
         lmc: config.routing.lmc,
         started: std::time::Instant::now(),

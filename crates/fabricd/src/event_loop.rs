@@ -225,6 +225,8 @@ pub struct LoopSettings {
     pub update: UpdateConfig,
     pub engine: EngineKind,
     pub validate: bool,
+    /// Base LIDs routed on node ids re-indexed by job (`[routing] job_aware`).
+    pub job_aware: bool,
     pub rank_options: Arc<RankOptions>,
     pub fault_injection: FaultInjectionConfig,
 }
@@ -586,6 +588,7 @@ impl EventLoop {
             discarded_generations: self.discarded,
             jobs: self.jobs.clone(),
             engine: self.settings.engine.to_string(),
+            job_aware: self.settings.job_aware,
             driver: self.driver_name,
             lmc: self.lmc,
             started: self.started,
@@ -832,10 +835,14 @@ impl EventLoop {
                 let mut jobs = (*self.jobs).clone();
                 jobs.insert(id.clone(), ports);
                 let r = self.save_jobs(jobs).await;
-                if r.is_ok() {
+                let ok = r.is_ok();
+                if ok {
                     tracing::info!(job = %id, "job mapping set");
                 }
                 let _ = reply.send(r);
+                if ok {
+                    self.reroute_for_jobs(&id);
+                }
             }
             Event::ClearJob { id, reply } => {
                 if !self.jobs.contains_key(&id) {
@@ -845,13 +852,18 @@ impl EventLoop {
                 let mut jobs = (*self.jobs).clone();
                 jobs.remove(&id);
                 let r = self.save_jobs(jobs).await;
-                if r.is_ok() {
+                let ok = r.is_ok();
+                if ok {
                     tracing::info!(job = %id, "job mapping cleared");
                 }
                 let _ = reply.send(r);
+                if ok {
+                    self.reroute_for_jobs(&id);
+                }
             }
             Event::Reload(s) => {
                 let reroute = s.engine != self.settings.engine
+                    || s.job_aware != self.settings.job_aware
                     || s.rank_options.roots != self.settings.rank_options.roots
                     || s.rank_options.roles != self.settings.rank_options.roles;
                 self.settings = *s;
@@ -1187,6 +1199,7 @@ impl EventLoop {
             lmc: self.lmc,
             max_lid: self.max_lid,
             engine: self.settings.engine,
+            job_groups: self.job_groups(),
             rank_options: self.settings.rank_options.clone(),
             validate: self.settings.validate,
             installed: self.installed.clone(),
@@ -1195,6 +1208,30 @@ impl EventLoop {
             // Only a five-phase update classifies the changes arriving while it installs.
             ports_in_use: self.protocol.phase() != fabric_update::Phase::Idle
                 || (self.lmc >= 1 && self.settings.update.five_phase && self.current.is_some()),
+        }
+    }
+
+    /// The running jobs' port GUIDs (jobs in id order, ports in mapping order) when routing is
+    /// job-aware.
+    fn job_groups(&self) -> Option<Arc<Vec<Vec<fabric_topology::Guid>>>> {
+        (self.settings.job_aware && !self.jobs.is_empty()).then(|| {
+            Arc::new(
+                self.jobs
+                    .values()
+                    .map(|ports| ports.iter().map(|p| p.port_guid()).collect())
+                    .collect(),
+            )
+        })
+    }
+
+    /// Job-aware routing: a changed job mapping is a reason for a new generation (coalesced
+    /// with whatever else is pending, installed like any other).
+    fn reroute_for_jobs(&mut self, id: &str) {
+        if self.settings.job_aware {
+            tracing::info!(job = %id, "job mappings changed: job-aware reroute");
+            // Like a fault: a burst of mappings (a scheduler starting many jobs) coalesces.
+            self.note_change(false);
+            self.maybe_start();
         }
     }
 
@@ -2283,6 +2320,7 @@ mod tests {
             lmc: 1,
             max_lid: 0xBFFF,
             engine: EngineKind::Dmodc,
+            job_groups: None,
             rank_options: Arc::new(RankOptions::default()),
             validate: false,
             installed: Arc::new(Lfts::new(0, 0)),
@@ -2371,6 +2409,7 @@ mod loop_tests {
             },
             engine: EngineKind::Dmodc,
             validate: true,
+            job_aware: false,
             rank_options: Arc::new(RankOptions::default()),
             fault_injection: FaultInjectionConfig {
                 enabled: true,
@@ -2413,6 +2452,7 @@ mod loop_tests {
             discarded_generations: 0,
             jobs: Arc::new(Jobs::new()),
             engine: String::new(),
+            job_aware: false,
             driver: "mock",
             lmc: 1,
             started: Instant::now(),
@@ -3042,6 +3082,7 @@ mod loop_tests {
             lmc: 1,
             max_lid: 0xBFFF,
             engine: EngineKind::Dmodc,
+            job_groups: None,
             rank_options: Arc::new(RankOptions::default()),
             validate: false,
             installed: Arc::new(Lfts::new(0, 0)),

@@ -545,6 +545,7 @@ impl FabricManager for FabricService {
             driver_smps_sent: stats.smps_sent,
             driver_smp_retries: stats.retries,
             driver_smp_failures: stats.failures,
+            job_aware: p.job_aware,
         }))
     }
 
@@ -707,11 +708,15 @@ impl FabricManager for FabricService {
                     .iter()
                     .map(|(id, eps)| {
                         let m = fabric_metrics::job_metrics(&g2.fabric, &g2.lids, &g2.lfts, eps).unwrap_or_default();
+                        let sh =
+                            fabric_metrics::job_shift_metrics(&g2.fabric, &g2.lids, &g2.lfts, eps).unwrap_or_default();
                         pb::JobMetrics {
                             job_id: id.clone(),
                             end_ports: count(eps.len()),
                             effective_xi: m.effective_xi,
                             dark_share: m.dark_share,
+                            mu_sp: sh.mu_sp,
+                            worst_shift: sh.worst_shift,
                         }
                     })
                     .collect();

@@ -80,6 +80,8 @@ pub struct Published {
     pub discarded_generations: u64,
     pub jobs: Arc<Jobs>,
     pub engine: String,
+    /// `[routing] job_aware` in force.
+    pub job_aware: bool,
     pub driver: &'static str,
     pub lmc: u8,
     pub started: Instant,

@@ -304,6 +304,7 @@ fn start(five_phase: bool) -> Daemon {
         discarded_generations: 0,
         jobs: Arc::new(Jobs::new()),
         engine: String::new(),
+        job_aware: false,
         driver: "mock",
         lmc: 1,
         started: Instant::now(),
@@ -325,6 +326,7 @@ fn start(five_phase: bool) -> Daemon {
         },
         engine: EngineKind::Dmodc,
         validate: true,
+        job_aware: false,
         rank_options: Arc::new(RankOptions::default()),
         fault_injection: FaultInjectionConfig {
             enabled: true,
