@@ -19,7 +19,8 @@ use criterion::{criterion_group, criterion_main, Criterion};
 
 use fabric_ranking::{rank, RankOptions};
 use fabric_routing::{
-    assign_lids, engine, EngineKind, Guid2Lid, Lfts, LidPlan, LidSet, RoutingContext, IB_MAX_UNICAST_LID,
+    assign_lids, engine, EngineKind, GroupedDmodc, Guid2Lid, Lfts, LidPlan, LidSet, NodeGroups, RoutingContext,
+    RoutingEngine, IB_MAX_UNICAST_LID,
 };
 use fabric_topology::gen::{degrade, generate, Degrade};
 use fabric_topology::Fabric;
@@ -82,6 +83,43 @@ fn bench_dmodc(c: &mut Criterion) {
             });
         }
     }
+    g.finish();
+}
+
+/// Ranking + Gdmodc (job-aware) base routing with 8 jobs of 512 end ports spread over the
+/// fabric (every 17th end port from 8 different offsets), against `dmodc_full` of the same
+/// fabric in the same run.
+fn bench_grouped(c: &mut Criterion) {
+    let mut g = c.benchmark_group("gdmodc_full");
+    g.sample_size(10);
+    let f = fabric(PGFT_8640, 0);
+    let lids = assign_lids(&f, &Guid2Lid::default(), 1, IB_MAX_UNICAST_LID).expect("lids");
+    let n = f.num_end_ports();
+    let jobs: Vec<Vec<fabric_topology::EndPortId>> = (0..8)
+        .map(|j| {
+            (0..512)
+                .map(|i| fabric_topology::EndPortId(((j + i * 17) % n) as u32))
+                .collect()
+        })
+        .collect();
+    let groups = NodeGroups::from_sets(n, &jobs);
+    let mut lfts = Lfts::new(f.num_switches(), lids.top());
+    let p = pool(2);
+    g.bench_function("8640_complete_8jobs/t2", |b| {
+        p.install(|| {
+            b.iter(|| {
+                let ranking = rank(&f, &RankOptions::default());
+                let ctx = RoutingContext {
+                    fabric: &f,
+                    ranking: &ranking,
+                    lids: &lids,
+                };
+                GroupedDmodc(&groups)
+                    .route(&ctx, LidSet::Base, &mut lfts)
+                    .expect("route")
+            })
+        })
+    });
     g.finish();
 }
 
@@ -193,5 +231,12 @@ fn memory_report(_: &mut Criterion) {
     );
 }
 
-criterion_group!(benches, memory_report, bench_dmodc, bench_escape, bench_alloc);
+criterion_group!(
+    benches,
+    memory_report,
+    bench_dmodc,
+    bench_grouped,
+    bench_escape,
+    bench_alloc
+);
 criterion_main!(benches);
