@@ -9,9 +9,7 @@ use rand::SeedableRng;
 use rayon::prelude::*;
 
 use fabric_ranking::{rank, RankOptions, Ranking};
-use fabric_routing::{
-    assign_lids, route_all, trace, EngineKind, Guid2Lid, Lfts, LidPlan, TraceEnd, IB_MAX_UNICAST_LID,
-};
+use fabric_routing::{assign_lids, trace, EngineKind, Guid2Lid, Lfts, LidPlan, TraceEnd, IB_MAX_UNICAST_LID};
 use fabric_topology::gen::{generate, Degrade, PgftSpec};
 use fabric_topology::{EndPortId, Fabric};
 
@@ -56,6 +54,10 @@ pub fn degraded(s: &str, links: usize, switches: usize, seed: u64) -> Fabric {
 }
 
 pub fn route_with(f: &Fabric, kind: EngineKind, lmc: u8) -> Routed {
+    route_with_groups(f, kind, lmc, None)
+}
+
+fn route_with_groups(f: &Fabric, kind: EngineKind, lmc: u8, groups: Option<&fabric_routing::NodeGroups>) -> Routed {
     let ranking = rank(f, &RankOptions::default());
     let lids = assign_lids(f, &Guid2Lid::default(), lmc, IB_MAX_UNICAST_LID).unwrap();
     let ctx = fabric_routing::RoutingContext {
@@ -63,7 +65,9 @@ pub fn route_with(f: &Fabric, kind: EngineKind, lmc: u8) -> Routed {
         ranking: &ranking,
         lids: &lids,
     };
-    let lfts = route_all(&ctx, kind).unwrap_or_else(|e| panic!("{kind}: {e}")).lfts;
+    let lfts = fabric_routing::route_all_grouped(&ctx, kind, groups)
+        .unwrap_or_else(|e| panic!("{kind} (grouped: {}): {e}", groups.is_some()))
+        .lfts;
     Routed {
         fabric: f.clone(),
         ranking,
@@ -132,20 +136,5 @@ pub fn mu_rp(r: &Routed, count: usize, seed: u64) -> Vec<u32> {
 
 /// [`route_with`] through [`fabric_routing::route_all_grouped`].
 pub fn route_grouped(f: &Fabric, kind: EngineKind, lmc: u8, groups: &fabric_routing::NodeGroups) -> Routed {
-    let ranking = rank(f, &RankOptions::default());
-    let lids = assign_lids(f, &Guid2Lid::default(), lmc, IB_MAX_UNICAST_LID).unwrap();
-    let ctx = fabric_routing::RoutingContext {
-        fabric: f,
-        ranking: &ranking,
-        lids: &lids,
-    };
-    let lfts = fabric_routing::route_all_grouped(&ctx, kind, Some(groups))
-        .unwrap_or_else(|e| panic!("grouped {kind}: {e}"))
-        .lfts;
-    Routed {
-        fabric: f.clone(),
-        ranking,
-        lids,
-        lfts,
-    }
+    route_with_groups(f, kind, lmc, Some(groups))
 }
