@@ -202,6 +202,14 @@ pub trait SouthboundDriver: Send + Sync {
     fn driver_stats(&self) -> DriverStats {
         DriverStats::default()
     }
+
+    /// The addresses the last discovery found in force on the fabric (set by an earlier subnet
+    /// manager): `(GUID, first LID, last LID)` of every switch (its port 0) and end port (base
+    /// LID and `2^LMC` LIDs) that has one, in the `guid2lid` record form. A manager taking over a
+    /// running fabric keeps them instead of renumbering. Default: none.
+    fn lids_in_force(&self) -> Vec<(Guid, Lid, Lid)> {
+        Vec::new()
+    }
 }
 
 #[cfg(test)]

@@ -1866,6 +1866,22 @@ impl SouthboundDriver for UmadDriver {
             failures: s.failures,
         }
     }
+
+    fn lids_in_force(&self) -> Vec<(Guid, Lid, Lid)> {
+        let st = lock(&self.inner.state);
+        let unicast = |lid: u16| (1..=fabric_routing::IB_MAX_UNICAST_LID).contains(&Lid::from(lid));
+        let mut out: Vec<(Guid, Lid, Lid)> = st
+            .switches
+            .iter()
+            .filter(|s| unicast(s.lid))
+            .map(|s| (s.guid, Lid::from(s.lid), Lid::from(s.lid)))
+            .collect();
+        out.extend(st.cas.iter().filter(|c| unicast(c.info.lid())).map(|c| {
+            let base = Lid::from(c.info.lid());
+            (c.port_guid, base, base + (1 << c.info.lmc().min(7)) - 1)
+        }));
+        out
+    }
 }
 
 impl UmadDriver {

@@ -235,6 +235,9 @@ pub struct RoutingConfig {
     /// Route the base LIDs on node ids re-indexed by job (Gdmodc/Gdmodk); job mapping changes
     /// start a generation. Reloadable (a change forces a reroute).
     pub job_aware: bool,
+    /// With no LID assignment in the state directory, start from the LIDs the fabric already
+    /// carries (set by another subnet manager) where they fit the plan.
+    pub adopt_lids: bool,
 }
 
 impl Default for RoutingConfig {
@@ -250,6 +253,7 @@ impl Default for RoutingConfig {
             threads: 0,
             validate: false,
             job_aware: false,
+            adopt_lids: true,
         }
     }
 }

@@ -386,7 +386,21 @@ pub async fn run(opts: RunOptions, mut control: mpsc::Receiver<Control>) -> Resu
 
     // State directory.
     let state_dir = StateDir::open(&state_path)?;
-    let guid2lid = state_dir.load_guid2lid()?;
+    let mut guid2lid = state_dir.load_guid2lid()?;
+    if guid2lid.is_empty() && config.routing.adopt_lids {
+        // Taking over a running fabric (from another subnet manager, or after the state
+        // directory was lost): keep the addresses in force where they fit the LID plan.
+        let found = driver.lids_in_force();
+        if !found.is_empty() {
+            for &(guid, min, max) in &found {
+                guid2lid.insert(guid, min, max);
+            }
+            tracing::info!(
+                records = found.len(),
+                "no LID assignment in the state directory: keeping the LIDs in force on the fabric where they fit the plan"
+            );
+        }
+    }
     let jobs = state_dir.load_jobs()?;
     let virtual_faults = state_dir.load_virtual_faults()?;
     // A generation file that cannot be read stops the start (like the other files): numbering

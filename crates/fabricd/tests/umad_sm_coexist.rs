@@ -121,6 +121,11 @@ impl Drop for OpenSm {
 impl OpenSm {
     /// Starts `opensm -F <conf>` on node `host` of `sim` with SM priority `priority`.
     fn start(sim: &Ibsim, dir: &Path, host: &str, priority: u8) -> OpenSm {
+        Self::start_with(sim, dir, host, priority, &[])
+    }
+
+    /// [`OpenSm::start`] with more `key value` lines of its configuration.
+    fn start_with(sim: &Ibsim, dir: &Path, host: &str, priority: u8, extra: &[(&str, &str)]) -> OpenSm {
         let osm = dir.join("opensm");
         std::fs::create_dir_all(&osm).expect("opensm dir");
         let conf = osm.join("opensm.conf");
@@ -158,7 +163,10 @@ impl OpenSm {
             ("sweep_interval", "1".to_string()),
             ("sminfo_polling_timeout", POLL_MS.to_string()),
             ("polling_retry_number", "4".to_string()),
-        ] {
+        ]
+        .into_iter()
+        .chain(extra.iter().map(|&(k, v)| (k, v.to_string())))
+        {
             let mut found = false;
             text = text
                 .lines()
@@ -365,5 +373,73 @@ fn opensm_on_another_host_stays_standby_while_fabricd_is_master() {
             "the SubnSet(SMInfo) STANDBY was not logged:\n{log}"
         );
         drop(osm);
+    });
+}
+
+/// Taking a fabric over from another subnet manager keeps its addresses: a real OpenSM (LMC 1)
+/// brings the simulated fabric up and is stopped; fabricd starts with an empty state directory
+/// and keeps every LID OpenSM assigned (read from OpenSM's `guid2lid` cache), although its own
+/// fresh plan for this fabric is different (checked, so the test cannot pass by coincidence).
+#[test]
+fn fabricd_keeps_the_lids_of_the_subnet_manager_it_takes_over_from() {
+    if let Some(t) = missing_tool() {
+        eprintln!("skipping: {t} is not installed (apt-get install ibsim-utils libumad2sim0 opensm infiniband-diags)");
+        return;
+    }
+    let dir = test_dir("umad-takeover");
+    let f = fabric_topology::gen::generate_str(SPEC, None).expect("generate");
+    let me = EndPortId(0);
+    let osm_ep = EndPortId(f.end_ports().len() as u32 - 1);
+    let sim = Ibsim::start(&dir, &fabric_topology::ibnet::write(&f), node_id(&f, me));
+
+    // OpenSM programs the fabric with LMC 1, then goes away.
+    let osm_lids = {
+        let mut osm = OpenSm::start_with(&sim, &dir, &node_id(&f, osm_ep), 1, &[("lmc", "1")]);
+        osm.wait_for("SUBNET UP", Duration::from_secs(30));
+        let cache = dir.join("opensm").join("guid2lid");
+        let t0 = Instant::now();
+        while !cache.is_file() {
+            assert!(t0.elapsed() < Duration::from_secs(10), "OpenSM wrote no guid2lid");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        std::thread::sleep(Duration::from_millis(200));
+        let text = std::fs::read_to_string(&cache).expect("guid2lid");
+        drop(osm);
+        fabric_routing::Guid2Lid::parse(&text, "opensm guid2lid").expect("parse OpenSM's guid2lid")
+    };
+    let fresh = fabric_routing::assign_lids(&f, &fabric_routing::Guid2Lid::default(), 1, 0xBFFF).expect("plan");
+    let osm_base = |guid: u64| osm_lids.get(guid).map(|(min, _)| min);
+    let differs = f
+        .end_port_ids()
+        .any(|e| osm_base(f.end_port(e).port_guid) != Some(fresh.base_lid(e)));
+    assert!(
+        differs,
+        "OpenSM's LIDs equal fabricd's fresh plan: the test would prove nothing"
+    );
+
+    std::fs::write(dir.join("fabricd.toml"), config("")).expect("write config");
+    let d = umad_sim::spawn_daemon(&dir, &dir.join("fabricd.toml"), &sim.env());
+    run_with_deadline(60, async {
+        let mut c = d.ready().await;
+        let topo = topology(&mut c).await;
+        for e in &topo.end_ports {
+            assert_eq!(
+                Some(e.base_lid),
+                osm_base(e.guid),
+                "end port 0x{:016x}: fabricd's LID vs OpenSM's\n{}",
+                e.guid,
+                d.log_text()
+            );
+        }
+        for s in &topo.switches {
+            assert_eq!(Some(s.lid), osm_base(s.guid), "switch 0x{:016x}", s.guid);
+        }
+        assert!(
+            d.log_text().contains("keeping the LIDs in force on the fabric"),
+            "{}",
+            d.log_text()
+        );
+        let st = status(&mut c).await;
+        assert!(st.generation >= 1);
     });
 }
