@@ -203,6 +203,15 @@ pub trait SouthboundDriver: Send + Sync {
         DriverStats::default()
     }
 
+    /// Subnet-manager election at start (IBA 14.4): when another manager with precedence is
+    /// master, stands by — writes nothing, reports `on_standby`, polls the master — until it is
+    /// gone, then returns `true` (the caller discovers again and takes over); `false` at once
+    /// when there is no such master. Default: `false` (drivers without other managers).
+    async fn standby_while_master(&self, on_standby: &(dyn Fn(String) + Send + Sync)) -> Result<bool, DriverError> {
+        let _ = on_standby;
+        Ok(false)
+    }
+
     /// The addresses the last discovery found in force on the fabric (set by an earlier subnet
     /// manager): `(GUID, first LID, last LID)` of every switch (its port 0) and end port (base
     /// LID and `2^LMC` LIDs) that has one, in the `guid2lid` record form. A manager taking over a

@@ -17,6 +17,8 @@ use serde::{Deserialize, Serialize};
 /// window = 16                        # SMPs in flight (1..=32)
 /// sweep_interval_ms = 250            # light sweep period (0 = off)
 /// enable_phys_state = 2              # PortPhysicalState written to re-enable a port
+/// sm_poll_interval_ms = 1000         # standby: SMInfo poll period of the master
+/// sm_poll_retries = 3                # standby: unanswered polls before taking over
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
@@ -48,6 +50,12 @@ pub struct UmadConfig {
     /// sweep); 5 = LinkUp, for ibsim, which does not simulate link training and leaves a port
     /// written Polling dead.
     pub enable_phys_state: u8,
+    /// Standby (another subnet manager with precedence is master at start): period of the
+    /// SMInfo polls of the master, in milliseconds.
+    pub sm_poll_interval_ms: u64,
+    /// Standby: consecutive unanswered (or not-master) polls after which this manager takes the
+    /// subnet over.
+    pub sm_poll_retries: u32,
 }
 
 impl Default for UmadConfig {
@@ -62,6 +70,8 @@ impl Default for UmadConfig {
             window: 16,
             sweep_interval_ms: 250,
             enable_phys_state: crate::mad::PHYS_POLLING,
+            sm_poll_interval_ms: 1000,
+            sm_poll_retries: 3,
         }
     }
 }
@@ -89,6 +99,12 @@ impl UmadConfig {
         }
         if self.timeout_ms == 0 {
             errs.push("timeout_ms must be positive".to_string());
+        }
+        if self.sm_poll_interval_ms < 10 {
+            errs.push(format!("sm_poll_interval_ms {} is below 10", self.sm_poll_interval_ms));
+        }
+        if self.sm_poll_retries == 0 {
+            errs.push("sm_poll_retries must be at least 1".to_string());
         }
         if !matches!(
             self.enable_phys_state,

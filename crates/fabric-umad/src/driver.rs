@@ -26,7 +26,7 @@
 //!   flagged switch's ports) feed [`FabricEvent`]s; relinked ports are armed and activated again.
 
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
@@ -292,6 +292,8 @@ struct Inner {
     sl2vl: Mutex<Sl2VlProgress>,
     sl2vl_kick: Arc<Notify>,
     sl2vl_finished: Notify,
+    /// Another subnet manager is master: no sweep, nothing is written.
+    standby: AtomicBool,
 }
 
 impl Inner {
@@ -517,6 +519,7 @@ impl UmadDriver {
                 sl2vl: Mutex::new(Sl2VlProgress::default()),
                 sl2vl_kick: Arc::new(Notify::new()),
                 sl2vl_finished: Notify::new(),
+                standby: AtomicBool::new(false),
             }),
         })
     }
@@ -1200,6 +1203,10 @@ fn apply_port_reads(
 /// 4. Ports that came back in INIT are armed, then activated.
 async fn light_sweep(inner: &Inner) -> Vec<FabricEvent> {
     let _guard = inner.sweep_lock.lock().await;
+    if inner.standby.load(Ordering::Relaxed) {
+        // The master handles the fabric (its traps, its port states).
+        return Vec::new();
+    }
     let tp = &inner.tp;
     let n = inner.sweeps.fetch_add(1, Ordering::Relaxed);
     let (targets, was_up) = {
@@ -1867,6 +1874,35 @@ impl SouthboundDriver for UmadDriver {
         }
     }
 
+    async fn standby_while_master(&self, on_standby: &(dyn Fn(String) + Send + Sync)) -> Result<bool, DriverError> {
+        let Some((master, path)) = self.find_master().await else {
+            return Ok(false);
+        };
+        let sm = self.inner.tp.sm_identity();
+        self.inner.standby.store(true, Ordering::Relaxed);
+        sm.state.store(SM_STATE_STANDBY, Ordering::Relaxed);
+        let cfg = &self.inner.cfg;
+        on_standby(format!(
+            "standby: subnet manager 0x{:016x} (priority {}) is master; polling its SMInfo every {} ms, taking over after {} unanswered polls",
+            master.guid, master.priority, cfg.sm_poll_interval_ms, cfg.sm_poll_retries
+        ));
+        let mut misses = 0;
+        while misses < cfg.sm_poll_retries {
+            tokio::time::sleep(Duration::from_millis(cfg.sm_poll_interval_ms)).await;
+            match self.sminfo_at(&path).await {
+                Some(i) if i.state == SM_STATE_MASTER => misses = 0,
+                _ => misses += 1,
+            }
+        }
+        on_standby(format!(
+            "master subnet manager 0x{:016x} lost ({} polls unanswered): taking the subnet over",
+            master.guid, cfg.sm_poll_retries
+        ));
+        self.inner.standby.store(false, Ordering::Relaxed);
+        sm.state.store(SM_STATE_DISCOVERING, Ordering::Relaxed);
+        Ok(true)
+    }
+
     fn lids_in_force(&self) -> Vec<(Guid, Lid, Lid)> {
         let st = lock(&self.inner.state);
         let unicast = |lid: u16| (1..=fabric_routing::IB_MAX_UNICAST_LID).contains(&Lid::from(lid));
@@ -1885,6 +1921,44 @@ impl SouthboundDriver for UmadDriver {
 }
 
 impl UmadDriver {
+    /// SMInfo of the manager at the end of directed route `path` (`None`: no answer).
+    async fn sminfo_at(&self, path: &[u8]) -> Option<SmInfo> {
+        let rx = submit(&self.inner.tp, &dr(path), METHOD_GET, ATTR_SM_INFO, 0, &ZERO).ok()?;
+        let r = transport::wait(rx).await.ok()?;
+        (r.smp.status() == 0).then(|| SmInfo::decode(r.smp.data()))
+    }
+
+    /// A master subnet manager with precedence over this one among the CA ports the last
+    /// discovery found with IsSM (IBA 14.4.1: higher priority, or equal priority and lower
+    /// GUID), with the directed route to it.
+    async fn find_master(&self) -> Option<(SmInfo, Vec<u8>)> {
+        let (candidates, own) = {
+            let st = lock(&self.inner.state);
+            let own = match st.local {
+                Some(Peer::Ca { port_guid }) => port_guid,
+                Some(Peer::Switch { guid, .. }) => guid,
+                None => 0,
+            };
+            let c: Vec<Vec<u8>> = st
+                .cas
+                .iter()
+                .filter(|c| c.port_guid != own && c.up && c.info.capability_mask() & CAP_IS_SM != 0)
+                .map(|c| c.path.clone())
+                .collect();
+            (c, own)
+        };
+        let mine = self.inner.cfg.sm_priority;
+        for path in candidates {
+            if let Some(i) = self.sminfo_at(&path).await {
+                let outranks = i.priority > mine || (i.priority == mine && i.guid < own);
+                if i.state == SM_STATE_MASTER && outranks {
+                    return Some((i, path));
+                }
+            }
+        }
+        None
+    }
+
     /// Re-reads PortInfo of every switch port and CA port (after activation).
     async fn refresh_port_states(&self) {
         let tp = &self.inner.tp;

@@ -373,6 +373,41 @@ pub async fn run(opts: RunOptions, mut control: mpsc::Receiver<Control>) -> Resu
             .await
             .map_err(|source| DaemonError::Discovery { kind, source })?,
     );
+    // Subnet-manager election: while another manager with precedence is master, stand by
+    // (nothing written, its SMInfo polled); when it is gone, discover again and take over.
+    let on_standby = {
+        let notifier = notifier.clone();
+        move |msg: String| {
+            tracing::warn!("{msg}");
+            // Started, as a standby: systemd must not time the start out.
+            let _ = notifier.ready(&msg);
+        }
+    };
+    let standby = driver.standby_while_master(&on_standby);
+    tokio::pin!(standby);
+    let was_standby = loop {
+        tokio::select! {
+            r = &mut standby => break r.map_err(|source| DaemonError::Discovery { kind, source })?,
+            c = control.recv() => match c {
+                Some(Control::Shutdown) | None => {
+                    tracing::info!("stopped while standby");
+                    let _ = notifier.stopping();
+                    return Ok(());
+                }
+                Some(_) => {}
+            },
+        }
+    };
+    let physical = if was_standby {
+        Arc::new(
+            driver
+                .discover()
+                .await
+                .map_err(|source| DaemonError::Discovery { kind, source })?,
+        )
+    } else {
+        physical
+    };
     // After discovery: the oob driver learns its agents' LFT capacity there.
     let caps = driver.caps();
     let (links, _) = physical.count_links();

@@ -376,6 +376,20 @@ fn opensm_on_another_host_stays_standby_while_fabricd_is_master() {
     });
 }
 
+/// The LIDs a running OpenSM (started by [`OpenSm::start`] in `dir`) assigned, from its
+/// `guid2lid` cache.
+fn opensm_lids(dir: &Path) -> fabric_routing::Guid2Lid {
+    let cache = dir.join("opensm").join("guid2lid");
+    let t0 = Instant::now();
+    while !cache.is_file() {
+        assert!(t0.elapsed() < Duration::from_secs(10), "OpenSM wrote no guid2lid");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    let text = std::fs::read_to_string(&cache).expect("guid2lid");
+    fabric_routing::Guid2Lid::parse(&text, "opensm guid2lid").expect("parse OpenSM's guid2lid")
+}
+
 /// Taking a fabric over from another subnet manager keeps its addresses: a real OpenSM (LMC 1)
 /// brings the simulated fabric up and is stopped; fabricd starts with an empty state directory
 /// and keeps every LID OpenSM assigned (read from OpenSM's `guid2lid` cache), although its own
@@ -396,16 +410,9 @@ fn fabricd_keeps_the_lids_of_the_subnet_manager_it_takes_over_from() {
     let osm_lids = {
         let mut osm = OpenSm::start_with(&sim, &dir, &node_id(&f, osm_ep), 1, &[("lmc", "1")]);
         osm.wait_for("SUBNET UP", Duration::from_secs(30));
-        let cache = dir.join("opensm").join("guid2lid");
-        let t0 = Instant::now();
-        while !cache.is_file() {
-            assert!(t0.elapsed() < Duration::from_secs(10), "OpenSM wrote no guid2lid");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        std::thread::sleep(Duration::from_millis(200));
-        let text = std::fs::read_to_string(&cache).expect("guid2lid");
+        let lids = opensm_lids(&dir);
         drop(osm);
-        fabric_routing::Guid2Lid::parse(&text, "opensm guid2lid").expect("parse OpenSM's guid2lid")
+        lids
     };
     let fresh = fabric_routing::assign_lids(&f, &fabric_routing::Guid2Lid::default(), 1, 0xBFFF).expect("plan");
     let osm_base = |guid: u64| osm_lids.get(guid).map(|(min, _)| min);
@@ -441,5 +448,74 @@ fn fabricd_keeps_the_lids_of_the_subnet_manager_it_takes_over_from() {
         );
         let st = status(&mut c).await;
         assert!(st.generation >= 1);
+    });
+}
+
+/// A standby fabricd: a real OpenSM (priority 12, LMC 1) is master; fabricd (priority 5) finds
+/// it during discovery, stands by (logs it, answers SMInfo as STANDBY, installs nothing: no
+/// generation, OpenSM stays master) and polls it; when OpenSM dies fabricd takes the subnet over
+/// within a few polls, keeping OpenSM's LIDs.
+#[test]
+fn a_standby_fabricd_takes_over_when_the_master_dies() {
+    if let Some(t) = missing_tool() {
+        eprintln!("skipping: {t} is not installed (apt-get install ibsim-utils libumad2sim0 opensm infiniband-diags)");
+        return;
+    }
+    let dir = test_dir("umad-standby");
+    let f = fabric_topology::gen::generate_str(SPEC, None).expect("generate");
+    let me = EndPortId(0);
+    let osm_ep = EndPortId(f.end_ports().len() as u32 - 1);
+    let tool_ep = EndPortId(f.end_ports().len() as u32 / 2);
+    let sim = Ibsim::start(&dir, &fabric_topology::ibnet::write(&f), node_id(&f, me));
+    let mut osm = OpenSm::start_with(&sim, &dir, &node_id(&f, osm_ep), 12, &[("lmc", "1")]);
+    osm.wait_for("SUBNET UP", Duration::from_secs(30));
+    let osm_lids = opensm_lids(&dir);
+    let osm_guid = f.end_port(osm_ep).port_guid;
+
+    let cfg = config("").replace(
+        "window = 16",
+        "window = 16\nsm_priority = 5\nsm_key = 1\nsm_poll_interval_ms = 100\nsm_poll_retries = 3",
+    );
+    std::fs::write(dir.join("fabricd.toml"), cfg).expect("write config");
+    let d = umad_sim::spawn_daemon(&dir, &dir.join("fabricd.toml"), &sim.env());
+    let standby_line = format!("standby: subnet manager 0x{osm_guid:016x} (priority 12) is master");
+    let t0 = Instant::now();
+    while !d.log_text().contains(&standby_line) {
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "fabricd did not stand by:\n{}",
+            d.log_text()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Standing by for a while: OpenSM stays master and sees no other master; fabricd installs
+    // nothing and answers SMInfo as a standby.
+    std::thread::sleep(Duration::from_millis(1000));
+    let log = d.log_text();
+    assert!(!log.contains("generation committed"), "{log}");
+    assert!(!log.contains("taking the subnet over"), "{log}");
+    let path_me = dr_path(&f, tool_ep, me);
+    let (ok, text) = sim.tool_on(&node_id(&f, tool_ep), "sminfo", &["-D", &path_me]);
+    assert!(ok, "sminfo -D {path_me} failed:\n{text}");
+    assert!(text.contains("priority 5 state 2 SMINFO_STANDBY"), "{text}");
+    let osm_log = osm.log_text();
+    assert!(!osm_log.contains("Entering STANDBY state"), "{osm_log}");
+
+    // The master dies: fabricd takes over and keeps its LIDs.
+    drop(osm);
+    run_with_deadline(60, async {
+        let mut c = d.ready().await;
+        assert!(d.log_text().contains("taking the subnet over"), "{}", d.log_text());
+        let topo = topology(&mut c).await;
+        for e in &topo.end_ports {
+            assert_eq!(
+                Some(e.base_lid),
+                osm_lids.get(e.guid).map(|(min, _)| min),
+                "end port 0x{:016x}",
+                e.guid
+            );
+        }
+        let (ok, text) = sim.tool_on(&node_id(&f, tool_ep), "sminfo", &["-D", &path_me]);
+        assert!(ok && text.contains("state 3 SMINFO_MASTER"), "{text}");
     });
 }
