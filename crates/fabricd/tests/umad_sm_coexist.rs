@@ -519,3 +519,79 @@ fn a_standby_fabricd_takes_over_when_the_master_dies() {
         assert!(ok && text.contains("state 3 SMINFO_MASTER"), "{text}");
     });
 }
+
+/// A pair of fabricd instances on two management hosts: the first (priority 12) is master and
+/// programs the fabric; the second (priority 5) finds it (its port advertises IsSM, its SMInfo
+/// says MASTER), stands by without writing anything, and when the master is killed (`kill -9`)
+/// takes over with the same LIDs.
+#[test]
+fn a_fabricd_pair_fails_over_keeping_the_lids() {
+    if let Some(t) = missing_tool() {
+        eprintln!("skipping: {t} is not installed (apt-get install ibsim-utils libumad2sim0 opensm infiniband-diags)");
+        return;
+    }
+    let dir = test_dir("umad-pair");
+    let f = fabric_topology::gen::generate_str(SPEC, None).expect("generate");
+    let a_ep = EndPortId(0);
+    let b_ep = EndPortId(f.end_ports().len() as u32 - 1);
+    let tool_ep = EndPortId(f.end_ports().len() as u32 / 2);
+    let sim = Ibsim::start(&dir, &fabric_topology::ibnet::write(&f), node_id(&f, a_ep));
+    let (dir_a, dir_b) = (dir.join("a"), dir.join("b"));
+    for (d, prio) in [(&dir_a, 12), (&dir_b, 5)] {
+        std::fs::create_dir_all(d).expect("dir");
+        let cfg = config("").replace(
+            "window = 16",
+            &format!("window = 16\nsm_priority = {prio}\nsm_poll_interval_ms = 100\nsm_poll_retries = 3"),
+        );
+        std::fs::write(d.join("fabricd.toml"), cfg).expect("config");
+    }
+    let host_b = node_id(&f, b_ep);
+    let env_b: Vec<(&str, &str)> = sim
+        .env()
+        .into_iter()
+        .map(|(k, v)| if k == "SIM_HOST" { (k, host_b.as_str()) } else { (k, v) })
+        .collect();
+    let mut a = umad_sim::spawn_daemon(&dir_a, &dir_a.join("fabricd.toml"), &sim.env());
+    run_with_deadline(90, async {
+        let mut ca = a.ready().await;
+        let lids = |t: &fabric_proto::v1::Topology| -> Vec<(u64, u32)> {
+            let mut v: Vec<(u64, u32)> = t.end_ports.iter().map(|e| (e.guid, e.base_lid)).collect();
+            v.extend(t.switches.iter().map(|s| (s.guid, s.lid)));
+            v.sort_unstable();
+            v
+        };
+        let lids_a = lids(&topology(&mut ca).await);
+        let gen_a = status(&mut ca).await.generation;
+
+        let b = umad_sim::spawn_daemon(&dir_b, &dir_b.join("fabricd.toml"), &env_b);
+        let a_guid = f.end_port(a_ep).port_guid;
+        let line = format!("standby: subnet manager 0x{a_guid:016x} (priority 12) is master");
+        let t0 = Instant::now();
+        while !b.log_text().contains(&line) {
+            assert!(
+                t0.elapsed() < Duration::from_secs(20),
+                "B did not stand by:\n{}",
+                b.log_text()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(800)).await;
+        assert!(!b.log_text().contains("generation committed"), "{}", b.log_text());
+        assert_eq!(
+            status(&mut ca).await.generation,
+            gen_a,
+            "the standby disturbed the master"
+        );
+        let path_b = dr_path(&f, tool_ep, b_ep);
+        let (ok, text) = sim.tool_on(&node_id(&f, tool_ep), "sminfo", &["-D", &path_b]);
+        assert!(ok && text.contains("priority 5 state 2 SMINFO_STANDBY"), "{text}");
+
+        drop(ca);
+        a.kill9();
+        let mut cb = b.ready().await;
+        assert!(b.log_text().contains("taking the subnet over"), "{}", b.log_text());
+        assert_eq!(lids(&topology(&mut cb).await), lids_a, "LIDs after the failover");
+        let (ok, text) = sim.tool_on(&node_id(&f, tool_ep), "sminfo", &["-D", &path_b]);
+        assert!(ok && text.contains("priority 5 state 3 SMINFO_MASTER"), "{text}");
+    });
+}
