@@ -504,7 +504,7 @@ pub async fn run(opts: RunOptions, mut control: mpsc::Receiver<Control>) -> Resu
     if let Some(w) = watchdog {
         tracing::info!(interval_ms = w.as_millis() as u64, "systemd watchdog enabled");
     }
-    let (event_loop, events) = EventLoop::new(
+    let (mut event_loop, events) = EventLoop::new(
         LoopParams {
             settings,
             lmc: config.routing.lmc,
@@ -531,6 +531,10 @@ pub async fn run(opts: RunOptions, mut control: mpsc::Receiver<Control>) -> Resu
             virtual_faults,
         },
     );
+    if was_standby {
+        // The old master's tables are in the switches: write only what differs.
+        event_loop.read_back_first();
+    }
     let loop_task = tokio::spawn(event_loop.run());
 
     // gRPC.

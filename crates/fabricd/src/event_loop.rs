@@ -433,6 +433,8 @@ pub struct EventLoop {
     update_restarts: Vec<String>,
     /// A five-phase update interrupted by a restart (from `update-progress.json`).
     recovering: Option<UpdateProgress>,
+    /// Read the switches' LFTs before the first generation (taking over from another master).
+    read_back_first: bool,
     /// Highest routing generation number used before this process installed anything: the last
     /// one committed by a previous run (`generation.json`) or the one a previous run was
     /// interrupted in (`update-progress.json`), 0 for a new state directory. Generations of
@@ -555,6 +557,7 @@ impl EventLoop {
             escape_outcome: None,
             stage_overlap: Vec::new(),
             escape_written: Vec::new(),
+            read_back_first: false,
             base_written: Vec::new(),
             missed_acks: Vec::new(),
             update_restarts: Vec::new(),
@@ -648,6 +651,12 @@ impl EventLoop {
         });
     }
 
+    /// Taking over a fabric another subnet manager programmed: the first generation starts
+    /// from what the switches hold (read back) and writes only the blocks that differ.
+    pub fn read_back_first(&mut self) {
+        self.read_back_first = true;
+    }
+
     /// Runs until [`Event::Shutdown`] (and the running upload) completes.
     pub async fn run(mut self) {
         let mut watchdog = self.io.watchdog.map(|d| {
@@ -656,7 +665,7 @@ impl EventLoop {
             i
         });
         let mut driver_open = true;
-        if self.recovering.is_some() {
+        if self.recovering.is_some() || self.read_back_first {
             self.read_back().await;
         }
         self.maybe_start();
