@@ -1737,6 +1737,13 @@ impl EventLoop {
             "generation aborted; the previous routing stays installed"
         );
         self.give_back(&flight);
+        // The changes it covered are due again: the retry counts them (a generation's `faults`
+        // are the changes it routes; without this an abort lost them from every count).
+        self.pending_faults += flight.faults as usize;
+        self.first_pending = Some(
+            self.first_pending
+                .map_or(flight.first_seen, |f| f.min(flight.first_seen)),
+        );
         if base_touched {
             // The base entries may mix two generations: rewrite every switch.
             self.resync.extend(0..self.physical.num_switches() as u32);
@@ -3245,6 +3252,8 @@ mod loop_tests {
             .await;
         let g = p.current.clone().unwrap();
         assert_eq!(g.virtual_faults, faults.len());
+        // The retried generation counts every change it routes, the aborted attempt's too.
+        assert_eq!(g.timings.faults as usize, faults.len(), "{:?}", g.timings);
         assert!(p.last_error.is_empty(), "{}", p.last_error);
         assert_eq!(*g.lfts, *from_scratch(&h.mock, &faults).lfts);
         let installed = h.mock.installed_lft_table();
