@@ -376,6 +376,21 @@ fn opensm_on_another_host_stays_standby_while_fabricd_is_master() {
     });
 }
 
+/// The fabric and simulator of the takeover tests, with the first CA as the simulator's default
+/// host; `None` (and a message) when a tool is missing.
+fn takeover_setup(name: &str) -> Option<(common::TestDir, Fabric, Ibsim)> {
+    if let Some(t) = missing_tool() {
+        eprintln!(
+            "skipping {name}: {t} is not installed (apt-get install ibsim-utils libumad2sim0 opensm infiniband-diags)"
+        );
+        return None;
+    }
+    let dir = test_dir(name);
+    let f = fabric_topology::gen::generate_str(SPEC, None).expect("generate");
+    let sim = Ibsim::start(&dir, &fabric_topology::ibnet::write(&f), node_id(&f, EndPortId(0)));
+    Some((dir, f, sim))
+}
+
 /// The LIDs a running OpenSM (started by [`OpenSm::start`] in `dir`) assigned, from its
 /// `guid2lid` cache.
 fn opensm_lids(dir: &Path) -> fabric_routing::Guid2Lid {
@@ -396,15 +411,10 @@ fn opensm_lids(dir: &Path) -> fabric_routing::Guid2Lid {
 /// fresh plan for this fabric is different (checked, so the test cannot pass by coincidence).
 #[test]
 fn fabricd_keeps_the_lids_of_the_subnet_manager_it_takes_over_from() {
-    if let Some(t) = missing_tool() {
-        eprintln!("skipping: {t} is not installed (apt-get install ibsim-utils libumad2sim0 opensm infiniband-diags)");
+    let Some((dir, f, sim)) = takeover_setup("umad-takeover") else {
         return;
-    }
-    let dir = test_dir("umad-takeover");
-    let f = fabric_topology::gen::generate_str(SPEC, None).expect("generate");
-    let me = EndPortId(0);
+    };
     let osm_ep = EndPortId(f.end_ports().len() as u32 - 1);
-    let sim = Ibsim::start(&dir, &fabric_topology::ibnet::write(&f), node_id(&f, me));
 
     // OpenSM programs the fabric with LMC 1, then goes away.
     let osm_lids = {
@@ -457,16 +467,12 @@ fn fabricd_keeps_the_lids_of_the_subnet_manager_it_takes_over_from() {
 /// within a few polls, keeping OpenSM's LIDs.
 #[test]
 fn a_standby_fabricd_takes_over_when_the_master_dies() {
-    if let Some(t) = missing_tool() {
-        eprintln!("skipping: {t} is not installed (apt-get install ibsim-utils libumad2sim0 opensm infiniband-diags)");
+    let Some((dir, f, sim)) = takeover_setup("umad-standby") else {
         return;
-    }
-    let dir = test_dir("umad-standby");
-    let f = fabric_topology::gen::generate_str(SPEC, None).expect("generate");
+    };
     let me = EndPortId(0);
     let osm_ep = EndPortId(f.end_ports().len() as u32 - 1);
     let tool_ep = EndPortId(f.end_ports().len() as u32 / 2);
-    let sim = Ibsim::start(&dir, &fabric_topology::ibnet::write(&f), node_id(&f, me));
     let mut osm = OpenSm::start_with(&sim, &dir, &node_id(&f, osm_ep), 12, &[("lmc", "1")]);
     osm.wait_for("SUBNET UP", Duration::from_secs(30));
     let osm_lids = opensm_lids(&dir);
@@ -526,16 +532,12 @@ fn a_standby_fabricd_takes_over_when_the_master_dies() {
 /// takes over with the same LIDs.
 #[test]
 fn a_fabricd_pair_fails_over_keeping_the_lids() {
-    if let Some(t) = missing_tool() {
-        eprintln!("skipping: {t} is not installed (apt-get install ibsim-utils libumad2sim0 opensm infiniband-diags)");
+    let Some((dir, f, sim)) = takeover_setup("umad-pair") else {
         return;
-    }
-    let dir = test_dir("umad-pair");
-    let f = fabric_topology::gen::generate_str(SPEC, None).expect("generate");
+    };
     let a_ep = EndPortId(0);
     let b_ep = EndPortId(f.end_ports().len() as u32 - 1);
     let tool_ep = EndPortId(f.end_ports().len() as u32 / 2);
-    let sim = Ibsim::start(&dir, &fabric_topology::ibnet::write(&f), node_id(&f, a_ep));
     let (dir_a, dir_b) = (dir.join("a"), dir.join("b"));
     for (d, prio) in [(&dir_a, 12), (&dir_b, 5)] {
         std::fs::create_dir_all(d).expect("dir");
