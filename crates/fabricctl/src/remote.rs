@@ -283,7 +283,44 @@ pub fn status_json(s: &pb::Status) -> Value {
         "driver_smps_sent": s.driver_smps_sent,
         "driver_smp_retries": s.driver_smp_retries,
         "driver_smp_failures": s.driver_smp_failures,
+        "ready": s.ready,
+        "not_ready_reason": s.not_ready_reason,
+        "tables_installed": s.tables_installed,
+        "blocks_pending": s.blocks_pending,
+        "unprogrammed_switch_count": s.unprogrammed_switch_count,
+        "unprogrammed_switches": unprogrammed_json(s),
+        "persistence_error": s.persistence_error,
     })
+}
+
+/// JSON of the unprogrammed switches of a status reply.
+fn unprogrammed_json(s: &pb::Status) -> Vec<Value> {
+    s.unprogrammed_switches
+        .iter()
+        .map(|u| {
+            json!({
+                "guid": guid(u.guid),
+                "name": u.name,
+                "blocks_pending": u.blocks_pending,
+                "last_error": u.last_error,
+            })
+        })
+        .collect()
+}
+
+/// The `installed` line of `fabricctl status`: whether the committed generation is on every
+/// switch (idle with every table installed, or blocks pending).
+pub fn installed_text(s: &pb::Status) -> String {
+    if s.generation == 0 {
+        "no generation installed".into()
+    } else if s.tables_installed {
+        format!("every table of generation {} on every live switch", s.generation)
+    } else {
+        format!(
+            "incomplete: {} switches unprogrammed, {} LFT blocks pending",
+            s.unprogrammed_switch_count, s.blocks_pending
+        )
+    }
 }
 
 /// The `escape VL` line of `fabricctl status`: whether the escape VL (SL-to-VL tables) is
@@ -531,6 +568,23 @@ async fn run_async(cmd: RemoteCmd, target: &Target) -> Result<()> {
             }
             outln!("generation       {}", s.generation);
             outln!("phase            {}", phase_name(s.phase));
+            outln!(
+                "ready            {}",
+                if s.ready { "yes" } else { s.not_ready_reason.as_str() }
+            );
+            outln!("installed        {}", installed_text(&s));
+            for u in &s.unprogrammed_switches {
+                outln!(
+                    "unprogrammed     {} {}: {} blocks pending: {}",
+                    guid(u.guid),
+                    u.name,
+                    u.blocks_pending,
+                    u.last_error
+                );
+            }
+            if !s.persistence_error.is_empty() {
+                outln!("persistence      FAILING: {}", s.persistence_error);
+            }
             outln!(
                 "engine           {}{} (driver {}, LMC {})",
                 s.engine,

@@ -180,6 +180,9 @@ pub struct MockDriverConfig {
     pub max_parallel: usize,
     /// Driver retries of one failed block write. Reloadable.
     pub max_retries: u32,
+    /// Switch GUIDs (`0x...`) whose LFT block writes fail as unreachable while the switch stays
+    /// up (the partial-upload drill). Reloadable.
+    pub unreachable_switches: Vec<String>,
 }
 
 impl Default for MockDriverConfig {
@@ -195,6 +198,7 @@ impl Default for MockDriverConfig {
             error_seed: 0,
             max_parallel: 64,
             max_retries: 3,
+            unreachable_switches: Vec::new(),
         }
     }
 }
@@ -581,6 +585,14 @@ impl Config {
             if m.max_parallel == 0 {
                 bad("driver.mock.max_parallel", "must be at least 1".into());
             }
+            for g in &m.unreachable_switches {
+                if fabric_topology::parse_guid(g).is_none() {
+                    bad(
+                        "driver.mock.unreachable_switches",
+                        format!("{g:?} is not a GUID (0x followed by hex digits)"),
+                    );
+                }
+            }
         }
         if self.driver.kind == DriverKind::Umad {
             if self.driver.umad.device.as_os_str().is_empty() {
@@ -704,6 +716,11 @@ impl Config {
         cmp!(applied, "driver.mock.error_seed", driver.mock.error_seed);
         cmp!(applied, "driver.mock.max_parallel", driver.mock.max_parallel);
         cmp!(applied, "driver.mock.max_retries", driver.mock.max_retries);
+        cmp!(
+            applied,
+            "driver.mock.unreachable_switches",
+            driver.mock.unreachable_switches
+        );
         cmp!(need_restart, "driver.umad", driver.umad);
         cmp!(need_restart, "driver.oob", driver.oob);
         cmp!(applied, "routing.engine", routing.engine);

@@ -122,6 +122,12 @@ pub fn mock_config(cfg: &MockDriverConfig) -> MockConfig {
         seed: cfg.error_seed,
         max_parallel: cfg.max_parallel.max(1),
         max_retries: cfg.max_retries,
+        // Checked by `Config::validate`.
+        unreachable_switches: cfg
+            .unreachable_switches
+            .iter()
+            .filter_map(|g| fabric_topology::parse_guid(g))
+            .collect(),
         ..MockConfig::default()
     }
 }
@@ -421,6 +427,8 @@ pub async fn run(opts: RunOptions, mut control: mpsc::Receiver<Control>) -> Resu
 
     // State directory.
     let state_dir = StateDir::open(&state_path)?;
+    // A directory that cannot take the state files would let every commit go unrecorded.
+    state_dir.probe_writable()?;
     let mut guid2lid = state_dir.load_guid2lid()?;
     if guid2lid.is_empty() && config.routing.adopt_lids {
         // Taking over a running fabric (from another subnet manager, or after the state
@@ -486,6 +494,7 @@ pub async fn run(opts: RunOptions, mut control: mpsc::Receiver<Control>) -> Resu
         subscribers: 0,
         missed_acks: Vec::new(),
         update_restarts: Vec::new(),
+        installation: Default::default(),
     }));
     let (notices, _) = broadcast::channel(1024);
     let telemetry = Telemetry::new();
@@ -499,7 +508,7 @@ pub async fn run(opts: RunOptions, mut control: mpsc::Receiver<Control>) -> Resu
         .set_not_serving::<FabricManagerServer<FabricService>>()
         .await;
 
-    let (ready_tx, ready_rx) = tokio::sync::oneshot::channel::<u64>();
+    let (ready_tx, ready_rx) = tokio::sync::oneshot::channel::<(u64, String)>();
     let watchdog = watchdog_interval();
     if let Some(w) = watchdog {
         tracing::info!(interval_ms = w.as_millis() as u64, "systemd watchdog enabled");
@@ -520,8 +529,8 @@ pub async fn run(opts: RunOptions, mut control: mpsc::Receiver<Control>) -> Resu
             telemetry: telemetry.clone(),
             notifier: notifier.clone(),
             watchdog,
-            on_ready: Some(Box::new(move |g| {
-                let _ = ready_tx.send(g);
+            on_ready: Some(Box::new(move |g, status| {
+                let _ = ready_tx.send((g, status));
             })),
         },
         LoopInit {
@@ -617,18 +626,19 @@ pub async fn run(opts: RunOptions, mut control: mpsc::Receiver<Control>) -> Resu
         prom_task = Some(tokio::spawn(telemetry.clone().serve(l, stopped(stop_rx.clone()))));
     }
 
-    // READY=1 once the first generation is installed.
+    // READY=1 once the first generation is committed (complete or incomplete: STATUS says
+    // what is missing); never while none could be.
     {
         let health_reporter = health_reporter.clone();
         let notifier = notifier.clone();
         let socket = socket_path.display().to_string();
         tokio::spawn(async move {
-            if let Ok(g) = ready_rx.await {
+            if let Ok((g, status)) = ready_rx.await {
                 health_reporter
                     .set_serving::<FabricManagerServer<FabricService>>()
                     .await;
-                tracing::info!(generation = g, socket = %socket, "fabricd ready");
-                if let Err(e) = notifier.ready(&format!("generation {g} installed")) {
+                tracing::info!(generation = g, socket = %socket, status = %status, "fabricd ready");
+                if let Err(e) = notifier.ready(&status) {
                     tracing::warn!(error = %e, "READY notification failed");
                 }
             }
@@ -680,8 +690,14 @@ pub async fn run(opts: RunOptions, mut control: mpsc::Receiver<Control>) -> Resu
                         }
                     }
                 }
-                let g = published.load().generation();
-                let _ = notifier.notify(&format!("READY=1\nSTATUS=generation {g} installed"));
+                // READY=1 ends the reload; before the first commit the start is not over.
+                let p = published.load();
+                let status = p.installation.status_line(p.generation());
+                if p.current.is_some() {
+                    let _ = notifier.notify(&format!("READY=1\nSTATUS={status}"));
+                } else {
+                    let _ = notifier.status(&status);
+                }
             }
             Some(Control::Shutdown) | None => break,
         }

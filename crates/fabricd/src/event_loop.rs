@@ -26,7 +26,7 @@
 //! stage upload has finished and been folded into the installed tables); any other change is
 //! queued (see `docs/update-protocol.md`, "Faults during an update").
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -34,7 +34,7 @@ use arc_swap::ArcSwap;
 use fabric_ranking::RankOptions;
 use fabric_routing::{EngineKind, Guid2Lid, LftBlockDiff, Lfts, LidPlan};
 use fabric_southbound::SouthboundDriver;
-use fabric_topology::{fmt_guid, Fabric, FabricEvent, Guid, Lid, PortNum, Remote, TopologyError};
+use fabric_topology::{fmt_guid, Fabric, FabricEvent, Guid, Lid, PortNum, Remote, SwitchId, TopologyError};
 use fabric_update::{split_writes, Action as UAction, EscapeMask, Input as UInput, Protocol, SubscriberId};
 use tokio::sync::{broadcast, mpsc, oneshot};
 use tokio::time::Instant as TokioInstant;
@@ -43,7 +43,7 @@ use crate::compute::{compute, ComputeError, ComputeInput, Computed};
 use crate::config::{FaultInjectionConfig, UpdateConfig};
 use crate::notify::Notifier;
 use crate::persist::{CommittedGeneration, JobPort, Jobs, StateDir, UpdateProgress, VirtualFault};
-use crate::state::{Generation, Notice, Phase, Published, RerouteTimings};
+use crate::state::{Generation, Installation, Notice, Phase, Published, RerouteTimings, UnprogrammedSwitch};
 use crate::telemetry::Telemetry;
 use crate::upload::{upload, UploadOutcome, UploadParams};
 
@@ -249,8 +249,9 @@ pub struct LoopIo {
     pub telemetry: Telemetry,
     pub notifier: Notifier,
     pub watchdog: Option<Duration>,
-    /// Called once, after the first generation is committed.
-    pub on_ready: Option<Box<dyn FnOnce(u64) + Send + Sync>>,
+    /// Called once, after the first generation is committed (complete or incomplete), with
+    /// its number and a status line saying what is incomplete.
+    pub on_ready: Option<Box<dyn FnOnce(u64, String) + Send + Sync>>,
 }
 
 /// Initial state, loaded by the caller (discovery, state directory).
@@ -401,6 +402,11 @@ pub struct EventLoop {
     installed_lids: Option<Arc<LidPlan>>,
     dirty: BTreeSet<(u32, u32)>,
     resync: BTreeSet<u32>,
+    /// Switches (dense id) of the routed fabric that did not take their blocks of the
+    /// committed generation: blocks pending and the last write error.
+    unprogrammed: BTreeMap<u32, (u64, String)>,
+    /// Why the last state file write failed (names the path); empty while persistence works.
+    persistence_error: String,
 
     busy: Busy,
     next_job: u64,
@@ -539,6 +545,8 @@ impl EventLoop {
             installed_lids: None,
             dirty: BTreeSet::new(),
             resync: all_switches,
+            unprogrammed: BTreeMap::new(),
+            persistence_error: String::new(),
             busy: Busy::Idle,
             next_job: 1,
             superseded_in_row: 0,
@@ -599,10 +607,76 @@ impl EventLoop {
             subscribers: self.subscribers.len(),
             missed_acks: self.missed_acks.clone(),
             update_restarts: self.update_restarts.clone(),
+            installation: self.installation(),
         };
+        self.io.telemetry.set_readiness(p.installation.not_ready.clone());
+        self.io
+            .telemetry
+            .set_unprogrammed_switches(p.installation.unprogrammed.len());
+        self.io.telemetry.set_persistence_ok(self.persistence_error.is_empty());
         self.io.published.store(Arc::new(p));
         self.io.telemetry.set_pending(self.pending_faults);
         self.io.telemetry.set_subscribers(self.subscribers.len());
+    }
+
+    /// What is guaranteed about the installed routing (see `docs/operations.md`, "Failure
+    /// semantics").
+    fn installation(&self) -> Installation {
+        let unprogrammed: Vec<UnprogrammedSwitch> = self
+            .unprogrammed
+            .iter()
+            .map(|(&sid, (blocks, err))| {
+                let sw = (sid as usize) < self.cabling.num_switches();
+                let (guid, name) = if sw {
+                    let s = self.cabling.switch(SwitchId(sid));
+                    (s.guid, s.desc.to_string())
+                } else {
+                    (0, String::new())
+                };
+                UnprogrammedSwitch {
+                    guid,
+                    name,
+                    blocks_pending: *blocks,
+                    last_error: err.clone(),
+                }
+            })
+            .collect();
+        let not_ready = Installation::readiness(
+            self.generation(),
+            &self.last_error,
+            &unprogrammed,
+            &self.persistence_error,
+        );
+        Installation {
+            blocks_pending: self.unprogrammed.values().map(|(b, _)| b).sum(),
+            unprogrammed,
+            persistence_error: self.persistence_error.clone(),
+            not_ready,
+        }
+    }
+
+    /// Records the result of writing state files: an ERROR once when persistence starts
+    /// failing, an INFO when it works again (`fabricd_persistence_ok`, Status, `/ready`).
+    fn note_persistence(&mut self, result: Result<(), String>) {
+        match result {
+            Ok(()) if !self.persistence_error.is_empty() => {
+                tracing::info!(previous_error = %self.persistence_error, "state directory writable again");
+                self.persistence_error.clear();
+            }
+            Ok(()) => {}
+            Err(e) => {
+                if self.persistence_error.is_empty() {
+                    tracing::error!(
+                        dir = %self.io.state_dir.path().display(),
+                        error = %e,
+                        "cannot persist state: the daemon keeps serving, but a restart would lose what is not written"
+                    );
+                } else if self.persistence_error != e {
+                    tracing::debug!(error = %e, "cannot persist state (still)");
+                }
+                self.persistence_error = e;
+            }
+        }
     }
 
     /// The generation installed by this process; 0 before its first commit (whatever the
@@ -744,7 +818,7 @@ impl EventLoop {
     }
 
     /// Persists the progress of the five-phase update (the phase just entered).
-    fn save_progress(&self, at: fabric_update::AttemptId, phase: fabric_update::Phase) {
+    fn save_progress(&mut self, at: fabric_update::AttemptId, phase: fabric_update::Phase) {
         let flight = match &self.busy {
             Busy::Escape(f, _, _)
             | Busy::Uploading(f, _)
@@ -760,16 +834,14 @@ impl EventLoop {
             phase,
             virtual_faults: flight.exclusions.iter().map(|x| x.persisted()).collect(),
         };
-        if let Err(e) = self.io.state_dir.save_update_progress(&p) {
-            tracing::error!(error = %e, "cannot persist the update progress");
-        }
+        let r = self.io.state_dir.save_update_progress(&p).map_err(|e| e.to_string());
+        self.note_persistence(r);
     }
 
     fn clear_progress(&mut self) {
         self.recovering = None;
-        if let Err(e) = self.io.state_dir.clear_update_progress() {
-            tracing::error!(error = %e, "cannot remove the update progress file");
-        }
+        let r = self.io.state_dir.clear_update_progress().map_err(|e| e.to_string());
+        self.note_persistence(r);
     }
 
     fn finished(&self) -> bool {
@@ -967,10 +1039,15 @@ impl EventLoop {
         match res {
             Ok(Ok(())) => {
                 self.jobs = Arc::new(jobs);
+                self.note_persistence(Ok(()));
                 self.publish();
                 Ok(())
             }
-            Ok(Err(e)) => Err(LoopError::Internal(format!("cannot persist job mappings: {e}"))),
+            Ok(Err(e)) => {
+                self.note_persistence(Err(e.to_string()));
+                self.publish();
+                Err(LoopError::Internal(format!("cannot persist job mappings: {e}")))
+            }
             Err(e) => Err(LoopError::Internal(format!("cannot persist job mappings: {e}"))),
         }
     }
@@ -1998,7 +2075,10 @@ impl EventLoop {
             }
         }
         self.escape_keys.clear();
+        let mut switch_errors = esc.switch_errors;
+        switch_errors.extend(base.switch_errors);
         UploadOutcome {
+            switch_errors,
             blocks_written: (esc.blocks_written + base.blocks_written).saturating_sub(twice),
             retries: esc.retries + base.retries,
             failed,
@@ -2007,41 +2087,129 @@ impl EventLoop {
         }
     }
 
+    /// Schedules the retry of a generation, or of its failed blocks, with exponential backoff.
+    fn schedule_retry(&mut self) {
+        self.retry_backoff = (self.retry_backoff * 2)
+            .max(Duration::from_millis(self.settings.update.failed_generation_backoff_ms))
+            .min(Duration::from_secs(60));
+        self.retry_at = Some(Instant::now() + self.retry_backoff);
+        self.io.telemetry.failed();
+    }
+
+    /// Nothing of the generation could be written while something was due: it is not
+    /// committed (no number used, waiters get an error, the installed generation stays what
+    /// readers see) and is retried with backoff.
+    fn not_committed(&mut self, flight: InFlight, outcome: UploadOutcome) {
+        let err = outcome.error.clone().unwrap_or_else(|| "unknown error".into());
+        let due = outcome.failed.len();
+        // Its blocks are still to be written, the resync switches still to be rewritten.
+        self.give_back(&flight);
+        self.dirty.extend(outcome.failed.iter().copied());
+        for (sid, (_, e)) in self.unprogrammed.iter_mut() {
+            if let Some(x) = outcome.switch_errors.get(sid) {
+                e.clone_from(x);
+            }
+        }
+        self.schedule_retry();
+        let msg = format!("no LFT block could be written ({due} due), nothing installed, retrying: {err}");
+        if self.current.is_none() {
+            tracing::error!(blocks_due = due, error = %err, "no generation installed: no LFT block could be written; retrying");
+        } else {
+            tracing::warn!(
+                blocks_due = due,
+                installed = self.generation(),
+                error = %err,
+                "generation not committed: no LFT block could be written; retrying"
+            );
+        }
+        self.last_error = format!("generation {} not committed: {msg}", self.next_generation());
+        self.fail_waiters(flight.seq, &msg);
+        self.set_phase(Phase::Idle);
+        self.publish();
+        self.maybe_start();
+    }
+
+    /// The switches that did not take their blocks of the generation just committed (every
+    /// dirty block of a live switch was part of its writes, so its failures are the whole
+    /// list): logged when the list changes, INFO for each switch that is programmed again.
+    fn note_unprogrammed(&mut self, number: u64, physical: &Fabric, outcome: &UploadOutcome) {
+        let mut now: BTreeMap<u32, (u64, String)> = BTreeMap::new();
+        for &(sid, _) in &outcome.failed {
+            if (sid as usize) >= physical.num_switches() || !physical.switch(SwitchId(sid)).up {
+                continue;
+            }
+            let e = now.entry(sid).or_insert_with(|| {
+                let err = outcome
+                    .switch_errors
+                    .get(&sid)
+                    .or(outcome.error.as_ref())
+                    .cloned()
+                    .unwrap_or_default();
+                (0, err)
+            });
+            e.0 += 1;
+        }
+        for sid in self.unprogrammed.keys() {
+            if now.contains_key(sid) || (*sid as usize) >= physical.num_switches() {
+                continue;
+            }
+            let sw = physical.switch(SwitchId(*sid));
+            if sw.up {
+                tracing::info!(switch = %fmt_guid(sw.guid), generation = number, "switch {} programmed", sw.desc);
+            } else {
+                tracing::info!(switch = %fmt_guid(sw.guid), "switch {} is down: no longer listed as unprogrammed", sw.desc);
+            }
+        }
+        self.unprogrammed = now;
+        if !self.unprogrammed.is_empty() {
+            let list = self.installation().unprogrammed;
+            tracing::error!(
+                generation = number,
+                switches = list.len(),
+                blocks_pending = list.iter().map(|u| u.blocks_pending).sum::<u64>(),
+                "generation {number} committed incomplete: unprogrammed switches: {}; retrying",
+                crate::state::name_switches(&list)
+            );
+        }
+    }
+
     /// Commit: fold the generation into the live state, persist, publish, answer waiters.
+    ///
+    /// Committed generation N means every block of N is on every live switch of the routed
+    /// fabric except the switches listed as unprogrammed. A generation of which nothing could
+    /// be written while something was due is not committed ([`EventLoop::not_committed`]).
     async fn commit(&mut self, flight: InFlight, c: Computed, outcome: UploadOutcome) {
+        if outcome.error.is_some() && outcome.blocks_written == 0 && (!outcome.failed.is_empty() || c.lids_changed) {
+            self.not_committed(flight, outcome);
+            return;
+        }
         self.set_phase(Phase::Commit);
         if self.recovering.is_some() && outcome.error.is_none() {
             tracing::info!("the interrupted update is finished");
             self.clear_progress();
         }
-        let now = Instant::now();
         // Fold what the generation applied into the live state.
         self.physical = c.physical.clone();
         let k = flight.physical_events.min(self.pending_physical.len());
         self.pending_physical.drain(..k);
         self.installed = c.lfts.clone();
-        if outcome.error.is_some() && c.lids_changed && outcome.blocks_written == 0 {
-            // LIDs may not be installed: configure them again next time.
-            self.installed_lids = None;
-        } else {
-            self.installed_lids = Some(c.lids.clone());
-        }
+        self.installed_lids = Some(c.lids.clone());
         self.dirty.extend(outcome.failed.iter().copied());
         self.dirty.extend(c.skipped.iter().copied());
+        let number = self.next_generation();
+        self.note_unprogrammed(number, &c.physical, &outcome);
         if let Some(err) = &outcome.error {
-            self.retry_backoff = (self.retry_backoff * 2)
-                .max(Duration::from_millis(self.settings.update.failed_generation_backoff_ms))
-                .min(Duration::from_secs(60));
-            self.retry_at = Some(now + self.retry_backoff);
-            self.last_error = format!("{} LFT blocks not written, retrying: {err}", outcome.failed.len());
-            tracing::error!(failed = outcome.failed.len(), error = %err, "LFT upload incomplete");
-            self.io.telemetry.failed();
+            self.schedule_retry();
+            self.last_error = format!(
+                "generation {number} incomplete: {} LFT blocks not written on {} switches, retrying: {err}",
+                outcome.failed.len(),
+                self.unprogrammed.len().max(1)
+            );
         } else {
             self.retry_backoff = Duration::ZERO;
             self.last_error.clear();
         }
 
-        let number = self.next_generation();
         let committed_at_unix_ms = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
@@ -2086,13 +2254,14 @@ impl EventLoop {
                     if faults_saved {
                         self.persisted_exclusions = flight.exclusions.clone();
                     }
-                    if !errors.is_empty() {
-                        let e = errors.join("; ");
-                        tracing::error!(error = %e, "cannot persist state");
-                        self.last_error = format!("cannot persist state: {e}");
-                    }
+                    let r = if errors.is_empty() {
+                        Ok(())
+                    } else {
+                        Err(errors.join("; "))
+                    };
+                    self.note_persistence(r);
                 }
-                Err(e) => tracing::error!(error = %e, "persistence task failed"),
+                Err(e) => self.note_persistence(Err(format!("persistence task failed: {e}"))),
             }
         }
         self.guid2lid = c.guid2lid.clone();
@@ -2177,12 +2346,13 @@ impl EventLoop {
                 generation: number,
             }));
         }
-        let _ = self.io.notifier.status(&format!("generation {number} installed"));
+        let status = self.installation().status_line(number);
         if first {
             if let Some(f) = self.io.on_ready.take() {
-                f(number);
+                f(number, status.clone());
             }
         }
+        let _ = self.io.notifier.status(&status);
         self.prepare_escape_vl();
         self.set_phase(Phase::Idle);
         self.publish();
@@ -2476,6 +2646,7 @@ mod loop_tests {
             subscribers: 0,
             missed_acks: Vec::new(),
             update_restarts: Vec::new(),
+            installation: Default::default(),
         }));
         let (notices, _) = broadcast::channel(1024);
         let watch = notices.clone();

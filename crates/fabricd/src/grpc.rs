@@ -546,6 +546,23 @@ impl FabricManager for FabricService {
             driver_smp_retries: stats.retries,
             driver_smp_failures: stats.failures,
             job_aware: p.job_aware,
+            unprogrammed_switches: p
+                .installation
+                .unprogrammed
+                .iter()
+                .map(|u| pb::UnprogrammedSwitch {
+                    guid: u.guid,
+                    name: u.name.clone(),
+                    blocks_pending: u.blocks_pending,
+                    last_error: u.last_error.clone(),
+                })
+                .collect(),
+            unprogrammed_switch_count: count(p.installation.unprogrammed.len()),
+            blocks_pending: p.installation.blocks_pending,
+            tables_installed: p.installation.tables_installed(p.generation()),
+            persistence_error: p.installation.persistence_error.clone(),
+            ready: p.installation.not_ready.is_none(),
+            not_ready_reason: p.installation.not_ready.clone().unwrap_or_default(),
         }))
     }
 

@@ -70,7 +70,16 @@ pub enum PersistError {
     Io { path: PathBuf, source: io::Error },
     #[error("{path}: {message}")]
     Corrupt { path: PathBuf, message: String },
+    #[error("{dir} is not writable ({file}: {source})")]
+    NotWritable {
+        dir: PathBuf,
+        file: PathBuf,
+        source: io::Error,
+    },
 }
+
+/// Name of the file [`StateDir::probe_writable`] creates and removes.
+pub const PROBE_FILE: &str = ".fabricd-write-probe";
 
 /// One end port of a job, as persisted: the port GUID plus the name it had when mapped.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -152,6 +161,25 @@ impl StateDir {
 
     pub fn path(&self) -> &Path {
         &self.dir
+    }
+
+    /// Checks that state files can be replaced, the way they are: creates, writes, fsyncs and
+    /// renames a probe file, then removes it. Mode bits say nothing for root or on a read-only
+    /// mount; this does what a commit will do.
+    pub fn probe_writable(&self) -> Result<(), PersistError> {
+        let target = self.file(PROBE_FILE);
+        let not_writable = |file: &Path| {
+            let (dir, file) = (self.dir.clone(), file.to_path_buf());
+            move |source| PersistError::NotWritable { dir, file, source }
+        };
+        let res = self.write_atomic(PROBE_FILE, b"fabricd write probe\n");
+        if let Err(PersistError::Io { path, source }) = res {
+            // A temporary file left by a failed rename goes too.
+            let _ = fs::remove_file(self.file(&format!(".{PROBE_FILE}.tmp")));
+            return Err(not_writable(&path)(source));
+        }
+        res?;
+        fs::remove_file(&target).map_err(not_writable(&target))
     }
 
     fn file(&self, name: &str) -> PathBuf {

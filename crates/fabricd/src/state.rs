@@ -94,6 +94,117 @@ pub struct Published {
     /// Restarts from Prepare of the generation being installed (or of the last one), each
     /// `attempt N: reason` (the fault that broke the routing being installed).
     pub update_restarts: Vec<String>,
+    /// Whether the committed generation is on the switches and its state on disk.
+    pub installation: Installation,
+}
+
+/// A switch of the routed fabric that does not hold every LFT block of the committed
+/// generation (its blocks stay dirty and are retried with backoff).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct UnprogrammedSwitch {
+    pub guid: fabric_topology::Guid,
+    /// Node description, when known.
+    pub name: String,
+    pub blocks_pending: u64,
+    pub last_error: String,
+}
+
+/// What the daemon can guarantee about the installed routing (docs/operations.md, "Failure
+/// semantics"): the basis of `/ready` and of the Status fields about installation.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Installation {
+    /// Switches that did not take their blocks of the committed generation.
+    pub unprogrammed: Vec<UnprogrammedSwitch>,
+    /// LFT blocks of live switches not yet written.
+    pub blocks_pending: u64,
+    /// Why state files cannot be written; empty while persistence works.
+    pub persistence_error: String,
+    /// `None` when ready (`/ready` 200), else the one-line reason (`/ready` 503 body).
+    pub not_ready: Option<String>,
+}
+
+impl Default for Installation {
+    fn default() -> Self {
+        Installation {
+            unprogrammed: Vec::new(),
+            blocks_pending: 0,
+            persistence_error: String::new(),
+            not_ready: Some("not ready: no generation installed".into()),
+        }
+    }
+}
+
+/// Switches named in one line: at most this many, then `and N more`.
+const NAMED_SWITCHES: usize = 5;
+
+impl Installation {
+    /// Readiness from the facts: a generation committed (`generation` > 0), no switch
+    /// unprogrammed, persistence healthy. `last_error` explains a missing generation.
+    pub fn readiness(
+        generation: u64,
+        last_error: &str,
+        unprogrammed: &[UnprogrammedSwitch],
+        persistence_error: &str,
+    ) -> Option<String> {
+        let mut why = Vec::new();
+        if generation == 0 {
+            why.push(if last_error.is_empty() {
+                "no generation installed".to_string()
+            } else {
+                format!("no generation installed: {last_error}")
+            });
+        }
+        if !unprogrammed.is_empty() {
+            why.push(format!(
+                "{} switch{} unprogrammed: {}",
+                unprogrammed.len(),
+                if unprogrammed.len() == 1 { "" } else { "es" },
+                name_switches(unprogrammed)
+            ));
+        }
+        if !persistence_error.is_empty() {
+            why.push(format!("state directory not writable: {persistence_error}"));
+        }
+        (!why.is_empty()).then(|| format!("not ready: {}", why.join("; ")))
+    }
+
+    /// Every table of the committed generation is on every live switch.
+    pub fn tables_installed(&self, generation: u64) -> bool {
+        generation > 0 && self.unprogrammed.is_empty() && self.blocks_pending == 0
+    }
+
+    /// The `STATUS=` line for systemd.
+    pub fn status_line(&self, generation: u64) -> String {
+        if generation == 0 {
+            return self.not_ready.clone().unwrap_or_else(|| "starting".into());
+        }
+        match &self.not_ready {
+            None => format!("generation {generation} installed"),
+            Some(why) => format!(
+                "generation {generation} committed, {}",
+                why.strip_prefix("not ready: ").unwrap_or(why)
+            ),
+        }
+    }
+}
+
+/// `name (0x...), ...` of the first switches, `and N more`.
+pub fn name_switches(list: &[UnprogrammedSwitch]) -> String {
+    let mut s: Vec<String> = list
+        .iter()
+        .take(NAMED_SWITCHES)
+        .map(|u| {
+            if u.name.is_empty() {
+                fabric_topology::fmt_guid(u.guid)
+            } else {
+                format!("{} ({})", u.name, fabric_topology::fmt_guid(u.guid))
+            }
+        })
+        .collect();
+    if list.len() > NAMED_SWITCHES {
+        s.push(format!("and {} more", list.len() - NAMED_SWITCHES));
+    }
+    s.join(", ")
 }
 
 impl Published {
@@ -153,5 +264,32 @@ mod tests {
         assert!(Phase::ALL
             .iter()
             .all(|p| p.name().chars().all(|c| c.is_ascii_lowercase())));
+    }
+
+    #[test]
+    fn readiness_names_every_reason() {
+        assert_eq!(
+            Installation::readiness(0, "", &[], "").as_deref(),
+            Some("not ready: no generation installed")
+        );
+        let u = UnprogrammedSwitch {
+            guid: 0x10,
+            name: "leaf-1".into(),
+            blocks_pending: 3,
+            last_error: "unreachable".into(),
+        };
+        let r = Installation::readiness(0, "no LFT block could be written", &[u.clone()], "gen.json: EROFS").unwrap();
+        assert_eq!(
+            r,
+            "not ready: no generation installed: no LFT block could be written; 1 switch unprogrammed: \
+             leaf-1 (0x0000000000000010); state directory not writable: gen.json: EROFS"
+        );
+        assert_eq!(Installation::readiness(4, "old error", &[], ""), None);
+        let many = vec![u; 7];
+        let r = Installation::readiness(2, "", &many, "").unwrap();
+        assert!(
+            r.starts_with("not ready: 7 switches unprogrammed: ") && r.ends_with("and 2 more"),
+            "{r}"
+        );
     }
 }

@@ -4,8 +4,7 @@
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use http_body_util::Full;
 use hyper::body::Bytes;
@@ -55,7 +54,10 @@ pub struct Telemetry {
     driver_smp_failures: Counter,
     escape_vl_ready: Gauge,
     update_restarts: Counter,
-    ready: Arc<AtomicBool>,
+    unprogrammed_switches: Gauge,
+    persistence_ok: Gauge,
+    /// `None` = ready; else the reason `/ready` answers 503 with.
+    not_ready: Arc<Mutex<Option<String>>>,
 }
 
 impl std::fmt::Debug for Telemetry {
@@ -178,6 +180,19 @@ impl Telemetry {
             "Generations that could not be installed",
             generations_failed.clone(),
         );
+        let unprogrammed_switches = Gauge::default();
+        r.register(
+            "unprogrammed_switches",
+            "Switches of the routed fabric that do not hold every LFT block of the committed generation",
+            unprogrammed_switches.clone(),
+        );
+        let persistence_ok = Gauge::default();
+        persistence_ok.set(1);
+        r.register(
+            "persistence_ok",
+            "1 while the state directory takes the state files, 0 when a write failed",
+            persistence_ok.clone(),
+        );
         r.register(
             "pending_faults",
             "Topology changes queued for the next generation",
@@ -205,7 +220,9 @@ impl Telemetry {
             driver_smp_failures,
             escape_vl_ready,
             update_restarts,
-            ready: Arc::new(AtomicBool::new(false)),
+            unprogrammed_switches,
+            persistence_ok,
+            not_ready: Arc::new(Mutex::new(Some("not ready: no generation installed".into()))),
         };
         t.set_phase(Phase::Idle);
         t
@@ -240,7 +257,20 @@ impl Telemetry {
         self.committed_seconds.observe(committed_s);
         self.compute_seconds.observe(compute_s);
         self.upload_seconds.observe(upload_s);
-        self.ready.store(true, Ordering::Relaxed);
+    }
+
+    /// What `/ready` answers: `None` = 200, else 503 with the reason (see
+    /// [`crate::state::Installation::readiness`]).
+    pub fn set_readiness(&self, not_ready: Option<String>) {
+        *self.not_ready.lock().unwrap_or_else(PoisonError::into_inner) = not_ready;
+    }
+
+    pub fn set_unprogrammed_switches(&self, n: usize) {
+        self.unprogrammed_switches.set(i64::try_from(n).unwrap_or(i64::MAX));
+    }
+
+    pub fn set_persistence_ok(&self, ok: bool) {
+        self.persistence_ok.set(i64::from(ok));
     }
 
     pub fn blocks_written(&self, blocks: u64, retries: u64) {
@@ -314,10 +344,10 @@ impl Telemetry {
                 self.encode(),
             ),
             (&Method::GET, "/live") => (StatusCode::OK, "text/plain", "live\n".into()),
-            (&Method::GET, "/ready") if self.ready.load(Ordering::Relaxed) => {
-                (StatusCode::OK, "text/plain", "ready\n".into())
-            }
-            (&Method::GET, "/ready") => (StatusCode::SERVICE_UNAVAILABLE, "text/plain", "not ready\n".into()),
+            (&Method::GET, "/ready") => match self.not_ready.lock().unwrap_or_else(PoisonError::into_inner).clone() {
+                None => (StatusCode::OK, "text/plain", "ready\n".into()),
+                Some(why) => (StatusCode::SERVICE_UNAVAILABLE, "text/plain", format!("{why}\n")),
+            },
             (&Method::GET, _) => (StatusCode::NOT_FOUND, "text/plain", "not found\n".into()),
             _ => (
                 StatusCode::METHOD_NOT_ALLOWED,
@@ -396,6 +426,8 @@ mod tests {
             "fabricd_generation 3",
             "fabricd_phase{phase=\"update\"} 1",
             "fabricd_phase{phase=\"idle\"} 0",
+            "fabricd_unprogrammed_switches 0",
+            "fabricd_persistence_ok 1",
         ] {
             assert!(s.contains(needle), "missing {needle:?} in\n{s}");
         }
@@ -438,9 +470,22 @@ mod tests {
             s.read_to_string(&mut out).await.unwrap();
             out
         }
-        assert!(get(addr, "/ready").await.starts_with("HTTP/1.1 503"));
+        let r = get(addr, "/ready").await;
+        assert!(
+            r.starts_with("HTTP/1.1 503") && r.ends_with("not ready: no generation installed\n"),
+            "{r}"
+        );
         t.committed(1, 0.1, 0.2, 0.05, 0.05);
+        // A commit alone is not readiness: the event loop decides (switches, persistence).
+        assert!(get(addr, "/ready").await.starts_with("HTTP/1.1 503"));
+        t.set_readiness(None);
         assert!(get(addr, "/ready").await.starts_with("HTTP/1.1 200"));
+        t.set_readiness(Some("not ready: 1 switch unprogrammed: 0x0000000000000010".into()));
+        let r = get(addr, "/ready").await;
+        assert!(
+            r.starts_with("HTTP/1.1 503") && r.contains("1 switch unprogrammed"),
+            "{r}"
+        );
         assert!(get(addr, "/live").await.starts_with("HTTP/1.1 200"));
         let m = get(addr, "/metrics").await;
         assert!(m.contains("fabricd_generation 1"), "{m}");

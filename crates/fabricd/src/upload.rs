@@ -2,9 +2,11 @@
 //! parallelism (at most `parallelism` driver calls in flight) and retry with exponential
 //! backoff of transient failures (on top of the driver's own per-block retries).
 //!
-//! A batch that finally fails is reported block by block so that the event loop keeps those
-//! blocks dirty and writes them again with the next generation.
+//! A batch never mixes switches, so that a batch that fails names one switch. A batch that
+//! finally fails, or whose task panicked (a driver bug), is reported block by block so that the
+//! event loop keeps those blocks dirty and writes them again with the next generation.
 
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -34,6 +36,8 @@ pub struct UploadOutcome {
     pub failed: Vec<(u32, u32)>,
     /// First error message, when something failed.
     pub error: Option<String>,
+    /// Error of each switch (dense id) with failed blocks.
+    pub switch_errors: BTreeMap<u32, String>,
     pub elapsed: Duration,
 }
 
@@ -51,7 +55,11 @@ pub async fn upload(
     }
     let sem = Arc::new(Semaphore::new(p.parallelism.max(1)));
     let mut set = JoinSet::new();
-    for chunk in writes.chunks(p.batch_blocks.max(1)) {
+    // Block ids of each task, to report a panicked task's blocks as failed.
+    let mut task_ids: HashMap<tokio::task::Id, Vec<(u32, u32)>> = HashMap::new();
+    // Batches never mix switches: a failed batch is one switch's failure.
+    let per_switch = writes.chunk_by(|a, b| a.switch == b.switch);
+    for chunk in per_switch.flat_map(|s| s.chunks(p.batch_blocks.max(1))) {
         let batch: Vec<LftBlockWrite> = chunk
             .iter()
             .map(|d| LftBlockWrite {
@@ -64,7 +72,8 @@ pub async fn upload(
         let driver = driver.clone();
         let sem = sem.clone();
         let p = p.clone();
-        set.spawn(async move {
+        let task_ids_entry = ids.clone();
+        let handle = set.spawn(async move {
             // The semaphore is never closed; a failure to acquire would only mean shutdown.
             let _permit = sem.acquire_owned().await.ok();
             let mut retries = 0u64;
@@ -82,21 +91,33 @@ pub async fn upload(
                 }
             }
         });
+        task_ids.insert(handle.id(), task_ids_entry);
     }
-    while let Some(res) = set.join_next().await {
+    let fail = |out: &mut UploadOutcome, ids: Vec<(u32, u32)>, msg: String| {
+        if let Some(&(switch, _)) = ids.first() {
+            out.switch_errors.entry(switch).or_insert_with(|| msg.clone());
+        }
+        out.failed.extend(ids);
+        out.error.get_or_insert(msg);
+    };
+    while let Some(res) = set.join_next_with_id().await {
         match res {
-            Ok((_, Ok((written, retries)))) => {
+            Ok((id, (_, Ok((written, retries))))) => {
+                task_ids.remove(&id);
                 out.blocks_written += written;
                 out.retries += retries;
             }
-            Ok((ids, Err((msg, retries)))) => {
+            Ok((id, (ids, Err((msg, retries))))) => {
+                task_ids.remove(&id);
                 out.retries += retries;
-                out.failed.extend(ids);
-                out.error.get_or_insert(msg);
+                fail(&mut out, ids, msg);
             }
             Err(join) => {
-                // A panicking driver: the batch's blocks are unknown, but we lost their ids.
-                out.error.get_or_insert(format!("upload task failed: {join}"));
+                // A panicking driver: what the batch wrote is unknown, so every block of it is
+                // failed (kept dirty and written again).
+                let ids = task_ids.remove(&join.id()).unwrap_or_default();
+                tracing::error!(blocks = ids.len(), error = %join, "LFT upload task failed");
+                fail(&mut out, ids, format!("upload task failed: {join}"));
             }
         }
     }
@@ -120,11 +141,12 @@ mod tests {
         b.build()
     }
 
+    /// `n` blocks, switch-major (as the event loop hands them over): half on each switch.
     fn writes(n: u32) -> Vec<LftBlockDiff> {
         (0..n)
             .map(|i| LftBlockDiff {
-                switch: SwitchId(i % 2),
-                block: i / 2,
+                switch: SwitchId(u32::from(i >= n / 2)),
+                block: i % (n / 2),
                 entries: [(i % 7) as u8; BLOCK_SIZE],
             })
             .collect()
@@ -183,5 +205,112 @@ mod tests {
         assert_eq!(out.blocks_written, 40);
         assert!(out.retries > 0, "a 30 % error rate over 40 blocks retries something");
         assert_eq!(mock.counters().blocks_written, 40);
+    }
+
+    /// The mock fabric whose first LFT batch write panics (a driver bug).
+    struct PanicsOnce {
+        mock: Arc<MockFabric>,
+        panicked: std::sync::atomic::AtomicBool,
+    }
+
+    #[async_trait::async_trait]
+    impl SouthboundDriver for PanicsOnce {
+        fn caps(&self) -> fabric_southbound::DriverCaps {
+            self.mock.caps()
+        }
+        async fn discover(&self) -> Result<Fabric, fabric_southbound::DriverError> {
+            self.mock.discover().await
+        }
+        fn subscribe_events(&self) -> tokio::sync::mpsc::UnboundedReceiver<fabric_topology::FabricEvent> {
+            self.mock.subscribe_events()
+        }
+        async fn configure_lids(
+            &self,
+            f: &Fabric,
+            l: &fabric_routing::LidPlan,
+        ) -> Result<(), fabric_southbound::DriverError> {
+            self.mock.configure_lids(f, l).await
+        }
+        async fn write_lft_blocks(
+            &self,
+            b: &[LftBlockWrite],
+        ) -> Result<fabric_southbound::WriteReport, fabric_southbound::DriverError> {
+            if !self.panicked.swap(true, std::sync::atomic::Ordering::SeqCst) {
+                panic!("driver bug: first batch");
+            }
+            self.mock.write_lft_blocks(b).await
+        }
+        async fn read_lft_block(
+            &self,
+            s: fabric_topology::Guid,
+            b: u32,
+        ) -> Result<[u8; BLOCK_SIZE], fabric_southbound::DriverError> {
+            self.mock.read_lft_block(s, b).await
+        }
+        async fn set_port_state(
+            &self,
+            s: fabric_topology::Guid,
+            p: fabric_topology::PortNum,
+            up: bool,
+        ) -> Result<(), fabric_southbound::DriverError> {
+            self.mock.set_port_state(s, p, up).await
+        }
+        async fn set_switch_state(
+            &self,
+            s: fabric_topology::Guid,
+            up: bool,
+        ) -> Result<(), fabric_southbound::DriverError> {
+            self.mock.set_switch_state(s, up).await
+        }
+    }
+
+    #[tokio::test]
+    async fn a_panicked_batch_is_reported_failed_and_its_blocks_are_retried() {
+        let f = two_switches();
+        let mock = Arc::new(MockFabric::new(f.clone()));
+        let driver = Arc::new(PanicsOnce {
+            mock: mock.clone(),
+            panicked: false.into(),
+        });
+        // One task at a time: the first batch to run (3 blocks of one switch) panics.
+        let p = UploadParams {
+            parallelism: 1,
+            ..params()
+        };
+        let all = writes(10);
+        let out = upload(driver.clone(), Arc::new(f.clone()), all.clone(), p.clone()).await;
+        assert_eq!(out.failed.len(), 3, "the panicked batch's ids are failed: {out:?}");
+        assert_eq!(out.blocks_written, 7);
+        assert!(out.error.as_deref().unwrap().contains("upload task failed"), "{out:?}");
+        let (sw, _) = out.failed[0];
+        assert!(out.switch_errors[&sw].contains("panic"), "{out:?}");
+        // The event loop keeps them dirty and writes them again: the retry writes them.
+        let again: Vec<LftBlockDiff> = all
+            .into_iter()
+            .filter(|d| out.failed.contains(&(d.switch.0, d.block)))
+            .collect();
+        let retry = upload(driver, Arc::new(f), again, p).await;
+        assert_eq!((retry.blocks_written, retry.failed.len()), (3, 0), "{retry:?}");
+        let lfts = mock.installed_lfts();
+        for (i, d) in writes(10).iter().enumerate() {
+            let row = &lfts[&[0x10, 0x11][d.switch.idx()]];
+            let at = d.block as usize * BLOCK_SIZE;
+            assert_eq!(row[at..at + BLOCK_SIZE], d.entries, "block {i} holds its entries");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_batch_holds_the_blocks_of_one_switch() {
+        let f = two_switches();
+        let cfg = MockConfig {
+            unreachable_switches: vec![0x11],
+            max_retries: 0,
+            ..MockConfig::default()
+        };
+        let mock = Arc::new(MockFabric::new(f.clone()).with_config(cfg).unwrap());
+        let out = upload(mock, Arc::new(f), writes(10), params()).await;
+        assert_eq!(out.blocks_written, 5, "every block of the reachable switch is written");
+        assert_eq!(out.failed, (0..5).map(|b| (1, b)).collect::<Vec<_>>());
+        assert_eq!(out.switch_errors.keys().copied().collect::<Vec<_>>(), vec![1]);
     }
 }

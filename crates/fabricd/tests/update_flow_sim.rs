@@ -312,6 +312,7 @@ fn start(five_phase: bool) -> Daemon {
         subscribers: 0,
         missed_acks: Vec::new(),
         update_restarts: Vec::new(),
+        installation: Default::default(),
     }));
     let settings = LoopSettings {
         update: UpdateConfig {

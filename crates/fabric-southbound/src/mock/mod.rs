@@ -30,7 +30,9 @@
 //!   never sleeps.
 //! * **Reachability.** A switch that is powered off is unreachable: writes and reads to it fail
 //!   with [`DriverError::Unreachable`] at once (not retried). Management traffic is not routed
-//!   through the simulated links: a live switch is always reachable.
+//!   through the simulated links: a live switch is always reachable, unless it is listed in
+//!   [`MockConfig::unreachable_switches`]: then its LFT block writes fail with
+//!   [`DriverError::Unreachable`] while it stays up (a lost management path).
 //!
 //! # Observing block writes
 //!
@@ -86,6 +88,10 @@ pub struct MockConfig {
     pub escape_vl: Option<u8>,
     /// Whether powering a switch back on loses its LFT and LID, as a real switch reboot does.
     pub reset_on_power_cycle: bool,
+    /// Switches (GUIDs) that refuse every LFT block write with [`DriverError::Unreachable`]
+    /// while staying up in the topology (a management path that is down, an agent that is
+    /// gone): the partial-upload drill.
+    pub unreachable_switches: Vec<Guid>,
 }
 
 impl Default for MockConfig {
@@ -99,6 +105,7 @@ impl Default for MockConfig {
             max_lid: IB_MAX_UNICAST_LID,
             escape_vl: Some(1),
             reset_on_power_cycle: false,
+            unreachable_switches: Vec::new(),
         }
     }
 }
@@ -711,8 +718,9 @@ impl MockFabric {
     }
 
     /// One attempt at writing one block: `Ok(true)` written, `Ok(false)` injected failure.
-    fn write_block_once(&self, sw: SwitchId, w: &LftBlockWrite, error_rate: f64) -> Result<bool, DriverError> {
-        if !self.switch_up[sw.idx()].load(Ordering::SeqCst) {
+    fn write_block_once(&self, sw: SwitchId, w: &LftBlockWrite, cfg: &MockConfig) -> Result<bool, DriverError> {
+        let error_rate = cfg.error_rate;
+        if !self.switch_up[sw.idx()].load(Ordering::SeqCst) || cfg.unreachable_switches.contains(&w.switch) {
             return Err(DriverError::Unreachable { guid: w.switch });
         }
         bump(&self.counters.write_attempts, 1);
@@ -937,7 +945,7 @@ impl SouthboundDriver for MockFabric {
             }
             for _ in 0..cfg.max_parallel.min(queue.len()) {
                 let Some((i, failures)) = queue.pop_front() else { break };
-                if self.write_block_once(ids[i], &blocks[i], cfg.error_rate)? {
+                if self.write_block_once(ids[i], &blocks[i], &cfg)? {
                     report.blocks_written += 1;
                 } else if failures >= cfg.max_retries {
                     return Err(DriverError::Transient {
