@@ -73,6 +73,14 @@ async fn until_status(d: &Daemon, c: &mut Client, what: &str, f: impl Fn(&pb::St
     }
 }
 
+/// Polls until `/ready` answers 200 (30 s at most).
+async fn until_ready(d: &Daemon, port: u16) {
+    until(d, "/ready 200", |_| {
+        http_get(port, "/ready").starts_with("HTTP/1.1 200")
+    })
+    .await;
+}
+
 async fn until(d: &Daemon, what: &str, f: impl Fn(&Daemon) -> bool) {
     let t = Instant::now();
     while !f(d) {
@@ -137,6 +145,9 @@ fn nothing_written_is_nothing_committed() {
         let d = Daemon::spawn_with_config(&dir, &config, &[]);
         let mut c = d.client().await;
 
+        // The first attempt failed: nothing is installed.
+        let s = until_status(&d, &mut c, "an error", |s| !s.last_error.is_empty()).await;
+        assert_eq!(s.generation, 0, "no generation committed: {s:?}");
         // Several attempts fail (each retried with backoff).
         until(&d, "three failed attempts", |d| {
             d.log_text().matches("no LFT block could be written").count() >= 3
@@ -207,9 +218,7 @@ fn an_unprogrammed_switch_is_listed_until_programmed() {
         std::fs::write(&config, config_text("", port)).expect("write config");
         let d = Daemon::spawn_with_config(&dir, &config, &[]);
         let mut c = d.ready().await;
-        let s = until_status(&d, &mut c, "ready", |s| s.ready).await;
-        assert!(s.tables_installed && s.unprogrammed_switches.is_empty(), "{s:?}");
-        assert!(http_get(port, "/ready").starts_with("HTTP/1.1 200"));
+        until_ready(&d, port).await;
 
         let t = topology(&mut c).await;
         let leaf = t.switches.iter().find(|s| s.level == Some(0)).expect("a leaf").clone();
@@ -229,6 +238,12 @@ fn an_unprogrammed_switch_is_listed_until_programmed() {
             .into_inner()
             .generation;
         assert_eq!(g, 2);
+        let r = http_get(port, "/ready");
+        assert!(r.starts_with("HTTP/1.1 503"), "{r}");
+        assert!(
+            r.contains("not ready: 1 switch unprogrammed: ") && r.contains(&leaf.name),
+            "{r}"
+        );
         let s = status(&mut c).await;
         assert_eq!(s.unprogrammed_switch_count, 1, "{s:?}");
         let u = &s.unprogrammed_switches[0];
@@ -236,12 +251,6 @@ fn an_unprogrammed_switch_is_listed_until_programmed() {
         assert!(u.blocks_pending > 0 && s.blocks_pending == u.blocks_pending, "{s:?}");
         assert!(u.last_error.contains("unreachable"), "{u:?}");
         assert!(!s.ready && !s.tables_installed, "{s:?}");
-        let r = http_get(port, "/ready");
-        assert!(r.starts_with("HTTP/1.1 503"), "{r}");
-        assert!(
-            r.contains("not ready: 1 switch unprogrammed: ") && r.contains(&leaf.name),
-            "{r}"
-        );
         assert!(http_get(port, "/metrics").contains("fabricd_unprogrammed_switches 1"));
         assert!(d.log_text().contains("committed incomplete"), "{}", d.log_text());
         // Retries that write nothing (only the leaf's blocks are due) commit nothing.
@@ -308,8 +317,7 @@ fn a_state_directory_failing_at_run_time_is_reported() {
         std::fs::write(&config, config_text("", port)).expect("write config");
         let d = Daemon::spawn_with_config(&dir, &config, &[]);
         let mut c = d.ready().await;
-        until_status(&d, &mut c, "ready", |s| s.ready).await;
-        assert!(http_get(port, "/metrics").contains("fabricd_persistence_ok 1"));
+        until_ready(&d, port).await;
 
         fs.remount(true);
         let reroute = |c: &mut Client| {
@@ -327,6 +335,11 @@ fn a_state_directory_failing_at_run_time_is_reported() {
         };
         assert_eq!(reroute(&mut c).await, 2);
         assert_eq!(reroute(&mut c).await, 3);
+        let r = http_get(port, "/ready");
+        assert!(
+            r.starts_with("HTTP/1.1 503") && r.contains("state directory not writable"),
+            "{r}"
+        );
         let s = status(&mut c).await;
         assert!(
             s.persistence_error.contains(&state.display().to_string())
@@ -336,11 +349,6 @@ fn a_state_directory_failing_at_run_time_is_reported() {
         assert!(!s.ready, "{s:?}");
         assert!(s.tables_installed, "the switches hold every table: {s:?}");
         assert!(s.not_ready_reason.contains("state directory not writable"), "{s:?}");
-        let r = http_get(port, "/ready");
-        assert!(
-            r.starts_with("HTTP/1.1 503") && r.contains("state directory not writable"),
-            "{r}"
-        );
         assert!(http_get(port, "/metrics").contains("fabricd_persistence_ok 0"));
         let log = d.log_text();
         assert_eq!(
