@@ -278,7 +278,13 @@ mod tests {
             blocks_pending: 3,
             last_error: "unreachable".into(),
         };
-        let r = Installation::readiness(0, "no LFT block could be written", &[u.clone()], "gen.json: EROFS").unwrap();
+        let r = Installation::readiness(
+            0,
+            "no LFT block could be written",
+            std::slice::from_ref(&u),
+            "gen.json: EROFS",
+        )
+        .unwrap();
         assert_eq!(
             r,
             "not ready: no generation installed: no LFT block could be written; 1 switch unprogrammed: \
