@@ -317,7 +317,7 @@ pub fn installed_text(s: &pb::Status) -> String {
         format!("every table of generation {} on every live switch", s.generation)
     } else {
         format!(
-            "incomplete: {} switches unprogrammed, {} LFT blocks pending",
+            "incomplete: unprogrammed switches {}, LFT blocks pending {}",
             s.unprogrammed_switch_count, s.blocks_pending
         )
     }
