@@ -1998,11 +1998,14 @@ impl EventLoop {
             }
         }
         self.escape_keys.clear();
+        let mut switch_errors = esc.switch_errors;
+        switch_errors.extend(base.switch_errors);
         UploadOutcome {
             blocks_written: (esc.blocks_written + base.blocks_written).saturating_sub(twice),
             retries: esc.retries + base.retries,
             failed,
             error: base.error.or(esc.error),
+            switch_errors,
             elapsed: esc.elapsed + base.elapsed,
         }
     }
