@@ -436,7 +436,10 @@ impl Inner {
         {
             let mut cur = lock(&self.agents[idx].setup);
             // A newer plan configured meanwhile is installed by its own set-up.
-            if let Some(c) = cur.as_mut().filter(|c| c.addresses == setup.addresses && c.sl_to_vl == setup.sl_to_vl) {
+            if let Some(c) = cur
+                .as_mut()
+                .filter(|c| c.addresses == setup.addresses && c.sl_to_vl == setup.sl_to_vl)
+            {
                 c.done = true;
                 c.sl_to_vl_unsupported = !supported;
             }
@@ -759,7 +762,10 @@ async fn monitor(weak: Weak<Inner>, idx: usize, mut stop: watch::Receiver<()>) {
             if let Some(g) = inner.agents[idx].guid() {
                 let mut map = inner.by_guid.write().unwrap_or_else(PoisonError::into_inner);
                 // A GUID another agent already answers for stays with it (discovery reports it).
-                if !map.get(&g).is_some_and(|&other| other != idx && lock(&inner.agents[other].known).is_some()) {
+                if !map
+                    .get(&g)
+                    .is_some_and(|&other| other != idx && lock(&inner.agents[other].known).is_some())
+                {
                     map.insert(g, idx);
                 }
             }
@@ -1388,9 +1394,14 @@ mod tests {
             "{:?}",
             d.discovery_warnings()
         );
+        // The inventory names the switch: it is known as unreachable, not as an unknown GUID.
         assert!(matches!(
             d.read_lft_block(0x42, 0).await,
-            Err(DriverError::UnknownSwitch(0x42))
+            Err(DriverError::Unreachable { guid: 0x42 })
+        ));
+        assert!(matches!(
+            d.read_lft_block(0x43, 0).await,
+            Err(DriverError::UnknownSwitch(0x43))
         ));
         assert_eq!(d.caps().max_lid, 0xFF_FFFF);
     }

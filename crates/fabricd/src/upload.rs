@@ -81,7 +81,11 @@ pub async fn upload(
                     let mut first_retries = retries;
                     let mut from = 0;
                     while from < batch.len() {
-                        let to = from + batch[from..].iter().take_while(|w| w.switch == batch[from].switch).count();
+                        let to = from
+                            + batch[from..]
+                                .iter()
+                                .take_while(|w| w.switch == batch[from].switch)
+                                .count();
                         let mut r = write_batch(driver.as_ref(), &batch[from..to], &p).await;
                         match &mut r {
                             Ok((_, x)) | Err((_, x)) => *x += std::mem::take(&mut first_retries),
@@ -151,7 +155,9 @@ async fn write_batch(
 
 /// Whether a (switch-major) batch holds blocks of more than one switch.
 fn spans_switches(batch: &[LftBlockWrite]) -> bool {
-    batch.first().is_some_and(|f| batch.iter().any(|w| w.switch != f.switch))
+    batch
+        .first()
+        .is_some_and(|f| batch.iter().any(|w| w.switch != f.switch))
 }
 
 #[cfg(test)]
@@ -262,7 +268,11 @@ mod tests {
         assert_eq!(out.blocks_written, 4);
         assert_eq!(out.failed, vec![(2, 0), (2, 1)]);
         assert_eq!(out.switch_errors.len(), 1);
-        assert!(out.switch_errors[&2].contains("0x0000000000000012"), "{:?}", out.switch_errors);
+        assert!(
+            out.switch_errors[&2].contains("0x0000000000000012"),
+            "{:?}",
+            out.switch_errors
+        );
         assert_eq!(mock.counters().blocks_written, 4);
     }
 }

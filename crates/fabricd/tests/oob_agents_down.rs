@@ -209,7 +209,10 @@ fn one_agent_down_at_start_the_others_are_programmed_and_it_is_when_it_returns()
         let mut agents = sim.agents().await;
         loop {
             let s = status(&mut c).await;
-            if s.switches_up == SWITCHES && idle(&s) && agents_hold_daemon_tables(&mut agents, &mut c, Some(spine)).await {
+            if s.switches_up == SWITCHES
+                && idle(&s)
+                && agents_hold_daemon_tables(&mut agents, &mut c, Some(spine)).await
+            {
                 let (_, daemon) = lfts(&mut c).await;
                 assert!(
                     daemon[&spine].iter().filter(|&&p| p != 255).count() >= 64,
@@ -236,7 +239,11 @@ fn one_agent_down_at_start_the_others_are_programmed_and_it_is_when_it_returns()
 
         // A later cable fault is routed around (through the restored spine too).
         let (leaf, ups) = cab.uplinks.iter().next().map(|(l, u)| (*l, u.clone())).unwrap();
-        let (port, _) = ups.iter().find(|(_, sp)| *sp == spine).copied().expect("leaf-spine cable");
+        let (port, _) = ups
+            .iter()
+            .find(|(_, sp)| *sp == spine)
+            .copied()
+            .expect("leaf-spine cable");
         ctl.command(&format!("link-down {leaf:#x} {port}")).await;
         let s = wait_for(&d, &mut c, "cable fault routed", Duration::from_secs(15), |x| {
             idle(x) && x.generation > s.generation && x.links_up < x.links
@@ -244,7 +251,10 @@ fn one_agent_down_at_start_the_others_are_programmed_and_it_is_when_it_returns()
         .await;
         assert!(agents_hold_daemon_tables(&mut agents, &mut c, None).await);
         let row = &agents.lfts(1).await[&leaf];
-        assert!(!row.iter().any(|&p| u32::from(p) == port), "leaf {leaf:#x} forwards to its dead port {port}");
+        assert!(
+            !row.iter().any(|&p| u32::from(p) == port),
+            "leaf {leaf:#x} forwards to its dead port {port}"
+        );
         assert_eq!(unreachable(&mut ctl, false).await.1, 0);
         assert_eq!(unreachable(&mut ctl, true).await.1, 0);
 
@@ -253,7 +263,10 @@ fn one_agent_down_at_start_the_others_are_programmed_and_it_is_when_it_returns()
         let (_, daemon) = lfts(&mut c).await;
         let blocks: u64 = daemon.values().map(|r| r.len().div_ceil(64) as u64).sum();
         let g = c
-            .reroute(pb::RerouteRequest { wait: true, resync: true })
+            .reroute(pb::RerouteRequest {
+                wait: true,
+                resync: true,
+            })
             .await
             .expect("reroute --resync --wait")
             .into_inner()
@@ -271,13 +284,25 @@ fn one_agent_down_at_start_the_others_are_programmed_and_it_is_when_it_returns()
 }
 
 /// One action of the chaos test.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 enum Action {
     Kill(u64),
     Restore(u64),
     CableDown(u64, u32),
     CableUp(u64, u32),
     RestartDaemon,
+}
+
+impl std::fmt::Debug for Action {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Action::Kill(g) => write!(f, "kill agent {g:#x}"),
+            Action::Restore(g) => write!(f, "restore agent {g:#x}"),
+            Action::CableDown(l, p) => write!(f, "link-down {l:#x} {p}"),
+            Action::CableUp(l, p) => write!(f, "link-up {l:#x} {p}"),
+            Action::RestartDaemon => write!(f, "kill -9 fabricd, restart"),
+        }
+    }
 }
 
 #[test]
@@ -406,7 +431,11 @@ fn chaos_agents_cables_and_daemon_kills_keep_the_fabric_routed_and_the_status_tr
                 };
                 let settled = idle(&s) && s.generation == last_gen;
                 last_gen = s.generation;
-                stable_since = if settled { stable_since.or(Some(Instant::now())) } else { None };
+                stable_since = if settled {
+                    stable_since.or(Some(Instant::now()))
+                } else {
+                    None
+                };
                 let stable = stable_since.is_some_and(|t| t.elapsed() > Duration::from_millis(1500));
                 let mut problem = None;
                 if stable {
