@@ -3,7 +3,9 @@
 //! backoff of transient failures (on top of the driver's own per-block retries).
 //!
 //! A batch that finally fails is reported block by block so that the event loop keeps those
-//! blocks dirty and writes them again with the next generation.
+//! blocks dirty and writes them again with the next generation. A failed batch that spans
+//! several switches is written again switch by switch first: one switch that cannot be reached
+//! fails only its own blocks (`UploadOutcome::switch_errors` keeps each switch's error).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
