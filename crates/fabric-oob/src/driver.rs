@@ -209,8 +209,26 @@ struct Health {
     lost_since: Option<Instant>,
     unreachable: bool,
     powered_off: bool,
-    /// Whether `SwitchDown` was emitted (and not yet `SwitchUp`).
+    /// Whether the switch is reported down: `SwitchDown` was emitted (and not yet `SwitchUp`),
+    /// or discovery returned it down (the agent did not answer, or it is powered off).
     reported_down: bool,
+    /// A request to the agent was given up (unreachable, timed out) since it last answered:
+    /// when it answers again the daemon is told (`SwitchUp`), so that what it could not write
+    /// there is written without waiting for the next retry.
+    gave_up: bool,
+}
+
+/// The address set-up of one switch (`SetAddresses` and `SetSlToVl`) for the installed LID
+/// plan. Kept per switch so that one unreachable agent fails only its own switch: the set-up
+/// is carried out again before that switch's next LFT write.
+#[derive(Clone, Debug)]
+struct AddressSetup {
+    addresses: proto::SetAddressesRequest,
+    sl_to_vl: proto::SlToVlTable,
+    /// Installed on the agent (cleared when the agent is lost, which may mean it restarted).
+    done: bool,
+    /// The agent answered `SetSlToVl` with UNIMPLEMENTED.
+    sl_to_vl_unsupported: bool,
 }
 
 struct Agent {
@@ -220,6 +238,8 @@ struct Agent {
     channel: Mutex<Option<Channel>>,
     known: Mutex<Option<Known>>,
     health: Mutex<Health>,
+    /// `None` before the first [`SouthboundDriver::configure_lids`].
+    setup: Mutex<Option<AddressSetup>>,
 }
 
 impl Agent {
@@ -244,7 +264,7 @@ struct Inner {
     link_up: Mutex<HashMap<(Guid, PortNum), bool>>,
     end_port_up: Mutex<HashMap<Guid, bool>>,
     warnings: Mutex<Vec<String>>,
-    /// Problems of the last address configuration (SL-to-VL not supported, single VL).
+    /// Problems of the address configuration (SL-to-VL not supported, single VL).
     config_warnings: Mutex<Vec<String>>,
     generation: Mutex<u64>,
     monitors_started: Mutex<bool>,
@@ -297,15 +317,17 @@ impl OobDriver {
                 channel: Mutex::new(None),
                 known: Mutex::new(None),
                 health: Mutex::new(Health::default()),
+                setup: Mutex::new(None),
             });
         }
+        let by_guid = inventory_guids(&agents);
         let (stop_tx, stop_rx) = watch::channel(());
         Ok(OobDriver {
             inner: Arc::new(Inner {
                 permits: Semaphore::new(cfg.max_connections),
                 cfg,
                 agents,
-                by_guid: RwLock::new(HashMap::new()),
+                by_guid: RwLock::new(by_guid),
                 subscribers: Mutex::new(Vec::new()),
                 link_up: Mutex::new(HashMap::new()),
                 end_port_up: Mutex::new(HashMap::new()),
@@ -387,6 +409,77 @@ impl Inner {
         lock(&self.subscribers).retain(|s| s.send(ev.clone()).is_ok());
     }
 
+    /// Installs switch `idx`'s address set-up if it is not (yet, or any more) on the agent.
+    /// An error names the switch; only this switch's blocks fail with it.
+    async fn ensure_addresses(&self, idx: usize) -> Result<(), DriverError> {
+        let Some(setup) = lock(&self.agents[idx].setup).clone().filter(|s| !s.done) else {
+            return Ok(());
+        };
+        self.call(idx, "set addresses", |mut c| {
+            let r = setup.addresses.clone();
+            async move { c.set_addresses(r).await }
+        })
+        .await?;
+        // SL-to-VL with the addresses: an agent without the RPC is reported, not fatal.
+        let (supported, _) = self
+            .call(idx, "set SL-to-VL", |mut c| {
+                let r = setup.sl_to_vl.clone();
+                async move {
+                    match c.set_sl_to_vl(r).await {
+                        Ok(_) => Ok(tonic::Response::new(true)),
+                        Err(s) if s.code() == Code::Unimplemented => Ok(tonic::Response::new(false)),
+                        Err(s) => Err(s),
+                    }
+                }
+            })
+            .await?;
+        {
+            let mut cur = lock(&self.agents[idx].setup);
+            // A newer plan configured meanwhile is installed by its own set-up.
+            if let Some(c) = cur
+                .as_mut()
+                .filter(|c| c.addresses == setup.addresses && c.sl_to_vl == setup.sl_to_vl)
+            {
+                c.done = true;
+                c.sl_to_vl_unsupported = !supported;
+            }
+        }
+        self.refresh_config_warnings();
+        Ok(())
+    }
+
+    /// Rebuilds [`OobDriver::configuration_warnings`] from the switches' VL counts and set-ups.
+    fn refresh_config_warnings(&self) {
+        let mut warnings = Vec::new();
+        let single: Vec<String> = self
+            .agents
+            .iter()
+            .filter_map(|a| {
+                lock(&a.known)
+                    .as_ref()
+                    .filter(|k| k.info.vls == 1)
+                    .map(|k| fmt_guid(k.info.guid))
+            })
+            .collect();
+        if !single.is_empty() {
+            warnings.push(format!(
+                "switches operating a single VL ({}): escape traffic (SL {ESCAPE_SL}) shares VL 0 with the data",
+                single.join(", ")
+            ));
+        }
+        for a in &self.agents {
+            if lock(&a.setup).as_ref().is_some_and(|s| s.sl_to_vl_unsupported) {
+                warnings.push(format!(
+                    "switch {}: the agent does not implement SetSlToVl; escape traffic (SL {ESCAPE_SL}) is not \
+                     separated from the data there",
+                    a.guid().map_or_else(|| a.key.to_string(), fmt_guid)
+                ));
+            }
+        }
+        warnings.sort();
+        *lock(&self.config_warnings) = warnings;
+    }
+
     fn agent_of(&self, guid: Guid) -> Result<usize, DriverError> {
         self.by_guid
             .read()
@@ -462,6 +555,7 @@ impl Inner {
                 return Err(status_error(guid, op, s));
             }
             if attempt > self.cfg.max_retries {
+                lock(&a.health).gave_up = true;
                 return Err(match fail {
                     Failure::Connect => DriverError::Unreachable { guid: g },
                     Failure::Timeout => DriverError::Timeout { guid: g, op },
@@ -475,6 +569,19 @@ impl Inner {
             tokio::time::sleep(backoff(attempt)).await;
         }
     }
+}
+
+/// The GUID → agent map the inventory gives without contacting any agent (agents listed by
+/// GUID): an agent that is down is still known as its switch's agent.
+fn inventory_guids(agents: &[Agent]) -> HashMap<Guid, usize> {
+    agents
+        .iter()
+        .enumerate()
+        .filter_map(|(i, a)| match a.key {
+            AgentKey::Guid(g) => Some((g, i)),
+            AgentKey::Name(_) => None,
+        })
+        .collect()
 }
 
 fn backoff(attempt: u32) -> Duration {
@@ -644,16 +751,32 @@ async fn monitor(weak: Weak<Inner>, idx: usize, mut stop: watch::Receiver<()>) {
         }
         .await;
         if let Ok(mut stream) = stream {
-            // The GUID must be known for events: learn it if discovery could not.
-            if inner.agents[idx].guid().is_none() {
+            // The agent answers again (or for the first time): learn what discovery could not
+            // (its description, and its GUID when the inventory names it), and make it its
+            // switch's agent again, so that writes to the switch reach it.
+            if lock(&inner.agents[idx].known).is_none() {
                 if let Ok(k) = OobDriver::sweep_one(inner.clone(), idx).await {
-                    let g = k.info.guid;
                     *lock(&inner.agents[idx].known) = Some(k);
-                    inner
-                        .by_guid
-                        .write()
-                        .unwrap_or_else(PoisonError::into_inner)
-                        .insert(g, idx);
+                }
+            }
+            if let Some(g) = inner.agents[idx].guid() {
+                let mut map = inner.by_guid.write().unwrap_or_else(PoisonError::into_inner);
+                // A GUID another agent already answers for stays with it (discovery reports it).
+                if !map
+                    .get(&g)
+                    .is_some_and(|&other| other != idx && lock(&inner.agents[other].known).is_some())
+                {
+                    map.insert(g, idx);
+                }
+            }
+            {
+                // An agent that was lost may have restarted without its addresses: set them
+                // up again before its next LFT write.
+                let h = lock(&inner.agents[idx].health);
+                if h.lost_since.is_some() || h.unreachable || h.gave_up {
+                    if let Some(s) = lock(&inner.agents[idx].setup).as_mut() {
+                        s.done = false;
+                    }
                 }
             }
             let guid = inner.agents[idx].guid();
@@ -684,12 +807,19 @@ async fn monitor(weak: Weak<Inner>, idx: usize, mut stop: watch::Receiver<()>) {
                             );
                         }
                         if ev.snapshot_end || !ev.snapshot {
-                            {
+                            let reachable_again = {
                                 let mut h = lock(&inner.agents[idx].health);
                                 h.lost_since = None;
                                 h.unreachable = false;
-                            }
+                                std::mem::take(&mut h.gave_up) && !h.reported_down && !h.powered_off
+                            };
                             update_switch_state(&inner, idx);
+                            if reachable_again {
+                                // The switch never went down for the daemon, but requests to it
+                                // were given up: tell the daemon it answers again (it rewrites
+                                // the switch's tables now instead of at its next retry).
+                                inner.emit(FabricEvent::SwitchUp(guid));
+                            }
                         }
                     }
                     Ok(None) | Err(_) => {
@@ -788,7 +918,34 @@ impl SouthboundDriver for OobDriver {
                 None => view.push(None),
             }
         }
-        *inner.by_guid.write().unwrap_or_else(PoisonError::into_inner) = by_guid.clone();
+        {
+            // Agents listed by GUID stay their switch's agent while they do not answer; what
+            // the agents themselves report wins.
+            let mut map = inventory_guids(&inner.agents);
+            map.extend(by_guid.iter().map(|(&g, &i)| (g, i)));
+            *inner.by_guid.write().unwrap_or_else(PoisonError::into_inner) = map;
+        }
+        // The health the monitors start from is what this discovery reports: a switch returned
+        // down (agent unreachable, or powered off) is reported up (`SwitchUp`) as soon as its
+        // agent answers with the power on, even before the unreachable deadline.
+        let now = Instant::now();
+        for (idx, v) in view.iter().enumerate() {
+            let mut h = lock(&inner.agents[idx].health);
+            match v {
+                Some((k, true)) => {
+                    *h = Health {
+                        powered_off: !k.info.powered,
+                        reported_down: !k.info.powered,
+                        ..Health::default()
+                    };
+                }
+                _ => {
+                    h.lost_since.get_or_insert(now);
+                    h.unreachable = true;
+                    h.reported_down = true;
+                }
+            }
+        }
 
         let mut b = FabricBuilder::new();
         for (k, reached) in view.iter().flatten() {
@@ -970,38 +1127,19 @@ impl SouthboundDriver for OobDriver {
         }
         let generation = fabric.generation();
         *lock(&self.inner.generation) = generation;
-        let escape_vl = self.inner.escape_vl();
-        let sl2vl = proto::SlToVlTable {
-            vl_of_sl: sl_to_vl_table(escape_vl).to_vec(),
+        let sl_to_vl = proto::SlToVlTable {
+            vl_of_sl: sl_to_vl_table(self.inner.escape_vl()).to_vec(),
         };
-        let mut warnings = Vec::new();
-        {
-            let single: Vec<String> = self
-                .inner
-                .agents
-                .iter()
-                .filter_map(|a| {
-                    lock(&a.known)
-                        .as_ref()
-                        .filter(|k| k.info.vls == 1)
-                        .map(|k| fmt_guid(k.info.guid))
-                })
-                .collect();
-            if !single.is_empty() {
-                warnings.push(format!(
-                    "switches operating a single VL ({}): escape traffic (SL {ESCAPE_SL}) shares VL 0 with the data",
-                    single.join(", ")
-                ));
-            }
-        }
-        let mut set = JoinSet::new();
+        // Every switch of the plan gets its set-up; the agents that answer get it now, the
+        // others before their switch's next LFT write (one switch that is down does not stop
+        // the others from being programmed).
+        let mut due = Vec::new();
         for sid in fabric.switch_ids() {
             let s = fabric.switch(sid);
-            let idx = self.inner.agent_of(s.guid)?;
-            if !s.up || lock(&self.inner.agents[idx].health).reported_down {
-                continue;
-            }
-            let mut req = proto::SetAddressesRequest {
+            // A switch whose agent never answered and is not named by GUID in the inventory:
+            // it is down in the fabric; the monitor makes it known when the agent answers.
+            let Ok(idx) = self.inner.agent_of(s.guid) else { continue };
+            let mut addresses = proto::SetAddressesRequest {
                 generation,
                 lmc: lids.lmc as u32,
                 switch_address: lids.switch_lid(sid),
@@ -1009,48 +1147,35 @@ impl SouthboundDriver for OobDriver {
             };
             for (_, p) in s.external_ports() {
                 if let Remote::EndPort(ep) = p.remote {
-                    req.end_ports.push(proto::EndPortAddress {
+                    addresses.end_ports.push(proto::EndPortAddress {
                         port_guid: fabric.end_port(ep).port_guid,
                         base: lids.base_lid(ep),
                     });
                 }
             }
-            let inner = self.inner.clone();
-            let table = sl2vl.clone();
-            let guid = s.guid;
-            set.spawn(async move {
-                inner
-                    .call(idx, "set addresses", |mut c| {
-                        let r = req.clone();
-                        async move { c.set_addresses(r).await }
-                    })
-                    .await?;
-                // SL-to-VL with the addresses: an agent without the RPC is reported, not fatal.
-                let (supported, _) = inner
-                    .call(idx, "set SL-to-VL", |mut c| {
-                        let r = table.clone();
-                        async move {
-                            match c.set_sl_to_vl(r).await {
-                                Ok(_) => Ok(tonic::Response::new(true)),
-                                Err(s) if s.code() == Code::Unimplemented => Ok(tonic::Response::new(false)),
-                                Err(s) => Err(s),
-                            }
-                        }
-                    })
-                    .await?;
-                Ok::<_, DriverError>((guid, supported))
+            let unsupported = lock(&self.inner.agents[idx].setup)
+                .as_ref()
+                .is_some_and(|x| x.sl_to_vl_unsupported);
+            *lock(&self.inner.agents[idx].setup) = Some(AddressSetup {
+                addresses,
+                sl_to_vl: sl_to_vl.clone(),
+                done: false,
+                sl_to_vl_unsupported: unsupported,
             });
+            if s.up && !lock(&self.inner.agents[idx].health).reported_down {
+                due.push((idx, s.guid));
+            }
         }
-        let mut first_err = None;
+        let mut set = JoinSet::new();
+        for (idx, guid) in due {
+            let inner = self.inner.clone();
+            set.spawn(async move { (guid, inner.ensure_addresses(idx).await) });
+        }
+        let (mut done, mut first_err) = (0usize, None);
         while let Some(r) = set.join_next().await {
             match r {
-                Ok(Ok((_, true))) => {}
-                Ok(Ok((g, false))) => warnings.push(format!(
-                    "switch {}: the agent does not implement SetSlToVl; escape traffic (SL {ESCAPE_SL}) is not \
-                     separated from the data there",
-                    fmt_guid(g)
-                )),
-                Ok(Err(e)) => {
+                Ok((_, Ok(()))) => done += 1,
+                Ok((_, Err(e))) => {
                     first_err.get_or_insert(e);
                 }
                 Err(e) => {
@@ -1061,11 +1186,12 @@ impl SouthboundDriver for OobDriver {
                 }
             }
         }
-        warnings.sort();
-        *lock(&self.inner.config_warnings) = warnings;
+        self.inner.refresh_config_warnings();
+        // Only when no switch at all took its addresses is the plan not installed; a switch
+        // that failed keeps its set-up pending and its LFT writes fail naming it.
         match first_err {
-            Some(e) => Err(e),
-            None => Ok(()),
+            Some(e) if done == 0 => Err(e),
+            _ => Ok(()),
         }
     }
 
@@ -1073,8 +1199,8 @@ impl SouthboundDriver for OobDriver {
         let max_blocks = self.caps().max_lft_blocks.unwrap_or(u32::MAX);
         let mut per: HashMap<usize, Vec<proto::LftBlock>> = HashMap::new();
         let mut order = Vec::new();
+        let mut first_err = None;
         for w in blocks {
-            let idx = self.inner.agent_of(w.switch)?;
             if w.block >= max_blocks {
                 return Err(DriverError::BlockOutOfRange {
                     guid: w.switch,
@@ -1082,6 +1208,14 @@ impl SouthboundDriver for OobDriver {
                     max_blocks,
                 });
             }
+            // An unknown switch fails its own blocks; the other switches are written.
+            let idx = match self.inner.agent_of(w.switch) {
+                Ok(i) => i,
+                Err(e) => {
+                    first_err.get_or_insert(e);
+                    continue;
+                }
+            };
             let v = per.entry(idx).or_insert_with(|| {
                 order.push(idx);
                 Vec::new()
@@ -1094,18 +1228,20 @@ impl SouthboundDriver for OobDriver {
         let generation = *lock(&self.inner.generation);
         let mut set = JoinSet::new();
         for idx in order {
-            let Some(all) = per.remove(&idx) else { continue };
-            let mut rest = all;
-            while !rest.is_empty() {
-                let tail = rest.split_off(rest.len().min(BLOCKS_PER_REQUEST));
-                let req = proto::WriteLftBlocksRequest {
-                    generation,
-                    blocks: std::mem::replace(&mut rest, tail),
-                };
-                let inner = self.inner.clone();
-                set.spawn(async move {
+            let Some(mut rest) = per.remove(&idx) else { continue };
+            let inner = self.inner.clone();
+            set.spawn(async move {
+                // The switch's addresses first, if its agent has not taken them yet.
+                inner.ensure_addresses(idx).await?;
+                let (mut written, mut retries) = (0, 0);
+                while !rest.is_empty() {
+                    let tail = rest.split_off(rest.len().min(BLOCKS_PER_REQUEST));
+                    let req = proto::WriteLftBlocksRequest {
+                        generation,
+                        blocks: std::mem::replace(&mut rest, tail),
+                    };
                     let n = req.blocks.len();
-                    let (reply, retries) = inner
+                    let (reply, r) = inner
                         .call(idx, "LFT block write", |mut c| {
                             let r = req.clone();
                             async move { c.write_lft_blocks(r).await }
@@ -1117,12 +1253,13 @@ impl SouthboundDriver for OobDriver {
                             message: format!("agent wrote {} of {n} LFT blocks", reply.written),
                         });
                     }
-                    Ok::<_, DriverError>((n, retries))
-                });
-            }
+                    written += n;
+                    retries += r;
+                }
+                Ok::<_, DriverError>((written, retries))
+            });
         }
         let mut report = WriteReport::default();
-        let mut first_err = None;
         while let Some(r) = set.join_next().await {
             match r {
                 Ok(Ok((n, retries))) => {
@@ -1257,9 +1394,14 @@ mod tests {
             "{:?}",
             d.discovery_warnings()
         );
+        // The inventory names the switch: it is known as unreachable, not as an unknown GUID.
         assert!(matches!(
             d.read_lft_block(0x42, 0).await,
-            Err(DriverError::UnknownSwitch(0x42))
+            Err(DriverError::Unreachable { guid: 0x42 })
+        ));
+        assert!(matches!(
+            d.read_lft_block(0x43, 0).await,
+            Err(DriverError::UnknownSwitch(0x43))
         ));
         assert_eq!(d.caps().max_lid, 0xFF_FFFF);
     }

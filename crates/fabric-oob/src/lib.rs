@@ -14,8 +14,12 @@
 //!   flight, each retried with exponential backoff;
 //! * **health**: every agent's port-event stream is watched; an agent that stays unreachable
 //!   past `unreachable_deadline` is reported as [`FabricEvent::SwitchDown`](fabric_topology::FabricEvent)
-//!   and `SwitchUp` when it answers again; port events become `LinkDown`/`LinkUp` (once per
-//!   cable) or `EndPortDown`/`EndPortUp`;
+//!   and `SwitchUp` when it answers again (also a switch discovery returned down, and one
+//!   whose requests were given up); port events become `LinkDown`/`LinkUp` (once per cable)
+//!   or `EndPortDown`/`EndPortUp`;
+//! * **one switch down fails only that switch**: addresses are set up per switch (again before
+//!   the switch's next LFT write when its agent did not take them), and the GUID → agent map
+//!   comes from the inventory and is refreshed when an agent answers;
 //! * **addresses** are `u32`: `max_lid` may exceed InfiniBand's 16 bits (e.g. `0xFFFFFF`);
 //! * **SL-to-VL**: with the addresses, every switch gets one SL-to-VL table (`SetSlToVl`, per
 //!   switch rather than per port pair as in InfiniBand): SL 0 (base LIDs) on data VL 0, SL 1

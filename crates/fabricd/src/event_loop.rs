@@ -2078,11 +2078,11 @@ impl EventLoop {
         let mut switch_errors = esc.switch_errors;
         switch_errors.extend(base.switch_errors);
         UploadOutcome {
-            switch_errors,
             blocks_written: (esc.blocks_written + base.blocks_written).saturating_sub(twice),
             retries: esc.retries + base.retries,
             failed,
             error: base.error.or(esc.error),
+            switch_errors,
             elapsed: esc.elapsed + base.elapsed,
         }
     }

@@ -313,4 +313,37 @@ mod tests {
         assert_eq!(out.failed, (0..5).map(|b| (1, b)).collect::<Vec<_>>());
         assert_eq!(out.switch_errors.keys().copied().collect::<Vec<_>>(), vec![1]);
     }
+
+    #[tokio::test]
+    async fn a_switch_that_fails_fails_only_its_own_blocks() {
+        // The driver knows 0x10 and 0x11 only: every write to 0x12 fails (as to a switch whose
+        // agent is down), next to the other switches' blocks: they are written, its own fail.
+        let mut b = FabricBuilder::new();
+        for g in [0x10, 0x11, 0x12] {
+            b.add_switch(g, format!("s{g:x}"), 8).unwrap();
+        }
+        let three = b.build();
+        let mock = Arc::new(MockFabric::new(two_switches()));
+        let writes: Vec<LftBlockDiff> = (0..6)
+            .map(|i| LftBlockDiff {
+                switch: SwitchId(i / 2),
+                block: i % 2,
+                entries: [1; BLOCK_SIZE],
+            })
+            .collect();
+        let p = UploadParams {
+            batch_blocks: 6,
+            ..params()
+        };
+        let out = upload(mock.clone(), Arc::new(three), writes, p).await;
+        assert_eq!(out.blocks_written, 4);
+        assert_eq!(out.failed, vec![(2, 0), (2, 1)]);
+        assert_eq!(out.switch_errors.len(), 1);
+        assert!(
+            out.switch_errors[&2].contains("0x0000000000000012"),
+            "{:?}",
+            out.switch_errors
+        );
+        assert_eq!(mock.counters().blocks_written, 4);
+    }
 }
