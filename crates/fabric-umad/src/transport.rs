@@ -27,6 +27,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::{mpsc, oneshot};
 
+use crate::sa::{self, GsiAnswer, GsiResponder};
 use crate::mad::{
     sminfo_modifier_name, Route, SmInfo, Smp, ATTR_SM_INFO, CLASS_SMP_DR, CLASS_SMP_LID, MAD_SIZE, METHOD_GET,
     METHOD_SET, METHOD_TRAP, PERMISSIVE_LID, SMP_DATA_SIZE, STATUS_UNSUPPORTED_ATTR,
@@ -84,6 +85,11 @@ pub struct Stats {
     /// Of those, the SubnSet(SMInfo) (HANDOVER, ACKNOWLEDGE, DISABLE, STANDBY, DISCOVER from
     /// another subnet manager), answered with this manager's SMInfo unchanged.
     pub sm_set_requests: AtomicU64,
+    /// Subnet Administration requests (class 0x03, `saquery` and other SA clients) answered
+    /// "not supported" ([`crate::sa`]).
+    pub sa_requests: AtomicU64,
+    /// MADs of the other GSI classes that reached the manager's port (dropped).
+    pub gsi_dropped: AtomicU64,
 }
 
 /// What the manager answers to SMInfo requests addressed to its port (`sminfo`, other SMs):
@@ -130,12 +136,16 @@ pub trait RawPort: Send + 'static {
 
 /// An open umad device with agents registered for classes 0x81 and 0x01 (both also receive
 /// the Get/Set requests addressed to the manager's port: SMInfo from `sminfo` and other
-/// subnet managers).
+/// subnet managers), for Subnet Administration (0x03, QP1: SA clients' queries, answered "not
+/// supported") and, without methods, for the GSI classes of [`crate::sa::GUARD_CLASSES`] (the
+/// simulator shim crashes the process on a MAD of a class nobody registered).
 pub struct UmadDevice {
     fd: c_int,
     issm_fd: Option<c_int>,
     agent_dr: u32,
     agent_lid: u32,
+    /// (class, agent id) of the GSI agents that could be registered.
+    agents_gsi: Vec<(u8, u32)>,
     path: PathBuf,
 }
 
@@ -190,10 +200,38 @@ impl UmadDevice {
             issm_fd: None,
             agent_dr: 0,
             agent_lid: 0,
+            agents_gsi: Vec::new(),
             path: path.to_path_buf(),
         };
-        dev.agent_dr = dev.register(CLASS_SMP_DR)?;
-        dev.agent_lid = dev.register(CLASS_SMP_LID)?;
+        // Unsolicited MADs these agents receive: the Get/Set requests addressed to the manager
+        // (SMInfo; another SM polls it over directed route during its sweep, `sminfo` LID
+        // routed) on both classes, and Traps (method 0x05) on the LID-routed one. The
+        // responses to the driver's own requests do not depend on the mask: the kernel matches
+        // them to the sending agent by TID.
+        let sm_mask = (1u32 << METHOD_GET) | (1u32 << METHOD_SET);
+        dev.agent_dr = dev.register(0, CLASS_SMP_DR, 1, &[sm_mask, 0, 0, 0])?;
+        dev.agent_lid = dev.register(0, CLASS_SMP_LID, 1, &[sm_mask | (1u32 << METHOD_TRAP), 0, 0, 0])?;
+        // GSI agents (QP1). Not fatal: a kernel may refuse one (another SA on this port); the
+        // simulator shim never does, and there they keep the process alive.
+        let mut sa_mask = [0u32; 4];
+        for m in [
+            sa::METHOD_GET,
+            sa::METHOD_SET,
+            sa::METHOD_GET_TABLE,
+            sa::METHOD_GET_TRACE_TABLE,
+            sa::METHOD_GET_MULTI,
+            sa::METHOD_DELETE,
+        ] {
+            sa_mask[usize::from(m / 32)] |= 1u32 << (m % 32);
+        }
+        let gsi = std::iter::once((sa::CLASS_SUBN_ADM, sa::SA_CLASS_VERSION, sa_mask))
+            .chain(sa::GUARD_CLASSES.iter().map(|&(c, v)| (c, v, [0u32; 4])));
+        for (class, version, mask) in gsi {
+            match dev.register(1, class, version, &mask) {
+                Ok(id) => dev.agents_gsi.push((class, id)),
+                Err(e) => tracing::warn!("{e}; MADs of that class addressed to the manager's port go unanswered"),
+            }
+        }
         let issm = path
             .file_name()
             .and_then(|n| n.to_str())
@@ -205,23 +243,19 @@ impl UmadDevice {
         Ok(dev)
     }
 
-    fn register(&self, class: u8) -> Result<u32, OpenError> {
+    /// Registers an agent for `class` (version `version`) on QP `qpn` receiving the unsolicited
+    /// methods of `mask` (bit m of word m / 32: the kernel's `long` bitmap on a little-endian
+    /// 64-bit host).
+    fn register(&self, qpn: u8, class: u8, version: u8, mask: &[u32; 4]) -> Result<u32, OpenError> {
         // struct ib_user_mad_reg_req: id u32 @0, method_mask [u32; 4] @4, qpn @20,
         // mgmt_class @21, mgmt_class_version @22, oui[3] @23, rmpp_version @26, padding @27.
         let mut req = [0u8; 28];
-        // Unsolicited MADs this agent receives: the Get/Set requests addressed to the manager
-        // (SMInfo; another SM polls it over directed route during its sweep, `sminfo` LID
-        // routed) on both classes, and Traps (method 0x05) on the LID-routed one. The
-        // responses to the driver's own requests do not depend on the mask: the kernel matches
-        // them to the sending agent by TID.
-        let mut mask = (1u32 << METHOD_GET) | (1u32 << METHOD_SET);
-        if class == CLASS_SMP_LID {
-            mask |= 1u32 << METHOD_TRAP;
+        for (i, w) in mask.iter().enumerate() {
+            req[4 + 4 * i..8 + 4 * i].copy_from_slice(&w.to_ne_bytes());
         }
-        req[4..8].copy_from_slice(&mask.to_ne_bytes());
-        req[20] = 0; // QP0
+        req[20] = qpn;
         req[21] = class;
-        req[22] = 1;
+        req[22] = version;
         // SAFETY: REGISTER_AGENT reads and writes exactly 28 bytes (the size encoded in the
         // ioctl number), and `req` is a live 28-byte buffer for the duration of the call.
         let r = unsafe { libc::ioctl(self.fd, IB_USER_MAD_REGISTER_AGENT as _, req.as_mut_ptr()) };
@@ -277,10 +311,14 @@ impl RawPort for UmadDevice {
         }
     }
     fn agent(&self, class: u8) -> u32 {
-        if class == CLASS_SMP_DR {
-            self.agent_dr
-        } else {
-            self.agent_lid
+        match class {
+            CLASS_SMP_DR => self.agent_dr,
+            CLASS_SMP_LID => self.agent_lid,
+            c => self
+                .agents_gsi
+                .iter()
+                .find(|(g, _)| *g == c)
+                .map_or(self.agent_lid, |(_, id)| *id),
         }
     }
 }
@@ -441,6 +479,7 @@ fn run<P: RawPort>(
     let mut out = [0u8; UMAD_HDR_LEN + MAD_SIZE];
     let mut retry: Vec<InFlight> = Vec::new();
     let mut responder = SmResponder::new(sm, stats.clone());
+    let mut gsi = GsiResponder::default();
     loop {
         // Intake: block briefly when idle, otherwise drain what is queued.
         if open && inflight.is_empty() && queue.is_empty() {
@@ -512,6 +551,25 @@ fn run<P: RawPort>(
             let status = u32::from_ne_bytes([buf[4], buf[5], buf[6], buf[7]]);
             // Only the first 232 MAD bytes of a received packet are valid.
             let end = n.min(UMAD_HDR_LEN + 232);
+            let class = buf[UMAD_HDR_LEN + 1];
+            if class != CLASS_SMP_DR && class != CLASS_SMP_LID {
+                // A GSI MAD addressed to the manager's port (this driver sends none, so it is
+                // never one of ours coming back): SA queries get "not supported".
+                if status == 0 {
+                    let slid = u16::from_be_bytes([buf[28], buf[29]]);
+                    match gsi.answer(&buf[UMAD_HDR_LEN..end], slid) {
+                        GsiAnswer::Reply(mad) => {
+                            stats.sa_requests.fetch_add(1, Ordering::Relaxed);
+                            encode_gsi_reply(&mut out, &port, &buf, &mad);
+                            let _ = port.write(&out);
+                        }
+                        GsiAnswer::Drop => {
+                            stats.gsi_dropped.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                }
+                continue;
+            }
             let Ok(smp) = Smp::parse(&buf[UMAD_HDR_LEN..end]) else {
                 continue;
             };
@@ -691,6 +749,23 @@ fn encode_raw<P: RawPort>(out: &mut [u8; UMAD_HDR_LEN + MAD_SIZE], port: &P, lid
     out[0..4].copy_from_slice(&port.agent(smp.class()).to_ne_bytes());
     out[28..30].copy_from_slice(&lid.to_be_bytes());
     out[UMAD_HDR_LEN..].copy_from_slice(&smp.bytes);
+}
+
+/// A packet answering the GSI request whose packet (header included) is `rx`: `mad` to the
+/// requester's LID and QP (as received), with QP1's Q_Key, from the agent of the MAD's class.
+fn encode_gsi_reply<P: RawPort>(
+    out: &mut [u8; UMAD_HDR_LEN + MAD_SIZE],
+    port: &P,
+    rx: &[u8; UMAD_HDR_LEN + MAD_SIZE],
+    mad: &[u8; MAD_SIZE],
+) {
+    out[..UMAD_HDR_LEN].fill(0);
+    out[0..4].copy_from_slice(&port.agent(mad[1]).to_ne_bytes());
+    // qpn (big-endian) and LID as received; the well-known Q_Key of QP1.
+    out[20..24].copy_from_slice(&rx[20..24]);
+    out[24..28].copy_from_slice(&sa::QP1_QKEY.to_be_bytes());
+    out[28..30].copy_from_slice(&rx[28..30]);
+    out[UMAD_HDR_LEN..].copy_from_slice(mad);
 }
 
 fn encode_packet<P: RawPort>(out: &mut [u8; UMAD_HDR_LEN + MAD_SIZE], port: &P, req: &Request) {
