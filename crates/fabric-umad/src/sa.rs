@@ -229,7 +229,10 @@ mod tests {
         let b = reply(r.answer(&sa_request(1, METHOD_GET, 0x0011), 5));
         assert_eq!(u16::from_be_bytes([b[4], b[5]]), STATUS_BAD_CLASS_VERSION);
         let b = reply(r.answer(&sa_request(2, 0x10, 0x0011), 5));
-        assert_eq!((b[3], u16::from_be_bytes([b[4], b[5]])), (0x90, STATUS_UNSUPPORTED_METHOD));
+        assert_eq!(
+            (b[3], u16::from_be_bytes([b[4], b[5]])),
+            (0x90, STATUS_UNSUPPORTED_METHOD)
+        );
         let b = reply(r.answer(&sa_request(2, METHOD_GET_MULTI, ATTR_MULTIPATH_RECORD), 5));
         assert_eq!(u16::from_be_bytes([b[16], b[17]]), ATTR_PATH_RECORD);
     }

@@ -27,11 +27,11 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::{mpsc, oneshot};
 
-use crate::sa::{self, GsiAnswer, GsiResponder};
 use crate::mad::{
     sminfo_modifier_name, Route, SmInfo, Smp, ATTR_SM_INFO, CLASS_SMP_DR, CLASS_SMP_LID, MAD_SIZE, METHOD_GET,
     METHOD_SET, METHOD_TRAP, PERMISSIVE_LID, SMP_DATA_SIZE, STATUS_UNSUPPORTED_ATTR,
 };
+use crate::sa::{self, GsiAnswer, GsiResponder};
 
 /// Length of the `ib_user_mad_hdr` this driver uses (the pre-pkey layout).
 pub const UMAD_HDR_LEN: usize = 56;

@@ -138,7 +138,9 @@ pub async fn open_driver(cfg: &Config) -> Result<OpenedDriver, DaemonError> {
 
 /// [`open_driver`], and the umad driver itself when it is the one selected (for its SMP
 /// counters).
-async fn open_driver_counted(cfg: &Config) -> Result<(OpenedDriver, Option<Arc<fabric_umad::UmadDriver>>), DaemonError> {
+async fn open_driver_counted(
+    cfg: &Config,
+) -> Result<(OpenedDriver, Option<Arc<fabric_umad::UmadDriver>>), DaemonError> {
     match cfg.driver.kind {
         DriverKind::Mock => {
             let m = Arc::new(build_mock(&cfg.driver.mock)?);
@@ -358,7 +360,10 @@ async fn bind_socket(path: &Path, mode: u32) -> Result<UnixListener, DaemonError
 
 /// Runs `fut` to completion unless [`Control::Shutdown`] arrives (or `control` closes) first:
 /// `None` then. Other controls are ignored meanwhile (nothing to reload or reroute yet).
-async fn unless_stopped<T>(fut: impl std::future::Future<Output = T>, control: &mut mpsc::Receiver<Control>) -> Option<T> {
+async fn unless_stopped<T>(
+    fut: impl std::future::Future<Output = T>,
+    control: &mut mpsc::Receiver<Control>,
+) -> Option<T> {
     tokio::pin!(fut);
     loop {
         tokio::select! {
