@@ -1120,6 +1120,53 @@ mod tests {
         assert_eq!(t.stats().sm_requests.load(Ordering::Relaxed), 0);
     }
 
+    #[tokio::test]
+    async fn sa_queries_are_answered_not_supported_to_the_requesters_lid_and_qp() {
+        // A SubnAdmGetTable(NodeRecord) from LID 9, QP 0x47 (as `saquery` sends it), and a CM
+        // MAD (a guard class: dropped, not answered).
+        let mut mad = [0u8; MAD_SIZE];
+        mad[..4].copy_from_slice(&[1, sa::CLASS_SUBN_ADM, sa::SA_CLASS_VERSION, sa::METHOD_GET_TABLE]);
+        mad[8..16].copy_from_slice(&0x0000_0005_0000_0077u64.to_be_bytes());
+        mad[16..18].copy_from_slice(&0x0011u16.to_be_bytes());
+        let packet = |mad: &[u8; MAD_SIZE]| {
+            let mut p = vec![0u8; UMAD_HDR_LEN];
+            p[20..24].copy_from_slice(&0x47u32.to_be_bytes());
+            p[28..30].copy_from_slice(&9u16.to_be_bytes());
+            p.extend_from_slice(&mad[..232]);
+            p
+        };
+        let mut cm = mad;
+        cm[1] = 0x07;
+        cm[3] = sa::METHOD_GET;
+        let written = Arc::new(Mutex::new(Vec::new()));
+        let port = Asked {
+            queue: VecDeque::from([packet(&mad), packet(&cm)]),
+            written: written.clone(),
+        };
+        let (ttx, _trx) = mpsc::unbounded_channel();
+        let t = Transport::start(port, params(0, 4), ttx);
+        // Drives the loop (the port answers no SMP: this one times out after the MADs were read).
+        let _ = t.call(Route::Lid(3), METHOD_GET, ATTR_NODE_INFO, 0, &[0; 64]).await;
+        assert_eq!(t.stats().sa_requests.load(Ordering::Relaxed), 1);
+        assert_eq!(t.stats().gsi_dropped.load(Ordering::Relaxed), 1);
+        let w = written.lock().unwrap();
+        let gsi: Vec<_> = w.iter().filter(|p| p[UMAD_HDR_LEN + 1] != CLASS_SMP_LID).collect();
+        assert_eq!(gsi.len(), 1, "one GSI answer (none for the CM MAD)");
+        let r = gsi[0];
+        // Agent of class 0x03, requester's QP and LID, QP1's Q_Key; GetTableResp, status 0x000C.
+        assert_eq!(
+            u32::from_ne_bytes([r[0], r[1], r[2], r[3]]),
+            u32::from(sa::CLASS_SUBN_ADM) + 100
+        );
+        assert_eq!(u32::from_be_bytes([r[20], r[21], r[22], r[23]]), 0x47);
+        assert_eq!(u32::from_be_bytes([r[24], r[25], r[26], r[27]]), sa::QP1_QKEY);
+        assert_eq!(u16::from_be_bytes([r[28], r[29]]), 9);
+        let m = &r[UMAD_HDR_LEN..];
+        assert_eq!(m[3], 0x92);
+        assert_eq!(u16::from_be_bytes([m[4], m[5]]), sa::STATUS_UNSUPPORTED_METHOD_ATTR);
+        assert_eq!(m[8..18], mad[8..18]);
+    }
+
     #[test]
     fn sm_key_goes_to_everyone_without_an_m_key_and_sets_are_counted() {
         use crate::mad::{SMINFO_DISABLE, SM_STATE_MASTER};
