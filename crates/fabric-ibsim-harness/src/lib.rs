@@ -212,6 +212,11 @@ impl Ibsim {
         }
     }
 
+    /// The simulator's process id (to stop and continue it: a simulator that stops answering).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// The simulator's socket name (`IBSIM_SOCKNAME`).
     pub fn sock(&self) -> &str {
         &self.sock

@@ -20,7 +20,7 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::ffi::CString;
 use std::os::raw::{c_int, c_ulong};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::mpsc as std_mpsc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -371,13 +371,23 @@ struct InFlight {
     deadline: Instant,
 }
 
-/// Handle to the transport thread. Dropping it stops the thread (after in-flight SMPs end).
+/// Handle to the transport thread. Dropping it stops the thread at once: SMPs still queued or
+/// in flight are abandoned (their receivers yield [`TransportError::Closed`]), so a daemon
+/// stopping in the middle of a stalled discovery does not wait for every deadline. A thread
+/// blocked inside the device for longer than [`STOP_WAIT`] (a `write()` to a simulator that
+/// stopped reading) is left behind rather than waited for.
 pub struct Transport {
     tx: std_mpsc::Sender<Request>,
     stats: Arc<Stats>,
     sm: Arc<SmIdentity>,
+    stop: Arc<AtomicBool>,
+    /// Disconnected when the thread returns (in a mutex only to make the handle `Sync`).
+    done: std::sync::Mutex<std_mpsc::Receiver<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
+
+/// How long dropping a [`Transport`] waits for its thread to stop.
+pub const STOP_WAIT: Duration = Duration::from_secs(1);
 
 impl Transport {
     /// Starts the thread on `port`. Unsolicited MADs (traps) are sent to `traps`.
@@ -385,12 +395,24 @@ impl Transport {
         let (tx, rx) = std_mpsc::channel();
         let stats = Arc::new(Stats::default());
         let sm = Arc::new(SmIdentity::default());
-        let (st, sm2) = (stats.clone(), sm.clone());
+        let stop = Arc::new(AtomicBool::new(false));
+        let (done_tx, done) = std_mpsc::channel::<()>();
+        let (st, sm2, stop2) = (stats.clone(), sm.clone(), stop.clone());
         let thread = std::thread::Builder::new()
             .name("fabric-umad".into())
-            .spawn(move || run(port, params, rx, traps, st, sm2))
+            .spawn(move || {
+                let _done = done_tx;
+                run(port, params, rx, traps, st, sm2, stop2)
+            })
             .ok();
-        Transport { tx, stats, sm, thread }
+        Transport {
+            tx,
+            stats,
+            sm,
+            stop,
+            done: std::sync::Mutex::new(done),
+            thread,
+        }
     }
 
     /// Counters.
@@ -451,11 +473,24 @@ pub async fn wait(rx: oneshot::Receiver<Result<Reply, TransportError>>) -> Resul
 
 impl Drop for Transport {
     fn drop(&mut self) {
-        // Closing the channel ends the thread's loop once nothing is in flight.
+        // The thread checks the flag every round (at most a few milliseconds apart).
+        self.stop.store(true, Ordering::Relaxed);
         let (tx, _) = std_mpsc::channel();
         drop(std::mem::replace(&mut self.tx, tx));
         if let Some(t) = self.thread.take() {
-            let _ = t.join();
+            let stopped = match self.done.get_mut() {
+                Ok(done) => done.recv_timeout(STOP_WAIT),
+                Err(poisoned) => poisoned.into_inner().recv_timeout(STOP_WAIT),
+            };
+            match stopped {
+                Err(std_mpsc::RecvTimeoutError::Timeout) => tracing::warn!(
+                    "the umad transport thread did not stop within {STOP_WAIT:?} (blocked in the device: a \
+                     simulator or HCA that stopped reading?); leaving it behind"
+                ),
+                _ => {
+                    let _ = t.join();
+                }
+            }
         }
     }
 }
@@ -467,6 +502,7 @@ fn run<P: RawPort>(
     traps: mpsc::UnboundedSender<Smp>,
     stats: Arc<Stats>,
     sm: Arc<SmIdentity>,
+    stop: Arc<AtomicBool>,
 ) {
     let window = params.window.max(1);
     // Slots kept for normal SMPs: an eighth of the window (at least one).
@@ -481,6 +517,10 @@ fn run<P: RawPort>(
     let mut responder = SmResponder::new(sm, stats.clone());
     let mut gsi = GsiResponder::default();
     loop {
+        if stop.load(Ordering::Relaxed) {
+            // Dropping the queued and in-flight requests closes their reply channels.
+            return;
+        }
         // Intake: block briefly when idle, otherwise drain what is queued.
         if open && inflight.is_empty() && queue.is_empty() {
             match rx.recv_timeout(Duration::from_millis(2)) {
@@ -1118,6 +1158,30 @@ mod tests {
         assert_eq!(s.attr_id(), crate::mad::ATTR_NOTICE);
         assert_eq!(&s.bytes[SMP_DATA_OFFSET..SMP_DATA_OFFSET + 64], &[7u8; 64][..]);
         assert_eq!(t.stats().sm_requests.load(Ordering::Relaxed), 0);
+    }
+
+    #[tokio::test]
+    async fn dropping_the_transport_abandons_smps_in_flight() {
+        // Every write is lost and the deadline is long: the SMP stays in flight.
+        let (f, _) = fake(usize::MAX, 0);
+        let (ttx, _trx) = mpsc::unbounded_channel();
+        let t = Transport::start(
+            f,
+            TransportParams {
+                timeout: Duration::from_secs(600),
+                retries: 5,
+                window: 4,
+            },
+            ttx,
+        );
+        let smp = Smp::request(&Route::Directed(vec![1]), METHOD_GET, ATTR_NODE_INFO, 0, &[0; 64]).unwrap();
+        let rx = t.submit(Route::Directed(vec![1]), smp);
+        while t.stats().sent.load(Ordering::Relaxed) == 0 {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        // Returns (joins the thread) without waiting for the deadline: the test would hang.
+        drop(t);
+        assert_eq!(wait(rx).await.unwrap_err(), TransportError::Closed);
     }
 
     #[tokio::test]
