@@ -227,7 +227,7 @@ fn sigterm_is_heard_while_discovery_is_stalled_by_a_stopped_simulator() {
         let sim = Ibsim::start(&dir, &fabric_topology::ibnet::write(&f), host.clone());
         std::fs::write(dir.join("fabricd.toml"), &cfg).expect("write config");
         let env = sim.env();
-        let mut d = spawn_daemon(&dir, &dir.join("fabricd.toml"), &env);
+        let d = spawn_daemon(&dir, &dir.join("fabricd.toml"), &env);
         let t0 = Instant::now();
         while !transport_thread_runs(d.pid()) {
             assert!(
