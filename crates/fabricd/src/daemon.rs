@@ -174,8 +174,8 @@ async fn open_driver_counted(
 /// Reports the umad driver's SMP counters once a second, until the driver is dropped: to the
 /// Prometheus counters (`fabricd_driver_smps_total`, `fabricd_driver_smp_retries_total`,
 /// `fabricd_driver_smp_failures_total`), and to the log (sent, retries, failures, traps, SMInfo
-/// and SA requests answered) when they changed. Retries under SMP loss (discovery, LID assignment, LFT
-/// upload) are visible there.
+/// and SA requests answered) when they changed. Retries under SMP loss (discovery, LID
+/// assignment, LFT upload) are visible there.
 async fn report_umad_counters(d: std::sync::Weak<fabric_umad::UmadDriver>, telemetry: Telemetry) {
     let mut last = fabric_umad::UmadStats::default();
     loop {
@@ -426,12 +426,12 @@ pub async fn run(opts: RunOptions, mut control: mpsc::Receiver<Control>) -> Resu
     };
     let was_standby = was_standby.map_err(|source| DaemonError::Discovery { kind, source })?;
     let physical = if was_standby {
-        Arc::new(
-            driver
-                .discover()
-                .await
-                .map_err(|source| DaemonError::Discovery { kind, source })?,
-        )
+        let Some(found) = unless_stopped(driver.discover(), &mut control).await else {
+            tracing::info!("stopped while discovering the fabric to take it over");
+            let _ = notifier.stopping();
+            return Ok(());
+        };
+        Arc::new(found.map_err(|source| DaemonError::Discovery { kind, source })?)
     } else {
         physical
     };
