@@ -142,23 +142,39 @@ impl Ibsim {
     /// # Panics
     /// When ibsim is missing, exits, or is not ready in time (with its output).
     pub fn start(dir: &Path, net_text: &str, host: String) -> Ibsim {
-        Self::start_inner(dir.to_path_buf(), None, net_text, host)
+        Self::start_inner(dir.to_path_buf(), None, net_text, host, Self::new_sock_name())
+    }
+
+    /// A socket name (`IBSIM_SOCKNAME`) unique to this process and call, for a simulator
+    /// started later with [`Ibsim::start_on_sock`] (clients started before it wait for it).
+    pub fn new_sock_name() -> String {
+        format!("fibsim-{}-{}", std::process::id(), unique())
+    }
+
+    /// Like [`Ibsim::start`], on socket name `sock` (from [`Ibsim::new_sock_name`]).
+    pub fn start_on_sock(dir: &Path, net_text: &str, host: String, sock: String) -> Ibsim {
+        Self::start_inner(dir.to_path_buf(), None, net_text, host, sock)
     }
 
     /// Like [`Ibsim::start`], in a fresh [`TempDir`] named after `tag` that goes away with the
     /// simulator.
     pub fn start_temp(tag: &str, net_text: &str, host: String) -> Ibsim {
         let temp = TempDir::new(tag);
-        Self::start_inner(temp.path().to_path_buf(), Some(temp), net_text, host)
+        Self::start_inner(
+            temp.path().to_path_buf(),
+            Some(temp),
+            net_text,
+            host,
+            Self::new_sock_name(),
+        )
     }
 
-    fn start_inner(dir: PathBuf, temp: Option<TempDir>, net_text: &str, host: String) -> Ibsim {
+    fn start_inner(dir: PathBuf, temp: Option<TempDir>, net_text: &str, host: String, sock: String) -> Ibsim {
         let net = dir.join("fabric.net");
         std::fs::write(&net, net_text).unwrap_or_else(|e| panic!("write {}: {e}", net.display()));
         let log_path = dir.join("ibsim.log");
         let log = std::fs::File::create(&log_path).unwrap_or_else(|e| panic!("create {}: {e}", log_path.display()));
         let log_err = log.try_clone().expect("duplicate the ibsim log handle");
-        let sock = format!("fibsim-{}-{}", std::process::id(), unique());
         let mut child = Command::new(find_tool("ibsim"))
             .arg("-s")
             .arg(&net)
@@ -194,6 +210,11 @@ impl Ibsim {
             );
             std::thread::sleep(Duration::from_millis(20));
         }
+    }
+
+    /// The simulator's process id (to stop and continue it: a simulator that stops answering).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     /// The simulator's socket name (`IBSIM_SOCKNAME`).

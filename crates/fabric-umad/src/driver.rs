@@ -275,6 +275,8 @@ pub struct UmadStats {
     pub sm_requests: u64,
     /// Of those, SubnSet(SMInfo) from another subnet manager (answered, never obeyed).
     pub sm_set_requests: u64,
+    /// Subnet Administration requests answered "not supported" (`fabric_umad::sa`).
+    pub sa_requests: u64,
 }
 
 struct Inner {
@@ -482,6 +484,31 @@ fn lid16(guid: Guid, lid: Lid) -> Result<u16, DriverError> {
     })
 }
 
+/// When [`UmadDriver::open_waiting`] first says that the device is not open yet.
+pub const OPEN_WAIT_FIRST: Duration = Duration::from_secs(1);
+/// How often [`UmadDriver::open_waiting`] says it again.
+pub const OPEN_WAIT_EVERY: Duration = Duration::from_secs(5);
+
+/// What a device that does not open is waiting for: the simulator when the process runs under
+/// the ibsim preload shim (named by its socket and node), otherwise the HCA.
+fn open_blocked_hint() -> String {
+    let var = |k: &str| std::env::var(k).unwrap_or_default();
+    if var("LD_PRELOAD").contains("umad2sim") {
+        let sock = var("IBSIM_SOCKNAME");
+        let host = var("SIM_HOST");
+        format!(
+            "the umad device is not open yet: the ibsim simulator (IBSIM_SOCKNAME={}, SIM_HOST={}) is not \
+             running; the umad2sim shim retries every 2 s and discovery starts once it answers (SIGTERM stops fabricd)",
+            if sock.is_empty() { "<default>" } else { &sock },
+            if host.is_empty() { "<first node>" } else { &host },
+        )
+    } else {
+        "the umad device is not open yet: open() is blocked in the kernel (is the HCA driver loaded and the device \
+         responding?); still waiting (SIGTERM stops fabricd)"
+            .to_string()
+    }
+}
+
 impl UmadDriver {
     /// Opens the device of `cfg`, registers the SM agents (classes 0x81 and 0x01) and starts the
     /// transport thread. Errors say when the device is missing or not accessible.
@@ -524,6 +551,47 @@ impl UmadDriver {
         })
     }
 
+    /// [`UmadDriver::open`] on a thread of its own, saying in the log (warning, after
+    /// [`OPEN_WAIT_FIRST`] and then every [`OPEN_WAIT_EVERY`]) what it waits for while the
+    /// device does not open.
+    ///
+    /// Opening can block indefinitely: under the ibsim preload shim (umad2sim), `open()` of the
+    /// device retries connecting to the simulator every 2 s until it runs, and it comes back
+    /// once the simulator starts. The future can be dropped meanwhile (the daemon stops on
+    /// SIGTERM): the thread is then left blocked inside `open()` and ends with the process.
+    pub async fn open_waiting(cfg: UmadConfig) -> Result<Self, DriverError> {
+        let device = cfg.device.clone();
+        let (tx, mut rx) = oneshot::channel();
+        std::thread::Builder::new()
+            .name("fabric-umad-open".into())
+            .spawn(move || {
+                let _ = tx.send(Self::open(cfg));
+            })
+            .map_err(DriverError::Io)?;
+        let t0 = tokio::time::Instant::now();
+        let mut next = OPEN_WAIT_FIRST;
+        loop {
+            match tokio::time::timeout_at(t0 + next, &mut rx).await {
+                Ok(Ok(r)) => return r,
+                Ok(Err(_)) => {
+                    return Err(DriverError::Config(format!(
+                        "the thread opening {} ended without a result",
+                        device.display()
+                    )))
+                }
+                Err(_) => {
+                    tracing::warn!(
+                        device = %device.display(),
+                        waited_s = t0.elapsed().as_secs(),
+                        "{}",
+                        open_blocked_hint()
+                    );
+                    next += OPEN_WAIT_EVERY;
+                }
+            }
+        }
+    }
+
     /// Counters of the transport (SMPs, retries, failures, traps).
     pub fn stats(&self) -> UmadStats {
         let s = self.inner.tp.stats();
@@ -534,6 +602,7 @@ impl UmadDriver {
             traps: s.traps.load(Ordering::Relaxed),
             sm_requests: s.sm_requests.load(Ordering::Relaxed),
             sm_set_requests: s.sm_set_requests.load(Ordering::Relaxed),
+            sa_requests: s.sa_requests.load(Ordering::Relaxed),
         }
     }
 

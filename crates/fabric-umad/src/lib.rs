@@ -7,6 +7,8 @@
 //!   ids, deadlines and retries, bridged to tokio by channels; traps on a separate channel.
 //! * [`driver`]: [`UmadDriver`], the [`fabric_southbound::SouthboundDriver`]: sweep, LIDs, port
 //!   activation, SL-to-VL, LFT upload, trap 128 and light-sweep change detection.
+//! * [`sa`]: the Subnet Administration class (0x03) on the manager's port (every query answered
+//!   "not supported" for now) and the other GSI classes the simulator shim needs a receiver for.
 //! * [`config`]: [`UmadConfig`] (embedded in the daemon config).
 //!
 //! **Architecture invariant:** this is the only crate of the workspace with `unsafe` code (the
@@ -18,6 +20,7 @@
 pub mod config;
 pub mod driver;
 pub mod mad;
+pub mod sa;
 pub mod transport;
 
 pub use config::UmadConfig;

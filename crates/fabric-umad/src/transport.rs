@@ -20,7 +20,7 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::ffi::CString;
 use std::os::raw::{c_int, c_ulong};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::mpsc as std_mpsc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -31,6 +31,7 @@ use crate::mad::{
     sminfo_modifier_name, Route, SmInfo, Smp, ATTR_SM_INFO, CLASS_SMP_DR, CLASS_SMP_LID, MAD_SIZE, METHOD_GET,
     METHOD_SET, METHOD_TRAP, PERMISSIVE_LID, SMP_DATA_SIZE, STATUS_UNSUPPORTED_ATTR,
 };
+use crate::sa::{self, GsiAnswer, GsiResponder};
 
 /// Length of the `ib_user_mad_hdr` this driver uses (the pre-pkey layout).
 pub const UMAD_HDR_LEN: usize = 56;
@@ -84,6 +85,11 @@ pub struct Stats {
     /// Of those, the SubnSet(SMInfo) (HANDOVER, ACKNOWLEDGE, DISABLE, STANDBY, DISCOVER from
     /// another subnet manager), answered with this manager's SMInfo unchanged.
     pub sm_set_requests: AtomicU64,
+    /// Subnet Administration requests (class 0x03, `saquery` and other SA clients) answered
+    /// "not supported" ([`crate::sa`]).
+    pub sa_requests: AtomicU64,
+    /// MADs of the other GSI classes that reached the manager's port (dropped).
+    pub gsi_dropped: AtomicU64,
 }
 
 /// What the manager answers to SMInfo requests addressed to its port (`sminfo`, other SMs):
@@ -130,12 +136,16 @@ pub trait RawPort: Send + 'static {
 
 /// An open umad device with agents registered for classes 0x81 and 0x01 (both also receive
 /// the Get/Set requests addressed to the manager's port: SMInfo from `sminfo` and other
-/// subnet managers).
+/// subnet managers), for Subnet Administration (0x03, QP1: SA clients' queries, answered "not
+/// supported") and, without methods, for the GSI classes of [`crate::sa::GUARD_CLASSES`] (the
+/// simulator shim crashes the process on a MAD of a class nobody registered).
 pub struct UmadDevice {
     fd: c_int,
     issm_fd: Option<c_int>,
     agent_dr: u32,
     agent_lid: u32,
+    /// (class, agent id) of the GSI agents that could be registered.
+    agents_gsi: Vec<(u8, u32)>,
     path: PathBuf,
 }
 
@@ -190,10 +200,38 @@ impl UmadDevice {
             issm_fd: None,
             agent_dr: 0,
             agent_lid: 0,
+            agents_gsi: Vec::new(),
             path: path.to_path_buf(),
         };
-        dev.agent_dr = dev.register(CLASS_SMP_DR)?;
-        dev.agent_lid = dev.register(CLASS_SMP_LID)?;
+        // Unsolicited MADs these agents receive: the Get/Set requests addressed to the manager
+        // (SMInfo; another SM polls it over directed route during its sweep, `sminfo` LID
+        // routed) on both classes, and Traps (method 0x05) on the LID-routed one. The
+        // responses to the driver's own requests do not depend on the mask: the kernel matches
+        // them to the sending agent by TID.
+        let sm_mask = (1u32 << METHOD_GET) | (1u32 << METHOD_SET);
+        dev.agent_dr = dev.register(0, CLASS_SMP_DR, 1, &[sm_mask, 0, 0, 0])?;
+        dev.agent_lid = dev.register(0, CLASS_SMP_LID, 1, &[sm_mask | (1u32 << METHOD_TRAP), 0, 0, 0])?;
+        // GSI agents (QP1). Not fatal: a kernel may refuse one (another SA on this port); the
+        // simulator shim never does, and there they keep the process alive.
+        let mut sa_mask = [0u32; 4];
+        for m in [
+            sa::METHOD_GET,
+            sa::METHOD_SET,
+            sa::METHOD_GET_TABLE,
+            sa::METHOD_GET_TRACE_TABLE,
+            sa::METHOD_GET_MULTI,
+            sa::METHOD_DELETE,
+        ] {
+            sa_mask[usize::from(m / 32)] |= 1u32 << (m % 32);
+        }
+        let gsi = std::iter::once((sa::CLASS_SUBN_ADM, sa::SA_CLASS_VERSION, sa_mask))
+            .chain(sa::GUARD_CLASSES.iter().map(|&(c, v)| (c, v, [0u32; 4])));
+        for (class, version, mask) in gsi {
+            match dev.register(1, class, version, &mask) {
+                Ok(id) => dev.agents_gsi.push((class, id)),
+                Err(e) => tracing::warn!("{e}; MADs of that class addressed to the manager's port go unanswered"),
+            }
+        }
         let issm = path
             .file_name()
             .and_then(|n| n.to_str())
@@ -205,23 +243,19 @@ impl UmadDevice {
         Ok(dev)
     }
 
-    fn register(&self, class: u8) -> Result<u32, OpenError> {
+    /// Registers an agent for `class` (version `version`) on QP `qpn` receiving the unsolicited
+    /// methods of `mask` (bit m of word m / 32: the kernel's `long` bitmap on a little-endian
+    /// 64-bit host).
+    fn register(&self, qpn: u8, class: u8, version: u8, mask: &[u32; 4]) -> Result<u32, OpenError> {
         // struct ib_user_mad_reg_req: id u32 @0, method_mask [u32; 4] @4, qpn @20,
         // mgmt_class @21, mgmt_class_version @22, oui[3] @23, rmpp_version @26, padding @27.
         let mut req = [0u8; 28];
-        // Unsolicited MADs this agent receives: the Get/Set requests addressed to the manager
-        // (SMInfo; another SM polls it over directed route during its sweep, `sminfo` LID
-        // routed) on both classes, and Traps (method 0x05) on the LID-routed one. The
-        // responses to the driver's own requests do not depend on the mask: the kernel matches
-        // them to the sending agent by TID.
-        let mut mask = (1u32 << METHOD_GET) | (1u32 << METHOD_SET);
-        if class == CLASS_SMP_LID {
-            mask |= 1u32 << METHOD_TRAP;
+        for (i, w) in mask.iter().enumerate() {
+            req[4 + 4 * i..8 + 4 * i].copy_from_slice(&w.to_ne_bytes());
         }
-        req[4..8].copy_from_slice(&mask.to_ne_bytes());
-        req[20] = 0; // QP0
+        req[20] = qpn;
         req[21] = class;
-        req[22] = 1;
+        req[22] = version;
         // SAFETY: REGISTER_AGENT reads and writes exactly 28 bytes (the size encoded in the
         // ioctl number), and `req` is a live 28-byte buffer for the duration of the call.
         let r = unsafe { libc::ioctl(self.fd, IB_USER_MAD_REGISTER_AGENT as _, req.as_mut_ptr()) };
@@ -277,10 +311,14 @@ impl RawPort for UmadDevice {
         }
     }
     fn agent(&self, class: u8) -> u32 {
-        if class == CLASS_SMP_DR {
-            self.agent_dr
-        } else {
-            self.agent_lid
+        match class {
+            CLASS_SMP_DR => self.agent_dr,
+            CLASS_SMP_LID => self.agent_lid,
+            c => self
+                .agents_gsi
+                .iter()
+                .find(|(g, _)| *g == c)
+                .map_or(self.agent_lid, |(_, id)| *id),
         }
     }
 }
@@ -333,13 +371,23 @@ struct InFlight {
     deadline: Instant,
 }
 
-/// Handle to the transport thread. Dropping it stops the thread (after in-flight SMPs end).
+/// Handle to the transport thread. Dropping it stops the thread at once: SMPs still queued or
+/// in flight are abandoned (their receivers yield [`TransportError::Closed`]), so a daemon
+/// stopping in the middle of a stalled discovery does not wait for every deadline. A thread
+/// blocked inside the device for longer than [`STOP_WAIT`] (a `write()` to a simulator that
+/// stopped reading) is left behind rather than waited for.
 pub struct Transport {
     tx: std_mpsc::Sender<Request>,
     stats: Arc<Stats>,
     sm: Arc<SmIdentity>,
+    stop: Arc<AtomicBool>,
+    /// Disconnected when the thread returns (in a mutex only to make the handle `Sync`).
+    done: std::sync::Mutex<std_mpsc::Receiver<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
+
+/// How long dropping a [`Transport`] waits for its thread to stop.
+pub const STOP_WAIT: Duration = Duration::from_secs(1);
 
 impl Transport {
     /// Starts the thread on `port`. Unsolicited MADs (traps) are sent to `traps`.
@@ -347,12 +395,24 @@ impl Transport {
         let (tx, rx) = std_mpsc::channel();
         let stats = Arc::new(Stats::default());
         let sm = Arc::new(SmIdentity::default());
-        let (st, sm2) = (stats.clone(), sm.clone());
+        let stop = Arc::new(AtomicBool::new(false));
+        let (done_tx, done) = std_mpsc::channel::<()>();
+        let (st, sm2, stop2) = (stats.clone(), sm.clone(), stop.clone());
         let thread = std::thread::Builder::new()
             .name("fabric-umad".into())
-            .spawn(move || run(port, params, rx, traps, st, sm2))
+            .spawn(move || {
+                let _done = done_tx;
+                run(port, params, rx, traps, st, sm2, stop2)
+            })
             .ok();
-        Transport { tx, stats, sm, thread }
+        Transport {
+            tx,
+            stats,
+            sm,
+            stop,
+            done: std::sync::Mutex::new(done),
+            thread,
+        }
     }
 
     /// Counters.
@@ -413,11 +473,24 @@ pub async fn wait(rx: oneshot::Receiver<Result<Reply, TransportError>>) -> Resul
 
 impl Drop for Transport {
     fn drop(&mut self) {
-        // Closing the channel ends the thread's loop once nothing is in flight.
+        // The thread checks the flag every round (at most a few milliseconds apart).
+        self.stop.store(true, Ordering::Relaxed);
         let (tx, _) = std_mpsc::channel();
         drop(std::mem::replace(&mut self.tx, tx));
         if let Some(t) = self.thread.take() {
-            let _ = t.join();
+            let stopped = match self.done.get_mut() {
+                Ok(done) => done.recv_timeout(STOP_WAIT),
+                Err(poisoned) => poisoned.into_inner().recv_timeout(STOP_WAIT),
+            };
+            match stopped {
+                Err(std_mpsc::RecvTimeoutError::Timeout) => tracing::warn!(
+                    "the umad transport thread did not stop within {STOP_WAIT:?} (blocked in the device: a \
+                     simulator or HCA that stopped reading?); leaving it behind"
+                ),
+                _ => {
+                    let _ = t.join();
+                }
+            }
         }
     }
 }
@@ -429,6 +502,7 @@ fn run<P: RawPort>(
     traps: mpsc::UnboundedSender<Smp>,
     stats: Arc<Stats>,
     sm: Arc<SmIdentity>,
+    stop: Arc<AtomicBool>,
 ) {
     let window = params.window.max(1);
     // Slots kept for normal SMPs: an eighth of the window (at least one).
@@ -441,7 +515,12 @@ fn run<P: RawPort>(
     let mut out = [0u8; UMAD_HDR_LEN + MAD_SIZE];
     let mut retry: Vec<InFlight> = Vec::new();
     let mut responder = SmResponder::new(sm, stats.clone());
+    let mut gsi = GsiResponder::default();
     loop {
+        if stop.load(Ordering::Relaxed) {
+            // Dropping the queued and in-flight requests closes their reply channels.
+            return;
+        }
         // Intake: block briefly when idle, otherwise drain what is queued.
         if open && inflight.is_empty() && queue.is_empty() {
             match rx.recv_timeout(Duration::from_millis(2)) {
@@ -512,6 +591,25 @@ fn run<P: RawPort>(
             let status = u32::from_ne_bytes([buf[4], buf[5], buf[6], buf[7]]);
             // Only the first 232 MAD bytes of a received packet are valid.
             let end = n.min(UMAD_HDR_LEN + 232);
+            let class = buf[UMAD_HDR_LEN + 1];
+            if class != CLASS_SMP_DR && class != CLASS_SMP_LID {
+                // A GSI MAD addressed to the manager's port (this driver sends none, so it is
+                // never one of ours coming back): SA queries get "not supported".
+                if status == 0 {
+                    let slid = u16::from_be_bytes([buf[28], buf[29]]);
+                    match gsi.answer(&buf[UMAD_HDR_LEN..end], slid) {
+                        GsiAnswer::Reply(mad) => {
+                            stats.sa_requests.fetch_add(1, Ordering::Relaxed);
+                            encode_gsi_reply(&mut out, &port, &buf, &mad);
+                            let _ = port.write(&out);
+                        }
+                        GsiAnswer::Drop => {
+                            stats.gsi_dropped.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                }
+                continue;
+            }
             let Ok(smp) = Smp::parse(&buf[UMAD_HDR_LEN..end]) else {
                 continue;
             };
@@ -691,6 +789,23 @@ fn encode_raw<P: RawPort>(out: &mut [u8; UMAD_HDR_LEN + MAD_SIZE], port: &P, lid
     out[0..4].copy_from_slice(&port.agent(smp.class()).to_ne_bytes());
     out[28..30].copy_from_slice(&lid.to_be_bytes());
     out[UMAD_HDR_LEN..].copy_from_slice(&smp.bytes);
+}
+
+/// A packet answering the GSI request whose packet (header included) is `rx`: `mad` to the
+/// requester's LID and QP (as received), with QP1's Q_Key, from the agent of the MAD's class.
+fn encode_gsi_reply<P: RawPort>(
+    out: &mut [u8; UMAD_HDR_LEN + MAD_SIZE],
+    port: &P,
+    rx: &[u8; UMAD_HDR_LEN + MAD_SIZE],
+    mad: &[u8; MAD_SIZE],
+) {
+    out[..UMAD_HDR_LEN].fill(0);
+    out[0..4].copy_from_slice(&port.agent(mad[1]).to_ne_bytes());
+    // qpn (big-endian) and LID as received; the well-known Q_Key of QP1.
+    out[20..24].copy_from_slice(&rx[20..24]);
+    out[24..28].copy_from_slice(&sa::QP1_QKEY.to_be_bytes());
+    out[28..30].copy_from_slice(&rx[28..30]);
+    out[UMAD_HDR_LEN..].copy_from_slice(mad);
 }
 
 fn encode_packet<P: RawPort>(out: &mut [u8; UMAD_HDR_LEN + MAD_SIZE], port: &P, req: &Request) {
@@ -1043,6 +1158,77 @@ mod tests {
         assert_eq!(s.attr_id(), crate::mad::ATTR_NOTICE);
         assert_eq!(&s.bytes[SMP_DATA_OFFSET..SMP_DATA_OFFSET + 64], &[7u8; 64][..]);
         assert_eq!(t.stats().sm_requests.load(Ordering::Relaxed), 0);
+    }
+
+    #[tokio::test]
+    async fn dropping_the_transport_abandons_smps_in_flight() {
+        // Every write is lost and the deadline is long: the SMP stays in flight.
+        let (f, _) = fake(usize::MAX, 0);
+        let (ttx, _trx) = mpsc::unbounded_channel();
+        let t = Transport::start(
+            f,
+            TransportParams {
+                timeout: Duration::from_secs(600),
+                retries: 5,
+                window: 4,
+            },
+            ttx,
+        );
+        let smp = Smp::request(&Route::Directed(vec![1]), METHOD_GET, ATTR_NODE_INFO, 0, &[0; 64]).unwrap();
+        let rx = t.submit(Route::Directed(vec![1]), smp);
+        while t.stats().sent.load(Ordering::Relaxed) == 0 {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        // Returns (joins the thread) without waiting for the deadline: the test would hang.
+        drop(t);
+        assert_eq!(wait(rx).await.unwrap_err(), TransportError::Closed);
+    }
+
+    #[tokio::test]
+    async fn sa_queries_are_answered_not_supported_to_the_requesters_lid_and_qp() {
+        // A SubnAdmGetTable(NodeRecord) from LID 9, QP 0x47 (as `saquery` sends it), and a CM
+        // MAD (a guard class: dropped, not answered).
+        let mut mad = [0u8; MAD_SIZE];
+        mad[..4].copy_from_slice(&[1, sa::CLASS_SUBN_ADM, sa::SA_CLASS_VERSION, sa::METHOD_GET_TABLE]);
+        mad[8..16].copy_from_slice(&0x0000_0005_0000_0077u64.to_be_bytes());
+        mad[16..18].copy_from_slice(&0x0011u16.to_be_bytes());
+        let packet = |mad: &[u8; MAD_SIZE]| {
+            let mut p = vec![0u8; UMAD_HDR_LEN];
+            p[20..24].copy_from_slice(&0x47u32.to_be_bytes());
+            p[28..30].copy_from_slice(&9u16.to_be_bytes());
+            p.extend_from_slice(&mad[..232]);
+            p
+        };
+        let mut cm = mad;
+        cm[1] = 0x07;
+        cm[3] = sa::METHOD_GET;
+        let written = Arc::new(Mutex::new(Vec::new()));
+        let port = Asked {
+            queue: VecDeque::from([packet(&mad), packet(&cm)]),
+            written: written.clone(),
+        };
+        let (ttx, _trx) = mpsc::unbounded_channel();
+        let t = Transport::start(port, params(0, 4), ttx);
+        // Drives the loop (the port answers no SMP: this one times out after the MADs were read).
+        let _ = t.call(Route::Lid(3), METHOD_GET, ATTR_NODE_INFO, 0, &[0; 64]).await;
+        assert_eq!(t.stats().sa_requests.load(Ordering::Relaxed), 1);
+        assert_eq!(t.stats().gsi_dropped.load(Ordering::Relaxed), 1);
+        let w = written.lock().unwrap();
+        let gsi: Vec<_> = w.iter().filter(|p| p[UMAD_HDR_LEN + 1] != CLASS_SMP_LID).collect();
+        assert_eq!(gsi.len(), 1, "one GSI answer (none for the CM MAD)");
+        let r = gsi[0];
+        // Agent of class 0x03, requester's QP and LID, QP1's Q_Key; GetTableResp, status 0x000C.
+        assert_eq!(
+            u32::from_ne_bytes([r[0], r[1], r[2], r[3]]),
+            u32::from(sa::CLASS_SUBN_ADM) + 100
+        );
+        assert_eq!(u32::from_be_bytes([r[20], r[21], r[22], r[23]]), 0x47);
+        assert_eq!(u32::from_be_bytes([r[24], r[25], r[26], r[27]]), sa::QP1_QKEY);
+        assert_eq!(u16::from_be_bytes([r[28], r[29]]), 9);
+        let m = &r[UMAD_HDR_LEN..];
+        assert_eq!(m[3], 0x92);
+        assert_eq!(u16::from_be_bytes([m[4], m[5]]), sa::STATUS_UNSUPPORTED_METHOD_ATTR);
+        assert_eq!(m[8..18], mad[8..18]);
     }
 
     #[test]

@@ -138,13 +138,15 @@ pub type OpenedDriver = (Arc<dyn SouthboundDriver>, Option<Arc<MockFabric>>);
 /// Opens the driver selected by `[driver] kind` (the mock fabric is built, the umad device
 /// opened, the oob inventory read). The second value is the simulated fabric when the driver is
 /// `mock` (it serves the packet-level RPCs Trace and VerifyReachability).
-pub fn open_driver(cfg: &Config) -> Result<OpenedDriver, DaemonError> {
-    open_driver_counted(cfg).map(|(d, _)| d)
+pub async fn open_driver(cfg: &Config) -> Result<OpenedDriver, DaemonError> {
+    open_driver_counted(cfg).await.map(|(d, _)| d)
 }
 
 /// [`open_driver`], and the umad driver itself when it is the one selected (for its SMP
 /// counters).
-fn open_driver_counted(cfg: &Config) -> Result<(OpenedDriver, Option<Arc<fabric_umad::UmadDriver>>), DaemonError> {
+async fn open_driver_counted(
+    cfg: &Config,
+) -> Result<(OpenedDriver, Option<Arc<fabric_umad::UmadDriver>>), DaemonError> {
     match cfg.driver.kind {
         DriverKind::Mock => {
             let m = Arc::new(build_mock(&cfg.driver.mock)?);
@@ -152,11 +154,14 @@ fn open_driver_counted(cfg: &Config) -> Result<(OpenedDriver, Option<Arc<fabric_
         }
         DriverKind::Umad => {
             let u = &cfg.driver.umad;
-            let d = fabric_umad::UmadDriver::open(u.clone()).map_err(|source| DaemonError::DriverOpen {
-                kind: "umad",
-                what: format!("driver.umad.device = {}", u.device.display()),
-                source,
-            })?;
+            // Off the runtime: the open can block until the device (or the simulator) answers.
+            let d = fabric_umad::UmadDriver::open_waiting(u.clone())
+                .await
+                .map_err(|source| DaemonError::DriverOpen {
+                    kind: "umad",
+                    what: format!("driver.umad.device = {}", u.device.display()),
+                    source,
+                })?;
             let d = Arc::new(d);
             Ok(((d.clone(), None), Some(d)))
         }
@@ -175,8 +180,8 @@ fn open_driver_counted(cfg: &Config) -> Result<(OpenedDriver, Option<Arc<fabric_
 /// Reports the umad driver's SMP counters once a second, until the driver is dropped: to the
 /// Prometheus counters (`fabricd_driver_smps_total`, `fabricd_driver_smp_retries_total`,
 /// `fabricd_driver_smp_failures_total`), and to the log (sent, retries, failures, traps, SMInfo
-/// requests answered) when they changed. Retries under SMP loss (discovery, LID assignment, LFT
-/// upload) are visible there.
+/// and SA requests answered) when they changed. Retries under SMP loss (discovery, LID
+/// assignment, LFT upload) are visible there.
 async fn report_umad_counters(d: std::sync::Weak<fabric_umad::UmadDriver>, telemetry: Telemetry) {
     let mut last = fabric_umad::UmadStats::default();
     loop {
@@ -193,6 +198,7 @@ async fn report_umad_counters(d: std::sync::Weak<fabric_umad::UmadDriver>, telem
                 failures = s.failures,
                 traps = s.traps,
                 sm_requests = s.sm_requests,
+                sa_requests = s.sa_requests,
                 "umad SMP counters"
             );
             last = s;
@@ -358,6 +364,24 @@ async fn bind_socket(path: &Path, mode: u32) -> Result<UnixListener, DaemonError
     Ok(l)
 }
 
+/// Runs `fut` to completion unless [`Control::Shutdown`] arrives (or `control` closes) first:
+/// `None` then. Other controls are ignored meanwhile (nothing to reload or reroute yet).
+async fn unless_stopped<T>(
+    fut: impl std::future::Future<Output = T>,
+    control: &mut mpsc::Receiver<Control>,
+) -> Option<T> {
+    tokio::pin!(fut);
+    loop {
+        tokio::select! {
+            r = &mut fut => return Some(r),
+            c = control.recv() => match c {
+                Some(Control::Shutdown) | None => return None,
+                Some(_) => {}
+            },
+        }
+    }
+}
+
 /// Runs the daemon until [`Control::Shutdown`] arrives on `control`.
 pub async fn run(opts: RunOptions, mut control: mpsc::Receiver<Control>) -> Result<(), DaemonError> {
     let mut config = opts.config.clone();
@@ -370,15 +394,27 @@ pub async fn run(opts: RunOptions, mut control: mpsc::Receiver<Control>) -> Resu
     // TLS files first: a bad one stops the start before the fabric is touched.
     let grpc_tls = load_grpc_tls(&config)?;
 
-    // Driver and discovery.
-    let ((driver, mock), umad) = open_driver_counted(&config)?;
+    // Driver and discovery. Both can wait on the fabric for long (a umad device under the
+    // simulator shim does not open until ibsim runs; SMPs to a dead fabric time out), so a stop
+    // request ends the start wherever it is.
     let kind = config.driver.kind.name();
-    let physical = Arc::new(
-        driver
+    let start = async {
+        let ((driver, mock), umad) = open_driver_counted(&config).await?;
+        let physical = driver
             .discover()
             .await
-            .map_err(|source| DaemonError::Discovery { kind, source })?,
-    );
+            .map_err(|source| DaemonError::Discovery { kind, source })?;
+        Ok::<_, DaemonError>((driver, mock, umad, Arc::new(physical)))
+    };
+    let Some(started) = unless_stopped(start, &mut control).await else {
+        tracing::warn!(
+            driver = kind,
+            "stopped while starting (the driver was still opening its device or discovering the fabric): no generation installed"
+        );
+        let _ = notifier.stopping();
+        return Ok(());
+    };
+    let (driver, mock, umad, physical) = started?;
     // Subnet-manager election: while another manager with precedence is master, stand by
     // (nothing written, its SMInfo polled); when it is gone, discover again and take over.
     let on_standby = {
@@ -389,28 +425,19 @@ pub async fn run(opts: RunOptions, mut control: mpsc::Receiver<Control>) -> Resu
             let _ = notifier.ready(&msg);
         }
     };
-    let standby = driver.standby_while_master(&on_standby);
-    tokio::pin!(standby);
-    let was_standby = loop {
-        tokio::select! {
-            r = &mut standby => break r.map_err(|source| DaemonError::Discovery { kind, source })?,
-            c = control.recv() => match c {
-                Some(Control::Shutdown) | None => {
-                    tracing::info!("stopped while standby");
-                    let _ = notifier.stopping();
-                    return Ok(());
-                }
-                Some(_) => {}
-            },
-        }
+    let Some(was_standby) = unless_stopped(driver.standby_while_master(&on_standby), &mut control).await else {
+        tracing::info!("stopped while standby");
+        let _ = notifier.stopping();
+        return Ok(());
     };
+    let was_standby = was_standby.map_err(|source| DaemonError::Discovery { kind, source })?;
     let physical = if was_standby {
-        Arc::new(
-            driver
-                .discover()
-                .await
-                .map_err(|source| DaemonError::Discovery { kind, source })?,
-        )
+        let Some(found) = unless_stopped(driver.discover(), &mut control).await else {
+            tracing::info!("stopped while discovering the fabric to take it over");
+            let _ = notifier.stopping();
+            return Ok(());
+        };
+        Arc::new(found.map_err(|source| DaemonError::Discovery { kind, source })?)
     } else {
         physical
     };

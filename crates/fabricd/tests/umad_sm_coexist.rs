@@ -16,8 +16,8 @@
 //! STANDBY (`sminfo -D -s 2 ... 4`) is answered with fabricd's SMInfo (still MASTER) and logged.
 //!
 //! Needs `ibsim` (ibsim-utils), the umad2sim shim (libumad2sim0), `opensm` and
-//! infiniband-diags; skipped with a message when one is missing (tests/run-all.sh installs
-//! them).
+//! infiniband-diags; a missing one fails the tests with an installation hint (tests/run-all.sh
+//! installs them).
 
 mod common;
 mod umad_sim;
@@ -27,7 +27,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{run_with_deadline, status, test_dir, topology};
-use fabric_ibsim_harness::{ibroute, Ibsim, SHIM};
+use fabric_ibsim_harness::{find_tool, ibroute, Ibsim, SHIM};
 use fabric_topology::{EndPortId, Fabric, Remote};
 use umad_sim::{config, next_generation};
 
@@ -35,19 +35,17 @@ const SPEC: &str = "PGFT(2;4,4;1,2;1,1)";
 /// OpenSM's SMInfo polling period of the master while standby (4 missed polls make it master).
 const POLL_MS: u64 = 500;
 
-/// The first tool (or the shim) that is not installed.
-fn missing_tool() -> Option<String> {
-    if !Path::new(SHIM).is_file() {
-        return Some(SHIM.to_string());
+/// Fails the test (never skips it) when a tool or the shim is missing: `tests/run-all.sh`
+/// installs them, so a missing one is a broken environment, not a reason to pass.
+fn require_tools() {
+    assert!(
+        Path::new(SHIM).is_file(),
+        "the umad2sim shim {SHIM} is not installed (apt-get install libumad2sim0 ibsim-utils)"
+    );
+    for t in ["ibsim", "opensm", "sminfo", "ibroute", "smpquery"] {
+        // Panics with the packages to install.
+        find_tool(t);
     }
-    ["ibsim", "opensm", "sminfo", "ibroute", "smpquery"]
-        .into_iter()
-        .find(|t| {
-            !["/usr/sbin", "/usr/bin", "/sbin", "/bin"]
-                .iter()
-                .any(|d| Path::new(d).join(t).is_file())
-        })
-        .map(str::to_string)
 }
 
 /// The ibsim node id of an end port's CA.
@@ -231,13 +229,7 @@ impl OpenSm {
 
 #[test]
 fn opensm_on_another_host_stays_standby_while_fabricd_is_master() {
-    if let Some(t) = missing_tool() {
-        eprintln!(
-            "skipping umad_sm_coexist: {t} is not installed \
-             (apt-get install ibsim-utils libumad2sim0 opensm infiniband-diags)"
-        );
-        return;
-    }
+    require_tools();
     let dir = test_dir("umad-sm-coexist");
     let f = fabric_topology::gen::generate_str(SPEC, None).expect("generate");
     // fabricd on the first CA; OpenSM on a CA of another leaf; the tools on a third leaf.
@@ -377,18 +369,13 @@ fn opensm_on_another_host_stays_standby_while_fabricd_is_master() {
 }
 
 /// The fabric and simulator of the takeover tests, with the first CA as the simulator's default
-/// host; `None` (and a message) when a tool is missing.
-fn takeover_setup(name: &str) -> Option<(common::TestDir, Fabric, Ibsim)> {
-    if let Some(t) = missing_tool() {
-        eprintln!(
-            "skipping {name}: {t} is not installed (apt-get install ibsim-utils libumad2sim0 opensm infiniband-diags)"
-        );
-        return None;
-    }
+/// host. A missing tool fails the test ([`require_tools`]).
+fn takeover_setup(name: &str) -> (common::TestDir, Fabric, Ibsim) {
+    require_tools();
     let dir = test_dir(name);
     let f = fabric_topology::gen::generate_str(SPEC, None).expect("generate");
     let sim = Ibsim::start(&dir, &fabric_topology::ibnet::write(&f), node_id(&f, EndPortId(0)));
-    Some((dir, f, sim))
+    (dir, f, sim)
 }
 
 /// The LIDs a running OpenSM (started by [`OpenSm::start`] in `dir`) assigned, from its
@@ -411,9 +398,7 @@ fn opensm_lids(dir: &Path) -> fabric_routing::Guid2Lid {
 /// fresh plan for this fabric is different (checked, so the test cannot pass by coincidence).
 #[test]
 fn fabricd_keeps_the_lids_of_the_subnet_manager_it_takes_over_from() {
-    let Some((dir, f, sim)) = takeover_setup("umad-takeover") else {
-        return;
-    };
+    let (dir, f, sim) = takeover_setup("umad-takeover");
     let osm_ep = EndPortId(f.end_ports().len() as u32 - 1);
 
     // OpenSM programs the fabric with LMC 1, then goes away.
@@ -467,9 +452,7 @@ fn fabricd_keeps_the_lids_of_the_subnet_manager_it_takes_over_from() {
 /// within a few polls, keeping OpenSM's LIDs.
 #[test]
 fn a_standby_fabricd_takes_over_when_the_master_dies() {
-    let Some((dir, f, sim)) = takeover_setup("umad-standby") else {
-        return;
-    };
+    let (dir, f, sim) = takeover_setup("umad-standby");
     let me = EndPortId(0);
     let osm_ep = EndPortId(f.end_ports().len() as u32 - 1);
     let tool_ep = EndPortId(f.end_ports().len() as u32 / 2);
@@ -532,9 +515,7 @@ fn a_standby_fabricd_takes_over_when_the_master_dies() {
 /// takes over with the same LIDs.
 #[test]
 fn a_fabricd_pair_fails_over_keeping_the_lids() {
-    let Some((dir, f, sim)) = takeover_setup("umad-pair") else {
-        return;
-    };
+    let (dir, f, sim) = takeover_setup("umad-pair");
     let a_ep = EndPortId(0);
     let b_ep = EndPortId(f.end_ports().len() as u32 - 1);
     let tool_ep = EndPortId(f.end_ports().len() as u32 / 2);

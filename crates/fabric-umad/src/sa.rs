@@ -1,0 +1,255 @@
+//! Subnet Administration (management class 0x03) and the other GSI classes that can reach the
+//! manager's port.
+//!
+//! The manager's node is where clients send their SA queries (`saquery`, IPoIB, MPI path
+//! lookups: SubnAdm MADs on QP1 to the MasterSMLID of their port). fabricd has no SA yet, so
+//! [`GsiResponder`] answers every SA request with MAD status 0x000C ("method/attribute
+//! combination not supported", IBA vol. 1 13.4.7): the client gets a clean error at once
+//! instead of waiting for its timeout. The response follows OpenSM's `osm_sa_send_error`: the
+//! request echoed with the status, method Set answered as GetResp and every other request
+//! method with its response bit set, SM_Key 0 (C15-0.1.5), AttributeOffset 0, a
+//! MultiPathRecord query answered as PathRecord. A full SA would replace
+//! [`GsiResponder::answer`]'s SA branch.
+//!
+//! Why the agent must exist at all: the ibsim preload shim (umad2sim) looks up the receiving
+//! descriptor of every MAD by its class and dereferences a null pointer when no agent of the
+//! process registered that class (`pthread_mutex_lock(mutex=0x30)`: the process dies). ibsim
+//! forwards to the client attached at a port every MAD it does not answer itself, i.e. every
+//! GSI class but the PerfMgt attributes it simulates. So the device also registers, with an
+//! empty method mask, the GSI classes of [`GUARD_CLASSES`]: under the shim their MADs are
+//! delivered (and dropped here, logged once per class); on a real HCA an agent without methods
+//! receives no unsolicited MAD, so nothing changes there.
+
+use std::collections::HashSet;
+
+use crate::mad::MAD_SIZE;
+
+/// Subnet Administration (SubnAdm) management class.
+pub const CLASS_SUBN_ADM: u8 = 0x03;
+/// SubnAdm class version.
+pub const SA_CLASS_VERSION: u8 = 2;
+/// The well-known Q_Key of QP1 (GSI), used to answer GSI requests.
+pub const QP1_QKEY: u32 = 0x8001_0000;
+
+/// GSI classes (class, class version) registered with no methods only so that the simulator
+/// shim has a receiver for them: PerfMgt (attributes ibsim does not simulate), BM, DevMgt, CM,
+/// SNMP tunnelling, congestion control.
+pub const GUARD_CLASSES: [(u8, u8); 6] = [(0x04, 1), (0x05, 1), (0x06, 1), (0x07, 2), (0x08, 1), (0x21, 2)];
+
+/// Common MAD status: class version not supported.
+pub const STATUS_BAD_CLASS_VERSION: u16 = 0x0004;
+/// Common MAD status: method not supported.
+pub const STATUS_UNSUPPORTED_METHOD: u16 = 0x0008;
+/// Common MAD status: method/attribute combination not supported.
+pub const STATUS_UNSUPPORTED_METHOD_ATTR: u16 = 0x000c;
+
+/// SubnAdmGet.
+pub const METHOD_GET: u8 = 0x01;
+/// SubnAdmSet.
+pub const METHOD_SET: u8 = 0x02;
+/// Send (no response).
+pub const METHOD_SEND: u8 = 0x03;
+/// Trap (no response).
+pub const METHOD_TRAP: u8 = 0x05;
+/// Report (SA to subscriber; answered by ReportResp, never sent to the SA).
+pub const METHOD_REPORT: u8 = 0x06;
+/// TrapRepress (no response).
+pub const METHOD_TRAP_REPRESS: u8 = 0x07;
+/// SubnAdmGetTable.
+pub const METHOD_GET_TABLE: u8 = 0x12;
+/// SubnAdmGetTraceTable.
+pub const METHOD_GET_TRACE_TABLE: u8 = 0x13;
+/// SubnAdmGetMulti.
+pub const METHOD_GET_MULTI: u8 = 0x14;
+/// SubnAdmDelete.
+pub const METHOD_DELETE: u8 = 0x15;
+/// Response bit of the method.
+pub const METHOD_RESPONSE: u8 = 0x80;
+/// GetResp.
+pub const METHOD_GET_RESP: u8 = 0x81;
+
+/// PathRecord attribute.
+pub const ATTR_PATH_RECORD: u16 = 0x0035;
+/// MultiPathRecord attribute (answered as PathRecord, o15-0.2.7).
+pub const ATTR_MULTIPATH_RECORD: u16 = 0x003a;
+
+/// Offsets in the SA MAD header (IBA vol. 1 15.2.1.1).
+const SM_KEY: usize = 36;
+const ATTR_OFFSET: usize = 44;
+/// Only the first 232 MAD bytes of a packet received through the simulator are valid.
+const VALID_RX: usize = 232;
+/// (class, source LID, method, attribute) combinations logged (beyond that, only counted).
+const MAX_LOGGED: usize = 1024;
+
+/// What [`GsiResponder::answer`] decided for one GSI MAD.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum GsiAnswer {
+    /// Send this MAD back to the requester (same LID and QP, QP1's Q_Key).
+    Reply(Box<[u8; MAD_SIZE]>),
+    /// Nothing to send (a response, a Trap/Report/Send, a guard class, a runt).
+    Drop,
+}
+
+/// Answers the GSI MADs (SA and the guard classes) that reach the manager's port; runs on the
+/// transport thread.
+#[derive(Debug, Default)]
+pub struct GsiResponder {
+    logged: HashSet<(u8, u16, u8, u16)>,
+}
+
+impl GsiResponder {
+    /// The answer to `mad` (the received MAD bytes) from source LID `slid`.
+    pub fn answer(&mut self, mad: &[u8], slid: u16) -> GsiAnswer {
+        if mad.len() < 24 || mad[0] != 1 {
+            return GsiAnswer::Drop;
+        }
+        let (class, version, method) = (mad[1], mad[2], mad[3]);
+        let attr = u16::from_be_bytes([mad[16], mad[17]]);
+        if method & METHOD_RESPONSE != 0 {
+            return GsiAnswer::Drop;
+        }
+        if class != CLASS_SUBN_ADM {
+            self.log_once(class, slid, method, attr, None);
+            return GsiAnswer::Drop;
+        }
+        let status = match method {
+            METHOD_SEND | METHOD_TRAP | METHOD_REPORT | METHOD_TRAP_REPRESS => {
+                self.log_once(class, slid, method, attr, None);
+                return GsiAnswer::Drop;
+            }
+            _ if version != SA_CLASS_VERSION => STATUS_BAD_CLASS_VERSION,
+            METHOD_GET | METHOD_SET | METHOD_GET_TABLE | METHOD_GET_TRACE_TABLE | METHOD_GET_MULTI | METHOD_DELETE => {
+                STATUS_UNSUPPORTED_METHOD_ATTR
+            }
+            _ => STATUS_UNSUPPORTED_METHOD,
+        };
+        self.log_once(class, slid, method, attr, Some(status));
+        GsiAnswer::Reply(Box::new(sa_error_response(mad, status)))
+    }
+
+    fn log_once(&mut self, class: u8, slid: u16, method: u8, attr: u16, status: Option<u16>) {
+        if self.logged.len() >= MAX_LOGGED || !self.logged.insert((class, slid, method, attr)) {
+            return;
+        }
+        match status {
+            Some(status) => tracing::warn!(
+                source_lid = slid,
+                method = %format!("{method:#04x}"),
+                attribute = %format!("{attr:#06x}"),
+                status = %format!("{status:#06x}"),
+                "Subnet Administration request answered \"not supported\" (fabricd has no SA yet)"
+            ),
+            None => tracing::info!(
+                class = %format!("{class:#04x}"),
+                source_lid = slid,
+                method = %format!("{method:#04x}"),
+                attribute = %format!("{attr:#06x}"),
+                "GSI MAD addressed to the manager's port dropped (class not served)"
+            ),
+        }
+    }
+}
+
+/// The SA error response to request `req` (as OpenSM's `osm_sa_send_error`): the request
+/// echoed with `status`, the response method, SM_Key 0 and AttributeOffset 0.
+pub fn sa_error_response(req: &[u8], status: u16) -> [u8; MAD_SIZE] {
+    let mut b = [0u8; MAD_SIZE];
+    let n = req.len().min(VALID_RX);
+    b[..n].copy_from_slice(&req[..n]);
+    b[3] = if b[3] == METHOD_SET {
+        METHOD_GET_RESP
+    } else {
+        b[3] | METHOD_RESPONSE
+    };
+    b[4..6].copy_from_slice(&status.to_be_bytes());
+    b[SM_KEY..SM_KEY + 8].fill(0);
+    b[ATTR_OFFSET..ATTR_OFFSET + 2].fill(0);
+    if u16::from_be_bytes([b[16], b[17]]) == ATTR_MULTIPATH_RECORD {
+        b[16..18].copy_from_slice(&ATTR_PATH_RECORD.to_be_bytes());
+    }
+    b
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A SubnAdm request as `saquery` sends it (header only; the record template after it).
+    fn sa_request(version: u8, method: u8, attr: u16) -> [u8; MAD_SIZE] {
+        let mut b = [0u8; MAD_SIZE];
+        b[0] = 1;
+        b[1] = CLASS_SUBN_ADM;
+        b[2] = version;
+        b[3] = method;
+        b[8..16].copy_from_slice(&0x0000_0007_1234_5678u64.to_be_bytes());
+        b[16..18].copy_from_slice(&attr.to_be_bytes());
+        b[20..24].copy_from_slice(&7u32.to_be_bytes());
+        b[SM_KEY..SM_KEY + 8].copy_from_slice(&0x1122_3344_5566_7788u64.to_be_bytes());
+        b[ATTR_OFFSET..ATTR_OFFSET + 2].copy_from_slice(&8u16.to_be_bytes());
+        b[48..56].copy_from_slice(&0x1u64.to_be_bytes());
+        b[56] = 0xab;
+        b
+    }
+
+    fn reply(a: GsiAnswer) -> [u8; MAD_SIZE] {
+        match a {
+            GsiAnswer::Reply(b) => *b,
+            GsiAnswer::Drop => panic!("expected a reply"),
+        }
+    }
+
+    #[test]
+    fn every_sa_query_method_gets_unsupported_with_its_response_method() {
+        let mut r = GsiResponder::default();
+        for (method, resp) in [
+            (METHOD_GET, 0x81),
+            (METHOD_SET, 0x81),
+            (METHOD_GET_TABLE, 0x92),
+            (METHOD_GET_TRACE_TABLE, 0x93),
+            (METHOD_GET_MULTI, 0x94),
+            (METHOD_DELETE, 0x95),
+        ] {
+            let req = sa_request(2, method, 0x0011);
+            let b = reply(r.answer(&req, 5));
+            assert_eq!(b[3], resp, "method {method:#04x}");
+            assert_eq!(u16::from_be_bytes([b[4], b[5]]), STATUS_UNSUPPORTED_METHOD_ATTR);
+            // TID, attribute and modifier echoed; SM_Key and AttributeOffset cleared.
+            assert_eq!(b[8..24], req[8..24]);
+            assert_eq!(b[SM_KEY..SM_KEY + 8], [0u8; 8]);
+            assert_eq!(b[ATTR_OFFSET..ATTR_OFFSET + 2], [0u8; 2]);
+            // Class, version, component mask and record template as received.
+            assert_eq!(b[..3], req[..3]);
+            assert_eq!(b[48..57], req[48..57]);
+        }
+    }
+
+    #[test]
+    fn bad_version_unknown_method_and_multipath_are_answered_as_iba_says() {
+        let mut r = GsiResponder::default();
+        let b = reply(r.answer(&sa_request(1, METHOD_GET, 0x0011), 5));
+        assert_eq!(u16::from_be_bytes([b[4], b[5]]), STATUS_BAD_CLASS_VERSION);
+        let b = reply(r.answer(&sa_request(2, 0x10, 0x0011), 5));
+        assert_eq!(
+            (b[3], u16::from_be_bytes([b[4], b[5]])),
+            (0x90, STATUS_UNSUPPORTED_METHOD)
+        );
+        let b = reply(r.answer(&sa_request(2, METHOD_GET_MULTI, ATTR_MULTIPATH_RECORD), 5));
+        assert_eq!(u16::from_be_bytes([b[16], b[17]]), ATTR_PATH_RECORD);
+    }
+
+    #[test]
+    fn responses_reports_guard_classes_and_runts_are_not_answered() {
+        let mut r = GsiResponder::default();
+        assert_eq!(r.answer(&sa_request(2, 0x92, 0x0011), 5), GsiAnswer::Drop);
+        assert_eq!(r.answer(&sa_request(2, 0x86, 0x0011), 5), GsiAnswer::Drop);
+        for m in [METHOD_SEND, METHOD_TRAP, METHOD_REPORT, METHOD_TRAP_REPRESS] {
+            assert_eq!(r.answer(&sa_request(2, m, 0x0011), 5), GsiAnswer::Drop);
+        }
+        for (class, _) in GUARD_CLASSES {
+            let mut req = sa_request(1, METHOD_GET, 0x0010);
+            req[1] = class;
+            assert_eq!(r.answer(&req, 5), GsiAnswer::Drop);
+        }
+        assert_eq!(r.answer(&[1, 3, 2], 5), GsiAnswer::Drop);
+    }
+}
