@@ -55,7 +55,56 @@ pub struct Telemetry {
     driver_smp_failures: Counter,
     escape_vl_ready: Gauge,
     update_restarts: Counter,
+    validity: ValidityGauges,
     ready: Arc<AtomicBool>,
+}
+
+/// Validity of the installed routing (`fabricd_routing_*`): set at every commit.
+#[derive(Clone, Default)]
+struct ValidityGauges {
+    valid: Gauge,
+    unreachable_pairs: Gauge,
+    engine_unreachable_pairs: Gauge,
+    fallback_destinations: Gauge,
+    disconnected_pairs: Gauge,
+    fallbacks: Counter,
+}
+
+impl ValidityGauges {
+    fn register(r: &mut Registry) -> ValidityGauges {
+        let g = ValidityGauges::default();
+        r.register(
+            "routing_valid",
+            "1 when every connected pair of live end ports reaches its destination through the installed tables (base and escape LIDs), else 0",
+            g.valid.clone(),
+        );
+        r.register(
+            "routing_unreachable_pairs",
+            "Connected pairs of live end ports unreachable through the installed tables (base + escape LIDs, after any fallback)",
+            g.unreachable_pairs.clone(),
+        );
+        r.register(
+            "routing_engine_unreachable_pairs",
+            "Connected pairs the base routing engine left unreachable in the installed generation (before the fallback)",
+            g.engine_unreachable_pairs.clone(),
+        );
+        r.register(
+            "routing_fallback_destinations",
+            "Destination end ports whose base LIDs are routed by the Up*/Down* fallback instead of the engine",
+            g.fallback_destinations.clone(),
+        );
+        r.register(
+            "routing_disconnected_pairs",
+            "Pairs of live end ports with no path in the live fabric (different components; not counted as unreachable)",
+            g.disconnected_pairs.clone(),
+        );
+        r.register(
+            "routing_fallbacks",
+            "Committed generations whose base routing needed the Up*/Down* fallback",
+            g.fallbacks.clone(),
+        );
+        g
+    }
 }
 
 impl std::fmt::Debug for Telemetry {
@@ -183,6 +232,7 @@ impl Telemetry {
             "Topology changes queued for the next generation",
             pending_faults.clone(),
         );
+        let validity = ValidityGauges::register(&mut r);
         let t = Telemetry {
             registry: Arc::new(r),
             routed_seconds,
@@ -205,6 +255,7 @@ impl Telemetry {
             driver_smp_failures,
             escape_vl_ready,
             update_restarts,
+            validity,
             ready: Arc::new(AtomicBool::new(false)),
         };
         t.set_phase(Phase::Idle);
@@ -241,6 +292,21 @@ impl Telemetry {
         self.compute_seconds.observe(compute_s);
         self.upload_seconds.observe(upload_s);
         self.ready.store(true, Ordering::Relaxed);
+    }
+
+    /// Validity of a committed generation's routing (`fabricd_routing_*`).
+    pub fn routing_check(&self, c: &fabric_routing::RoutingCheck) {
+        let n = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+        let v = &self.validity;
+        v.valid.set(i64::from(c.valid));
+        v.unreachable_pairs
+            .set(n(c.unreachable_pairs.saturating_add(c.escape_unreachable_pairs)));
+        v.engine_unreachable_pairs.set(n(c.engine_unreachable_pairs));
+        v.fallback_destinations.set(n(c.fallback_destinations));
+        v.disconnected_pairs.set(n(c.disconnected_pairs));
+        if c.fallback != fabric_routing::Fallback::None {
+            v.fallbacks.inc();
+        }
     }
 
     pub fn blocks_written(&self, blocks: u64, retries: u64) {
