@@ -178,12 +178,14 @@ pub fn check_and_repair(ctx: &RoutingContext<'_>, engine: &str, lfts: &mut Lfts)
     Ok(r)
 }
 
-/// "LID 7 (port 0x…)".
+/// "LID 7 ('node7' port 0x…, 18 sources)".
 fn describe(fabric: &Fabric, d: &FailingDestination) -> String {
+    let e = fabric.end_port(d.end_port);
     format!(
-        "LID {} (port {}, {} sources)",
+        "LID {} ('{}' port {}, {} sources)",
         d.lid,
-        fmt_guid(fabric.end_port(d.end_port).port_guid),
+        e.desc,
+        fmt_guid(e.port_guid),
         d.unreachable_sources
     )
 }

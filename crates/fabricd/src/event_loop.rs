@@ -311,7 +311,7 @@ fn log_routing_check(job: u64, c: &fabric_routing::RoutingCheck) {
         engine = %c.engine,
         failed_destinations = c.engine_failed_destinations,
         failed_pairs = c.engine_unreachable_pairs,
-        fallback = c.fallback.name(),
+        fallback = %c.fallback.name(),
         fallback_destinations = c.fallback_destinations,
         unreachable_pairs = c.unreachable_pairs,
         escape_unreachable_pairs = c.escape_unreachable_pairs,
