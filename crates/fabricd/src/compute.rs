@@ -13,8 +13,8 @@ use std::time::Instant;
 
 use fabric_ranking::{rank, RankOptions, Ranking};
 use fabric_routing::{
-    assign_lids, check, route_all_checked, EngineKind, Guid2Lid, LftBlockDiff, Lfts, LidPlan, NodeGroups,
-    RoutingCheck, RoutingContext, BLOCK_SIZE,
+    assign_lids, check, route_all_checked, EngineKind, Guid2Lid, LftBlockDiff, Lfts, LidPlan, NodeGroups, RoutingCheck,
+    RoutingContext, BLOCK_SIZE,
 };
 use fabric_topology::{Fabric, FabricEvent, Lid, SwitchId};
 
@@ -378,14 +378,23 @@ mod tests {
     /// Three leaves, two spines, one node per leaf.
     fn three_leaves() -> Fabric {
         let mut b = FabricBuilder::new();
-        let l: Vec<_> = (0..3).map(|i| b.add_switch(0x10 + i, format!("leaf{i}"), 8).unwrap()).collect();
+        let l: Vec<_> = (0..3)
+            .map(|i| b.add_switch(0x10 + i, format!("leaf{i}"), 8).unwrap())
+            .collect();
         let s0 = b.add_switch(0x20, "spine0", 8).unwrap();
         let s1 = b.add_switch(0x21, "spine1", 8).unwrap();
         for (i, &leaf) in l.iter().enumerate() {
             b.connect_switches(leaf, 5, s0, 1 + i as u8).unwrap();
             b.connect_switches(leaf, 6, s1, 1 + i as u8).unwrap();
             let e = b
-                .add_end_port(0x101 + 0x10 * i as u64, 0x100 + 0x10 * i as u64, format!("n{i}"), 1, 1, NodeType::Compute)
+                .add_end_port(
+                    0x101 + 0x10 * i as u64,
+                    0x100 + 0x10 * i as u64,
+                    format!("n{i}"),
+                    1,
+                    1,
+                    NodeType::Compute,
+                )
                 .unwrap();
             b.connect_end_port(e, leaf, 1).unwrap();
         }
@@ -410,7 +419,10 @@ mod tests {
         assert!(rc.reason.contains("dmodc left 2 destinations"), "{}", rc.reason);
         let v = check::validity(&c.fabric, &c.lids, &c.lfts);
         assert!(v.valid, "{v:?}");
-        assert_eq!(c.validation.as_ref().map(|v| (v.valid, v.deadlock_free)), Some((true, true)));
+        assert_eq!(
+            c.validation.as_ref().map(|v| (v.valid, v.deadlock_free)),
+            Some((true, true))
+        );
         // What is uploaded is the repaired routing.
         let mut installed = Lfts::new(c.lfts.num_switches(), c.lids.top());
         installed.apply(&c.writes);

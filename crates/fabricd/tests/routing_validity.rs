@@ -71,7 +71,12 @@ fn still_connected_fabric_that_dmodc_cannot_route_gets_a_valid_fallback() {
         // What the switches hold: every pair reachable, base and escape LIDs.
         let base = verify(&mut c).await;
         assert!(base.pairs_checked >= 648 * 647, "{base:?}");
-        assert_eq!(base.unreachable_count, 0, "base LIDs: {:?}", &base.unreachable[..base.unreachable.len().min(5)]);
+        assert_eq!(
+            base.unreachable_count,
+            0,
+            "base LIDs: {:?}",
+            &base.unreachable[..base.unreachable.len().min(5)]
+        );
         let escape = c
             .verify_reachability(pb::VerifyReachabilityRequest { escape: true })
             .await
@@ -107,7 +112,13 @@ fn still_connected_fabric_that_dmodc_cannot_route_gets_a_valid_fallback() {
             .lines()
             .find(|l| l.contains("WARN") && l.contains("routing validity"))
             .unwrap_or_else(|| panic!("no routing validity WARN in the log:\n{log}"));
-        for needle in ["engine=dmodc", "failed_destinations=36", "failed_pairs=648", "fallback=updown-", "valid=true"] {
+        for needle in [
+            "engine=dmodc",
+            "failed_destinations=36",
+            "failed_pairs=648",
+            "fallback=updown-",
+            "valid=true",
+        ] {
             assert!(warn.contains(needle), "{needle} missing from {warn}");
         }
 
@@ -118,7 +129,10 @@ fn still_connected_fabric_that_dmodc_cannot_route_gets_a_valid_fallback() {
                 .unwrap_or_else(|e| panic!("inject up {sw:#x}[{p}]: {e}"));
         }
         let s = status(&mut c).await;
-        assert!(s.routing_valid && s.fallback_destinations == 0 && s.routing_fallback_reason.is_empty(), "{s:?}");
+        assert!(
+            s.routing_valid && s.fallback_destinations == 0 && s.routing_fallback_reason.is_empty(),
+            "{s:?}"
+        );
         assert_eq!(verify(&mut c).await.unreachable_count, 0);
         let m = http_get(port, "/metrics");
         assert_eq!(metric(&m, "fabricd_routing_fallback_destinations"), 0.0);
