@@ -158,15 +158,23 @@ pub fn validity(fabric: &Fabric, lids: &LidPlan, lfts: &Lfts) -> ValidityReport 
 }
 
 /// Precomputed next hop of every (switch, port): a switch id, `END | end port id`, or `DEAD`.
+/// Rows are `stride` wide (the largest port number + 1), so the table of a large fabric stays
+/// in cache; ports beyond a row are `DEAD`.
 struct Hops {
     next: Vec<u32>,
+    stride: usize,
 }
 const END: u32 = 1 << 31;
 const DEAD: u32 = u32::MAX;
 
 impl Hops {
     fn new(fabric: &Fabric) -> Self {
-        let mut next = vec![DEAD; fabric.num_switches() * 256];
+        let stride = fabric
+            .switch_ids()
+            .map(|s| fabric.switch(s).nports as usize + 1)
+            .max()
+            .unwrap_or(1);
+        let mut next = vec![DEAD; fabric.num_switches() * stride];
         for s in fabric.switch_ids() {
             for (pn, p) in fabric.switch(s).external_ports() {
                 let v = match p.remote {
@@ -174,14 +182,18 @@ impl Hops {
                     Remote::Switch { .. } => fabric.switch_link_live(s, pn).map_or(DEAD, |(t, _)| t.0),
                     _ => DEAD,
                 };
-                next[s.idx() * 256 + pn as usize] = v;
+                next[s.idx() * stride + pn as usize] = v;
             }
         }
-        Hops { next }
+        Hops { next, stride }
     }
     #[inline]
     fn get(&self, s: usize, port: u8) -> u32 {
-        self.next[s * 256 + port as usize]
+        let port = port as usize;
+        if port >= self.stride {
+            return DEAD;
+        }
+        self.next[s * self.stride + port]
     }
 }
 
@@ -358,10 +370,12 @@ pub fn destination_check(fabric: &Fabric, lids: &LidPlan, lfts: &Lfts, set: LidS
     }
 
     struct Scratch {
+        /// The block's 64 entries of every switch, `gathered[s * 64 + j]`.
         gathered: Vec<u8>,
-        state: Vec<u8>,
+        /// Per switch: `stamp << 3 | verdict` (stale stamps mean unknown).
+        state: Vec<u32>,
+        stamp: u32,
         stack: Vec<usize>,
-        touched: Vec<usize>,
     }
     let source_switches: Vec<usize> = (0..ns).filter(|&s| per_switch[s] > 0).collect();
     // (unreachable end-port pairs, of which loops, unreachable (end port, switch) pairs)
@@ -370,9 +384,9 @@ pub fn destination_check(fabric: &Fabric, lids: &LidPlan, lfts: &Lfts, set: LidS
         .map_init(
             || Scratch {
                 gathered: vec![0u8; ns * BLOCK_SIZE],
-                state: vec![0u8; ns],
+                state: vec![0u32; ns],
+                stamp: 0,
                 stack: Vec::new(),
-                touched: Vec::new(),
             },
             |scr, block| {
                 let b0 = block[0].0 as usize / BLOCK_SIZE;
@@ -390,22 +404,31 @@ pub fn destination_check(fabric: &Fabric, lids: &LidPlan, lfts: &Lfts, set: LidS
                     } else {
                         usize::MAX
                     };
-                    // Walk from every switch with sources, memoised; state: 0 unknown,
-                    // 1 delivers, 2 fails, 3 on the current walk, 4 fails by loop.
+                    // A new stamp per destination forgets every verdict of the previous one
+                    // (the counter wraps after 2^29 destinations: clear then).
+                    scr.stamp = (scr.stamp + 1) & (u32::MAX >> 3);
+                    if scr.stamp == 0 {
+                        scr.state.iter_mut().for_each(|x| *x = 0);
+                        scr.stamp = 1;
+                    }
+                    let stamp = scr.stamp << 3;
+                    // Walk from every switch with sources, memoised; verdict: 1 delivers,
+                    // 2 fails, 3 on the current walk, 4 fails by loop.
                     for &s0 in &source_switches {
                         if comp[s0] != dcomp {
                             continue;
                         }
                         let mut s = s0;
                         let verdict = loop {
-                            match scr.state[s] {
-                                1 | 2 | 4 => break scr.state[s],
-                                3 => break 4,
-                                _ => {}
+                            let st = scr.state[s];
+                            if st & !7 == stamp {
+                                match st & 7 {
+                                    3 => break 4,
+                                    v => break v,
+                                }
                             }
-                            scr.state[s] = 3;
+                            scr.state[s] = stamp | 3;
                             scr.stack.push(s);
-                            scr.touched.push(s);
                             let port = scr.gathered[s * BLOCK_SIZE + j];
                             if port == 0 {
                                 // Delivered to this switch: right only for a switch destination.
@@ -424,7 +447,7 @@ pub fn destination_check(fabric: &Fabric, lids: &LidPlan, lfts: &Lfts, set: LidS
                             s = n as usize;
                         };
                         for &x in scr.stack.iter() {
-                            scr.state[x] = verdict;
+                            scr.state[x] = stamp | verdict;
                         }
                         scr.stack.clear();
                         // Sources on s0 that do not arrive (the destination itself is not a
@@ -442,10 +465,6 @@ pub fn destination_check(fabric: &Fabric, lids: &LidPlan, lfts: &Lfts, set: LidS
                             }
                         }
                     }
-                    for &x in scr.touched.iter() {
-                        scr.state[x] = 0;
-                    }
-                    scr.touched.clear();
                     if dest_bad > 0 {
                         failing.push(FailingDestination {
                             lid,
