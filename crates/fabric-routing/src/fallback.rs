@@ -111,9 +111,11 @@ pub fn check_and_repair(ctx: &RoutingContext<'_>, engine: &str, lfts: &mut Lfts)
     let (base, escape) = rayon::join(
         || check::destination_check(fabric, lids, lfts, LidSet::Base),
         || {
-            (lids.lmc >= 1)
-                .then(|| check::destination_check(fabric, lids, lfts, LidSet::Escape))
-                .unwrap_or_default()
+            if lids.lmc >= 1 {
+                check::destination_check(fabric, lids, lfts, LidSet::Escape)
+            } else {
+                DestinationCheck::default()
+            }
         },
     );
     let check_ms = t.elapsed().as_secs_f64() * 1e3;
