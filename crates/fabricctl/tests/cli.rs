@@ -485,14 +485,22 @@ fn route_and_analyze_fall_back_to_updown_for_what_dmodc_leaves_unreachable() {
             text.push_str(&format!("[{}] \"{leaf}n{n}\"[1]\n", n + 1));
         }
         for s in spines {
-            text.push_str(&format!("[{}] \"{s}\"[{}]\n", 5 + s[1..].parse::<u32>().unwrap(), leaf[1..].parse::<u32>().unwrap() + 1));
+            text.push_str(&format!(
+                "[{}] \"{s}\"[{}]\n",
+                5 + s[1..].parse::<u32>().unwrap(),
+                leaf[1..].parse::<u32>().unwrap() + 1
+            ));
         }
         text.push('\n');
     }
     for (spine, leaves) in [("S0", &["L0", "L2"][..]), ("S1", &["L1", "L2"][..])] {
         text.push_str(&format!("Switch 8 \"{spine}\"\n"));
         for l in leaves {
-            text.push_str(&format!("[{}] \"{l}\"[{}]\n", l[1..].parse::<u32>().unwrap() + 1, 5 + spine[1..].parse::<u32>().unwrap()));
+            text.push_str(&format!(
+                "[{}] \"{l}\"[{}]\n",
+                l[1..].parse::<u32>().unwrap() + 1,
+                5 + spine[1..].parse::<u32>().unwrap()
+            ));
         }
         text.push('\n');
     }
@@ -510,11 +518,17 @@ fn route_and_analyze_fall_back_to_updown_for_what_dmodc_leaves_unreachable() {
     assert_eq!(fb["engine_failed_destinations"], 4, "{v}");
     assert_eq!(fb["engine_unreachable_pairs"], 8, "{v}");
     assert!(fb["fallback"].as_str().unwrap().starts_with("updown-"), "{v}");
-    assert!(fb["reason"].as_str().unwrap().starts_with("dmodc left 4 destinations"), "{v}");
+    assert!(
+        fb["reason"].as_str().unwrap().starts_with("dmodc left 4 destinations"),
+        "{v}"
+    );
     // `route` writes the repaired tables and says so on stderr.
     let dump = d.file("lfts.dump");
     let out = fabricctl(&["route", &topo, "--engine", "dmodc", "--lft-out", &dump]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("warning: routing validity: dmodc left 4 destinations"), "{err}");
+    assert!(
+        err.contains("warning: routing validity: dmodc left 4 destinations"),
+        "{err}"
+    );
 }
