@@ -106,6 +106,8 @@ pub fn route_all_checked(
 /// Checks `lfts` (routed for `ctx` with the base engine `engine`) and repairs the base LIDs
 /// (see the module documentation). The escape LIDs are checked, never changed.
 pub fn check_and_repair(ctx: &RoutingContext<'_>, engine: &str, lfts: &mut Lfts) -> Result<RoutingCheck, RoutingError> {
+    crate::validate_context(ctx)?;
+    crate::check_lfts(ctx, lfts)?;
     let (fabric, lids) = (ctx.fabric, ctx.lids);
     let t = Instant::now();
     let (base, escape) = rayon::join(
@@ -408,6 +410,21 @@ mod tests {
         assert!(matches!(
             f.switch(spine).ports[broken.get(spine, lid) as usize].remote,
             Remote::Switch { .. }
+        ));
+    }
+
+    #[test]
+    fn tables_of_another_fabric_are_an_error_not_a_panic() {
+        let (f, lids, r) = split_leaves();
+        let ctx = RoutingContext {
+            fabric: &f,
+            ranking: &r,
+            lids: &lids,
+        };
+        let mut small = Lfts::new(f.num_switches() - 1, lids.top());
+        assert!(matches!(
+            check_and_repair(&ctx, "dmodc", &mut small),
+            Err(RoutingError::LftTooSmall { .. })
         ));
     }
 
