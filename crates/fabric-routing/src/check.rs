@@ -158,15 +158,23 @@ pub fn validity(fabric: &Fabric, lids: &LidPlan, lfts: &Lfts) -> ValidityReport 
 }
 
 /// Precomputed next hop of every (switch, port): a switch id, `END | end port id`, or `DEAD`.
+/// Rows are `stride` wide (the largest port number + 1), so the table of a large fabric stays
+/// in cache; ports beyond a row are `DEAD`.
 struct Hops {
     next: Vec<u32>,
+    stride: usize,
 }
 const END: u32 = 1 << 31;
 const DEAD: u32 = u32::MAX;
 
 impl Hops {
     fn new(fabric: &Fabric) -> Self {
-        let mut next = vec![DEAD; fabric.num_switches() * 256];
+        let stride = fabric
+            .switch_ids()
+            .map(|s| fabric.switch(s).nports as usize + 1)
+            .max()
+            .unwrap_or(1);
+        let mut next = vec![DEAD; fabric.num_switches() * stride];
         for s in fabric.switch_ids() {
             for (pn, p) in fabric.switch(s).external_ports() {
                 let v = match p.remote {
@@ -174,14 +182,18 @@ impl Hops {
                     Remote::Switch { .. } => fabric.switch_link_live(s, pn).map_or(DEAD, |(t, _)| t.0),
                     _ => DEAD,
                 };
-                next[s.idx() * 256 + pn as usize] = v;
+                next[s.idx() * stride + pn as usize] = v;
             }
         }
-        Hops { next }
+        Hops { next, stride }
     }
     #[inline]
     fn get(&self, s: usize, port: u8) -> u32 {
-        self.next[s * 256 + port as usize]
+        let port = port as usize;
+        if port >= self.stride {
+            return DEAD;
+        }
+        self.next[s * self.stride + port]
     }
 }
 
@@ -215,6 +227,95 @@ fn components(fabric: &Fabric) -> Vec<u32> {
 /// destination) and the sources attached to the others are counted. Also counts unreachable
 /// switch LIDs for [`LidSet::Base`].
 pub fn validity_set(fabric: &Fabric, lids: &LidPlan, lfts: &Lfts, set: LidSet) -> ValidityReport {
+    let d = destination_check(fabric, lids, lfts, set);
+    let live: Vec<EndPortId> = fabric.end_port_ids().filter(|&e| fabric.end_port_live(e)).collect();
+    let comp = components(fabric);
+    let attach = |e: EndPortId| fabric.end_port(e).attach.map_or(0, |(s, _)| s.idx());
+    let usable = set == LidSet::Base || lids.lmc >= 1;
+    // List up to MAX_LISTED pairs: walk the failing destinations (in end-port order) until the
+    // cap; every one of them has at least one failing source, so this is at most MAX_LISTED
+    // destinations × live end ports walks.
+    let failing: std::collections::HashSet<EndPortId> = d.failing.iter().map(|f| f.end_port).collect();
+    let mut pairs = Vec::new();
+    let mut hv = Vec::new();
+    if d.unreachable_pairs > 0 {
+        'outer: for &dst in live.iter().filter(|e| failing.contains(e)) {
+            for &s in &live {
+                if s == dst || comp[attach(s)] != comp[attach(dst)] {
+                    continue;
+                }
+                let lid = lids.base_lid(dst);
+                let ok = lid != 0
+                    && usable
+                    && matches!(trace(fabric, lfts, s, lid + set.offset(), &mut hv), Ok(TraceEnd::EndPort(x)) if x == dst);
+                if !ok {
+                    pairs.push((s, dst));
+                    if pairs.len() >= MAX_LISTED {
+                        break 'outer;
+                    }
+                }
+            }
+        }
+    }
+    ValidityReport {
+        valid: d.unreachable_pairs == 0,
+        unreachable_pairs: pairs,
+        unreachable_count: d.unreachable_pairs,
+        escape_unreachable_pairs: Vec::new(),
+        escape_unreachable_count: 0,
+        loop_count: d.loop_pairs,
+        switch_unreachable_count: d.switch_unreachable_pairs,
+        disconnected_pairs: d.disconnected_pairs,
+        components: d.components,
+    }
+}
+
+/// One destination end port that some connected live source cannot reach through the tables.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FailingDestination {
+    /// The destination LID of the checked set (base or escape LID of `end_port`).
+    pub lid: Lid,
+    /// The destination end port.
+    pub end_port: EndPortId,
+    /// Live end ports in the destination's component that do not reach it.
+    pub unreachable_sources: u64,
+}
+
+/// Result of [`destination_check`]: the validity of one LID set, per destination.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DestinationCheck {
+    /// Every destination end port some connected live source cannot reach, in LID order
+    /// (an end port without a LID, or beyond the tables, is listed with LID 0 / its LID).
+    pub failing: Vec<FailingDestination>,
+    /// Unreachable connected (source, destination) pairs of live end ports (the sum over
+    /// `failing`).
+    pub unreachable_pairs: u64,
+    /// Of those, the pairs whose walk ends in a loop.
+    pub loop_pairs: u64,
+    /// (live end port, live switch) pairs in one component without a route to the switch LID
+    /// (base set only; informational).
+    pub switch_unreachable_pairs: u64,
+    /// Pairs of live end ports in different connected components: not routable by any
+    /// routing, so not "invalid".
+    pub disconnected_pairs: u64,
+    /// Connected components of the live fabric that hold live end ports.
+    pub components: usize,
+}
+
+impl DestinationCheck {
+    /// No connected pair of live end ports is unreachable.
+    pub fn valid(&self) -> bool {
+        self.unreachable_pairs == 0
+    }
+}
+
+/// Validity of one LID set, per destination, in `O(switches × destinations)`: the linear part
+/// of [`validity_set`] without the listing of pairs. Destinations are taken in blocks of 64
+/// consecutive LIDs: the 64 entries of every switch are gathered once (one cache line per
+/// row), then for each destination a memoised walk from every switch with live sources decides
+/// which switches deliver to it (each switch is visited once per destination); the sources
+/// attached to the others are counted. Blocks run in parallel (rayon).
+pub fn destination_check(fabric: &Fabric, lids: &LidPlan, lfts: &Lfts, set: LidSet) -> DestinationCheck {
     use crate::lft::BLOCK_SIZE;
     let ns = fabric.num_switches();
     let hops = Hops::new(fabric);
@@ -269,21 +370,23 @@ pub fn validity_set(fabric: &Fabric, lids: &LidPlan, lfts: &Lfts, set: LidSet) -
     }
 
     struct Scratch {
+        /// The block's 64 entries of every switch, `gathered[s * 64 + j]`.
         gathered: Vec<u8>,
-        state: Vec<u8>,
+        /// Per switch: `stamp << 3 | verdict` (stale stamps mean unknown).
+        state: Vec<u32>,
+        stamp: u32,
         stack: Vec<usize>,
-        touched: Vec<usize>,
     }
     let source_switches: Vec<usize> = (0..ns).filter(|&s| per_switch[s] > 0).collect();
     // (unreachable end-port pairs, of which loops, unreachable (end port, switch) pairs)
-    let (bad, loops, sw_bad) = blocks
+    let (bad, loops, sw_bad, failing) = blocks
         .par_iter()
         .map_init(
             || Scratch {
                 gathered: vec![0u8; ns * BLOCK_SIZE],
-                state: vec![0u8; ns],
+                state: vec![0u32; ns],
+                stamp: 0,
                 stack: Vec::new(),
-                touched: Vec::new(),
             },
             |scr, block| {
                 let b0 = block[0].0 as usize / BLOCK_SIZE;
@@ -292,29 +395,40 @@ pub fn validity_set(fabric: &Fabric, lids: &LidPlan, lfts: &Lfts, set: LidSet) -
                         .copy_from_slice(lfts.block(SwitchId(s as u32), b0));
                 }
                 let (mut bad, mut loops, mut sw_bad) = (0u64, 0u64, 0u64);
+                let mut failing: Vec<FailingDestination> = Vec::new();
                 for &(lid, target, dcomp) in block.iter() {
+                    let mut dest_bad = 0u64;
                     let j = lid as usize % BLOCK_SIZE;
                     let own = if target & END != 0 {
                         attach(EndPortId(target & !END))
                     } else {
                         usize::MAX
                     };
-                    // Walk from every switch with sources, memoised; state: 0 unknown,
-                    // 1 delivers, 2 fails, 3 on the current walk, 4 fails by loop.
+                    // A new stamp per destination forgets every verdict of the previous one
+                    // (the counter wraps after 2^29 destinations: clear then).
+                    scr.stamp = (scr.stamp + 1) & (u32::MAX >> 3);
+                    if scr.stamp == 0 {
+                        scr.state.iter_mut().for_each(|x| *x = 0);
+                        scr.stamp = 1;
+                    }
+                    let stamp = scr.stamp << 3;
+                    // Walk from every switch with sources, memoised; verdict: 1 delivers,
+                    // 2 fails, 3 on the current walk, 4 fails by loop.
                     for &s0 in &source_switches {
                         if comp[s0] != dcomp {
                             continue;
                         }
                         let mut s = s0;
                         let verdict = loop {
-                            match scr.state[s] {
-                                1 | 2 | 4 => break scr.state[s],
-                                3 => break 4,
-                                _ => {}
+                            let st = scr.state[s];
+                            if st & !7 == stamp {
+                                match st & 7 {
+                                    3 => break 4,
+                                    v => break v,
+                                }
                             }
-                            scr.state[s] = 3;
+                            scr.state[s] = stamp | 3;
                             scr.stack.push(s);
-                            scr.touched.push(s);
                             let port = scr.gathered[s * BLOCK_SIZE + j];
                             if port == 0 {
                                 // Delivered to this switch: right only for a switch destination.
@@ -333,7 +447,7 @@ pub fn validity_set(fabric: &Fabric, lids: &LidPlan, lfts: &Lfts, set: LidSet) -
                             s = n as usize;
                         };
                         for &x in scr.stack.iter() {
-                            scr.state[x] = verdict;
+                            scr.state[x] = stamp | verdict;
                         }
                         scr.stack.clear();
                         // Sources on s0 that do not arrive (the destination itself is not a
@@ -342,6 +456,7 @@ pub fn validity_set(fabric: &Fabric, lids: &LidPlan, lfts: &Lfts, set: LidSet) -
                             let n = per_switch[s0] - u64::from(s0 == own);
                             if target & END != 0 {
                                 bad += n;
+                                dest_bad += n;
                                 if verdict == 4 {
                                     loops += n;
                                 }
@@ -350,31 +465,58 @@ pub fn validity_set(fabric: &Fabric, lids: &LidPlan, lfts: &Lfts, set: LidSet) -
                             }
                         }
                     }
-                    for &x in scr.touched.iter() {
-                        scr.state[x] = 0;
+                    if dest_bad > 0 {
+                        failing.push(FailingDestination {
+                            lid,
+                            end_port: EndPortId(target & !END),
+                            unreachable_sources: dest_bad,
+                        });
                     }
-                    scr.touched.clear();
                 }
-                (bad, loops, sw_bad)
+                (bad, loops, sw_bad, failing)
             },
         )
-        .reduce(|| (0, 0, 0), |a, b| (a.0 + b.0, a.1 + b.1, a.2 + b.2));
+        .reduce(
+            || (0, 0, 0, Vec::new()),
+            |mut a, b| {
+                a.3.extend(b.3);
+                (a.0 + b.0, a.1 + b.1, a.2 + b.2, a.3)
+            },
+        );
+    let mut failing = failing;
     // Destinations without a LID or beyond the tables are unreachable from their component.
     let others = |c: u32| per_comp.get(c as usize).copied().unwrap_or(0);
     let mut bad = bad;
     let mut sw_bad = sw_bad;
-    for &(_, target, c) in &dests[covered..] {
+    for &(lid, target, c) in &dests[covered..] {
         if target & END != 0 {
-            bad += others(c) - 1;
+            let n = others(c) - 1;
+            bad += n;
+            if n > 0 {
+                failing.push(FailingDestination {
+                    lid,
+                    end_port: EndPortId(target & !END),
+                    unreachable_sources: n,
+                });
+            }
         } else {
             sw_bad += others(c);
         }
     }
     for &e in &live {
         if lids.base_lid(e) == 0 || !usable {
-            bad += others(comp[attach(e)]) - 1;
+            let n = others(comp[attach(e)]) - 1;
+            bad += n;
+            if n > 0 {
+                failing.push(FailingDestination {
+                    lid: if usable { 0 } else { lids.base_lid(e) + set.offset() },
+                    end_port: e,
+                    unreachable_sources: n,
+                });
+            }
         }
     }
+    failing.sort_unstable_by_key(|f| (f.lid, f.end_port.0));
     if set == LidSet::Base {
         for t in fabric
             .switch_ids()
@@ -384,37 +526,11 @@ pub fn validity_set(fabric: &Fabric, lids: &LidPlan, lfts: &Lfts, set: LidSet) -
         }
     }
 
-    // List up to MAX_LISTED pairs (walk destinations in order until the cap).
-    let mut pairs = Vec::new();
-    let mut hv = Vec::new();
-    if bad > 0 {
-        'outer: for &d in &live {
-            for &s in &live {
-                if s == d || comp[attach(s)] != comp[attach(d)] {
-                    continue;
-                }
-                let lid = lids.base_lid(d);
-                let ok = lid != 0
-                    && usable
-                    && matches!(trace(fabric, lfts, s, lid + set.offset(), &mut hv), Ok(TraceEnd::EndPort(x)) if x == d);
-                if !ok {
-                    pairs.push((s, d));
-                    if pairs.len() >= MAX_LISTED {
-                        break 'outer;
-                    }
-                }
-            }
-        }
-    }
-
-    ValidityReport {
-        valid: bad == 0,
-        unreachable_pairs: pairs,
-        unreachable_count: bad,
-        escape_unreachable_pairs: Vec::new(),
-        escape_unreachable_count: 0,
-        loop_count: loops,
-        switch_unreachable_count: sw_bad,
+    DestinationCheck {
+        failing,
+        unreachable_pairs: bad,
+        loop_pairs: loops,
+        switch_unreachable_pairs: sw_bad,
         disconnected_pairs,
         components,
     }

@@ -10,7 +10,9 @@
 //!   It routes the escape LIDs.
 //!
 //! [`route_all`] routes a snapshot: base LIDs (and switch LIDs) by the selected engine, escape
-//! LIDs by Up*/Down* when LMC = 1.
+//! LIDs by Up*/Down* when LMC = 1. [`route_all_checked`] also checks every connected pair
+//! (linear in the tables) and re-routes the destinations the engine left unreachable by
+//! Up*/Down* ([`fallback`]).
 //!
 //! **Architecture invariant:** synchronous, deterministic and free of I/O (parsing/formatting
 //! of OpenSM file formats works on strings); parallelism is rayon only, over switches, and
@@ -26,6 +28,7 @@ use fabric_topology::{fmt_guid, Fabric, Guid, Lid, PortNum};
 pub mod check;
 mod dmodc;
 mod dmodk;
+pub mod fallback;
 mod group;
 pub mod lft;
 pub mod lid;
@@ -39,6 +42,7 @@ mod updown;
 pub use check::{trace, TraceEnd, TraceError};
 pub use dmodc::Dmodc;
 pub use dmodk::Dmodk;
+pub use fallback::{check_and_repair, route_all_checked, Fallback, RoutingCheck};
 pub use group::{GroupedDmodc, GroupedDmodk, NodeGroups};
 pub use lft::{LftBlockDiff, Lfts, BLOCK_SIZE, NO_ROUTE};
 pub use lid::{assign_lids, Guid2Lid, LidError, LidOwner, LidOwners, LidPlan, IB_MAX_UNICAST_LID};

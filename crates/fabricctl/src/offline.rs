@@ -8,7 +8,7 @@ use clap::{Args, Subcommand};
 use fabric_metrics::{MetricsOptions, RpStats};
 use fabric_ranking::{rank, RankOptions, Ranking};
 use fabric_routing::{
-    assign_lids, check, route_all_grouped, EngineKind, Guid2Lid, Lfts, LidPlan, NodeGroups, RoutedFabric,
+    assign_lids, check, route_all_checked, EngineKind, Guid2Lid, Lfts, LidPlan, NodeGroups, RoutedFabric, RoutingCheck,
     RoutingContext,
 };
 use fabric_topology::{fmt_guid, gen, ibnet, Fabric};
@@ -331,7 +331,10 @@ fn plan_lids(f: &Fabric, previous: &Guid2Lid, lmc: Option<u8>, max_lid: u32) -> 
     }
 }
 
-/// Assigns LIDs and routes a loaded file; returns the plan, the tables and the routing time (ms).
+/// Assigns LIDs and routes a loaded file as the daemon does (checked, destinations the engine
+/// left unreachable re-routed by Up*/Down*: [`route_all_checked`]); returns the plan, the
+/// tables, the routing time (ms, check and fallback included) and the check. A fallback or a
+/// still invalid routing is reported on stderr.
 fn route_loaded(
     l: &Loaded,
     kind: EngineKind,
@@ -339,7 +342,7 @@ fn route_loaded(
     lmc: Option<u8>,
     max_lid: u32,
     groups: Option<&NodeGroups>,
-) -> Result<(LidPlan, RoutedFabric, f64)> {
+) -> Result<(LidPlan, RoutedFabric, f64, RoutingCheck)> {
     let lids = plan_lids(&l.fabric, previous, lmc, max_lid)?;
     let ctx = RoutingContext {
         fabric: &l.fabric,
@@ -347,9 +350,12 @@ fn route_loaded(
         lids: &lids,
     };
     let t = Instant::now();
-    let routed = route_all_grouped(&ctx, kind, groups)?;
+    let (routed, rc) = route_all_checked(&ctx, kind, groups)?;
     let ms = t.elapsed().as_secs_f64() * 1e3;
-    Ok((lids, routed, ms))
+    if !rc.reason.is_empty() {
+        eprintln!("fabricctl: warning: routing validity: {}", rc.reason);
+    }
+    Ok((lids, routed, ms, rc))
 }
 
 pub fn route(a: RouteArgs) -> Result<()> {
@@ -362,7 +368,7 @@ pub fn route(a: RouteArgs) -> Result<()> {
         }
         None => Guid2Lid::default(),
     };
-    let (lids, routed, ms) = route_loaded(&l, kind, &previous, a.lmc, a.max_lid, None)?;
+    let (lids, routed, ms, _) = route_loaded(&l, kind, &previous, a.lmc, a.max_lid, None)?;
     eprintln!(
         "routed {} switches, {} end ports with {} in {ms:.1} ms (base {:.1} ms, escape {:.1} ms)",
         l.fabric.num_switches(),
@@ -452,7 +458,11 @@ pub(crate) fn plan_from_guid2lid(f: &Fabric, g: &Guid2Lid, source: &str, max_lid
 
 /// LIDs and LFTs of `analyze`: read back (`--lfts` + `--guid2lid`) or routed; with the routing
 /// time in ms when routed.
-fn analyze_tables(a: &AnalyzeArgs, l: &Loaded, jobs: &[JobSpec]) -> Result<(LidPlan, Lfts, Option<f64>)> {
+fn analyze_tables(
+    a: &AnalyzeArgs,
+    l: &Loaded,
+    jobs: &[JobSpec],
+) -> Result<(LidPlan, Lfts, Option<f64>, Option<RoutingCheck>)> {
     match &a.lfts {
         Some(p) => {
             let g = a
@@ -481,7 +491,7 @@ fn analyze_tables(a: &AnalyzeArgs, l: &Loaded, jobs: &[JobSpec]) -> Result<(LidP
                     }
                 }
             }
-            Ok((lids, lfts, None))
+            Ok((lids, lfts, None, None))
         }
         None => {
             let kind: EngineKind = a.engine.parse()?;
@@ -493,8 +503,8 @@ fn analyze_tables(a: &AnalyzeArgs, l: &Loaded, jobs: &[JobSpec]) -> Result<(LidP
                 let sets: Vec<&[fabric_topology::EndPortId]> = jobs.iter().map(|j| j.end_ports.as_slice()).collect();
                 NodeGroups::from_sets(l.fabric.num_end_ports(), &sets)
             });
-            let (lids, routed, ms) = route_loaded(l, kind, &previous, a.lmc, a.max_lid, groups.as_ref())?;
-            Ok((lids, routed.lfts, Some(ms)))
+            let (lids, routed, ms, rc) = route_loaded(l, kind, &previous, a.lmc, a.max_lid, groups.as_ref())?;
+            Ok((lids, routed.lfts, Some(ms), Some(rc)))
         }
     }
 }
@@ -537,7 +547,7 @@ pub fn analyze(a: AnalyzeArgs) -> Result<()> {
         Some(p) => read_jobs(p, &l.fabric)?,
         None => Vec::new(),
     };
-    let (lids, lfts, route_ms) = analyze_tables(&a, &l, &jobs)?;
+    let (lids, lfts, route_ms, routing_check) = analyze_tables(&a, &l, &jobs)?;
     // Each job on its own (its shifts, its all-to-all), in parallel over jobs.
     let job_rows = jobs
         .par_iter()
@@ -587,6 +597,14 @@ pub fn analyze(a: AnalyzeArgs) -> Result<()> {
             "valid": validity.valid,
             "unreachable_pairs": validity.unreachable_count,
             "deadlock_free": deadlock_free,
+            "disconnected_pairs": validity.disconnected_pairs,
+            "routing_fallback": routing_check.as_ref().map(|c| json!({
+                "fallback": c.fallback.name(),
+                "fallback_destinations": c.fallback_destinations,
+                "engine_failed_destinations": c.engine_failed_destinations,
+                "engine_unreachable_pairs": c.engine_unreachable_pairs,
+                "reason": c.reason,
+            })),
             "mu_sp": m.mu_sp,
             "mu_sp_worst": worst.as_ref().map(|w| json!({
                 "shift": m.worst_shift,
@@ -625,6 +643,17 @@ pub fn analyze(a: AnalyzeArgs) -> Result<()> {
         println!("valid              {}", validity.valid);
         println!("unreachable_pairs  {}", validity.unreachable_count);
         println!("deadlock_free      {deadlock_free}");
+        if validity.disconnected_pairs > 0 {
+            println!("disconnected_pairs {}", validity.disconnected_pairs);
+        }
+        if let Some(c) = routing_check.as_ref().filter(|c| !c.reason.is_empty()) {
+            println!(
+                "routing_fallback   {} ({} destinations): {}",
+                c.fallback.name(),
+                c.fallback_destinations,
+                c.reason
+            );
+        }
         match &worst {
             Some(w) => println!(
                 "mu_sp              {} (shift {}, at {}[{}], level {} {})",

@@ -290,6 +290,11 @@ pub fn status_json(s: &pb::Status) -> Value {
         "unprogrammed_switch_count": s.unprogrammed_switch_count,
         "unprogrammed_switches": unprogrammed_json(s),
         "persistence_error": s.persistence_error,
+        "routing_valid": s.routing_valid,
+        "fallback_destinations": s.fallback_destinations,
+        "routing_fallback_reason": s.routing_fallback_reason,
+        "unreachable_pairs": s.unreachable_pairs,
+        "disconnected_pairs": s.disconnected_pairs,
     })
 }
 
@@ -321,6 +326,32 @@ pub fn installed_text(s: &pb::Status) -> String {
             s.unprogrammed_switch_count, s.blocks_pending
         )
     }
+}
+
+/// The `routing` line of `fabricctl status`: validity of the installed routing and the
+/// fallback the engine's routing needed (`None` before the first generation).
+pub fn routing_validity_text(s: &pb::Status) -> Option<String> {
+    if s.generation == 0 {
+        return None;
+    }
+    let mut t = if s.routing_valid {
+        "valid".to_string()
+    } else {
+        format!("INVALID: {} connected pairs unreachable", s.unreachable_pairs)
+    };
+    if s.fallback_destinations > 0 {
+        t.push_str(&format!(
+            ", {} destinations routed by the Up*/Down* fallback",
+            s.fallback_destinations
+        ));
+    }
+    if s.disconnected_pairs > 0 {
+        t.push_str(&format!(
+            " ({} pairs disconnected: no path in the fabric)",
+            s.disconnected_pairs
+        ));
+    }
+    Some(t)
 }
 
 /// The `escape VL` line of `fabricctl status`: whether the escape VL (SL-to-VL tables) is
@@ -608,6 +639,12 @@ async fn run_async(cmd: RemoteCmd, target: &Target) -> Result<()> {
                 outln!("update           direct upload (one LID per end port: no per-flow consistency)");
             }
             outln!("escape VL        {}", escape_vl_text(&s));
+            if let Some(t) = routing_validity_text(&s) {
+                outln!("routing          {t}");
+            }
+            if !s.routing_fallback_reason.is_empty() {
+                outln!("routing fallback {}", s.routing_fallback_reason);
+            }
             if let Some(t) = driver_smps_text(&s) {
                 outln!("driver SMPs      {t}");
             }
@@ -1006,6 +1043,35 @@ mod tests {
         assert_eq!(v["dual_lids"], true);
         assert_eq!(v["subscribers"], 64);
         assert_eq!(v["missed_acks"][0], "job-7 (unpath)");
+    }
+
+    #[test]
+    fn routing_validity_renders() {
+        assert_eq!(routing_validity_text(&pb::Status::default()), None);
+        let mut s = pb::Status {
+            generation: 2,
+            routing_valid: true,
+            ..Default::default()
+        };
+        assert_eq!(routing_validity_text(&s).as_deref(), Some("valid"));
+        s.fallback_destinations = 36;
+        s.disconnected_pairs = 10;
+        s.routing_fallback_reason = "dmodc left 36 destinations unreachable".into();
+        assert_eq!(
+            routing_validity_text(&s).as_deref(),
+            Some("valid, 36 destinations routed by the Up*/Down* fallback (10 pairs disconnected: no path in the fabric)")
+        );
+        s.routing_valid = false;
+        s.unreachable_pairs = 4;
+        assert!(routing_validity_text(&s)
+            .unwrap()
+            .starts_with("INVALID: 4 connected pairs unreachable"));
+        let v = status_json(&s);
+        assert_eq!(v["routing_valid"], false);
+        assert_eq!(v["fallback_destinations"], 36);
+        assert_eq!(v["routing_fallback_reason"], "dmodc left 36 destinations unreachable");
+        assert_eq!(v["unreachable_pairs"], 4);
+        assert_eq!(v["disconnected_pairs"], 10);
     }
 
     #[test]

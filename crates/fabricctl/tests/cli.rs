@@ -469,3 +469,66 @@ fn analyze_jobs_and_job_aware_routing() {
     let err = fails(&["analyze", &topo, "--job-aware"]);
     assert!(err.contains("--jobs"), "{err}");
 }
+
+/// Issue #12 defect 3, offline: `analyze` and `route` check every connected pair and fall back
+/// to Up*/Down* for what the engine leaves unreachable, the same way as the daemon. Two leaves
+/// that share no spine (L0 only on S0, L1 only on S1) are connected through L2 but not up-down
+/// connected: Dmodc alone leaves their 2 × 2 × 2 pairs unreachable.
+#[test]
+fn route_and_analyze_fall_back_to_updown_for_what_dmodc_leaves_unreachable() {
+    let d = TempDir::new("fallback");
+    let topo = d.file("split.net");
+    let mut text = String::new();
+    for (leaf, spines) in [("L0", &["S0"][..]), ("L1", &["S1"][..]), ("L2", &["S0", "S1"][..])] {
+        text.push_str(&format!("Switch 8 \"{leaf}\"\n"));
+        for n in 0..2 {
+            text.push_str(&format!("[{}] \"{leaf}n{n}\"[1]\n", n + 1));
+        }
+        for s in spines {
+            text.push_str(&format!(
+                "[{}] \"{s}\"[{}]\n",
+                5 + s[1..].parse::<u32>().unwrap(),
+                leaf[1..].parse::<u32>().unwrap() + 1
+            ));
+        }
+        text.push('\n');
+    }
+    for (spine, leaves) in [("S0", &["L0", "L2"][..]), ("S1", &["L1", "L2"][..])] {
+        text.push_str(&format!("Switch 8 \"{spine}\"\n"));
+        for l in leaves {
+            text.push_str(&format!(
+                "[{}] \"{l}\"[{}]\n",
+                l[1..].parse::<u32>().unwrap() + 1,
+                5 + spine[1..].parse::<u32>().unwrap()
+            ));
+        }
+        text.push('\n');
+    }
+    for leaf in ["L0", "L1", "L2"] {
+        for n in 0..2 {
+            text.push_str(&format!("Ca 1 \"{leaf}n{n}\"\n[1] \"{leaf}\"[{}]\n\n", n + 1));
+        }
+    }
+    std::fs::write(&topo, text).unwrap();
+    let v = json(&["analyze", &topo, "--engine", "dmodc", "--rp", "4", "--json"]);
+    assert_eq!(v["valid"], true, "{v}");
+    assert_eq!(v["unreachable_pairs"], 0, "{v}");
+    assert_eq!(v["deadlock_free"], true, "{v}");
+    let fb = &v["routing_fallback"];
+    assert_eq!(fb["engine_failed_destinations"], 4, "{v}");
+    assert_eq!(fb["engine_unreachable_pairs"], 8, "{v}");
+    assert!(fb["fallback"].as_str().unwrap().starts_with("updown-"), "{v}");
+    assert!(
+        fb["reason"].as_str().unwrap().starts_with("dmodc left 4 destinations"),
+        "{v}"
+    );
+    // `route` writes the repaired tables and says so on stderr.
+    let dump = d.file("lfts.dump");
+    let out = fabricctl(&["route", &topo, "--engine", "dmodc", "--lft-out", &dump]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("warning: routing validity: dmodc left 4 destinations"),
+        "{err}"
+    );
+}

@@ -1,6 +1,8 @@
 //! The CPU-heavy part of a generation, run on the routing rayon pool (never on a tokio worker):
 //! apply the pending physical changes and the virtual faults, rank, assign (keep) LIDs, route,
-//! optionally validate, and select the LFT blocks to upload (diff against the installed tables).
+//! check every connected pair and repair what the engine left unreachable (always:
+//! [`fabric_routing::route_all_checked`], linear in the tables), optionally check deadlock
+//! freedom, and select the LFT blocks to upload (diff against the installed tables).
 //!
 //! [`compute`] is a pure function of its [`ComputeInput`]; the event loop sends it to the pool
 //! and gets the [`Computed`] result back over a oneshot channel.
@@ -11,7 +13,7 @@ use std::time::Instant;
 
 use fabric_ranking::{rank, RankOptions, Ranking};
 use fabric_routing::{
-    assign_lids, check, route_all_grouped, EngineKind, Guid2Lid, LftBlockDiff, Lfts, LidPlan, NodeGroups,
+    assign_lids, check, route_all_checked, EngineKind, Guid2Lid, LftBlockDiff, Lfts, LidPlan, NodeGroups, RoutingCheck,
     RoutingContext, BLOCK_SIZE,
 };
 use fabric_topology::{Fabric, FabricEvent, Lid, SwitchId};
@@ -41,7 +43,8 @@ pub struct ComputeInput {
     /// counts for the first, ports no longer in the fabric are skipped); `None` = plain routing.
     pub job_groups: Option<Arc<Vec<Vec<fabric_topology::Guid>>>>,
     pub rank_options: Arc<RankOptions>,
-    /// Run `check::validity` on the result.
+    /// Also check deadlock freedom (the channel-dependency graphs of both LID sets) of the
+    /// result ([`Computed::validation`]). The validity check runs always.
     pub validate: bool,
     /// What the switches hold (as far as the daemon knows).
     pub installed: Arc<Lfts>,
@@ -53,11 +56,15 @@ pub struct ComputeInput {
     pub ports_in_use: bool,
 }
 
-/// Result of a validity check of a new generation.
+/// Result of the optional checks (`[routing] validate`) of a new generation.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Validation {
+    /// Same as [`RoutingCheck::valid`] (after the fallback).
     pub valid: bool,
+    /// Unreachable connected pairs over base and escape LIDs (after the fallback).
     pub unreachable_pairs: u64,
+    /// The channel-dependency graphs of the base and of the escape LIDs are acyclic.
+    pub deadlock_free: bool,
 }
 
 /// A computed generation, ready to upload.
@@ -83,6 +90,9 @@ pub struct Computed {
     pub route_ms: f64,
     pub compute_ms: f64,
     pub validation: Option<Validation>,
+    /// The always-on validity check of `lfts` and the fallback it needed (the tables above are
+    /// the repaired ones).
+    pub routing_check: Arc<RoutingCheck>,
     /// The ports some LFT entry of `lfts` forwards through (base, escape and switch LIDs): a
     /// fault on one of them during the five-phase update breaks the routing being installed.
     /// Empty unless [`ComputeInput::ports_in_use`] was set.
@@ -179,14 +189,12 @@ pub fn compute(input: ComputeInput) -> Result<Computed, ComputeError> {
             .collect();
         NodeGroups::from_sets(fabric.num_end_ports(), &sets)
     });
-    let routed = route_all_grouped(&ctx, input.engine, groups.as_ref())?;
+    let (routed, routing_check) = route_all_checked(&ctx, input.engine, groups.as_ref())?;
     let lfts = routed.lfts;
-    let validation = input.validate.then(|| {
-        let r = check::validity(&fabric, &lids, &lfts);
-        Validation {
-            valid: r.valid,
-            unreachable_pairs: r.unreachable_count + r.escape_unreachable_count,
-        }
+    let validation = input.validate.then(|| Validation {
+        valid: routing_check.valid,
+        unreachable_pairs: routing_check.unreachable_pairs + routing_check.escape_unreachable_pairs,
+        deadlock_free: check::deadlock_free(&fabric, &ranking, &lids, &lfts),
     });
     let (writes, skipped) = select_writes(&physical, &input.installed, &lfts, &input.dirty, &input.resync);
     let ports_in_use = Arc::new(if input.ports_in_use {
@@ -208,6 +216,7 @@ pub fn compute(input: ComputeInput) -> Result<Computed, ComputeError> {
         route_ms: routed.base_ms + routed.escape_ms,
         compute_ms: t0.elapsed().as_secs_f64() * 1e3,
         validation,
+        routing_check: Arc::new(routing_check),
         ports_in_use,
     })
 }
@@ -319,9 +328,11 @@ mod tests {
             c.validation,
             Some(Validation {
                 valid: true,
-                unreachable_pairs: 0
+                unreachable_pairs: 0,
+                deadlock_free: true,
             })
         );
+        assert!(c.routing_check.valid && c.routing_check.reason.is_empty());
         assert!(c.lids_changed);
         // 2 end ports x 2 LIDs + 4 switch LIDs fit in block 0 of each of the 4 switches.
         assert_eq!(c.writes.len(), 4);
@@ -362,6 +373,60 @@ mod tests {
         let c = compute(inp).unwrap();
         let got: Vec<(u32, u32)> = c.writes.iter().map(|w| (w.switch.0, w.block)).collect();
         assert_eq!(got, vec![(1, 0), (3, 0)]);
+    }
+
+    /// Three leaves, two spines, one node per leaf.
+    fn three_leaves() -> Fabric {
+        let mut b = FabricBuilder::new();
+        let l: Vec<_> = (0..3)
+            .map(|i| b.add_switch(0x10 + i, format!("leaf{i}"), 8).unwrap())
+            .collect();
+        let s0 = b.add_switch(0x20, "spine0", 8).unwrap();
+        let s1 = b.add_switch(0x21, "spine1", 8).unwrap();
+        for (i, &leaf) in l.iter().enumerate() {
+            b.connect_switches(leaf, 5, s0, 1 + i as u8).unwrap();
+            b.connect_switches(leaf, 6, s1, 1 + i as u8).unwrap();
+            let e = b
+                .add_end_port(
+                    0x101 + 0x10 * i as u64,
+                    0x100 + 0x10 * i as u64,
+                    format!("n{i}"),
+                    1,
+                    1,
+                    NodeType::Compute,
+                )
+                .unwrap();
+            b.connect_end_port(e, leaf, 1).unwrap();
+        }
+        b.build()
+    }
+
+    #[test]
+    fn a_generation_the_engine_leaves_invalid_is_repaired_and_says_so() {
+        // leaf0 keeps only spine0, leaf1 only spine1: connected through leaf2, not up-down.
+        let mut inp = input(three_leaves());
+        inp.exclusions = vec![
+            FabricEvent::LinkDown { switch: 0x10, port: 6 },
+            FabricEvent::LinkDown { switch: 0x11, port: 5 },
+        ];
+        let c = compute(inp).unwrap();
+        let rc = &c.routing_check;
+        assert!(rc.valid, "{rc:?}");
+        assert_eq!(rc.engine, "dmodc");
+        // n0 and n1 cannot reach each other under Dmodc: 2 destinations, 2 pairs.
+        assert_eq!((rc.engine_failed_destinations, rc.engine_unreachable_pairs), (2, 2));
+        assert_ne!(rc.fallback, fabric_routing::Fallback::None);
+        assert!(rc.reason.contains("dmodc left 2 destinations"), "{}", rc.reason);
+        let v = check::validity(&c.fabric, &c.lids, &c.lfts);
+        assert!(v.valid, "{v:?}");
+        assert_eq!(
+            c.validation.as_ref().map(|v| (v.valid, v.deadlock_free)),
+            Some((true, true))
+        );
+        // What is uploaded is the repaired routing.
+        let mut installed = Lfts::new(c.lfts.num_switches(), c.lids.top());
+        installed.apply(&c.writes);
+        assert_eq!(installed, *c.lfts);
     }
 
     #[test]

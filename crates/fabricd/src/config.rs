@@ -233,8 +233,8 @@ pub struct RoutingConfig {
     pub roles: std::collections::BTreeMap<String, RoleName>,
     /// Threads of the routing pool (0 = one per core).
     pub threads: usize,
-    /// Check every new generation for unreachable pairs before installing it (logs; the
-    /// generation is installed anyway as it is better than the stale one). Reloadable.
+    /// Also check deadlock freedom (CDG of both LID sets) of every new generation (logs a
+    /// cycle). The validity check and its Up*/Down* fallback run always. Reloadable.
     pub validate: bool,
     /// Route the base LIDs on node ids re-indexed by job (Gdmodc/Gdmodk); job mapping changes
     /// start a generation. Reloadable (a change forces a reroute).

@@ -301,6 +301,28 @@ pub fn event_kind(e: &FabricEvent) -> &'static str {
 }
 
 /// Checks that an event names things that exist (the cabling never changes).
+/// One WARN line per computed generation whose routing is not the engine's own or is still
+/// invalid: the engine, the counts, a few example destinations and the fallback.
+fn log_routing_check(job: u64, c: &fabric_routing::RoutingCheck) {
+    if c.reason.is_empty() {
+        return;
+    }
+    tracing::warn!(
+        job,
+        engine = %c.engine,
+        failed_destinations = c.engine_failed_destinations,
+        failed_pairs = c.engine_unreachable_pairs,
+        fallback = %c.fallback.name(),
+        fallback_destinations = c.fallback_destinations,
+        unreachable_pairs = c.unreachable_pairs,
+        escape_unreachable_pairs = c.escape_unreachable_pairs,
+        disconnected_pairs = c.disconnected_pairs,
+        valid = c.valid,
+        "routing validity: {}",
+        c.reason
+    );
+}
+
 pub fn validate_event(f: &Fabric, e: &FabricEvent) -> Result<(), TopologyError> {
     match *e {
         FabricEvent::LinkDown { switch, port } | FabricEvent::LinkUp { switch, port } => {
@@ -1436,12 +1458,10 @@ impl EventLoop {
             }
             Ok(c) => {
                 flight.routed = Some(Instant::now());
+                log_routing_check(job, &c.routing_check);
                 if let Some(v) = &c.validation {
-                    if !v.valid {
-                        tracing::warn!(
-                            unreachable = v.unreachable_pairs,
-                            "new routing leaves pairs unreachable"
-                        );
+                    if !v.deadlock_free {
+                        tracing::warn!(job, "new routing has a cycle in its channel dependencies");
                     }
                 }
                 // The five-phase update needs escape LIDs and tables that already hold a
@@ -2308,7 +2328,9 @@ impl EventLoop {
             timings: timings.clone(),
             excluded_links: Arc::new(excluded_links),
             virtual_faults: flight.exclusions.len(),
+            routing_check: c.routing_check.clone(),
         });
+        self.io.telemetry.routing_check(&c.routing_check);
         let first = self.current.is_none();
         self.current = Some(generation);
         tracing::info!(

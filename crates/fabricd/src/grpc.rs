@@ -563,6 +563,13 @@ impl FabricManager for FabricService {
             persistence_error: p.installation.persistence_error.clone(),
             ready: p.installation.not_ready.is_none(),
             not_ready_reason: p.installation.not_ready.clone().unwrap_or_default(),
+            routing_valid: g.is_some_and(|g| g.routing_check.valid),
+            fallback_destinations: g.map_or(0, |g| g.routing_check.fallback_destinations),
+            routing_fallback_reason: g.map_or_else(String::new, |g| g.routing_check.reason.clone()),
+            unreachable_pairs: g.map_or(0, |g| {
+                g.routing_check.unreachable_pairs + g.routing_check.escape_unreachable_pairs
+            }),
+            disconnected_pairs: g.map_or(0, |g| g.routing_check.disconnected_pairs),
         }))
     }
 

@@ -60,6 +60,8 @@ pub struct Generation {
     pub excluded_links: Arc<std::collections::HashSet<(u64, u8)>>,
     /// Number of virtual faults in force.
     pub virtual_faults: usize,
+    /// Validity of the installed tables and the fallback the engine's routing needed.
+    pub routing_check: Arc<fabric_routing::RoutingCheck>,
 }
 
 /// The snapshot readers see.

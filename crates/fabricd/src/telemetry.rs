@@ -58,6 +58,55 @@ pub struct Telemetry {
     persistence_ok: Gauge,
     /// `None` = ready; else the reason `/ready` answers 503 with.
     not_ready: Arc<Mutex<Option<String>>>,
+    validity: ValidityGauges,
+}
+
+/// Validity of the installed routing (`fabricd_routing_*`): set at every commit.
+#[derive(Clone, Default)]
+struct ValidityGauges {
+    valid: Gauge,
+    unreachable_pairs: Gauge,
+    engine_unreachable_pairs: Gauge,
+    fallback_destinations: Gauge,
+    disconnected_pairs: Gauge,
+    fallbacks: Counter,
+}
+
+impl ValidityGauges {
+    fn register(r: &mut Registry) -> ValidityGauges {
+        let g = ValidityGauges::default();
+        r.register(
+            "routing_valid",
+            "1 when every connected pair of live end ports reaches its destination through the installed tables (base and escape LIDs), else 0",
+            g.valid.clone(),
+        );
+        r.register(
+            "routing_unreachable_pairs",
+            "Connected pairs of live end ports unreachable through the installed tables (base + escape LIDs, after any fallback)",
+            g.unreachable_pairs.clone(),
+        );
+        r.register(
+            "routing_engine_unreachable_pairs",
+            "Connected pairs the base routing engine left unreachable in the installed generation (before the fallback)",
+            g.engine_unreachable_pairs.clone(),
+        );
+        r.register(
+            "routing_fallback_destinations",
+            "Destination end ports whose base LIDs are routed by the Up*/Down* fallback instead of the engine",
+            g.fallback_destinations.clone(),
+        );
+        r.register(
+            "routing_disconnected_pairs",
+            "Pairs of live end ports with no path in the live fabric (different components; not counted as unreachable)",
+            g.disconnected_pairs.clone(),
+        );
+        r.register(
+            "routing_fallbacks",
+            "Committed generations whose base routing needed the Up*/Down* fallback",
+            g.fallbacks.clone(),
+        );
+        g
+    }
 }
 
 impl std::fmt::Debug for Telemetry {
@@ -198,6 +247,7 @@ impl Telemetry {
             "Topology changes queued for the next generation",
             pending_faults.clone(),
         );
+        let validity = ValidityGauges::register(&mut r);
         let t = Telemetry {
             registry: Arc::new(r),
             routed_seconds,
@@ -223,6 +273,7 @@ impl Telemetry {
             unprogrammed_switches,
             persistence_ok,
             not_ready: Arc::new(Mutex::new(Some("not ready: no generation installed".into()))),
+            validity,
         };
         t.set_phase(Phase::Idle);
         t
@@ -271,6 +322,21 @@ impl Telemetry {
 
     pub fn set_persistence_ok(&self, ok: bool) {
         self.persistence_ok.set(i64::from(ok));
+    }
+
+    /// Validity of a committed generation's routing (`fabricd_routing_*`).
+    pub fn routing_check(&self, c: &fabric_routing::RoutingCheck) {
+        let n = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+        let v = &self.validity;
+        v.valid.set(i64::from(c.valid));
+        v.unreachable_pairs
+            .set(n(c.unreachable_pairs.saturating_add(c.escape_unreachable_pairs)));
+        v.engine_unreachable_pairs.set(n(c.engine_unreachable_pairs));
+        v.fallback_destinations.set(n(c.fallback_destinations));
+        v.disconnected_pairs.set(n(c.disconnected_pairs));
+        if c.fallback != fabric_routing::Fallback::None {
+            v.fallbacks.inc();
+        }
     }
 
     pub fn blocks_written(&self, blocks: u64, retries: u64) {
