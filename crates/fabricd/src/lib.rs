@@ -10,6 +10,7 @@
 //! * [`persist`]: the state directory (guid2lid, jobs, virtual faults), written atomically.
 //! * [`notify`], [`telemetry`], [`logging`]: systemd notifications, Prometheus metrics,
 //!   tracing.
+//! * [`connlimit`]: bounds on the gRPC listeners' connections (count, idle time).
 //! * [`daemon`]: wiring of all of the above.
 //!
 //! **Architecture invariant:** the event loop is the only writer of the live state; ranking
@@ -17,6 +18,7 @@
 
 pub mod compute;
 pub mod config;
+pub mod connlimit;
 pub mod daemon;
 pub mod event_loop;
 pub mod grpc;
