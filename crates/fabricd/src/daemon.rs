@@ -621,10 +621,15 @@ pub async fn run(opts: RunOptions, mut control: mpsc::Receiver<Control>) -> Resu
         let router = server_builder(&config.grpc)
             .add_service(health_service.clone())
             .add_service(service.clone());
-        let incoming = crate::connlimit::limit(
-            UnixListenerStream::new(listener),
-            limits.clone(),
-            socket_path.display().to_string(),
+        // Within the limits; the :authority grpcio / grpc-java send over a Unix socket made
+        // acceptable to the HTTP/2 layer (authority.rs).
+        let incoming = tokio_stream::StreamExt::map(
+            crate::connlimit::limit(
+                UnixListenerStream::new(listener),
+                limits.clone(),
+                socket_path.display().to_string(),
+            ),
+            |r| r.map(crate::authority::UnixAuthority::new),
         );
         let stop = stopped(stop_rx.clone());
         servers.spawn(async move { router.serve_with_incoming_shutdown(incoming, stop).await });
