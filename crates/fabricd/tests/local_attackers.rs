@@ -75,8 +75,10 @@ fn a_socket_path_naming_a_regular_file_is_refused_and_the_file_kept() {
     let lids = state.join("guid2lid");
     std::fs::write(&lids, "0x0000000000000101 0x0001 0x0001\n").unwrap();
     let (mut child, log) = spawn_at(&dir, &Opts::new(SMALL), &state, &lids);
+    let log = &log;
     let code = exit_or(&mut child, || {
         std::fs::symlink_metadata(&lids).is_ok_and(|m| m.file_type().is_socket())
+            || std::fs::read_to_string(&log).is_ok_and(|l| l.contains("gRPC listening"))
     });
     let _ = child.kill();
     let _ = child.wait();
