@@ -1237,7 +1237,7 @@ impl EventLoop {
     /// with whatever else is pending, installed like any other).
     fn reroute_for_jobs(&mut self, id: &str) {
         if self.settings.job_aware {
-            tracing::info!(job = %crate::logging::untrusted(&id), "job mappings changed: job-aware reroute");
+            tracing::info!(job = %crate::logging::untrusted(id), "job mappings changed: job-aware reroute");
             // Like a fault: a burst of mappings (a scheduler starting many jobs) coalesces.
             self.note_change(false);
             self.maybe_start();

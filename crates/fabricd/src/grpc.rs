@@ -1167,7 +1167,11 @@ mod tests {
         );
         let long = "é".repeat(5000);
         let t = bounded_text(&long, 4095);
-        assert!(t.ends_with("é… (5906 more bytes)"), "{}", t.chars().rev().take(30).collect::<String>());
+        assert!(
+            t.ends_with("é… (5906 more bytes)"),
+            "{}",
+            t.chars().rev().take(30).collect::<String>()
+        );
         let q = quoted_key(&"x".repeat(10_000_000));
         assert!(q.len() < 120 && q.ends_with("… (9999920 more bytes)"), "{q}");
     }

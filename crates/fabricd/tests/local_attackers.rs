@@ -78,11 +78,11 @@ fn a_socket_path_naming_a_regular_file_is_refused_and_the_file_kept() {
     let log = &log;
     let code = exit_or(&mut child, || {
         std::fs::symlink_metadata(&lids).is_ok_and(|m| m.file_type().is_socket())
-            || std::fs::read_to_string(&log).is_ok_and(|l| l.contains("gRPC listening"))
+            || std::fs::read_to_string(log).is_ok_and(|l| l.contains("gRPC listening"))
     });
     let _ = child.kill();
     let _ = child.wait();
-    let text = std::fs::read_to_string(&log).unwrap();
+    let text = std::fs::read_to_string(log).unwrap();
     let meta = std::fs::symlink_metadata(&lids).expect("the LID file is still there");
     assert!(meta.is_file(), "the LID file was replaced by a socket; log:\n{text}");
     assert_eq!(
