@@ -10,9 +10,9 @@
 //! it and its parent must be owned by the daemon's effective uid or by root, the directory
 //! must not be writable by group or others, and its parent not either unless it is sticky
 //! (`/tmp`). Files are read without following symlinks, and only when owned by the daemon's
-//! uid or root and not writable by group or others. Temporaries are created with
-//! `O_CREAT|O_EXCL|O_NOFOLLOW` under a unique name, so a symlink planted at a temporary path is
-//! never followed. [`check_private_dir`] is the same check for the socket directory.
+//! uid or root and not writable by others (nor by a group other than the daemon's).
+//! Temporaries are created with `O_CREAT|O_EXCL|O_NOFOLLOW` under a unique name, so a symlink
+//! planted at a temporary path is never followed. [`check_private_dir`] is the same check for the socket directory.
 
 use std::collections::BTreeMap;
 use std::fs::{self, File, OpenOptions};
@@ -277,8 +277,8 @@ impl StateDir {
     }
 
     /// Reads a file of the directory; `None` when it does not exist. A symlink is not
-    /// followed (an error), and a file owned by another user (not root) or writable by group
-    /// or others is refused.
+    /// followed (an error), and a file owned by another user (not root), writable by others,
+    /// or writable by a group other than the daemon's is refused.
     pub fn read(&self, name: &str) -> Result<Option<String>, PersistError> {
         let path = self.file(name);
         let io = |source| PersistError::Io {
@@ -298,7 +298,10 @@ impl StateDir {
         if !trusted_owner(&meta) {
             return Err(untrusted(&path, "owned by another user", &meta));
         }
-        if meta.mode() & 0o022 != 0 {
+        // Group-writable is tolerated for the daemon's own group (files an older fabricd wrote
+        // under umask 002); writable by others never.
+        let group_ok = meta.gid() == rustix::process::getegid().as_raw();
+        if meta.mode() & 0o002 != 0 || (meta.mode() & 0o020 != 0 && !group_ok) {
             return Err(untrusted(&path, "writable by group or others", &meta));
         }
         let mut s = String::new();
@@ -742,6 +745,17 @@ mod tests {
         chown(&f, Some(65534), None).unwrap();
         let e = s.load_virtual_faults().unwrap_err().to_string();
         assert!(e.contains("owned by another user (owner uid 65534"), "{e}");
+        // Ours, writable by others: refused; by our own group (umask 002): read.
+        chown(&f, Some(0), None).unwrap();
+        fs::set_permissions(&f, fs::Permissions::from_mode(0o646)).unwrap();
+        let e = s.load_virtual_faults().unwrap_err().to_string();
+        assert!(
+            e.contains("writable by group or others") && e.contains("mode 0646"),
+            "{e}"
+        );
+        chown(&f, None, Some(rustix::process::getegid().as_raw())).unwrap();
+        fs::set_permissions(&f, fs::Permissions::from_mode(0o664)).unwrap();
+        assert_eq!(s.load_virtual_faults().unwrap(), vec![]);
     }
 
     #[cfg(unix)]
