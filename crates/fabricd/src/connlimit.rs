@@ -4,7 +4,9 @@
 //! connections open at once, a new one is closed at once (its file descriptor released) and
 //! counted; a WARN says how many were refused, at most once per [`REFUSAL_LOG_INTERVAL`].
 //! Every accepted connection is a [`Limited`] stream that holds its slot until it is dropped
-//! and fails its reads once nothing arrived for `idle_timeout` (hyper then closes it). HTTP/2
+//! and fails its reads once nothing arrived for `idle_timeout` (hyper then closes it), or for
+//! [`FIRST_BYTES_TIMEOUT`] when nothing at all arrived yet (a client sends its preface at
+//! once; a socket opened and left silent only holds a slot that long). HTTP/2
 //! clients that are alive answer the server's keep-alive pings (sent every third of the idle
 //! timeout, see `daemon.rs`), so a quiet subscriber keeps its connection; a socket opened and
 //! left silent does not.
@@ -25,6 +27,17 @@ use tokio_stream::{Stream, StreamExt};
 /// Shortest interval between two WARN lines about refused connections.
 pub const REFUSAL_LOG_INTERVAL: Duration = Duration::from_secs(10);
 
+/// How long a new connection may stay without sending a byte (when shorter than the idle
+/// timeout).
+pub const FIRST_BYTES_TIMEOUT: Duration = Duration::from_secs(10);
+
+#[derive(Debug, Default)]
+struct RefusalLog {
+    unlogged: u64,
+    last: Option<Instant>,
+    flush_due: bool,
+}
+
 /// The shared budget of connections of every listener.
 #[derive(Debug)]
 pub struct ConnLimits {
@@ -32,8 +45,8 @@ pub struct ConnLimits {
     max: u32,
     idle_timeout: Duration,
     refused: AtomicU64,
-    /// Refusals not yet logged, and when the last WARN was written.
-    log: Mutex<(u64, Option<Instant>)>,
+    /// Refusals not yet logged, when the last WARN was written, whether a later WARN is due.
+    log: Mutex<RefusalLog>,
 }
 
 impl ConnLimits {
@@ -43,7 +56,7 @@ impl ConnLimits {
             max: max_connections,
             idle_timeout,
             refused: AtomicU64::new(0),
-            log: Mutex::new((0, None)),
+            log: Mutex::new(RefusalLog::default()),
         })
     }
 
@@ -57,20 +70,45 @@ impl ConnLimits {
         self.max as usize - self.slots.available_permits()
     }
 
-    fn note_refusal(&self, listener: &str) {
+    /// Counts a refusal; logs at once when no WARN was written in the last
+    /// [`REFUSAL_LOG_INTERVAL`], else once that interval is over (with the count).
+    fn note_refusal(self: &Arc<Self>, listener: &str) {
         self.refused.fetch_add(1, Ordering::Relaxed);
         let mut log = self.log.lock().unwrap_or_else(|e| e.into_inner());
-        log.0 += 1;
+        log.unlogged += 1;
         let now = Instant::now();
-        if log.1.is_none_or(|t| now.duration_since(t) >= REFUSAL_LOG_INTERVAL) {
-            tracing::warn!(
-                listener,
-                refused = log.0,
-                max_connections = self.max,
-                "gRPC connections refused: grpc.max_connections reached (idle ones are closed after grpc.idle_timeout_s)"
-            );
-            *log = (0, Some(now));
+        match log.last {
+            Some(t) if now.duration_since(t) < REFUSAL_LOG_INTERVAL => {
+                if !log.flush_due {
+                    log.flush_due = true;
+                    let this = self.clone();
+                    let listener = listener.to_string();
+                    tokio::spawn(async move {
+                        tokio::time::sleep_until(t + REFUSAL_LOG_INTERVAL).await;
+                        let mut log = this.log.lock().unwrap_or_else(|e| e.into_inner());
+                        this.warn(&mut log, &listener);
+                    });
+                }
+            }
+            _ => self.warn(&mut log, listener),
         }
+    }
+
+    fn warn(&self, log: &mut RefusalLog, listener: &str) {
+        if log.unlogged > 0 {
+            tracing::warn!(
+                listener = %crate::logging::untrusted(listener),
+                refused = log.unlogged,
+                refused_total = self.refused(),
+                max_connections = self.max,
+                "gRPC connections refused: grpc.max_connections reached (silent ones are closed after 10 s, idle ones after grpc.idle_timeout_s)"
+            );
+        }
+        *log = RefusalLog {
+            unlogged: 0,
+            last: Some(Instant::now()),
+            flush_due: false,
+        };
     }
 }
 
@@ -110,7 +148,7 @@ impl<IO> Limited<IO> {
             io,
             _slot: slot,
             idle_timeout,
-            idle: Box::pin(tokio::time::sleep(idle_timeout)),
+            idle: Box::pin(tokio::time::sleep(idle_timeout.min(FIRST_BYTES_TIMEOUT))),
         }
     }
 }
