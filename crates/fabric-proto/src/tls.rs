@@ -444,18 +444,28 @@ pub fn explain(err: &(dyn StdError + 'static)) -> Option<&'static str> {
             E::InvalidCertificate(C::NotValidYet) | E::InvalidCertificate(C::NotValidYetContext { .. }) => {
                 "the server's certificate is not valid yet (check the clocks)"
             }
+            E::InvalidCertificate(C::InvalidPurpose) | E::InvalidCertificate(C::InvalidPurposeContext { .. }) => {
+                "the server's certificate is not for servers: its key usage does not allow server authentication \
+                 (it needs extendedKeyUsage serverAuth)"
+            }
             E::InvalidCertificate(_) => "the server's certificate was rejected",
             // TLS 1.3 (RFC 8446 §4.4.2.4): the client sent no certificate and one is required.
             E::AlertReceived(A::CertificateRequired) => {
                 "the server requires a client certificate (mutual TLS): pass --tls-cert and --tls-key"
             }
-            E::AlertReceived(A::UnknownCA)
-            | E::AlertReceived(A::BadCertificate)
-            | E::AlertReceived(A::UnsupportedCertificate)
-            | E::AlertReceived(A::CertificateUnknown)
-            | E::AlertReceived(A::DecryptError) => {
+            E::AlertReceived(A::UnknownCA) | E::AlertReceived(A::DecryptError) => {
                 "the server rejected the client certificate: it is not signed by the CA the server trusts \
                  (grpc.tls_client_ca)"
+            }
+            // rustls sends unsupported_certificate for a certificate whose (extended) key usage
+            // does not allow the purpose (RFC 5246 §7.2.2; rustls CertificateError::InvalidPurpose).
+            E::AlertReceived(A::UnsupportedCertificate) => {
+                "the server rejected the client certificate: its key usage does not allow client authentication \
+                 (it needs extendedKeyUsage clientAuth, and keyUsage digitalSignature if keyUsage is present)"
+            }
+            E::AlertReceived(A::BadCertificate) | E::AlertReceived(A::CertificateUnknown) => {
+                "the server rejected the client certificate: malformed, or refused by its verifier (check it \
+                 with openssl x509 -text)"
             }
             E::AlertReceived(A::HandshakeFailure) => {
                 "the server refused the TLS handshake (a client certificate missing or not accepted, or no common \
@@ -681,6 +691,98 @@ mod tests {
     #[derive(Debug, thiserror::Error)]
     #[error("connection failed")]
     struct Wrapped(#[source] std::io::Error);
+
+    /// A CA, a server certificate for `localhost` and a client certificate whose extended key
+    /// usage is `purpose`, all signed by the CA: (CA DER, server chain+key, client chain+key).
+    fn mutual_pki(
+        purpose: rcgen::ExtendedKeyUsagePurpose,
+    ) -> (
+        rustls::pki_types::CertificateDer<'static>,
+        (rustls::pki_types::CertificateDer<'static>, PrivateKeyDer<'static>),
+        (rustls::pki_types::CertificateDer<'static>, PrivateKeyDer<'static>),
+    ) {
+        let ca_key = rcgen::KeyPair::generate().expect("key");
+        let mut ca = rcgen::CertificateParams::new(Vec::<String>::new()).expect("params");
+        ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        let ca_cert = ca.self_signed(&ca_key).expect("ca");
+        let issuer = rcgen::Issuer::new(ca, ca_key);
+        let leaf = |names: Vec<String>, eku: rcgen::ExtendedKeyUsagePurpose| {
+            let key = rcgen::KeyPair::generate().expect("key");
+            let mut p = rcgen::CertificateParams::new(names).expect("params");
+            p.extended_key_usages = vec![eku];
+            let cert = p.signed_by(&key, &issuer).expect("leaf");
+            let der = PrivateKeyDer::from_pem_slice(key.serialize_pem().as_bytes()).expect("key der");
+            (cert.der().clone(), der)
+        };
+        let server = leaf(vec!["localhost".into()], rcgen::ExtendedKeyUsagePurpose::ServerAuth);
+        let client = leaf(vec!["client".into()], purpose);
+        (ca_cert.der().clone(), server, client)
+    }
+
+    /// A TLS handshake in memory, as the daemon's listener (client certificates verified
+    /// against the CA) and fabricctl do it: the error the client ends with.
+    fn client_error(purpose: rcgen::ExtendedKeyUsagePurpose) -> Option<rustls::Error> {
+        use std::sync::Arc;
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let (ca, (scert, skey), (ccert, ckey)) = mutual_pki(purpose);
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add(ca).unwrap();
+        let roots = Arc::new(roots);
+        let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(roots.clone(), provider.clone())
+            .build()
+            .unwrap();
+        let server = rustls::ServerConfig::builder_with_provider(provider.clone())
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_client_cert_verifier(verifier)
+            .with_single_cert(vec![scert], skey)
+            .unwrap();
+        let client = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_client_auth_cert(vec![ccert], ckey)
+            .unwrap();
+        let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+        let mut c = rustls::ClientConnection::new(Arc::new(client), name).unwrap();
+        let mut s = rustls::ServerConnection::new(Arc::new(server)).unwrap();
+        for _ in 0..10 {
+            let mut buf = Vec::new();
+            while c.wants_write() {
+                c.write_tls(&mut buf).unwrap();
+            }
+            let mut rd = &buf[..];
+            while !rd.is_empty() {
+                s.read_tls(&mut rd).unwrap();
+            }
+            let _ = s.process_new_packets();
+            let mut buf = Vec::new();
+            while s.wants_write() {
+                s.write_tls(&mut buf).unwrap();
+            }
+            let mut rd = &buf[..];
+            while !rd.is_empty() {
+                c.read_tls(&mut rd).unwrap();
+            }
+            if let Err(e) = c.process_new_packets() {
+                return Some(e);
+            }
+        }
+        None
+    }
+
+    #[test]
+    fn a_client_certificate_with_the_wrong_key_usage_is_diagnosed_as_such() {
+        assert_eq!(
+            client_error(rcgen::ExtendedKeyUsagePurpose::ClientAuth),
+            None,
+            "a good client certificate"
+        );
+        let e = client_error(rcgen::ExtendedKeyUsagePurpose::ServerAuth).expect("refused");
+        let hint = explain(&e).expect("a hint");
+        assert!(hint.contains("key usage") && hint.contains("clientAuth"), "{e}: {hint}");
+        assert!(!hint.contains("not signed"), "{e}: {hint}");
+    }
 
     #[test]
     fn explain_reads_rustls_errors_inside_io_errors() {

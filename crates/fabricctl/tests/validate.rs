@@ -36,6 +36,8 @@ impl TempDir {
         let p = std::env::temp_dir().join(format!("fabricctl-v-{tag}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&p);
         std::fs::create_dir_all(&p).unwrap();
+        // Whatever the umask: fabricd refuses a socket directory writable by group or others.
+        std::fs::set_permissions(&p, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
         TempDir(p)
     }
     fn file(&self, name: &str) -> String {

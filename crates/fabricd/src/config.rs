@@ -103,7 +103,24 @@ pub struct GrpcConfig {
     /// PEM CA certificate(s): when set, TCP clients must present a certificate signed by one of
     /// them (mutual TLS). Needs `tls_cert` and `tls_key`. Needs a restart.
     pub tls_client_ca: Option<PathBuf>,
+    /// Most client connections served at once (Unix socket and TCP listener together); more
+    /// are closed at once and logged (rate-limited WARN). Needs a restart.
+    pub max_connections: u32,
+    /// A connection from which nothing arrived for this long is closed, seconds. Live clients
+    /// stay: the daemon pings every third of it and their answers count. Needs a restart.
+    pub idle_timeout_s: u64,
+    /// Largest request message accepted, bytes (larger ones: `OUT_OF_RANGE`, naming the
+    /// limit). Needs a restart.
+    pub max_request_bytes: u64,
 }
+
+/// Default of `grpc.max_connections`.
+pub const DEFAULT_MAX_CONNECTIONS: u32 = 128;
+/// Default of `grpc.idle_timeout_s`.
+pub const DEFAULT_IDLE_TIMEOUT_S: u64 = 60;
+/// Default of `grpc.max_request_bytes` (16 MiB: a job mapping of 10⁵ end ports by name is a
+/// few MB).
+pub const DEFAULT_MAX_REQUEST_BYTES: u64 = 16 << 20;
 
 impl Default for GrpcConfig {
     fn default() -> Self {
@@ -115,6 +132,9 @@ impl Default for GrpcConfig {
             tls_cert: None,
             tls_key: None,
             tls_client_ca: None,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            idle_timeout_s: DEFAULT_IDLE_TIMEOUT_S,
+            max_request_bytes: DEFAULT_MAX_REQUEST_BYTES,
         }
     }
 }
@@ -520,6 +540,22 @@ impl Config {
         if let Err(m) = self.grpc.socket_mode_bits() {
             bad("grpc.socket_mode", m);
         }
+        if self.grpc.max_connections == 0 {
+            bad("grpc.max_connections", "must be at least 1".into());
+        }
+        if self.grpc.idle_timeout_s == 0 {
+            bad("grpc.idle_timeout_s", "must be at least 1 second".into());
+        }
+        if self.grpc.max_request_bytes < 4096 || self.grpc.max_request_bytes > fabric_proto::MAX_MESSAGE_BYTES as u64 {
+            bad(
+                "grpc.max_request_bytes",
+                format!(
+                    "{} is outside 4096..={} bytes",
+                    self.grpc.max_request_bytes,
+                    fabric_proto::MAX_MESSAGE_BYTES
+                ),
+            );
+        }
         let g = &self.grpc;
         if !g.tcp_listen.is_empty() {
             match g.tcp_listen.parse::<SocketAddr>() {
@@ -705,6 +741,9 @@ impl Config {
         cmp!(need_restart, "grpc.tls_cert", grpc.tls_cert);
         cmp!(need_restart, "grpc.tls_key", grpc.tls_key);
         cmp!(need_restart, "grpc.tls_client_ca", grpc.tls_client_ca);
+        cmp!(need_restart, "grpc.max_connections", grpc.max_connections);
+        cmp!(need_restart, "grpc.idle_timeout_s", grpc.idle_timeout_s);
+        cmp!(need_restart, "grpc.max_request_bytes", grpc.max_request_bytes);
         cmp!(need_restart, "driver.kind", driver.kind);
         cmp!(need_restart, "driver.mock.generator", driver.mock.generator);
         cmp!(need_restart, "driver.mock.topology_file", driver.mock.topology_file);
@@ -793,6 +832,19 @@ impl GrpcConfig {
             Err(_) => Err(format!("{s:?} is not an octal mode such as \"0660\"")),
         }
     }
+
+    /// A warning when `socket_mode` lets every local user connect (the "other" write bit):
+    /// any of them could then inject physical faults and change job mappings.
+    pub fn socket_mode_warning(&self) -> Option<String> {
+        let m = self.socket_mode_bits().ok()?;
+        (m & 0o002 != 0).then(|| {
+            format!(
+                "grpc.socket_mode {m:04o} lets every local user connect to {} (fault injection, job mappings, \
+                 reroutes): use 0660 and add the operators to the daemon's group",
+                self.socket.display()
+            )
+        })
+    }
 }
 
 fn segment_name(s: &serde_path_to_error::Segment) -> String {
@@ -864,6 +916,25 @@ mod tests {
         assert_eq!(c.driver.mock.generator, "PGFT(2;18,36;1,18;1,1)");
         assert_eq!(c.grpc.socket_mode_bits(), Ok(0o660));
         assert!(!c.fault_injection.enabled);
+    }
+
+    #[test]
+    fn a_world_connectable_socket_mode_is_warned_about_and_limits_are_checked() {
+        let c = Config::parse("[grpc]\nsocket_mode = \"0777\"\n", "t.toml").unwrap();
+        let w = c.grpc.socket_mode_warning().expect("0777 warns");
+        assert!(w.contains("0777") && w.contains("every local user"), "{w}");
+        assert_eq!(Config::default().grpc.socket_mode_warning(), None);
+        let c = Config::parse("[grpc]\nsocket_mode = \"0770\"\n", "t.toml").unwrap();
+        assert_eq!(c.grpc.socket_mode_warning(), None);
+        let e = Config::parse(
+            "[grpc]\nmax_connections = 0\nidle_timeout_s = 0\nmax_request_bytes = 10\n",
+            "t.toml",
+        )
+        .unwrap_err()
+        .to_string();
+        for key in ["grpc.max_connections", "grpc.idle_timeout_s", "grpc.max_request_bytes"] {
+            assert!(e.contains(key), "{key}: {e}");
+        }
     }
 
     #[test]

@@ -339,28 +339,52 @@ fn pool(name: &'static str, threads: usize) -> Result<Arc<rayon::ThreadPool>, Da
         .map_err(|e| DaemonError::Pool(name, e.to_string()))
 }
 
-/// Binds the Unix socket: creates the parent directory, removes a stale socket left by a
-/// crash (refusing when another daemon answers on it), applies the permission bits.
+/// Binds the Unix socket: creates the parent directory (mode 0750 when created here), refuses a
+/// directory another user owns or may write (`persist::check_private_dir`: they could replace
+/// the socket), removes a stale socket left by a crash (refusing when another daemon answers on
+/// it, and refusing to remove anything that is not a socket: a regular file at that path, e.g.
+/// the state directory's `guid2lid`, stays), applies the permission bits.
 async fn bind_socket(path: &Path, mode: u32) -> Result<UnixListener, DaemonError> {
+    use std::os::unix::fs::{FileTypeExt, PermissionsExt};
     let io = |what: &'static str| {
         let p = path.display().to_string();
         move |source| DaemonError::Io { what, path: p, source }
     };
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    if std::fs::symlink_metadata(dir).is_err() {
         std::fs::create_dir_all(dir).map_err(io("cannot create the socket directory for"))?;
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o750))
+            .map_err(io("cannot set the permissions of the socket directory of"))?;
     }
-    if std::fs::symlink_metadata(path).is_ok() {
+    crate::persist::check_private_dir(dir).map_err(|e| DaemonError::Config(format!("socket directory: {e}")))?;
+    if let Ok(meta) = std::fs::symlink_metadata(path) {
+        if !meta.file_type().is_socket() {
+            let kind = if meta.file_type().is_symlink() {
+                "a symbolic link"
+            } else if meta.is_dir() {
+                "a directory"
+            } else if meta.is_file() {
+                "a regular file"
+            } else {
+                "not a socket"
+            };
+            return Err(DaemonError::Config(format!(
+                "socket {}: the path exists and is {kind}: refusing to remove it (only a stale socket is \
+                 removed); choose another grpc.socket / --socket",
+                path.display()
+            )));
+        }
         if tokio::net::UnixStream::connect(path).await.is_ok() {
             return Err(DaemonError::SocketInUse(path.to_path_buf()));
         }
         std::fs::remove_file(path).map_err(io("cannot remove the stale socket"))?;
     }
     let l = UnixListener::bind(path).map_err(io("cannot bind the socket"))?;
-    {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
-            .map_err(io("cannot set the permissions of the socket"))?;
-    }
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+        .map_err(io("cannot set the permissions of the socket"))?;
     Ok(l)
 }
 
@@ -380,6 +404,20 @@ async fn unless_stopped<T>(
             },
         }
     }
+}
+
+/// A gRPC server builder with the `[grpc]` limits: keep-alive pings every third of the idle
+/// timeout (answered by live clients, so quiet subscribers keep their connection), bounded
+/// header lists and concurrent streams per connection.
+fn server_builder(cfg: &crate::config::GrpcConfig) -> tonic::transport::Server {
+    let idle = Duration::from_secs(cfg.idle_timeout_s);
+    tonic::transport::Server::builder()
+        .http2_keepalive_interval(Some((idle / 3).max(Duration::from_millis(100))))
+        .http2_keepalive_timeout(Some(
+            (idle / 3).clamp(Duration::from_millis(100), Duration::from_secs(20)),
+        ))
+        .http2_max_header_list_size(64 * 1024)
+        .max_concurrent_streams(Some(128))
 }
 
 /// Runs the daemon until [`Control::Shutdown`] arrives on `control`.
@@ -586,25 +624,49 @@ pub async fn run(opts: RunOptions, mut control: mpsc::Receiver<Control>) -> Resu
         )
         .with_driver(driver.clone()),
     );
+    // Requests are bounded by grpc.max_request_bytes; answers (whole-fabric LFT dumps) are not.
     let service = FabricManagerServer::new(FabricService::new(shared))
-        .max_decoding_message_size(fabric_proto::MAX_MESSAGE_BYTES)
+        .max_decoding_message_size(config.grpc.max_request_bytes as usize)
         .max_encoding_message_size(fabric_proto::MAX_MESSAGE_BYTES);
     let mode = config
         .grpc
         .socket_mode_bits()
         .map_err(|e| DaemonError::Config(format!("grpc.socket_mode: {e}")))?;
+    if let Some(w) = config.grpc.socket_mode_warning() {
+        tracing::warn!("{w}");
+    }
     let listener = bind_socket(&socket_path, mode).await?;
-    tracing::info!(socket = %socket_path.display(), mode = format_args!("{mode:o}"), "gRPC listening");
+    let limits = crate::connlimit::ConnLimits::new(
+        config.grpc.max_connections,
+        Duration::from_secs(config.grpc.idle_timeout_s),
+    );
+    tracing::info!(
+        socket = %socket_path.display(),
+        mode = format_args!("{mode:o}"),
+        max_connections = config.grpc.max_connections,
+        idle_timeout_s = config.grpc.idle_timeout_s,
+        max_request_bytes = config.grpc.max_request_bytes,
+        "gRPC listening"
+    );
     let (stop_tx, stop_rx) = watch::channel(false);
     let stopped = |mut rx: watch::Receiver<bool>| async move {
         let _ = rx.wait_for(|s| *s).await;
     };
     let mut servers = tokio::task::JoinSet::new();
     {
-        let router = tonic::transport::Server::builder()
+        let router = server_builder(&config.grpc)
             .add_service(health_service.clone())
             .add_service(service.clone());
-        let incoming = UnixListenerStream::new(listener);
+        // Within the limits; the :authority grpcio / grpc-java send over a Unix socket made
+        // acceptable to the HTTP/2 layer (authority.rs).
+        let incoming = tokio_stream::StreamExt::map(
+            crate::connlimit::limit(
+                UnixListenerStream::new(listener),
+                limits.clone(),
+                socket_path.display().to_string(),
+            ),
+            |r| r.map(crate::authority::UnixAuthority::new),
+        );
         let stop = stopped(stop_rx.clone());
         servers.spawn(async move { router.serve_with_incoming_shutdown(incoming, stop).await });
     }
@@ -616,7 +678,7 @@ pub async fn run(opts: RunOptions, mut control: mpsc::Receiver<Control>) -> Resu
                 path: config.grpc.tcp_listen.clone(),
                 source,
             })?;
-        let mut builder = tonic::transport::Server::builder();
+        let mut builder = server_builder(&config.grpc);
         match grpc_tls {
             Some(tls) => {
                 tracing::info!(
@@ -634,11 +696,12 @@ pub async fn run(opts: RunOptions, mut control: mpsc::Receiver<Control>) -> Resu
         }
         let router = builder.add_service(health_service).add_service(service);
         let stop = stopped(stop_rx.clone());
-        servers.spawn(async move {
-            router
-                .serve_with_incoming_shutdown(TcpListenerStream::new(l), stop)
-                .await
-        });
+        let incoming = crate::connlimit::limit(
+            TcpListenerStream::new(l),
+            limits.clone(),
+            config.grpc.tcp_listen.clone(),
+        );
+        servers.spawn(async move { router.serve_with_incoming_shutdown(incoming, stop).await });
     }
     let mut prom_task = None;
     if !config.prometheus.listen.is_empty() {

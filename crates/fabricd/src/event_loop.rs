@@ -940,7 +940,7 @@ impl EventLoop {
                 let r = self.save_jobs(jobs).await;
                 let ok = r.is_ok();
                 if ok {
-                    tracing::info!(job = %id, "job mapping set");
+                    tracing::info!(job = %crate::logging::untrusted(&id), "job mapping set");
                 }
                 let _ = reply.send(r);
                 if ok {
@@ -957,7 +957,7 @@ impl EventLoop {
                 let r = self.save_jobs(jobs).await;
                 let ok = r.is_ok();
                 if ok {
-                    tracing::info!(job = %id, "job mapping cleared");
+                    tracing::info!(job = %crate::logging::untrusted(&id), "job mapping cleared");
                 }
                 let _ = reply.send(r);
                 if ok {
@@ -995,7 +995,7 @@ impl EventLoop {
             } => {
                 let id = SubscriberId(self.next_subscriber);
                 self.next_subscriber += 1;
-                tracing::info!(subscriber = id.0, name = %name, ports = ports.len(), "subscriber registered");
+                tracing::info!(subscriber = id.0, name = %crate::logging::untrusted(&name), ports = ports.len(), "subscriber registered");
                 self.subscribers.insert(
                     id,
                     SubscriberEntry {
@@ -1336,7 +1336,7 @@ impl EventLoop {
     /// with whatever else is pending, installed like any other).
     fn reroute_for_jobs(&mut self, id: &str) {
         if self.settings.job_aware {
-            tracing::info!(job = %id, "job mappings changed: job-aware reroute");
+            tracing::info!(job = %crate::logging::untrusted(id), "job mappings changed: job-aware reroute");
             // Like a fault: a burst of mappings (a scheduler starting many jobs) coalesces.
             self.note_change(false);
             self.maybe_start();
@@ -1713,7 +1713,7 @@ impl EventLoop {
                     tracing::warn!(
                         generation = from.generation,
                         attempt,
-                        reason = %reason,
+                        reason = %crate::logging::untrusted(&reason),
                         "update restarts from prepare with the new topology"
                     );
                     self.io.telemetry.update_restarted();
@@ -1780,7 +1780,7 @@ impl EventLoop {
                 if s.notices.try_send(notice.clone()).is_err() {
                     // Full or closed: it misses the deadline, or its stream ends and
                     // Unsubscribe follows.
-                    tracing::warn!(subscriber = id.0, name = %s.name, "cannot deliver an update notice");
+                    tracing::warn!(subscriber = id.0, name = %crate::logging::untrusted(&s.name), "cannot deliver an update notice");
                 }
             }
         }
@@ -1999,7 +1999,7 @@ impl EventLoop {
 
     async fn drop_subscriber(&mut self, subscriber: SubscriberId) {
         if let Some(s) = self.subscribers.remove(&subscriber) {
-            tracing::info!(subscriber = subscriber.0, name = %s.name, ports = s.ports, "subscriber gone");
+            tracing::info!(subscriber = subscriber.0, name = %crate::logging::untrusted(&s.name), ports = s.ports, "subscriber gone");
             let a = self.protocol.on(Instant::now(), UInput::SubscriberGone { subscriber });
             self.drive(a).await;
             self.publish();

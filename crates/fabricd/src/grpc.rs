@@ -33,6 +33,53 @@ pub const MAX_JOB_ID_LEN: usize = 128;
 /// Most elements one `WhatIf` plan takes down.
 pub const MAX_WHAT_IF_CHANGES: usize = 4096;
 
+/// Most problems one error message lists (the rest are counted).
+pub const MAX_LISTED_PROBLEMS: usize = 20;
+
+/// Longest error text built from a request, bytes (the rest is counted).
+pub const MAX_ERROR_TEXT: usize = 4096;
+
+/// Longest client-given name quoted in an error, characters.
+const MAX_QUOTED_KEY: usize = 80;
+
+/// `text` cut to at most `max` bytes (at a character boundary), with a note
+/// `… (N more bytes)` when cut.
+pub fn bounded_text(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_string();
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… ({} more bytes)", &text[..end], text.len() - end)
+}
+
+/// The problems of a request, `; `-separated: the first [`MAX_LISTED_PROBLEMS`], then
+/// `… (N more)`, the whole bounded by [`MAX_ERROR_TEXT`] (a request with 10⁶ bad entries gets a
+/// short error, not one of megabytes).
+pub fn bounded_problems(problems: &[String]) -> String {
+    let mut text = problems
+        .iter()
+        .take(MAX_LISTED_PROBLEMS)
+        .map(String::as_str)
+        .collect::<Vec<_>>()
+        .join("; ");
+    if problems.len() > MAX_LISTED_PROBLEMS {
+        text.push_str(&format!("; … ({} more)", problems.len() - MAX_LISTED_PROBLEMS));
+    }
+    bounded_text(&text, MAX_ERROR_TEXT)
+}
+
+/// A client-given name, quoted for an error message: at most [`MAX_QUOTED_KEY`] characters,
+/// then `… (N more bytes)`.
+fn quoted_key(key: &str) -> String {
+    match key.char_indices().nth(MAX_QUOTED_KEY) {
+        None => format!("{key:?}"),
+        Some((end, _)) => format!("{:?}… ({} more bytes)", &key[..end], key.len() - end),
+    }
+}
+
 /// Cached congestion metrics of one generation.
 #[derive(Clone, Debug)]
 struct CoreMetrics {
@@ -379,7 +426,8 @@ fn resolve_switch(f: &Fabric, key: &str) -> Result<fabric_topology::SwitchId, St
     f.find_switch(key).ok_or_else(|| match parse_guid(key) {
         Some(g) => Status::invalid_argument(format!("unknown switch GUID {}", fmt_guid(g))),
         None => Status::invalid_argument(format!(
-            "unknown switch {key:?} (neither a switch GUID nor a switch name)"
+            "unknown switch {} (neither a switch GUID nor a switch name)",
+            quoted_key(key)
         )),
     })
 }
@@ -392,7 +440,10 @@ fn resolve_end_port(f: &Fabric, key: &str) -> Result<EndPortId, String> {
     }
     f.find_end_port(key).ok_or_else(|| match parse_guid(key) {
         Some(g) => format!("unknown end port GUID {}", fmt_guid(g)),
-        None => format!("unknown end port {key:?} (neither a port/node GUID nor a node name)"),
+        None => format!(
+            "unknown end port {} (neither a port/node GUID nor a node name)",
+            quoted_key(key)
+        ),
     })
 }
 
@@ -875,7 +926,8 @@ impl FabricManager for FabricService {
                     let e = f.end_port(ep);
                     if !seen.insert(ep) {
                         problems.push(format!(
-                            "end_ports[{i}]: {key:?} is listed twice ({})",
+                            "end_ports[{i}]: {} is listed twice ({})",
+                            quoted_key(key),
                             fmt_guid(e.port_guid)
                         ));
                     } else {
@@ -888,7 +940,7 @@ impl FabricManager for FabricService {
             return Err(Status::invalid_argument(format!(
                 "malformed job mapping {:?}: {}",
                 req.job_id,
-                problems.join("; ")
+                bounded_problems(&problems)
             )));
         }
         let job = pb::Job {
@@ -950,7 +1002,7 @@ impl FabricManager for FabricService {
             }
         }
         if !problems.is_empty() {
-            return Err(Status::invalid_argument(problems.join("; ")));
+            return Err(Status::invalid_argument(bounded_problems(&problems)));
         }
         let (ntx, nrx) = mpsc::channel::<UpdateNotice>(16);
         let id = self
@@ -1121,6 +1173,32 @@ impl FabricManager for FabricService {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn error_text_is_bounded() {
+        let problems: Vec<String> = (0..1_000_000)
+            .map(|i| format!("end_ports[{i}]: unknown end port \"n{i}\""))
+            .collect();
+        let t = bounded_problems(&problems);
+        assert!(t.len() <= MAX_ERROR_TEXT + 40, "{} bytes", t.len());
+        assert!(
+            t.starts_with("end_ports[0]: ") && t.ends_with("; … (999980 more)"),
+            "{t}"
+        );
+        assert_eq!(
+            bounded_problems(&problems[..2]),
+            format!("{}; {}", problems[0], problems[1])
+        );
+        let long = "é".repeat(5000);
+        let t = bounded_text(&long, 4095);
+        assert!(
+            t.ends_with("é… (5906 more bytes)"),
+            "{}",
+            t.chars().rev().take(30).collect::<String>()
+        );
+        let q = quoted_key(&"x".repeat(10_000_000));
+        assert!(q.len() < 120 && q.ends_with("… (9999920 more bytes)"), "{q}");
+    }
 
     #[test]
     fn job_ids_are_checked() {

@@ -10,13 +10,17 @@
 //! * [`persist`]: the state directory (guid2lid, jobs, virtual faults), written atomically.
 //! * [`notify`], [`telemetry`], [`logging`]: systemd notifications, Prometheus metrics,
 //!   tracing.
+//! * [`authority`]: the `:authority` of gRPC clients on the Unix socket made acceptable.
+//! * [`connlimit`]: bounds on the gRPC listeners' connections (count, idle time).
 //! * [`daemon`]: wiring of all of the above.
 //!
 //! **Architecture invariant:** the event loop is the only writer of the live state; ranking
 //! and routing never run on a tokio worker thread; readers never lock.
 
+pub mod authority;
 pub mod compute;
 pub mod config;
+pub mod connlimit;
 pub mod daemon;
 pub mod event_loop;
 pub mod grpc;

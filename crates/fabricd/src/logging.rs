@@ -78,3 +78,44 @@ pub fn init(cfg: &LogConfig) -> Result<LogHandle, String> {
     res.map_err(|e| format!("cannot install the log subscriber: {e}"))?;
     Ok(LogHandle { inner: Some(handle) })
 }
+
+/// Text that came from a client (subscriber names, job ids, end-port keys, reasons that quote
+/// them), made safe for one log line: control characters (newline, carriage return, escape,
+/// C1 controls) and the Unicode line and paragraph separators are written as Rust escapes
+/// (`\n`, `\u{1b}`), so a client cannot forge log lines or terminal sequences. Use it for
+/// every client-given field logged: `tracing::info!(name = %untrusted(&name), ...)`.
+pub fn untrusted(text: &str) -> Untrusted<'_> {
+    Untrusted(text)
+}
+
+/// See [`untrusted`].
+#[derive(Clone, Copy, Debug)]
+pub struct Untrusted<'a>(pub &'a str);
+
+impl std::fmt::Display for Untrusted<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        use std::fmt::Write;
+        for c in self.0.chars() {
+            if c.is_control() || matches!(c, '\u{2028}' | '\u{2029}') {
+                write!(f, "{}", c.escape_default())?;
+            } else {
+                f.write_char(c)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::untrusted;
+
+    #[test]
+    fn control_characters_are_escaped() {
+        assert_eq!(untrusted("rack-1 job é").to_string(), "rack-1 job é");
+        assert_eq!(
+            untrusted("x\nINFO fabricd: forged\r\u{1b}[2J\u{85}\u{2028}").to_string(),
+            "x\\nINFO fabricd: forged\\r\\u{1b}[2J\\u{85}\\u{2028}"
+        );
+    }
+}

@@ -45,6 +45,10 @@ fn main() -> ExitCode {
         }
     };
     if args.check_config {
+        // (When serving, the daemon logs it.)
+        if let Some(w) = config.grpc.socket_mode_warning() {
+            eprintln!("fabricd: warning: {w}");
+        }
         // The selected driver's files too: mock topology, umad device, oob inventory.
         let driver = match fabricd::daemon::check_driver(&config) {
             Ok(d) => d,
@@ -73,11 +77,33 @@ fn main() -> ExitCode {
     match serve(args, config) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            tracing::error!("{e:#}");
-            eprintln!("fabricd: {e:#}");
+            // Once: in the log when it is installed (stderr, the journal), else on stderr.
+            let line = error_line(&e);
+            if tracing::dispatcher::has_been_set() {
+                tracing::error!("{line}");
+            } else {
+                eprintln!("fabricd: {line}");
+            }
             ExitCode::FAILURE
         }
     }
+}
+
+/// An error and its causes on one line, each message once: a wrapper whose text already holds
+/// its cause (`"{path}: {source}"`) does not repeat the path and the OS error.
+fn error_line(e: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in e.chain() {
+        let m = cause.to_string();
+        if out.contains(&m) {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str(": ");
+        }
+        out.push_str(&m);
+    }
+    out
 }
 
 fn serve(args: Args, config: Config) -> anyhow::Result<()> {

@@ -5,11 +5,21 @@
 //!
 //! The functions here do blocking file I/O: the event loop calls them through
 //! `tokio::task::spawn_blocking`.
+//!
+//! **Trust.** The directory is used only when no other local user can have written into it:
+//! it and its parent must be owned by the daemon's effective uid or by root, the directory
+//! must not be writable by group or others, and its parent not either unless it is sticky
+//! (`/tmp`). Files are read without following symlinks, and only when owned by the daemon's
+//! uid or root and not writable by others (nor by a group other than the daemon's).
+//! Temporaries are created with `O_CREAT|O_EXCL|O_NOFOLLOW` under a unique name, so a symlink
+//! planted at a temporary path is never followed. [`check_private_dir`] is the same check for the socket directory.
 
 use std::collections::BTreeMap;
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, Write};
+use std::io::{self, Read, Write};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use fabric_routing::Guid2Lid;
 use fabric_topology::{fmt_guid, parse_guid, Guid};
@@ -76,7 +86,97 @@ pub enum PersistError {
         file: PathBuf,
         source: io::Error,
     },
+    /// A directory or file another local user may have written: refused.
+    #[error(
+        "{path}: {problem} (owner uid {owner}, mode {mode:04o}; fabricd runs as uid {euid}): refused, another \
+         user could have planted or could replace its contents; make it owned by uid {euid} (or root) and \
+         not writable by group or others (e.g. chown {euid} and chmod 0750), or choose another path"
+    )]
+    Untrusted {
+        path: PathBuf,
+        problem: &'static str,
+        owner: u32,
+        mode: u32,
+        euid: u32,
+    },
 }
+
+/// The daemon's effective uid.
+pub fn effective_uid() -> u32 {
+    rustix::process::geteuid().as_raw()
+}
+
+fn untrusted(path: &Path, problem: &'static str, meta: &fs::Metadata) -> PersistError {
+    PersistError::Untrusted {
+        path: path.to_path_buf(),
+        problem,
+        owner: meta.uid(),
+        mode: meta.mode() & 0o7777,
+        euid: effective_uid(),
+    }
+}
+
+fn trusted_owner(meta: &fs::Metadata) -> bool {
+    meta.uid() == effective_uid() || meta.uid() == 0
+}
+
+/// Checks that `dir` (a state or socket directory) can be trusted: it and its parent are
+/// owned by the daemon's effective uid or root, `dir` is writable by nobody else, and its
+/// parent is writable by nobody else unless it is sticky (`/tmp`: others cannot rename or
+/// remove what is ours there). The error names the path, its owner and mode, once.
+pub fn check_private_dir(dir: &Path) -> Result<(), PersistError> {
+    let io = |source| PersistError::Io {
+        path: dir.to_path_buf(),
+        source,
+    };
+    let meta = fs::metadata(dir).map_err(io)?;
+    if !meta.is_dir() {
+        return Err(PersistError::Io {
+            path: dir.to_path_buf(),
+            source: io::Error::new(io::ErrorKind::NotADirectory, "not a directory"),
+        });
+    }
+    if !trusted_owner(&meta) {
+        return Err(untrusted(dir, "owned by another user", &meta));
+    }
+    if meta.mode() & 0o022 != 0 {
+        return Err(untrusted(dir, "writable by group or others", &meta));
+    }
+    let parent = match dir.parent() {
+        Some(p) if p.as_os_str().is_empty() => Path::new("."),
+        Some(p) => p,
+        None => return Ok(()),
+    };
+    let pmeta = fs::metadata(parent).map_err(|source| PersistError::Io {
+        path: parent.to_path_buf(),
+        source,
+    })?;
+    if !trusted_owner(&pmeta) {
+        return Err(untrusted(parent, "parent directory owned by another user", &pmeta));
+    }
+    if pmeta.mode() & 0o022 != 0 && pmeta.mode() & 0o1000 == 0 {
+        return Err(untrusted(
+            parent,
+            "parent directory writable by group or others and not sticky",
+            &pmeta,
+        ));
+    }
+    Ok(())
+}
+
+/// Creates a new file (mode 0640) with `O_CREAT|O_EXCL|O_NOFOLLOW`: fails with
+/// `AlreadyExists` when anything, a symlink included, is at `path`; never opens it.
+fn create_new_nofollow(path: &Path) -> io::Result<File> {
+    OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o640)
+        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+        .open(path)
+}
+
+/// Sequence number of temporaries (unique names within the process).
+static TMP_SEQ: AtomicU64 = AtomicU64::new(0);
 
 /// Name of the file [`StateDir::probe_writable`] creates and removes.
 pub const PROBE_FILE: &str = ".fabricd-write-probe";
@@ -141,22 +241,40 @@ pub struct StateDir {
 }
 
 impl StateDir {
-    /// Opens (creating if needed, mode 0750) the state directory.
+    /// Opens (creating if needed, mode 0750) the state directory, refusing one that another
+    /// user owns or may write (see the module documentation), and removes temporaries left by
+    /// a crash.
     pub fn open(dir: &Path) -> Result<StateDir, PersistError> {
         let io = |source| PersistError::Io {
             path: dir.to_path_buf(),
             source,
         };
+        let existed = fs::symlink_metadata(dir).is_ok();
         fs::create_dir_all(dir).map_err(io)?;
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt;
-            let meta = fs::metadata(dir).map_err(io)?;
-            if meta.permissions().mode() & 0o007 != 0 {
-                fs::set_permissions(dir, fs::Permissions::from_mode(0o750)).map_err(io)?;
+        if !existed {
+            // Ours from the start: whatever the umask gave it, nobody else may write it.
+            fs::set_permissions(dir, fs::Permissions::from_mode(0o750)).map_err(io)?;
+        }
+        check_private_dir(dir)?;
+        let meta = fs::metadata(dir).map_err(io)?;
+        if meta.mode() & 0o007 != 0 && meta.uid() == effective_uid() {
+            fs::set_permissions(dir, fs::Permissions::from_mode(0o750)).map_err(io)?;
+        }
+        let s = StateDir { dir: dir.to_path_buf() };
+        s.remove_stale_temporaries();
+        Ok(s)
+    }
+
+    /// Removes `.NAME.*.tmp` files a crash left (unlinking never follows a symlink).
+    fn remove_stale_temporaries(&self) {
+        let Ok(entries) = fs::read_dir(&self.dir) else { return };
+        for e in entries.flatten() {
+            let name = e.file_name();
+            let name = name.to_string_lossy();
+            if name.starts_with('.') && name.ends_with(".tmp") {
+                let _ = fs::remove_file(e.path());
             }
         }
-        Ok(StateDir { dir: dir.to_path_buf() })
     }
 
     pub fn path(&self) -> &Path {
@@ -174,8 +292,7 @@ impl StateDir {
         };
         let res = self.write_atomic(PROBE_FILE, b"fabricd write probe\n");
         if let Err(PersistError::Io { path, source }) = res {
-            // A temporary file left by a failed rename goes too.
-            let _ = fs::remove_file(self.file(&format!(".{PROBE_FILE}.tmp")));
+            // `write_atomic` removed its temporary itself.
             return Err(not_writable(&path)(source));
         }
         res?;
@@ -186,36 +303,76 @@ impl StateDir {
         self.dir.join(name)
     }
 
-    /// Reads a file of the directory; `None` when it does not exist.
+    /// Reads a file of the directory; `None` when it does not exist. A symlink is not
+    /// followed (an error), and a file owned by another user (not root), writable by others,
+    /// or writable by a group other than the daemon's is refused.
     pub fn read(&self, name: &str) -> Result<Option<String>, PersistError> {
         let path = self.file(name);
-        match fs::read_to_string(&path) {
-            Ok(s) => Ok(Some(s)),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-            Err(source) => Err(PersistError::Io { path, source }),
+        let io = |source| PersistError::Io {
+            path: path.clone(),
+            source,
+        };
+        let mut f = match OpenOptions::new()
+            .read(true)
+            .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+            .open(&path)
+        {
+            Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(source) => return Err(io(source)),
+        };
+        let meta = f.metadata().map_err(io)?;
+        if !trusted_owner(&meta) {
+            return Err(untrusted(&path, "owned by another user", &meta));
         }
+        // Group-writable is tolerated for the daemon's own group (files an older fabricd wrote
+        // under umask 002); writable by others never.
+        let group_ok = meta.gid() == rustix::process::getegid().as_raw();
+        if meta.mode() & 0o002 != 0 || (meta.mode() & 0o020 != 0 && !group_ok) {
+            return Err(untrusted(&path, "writable by group or others", &meta));
+        }
+        let mut s = String::new();
+        f.read_to_string(&mut s).map_err(io)?;
+        Ok(Some(s))
     }
 
-    /// Replaces a file atomically: write `name.tmp`, fsync it, rename over `name`, fsync the
-    /// directory.
+    /// Creates a new temporary for `name` (`.NAME.PID.N.tmp`, mode 0640) with
+    /// `O_CREAT|O_EXCL|O_NOFOLLOW`: whatever already exists at that path (a planted symlink,
+    /// a file) is never opened; the next name is tried.
+    fn create_temporary(&self, name: &str) -> Result<(PathBuf, File), PersistError> {
+        let mut last = None;
+        for _ in 0..16 {
+            let seq = TMP_SEQ.fetch_add(1, Ordering::Relaxed);
+            let tmp = self.file(&format!(".{name}.{}.{seq}.tmp", std::process::id()));
+            match create_new_nofollow(&tmp) {
+                Ok(f) => return Ok((tmp, f)),
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => last = Some((tmp, e)),
+                Err(source) => return Err(PersistError::Io { path: tmp, source }),
+            }
+        }
+        let (path, source) = last.expect("at least one attempt");
+        Err(PersistError::Io { path, source })
+    }
+
+    /// Replaces a file atomically: write a new temporary (see [`Self::create_temporary`]),
+    /// fsync it, rename it over `name`, fsync the directory.
     pub fn write_atomic(&self, name: &str, contents: &[u8]) -> Result<(), PersistError> {
         let path = self.file(name);
-        let tmp = self.file(&format!(".{name}.tmp"));
         let io = |p: &Path| {
             let p = p.to_path_buf();
             move |source| PersistError::Io { path: p, source }
         };
-        {
-            let mut f = OpenOptions::new()
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .open(&tmp)
-                .map_err(io(&tmp))?;
-            f.write_all(contents).map_err(io(&tmp))?;
-            f.sync_all().map_err(io(&tmp))?;
+        let (tmp, mut f) = self.create_temporary(name)?;
+        let written = f.write_all(contents).and_then(|()| f.sync_all());
+        drop(f);
+        if let Err(e) = written {
+            let _ = fs::remove_file(&tmp);
+            return Err(io(&tmp)(e));
         }
-        fs::rename(&tmp, &path).map_err(io(&path))?;
+        if let Err(e) = fs::rename(&tmp, &path) {
+            let _ = fs::remove_file(&tmp);
+            return Err(io(&path)(e));
+        }
         File::open(&self.dir)
             .and_then(|d| d.sync_all())
             .map_err(io(&self.dir))?;
@@ -515,6 +672,117 @@ mod tests {
             assert!(e.contains(why), "{:?}: {e}", String::from_utf8_lossy(text));
             assert!(e.contains("remove the file"), "the message says what to do: {e}");
         }
+    }
+
+    /// A file standing for one root owns elsewhere (e.g. /etc/shadow).
+    fn victim(d: &Path) -> PathBuf {
+        let v = d.join("victim");
+        fs::write(&v, "precious\n").unwrap();
+        v
+    }
+
+    #[test]
+    fn a_symlink_planted_at_a_temporary_path_is_not_followed() {
+        let d = tempfile::tempdir().unwrap();
+        let v = victim(d.path());
+        let s = StateDir::open(&d.path().join("state")).unwrap();
+        // The temporary name fabricd used before (fixed), and a symlink at the exact path
+        // the creation function is given.
+        std::os::unix::fs::symlink(&v, s.path().join(".jobs.json.tmp")).unwrap();
+        let mut jobs = Jobs::new();
+        jobs.insert("j".into(), vec![JobPort::new(0x101, "n0")]);
+        s.save_jobs(&jobs).unwrap();
+        assert_eq!(s.load_jobs().unwrap(), jobs);
+        assert_eq!(
+            fs::read_to_string(&v).unwrap(),
+            "precious\n",
+            "the symlink target was overwritten"
+        );
+        let planted = s.path().join(".x.tmp");
+        std::os::unix::fs::symlink(&v, &planted).unwrap();
+        let e = create_new_nofollow(&planted).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::AlreadyExists, "{e}");
+        let dangling = s.path().join(".y.tmp");
+        std::os::unix::fs::symlink(d.path().join("absent"), &dangling).unwrap();
+        assert!(create_new_nofollow(&dangling).is_err());
+        assert!(!d.path().join("absent").exists(), "a dangling symlink was followed");
+        assert_eq!(fs::read_to_string(&v).unwrap(), "precious\n");
+    }
+
+    #[test]
+    fn a_symlinked_state_file_is_refused() {
+        let d = tempfile::tempdir().unwrap();
+        let v = victim(d.path());
+        let s = StateDir::open(&d.path().join("state")).unwrap();
+        std::os::unix::fs::symlink(&v, s.path().join(JOBS_FILE)).unwrap();
+        let e = s.load_jobs().unwrap_err();
+        assert!(matches!(e, PersistError::Io { .. }), "{e:?}");
+        assert!(e.to_string().contains(JOBS_FILE), "{e}");
+    }
+
+    /// Untrusted paths are refused with one message naming the path, its owner and mode
+    /// (tests run as root: the other user is uid 65534, nobody).
+    #[test]
+    fn a_state_directory_another_user_prepared_is_refused() {
+        use std::os::unix::fs::chown;
+        let d = tempfile::tempdir().unwrap();
+        // Owned by another user, with a planted virtual fault.
+        let other = d.path().join("other");
+        fs::create_dir(&other).unwrap();
+        fs::set_permissions(&other, fs::Permissions::from_mode(0o755)).unwrap();
+        fs::write(
+            other.join(VIRTUAL_FAULTS_FILE),
+            r#"{"version":1,"faults":[{"kind":"switch","switch":"0x0000000000000010"}]}"#,
+        )
+        .unwrap();
+        chown(&other, Some(65534), Some(65534)).unwrap();
+        let e = StateDir::open(&other).unwrap_err();
+        let text = e.to_string();
+        assert!(matches!(e, PersistError::Untrusted { owner: 65534, .. }), "{e:?}");
+        let path = other.display().to_string();
+        assert!(
+            text.starts_with(&format!("{path}: owned by another user (owner uid 65534, mode 0755")),
+            "{text}"
+        );
+        assert_eq!(text.matches(&path).count(), 1, "the path once: {text}");
+        // Ours but writable by others.
+        let open = d.path().join("open");
+        fs::create_dir(&open).unwrap();
+        fs::set_permissions(&open, fs::Permissions::from_mode(0o777)).unwrap();
+        let e = StateDir::open(&open).unwrap_err().to_string();
+        assert!(
+            e.contains("writable by group or others") && e.contains("mode 0777"),
+            "{e}"
+        );
+        // Ours, inside a directory of another user (who could swap it).
+        let theirs = d.path().join("theirs");
+        fs::create_dir(&theirs).unwrap();
+        chown(&theirs, Some(65534), None).unwrap();
+        let e = StateDir::open(&theirs.join("state")).unwrap_err().to_string();
+        assert!(e.contains("parent directory owned by another user"), "{e}");
+        // A sticky world-writable parent (/tmp) is fine.
+        let tmp = d.path().join("tmp");
+        fs::create_dir(&tmp).unwrap();
+        fs::set_permissions(&tmp, fs::Permissions::from_mode(0o1777)).unwrap();
+        StateDir::open(&tmp.join("state")).unwrap();
+        // A trusted directory with a file planted by another user.
+        let s = StateDir::open(&d.path().join("state")).unwrap();
+        let f = s.path().join(VIRTUAL_FAULTS_FILE);
+        fs::write(&f, r#"{"version":1,"faults":[]}"#).unwrap();
+        chown(&f, Some(65534), None).unwrap();
+        let e = s.load_virtual_faults().unwrap_err().to_string();
+        assert!(e.contains("owned by another user (owner uid 65534"), "{e}");
+        // Ours, writable by others: refused; by our own group (umask 002): read.
+        chown(&f, Some(0), None).unwrap();
+        fs::set_permissions(&f, fs::Permissions::from_mode(0o646)).unwrap();
+        let e = s.load_virtual_faults().unwrap_err().to_string();
+        assert!(
+            e.contains("writable by group or others") && e.contains("mode 0646"),
+            "{e}"
+        );
+        chown(&f, None, Some(rustix::process::getegid().as_raw())).unwrap();
+        fs::set_permissions(&f, fs::Permissions::from_mode(0o664)).unwrap();
+        assert_eq!(s.load_virtual_faults().unwrap(), vec![]);
     }
 
     #[cfg(unix)]

@@ -98,6 +98,8 @@ pub fn test_dir(name: &str) -> TestDir {
     let base = std::env::temp_dir().join(format!("fabricd-it-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&base);
     std::fs::create_dir_all(&base).expect("create test dir");
+    // Whatever the umask: fabricd refuses a socket directory writable by group or others.
+    std::fs::set_permissions(&base, std::os::unix::fs::PermissionsExt::from_mode(0o755)).expect("chmod test dir");
     TestDir(base)
 }
 
