@@ -1,5 +1,7 @@
 //! `fabricctl`: the fabricd operator CLI (talks gRPC to a running daemon) and offline analysis
 //! tool (generate, inspect, route and analyse topology files without a daemon).
+// `status_json` builds one object of every Status field with `json!`.
+#![recursion_limit = "256"]
 
 mod offline;
 mod remote;

@@ -129,7 +129,11 @@ fn assert_status_truthful(s: &pb::Status, agents_down: usize, ready: &str) -> Re
     }
     // Status and /ready tell the same story, and an unprogrammed switch is never "ready".
     if s.ready != ready.starts_with("HTTP/1.1 200") {
-        bad.push(format!("Status.ready={} but /ready: {}", s.ready, ready.lines().next().unwrap_or("")));
+        bad.push(format!(
+            "Status.ready={} but /ready: {}",
+            s.ready,
+            ready.lines().next().unwrap_or("")
+        ));
     }
     if s.unprogrammed_switch_count as usize != s.unprogrammed_switches.len()
         || (s.unprogrammed_switch_count > 0 && (s.ready || s.tables_installed))
