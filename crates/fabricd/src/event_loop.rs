@@ -1448,11 +1448,11 @@ impl EventLoop {
             Err(e) => {
                 tracing::error!(job, error = %e, "generation failed; keeping the installed routing");
                 self.give_back(&flight);
-                self.fail_waiters(flight.seq, &e.to_string());
                 self.last_error = e.to_string();
                 self.io.telemetry.failed();
                 self.set_phase(Phase::Idle);
                 self.publish();
+                self.fail_waiters(flight.seq, &e.to_string());
                 // Same input, same error: wait for the next change or reroute.
                 self.maybe_start();
             }
@@ -2143,9 +2143,10 @@ impl EventLoop {
             );
         }
         self.last_error = format!("generation {} not committed: {msg}", self.next_generation());
-        self.fail_waiters(flight.seq, &msg);
         self.set_phase(Phase::Idle);
         self.publish();
+        // Waiters are answered once readers see the failure.
+        self.fail_waiters(flight.seq, &msg);
         self.maybe_start();
     }
 
@@ -2355,6 +2356,17 @@ impl EventLoop {
             generation: number,
             timings: timings.clone(),
         });
+        let status = self.installation().status_line(number);
+        if first {
+            if let Some(f) = self.io.on_ready.take() {
+                f(number, status.clone());
+            }
+        }
+        let _ = self.io.notifier.status(&status);
+        self.prepare_escape_vl();
+        self.set_phase(Phase::Idle);
+        self.publish();
+        // Waiters are answered once readers see the committed generation.
         let (done, keep): (Vec<_>, Vec<_>) = self.waiters.drain(..).partition(|(s, _)| *s <= flight.seq);
         self.waiters = keep;
         for (_, r) in done {
@@ -2368,16 +2380,6 @@ impl EventLoop {
                 generation: number,
             }));
         }
-        let status = self.installation().status_line(number);
-        if first {
-            if let Some(f) = self.io.on_ready.take() {
-                f(number, status.clone());
-            }
-        }
-        let _ = self.io.notifier.status(&status);
-        self.prepare_escape_vl();
-        self.set_phase(Phase::Idle);
-        self.publish();
         self.maybe_start();
     }
 }
