@@ -572,18 +572,26 @@ mod tests {
         let e = Guid2Lid::parse("0x1 0x2 0xffff\n", "f").unwrap_err();
         assert!(e.to_string().contains("bad LID range"), "{e}");
         // A LID recorded for two GUIDs names both lines and GUIDs (nothing is dropped silently).
-        let e = Guid2Lid::parse("0x1 0x2 0x3
+        let e = Guid2Lid::parse(
+            "0x1 0x2 0x3
 # c
 0x9 0x3 0x3
-", "f").unwrap_err();
+",
+            "f",
+        )
+        .unwrap_err();
         assert_eq!(
             e.to_string(),
             "f:3: LID 0x0003 of 0x0000000000000009 is already recorded for 0x0000000000000001 on line 1"
         );
         // Records above an address space are listed for the caller to report.
-        let g = Guid2Lid::parse("0x1 0x2 0x3
+        let g = Guid2Lid::parse(
+            "0x1 0x2 0x3
 0x9 0xc000 0xc001
-", "f").unwrap();
+",
+            "f",
+        )
+        .unwrap();
         assert_eq!(g.above(IB_MAX_UNICAST_LID), vec![(9, 0xc000, 0xc001)]);
         assert!(g.above(0xFFFF).is_empty());
         // Wide LIDs (out-of-band fabrics) are written with more digits and read back.

@@ -371,7 +371,11 @@ mod tests {
             e.to_string(),
             "r:2: LID 4294967295 is above the highest LID 0xffffff of these tables"
         );
-        let e = parse_opensm_lfts("Unicast lids [0-3] of switch Lid 1 guid 0x1 ('a'):\n0x1000000 001 # x\n", "r").unwrap_err();
+        let e = parse_opensm_lfts(
+            "Unicast lids [0-3] of switch Lid 1 guid 0x1 ('a'):\n0x1000000 001 # x\n",
+            "r",
+        )
+        .unwrap_err();
         assert!(matches!(e, LftDumpError::LidOutOfRange { line: 2, .. }), "{e}");
         let sw = fmt_guid(t.fabric.switch(SwitchId(0)).guid);
         let dump = parse_opensm_lfts(
@@ -380,7 +384,17 @@ mod tests {
         )
         .unwrap();
         let e = dump.to_lfts(&t.fabric, IB_MAX_UNICAST_LID).unwrap_err();
-        assert!(matches!(e, LftDumpError::LidOutOfRange { line: 1, lid: 0xc000, .. }), "{e}");
+        assert!(
+            matches!(
+                e,
+                LftDumpError::LidOutOfRange {
+                    line: 1,
+                    lid: 0xc000,
+                    ..
+                }
+            ),
+            "{e}"
+        );
         assert!(dump.to_lfts(&t.fabric, 0xFFFF).is_ok());
     }
 }

@@ -129,7 +129,10 @@ mod tests {
         assert_eq!(read_text_file(&p, 4).unwrap(), "a\nb\n");
         let e = read_text_file(&p, 3).unwrap_err();
         assert!(matches!(e, TextFileError::TooLarge { limit: 3, .. }), "{e}");
-        assert!(e.to_string().starts_with(&format!("{}: larger than", p.display())), "{e}");
+        assert!(
+            e.to_string().starts_with(&format!("{}: larger than", p.display())),
+            "{e}"
+        );
         std::fs::write(&p, b"ok\nok\nbad \xff here\n").unwrap();
         let e = read_text_file(&p, 100).unwrap_err();
         assert_eq!(e.to_string(), format!("{}:3: invalid UTF-8 text", p.display()));
@@ -143,6 +146,15 @@ mod tests {
             "/dev/zero: not a regular file (a character device); give the path of a text file"
         );
         let e = read_text_file(&std::env::temp_dir(), 100).unwrap_err();
-        assert!(matches!(e, TextFileError::NotRegular { kind: "a directory", .. }), "{e}");
+        assert!(
+            matches!(
+                e,
+                TextFileError::NotRegular {
+                    kind: "a directory",
+                    ..
+                }
+            ),
+            "{e}"
+        );
     }
 }

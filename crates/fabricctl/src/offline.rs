@@ -481,7 +481,12 @@ fn analyze_tables(a: &AnalyzeArgs, l: &Loaded, jobs: &[JobSpec]) -> Result<(LidP
                 .guid2lid
                 .as_deref()
                 .context("--lfts needs --guid2lid (the LIDs of the tables)")?;
-            let lids = plan_from_guid2lid(&l.fabric, &read_guid2lid(g, a.max_lid)?, &g.display().to_string(), a.max_lid)?;
+            let lids = plan_from_guid2lid(
+                &l.fabric,
+                &read_guid2lid(g, a.max_lid)?,
+                &g.display().to_string(),
+                a.max_lid,
+            )?;
             let text = read_text(p, fabric_topology::textfile::LARGE_TEXT_LIMIT)?;
             let dump = fabric_routing::parse_opensm_lfts(&text, &p.display().to_string())?;
             let lfts = dump.to_lfts(&l.fabric, a.max_lid)?;

@@ -506,7 +506,10 @@ fn analyze_lfts_with_a_huge_lid_range_is_refused_on_its_line() {
     // Within 24 bits but above --max-lid (0xBFFF): refused before the tables are allocated.
     std::fs::write(&huge, dump_text.replacen(&format!("[0-{top}]"), "[0-16777215]", 1)).unwrap();
     let err = fails(&["analyze", &f, "--lfts", &huge, "--guid2lid", &g2l]);
-    assert!(err.contains(&format!("{huge}:1: LID 16777215 is above the highest LID 0xbfff")), "{err}");
+    assert!(
+        err.contains(&format!("{huge}:1: LID 16777215 is above the highest LID 0xbfff")),
+        "{err}"
+    );
 }
 
 /// `--rp` near 2^64 (was: a capacity-overflow panic).
@@ -558,8 +561,22 @@ fn guid2lid_with_duplicate_or_out_of_range_lids_is_refused_not_rewritten() {
     std::fs::write(&dup, &text).unwrap();
     let n = lines.len() + 1;
     for args in [
-        vec!["route", f.as_str(), "--guid2lid", dup.as_str(), "--guid2lid-out", g2l.as_str()],
-        vec!["analyze", f.as_str(), "--lfts", dump.as_str(), "--guid2lid", dup.as_str()],
+        vec![
+            "route",
+            f.as_str(),
+            "--guid2lid",
+            dup.as_str(),
+            "--guid2lid-out",
+            g2l.as_str(),
+        ],
+        vec![
+            "analyze",
+            f.as_str(),
+            "--lfts",
+            dump.as_str(),
+            "--guid2lid",
+            dup.as_str(),
+        ],
     ] {
         let err = fails(&args);
         assert!(

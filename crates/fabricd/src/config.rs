@@ -17,6 +17,9 @@ use fabric_routing::EngineKind;
 use fabric_topology::parse_guid;
 use serde::{Deserialize, Serialize};
 
+/// Most threads `routing.threads` may ask for.
+pub const MAX_ROUTING_THREADS: usize = 1024;
+
 /// The whole configuration file.
 #[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
@@ -227,7 +230,7 @@ pub struct RoutingConfig {
     pub roots_file: Option<PathBuf>,
     /// Roles by switch GUID: `{ "0x..." = "leaf" | "spine" | "root" }`.
     pub roles: std::collections::BTreeMap<String, RoleName>,
-    /// Threads of the routing pool (0 = one per core).
+    /// Threads of the routing pool (0 = one per core; at most 1024).
     pub threads: usize,
     /// Check every new generation for unreachable pairs before installing it (logs; the
     /// generation is installed anyway as it is better than the stale one). Reloadable.
@@ -489,14 +492,15 @@ impl Config {
     /// Reads and parses a configuration file.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
         let name = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
-            source_name: name.clone(),
-            issues: vec![ConfigIssue {
-                line: None,
-                path: String::new(),
-                message: format!("cannot read: {e}"),
-            }],
-        })?;
+        let text = fabric_topology::textfile::read_text_file(path, fabric_topology::textfile::SMALL_TEXT_LIMIT)
+            .map_err(|e| ConfigError {
+                source_name: name.clone(),
+                issues: vec![ConfigIssue {
+                    line: (e.line() > 0).then_some(e.line()),
+                    path: String::new(),
+                    message: e.reason(),
+                }],
+            })?;
         Config::parse(&text, &name)
     }
 
@@ -603,6 +607,16 @@ impl Config {
         }
         if let Err(e) = self.engine_kind() {
             bad("routing.engine", e);
+        }
+        if self.routing.threads > MAX_ROUTING_THREADS {
+            bad(
+                "routing.threads",
+                format!(
+                    "{} is too many (at most {MAX_ROUTING_THREADS}; 0 = one per core): each thread takes a \
+                     stack and the routing is CPU-bound, so threads beyond the cores only stall the machine",
+                    self.routing.threads
+                ),
+            );
         }
         if self.routing.lmc > 1 {
             bad("routing.lmc", format!("{} is not supported (0 or 1)", self.routing.lmc));

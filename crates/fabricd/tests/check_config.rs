@@ -1,0 +1,182 @@
+//! `fabricd --check-config` catches what a start would fail on (issue #12, defect 7): each bad
+//! configuration is run through the real binary, which must exit 2 naming the key and the
+//! reason — and a start with it must fail the same way instead of serving generation 0.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use common::*;
+
+const SMALL: &str = "PGFT(2;4,4;1,2;1,1)";
+
+/// `fabricd --config FILE --check-config`: (exit code, stderr + stdout).
+fn check_config(config: &Path) -> (Option<i32>, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_fabricd"))
+        .arg("--config")
+        .arg(config)
+        .arg("--check-config")
+        .output()
+        .expect("run fabricd");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stderr),
+        String::from_utf8_lossy(&out.stdout)
+    );
+    (out.status.code(), text)
+}
+
+fn rejected(dir: &Path, name: &str, text: &str, needles: &[&str]) {
+    let cfg = dir.join(format!("{name}.toml"));
+    std::fs::write(&cfg, text).expect("write config");
+    let (code, out) = check_config(&cfg);
+    assert_eq!(code, Some(2), "{name}: --check-config must reject it:\n{out}");
+    assert!(!out.contains("panicked"), "{name}: {out}");
+    for n in needles {
+        assert!(out.contains(n), "{name}: {n:?} not in:\n{out}");
+    }
+}
+
+fn mock(extra: &str) -> String {
+    format!("[driver.mock]\ngenerator = \"{SMALL}\"\n{extra}")
+}
+
+#[test]
+fn check_config_rejects_a_missing_roots_file() {
+    let dir = test_dir("cc-roots");
+    let missing = dir.join("no-such-roots");
+    rejected(
+        &dir,
+        "roots",
+        &format!("{}[routing]\nroots_file = \"{}\"\n", mock(""), missing.display()),
+        &["routing.roots_file", &missing.display().to_string()],
+    );
+}
+
+#[test]
+fn check_config_rejects_a_max_lid_the_fabric_does_not_fit() {
+    let dir = test_dir("cc-maxlid");
+    rejected(
+        &dir,
+        "maxlid",
+        &format!("{}[routing]\nmax_lid = 10\n", mock("")),
+        &["routing.max_lid = 10", "address space ends at 10"],
+    );
+}
+
+#[test]
+fn check_config_rejects_dmodk_on_a_degraded_fabric() {
+    let dir = test_dir("cc-dmodk");
+    rejected(
+        &dir,
+        "dmodk",
+        &format!("{}[routing]\nengine = \"dmodk\"\n", mock("remove_links = 3\n")),
+        &["routing.engine = \"dmodk\"", "complete PGFT", "engine = \"dmodc\""],
+    );
+    // The complete fabric is fine with dmodk.
+    let ok = dir.join("ok.toml");
+    std::fs::write(&ok, format!("{}[routing]\nengine = \"dmodk\"\n", mock(""))).unwrap();
+    let (code, out) = check_config(&ok);
+    assert_eq!(code, Some(0), "{out}");
+}
+
+#[test]
+fn check_config_rejects_absurd_routing_threads() {
+    let dir = test_dir("cc-threads");
+    rejected(
+        &dir,
+        "threads",
+        &format!("{}[routing]\nthreads = 100000\n", mock("")),
+        &["routing.threads", "at most 1024"],
+    );
+}
+
+#[test]
+fn check_config_rejects_an_empty_topology_file() {
+    let dir = test_dir("cc-empty");
+    let topo = dir.join("empty.topo");
+    std::fs::write(&topo, "").unwrap();
+    rejected(
+        &dir,
+        "empty",
+        &format!("[driver.mock]\ntopology_file = \"{}\"\n", topo.display()),
+        &["driver.mock.topology_file", "no switches"],
+    );
+}
+
+#[test]
+fn check_config_refuses_to_read_dev_zero_as_a_topology() {
+    let dir = test_dir("cc-zero");
+    // Was: read until the machine ran out of memory. Now refused before reading a byte.
+    rejected(
+        &dir,
+        "zero",
+        "[driver.mock]\ntopology_file = \"/dev/zero\"\n",
+        &["/dev/zero", "not a regular file"],
+    );
+    // The configuration file itself is read bounded too.
+    let out = Command::new(env!("CARGO_BIN_EXE_fabricd"))
+        .args(["--config", "/dev/zero", "--check-config"])
+        .output()
+        .expect("run fabricd");
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("/dev/zero") && err.contains("not a regular file"), "{err}");
+}
+
+/// The start fails clearly on what --check-config rejects once the fabric is known (here
+/// dmodk on a degraded fabric and a LID space too small): exit status 1 and the reason, never
+/// a daemon serving generation 0.
+#[test]
+fn start_fails_clearly_where_it_would_serve_generation_0_forever() {
+    for (tag, extra, needle) in [
+        (
+            "dmodk",
+            "remove_links = 3\n[routing]\nengine = \"dmodk\"\n",
+            "routing.engine = \"dmodk\"",
+        ),
+        ("maxlid", "[routing]\nmax_lid = 10\n", "routing.max_lid = 10"),
+    ] {
+        let dir = test_dir(&format!("start-{tag}"));
+        let cfg = dir.join("fabricd.toml");
+        let mut text = Opts::new(SMALL).config_text();
+        // [driver.mock] is the table of the generator line: keys appended there belong to it.
+        text = text.replace(
+            &format!("generator = \"{SMALL}\"\n"),
+            &format!("generator = \"{SMALL}\"\n{}", extra.split("[routing]").next().unwrap()),
+        );
+        if let Some(r) = extra.split_once("[routing]") {
+            text.push_str(&format!("[routing]{}", r.1));
+        }
+        std::fs::write(&cfg, text).unwrap();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_fabricd"))
+            .arg("--config")
+            .arg(&cfg)
+            .arg("--state-dir")
+            .arg(dir.join("state"))
+            .arg("--socket")
+            .arg(dir.join("s.sock"))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("start fabricd");
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        let status = loop {
+            if let Some(s) = child.try_wait().expect("wait") {
+                break s;
+            }
+            if std::time::Instant::now() > deadline {
+                let _ = child.kill();
+                panic!("{tag}: fabricd kept running instead of failing its start");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        let mut err = String::new();
+        use std::io::Read;
+        child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+        assert_eq!(status.code(), Some(1), "{tag}: {err}");
+        assert!(err.contains(needle), "{tag}: {err}");
+    }
+}
