@@ -126,17 +126,45 @@ fn check_config_refuses_to_read_dev_zero_as_a_topology() {
     assert!(err.contains("/dev/zero") && err.contains("not a regular file"), "{err}");
 }
 
+/// Starts the real fabricd on `cfg` with its state directory in `dir` and waits (at most 30 s)
+/// for it to exit: (exit code, stderr). Panics when it keeps running.
+fn start_and_wait_exit(tag: &str, dir: &Path, cfg: &Path) -> (Option<i32>, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_fabricd"))
+        .arg("--config")
+        .arg(cfg)
+        .arg("--state-dir")
+        .arg(dir.join("state"))
+        .arg("--socket")
+        .arg(dir.join("s.sock"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start fabricd");
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(s) = child.try_wait().expect("wait") {
+            break s;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{tag}: fabricd kept running instead of failing its start");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut err = String::new();
+    use std::io::Read;
+    child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    (status.code(), err)
+}
+
 /// The start fails clearly on what --check-config rejects once the fabric is known (here
 /// dmodk on a degraded fabric and a LID space too small): exit status 1 and the reason, never
 /// a daemon serving generation 0.
 #[test]
 fn start_fails_clearly_where_it_would_serve_generation_0_forever() {
     for (tag, extra, needle) in [
-        (
-            "dmodk",
-            "remove_links = 3\n[routing]\nengine = \"dmodk\"\n",
-            "routing.engine = \"dmodk\"",
-        ),
+        ("dmodk", "remove_links = 3\n[routing]\nengine = \"dmodk\"\n", "routing.engine = \"dmodk\""),
         ("maxlid", "[routing]\nmax_lid = 10\n", "routing.max_lid = 10"),
     ] {
         let dir = test_dir(&format!("start-{tag}"));
@@ -151,32 +179,34 @@ fn start_fails_clearly_where_it_would_serve_generation_0_forever() {
             text.push_str(&format!("[routing]{}", r.1));
         }
         std::fs::write(&cfg, text).unwrap();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_fabricd"))
-            .arg("--config")
-            .arg(&cfg)
-            .arg("--state-dir")
-            .arg(dir.join("state"))
-            .arg("--socket")
-            .arg(dir.join("s.sock"))
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .expect("start fabricd");
-        let deadline = std::time::Instant::now() + Duration::from_secs(30);
-        let status = loop {
-            if let Some(s) = child.try_wait().expect("wait") {
-                break s;
-            }
-            if std::time::Instant::now() > deadline {
-                let _ = child.kill();
-                panic!("{tag}: fabricd kept running instead of failing its start");
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        };
-        let mut err = String::new();
-        use std::io::Read;
-        child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
-        assert_eq!(status.code(), Some(1), "{tag}: {err}");
+        let (code, err) = start_and_wait_exit(tag, &dir, &cfg);
+        assert_eq!(code, Some(1), "{tag}: {err}");
         assert!(err.contains(needle), "{tag}: {err}");
     }
+}
+
+/// An update-progress.json with generation u64::MAX (issue #12, defect 9) is refused at start,
+/// naming the file and the field (was: accepted, and the next generation number overflowed).
+#[test]
+fn start_refuses_an_update_progress_file_with_generation_u64_max() {
+    let dir = test_dir("start-progress");
+    let state = fabricd::persist::StateDir::open(&dir.join("state")).unwrap();
+    state
+        .write_atomic(
+            fabricd::persist::UPDATE_PROGRESS_FILE,
+            format!(
+                r#"{{"version": 1, "generation": {}, "attempt": 0, "phase": "update", "virtual_faults": []}}"#,
+                u64::MAX
+            )
+            .as_bytes(),
+        )
+        .unwrap();
+    let cfg = dir.join("fabricd.toml");
+    std::fs::write(&cfg, Opts::new(SMALL).config_text()).unwrap();
+    let (code, err) = start_and_wait_exit("progress", &dir, &cfg);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("update-progress.json") && err.contains(&format!("generation: {} is out of range", u64::MAX)),
+        "{err}"
+    );
 }
