@@ -8,7 +8,7 @@
 //! `PROPTEST_CASES=N` runs longer campaigns.
 
 use fabric_routing::{
-    assign_lids, parse_opensm_lfts, write_opensm_lfts, Guid2Lid, LftDumpError, LidError, Lfts, IB_MAX_UNICAST_LID,
+    assign_lids, parse_opensm_lfts, write_opensm_lfts, Guid2Lid, LftDumpError, Lfts, LidError, IB_MAX_UNICAST_LID,
     NO_ROUTE,
 };
 use fabric_topology::{ibnet, Fabric, SwitchId};
@@ -207,7 +207,12 @@ fn check_guid2lid(text: &str) -> Result<(), TestCaseError> {
     match Guid2Lid::parse(text, "g") {
         Err(LidError::Parse { file, line, message }) => {
             prop_assert_eq!(file.as_str(), "g");
-            prop_assert!(line >= 1 && line <= line_count(text), "line {} of {}", line, line_count(text));
+            prop_assert!(
+                line >= 1 && line <= line_count(text),
+                "line {} of {}",
+                line,
+                line_count(text)
+            );
             prop_assert!(!message.is_empty());
         }
         Err(e) => prop_assert!(false, "the reader returned a non-parse error: {}", e),

@@ -442,10 +442,15 @@ impl Config {
             Err(e) => {
                 let e: toml::de::Error = e;
                 let line = e.span().map(|s| line_of(text, s.start));
+                // The TOML reader has no words for some errors (`key =` at the end of the text).
+                let message = match e.message().trim() {
+                    "" => "invalid TOML: a value is missing or malformed".to_string(),
+                    m => m.to_string(),
+                };
                 return Err(err(vec![ConfigIssue {
                     line,
                     path: String::new(),
-                    message: e.message().to_string(),
+                    message,
                 }]));
             }
         };
@@ -911,6 +916,10 @@ enabled = true
         let e = Config::parse("[log]\nlevel = \"info\n", "s.toml").unwrap_err();
         assert_eq!(e.issues.len(), 1);
         assert_eq!(e.issues[0].line, Some(2), "{e}");
+        // A key without a value at the end of the text (found by the fuzz target): words too.
+        let e = Config::parse("[driver.mock]\nmax_parallel =", "s.toml").unwrap_err();
+        assert_eq!(e.issues[0].line, Some(2), "{e}");
+        assert!(!e.issues[0].message.is_empty(), "{e}");
     }
 
     #[test]

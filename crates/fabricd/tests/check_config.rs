@@ -164,7 +164,11 @@ fn start_and_wait_exit(tag: &str, dir: &Path, cfg: &Path) -> (Option<i32>, Strin
 #[test]
 fn start_fails_clearly_where_it_would_serve_generation_0_forever() {
     for (tag, extra, needle) in [
-        ("dmodk", "remove_links = 3\n[routing]\nengine = \"dmodk\"\n", "routing.engine = \"dmodk\""),
+        (
+            "dmodk",
+            "remove_links = 3\n[routing]\nengine = \"dmodk\"\n",
+            "routing.engine = \"dmodk\"",
+        ),
         ("maxlid", "[routing]\nmax_lid = 10\n", "routing.max_lid = 10"),
     ] {
         let dir = test_dir(&format!("start-{tag}"));
