@@ -212,7 +212,7 @@ pub fn check_driver(cfg: &Config) -> Result<String, DaemonError> {
             let m = build_mock(&cfg.driver.mock)?;
             let f = m.cabling();
             // The fabric is known: what the start would fail on (LIDs, engine) is checked too.
-            check_fabric_fits(cfg, &f, &Guid2Lid::new(), effective_max_lid(cfg, m.caps().max_lid))?;
+            check_fabric_fits(cfg, f, &Guid2Lid::new(), effective_max_lid(cfg, m.caps().max_lid))?;
             Ok(format!(
                 "mock, {} switches, {} end ports",
                 f.num_switches(),
@@ -720,8 +720,19 @@ pub async fn run(opts: RunOptions, mut control: mpsc::Receiver<Control>) -> Resu
                             tracing::warn!(keys = ?diff.need_restart, "changed keys need a restart; keeping their running values");
                         }
                         let merged = config.merge_reload(&new);
+                        // Dmodk on a fabric it cannot route would fail every generation from now on.
+                        let dmodk_unfit = if merged.engine_kind() == Ok(EngineKind::Dmodk) {
+                            Dmodk::check_fabric(&published.load().cabling).err()
+                        } else {
+                            None
+                        };
                         match loop_settings(&merged) {
                             Err(e) => tracing::error!("reload refused: {e}"),
+                            Ok(_) if dmodk_unfit.is_some() => tracing::error!(
+                                "reload refused, keeping the running configuration: routing.engine = \"dmodk\": {}; \
+                                 Dmodk routes only complete fat-trees: use engine = \"dmodc\"",
+                                dmodk_unfit.as_ref().map(ToString::to_string).unwrap_or_default()
+                            ),
                             Ok(s) => {
                                 if let Err(e) = opts.log.set_level(&merged.log.level) {
                                     tracing::error!("log.level: {e}");

@@ -214,3 +214,29 @@ fn start_refuses_an_update_progress_file_with_generation_u64_max() {
         "{err}"
     );
 }
+
+/// A reload to dmodk on a fabric that is not a complete PGFT is refused (the running engine
+/// stays), instead of failing every generation from then on.
+#[test]
+fn reload_to_dmodk_on_a_degraded_fabric_is_refused() {
+    let dir = test_dir("reload-dmodk");
+    let base = Opts::new(SMALL).config_text().replace(
+        &format!("generator = \"{SMALL}\"\n"),
+        &format!("generator = \"{SMALL}\"\nremove_links = 3\n"),
+    );
+    let cfg = dir.join("fabricd.toml");
+    std::fs::write(&cfg, &base).unwrap();
+    let d = Daemon::spawn_with_config(&dir, &cfg, &[]);
+    run_with_deadline(60, async {
+        let mut c = d.ready().await;
+        std::fs::write(&cfg, format!("{base}[routing]\nengine = \"dmodk\"\n")).unwrap();
+        d.signal(libc::SIGHUP);
+        let t = std::time::Instant::now();
+        while !d.log_text().contains("reload refused") {
+            assert!(t.elapsed() < Duration::from_secs(20), "no refusal:\n{}", d.log_text());
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        assert!(d.log_text().contains("routing.engine = \"dmodk\""), "{}", d.log_text());
+        assert_eq!(status(&mut c).await.engine, "dmodc");
+    });
+}
