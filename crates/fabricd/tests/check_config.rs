@@ -240,3 +240,25 @@ fn reload_to_dmodk_on_a_degraded_fabric_is_refused() {
         assert_eq!(status(&mut c).await.engine, "dmodc");
     });
 }
+
+/// A guid2lid record above the highest LID stops the start naming the GUID (issue #12, defect
+/// 9; was: dropped, its port renumbered and the file rewritten without a word).
+#[test]
+fn start_refuses_a_guid2lid_record_above_the_highest_lid() {
+    let dir = test_dir("start-g2l");
+    let state = fabricd::persist::StateDir::open(&dir.join("state")).unwrap();
+    let text = "0x00000000deadbeef 0xc000 0xc001\n";
+    state
+        .write_atomic(fabricd::persist::GUID2LID_FILE, text.as_bytes())
+        .unwrap();
+    let cfg = dir.join("fabricd.toml");
+    std::fs::write(&cfg, Opts::new(SMALL).config_text()).unwrap();
+    let (code, err) = start_and_wait_exit("guid2lid", &dir, &cfg);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("guid2lid: 0x00000000deadbeef holds LIDs 0xc000..0xc001, above the highest LID 0xbfff"),
+        "{err}"
+    );
+    let kept = std::fs::read_to_string(dir.join("state").join(fabricd::persist::GUID2LID_FILE)).unwrap();
+    assert_eq!(kept, text, "the record is not rewritten");
+}
