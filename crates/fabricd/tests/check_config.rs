@@ -116,6 +116,13 @@ fn check_config_refuses_to_read_dev_zero_as_a_topology() {
         "[driver.mock]\ntopology_file = \"/dev/zero\"\n",
         &["/dev/zero", "not a regular file"],
     );
+    // The oob inventory too.
+    rejected(
+        &dir,
+        "zero-inventory",
+        "[driver]\nkind = \"oob\"\n[driver.oob]\ninventory = \"/dev/zero\"\n",
+        &["driver.oob.inventory", "/dev/zero", "not a regular file"],
+    );
     // The configuration file itself is read bounded too.
     let out = Command::new(env!("CARGO_BIN_EXE_fabricd"))
         .args(["--config", "/dev/zero", "--check-config"])
