@@ -322,19 +322,10 @@ pub fn effective_max_lid(cfg: &Config, driver_max: Lid) -> Lid {
 }
 
 /// What a start would otherwise fail on forever (no generation ever committed) once the fabric
-/// is known: the LID plan must fit the highest LID, the recorded LIDs (`guid2lid`) must lie
-/// under it, and `routing.engine = "dmodk"` needs a complete PGFT. Used at start (the discovered
+/// is known: the LID plan (keeping the `recorded` LIDs that fit) must fit the highest LID, and
+/// `routing.engine = "dmodk"` needs a complete PGFT. Used at start (the discovered
 /// fabric and the state directory's record) and by `--check-config` (the mock fabric).
 pub fn check_fabric_fits(cfg: &Config, fabric: &Fabric, recorded: &Guid2Lid, max_lid: Lid) -> Result<(), DaemonError> {
-    if let Some(&(guid, lo, hi)) = recorded.above(max_lid).first() {
-        return Err(DaemonError::Config(format!(
-            "{}: {} holds LIDs {lo:#06x}..{hi:#06x}, above the highest LID {max_lid:#06x} \
-             (routing.max_lid or the driver's limit): raise routing.max_lid, or remove the record \
-             (that port then gets a new LID)",
-            crate::persist::GUID2LID_FILE,
-            fabric_topology::fmt_guid(guid)
-        )));
-    }
     fabric_routing::assign_lids(fabric, recorded, cfg.routing.lmc, max_lid).map_err(|e| {
         DaemonError::Config(format!(
             "routing.max_lid = {}: {e} ({} switches, {} end ports)",
@@ -352,6 +343,21 @@ pub fn check_fabric_fits(cfg: &Config, fabric: &Fabric, recorded: &Guid2Lid, max
         })?;
     }
     Ok(())
+}
+
+/// The state directory's LID record must lie under the highest LID: LID assignment would drop a
+/// record above it, renumber its port and rewrite the file without a word.
+pub fn check_recorded_lids(recorded: &Guid2Lid, max_lid: Lid) -> Result<(), DaemonError> {
+    match recorded.above(max_lid).first() {
+        None => Ok(()),
+        Some(&(guid, lo, hi)) => Err(DaemonError::Config(format!(
+            "{}: {} holds LIDs {lo:#06x}..{hi:#06x}, above the highest LID {max_lid:#06x} \
+             (routing.max_lid or the driver's limit): raise routing.max_lid, or remove the record \
+             (that port then gets a new LID)",
+            crate::persist::GUID2LID_FILE,
+            fabric_topology::fmt_guid(guid)
+        ))),
+    }
 }
 
 /// Threads of the routing pool: `routing.threads` (checked at most
@@ -487,7 +493,10 @@ pub async fn run(opts: RunOptions, mut control: mpsc::Receiver<Control>) -> Resu
 
     // State directory.
     let state_dir = StateDir::open(&state_path)?;
+    let max_lid: Lid = effective_max_lid(&config, caps.max_lid);
     let mut guid2lid = state_dir.load_guid2lid()?;
+    // Before the LIDs in force are added (those are adopted only where they fit the plan).
+    check_recorded_lids(&guid2lid, max_lid)?;
     if guid2lid.is_empty() && config.routing.adopt_lids {
         // Taking over a running fabric (from another subnet manager, or after the state
         // directory was lost): keep the addresses in force where they fit the LID plan.
@@ -523,7 +532,6 @@ pub async fn run(opts: RunOptions, mut control: mpsc::Receiver<Control>) -> Resu
     let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
     let routing_pool = pool("route", routing_threads(&config, cores))?;
     let analysis_pool = pool("analysis", cores.div_ceil(2).max(1))?;
-    let max_lid: Lid = effective_max_lid(&config, caps.max_lid);
     // Fail the start now, clearly, rather than serve generation 0 forever.
     check_fabric_fits(&config, &physical, &guid2lid, max_lid)?;
 
