@@ -170,7 +170,8 @@ mod duration {
             "m" | "min" => n * 60.0,
             _ => return None,
         };
-        (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs))
+        // Beyond `Duration`'s range (e.g. "99999999999999999999999s") is an error, not a panic.
+        Duration::try_from_secs_f64(secs).ok()
     }
 
     /// Writes a duration as `"<n>ms"` (what [`de`] reads back).
@@ -1371,6 +1372,9 @@ mod tests {
         assert_eq!(duration::parse("1m"), Some(Duration::from_secs(60)));
         assert_eq!(duration::parse("10"), Some(Duration::from_millis(10)));
         assert_eq!(duration::parse("x"), None);
+        // Beyond the range of Duration (found by the configuration fuzz target): refused, no panic.
+        assert_eq!(duration::parse("99999999999999999999999s"), None);
+        assert_eq!(duration::parse("1e400"), None);
     }
 
     #[test]

@@ -137,14 +137,16 @@ impl Inventory {
         Ok(inv)
     }
 
-    /// Reads an inventory file (errors name the path).
+    /// Reads an inventory file (errors name the path; a regular file of at most
+    /// [`fabric_topology::textfile::SMALL_TEXT_LIMIT`] bytes, invalid UTF-8 named by its line).
     pub fn read_file(path: &Path) -> Result<Inventory, InventoryError> {
         let name = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|e| InventoryError {
-            file: name.clone(),
-            line: 0,
-            reason: format!("cannot read inventory: {e}"),
-        })?;
+        let text = fabric_topology::textfile::read_text_file(path, fabric_topology::textfile::SMALL_TEXT_LIMIT)
+            .map_err(|e| InventoryError {
+                file: name.clone(),
+                line: e.line(),
+                reason: format!("cannot read inventory: {}", e.reason()),
+            })?;
         Inventory::parse(&text, &name)
     }
 

@@ -38,6 +38,24 @@ impl RoutingEngine for Dmodk {
 }
 
 impl Dmodk {
+    /// Whether Dmodk can route `fabric` (a complete PGFT with every link up): the reason when it
+    /// cannot, e.g. a degraded fabric (for a configuration check or a start).
+    pub fn check_fabric(fabric: &fabric_topology::Fabric) -> Result<(), RoutingError> {
+        Self::layout(fabric).map(|_| ())
+    }
+
+    fn layout(f: &fabric_topology::Fabric) -> Result<PgftLayout, RoutingError> {
+        let layout = PgftLayout::recognize(f).map_err(|e| RoutingError::NotCompletePgft(e.to_string()))?;
+        let spec = &layout.spec;
+        if spec.kind == SpecKind::Qft && spec.p.iter().any(|&p| p > 1) {
+            return Err(RoutingError::NotCompletePgft(format!(
+                "{} is a quasi fat-tree with cross-connected groups, not a PGFT",
+                spec
+            )));
+        }
+        Ok(layout)
+    }
+
     /// Dmodk, or Gdmodk when `groups` is given (end-node indices re-indexed by Alg. 4).
     pub(crate) fn route_with(
         &self,
@@ -48,14 +66,8 @@ impl Dmodk {
     ) -> Result<(), RoutingError> {
         check_route_args(ctx, set, lfts)?;
         let f = ctx.fabric;
-        let layout = PgftLayout::recognize(f).map_err(|e| RoutingError::NotCompletePgft(e.to_string()))?;
+        let layout = Self::layout(f)?;
         let spec = &layout.spec;
-        if spec.kind == SpecKind::Qft && spec.p.iter().any(|&p| p > 1) {
-            return Err(RoutingError::NotCompletePgft(format!(
-                "{} is a quasi fat-tree with cross-connected groups, not a PGFT",
-                spec
-            )));
-        }
         let h = spec.h;
         // Per end port: LID of the set, generator index and digits (flat, h per end port).
         let off = set.offset();

@@ -160,7 +160,10 @@ impl Guid2Lid {
     }
 
     /// Parses a `guid2lid` file. `source` names it in errors (`source:line: message`).
-    /// Blank lines and `#` comments are ignored; numbers are `0x` hex or decimal.
+    /// Blank lines and `#` comments are ignored; numbers are `0x` hex or decimal. A GUID recorded
+    /// twice, or a LID recorded for two GUIDs, is an error (silently keeping one of them would
+    /// move the other's address). Whether the LIDs fit an address space is for the user of the
+    /// record to check ([`Guid2Lid::above`]).
     pub fn parse(text: &str, source: &str) -> Result<Self, LidError> {
         let err = |line: usize, message: String| LidError::Parse {
             file: source.to_string(),
@@ -168,6 +171,8 @@ impl Guid2Lid {
             message,
         };
         let mut entries = BTreeMap::new();
+        // LID -> (line, GUID) of the record that holds it: two records may not share a LID.
+        let mut holder: std::collections::HashMap<Lid, (usize, Guid)> = std::collections::HashMap::new();
         for (i, raw) in text.lines().enumerate() {
             let line = i + 1;
             let content = raw.split('#').next().unwrap_or("").trim();
@@ -193,8 +198,26 @@ impl Guid2Lid {
             if entries.insert(guid, (min, max)).is_some() {
                 return Err(err(line, format!("duplicate GUID {}", fmt_guid(guid))));
             }
+            for lid in min..=max {
+                if let Some((l, g)) = holder.insert(lid, (line, guid)) {
+                    return Err(err(
+                        line,
+                        format!(
+                            "LID {lid:#06x} of {} is already recorded for {} on line {l}",
+                            fmt_guid(guid),
+                            fmt_guid(g)
+                        ),
+                    ));
+                }
+            }
         }
         Ok(Guid2Lid { entries })
+    }
+
+    /// The records with a LID above `max_lid` (GUID, min, max), in ascending GUID order: LID
+    /// assignment cannot keep them.
+    pub fn above(&self, max_lid: Lid) -> Vec<(Guid, Lid, Lid)> {
+        self.iter().filter(|&(_, _, hi)| hi > max_lid).collect()
     }
 
     /// Writes the `guid2lid` text (ascending GUID order).
@@ -548,6 +571,29 @@ mod tests {
         assert!(e.to_string().contains("bad LID range"), "{e}");
         let e = Guid2Lid::parse("0x1 0x2 0xffff\n", "f").unwrap_err();
         assert!(e.to_string().contains("bad LID range"), "{e}");
+        // A LID recorded for two GUIDs names both lines and GUIDs (nothing is dropped silently).
+        let e = Guid2Lid::parse(
+            "0x1 0x2 0x3
+# c
+0x9 0x3 0x3
+",
+            "f",
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "f:3: LID 0x0003 of 0x0000000000000009 is already recorded for 0x0000000000000001 on line 1"
+        );
+        // Records above an address space are listed for the caller to report.
+        let g = Guid2Lid::parse(
+            "0x1 0x2 0x3
+0x9 0xc000 0xc001
+",
+            "f",
+        )
+        .unwrap();
+        assert_eq!(g.above(IB_MAX_UNICAST_LID), vec![(9, 0xc000, 0xc001)]);
+        assert!(g.above(0xFFFF).is_empty());
         // Wide LIDs (out-of-band fabrics) are written with more digits and read back.
         let mut w = Guid2Lid::new();
         w.insert(7, 0x12344, 0x12345);

@@ -93,7 +93,20 @@ pub enum LftDumpError {
         guid: Guid,
         port: PortNum,
     },
+    /// A header range or an entry names a LID above the highest one the tables may hold.
+    #[error("{file}:{line}: LID {lid} is above the highest LID {max:#x} of these tables{hint}")]
+    LidOutOfRange {
+        file: String,
+        line: usize,
+        lid: u64,
+        max: Lid,
+        hint: &'static str,
+    },
 }
+
+/// Highest LID a dump may name: the widest LID space of any driver (`oob`, 24 bits). InfiniBand
+/// dumps stay within 16 bits; [`OpensmLfts::to_lfts`] bounds them further by the caller's limit.
+pub const MAX_DUMP_LID: Lid = 0xFF_FFFF;
 
 /// The LFT of one switch as read from a dump.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -135,6 +148,19 @@ pub fn parse_opensm_lfts(text: &str, source: &str) -> Result<OpensmLfts, LftDump
         line,
         message,
     };
+    let check_lid = |lid: u64, line: usize| {
+        if lid > u64::from(MAX_DUMP_LID) {
+            Err(LftDumpError::LidOutOfRange {
+                file: source.to_string(),
+                line,
+                lid,
+                max: MAX_DUMP_LID,
+                hint: "",
+            })
+        } else {
+            Ok(())
+        }
+    };
     let mut out = OpensmLfts {
         source: source.to_string(),
         switches: Vec::new(),
@@ -150,6 +176,7 @@ pub fn parse_opensm_lfts(text: &str, source: &str) -> Result<OpensmLfts, LftDump
             let (range, rest) = rest.split_once(']').ok_or_else(bad)?;
             let (_, hi) = range.split_once('-').ok_or_else(bad)?;
             let max_lid = parse_num(hi.trim()).ok_or_else(bad)?;
+            check_lid(max_lid, line)?;
             let rest = rest.trim_start().strip_prefix("of switch ").ok_or_else(bad)?;
             let (lid, rest) = match rest.strip_prefix("Lid ") {
                 Some(r) => {
@@ -190,6 +217,7 @@ pub fn parse_opensm_lfts(text: &str, source: &str) -> Result<OpensmLfts, LftDump
             .and_then(parse_num)
             .ok_or_else(bad)?;
         let port = it.next().and_then(|t| t.parse::<u16>().ok()).ok_or_else(bad)?;
+        check_lid(lid, line)?;
         let lid = u32::try_from(lid).map_err(|_| bad())?;
         let port = u8::try_from(port).ok().filter(|&p| p != NO_ROUTE).ok_or_else(bad)?;
         let sw = out
@@ -203,14 +231,23 @@ pub fn parse_opensm_lfts(text: &str, source: &str) -> Result<OpensmLfts, LftDump
 
 impl OpensmLfts {
     /// The tables as [`Lfts`] for `fabric` (switches by GUID; switches absent from the dump get
-    /// all-`NO_ROUTE` rows). Covers LIDs up to the highest LID of any header or entry.
-    pub fn to_lfts(&self, fabric: &Fabric) -> Result<Lfts, LftDumpError> {
-        let top = self
-            .switches
-            .iter()
-            .flat_map(|s| std::iter::once(s.max_lid).chain(s.entries.iter().map(|e| e.0)))
-            .max()
-            .unwrap_or(0);
+    /// all-`NO_ROUTE` rows). Covers LIDs up to the highest LID of any header or entry, which must
+    /// not exceed `max_lid` (the tables take `switches × (max_lid + 1)` bytes): an error names the
+    /// line that goes beyond.
+    pub fn to_lfts(&self, fabric: &Fabric, max_lid: Lid) -> Result<Lfts, LftDumpError> {
+        let mut top = 0;
+        for s in &self.switches {
+            if s.max_lid > max_lid {
+                return Err(self.out_of_range(s.line, s.max_lid, max_lid));
+            }
+            top = top.max(s.max_lid);
+            for &(lid, _) in &s.entries {
+                if lid > max_lid {
+                    return Err(self.out_of_range(s.line, lid, max_lid));
+                }
+                top = top.max(lid);
+            }
+        }
         let mut lfts = Lfts::new(fabric.num_switches(), top);
         for s in &self.switches {
             let id = fabric
@@ -234,6 +271,16 @@ impl OpensmLfts {
             }
         }
         Ok(lfts)
+    }
+
+    fn out_of_range(&self, line: usize, lid: Lid, max: Lid) -> LftDumpError {
+        LftDumpError::LidOutOfRange {
+            file: self.source.clone(),
+            line,
+            lid: u64::from(lid),
+            max,
+            hint: " (raise the highest LID if the fabric really uses it)",
+        }
     }
 }
 
@@ -293,7 +340,7 @@ mod tests {
         let parsed = parse_opensm_lfts(&text, "dump").unwrap();
         assert_eq!(parsed.switches.len(), 4);
         assert_eq!(parsed.switches[0].desc, sw0.desc);
-        let back = parsed.to_lfts(f).unwrap();
+        let back = parsed.to_lfts(f, IB_MAX_UNICAST_LID).unwrap();
         assert_eq!(back, out.lfts);
     }
 
@@ -314,8 +361,40 @@ mod tests {
             "r",
         )
         .unwrap()
-        .to_lfts(&t.fabric)
+        .to_lfts(&t.fabric, IB_MAX_UNICAST_LID)
         .unwrap_err();
         assert_eq!(e.to_string(), "r:1: switch 0x0000000000000077 is not in the fabric");
+        // LIDs beyond any address space are refused by the reader, on their line; beyond the
+        // caller's highest LID by to_lfts (the tables are never allocated).
+        let e = parse_opensm_lfts("\nUnicast lids [0-4294967295] of switch Lid 1 guid 0x1 ('a'):\n", "r").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "r:2: LID 4294967295 is above the highest LID 0xffffff of these tables"
+        );
+        let e = parse_opensm_lfts(
+            "Unicast lids [0-3] of switch Lid 1 guid 0x1 ('a'):\n0x1000000 001 # x\n",
+            "r",
+        )
+        .unwrap_err();
+        assert!(matches!(e, LftDumpError::LidOutOfRange { line: 2, .. }), "{e}");
+        let sw = fmt_guid(t.fabric.switch(SwitchId(0)).guid);
+        let dump = parse_opensm_lfts(
+            &format!("Unicast lids [0-0xc000] of switch Lid 1 guid {sw} ('a'):\n0x0002 001 # x\n"),
+            "r",
+        )
+        .unwrap();
+        let e = dump.to_lfts(&t.fabric, IB_MAX_UNICAST_LID).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                LftDumpError::LidOutOfRange {
+                    line: 1,
+                    lid: 0xc000,
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        assert!(dump.to_lfts(&t.fabric, 0xFFFF).is_ok());
     }
 }

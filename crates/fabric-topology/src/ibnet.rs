@@ -140,18 +140,12 @@ pub fn parse(text: &str, source_name: &str) -> Result<ParsedTopology, ParseError
     Ok(ParsedTopology { fabric, warnings })
 }
 
-/// Reads a topology file (see [`parse`]). Errors, including I/O errors, name the path.
+/// Reads a topology file (see [`parse`]; at most [`crate::textfile::LARGE_TEXT_LIMIT`] bytes of a
+/// regular file). Errors, including I/O errors, name the path.
 pub fn read_file(path: &Path) -> Result<ParsedTopology, ParseError> {
     let name = path.display().to_string();
-    let bytes = std::fs::read(path).map_err(|e| ParseError::new(&name, 0, format!("cannot read file: {e}")))?;
-    let text = match String::from_utf8(bytes) {
-        Ok(t) => t,
-        Err(e) => {
-            let valid = &e.as_bytes()[..e.utf8_error().valid_up_to()];
-            let line = valid.iter().filter(|&&b| b == b'\n').count() + 1;
-            return Err(ParseError::new(&name, line, "invalid UTF-8 text"));
-        }
-    };
+    let text = crate::textfile::read_text_file(path, crate::textfile::LARGE_TEXT_LIMIT)
+        .map_err(|e| ParseError::new(&name, e.line(), e.reason()))?;
     parse(&text, &name)
 }
 

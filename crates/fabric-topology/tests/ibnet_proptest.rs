@@ -91,6 +91,33 @@ proptest! {
 proptest! {
     #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
 
+    /// The file reader on random bytes (invalid UTF-8 included) and on real dumps with a bad
+    /// byte: no panic; an error names the path and a line that exists.
+    #[test]
+    fn read_file_of_random_bytes_names_the_line(
+        file in 0..REAL.len(),
+        random in prop::collection::vec(any::<u8>(), 0..400),
+        use_real in any::<bool>(),
+        pos in any::<usize>(),
+    ) {
+        let mut bytes = if use_real { REAL[file].as_bytes().to_vec() } else { random };
+        if use_real {
+            let p = pos % (bytes.len() + 1);
+            bytes.insert(p, 0xff);
+        }
+        let path = std::env::temp_dir().join(format!("ibnet-proptest-{}.topo", std::process::id()));
+        std::fs::write(&path, &bytes).unwrap();
+        let r = fabric_topology::ibnet::read_file(&path);
+        std::fs::remove_file(&path).unwrap();
+        if let Err(e) = r {
+            prop_assert_eq!(e.file.clone(), path.display().to_string());
+            let lines = bytes.split(|&b| b == b'\n').count();
+            prop_assert!(e.line >= 1 && e.line <= lines, "line {} of {}: {}", e.line, lines, e);
+        } else {
+            prop_assert!(!use_real, "a bad byte was accepted");
+        }
+    }
+
     /// Random edits of real dumps: cut a byte range, insert random text, duplicate or drop lines.
     #[test]
     fn mutated_real_files_never_panic(

@@ -85,8 +85,9 @@ pub struct AnalyzeArgs {
     engine: String,
     #[arg(long)]
     roots: Option<PathBuf>,
-    /// Number of random permutations for mu_rp.
-    #[arg(long, default_value_t = 40)]
+    /// Number of random permutations for mu_rp (at most 100000, as `metrics.random_perms` of
+    /// the daemon).
+    #[arg(long, default_value_t = 40, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(0..=MAX_RANDOM_PERMS))]
     rp: usize,
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -166,7 +167,7 @@ fn job_tokens(text: &str) -> Result<Vec<String>, String> {
 /// Reads a jobs file: `NAME: PORT PORT ...` per line (blank lines and `#` comments skipped);
 /// every error names the file, the line and the offending text.
 fn read_jobs(path: &Path, fabric: &Fabric) -> Result<Vec<JobSpec>> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let text = read_small(path)?;
     let mut jobs: Vec<JobSpec> = Vec::new();
     for (i, raw) in text.lines().enumerate() {
         let line = raw.split('#').next().unwrap_or("").trim();
@@ -200,6 +201,20 @@ fn read_jobs(path: &Path, fabric: &Fabric) -> Result<Vec<JobSpec>> {
         });
     }
     Ok(jobs)
+}
+
+/// Most random permutations `analyze --rp` computes (as the daemon's `metrics.random_perms`).
+const MAX_RANDOM_PERMS: u64 = 100_000;
+
+/// Reads a text file for a command: a regular file of at most `limit` bytes (`/dev/zero` or a
+/// 100 GB file is refused, not read), invalid UTF-8 named by its line.
+fn read_text(path: &Path, limit: u64) -> Result<String> {
+    Ok(fabric_topology::textfile::read_text_file(path, limit)?)
+}
+
+/// A small input file: jobs, root GUIDs, `guid2lid`.
+fn read_small(path: &Path) -> Result<String> {
+    read_text(path, fabric_topology::textfile::SMALL_TEXT_LIMIT)
 }
 
 fn parse_u32(s: &str) -> Result<u32, String> {
@@ -262,7 +277,7 @@ fn load(file: &Path, roots: Option<&Path>) -> Result<Loaded> {
     let parsed = ibnet::read_file(file)?;
     let mut opts = RankOptions::default();
     if let Some(r) = roots {
-        let text = std::fs::read_to_string(r).with_context(|| format!("reading {}", r.display()))?;
+        let text = read_small(r)?;
         opts.roots = fabric_ranking::parse_root_guid_file(&text, &r.display().to_string())?;
     }
     let ranking = rank(&parsed.fabric, &opts);
@@ -362,10 +377,7 @@ pub fn route(a: RouteArgs) -> Result<()> {
     let l = load(&a.file, a.roots.as_deref())?;
     let kind: EngineKind = a.engine.parse()?;
     let previous = match &a.guid2lid {
-        Some(p) => {
-            let text = std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
-            Guid2Lid::parse(&text, &p.display().to_string())?
-        }
+        Some(p) => read_guid2lid(p, a.max_lid)?,
         None => Guid2Lid::default(),
     };
     let (lids, routed, ms, _) = route_loaded(&l, kind, &previous, a.lmc, a.max_lid, None)?;
@@ -391,9 +403,19 @@ pub fn route(a: RouteArgs) -> Result<()> {
     Ok(())
 }
 
-fn read_guid2lid(path: &Path) -> Result<Guid2Lid> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    Ok(Guid2Lid::parse(&text, &path.display().to_string())?)
+/// Reads a `guid2lid` file whose LIDs must fit `max_lid`: a record above it is an error (LID
+/// assignment would drop it and move its port's address without a word).
+fn read_guid2lid(path: &Path, max_lid: u32) -> Result<Guid2Lid> {
+    let text = read_small(path)?;
+    let g = Guid2Lid::parse(&text, &path.display().to_string())?;
+    if let Some(&(guid, lo, hi)) = g.above(max_lid).first() {
+        bail!(
+            "{}: {} has LIDs {lo:#06x}..{hi:#06x}, above the highest usable LID {max_lid:#06x} (--max-lid)",
+            path.display(),
+            fmt_guid(guid)
+        );
+    }
+    Ok(g)
 }
 
 /// The LID plan recorded in a `guid2lid` file, taken as is (no LID is assigned or moved).
@@ -469,10 +491,15 @@ fn analyze_tables(
                 .guid2lid
                 .as_deref()
                 .context("--lfts needs --guid2lid (the LIDs of the tables)")?;
-            let lids = plan_from_guid2lid(&l.fabric, &read_guid2lid(g)?, &g.display().to_string(), a.max_lid)?;
-            let text = std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
+            let lids = plan_from_guid2lid(
+                &l.fabric,
+                &read_guid2lid(g, a.max_lid)?,
+                &g.display().to_string(),
+                a.max_lid,
+            )?;
+            let text = read_text(p, fabric_topology::textfile::LARGE_TEXT_LIMIT)?;
             let dump = fabric_routing::parse_opensm_lfts(&text, &p.display().to_string())?;
-            let lfts = dump.to_lfts(&l.fabric)?;
+            let lfts = dump.to_lfts(&l.fabric, a.max_lid)?;
             // A header's switch LID (when it names one) must be the recorded one: tables read
             // back under other LIDs would be analysed against the wrong destinations.
             for s in dump.switches.iter().filter(|s| s.lid != 0) {
@@ -496,7 +523,7 @@ fn analyze_tables(
         None => {
             let kind: EngineKind = a.engine.parse()?;
             let previous = match &a.guid2lid {
-                Some(g) => read_guid2lid(g)?,
+                Some(g) => read_guid2lid(g, a.max_lid)?,
                 None => Guid2Lid::default(),
             };
             let groups = a.job_aware.then(|| {

@@ -532,3 +532,140 @@ fn route_and_analyze_fall_back_to_updown_for_what_dmodc_leaves_unreachable() {
         "{err}"
     );
 }
+
+/// A routed fabric for the hostile-input tests: (dir, topology, dump, guid2lid, dump text,
+/// guid2lid text).
+fn routed_fixture(tag: &str) -> (TempDir, String, String, String, String, String) {
+    let d = TempDir::new(tag);
+    let f = d.file("p.topo");
+    ok(&["topo", "gen", "PGFT(2;2,2;1,2;1,1)", "-o", &f]);
+    let dump = d.file("lfts.dump");
+    let g2l = d.file("guid2lid");
+    ok(&["route", &f, "--lft-out", &dump, "--guid2lid-out", &g2l]);
+    let dump_text = std::fs::read_to_string(&dump).unwrap();
+    let g2l_text = std::fs::read_to_string(&g2l).unwrap();
+    (d, f, dump, g2l, dump_text, g2l_text)
+}
+
+// Numbers and bytes from files are checked before they are trusted (issue #12, defect 9): each
+// is an error naming the file and line (or the flag), never a panic or an allocation of the
+// claimed size.
+
+/// A dump header claiming LIDs up to 2^32 - 1 (was: a 103 GB allocation).
+#[test]
+fn analyze_lfts_with_a_huge_lid_range_is_refused_on_its_line() {
+    let (d, f, _dump, g2l, dump_text, _) = routed_fixture("hugelid");
+    let huge = d.file("huge.dump");
+    let first = dump_text.lines().next().unwrap();
+    let top = first.split(']').next().unwrap().trim_start_matches("Unicast lids [0-");
+    let mut text = String::from("\n");
+    text.push_str(&dump_text.replacen(&format!("[0-{top}]"), "[0-4294967295]", 1));
+    std::fs::write(&huge, text).unwrap();
+    let err = fails(&["analyze", &f, "--lfts", &huge, "--guid2lid", &g2l]);
+    assert!(
+        err.contains(&format!("{huge}:2: LID 4294967295 is above the highest LID")),
+        "{err}"
+    );
+    // Within 24 bits but above --max-lid (0xBFFF): refused before the tables are allocated.
+    std::fs::write(&huge, dump_text.replacen(&format!("[0-{top}]"), "[0-16777215]", 1)).unwrap();
+    let err = fails(&["analyze", &f, "--lfts", &huge, "--guid2lid", &g2l]);
+    assert!(
+        err.contains(&format!("{huge}:1: LID 16777215 is above the highest LID 0xbfff")),
+        "{err}"
+    );
+}
+
+/// `--rp` near 2^64 (was: a capacity-overflow panic).
+#[test]
+fn analyze_rp_beyond_the_cap_is_a_usage_error() {
+    let d = TempDir::new("rpcap");
+    let f = d.file("p.topo");
+    ok(&["topo", "gen", "PGFT(2;2,2;1,2;1,1)", "-o", &f]);
+    let out = fabricctl(&["analyze", &f, "--rp", "18446744073709551615", "--no-a2a"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("panicked"), "{err}");
+    assert_eq!(out.status.code(), Some(2), "usage error: {err}");
+    assert!(err.contains("--rp") && err.contains("100000"), "{err}");
+}
+
+/// Invalid UTF-8 in a dump or a guid2lid (was: "stream did not contain valid UTF-8", no line).
+#[test]
+fn analyze_names_the_line_of_invalid_utf8() {
+    let (d, f, dump, g2l, dump_text, g2l_text) = routed_fixture("utf8");
+    let bad = d.file("bad.dump");
+    let mut bytes: Vec<u8> = Vec::new();
+    for (i, l) in dump_text.lines().enumerate() {
+        bytes.extend_from_slice(l.as_bytes());
+        if i == 2 {
+            bytes.extend_from_slice(b" \xff\xfe");
+        }
+        bytes.push(b'\n');
+    }
+    std::fs::write(&bad, bytes).unwrap();
+    let err = fails(&["analyze", &f, "--lfts", &bad, "--guid2lid", &g2l]);
+    assert!(err.contains(&format!("{bad}:3: invalid UTF-8 text")), "{err}");
+    let bad_g = d.file("bad.guid2lid");
+    let mut bytes = b"# LIDs\n\xc3\x28 0x1 0x1\n".to_vec();
+    bytes.extend_from_slice(g2l_text.as_bytes());
+    std::fs::write(&bad_g, bytes).unwrap();
+    let err = fails(&["analyze", &f, "--lfts", &dump, "--guid2lid", &bad_g]);
+    assert!(err.contains(&format!("{bad_g}:2: invalid UTF-8 text")), "{err}");
+}
+
+/// A guid2lid with a LID recorded twice or above --max-lid (was: rewritten without a word).
+#[test]
+fn guid2lid_with_duplicate_or_out_of_range_lids_is_refused_not_rewritten() {
+    let (d, f, dump, g2l, _, g2l_text) = routed_fixture("g2ldup");
+    let lines: Vec<&str> = g2l_text.lines().collect();
+    let lid_of_first = lines[0].split_whitespace().nth(1).unwrap();
+    let dup = d.file("dup.guid2lid");
+    let mut text = g2l_text.clone();
+    text.push_str(&format!("0x00000000deadbeef {lid_of_first} {lid_of_first}\n"));
+    std::fs::write(&dup, &text).unwrap();
+    let n = lines.len() + 1;
+    for args in [
+        vec![
+            "route",
+            f.as_str(),
+            "--guid2lid",
+            dup.as_str(),
+            "--guid2lid-out",
+            g2l.as_str(),
+        ],
+        vec![
+            "analyze",
+            f.as_str(),
+            "--lfts",
+            dump.as_str(),
+            "--guid2lid",
+            dup.as_str(),
+        ],
+    ] {
+        let err = fails(&args);
+        assert!(
+            err.contains(&format!("{dup}:{n}: LID")) && err.contains("is already recorded for"),
+            "{args:?}: {err}"
+        );
+    }
+    assert_eq!(std::fs::read_to_string(&g2l).unwrap(), g2l_text, "nothing rewritten");
+    let high = d.file("high.guid2lid");
+    std::fs::write(&high, format!("{g2l_text}0x00000000deadbeef 0xc000 0xc001\n")).unwrap();
+    let err = fails(&["route", &f, "--guid2lid", &high, "--guid2lid-out", &g2l]);
+    assert!(
+        err.contains(&format!(
+            "{high}: 0x00000000deadbeef has LIDs 0xc000..0xc001, above the highest usable LID 0xbfff"
+        )),
+        "{err}"
+    );
+    assert_eq!(std::fs::read_to_string(&g2l).unwrap(), g2l_text, "nothing rewritten");
+}
+
+/// Not a regular file: refused, not read (was: reading /dev/zero until memory ran out).
+#[test]
+fn inputs_that_are_not_regular_files_are_refused() {
+    let (_d, f, _, g2l, _, _) = routed_fixture("devzero");
+    let err = fails(&["analyze", &f, "--lfts", "/dev/zero", "--guid2lid", &g2l]);
+    assert!(err.contains("/dev/zero: not a regular file"), "{err}");
+    let err = fails(&["topo", "info", "/dev/zero"]);
+    assert!(err.contains("/dev/zero") && err.contains("not a regular file"), "{err}");
+}

@@ -17,6 +17,9 @@ use fabric_routing::EngineKind;
 use fabric_topology::parse_guid;
 use serde::{Deserialize, Serialize};
 
+/// Most threads `routing.threads` may ask for.
+pub const MAX_ROUTING_THREADS: usize = 1024;
+
 /// The whole configuration file.
 #[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
@@ -251,7 +254,7 @@ pub struct RoutingConfig {
     pub roots_file: Option<PathBuf>,
     /// Roles by switch GUID: `{ "0x..." = "leaf" | "spine" | "root" }`.
     pub roles: std::collections::BTreeMap<String, RoleName>,
-    /// Threads of the routing pool (0 = one per core).
+    /// Threads of the routing pool (0 = one per core; at most 1024).
     pub threads: usize,
     /// Also check deadlock freedom (CDG of both LID sets) of every new generation (logs a
     /// cycle). The validity check and its Up*/Down* fallback run always. Reloadable.
@@ -463,10 +466,15 @@ impl Config {
             Err(e) => {
                 let e: toml::de::Error = e;
                 let line = e.span().map(|s| line_of(text, s.start));
+                // The TOML reader has no words for some errors (`key =` at the end of the text).
+                let message = match e.message().trim() {
+                    "" => "invalid TOML: a value is missing or malformed".to_string(),
+                    m => m.to_string(),
+                };
                 return Err(err(vec![ConfigIssue {
                     line,
                     path: String::new(),
-                    message: e.message().to_string(),
+                    message,
                 }]));
             }
         };
@@ -513,14 +521,15 @@ impl Config {
     /// Reads and parses a configuration file.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
         let name = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
-            source_name: name.clone(),
-            issues: vec![ConfigIssue {
-                line: None,
-                path: String::new(),
-                message: format!("cannot read: {e}"),
-            }],
-        })?;
+        let text = fabric_topology::textfile::read_text_file(path, fabric_topology::textfile::SMALL_TEXT_LIMIT)
+            .map_err(|e| ConfigError {
+                source_name: name.clone(),
+                issues: vec![ConfigIssue {
+                    line: (e.line() > 0).then_some(e.line()),
+                    path: String::new(),
+                    message: e.reason(),
+                }],
+            })?;
         Config::parse(&text, &name)
     }
 
@@ -651,6 +660,16 @@ impl Config {
         }
         if let Err(e) = self.engine_kind() {
             bad("routing.engine", e);
+        }
+        if self.routing.threads > MAX_ROUTING_THREADS {
+            bad(
+                "routing.threads",
+                format!(
+                    "{} is too many (at most {MAX_ROUTING_THREADS}; 0 = one per core): each thread takes a \
+                     stack and the routing is CPU-bound, so threads beyond the cores only stall the machine",
+                    self.routing.threads
+                ),
+            );
         }
         if self.routing.lmc > 1 {
             bad("routing.lmc", format!("{} is not supported (0 or 1)", self.routing.lmc));
@@ -985,6 +1004,10 @@ enabled = true
         let e = Config::parse("[log]\nlevel = \"info\n", "s.toml").unwrap_err();
         assert_eq!(e.issues.len(), 1);
         assert_eq!(e.issues[0].line, Some(2), "{e}");
+        // A key without a value at the end of the text (found by the fuzz target): words too.
+        let e = Config::parse("[driver.mock]\nmax_parallel =", "s.toml").unwrap_err();
+        assert_eq!(e.issues[0].line, Some(2), "{e}");
+        assert!(!e.issues[0].message.is_empty(), "{e}");
     }
 
     #[test]

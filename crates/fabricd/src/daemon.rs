@@ -12,6 +12,7 @@ use std::time::Duration;
 use arc_swap::ArcSwap;
 use fabric_proto::v1::fabric_manager_server::FabricManagerServer;
 use fabric_ranking::{RankOptions, Role};
+use fabric_routing::{Dmodk, EngineKind, Guid2Lid};
 use fabric_southbound::{MockConfig, MockFabric, SouthboundDriver};
 use fabric_topology::{parse_guid, Fabric, Lid};
 use tokio::net::UnixListener;
@@ -98,6 +99,13 @@ pub fn build_mock(cfg: &MockDriverConfig) -> Result<MockFabric, DaemonError> {
             let parsed = fabric_topology::ibnet::read_file(path).map_err(|e| DaemonError::Config(e.to_string()))?;
             for w in &parsed.warnings {
                 tracing::warn!(file = %path.display(), "{w}");
+            }
+            if parsed.fabric.num_switches() == 0 {
+                // A daemon "ready" with nothing to route would claim a fabric it does not manage.
+                return Err(DaemonError::Config(format!(
+                    "driver.mock.topology_file {}: no switches (an empty or truncated topology file?)",
+                    path.display()
+                )));
             }
             parsed.fabric
         }
@@ -215,6 +223,8 @@ pub fn check_driver(cfg: &Config) -> Result<String, DaemonError> {
         DriverKind::Mock => {
             let m = build_mock(&cfg.driver.mock)?;
             let f = m.cabling();
+            // The fabric is known: what the start would fail on (LIDs, engine) is checked too.
+            check_fabric_fits(cfg, f, &Guid2Lid::new(), effective_max_lid(cfg, m.caps().max_lid))?;
             Ok(format!(
                 "mock, {} switches, {} end ports",
                 f.num_switches(),
@@ -289,11 +299,8 @@ pub fn rank_options(cfg: &Config) -> Result<RankOptions, DaemonError> {
         roots.push(parse_guid(r).ok_or_else(|| DaemonError::Config(format!("routing.roots: {r:?} is not a GUID")))?);
     }
     if let Some(path) = &cfg.routing.roots_file {
-        let text = std::fs::read_to_string(path).map_err(|source| DaemonError::Io {
-            what: "cannot read routing.roots_file",
-            path: path.display().to_string(),
-            source,
-        })?;
+        let text = fabric_topology::textfile::read_text_file(path, fabric_topology::textfile::SMALL_TEXT_LIMIT)
+            .map_err(|e| DaemonError::Config(format!("routing.roots_file: {e}")))?;
         let more = fabric_ranking::parse_root_guid_file(&text, &path.display().to_string())
             .map_err(|e| DaemonError::Config(e.to_string()))?;
         for g in more {
@@ -315,6 +322,71 @@ pub fn rank_options(cfg: &Config) -> Result<RankOptions, DaemonError> {
         );
     }
     Ok(RankOptions { roots, roles })
+}
+
+/// The highest LID of the plan: `routing.max_lid` within what the driver supports.
+pub fn effective_max_lid(cfg: &Config, driver_max: Lid) -> Lid {
+    if cfg.routing.max_lid == 0 {
+        driver_max
+    } else {
+        cfg.routing.max_lid.min(driver_max)
+    }
+}
+
+/// What a start would otherwise fail on forever (no generation ever committed) once the fabric
+/// is known: the LID plan (keeping the `recorded` LIDs that fit) must fit the highest LID, and
+/// `routing.engine = "dmodk"` needs a complete PGFT. Used at start (the discovered
+/// fabric and the state directory's record) and by `--check-config` (the mock fabric).
+pub fn check_fabric_fits(cfg: &Config, fabric: &Fabric, recorded: &Guid2Lid, max_lid: Lid) -> Result<(), DaemonError> {
+    fabric_routing::assign_lids(fabric, recorded, cfg.routing.lmc, max_lid).map_err(|e| {
+        DaemonError::Config(format!(
+            "routing.max_lid = {}: {e} ({} switches, {} end ports)",
+            cfg.routing.max_lid,
+            fabric.num_switches(),
+            fabric.num_end_ports()
+        ))
+    })?;
+    if cfg.engine_kind() == Ok(EngineKind::Dmodk) {
+        Dmodk::check_fabric(fabric).map_err(|e| {
+            DaemonError::Config(format!(
+                "routing.engine = \"dmodk\": {e}; Dmodk routes only complete fat-trees: use \
+                 engine = \"dmodc\" (the same tables on a complete PGFT, and it routes degraded fabrics)"
+            ))
+        })?;
+    }
+    Ok(())
+}
+
+/// The state directory's LID record must lie under the highest LID: LID assignment would drop a
+/// record above it, renumber its port and rewrite the file without a word.
+pub fn check_recorded_lids(recorded: &Guid2Lid, max_lid: Lid) -> Result<(), DaemonError> {
+    match recorded.above(max_lid).first() {
+        None => Ok(()),
+        Some(&(guid, lo, hi)) => Err(DaemonError::Config(format!(
+            "{}: {} holds LIDs {lo:#06x}..{hi:#06x}, above the highest LID {max_lid:#06x} \
+             (routing.max_lid or the driver's limit): raise routing.max_lid, or remove the record \
+             (that port then gets a new LID)",
+            crate::persist::GUID2LID_FILE,
+            fabric_topology::fmt_guid(guid)
+        ))),
+    }
+}
+
+/// Threads of the routing pool: `routing.threads` (checked at most
+/// [`crate::config::MAX_ROUTING_THREADS`]), 0 = one per core.
+fn routing_threads(cfg: &Config, cores: usize) -> usize {
+    let t = cfg.routing.threads;
+    if t == 0 {
+        return cores;
+    }
+    if t > 4 * cores {
+        tracing::warn!(
+            threads = t,
+            cores,
+            "routing.threads is more than four threads per core: the extra threads only add switching"
+        );
+    }
+    t
 }
 
 fn loop_settings(cfg: &Config) -> Result<LoopSettings, DaemonError> {
@@ -494,7 +566,10 @@ pub async fn run(opts: RunOptions, mut control: mpsc::Receiver<Control>) -> Resu
     let state_dir = StateDir::open(&state_path)?;
     // A directory that cannot take the state files would let every commit go unrecorded.
     state_dir.probe_writable()?;
+    let max_lid: Lid = effective_max_lid(&config, caps.max_lid);
     let mut guid2lid = state_dir.load_guid2lid()?;
+    // Before the LIDs in force are added (those are adopted only where they fit the plan).
+    check_recorded_lids(&guid2lid, max_lid)?;
     if guid2lid.is_empty() && config.routing.adopt_lids {
         // Taking over a running fabric (from another subnet manager, or after the state
         // directory was lost): keep the addresses in force where they fit the LID plan.
@@ -514,6 +589,8 @@ pub async fn run(opts: RunOptions, mut control: mpsc::Receiver<Control>) -> Resu
     // A generation file that cannot be read stops the start (like the other files): numbering
     // from a guess could reuse numbers subscribers have seen. The event loop reads it again.
     let last_generation = state_dir.load_last_generation()?;
+    // Same for the progress of an interrupted update: its generation number was announced.
+    state_dir.load_update_progress()?;
     tracing::info!(
         dir = %state_path.display(),
         lids = guid2lid.len(),
@@ -526,20 +603,10 @@ pub async fn run(opts: RunOptions, mut control: mpsc::Receiver<Control>) -> Resu
 
     let settings = loop_settings(&config)?;
     let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
-    let routing_pool = pool(
-        "route",
-        if config.routing.threads == 0 {
-            cores
-        } else {
-            config.routing.threads
-        },
-    )?;
+    let routing_pool = pool("route", routing_threads(&config, cores))?;
     let analysis_pool = pool("analysis", cores.div_ceil(2).max(1))?;
-    let max_lid: Lid = if config.routing.max_lid == 0 {
-        caps.max_lid
-    } else {
-        config.routing.max_lid.min(caps.max_lid)
-    };
+    // Fail the start now, clearly, rather than serve generation 0 forever.
+    check_fabric_fits(&config, &physical, &guid2lid, max_lid)?;
 
     let published = Arc::new(ArcSwap::from_pointee(Published {
         cabling: physical.clone(),
@@ -761,8 +828,19 @@ pub async fn run(opts: RunOptions, mut control: mpsc::Receiver<Control>) -> Resu
                             tracing::warn!(keys = ?diff.need_restart, "changed keys need a restart; keeping their running values");
                         }
                         let merged = config.merge_reload(&new);
+                        // Dmodk on a fabric it cannot route would fail every generation from now on.
+                        let dmodk_unfit = if merged.engine_kind() == Ok(EngineKind::Dmodk) {
+                            Dmodk::check_fabric(&published.load().cabling).err()
+                        } else {
+                            None
+                        };
                         match loop_settings(&merged) {
                             Err(e) => tracing::error!("reload refused: {e}"),
+                            Ok(_) if dmodk_unfit.is_some() => tracing::error!(
+                                "reload refused, keeping the running configuration: routing.engine = \"dmodk\": {}; \
+                                 Dmodk routes only complete fat-trees: use engine = \"dmodc\"",
+                                dmodk_unfit.as_ref().map(ToString::to_string).unwrap_or_default()
+                            ),
                             Ok(s) => {
                                 if let Err(e) = opts.log.set_level(&merged.log.level) {
                                     tracing::error!("log.level: {e}");

@@ -49,7 +49,8 @@ fn main() -> ExitCode {
         if let Some(w) = config.grpc.socket_mode_warning() {
             eprintln!("fabricd: warning: {w}");
         }
-        // The selected driver's files too: mock topology, umad device, oob inventory.
+        // The selected driver's files too: mock topology, umad device, oob inventory; with the
+        // mock fabric known, what a start would fail on (LID space, dmodk on a degraded fabric).
         let driver = match fabricd::daemon::check_driver(&config) {
             Ok(d) => d,
             Err(e) => {
@@ -57,6 +58,11 @@ fn main() -> ExitCode {
                 return ExitCode::from(2);
             }
         };
+        // The ranking inputs (routing.roots_file) too: a start reads them.
+        if let Err(e) = fabricd::daemon::rank_options(&config) {
+            eprintln!("fabricd: {}: {e}", args.config.display());
+            return ExitCode::from(2);
+        }
         // The gRPC TLS files (certificate, key, client CA) too.
         let tcp = match fabricd::daemon::check_grpc(&config) {
             Ok(t) => t.map(|t| format!(", {t}")).unwrap_or_default(),

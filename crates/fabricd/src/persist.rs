@@ -16,7 +16,7 @@
 
 use std::collections::BTreeMap;
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, Read, Write};
+use std::io::{self, Write};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -234,6 +234,9 @@ struct FaultsFile {
     faults: Vec<VirtualFault>,
 }
 
+/// Version of the [`UPDATE_PROGRESS_FILE`] format this daemon reads and writes.
+pub const UPDATE_PROGRESS_VERSION: u32 = 1;
+
 /// The daemon's state directory.
 #[derive(Clone, Debug)]
 pub struct StateDir {
@@ -303,16 +306,18 @@ impl StateDir {
         self.dir.join(name)
     }
 
-    /// Reads a file of the directory; `None` when it does not exist. A symlink is not
-    /// followed (an error), and a file owned by another user (not root), writable by others,
-    /// or writable by a group other than the daemon's is refused.
+    /// Reads a file of the directory (a regular file of at most
+    /// [`fabric_topology::textfile::SMALL_TEXT_LIMIT`] bytes, UTF-8); `None` when it does not
+    /// exist. A symlink is not followed (an error), and a file owned by another user (not
+    /// root), writable by others, or writable by a group other than the daemon's is refused.
     pub fn read(&self, name: &str) -> Result<Option<String>, PersistError> {
+        use fabric_topology::textfile::{read_open_text_file, TextFileError, SMALL_TEXT_LIMIT};
         let path = self.file(name);
         let io = |source| PersistError::Io {
             path: path.clone(),
             source,
         };
-        let mut f = match OpenOptions::new()
+        let f = match OpenOptions::new()
             .read(true)
             .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
             .open(&path)
@@ -331,9 +336,20 @@ impl StateDir {
         if meta.mode() & 0o002 != 0 || (meta.mode() & 0o020 != 0 && !group_ok) {
             return Err(untrusted(&path, "writable by group or others", &meta));
         }
-        let mut s = String::new();
-        f.read_to_string(&mut s).map_err(io)?;
-        Ok(Some(s))
+        match read_open_text_file(f, &path, SMALL_TEXT_LIMIT) {
+            Ok(s) => Ok(Some(s)),
+            Err(TextFileError::Io { source, .. }) => Err(PersistError::Io { path, source }),
+            // Not text at all: invalid UTF-8 names its line.
+            Err(e) if e.line() > 0 => Err(PersistError::Corrupt {
+                message: e.reason(),
+                path: PathBuf::from(format!("{}:{}", path.display(), e.line())),
+            }),
+            // Not a regular file, or too large: cannot be read.
+            Err(e) => Err(PersistError::Io {
+                source: io::Error::new(io::ErrorKind::InvalidInput, e.reason()),
+                path,
+            }),
+        }
     }
 
     /// Creates a new temporary for `name` (`.NAME.PID.N.tmp`, mode 0640) with
@@ -446,17 +462,36 @@ impl StateDir {
         Ok(f.faults)
     }
 
-    /// The interrupted update, if any.
+    /// The interrupted update, if any. A file that cannot be parsed, of another format version,
+    /// or with generation 0 or one above `i64::MAX` (the next start numbers from it: `u64::MAX`
+    /// would overflow) is an error naming the file and the field. (Virtual faults that do not
+    /// match the fabric are dropped with a warning by the event loop.)
     pub fn load_update_progress(&self) -> Result<Option<UpdateProgress>, PersistError> {
         let Some(text) = self.read(UPDATE_PROGRESS_FILE)? else {
             return Ok(None);
         };
-        serde_json::from_str(&text)
-            .map(Some)
-            .map_err(|e| PersistError::Corrupt {
-                path: self.file(UPDATE_PROGRESS_FILE),
-                message: e.to_string(),
-            })
+        let corrupt = |message: String| PersistError::Corrupt {
+            path: self.file(UPDATE_PROGRESS_FILE),
+            message: format!(
+                "{message}: the interrupted update cannot be recovered from this file; remove it to start \
+                 without recovery (the first generation then rewrites every table that differs)"
+            ),
+        };
+        let p: UpdateProgress = serde_json::from_str(&text).map_err(|e| corrupt(e.to_string()))?;
+        if p.version != UPDATE_PROGRESS_VERSION {
+            return Err(corrupt(format!(
+                "version: {} (this fabricd reads version {UPDATE_PROGRESS_VERSION})",
+                p.version
+            )));
+        }
+        if p.generation == 0 || i64::try_from(p.generation).is_err() {
+            return Err(corrupt(format!(
+                "generation: {} is out of range (1..={})",
+                p.generation,
+                i64::MAX
+            )));
+        }
+        Ok(Some(p))
     }
 
     pub fn save_update_progress(&self, p: &UpdateProgress) -> Result<(), PersistError> {
@@ -597,6 +632,59 @@ mod tests {
             .unwrap();
         let e = s.load_jobs().unwrap_err().to_string();
         assert!(e.contains("\"zz\" is not a GUID"), "{e}");
+    }
+
+    /// Numbers from state files are checked on load (issue #12, defect 9): a progress file with
+    /// generation u64::MAX broke the next start (`previous + 1` overflows).
+    #[test]
+    fn update_progress_with_an_out_of_range_generation_is_refused_naming_the_field() {
+        let d = tempfile::tempdir().unwrap();
+        let s = StateDir::open(d.path()).unwrap();
+        let good = UpdateProgress {
+            version: 1,
+            generation: 7,
+            attempt: 0,
+            phase: fabric_update::Phase::Update,
+            virtual_faults: vec![VirtualFault::Switch {
+                switch: "0x0000000000000010".into(),
+            }],
+        };
+        s.save_update_progress(&good).unwrap();
+        assert_eq!(s.load_update_progress().unwrap(), Some(good.clone()));
+        for (generation, version) in [(u64::MAX, 1), (i64::MAX as u64 + 1, 1), (0, 1), (7, 2)] {
+            let bad = UpdateProgress {
+                generation,
+                version,
+                ..good.clone()
+            };
+            s.save_update_progress(&bad).unwrap();
+            let e = s.load_update_progress().unwrap_err().to_string();
+            assert!(e.contains(UPDATE_PROGRESS_FILE), "{e}");
+            let field = if version == 1 { "generation: " } else { "version: " };
+            assert!(e.contains(field), "{e}");
+            assert!(e.contains("remove it"), "{e}");
+        }
+        s.clear_update_progress().unwrap();
+        assert_eq!(s.load_update_progress().unwrap(), None);
+    }
+
+    /// State files are read bounded, as UTF-8 with the line of a bad byte, never from a device.
+    #[test]
+    fn state_files_are_read_bounded_and_utf8_errors_name_the_line() {
+        let d = tempfile::tempdir().unwrap();
+        let s = StateDir::open(d.path()).unwrap();
+        s.write_atomic(GUID2LID_FILE, b"0x10 0x1 0x1\n0x20 \xff 0x2\n").unwrap();
+        let e = s.load_guid2lid().unwrap_err().to_string();
+        assert!(e.contains("guid2lid:2: invalid UTF-8 text"), "{e}");
+        // A LID recorded for two GUIDs is refused (was: one of them silently renumbered and the
+        // file rewritten).
+        s.write_atomic(GUID2LID_FILE, b"0x10 0x2 0x3\n0x20 0x3 0x3\n").unwrap();
+        let e = s.load_guid2lid().unwrap_err().to_string();
+        assert!(e.contains("guid2lid") && e.contains(":2: LID 0x0003"), "{e}");
+        std::fs::remove_file(d.path().join(GUID2LID_FILE)).unwrap();
+        std::os::unix::fs::symlink("/dev/zero", d.path().join(JOBS_FILE)).unwrap();
+        let e = s.load_jobs().unwrap_err().to_string();
+        assert!(e.contains("jobs.json") && e.contains("not a regular file"), "{e}");
     }
 
     #[test]

@@ -326,10 +326,17 @@ impl MockFabric {
     /// A simulated fabric read from an ibnetdiscover / ibsim topology file (see
     /// [`MockFabric::from_topology_text`]).
     pub fn from_topology_file(path: &Path) -> Result<Self, DriverError> {
-        let text = std::fs::read_to_string(path).map_err(|e| DriverError::Topology {
-            source_name: path.display().to_string(),
-            message: format!("cannot read file: {e}"),
-        })?;
+        let text = fabric_topology::textfile::read_text_file(path, fabric_topology::textfile::LARGE_TEXT_LIMIT)
+            .map_err(|e| DriverError::Topology {
+                source_name: path.display().to_string(),
+                message: match &e {
+                    fabric_topology::textfile::TextFileError::Io { source, .. } => {
+                        format!("cannot read file: {source}")
+                    }
+                    e if e.line() > 0 => format!("line {}: {}", e.line(), e.reason()),
+                    e => e.reason(),
+                },
+            })?;
         Self::from_topology_text(&text, &path.display().to_string())
     }
 
