@@ -640,6 +640,17 @@ pub async fn run(opts: RunOptions, mut control: mpsc::Receiver<Control>) -> Resu
         .set_not_serving::<FabricManagerServer<FabricService>>()
         .await;
 
+    // The socket first: a socket path that cannot be used stops the start before the event
+    // loop writes anything (state files, switches).
+    let mode = config
+        .grpc
+        .socket_mode_bits()
+        .map_err(|e| DaemonError::Config(format!("grpc.socket_mode: {e}")))?;
+    if let Some(w) = config.grpc.socket_mode_warning() {
+        tracing::warn!("{w}");
+    }
+    let listener = bind_socket(&socket_path, mode).await?;
+
     let (ready_tx, ready_rx) = tokio::sync::oneshot::channel::<(u64, String)>();
     let watchdog = watchdog_interval();
     if let Some(w) = watchdog {
@@ -695,14 +706,6 @@ pub async fn run(opts: RunOptions, mut control: mpsc::Receiver<Control>) -> Resu
     let service = FabricManagerServer::new(FabricService::new(shared))
         .max_decoding_message_size(config.grpc.max_request_bytes as usize)
         .max_encoding_message_size(fabric_proto::MAX_MESSAGE_BYTES);
-    let mode = config
-        .grpc
-        .socket_mode_bits()
-        .map_err(|e| DaemonError::Config(format!("grpc.socket_mode: {e}")))?;
-    if let Some(w) = config.grpc.socket_mode_warning() {
-        tracing::warn!("{w}");
-    }
-    let listener = bind_socket(&socket_path, mode).await?;
     let limits = crate::connlimit::ConnLimits::new(
         config.grpc.max_connections,
         Duration::from_secs(config.grpc.idle_timeout_s),

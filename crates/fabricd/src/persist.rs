@@ -324,6 +324,11 @@ impl StateDir {
         {
             Ok(f) => f,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) if e.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error()) => {
+                return Err(io(io::Error::other(
+                    "a symbolic link: refused (state files are never read through links)",
+                )))
+            }
             Err(source) => return Err(io(source)),
         };
         let meta = f.metadata().map_err(io)?;
@@ -682,7 +687,12 @@ mod tests {
         let e = s.load_guid2lid().unwrap_err().to_string();
         assert!(e.contains("guid2lid") && e.contains(":2: LID 0x0003"), "{e}");
         std::fs::remove_file(d.path().join(GUID2LID_FILE)).unwrap();
+        // A link to a device is not followed; a directory in the file's place is not read.
         std::os::unix::fs::symlink("/dev/zero", d.path().join(JOBS_FILE)).unwrap();
+        let e = s.load_jobs().unwrap_err().to_string();
+        assert!(e.contains("jobs.json") && e.contains("a symbolic link: refused"), "{e}");
+        std::fs::remove_file(d.path().join(JOBS_FILE)).unwrap();
+        std::fs::create_dir(d.path().join(JOBS_FILE)).unwrap();
         let e = s.load_jobs().unwrap_err().to_string();
         assert!(e.contains("jobs.json") && e.contains("not a regular file"), "{e}");
     }
