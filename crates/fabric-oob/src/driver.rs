@@ -1,6 +1,6 @@
 //! [`OobDriver`]: the [`SouthboundDriver`] over per-switch management agents.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::future::Future;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, Weak};
@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use fabric_routing::{LidPlan, BLOCK_SIZE};
-use fabric_southbound::{DriverCaps, DriverError, LftBlockWrite, SouthboundDriver, WriteReport};
+use fabric_southbound::{DriverCaps, DriverError, LftBlockWrite, SouthboundDriver, TopologyGap, WriteReport};
 use fabric_topology::{fmt_guid, Fabric, FabricBuilder, FabricEvent, Guid, Lid, LinkState, NodeType, PortNum, Remote};
 use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
@@ -217,6 +217,18 @@ struct Health {
     /// when it answers again the daemon is told (`SwitchUp`), so that what it could not write
     /// there is written without waiting for the next retry.
     gave_up: bool,
+    /// The last discovery did not reach the agent: what it lists when it answers is checked
+    /// against the discovered fabric (see [`SouthboundDriver::topology_gaps`]).
+    undiscovered: bool,
+}
+
+/// What the last discovery put in the fabric, to tell what an agent reports later that the
+/// daemon's fabric lacks.
+#[derive(Debug, Default)]
+struct Discovered {
+    end_ports: HashSet<Guid>,
+    /// Cables keyed by their lower (GUID, port) end.
+    links: HashSet<(Guid, PortNum)>,
 }
 
 /// The address set-up of one switch (`SetAddresses` and `SetSlToVl`) for the installed LID
@@ -264,6 +276,9 @@ struct Inner {
     /// Last known state per cable (keyed by its lower (GUID, port) end) and per end port.
     link_up: Mutex<HashMap<(Guid, PortNum), bool>>,
     end_port_up: Mutex<HashMap<Guid, bool>>,
+    discovered: Mutex<Discovered>,
+    /// End ports and cables unknown to the last discovery, per switch (cleared by the next).
+    gaps: Mutex<BTreeMap<Guid, TopologyGap>>,
     warnings: Mutex<Vec<String>>,
     /// Problems of the address configuration (SL-to-VL not supported, single VL).
     config_warnings: Mutex<Vec<String>>,
@@ -332,6 +347,8 @@ impl OobDriver {
                 subscribers: Mutex::new(Vec::new()),
                 link_up: Mutex::new(HashMap::new()),
                 end_port_up: Mutex::new(HashMap::new()),
+                discovered: Mutex::new(Discovered::default()),
+                gaps: Mutex::new(BTreeMap::new()),
                 warnings: Mutex::new(Vec::new()),
                 config_warnings: Mutex::new(Vec::new()),
                 generation: Mutex::new(0),
@@ -685,6 +702,43 @@ impl OobDriver {
     }
 }
 
+/// Records in the topology gaps what port `p` of switch `guid` (`name`), whose agent the last
+/// discovery did not reach, connects that the discovered fabric lacks: an end port (only a
+/// leaf's own agent lists its end ports) or a cable between two switches both undiscovered.
+fn note_unknown(inner: &Inner, guid: Guid, name: &str, p: &proto::PortInfo) {
+    let Ok(pn) = port_num(p.port, guid) else { return };
+    let Some(n) = neighbour(p) else { return };
+    let (end_port, link) = {
+        let d = lock(&inner.discovered);
+        if n.kind == NeighbourKind::Ca as i32 {
+            ((!d.end_ports.contains(&n.port_guid)).then_some(n.port_guid), None)
+        } else {
+            let link = PortNum::try_from(n.port)
+                .ok()
+                .filter(|&rp| !d.links.contains(&cable_key((guid, pn), (n.node_guid, rp))))
+                .map(|_| (pn, n.node_guid));
+            (None, link)
+        }
+    };
+    if end_port.is_none() && link.is_none() {
+        return;
+    }
+    let mut gaps = lock(&inner.gaps);
+    let g = gaps.entry(guid).or_insert_with(|| TopologyGap {
+        switch: guid,
+        ..TopologyGap::default()
+    });
+    if g.name.is_empty() {
+        g.name = name.to_string();
+    }
+    if let Some(ep) = end_port.filter(|ep| !g.end_ports.contains(ep)) {
+        g.end_ports.push(ep);
+    }
+    if let Some(l) = link.filter(|l| !g.links.contains(l)) {
+        g.links.push(l);
+    }
+}
+
 /// Applies a port observation of agent `guid` and emits the resulting event, once per cable.
 fn observe_port(inner: &Inner, guid: Guid, p: &proto::PortInfo) {
     let Ok(pn) = port_num(p.port, guid) else { return };
@@ -755,8 +809,18 @@ async fn monitor(weak: Weak<Inner>, idx: usize, mut stop: watch::Receiver<()>) {
             // The agent answers again (or for the first time): learn what discovery could not
             // (its description, and its GUID when the inventory names it), and make it its
             // switch's agent again, so that writes to the switch reach it.
-            if lock(&inner.agents[idx].known).is_none() {
+            let undiscovered = lock(&inner.agents[idx].health).undiscovered;
+            if undiscovered || lock(&inner.agents[idx].known).is_none() {
                 if let Ok(k) = OobDriver::sweep_one(inner.clone(), idx).await {
+                    if undiscovered {
+                        // What the agent lists that the daemon's fabric lacks (its end ports,
+                        // when discovery only saw the switch from its neighbours) is reported
+                        // before the switch is reported up.
+                        for p in k.ports.iter().skip(1) {
+                            note_unknown(&inner, k.info.guid, &k.info.description, p);
+                        }
+                        lock(&inner.agents[idx].health).undiscovered = false;
+                    }
                     *lock(&inner.agents[idx].known) = Some(k);
                 }
             }
@@ -796,16 +860,21 @@ async fn monitor(weak: Weak<Inner>, idx: usize, mut stop: watch::Receiver<()>) {
                         if ev.port == 0 {
                             lock(&inner.agents[idx].health).powered_off = !ev.powered;
                         } else {
-                            observe_port(
-                                &inner,
-                                guid,
-                                &proto::PortInfo {
-                                    port: ev.port,
-                                    state: ev.state,
-                                    neighbour: ev.neighbour.clone(),
-                                    speed: String::new(),
-                                },
-                            );
+                            let p = proto::PortInfo {
+                                port: ev.port,
+                                state: ev.state,
+                                neighbour: ev.neighbour.clone(),
+                                speed: String::new(),
+                            };
+                            if lock(&inner.agents[idx].health).undiscovered {
+                                // The agent answers the stream but not (yet) GetPorts.
+                                let name = lock(&inner.agents[idx].known)
+                                    .as_ref()
+                                    .map(|k| k.info.description.clone())
+                                    .unwrap_or_default();
+                                note_unknown(&inner, guid, &name, &p);
+                            }
+                            observe_port(&inner, guid, &p);
                         }
                         if ev.snapshot_end || !ev.snapshot {
                             let reachable_again = {
@@ -944,6 +1013,7 @@ impl SouthboundDriver for OobDriver {
                     h.lost_since.get_or_insert(now);
                     h.unreachable = true;
                     h.reported_down = true;
+                    h.undiscovered = true;
                 }
             }
         }
@@ -1090,6 +1160,11 @@ impl SouthboundDriver for OobDriver {
             }
         }
         let fabric = b.build();
+        *lock(&inner.discovered) = Discovered {
+            end_ports: end_up.keys().copied().collect(),
+            links: link_up.keys().copied().collect(),
+        };
+        lock(&inner.gaps).clear();
         *lock(&inner.link_up) = link_up;
         *lock(&inner.end_port_up) = end_up;
         *lock(&inner.warnings) = warnings;
@@ -1101,6 +1176,10 @@ impl SouthboundDriver for OobDriver {
         }
         self.start_monitors();
         Ok(fabric)
+    }
+
+    fn topology_gaps(&self) -> Vec<TopologyGap> {
+        lock(&self.inner.gaps).values().cloned().collect()
     }
 
     fn subscribe_events(&self) -> UnboundedReceiver<FabricEvent> {

@@ -130,6 +130,45 @@ pub struct DriverStats {
     pub failures: u64,
 }
 
+/// Part of the fabric a driver learnt about after its last [`SouthboundDriver::discover`]
+/// (e.g. the end ports of a switch whose agent was down at discovery): unknown to the running
+/// fabric, hence not routed until the next discovery (a restart of the daemon).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TopologyGap {
+    /// Node GUID of the switch that lists them.
+    pub switch: Guid,
+    /// Node description of the switch, when known.
+    pub name: String,
+    /// End ports (port GUIDs) the switch lists that the last discovery did not know.
+    pub end_ports: Vec<Guid>,
+    /// Switch-to-switch cables (this switch's port, remote GUID) the last discovery did not know.
+    pub links: Vec<(PortNum, Guid)>,
+}
+
+impl std::fmt::Display for TopologyGap {
+    /// `topology incomplete: switch leaf-1 (0x...) lists 4 end ports unknown since start`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let who = if self.name.is_empty() {
+            fmt_guid(self.switch)
+        } else {
+            format!("{} ({})", self.name, fmt_guid(self.switch))
+        };
+        let plural = |n: usize, what: &str| format!("{n} {what}{}", if n == 1 { "" } else { "s" });
+        let mut what = Vec::new();
+        if !self.end_ports.is_empty() {
+            what.push(plural(self.end_ports.len(), "end port"));
+        }
+        if !self.links.is_empty() || self.end_ports.is_empty() {
+            what.push(plural(self.links.len(), "link"));
+        }
+        write!(
+            f,
+            "topology incomplete: switch {who} lists {} unknown since start",
+            what.join(" and ")
+        )
+    }
+}
+
 /// Whether the escape virtual lane is usable: every live port's SL-to-VL table maps the escape
 /// service level to [`DriverCaps::escape_vl`] (see [`SouthboundDriver::escape_vl_ready`]).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -219,6 +258,15 @@ pub trait SouthboundDriver: Send + Sync {
     fn lids_in_force(&self) -> Vec<(Guid, Lid, Lid)> {
         Vec::new()
     }
+
+    /// What the driver learnt after its last discovery that the discovered fabric lacks (end
+    /// ports or cables listed by a switch that was not fully discovered), one entry per switch.
+    /// The daemon cannot route them without a new discovery and reports the fabric as not
+    /// ready while any is listed. Polled by the daemon at every event and commit. Default:
+    /// none (drivers whose discovery is complete).
+    fn topology_gaps(&self) -> Vec<TopologyGap> {
+        Vec::new()
+    }
 }
 
 #[cfg(test)]
@@ -295,6 +343,28 @@ mod tests {
         assert!(st.ready && st.error.is_none() && st.pending == 0);
         let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
         assert!(rt.block_on(d.escape_vl_ready()).is_ok());
+        assert!(d.topology_gaps().is_empty());
+    }
+
+    #[test]
+    fn topology_gap_names_the_switch_and_counts() {
+        let mut g = TopologyGap {
+            switch: 0x10,
+            name: "leaf-1".into(),
+            end_ports: vec![1, 2, 3, 4],
+            links: Vec::new(),
+        };
+        assert_eq!(
+            g.to_string(),
+            "topology incomplete: switch leaf-1 (0x0000000000000010) lists 4 end ports unknown since start"
+        );
+        g.name.clear();
+        g.end_ports.truncate(1);
+        g.links.push((3, 0x20));
+        assert_eq!(
+            g.to_string(),
+            "topology incomplete: switch 0x0000000000000010 lists 1 end port and 1 link unknown since start"
+        );
     }
 
     #[test]

@@ -12,7 +12,9 @@
 pub mod driver;
 pub mod mock;
 
-pub use driver::{DriverCaps, DriverError, DriverStats, EscapeVlStatus, LftBlockWrite, SouthboundDriver, WriteReport};
+pub use driver::{
+    DriverCaps, DriverError, DriverStats, EscapeVlStatus, LftBlockWrite, SouthboundDriver, TopologyGap, WriteReport,
+};
 pub use mock::{
     Hop, MockConfig, MockCounters, MockFabric, ReachReport, TraceError, IB_MAX_UNICAST_LID, REACH_REPORT_MAX_LISTED,
 };

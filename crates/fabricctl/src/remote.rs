@@ -290,6 +290,7 @@ pub fn status_json(s: &pb::Status) -> Value {
         "unprogrammed_switch_count": s.unprogrammed_switch_count,
         "unprogrammed_switches": unprogrammed_json(s),
         "persistence_error": s.persistence_error,
+        "topology_incomplete": s.topology_incomplete,
         "routing_valid": s.routing_valid,
         "fallback_destinations": s.fallback_destinations,
         "routing_fallback_reason": s.routing_fallback_reason,
@@ -612,6 +613,9 @@ async fn run_async(cmd: RemoteCmd, target: &Target) -> Result<()> {
                     u.blocks_pending,
                     u.last_error
                 );
+            }
+            for t in &s.topology_incomplete {
+                outln!("topology         INCOMPLETE: {t}; restart fabricd (systemctl restart fabricd) to route them");
             }
             if !s.persistence_error.is_empty() {
                 outln!("persistence      FAILING: {}", s.persistence_error);

@@ -429,6 +429,9 @@ pub struct EventLoop {
     unprogrammed: BTreeMap<u32, (u64, String)>,
     /// Why the last state file write failed (names the path); empty while persistence works.
     persistence_error: String,
+    /// What the driver learnt after discovery that the routed fabric lacks
+    /// ([`SouthboundDriver::topology_gaps`], one line per switch), polled at every event.
+    topology_incomplete: Vec<String>,
 
     busy: Busy,
     next_job: u64,
@@ -569,6 +572,7 @@ impl EventLoop {
             resync: all_switches,
             unprogrammed: BTreeMap::new(),
             persistence_error: String::new(),
+            topology_incomplete: Vec::new(),
             busy: Busy::Idle,
             next_job: 1,
             superseded_in_row: 0,
@@ -667,14 +671,43 @@ impl EventLoop {
             self.generation(),
             &self.last_error,
             &unprogrammed,
+            &self.topology_incomplete,
             &self.persistence_error,
         );
         Installation {
             blocks_pending: self.unprogrammed.values().map(|(b, _)| b).sum(),
             unprogrammed,
             persistence_error: self.persistence_error.clone(),
+            topology_incomplete: self.topology_incomplete.clone(),
             not_ready,
         }
+    }
+
+    /// Takes the driver's topology gaps ([`SouthboundDriver::topology_gaps`]): an ERROR per
+    /// switch when it is first listed (the operator must restart fabricd to route what it
+    /// lists), an INFO when none is left. Returns whether the list changed.
+    fn poll_topology_gaps(&mut self) -> bool {
+        let gaps = self.io.driver.topology_gaps();
+        let lines: Vec<String> = gaps.iter().map(ToString::to_string).collect();
+        if lines == self.topology_incomplete {
+            return false;
+        }
+        for (g, line) in gaps.iter().zip(&lines) {
+            if !self.topology_incomplete.contains(line) {
+                tracing::error!(
+                    switch = %fmt_guid(g.switch),
+                    name = %g.name,
+                    end_ports = g.end_ports.len(),
+                    links = g.links.len(),
+                    "{line}: they are not routed; restart fabricd (systemctl restart fabricd) to discover and route them"
+                );
+            }
+        }
+        if lines.is_empty() {
+            tracing::info!("topology complete again: every end port and cable the switches list is routed");
+        }
+        self.topology_incomplete = lines;
+        true
     }
 
     /// Records the result of writing state files: an ERROR once when persistence starts
@@ -768,6 +801,15 @@ impl EventLoop {
         loop {
             if self.finished() {
                 break;
+            }
+            if self.poll_topology_gaps() {
+                if self.generation() > 0 {
+                    let _ = self
+                        .io
+                        .notifier
+                        .status(&self.installation().status_line(self.generation()));
+                }
+                self.publish();
             }
             let deadline = self.next_deadline().map(TokioInstant::from_std);
             let shutdown_deadline = self
@@ -2356,6 +2398,7 @@ impl EventLoop {
             generation: number,
             timings: timings.clone(),
         });
+        self.poll_topology_gaps();
         let status = self.installation().status_line(number);
         if first {
             if let Some(f) = self.io.on_ready.take() {

@@ -612,6 +612,7 @@ impl FabricManager for FabricService {
             blocks_pending: p.installation.blocks_pending,
             tables_installed: p.installation.tables_installed(p.generation()),
             persistence_error: p.installation.persistence_error.clone(),
+            topology_incomplete: p.installation.topology_incomplete.clone(),
             ready: p.installation.not_ready.is_none(),
             not_ready_reason: p.installation.not_ready.clone().unwrap_or_default(),
             routing_valid: g.is_some_and(|g| g.routing_check.valid),

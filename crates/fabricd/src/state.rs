@@ -121,6 +121,10 @@ pub struct Installation {
     pub blocks_pending: u64,
     /// Why state files cannot be written; empty while persistence works.
     pub persistence_error: String,
+    /// What the driver learnt after discovery that the running fabric lacks, one line per
+    /// switch (`topology incomplete: switch NAME (0x...) lists N end ports unknown since
+    /// start`): not routed until fabricd is restarted.
+    pub topology_incomplete: Vec<String>,
     /// `None` when ready (`/ready` 200), else the one-line reason (`/ready` 503 body).
     pub not_ready: Option<String>,
 }
@@ -131,6 +135,7 @@ impl Default for Installation {
             unprogrammed: Vec::new(),
             blocks_pending: 0,
             persistence_error: String::new(),
+            topology_incomplete: Vec::new(),
             not_ready: Some("not ready: no generation installed".into()),
         }
     }
@@ -141,11 +146,13 @@ const NAMED_SWITCHES: usize = 5;
 
 impl Installation {
     /// Readiness from the facts: a generation committed (`generation` > 0), no switch
-    /// unprogrammed, persistence healthy. `last_error` explains a missing generation.
+    /// unprogrammed, no part of the fabric known to be missing from the routed topology
+    /// (`topology_incomplete`), persistence healthy. `last_error` explains a missing generation.
     pub fn readiness(
         generation: u64,
         last_error: &str,
         unprogrammed: &[UnprogrammedSwitch],
+        topology_incomplete: &[String],
         persistence_error: &str,
     ) -> Option<String> {
         let mut why = Vec::new();
@@ -162,6 +169,12 @@ impl Installation {
                 unprogrammed.len(),
                 if unprogrammed.len() == 1 { "" } else { "es" },
                 name_switches(unprogrammed)
+            ));
+        }
+        if !topology_incomplete.is_empty() {
+            why.push(format!(
+                "{} (restart fabricd to route them)",
+                topology_incomplete.join("; ")
             ));
         }
         if !persistence_error.is_empty() {
@@ -271,7 +284,7 @@ mod tests {
     #[test]
     fn readiness_names_every_reason() {
         assert_eq!(
-            Installation::readiness(0, "", &[], "").as_deref(),
+            Installation::readiness(0, "", &[], &[], "").as_deref(),
             Some("not ready: no generation installed")
         );
         let u = UnprogrammedSwitch {
@@ -284,6 +297,7 @@ mod tests {
             0,
             "no LFT block could be written",
             std::slice::from_ref(&u),
+            &[],
             "gen.json: EROFS",
         )
         .unwrap();
@@ -292,9 +306,17 @@ mod tests {
             "not ready: no generation installed: no LFT block could be written; 1 switch unprogrammed: \
              leaf-1 (0x0000000000000010); state directory not writable: gen.json: EROFS"
         );
-        assert_eq!(Installation::readiness(4, "old error", &[], ""), None);
+        assert_eq!(Installation::readiness(4, "old error", &[], &[], ""), None);
+        let gap = "topology incomplete: switch leaf-1 (0x0000000000000010) lists 4 end ports unknown since start";
+        assert_eq!(
+            Installation::readiness(4, "", &[], &[gap.to_string()], "").as_deref(),
+            Some(
+                "not ready: topology incomplete: switch leaf-1 (0x0000000000000010) lists 4 end ports unknown \
+                 since start (restart fabricd to route them)"
+            )
+        );
         let many = vec![u; 7];
-        let r = Installation::readiness(2, "", &many, "").unwrap();
+        let r = Installation::readiness(2, "", &many, &[], "").unwrap();
         assert!(
             r.starts_with("not ready: 7 switches unprogrammed: ") && r.ends_with("and 2 more"),
             "{r}"

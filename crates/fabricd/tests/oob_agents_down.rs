@@ -97,12 +97,28 @@ fn blocks_error(s: &pb::Status) -> bool {
 }
 
 /// What the status must say, given what the test knows of the agents: with every agent up and
-/// the daemon idle, every switch up, nothing pending, no error about blocks, `/ready` 200; with
-/// an agent down, not everything installed (its switch is not up). Always: `Status.ready`
-/// agrees with `/ready`, and a listed unprogrammed switch means neither ready nor installed.
-fn assert_status_truthful(s: &pb::Status, agents_down: usize, ready: &str) -> Result<(), String> {
+/// the daemon idle, every switch up, nothing pending, no error about blocks, `/ready` 200
+/// unless some leaf's agent was down when the daemon started (`incomplete`: its end ports are
+/// not routed; then not ready, the topology incomplete naming each); with an agent down, not
+/// everything installed (its switch is not up). Always: `Status.ready` agrees with `/ready`,
+/// and a listed unprogrammed switch means neither ready nor installed.
+fn assert_status_truthful(s: &pb::Status, agents_down: usize, incomplete: &[u64], ready: &str) -> Result<(), String> {
     let mut bad = Vec::new();
-    if agents_down == 0 {
+    for leaf in incomplete {
+        let name = format!("{leaf:#018x}");
+        if s.ready
+            || !s
+                .not_ready_reason
+                .contains(&format!("topology incomplete: switch {name}"))
+                && !s.not_ready_reason.contains(&format!("({name}) lists"))
+        {
+            bad.push(format!(
+                "leaf {name} was down at start, its end ports are not routed, yet ready={} ({})",
+                s.ready, s.not_ready_reason
+            ));
+        }
+    }
+    if agents_down == 0 && incomplete.is_empty() {
         if !idle(s) {
             bad.push("not idle".to_string());
         }
@@ -121,7 +137,7 @@ fn assert_status_truthful(s: &pb::Status, agents_down: usize, ready: &str) -> Re
                 s.tables_installed, s.blocks_pending, s.unprogrammed_switches
             ));
         }
-    } else if s.switches_up >= s.switches {
+    } else if agents_down > 0 && s.switches_up >= s.switches {
         bad.push(format!(
             "{agents_down} agent(s) down but {} of {} switches up",
             s.switches_up, s.switches
@@ -216,7 +232,7 @@ fn one_agent_down_at_start_the_others_are_programmed_and_it_is_when_it_returns()
         );
         assert_eq!(unreachable(&mut ctl, true).await, (n * (n - 1), 0), "escape LIDs");
         assert_eq!(s.switches_up, SWITCHES - 1, "{s:?}");
-        assert_status_truthful(&s, 1, &http_get(http, "/ready")).unwrap();
+        assert_status_truthful(&s, 1, &[], &http_get(http, "/ready")).unwrap();
         let log = d.log_text();
         assert!(!log.contains("unknown switch GUID"), "{log}");
 
@@ -254,7 +270,7 @@ fn one_agent_down_at_start_the_others_are_programmed_and_it_is_when_it_returns()
             idle(s) && !blocks_error(s)
         })
         .await;
-        assert_status_truthful(&s, 0, &http_get(http, "/ready")).unwrap();
+        assert_status_truthful(&s, 0, &[], &http_get(http, "/ready")).unwrap();
 
         // A later cable fault is routed around (through the restored spine too).
         let (leaf, ups) = cab.uplinks.iter().next().map(|(l, u)| (*l, u.clone())).unwrap();
@@ -299,6 +315,136 @@ fn one_agent_down_at_start_the_others_are_programmed_and_it_is_when_it_returns()
         );
         assert_eq!(unreachable(&mut ctl, false).await.1, 0);
         assert_eq!(unreachable(&mut ctl, true).await.1, 0);
+    });
+}
+
+/// `fabricctl --socket S status [--json]` (off the async runtime's threads).
+async fn fabricctl_status(d: &Daemon, json: bool) -> String {
+    let socket = d.socket.clone();
+    let out = tokio::task::spawn_blocking(move || {
+        let mut cmd = std::process::Command::new(common::fabricctl_binary());
+        cmd.arg("--socket").arg(&socket).arg("status");
+        if json {
+            cmd.arg("--json");
+        }
+        cmd.output().expect("run fabricctl")
+    })
+    .await
+    .expect("fabricctl task");
+    assert!(out.status.success(), "fabricctl status: {out:?}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Issue 12, defect "topo": a leaf whose agent is down when fabricd starts is discovered from
+/// its neighbours only, without its end ports. When the agent comes back the leaf is
+/// programmed, but its end ports stay unrouted until fabricd is restarted: the status must say
+/// so (not ready, the switch named, the remedy given), never "ready".
+#[test]
+fn leaf_agent_down_at_start_its_end_ports_are_reported_unrouted_until_fabricd_restarts() {
+    let dir = test_dir("oob-leaf-down");
+    let sim = AgentSim::start(&dir, SPEC, &[]);
+    let http = free_port();
+    let cfg = dir.join("fabricd.toml");
+    std::fs::write(&cfg, config(&sim.inventory, http, "5s")).expect("write config");
+    run_with_deadline(120, async {
+        let mut ctl = sim.control().await;
+        let mut agents = sim.agents().await;
+        let cab = cabling(&mut agents).await;
+        let leaf = *cab.uplinks.keys().min().expect("a leaf");
+        ctl.command(&format!("kill {leaf:#x}")).await;
+
+        let d = Daemon::spawn_with_config(&dir, &cfg, &[]);
+        let mut c = d.ready().await;
+        let s = wait_for(&d, &mut c, "first generation", Duration::from_secs(30), idle).await;
+        assert_eq!(s.switches_up, SWITCHES - 1, "{s:?}");
+        // 28 end ports known, the leaf's 4 unknown.
+        assert_eq!(s.nodes, 28, "{s:?}");
+
+        // The agent comes back: the leaf is programmed (what its agent holds is what the daemon
+        // routed) ...
+        ctl.command(&format!("restore {leaf:#x}")).await;
+        let mut agents = sim.agents().await;
+        let g0 = s.generation;
+        let back = Instant::now();
+        loop {
+            let s = status(&mut c).await;
+            if s.switches_up == SWITCHES
+                && idle(&s)
+                && s.generation > g0
+                && agents_hold_daemon_tables(&mut agents, &mut c, Some(leaf)).await
+            {
+                break;
+            }
+            assert!(
+                back.elapsed() < Duration::from_secs(15),
+                "the restored leaf is not programmed after 15 s (status {s:?}); log:\n{}",
+                d.log_text()
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        // ... but its end ports are not routed (they have no LID): through the agents' own
+        // tables, no pair from them reaches its destination (4 x 31 pairs) ...
+        let (pairs, lost) = unreachable(&mut ctl, false).await;
+        assert_eq!((pairs, lost), (32 * 31, 4 * 31));
+        // ... and everything the daemon reports says so.
+        let s = wait_for(
+            &d,
+            &mut c,
+            "topology incomplete reported",
+            Duration::from_secs(10),
+            |s| !s.ready && s.not_ready_reason.contains("topology incomplete"),
+        )
+        .await;
+        let name = format!("{leaf:#018x}");
+        assert!(
+            s.not_ready_reason.contains(&name)
+                && s.not_ready_reason.contains("lists 4 end ports unknown since start")
+                && s.not_ready_reason.contains("restart fabricd"),
+            "{}",
+            s.not_ready_reason
+        );
+        let ready = http_get(http, "/ready");
+        assert!(
+            ready.starts_with("HTTP/1.1 503") && ready.contains("topology incomplete") && ready.contains(&name),
+            "/ready: {ready}"
+        );
+        let text = fabricctl_status(&d, false).await;
+        assert!(
+            text.lines()
+                .any(|l| l.starts_with("topology") && l.contains(&name) && l.contains("restart fabricd")),
+            "fabricctl status:\n{text}"
+        );
+        let json: serde_json::Value = serde_json::from_str(&fabricctl_status(&d, true).await).expect("status --json");
+        let listed = json["topology_incomplete"].as_array().cloned().unwrap_or_default();
+        assert!(
+            listed.len() == 1 && listed[0].as_str().is_some_and(|t| t.contains(&name)),
+            "status --json topology_incomplete: {}",
+            json["topology_incomplete"]
+        );
+        let log = d.log_text();
+        let errors: Vec<&str> = log
+            .lines()
+            .filter(|l| l.contains("ERROR") && l.contains("topology incomplete"))
+            .collect();
+        assert!(
+            errors.len() == 1 && errors[0].contains(&name) && errors[0].contains("systemctl restart fabricd"),
+            "one ERROR line naming the leaf and the remedy; log:\n{log}"
+        );
+
+        // The remedy works: after a restart with every agent up, every pair is routed and the
+        // daemon is ready.
+        drop(c);
+        drop(d);
+        let d = Daemon::spawn_with_config(&dir, &cfg, &[]);
+        let mut c = d.ready().await;
+        let s = wait_for(&d, &mut c, "ready after the restart", Duration::from_secs(30), |s| {
+            idle(s) && s.ready
+        })
+        .await;
+        assert_eq!((s.switches_up, s.nodes), (SWITCHES, 32), "{s:?}");
+        assert_eq!(unreachable(&mut ctl, false).await, (32 * 31, 0));
+        assert_eq!(unreachable(&mut ctl, true).await, (32 * 31, 0));
+        assert!(http_get(http, "/ready").starts_with("HTTP/1.1 200"));
     });
 }
 
@@ -355,6 +501,9 @@ fn chaos_agents_cables_and_daemon_kills_keep_the_fabric_routed_and_the_status_tr
         let mut d = Daemon::spawn_with_config(&dir, &cfg, &[]);
         let mut c = d.ready().await;
         let mut killed: BTreeSet<u64> = BTreeSet::new();
+        // Leaves whose agent was down when the running daemon started: their end ports are
+        // unknown to it (not routed) until it is restarted with their agent up.
+        let mut incomplete: BTreeSet<u64> = BTreeSet::new();
         let mut cables_down: BTreeSet<(u64, u32)> = BTreeSet::new();
         let mut round = 0;
         // Rounds until ~100 s have passed (each round: a burst of actions, a quiet period and
@@ -366,9 +515,12 @@ fn chaos_agents_cables_and_daemon_kills_keep_the_fabric_routed_and_the_status_tr
             if last {
                 actions.extend(killed.iter().map(|&g| Action::Restore(g)));
                 actions.extend(cables_down.iter().map(|&(l, p)| Action::CableUp(l, p)));
+                if !incomplete.is_empty() {
+                    // Only a restart routes the end ports of a leaf that was down at start.
+                    actions.push(Action::RestartDaemon);
+                }
             } else {
                 for _ in 0..rng.gen_range(1..=3) {
-                    let leaf_down = killed.iter().any(|g| leaves.contains(g));
                     let a = match rng.gen_range(0..10) {
                         0..=2 if killed.len() < 2 => {
                             let all: Vec<u64> = cab.spines.iter().chain(&leaves).copied().collect();
@@ -398,9 +550,9 @@ fn chaos_agents_cables_and_daemon_kills_keep_the_fabric_routed_and_the_status_tr
                             Action::CableUp(l, p)
                         }
                         // A daemon started while a leaf's agent is down does not know the
-                        // leaf's end ports (see docs/operations.md): restarts happen with
-                        // every leaf agent up (spine agents may be down).
-                        8..=9 if !leaf_down => Action::RestartDaemon,
+                        // leaf's end ports (see docs/operations.md): once the agent is back,
+                        // the status must say the topology is incomplete.
+                        8..=9 => Action::RestartDaemon,
                         _ => continue,
                     };
                     actions.push(a);
@@ -429,6 +581,7 @@ fn chaos_agents_cables_and_daemon_kills_keep_the_fabric_routed_and_the_status_tr
                         d.kill9();
                         d = Daemon::spawn_with_config(&dir, &cfg, &[]);
                         c = d.client().await;
+                        incomplete = killed.iter().filter(|g| leaves.contains(g)).copied().collect();
                     }
                 }
                 // Some actions land in the middle of the previous one's generation.
@@ -437,6 +590,8 @@ fn chaos_agents_cables_and_daemon_kills_keep_the_fabric_routed_and_the_status_tr
 
             // Quiet period: the daemon settles (past the unreachable deadline of 1 s).
             let leaf_down = killed.iter().any(|g| leaves.contains(g));
+            // Leaves back since the daemon started without them: the status must say so.
+            let unrouted: Vec<u64> = incomplete.difference(&killed).copied().collect();
             let quiet = Instant::now();
             let mut stable_since: Option<Instant> = None;
             let mut last_gen = 0;
@@ -458,8 +613,15 @@ fn chaos_agents_cables_and_daemon_kills_keep_the_fabric_routed_and_the_status_tr
                 let stable = stable_since.is_some_and(|t| t.elapsed() > Duration::from_millis(1500));
                 let mut problem = None;
                 if stable {
-                    problem = assert_status_truthful(&s, killed.len(), &http_get(http, "/ready")).err();
-                    if problem.is_none() && !leaf_down {
+                    problem = assert_status_truthful(&s, killed.len(), &unrouted, &http_get(http, "/ready")).err();
+                    if problem.is_none() && !leaf_down && !unrouted.is_empty() {
+                        // What the status says is true: pairs are lost through the agents' tables.
+                        if ctl.verify(false).await.unreachable_count == 0 {
+                            problem = Some(format!(
+                                "leaves {unrouted:x?} reported unrouted, yet every pair is reachable"
+                            ));
+                        }
+                    } else if problem.is_none() && !leaf_down {
                         // Every connected pair through the agents' own tables. (A leaf whose
                         // agent is down cannot be reprogrammed: not checked then.)
                         for escape in [false, true] {
@@ -494,7 +656,13 @@ fn chaos_agents_cables_and_daemon_kills_keep_the_fabric_routed_and_the_status_tr
                         s.generation,
                         killed.len(),
                         cables_down.len(),
-                        if leaf_down { "not checked" } else { "all reachable" }
+                        if leaf_down {
+                            "not checked"
+                        } else if !unrouted.is_empty() {
+                            "lost, reported: topology incomplete"
+                        } else {
+                            "all reachable"
+                        }
                     );
                 }
                 Err(e) => panic!(
