@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use common::agent_sim::{oob_config, AgentSim, Agents, SimCtl};
 use common::subscribe;
-use common::{lfts, link_req, run_with_deadline, status, switch_links, test_dir, topology, Daemon};
+use common::{lfts, link_req, run_with_deadline, status, switch_links, test_dir, topology, wait_status, Daemon};
 use fabric_proto::v1 as pb;
 use fabric_ranking::{rank, RankOptions};
 use fabric_routing::{assign_lids, route_all, EngineKind, Guid2Lid, LidPlan, RoutingContext};
@@ -105,28 +105,6 @@ fn part(row: &[u8], mask: &[bool], escape: bool) -> Vec<u8> {
         .filter(|(_, &m)| m == escape)
         .map(|(&e, _)| e)
         .collect()
-}
-
-async fn wait_status(
-    d: &Daemon,
-    c: &mut fabric_proto::Client,
-    what: &str,
-    within: Duration,
-    ok: impl Fn(&pb::Status) -> bool,
-) -> pb::Status {
-    let t = Instant::now();
-    loop {
-        let s = status(c).await;
-        if ok(&s) {
-            return s;
-        }
-        assert!(
-            t.elapsed() < within,
-            "{what}: not within {within:?} (status {s:?}); log:\n{}",
-            d.log_text()
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
 }
 
 fn idle(s: &pb::Status) -> bool {

@@ -17,7 +17,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::agent_sim::{oob_config, AgentSim, Agents, SimCtl};
-use common::{free_port, http_get, lfts, run_with_deadline, status, test_dir, Daemon};
+use common::{free_port, http_get, lfts, run_with_deadline, status, test_dir, wait_status, Daemon};
 use fabric_oob::proto::{GetPortsRequest, NeighbourKind};
 use fabric_proto::v1 as pb;
 use rand::{Rng, SeedableRng};
@@ -166,29 +166,6 @@ fn assert_status_truthful(s: &pb::Status, agents_down: usize, incomplete: &[u64]
     }
 }
 
-/// Polls until `ok` holds (returns the last status) or `within` passes (panics with `what`).
-async fn wait_for(
-    d: &Daemon,
-    c: &mut fabric_proto::Client,
-    what: &str,
-    within: Duration,
-    ok: impl Fn(&pb::Status) -> bool,
-) -> pb::Status {
-    let t = Instant::now();
-    loop {
-        let s = status(c).await;
-        if ok(&s) {
-            return s;
-        }
-        assert!(
-            t.elapsed() < within,
-            "{what}: not within {within:?} (status {s:?}); log:\n{}",
-            d.log_text()
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
 /// Every switch's LFT as the agents hold it equals the daemon's (rows padded with 255).
 async fn agents_hold_daemon_tables(agents: &mut Agents, c: &mut fabric_proto::Client, only: Option<u64>) -> bool {
     let (_, daemon) = lfts(c).await;
@@ -222,7 +199,7 @@ fn one_agent_down_at_start_the_others_are_programmed_and_it_is_when_it_returns()
         // Started while the spine's agent is down: every other switch is programmed.
         let d = Daemon::spawn_with_config(&dir, &cfg, &[]);
         let mut c = d.ready().await;
-        let s = wait_for(&d, &mut c, "first generation", Duration::from_secs(30), idle).await;
+        let s = wait_status(&d, &mut c, "first generation", Duration::from_secs(30), idle).await;
         let n = 32u64;
         assert_eq!(
             unreachable(&mut ctl, false).await,
@@ -266,7 +243,7 @@ fn one_agent_down_at_start_the_others_are_programmed_and_it_is_when_it_returns()
         assert!(agents_hold_daemon_tables(&mut agents, &mut c, None).await);
         assert_eq!(unreachable(&mut ctl, false).await.1, 0);
         assert_eq!(unreachable(&mut ctl, true).await.1, 0);
-        let s = wait_for(&d, &mut c, "no error about blocks", Duration::from_secs(10), |s| {
+        let s = wait_status(&d, &mut c, "no error about blocks", Duration::from_secs(10), |s| {
             idle(s) && !blocks_error(s)
         })
         .await;
@@ -280,7 +257,7 @@ fn one_agent_down_at_start_the_others_are_programmed_and_it_is_when_it_returns()
             .copied()
             .expect("leaf-spine cable");
         ctl.command(&format!("link-down {leaf:#x} {port}")).await;
-        let s = wait_for(&d, &mut c, "cable fault routed", Duration::from_secs(15), |x| {
+        let s = wait_status(&d, &mut c, "cable fault routed", Duration::from_secs(15), |x| {
             idle(x) && x.generation > s.generation && x.links_up < x.links
         })
         .await;
@@ -355,7 +332,7 @@ fn leaf_agent_down_at_start_its_end_ports_are_reported_unrouted_until_fabricd_re
 
         let d = Daemon::spawn_with_config(&dir, &cfg, &[]);
         let mut c = d.ready().await;
-        let s = wait_for(&d, &mut c, "first generation", Duration::from_secs(30), idle).await;
+        let s = wait_status(&d, &mut c, "first generation", Duration::from_secs(30), idle).await;
         assert_eq!(s.switches_up, SWITCHES - 1, "{s:?}");
         // 28 end ports known, the leaf's 4 unknown.
         assert_eq!(s.nodes, 28, "{s:?}");
@@ -387,7 +364,7 @@ fn leaf_agent_down_at_start_its_end_ports_are_reported_unrouted_until_fabricd_re
         let (pairs, lost) = unreachable(&mut ctl, false).await;
         assert_eq!((pairs, lost), (32 * 31, 4 * 31));
         // ... and everything the daemon reports says so.
-        let s = wait_for(
+        let s = wait_status(
             &d,
             &mut c,
             "topology incomplete reported",
@@ -437,7 +414,7 @@ fn leaf_agent_down_at_start_its_end_ports_are_reported_unrouted_until_fabricd_re
         drop(d);
         let d = Daemon::spawn_with_config(&dir, &cfg, &[]);
         let mut c = d.ready().await;
-        let s = wait_for(&d, &mut c, "ready after the restart", Duration::from_secs(30), |s| {
+        let s = wait_status(&d, &mut c, "ready after the restart", Duration::from_secs(30), |s| {
             idle(s) && s.ready
         })
         .await;

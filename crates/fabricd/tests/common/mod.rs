@@ -265,6 +265,30 @@ pub async fn status(c: &mut Client) -> pb::Status {
 }
 
 /// Installed LFTs by switch GUID (raw bytes).
+/// Polls the status until `ok` holds (returns that status) or `within` passes (panics with
+/// `what`, the last status and the daemon's log).
+pub async fn wait_status(
+    d: &Daemon,
+    c: &mut Client,
+    what: &str,
+    within: Duration,
+    ok: impl Fn(&pb::Status) -> bool,
+) -> pb::Status {
+    let t = Instant::now();
+    loop {
+        let s = status(c).await;
+        if ok(&s) {
+            return s;
+        }
+        assert!(
+            t.elapsed() < within,
+            "{what}: not within {within:?} (status {s:?}); log:\n{}",
+            d.log_text()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 pub async fn lfts(c: &mut Client) -> (u64, HashMap<u64, Vec<u8>>) {
     let r = c
         .get_lft(pb::GetLftRequest {
