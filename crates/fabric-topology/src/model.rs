@@ -342,7 +342,32 @@ impl Fabric {
         Ok(id)
     }
 
+    /// Checks that `ev` names something this fabric has: a known switch, a port in range and
+    /// cabled (link events), a known end port. The one validity check of fault events, used by
+    /// [`Fabric::apply`], the daemon's event loop (driver events, injected and persisted faults)
+    /// and its gRPC front end.
+    pub fn check_event(&self, ev: &FabricEvent) -> Result<(), TopologyError> {
+        match *ev {
+            FabricEvent::LinkDown { switch, port } | FabricEvent::LinkUp { switch, port } => {
+                let id = self.sw_port(switch, port)?;
+                if self.switches[id.idx()].ports[port as usize].remote == Remote::None {
+                    return Err(TopologyError::PortNotCabled { guid: switch, port });
+                }
+                Ok(())
+            }
+            FabricEvent::SwitchDown(g) | FabricEvent::SwitchUp(g) => self
+                .switch_by_guid(g)
+                .map(|_| ())
+                .ok_or(TopologyError::UnknownSwitch(g)),
+            FabricEvent::EndPortDown(g) | FabricEvent::EndPortUp(g) => self
+                .end_port_by_guid(g)
+                .map(|_| ())
+                .ok_or(TopologyError::UnknownEndPort(g)),
+        }
+    }
+
     fn apply_one(&mut self, ev: &FabricEvent) -> Result<(), TopologyError> {
+        self.check_event(ev)?;
         match *ev {
             FabricEvent::LinkDown { switch, port } | FabricEvent::LinkUp { switch, port } => {
                 let id = self.sw_port(switch, port)?;
@@ -352,9 +377,6 @@ impl Fabric {
                     LinkState::Up
                 };
                 let remote = self.switches[id.idx()].ports[port as usize].remote;
-                if remote == Remote::None {
-                    return Err(TopologyError::PortNotCabled { guid: switch, port });
-                }
                 self.switches[id.idx()].ports[port as usize].state = state;
                 if let Remote::Switch { sw, port: rp } = remote {
                     self.switches[sw.idx()].ports[rp as usize].state = state;
@@ -572,6 +594,30 @@ impl FabricBuilder {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fault_events_are_checked_precisely() {
+        // tiny: leaf 0x10 (8 ports, port 5 cabled to a spine, port 1 to node port 0x101).
+        let mut b = FabricBuilder::new();
+        let l0 = b.add_switch(0x10, "leaf0", 8).unwrap();
+        let s0 = b.add_switch(0x20, "spine0", 8).unwrap();
+        b.connect_switches(l0, 5, s0, 1).unwrap();
+        let e0 = b.add_end_port(0x101, 0x100, "n0", 1, 1, NodeType::Compute).unwrap();
+        b.connect_end_port(e0, l0, 1).unwrap();
+        let f = b.build();
+        assert!(f.check_event(&FabricEvent::LinkDown { switch: 0x10, port: 5 }).is_ok());
+        let e = f
+            .check_event(&FabricEvent::LinkDown { switch: 0x10, port: 9 })
+            .unwrap_err();
+        assert_eq!(e.to_string(), "switch 0x0000000000000010 has no port 9 (ports 1..=8)");
+        let e = f
+            .check_event(&FabricEvent::LinkUp { switch: 0x10, port: 3 })
+            .unwrap_err();
+        assert_eq!(e.to_string(), "switch 0x0000000000000010 port 3 is not cabled");
+        assert!(f.check_event(&FabricEvent::SwitchDown(0x99)).is_err());
+        assert!(f.check_event(&FabricEvent::EndPortDown(0x101)).is_ok());
+        assert!(f.check_event(&FabricEvent::EndPortDown(0x100)).is_err());
+    }
 
     /// Two leaves, one spine with two parallel links to leaf 0, one node per leaf.
     fn small() -> Fabric {

@@ -621,7 +621,7 @@ pub async fn run(opts: RunOptions, mut control: mpsc::Receiver<Control>) -> Resu
         job_aware: settings.job_aware,
         driver: caps.name,
         lmc: config.routing.lmc,
-        started: std::time::Instant::now(),
+        started: tokio::time::Instant::now(),
         virtual_faults: 0,
         subscribers: 0,
         missed_acks: Vec::new(),

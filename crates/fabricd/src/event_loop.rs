@@ -28,16 +28,16 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use arc_swap::ArcSwap;
 use fabric_ranking::RankOptions;
 use fabric_routing::{EngineKind, Guid2Lid, LftBlockDiff, Lfts, LidPlan};
 use fabric_southbound::SouthboundDriver;
-use fabric_topology::{fmt_guid, Fabric, FabricEvent, Guid, Lid, PortNum, Remote, SwitchId, TopologyError};
+use fabric_topology::{fmt_guid, Fabric, FabricEvent, Guid, Lid, PortNum, Remote, SwitchId};
 use fabric_update::{split_writes, Action as UAction, EscapeMask, Input as UInput, Protocol, SubscriberId};
 use tokio::sync::{broadcast, mpsc, oneshot};
-use tokio::time::Instant as TokioInstant;
+use tokio::time::Instant;
 
 use crate::compute::{compute, ComputeError, ComputeInput, Computed};
 use crate::config::{FaultInjectionConfig, UpdateConfig};
@@ -321,33 +321,6 @@ fn log_routing_check(job: u64, c: &fabric_routing::RoutingCheck) {
         "routing validity: {}",
         c.reason
     );
-}
-
-pub fn validate_event(f: &Fabric, e: &FabricEvent) -> Result<(), TopologyError> {
-    match *e {
-        FabricEvent::LinkDown { switch, port } | FabricEvent::LinkUp { switch, port } => {
-            let id = f.switch_by_guid(switch).ok_or(TopologyError::UnknownSwitch(switch))?;
-            let s = f.switch(id);
-            if port == 0 || port > s.nports {
-                return Err(TopologyError::PortOutOfRange {
-                    guid: switch,
-                    port: u32::from(port),
-                    nports: u32::from(s.nports),
-                });
-            }
-            if s.ports[port as usize].remote == Remote::None {
-                return Err(TopologyError::PortNotCabled { guid: switch, port });
-            }
-            Ok(())
-        }
-        FabricEvent::SwitchDown(g) | FabricEvent::SwitchUp(g) => {
-            f.switch_by_guid(g).map(|_| ()).ok_or(TopologyError::UnknownSwitch(g))
-        }
-        FabricEvent::EndPortDown(g) | FabricEvent::EndPortUp(g) => f
-            .end_port_by_guid(g)
-            .map(|_| ())
-            .ok_or(TopologyError::UnknownEndPort(g)),
-    }
 }
 
 /// A computation or upload in flight.
@@ -811,10 +784,10 @@ impl EventLoop {
                 }
                 self.publish();
             }
-            let deadline = self.next_deadline().map(TokioInstant::from_std);
+            let deadline = self.next_deadline();
             let shutdown_deadline = self
                 .shutting_down
-                .map(|t| TokioInstant::from_std(t + Duration::from_secs(self.settings.update.shutdown_timeout_s)));
+                .map(|t| t + Duration::from_secs(self.settings.update.shutdown_timeout_s));
             tokio::select! {
                 ev = self.rx.recv() => match ev {
                     Some(ev) => self.handle(ev).await,
@@ -1026,7 +999,7 @@ impl EventLoop {
             Event::EscapeDone { job, outcome } => self.on_escape_done(job, outcome).await,
             Event::EscapeVlChecked { job, computed, result } => self.on_escape_vl_checked(job, *computed, result).await,
             Event::UpdateDeadline { token } => {
-                let a = self.protocol.on(Instant::now(), UInput::Deadline { token });
+                let a = self.protocol.on(Instant::now().into_std(), UInput::Deadline { token });
                 self.drive(a).await;
             }
             Event::Subscribe {
@@ -1048,7 +1021,7 @@ impl EventLoop {
                 );
                 let a = self
                     .protocol
-                    .on(Instant::now(), UInput::SubscriberJoined { subscriber: id });
+                    .on(Instant::now().into_std(), UInput::SubscriberJoined { subscriber: id });
                 self.drive(a).await;
                 self.publish();
                 let _ = reply.send(Ok(id));
@@ -1072,7 +1045,7 @@ impl EventLoop {
                 };
                 let _ = reply.send(Ok(()));
                 let a = self.protocol.on(
-                    Instant::now(),
+                    Instant::now().into_std(),
                     UInput::Ack {
                         subscriber,
                         generation,
@@ -1132,7 +1105,7 @@ impl EventLoop {
     }
 
     async fn on_driver_event(&mut self, fe: FabricEvent) {
-        if let Err(e) = validate_event(&self.cabling, &fe) {
+        if let Err(e) = self.cabling.check_event(&fe) {
             tracing::warn!(event = %fe, error = %e, "ignoring a driver event");
             return;
         }
@@ -1169,7 +1142,7 @@ impl EventLoop {
         let reason = breaking_reason(&self.cabling, &c.ports_in_use, ev);
         tracing::info!(event = %ev, breaks_target = reason.is_some(), "change during an update");
         let a = self.protocol.on(
-            Instant::now(),
+            Instant::now().into_std(),
             UInput::Fault {
                 breaks_target: reason.is_some(),
                 description: reason.unwrap_or_else(|| ev.to_string()),
@@ -1206,7 +1179,7 @@ impl EventLoop {
             return;
         }
         let event = req.target.event(req.up);
-        if let Err(e) = validate_event(&self.cabling, &event) {
+        if let Err(e) = self.cabling.check_event(&event) {
             let _ = reply.send(Err(LoopError::InvalidArgument(e.to_string())));
             return;
         }
@@ -1321,7 +1294,9 @@ impl EventLoop {
         let mut exclusions: Vec<FabricEvent> = self.exclusions.iter().map(|x| x.down_event()).collect();
         for t in down {
             let ev = t.event(false);
-            validate_event(&self.cabling, &ev).map_err(|e| LoopError::InvalidArgument(e.to_string()))?;
+            self.cabling
+                .check_event(&ev)
+                .map_err(|e| LoopError::InvalidArgument(e.to_string()))?;
             exclusions.push(ev);
         }
         let mut input = self.compute_input(0, exclusions, Arc::default(), Arc::default());
@@ -1476,7 +1451,7 @@ impl EventLoop {
                 self.busy = Busy::Computing(flight);
                 let at = self.protocol.attempt();
                 let a = self.protocol.on(
-                    Instant::now(),
+                    Instant::now().into_std(),
                     UInput::Computed {
                         at,
                         result: Err(reason),
@@ -1571,7 +1546,7 @@ impl EventLoop {
                 self.busy = Busy::Computing(flight);
                 let at = self.protocol.attempt();
                 let a = self.protocol.on(
-                    Instant::now(),
+                    Instant::now().into_std(),
                     UInput::Computed {
                         at,
                         result: Err(format!("escape VL not ready: {e}")),
@@ -1633,14 +1608,17 @@ impl EventLoop {
             if !restarted {
                 self.update_restarts.clear();
                 a = self.protocol.on(
-                    now,
+                    now.into_std(),
                     UInput::Begin {
                         generation: self.next_generation(),
                     },
                 );
             }
             let at = self.protocol.attempt();
-            a.extend(self.protocol.on(now, UInput::Computed { at, result: Ok(()) }));
+            a.extend(
+                self.protocol
+                    .on(now.into_std(), UInput::Computed { at, result: Ok(()) }),
+            );
             self.drive_sync(a);
             return;
         }
@@ -1788,7 +1766,7 @@ impl EventLoop {
                         self.commit(f, *c, outcome).await;
                     }
                     self.clear_progress();
-                    let after = self.protocol.on(Instant::now(), UInput::Committed { at });
+                    let after = self.protocol.on(Instant::now().into_std(), UInput::Committed { at });
                     rest.extend(after);
                 }
                 UAction::Abort {
@@ -2042,7 +2020,9 @@ impl EventLoop {
     async fn drop_subscriber(&mut self, subscriber: SubscriberId) {
         if let Some(s) = self.subscribers.remove(&subscriber) {
             tracing::info!(subscriber = subscriber.0, name = %crate::logging::untrusted(&s.name), ports = s.ports, "subscriber gone");
-            let a = self.protocol.on(Instant::now(), UInput::SubscriberGone { subscriber });
+            let a = self
+                .protocol
+                .on(Instant::now().into_std(), UInput::SubscriberGone { subscriber });
             self.drive(a).await;
             self.publish();
         }
@@ -2067,7 +2047,9 @@ impl EventLoop {
         }
         self.escape_outcome = Some(outcome);
         let result = Ok(());
-        let a = self.protocol.on(Instant::now(), UInput::EscapeUploaded { at, result });
+        let a = self
+            .protocol
+            .on(Instant::now().into_std(), UInput::EscapeUploaded { at, result });
         self.drive(a).await;
     }
 
@@ -2113,7 +2095,7 @@ impl EventLoop {
             let at = self.protocol.attempt();
             let a = self
                 .protocol
-                .on(Instant::now(), UInput::BaseUploaded { at, result: Ok(()) });
+                .on(Instant::now().into_std(), UInput::BaseUploaded { at, result: Ok(()) });
             self.drive(a).await;
             return;
         }
@@ -2503,11 +2485,11 @@ fn exclusion_from_persisted(f: &Fabric, v: &VirtualFault) -> Result<Exclusion, S
             (Exclusion::Node(g), FabricEvent::EndPortDown(g))
         }
     };
-    validate_event(f, &ev).map_err(|e| e.to_string())?;
+    f.check_event(&ev).map_err(|e| e.to_string())?;
     Ok(x)
 }
 
-async fn sleep_until_opt(d: Option<TokioInstant>) {
+async fn sleep_until_opt(d: Option<Instant>) {
     match d {
         Some(d) => tokio::time::sleep_until(d).await,
         None => std::future::pending().await,
@@ -2545,19 +2527,6 @@ mod tests {
         assert_eq!(canonical_link(&f, 0x10, 5), Exclusion::Link(0x10, 5));
         // A port facing an end port is its own key.
         assert_eq!(canonical_link(&f, 0x10, 1), Exclusion::Link(0x10, 1));
-    }
-
-    #[test]
-    fn events_are_validated_precisely() {
-        let f = tiny();
-        assert!(validate_event(&f, &FabricEvent::LinkDown { switch: 0x10, port: 5 }).is_ok());
-        let e = validate_event(&f, &FabricEvent::LinkDown { switch: 0x10, port: 9 }).unwrap_err();
-        assert_eq!(e.to_string(), "switch 0x0000000000000010 has no port 9 (ports 1..=8)");
-        let e = validate_event(&f, &FabricEvent::LinkUp { switch: 0x10, port: 3 }).unwrap_err();
-        assert_eq!(e.to_string(), "switch 0x0000000000000010 port 3 is not cabled");
-        assert!(validate_event(&f, &FabricEvent::SwitchDown(0x99)).is_err());
-        assert!(validate_event(&f, &FabricEvent::EndPortDown(0x101)).is_ok());
-        assert!(validate_event(&f, &FabricEvent::EndPortDown(0x100)).is_err());
     }
 
     /// The tiny fabric routed with `exclusions` applied.

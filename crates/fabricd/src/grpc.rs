@@ -156,25 +156,19 @@ fn rp_floor(f: &fabric_metrics::RpFloor, measured: &fabric_metrics::RpStats) -> 
 fn resolve_target(f: &Fabric, kind: i32, switch: &str, port: u32, node: &str) -> Result<FaultTarget, Status> {
     match pb::FaultKind::try_from(kind).unwrap_or(pb::FaultKind::Unspecified) {
         pb::FaultKind::Link => {
-            let sid = resolve_switch(f, switch)?;
-            let s = f.switch(sid);
-            if port == 0 || port > u32::from(s.nports) {
-                return Err(Status::invalid_argument(
-                    TopologyError::PortOutOfRange {
-                        guid: s.guid,
-                        port,
-                        nports: u32::from(s.nports),
-                    }
-                    .to_string(),
-                ));
-            }
-            let port = port as u8;
-            if s.ports[port as usize].remote == Remote::None {
-                return Err(Status::invalid_argument(
-                    TopologyError::PortNotCabled { guid: s.guid, port }.to_string(),
-                ));
-            }
-            Ok(FaultTarget::Link { switch: s.guid, port })
+            let s = f.switch(resolve_switch(f, switch)?);
+            let out_of_range = || TopologyError::PortOutOfRange {
+                guid: s.guid,
+                port,
+                nports: u32::from(s.nports),
+            };
+            let target = FaultTarget::Link {
+                switch: s.guid,
+                port: u8::try_from(port).map_err(|_| Status::invalid_argument(out_of_range().to_string()))?,
+            };
+            f.check_event(&target.event(false))
+                .map_err(|e| Status::invalid_argument(e.to_string()))?;
+            Ok(target)
         }
         pb::FaultKind::Switch => Ok(FaultTarget::Switch(f.switch(resolve_switch(f, switch)?).guid)),
         pb::FaultKind::Node => {

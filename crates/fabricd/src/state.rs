@@ -5,7 +5,7 @@
 //! **Architecture invariant:** the event loop is the only writer; readers never lock.
 
 use std::sync::Arc;
-use std::time::Instant;
+use tokio::time::Instant;
 
 use fabric_ranking::Ranking;
 use fabric_routing::{Lfts, LidPlan};
