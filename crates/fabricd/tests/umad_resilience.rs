@@ -195,9 +195,13 @@ fn fabricd_started_before_the_simulator_says_so_stops_on_sigterm_and_comes_up_wi
 
 /// Sends `sig` to process `pid` (one of ours).
 fn send_signal(pid: u32, sig: i32) {
-    // SAFETY: kill(2) on the pid of a child process of this test; no memory is involved.
-    let rc = unsafe { libc::kill(pid as i32, sig) };
-    assert_eq!(rc, 0, "kill({pid}, {sig}) failed");
+    let target = i32::try_from(pid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+        .expect("a process id");
+    let signal = rustix::process::Signal::from_named_raw(sig).expect("a named signal");
+    let rc = rustix::process::kill_process(target, signal);
+    assert!(rc.is_ok(), "kill({pid}, {sig}) failed: {rc:?}");
 }
 
 /// True once the daemon runs its umad transport thread (named `fabric-umad`): the device is

@@ -154,9 +154,10 @@ impl Daemon {
 
     /// Sends a signal to the daemon.
     pub fn signal(&self, sig: i32) {
-        // SAFETY: kill(2) on the pid of our own child process; no memory is involved.
-        let rc = unsafe { libc::kill(self.pid(), sig) };
-        assert_eq!(rc, 0, "kill({}, {sig}) failed", self.pid());
+        let pid = rustix::process::Pid::from_raw(self.pid()).expect("the daemon is running");
+        let signal = rustix::process::Signal::from_named_raw(sig).expect("a named signal");
+        let rc = rustix::process::kill_process(pid, signal);
+        assert!(rc.is_ok(), "kill({}, {sig}) failed: {rc:?}", self.pid());
     }
 
     /// Kills the daemon hard (SIGKILL) and reaps it.
