@@ -168,9 +168,9 @@ impl Sim {
                         kind: NeighbourKind::Switch as i32,
                         node_guid: r.guid,
                         port_guid: r.guid,
-                        port: port as u32,
+                        port: u32::from(port),
                         description: r.desc.clone(),
-                        node_ports: r.nports as u32,
+                        node_ports: u32::from(r.nports),
                     }),
                 )
             }
@@ -182,15 +182,15 @@ impl Sim {
                         kind: NeighbourKind::Ca as i32,
                         node_guid: e.node_guid,
                         port_guid: e.port_guid,
-                        port: e.port_num as u32,
+                        port: u32::from(e.port_num),
                         description: e.desc.clone(),
-                        node_ports: e.node_ports as u32,
+                        node_ports: u32::from(e.node_ports),
                     }),
                 )
             }
         };
         proto::PortInfo {
-            port: pn as u32,
+            port: u32::from(pn),
             state: if up {
                 PortState::Up as i32
             } else {
@@ -217,7 +217,7 @@ impl Sim {
                 let (o, n) = (Self::port_info(&state, a.sid, pn), Self::port_info(&new, a.sid, pn));
                 if o.state != n.state {
                     let _ = a.events.send(proto::PortEvent {
-                        port: pn as u32,
+                        port: u32::from(pn),
                         state: n.state,
                         neighbour: n.neighbour,
                         powered: new_s.up,
@@ -463,8 +463,8 @@ fn hops(h: &[fabric_southbound::Hop]) -> Vec<proto::Hop> {
     h.iter()
         .map(|h| proto::Hop {
             switch_guid: h.switch,
-            in_port: h.in_port as u32,
-            out_port: h.out_port as u32,
+            in_port: u32::from(h.in_port),
+            out_port: u32::from(h.out_port),
         })
         .collect()
 }
@@ -526,14 +526,14 @@ impl SwitchAgent for AgentSvc {
         Ok(Response::new(proto::SwitchInfo {
             guid: s.guid,
             description: s.desc.clone(),
-            port_count: s.nports as u32,
-            lft_blocks: (self.sim.max_lid as u64 + 1).div_ceil(64) as u32,
+            port_count: u32::from(s.nports),
+            lft_blocks: (u64::from(self.sim.max_lid) + 1).div_ceil(64) as u32,
             address_bits: self.sim.address_bits,
             max_address: self.sim.max_lid,
             address: lock(&self.sim.addrs).switch_lid[a.sid.idx()],
             lft_generation: a.lft_generation.load(Ordering::SeqCst),
             powered: s.up,
-            vls: self.sim.vls as u32,
+            vls: u32::from(self.sim.vls),
         }))
     }
 
@@ -579,7 +579,8 @@ impl SwitchAgent for AgentSvc {
                     ))
                 })?;
             let span = 1u64 << r.lmc;
-            if e.base != 0 && (!(e.base as u64).is_multiple_of(span) || e.base as u64 + span - 1 > max as u64) {
+            if e.base != 0 && (!u64::from(e.base).is_multiple_of(span) || u64::from(e.base) + span - 1 > u64::from(max))
+            {
                 return Err(Status::invalid_argument(format!(
                     "base address {} of {} is misaligned or out of range",
                     e.base,
@@ -730,7 +731,7 @@ impl SwitchAgent for AgentSvc {
             let pi = Sim::port_info(&st, a.sid, p);
             snap.push(proto::PortEvent {
                 snapshot: true,
-                port: p as u32,
+                port: u32::from(p),
                 state: pi.state,
                 neighbour: pi.neighbour,
                 powered: s.up,

@@ -49,13 +49,13 @@ fn bench(c: &mut Criterion) {
     let mut g = c.benchmark_group("metrics_8640");
     g.sample_size(10).measurement_time(Duration::from_secs(20));
     g.bench_function("mu_sp", |b| {
-        b.iter(|| compute(&t.fabric, &t.lids, &lfts, &only(true, 0, false)))
+        b.iter(|| compute(&t.fabric, &t.lids, &lfts, &only(true, 0, false)));
     });
     g.bench_function("mu_rp_1000", |b| {
-        b.iter(|| compute(&t.fabric, &t.lids, &lfts, &only(false, 1000, false)))
+        b.iter(|| compute(&t.fabric, &t.lids, &lfts, &only(false, 1000, false)));
     });
     g.bench_function("mu_a2a", |b| {
-        b.iter(|| compute(&t.fabric, &t.lids, &lfts, &only(false, 0, true)))
+        b.iter(|| compute(&t.fabric, &t.lids, &lfts, &only(false, 0, true)));
     });
     g.finish();
 }

@@ -215,7 +215,7 @@ pub fn jobs_metrics<J: AsRef<[EndPortId]>>(
     lfts: &Lfts,
     jobs: &[J],
 ) -> Result<JobMetrics, MetricsError> {
-    check_ids(fabric, jobs.iter().flat_map(|j| j.as_ref()))?;
+    check_ids(fabric, jobs.iter().flat_map(std::convert::AsRef::as_ref))?;
     let idx = PathIndex::new(fabric, lids, lfts);
     let nch = idx.num_channels();
     let mut out = JobMetrics {

@@ -117,7 +117,7 @@ impl RpStats {
         if self.samples == 0 {
             return 0.0;
         }
-        let hits: u64 = self.counts.iter().skip(k as usize).map(|&c| c as u64).sum();
+        let hits: u64 = self.counts.iter().skip(k as usize).map(|&c| u64::from(c)).sum();
         hits as f64 / self.samples as f64
     }
 }
@@ -206,7 +206,7 @@ pub fn compute(fabric: &Fabric, lids: &LidPlan, lfts: &Lfts, opts: &MetricsOptio
             )
             .collect();
         values.sort_unstable();
-        let as_f: Vec<f64> = values.iter().map(|&v| v as f64).collect();
+        let as_f: Vec<f64> = values.iter().map(|&v| f64::from(v)).collect();
         let mut counts = vec![0u32; values.last().map_or(0, |&v| v as usize + 1)];
         for &v in &values {
             counts[v as usize] += 1;
@@ -320,7 +320,7 @@ fn scan_leaves(idx: &PathIndex<'_>, a2a: bool) -> Scan {
             || ScanAcc::new(nch, a2a),
             |mut acc, (li, row)| {
                 let li = li as u32;
-                let size = idx.leaf_size[li as usize] as u64;
+                let size = u64::from(idx.leaf_size[li as usize]);
                 let from = idx.leaves[li as usize];
                 for d in 0..n as u32 {
                     let mult = size - u64::from(idx.leaf_of[d as usize] == li);
@@ -332,7 +332,7 @@ fn scan_leaves(idx: &PathIndex<'_>, a2a: bool) -> Scan {
                         RoutedBits::set_in_row(row, d);
                         let edges = buf.len() as u32 + 2;
                         acc.routed += mult;
-                        acc.edge_sum += mult * edges as u64;
+                        acc.edge_sum += mult * u64::from(edges);
                         acc.diameter = acc.diameter.max(edges);
                         if a2a {
                             for &c in &buf {

@@ -122,7 +122,7 @@ fn random_permutation_stats_match_replayed_permutations() {
                 .enumerate()
                 .map(|(s, &d)| (EndPortId(s as u32), EndPortId(d)))
                 .collect();
-            mu_of_pairs(&f, &lids, &lfts, &pairs).unwrap().mu as f64
+            f64::from(mu_of_pairs(&f, &lids, &lfts, &pairs).unwrap().mu)
         })
         .collect();
     values.sort_by(f64::total_cmp);
@@ -130,8 +130,8 @@ fn random_permutation_stats_match_replayed_permutations() {
     assert_eq!(m.mu_rp.median, quantile(&values, 0.5));
     assert_eq!(m.mu_rp.q1, quantile(&values, 0.025));
     assert_eq!(m.mu_rp.q39, quantile(&values, 0.975));
-    assert_eq!(m.mu_rp.max as f64, values[39]);
-    assert_eq!(m.mu_rp.min as f64, values[0]);
+    assert_eq!(f64::from(m.mu_rp.max), values[39]);
+    assert_eq!(f64::from(m.mu_rp.min), values[0]);
     // Same seed, same answer; thread scheduling does not matter.
     assert_eq!(compute(&f, &lids, &lfts, &opts(40)).mu_rp, m.mu_rp);
 }

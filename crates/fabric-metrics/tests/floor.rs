@@ -73,7 +73,7 @@ fn floor_matches_dmodc_on_complete_fat_trees() {
             );
         }
         assert!(
-            (rp.median - floor.median as f64).abs() <= 1.0,
+            (rp.median - f64::from(floor.median)).abs() <= 1.0,
             "{spec}: median {} vs floor {}",
             rp.median,
             floor.median

@@ -178,7 +178,7 @@ fn build(c: &Case) -> (Fabric, LidPlan, Lfts) {
                 switch: 0x10 + sw as u64,
                 port: 1 + (ev >> 8) as u8 % NPORTS,
             },
-            2 if !c.ends.is_empty() => FabricEvent::EndPortDown(0x100 + (ev as u64 >> 4) % c.ends.len() as u64),
+            2 if !c.ends.is_empty() => FabricEvent::EndPortDown(0x100 + (u64::from(ev) >> 4) % c.ends.len() as u64),
             _ => FabricEvent::SwitchDown(0x10 + sw as u64),
         };
         if let Ok(g) = f.apply(&[event]) {
@@ -258,7 +258,7 @@ fn check_against_reference(c: &Case) -> Result<(), TestCaseError> {
     let a2a = naive_pairs(&f, &lids, &lfts, &all);
     prop_assert_eq!(m.unrouted_pairs, a2a.unrouted);
     prop_assert_eq!(m.xi, a2a.xi);
-    prop_assert_eq!(m.mu_a2a as u64, a2a.mu);
+    prop_assert_eq!(u64::from(m.mu_a2a), a2a.mu);
     let mut edges = Vec::new();
     for &(s, d) in &all {
         if s != d {
@@ -273,7 +273,7 @@ fn check_against_reference(c: &Case) -> Result<(), TestCaseError> {
         edges.iter().sum::<f64>() / edges.len() as f64
     };
     prop_assert!((m.nu - nu).abs() < 1e-9, "nu {} vs {}", m.nu, nu);
-    prop_assert_eq!(m.diameter as f64, edges.iter().copied().fold(0.0, f64::max));
+    prop_assert_eq!(f64::from(m.diameter), edges.iter().copied().fold(0.0, f64::max));
 
     // Every shift, with distinct-source/destination sets (checks mu_p = #paths on permutations).
     let mut mu_sp = 0;
@@ -287,7 +287,7 @@ fn check_against_reference(c: &Case) -> Result<(), TestCaseError> {
             worst = k;
         }
     }
-    prop_assert_eq!(m.mu_sp as u64, mu_sp);
+    prop_assert_eq!(u64::from(m.mu_sp), mu_sp);
     prop_assert_eq!(m.worst_shift as usize, worst);
 
     // Random permutations replayed.
@@ -314,12 +314,12 @@ fn check_pairs_and_jobs(c: &Case, picks: &[(u8, u8)], split: u8) -> Result<(), T
     // Arbitrary pairs (dead end ports, duplicates and self pairs included).
     let pairs: Vec<_> = picks
         .iter()
-        .map(|&(a, b)| (EndPortId(a as u32 % ne as u32), EndPortId(b as u32 % ne as u32)))
+        .map(|&(a, b)| (EndPortId(u32::from(a) % ne as u32), EndPortId(u32::from(b) % ne as u32)))
         .collect();
     let pm = mu_of_pairs(&f, &lids, &lfts, &pairs).unwrap();
     let r = naive_pairs(&f, &lids, &lfts, &pairs);
     prop_assert_eq!(
-        (pm.routed, pm.unrouted, pm.mu as u64, pm.xi),
+        (pm.routed, pm.unrouted, u64::from(pm.mu), pm.xi),
         (r.routed, r.unrouted, r.mu, r.xi)
     );
     prop_assert_eq!(pm.pairs, r.routed + r.unrouted);

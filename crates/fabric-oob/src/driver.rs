@@ -914,7 +914,7 @@ async fn monitor(weak: Weak<Inner>, idx: usize, mut stop: watch::Receiver<()>) {
         drop(inner);
         tokio::select! {
             _ = stop.changed() => return,
-            _ = tokio::time::sleep(delay) => {}
+            () = tokio::time::sleep(delay) => {}
         }
         delay = (delay * 2).min(cap);
     }
@@ -930,7 +930,7 @@ impl SouthboundDriver for OobDriver {
             .filter_map(|a| lock(&a.known).as_ref().map(|k| k.info.lft_blocks))
             .filter(|&b| b > 0)
             .min();
-        let from_lid = (self.inner.cfg.max_lid as u64 + 1).div_ceil(BLOCK_SIZE as u64) as u32;
+        let from_lid = (u64::from(self.inner.cfg.max_lid) + 1).div_ceil(BLOCK_SIZE as u64) as u32;
         DriverCaps {
             name: "oob",
             max_lid: self.inner.cfg.max_lid,
@@ -1113,7 +1113,7 @@ impl SouthboundDriver for OobDriver {
                 let reciprocal = match tables.get(&n.node_guid).and_then(|t| t.ports.get(rp as usize)) {
                     Some(q) if reached.contains(&n.node_guid) => {
                         let back = neighbour(q).map(|m| (m.node_guid, m.port));
-                        if back != Some((g, pn as u32)) {
+                        if back != Some((g, u32::from(pn))) {
                             warnings.push(format!(
                                 "cabling mismatch: {} port {pn} sees {} port {rp}, which sees {}",
                                 name(g, &b),
@@ -1221,7 +1221,7 @@ impl SouthboundDriver for OobDriver {
             let Ok(idx) = self.inner.agent_of(s.guid) else { continue };
             let mut addresses = proto::SetAddressesRequest {
                 generation,
-                lmc: lids.lmc as u32,
+                lmc: u32::from(lids.lmc),
                 switch_address: lids.switch_lid(sid),
                 end_ports: Vec::new(),
             };
@@ -1385,8 +1385,11 @@ impl SouthboundDriver for OobDriver {
         let r = self
             .inner
             .call(idx, "set port state", |mut c| async move {
-                c.set_port_state(proto::SetPortStateRequest { port: port as u32, up })
-                    .await
+                c.set_port_state(proto::SetPortStateRequest {
+                    port: u32::from(port),
+                    up,
+                })
+                .await
             })
             .await;
         match r {

@@ -204,7 +204,7 @@ async fn diagnose(target: &str, opts: &tls::ClientTlsOptions, err: ConnectError)
     let https = target.starts_with("https://");
     let port = uri
         .as_ref()
-        .and_then(|u| u.port_u16())
+        .and_then(tonic::transport::Uri::port_u16)
         .unwrap_or(if https { 443 } else { 80 });
     let opts = opts.clone();
     let found = tokio::task::spawn_blocking(move || {

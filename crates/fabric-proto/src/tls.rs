@@ -359,7 +359,7 @@ pub fn diagnose_handshake(host: &str, port: u16, opts: &ClientTlsOptions) -> Opt
     sock.set_read_timeout(Some(DIAGNOSIS_TIMEOUT)).ok()?;
     sock.set_write_timeout(Some(DIAGNOSIS_TIMEOUT)).ok()?;
     let mut tls = rustls::Stream::new(&mut conn, &mut sock);
-    if let Err(e) = tls.write_all(H2_PREFACE).and_then(|_| tls.flush()) {
+    if let Err(e) = tls.write_all(H2_PREFACE).and_then(|()| tls.flush()) {
         return rustls_in(&e);
     }
     let mut buf = [0u8; 64];

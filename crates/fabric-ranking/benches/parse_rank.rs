@@ -18,7 +18,7 @@ fn parse_rank(c: &mut Criterion) {
             let r = rank(&p.fabric, &RankOptions::default());
             assert_eq!(r.height, 4);
             r
-        })
+        });
     });
     let parsed = ibnet::parse(&text, "bench").expect("parse").fabric;
     g.bench_function("rank", |b| b.iter(|| rank(&parsed, &RankOptions::default())));

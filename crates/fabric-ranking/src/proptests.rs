@@ -45,7 +45,7 @@ impl XorShift {
         self.0 ^= self.0 << 13;
         self.0 ^= self.0 >> 7;
         self.0 ^= self.0 << 17;
-        (self.0 % 1000) < per_mille as u64
+        (self.0 % 1000) < u64::from(per_mille)
     }
 }
 
@@ -83,9 +83,9 @@ fn monotone_reach(f: &Fabric, level: &[u32], base: &[bool], down: bool) -> Vec<b
     let mut order: Vec<SwitchId> = f.switch_ids().collect();
     order.sort_by_key(|s| {
         if down {
-            level[s.idx()] as i64
+            i64::from(level[s.idx()])
         } else {
-            -(level[s.idx()] as i64)
+            -i64::from(level[s.idx()])
         }
     });
     let mut ok = base.to_vec();
@@ -225,7 +225,7 @@ proptest! {
             // generator leaf is among them.
             let asc: Vec<SwitchId> = c.switches.iter().copied().filter(|s| ascending[s.idx()]).collect();
             let off: Vec<i64> =
-                asc.iter().map(|s| r.level[s.idx()].map_or(-1000, |l| l as i64) - t.level[s.idx()] as i64).collect();
+                asc.iter().map(|s| r.level[s.idx()].map_or(-1000, i64::from) - i64::from(t.level[s.idx()])).collect();
             prop_assert!(off.windows(2).all(|x| x[0] == x[1]), "offsets {:?}", off);
             if asc.len() == c.switches.len() && asc.iter().any(|s| t.level[s.idx()] == 0) {
                 prop_assert_eq!(off[0], 0);
@@ -243,7 +243,7 @@ proptest! {
         cut_links in 0u32..300,
         nodes in 0u32..500,
     ) {
-        let join = |v: &[usize]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>().join(",");
+        let join = |v: &[usize]| v.iter().map(std::string::ToString::to_string).collect::<Vec<_>>().join(",");
         let text = format!("PGFT({};{};{};{})", m.len(), join(&m), join(&w), join(&p));
         let spec: PgftSpec = text.parse().map_err(|e| TestCaseError::fail(format!("{text}: {e}")))?;
         let full = gen::generate(&spec).map_err(|e| TestCaseError::fail(format!("{text}: {e}")))?.fabric;

@@ -135,14 +135,14 @@ fn two_heights() -> (fabric_topology::Fabric, Vec<u32>, Vec<SwitchId>, Vec<Switc
     let mut high = Vec::new();
     for h in 0..2u8 {
         let s = b
-            .add_switch(0x0003_0000_0000_0000 | h as u64, format!("high-{h}"), 8)
+            .add_switch(0x0003_0000_0000_0000 | u64::from(h), format!("high-{h}"), 8)
             .unwrap();
         level.push(1);
         for (k, &t) in tops.iter().enumerate() {
             b.connect_switches(s, 5 + k as u8, t, spare + h).unwrap();
         }
         for n in 0..4u8 {
-            let g = 0x0009_0000_0000_0000 | ((h as u64) << 8) | n as u64;
+            let g = 0x0009_0000_0000_0000 | (u64::from(h) << 8) | u64::from(n);
             let ep = b
                 .add_end_port(g + 1, g, format!("hnode-{h}-{n}"), 1, 1, NodeType::Compute)
                 .unwrap();
@@ -514,7 +514,14 @@ fn spine_carrying_hosts_is_found_by_the_statistical_criterion() {
     let spine = ids[2][0];
     for n in 0..2u8 {
         let ep = b
-            .add_end_port(0x6001 + n as u64, 0x6000 + n as u64, "host", 1, 1, NodeType::Compute)
+            .add_end_port(
+                0x6001 + u64::from(n),
+                0x6000 + u64::from(n),
+                "host",
+                1,
+                1,
+                NodeType::Compute,
+            )
             .unwrap();
         b.connect_end_port(ep, spine, first_spare(&m, &w, &p, 2) + n).unwrap();
     }

@@ -79,7 +79,7 @@ fn bench_dmodc(c: &mut Criterion) {
         for threads in [1, 2] {
             let p = pool(threads);
             g.bench_function(format!("{name}/t{threads}"), |b| {
-                p.install(|| b.iter(|| dmodc_full(&f, &lids, &mut lfts)))
+                p.install(|| b.iter(|| dmodc_full(&f, &lids, &mut lfts)));
             });
         }
     }
@@ -116,9 +116,9 @@ fn bench_grouped(c: &mut Criterion) {
                 };
                 GroupedDmodc(&groups)
                     .route(&ctx, LidSet::Base, &mut lfts)
-                    .expect("route")
-            })
-        })
+                    .expect("route");
+            });
+        });
     });
     g.finish();
 }
@@ -143,9 +143,9 @@ fn bench_escape(c: &mut Criterion) {
                     b.iter(|| {
                         engine(EngineKind::UpDown)
                             .route(&ctx, LidSet::Escape, &mut lfts)
-                            .expect("route")
-                    })
-                })
+                            .expect("route");
+                    });
+                });
             });
         }
     }
@@ -159,7 +159,7 @@ fn bench_alloc(c: &mut Criterion) {
     let lids = assign_lids(&f, &Guid2Lid::default(), 0, IB_MAX_UNICAST_LID).expect("lids");
     let p = pool(2);
     g.bench_function("34992_lmc0/t2", |b| {
-        p.install(|| b.iter(|| Lfts::new(f.num_switches(), lids.top())))
+        p.install(|| b.iter(|| Lfts::new(f.num_switches(), lids.top())));
     });
     g.finish();
 }

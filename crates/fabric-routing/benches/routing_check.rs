@@ -108,8 +108,8 @@ fn bench(c: &mut Criterion) {
                             lids: &lids,
                         };
                         route_all(&ctx, EngineKind::Dmodc).expect("route")
-                    })
-                })
+                    });
+                });
             });
             g.finish();
             let mut g = c.benchmark_group(group);
@@ -120,8 +120,8 @@ fn bench(c: &mut Criterion) {
                         || routed.lfts.clone(),
                         |lfts| check_and_repair(&ctx, "dmodc", lfts).expect("check"),
                         criterion::BatchSize::LargeInput,
-                    )
-                })
+                    );
+                });
             });
             g.finish();
         }

@@ -396,7 +396,7 @@ pub fn destination_check(fabric: &Fabric, lids: &LidPlan, lfts: &Lfts, set: LidS
                 }
                 let (mut bad, mut loops, mut sw_bad) = (0u64, 0u64, 0u64);
                 let mut failing: Vec<FailingDestination> = Vec::new();
-                for &(lid, target, dcomp) in block.iter() {
+                for &(lid, target, dcomp) in *block {
                     let mut dest_bad = 0u64;
                     let j = lid as usize % BLOCK_SIZE;
                     let own = if target & END != 0 {
@@ -446,7 +446,7 @@ pub fn destination_check(fabric: &Fabric, lids: &LidPlan, lfts: &Lfts, set: LidS
                             }
                             s = n as usize;
                         };
-                        for &x in scr.stack.iter() {
+                        for &x in &scr.stack {
                             scr.state[x] = stamp | verdict;
                         }
                         scr.stack.clear();

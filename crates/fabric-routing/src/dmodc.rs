@@ -166,7 +166,7 @@ pub(crate) fn fill_end_ports(
     select: Select<'_>,
     lfts: &mut Lfts,
 ) {
-    fill_end_ports_with(fabric, lids, p, set, select, lfts, TABLE_MAX)
+    fill_end_ports_with(fabric, lids, p, set, select, lfts, TABLE_MAX);
 }
 
 /// [`fill_end_ports`] with the longest port table as a parameter (tests check that every
@@ -263,7 +263,7 @@ fn fill_end_ports_with(
                 scr.gports.extend_from_slice(&g.ports);
             }
             let pi = p.div[sp];
-            let pi_div = (pi <= u64::from(u32::MAX)).then(|| FastDiv::new(pi as u32));
+            let pi_div = u32::try_from(pi).is_ok().then(|| FastDiv::new(pi as u32));
             let downs = o.downs(sp);
             let ups = o.ups(sp);
             let down_row = p.costs.down_row(sp);
@@ -399,7 +399,7 @@ fn fill_end_ports_with(
                     scr.table.clear();
                     scr.table_of_d = false;
                     let mut l = 1u64;
-                    for &g in cset.iter() {
+                    for &g in cset {
                         let len = u64::from(gmeta[g as usize].1.d);
                         l = l / gcd(l, len) * len;
                         if l * cset.len() as u64 > table_max {
@@ -656,7 +656,7 @@ mod tests {
                     .filter(|(_, g)| prep.costs.full_row(o.pos[g.remote.idx()] as usize)[li] < c)
                     .map(|(i, _)| i)
                     .collect();
-                let d = prep.tn.of_end_port[ep.idx()] as u64;
+                let d = u64::from(prep.tn.of_end_port[ep.idx()]);
                 let pi = prep.div[sp];
                 let g = &f.port_groups(s)[closer[((d / pi) % closer.len() as u64) as usize]];
                 let want = g.ports[((d / (pi * closer.len() as u64)) % g.ports.len() as u64) as usize];
@@ -703,7 +703,7 @@ mod tests {
                     if c.is_empty() {
                         continue;
                     }
-                    let (d, pi, nc) = (d as u64, p.div[sp], c.len() as u64);
+                    let (d, pi, nc) = (u64::from(d), p.div[sp], c.len() as u64);
                     let g = &f.port_groups(s)[c[((d / pi) % nc) as usize] as usize];
                     row[lid] = g.ports[((d / (pi * nc)) % g.ports.len() as u64) as usize];
                 }

@@ -49,8 +49,7 @@ impl Dmodk {
         let spec = &layout.spec;
         if spec.kind == SpecKind::Qft && spec.p.iter().any(|&p| p > 1) {
             return Err(RoutingError::NotCompletePgft(format!(
-                "{} is a quasi fat-tree with cross-connected groups, not a PGFT",
-                spec
+                "{spec} is a quasi fat-tree with cross-connected groups, not a PGFT"
             )));
         }
         Ok(layout)

@@ -308,7 +308,7 @@ pub fn assign_lids(fabric: &Fabric, previous: &Guid2Lid, lmc: u8, max_lid: Lid) 
     if max_lid == 0 {
         return Err(LidError::InvalidMaxLid(max_lid));
     }
-    let max = max_lid as u64;
+    let max = u64::from(max_lid);
     let mut taken = Taken {
         set: std::collections::HashSet::with_capacity(2 * fabric.num_end_ports() + fabric.num_switches()),
     };
@@ -321,7 +321,7 @@ pub fn assign_lids(fabric: &Fabric, previous: &Guid2Lid, lmc: u8, max_lid: Lid) 
         let Some((lo, hi)) = previous.get(ep.port_guid) else {
             continue;
         };
-        let (lo, hi) = (lo as u64, hi as u64);
+        let (lo, hi) = (u64::from(lo), u64::from(hi));
         let keep = if lmc == 1 {
             let aligned = lo % 2 == 0 && lo >= 2 && lo < max && (hi == lo + 1 || hi == lo);
             aligned && !taken.get(lo) && !taken.get(lo + 1)
@@ -342,7 +342,7 @@ pub fn assign_lids(fabric: &Fabric, previous: &Guid2Lid, lmc: u8, max_lid: Lid) 
             continue;
         }
         let Some((lo, _)) = previous.get(sw.guid) else { continue };
-        let lo = lo as u64;
+        let lo = u64::from(lo);
         if lo >= 1 && lo <= max && !taken.get(lo) {
             taken.set(lo);
             switch_lid[i] = lo as Lid;
@@ -353,8 +353,10 @@ pub fn assign_lids(fabric: &Fabric, previous: &Guid2Lid, lmc: u8, max_lid: Lid) 
         if fabric.end_port_by_guid(g).is_some() || fabric.switch_by_guid(g).is_some() {
             continue;
         }
-        let hi = (hi as u64).min(lo as u64 + MAX_LIDS_PER_PORT as u64 - 1).min(max);
-        for l in lo as u64..=hi {
+        let hi = u64::from(hi)
+            .min(u64::from(lo) + u64::from(MAX_LIDS_PER_PORT) - 1)
+            .min(max);
+        for l in u64::from(lo)..=hi {
             taken.set(l);
         }
     }
@@ -362,7 +364,7 @@ pub fn assign_lids(fabric: &Fabric, previous: &Guid2Lid, lmc: u8, max_lid: Lid) 
     let mut top: u64 = 0;
     let step = if lmc == 1 { 2 } else { 1 };
     let mut cursor: u64 = if lmc == 1 { 2 } else { 1 };
-    for base in end_port_base.iter_mut() {
+    for base in &mut end_port_base {
         if *base != 0 {
             continue;
         }
@@ -374,12 +376,12 @@ pub fn assign_lids(fabric: &Fabric, previous: &Guid2Lid, lmc: u8, max_lid: Lid) 
             taken.set(cursor + 1);
         }
         top = top.max(cursor + step - 1);
-        *base = cursor.min(Lid::MAX as u64) as Lid;
+        *base = cursor.min(u64::from(Lid::MAX)) as Lid;
         cursor += step;
     }
     // 4. New switches: lowest free LID.
     let mut cursor: u64 = 1;
-    for lid in switch_lid.iter_mut() {
+    for lid in &mut switch_lid {
         if *lid != 0 {
             continue;
         }
@@ -388,7 +390,7 @@ pub fn assign_lids(fabric: &Fabric, previous: &Guid2Lid, lmc: u8, max_lid: Lid) 
         }
         taken.set(cursor);
         top = top.max(cursor);
-        *lid = cursor.min(Lid::MAX as u64) as Lid;
+        *lid = cursor.min(u64::from(Lid::MAX)) as Lid;
         cursor += 1;
     }
     if top > max {
@@ -415,7 +417,7 @@ mod tests {
     fn fabric(nsw: u32, neps: u32) -> Fabric {
         let mut b = FabricBuilder::new();
         let sws: Vec<SwitchId> = (0..nsw)
-            .map(|i| b.add_switch(0x1000 + i as u64, format!("sw{i}"), 36).unwrap())
+            .map(|i| b.add_switch(0x1000 + u64::from(i), format!("sw{i}"), 36).unwrap())
             .collect();
         for i in 1..nsw as usize {
             b.connect_switches(sws[i - 1], 36, sws[i], 35).unwrap();
@@ -423,8 +425,8 @@ mod tests {
         for e in 0..neps {
             let ep = b
                 .add_end_port(
-                    0x2000 + e as u64,
-                    0x3000 + e as u64,
+                    0x2000 + u64::from(e),
+                    0x3000 + u64::from(e),
                     format!("n{e}"),
                     1,
                     1,

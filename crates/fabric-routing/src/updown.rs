@@ -115,7 +115,7 @@ mod tests {
     fn ring(n: u32) -> Fabric {
         let mut b = FabricBuilder::new();
         let s: Vec<_> = (0..n)
-            .map(|i| b.add_switch(0x100 + i as u64, format!("r{i}"), 8).unwrap())
+            .map(|i| b.add_switch(0x100 + u64::from(i), format!("r{i}"), 8).unwrap())
             .collect();
         for i in 0..n as usize {
             b.connect_switches(s[i], 1, s[(i + 1) % n as usize], 2).unwrap();
@@ -187,7 +187,7 @@ mod tests {
         }
         f = f.apply(&ev).unwrap();
         let lv = bfs_levels(&f);
-        assert!(lv.iter().all(|l| l.is_some()));
+        assert!(lv.iter().all(std::option::Option::is_some));
         let (lids, lfts) = route_set(&f, EngineKind::UpDown, LidSet::Escape);
         let v = check::validity_set(&f, &lids, &lfts, LidSet::Escape);
         assert_eq!(v.unreachable_count, 0);

@@ -115,5 +115,8 @@ fn main() {
     for _ in 0..n {
         std::hint::black_box(mock.trace(src, dst).expect("trace"));
     }
-    println!("trace: {:.2} µs per trace", t.elapsed().as_secs_f64() * 1e6 / n as f64);
+    println!(
+        "trace: {:.2} µs per trace",
+        t.elapsed().as_secs_f64() * 1e6 / f64::from(n)
+    );
 }

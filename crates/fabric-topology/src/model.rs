@@ -335,8 +335,8 @@ impl Fabric {
         if port == 0 || port > s.nports {
             return Err(TopologyError::PortOutOfRange {
                 guid,
-                port: port as u32,
-                nports: s.nports as u32,
+                port: u32::from(port),
+                nports: u32::from(s.nports),
             });
         }
         Ok(id)
@@ -536,8 +536,8 @@ impl FabricBuilder {
         if port == 0 || port > s.nports {
             return Err(TopologyError::PortOutOfRange {
                 guid: s.guid,
-                port: port as u32,
-                nports: s.nports as u32,
+                port: u32::from(port),
+                nports: u32::from(s.nports),
             });
         }
         if s.ports[port as usize].remote != Remote::None {

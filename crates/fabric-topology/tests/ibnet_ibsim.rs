@@ -154,7 +154,7 @@ fn small_fat_tree() -> Fabric {
     b.switch_mut(spines[0]).ports[18].speed = Some("4xQDR".into());
     for (l, &leaf) in leaves.iter().enumerate() {
         for p in 1..=4u8 {
-            let node = 0x0002_c900_0010_0000 + 0x100 * (4 * l as u64 + p as u64);
+            let node = 0x0002_c900_0010_0000 + 0x100 * (4 * l as u64 + u64::from(p));
             let ep = b
                 .add_end_port(
                     node + 1,
@@ -173,7 +173,7 @@ fn small_fat_tree() -> Fabric {
     let node = 0x0002_c900_0020_0000;
     for (port, leaf) in [(1u8, leaves[0]), (2, leaves[1])] {
         let ep = b
-            .add_end_port(node + port as u64, node, "io01 mlx5_0", port, 2, NodeType::Compute)
+            .add_end_port(node + u64::from(port), node, "io01 mlx5_0", port, 2, NodeType::Compute)
             .unwrap();
         b.connect_end_port(ep, leaf, 13).unwrap();
         b.switch_mut(leaf).ports[13].speed = Some("4xEDR".into());

@@ -255,7 +255,7 @@ fn fabric_strategy() -> impl Strategy<Value = Fabric> {
                     let pg = if guid_is_node && nports == 1 {
                         node_guid
                     } else {
-                        node_guid + p as u64
+                        node_guid + u64::from(p)
                     };
                     let ep = b.add_end_port(pg, node_guid, desc.clone(), p, nports, ty).unwrap();
                     let (s, sp) = f[at.index(f.len())];

@@ -365,8 +365,8 @@ async fn sl2vl_programmer(weak: Weak<Inner>, kick: Arc<Notify>) {
             None => {
                 // A kick while not waiting leaves a permit: nothing is lost.
                 tokio::select! {
-                    _ = kick.notified() => {}
-                    _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+                    () = kick.notified() => {}
+                    () = tokio::time::sleep(Duration::from_secs(1)) => {}
                 }
             }
         }
@@ -447,7 +447,7 @@ pub struct UmadDriver {
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 fn tp_err(guid: Guid, op: &'static str, e: TransportError) -> DriverError {
@@ -676,21 +676,21 @@ async fn sweeper(weak: Weak<Inner>, wake: Arc<Notify>, interval: Option<Duration
         match interval {
             Some(iv) => {
                 tokio::select! {
-                    _ = tokio::time::sleep(iv) => {}
-                    _ = notified => {}
+                    () = tokio::time::sleep(iv) => {}
+                    () = notified => {}
                 }
             }
             None => {
                 // No periodic sweep: only traps (and explicit wake-ups) start one. The timeout
                 // only notices the driver going away.
                 tokio::select! {
-                    _ = tokio::time::sleep(Duration::from_secs(1)) => {
+                    () = tokio::time::sleep(Duration::from_secs(1)) => {
                         if weak.strong_count() == 0 {
                             return;
                         }
                         continue;
                     }
-                    _ = notified => {}
+                    () = notified => {}
                 }
             }
         }
@@ -1436,7 +1436,7 @@ impl SouthboundDriver for UmadDriver {
             .switches
             .iter()
             .filter(|s| s.info.linear_fdb_cap() > 0)
-            .map(|s| s.max_blocks())
+            .map(SwitchRec::max_blocks)
             .min();
         DriverCaps {
             name: "umad",

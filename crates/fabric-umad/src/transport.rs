@@ -307,7 +307,7 @@ impl RawPort for UmadDevice {
         let ms = timeout.as_millis().min(i32::MAX as u128) as c_int;
         // SAFETY: `p` is one valid pollfd for the duration of the call.
         unsafe {
-            libc::poll(&mut p, 1, ms);
+            libc::poll(&raw mut p, 1, ms);
         }
     }
     fn agent(&self, class: u8) -> u32 {
@@ -346,9 +346,9 @@ impl<T> Queues<T> {
     }
     fn push(&mut self, r: T, background: bool) {
         if background {
-            self.background.push_back(r)
+            self.background.push_back(r);
         } else {
-            self.normal.push_back(r)
+            self.normal.push_back(r);
         }
     }
     /// The next request to send: the oldest normal one, else (when `background_ok`) the oldest
@@ -402,7 +402,7 @@ impl Transport {
             .name("fabric-umad".into())
             .spawn(move || {
                 let _done = done_tx;
-                run(port, params, rx, traps, st, sm2, stop2)
+                run(port, params, rx, traps, st, sm2, stop2);
             })
             .ok();
         Transport {
@@ -526,7 +526,7 @@ fn run<P: RawPort>(
             match rx.recv_timeout(Duration::from_millis(2)) {
                 Ok(r) => {
                     let b = r.background;
-                    queue.push(r, b)
+                    queue.push(r, b);
                 }
                 Err(std_mpsc::RecvTimeoutError::Timeout) => {}
                 Err(std_mpsc::RecvTimeoutError::Disconnected) => open = false,
@@ -537,7 +537,7 @@ fn run<P: RawPort>(
                 match rx.try_recv() {
                     Ok(r) => {
                         let b = r.background;
-                        queue.push(r, b)
+                        queue.push(r, b);
                     }
                     Err(std_mpsc::TryRecvError::Empty) => break,
                     Err(std_mpsc::TryRecvError::Disconnected) => {

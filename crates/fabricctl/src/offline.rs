@@ -301,7 +301,7 @@ fn topo_info(file: &Path, roots: Option<&Path>, json: bool) -> Result<()> {
         .warnings
         .iter()
         .cloned()
-        .chain(l.ranking.diagnostics.iter().map(|d| d.to_string()))
+        .chain(l.ranking.diagnostics.iter().map(std::string::ToString::to_string))
         .collect();
     if json {
         let v = json!({
@@ -323,7 +323,11 @@ fn topo_info(file: &Path, roots: Option<&Path>, json: bool) -> Result<()> {
         println!("leaves       {leaves}");
         println!(
             "levels       {}",
-            levels.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(" ")
+            levels
+                .iter()
+                .map(std::string::ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(" ")
         );
         println!("diagnostics  {}", diagnostics.len());
         for d in &diagnostics {

@@ -183,7 +183,7 @@ coalesce_max_ms = {c}
                 quantile(v, 0.5),
                 quantile(v, 0.99),
                 v.last().copied().unwrap_or(0.0)
-            )
+            );
         };
         row("fault seen -> routed", &routed);
         row("fault seen -> committed", &committed);

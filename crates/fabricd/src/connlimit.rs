@@ -74,7 +74,7 @@ impl ConnLimits {
     /// [`REFUSAL_LOG_INTERVAL`], else once that interval is over (with the count).
     fn note_refusal(self: &Arc<Self>, listener: &str) {
         self.refused.fetch_add(1, Ordering::Relaxed);
-        let mut log = self.log.lock().unwrap_or_else(|e| e.into_inner());
+        let mut log = self.log.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         log.unlogged += 1;
         let now = Instant::now();
         match log.last {
@@ -85,7 +85,7 @@ impl ConnLimits {
                     let listener = listener.to_string();
                     tokio::spawn(async move {
                         tokio::time::sleep_until(t + REFUSAL_LOG_INTERVAL).await;
-                        let mut log = this.log.lock().unwrap_or_else(|e| e.into_inner());
+                        let mut log = this.log.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
                         this.warn(&mut log, &listener);
                     });
                 }

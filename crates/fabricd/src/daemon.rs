@@ -602,7 +602,7 @@ pub async fn run(opts: RunOptions, mut control: mpsc::Receiver<Control>) -> Resu
     );
 
     let settings = loop_settings(&config)?;
-    let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let cores = std::thread::available_parallelism().map_or(2, std::num::NonZero::get);
     let routing_pool = pool("route", routing_threads(&config, cores))?;
     let analysis_pool = pool("analysis", cores.div_ceil(2).max(1))?;
     // Fail the start now, clearly, rather than serve generation 0 forever.
@@ -894,7 +894,7 @@ pub async fn run(opts: RunOptions, mut control: mpsc::Receiver<Control>) -> Resu
                 Some(Ok(Err(e))) => tracing::error!(error = %e, "gRPC server error"),
                 Some(_) => {}
             },
-            _ = &mut grace => {
+            () = &mut grace => {
                 tracing::warn!("gRPC connections still open after 5 s; closing them");
                 servers.abort_all();
                 break;

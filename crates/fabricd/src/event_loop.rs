@@ -481,7 +481,7 @@ impl EventLoop {
                         exclusions.insert(x);
                     }
                     Err(e) => {
-                        tracing::warn!(fault = ?v, error = %e, "dropping a virtual fault of the interrupted update")
+                        tracing::warn!(fault = ?v, error = %e, "dropping a virtual fault of the interrupted update");
                     }
                 }
             }
@@ -628,7 +628,7 @@ impl EventLoop {
                 let sw = (sid as usize) < self.cabling.num_switches();
                 let (guid, name) = if sw {
                     let s = self.cabling.switch(SwitchId(sid));
-                    (s.guid, s.desc.to_string())
+                    (s.guid, s.desc.clone())
                 } else {
                     (0, String::new())
                 };
@@ -797,12 +797,12 @@ impl EventLoop {
                     Some(fe) => self.on_driver_event(fe).await,
                     None => driver_open = false,
                 },
-                _ = sleep_until_opt(deadline), if deadline.is_some() => self.maybe_start(),
-                _ = sleep_until_opt(shutdown_deadline), if shutdown_deadline.is_some() => {
+                () = sleep_until_opt(deadline), if deadline.is_some() => self.maybe_start(),
+                () = sleep_until_opt(shutdown_deadline), if shutdown_deadline.is_some() => {
                     tracing::warn!("shutdown timeout: leaving with an upload in progress");
                     break;
                 }
-                _ = tick_opt(&mut watchdog), if watchdog.is_some() => {
+                () = tick_opt(&mut watchdog), if watchdog.is_some() => {
                     if let Err(e) = self.io.notifier.watchdog() {
                         tracing::warn!(error = %e, "watchdog notification failed");
                     }
@@ -1343,7 +1343,7 @@ impl EventLoop {
             Arc::new(
                 self.jobs
                     .values()
-                    .map(|ports| ports.iter().map(|p| p.port_guid()).collect())
+                    .map(|ports| ports.iter().map(super::persist::JobPort::port_guid).collect())
                     .collect(),
             )
         })
@@ -2149,7 +2149,7 @@ impl EventLoop {
         // Its blocks are still to be written, the resync switches still to be rewritten.
         self.give_back(&flight);
         self.dirty.extend(outcome.failed.iter().copied());
-        for (sid, (_, e)) in self.unprogrammed.iter_mut() {
+        for (sid, (_, e)) in &mut self.unprogrammed {
             if let Some(x) = outcome.switch_errors.get(sid) {
                 e.clone_from(x);
             }

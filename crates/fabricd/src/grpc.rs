@@ -689,7 +689,11 @@ impl FabricManager for FabricService {
             })
             .collect();
         let diagnostics = g.as_ref().map_or_else(Vec::new, |g| {
-            g.ranking.diagnostics.iter().map(|d| d.to_string()).collect()
+            g.ranking
+                .diagnostics
+                .iter()
+                .map(std::string::ToString::to_string)
+                .collect()
         });
         Ok(Response::new(pb::Topology {
             generation: p.generation(),

@@ -434,7 +434,7 @@ impl Telemetry {
         tokio::pin!(shutdown);
         loop {
             let accepted = tokio::select! {
-                _ = &mut shutdown => break,
+                () = &mut shutdown => break,
                 a = listener.accept() => a,
             };
             let (stream, peer) = match accepted {

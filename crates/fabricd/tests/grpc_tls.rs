@@ -53,7 +53,8 @@ fn leaf(
     purpose: ExtendedKeyUsagePurpose,
 ) -> (String, String) {
     let key = KeyPair::generate().expect("leaf key");
-    let mut p = CertificateParams::new(sans.iter().map(|s| s.to_string()).collect::<Vec<_>>()).expect("params");
+    let mut p =
+        CertificateParams::new(sans.iter().map(std::string::ToString::to_string).collect::<Vec<_>>()).expect("params");
     p.distinguished_name.push(DnType::CommonName, cn);
     p.extended_key_usages = vec![purpose];
     let cert = p.signed_by(&key, issuer).expect("leaf cert");
@@ -121,7 +122,7 @@ async fn fabricctl(args: Vec<String>) -> Output {
 }
 
 fn args(list: &[&str]) -> Vec<String> {
-    list.iter().map(|s| s.to_string()).collect()
+    list.iter().map(std::string::ToString::to_string).collect()
 }
 
 /// `fabricctl ... status --json` succeeded; its generation.

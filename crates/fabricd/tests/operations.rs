@@ -88,7 +88,7 @@ fn bad_requests_get_precise_errors_and_the_daemon_keeps_serving() {
         // Malformed job mappings.
         let job = |id: &str, ports: &[&str]| pb::SetJobMappingRequest {
             job_id: id.into(),
-            end_ports: ports.iter().map(|s| s.to_string()).collect(),
+            end_ports: ports.iter().map(std::string::ToString::to_string).collect(),
         };
         let n0 = t.end_ports[0].name.clone();
         expect_err(
@@ -248,7 +248,7 @@ fn kill_9_then_restart_keeps_lids_jobs_and_lfts() {
             let (a, b) = (pairs[0], pairs[1]);
             let fa: Vec<&str> = t0[a].split_whitespace().collect();
             let fb: Vec<&str> = t0[b].split_whitespace().collect();
-            let mut lines: Vec<String> = t0.iter().map(|s| s.to_string()).collect();
+            let mut lines: Vec<String> = t0.iter().map(std::string::ToString::to_string).collect();
             lines[a] = format!("{} {} {}", fa[0], fb[1], fb[2]);
             lines[b] = format!("{} {} {}", fb[0], fa[1], fa[2]);
             c2.get_or_insert((fa[0].to_string(), fb[0].to_string()));
@@ -315,7 +315,7 @@ fn kill_9_then_restart_keeps_lids_jobs_and_lfts() {
         assert!((0.0..=1.0).contains(&floor.measured_p_above_median), "{m:?}");
         let median = m.mu_rp.expect("mu_rp").median;
         assert!(
-            median + 1.0 >= floor.median as f64,
+            median + 1.0 >= f64::from(floor.median),
             "median {median} far below the floor {floor:?}"
         );
         let ids: Vec<&str> = m.jobs.iter().map(|j| j.job_id.as_str()).collect();

@@ -65,8 +65,8 @@ pub fn pgft(m: &[u32], w: &[u32], p: &[u32]) -> Pgft {
     for d in 0..n {
         let e = b
             .add_end_port(
-                0x2000_0000 + d as u64,
-                0x3000_0000 + d as u64,
+                0x2000_0000 + u64::from(d),
+                0x3000_0000 + u64::from(d),
                 format!("n{d}"),
                 1,
                 1,

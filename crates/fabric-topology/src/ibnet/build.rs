@@ -217,7 +217,7 @@ pub(super) fn build(records: &[Record<'_>], file: &str, warnings: &mut Vec<Warni
                     g
                 }
                 (Some((g, _)), _) | (None, Some((g, _))) => g,
-                (None, None) => r.guid.wrapping_add(p as u64),
+                (None, None) => r.guid.wrapping_add(u64::from(p)),
             };
             let line = own.or(sref).map_or(r.line, |pl| pl.line);
             if let Some(other) = b.end_port_by_guid(port_guid) {

@@ -125,7 +125,11 @@ impl GuidCounters {
             id_guid(id).unwrap_or(self.next[k])
         };
         self.explicit[k] = false;
-        let reserved = if kind == NodeKind::Switch { 1 } else { nports as u64 + 1 };
+        let reserved = if kind == NodeKind::Switch {
+            1
+        } else {
+            u64::from(nports) + 1
+        };
         self.next[k] = self.next[k].wrapping_add(reserved);
         guid
     }
@@ -513,7 +517,7 @@ pub(super) fn read_records<'a>(text: &'a str, file: &str) -> Result<(Vec<Record<
                     ports: Vec::new(),
                 });
                 open = true;
-                ibsim_pending = nports as u32;
+                ibsim_pending = u32::from(nports);
             }
             Line::Port(pl, note) => {
                 let rec = match records.last_mut() {
@@ -703,7 +707,7 @@ mod tests {
                         "S-e41d2d030003e470",
                         Some("SwitchIB Mellanox Technologies")
                     )
-                )
+                );
             }
             other => panic!("{other:?}"),
         }
@@ -735,7 +739,7 @@ mod tests {
     fn guid_lines() {
         match classify("switchguid=0xe41d2d030003e470(e41d2d030003e470)", 1) {
             Ok(Line::GuidBase { kind, relative, value }) => {
-                assert_eq!((kind, relative, value), (NodeKind::Switch, false, 0xe41d2d030003e470))
+                assert_eq!((kind, relative, value), (NodeKind::Switch, false, 0xe41d2d030003e470));
             }
             other => panic!("{other:?}"),
         }

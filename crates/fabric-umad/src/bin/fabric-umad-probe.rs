@@ -108,7 +108,7 @@ async fn main() -> Result<()> {
             lfts.insert(g.clone(), routed.lfts.row(sw)[..=top].to_vec());
             let path = drv.switch_route(fabric.switch(sw).guid).unwrap_or_default();
             let dr: Vec<String> = std::iter::once("0".to_string())
-                .chain(path.iter().map(|p| p.to_string()))
+                .chain(path.iter().map(std::string::ToString::to_string))
                 .collect();
             swpaths.insert(g.clone(), dr.join(","));
             swlids.insert(g, lids.switch_lid(SwitchId(sw.0)));
@@ -145,7 +145,7 @@ async fn main() -> Result<()> {
         let end = tokio::time::Instant::now() + Duration::from_secs(secs);
         loop {
             tokio::select! {
-                _ = tokio::time::sleep_until(end) => break,
+                () = tokio::time::sleep_until(end) => break,
                 ev = events.recv() => match ev {
                     Some(ev) => println!("{}", json!({"event": ev.to_string(), "traps": drv.stats().traps})),
                     None => break,

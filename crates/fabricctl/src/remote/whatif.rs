@@ -160,7 +160,7 @@ mod tests {
     use super::*;
 
     fn args(links: &[&str], switches: &[&str], nodes: &[&str]) -> WhatIfArgs {
-        let v = |x: &[&str]| x.iter().map(|s| s.to_string()).collect();
+        let v = |x: &[&str]| x.iter().map(std::string::ToString::to_string).collect();
         WhatIfArgs {
             links: v(links),
             switches: v(switches),
