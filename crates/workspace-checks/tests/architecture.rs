@@ -173,7 +173,7 @@ const IO_CRATES: &[&str] = &[
 ];
 
 /// `std` modules doing I/O, not to be used by the algorithm crates' production code.
-const IO_STD_PATHS: &[&str] = &["std::fs", "std::net", "std::process", "std::os::"];
+const IO_STD_MODULES: &[&str] = &["fs", "net", "process", "os"];
 
 /// The one exception: the bounded text-file reader every input file of the daemon and the CLI
 /// goes through (`fabric_topology::textfile`; blocking `std::fs`, no runtime).
@@ -559,15 +559,12 @@ fn algorithm_crates_depend_on_no_async_or_io_crate_and_use_no_std_io() {
             if IO_STD_ALLOWED_FILES.contains(&path.as_str()) {
                 continue;
             }
-            for (n, line) in s.production() {
-                let code = line.trim_start();
-                if code.starts_with("//") {
-                    continue;
-                }
-                for p in IO_STD_PATHS {
-                    if code.contains(p) {
-                        breaches.push(format!("{path}:{n}: uses {p}: {}", code.trim_end()));
-                    }
+            let code: Vec<&str> = s.production().map(|(_, l)| code_of(l)).collect();
+            let code = code.join("\n");
+            for (at, name) in path_heads(&code, "std::") {
+                if IO_STD_MODULES.contains(&name.as_str()) {
+                    let line = code[..at].matches('\n').count() + 1;
+                    breaches.push(format!("{path}:{line}: uses std::{name}"));
                 }
             }
         }
@@ -696,45 +693,83 @@ fn every_crate_takes_the_workspace_lints_and_fabric_umad_the_same_with_unsafe_de
 // unsafe
 // ---------------------------------------------------------------------------------------------
 
-/// True when byte offset `at` of `line` lies inside a string literal (an odd number of unescaped
-/// quotes before it) or a `//` comment.
-fn in_string_or_comment(line: &str, at: usize) -> bool {
-    let mut in_str = false;
-    let mut prev = ' ';
-    for (i, c) in line.char_indices() {
-        if i >= at {
-            break;
-        }
-        if c == '"' && prev != '\\' {
-            in_str = !in_str;
-        }
-        if !in_str && c == '/' && prev == '/' {
-            return true;
-        }
-        prev = c;
-    }
-    in_str
+/// Where a `//` comment starts in `line`, if it has one: the first `//` outside a string
+/// literal (a `'"'` char literal does not open one).
+fn comment_start(line: &str) -> Option<usize> {
+    string_and_comment_scan(line).1
 }
 
-/// Offsets of the `unsafe` keyword starting a block, fn, impl, trait or extern block.
-fn unsafe_keywords(line: &str) -> Vec<usize> {
-    let mut out = Vec::new();
+/// The byte ranges of `line` inside string literals, and where its `//` comment starts.
+fn string_and_comment_scan(line: &str) -> (Vec<(usize, usize)>, Option<usize>) {
     let bytes = line.as_bytes();
+    let mut strings = Vec::new();
+    let mut open: Option<usize> = None;
+    let mut i = 0;
+    while i < bytes.len() {
+        let c = bytes[i];
+        match open {
+            Some(start) => {
+                if c == b'\\' {
+                    i += 1; // the escaped character
+                } else if c == b'"' {
+                    strings.push((start, i));
+                    open = None;
+                }
+            }
+            None if c == b'"' && !(i > 0 && bytes[i - 1] == b'\'' && bytes.get(i + 1) == Some(&b'\'')) => {
+                open = Some(i);
+            }
+            None if c == b'/' && bytes.get(i + 1) == Some(&b'/') => return (strings, Some(i)),
+            None => {}
+        }
+        i += 1;
+    }
+    if let Some(start) = open {
+        strings.push((start, bytes.len()));
+    }
+    (strings, None)
+}
+
+/// True when byte offset `at` of `line` lies inside a string literal or a `//` comment.
+fn in_string_or_comment(line: &str, at: usize) -> bool {
+    let (strings, comment) = string_and_comment_scan(line);
+    comment.is_some_and(|c| at >= c) || strings.iter().any(|&(a, b)| a < at && at <= b)
+}
+
+/// Byte offsets of `word` in `text` (one or more lines) where it is code: outside string literals
+/// and comments, and not the tail of a longer name or path (`not_unsafe`, `$crate::`, `a::super`).
+fn code_occurrences(text: &str, word: &str) -> Vec<usize> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::new();
     let mut from = 0;
-    while let Some(i) = line[from..].find("unsafe") {
+    while let Some(i) = text[from..].find(word) {
         let at = from + i;
-        from = at + "unsafe".len();
-        let word_start = at == 0 || !(bytes[at - 1].is_ascii_alphanumeric() || bytes[at - 1] == b'_');
-        let rest = line[from..].trim_start();
-        let starts_item = ["{", "fn ", "impl", "trait ", "extern "]
-            .iter()
-            .any(|k| rest.starts_with(k));
-        let at_line_end = rest.is_empty();
-        if word_start && (starts_item || at_line_end) && !in_string_or_comment(line, at) {
+        from = at + word.len();
+        let prev = if at == 0 { b' ' } else { bytes[at - 1] };
+        if prev.is_ascii_alphanumeric() || matches!(prev, b'_' | b'$' | b':') {
+            continue;
+        }
+        let line_start = text[..at].rfind('\n').map_or(0, |n| n + 1);
+        let line_end = text[at..].find('\n').map_or(text.len(), |n| at + n);
+        if !in_string_or_comment(&text[line_start..line_end], at - line_start) {
             out.push(at);
         }
     }
     out
+}
+
+/// Offsets of the `unsafe` keyword starting a block, fn, impl, trait or extern block.
+fn unsafe_keywords(line: &str) -> Vec<usize> {
+    code_occurrences(line, "unsafe")
+        .into_iter()
+        .filter(|&at| {
+            let rest = line[at + "unsafe".len()..].trim_start();
+            rest.is_empty()
+                || ["{", "fn ", "impl", "trait ", "extern "]
+                    .iter()
+                    .any(|k| rest.starts_with(k))
+        })
+        .collect()
 }
 
 /// True when a `// SAFETY:` comment precedes line `i` (in the comment/attribute lines right above
@@ -822,68 +857,60 @@ fn ident(s: &str) -> &str {
     &s[..end]
 }
 
-/// The top-level modules a line of module `module` refers to by `crate::x`, `crate::{x, …}` or
-/// `super::…` paths reaching the crate root.
-fn referenced_top_modules(line: &str, module: &[String]) -> Vec<String> {
+/// The first names after each `prefix` path in `code`: `prefix::x` gives `x`,
+/// `prefix::{x, y::z, …}` (over several lines too) gives `x` and `y`; with their byte offsets.
+fn path_heads(code: &str, prefix: &str) -> Vec<(usize, String)> {
     let mut out = Vec::new();
-    let bytes = line.as_bytes();
-    // crate::x and crate::{x, y::z}
-    let mut from = 0;
-    while let Some(i) = line[from..].find("crate::") {
-        let at = from + i;
-        from = at + "crate::".len();
-        let prev = if at == 0 { b' ' } else { bytes[at - 1] };
-        if prev == b'$' || prev.is_ascii_alphanumeric() || prev == b'_' || in_string_or_comment(line, at) {
+    for at in code_occurrences(code, prefix) {
+        let rest = &code[at + prefix.len()..];
+        let Some(group) = rest.strip_prefix('{') else {
+            out.push((at, ident(rest).to_string()));
             continue;
-        }
-        let rest = &line[from..];
-        if let Some(group) = rest.strip_prefix('{') {
-            // Top-level names of the group (depth 0), on this line.
-            let mut depth = 0;
-            let mut start = true;
-            for (j, c) in group.char_indices() {
-                match c {
-                    '{' => depth += 1,
-                    '}' if depth == 0 => break,
-                    '}' => depth -= 1,
-                    ',' if depth == 0 => start = true,
-                    c if start && (c.is_ascii_alphabetic() || c == '_') => {
-                        out.push(ident(&group[j..]).to_string());
-                        start = false;
-                    }
-                    c if !c.is_whitespace() => start = false,
-                    _ => {}
+        };
+        // The group's names at depth 0.
+        let mut depth = 0;
+        let mut start = true;
+        for (j, c) in group.char_indices() {
+            match c {
+                '{' => depth += 1,
+                '}' if depth == 0 => break,
+                '}' => depth -= 1,
+                ',' if depth == 0 => start = true,
+                c if start && (c.is_ascii_alphabetic() || c == '_') => {
+                    out.push((at, ident(&group[j..]).to_string()));
+                    start = false;
                 }
+                c if !c.is_whitespace() => start = false,
+                _ => {}
             }
-        } else {
-            out.push(ident(rest).to_string());
         }
     }
-    // super::…: resolve against the file's module path.
-    let mut from = 0;
-    while let Some(i) = line[from..].find("super::") {
-        let at = from + i;
-        let prev = if at == 0 { b' ' } else { bytes[at - 1] };
-        let mut rest = &line[at..];
-        from = at + "super::".len();
-        if prev == b':' || prev.is_ascii_alphanumeric() || prev == b'_' || in_string_or_comment(line, at) {
-            continue; // part of a longer path counted from its start
-        }
-        let mut path: Vec<String> = module.to_vec();
+    out
+}
+
+/// The top-level modules that `code` (lines of module `module`, comments removed) refers to by
+/// `crate::` paths or `super::` paths reaching the crate root, each with its byte offset.
+fn referenced_top_modules(code: &str, module: &[String]) -> Vec<(usize, String)> {
+    let mut out = path_heads(code, "crate::");
+    // `super::…`, resolved against the file's module path (a chain counts from its start).
+    for at in code_occurrences(code, "super::") {
+        let mut rest = &code[at..];
+        let mut path = module.to_vec();
         while let Some(r) = rest.strip_prefix("super::") {
             path.pop();
             rest = r;
         }
-        from = line.len() - rest.len();
         if path.is_empty() {
-            let name = ident(rest);
-            if !name.is_empty() {
-                out.push(name.to_string());
-            }
+            out.push((at, ident(rest).to_string()));
         }
     }
-    out.retain(|m| !m.is_empty() && m != "self" && m != "super");
+    out.retain(|(_, m)| !m.is_empty() && m != "self" && m != "super");
     out
+}
+
+/// `line` without its `//` comment.
+fn code_of(line: &str) -> &str {
+    comment_start(line).map_or(line, |c| &line[..c])
 }
 
 /// Module import graph of a crate's production code: top-level module → (used top-level module
@@ -902,18 +929,16 @@ fn import_graph(krate: &Crate) -> BTreeMap<String, BTreeMap<String, String>> {
             continue;
         };
         let Some(from) = module.first() else { continue }; // the crate root uses everything
-        for (n, line) in s.production() {
-            if line.trim_start().starts_with("//") {
-                continue;
-            }
-            for to in referenced_top_modules(line, &module) {
-                if &to != from && top.contains(&to) {
-                    graph
-                        .entry(from.clone())
-                        .or_default()
-                        .entry(to)
-                        .or_insert_with(|| format!("{}:{n}", rel(&s.path)));
-                }
+        let code: Vec<&str> = s.production().map(|(_, l)| code_of(l)).collect();
+        let code = code.join("\n");
+        for (at, to) in referenced_top_modules(&code, &module) {
+            if &to != from && top.contains(&to) {
+                let line = code[..at].matches('\n').count() + 1;
+                graph
+                    .entry(from.clone())
+                    .or_default()
+                    .entry(to)
+                    .or_insert_with(|| format!("{}:{line}", rel(&s.path)));
             }
         }
     }
@@ -1010,26 +1035,41 @@ fn the_cycle_search_finds_a_planted_cycle() {
 #[test]
 fn module_references_are_read_from_crate_and_super_paths() {
     let m = |v: &[&str]| v.iter().map(ToString::to_string).collect::<Vec<_>>();
+    let refs = |code: &str, module: &[&str]| -> Vec<String> {
+        referenced_top_modules(code, &m(module))
+            .into_iter()
+            .map(|(_, name)| name)
+            .collect()
+    };
+    assert_eq!(refs("use crate::dmodc::{fill, Prepared};", &["group"]), m(&["dmodc"]));
     assert_eq!(
-        referenced_top_modules("use crate::dmodc::{fill, Prepared};", &m(&["group"])),
-        m(&["dmodc"])
-    );
-    assert_eq!(
-        referenced_top_modules("use crate::{lid::LidPlan, lft::{Lfts, Block}, check};", &m(&["x"])),
+        refs("use crate::{lid::LidPlan, lft::{Lfts, Block}, check};", &["x"]),
         m(&["lid", "lft", "check"])
     );
+    // rustfmt's multi-line groups.
     assert_eq!(
-        referenced_top_modules("use super::group::NodeGroups;", &m(&["dmodk"])),
-        m(&["group"])
+        refs(
+            "use crate::{\n    config::{A, B},\n    state::Published,\n};\nfn f() {}",
+            &["x"]
+        ),
+        m(&["config", "state"])
     );
+    assert_eq!(refs("use super::group::NodeGroups;", &["dmodk"]), m(&["group"]));
     // `super` inside a submodule stays in its own top-level module.
-    assert!(referenced_top_modules("use super::Install;", &m(&["event_loop", "commit"])).is_empty());
+    assert!(refs("use super::Install;", &["event_loop", "commit"]).is_empty());
     assert_eq!(
-        referenced_top_modules("use super::super::state::Published;", &m(&["event_loop", "commit"])),
+        refs("use super::super::state::Published;", &["event_loop", "commit"]),
         m(&["state"])
     );
-    assert!(referenced_top_modules("$crate::x::y!()", &m(&["a"])).is_empty());
-    assert!(referenced_top_modules("let s = \"crate::x\";", &m(&["a"])).is_empty());
+    assert!(refs("$crate::x::y!()", &["a"]).is_empty());
+    assert!(refs("let s = \"crate::x\";", &["a"]).is_empty());
+    assert_eq!(refs("if c == '\"' { crate::x::f() }", &["a"]), m(&["x"]));
+    let std_heads: Vec<String> = path_heads("use std::{\n    fs::File,\n    io::Read,\n};", "std::")
+        .into_iter()
+        .map(|(_, name)| name)
+        .collect();
+    assert_eq!(std_heads, m(&["fs", "io"]));
+    assert_eq!(code_of("let u = \"http://x\"; // crate::y"), "let u = \"http://x\"; ");
 }
 
 #[test]
