@@ -42,7 +42,7 @@ for line in sys.stdin:
     m = json.loads(line)
     if m.get("reason") == "compiler-artifact" and m.get("executable") and "bench" in m["target"]["kind"]:
         print(m["executable"])
-' | tail -1)
+' | tail -1) || exe=
         if [[ -z $exe ]]; then
             echo "bench-compare: building $bench of $label failed; see $OUT/build-$label-$bench.log" >&2
             tail -20 "$OUT/build-$label-$bench.log" >&2
