@@ -11,16 +11,24 @@
 //!   "not supported" for now) and the other GSI classes the simulator shim needs a receiver for.
 //! * [`config`]: [`UmadConfig`] (embedded in the daemon config).
 //!
-//! **Architecture invariant:** this is the only crate of the workspace with `unsafe` code (the
-//! `open`/`ioctl`/`read`/`write`/`poll`/`close` calls of [`transport`]), each block with a
-//! `SAFETY:` comment. The umad descriptor stays a raw `c_int` (the simulator shim fakes it).
+//! **Architecture invariant:** this is the only crate of the workspace with `unsafe` code, and
+//! all of it is in [`transport`] (the `open`/`ioctl`/`read`/`write`/`poll`/`close` calls of its
+//! `device` module), each block with a `SAFETY:` comment: the crate root denies `unsafe_code`
+//! and only `mod transport` is allowed it. The umad descriptor stays a raw `c_int` (the
+//! simulator shim fakes it).
+//!
+//! The `fabric-umad-probe` binary (crate `crates/fabric-umad-probe`) drives this library from
+//! the command line; the library itself depends on neither `anyhow` nor the ranking crate.
 //!
 //! Construct with `UmadDriver::open(UmadConfig { device, .. })`.
+
+#![deny(unsafe_code)]
 
 pub mod config;
 pub mod driver;
 pub mod mad;
 pub mod sa;
+#[allow(unsafe_code)]
 pub mod transport;
 
 pub use config::UmadConfig;
