@@ -172,16 +172,17 @@ async fn capture(drv: &UmadDriver, fabric: &fabric_topology::Fabric, dir: &std::
         ("lft_block0", ATTR_LFT, 0),
         ("sl2vl_switch", ATTR_SL2VL, SlToVl::switch_modifier(1, 3)),
     ] {
-        let r = drv.raw_call(rt.clone(), METHOD_GET, attr, m, &z).await?;
+        let r = drv
+            .raw_call(rt.clone(), Smp::request(&rt, METHOD_GET, attr, m, &z)?)
+            .await?;
         std::fs::write(dir.join(format!("{name}.hex")), to_hex(&r.bytes[..232]) + "\n")?;
     }
-    let r = drv
-        .raw_call(Route::Directed(vec![]), METHOD_GET, ATTR_NODE_INFO, 0, &z)
-        .await?;
-    std::fs::write(dir.join("node_info_ca.hex"), to_hex(&r.bytes[..232]) + "\n")?;
-    let r = drv
-        .raw_call(Route::Directed(vec![]), METHOD_GET, ATTR_PORT_INFO, 1, &z)
-        .await?;
-    std::fs::write(dir.join("port_info_ca.hex"), to_hex(&r.bytes[..232]) + "\n")?;
+    let local = Route::Directed(vec![]);
+    for (name, attr, m) in [("node_info_ca", ATTR_NODE_INFO, 0), ("port_info_ca", ATTR_PORT_INFO, 1)] {
+        let r = drv
+            .raw_call(local.clone(), Smp::request(&local, METHOD_GET, attr, m, &z)?)
+            .await?;
+        std::fs::write(dir.join(format!("{name}.hex")), to_hex(&r.bytes[..232]) + "\n")?;
+    }
     Ok(())
 }

@@ -692,6 +692,9 @@ pub const SL2VL_ALL_INPUT_PORTS: u32 = 1 << 17;
 /// PortInfo.CapabilityMask bit 6, IsSLMappingSupported: the port has SL-to-VL tables (checked
 /// on port 0 for a switch, like OpenSM's `IB_PORT_CAP_HAS_SL_MAP`).
 pub const CAP_SL_MAPPING: u32 = 1 << 6;
+/// PortInfo.CapabilityMask bit 1, IsSM: a subnet manager runs behind the port (set on the
+/// manager's own port; another manager's port with it is a candidate master).
+pub const CAP_IS_SM: u32 = 1 << 1;
 
 /// An SL-to-VL mapping table (attribute 0x0017): the VL of each of the 16 service levels.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Default)]
