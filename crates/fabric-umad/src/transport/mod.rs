@@ -15,28 +15,31 @@
 //!
 //! The 56-byte `ib_user_mad_hdr` layout is used (no `IB_USER_MAD_ENABLE_PKEY`): the kernel uses
 //! it by default and the simulator shim only understands it.
+//!
+//! Layout: this module is the thread (queues, window, transaction ids, deadlines, retries,
+//! packet framing); `device` is the ioctl layer ([`UmadDevice`], [`RawPort`]: all the `unsafe`
+//! code of the crate); `responder` answers the SMPs addressed to the manager's port (SMInfo);
+//! `shared` holds what the thread shares lock-free with its users ([`Stats`], [`SmIdentity`]).
+//! GSI MADs (Subnet Administration) are handed to [`crate::sa::GsiResponder`].
 
-use std::collections::{HashMap, HashSet, VecDeque};
-use std::ffi::CString;
-use std::os::raw::{c_int, c_ulong};
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+mod device;
+mod responder;
+mod shared;
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc as std_mpsc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::sync::{mpsc, oneshot};
 
-use crate::mad::{
-    sminfo_modifier_name, Route, SmInfo, Smp, ATTR_SM_INFO, CLASS_SMP_DR, CLASS_SMP_LID, MAD_SIZE, METHOD_GET,
-    METHOD_SET, METHOD_TRAP, PERMISSIVE_LID, SMP_DATA_SIZE, STATUS_UNSUPPORTED_ATTR,
-};
+use crate::mad::{Route, Smp, CLASS_SMP_DR, CLASS_SMP_LID, MAD_SIZE, METHOD_TRAP};
 use crate::sa::{self, GsiAnswer, GsiResponder};
+pub use device::{OpenError, RawPort, UmadDevice, UMAD_HDR_LEN};
+use responder::SmResponder;
+pub use shared::{SmIdentity, Stats};
 
-/// Length of the `ib_user_mad_hdr` this driver uses (the pre-pkey layout).
-pub const UMAD_HDR_LEN: usize = 56;
-/// `_IOWR(0x1b, 1, struct ib_user_mad_reg_req)`.
-const IB_USER_MAD_REGISTER_AGENT: c_ulong = 0xC01C_1B01;
 /// High TID bits stamped on requests (the kernel overwrites them; matching uses the low 32).
 const TID_HIGH: u64 = 0x00fa_b01c << 32;
 
@@ -66,51 +69,6 @@ pub struct Reply {
     pub attempts: u32,
 }
 
-/// Counters of the transport thread.
-#[derive(Debug, Default)]
-pub struct Stats {
-    /// SMPs written (including re-sends).
-    pub sent: AtomicU64,
-    /// Re-sends after a lost or bounced SMP.
-    pub retries: AtomicU64,
-    /// SMPs given up after all attempts.
-    pub failures: AtomicU64,
-    /// Unsolicited MADs received (traps).
-    pub traps: AtomicU64,
-    /// TrapRepress MADs sent back to the trap senders.
-    pub trap_represses: AtomicU64,
-    /// Requests addressed to the manager's port that it answered (SubnGet/SubnSet(SMInfo), LID
-    /// routed or directed route, from `sminfo` or another subnet manager).
-    pub sm_requests: AtomicU64,
-    /// Of those, the SubnSet(SMInfo) (HANDOVER, ACKNOWLEDGE, DISABLE, STANDBY, DISCOVER from
-    /// another subnet manager), answered with this manager's SMInfo unchanged.
-    pub sm_set_requests: AtomicU64,
-    /// Subnet Administration requests (class 0x03, `saquery` and other SA clients) answered
-    /// "not supported" ([`crate::sa`]).
-    pub sa_requests: AtomicU64,
-    /// MADs of the other GSI classes that reached the manager's port (dropped).
-    pub gsi_dropped: AtomicU64,
-}
-
-/// What the manager answers to SMInfo requests addressed to its port (`sminfo`, other SMs):
-/// shared between the driver, which updates it, and the transport thread, which answers.
-/// ActCount is the number of SMPs sent.
-#[derive(Debug, Default)]
-pub struct SmIdentity {
-    /// Port GUID of the manager (0 until the first discovery).
-    pub guid: AtomicU64,
-    /// Priority (0..=15).
-    pub priority: AtomicU8,
-    /// SMState (`mad::SM_STATE_*`).
-    pub state: AtomicU8,
-    /// SM_Key of the manager (0: none configured).
-    pub sm_key: AtomicU64,
-    /// M_Key of the manager's port (0: none; the driver programs no M_Key). SMInfo answers
-    /// carry the SM_Key only to a request that passes the M_Key check (its M_Key equals this
-    /// one, or this one is 0); everyone else reads SM_Key 0.
-    pub m_key: AtomicU64,
-}
-
 /// Timing and window parameters of the transport.
 #[derive(Clone, Copy, Debug)]
 pub struct TransportParams {
@@ -120,207 +78,6 @@ pub struct TransportParams {
     pub retries: u32,
     /// SMPs in flight.
     pub window: usize,
-}
-
-/// Raw access to a MAD port: what the transport thread needs from the device.
-pub trait RawPort: Send + 'static {
-    /// Writes one packet (header + MAD).
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<()>;
-    /// Reads one packet if one is queued (never blocks).
-    fn read(&mut self, buf: &mut [u8]) -> Option<usize>;
-    /// Waits up to `timeout` for a packet to be readable.
-    fn wait(&mut self, timeout: Duration);
-    /// Agent id registered for `class`.
-    fn agent(&self, class: u8) -> u32;
-}
-
-/// An open umad device with agents registered for classes 0x81 and 0x01 (both also receive
-/// the Get/Set requests addressed to the manager's port: SMInfo from `sminfo` and other
-/// subnet managers), for Subnet Administration (0x03, QP1: SA clients' queries, answered "not
-/// supported") and, without methods, for the GSI classes of [`crate::sa::GUARD_CLASSES`] (the
-/// simulator shim crashes the process on a MAD of a class nobody registered).
-pub struct UmadDevice {
-    fd: c_int,
-    issm_fd: Option<c_int>,
-    agent_dr: u32,
-    agent_lid: u32,
-    /// (class, agent id) of the GSI agents that could be registered.
-    agents_gsi: Vec<(u8, u32)>,
-    path: PathBuf,
-}
-
-/// Errors opening the device.
-#[derive(Debug, thiserror::Error)]
-pub enum OpenError {
-    /// The device file does not exist.
-    #[error("umad device {} does not exist (is the ib_umad module loaded? is this the right HCA?)", .0.display())]
-    Missing(PathBuf),
-    /// Permission denied.
-    #[error("permission denied opening {} (run as root or grant access to /dev/infiniband/umad*)", .0.display())]
-    Permission(PathBuf),
-    /// Other OS error.
-    #[error("cannot open {}: {}", .0.display(), .1)]
-    Os(PathBuf, std::io::Error),
-    /// Agent registration failed.
-    #[error("cannot register an agent for management class {class:#04x} on {}: {err}", path.display())]
-    Register {
-        path: PathBuf,
-        class: u8,
-        err: std::io::Error,
-    },
-}
-
-fn open_raw(path: &Path) -> Result<c_int, std::io::Error> {
-    use std::os::unix::ffi::OsStrExt;
-    let c = CString::new(path.as_os_str().as_bytes())
-        .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidInput, "NUL in device path"))?;
-    // SAFETY: `c` is a valid NUL-terminated string that outlives the call; `open` does not keep
-    // the pointer. `libc::open` (not open64) is what the simulator shim intercepts.
-    let fd = unsafe { libc::open(c.as_ptr(), libc::O_RDWR | libc::O_NONBLOCK) };
-    if fd < 0 {
-        Err(std::io::Error::last_os_error())
-    } else {
-        Ok(fd)
-    }
-}
-
-impl UmadDevice {
-    /// Opens `path` (a `/dev/infiniband/umadN`), registers the SM agents and opens the
-    /// matching `issmN` (which advertises IsSM on the port; failure there is not fatal).
-    pub fn open(path: &Path) -> Result<UmadDevice, OpenError> {
-        // Check existence first with a plain stat: under the simulator shim the device does
-        // not exist on disk but open() succeeds, so only a *real* ENOENT from open counts.
-        let fd = open_raw(path).map_err(|e| match e.raw_os_error() {
-            Some(libc::ENOENT) | Some(libc::ENODEV) | Some(libc::ENXIO) => OpenError::Missing(path.to_path_buf()),
-            Some(libc::EACCES) | Some(libc::EPERM) => OpenError::Permission(path.to_path_buf()),
-            _ => OpenError::Os(path.to_path_buf(), e),
-        })?;
-        let mut dev = UmadDevice {
-            fd,
-            issm_fd: None,
-            agent_dr: 0,
-            agent_lid: 0,
-            agents_gsi: Vec::new(),
-            path: path.to_path_buf(),
-        };
-        // Unsolicited MADs these agents receive: the Get/Set requests addressed to the manager
-        // (SMInfo; another SM polls it over directed route during its sweep, `sminfo` LID
-        // routed) on both classes, and Traps (method 0x05) on the LID-routed one. The
-        // responses to the driver's own requests do not depend on the mask: the kernel matches
-        // them to the sending agent by TID.
-        let sm_mask = (1u32 << METHOD_GET) | (1u32 << METHOD_SET);
-        dev.agent_dr = dev.register(0, CLASS_SMP_DR, 1, &[sm_mask, 0, 0, 0])?;
-        dev.agent_lid = dev.register(0, CLASS_SMP_LID, 1, &[sm_mask | (1u32 << METHOD_TRAP), 0, 0, 0])?;
-        // GSI agents (QP1). Not fatal: a kernel may refuse one (another SA on this port); the
-        // simulator shim never does, and there they keep the process alive.
-        let mut sa_mask = [0u32; 4];
-        for m in [
-            sa::METHOD_GET,
-            sa::METHOD_SET,
-            sa::METHOD_GET_TABLE,
-            sa::METHOD_GET_TRACE_TABLE,
-            sa::METHOD_GET_MULTI,
-            sa::METHOD_DELETE,
-        ] {
-            sa_mask[usize::from(m / 32)] |= 1u32 << (m % 32);
-        }
-        let gsi = std::iter::once((sa::CLASS_SUBN_ADM, sa::SA_CLASS_VERSION, sa_mask))
-            .chain(sa::GUARD_CLASSES.iter().map(|&(c, v)| (c, v, [0u32; 4])));
-        for (class, version, mask) in gsi {
-            match dev.register(1, class, version, &mask) {
-                Ok(id) => dev.agents_gsi.push((class, id)),
-                Err(e) => tracing::warn!("{e}; MADs of that class addressed to the manager's port go unanswered"),
-            }
-        }
-        let issm = path
-            .file_name()
-            .and_then(|n| n.to_str())
-            .and_then(|n| n.strip_prefix("umad"))
-            .map(|n| path.with_file_name(format!("issm{n}")));
-        if let Some(issm) = issm {
-            dev.issm_fd = open_raw(&issm).ok();
-        }
-        Ok(dev)
-    }
-
-    /// Registers an agent for `class` (version `version`) on QP `qpn` receiving the unsolicited
-    /// methods of `mask` (bit m of word m / 32: the kernel's `long` bitmap on a little-endian
-    /// 64-bit host).
-    fn register(&self, qpn: u8, class: u8, version: u8, mask: &[u32; 4]) -> Result<u32, OpenError> {
-        // struct ib_user_mad_reg_req: id u32 @0, method_mask [u32; 4] @4, qpn @20,
-        // mgmt_class @21, mgmt_class_version @22, oui[3] @23, rmpp_version @26, padding @27.
-        let mut req = [0u8; 28];
-        for (i, w) in mask.iter().enumerate() {
-            req[4 + 4 * i..8 + 4 * i].copy_from_slice(&w.to_ne_bytes());
-        }
-        req[20] = qpn;
-        req[21] = class;
-        req[22] = version;
-        // SAFETY: REGISTER_AGENT reads and writes exactly 28 bytes (the size encoded in the
-        // ioctl number), and `req` is a live 28-byte buffer for the duration of the call.
-        let r = unsafe { libc::ioctl(self.fd, IB_USER_MAD_REGISTER_AGENT as _, req.as_mut_ptr()) };
-        if r < 0 {
-            return Err(OpenError::Register {
-                path: self.path.clone(),
-                class,
-                err: std::io::Error::last_os_error(),
-            });
-        }
-        Ok(u32::from_ne_bytes([req[0], req[1], req[2], req[3]]))
-    }
-}
-
-impl Drop for UmadDevice {
-    fn drop(&mut self) {
-        // SAFETY: the descriptors were returned by `open` and are closed exactly once here; they
-        // are raw integers (never owned by `File`/`OwnedFd`).
-        unsafe {
-            libc::close(self.fd);
-            if let Some(f) = self.issm_fd {
-                libc::close(f);
-            }
-        }
-    }
-}
-
-impl RawPort for UmadDevice {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<()> {
-        // SAFETY: `buf` is valid for `buf.len()` bytes during the call.
-        let n = unsafe { libc::write(self.fd, buf.as_ptr().cast(), buf.len()) };
-        if n < 0 || n as usize != buf.len() {
-            return Err(std::io::Error::last_os_error());
-        }
-        Ok(())
-    }
-    fn read(&mut self, buf: &mut [u8]) -> Option<usize> {
-        // SAFETY: `buf` is valid for writes of `buf.len()` bytes during the call. The shim
-        // returns a negative value without setting errno when nothing is queued.
-        let n = unsafe { libc::read(self.fd, buf.as_mut_ptr().cast(), buf.len()) };
-        (n > 0).then_some(n as usize)
-    }
-    fn wait(&mut self, timeout: Duration) {
-        let mut p = libc::pollfd {
-            fd: self.fd,
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        let ms = timeout.as_millis().min(i32::MAX as u128) as c_int;
-        // SAFETY: `p` is one valid pollfd for the duration of the call.
-        unsafe {
-            libc::poll(&mut p, 1, ms);
-        }
-    }
-    fn agent(&self, class: u8) -> u32 {
-        match class {
-            CLASS_SMP_DR => self.agent_dr,
-            CLASS_SMP_LID => self.agent_lid,
-            c => self
-                .agents_gsi
-                .iter()
-                .find(|(g, _)| *g == c)
-                .map_or(self.agent_lid, |(_, id)| *id),
-        }
-    }
 }
 
 struct Request {
@@ -427,27 +184,24 @@ impl Transport {
 
     /// Queues an SMP; the receiver yields its reply (or why there is none).
     pub fn submit(&self, route: Route, smp: Smp) -> oneshot::Receiver<Result<Reply, TransportError>> {
-        let (reply, rx) = oneshot::channel();
-        // On a closed channel the request (and its sender) is dropped: the receiver then yields
-        // an error that `call` maps to `Closed`.
-        let _ = self.tx.send(Request {
-            route,
-            smp,
-            reply,
-            background: false,
-        });
-        rx
+        self.enqueue(route, smp, false)
     }
 
     /// Queues an SMP at background priority: it is sent only when no normal SMP is waiting
     /// (it still takes one slot of the window while in flight).
     pub fn submit_background(&self, route: Route, smp: Smp) -> oneshot::Receiver<Result<Reply, TransportError>> {
+        self.enqueue(route, smp, true)
+    }
+
+    fn enqueue(&self, route: Route, smp: Smp, background: bool) -> oneshot::Receiver<Result<Reply, TransportError>> {
         let (reply, rx) = oneshot::channel();
+        // On a closed channel the request (and its sender) is dropped: the receiver then yields
+        // an error that `wait` maps to `Closed`.
         let _ = self.tx.send(Request {
             route,
             smp,
             reply,
-            background: true,
+            background,
         });
         rx
     }
@@ -678,111 +432,6 @@ fn fail_or_retry(f: InFlight, params: &TransportParams, stats: &Stats, retry: &m
     }
 }
 
-/// Requesters remembered for the log-once messages (beyond that, nothing more is logged).
-const MAX_REMEMBERED_REQUESTERS: usize = 1024;
-
-/// Answers the requests addressed to the manager's port (on the transport thread).
-///
-/// SubnGet(SMInfo) and SubnSet(SMInfo) get this manager's SMInfo: its port GUID, SM_Key (0 to
-/// a requester that fails the M_Key check), ActCount (SMPs sent), priority and SMState. A Set (HANDOVER, ACKNOWLEDGE, DISABLE, STANDBY or DISCOVER from another subnet
-/// manager) changes nothing: this manager is the single master and does not hand over, so it
-/// answers like a Get and logs the request once per requester GUID and modifier. Any other
-/// attribute is answered "unsupported". LID-routed requests are answered to their source LID,
-/// directed-route ones back along their return path ([`Smp::dr_response`]).
-struct SmResponder {
-    sm: Arc<SmIdentity>,
-    stats: Arc<Stats>,
-    /// (requester GUID, modifier) of the SubnSet(SMInfo) already logged.
-    sets_logged: HashSet<(u64, u32)>,
-    /// (class, return path) of the directed-route and (class, source LID bytes) of the
-    /// LID-routed SMInfo pollers already logged.
-    pollers_logged: HashSet<(u8, Vec<u8>)>,
-}
-
-impl SmResponder {
-    fn new(sm: Arc<SmIdentity>, stats: Arc<Stats>) -> SmResponder {
-        SmResponder {
-            sm,
-            stats,
-            sets_logged: HashSet::new(),
-            pollers_logged: HashSet::new(),
-        }
-    }
-
-    /// The manager's SMInfo as `req` (a SubnGet/SubnSet(SMInfo)) may see it: the SM_Key is
-    /// returned only when the request passes the M_Key check of the manager's port (IBA vol. 1
-    /// ch. 14, SMInfo: SM_Key reads 0 to an unauthenticated requester; OpenSM applies the same
-    /// rule and, with a key of its own, ignores a master whose SMInfo carries another key).
-    fn sm_info(&self, req: &Smp) -> SmInfo {
-        let m_key = self.sm.m_key.load(Ordering::Relaxed);
-        let authenticated = m_key == 0 || req.m_key() == m_key;
-        SmInfo {
-            guid: self.sm.guid.load(Ordering::Relaxed),
-            sm_key: if authenticated {
-                self.sm.sm_key.load(Ordering::Relaxed)
-            } else {
-                0
-            },
-            act_count: self.stats.sent.load(Ordering::Relaxed) as u32,
-            priority: self.sm.priority.load(Ordering::Relaxed),
-            state: self.sm.state.load(Ordering::Relaxed),
-        }
-    }
-
-    /// The GetResp to `req` (received from source LID `slid`) and the LID to address it to:
-    /// the source LID for a LID-routed request; for a directed-route one the permissive LID
-    /// (the return path steers it), or `slid` when the request's directed part ended at a
-    /// switch and a LID-routed part (DrDLID) brought it here.
-    fn answer(&mut self, req: &Smp, slid: u16) -> (Smp, u16) {
-        self.stats.sm_requests.fetch_add(1, Ordering::Relaxed);
-        let to = if req.class() == CLASS_SMP_DR && req.dr_dlid() == PERMISSIVE_LID {
-            PERMISSIVE_LID
-        } else {
-            slid
-        };
-        if req.attr_id() != ATTR_SM_INFO {
-            return (req.response(STATUS_UNSUPPORTED_ATTR, &[0u8; SMP_DATA_SIZE]), to);
-        }
-        let dr = req.class() == CLASS_SMP_DR;
-        if req.method() == METHOD_SET {
-            self.stats.sm_set_requests.fetch_add(1, Ordering::Relaxed);
-            let from = SmInfo::decode(req.data());
-            let modifier = req.attr_mod();
-            if self.sets_logged.len() < MAX_REMEMBERED_REQUESTERS && self.sets_logged.insert((from.guid, modifier)) {
-                tracing::warn!(
-                    requester_guid = %format!("0x{:016x}", from.guid),
-                    requester_priority = from.priority,
-                    requester_state = from.state,
-                    modifier = sminfo_modifier_name(modifier),
-                    directed_route = dr,
-                    "another subnet manager sent SubnSet(SMInfo); this manager stays master (no handover) and \
-                     answers with its current SMInfo"
-                );
-            }
-        } else {
-            let key = if dr {
-                (CLASS_SMP_DR, req.return_path().to_vec())
-            } else {
-                (CLASS_SMP_LID, slid.to_be_bytes().to_vec())
-            };
-            if self.pollers_logged.len() < MAX_REMEMBERED_REQUESTERS && self.pollers_logged.insert(key) {
-                tracing::info!(
-                    source_lid = slid,
-                    directed_route = dr,
-                    return_path = ?req.return_path(),
-                    "SMInfo polled on the manager's port (sminfo or another subnet manager); answering as {}",
-                    if self.sm.state.load(Ordering::Relaxed) == crate::mad::SM_STATE_MASTER {
-                        "master"
-                    } else {
-                        "not yet master"
-                    }
-                );
-            }
-        }
-        (req.response(0, &self.sm_info(req).encode()), to)
-    }
-}
-
 /// A packet carrying `smp` as is (its TID untouched) to `lid` on QP0.
 fn encode_raw<P: RawPort>(out: &mut [u8; UMAD_HDR_LEN + MAD_SIZE], port: &P, lid: u16, smp: &Smp) {
     out[..UMAD_HDR_LEN].fill(0);
@@ -826,7 +475,7 @@ fn encode_packet<P: RawPort>(out: &mut [u8; UMAD_HDR_LEN + MAD_SIZE], port: &P, 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::mad::{ATTR_NODE_INFO, METHOD_GET, METHOD_GET_RESP};
+    use crate::mad::*;
     use std::sync::Mutex;
 
     /// A fake port answering every SMP; drops the first `drop_first` writes and bounces the
