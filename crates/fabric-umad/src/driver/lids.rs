@@ -5,6 +5,7 @@
 //!
 //! [`SouthboundDriver::configure_lids`]: fabric_southbound::SouthboundDriver::configure_lids
 
+use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 
 use fabric_routing::LidPlan;
@@ -53,6 +54,11 @@ struct LidTargets {
     sm_lid: u16,
 }
 
+/// The record of `guid` among `recs`, indexed by `by_guid`.
+fn record<'a, T>(recs: &'a [T], by_guid: &HashMap<Guid, usize>, guid: Guid) -> Option<&'a T> {
+    by_guid.get(&guid).map(|&i| &recs[i])
+}
+
 /// The targets of `lids` on `fabric`; every node of the fabric must be known to the driver.
 /// Switches that are down or whose port 0 was never read are left out.
 fn plan(st: &State, fabric: &Fabric, lids: &LidPlan) -> Result<LidTargets, DriverError> {
@@ -63,11 +69,7 @@ fn plan(st: &State, fabric: &Fabric, lids: &LidPlan) -> Result<LidTargets, Drive
     };
     for id in fabric.end_port_ids() {
         let e = fabric.end_port(id);
-        let c = st
-            .ca_by_guid
-            .get(&e.port_guid)
-            .map(|&ci| &st.cas[ci])
-            .ok_or(DriverError::UnknownEndPort(e.port_guid))?;
+        let c = record(&st.cas, &st.ca_by_guid, e.port_guid).ok_or(DriverError::UnknownEndPort(e.port_guid))?;
         let base = lid16(e.port_guid, lids.base_lid(id))?;
         if Some(Peer::Ca { port_guid: c.port_guid }) == st.local {
             t.sm_lid = base;
@@ -83,11 +85,7 @@ fn plan(st: &State, fabric: &Fabric, lids: &LidPlan) -> Result<LidTargets, Drive
     }
     for id in fabric.switch_ids() {
         let s = fabric.switch(id);
-        let r = st
-            .sw_by_guid
-            .get(&s.guid)
-            .map(|&i| &st.switches[i])
-            .ok_or(DriverError::UnknownSwitch(s.guid))?;
+        let r = record(&st.switches, &st.sw_by_guid, s.guid).ok_or(DriverError::UnknownSwitch(s.guid))?;
         let lid = lid16(s.guid, lids.switch_lid(id))?;
         if Some(Peer::Switch { guid: r.guid, port: 0 }) == st.local {
             t.sm_lid = lid;
@@ -127,7 +125,7 @@ fn fdb_top_image(si: &SwitchInfo, top: u16, clear_change: bool) -> SwitchInfo {
 }
 
 /// Records the LIDs written (and LinearFDBTop `top`) in the state.
-fn record(st: &mut State, t: &LidTargets, top: u16, lmc: u8) {
+fn record_lids(st: &mut State, t: &LidTargets, top: u16, lmc: u8) {
     st.sm_lid = t.sm_lid;
     for s in &t.switches {
         if let Some(&i) = st.sw_by_guid.get(&s.guid) {
@@ -244,7 +242,7 @@ pub(super) async fn configure_lids(inner: &Inner, fabric: &Fabric, lids: &LidPla
         let _ = transport::wait(rx).await;
     }
     // 4. Re-read the port states and record the new LIDs.
-    record(&mut lock(&inner.state), &t, top16, lmc);
+    record_lids(&mut lock(&inner.state), &t, top16, lmc);
     refresh_port_states(inner).await;
     // LIDs assigned, ports active: the subnet is up with this manager as its master.
     inner.tp.sm_identity().state.store(SM_STATE_MASTER, Ordering::Relaxed);
