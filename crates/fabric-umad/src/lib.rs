@@ -4,9 +4,12 @@
 //! * [`mad`]: SMP encode/decode (NodeInfo, NodeDescription, PortInfo, SwitchInfo,
 //!   LinearForwardingTable, SLtoVLMappingTable, Notice), directed-route and LID-routed.
 //! * [`transport`]: one OS thread per umad descriptor, a window of outstanding SMPs, transaction
-//!   ids, deadlines and retries, bridged to tokio by channels; traps on a separate channel.
-//! * [`driver`]: [`UmadDriver`], the [`fabric_southbound::SouthboundDriver`]: sweep, LIDs, port
-//!   activation, SL-to-VL, LFT upload, trap 128 and light-sweep change detection.
+//!   ids, deadlines and retries, bridged to tokio by channels; traps on a separate channel; the
+//!   device's ioctl layer (all the `unsafe` code) and the SMInfo answers of the manager's port.
+//! * [`driver`]: [`UmadDriver`], the [`fabric_southbound::SouthboundDriver`], one module per
+//!   subsystem over one pure state module: sweep and light sweep (trap 128), LIDs and port
+//!   activation, SL-to-VL, SM election, LFT upload. Its locks are listed in one place
+//!   ("Lock order" in [`driver`]).
 //! * [`sa`]: the Subnet Administration class (0x03) on the manager's port (every query answered
 //!   "not supported" for now) and the other GSI classes the simulator shim needs a receiver for.
 //! * [`config`]: [`UmadConfig`] (embedded in the daemon config).
