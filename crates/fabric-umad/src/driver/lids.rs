@@ -326,3 +326,76 @@ pub(super) fn lids_in_force(st: &State) -> Vec<(Guid, Lid, Lid)> {
     }));
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::state::tests::{rec, two_by_two, CA, L0, S1};
+    use super::super::state::{build_fabric, recompute_paths};
+    use super::*;
+
+    /// Switch LIDs 1, 2, …; end-port base LIDs `base`, `base + 2`, … (LMC 1).
+    fn plan_for(fabric: &Fabric, base: Lid) -> LidPlan {
+        LidPlan {
+            lmc: 1,
+            max_lid: 0xbfff,
+            switch_lid: (1..=fabric.num_switches() as Lid).collect(),
+            end_port_base: (0..fabric.num_end_ports() as Lid).map(|k| base + 2 * k).collect(),
+        }
+    }
+
+    #[test]
+    fn a_plan_writes_up_switches_and_names_the_managers_lid() {
+        let mut st = two_by_two();
+        recompute_paths(&mut st);
+        let f = build_fabric(&st).unwrap();
+        let lids = plan_for(&f, 0x10);
+        let s1 = st.sw_by_guid[&S1];
+        st.switches[s1].up = false;
+        let t = plan(&st, &f, &lids).unwrap();
+        assert_eq!(t.switches.len(), 3, "the down spine gets no Set");
+        assert!(t.switches.iter().all(|s| s.guid != S1));
+        assert_eq!((t.cas.len(), t.cas[0].guid, t.cas[0].base), (1, CA, 0x10));
+        assert_eq!(t.sm_lid, 0x10, "the manager's own CA port");
+        // Recorded: the switch LIDs, the manager's LID; the CA's whole LMC range is in force.
+        record_lids(&mut st, &t, 0x20, lids.lmc);
+        let l0 = f.switch_by_guid(L0).unwrap();
+        assert_eq!(Lid::from(rec(&st, L0).lid), lids.switch_lid(l0));
+        assert_eq!(rec(&st, L0).info.linear_fdb_top(), 0x20);
+        assert_eq!(st.sm_lid, 0x10);
+        let in_force = lids_in_force(&st);
+        assert!(in_force.contains(&(CA, 0x10, 0x11)));
+        assert!(
+            in_force.iter().all(|(g, _, _)| *g != S1),
+            "no LID was written to the down spine"
+        );
+    }
+
+    #[test]
+    fn a_plan_names_what_it_cannot_write() {
+        let st = two_by_two();
+        let f = build_fabric(&st).unwrap();
+        let lids = plan_for(&f, 0x10);
+        let mut unknown = two_by_two();
+        unknown.ca_by_guid.clear();
+        assert!(matches!(
+            plan(&unknown, &f, &lids),
+            Err(DriverError::UnknownEndPort(CA))
+        ));
+        let mut beyond = plan_for(&f, 0x10);
+        beyond.end_port_base[0] = 0xc000;
+        let e = plan(&st, &f, &beyond).err().unwrap();
+        assert!(e.to_string().contains("0x0000000000000100"), "{e}");
+    }
+
+    #[test]
+    fn linear_fdb_top_stays_within_the_switch_capacity() {
+        let mut raw = [0u8; SMP_DATA_SIZE];
+        raw[0..2].copy_from_slice(&48u16.to_be_bytes());
+        raw[11] = 0x04; // PortStateChange as read
+        let si = SwitchInfo::decode(&raw);
+        let keep = fdb_top_image(&si, 0x100, false);
+        assert_eq!((keep.linear_fdb_top(), keep.port_state_change()), (47, false));
+        let clear = fdb_top_image(&si, 20, true);
+        assert_eq!((clear.linear_fdb_top(), clear.port_state_change()), (20, true));
+    }
+}
