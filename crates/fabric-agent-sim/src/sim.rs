@@ -9,12 +9,13 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use fabric_mock::{MockConfig, MockFabric};
 use fabric_oob::proto::sim_control_server::{SimControl, SimControlServer};
 use fabric_oob::proto::switch_agent_server::{SwitchAgent, SwitchAgentServer};
 use fabric_oob::proto::{self, NeighbourKind, PortState};
 use fabric_oob::{AgentKey, Inventory, InventoryEntry};
 use fabric_routing::LidPlan;
-use fabric_southbound::{DriverError, LftBlockWrite, MockConfig, MockFabric, SouthboundDriver};
+use fabric_southbound::{DriverError, LftBlockWrite, SouthboundDriver};
 use fabric_topology::{fmt_guid, parse_guid, Fabric, Guid, Lid, PortNum, Remote, SwitchId};
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
@@ -459,7 +460,7 @@ impl Sim {
     }
 }
 
-fn hops(h: &[fabric_southbound::Hop]) -> Vec<proto::Hop> {
+fn hops(h: &[fabric_mock::Hop]) -> Vec<proto::Hop> {
     h.iter()
         .map(|h| proto::Hop {
             switch_guid: h.switch,

@@ -10,10 +10,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
+use fabric_mock::{MockConfig, MockFabric};
 use fabric_proto::v1::fabric_manager_server::FabricManagerServer;
 use fabric_ranking::{RankOptions, Role};
 use fabric_routing::{Dmodk, EngineKind, Guid2Lid};
-use fabric_southbound::{MockConfig, MockFabric, SouthboundDriver};
+use fabric_southbound::SouthboundDriver;
 use fabric_topology::{parse_guid, Fabric, Lid};
 use tokio::net::UnixListener;
 use tokio::sync::{broadcast, mpsc, watch};

@@ -12,10 +12,10 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use arc_swap::ArcSwap;
+use fabric_mock::MockFabric;
 use fabric_proto::v1 as pb;
 use fabric_proto::v1::fabric_manager_server::FabricManager;
 use fabric_routing::{check, write_opensm_lfts};
-use fabric_southbound::MockFabric;
 use fabric_topology::{fmt_guid, parse_guid, EndPortId, Fabric, Lid, LinkState, Remote, TopologyError};
 use tokio::sync::{broadcast, mpsc, oneshot};
 use tokio_stream::wrappers::BroadcastStream;

@@ -1,15 +1,16 @@
 //! Throughput of the mock driver on a generated fat-tree: uploading every LFT block
 //! (`write_lft_blocks`, zero latency) and checking all pairs (`verify_all_pairs`).
 //!
-//! Run: `cargo bench -p fabric-southbound --bench mock_verify [-- SPEC]` (default
+//! Run: `cargo bench -p fabric-mock --bench mock_verify [-- SPEC]` (default
 //! `XGFT(3;16,16,16;1,16,16)`: 4096 end ports, 768 switches). LFTs are min-hop routes computed
 //! here by BFS (not a routing engine under test), base and escape LIDs routed alike.
 
 use std::collections::VecDeque;
 use std::time::Instant;
 
+use fabric_mock::{MockFabric, IB_MAX_UNICAST_LID};
 use fabric_routing::{LidPlan, BLOCK_SIZE, NO_ROUTE};
-use fabric_southbound::{LftBlockWrite, MockFabric, SouthboundDriver, IB_MAX_UNICAST_LID};
+use fabric_southbound::{LftBlockWrite, SouthboundDriver};
 use fabric_topology::{Fabric, Lid, PortNum, Remote, SwitchId};
 
 fn plan(f: &Fabric) -> LidPlan {

@@ -1,4 +1,5 @@
-//! The `mock` driver: a built-in simulated fabric.
+//! The `mock` southbound driver: a built-in simulated fabric, implementing
+//! [`fabric_southbound::SouthboundDriver`].
 //!
 //! A [`MockFabric`] holds the physical cabling of a fabric (from a topology file, a generator
 //! string or a [`Fabric`] built in code) and the state a real fabric would hold:
@@ -41,6 +42,10 @@
 //! one switch in the order they took effect. A packet-level simulation uses it to mirror the
 //! tables and to move its packets between two block writes (see the flow simulation of the
 //! five-phase update in `crates/fabricd/tests/update_flow_sim.rs`).
+//!
+//! **Architecture invariant:** the mock judges the daemon's work only from its own simulated
+//! state (installed LFT bytes, LIDs, physical link state), never from the daemon's data
+//! structures.
 
 mod trace;
 
@@ -62,7 +67,7 @@ use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 
-use crate::driver::{DriverCaps, DriverError, LftBlockWrite, SouthboundDriver, WriteReport};
+use fabric_southbound::{DriverCaps, DriverError, LftBlockWrite, SouthboundDriver, WriteReport};
 use trace::{live_components, walk, LidTable, StateView};
 
 /// Highest InfiniBand unicast LID.
@@ -218,7 +223,7 @@ fn lock<T>(l: &Mutex<T>) -> MutexGuard<'_, T> {
     l.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// The built-in simulated fabric (driver name `mock`). See the [module documentation](self).
+/// The built-in simulated fabric (driver name `mock`). See the [crate documentation](crate).
 pub struct MockFabric {
     /// Physical cabling; its state flags are only the initial state.
     topo: Fabric,
