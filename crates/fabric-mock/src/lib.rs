@@ -49,7 +49,7 @@
 
 mod trace;
 
-pub use trace::{Hop, ReachReport, TraceError, REACH_REPORT_MAX_LISTED};
+pub use fabric_southbound::{Hop, ReachReport, TraceError, REACH_REPORT_MAX_LISTED};
 
 use std::collections::{HashMap, VecDeque};
 use std::path::Path;
@@ -67,7 +67,7 @@ use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 
-use fabric_southbound::{DriverCaps, DriverError, LftBlockWrite, SouthboundDriver, WriteReport};
+use fabric_southbound::{DriverCaps, DriverError, LftBlockWrite, PacketSimulator, SouthboundDriver, WriteReport};
 use trace::{live_components, walk, LidTable, StateView};
 
 /// Highest InfiniBand unicast LID.
@@ -827,6 +827,16 @@ impl StateView for FrozenView<'_, '_> {
     #[inline]
     fn end_port_up(&self, ep: EndPortId) -> bool {
         self.end_port_up[ep.idx()]
+    }
+}
+
+/// The Trace and VerifyReachability RPCs of the daemon, answered from the simulated state.
+impl PacketSimulator for MockFabric {
+    fn trace(&self, src_port_guid: Guid, dlid: Lid) -> Result<Vec<Hop>, TraceError> {
+        MockFabric::trace(self, src_port_guid, dlid)
+    }
+    fn verify_all_pairs(&self, use_escape: bool) -> ReachReport {
+        MockFabric::verify_all_pairs(self, use_escape)
     }
 }
 

@@ -697,7 +697,7 @@ pub async fn run(opts: RunOptions, mut control: mpsc::Receiver<Control>) -> Resu
             published.clone(),
             events.clone(),
             notices.clone(),
-            mock.clone(),
+            mock.clone().map(|m| m as Arc<dyn fabric_southbound::PacketSimulator>),
             metrics_config.clone(),
             analysis_pool,
         )

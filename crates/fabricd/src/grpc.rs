@@ -12,10 +12,10 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use arc_swap::ArcSwap;
-use fabric_mock::MockFabric;
 use fabric_proto::v1 as pb;
 use fabric_proto::v1::fabric_manager_server::FabricManager;
 use fabric_routing::{check, write_opensm_lfts};
+use fabric_southbound::PacketSimulator;
 use fabric_topology::{fmt_guid, parse_guid, EndPortId, Fabric, Lid, LinkState, Remote, TopologyError};
 use tokio::sync::{broadcast, mpsc, oneshot};
 use tokio_stream::wrappers::BroadcastStream;
@@ -186,8 +186,9 @@ pub struct Shared {
     pub published: Arc<ArcSwap<Published>>,
     pub events: mpsc::Sender<Event>,
     pub notices: broadcast::Sender<Notice>,
-    /// The simulated fabric, when the driver is `mock` (Trace, VerifyReachability).
-    pub mock: Option<Arc<MockFabric>>,
+    /// The simulated fabric, when the driver simulates packets (`mock`): Trace and
+    /// VerifyReachability answer from it.
+    pub simulator: Option<Arc<dyn PacketSimulator>>,
     /// Current `[metrics]` settings (reloadable).
     pub metrics_config: Arc<ArcSwap<MetricsConfig>>,
     /// Pool for metrics computations (separate from the routing pool).
@@ -204,7 +205,7 @@ impl Shared {
         published: Arc<ArcSwap<Published>>,
         events: mpsc::Sender<Event>,
         notices: broadcast::Sender<Notice>,
-        mock: Option<Arc<MockFabric>>,
+        simulator: Option<Arc<dyn PacketSimulator>>,
         metrics_config: Arc<ArcSwap<MetricsConfig>>,
         analysis_pool: Arc<rayon::ThreadPool>,
     ) -> Shared {
@@ -212,7 +213,7 @@ impl Shared {
             published,
             events,
             notices,
-            mock,
+            simulator,
             metrics_config,
             analysis_pool,
             driver: None,
@@ -285,9 +286,9 @@ impl FabricService {
         Ok((m, true))
     }
 
-    fn mock(&self) -> Result<&Arc<MockFabric>, Status> {
+    fn simulator(&self) -> Result<&Arc<dyn PacketSimulator>, Status> {
         let p = self.snapshot();
-        self.shared.mock.as_ref().ok_or_else(|| {
+        self.shared.simulator.as_ref().ok_or_else(|| {
             Status::failed_precondition(format!(
                 "driver {:?} does not simulate packets (mock driver only)",
                 p.driver
@@ -1082,7 +1083,7 @@ impl FabricManager for FabricService {
         let req = req.into_inner();
         // Without a simulated fabric (umad, oob), the trace walks the installed generation's
         // LFTs: what the daemon believes the switches hold (compare with `ibtracert`).
-        let mock = self.shared.mock.clone();
+        let simulator = self.shared.simulator.clone();
         let (_, g) = self.current()?;
         let f = &g.fabric;
         let src = resolve_end_port(f, &req.src).map_err(|m| Status::invalid_argument(format!("src: {m}")))?;
@@ -1110,10 +1111,10 @@ impl FabricManager for FabricService {
                 .map(|s| f.switch(s).desc.clone())
                 .unwrap_or_default()
         };
-        let Some(mock) = mock else {
+        let Some(simulator) = simulator else {
             return Ok(Response::new(lft_trace(&g, src, dlid)));
         };
-        let resp = match mock.trace(src_guid, dlid) {
+        let resp = match simulator.trace(src_guid, dlid) {
             Ok(hops) => pb::TraceResponse {
                 dlid,
                 hops: hops
@@ -1143,13 +1144,13 @@ impl FabricManager for FabricService {
         req: Request<pb::VerifyReachabilityRequest>,
     ) -> Result<Response<pb::VerifyReachabilityResponse>, Status> {
         let escape = req.into_inner().escape;
-        let mock = self.mock()?.clone();
+        let simulator = self.simulator()?.clone();
         let p = self.snapshot();
         if escape && p.lmc == 0 {
             return Err(Status::failed_precondition("LMC is 0: there are no escape LIDs"));
         }
         let generation = p.generation();
-        let r = tokio::task::spawn_blocking(move || mock.verify_all_pairs(escape))
+        let r = tokio::task::spawn_blocking(move || simulator.verify_all_pairs(escape))
             .await
             .map_err(|e| Status::internal(format!("verification task failed: {e}")))?;
         Ok(Response::new(pb::VerifyReachabilityResponse {
