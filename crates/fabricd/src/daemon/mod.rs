@@ -4,30 +4,42 @@
 //!
 //! [`run`] is what `fabricd` runs; it returns after a clean shutdown (the running upload
 //! finished, the socket removed).
+//!
+//! * `driver`: the driver selected by `[driver]` (the mock fabric built, umad opened, oob
+//!   inventory read) and the umad counters' reporter;
+//! * `checks`: what the start and `--check-config` verify (TLS files, ranking inputs, LID
+//!   range) and the loop settings and thread pools derived from the configuration;
+//! * `listen`: the Unix socket and the gRPC server builder.
+
+mod checks;
+mod driver;
+mod listen;
+
+pub use checks::{check_fabric_fits, check_grpc, check_recorded_lids, effective_max_lid, load_grpc_tls, rank_options};
+pub use driver::{build_mock, check_driver, mock_config, open_driver, OpenedDriver};
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
-use fabric_mock::{MockConfig, MockFabric};
 use fabric_proto::v1::fabric_manager_server::FabricManagerServer;
-use fabric_ranking::{RankOptions, Role};
-use fabric_routing::{Dmodk, EngineKind, Guid2Lid};
-use fabric_southbound::SouthboundDriver;
-use fabric_topology::{parse_guid, Fabric, Lid};
-use tokio::net::UnixListener;
+use fabric_routing::{Dmodk, EngineKind};
+use fabric_topology::Lid;
 use tokio::sync::{broadcast, mpsc, watch};
 use tokio_stream::wrappers::{TcpListenerStream, UnixListenerStream};
 
-use crate::config::{Config, DriverKind, MockDriverConfig, RoleName};
-use crate::event_loop::{Event, EventLoop, LoopInit, LoopIo, LoopParams, LoopSettings};
+use crate::config::Config;
+use crate::event_loop::{Event, EventLoop, LoopInit, LoopIo, LoopParams};
 use crate::grpc::{FabricService, Shared};
 use crate::logging::LogHandle;
 use crate::notify::{watchdog_interval, Notifier};
 use crate::persist::StateDir;
 use crate::state::Published;
 use crate::telemetry::Telemetry;
+use checks::{loop_settings, pool, routing_threads};
+use driver::{open_driver_counted, report_umad_counters};
+use listen::{bind_socket, server_builder};
 
 /// Errors that stop the daemon from starting.
 #[derive(Debug, thiserror::Error)]
@@ -93,374 +105,6 @@ pub struct RunOptions {
     pub notifier: Notifier,
 }
 
-/// The simulated fabric described by `[driver.mock]` (the topology file is read here).
-pub fn build_mock(cfg: &MockDriverConfig) -> Result<MockFabric, DaemonError> {
-    let fabric: Fabric = match &cfg.topology_file {
-        Some(path) => {
-            let parsed = fabric_topology::ibnet::read_file(path).map_err(|e| DaemonError::Config(e.to_string()))?;
-            for w in &parsed.warnings {
-                tracing::warn!(file = %path.display(), "{w}");
-            }
-            if parsed.fabric.num_switches() == 0 {
-                // A daemon "ready" with nothing to route would claim a fabric it does not manage.
-                return Err(DaemonError::Config(format!(
-                    "driver.mock.topology_file {}: no switches (an empty or truncated topology file?)",
-                    path.display()
-                )));
-            }
-            parsed.fabric
-        }
-        None => {
-            let d = (cfg.remove_links > 0 || cfg.remove_switches > 0).then_some(fabric_topology::gen::Degrade {
-                remove_links: cfg.remove_links,
-                remove_switches: cfg.remove_switches,
-                seed: cfg.degrade_seed,
-            });
-            fabric_topology::gen::generate_str(cfg.generator.trim(), d.as_ref())
-                .map_err(|e| DaemonError::Config(format!("driver.mock.generator {:?}: {e}", cfg.generator)))?
-        }
-    };
-    Ok(MockFabric::new(fabric).with_config(mock_config(cfg))?)
-}
-
-/// The run-time behaviour of the simulated fabric.
-pub fn mock_config(cfg: &MockDriverConfig) -> MockConfig {
-    MockConfig {
-        op_latency: Duration::from_micros(cfg.op_latency_us),
-        error_rate: cfg.error_rate,
-        seed: cfg.error_seed,
-        max_parallel: cfg.max_parallel.max(1),
-        max_retries: cfg.max_retries,
-        // Checked by `Config::validate`.
-        unreachable_switches: cfg
-            .unreachable_switches
-            .iter()
-            .filter_map(|g| fabric_topology::parse_guid(g))
-            .collect(),
-        ..MockConfig::default()
-    }
-}
-
-/// A driver and, for `mock`, the simulated fabric behind it.
-pub type OpenedDriver = (Arc<dyn SouthboundDriver>, Option<Arc<MockFabric>>);
-
-/// Opens the driver selected by `[driver] kind` (the mock fabric is built, the umad device
-/// opened, the oob inventory read). The second value is the simulated fabric when the driver is
-/// `mock` (it serves the packet-level RPCs Trace and VerifyReachability).
-pub async fn open_driver(cfg: &Config) -> Result<OpenedDriver, DaemonError> {
-    open_driver_counted(cfg).await.map(|(d, _)| d)
-}
-
-/// [`open_driver`], and the umad driver itself when it is the one selected (for its SMP
-/// counters).
-async fn open_driver_counted(
-    cfg: &Config,
-) -> Result<(OpenedDriver, Option<Arc<fabric_umad::UmadDriver>>), DaemonError> {
-    match cfg.driver.kind {
-        DriverKind::Mock => {
-            let m = Arc::new(build_mock(&cfg.driver.mock)?);
-            Ok(((m.clone(), Some(m)), None))
-        }
-        DriverKind::Umad => {
-            let u = &cfg.driver.umad;
-            // Off the runtime: the open can block until the device (or the simulator) answers.
-            let d = fabric_umad::UmadDriver::open_waiting(u.clone())
-                .await
-                .map_err(|source| DaemonError::DriverOpen {
-                    kind: "umad",
-                    what: format!("driver.umad.device = {}", u.device.display()),
-                    source,
-                })?;
-            let d = Arc::new(d);
-            Ok(((d.clone(), None), Some(d)))
-        }
-        DriverKind::Oob => {
-            let o = &cfg.driver.oob;
-            let d = fabric_oob::OobDriver::open(o.clone()).map_err(|source| DaemonError::DriverOpen {
-                kind: "oob",
-                what: format!("driver.oob.inventory = {}", o.inventory.display()),
-                source,
-            })?;
-            Ok(((Arc::new(d), None), None))
-        }
-    }
-}
-
-/// Reports the umad driver's SMP counters once a second, until the driver is dropped: to the
-/// Prometheus counters (`fabricd_driver_smps_total`, `fabricd_driver_smp_retries_total`,
-/// `fabricd_driver_smp_failures_total`), and to the log (sent, retries, failures, traps, SMInfo
-/// and SA requests answered) when they changed. Retries under SMP loss (discovery, LID
-/// assignment, LFT upload) are visible there.
-async fn report_umad_counters(d: std::sync::Weak<fabric_umad::UmadDriver>, telemetry: Telemetry) {
-    let mut last = fabric_umad::UmadStats::default();
-    loop {
-        let Some(drv) = d.upgrade() else { return };
-        let s = drv.stats();
-        let vl = fabric_southbound::SouthboundDriver::escape_vl_status(&*drv);
-        drop(drv);
-        telemetry.driver_smp_counters(s.smps_sent, s.retries, s.failures);
-        telemetry.set_escape_vl_ready(vl.ready);
-        if s != last {
-            tracing::info!(
-                smps = s.smps_sent,
-                retries = s.retries,
-                failures = s.failures,
-                traps = s.traps,
-                sm_requests = s.sm_requests,
-                sa_requests = s.sa_requests,
-                "umad SMP counters"
-            );
-            last = s;
-        }
-        tokio::time::sleep(Duration::from_secs(1)).await;
-    }
-}
-
-/// What `--check-config` verifies beyond the configuration text: the selected driver's files
-/// (the mock topology file or generator, the umad device, the oob inventory) without opening
-/// the fabric. Returns a one-line description of the driver on success.
-pub fn check_driver(cfg: &Config) -> Result<String, DaemonError> {
-    match cfg.driver.kind {
-        DriverKind::Mock => {
-            let m = build_mock(&cfg.driver.mock)?;
-            let f = m.cabling();
-            // The fabric is known: what the start would fail on (LIDs, engine) is checked too.
-            check_fabric_fits(cfg, f, &Guid2Lid::new(), effective_max_lid(cfg, m.caps().max_lid))?;
-            Ok(format!(
-                "mock, {} switches, {} end ports",
-                f.num_switches(),
-                f.num_end_ports()
-            ))
-        }
-        DriverKind::Umad => {
-            let dev = &cfg.driver.umad.device;
-            let meta = std::fs::metadata(dev).map_err(|source| DaemonError::Io {
-                what: "driver.umad.device: cannot access",
-                path: dev.display().to_string(),
-                source,
-            })?;
-            use std::os::unix::fs::FileTypeExt;
-            if !meta.file_type().is_char_device() {
-                return Err(DaemonError::Config(format!(
-                    "driver.umad.device: {} is not a character device (expected /dev/infiniband/umadN)",
-                    dev.display()
-                )));
-            }
-            Ok(format!("umad, device {}", dev.display()))
-        }
-        DriverKind::Oob => {
-            let inv = fabric_oob::Inventory::read_file(&cfg.driver.oob.inventory)
-                .map_err(|e| DaemonError::Config(format!("driver.oob.inventory: {e}")))?;
-            Ok(format!(
-                "oob, {} agents in {}",
-                inv.entries.len(),
-                cfg.driver.oob.inventory.display()
-            ))
-        }
-    }
-}
-
-/// Reads and checks the TLS files of the gRPC TCP listener (`grpc.tls_cert`, `grpc.tls_key`,
-/// `grpc.tls_client_ca`): `Ok(None)` without TLS. Used at start (before the driver is opened, so
-/// that a bad file fails fast) and by `--check-config`.
-pub fn load_grpc_tls(cfg: &Config) -> Result<Option<fabric_proto::tls::ServerTls>, DaemonError> {
-    let Some(files) = cfg.grpc.tls_files() else {
-        return Ok(None);
-    };
-    let tls = files.load()?;
-    use std::os::unix::fs::PermissionsExt;
-    if let Ok(meta) = std::fs::metadata(&files.key) {
-        if meta.permissions().mode() & 0o004 != 0 {
-            tracing::warn!(
-                key = %files.key.display(),
-                "grpc.tls_key is readable by every user: make it 0600 or 0640 (owner root or fabricd)"
-            );
-        }
-    }
-    Ok(Some(tls))
-}
-
-/// A one-line description of the gRPC TCP listener for `--check-config` (reads the TLS files):
-/// `None` when there is none.
-pub fn check_grpc(cfg: &Config) -> Result<Option<String>, DaemonError> {
-    if cfg.grpc.tcp_listen.is_empty() {
-        return Ok(None);
-    }
-    Ok(Some(match load_grpc_tls(cfg)? {
-        None => format!("tcp {} plaintext", cfg.grpc.tcp_listen),
-        Some(t) if t.mutual => format!("tcp {} TLS, client certificates required", cfg.grpc.tcp_listen),
-        Some(_) => format!("tcp {} TLS", cfg.grpc.tcp_listen),
-    }))
-}
-
-/// Ranking inputs from `[routing]` (reads `roots_file`).
-pub fn rank_options(cfg: &Config) -> Result<RankOptions, DaemonError> {
-    let mut roots = Vec::new();
-    for r in &cfg.routing.roots {
-        roots.push(parse_guid(r).ok_or_else(|| DaemonError::Config(format!("routing.roots: {r:?} is not a GUID")))?);
-    }
-    if let Some(path) = &cfg.routing.roots_file {
-        let text = fabric_topology::textfile::read_text_file(path, fabric_topology::textfile::SMALL_TEXT_LIMIT)
-            .map_err(|e| DaemonError::Config(format!("routing.roots_file: {e}")))?;
-        let more = fabric_ranking::parse_root_guid_file(&text, &path.display().to_string())
-            .map_err(|e| DaemonError::Config(e.to_string()))?;
-        for g in more {
-            if !roots.contains(&g) {
-                roots.push(g);
-            }
-        }
-    }
-    let mut roles = std::collections::HashMap::new();
-    for (k, v) in &cfg.routing.roles {
-        let g = parse_guid(k).ok_or_else(|| DaemonError::Config(format!("routing.roles: {k:?} is not a GUID")))?;
-        roles.insert(
-            g,
-            match v {
-                RoleName::Leaf => Role::Leaf,
-                RoleName::Spine => Role::Spine,
-                RoleName::Root => Role::Root,
-            },
-        );
-    }
-    Ok(RankOptions { roots, roles })
-}
-
-/// The highest LID of the plan: `routing.max_lid` within what the driver supports.
-pub fn effective_max_lid(cfg: &Config, driver_max: Lid) -> Lid {
-    if cfg.routing.max_lid == 0 {
-        driver_max
-    } else {
-        cfg.routing.max_lid.min(driver_max)
-    }
-}
-
-/// What a start would otherwise fail on forever (no generation ever committed) once the fabric
-/// is known: the LID plan (keeping the `recorded` LIDs that fit) must fit the highest LID, and
-/// `routing.engine = "dmodk"` needs a complete PGFT. Used at start (the discovered
-/// fabric and the state directory's record) and by `--check-config` (the mock fabric).
-pub fn check_fabric_fits(cfg: &Config, fabric: &Fabric, recorded: &Guid2Lid, max_lid: Lid) -> Result<(), DaemonError> {
-    fabric_routing::assign_lids(fabric, recorded, cfg.routing.lmc, max_lid).map_err(|e| {
-        DaemonError::Config(format!(
-            "routing.max_lid = {}: {e} ({} switches, {} end ports)",
-            cfg.routing.max_lid,
-            fabric.num_switches(),
-            fabric.num_end_ports()
-        ))
-    })?;
-    if cfg.engine_kind() == Ok(EngineKind::Dmodk) {
-        Dmodk::check_fabric(fabric).map_err(|e| {
-            DaemonError::Config(format!(
-                "routing.engine = \"dmodk\": {e}; Dmodk routes only complete fat-trees: use \
-                 engine = \"dmodc\" (the same tables on a complete PGFT, and it routes degraded fabrics)"
-            ))
-        })?;
-    }
-    Ok(())
-}
-
-/// The state directory's LID record must lie under the highest LID: LID assignment would drop a
-/// record above it, renumber its port and rewrite the file without a word.
-pub fn check_recorded_lids(recorded: &Guid2Lid, max_lid: Lid) -> Result<(), DaemonError> {
-    match recorded.above(max_lid).first() {
-        None => Ok(()),
-        Some(&(guid, lo, hi)) => Err(DaemonError::Config(format!(
-            "{}: {} holds LIDs {lo:#06x}..{hi:#06x}, above the highest LID {max_lid:#06x} \
-             (routing.max_lid or the driver's limit): raise routing.max_lid, or remove the record \
-             (that port then gets a new LID)",
-            crate::persist::GUID2LID_FILE,
-            fabric_topology::fmt_guid(guid)
-        ))),
-    }
-}
-
-/// Threads of the routing pool: `routing.threads` (checked at most
-/// [`crate::config::MAX_ROUTING_THREADS`]), 0 = one per core.
-fn routing_threads(cfg: &Config, cores: usize) -> usize {
-    let t = cfg.routing.threads;
-    if t == 0 {
-        return cores;
-    }
-    if t > 4 * cores {
-        tracing::warn!(
-            threads = t,
-            cores,
-            "routing.threads is more than four threads per core: the extra threads only add switching"
-        );
-    }
-    t
-}
-
-fn loop_settings(cfg: &Config) -> Result<LoopSettings, DaemonError> {
-    Ok(LoopSettings {
-        update: cfg.update.clone(),
-        engine: cfg
-            .engine_kind()
-            .map_err(|e| DaemonError::Config(format!("routing.engine: {e}")))?,
-        validate: cfg.routing.validate,
-        job_aware: cfg.routing.job_aware,
-        rank_options: Arc::new(rank_options(cfg)?),
-        fault_injection: cfg.fault_injection.clone(),
-    })
-}
-
-fn pool(name: &'static str, threads: usize) -> Result<Arc<rayon::ThreadPool>, DaemonError> {
-    rayon::ThreadPoolBuilder::new()
-        .num_threads(threads)
-        .thread_name(move |i| format!("fabricd-{name}-{i}"))
-        .build()
-        .map(Arc::new)
-        .map_err(|e| DaemonError::Pool(name, e.to_string()))
-}
-
-/// Binds the Unix socket: creates the parent directory (mode 0750 when created here), refuses a
-/// directory another user owns or may write (`persist::check_private_dir`: they could replace
-/// the socket), removes a stale socket left by a crash (refusing when another daemon answers on
-/// it, and refusing to remove anything that is not a socket: a regular file at that path, e.g.
-/// the state directory's `guid2lid`, stays), applies the permission bits.
-async fn bind_socket(path: &Path, mode: u32) -> Result<UnixListener, DaemonError> {
-    use std::os::unix::fs::{FileTypeExt, PermissionsExt};
-    let io = |what: &'static str| {
-        let p = path.display().to_string();
-        move |source| DaemonError::Io { what, path: p, source }
-    };
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    if std::fs::symlink_metadata(dir).is_err() {
-        std::fs::create_dir_all(dir).map_err(io("cannot create the socket directory for"))?;
-        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o750))
-            .map_err(io("cannot set the permissions of the socket directory of"))?;
-    }
-    crate::persist::check_private_dir(dir).map_err(|e| DaemonError::Config(format!("socket directory: {e}")))?;
-    if let Ok(meta) = std::fs::symlink_metadata(path) {
-        if !meta.file_type().is_socket() {
-            let kind = if meta.file_type().is_symlink() {
-                "a symbolic link"
-            } else if meta.is_dir() {
-                "a directory"
-            } else if meta.is_file() {
-                "a regular file"
-            } else {
-                "not a socket"
-            };
-            return Err(DaemonError::Config(format!(
-                "socket {}: the path exists and is {kind}: refusing to remove it (only a stale socket is \
-                 removed); choose another grpc.socket / --socket",
-                path.display()
-            )));
-        }
-        if tokio::net::UnixStream::connect(path).await.is_ok() {
-            return Err(DaemonError::SocketInUse(path.to_path_buf()));
-        }
-        std::fs::remove_file(path).map_err(io("cannot remove the stale socket"))?;
-    }
-    let l = UnixListener::bind(path).map_err(io("cannot bind the socket"))?;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
-        .map_err(io("cannot set the permissions of the socket"))?;
-    Ok(l)
-}
-
 /// Runs `fut` to completion unless [`Control::Shutdown`] arrives (or `control` closes) first:
 /// `None` then. Other controls are ignored meanwhile (nothing to reload or reroute yet).
 async fn unless_stopped<T>(
@@ -477,20 +121,6 @@ async fn unless_stopped<T>(
             },
         }
     }
-}
-
-/// A gRPC server builder with the `[grpc]` limits: keep-alive pings every third of the idle
-/// timeout (answered by live clients, so quiet subscribers keep their connection), bounded
-/// header lists and concurrent streams per connection.
-fn server_builder(cfg: &crate::config::GrpcConfig) -> tonic::transport::Server {
-    let idle = Duration::from_secs(cfg.idle_timeout_s);
-    tonic::transport::Server::builder()
-        .http2_keepalive_interval(Some((idle / 3).max(Duration::from_millis(100))))
-        .http2_keepalive_timeout(Some(
-            (idle / 3).clamp(Duration::from_millis(100), Duration::from_secs(20)),
-        ))
-        .http2_max_header_list_size(64 * 1024)
-        .max_concurrent_streams(Some(128))
 }
 
 /// Runs the daemon until [`Control::Shutdown`] arrives on `control`.
