@@ -46,29 +46,41 @@
 //! **Architecture invariant:** the mock judges the daemon's work only from its own simulated
 //! state (installed LFT bytes, LIDs, physical link state), never from the daemon's data
 //! structures.
+//!
+//! # Layout
+//!
+//! This file holds the configuration, the counters and the state ([`MockFabric`], its
+//! constructors and accessors); `driver` the [`SouthboundDriver`](fabric_southbound::SouthboundDriver)
+//! implementation (sweeps, LIDs, block writes with injected errors, drills); `reach` the
+//! packet-level checks (traces, all-pairs reachability, the
+//! [`PacketSimulator`](fabric_southbound::PacketSimulator) implementation); `trace` the hop-by-hop
+//! walk they share.
+//!
+//! [`SouthboundDriver::configure_lids`]: fabric_southbound::SouthboundDriver::configure_lids
+//! [`WriteReport::retries`]: fabric_southbound::WriteReport::retries
 
+mod driver;
+mod reach;
 mod trace;
 
 pub use fabric_southbound::{Hop, ReachReport, TraceError, REACH_REPORT_MAX_LISTED};
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::Duration;
 
-use async_trait::async_trait;
-use fabric_routing::{Lfts, LidPlan, BLOCK_SIZE, NO_ROUTE};
+use fabric_routing::{Lfts, BLOCK_SIZE, NO_ROUTE};
+use fabric_southbound::DriverError;
 use fabric_topology::gen::{self, Degrade};
 use fabric_topology::ibnet;
-use fabric_topology::{fmt_guid, EndPortId, Fabric, FabricEvent, Guid, Lid, LinkState, PortNum, Remote, SwitchId};
-use rand::{Rng, SeedableRng};
+use fabric_topology::{Fabric, FabricEvent, Guid, Lid, LinkState, PortNum, Remote, SwitchId};
+use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
-use rayon::prelude::*;
-use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
+use tokio::sync::mpsc::UnboundedSender;
 
-use fabric_southbound::{DriverCaps, DriverError, LftBlockWrite, PacketSimulator, SouthboundDriver, WriteReport};
-use trace::{live_components, walk, LidTable, StateView};
+use trace::LidTable;
 
 /// Highest InfiniBand unicast LID.
 pub const IB_MAX_UNICAST_LID: Lid = 0xBFFF;
@@ -181,7 +193,7 @@ fn bump(c: &AtomicU64, n: u64) {
 /// One LFT block write that took effect (see [`MockFabric::set_write_observer`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BlockWritten<'a> {
-    /// Dense id of the switch (as in [`SouthboundDriver::discover`]).
+    /// Dense id of the switch (as in [`SouthboundDriver::discover`](fabric_southbound::SouthboundDriver::discover)).
     pub switch: SwitchId,
     /// Node GUID of the switch.
     pub guid: Guid,
@@ -387,7 +399,8 @@ impl MockFabric {
         read(&self.config).clone()
     }
 
-    /// The physical cabling (with the initial state; see [`SouthboundDriver::discover`] for the
+    /// The physical cabling (with the initial state; see
+    /// [`SouthboundDriver::discover`](fabric_southbound::SouthboundDriver::discover) for the
     /// current one).
     pub fn cabling(&self) -> &Fabric {
         &self.topo
@@ -421,7 +434,7 @@ impl MockFabric {
     }
 
     /// The installed LFTs as one [`Lfts`] table indexed by the mock's dense switch ids (those
-    /// of [`SouthboundDriver::discover`]), covering the longest installed row.
+    /// of [`SouthboundDriver::discover`](fabric_southbound::SouthboundDriver::discover)), covering the longest installed row.
     pub fn installed_lft_table(&self) -> Lfts {
         let rows: Vec<_> = self.cells.iter().map(read).collect();
         let len = rows.iter().map(|c| c.lft.len()).max().unwrap_or(0);
@@ -478,189 +491,6 @@ impl MockFabric {
         Ok(())
     }
 
-    /// Follows a packet from end port `src_port_guid` to `dlid` through the installed LFTs over
-    /// live links. Returns the switches crossed, ending at the switch that delivers the packet to
-    /// the end port owning `dlid` (any of its `2^LMC` LIDs) or consumes it (a switch's own LID).
-    pub fn trace(&self, src_port_guid: Guid, dlid: Lid) -> Result<Vec<Hop>, TraceError> {
-        let ep = self
-            .topo
-            .end_port_by_guid(src_port_guid)
-            .ok_or(TraceError::UnknownSource(src_port_guid))?;
-        let view = LiveView(self);
-        let Some((sw, port)) = self.topo.end_port(ep).attach else {
-            return Err(TraceError::SourceDown(src_port_guid));
-        };
-        if !(view.end_port_up(ep) && view.switch_up(sw) && view.port_up(sw, port)) {
-            return Err(TraceError::SourceDown(src_port_guid));
-        }
-        let lids = self.lid_table();
-        let mut hops = Vec::new();
-        walk(&self.topo, &view, &lids, sw, port, dlid, |h| hops.push(h))?;
-        Ok(hops)
-    }
-
-    /// Follows a packet sent by switch `switch` itself (port 0) to `dlid`, as a management
-    /// packet from that switch would go (cf. `ibtracert`).
-    pub fn trace_from_switch(&self, switch: Guid, dlid: Lid) -> Result<Vec<Hop>, TraceError> {
-        let sw = self
-            .topo
-            .switch_by_guid(switch)
-            .ok_or(TraceError::UnknownSwitch(switch))?;
-        let view = LiveView(self);
-        if !view.switch_up(sw) {
-            return Err(TraceError::SwitchDown(switch));
-        }
-        let lids = self.lid_table();
-        let mut hops = Vec::new();
-        walk(&self.topo, &view, &lids, sw, 0, dlid, |h| hops.push(h))?;
-        Ok(hops)
-    }
-
-    /// Traces every ordered pair of distinct live end ports that are physically connected over
-    /// live links, to the destination's base LID (or escape LID when `use_escape`), using only
-    /// the simulated fabric's own LFTs, LIDs and link states.
-    ///
-    /// CPU-bound and synchronous: call it from a blocking context (`spawn_blocking`), not from
-    /// an async task. It runs on the rayon pool, one task per ingress switch: the LFTs route by
-    /// destination only, so all sources on one switch share one walk per destination. Every
-    /// switch's LFT lock is held for reading during the check, so the result is that of one
-    /// consistent set of tables (concurrent uploads wait).
-    pub fn verify_all_pairs(&self, use_escape: bool) -> ReachReport {
-        self.check_reach(Dests::EndPorts { use_escape })
-    }
-
-    /// Traces, from every live end port, the LID of every live switch physically connected to
-    /// it (switch LIDs are destinations too: LID-routed management packets and tools such as
-    /// `ibtracert` must reach every switch). Same method and report as
-    /// [`MockFabric::verify_all_pairs`], with switch node GUIDs as destinations.
-    pub fn verify_switch_lids(&self) -> ReachReport {
-        self.check_reach(Dests::Switches)
-    }
-
-    fn check_reach(&self, dests: Dests) -> ReachReport {
-        let guards: Vec<_> = self.cells.iter().map(read).collect();
-        let view = FrozenView {
-            lft: &guards,
-            port_offset: &self.port_offset,
-            port_up: self.port_up.iter().map(|a| a.load(Ordering::SeqCst)).collect(),
-            switch_up: self.switch_up.iter().map(|a| a.load(Ordering::SeqCst)).collect(),
-            end_port_up: self.end_port_up.iter().map(|a| a.load(Ordering::SeqCst)).collect(),
-        };
-        let lids = self.lid_table();
-        let topo = &self.topo;
-
-        // Live end ports, grouped by ingress switch.
-        let mut by_switch: Vec<Vec<EndPortId>> = vec![Vec::new(); topo.num_switches()];
-        let mut live: Vec<(EndPortId, SwitchId)> = Vec::new();
-        for ep in topo.end_port_ids() {
-            if let Some((sw, port)) = topo.end_port(ep).attach {
-                if view.end_port_up(ep) && view.switch_up(sw) && view.port_up(sw, port) {
-                    by_switch[sw.idx()].push(ep);
-                    live.push((ep, sw));
-                }
-            }
-        }
-        let targets: Vec<Target> = match dests {
-            Dests::EndPorts { use_escape } => live
-                .iter()
-                .map(|&(ep, sw)| {
-                    let guid = topo.end_port(ep).port_guid;
-                    Target {
-                        guid,
-                        switch: sw,
-                        end_port: Some(ep),
-                        dlid: lids.dlid(ep, use_escape, guid),
-                    }
-                })
-                .collect(),
-            Dests::Switches => topo
-                .switch_ids()
-                .filter(|&sw| view.switch_up(sw))
-                .map(|sw| {
-                    let guid = topo.switch(sw).guid;
-                    let dlid = match lids.switch_lid[sw.idx()] {
-                        0 => Err(TraceError::NoSwitchLid(guid)),
-                        lid => Ok(lid),
-                    };
-                    Target {
-                        guid,
-                        switch: sw,
-                        end_port: None,
-                        dlid,
-                    }
-                })
-                .collect(),
-        };
-        let comp = live_components(topo, &view);
-        let ingress: Vec<SwitchId> = topo.switch_ids().filter(|s| !by_switch[s.idx()].is_empty()).collect();
-
-        #[derive(Default)]
-        struct Part {
-            checked: usize,
-            bad: usize,
-            disconnected: usize,
-            /// (source, index in `targets`, why).
-            listed: Vec<(EndPortId, usize, TraceError)>,
-        }
-        let parts: Vec<Part> = ingress
-            .par_iter()
-            .map(|&sw| {
-                let srcs = &by_switch[sw.idx()];
-                let mut part = Part::default();
-                for (
-                    ti,
-                    Target {
-                        switch: dsw,
-                        end_port: dep,
-                        dlid,
-                        ..
-                    },
-                ) in targets.iter().enumerate()
-                {
-                    // An end port is not its own destination.
-                    let n = srcs.len() - usize::from(dep.is_some() && *dsw == sw);
-                    if n == 0 {
-                        continue;
-                    }
-                    if comp[sw.idx()] != comp[dsw.idx()] {
-                        part.disconnected += n;
-                        continue;
-                    }
-                    part.checked += n;
-                    let res = dlid
-                        .clone()
-                        .and_then(|dlid| walk(topo, &view, &lids, sw, 0, dlid, |_| {}));
-                    if let Err(e) = res {
-                        part.bad += n;
-                        for &src in srcs.iter().filter(|&&s| Some(s) != *dep) {
-                            if part.listed.len() == REACH_REPORT_MAX_LISTED {
-                                break;
-                            }
-                            part.listed.push((src, ti, e.clone()));
-                        }
-                    }
-                }
-                part
-            })
-            .collect();
-
-        let mut report = ReachReport::default();
-        let mut listed = Vec::new();
-        for p in parts {
-            report.pairs_checked += p.checked;
-            report.unreachable_count += p.bad;
-            report.disconnected += p.disconnected;
-            listed.extend(p.listed);
-        }
-        listed.sort_by_key(|(s, t, _)| (*s, *t));
-        listed.truncate(REACH_REPORT_MAX_LISTED);
-        report.unreachable = listed
-            .into_iter()
-            .map(|(s, t, e)| (topo.end_port(s).port_guid, targets[t].guid, e.to_string()))
-            .collect();
-        report
-    }
-
     fn lid_table(&self) -> Arc<LidTable> {
         read(&self.lids).clone()
     }
@@ -682,390 +512,6 @@ impl MockFabric {
 
     fn emit(&self, ev: FabricEvent) {
         lock(&self.subscribers).retain(|tx| tx.send(ev.clone()).is_ok());
-    }
-
-    /// The physical state as a list of events to apply to the cabling snapshot.
-    fn state_events(&self) -> Vec<FabricEvent> {
-        let mut evs = Vec::new();
-        for (i, s) in self.topo.switches().iter().enumerate() {
-            let sid = SwitchId(i as u32);
-            let up = self.switch_up[i].load(Ordering::SeqCst);
-            if up != s.up {
-                evs.push(if up {
-                    FabricEvent::SwitchUp(s.guid)
-                } else {
-                    FabricEvent::SwitchDown(s.guid)
-                });
-            }
-            for (pn, p) in s.external_ports() {
-                if p.remote == Remote::None {
-                    continue;
-                }
-                let up = self.port_up[self.port_idx(sid, pn)].load(Ordering::SeqCst);
-                let this_end = p.state == LinkState::Up;
-                let other_end = match p.remote {
-                    Remote::Switch { sw, port } => self.topo.switch(sw).ports[port as usize].state == LinkState::Up,
-                    _ => this_end,
-                };
-                // A link event sets both recorded ends; emit one wherever they differ from `up`.
-                let (switch, port) = (s.guid, pn);
-                if up && !(this_end && other_end) {
-                    evs.push(FabricEvent::LinkUp { switch, port });
-                } else if !up && (this_end || other_end) {
-                    evs.push(FabricEvent::LinkDown { switch, port });
-                }
-            }
-        }
-        for (i, e) in self.topo.end_ports().iter().enumerate() {
-            let up = self.end_port_up[i].load(Ordering::SeqCst);
-            if up != e.up {
-                evs.push(if up {
-                    FabricEvent::EndPortUp(e.port_guid)
-                } else {
-                    FabricEvent::EndPortDown(e.port_guid)
-                });
-            }
-        }
-        evs
-    }
-
-    /// One attempt at writing one block: `Ok(true)` written, `Ok(false)` injected failure.
-    fn write_block_once(&self, sw: SwitchId, w: &LftBlockWrite, cfg: &MockConfig) -> Result<bool, DriverError> {
-        let error_rate = cfg.error_rate;
-        if !self.switch_up[sw.idx()].load(Ordering::SeqCst) || cfg.unreachable_switches.contains(&w.switch) {
-            return Err(DriverError::Unreachable { guid: w.switch });
-        }
-        bump(&self.counters.write_attempts, 1);
-        let mut cell = write(&self.cells[sw.idx()]);
-        if error_rate > 0.0 && cell.rng.gen::<f64>() < error_rate {
-            bump(&self.counters.write_failures, 1);
-            return Ok(false);
-        }
-        let start = w.block as usize * BLOCK_SIZE;
-        if cell.lft.len() < start + BLOCK_SIZE {
-            cell.lft.resize(start + BLOCK_SIZE, NO_ROUTE);
-        }
-        cell.lft[start..start + BLOCK_SIZE].copy_from_slice(&w.entries);
-        let seq = self.counters.blocks_written.fetch_add(1, Ordering::SeqCst) + 1;
-        if let Some(observe) = read(&self.observer).as_ref() {
-            observe(&BlockWritten {
-                switch: sw,
-                guid: w.switch,
-                block: w.block,
-                entries: &w.entries,
-                seq,
-            });
-        }
-        Ok(true)
-    }
-}
-
-/// What [`MockFabric::check_reach`] traces to.
-#[derive(Clone, Copy)]
-enum Dests {
-    /// Every live end port's base (or escape) LID.
-    EndPorts { use_escape: bool },
-    /// Every live switch's LID.
-    Switches,
-}
-
-/// One destination of [`MockFabric::check_reach`].
-struct Target {
-    /// End port GUID or switch node GUID.
-    guid: Guid,
-    /// The switch the end port hangs on, or the switch itself.
-    switch: SwitchId,
-    end_port: Option<EndPortId>,
-    /// The LID traced to, or why there is none.
-    dlid: Result<Lid, TraceError>,
-}
-
-/// Reads the live state, one switch lock at a time (for single traces).
-struct LiveView<'a>(&'a MockFabric);
-
-impl StateView for LiveView<'_> {
-    fn lft(&self, sw: SwitchId, lid: Lid) -> u8 {
-        read(&self.0.cells[sw.idx()])
-            .lft
-            .get(lid as usize)
-            .copied()
-            .unwrap_or(NO_ROUTE)
-    }
-    fn port_up(&self, sw: SwitchId, port: PortNum) -> bool {
-        self.0.port_up[self.0.port_idx(sw, port)].load(Ordering::SeqCst)
-    }
-    fn switch_up(&self, sw: SwitchId) -> bool {
-        self.0.switch_up[sw.idx()].load(Ordering::SeqCst)
-    }
-    fn end_port_up(&self, ep: EndPortId) -> bool {
-        self.0.end_port_up[ep.idx()].load(Ordering::SeqCst)
-    }
-}
-
-/// A frozen view: every LFT read-locked, states copied (for all-pairs checks).
-struct FrozenView<'a, 'g> {
-    lft: &'a [RwLockReadGuard<'g, SwitchCell>],
-    port_offset: &'a [usize],
-    port_up: Vec<bool>,
-    switch_up: Vec<bool>,
-    end_port_up: Vec<bool>,
-}
-
-impl StateView for FrozenView<'_, '_> {
-    #[inline]
-    fn lft(&self, sw: SwitchId, lid: Lid) -> u8 {
-        self.lft[sw.idx()].lft.get(lid as usize).copied().unwrap_or(NO_ROUTE)
-    }
-    #[inline]
-    fn port_up(&self, sw: SwitchId, port: PortNum) -> bool {
-        self.port_up[self.port_offset[sw.idx()] + port as usize]
-    }
-    #[inline]
-    fn switch_up(&self, sw: SwitchId) -> bool {
-        self.switch_up[sw.idx()]
-    }
-    #[inline]
-    fn end_port_up(&self, ep: EndPortId) -> bool {
-        self.end_port_up[ep.idx()]
-    }
-}
-
-/// The Trace and VerifyReachability RPCs of the daemon, answered from the simulated state.
-impl PacketSimulator for MockFabric {
-    fn trace(&self, src_port_guid: Guid, dlid: Lid) -> Result<Vec<Hop>, TraceError> {
-        MockFabric::trace(self, src_port_guid, dlid)
-    }
-    fn verify_all_pairs(&self, use_escape: bool) -> ReachReport {
-        MockFabric::verify_all_pairs(self, use_escape)
-    }
-}
-
-#[async_trait]
-impl SouthboundDriver for MockFabric {
-    fn caps(&self) -> DriverCaps {
-        let cfg = read(&self.config);
-        DriverCaps {
-            name: "mock",
-            max_lid: cfg.max_lid,
-            max_lft_blocks: Some(cfg.max_lft_blocks()),
-            escape_vl: cfg.escape_vl,
-        }
-    }
-
-    async fn discover(&self) -> Result<Fabric, DriverError> {
-        self.sleep_op().await;
-        bump(&self.counters.sweeps, 1);
-        let evs = {
-            let _g = lock(&self.drill);
-            self.state_events()
-        };
-        if evs.is_empty() {
-            return Ok(self.topo.clone());
-        }
-        self.topo
-            .apply(&evs)
-            .map(|f| f.with_generation(0))
-            .map_err(|e| DriverError::Protocol {
-                guid: None,
-                message: format!("simulated sweep: {e}"),
-            })
-    }
-
-    fn subscribe_events(&self) -> UnboundedReceiver<FabricEvent> {
-        let (tx, rx) = unbounded_channel();
-        lock(&self.subscribers).push(tx);
-        rx
-    }
-
-    async fn configure_lids(&self, fabric: &Fabric, plan: &LidPlan) -> Result<(), DriverError> {
-        self.sleep_op().await;
-        let max = read(&self.config).max_lid;
-        if plan.switch_lid.len() != fabric.num_switches() || plan.end_port_base.len() != fabric.num_end_ports() {
-            return Err(DriverError::InvalidLidPlan(format!(
-                "plan covers {} switches and {} end ports, fabric has {} and {}",
-                plan.switch_lid.len(),
-                plan.end_port_base.len(),
-                fabric.num_switches(),
-                fabric.num_end_ports()
-            )));
-        }
-        if plan.lmc > 7 {
-            return Err(DriverError::InvalidLidPlan(format!("LMC {} is above 7", plan.lmc)));
-        }
-        let span: Lid = 1 << plan.lmc;
-        let mut table = LidTable::unassigned(self.topo.num_switches(), self.topo.num_end_ports());
-        table.lmc = plan.lmc;
-        let mut owner: HashMap<Lid, Guid> = HashMap::new();
-        let mut claim = |lid: Lid, guid: Guid| -> Result<(), DriverError> {
-            if lid > max {
-                return Err(DriverError::InvalidLidPlan(format!(
-                    "LID {lid} of {} is above the highest unicast LID {max}",
-                    fmt_guid(guid)
-                )));
-            }
-            match owner.insert(lid, guid) {
-                Some(first) => Err(DriverError::LidConflict {
-                    lid,
-                    first,
-                    second: guid,
-                }),
-                None => Ok(()),
-            }
-        };
-        for (s, &lid) in fabric.switches().iter().zip(&plan.switch_lid) {
-            let sw = self.switch_id(s.guid)?;
-            if lid != 0 {
-                claim(lid, s.guid)?;
-                table.switch_lid[sw.idx()] = lid;
-            }
-        }
-        for (e, &base) in fabric.end_ports().iter().zip(&plan.end_port_base) {
-            let ep = self
-                .topo
-                .end_port_by_guid(e.port_guid)
-                .ok_or(DriverError::UnknownEndPort(e.port_guid))?;
-            if base == 0 {
-                continue;
-            }
-            if base % span != 0 {
-                return Err(DriverError::InvalidLidPlan(format!(
-                    "base LID {base} of {} is not aligned to 2^LMC = {span}",
-                    fmt_guid(e.port_guid)
-                )));
-            }
-            for lid in base..base.saturating_add(span) {
-                claim(lid, e.port_guid)?;
-            }
-            table.end_port_base[ep.idx()] = base;
-        }
-        *write(&self.lids) = Arc::new(table);
-        bump(&self.counters.lid_configs, 1);
-        Ok(())
-    }
-
-    async fn write_lft_blocks(&self, blocks: &[LftBlockWrite]) -> Result<WriteReport, DriverError> {
-        let cfg = self.config();
-        let max_blocks = cfg.max_lft_blocks();
-        bump(&self.counters.write_batches, 1);
-        // Reject bad addresses before writing anything.
-        let mut ids = Vec::with_capacity(blocks.len());
-        for w in blocks {
-            ids.push(self.switch_id(w.switch)?);
-            if w.block >= max_blocks {
-                return Err(DriverError::BlockOutOfRange {
-                    guid: w.switch,
-                    block: w.block,
-                    max_blocks,
-                });
-            }
-        }
-        let mut queue: VecDeque<(usize, u32)> = (0..blocks.len()).map(|i| (i, 0)).collect();
-        let mut report = WriteReport::default();
-        while !queue.is_empty() {
-            if !cfg.op_latency.is_zero() {
-                tokio::time::sleep(cfg.op_latency).await;
-            }
-            for _ in 0..cfg.max_parallel.min(queue.len()) {
-                let Some((i, failures)) = queue.pop_front() else { break };
-                if self.write_block_once(ids[i], &blocks[i], &cfg)? {
-                    report.blocks_written += 1;
-                } else if failures >= cfg.max_retries {
-                    return Err(DriverError::Transient {
-                        guid: blocks[i].switch,
-                        op: "LFT block write",
-                        attempts: failures + 1,
-                    });
-                } else {
-                    report.retries += 1;
-                    queue.push_back((i, failures + 1));
-                }
-            }
-        }
-        Ok(report)
-    }
-
-    async fn read_lft_block(&self, switch: Guid, block: u32) -> Result<[u8; BLOCK_SIZE], DriverError> {
-        self.sleep_op().await;
-        let sw = self.switch_id(switch)?;
-        let max_blocks = read(&self.config).max_lft_blocks();
-        if block >= max_blocks {
-            return Err(DriverError::BlockOutOfRange {
-                guid: switch,
-                block,
-                max_blocks,
-            });
-        }
-        if !self.switch_up[sw.idx()].load(Ordering::SeqCst) {
-            return Err(DriverError::Unreachable { guid: switch });
-        }
-        let mut out = [NO_ROUTE; BLOCK_SIZE];
-        let cell = read(&self.cells[sw.idx()]);
-        let start = block as usize * BLOCK_SIZE;
-        if let Some(src) = cell.lft.get(start..start + BLOCK_SIZE) {
-            out.copy_from_slice(src);
-        }
-        bump(&self.counters.blocks_read, 1);
-        Ok(out)
-    }
-
-    async fn set_port_state(&self, switch: Guid, port: PortNum, up: bool) -> Result<(), DriverError> {
-        self.sleep_op().await;
-        let sw = self.switch_id(switch)?;
-        let s = self.topo.switch(sw);
-        if port == 0 || port > s.nports {
-            return Err(DriverError::InvalidPort {
-                guid: switch,
-                port,
-                reason: "no such external port",
-            });
-        }
-        let remote = s.ports[port as usize].remote;
-        if remote == Remote::None {
-            return Err(DriverError::InvalidPort {
-                guid: switch,
-                port,
-                reason: "not cabled",
-            });
-        }
-        let _g = lock(&self.drill);
-        if self.port_up[self.port_idx(sw, port)].swap(up, Ordering::SeqCst) == up {
-            return Ok(());
-        }
-        if let Remote::Switch { sw: r, port: rp } = remote {
-            self.port_up[self.port_idx(r, rp)].store(up, Ordering::SeqCst);
-        }
-        bump(&self.counters.state_changes, 1);
-        self.emit(if up {
-            FabricEvent::LinkUp { switch, port }
-        } else {
-            FabricEvent::LinkDown { switch, port }
-        });
-        Ok(())
-    }
-
-    async fn set_switch_state(&self, switch: Guid, up: bool) -> Result<(), DriverError> {
-        self.sleep_op().await;
-        let sw = self.switch_id(switch)?;
-        let reset = read(&self.config).reset_on_power_cycle;
-        let _g = lock(&self.drill);
-        if self.switch_up[sw.idx()].load(Ordering::SeqCst) == up {
-            return Ok(());
-        }
-        if up && reset {
-            write(&self.cells[sw.idx()]).lft.clear();
-            let mut lids = write(&self.lids);
-            let mut t = (**lids).clone();
-            t.switch_lid[sw.idx()] = 0;
-            *lids = Arc::new(t);
-        }
-        self.switch_up[sw.idx()].store(up, Ordering::SeqCst);
-        bump(&self.counters.state_changes, 1);
-        self.emit(if up {
-            FabricEvent::SwitchUp(switch)
-        } else {
-            FabricEvent::SwitchDown(switch)
-        });
-        Ok(())
     }
 }
 

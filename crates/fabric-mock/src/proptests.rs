@@ -6,7 +6,9 @@
 use std::collections::VecDeque;
 
 use super::*;
-use fabric_topology::{FabricBuilder, NodeType};
+use fabric_routing::LidPlan;
+use fabric_southbound::{LftBlockWrite, SouthboundDriver};
+use fabric_topology::{EndPortId, FabricBuilder, NodeType};
 use proptest::prelude::{any, prop_assert, prop_assert_eq, prop_oneof, proptest, Just, ProptestConfig};
 use rand::{Rng, SeedableRng};
 

@@ -14,6 +14,8 @@
 //! LIDs (LMC 1): L0 = 1, L1 = 2, S0 = 3, S1 = 4; n0 = 8/9, n1 = 10/11, n2 = 12/13, n3 = 14/15.
 
 use super::*;
+use fabric_routing::LidPlan;
+use fabric_southbound::{LftBlockWrite, SouthboundDriver, WriteReport};
 use fabric_topology::{FabricBuilder, NodeType};
 
 const L0: Guid = 0x10;
