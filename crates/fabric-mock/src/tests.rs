@@ -15,7 +15,7 @@
 
 use super::*;
 use fabric_routing::LidPlan;
-use fabric_southbound::{LftBlockWrite, SouthboundDriver, WriteReport};
+use fabric_southbound::{LftBlockWrite, PacketSimulator, SouthboundDriver, WriteReport};
 use fabric_topology::{FabricBuilder, NodeType};
 
 const L0: Guid = 0x10;
@@ -847,6 +847,36 @@ async fn verify_all_pairs_counts_by_hand() {
     // 3 live: 6 pairs; n2 -> n0 still has no route.
     assert_eq!((r.pairs_checked, r.unreachable_count), (6, 1));
     assert_eq!((r.unreachable[0].0, r.unreachable[0].1), (N2, N0));
+}
+
+/// The daemon's Trace and VerifyReachability see the fabric through the driver-neutral
+/// `PacketSimulator`: the answers are those of the simulated state, changes included.
+#[tokio::test]
+async fn packet_simulator_answers_from_the_simulated_state() {
+    let m = Arc::new(programmed().await);
+    let sim: Arc<dyn PacketSimulator> = m.clone();
+    assert_eq!(
+        sim.trace(N0, 12).unwrap(),
+        vec![hop(L0, 1, 3), hop(S0, 1, 2), hop(L1, 3, 1)]
+    );
+    assert_eq!(sim.trace(N0, 13), Err(TraceError::NoRoute { switch: L0, lid: 13 }));
+    assert_eq!(sim.trace(0x999, 12), Err(TraceError::UnknownSource(0x999)));
+    assert_eq!(sim.verify_all_pairs(false), m.verify_all_pairs(false));
+    assert_eq!(sim.verify_all_pairs(false).pairs_checked, 12);
+    let r = sim.verify_all_pairs(true);
+    assert_eq!((r.pairs_checked, r.unreachable_count), (12, 12));
+
+    m.set_port_state(S0, 2, false).await.unwrap();
+    assert_eq!(
+        sim.trace(N0, 12),
+        Err(TraceError::DeadLink {
+            switch: S0,
+            port: 2,
+            lid: 12
+        })
+    );
+    let r = sim.verify_all_pairs(false);
+    assert_eq!((r.pairs_checked, r.unreachable_count), (12, 4));
 }
 
 #[tokio::test]
