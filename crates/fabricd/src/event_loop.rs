@@ -2608,7 +2608,7 @@ mod tests {
 #[cfg(test)]
 mod loop_tests {
     use super::*;
-    use fabric_southbound::{MockConfig, MockFabric};
+    use fabric_mock::{MockConfig, MockFabric};
 
     struct Harness {
         tx: mpsc::Sender<Event>,

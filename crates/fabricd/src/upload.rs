@@ -130,7 +130,7 @@ pub async fn upload(
 mod tests {
     use super::*;
     use fabric_routing::BLOCK_SIZE;
-    use fabric_southbound::{MockConfig, MockFabric};
+    use fabric_mock::{MockConfig, MockFabric};
     use fabric_topology::{FabricBuilder, SwitchId};
 
     fn two_switches() -> Fabric {
