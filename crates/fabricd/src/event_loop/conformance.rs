@@ -153,6 +153,9 @@ impl Names {
     }
 
     fn switch(&self, f: &Fabric, name: &str) -> Result<Guid, String> {
+        if let Some(g) = fabric_topology::parse_guid(name) {
+            return Ok(g);
+        }
         let i = self
             .switches
             .iter()
@@ -162,6 +165,9 @@ impl Names {
     }
 
     fn end_port(&self, f: &Fabric, name: &str) -> Result<Guid, String> {
+        if let Some(g) = fabric_topology::parse_guid(name) {
+            return Ok(g);
+        }
         let i = self
             .end_ports
             .iter()
@@ -287,6 +293,8 @@ struct World {
     dir: tempfile::TempDir,
     settings: LoopSettings,
     pool: Arc<rayon::ThreadPool>,
+    /// `routing hold`: computations stay queued (the routing pool is busy).
+    hold: bool,
     out: Vec<String>,
 }
 
@@ -294,8 +302,10 @@ struct World {
 struct Subscriber {
     id: SubscriberId,
     rx: mpsc::Receiver<UpdateNotice>,
-    /// Generation of the last notice received per phase.
+    /// Generation of the last notice received per phase (what `ack` acks).
     last: HashMap<Phase, u64>,
+    /// Phases of notices received and not yet waited for by `until NAME got PHASE`.
+    fresh: BTreeSet<Phase>,
 }
 
 /// A request whose reply has not come yet.
@@ -477,8 +487,13 @@ impl LoopHandle {
     /// One tick: simulated time goes on by [`TICK`], queued computations run, arrivals are
     /// recorded.
     async fn tick(&mut self, w: &mut World) {
+        while !w.hold && w.pool.yield_local() == Some(rayon::Yield::Executed) {}
+        // The results go back to the loop and everything they cause runs before time moves on.
         tokio::time::sleep(TICK).await;
-        while w.pool.yield_local() == Some(rayon::Yield::Executed) {}
+        // Tasks woken at this instant (upload latencies, deadlines) run before the next step.
+        for _ in 0..8 {
+            tokio::task::yield_now().await;
+        }
         self.drain(w);
     }
 
@@ -494,6 +509,7 @@ impl LoopHandle {
         for (name, s) in self.subscribers.iter_mut() {
             while let Ok(n) = s.rx.try_recv() {
                 s.last.insert(n.phase, n.generation);
+                s.fresh.insert(n.phase);
                 w.out.push(format!(
                     "{name} <- generation {} {} (ack within {} ms)",
                     n.generation, n.phase, n.deadline_ms
@@ -511,6 +527,7 @@ impl LoopHandle {
         });
     }
 
+    /// Sends a request (its reply, when it has one, is recorded when it comes).
     fn send(&mut self, label: &str, req: Request, reply: Option<PendingReply>) -> Result<(), String> {
         self.tx
             .try_send(req)
@@ -525,7 +542,7 @@ impl LoopHandle {
     }
 
     /// Whether the condition of an `until` step holds.
-    fn holds(&self, cond: &[&str]) -> Result<bool, String> {
+    fn holds(&mut self, cond: &[&str]) -> Result<bool, String> {
         let p = self.published.load();
         let whole = cond.join(" ");
         let arg = |i: usize| -> Result<&str, String> {
@@ -544,14 +561,15 @@ impl LoopHandle {
             "replies" => self.pending.is_empty(),
             "stopped" => self.task.is_finished(),
             name => {
-                let s = self
-                    .subscribers
-                    .get(name)
-                    .ok_or_else(|| format!("unknown condition or subscriber `{name}`"))?;
                 if arg(1)? != "got" {
                     return Err(format!("`until {whole}`: expected `{name} got PHASE`"));
                 }
-                s.last.contains_key(&parse_phase(arg(2)?)?)
+                let phase = parse_phase(arg(2)?)?;
+                let s = self
+                    .subscribers
+                    .get_mut(name)
+                    .ok_or_else(|| format!("unknown condition or subscriber `{name}`"))?;
+                s.fresh.remove(&phase)
             }
         })
     }
@@ -626,8 +644,16 @@ impl LoopHandle {
                 match id {
                     Ok(id) => {
                         w.out.push(format!("reply to `{line}`: subscribed"));
-                        let last = HashMap::new();
-                        self.subscribers.insert(name, Subscriber { id, rx: nrx, last });
+                        let (last, fresh) = (HashMap::new(), BTreeSet::new());
+                        self.subscribers.insert(
+                            name,
+                            Subscriber {
+                                id,
+                                rx: nrx,
+                                last,
+                                fresh,
+                            },
+                        );
                     }
                     Err(e) => w.out.push(format!("reply to `{line}`: {}", loop_error(&e))),
                 }
@@ -693,15 +719,18 @@ impl LoopHandle {
                 }
             }
             "until" => {
-                let until = Instant::now() + UNTIL_LIMIT;
+                let (cond, limit) = match words {
+                    [cond @ .., "within", d] => (cond, parse_duration(d)?),
+                    _ => (words, UNTIL_LIMIT),
+                };
+                let until = Instant::now() + limit;
                 loop {
                     self.tick(w).await;
-                    if self.holds(&words[1..])? {
+                    if self.holds(&cond[1..])? {
                         break;
                     }
                     if Instant::now() >= until {
-                        w.out.push(format!("! timed out after {} s", UNTIL_LIMIT.as_secs()));
-                        return Err(format!("`{line}` did not hold within {UNTIL_LIMIT:?}"));
+                        return Err(format!("did not hold within {limit:?} of simulated time"));
                     }
                 }
             }
@@ -711,6 +740,13 @@ impl LoopHandle {
                 check(&p, w);
             }
             other => return Err(format!("unknown step `{other}`")),
+        }
+        if matches!(
+            words[0],
+            "inject" | "reroute" | "clear-job" | "ack" | "unsubscribe" | "driver" | "settings" | "shutdown"
+        ) {
+            // The loop takes the request (or the driver's event) before the next step.
+            self.tick(w).await;
         }
         Ok(())
     }
@@ -736,21 +772,29 @@ fn check(p: &Published, w: &mut World) {
         None => lines.push("  switches hold the committed tables: no generation".into()),
         Some(g) => {
             let installed = w.mock.installed_lft_table();
-            let differ: Vec<&str> = g
-                .fabric
-                .switch_ids()
-                .filter(|&sw| g.fabric.switch(sw).up)
-                .filter(|&sw| {
-                    let want = g.lfts.row(sw);
-                    installed.row(sw).get(..want.len()) != Some(want)
-                })
-                .map(|sw| w.names.switches[sw.idx()].as_str())
-                .collect();
-            lines.push(if differ.is_empty() {
-                "  switches hold the committed tables: yes".into()
-            } else {
-                format!("  switches hold the committed tables: no: {}", differ.join(", "))
-            });
+            let mask = fabric_update::EscapeMask::new(&g.lids);
+            for (what, escape) in [("base", false), ("escape", true)] {
+                let differ: Vec<&str> = g
+                    .fabric
+                    .switch_ids()
+                    .filter(|&sw| g.fabric.switch(sw).up)
+                    .filter(|&sw| {
+                        let (want, have) = (g.lfts.row(sw), installed.row(sw));
+                        (1..=g.lids.top())
+                            .filter(|&lid| mask.is_escape(lid) == escape)
+                            .any(|lid| have.get(lid as usize) != want.get(lid as usize))
+                    })
+                    .map(|sw| w.names.switches[sw.idx()].as_str())
+                    .collect();
+                lines.push(if differ.is_empty() {
+                    format!("  switches hold the committed {what} LID entries: yes")
+                } else {
+                    format!(
+                        "  switches hold the committed {what} LID entries: no: {}",
+                        differ.join(", ")
+                    )
+                });
+            }
             let scratch = compute(ComputeInput {
                 job: 0,
                 physical: g.fabric.clone(),
@@ -783,6 +827,11 @@ fn check(p: &Published, w: &mut World) {
     lines.push(format!(
         "  unreachable pairs through the switches: base {}, escape {}",
         base.unreachable_count, escape.unreachable_count
+    ));
+    let c = w.mock.counters();
+    lines.push(format!(
+        "  mock so far: {} LFT blocks written, {} read",
+        c.blocks_written, c.blocks_read
     ));
     let un = &p.installation.unprogrammed;
     lines.push(if un.is_empty() {
@@ -885,6 +934,7 @@ impl Runner {
                     dir: tempfile::tempdir().map_err(|e| format!("state directory: {e}"))?,
                     settings: default_settings(),
                     pool: POOL.with(Arc::clone),
+                    hold: false,
                     out,
                 });
             }
@@ -922,6 +972,14 @@ impl Runner {
                     None => {}
                 }
                 self.process = Some(Process::start(w)?);
+            }
+            "routing" => {
+                let w = self.world()?;
+                w.hold = match words[1..] {
+                    ["hold"] => true,
+                    ["release"] => false,
+                    _ => return Err("routing hold|release".into()),
+                };
             }
             "crash" => {
                 let p = self.process.take().ok_or("no loop to crash")?;
