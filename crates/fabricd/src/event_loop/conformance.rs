@@ -44,9 +44,13 @@
 //!
 //! Time is paused (tokio's `start_paused`), and the routing pool is a rayon pool whose only
 //! worker is the test thread itself (`use_current_thread`): a computation runs when the harness
-//! yields to rayon, at its next 1 ms tick, never in parallel with the loop. Uploads, deadlines and
-//! backoffs are tokio timers; state-directory writes run on `spawn_blocking`, during which tokio
-//! does not advance paused time.
+//! yields to rayon, at its next 1 ms tick, never in parallel with the loop (`routing hold` keeps
+//! them queued, as a busy pool would). Uploads, deadlines and backoffs are tokio timers. The
+//! state-directory writes run on `spawn_blocking`: tokio does not advance paused time while one
+//! runs, and the runtime has one blocking thread, so the harness waits for them (a no-op blocking
+//! task queued behind) before it looks. Each case runs twice; the two records must be equal.
+//! Lines seen at one look are recorded in a fixed order (broadcast notices, subscribers by name,
+//! replies in request order), so the record does not depend on task scheduling.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::Write as _;
@@ -405,6 +409,7 @@ impl Process {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .start_paused(true)
+            .max_blocking_threads(1)
             .build()
             .map_err(|e| format!("runtime: {e}"))?;
         let dir = StateDir::open(w.dir.path()).map_err(|e| e.to_string())?;
@@ -483,6 +488,21 @@ impl Process {
     }
 }
 
+/// Lets the tasks woken at this instant (upload latencies, deadlines) run, with the state
+/// directory writes they start: there is one blocking thread, so a no-op blocking task queued
+/// behind them ends after them.
+async fn settle() {
+    for _ in 0..2 {
+        for _ in 0..8 {
+            tokio::task::yield_now().await;
+        }
+        let _ = tokio::task::spawn_blocking(|| ()).await;
+    }
+    for _ in 0..8 {
+        tokio::task::yield_now().await;
+    }
+}
+
 impl LoopHandle {
     /// One tick: simulated time goes on by [`TICK`], queued computations run, arrivals are
     /// recorded.
@@ -490,10 +510,7 @@ impl LoopHandle {
         while !w.hold && w.pool.yield_local() == Some(rayon::Yield::Executed) {}
         // The results go back to the loop and everything they cause runs before time moves on.
         tokio::time::sleep(TICK).await;
-        // Tasks woken at this instant (upload latencies, deadlines) run before the next step.
-        for _ in 0..8 {
-            tokio::task::yield_now().await;
-        }
+        settle().await;
         self.drain(w);
     }
 
