@@ -157,27 +157,11 @@ impl Names {
     }
 
     fn switch(&self, f: &Fabric, name: &str) -> Result<Guid, String> {
-        if let Some(g) = fabric_topology::parse_guid(name) {
-            return Ok(g);
-        }
-        let i = self
-            .switches
-            .iter()
-            .position(|n| n == name)
-            .ok_or_else(|| format!("unknown switch name `{name}`"))?;
-        Ok(f.switches()[i].guid)
+        lookup(&self.switches, name, "switch", |i| f.switches()[i].guid)
     }
 
     fn end_port(&self, f: &Fabric, name: &str) -> Result<Guid, String> {
-        if let Some(g) = fabric_topology::parse_guid(name) {
-            return Ok(g);
-        }
-        let i = self
-            .end_ports
-            .iter()
-            .position(|n| n == name)
-            .ok_or_else(|| format!("unknown end port name `{name}`"))?;
-        Ok(f.end_ports()[i].port_guid)
+        lookup(&self.end_ports, name, "end port", |i| f.end_ports()[i].port_guid)
     }
 
     /// `L0_0[3]` (a switch port), `L1_0` (a switch) or `N4` (an end port), as an event.
@@ -205,6 +189,15 @@ impl Names {
         };
         Ok(FaultRequestTarget { target, up })
     }
+}
+
+/// The GUID written as `0x...`, or the GUID of the item named `name` in `names`.
+fn lookup(names: &[String], name: &str, what: &str, guid_of: impl Fn(usize) -> Guid) -> Result<Guid, String> {
+    if let Some(g) = fabric_topology::parse_guid(name) {
+        return Ok(g);
+    }
+    let i = names.iter().position(|n| n == name);
+    i.map(guid_of).ok_or_else(|| format!("unknown {what} name `{name}`"))
 }
 
 /// A parsed fault target with its direction.
