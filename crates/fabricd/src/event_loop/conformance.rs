@@ -18,15 +18,16 @@
 //! * `settings key=value ...` — loop settings (`coalesce_ms`, `coalesce_max_ms` (defaults to
 //!   `coalesce_ms`), `five_phase`, `unpath_deadline_ms`, `repath_deadline_ms` (defaults to the
 //!   unpath one), `missed_ack_policy=proceed|abort`, `failed_generation_backoff_ms`,
-//!   `upload_retries`, `fault_injection=on|off`); after `start` they are sent as a reload;
+//!   `upload_retries`, `fault_injection=on|off`, `job_aware`); after `start` they are sent as a
+//!   reload;
 //! * `mock latency DURATION` / `mock max-parallel N` / `mock fail-writes all|SWITCH...` /
 //!   `mock heal` — behaviour of the simulated switches;
 //! * `start`, `crash` (the process dies: the runtime and every task of the loop are dropped,
 //!   the switches keep what they hold), `restart` (a new loop on the same state directory and
 //!   fabric, after a new discovery), `shutdown`;
 //! * `inject EVENT TARGET [wait] [physical]` (EVENT: `link-down`, `link-up`, `switch-down`,
-//!   `switch-up`, `node-down`, `node-up`), `reroute [resync] [wait]`, `clear-job ID`,
-//!   `subscribe NAME`, `ack NAME unpath|repath` (the last notice of that phase), `unsubscribe
+//!   `switch-up`, `node-down`, `node-up`), `reroute [resync] [wait]`, `set-job ID END-PORT...`,
+//!   `clear-job ID`, `subscribe NAME`, `ack NAME unpath|repath` (the last notice of that phase), `unsubscribe
 //!   NAME` (the stream closes), `driver EVENT TARGET` (a physical change the mock reports);
 //! * `advance DURATION`, `expect-quiet DURATION` (advance; nothing may be recorded meanwhile),
 //!   `until CONDITION` (`idle`, `generation N`, `phase P`, `pending N`, `restarts N`,

@@ -24,7 +24,7 @@ use crate::event_loop::{
     UpdateNotice,
 };
 use crate::notify::Notifier;
-use crate::persist::StateDir;
+use crate::persist::{JobPort, StateDir};
 use crate::state::{Notice, Phase, Published};
 use crate::telemetry::Telemetry;
 
@@ -360,6 +360,15 @@ impl LoopHandle {
                 };
                 self.send(line, req, Some(PendingReply::Generation(rx)))?;
             }
+            "set-job" => {
+                let id = words.get(1).ok_or("set-job ID END-PORT...")?.to_string();
+                let ports = words[2..]
+                    .iter()
+                    .map(|n| Ok(JobPort::new(w.names.end_port(&f, n)?, n)))
+                    .collect::<Result<Vec<_>, String>>()?;
+                let (reply, rx) = oneshot::channel();
+                self.send(line, Request::SetJob { id, ports, reply }, Some(PendingReply::Unit(rx)))?;
+            }
             "clear-job" => {
                 let id = words.get(1).ok_or("clear-job ID")?.to_string();
                 let (reply, rx) = oneshot::channel();
@@ -560,9 +569,9 @@ fn check(p: &Published, w: &mut World) {
             });
             lines.push(match scratch {
                 Ok(c) if *c.lids == *g.lids && *c.lfts == *g.lfts => {
-                    "  committed routing equals a from-scratch routing of its topology: yes".into()
+                    "  committed routing equals a from-scratch Dmodc routing (no jobs) of its topology: yes".into()
                 }
-                Ok(_) => "  committed routing equals a from-scratch routing of its topology: no".into(),
+                Ok(_) => "  committed routing equals a from-scratch Dmodc routing (no jobs) of its topology: no".into(),
                 Err(e) => format!("  from-scratch routing failed: {e}"),
             });
         }
@@ -623,5 +632,11 @@ fn state_dir_summary(dir: &Path) -> String {
         Ok(v) => v.len().to_string(),
         Err(e) => e.to_string(),
     };
-    format!("  state directory: last generation {last}, update progress {progress}, virtual faults {faults}")
+    let jobs = match st.load_jobs() {
+        Ok(j) => j.len().to_string(),
+        Err(e) => e.to_string(),
+    };
+    format!(
+        "  state directory: last generation {last}, update progress {progress}, virtual faults {faults}, jobs {jobs}"
+    )
 }

@@ -78,7 +78,7 @@ impl Names {
         lookup(&self.switches, name, "switch", |i| f.switches()[i].guid)
     }
 
-    fn end_port(&self, f: &Fabric, name: &str) -> Result<Guid, String> {
+    pub(super) fn end_port(&self, f: &Fabric, name: &str) -> Result<Guid, String> {
         lookup(&self.end_ports, name, "end port", |i| f.end_ports()[i].port_guid)
     }
 
@@ -192,6 +192,7 @@ pub(super) fn apply_settings(s: &mut LoopSettings, pairs: &[&str]) -> Result<(),
                 }
             }
             "fault_injection" => s.fault_injection.enabled = flag()?,
+            "job_aware" => s.job_aware = flag()?,
             _ => return Err(format!("unknown setting `{k}`")),
         }
     }
