@@ -59,7 +59,7 @@ mod script;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use fabric_southbound::{MockConfig, MockFabric};
+use fabric_mock::{MockConfig, MockFabric};
 
 use process::{Process, World, POOL};
 use script::{apply_settings, default_settings, parse_duration, Names};

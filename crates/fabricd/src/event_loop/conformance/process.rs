@@ -8,9 +8,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
+use fabric_mock::MockFabric;
 use fabric_ranking::RankOptions;
 use fabric_routing::{EngineKind, Guid2Lid, Lfts};
-use fabric_southbound::{MockFabric, SouthboundDriver};
+use fabric_southbound::SouthboundDriver;
 use fabric_topology::fmt_guid;
 use fabric_update::SubscriberId;
 use tokio::sync::{broadcast, mpsc, oneshot};
