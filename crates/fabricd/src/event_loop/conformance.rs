@@ -27,11 +27,14 @@
 //!   fabric, after a new discovery), `shutdown`;
 //! * `inject EVENT TARGET [wait] [physical]` (EVENT: `link-down`, `link-up`, `switch-down`,
 //!   `switch-up`, `node-down`, `node-up`), `reroute [resync] [wait]`, `set-job ID END-PORT...`,
-//!   `clear-job ID`, `subscribe NAME`, `ack NAME unpath|repath` (the last notice of that phase), `unsubscribe
-//!   NAME` (the stream closes), `driver EVENT TARGET` (a physical change the mock reports);
-//! * `advance DURATION`, `expect-quiet DURATION` (advance; nothing may be recorded meanwhile),
-//!   `until CONDITION` (`idle`, `generation N`, `phase P`, `pending N`, `restarts N`,
-//!   `replies`, `NAME got unpath|repath`, `stopped`; at most 120 s of simulated time);
+//!   `clear-job ID`, `subscribe NAME`, `ack NAME unpath|repath` (the last notice of that
+//!   phase), `unsubscribe NAME` (the stream closes), `driver EVENT TARGET` (a physical change
+//!   the mock reports); the loop takes each of them (one tick) before the next step;
+//! * `routing hold` / `routing release` — computations stay queued, as behind a busy pool;
+//! * `advance DURATION`, `expect-quiet DURATION` (advance; a line recorded meanwhile is flagged
+//!   `! not quiet`), `until CONDITION [within DURATION]` (`idle`, `generation N`, `phase P`,
+//!   `pending N`, `restarts N`, `replies`, `NAME got unpath|repath` (a notice not waited for
+//!   yet), `stopped`; by default at most 120 s of simulated time);
 //! * `check` — a summary of the fabric computed from the loop's snapshot, the mock's tables and
 //!   the state directory.
 //!
@@ -49,8 +52,8 @@
 //! them queued, as a busy pool would). Uploads, deadlines and backoffs are tokio timers. The
 //! state-directory writes run on `spawn_blocking`: tokio does not advance paused time while one
 //! runs, and the runtime has one blocking thread, so the harness waits for them (a no-op blocking
-//! task queued behind) before it looks. Each case runs twice; the two records must be equal.
-//! Lines seen at one look are recorded in a fixed order (broadcast notices, subscribers by name,
+//! task queued behind, 30 s of real time at most) before it looks. Each case runs twice; the two
+//! records must be equal. Lines seen at one look are recorded in a fixed order (broadcast notices, subscribers by name,
 //! replies in request order), so the record does not depend on task scheduling.
 
 mod process;

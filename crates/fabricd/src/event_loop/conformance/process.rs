@@ -33,6 +33,8 @@ use crate::telemetry::Telemetry;
 const TICK: Duration = Duration::from_millis(1);
 /// Longest simulated wait of one `until` step.
 const UNTIL_LIMIT: Duration = Duration::from_secs(120);
+/// Longest real time the harness waits for the loop's blocking tasks (state-directory writes).
+const BLOCKING_LIMIT: Duration = Duration::from_secs(30);
 
 thread_local! {
     /// The routing pool: one worker, the test thread itself (rayon leaks such a registry, so
@@ -218,13 +220,22 @@ impl Process {
 
 /// Lets the tasks woken at this instant (upload latencies, deadlines) run, with the state
 /// directory writes they start: there is one blocking thread, so a no-op blocking task queued
-/// behind them ends after them.
+/// behind them ends after them. A blocking task that never ends fails the case after
+/// [`BLOCKING_LIMIT`] (real time: simulated time stands still meanwhile) instead of hanging.
 async fn settle() {
     for _ in 0..2 {
         for _ in 0..8 {
             tokio::task::yield_now().await;
         }
-        let _ = tokio::task::spawn_blocking(|| ()).await;
+        let probe = tokio::task::spawn_blocking(|| ());
+        let since = std::time::Instant::now();
+        while !probe.is_finished() {
+            assert!(
+                since.elapsed() < BLOCKING_LIMIT,
+                "a blocking task of the loop has run for {BLOCKING_LIMIT:?}"
+            );
+            std::thread::sleep(Duration::from_micros(100));
+        }
     }
     for _ in 0..8 {
         tokio::task::yield_now().await;
