@@ -2506,6 +2506,9 @@ async fn tick_opt(i: &mut Option<tokio::time::Interval>) {
 }
 
 #[cfg(test)]
+mod conformance;
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use fabric_topology::{FabricBuilder, NodeType};
