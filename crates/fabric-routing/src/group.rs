@@ -7,7 +7,7 @@
 
 use fabric_topology::EndPortId;
 
-use crate::dmodc::{fill_end_ports, Prepared, Select};
+use crate::fill::{fill_end_ports, Prepared, Select};
 use crate::dmodk::Dmodk;
 use crate::prep::NONE;
 use crate::{check_route_args, swlid, Lfts, LidSet, RoutingContext, RoutingEngine, RoutingError};

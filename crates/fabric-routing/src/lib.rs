@@ -26,7 +26,7 @@ use fabric_ranking::Ranking;
 use fabric_topology::{fmt_guid, Fabric, Guid, Lid, PortNum};
 
 pub mod check;
-mod dmodc;
+mod fill;
 mod dmodk;
 pub mod fallback;
 mod group;
@@ -40,7 +40,7 @@ mod testutil;
 mod updown;
 
 pub use check::{trace, TraceEnd, TraceError};
-pub use dmodc::Dmodc;
+pub use fill::Dmodc;
 pub use dmodk::Dmodk;
 pub use fallback::{check_and_repair, route_all_checked, Fallback, RoutingCheck};
 pub use group::{GroupedDmodc, GroupedDmodk, NodeGroups};

@@ -11,14 +11,14 @@
 //! The root of a component is its leaf with the smallest GUID (its switch with the smallest
 //! GUID when it has no leaf), which keeps the root stable while that leaf lives.
 //!
-//! Route selection uses the same up-down guarantee as Dmodc (see [`crate::dmodc`]): down groups
+//! Route selection uses the same up-down guarantee as Dmodc (see [`crate::fill`]): down groups
 //! with a smaller downcost when a downward path exists, otherwise up groups with a smaller cost.
 
 use std::collections::VecDeque;
 
 use fabric_topology::{Fabric, SwitchId};
 
-use crate::dmodc::{fill_end_ports, Prepared, Select};
+use crate::fill::{fill_end_ports, Prepared, Select};
 use crate::{check_route_args, swlid, Lfts, LidSet, RoutingContext, RoutingEngine, RoutingError};
 
 /// The Up*/Down* engine. `random_seed: None` = BFS-Dmodc (Alg. 12), `Some(seed)` = BFS-Random
