@@ -1,7 +1,8 @@
-//! Dmodc (thesis §4.2): costs, dividers and topological NIDs ([`crate::prep`]), then for every
-//! switch `s` and leaf `λ` the closer port groups `C` (eq. 4.5), and for every end port `d` on
-//! `λ` the group `C[⌊d/Π_s⌋ mod #C]` (eq. 4.7) and the port `g[⌊d/(Π_s·#C)⌋ mod #g]` (eq. 4.8),
-//! `d` being the topological NID.
+//! The Dmodc fill kernel (thesis §4.2), shared by Dmodc, Up*/Down* and grouped Dmodc: costs,
+//! dividers and topological NIDs ([`crate::prep`]), then for every switch `s` and leaf `λ` the
+//! closer port groups `C` (eq. 4.5), and for every end port `d` on `λ` the group
+//! `C[⌊d/Π_s⌋ mod #C]` (eq. 4.7) and the port `g[⌊d/(Π_s·#C)⌋ mod #g]` (eq. 4.8), `d` being the
+//! topological NID (or its gNID, or a seeded random port of `C`: [`Select`]).
 //!
 //! Up-down guarantee (the downcost variant of §4.2.1/§4.2.2): when `s` has a downward path to
 //! `λ` (finite downcost `c'`), `C` holds the down groups whose remote has a smaller downcost;
@@ -11,33 +12,27 @@
 //! down-up turn on a degraded PGFT (a switch that lost its link towards `λ` stepping down to a
 //! leaf whose other parent still has one).
 //!
-//! The same filling code serves Up*/Down* (Alg. 12 = BFS directions + this selection; Alg. 11 =
-//! random port among `C`).
+//! The link directions come from the caller: the ranking for Dmodc, BFS levels for Up*/Down*
+//! (Alg. 12 = BFS directions + this selection; Alg. 11 = random port among `C`).
 
 use rand::{Rng, SeedableRng};
 use rayon::prelude::*;
 
 use fabric_topology::{Fabric, Lid, PortNum, SwitchId};
 
+use crate::fastdiv::FastDiv;
+use crate::groups::NodeGroups;
 use crate::prep::{self, Costs, Oriented, TopoNids, INF, NONE};
-use crate::{check_route_args, swlid, Lfts, LidPlan, LidSet, RoutingContext, RoutingEngine, RoutingError, NO_ROUTE};
+use crate::{swlid, Lfts, LidPlan, LidSet, RoutingContext, NO_ROUTE};
 
-/// The Dmodc engine (default). Uses the ranking for link directions.
-#[derive(Copy, Clone, Debug, Default)]
-pub struct Dmodc;
-
-impl RoutingEngine for Dmodc {
-    fn name(&self) -> &'static str {
-        "dmodc"
-    }
-    fn route(&self, ctx: &RoutingContext<'_>, set: LidSet, lfts: &mut Lfts) -> Result<(), RoutingError> {
-        check_route_args(ctx, set, lfts)?;
-        let prep = Prepared::new(ctx.fabric, &ctx.ranking.level);
-        fill_end_ports(ctx.fabric, ctx.lids, &prep, set, Select::Dmodc, lfts);
-        if set == LidSet::Base {
-            swlid::fill_switch_lids(ctx.fabric, ctx.lids, &prep.o, lfts);
-        }
-        Ok(())
+/// Fills one LID set for the link directions `level` (the ranking's for Dmodc, BFS levels for
+/// Up*/Down*): the end-port LIDs by `select`, then, for the base set, the switch LIDs. The
+/// caller has checked the context ([`crate::check_route_args`]).
+pub(crate) fn fill_set(ctx: &RoutingContext<'_>, level: &[Option<u32>], set: LidSet, select: Select<'_>, lfts: &mut Lfts) {
+    let prep = Prepared::new(ctx.fabric, level);
+    fill_end_ports(ctx.fabric, ctx.lids, &prep, set, select, lfts, TABLE_MAX);
+    if set == LidSet::Base {
+        swlid::fill_switch_lids(ctx.fabric, ctx.lids, &prep.o, lfts);
     }
 }
 
@@ -67,9 +62,9 @@ pub(crate) enum Select<'a> {
     Dmodc,
     /// Uniformly random port of `C` (Alg. 11), from a generator seeded by `(seed, switch GUID)`.
     Random { seed: u64 },
-    /// Eqs. 4.7–4.8 on group-reindexed NIDs (thesis Alg. 4, Gxmodk): per end port id its gNID
-    /// ([`NONE`] where the end port has no topological NID).
-    Grouped(&'a [u32]),
+    /// Eqs. 4.7–4.8 on the topological NIDs re-indexed by group (thesis Alg. 4, Gxmodk): every
+    /// end port's gNID from [`NodeGroups::reindex`] ([`NONE`] where it has no topological NID).
+    Grouped(&'a NodeGroups),
 }
 
 /// Per-task buffers of [`fill_end_ports`] (reused across the switches a rayon task handles).
@@ -158,20 +153,10 @@ struct Cursor {
 /// 4.7–4.8 simply continues from one leaf to the next. The port changes only every `Π`
 /// destinations and comes from a table of one period, so most entries are a plain store — no
 /// division and no allocation per LFT entry.
-pub(crate) fn fill_end_ports(
-    fabric: &Fabric,
-    lids: &LidPlan,
-    p: &Prepared,
-    set: LidSet,
-    select: Select<'_>,
-    lfts: &mut Lfts,
-) {
-    fill_end_ports_with(fabric, lids, p, set, select, lfts, TABLE_MAX)
-}
-
-/// [`fill_end_ports`] with the longest port table as a parameter (tests check that every
-/// path — tables of `d`, tables of `q`, direct evaluation — writes the same bytes).
-fn fill_end_ports_with(
+///
+/// `table_max` is the longest port table ([`TABLE_MAX`]; tests check that every path — tables
+/// of `d`, tables of `q`, direct evaluation — writes the same bytes).
+fn fill_end_ports(
     fabric: &Fabric,
     lids: &LidPlan,
     p: &Prepared,
@@ -183,6 +168,11 @@ fn fill_end_ports_with(
     let o = &p.o;
     let nl = o.num_leaves();
     let off = set.offset();
+    // Grouped selection: the gNID of every end port.
+    let gnid = match select {
+        Select::Grouped(g) => g.reindex(&p.tn.of_end_port),
+        Select::Dmodc | Select::Random { .. } => Vec::new(),
+    };
     let lid_of = |ep: fabric_topology::EndPortId| -> Lid {
         let b = lids.base_lid(ep);
         if b == 0 {
@@ -212,8 +202,8 @@ fn fill_end_ports_with(
         for &ep in fabric.attached_end_ports(sw) {
             all_lids.push(lid_of(ep));
             all_ports.push(fabric.end_port(ep).attach.map_or(NO_ROUTE, |(_, pn)| pn));
-            if let Select::Grouped(g) = select {
-                all_gnids.push(g[ep.idx()]);
+            if let Select::Grouped(_) = select {
+                all_gnids.push(gnid[ep.idx()]);
             }
         }
         let l = &all_lids[start..];
@@ -549,121 +539,11 @@ fn gcd(mut a: u64, mut b: u64) -> u64 {
     a
 }
 
-/// Exact division and remainder of a `u32` by a fixed `u32` through one 128-bit multiply
-/// (Lemire, Kaser & Kurz, "Faster remainder by direct computation", 2019: with
-/// `M = ⌈2^64 / d⌉`, `⌊M·a / 2^64⌋ = ⌊a/d⌋` and `⌊(M·a mod 2^64)·d / 2^64⌋ = a mod d` for every
-/// 32-bit `a`).
-#[derive(Copy, Clone, Debug)]
-pub(crate) struct FastDiv {
-    pub d: u32,
-    m: u64,
-}
-
-impl Default for FastDiv {
-    fn default() -> Self {
-        FastDiv::new(1)
-    }
-}
-
-impl FastDiv {
-    /// `d` must be at least 1.
-    pub fn new(d: u32) -> Self {
-        let d = d.max(1);
-        FastDiv {
-            d,
-            m: (u64::MAX / u64::from(d)).wrapping_add(1),
-        }
-    }
-    #[inline]
-    pub fn div(&self, a: u32) -> u32 {
-        if self.d == 1 {
-            a
-        } else {
-            ((u128::from(self.m) * u128::from(a)) >> 64) as u32
-        }
-    }
-    #[inline]
-    pub fn rem(&self, a: u32) -> u32 {
-        let low = self.m.wrapping_mul(u64::from(a));
-        ((u128::from(low) * u128::from(self.d)) >> 64) as u32
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::check;
     use crate::testutil::*;
-    use crate::{assign_lids, route_all, EngineKind, Guid2Lid, IB_MAX_UNICAST_LID};
-    use proptest::prelude::*;
-
-    proptest! {
-        #[test]
-        fn fast_division_is_exact(a in any::<u32>(), d in prop_oneof![1u32..300, any::<u32>().prop_map(|x| x.max(1))]) {
-            let f = FastDiv::new(d);
-            prop_assert_eq!(f.div(a), a / d);
-            prop_assert_eq!(f.rem(a), a % d);
-        }
-    }
-
-    #[test]
-    fn fast_division_edges() {
-        for d in [1u32, 2, 3, 7, 255, 256, 65535, u32::MAX - 1, u32::MAX] {
-            let f = FastDiv::new(d);
-            for a in [0u32, 1, d - 1, d, d.wrapping_add(1), u32::MAX - 1, u32::MAX] {
-                assert_eq!((f.div(a), f.rem(a)), (a / d, a % d), "{a} / {d}");
-            }
-        }
-    }
-
-    fn route(f: &Fabric, kind: EngineKind) -> (LidPlan, Lfts) {
-        let r = ranking(f);
-        let lids = assign_lids(f, &Guid2Lid::default(), 1, IB_MAX_UNICAST_LID).unwrap();
-        let ctx = RoutingContext {
-            fabric: f,
-            ranking: &r,
-            lids: &lids,
-        };
-        let out = route_all(&ctx, kind).unwrap();
-        (lids, out.lfts)
-    }
-
-    /// Eqs. 4.7–4.8 evaluated directly (with divisions) on a complete PGFT must give the same
-    /// entries as the incremental loop.
-    #[test]
-    fn dmodc_matches_the_formula_on_a_complete_pgft() {
-        let t = pgft(&[4, 3, 4], &[1, 3, 2], &[1, 2, 1]);
-        let f = &t.fabric;
-        let (lids, lfts) = route(f, EngineKind::Dmodc);
-        let prep = Prepared::new(f, &bfs_rank(f));
-        let o = &prep.o;
-        for s in f.switch_ids() {
-            let sp = o.pos[s.idx()] as usize;
-            for ep in f.end_port_ids() {
-                let (leaf, lport) = f.end_port(ep).attach.unwrap();
-                let got = lfts.get(s, lids.base_lid(ep));
-                if leaf == s {
-                    assert_eq!(got, lport);
-                    continue;
-                }
-                let lp = o.pos[leaf.idx()] as usize;
-                let li = o.leaf_idx[lp] as usize;
-                let c = prep.costs.full_row(sp)[li];
-                let closer: Vec<usize> = f
-                    .port_groups(s)
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, g)| prep.costs.full_row(o.pos[g.remote.idx()] as usize)[li] < c)
-                    .map(|(i, _)| i)
-                    .collect();
-                let d = prep.tn.of_end_port[ep.idx()] as u64;
-                let pi = prep.div[sp];
-                let g = &f.port_groups(s)[closer[((d / pi) % closer.len() as u64) as usize]];
-                let want = g.ports[((d / (pi * closer.len() as u64)) % g.ports.len() as u64) as usize];
-                assert_eq!(got, want, "switch {s:?} end port {ep:?}");
-            }
-        }
-    }
+    use crate::{assign_lids, Guid2Lid, IB_MAX_UNICAST_LID};
 
     /// Reference: eqs. 4.5 (with the up-down rule), 4.7 and 4.8 evaluated entry by entry with
     /// plain divisions.
@@ -745,7 +625,7 @@ mod tests {
                 let want = naive(&f, &lids, &prep);
                 for table_max in [0, 1, 7, 64, TABLE_MAX] {
                     let mut lfts = Lfts::new(f.num_switches(), lids.top());
-                    fill_end_ports_with(&f, &lids, &prep, LidSet::Base, Select::Dmodc, &mut lfts, table_max);
+                    fill_end_ports(&f, &lids, &prep, LidSet::Base, Select::Dmodc, &mut lfts, table_max);
                     for s in f.switch_ids() {
                         for ep in f.end_port_ids() {
                             let lid = lids.base_lid(ep);
@@ -759,30 +639,6 @@ mod tests {
                         }
                     }
                 }
-            }
-        }
-    }
-
-    #[test]
-    fn every_route_is_up_down_and_valid_on_degraded_pgfts() {
-        let t = pgft(&[4, 4, 6], &[1, 4, 4], &[1, 1, 1]);
-        for seed in 0..6 {
-            let f = degrade(&t.fabric, 6 + seed as usize * 4, (seed % 3) as usize, seed);
-            let r = ranking(&f);
-            let (lids, lfts) = route(&f, EngineKind::Dmodc);
-            assert_eq!(
-                check::updown_violations(&f, &r, &lids, &lfts, LidSet::Base),
-                0,
-                "seed {seed}"
-            );
-            assert!(check::deadlock_free(&f, &r, &lids, &lfts), "seed {seed}");
-            let v = check::validity(&f, &lids, &lfts);
-            assert_eq!(
-                v.escape_unreachable_count, 0,
-                "escape routing must reach everything (seed {seed})"
-            );
-            if check::leaves_updown_connected(&f, &r) {
-                assert!(v.valid, "seed {seed}: {v:?}");
             }
         }
     }

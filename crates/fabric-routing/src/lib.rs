@@ -26,10 +26,12 @@ use fabric_ranking::Ranking;
 use fabric_topology::{fmt_guid, Fabric, Guid, Lid, PortNum};
 
 pub mod check;
-mod fill;
+mod dmodc;
 mod dmodk;
 pub mod fallback;
-mod group;
+mod fastdiv;
+mod fill;
+mod groups;
 pub mod lft;
 pub mod lid;
 pub mod opensm;
@@ -40,10 +42,10 @@ mod testutil;
 mod updown;
 
 pub use check::{trace, TraceEnd, TraceError};
-pub use fill::Dmodc;
-pub use dmodk::Dmodk;
+pub use dmodc::{Dmodc, GroupedDmodc};
+pub use dmodk::{Dmodk, GroupedDmodk};
 pub use fallback::{check_and_repair, route_all_checked, Fallback, RoutingCheck};
-pub use group::{GroupedDmodc, GroupedDmodk, NodeGroups};
+pub use groups::NodeGroups;
 pub use lft::{LftBlockDiff, Lfts, BLOCK_SIZE, NO_ROUTE};
 pub use lid::{assign_lids, Guid2Lid, LidError, LidOwner, LidOwners, LidPlan, IB_MAX_UNICAST_LID};
 pub use opensm::{parse_opensm_lfts, write_opensm_lfts, LftDumpError, OpensmLfts, SwitchLftDump};

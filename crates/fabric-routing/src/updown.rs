@@ -18,8 +18,8 @@ use std::collections::VecDeque;
 
 use fabric_topology::{Fabric, SwitchId};
 
-use crate::fill::{fill_end_ports, Prepared, Select};
-use crate::{check_route_args, swlid, Lfts, LidSet, RoutingContext, RoutingEngine, RoutingError};
+use crate::fill::{fill_set, Select};
+use crate::{check_route_args, Lfts, LidSet, RoutingContext, RoutingEngine, RoutingError};
 
 /// The Up*/Down* engine. `random_seed: None` = BFS-Dmodc (Alg. 12), `Some(seed)` = BFS-Random
 /// (Alg. 11, deterministic for a seed).
@@ -38,16 +38,11 @@ impl RoutingEngine for UpDown {
     }
     fn route(&self, ctx: &RoutingContext<'_>, set: LidSet, lfts: &mut Lfts) -> Result<(), RoutingError> {
         check_route_args(ctx, set, lfts)?;
-        let level = bfs_levels(ctx.fabric);
-        let prep = Prepared::new(ctx.fabric, &level);
         let select = match self.random_seed {
             None => Select::Dmodc,
             Some(seed) => Select::Random { seed },
         };
-        fill_end_ports(ctx.fabric, ctx.lids, &prep, set, select, lfts);
-        if set == LidSet::Base {
-            swlid::fill_switch_lids(ctx.fabric, ctx.lids, &prep.o, lfts);
-        }
+        fill_set(ctx, &bfs_levels(ctx.fabric), set, select, lfts);
         Ok(())
     }
 }
