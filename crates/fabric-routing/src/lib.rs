@@ -26,12 +26,14 @@ use fabric_ranking::Ranking;
 use fabric_topology::{fmt_guid, Fabric, Guid, Lid, PortNum};
 
 pub mod check;
+mod deadlock;
 mod dmodc;
 mod dmodk;
 pub mod fallback;
 mod fastdiv;
 mod fill;
 mod groups;
+mod hops;
 pub mod lft;
 pub mod lid;
 pub mod opensm;
