@@ -248,7 +248,6 @@ fn splice(into: &mut Lfts, from: &Lfts, lids: &[Lid]) {
 mod tests {
     use super::*;
     use crate::testutil::*;
-    use crate::{assign_lids, Guid2Lid, LidPlan, IB_MAX_UNICAST_LID};
     use fabric_topology::{Fabric, FabricEvent, Remote};
 
     /// Takes every up-link of leaf `leaf` down except the one to spine `keep` (by index among
@@ -268,29 +267,19 @@ mod tests {
 
     /// Two leaves of a 2-level tree that share no spine: still connected (through a third leaf),
     /// but not up-down connected, so Dmodc cannot route between them.
-    fn split_leaves() -> (Fabric, LidPlan, fabric_ranking::Ranking) {
+    fn split_leaves() -> Routable {
         let t = pgft(&[2, 4], &[1, 3], &[1, 1]);
         let f = &t.fabric;
         let leaves: Vec<SwitchId> = f.switch_ids().filter(|&s| f.is_leaf(s)).collect();
         let mut ev = keep_one_uplink(f, leaves[0], 0);
         ev.extend(keep_one_uplink(f, leaves[1], 1));
-        let f = f.apply(&ev).unwrap();
-        let lids = assign_lids(&f, &Guid2Lid::default(), 1, IB_MAX_UNICAST_LID).unwrap();
-        let r = ranking(&f);
-        (f, lids, r)
+        Routable::new(f.apply(&ev).unwrap())
     }
 
     #[test]
     fn valid_routing_is_left_alone() {
-        let t = pgft(&[2, 4], &[1, 3], &[1, 1]);
-        let f = &t.fabric;
-        let lids = assign_lids(f, &Guid2Lid::default(), 1, IB_MAX_UNICAST_LID).unwrap();
-        let r = ranking(f);
-        let ctx = RoutingContext {
-            fabric: f,
-            ranking: &r,
-            lids: &lids,
-        };
+        let x = Routable::new(pgft(&[2, 4], &[1, 3], &[1, 1]).fabric);
+        let ctx = x.ctx();
         let mut routed = crate::route_all(&ctx, EngineKind::Dmodc).unwrap();
         let before = routed.lfts.clone();
         let c = check_and_repair(&ctx, "dmodc", &mut routed.lfts).unwrap();
@@ -302,12 +291,8 @@ mod tests {
 
     #[test]
     fn destination_check_counts_what_pair_walks_count() {
-        let (f, lids, r) = split_leaves();
-        let ctx = RoutingContext {
-            fabric: &f,
-            ranking: &r,
-            lids: &lids,
-        };
+        let x = split_leaves();
+        let (f, lids, ctx) = (&x.fabric, &x.lids, x.ctx());
         let routed = crate::route_all(&ctx, EngineKind::Dmodc).unwrap();
         for set in [LidSet::Base, LidSet::Escape] {
             let d = check::destination_check(&f, &lids, &routed.lfts, set);
@@ -343,12 +328,8 @@ mod tests {
 
     #[test]
     fn dmodc_holes_are_filled_by_updown_and_the_result_is_valid_and_deadlock_free() {
-        let (f, lids, r) = split_leaves();
-        let ctx = RoutingContext {
-            fabric: &f,
-            ranking: &r,
-            lids: &lids,
-        };
+        let x = split_leaves();
+        let (f, lids, ctx) = (&x.fabric, &x.lids, x.ctx());
         let (routed, c) = route_all_checked(&ctx, EngineKind::Dmodc, None).unwrap();
         assert!(c.valid, "{c:?}");
         assert_eq!(c.engine, "dmodc");
@@ -378,15 +359,8 @@ mod tests {
     fn a_spliced_routing_keeps_the_engine_entries_of_the_other_destinations() {
         // Cut one leaf from every spine but one and make a hole by hand in a valid routing: only
         // that destination is re-routed, and the result stays acyclic (Spliced, not AllBase).
-        let t = pgft(&[2, 4], &[1, 3], &[1, 1]);
-        let f = &t.fabric;
-        let lids = assign_lids(f, &Guid2Lid::default(), 1, IB_MAX_UNICAST_LID).unwrap();
-        let r = ranking(f);
-        let ctx = RoutingContext {
-            fabric: f,
-            ranking: &r,
-            lids: &lids,
-        };
+        let x = Routable::new(pgft(&[2, 4], &[1, 3], &[1, 1]).fabric);
+        let (f, lids, ctx) = (&x.fabric, &x.lids, x.ctx());
         let good = crate::route_all(&ctx, EngineKind::Dmodc).unwrap().lfts;
         let mut broken = good.clone();
         let victim = fabric_topology::EndPortId(0);
@@ -415,12 +389,8 @@ mod tests {
 
     #[test]
     fn tables_of_another_fabric_are_an_error_not_a_panic() {
-        let (f, lids, r) = split_leaves();
-        let ctx = RoutingContext {
-            fabric: &f,
-            ranking: &r,
-            lids: &lids,
-        };
+        let x = split_leaves();
+        let (f, lids, ctx) = (&x.fabric, &x.lids, x.ctx());
         let mut small = Lfts::new(f.num_switches() - 1, lids.top());
         assert!(matches!(
             check_and_repair(&ctx, "dmodc", &mut small),
@@ -441,14 +411,8 @@ mod tests {
             .flat_map(|g| g.ports.clone())
             .map(|p| FabricEvent::LinkDown { switch: guid, port: p })
             .collect();
-        let f = f.apply(&ev).unwrap();
-        let lids = assign_lids(&f, &Guid2Lid::default(), 1, IB_MAX_UNICAST_LID).unwrap();
-        let r = ranking(&f);
-        let ctx = RoutingContext {
-            fabric: &f,
-            ranking: &r,
-            lids: &lids,
-        };
+        let x = Routable::new(f.apply(&ev).unwrap());
+        let ctx = x.ctx();
         let (_, c) = route_all_checked(&ctx, EngineKind::Dmodc, None).unwrap();
         assert!(c.valid, "{c:?}");
         assert_eq!(c.fallback, Fallback::None);

@@ -186,6 +186,29 @@ pub fn degrade(f: &Fabric, links: usize, switches: usize, seed: u64) -> Fabric {
     f.apply(&cables).unwrap()
 }
 
+/// A fabric with its [`ranking`] and LIDs of LMC 1, for tests that need a [`RoutingContext`].
+pub struct Routable {
+    pub fabric: Fabric,
+    pub ranking: Ranking,
+    pub lids: LidPlan,
+}
+
+impl Routable {
+    pub fn new(fabric: Fabric) -> Self {
+        let lids = assign_lids(&fabric, &Guid2Lid::default(), 1, IB_MAX_UNICAST_LID).unwrap();
+        let ranking = ranking(&fabric);
+        Routable { fabric, ranking, lids }
+    }
+
+    pub fn ctx(&self) -> RoutingContext<'_> {
+        RoutingContext {
+            fabric: &self.fabric,
+            ranking: &self.ranking,
+            lids: &self.lids,
+        }
+    }
+}
+
 /// `route_all(kind)` of `f` with the [`ranking`] and LIDs of LMC `lmc`: (ranking, LIDs, tables).
 pub fn routed(f: &Fabric, kind: EngineKind, lmc: u8) -> (Ranking, LidPlan, Lfts) {
     let r = ranking(f);
