@@ -295,7 +295,7 @@ mod tests {
         let (f, lids, ctx) = (&x.fabric, &x.lids, x.ctx());
         let routed = crate::route_all(&ctx, EngineKind::Dmodc).unwrap();
         for set in [LidSet::Base, LidSet::Escape] {
-            let d = check::destination_check(&f, &lids, &routed.lfts, set);
+            let d = check::destination_check(f, lids, &routed.lfts, set);
             // Brute force: walk every ordered pair of live end ports.
             let live: Vec<_> = f.end_port_ids().filter(|&e| f.end_port_live(e)).collect();
             let mut per_dest = std::collections::BTreeMap::new();
@@ -306,7 +306,7 @@ mod tests {
                         continue;
                     }
                     let lid = lids.base_lid(dst) + set.offset();
-                    let ok = matches!(check::trace(&f, &routed.lfts, src, lid, &mut hops), Ok(check::TraceEnd::EndPort(x)) if x == dst);
+                    let ok = matches!(check::trace(f, &routed.lfts, src, lid, &mut hops), Ok(check::TraceEnd::EndPort(x)) if x == dst);
                     if !ok {
                         *per_dest.entry(lid).or_insert(0u64) += 1;
                     }
@@ -341,10 +341,10 @@ mod tests {
         assert!(c.reason.starts_with("dmodc left 4 destinations"), "{}", c.reason);
         assert!(c.reason.contains("Up*/Down*"), "{}", c.reason);
         assert_eq!(c.examples.len(), 4);
-        let v = check::validity(&f, &lids, &routed.lfts);
+        let v = check::validity(f, lids, &routed.lfts);
         assert!(v.valid, "{v:?}");
-        assert!(check::cdg_acyclic(&f, &lids, &routed.lfts, LidSet::Base));
-        assert!(check::cdg_acyclic(&f, &lids, &routed.lfts, LidSet::Escape));
+        assert!(check::cdg_acyclic(f, lids, &routed.lfts, LidSet::Base));
+        assert!(check::cdg_acyclic(f, lids, &routed.lfts, LidSet::Escape));
         // The escape LIDs are exactly Up*/Down*'s.
         let plain = crate::route_all(&ctx, EngineKind::Dmodc).unwrap();
         for e in f.end_port_ids() {

@@ -28,7 +28,13 @@ use crate::{swlid, Lfts, LidPlan, LidSet, RoutingContext, NO_ROUTE};
 /// Fills one LID set for the link directions `level` (the ranking's for Dmodc, BFS levels for
 /// Up*/Down*): the end-port LIDs by `select`, then, for the base set, the switch LIDs. The
 /// caller has checked the context ([`crate::check_route_args`]).
-pub(crate) fn fill_set(ctx: &RoutingContext<'_>, level: &[Option<u32>], set: LidSet, select: Select<'_>, lfts: &mut Lfts) {
+pub(crate) fn fill_set(
+    ctx: &RoutingContext<'_>,
+    level: &[Option<u32>],
+    set: LidSet,
+    select: Select<'_>,
+    lfts: &mut Lfts,
+) {
     let prep = Prepared::new(ctx.fabric, level);
     fill_end_ports(ctx.fabric, ctx.lids, &prep, set, select, lfts, TABLE_MAX);
     if set == LidSet::Base {
