@@ -9,9 +9,11 @@ use fabric_ranking::Ranking;
 use fabric_topology::{fmt_guid, EndPortId, Fabric, Lid, PortNum, Remote, SwitchId};
 
 pub use crate::deadlock::{cdg_acyclic, deadlock_free, updown_violations};
+use crate::engine::LidSet;
 use crate::hops::{components, Hops, DEAD, END};
+use crate::lft::{Lfts, NO_ROUTE};
+use crate::lid::LidPlan;
 use crate::prep::{self, Oriented, INF};
-use crate::{Lfts, LidPlan, LidSet, NO_ROUTE};
 
 /// Where a [`trace`] ended.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]

@@ -7,8 +7,10 @@ use rayon::prelude::*;
 use fabric_ranking::Ranking;
 use fabric_topology::{Fabric, Lid, SwitchId};
 
+use crate::engine::LidSet;
 use crate::hops::{Hops, DEAD, END};
-use crate::{Lfts, LidPlan, LidSet, NO_ROUTE};
+use crate::lft::{Lfts, NO_ROUTE};
+use crate::lid::LidPlan;
 
 /// Destination LIDs of a set: end-port LIDs (+ switch LIDs for the base set).
 fn set_lids(fabric: &Fabric, lids: &LidPlan, set: LidSet) -> Vec<Lid> {

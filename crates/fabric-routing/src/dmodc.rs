@@ -2,9 +2,10 @@
 //! directions of the ranking and eqs. 4.7–4.8 on topological NIDs; and grouped Dmodc (thesis
 //! §3.4, Alg. 4), the same on NIDs re-indexed by group ([`NodeGroups`]).
 
+use crate::engine::{check_route_args, LidSet, RoutingContext, RoutingEngine, RoutingError};
 use crate::fill::{fill_set, Select};
 use crate::groups::NodeGroups;
-use crate::{check_route_args, Lfts, LidSet, RoutingContext, RoutingEngine, RoutingError};
+use crate::lft::Lfts;
 
 /// The Dmodc engine (default). Uses the ranking for link directions.
 #[derive(Copy, Clone, Debug, Default)]

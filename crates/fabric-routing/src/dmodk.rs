@@ -21,9 +21,11 @@ use rayon::prelude::*;
 use fabric_topology::gen::{PgftLayout, SpecKind};
 use fabric_topology::Lid;
 
+use crate::engine::{check_route_args, LidSet, RoutingContext, RoutingEngine, RoutingError};
 use crate::groups::NodeGroups;
+use crate::lft::{Lfts, NO_ROUTE};
 use crate::prep::Oriented;
-use crate::{check_route_args, swlid, Lfts, LidSet, RoutingContext, RoutingEngine, RoutingError, NO_ROUTE};
+use crate::swlid;
 
 /// The Dmodk engine; fails with [`RoutingError::NotCompletePgft`] unless the fabric is a
 /// complete generated PGFT/XGFT/k-ary n-tree/RLFT (recognised by

@@ -17,10 +17,11 @@ use fabric_topology::{fmt_guid, Fabric, Lid, SwitchId};
 use rayon::prelude::*;
 
 use crate::check::{self, DestinationCheck, FailingDestination};
-use crate::{
-    route_all_grouped, EngineKind, Lfts, LidSet, NodeGroups, RoutedFabric, RoutingContext, RoutingEngine, RoutingError,
-    UpDown,
-};
+use crate::engine::{check_lfts, validate_context, LidSet, RoutingContext, RoutingEngine, RoutingError};
+use crate::groups::NodeGroups;
+use crate::lft::Lfts;
+use crate::route::{route_all_grouped, EngineKind, RoutedFabric};
+use crate::updown::UpDown;
 
 /// How many failing destinations a [`RoutingCheck`] keeps as examples.
 pub const EXAMPLES: usize = 5;
@@ -106,8 +107,8 @@ pub fn route_all_checked(
 /// Checks `lfts` (routed for `ctx` with the base engine `engine`) and repairs the base LIDs
 /// (see the module documentation). The escape LIDs are checked, never changed.
 pub fn check_and_repair(ctx: &RoutingContext<'_>, engine: &str, lfts: &mut Lfts) -> Result<RoutingCheck, RoutingError> {
-    crate::validate_context(ctx)?;
-    crate::check_lfts(ctx, lfts)?;
+    validate_context(ctx)?;
+    check_lfts(ctx, lfts)?;
     let (fabric, lids) = (ctx.fabric, ctx.lids);
     let t = Instant::now();
     let (base, escape) = rayon::join(

@@ -20,10 +20,13 @@ use rayon::prelude::*;
 
 use fabric_topology::{Fabric, Lid, PortNum, SwitchId};
 
+use crate::engine::{LidSet, RoutingContext};
 use crate::fastdiv::FastDiv;
 use crate::groups::NodeGroups;
+use crate::lft::{Lfts, NO_ROUTE};
+use crate::lid::LidPlan;
 use crate::prep::{self, Costs, Oriented, TopoNids, INF, NONE};
-use crate::{swlid, Lfts, LidPlan, LidSet, RoutingContext, NO_ROUTE};
+use crate::swlid;
 
 /// Fills one LID set for the link directions `level` (the ranking's for Dmodc, BFS levels for
 /// Up*/Down*): the end-port LIDs by `select`, then, for the base set, the switch LIDs. The

@@ -10,8 +10,8 @@
 
 use fabric_topology::EndPortId;
 
+use crate::engine::{RoutingContext, RoutingError};
 use crate::prep::NONE;
-use crate::{RoutingContext, RoutingError};
 
 /// A group key per end port (by [`EndPortId`]); groups are taken in increasing key order.
 #[derive(Clone, Debug, PartialEq, Eq, Default)]

@@ -15,8 +15,9 @@
 
 use fabric_topology::{fmt_guid, parse_guid, Fabric, Guid, Lid, PortNum, SwitchId};
 
+use crate::lft::{Lfts, NO_ROUTE};
+use crate::lid::LidPlan;
 use crate::lid::{LidOwner, LidOwners};
-use crate::{Lfts, LidPlan, NO_ROUTE};
 
 /// Writes the LFTs of every live switch that has a LID, in OpenSM's dump format.
 pub fn write_opensm_lfts(fabric: &Fabric, lids: &LidPlan, lfts: &Lfts) -> String {

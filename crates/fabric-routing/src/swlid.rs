@@ -13,8 +13,9 @@ use rayon::prelude::*;
 
 use fabric_topology::{Fabric, Lid, SwitchId};
 
+use crate::lft::{Lfts, NO_ROUTE};
+use crate::lid::LidPlan;
 use crate::prep::{Nbr, Oriented, NONE};
-use crate::{Lfts, LidPlan, NO_ROUTE};
 
 /// Fills the switch-LID entries of every row.
 pub(crate) fn fill_switch_lids(fabric: &Fabric, lids: &LidPlan, o: &Oriented, lfts: &mut Lfts) {

@@ -18,8 +18,9 @@ use std::collections::VecDeque;
 
 use fabric_topology::{Fabric, SwitchId};
 
+use crate::engine::{check_route_args, LidSet, RoutingContext, RoutingEngine, RoutingError};
 use crate::fill::{fill_set, Select};
-use crate::{check_route_args, Lfts, LidSet, RoutingContext, RoutingEngine, RoutingError};
+use crate::lft::Lfts;
 
 /// The Up*/Down* engine. `random_seed: None` = BFS-Dmodc (Alg. 12), `Some(seed)` = BFS-Random
 /// (Alg. 11, deterministic for a seed).
