@@ -30,7 +30,7 @@ use crate::swlid;
 
 /// Fills one LID set for the link directions `level` (the ranking's for Dmodc, BFS levels for
 /// Up*/Down*): the end-port LIDs by `select`, then, for the base set, the switch LIDs. The
-/// caller has checked the context ([`crate::check_route_args`]).
+/// caller has checked the context ([`crate::engine::check_route_args`]).
 pub(crate) fn fill_set(
     ctx: &RoutingContext<'_>,
     level: &[Option<u32>],
