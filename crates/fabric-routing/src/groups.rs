@@ -4,13 +4,14 @@
 //! Alg. 4 re-indexes the NIDs group by group — groups in a deterministic order, NID order inside
 //! a group — and the Xmodk formula is applied to these gNIDs, which balances every group on its
 //! own. Groups are given per end port: node types, or the batch scheduler's jobs.
+//!
+//! [`NodeGroups`] holds the groups and Alg. 4; the grouped engines stand next to their base
+//! engine ([`crate::GroupedDmodc`] in `dmodc.rs`, [`crate::GroupedDmodk`] in `dmodk.rs`).
 
 use fabric_topology::EndPortId;
 
-use crate::dmodc::{fill_end_ports, Prepared, Select};
-use crate::dmodk::Dmodk;
+use crate::engine::{RoutingContext, RoutingError};
 use crate::prep::NONE;
-use crate::{check_route_args, swlid, Lfts, LidSet, RoutingContext, RoutingEngine, RoutingError};
 
 /// A group key per end port (by [`EndPortId`]); groups are taken in increasing key order.
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
@@ -72,7 +73,8 @@ impl NodeGroups {
         g
     }
 
-    fn check(&self, ctx: &RoutingContext<'_>) -> Result<(), RoutingError> {
+    /// Whether the groups cover the fabric's end ports.
+    pub(crate) fn check(&self, ctx: &RoutingContext<'_>) -> Result<(), RoutingError> {
         let n = ctx.fabric.num_end_ports();
         if self.key.len() != n {
             return Err(RoutingError::GroupsMismatch {
@@ -81,42 +83,5 @@ impl NodeGroups {
             });
         }
         Ok(())
-    }
-}
-
-/// Gdmodc: Dmodc (costs, dividers, closer groups, eqs. 4.7–4.8) on the topological NIDs
-/// re-indexed by group (Alg. 4). With a single group it writes Dmodc's bytes.
-#[derive(Copy, Clone, Debug)]
-pub struct GroupedDmodc<'g>(pub &'g NodeGroups);
-
-impl RoutingEngine for GroupedDmodc<'_> {
-    fn name(&self) -> &'static str {
-        "gdmodc"
-    }
-    fn route(&self, ctx: &RoutingContext<'_>, set: LidSet, lfts: &mut Lfts) -> Result<(), RoutingError> {
-        check_route_args(ctx, set, lfts)?;
-        self.0.check(ctx)?;
-        let prep = Prepared::new(ctx.fabric, &ctx.ranking.level);
-        let gnid = self.0.reindex(&prep.tn.of_end_port);
-        fill_end_ports(ctx.fabric, ctx.lids, &prep, set, Select::Grouped(&gnid), lfts);
-        if set == LidSet::Base {
-            swlid::fill_switch_lids(ctx.fabric, ctx.lids, &prep.o, lfts);
-        }
-        Ok(())
-    }
-}
-
-/// Gdmodk: the Dmodk closed form on the generator's end-node indices re-indexed by group
-/// (Alg. 4); complete PGFTs only, like Dmodk.
-#[derive(Copy, Clone, Debug)]
-pub struct GroupedDmodk<'g>(pub &'g NodeGroups);
-
-impl RoutingEngine for GroupedDmodk<'_> {
-    fn name(&self) -> &'static str {
-        "gdmodk"
-    }
-    fn route(&self, ctx: &RoutingContext<'_>, set: LidSet, lfts: &mut Lfts) -> Result<(), RoutingError> {
-        self.0.check(ctx)?;
-        Dmodk.route_with(ctx, set, lfts, Some(self.0))
     }
 }
