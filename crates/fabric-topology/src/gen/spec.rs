@@ -6,17 +6,11 @@ mod notation;
 
 use std::fmt;
 
-use super::{GenError, SwitchAddr};
+use super::addr::SwitchAddr;
+use super::error::GenError;
+use super::limits::{MAX_END_NODES, MAX_LEVELS, MAX_SWITCHES, MAX_SWITCH_PORTS};
 use crate::model::{Guid, PortNum};
 
-/// Most switch levels a spec may have (the level is one GUID byte; 16 is far beyond real fabrics).
-pub const MAX_LEVELS: usize = 16;
-/// Most ports a generated switch may have. Port 255 cannot be used: LFT entry 255 means "no route".
-pub const MAX_SWITCH_PORTS: u32 = 254;
-/// Most end nodes a generated fabric may have.
-pub const MAX_END_NODES: u64 = 1 << 22;
-/// Most switches a generated fabric may have.
-pub const MAX_SWITCHES: u64 = 1 << 22;
 /// Base of generated switch GUIDs: OUI `0x0002c9` in the top 24 bits, then the level byte, then
 /// the 32-bit index of the switch within its level.
 pub const SWITCH_GUID_BASE: Guid = 0x0002_c900_0000_0000;

@@ -5,7 +5,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use super::{at_most_max_levels, join, nonzero, PgftSpec, SpecKind};
-use crate::gen::GenError;
+use crate::gen::error::GenError;
 
 impl fmt::Display for PgftSpec {
     /// The canonical notation: `PGFT(h;m;w;p)`, `XGFT(h;m;w)`, `KARY(k,n)` or `QFT(h;m;w;p)`.
