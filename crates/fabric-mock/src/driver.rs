@@ -132,15 +132,8 @@ impl SouthboundDriver for MockFabric {
     async fn configure_lids(&self, fabric: &Fabric, plan: &LidPlan) -> Result<(), DriverError> {
         self.sleep_op().await;
         let max = read(&self.config).max_lid;
-        if plan.switch_lid.len() != fabric.num_switches() || plan.end_port_base.len() != fabric.num_end_ports() {
-            return Err(DriverError::InvalidLidPlan(format!(
-                "plan covers {} switches and {} end ports, fabric has {} and {}",
-                plan.switch_lid.len(),
-                plan.end_port_base.len(),
-                fabric.num_switches(),
-                fabric.num_end_ports()
-            )));
-        }
+        plan.check_covers(fabric)
+            .map_err(|e| DriverError::InvalidLidPlan(e.to_string()))?;
         if plan.lmc > 7 {
             return Err(DriverError::InvalidLidPlan(format!("LMC {} is above 7", plan.lmc)));
         }

@@ -6,7 +6,7 @@ use fabric_ranking::Ranking;
 use fabric_topology::{fmt_guid, Fabric, Guid, Lid, PortNum};
 
 use crate::lft::Lfts;
-use crate::lid::LidPlan;
+use crate::lid::{LidPlan, PlanMismatch};
 
 /// Which destination LIDs a routing pass fills.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
@@ -43,16 +43,9 @@ pub struct RoutingContext<'a> {
 /// [`check::validity`](crate::check::validity) reports them.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum RoutingError {
-    #[error(
-        "LID plan covers {plan_switches} switches and {plan_end_ports} end ports but the fabric has {switches} and {end_ports}"
-    )]
+    #[error(transparent)]
     /// The LID plan was made for another fabric.
-    PlanMismatch {
-        plan_switches: usize,
-        plan_end_ports: usize,
-        switches: usize,
-        end_ports: usize,
-    },
+    PlanMismatch(#[from] PlanMismatch),
     #[error("ranking covers {ranking} switches but the fabric has {fabric}")]
     /// The ranking was made for another fabric.
     RankingMismatch { ranking: usize, fabric: usize },
@@ -90,15 +83,8 @@ pub trait RoutingEngine: Send + Sync {
 /// Checks that the plan, ranking and LFTs fit the fabric.
 pub(crate) fn validate_context(ctx: &RoutingContext<'_>) -> Result<(), RoutingError> {
     let f = ctx.fabric;
-    let (ns, ne) = (f.num_switches(), f.num_end_ports());
-    if ctx.lids.switch_lid.len() != ns || ctx.lids.end_port_base.len() != ne {
-        return Err(RoutingError::PlanMismatch {
-            plan_switches: ctx.lids.switch_lid.len(),
-            plan_end_ports: ctx.lids.end_port_base.len(),
-            switches: ns,
-            end_ports: ne,
-        });
-    }
+    let ns = f.num_switches();
+    ctx.lids.check_covers(f)?;
     if ctx.ranking.level.len() != ns {
         return Err(RoutingError::RankingMismatch {
             ranking: ctx.ranking.level.len(),

@@ -49,7 +49,7 @@ pub use engine::{LidSet, RoutingContext, RoutingEngine, RoutingError};
 pub use fallback::{check_and_repair, route_all_checked, Fallback, RoutingCheck};
 pub use groups::NodeGroups;
 pub use lft::{LftBlockDiff, Lfts, BLOCK_SIZE, NO_ROUTE};
-pub use lid::{assign_lids, Guid2Lid, LidError, LidOwner, LidOwners, LidPlan, IB_MAX_UNICAST_LID};
+pub use lid::{assign_lids, Guid2Lid, LidError, LidOwner, LidOwners, LidPlan, PlanMismatch, IB_MAX_UNICAST_LID};
 pub use opensm::{parse_opensm_lfts, write_opensm_lfts, LftDumpError, OpensmLfts, SwitchLftDump};
 pub use route::{engine, route_all, route_all_grouped, EngineKind, RoutedFabric, UnknownEngine};
 pub use updown::UpDown;

@@ -93,15 +93,8 @@ impl Inner {
 /// Records every switch's address set-up for the plan and installs it on the agents that
 /// answer (the others get it before their switch's next LFT write).
 pub(super) async fn configure_lids(inner: &Arc<Inner>, fabric: &Fabric, lids: &LidPlan) -> Result<(), DriverError> {
-    if lids.switch_lid.len() != fabric.num_switches() || lids.end_port_base.len() != fabric.num_end_ports() {
-        return Err(DriverError::InvalidLidPlan(format!(
-            "plan covers {} switches and {} end ports, fabric has {} and {}",
-            lids.switch_lid.len(),
-            lids.end_port_base.len(),
-            fabric.num_switches(),
-            fabric.num_end_ports()
-        )));
-    }
+    lids.check_covers(fabric)
+        .map_err(|e| DriverError::InvalidLidPlan(e.to_string()))?;
     let max = inner.cfg.max_lid;
     let top = lids.top();
     if top > max {

@@ -150,15 +150,8 @@ fn record_lids(st: &mut State, t: &LidTargets, top: u16, lmc: u8) {
 /// LIDs, LinearFDBTop, port activation, PortStateChange cleared, port states read back; then
 /// this manager is master. Takes `sweep_lock`.
 pub(super) async fn configure_lids(inner: &Inner, fabric: &Fabric, lids: &LidPlan) -> Result<(), DriverError> {
-    if lids.switch_lid.len() != fabric.num_switches() || lids.end_port_base.len() != fabric.num_end_ports() {
-        return Err(DriverError::InvalidLidPlan(format!(
-            "plan covers {} switches and {} end ports, the fabric has {} and {}",
-            lids.switch_lid.len(),
-            lids.end_port_base.len(),
-            fabric.num_switches(),
-            fabric.num_end_ports()
-        )));
-    }
+    lids.check_covers(fabric)
+        .map_err(|e| DriverError::InvalidLidPlan(e.to_string()))?;
     let _guard = inner.sweep_lock.lock().await;
     let tp = &inner.tp;
     let top = lids.top();
