@@ -22,7 +22,7 @@
 //!
 //! # State
 //!
-//! The data plane is a [`fabric_southbound::MockFabric`]: real LFT bytes per switch, LIDs, link
+//! The data plane is a [`fabric_mock::MockFabric`]: real LFT bytes per switch, LIDs, link
 //! and power states, hop-by-hop packet traces over the installed tables. Agents write and read
 //! its LFTs; addresses set through agents are installed into it before every trace.
 //!

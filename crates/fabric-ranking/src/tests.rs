@@ -2,10 +2,32 @@
 
 use std::collections::HashMap;
 
-use fabric_topology::{fmt_guid, FabricBuilder, FabricEvent, NodeType, SwitchId};
+use fabric_topology::{fmt_guid, Fabric, FabricBuilder, FabricEvent, Guid, NodeType, SwitchId};
 
 use crate::testfab::{first_spare, pgft, pgft_builder, sw_guid, xgft, PgftBuilder};
-use crate::{rank, rank_report, statistical_top_switches, DiagKind, RankMethod, RankOptions, Role};
+use crate::{rank, rank_report, statistical_top_switches, DiagKind, RankMethod, RankOptions, Ranking, Role};
+
+/// [`rank`] downward from configured roots.
+fn rank_from_roots(f: &Fabric, roots: Vec<Guid>) -> Ranking {
+    rank(
+        f,
+        &RankOptions {
+            roots,
+            ..Default::default()
+        },
+    )
+}
+
+/// [`rank`] with configured roles.
+fn rank_with_roles(f: &Fabric, roles: HashMap<Guid, Role>) -> Ranking {
+    rank(
+        f,
+        &RankOptions {
+            roles,
+            ..Default::default()
+        },
+    )
+}
 
 fn levels(r: &crate::Ranking) -> Vec<u32> {
     r.level.iter().map(|l| l.expect("every switch ranked")).collect()
@@ -52,13 +74,7 @@ fn configured_roots_rank_downward_to_generator_levels() {
     assert_eq!(got, tops);
     // Role root is the same as a root GUID.
     let roles: HashMap<u64, Role> = tops.iter().map(|&g| (g, Role::Root)).collect();
-    let r = rank(
-        &t.fabric,
-        &RankOptions {
-            roles,
-            ..Default::default()
-        },
-    );
+    let r = rank_with_roles(&t.fabric, roles);
     assert_eq!(levels(&r), t.level);
 }
 
@@ -82,13 +98,7 @@ fn flipped_leaf_is_fixed_by_the_leaf_role() {
     assert_eq!(r.height, 3);
     assert!(r.diagnostics.is_empty());
     let roles = HashMap::from([(f.switch(leaf).guid, Role::Leaf)]);
-    let r = rank(
-        &f,
-        &RankOptions {
-            roles,
-            ..Default::default()
-        },
-    );
+    let r = rank_with_roles(&f, roles);
     assert_eq!(levels(&r), t.level);
     assert_eq!(r.height, 2);
     assert!(r.diagnostics.is_empty(), "{:?}", r.diagnostics);
@@ -99,24 +109,12 @@ fn flipped_leaf_is_fixed_by_the_leaf_role() {
     let f = orphan(&t, leaf);
     assert_eq!(rank(&f, &RankOptions::default()).level_of(leaf), Some(2));
     let roles = HashMap::from([(f.switch(leaf).guid, Role::Leaf)]);
-    let r = rank(
-        &f,
-        &RankOptions {
-            roles,
-            ..Default::default()
-        },
-    );
+    let r = rank_with_roles(&f, roles);
     assert_eq!(levels(&r), t.level);
     assert!(r.diagnostics.is_empty(), "{:?}", r.diagnostics);
     // Downward ranking from configured roots places it correctly too.
     let roots = (0..4).map(|i| sw_guid(3, i)).collect();
-    let r = rank(
-        &f,
-        &RankOptions {
-            roots,
-            ..Default::default()
-        },
-    );
+    let r = rank_from_roots(&f, roots);
     assert_eq!(levels(&r), t.level);
 }
 
@@ -388,13 +386,7 @@ fn spine_role_ignores_a_host_on_a_spine() {
     assert_eq!(rep.components[0].method, RankMethod::Statistical);
     assert_eq!(levels(&rep.ranking), level);
     let roles = HashMap::from([(f.switch(spine).guid, Role::Spine)]);
-    let r = rank(
-        &f,
-        &RankOptions {
-            roles,
-            ..Default::default()
-        },
-    );
+    let r = rank_with_roles(&f, roles);
     assert_eq!(levels(&r), level);
     assert_eq!(r.diagnostics.len(), 1, "{:?}", r.diagnostics);
     assert_eq!(
@@ -488,13 +480,7 @@ fn middle_switch_without_down_links_flips_unless_roots_are_given() {
     assert_eq!(r.level_of(mid), Some(3));
     assert!(r.diagnostics.is_empty(), "{:?}", r.diagnostics);
     let roots = (0..4).map(|i| sw_guid(3, i)).collect();
-    let r = rank(
-        &f,
-        &RankOptions {
-            roots,
-            ..Default::default()
-        },
-    );
+    let r = rank_from_roots(&f, roots);
     assert_eq!(levels(&r), t.level);
     assert!(r.diagnostics.is_empty(), "{:?}", r.diagnostics);
 }
@@ -546,13 +532,7 @@ fn all_configured_roots_down_is_reported_once() {
         .fabric
         .apply(&[FabricEvent::SwitchDown(tops[0]), FabricEvent::SwitchDown(tops[1])])
         .unwrap();
-    let r = rank(
-        &f,
-        &RankOptions {
-            roots: tops,
-            ..Default::default()
-        },
-    );
+    let r = rank_from_roots(&f, tops);
     assert_eq!(r.diagnostics.len(), 1, "{:?}", r.diagnostics);
     assert_eq!(
         (r.diagnostics[0].kind, r.diagnostics[0].switch),

@@ -12,15 +12,20 @@
 //! their GUID order in a generated fabric, so Dmodk and Dmodc give the same bytes there.
 //!
 //! Switch LIDs are routed like Dmodc's (any up-down path for the PGFT levels).
+//!
+//! Grouped Dmodk (thesis §3.4, Alg. 4) applies the same closed form to the end-node indices
+//! re-indexed by group ([`NodeGroups`]).
 
 use rayon::prelude::*;
 
 use fabric_topology::gen::{PgftLayout, SpecKind};
 use fabric_topology::Lid;
 
-use crate::group::NodeGroups;
+use crate::engine::{check_route_args, LidSet, RoutingContext, RoutingEngine, RoutingError};
+use crate::groups::NodeGroups;
+use crate::lft::{Lfts, NO_ROUTE};
 use crate::prep::Oriented;
-use crate::{check_route_args, swlid, Lfts, LidSet, RoutingContext, RoutingEngine, RoutingError, NO_ROUTE};
+use crate::swlid;
 
 /// The Dmodk engine; fails with [`RoutingError::NotCompletePgft`] unless the fabric is a
 /// complete generated PGFT/XGFT/k-ary n-tree/RLFT (recognised by
@@ -34,6 +39,21 @@ impl RoutingEngine for Dmodk {
     }
     fn route(&self, ctx: &RoutingContext<'_>, set: LidSet, lfts: &mut Lfts) -> Result<(), RoutingError> {
         self.route_with(ctx, set, lfts, None)
+    }
+}
+
+/// Gdmodk: the Dmodk closed form on the generator's end-node indices re-indexed by group
+/// (Alg. 4); complete PGFTs only, like Dmodk.
+#[derive(Copy, Clone, Debug)]
+pub struct GroupedDmodk<'g>(pub &'g NodeGroups);
+
+impl RoutingEngine for GroupedDmodk<'_> {
+    fn name(&self) -> &'static str {
+        "gdmodk"
+    }
+    fn route(&self, ctx: &RoutingContext<'_>, set: LidSet, lfts: &mut Lfts) -> Result<(), RoutingError> {
+        self.0.check(ctx)?;
+        Dmodk.route_with(ctx, set, lfts, Some(self.0))
     }
 }
 

@@ -17,10 +17,11 @@ use fabric_topology::{fmt_guid, Fabric, Lid, SwitchId};
 use rayon::prelude::*;
 
 use crate::check::{self, DestinationCheck, FailingDestination};
-use crate::{
-    route_all_grouped, EngineKind, Lfts, LidSet, NodeGroups, RoutedFabric, RoutingContext, RoutingEngine, RoutingError,
-    UpDown,
-};
+use crate::engine::{check_lfts, validate_context, LidSet, RoutingContext, RoutingEngine, RoutingError};
+use crate::groups::NodeGroups;
+use crate::lft::Lfts;
+use crate::route::{route_all_grouped, EngineKind, RoutedFabric};
+use crate::updown::UpDown;
 
 /// How many failing destinations a [`RoutingCheck`] keeps as examples.
 pub const EXAMPLES: usize = 5;
@@ -106,8 +107,8 @@ pub fn route_all_checked(
 /// Checks `lfts` (routed for `ctx` with the base engine `engine`) and repairs the base LIDs
 /// (see the module documentation). The escape LIDs are checked, never changed.
 pub fn check_and_repair(ctx: &RoutingContext<'_>, engine: &str, lfts: &mut Lfts) -> Result<RoutingCheck, RoutingError> {
-    crate::validate_context(ctx)?;
-    crate::check_lfts(ctx, lfts)?;
+    validate_context(ctx)?;
+    check_lfts(ctx, lfts)?;
     let (fabric, lids) = (ctx.fabric, ctx.lids);
     let t = Instant::now();
     let (base, escape) = rayon::join(
@@ -248,7 +249,6 @@ fn splice(into: &mut Lfts, from: &Lfts, lids: &[Lid]) {
 mod tests {
     use super::*;
     use crate::testutil::*;
-    use crate::{assign_lids, Guid2Lid, LidPlan, IB_MAX_UNICAST_LID};
     use fabric_topology::{Fabric, FabricEvent, Remote};
 
     /// Takes every up-link of leaf `leaf` down except the one to spine `keep` (by index among
@@ -268,29 +268,19 @@ mod tests {
 
     /// Two leaves of a 2-level tree that share no spine: still connected (through a third leaf),
     /// but not up-down connected, so Dmodc cannot route between them.
-    fn split_leaves() -> (Fabric, LidPlan, fabric_ranking::Ranking) {
+    fn split_leaves() -> Routable {
         let t = pgft(&[2, 4], &[1, 3], &[1, 1]);
         let f = &t.fabric;
         let leaves: Vec<SwitchId> = f.switch_ids().filter(|&s| f.is_leaf(s)).collect();
         let mut ev = keep_one_uplink(f, leaves[0], 0);
         ev.extend(keep_one_uplink(f, leaves[1], 1));
-        let f = f.apply(&ev).unwrap();
-        let lids = assign_lids(&f, &Guid2Lid::default(), 1, IB_MAX_UNICAST_LID).unwrap();
-        let r = ranking(&f);
-        (f, lids, r)
+        Routable::new(f.apply(&ev).unwrap())
     }
 
     #[test]
     fn valid_routing_is_left_alone() {
-        let t = pgft(&[2, 4], &[1, 3], &[1, 1]);
-        let f = &t.fabric;
-        let lids = assign_lids(f, &Guid2Lid::default(), 1, IB_MAX_UNICAST_LID).unwrap();
-        let r = ranking(f);
-        let ctx = RoutingContext {
-            fabric: f,
-            ranking: &r,
-            lids: &lids,
-        };
+        let x = Routable::new(pgft(&[2, 4], &[1, 3], &[1, 1]).fabric);
+        let ctx = x.ctx();
         let mut routed = crate::route_all(&ctx, EngineKind::Dmodc).unwrap();
         let before = routed.lfts.clone();
         let c = check_and_repair(&ctx, "dmodc", &mut routed.lfts).unwrap();
@@ -302,15 +292,11 @@ mod tests {
 
     #[test]
     fn destination_check_counts_what_pair_walks_count() {
-        let (f, lids, r) = split_leaves();
-        let ctx = RoutingContext {
-            fabric: &f,
-            ranking: &r,
-            lids: &lids,
-        };
+        let x = split_leaves();
+        let (f, lids, ctx) = (&x.fabric, &x.lids, x.ctx());
         let routed = crate::route_all(&ctx, EngineKind::Dmodc).unwrap();
         for set in [LidSet::Base, LidSet::Escape] {
-            let d = check::destination_check(&f, &lids, &routed.lfts, set);
+            let d = check::destination_check(f, lids, &routed.lfts, set);
             // Brute force: walk every ordered pair of live end ports.
             let live: Vec<_> = f.end_port_ids().filter(|&e| f.end_port_live(e)).collect();
             let mut per_dest = std::collections::BTreeMap::new();
@@ -321,7 +307,7 @@ mod tests {
                         continue;
                     }
                     let lid = lids.base_lid(dst) + set.offset();
-                    let ok = matches!(check::trace(&f, &routed.lfts, src, lid, &mut hops), Ok(check::TraceEnd::EndPort(x)) if x == dst);
+                    let ok = matches!(check::trace(f, &routed.lfts, src, lid, &mut hops), Ok(check::TraceEnd::EndPort(x)) if x == dst);
                     if !ok {
                         *per_dest.entry(lid).or_insert(0u64) += 1;
                     }
@@ -343,12 +329,8 @@ mod tests {
 
     #[test]
     fn dmodc_holes_are_filled_by_updown_and_the_result_is_valid_and_deadlock_free() {
-        let (f, lids, r) = split_leaves();
-        let ctx = RoutingContext {
-            fabric: &f,
-            ranking: &r,
-            lids: &lids,
-        };
+        let x = split_leaves();
+        let (f, lids, ctx) = (&x.fabric, &x.lids, x.ctx());
         let (routed, c) = route_all_checked(&ctx, EngineKind::Dmodc, None).unwrap();
         assert!(c.valid, "{c:?}");
         assert_eq!(c.engine, "dmodc");
@@ -360,10 +342,10 @@ mod tests {
         assert!(c.reason.starts_with("dmodc left 4 destinations"), "{}", c.reason);
         assert!(c.reason.contains("Up*/Down*"), "{}", c.reason);
         assert_eq!(c.examples.len(), 4);
-        let v = check::validity(&f, &lids, &routed.lfts);
+        let v = check::validity(f, lids, &routed.lfts);
         assert!(v.valid, "{v:?}");
-        assert!(check::cdg_acyclic(&f, &lids, &routed.lfts, LidSet::Base));
-        assert!(check::cdg_acyclic(&f, &lids, &routed.lfts, LidSet::Escape));
+        assert!(check::cdg_acyclic(f, lids, &routed.lfts, LidSet::Base));
+        assert!(check::cdg_acyclic(f, lids, &routed.lfts, LidSet::Escape));
         // The escape LIDs are exactly Up*/Down*'s.
         let plain = crate::route_all(&ctx, EngineKind::Dmodc).unwrap();
         for e in f.end_port_ids() {
@@ -378,15 +360,8 @@ mod tests {
     fn a_spliced_routing_keeps_the_engine_entries_of_the_other_destinations() {
         // Cut one leaf from every spine but one and make a hole by hand in a valid routing: only
         // that destination is re-routed, and the result stays acyclic (Spliced, not AllBase).
-        let t = pgft(&[2, 4], &[1, 3], &[1, 1]);
-        let f = &t.fabric;
-        let lids = assign_lids(f, &Guid2Lid::default(), 1, IB_MAX_UNICAST_LID).unwrap();
-        let r = ranking(f);
-        let ctx = RoutingContext {
-            fabric: f,
-            ranking: &r,
-            lids: &lids,
-        };
+        let x = Routable::new(pgft(&[2, 4], &[1, 3], &[1, 1]).fabric);
+        let (f, lids, ctx) = (&x.fabric, &x.lids, x.ctx());
         let good = crate::route_all(&ctx, EngineKind::Dmodc).unwrap().lfts;
         let mut broken = good.clone();
         let victim = fabric_topology::EndPortId(0);
@@ -415,12 +390,8 @@ mod tests {
 
     #[test]
     fn tables_of_another_fabric_are_an_error_not_a_panic() {
-        let (f, lids, r) = split_leaves();
-        let ctx = RoutingContext {
-            fabric: &f,
-            ranking: &r,
-            lids: &lids,
-        };
+        let x = split_leaves();
+        let (f, lids, ctx) = (&x.fabric, &x.lids, x.ctx());
         let mut small = Lfts::new(f.num_switches() - 1, lids.top());
         assert!(matches!(
             check_and_repair(&ctx, "dmodc", &mut small),
@@ -441,14 +412,8 @@ mod tests {
             .flat_map(|g| g.ports.clone())
             .map(|p| FabricEvent::LinkDown { switch: guid, port: p })
             .collect();
-        let f = f.apply(&ev).unwrap();
-        let lids = assign_lids(&f, &Guid2Lid::default(), 1, IB_MAX_UNICAST_LID).unwrap();
-        let r = ranking(&f);
-        let ctx = RoutingContext {
-            fabric: &f,
-            ranking: &r,
-            lids: &lids,
-        };
+        let x = Routable::new(f.apply(&ev).unwrap());
+        let ctx = x.ctx();
         let (_, c) = route_all_checked(&ctx, EngineKind::Dmodc, None).unwrap();
         assert!(c.valid, "{c:?}");
         assert_eq!(c.fallback, Fallback::None);

@@ -71,7 +71,7 @@ impl Lfts {
         self.data[sw.idx() * self.row_len + lid]
     }
     /// Sets one entry. Panics when `sw` or `lid` is outside the table (callers size it from
-    /// the plan's [`LidPlan::top`](crate::LidPlan::top)).
+    /// the plan's [`LidPlan::top`](crate::lid::LidPlan::top)).
     pub fn set(&mut self, sw: SwitchId, lid: Lid, port: PortNum) {
         let i = sw.idx() * self.row_len + lid as usize;
         self.data[i] = port;

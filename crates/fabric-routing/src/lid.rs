@@ -46,7 +46,32 @@ pub struct LidPlan {
     pub end_port_base: Vec<Lid>,
 }
 
+/// A LID plan made for another fabric: its switch and end-port counts differ from the fabric's.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error("LID plan covers {plan_switches} switches and {plan_end_ports} end ports but the fabric has {switches} and {end_ports}")]
+pub struct PlanMismatch {
+    pub plan_switches: usize,
+    pub plan_end_ports: usize,
+    pub switches: usize,
+    pub end_ports: usize,
+}
+
 impl LidPlan {
+    /// Checks that the plan was made for `fabric`: one LID per switch and one base LID per end
+    /// port (the entry check of the engines and of every driver's `configure_lids`).
+    pub fn check_covers(&self, fabric: &Fabric) -> Result<(), PlanMismatch> {
+        let (switches, end_ports) = (fabric.num_switches(), fabric.num_end_ports());
+        if self.switch_lid.len() != switches || self.end_port_base.len() != end_ports {
+            return Err(PlanMismatch {
+                plan_switches: self.switch_lid.len(),
+                plan_end_ports: self.end_port_base.len(),
+                switches,
+                end_ports,
+            });
+        }
+        Ok(())
+    }
+
     /// Highest LID assigned (0 if none).
     pub fn top(&self) -> Lid {
         let e = self.end_port_base.iter().copied().max().unwrap_or(0);
@@ -457,6 +482,20 @@ mod tests {
         }
         assert_eq!(p.end_port_base.len(), f.num_end_ports());
         assert_eq!(p.switch_lid.len(), f.num_switches());
+    }
+
+    #[test]
+    fn a_plan_covers_only_the_fabric_it_was_made_for() {
+        let f = fabric(3, 7);
+        let p = assign_lids(&f, &Guid2Lid::default(), 1, IB_MAX_UNICAST_LID).unwrap();
+        assert_eq!(p.check_covers(&f), Ok(()));
+        let other = fabric(3, 8);
+        let e = p.check_covers(&other).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "LID plan covers 3 switches and 7 end ports but the fabric has 3 and 8"
+        );
+        assert!(p.check_covers(&fabric(2, 7)).is_err());
     }
 
     #[test]

@@ -15,8 +15,9 @@
 
 use fabric_topology::{fmt_guid, parse_guid, Fabric, Guid, Lid, PortNum, SwitchId};
 
+use crate::lft::{Lfts, NO_ROUTE};
+use crate::lid::LidPlan;
 use crate::lid::{LidOwner, LidOwners};
-use crate::{Lfts, LidPlan, NO_ROUTE};
 
 /// Writes the LFTs of every live switch that has a LID, in OpenSM's dump format.
 pub fn write_opensm_lfts(fabric: &Fabric, lids: &LidPlan, lfts: &Lfts) -> String {
@@ -288,24 +289,14 @@ impl OpensmLfts {
 mod tests {
     use super::*;
     use crate::testutil::*;
-    use crate::{assign_lids, route_all, EngineKind, Guid2Lid, RoutingContext, IB_MAX_UNICAST_LID};
+    use crate::{EngineKind, IB_MAX_UNICAST_LID};
 
     #[test]
     fn dump_matches_opensm_layout_and_reads_back() {
         let t = pgft(&[2, 2], &[1, 2], &[1, 1]);
         let f = &t.fabric;
-        let r = ranking(f);
-        let lids = assign_lids(f, &Guid2Lid::default(), 1, IB_MAX_UNICAST_LID).unwrap();
-        let out = route_all(
-            &RoutingContext {
-                fabric: f,
-                ranking: &r,
-                lids: &lids,
-            },
-            EngineKind::Dmodc,
-        )
-        .unwrap();
-        let text = write_opensm_lfts(f, &lids, &out.lfts);
+        let (_, lids, lfts) = routed(f, EngineKind::Dmodc, 1);
+        let text = write_opensm_lfts(f, &lids, &lfts);
         let lines: Vec<&str> = text.lines().collect();
         // 4 switches: header + footer each; leaves route all 4 × 2 end-port LIDs and 4 switch
         // LIDs; a spine cannot reach the other spine up*-down* (that LID is omitted).
@@ -341,7 +332,7 @@ mod tests {
         assert_eq!(parsed.switches.len(), 4);
         assert_eq!(parsed.switches[0].desc, sw0.desc);
         let back = parsed.to_lfts(f, IB_MAX_UNICAST_LID).unwrap();
-        assert_eq!(back, out.lfts);
+        assert_eq!(back, lfts);
     }
 
     #[test]

@@ -13,8 +13,9 @@ use rayon::prelude::*;
 
 use fabric_topology::{Fabric, Lid, SwitchId};
 
+use crate::lft::{Lfts, NO_ROUTE};
+use crate::lid::LidPlan;
 use crate::prep::{Nbr, Oriented, NONE};
-use crate::{Lfts, LidPlan, NO_ROUTE};
 
 /// Fills the switch-LID entries of every row.
 pub(crate) fn fill_switch_lids(fabric: &Fabric, lids: &LidPlan, o: &Oriented, lfts: &mut Lfts) {
@@ -120,30 +121,20 @@ pub(crate) fn fill_switch_lids(fabric: &Fabric, lids: &LidPlan, o: &Oriented, lf
 mod tests {
     use crate::check::{self, TraceEnd};
     use crate::testutil::*;
-    use crate::{assign_lids, route_all, EngineKind, Guid2Lid, LidSet, RoutingContext, IB_MAX_UNICAST_LID};
-    use fabric_topology::{Fabric, SwitchId};
+    use crate::{EngineKind, LidSet};
+    use fabric_topology::Fabric;
 
     fn reach_all_switches(f: &Fabric, kind: EngineKind) -> usize {
-        let r = ranking(f);
-        let lids = assign_lids(f, &Guid2Lid::default(), 1, IB_MAX_UNICAST_LID).unwrap();
-        let out = route_all(
-            &RoutingContext {
-                fabric: f,
-                ranking: &r,
-                lids: &lids,
-            },
-            kind,
-        )
-        .unwrap();
+        let (r, lids, lfts) = routed(f, kind, 1);
         if kind == EngineKind::Dmodc {
-            assert_eq!(check::updown_violations(f, &r, &lids, &out.lfts, LidSet::Base), 0);
+            assert_eq!(check::updown_violations(f, &r, &lids, &lfts, LidSet::Base), 0);
         }
-        assert!(check::cdg_acyclic(f, &lids, &out.lfts, LidSet::Base));
+        assert!(check::cdg_acyclic(f, &lids, &lfts, LidSet::Base));
         let mut hops = Vec::new();
         let mut missing = 0;
         for ep in f.end_port_ids().filter(|&e| f.end_port_live(e)) {
             for s in f.switch_ids().filter(|&s| f.switch(s).up) {
-                match crate::trace(f, &out.lfts, ep, lids.switch_lid(s), &mut hops) {
+                match crate::trace(f, &lfts, ep, lids.switch_lid(s), &mut hops) {
                     Ok(TraceEnd::Switch(t)) => assert_eq!(t, s),
                     _ => missing += 1,
                 }
@@ -151,7 +142,7 @@ mod tests {
         }
         // Switch rows: each switch routes its own LID to port 0.
         for s in f.switch_ids().filter(|&s| f.switch(s).up) {
-            assert_eq!(out.lfts.get(s, lids.switch_lid(s)), 0);
+            assert_eq!(lfts.get(s, lids.switch_lid(s)), 0);
         }
         missing
     }
@@ -171,22 +162,11 @@ mod tests {
             .fabric
             .apply(&[fabric_topology::FabricEvent::SwitchDown(t.fabric.switch(top).guid)])
             .unwrap();
-        let r = ranking(&f);
-        let lids = assign_lids(&f, &Guid2Lid::default(), 1, IB_MAX_UNICAST_LID).unwrap();
-        let out = route_all(
-            &RoutingContext {
-                fabric: &f,
-                ranking: &r,
-                lids: &lids,
-            },
-            EngineKind::Dmodc,
-        )
-        .unwrap();
+        let (_, lids, lfts) = routed(&f, EngineKind::Dmodc, 1);
         for s in f.switch_ids() {
-            assert_eq!(out.lfts.get(s, lids.switch_lid(top)), crate::NO_ROUTE);
+            assert_eq!(lfts.get(s, lids.switch_lid(top)), crate::NO_ROUTE);
         }
-        assert!(out.lfts.row(top).iter().all(|&b| b == crate::NO_ROUTE));
+        assert!(lfts.row(top).iter().all(|&b| b == crate::NO_ROUTE));
         assert_eq!(reach_all_switches(&f, EngineKind::Dmodc), 0);
-        let _ = SwitchId(0);
     }
 }

@@ -4,6 +4,8 @@
 use fabric_ranking::Ranking;
 use fabric_topology::{Fabric, FabricBuilder, NodeType, SwitchId};
 
+use crate::{assign_lids, route_all, EngineKind, Guid2Lid, Lfts, LidPlan, RoutingContext, IB_MAX_UNICAST_LID};
+
 /// A generated PGFT with each switch's address.
 pub struct TestPgft {
     pub fabric: Fabric,
@@ -182,4 +184,40 @@ pub fn degrade(f: &Fabric, links: usize, switches: usize, seed: u64) -> Fabric {
     inner.truncate(switches);
     cables.extend(inner.into_iter().map(|s| FabricEvent::SwitchDown(f.switch(s).guid)));
     f.apply(&cables).unwrap()
+}
+
+/// A fabric with its [`ranking`] and LIDs of LMC 1, for tests that need a [`RoutingContext`].
+pub struct Routable {
+    pub fabric: Fabric,
+    pub ranking: Ranking,
+    pub lids: LidPlan,
+}
+
+impl Routable {
+    pub fn new(fabric: Fabric) -> Self {
+        let lids = assign_lids(&fabric, &Guid2Lid::default(), 1, IB_MAX_UNICAST_LID).unwrap();
+        let ranking = ranking(&fabric);
+        Routable { fabric, ranking, lids }
+    }
+
+    pub fn ctx(&self) -> RoutingContext<'_> {
+        RoutingContext {
+            fabric: &self.fabric,
+            ranking: &self.ranking,
+            lids: &self.lids,
+        }
+    }
+}
+
+/// `route_all(kind)` of `f` with the [`ranking`] and LIDs of LMC `lmc`: (ranking, LIDs, tables).
+pub fn routed(f: &Fabric, kind: EngineKind, lmc: u8) -> (Ranking, LidPlan, Lfts) {
+    let r = ranking(f);
+    let lids = assign_lids(f, &Guid2Lid::default(), lmc, IB_MAX_UNICAST_LID).unwrap();
+    let ctx = RoutingContext {
+        fabric: f,
+        ranking: &r,
+        lids: &lids,
+    };
+    let lfts = route_all(&ctx, kind).unwrap().lfts;
+    (r, lids, lfts)
 }

@@ -11,15 +11,16 @@
 //! The root of a component is its leaf with the smallest GUID (its switch with the smallest
 //! GUID when it has no leaf), which keeps the root stable while that leaf lives.
 //!
-//! Route selection uses the same up-down guarantee as Dmodc (see [`crate::dmodc`]): down groups
+//! Route selection uses the same up-down guarantee as Dmodc (see [`crate::fill`]): down groups
 //! with a smaller downcost when a downward path exists, otherwise up groups with a smaller cost.
 
 use std::collections::VecDeque;
 
 use fabric_topology::{Fabric, SwitchId};
 
-use crate::dmodc::{fill_end_ports, Prepared, Select};
-use crate::{check_route_args, swlid, Lfts, LidSet, RoutingContext, RoutingEngine, RoutingError};
+use crate::engine::{check_route_args, LidSet, RoutingContext, RoutingEngine, RoutingError};
+use crate::fill::{fill_set, Select};
+use crate::lft::Lfts;
 
 /// The Up*/Down* engine. `random_seed: None` = BFS-Dmodc (Alg. 12), `Some(seed)` = BFS-Random
 /// (Alg. 11, deterministic for a seed).
@@ -38,16 +39,11 @@ impl RoutingEngine for UpDown {
     }
     fn route(&self, ctx: &RoutingContext<'_>, set: LidSet, lfts: &mut Lfts) -> Result<(), RoutingError> {
         check_route_args(ctx, set, lfts)?;
-        let level = bfs_levels(ctx.fabric);
-        let prep = Prepared::new(ctx.fabric, &level);
         let select = match self.random_seed {
             None => Select::Dmodc,
             Some(seed) => Select::Random { seed },
         };
-        fill_end_ports(ctx.fabric, ctx.lids, &prep, set, select, lfts);
-        if set == LidSet::Base {
-            swlid::fill_switch_lids(ctx.fabric, ctx.lids, &prep.o, lfts);
-        }
+        fill_set(ctx, &bfs_levels(ctx.fabric), set, select, lfts);
         Ok(())
     }
 }

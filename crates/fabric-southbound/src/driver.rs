@@ -14,7 +14,7 @@
 //! * **Parallelism.** A single [`SouthboundDriver::write_lft_blocks`] call may be a large batch
 //!   spanning many switches; the driver decides how many block writes it keeps in flight (for
 //!   `umad` the number of outstanding MADs, for `oob` the number of agent connections, for
-//!   `mock` [`crate::MockConfig::max_parallel`]). Callers may also issue several batches
+//!   `mock` `fabric_mock::MockConfig::max_parallel`). Callers may also issue several batches
 //!   concurrently (e.g. one per switch): drivers must accept that and must not serialise unrelated
 //!   switches on one lock.
 

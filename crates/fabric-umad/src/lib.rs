@@ -4,25 +4,33 @@
 //! * [`mad`]: SMP encode/decode (NodeInfo, NodeDescription, PortInfo, SwitchInfo,
 //!   LinearForwardingTable, SLtoVLMappingTable, Notice), directed-route and LID-routed.
 //! * [`transport`]: one OS thread per umad descriptor, a window of outstanding SMPs, transaction
-//!   ids, deadlines and retries, bridged to tokio by channels; traps on a separate channel.
-//! * [`driver`]: [`UmadDriver`], the [`fabric_southbound::SouthboundDriver`]: sweep, LIDs, port
-//!   activation, SL-to-VL, LFT upload, trap 128 and light-sweep change detection.
+//!   ids, deadlines and retries, bridged to tokio by channels; traps on a separate channel; the
+//!   device's ioctl layer (all the `unsafe` code) and the SMInfo answers of the manager's port.
+//! * [`driver`]: [`UmadDriver`], the [`fabric_southbound::SouthboundDriver`], one module per
+//!   subsystem over one pure state module: sweep and light sweep (trap 128), LIDs and port
+//!   activation, SL-to-VL, SM election, LFT upload. Its locks are listed in one place
+//!   ("Lock order" in [`driver`]).
 //! * [`sa`]: the Subnet Administration class (0x03) on the manager's port (every query answered
 //!   "not supported" for now) and the other GSI classes the simulator shim needs a receiver for.
 //! * [`config`]: [`UmadConfig`] (embedded in the daemon config).
 //!
-//! **Architecture invariant:** this is the only crate of the workspace with `unsafe` code (the
-//! `open`/`ioctl`/`read`/`write`/`poll`/`close` calls of [`transport`]), each block with a
-//! `SAFETY:` comment. The umad descriptor stays a raw `c_int` (the simulator shim fakes it).
+//! **Architecture invariant:** this is the only crate of the workspace with `unsafe` code, and
+//! all of it is in [`transport`] (the `open`/`ioctl`/`read`/`write`/`poll`/`close` calls of its
+//! `device` module), each block with a `SAFETY:` comment: the crate root denies `unsafe_code`
+//! and only `mod transport` is allowed it. The umad descriptor stays a raw `c_int` (the
+//! simulator shim fakes it).
+//!
+//! The `fabric-umad-probe` binary (crate `crates/fabric-umad-probe`) drives this library from
+//! the command line; the library itself depends on neither `anyhow` nor the ranking crate.
 //!
 //! Construct with `UmadDriver::open(UmadConfig { device, .. })`.
+
+#![deny(unsafe_code)]
 
 pub mod config;
 pub mod driver;
 pub mod mad;
 pub mod sa;
-// TEMPORARY (fix-lints): the crate denies `unsafe_code`; the transport is where it is allowed.
-// The umad restructuring confines all unsafe to `transport` and owns this attribute.
 #[allow(unsafe_code)]
 pub mod transport;
 

@@ -19,6 +19,23 @@
 //! empty method mask, the GSI classes of [`GUARD_CLASSES`]: under the shim their MADs are
 //! delivered (and dropped here, logged once per class); on a real HCA an agent without methods
 //! receives no unsolicited MAD, so nothing changes there.
+//!
+//! # Seam
+//!
+//! This module sees nothing of the driver: it depends on [`crate::mad`] only, and the driver's
+//! records (`driver::state`) and locks are not reachable from here. Its whole interface is:
+//!
+//! * in: [`GsiResponder::answer`], called by the transport thread with each GSI MAD addressed
+//!   to the manager's port (the received bytes, at most 232 valid) and the requester's LID;
+//! * out: a [`GsiAnswer`], the MAD the thread sends back to the requester (same LID and QP,
+//!   QP1's Q_Key, from the agent of the MAD's class: `transport::encode_gsi_reply`) or nothing;
+//! * the agents: the device registers [`CLASS_SUBN_ADM`] (version [`SA_CLASS_VERSION`], the
+//!   request methods above) and [`GUARD_CLASSES`] from the constants here.
+//!
+//! A real SA needs the subnet (LIDs, paths, nodes); it must get it the same way, as data handed
+//! in (a read-only snapshot the driver publishes after each sweep and LID configuration), never
+//! by reaching into the driver's state or taking its locks: the answer runs on the transport
+//! thread, which must never block on the driver.
 
 use std::collections::HashSet;
 

@@ -59,6 +59,15 @@ impl H {
     }
 }
 
+/// A subscriber's acknowledgement of a phase of a generation.
+fn ack(subscriber: SubscriberId, generation: u64, phase: Phase) -> Input {
+    Input::Ack {
+        subscriber,
+        generation,
+        phase,
+    }
+}
+
 fn phases(actions: &[Action]) -> Vec<Phase> {
     actions
         .iter()
@@ -133,29 +142,13 @@ fn full_run_with_two_subscribers_waits_for_every_ack_and_times_phases() {
     );
     assert!(matches!(a[2], Action::ArmDeadline { after, .. } if after == Duration::from_secs(5)));
     h.advance(100);
-    assert!(h
-        .on(Input::Ack {
-            subscriber: S1,
-            generation: 7,
-            phase: Phase::Unpath
-        })
-        .is_empty());
+    assert!(h.on(ack(S1, 7, Phase::Unpath)).is_empty());
     assert_eq!(h.p.waiting_for().collect::<Vec<_>>(), vec![S2]);
     // Duplicate ack: ignored.
-    assert!(h
-        .on(Input::Ack {
-            subscriber: S1,
-            generation: 7,
-            phase: Phase::Unpath
-        })
-        .is_empty());
+    assert!(h.on(ack(S1, 7, Phase::Unpath)).is_empty());
     assert_eq!(h.p.ignored().stale_acks, 1);
     h.advance(50);
-    let a = h.on(Input::Ack {
-        subscriber: S2,
-        generation: 7,
-        phase: Phase::Unpath,
-    });
+    let a = h.on(ack(S2, 7, Phase::Unpath));
     assert_eq!(phases(&a), vec![Phase::Update]);
     assert_eq!(a.last(), Some(&Action::UploadBase { at }));
     h.advance(30);
@@ -164,11 +157,7 @@ fn full_run_with_two_subscribers_waits_for_every_ack_and_times_phases() {
     assert!(matches!(&a[1], Action::NotifyRepath { generation: 7, subscribers, .. } if subscribers == &vec![S1, S2]));
     for s in [S2, S1] {
         h.advance(20);
-        let a = h.on(Input::Ack {
-            subscriber: s,
-            generation: 7,
-            phase: Phase::Repath,
-        });
+        let a = h.on(ack(s, 7, Phase::Repath));
         if s == S1 {
             let r = commit_report(&a);
             assert_eq!(r.durations.get(&Phase::Unpath), Some(&Duration::from_millis(150)));
@@ -189,24 +178,12 @@ fn acks_of_wrong_generation_or_phase_are_ignored() {
     h.join(S1);
     h.run_to_unpath(3);
     for (g, ph) in [(2, Phase::Unpath), (3, Phase::Repath), (4, Phase::Unpath)] {
-        assert!(h
-            .on(Input::Ack {
-                subscriber: S1,
-                generation: g,
-                phase: ph
-            })
-            .is_empty());
+        assert!(h.on(ack(S1, g, ph)).is_empty());
     }
     assert_eq!(h.p.ignored().stale_acks, 3);
     assert_eq!(h.p.phase(), Phase::Unpath);
     // Unknown subscriber.
-    assert!(h
-        .on(Input::Ack {
-            subscriber: SubscriberId(99),
-            generation: 3,
-            phase: Phase::Unpath
-        })
-        .is_empty());
+    assert!(h.on(ack(SubscriberId(99), 3, Phase::Unpath)).is_empty());
     assert_eq!(h.p.phase(), Phase::Unpath);
 }
 
@@ -217,11 +194,7 @@ fn missed_unpath_deadline_proceeds_and_is_reported_by_default() {
     h.join(S2);
     let a = h.run_to_unpath(1);
     let tok = token(&a);
-    h.on(Input::Ack {
-        subscriber: S1,
-        generation: 1,
-        phase: Phase::Unpath,
-    });
+    h.on(ack(S1, 1, Phase::Unpath));
     h.advance(5000);
     let a = h.on(Input::Deadline { token: tok });
     assert_eq!(phases(&a), vec![Phase::Update]);
@@ -231,11 +204,7 @@ fn missed_unpath_deadline_proceeds_and_is_reported_by_default() {
     let at = h.at();
     let a = h.on(Input::BaseUploaded { at, result: Ok(()) });
     let tok = token(&a);
-    h.on(Input::Ack {
-        subscriber: S2,
-        generation: 1,
-        phase: Phase::Repath,
-    });
+    h.on(ack(S2, 1, Phase::Repath));
     let a = h.on(Input::Deadline { token: tok });
     let r = commit_report(&a);
     assert_eq!(
@@ -263,11 +232,7 @@ fn strict_policy_aborts_on_missed_unpath_and_sends_movers_back() {
     h.join(S2);
     let a = h.run_to_unpath(1);
     let at = h.at();
-    h.on(Input::Ack {
-        subscriber: S1,
-        generation: 1,
-        phase: Phase::Unpath,
-    });
+    h.on(ack(S1, 1, Phase::Unpath));
     let a2 = h.on(Input::Deadline { token: token(&a) });
     assert!(matches!(&a2[0], Action::NotifyRepath { subscribers, .. } if subscribers == &vec![S1]));
     match &a2[1] {
@@ -307,11 +272,7 @@ fn strict_policy_missed_repath_commits_and_reports() {
     h.join(S1);
     h.run_to_unpath(1);
     let at = h.at();
-    h.on(Input::Ack {
-        subscriber: S1,
-        generation: 1,
-        phase: Phase::Unpath,
-    });
+    h.on(ack(S1, 1, Phase::Unpath));
     let a = h.on(Input::BaseUploaded { at, result: Ok(()) });
     let a = h.on(Input::Deadline { token: token(&a) });
     let r = commit_report(&a);
@@ -330,21 +291,13 @@ fn subscriber_gone_while_awaited_releases_the_wait() {
     h.join(S1);
     h.join(S2);
     h.run_to_unpath(1);
-    h.on(Input::Ack {
-        subscriber: S1,
-        generation: 1,
-        phase: Phase::Unpath,
-    });
+    h.on(ack(S1, 1, Phase::Unpath));
     let a = h.on(Input::SubscriberGone { subscriber: S2 });
     assert_eq!(phases(&a), vec![Phase::Update]);
     let at = h.at();
     let a = h.on(Input::BaseUploaded { at, result: Ok(()) });
     assert!(matches!(&a[1], Action::NotifyRepath { subscribers, .. } if subscribers == &vec![S1]));
-    let a = h.on(Input::Ack {
-        subscriber: S1,
-        generation: 1,
-        phase: Phase::Repath,
-    });
+    let a = h.on(ack(S1, 1, Phase::Repath));
     let r = commit_report(&a);
     assert_eq!(r.gone, vec![S2]);
     assert!(r.missed.is_empty());
@@ -356,11 +309,7 @@ fn subscriber_joining_mid_update_is_awaited_from_the_next_notice() {
     h.join(S1);
     h.run_to_unpath(1);
     h.join(S2);
-    let a = h.on(Input::Ack {
-        subscriber: S1,
-        generation: 1,
-        phase: Phase::Unpath,
-    });
+    let a = h.on(ack(S1, 1, Phase::Unpath));
     assert_eq!(phases(&a), vec![Phase::Update]);
     let at = h.at();
     let a = h.on(Input::BaseUploaded { at, result: Ok(()) });
@@ -385,11 +334,7 @@ fn breaking_fault_restarts_from_prepare_in_every_phase_before_commit() {
             });
         }
         if matches!(stop, Phase::Update | Phase::Repath) {
-            h.on(Input::Ack {
-                subscriber: S1,
-                generation: 4,
-                phase: Phase::Unpath,
-            });
+            h.on(ack(S1, 4, Phase::Unpath));
         }
         if stop == Phase::Repath {
             h.on(Input::BaseUploaded {
@@ -445,20 +390,12 @@ fn breaking_fault_restarts_from_prepare_in_every_phase_before_commit() {
             result: Ok(()),
         });
         assert!(matches!(&a[1], Action::NotifyUnpath { generation: 4, .. }));
-        h.on(Input::Ack {
-            subscriber: S1,
-            generation: 4,
-            phase: Phase::Unpath,
-        });
+        h.on(ack(S1, 4, Phase::Unpath));
         h.on(Input::BaseUploaded {
             at: at1,
             result: Ok(()),
         });
-        let a = h.on(Input::Ack {
-            subscriber: S1,
-            generation: 4,
-            phase: Phase::Repath,
-        });
+        let a = h.on(ack(S1, 4, Phase::Repath));
         assert_eq!(commit_report(&a).restarts, 1, "{stop}");
     }
 }
@@ -674,10 +611,6 @@ fn progress_is_reported_in_every_active_phase() {
     h.on(Input::Computed { at, result: Ok(()) });
     h.on(Input::EscapeUploaded { at, result: Ok(()) });
     assert_eq!(h.p.progress().map(|p| p.phase), Some(Phase::Unpath));
-    h.on(Input::Ack {
-        subscriber: S1,
-        generation: 2,
-        phase: Phase::Unpath,
-    });
+    h.on(ack(S1, 2, Phase::Unpath));
     assert_eq!(h.p.progress().map(|p| p.phase), Some(Phase::Update));
 }

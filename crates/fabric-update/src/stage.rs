@@ -115,6 +115,17 @@ mod tests {
         }
     }
 
+    /// End ports at LIDs 2 and 4 (escape LIDs 3 and 5) and the switch at LID 1, every one
+    /// installed on port 1: the escape mask and the installed table.
+    fn installed_on_port_1() -> (EscapeMask, Lfts) {
+        let p = plan(&[2, 4]);
+        let mut inst = Lfts::new(1, p.top());
+        for lid in 1..=5 {
+            inst.set(SwitchId(0), lid, 1);
+        }
+        (EscapeMask::new(&p), inst)
+    }
+
     #[test]
     fn mask_marks_base_plus_one_only() {
         let m = EscapeMask::new(&plan(&[2, 4, 70]));
@@ -129,12 +140,7 @@ mod tests {
 
     #[test]
     fn both_changed_gives_two_writes_escape_keeps_installed_base() {
-        let p = plan(&[2, 4]);
-        let m = EscapeMask::new(&p);
-        let mut inst = Lfts::new(1, p.top());
-        for lid in 1..=5 {
-            inst.set(SwitchId(0), lid, 1);
-        }
+        let (m, inst) = installed_on_port_1();
         // New: every routed LID goes to port 2.
         let w = write(0, |i| if (1..=5).contains(&i) { 2 } else { NO_ROUTE });
         let st = split_writes(&inst, std::slice::from_ref(&w), &m);
@@ -146,12 +152,7 @@ mod tests {
 
     #[test]
     fn only_base_changed_goes_to_base_stage_only() {
-        let p = plan(&[2, 4]);
-        let m = EscapeMask::new(&p);
-        let mut inst = Lfts::new(1, p.top());
-        for lid in 1..=5 {
-            inst.set(SwitchId(0), lid, 1);
-        }
+        let (m, inst) = installed_on_port_1();
         let w = write(0, |i| match i {
             2 => 3,
             1 | 3..=5 => 1,
@@ -164,12 +165,7 @@ mod tests {
 
     #[test]
     fn only_escape_changed_is_written_once_in_escape_stage() {
-        let p = plan(&[2, 4]);
-        let m = EscapeMask::new(&p);
-        let mut inst = Lfts::new(1, p.top());
-        for lid in 1..=5 {
-            inst.set(SwitchId(0), lid, 1);
-        }
+        let (m, inst) = installed_on_port_1();
         let w = write(0, |i| match i {
             5 => 4,
             1..=4 => 1,

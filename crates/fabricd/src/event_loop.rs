@@ -2506,6 +2506,9 @@ async fn tick_opt(i: &mut Option<tokio::time::Interval>) {
 }
 
 #[cfg(test)]
+mod conformance;
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use fabric_topology::{FabricBuilder, NodeType};
@@ -2608,7 +2611,7 @@ mod tests {
 #[cfg(test)]
 mod loop_tests {
     use super::*;
-    use fabric_southbound::{MockConfig, MockFabric};
+    use fabric_mock::{MockConfig, MockFabric};
 
     struct Harness {
         tx: mpsc::Sender<Event>,

@@ -375,6 +375,17 @@ impl StateDir {
         Err(PersistError::Io { path, source })
     }
 
+    /// Writes `value` as pretty JSON and a final newline into `name`, atomically (see
+    /// [`Self::write_atomic`]).
+    fn write_json<T: Serialize>(&self, name: &str, value: &T) -> Result<(), PersistError> {
+        let mut text = serde_json::to_string_pretty(value).map_err(|e| PersistError::Corrupt {
+            path: self.file(name),
+            message: e.to_string(),
+        })?;
+        text.push('\n');
+        self.write_atomic(name, text.as_bytes())
+    }
+
     /// Replaces a file atomically: write a new temporary (see [`Self::create_temporary`]),
     /// fsync it, rename it over `name`, fsync the directory.
     pub fn write_atomic(&self, name: &str, contents: &[u8]) -> Result<(), PersistError> {
@@ -446,12 +457,7 @@ impl StateDir {
             version: 1,
             jobs: jobs.clone(),
         };
-        let mut text = serde_json::to_string_pretty(&f).map_err(|e| PersistError::Corrupt {
-            path: self.file(JOBS_FILE),
-            message: e.to_string(),
-        })?;
-        text.push('\n');
-        self.write_atomic(JOBS_FILE, text.as_bytes())
+        self.write_json(JOBS_FILE, &f)
     }
 
     /// The persisted virtual faults.
@@ -500,12 +506,7 @@ impl StateDir {
     }
 
     pub fn save_update_progress(&self, p: &UpdateProgress) -> Result<(), PersistError> {
-        let mut text = serde_json::to_string_pretty(p).map_err(|e| PersistError::Corrupt {
-            path: self.file(UPDATE_PROGRESS_FILE),
-            message: e.to_string(),
-        })?;
-        text.push('\n');
-        self.write_atomic(UPDATE_PROGRESS_FILE, text.as_bytes())
+        self.write_json(UPDATE_PROGRESS_FILE, p)
     }
 
     /// Removes the progress file (the update committed or was aborted).
@@ -559,12 +560,7 @@ impl StateDir {
             generation: g.generation,
             committed_at_unix_ms: g.committed_at_unix_ms,
         };
-        let mut text = serde_json::to_string_pretty(&f).map_err(|e| PersistError::Corrupt {
-            path: self.file(GENERATION_FILE),
-            message: e.to_string(),
-        })?;
-        text.push('\n');
-        self.write_atomic(GENERATION_FILE, text.as_bytes())
+        self.write_json(GENERATION_FILE, &f)
     }
 
     pub fn save_virtual_faults(&self, faults: &[VirtualFault]) -> Result<(), PersistError> {
@@ -572,12 +568,7 @@ impl StateDir {
             version: 1,
             faults: faults.to_vec(),
         };
-        let mut text = serde_json::to_string_pretty(&f).map_err(|e| PersistError::Corrupt {
-            path: self.file(VIRTUAL_FAULTS_FILE),
-            message: e.to_string(),
-        })?;
-        text.push('\n');
-        self.write_atomic(VIRTUAL_FAULTS_FILE, text.as_bytes())
+        self.write_json(VIRTUAL_FAULTS_FILE, &f)
     }
 }
 

@@ -129,8 +129,8 @@ pub async fn upload(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use fabric_mock::{MockConfig, MockFabric};
     use fabric_routing::BLOCK_SIZE;
-    use fabric_southbound::{MockConfig, MockFabric};
     use fabric_topology::{FabricBuilder, SwitchId};
 
     fn two_switches() -> Fabric {

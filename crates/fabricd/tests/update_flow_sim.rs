@@ -44,11 +44,10 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
+use fabric_mock::{BlockWritten, MockConfig, MockFabric};
 use fabric_ranking::RankOptions;
 use fabric_routing::check::cdg_acyclic;
 use fabric_routing::{EngineKind, Lfts, LidPlan, LidSet};
-use fabric_southbound::mock::BlockWritten;
-use fabric_southbound::{MockConfig, MockFabric};
 use fabric_topology::{EndPortId, Fabric, Guid, Lid, PortNum, Remote, SwitchId};
 use fabric_update::{EscapeMask, SubscriberId};
 use fabricd::config::{FaultInjectionConfig, UpdateConfig};
@@ -307,7 +306,7 @@ fn start(five_phase: bool) -> Daemon {
         job_aware: false,
         driver: "mock",
         lmc: 1,
-        started: Instant::now().into(),
+        started: tokio::time::Instant::now(),
         virtual_faults: 0,
         subscribers: 0,
         missed_acks: Vec::new(),

@@ -1,8 +1,11 @@
 //! Building the fabric of a spec: switches level by level, end nodes leaf by leaf, then the
 //! cables of each level (PGFT rule or QFT eqs. 6–8).
 
-use super::layout::{node_desc, switch_desc};
-use super::{degrade, Degrade, GenError, PgftLayout, PgftSpec, SpecKind, SwitchAddr};
+use super::addr::SwitchAddr;
+use super::degrade::{degrade, Degrade};
+use super::error::GenError;
+use super::layout::{node_desc, switch_desc, PgftLayout};
+use super::spec::{PgftSpec, SpecKind};
 use crate::model::{Fabric, FabricBuilder, NodeType, PortNum, SwitchId};
 
 /// A generated fabric and its fat-tree layout (addresses by [`SwitchId`]).

@@ -6,7 +6,7 @@ use rand::seq::index::sample;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
-use super::GenError;
+use super::error::GenError;
 use crate::model::{Fabric, FabricBuilder, PortNum, Remote, SwitchId};
 
 /// How to degrade a fabric: how many inter-switch cables and non-leaf switches to remove, with

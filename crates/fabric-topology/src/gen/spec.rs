@@ -1,20 +1,16 @@
 //! Fat-tree notation: parsing, canonical display, validation, closed-form counts, addressing,
-//! port numbering and the GUID scheme.
+//! port numbering and the GUID scheme. The notation as text (display and parser) is in
+//! `notation`.
+
+mod notation;
 
 use std::fmt;
-use std::str::FromStr;
 
-use super::{GenError, SwitchAddr};
+use super::addr::SwitchAddr;
+use super::error::GenError;
+use super::limits::{MAX_END_NODES, MAX_LEVELS, MAX_SWITCHES, MAX_SWITCH_PORTS};
 use crate::model::{Guid, PortNum};
 
-/// Most switch levels a spec may have (the level is one GUID byte; 16 is far beyond real fabrics).
-pub const MAX_LEVELS: usize = 16;
-/// Most ports a generated switch may have. Port 255 cannot be used: LFT entry 255 means "no route".
-pub const MAX_SWITCH_PORTS: u32 = 254;
-/// Most end nodes a generated fabric may have.
-pub const MAX_END_NODES: u64 = 1 << 22;
-/// Most switches a generated fabric may have.
-pub const MAX_SWITCHES: u64 = 1 << 22;
 /// Base of generated switch GUIDs: OUI `0x0002c9` in the top 24 bits, then the level byte, then
 /// the 32-bit index of the switch within its level.
 pub const SWITCH_GUID_BASE: Guid = 0x0002_c900_0000_0000;
@@ -104,24 +100,9 @@ impl PgftSpec {
     /// `KARY(k,n)`: the k-ary n-tree `XGFT(n;k,..,k;1,k,..,k)`, validated.
     pub fn kary(k: u32, n: usize) -> Result<PgftSpec, GenError> {
         let label = format!("KARY({k},{n})");
-        if k == 0 {
-            return Err(GenError::Zero {
-                spec: label,
-                name: "k".into(),
-            });
-        }
-        if n == 0 {
-            return Err(GenError::Zero {
-                spec: label,
-                name: "n".into(),
-            });
-        }
-        if n > MAX_LEVELS {
-            return Err(GenError::Invalid {
-                spec: label,
-                reason: too_many_levels(n),
-            });
-        }
+        nonzero(&label, "k", k)?;
+        nonzero(&label, "n", n)?;
+        at_most_max_levels(&label, n)?;
         let spec = Self::kary_unchecked(k, n);
         spec.check(&label)?;
         Ok(spec)
@@ -149,24 +130,9 @@ impl PgftSpec {
 
     fn rlft_labelled(k: u32, p: Vec<u32>, label: &str) -> Result<PgftSpec, GenError> {
         let h = p.len();
-        if h == 0 {
-            return Err(GenError::Zero {
-                spec: label.into(),
-                name: "h".into(),
-            });
-        }
-        if h > MAX_LEVELS {
-            return Err(GenError::Invalid {
-                spec: label.into(),
-                reason: too_many_levels(h),
-            });
-        }
-        if k == 0 {
-            return Err(GenError::Zero {
-                spec: label.into(),
-                name: "K".into(),
-            });
-        }
+        nonzero(label, "h", h)?;
+        at_most_max_levels(label, h)?;
+        nonzero(label, "K", k)?;
         if let Some(i) = p.iter().position(|&x| x == 0) {
             return Err(GenError::Zero {
                 spec: label.into(),
@@ -238,18 +204,8 @@ impl PgftSpec {
     fn check(&self, label: &str) -> Result<(), GenError> {
         let spec = || label.to_string();
         let h = self.h;
-        if h == 0 {
-            return Err(GenError::Zero {
-                spec: spec(),
-                name: "h".into(),
-            });
-        }
-        if h > MAX_LEVELS {
-            return Err(GenError::Invalid {
-                spec: spec(),
-                reason: too_many_levels(h),
-            });
-        }
+        nonzero(label, "h", h)?;
+        at_most_max_levels(label, h)?;
         for (vector, v) in [("m", &self.m), ("w", &self.w), ("p", &self.p)] {
             if v.len() != h {
                 return Err(GenError::WrongLength {
@@ -544,235 +500,30 @@ impl PgftSpec {
     }
 }
 
-fn too_many_levels(h: usize) -> String {
-    format!("{h} levels, at most {MAX_LEVELS} are supported")
+/// An error naming `name` of the notation `spec` when `value` is 0.
+fn nonzero<T: Default + PartialEq>(spec: &str, name: &str, value: T) -> Result<(), GenError> {
+    if value == T::default() {
+        return Err(GenError::Zero {
+            spec: spec.into(),
+            name: name.into(),
+        });
+    }
+    Ok(())
+}
+
+/// An error when the notation `spec` has more than [`MAX_LEVELS`] levels.
+fn at_most_max_levels(spec: &str, h: usize) -> Result<(), GenError> {
+    if h > MAX_LEVELS {
+        return Err(GenError::Invalid {
+            spec: spec.into(),
+            reason: format!("{h} levels, at most {MAX_LEVELS} are supported"),
+        });
+    }
+    Ok(())
 }
 
 fn join(v: &[u32]) -> String {
     v.iter().map(u32::to_string).collect::<Vec<_>>().join(",")
-}
-
-impl fmt::Display for PgftSpec {
-    /// The canonical notation: `PGFT(h;m;w;p)`, `XGFT(h;m;w)`, `KARY(k,n)` or `QFT(h;m;w;p)`.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let (m, w, p) = (join(&self.m), join(&self.w), join(&self.p));
-        match self.kind {
-            SpecKind::Pgft | SpecKind::Qft => write!(f, "{}({};{m};{w};{p})", self.kind, self.h),
-            SpecKind::Xgft => write!(f, "XGFT({};{m};{w})", self.h),
-            SpecKind::Kary => write!(f, "KARY({},{})", self.m.first().copied().unwrap_or(0), self.h),
-        }
-    }
-}
-
-impl FromStr for PgftSpec {
-    type Err = GenError;
-
-    /// Parses `PGFT(h;m..;w..;p..)`, `XGFT(h;m..;w..)`, `KARY(k,n)`, `QFT(h;m..;w..;p..)` or
-    /// `RLFT(h;K;p..)` (keywords in any case, blanks allowed between tokens) and validates.
-    fn from_str(s: &str) -> Result<PgftSpec, GenError> {
-        let mut c = Cursor::new(s);
-        c.skip_ws();
-        let start = c.pos;
-        let word = c.word();
-        let rlft = word.eq_ignore_ascii_case("RLFT");
-        let kind = match SpecKind::from_name(&word) {
-            Some(k) => k,
-            None if rlft => SpecKind::Pgft,
-            None => {
-                c.pos = start;
-                return Err(c.err(if word.is_empty() {
-                    format!(
-                        "expected a fat-tree kind (PGFT, XGFT, KARY, QFT or RLFT), found {}",
-                        c.found()
-                    )
-                } else {
-                    format!("unknown fat-tree kind '{word}', expected PGFT, XGFT, KARY, QFT or RLFT")
-                }));
-            }
-        };
-        let name = if rlft {
-            "RLFT".to_string()
-        } else {
-            kind.name().to_string()
-        };
-        c.expect('(', &format!("after {name}"))?;
-        let spec = if rlft {
-            let h = c.number("h")?;
-            c.expect(';', "after h")?;
-            let k = c.number("K")?;
-            c.expect(';', "after K")?;
-            let p = c.list("p")?;
-            c.expect(')', "after the p values")?;
-            c.end()?;
-            if h == 0 {
-                return Err(GenError::Zero {
-                    spec: s.into(),
-                    name: "h".into(),
-                });
-            }
-            if h as usize > MAX_LEVELS {
-                return Err(GenError::Invalid {
-                    spec: s.into(),
-                    reason: too_many_levels(h as usize),
-                });
-            }
-            if p.len() != h as usize {
-                return Err(GenError::WrongLength {
-                    spec: s.into(),
-                    vector: "p",
-                    expected: h as usize,
-                    got: p.len(),
-                });
-            }
-            return PgftSpec::rlft_labelled(k, p, s);
-        } else if kind == SpecKind::Kary {
-            let k = c.number("k")?;
-            c.expect(',', "after k")?;
-            let n = c.number("n")?;
-            c.expect(')', "after n")?;
-            c.end()?;
-            if k == 0 {
-                return Err(GenError::Zero {
-                    spec: s.into(),
-                    name: "k".into(),
-                });
-            }
-            if n == 0 {
-                return Err(GenError::Zero {
-                    spec: s.into(),
-                    name: "n".into(),
-                });
-            }
-            if n as usize > MAX_LEVELS {
-                return Err(GenError::Invalid {
-                    spec: s.into(),
-                    reason: too_many_levels(n as usize),
-                });
-            }
-            PgftSpec::kary_unchecked(k, n as usize)
-        } else {
-            let h = c.number("h")?;
-            c.expect(';', "after h")?;
-            let m = c.list("m")?;
-            c.expect(';', "after the m values")?;
-            let w = c.list("w")?;
-            let p = if kind == SpecKind::Xgft {
-                c.expect(')', "after the w values")?;
-                vec![1; m.len()]
-            } else {
-                c.expect(';', "after the w values")?;
-                let p = c.list("p")?;
-                c.expect(')', "after the p values")?;
-                p
-            };
-            c.end()?;
-            PgftSpec {
-                kind,
-                h: h as usize,
-                m,
-                w,
-                p,
-            }
-        };
-        spec.check(s)?;
-        Ok(spec)
-    }
-}
-
-/// A character cursor over a notation string, for errors with 1-based columns.
-struct Cursor<'a> {
-    text: &'a str,
-    chars: Vec<char>,
-    pos: usize,
-}
-
-impl<'a> Cursor<'a> {
-    fn new(text: &'a str) -> Self {
-        Cursor {
-            text,
-            chars: text.chars().collect(),
-            pos: 0,
-        }
-    }
-
-    fn err(&self, reason: String) -> GenError {
-        GenError::Syntax {
-            spec: self.text.to_string(),
-            column: self.pos + 1,
-            reason,
-        }
-    }
-
-    fn found(&self) -> String {
-        match self.chars.get(self.pos) {
-            Some(c) => format!("'{c}'"),
-            None => "end of input".to_string(),
-        }
-    }
-
-    fn skip_ws(&mut self) {
-        while self.chars.get(self.pos).is_some_and(|c| c.is_whitespace()) {
-            self.pos += 1;
-        }
-    }
-
-    fn word(&mut self) -> String {
-        let start = self.pos;
-        while self.chars.get(self.pos).is_some_and(char::is_ascii_alphabetic) {
-            self.pos += 1;
-        }
-        self.chars[start..self.pos].iter().collect()
-    }
-
-    fn expect(&mut self, want: char, context: &str) -> Result<(), GenError> {
-        self.skip_ws();
-        if self.chars.get(self.pos) == Some(&want) {
-            self.pos += 1;
-            Ok(())
-        } else {
-            Err(self.err(format!("expected '{want}' {context}, found {}", self.found())))
-        }
-    }
-
-    fn number(&mut self, what: &str) -> Result<u32, GenError> {
-        self.skip_ws();
-        let start = self.pos;
-        let mut value: u64 = 0;
-        while let Some(d) = self.chars.get(self.pos).and_then(|c| c.to_digit(10)) {
-            value = value * 10 + u64::from(d);
-            if value > u64::from(u32::MAX) {
-                self.pos = start;
-                return Err(self.err(format!("value of {what} is too large (at most {})", u32::MAX)));
-            }
-            self.pos += 1;
-        }
-        if self.pos == start {
-            return Err(self.err(format!("expected a number for {what}, found {}", self.found())));
-        }
-        Ok(value as u32)
-    }
-
-    fn list(&mut self, what: &str) -> Result<Vec<u32>, GenError> {
-        let mut v = vec![self.number(what)?];
-        loop {
-            self.skip_ws();
-            if self.chars.get(self.pos) == Some(&',') {
-                self.pos += 1;
-                v.push(self.number(what)?);
-            } else {
-                return Ok(v);
-            }
-        }
-    }
-
-    fn end(&mut self) -> Result<(), GenError> {
-        self.skip_ws();
-        if self.pos < self.chars.len() {
-            Err(self.err(format!("unexpected {} after the closing ')'", self.found())))
-        } else {
-            Ok(())
-        }
-    }
 }
 
 #[cfg(test)]

@@ -2,8 +2,8 @@
 
 use std::collections::HashMap;
 
+use super::error::{ParseError, Warning};
 use super::lex::{NodeKind, PortLine, Record};
-use super::{ParseError, Warning};
 use crate::model::{fmt_guid, EndPortId, Fabric, FabricBuilder, NodeType, PortNum, SwitchId};
 
 /// Where a port line's remote end says it is cabled.

@@ -1,6 +1,6 @@
 //! Pass 1: lines to node records (syntax, port ranges, duplicate ports, node GUIDs).
 
-use super::{ParseError, Warning};
+use super::error::{ParseError, Warning};
 use crate::model::{Guid, PortNum};
 
 /// The three record types of the format.

@@ -11,7 +11,8 @@ use clap::Args;
 use fabric_proto::v1 as pb;
 use serde_json::{json, Value};
 
-use super::{print_json, rp_floor_json, status_err};
+use super::output::{ask, print_json};
+use super::render::rp_floor_json;
 
 /// `fabricctl what-if`.
 #[derive(Args, Debug)]
@@ -102,7 +103,7 @@ pub fn report_json(r: &pb::WhatIfReport) -> Value {
 
 /// Runs `fabricctl what-if`.
 pub async fn run(c: &mut fabric_proto::Client, a: WhatIfArgs) -> Result<()> {
-    let r = c.what_if(request(&a)?).await.map_err(status_err)?.into_inner();
+    let r = ask(c.what_if(request(&a)?)).await?;
     if a.json {
         return print_json(&report_json(&r));
     }

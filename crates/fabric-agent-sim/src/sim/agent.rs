@@ -1,0 +1,337 @@
+//! One agent server per switch: the `SwitchAgent` service over the shared data plane.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use fabric_oob::proto;
+use fabric_oob::proto::switch_agent_server::{SwitchAgent, SwitchAgentServer};
+use fabric_southbound::{DriverError, LftBlockWrite, SouthboundDriver};
+use fabric_topology::{fmt_guid, PortNum};
+use tokio::net::TcpListener;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::{ReceiverStream, TcpListenerStream};
+use tokio_stream::StreamExt;
+use tonic::transport::Server;
+use tonic::{Request, Response, Status};
+
+use super::io::KillableIo;
+use super::state::{lock, AgentCtl, Sim};
+
+/// Largest message an agent or the control service accepts or sends.
+pub(super) const MAX_MESSAGE: usize = 64 << 20;
+
+fn driver_status(e: DriverError) -> Status {
+    match e {
+        DriverError::InvalidPort { .. } | DriverError::InvalidLidPlan(_) | DriverError::LidConflict { .. } => {
+            Status::invalid_argument(e.to_string())
+        }
+        DriverError::BlockOutOfRange { .. } => Status::out_of_range(e.to_string()),
+        DriverError::UnknownSwitch(_) | DriverError::UnknownEndPort(_) => Status::not_found(e.to_string()),
+        DriverError::Transient { .. } | DriverError::Timeout { .. } | DriverError::Unreachable { .. } => {
+            Status::unavailable(e.to_string())
+        }
+        _ => Status::internal(e.to_string()),
+    }
+}
+
+/// The agent of switch `i`.
+struct AgentSvc {
+    sim: Arc<Sim>,
+    i: usize,
+}
+
+impl AgentSvc {
+    fn ctl(&self) -> &AgentCtl {
+        &self.sim.agents[self.i]
+    }
+    fn sl_to_vl_supported(&self) -> Result<(), Status> {
+        if self.sim.without_sl_to_vl {
+            return Err(Status::unimplemented("this agent has no SL-to-VL support"));
+        }
+        Ok(())
+    }
+
+    /// Common prologue: refuse when killed, apply the configured delay.
+    async fn gate(&self) -> Result<(), Status> {
+        let a = self.ctl();
+        if a.killed.load(Ordering::SeqCst) {
+            return Err(Status::unavailable("agent killed"));
+        }
+        let d = a.delay_ms.load(Ordering::SeqCst);
+        if d > 0 {
+            tokio::time::sleep(Duration::from_millis(d)).await;
+        }
+        Ok(())
+    }
+}
+
+type EventStream = ReceiverStream<Result<proto::PortEvent, Status>>;
+
+#[tonic::async_trait]
+impl SwitchAgent for AgentSvc {
+    async fn describe(&self, _: Request<proto::DescribeRequest>) -> Result<Response<proto::SwitchInfo>, Status> {
+        self.gate().await?;
+        let a = self.ctl();
+        let st = self.sim.state.lock().await;
+        let s = st.switch(a.sid);
+        Ok(Response::new(proto::SwitchInfo {
+            guid: s.guid,
+            description: s.desc.clone(),
+            port_count: s.nports as u32,
+            lft_blocks: (self.sim.max_lid as u64 + 1).div_ceil(64) as u32,
+            address_bits: self.sim.address_bits,
+            max_address: self.sim.max_lid,
+            address: lock(&self.sim.addrs).switch_lid[a.sid.idx()],
+            lft_generation: a.lft_generation.load(Ordering::SeqCst),
+            powered: s.up,
+            vls: self.sim.vls as u32,
+        }))
+    }
+
+    async fn get_ports(&self, _: Request<proto::GetPortsRequest>) -> Result<Response<proto::PortTable>, Status> {
+        self.gate().await?;
+        let a = self.ctl();
+        let st = self.sim.state.lock().await;
+        let n = st.switch(a.sid).nports;
+        Ok(Response::new(proto::PortTable {
+            guid: a.guid,
+            ports: (1..=n).map(|p| Sim::port_info(&st, a.sid, p)).collect(),
+        }))
+    }
+
+    async fn set_addresses(
+        &self,
+        req: Request<proto::SetAddressesRequest>,
+    ) -> Result<Response<proto::SetAddressesReply>, Status> {
+        self.gate().await?;
+        let r = req.into_inner();
+        let a = self.ctl();
+        let max = self.sim.max_lid;
+        if r.lmc > 1 {
+            return Err(Status::invalid_argument(format!("LMC {} not supported", r.lmc)));
+        }
+        if r.switch_address > max {
+            return Err(Status::invalid_argument(format!(
+                "address {} above {max}",
+                r.switch_address
+            )));
+        }
+        let mut updates = Vec::with_capacity(r.end_ports.len());
+        for e in &r.end_ports {
+            let ep = self
+                .sim
+                .cabling
+                .end_port_by_guid(e.port_guid)
+                .filter(|&ep| self.sim.cabling.end_port(ep).attach.map(|(s, _)| s) == Some(a.sid))
+                .ok_or_else(|| {
+                    Status::invalid_argument(format!(
+                        "end port {} is not cabled to this switch",
+                        fmt_guid(e.port_guid)
+                    ))
+                })?;
+            let span = 1u64 << r.lmc;
+            if e.base != 0 && (!(e.base as u64).is_multiple_of(span) || e.base as u64 + span - 1 > max as u64) {
+                return Err(Status::invalid_argument(format!(
+                    "base address {} of {} is misaligned or out of range",
+                    e.base,
+                    fmt_guid(e.port_guid)
+                )));
+            }
+            updates.push((ep, e.base));
+        }
+        let mut ad = lock(&self.sim.addrs);
+        ad.lmc = r.lmc as u8;
+        ad.switch_lid[a.sid.idx()] = r.switch_address;
+        for (ep, base) in updates {
+            ad.end_base[ep.idx()] = base;
+        }
+        ad.dirty = true;
+        Ok(Response::new(proto::SetAddressesReply {}))
+    }
+
+    async fn write_lft_blocks(
+        &self,
+        req: Request<proto::WriteLftBlocksRequest>,
+    ) -> Result<Response<proto::WriteLftBlocksReply>, Status> {
+        self.gate().await?;
+        let r = req.into_inner();
+        let a = self.ctl();
+        let mut writes = Vec::with_capacity(r.blocks.len());
+        for b in &r.blocks {
+            let entries = <[u8; 64]>::try_from(b.entries.as_slice()).map_err(|_| {
+                Status::invalid_argument(format!(
+                    "LFT block {} has {} entries, expected 64",
+                    b.block,
+                    b.entries.len()
+                ))
+            })?;
+            writes.push(LftBlockWrite {
+                switch: a.guid,
+                block: b.block,
+                entries,
+            });
+        }
+        let d = a.write_delay_ms.load(Ordering::SeqCst);
+        if d > 0 {
+            tokio::time::sleep(Duration::from_millis(d)).await;
+            // Killed while "writing": nothing is applied.
+            if a.killed.load(Ordering::SeqCst) {
+                return Err(Status::unavailable("agent killed"));
+            }
+        }
+        let rep = self.sim.mock.write_lft_blocks(&writes).await.map_err(driver_status)?;
+        a.lft_generation.store(r.generation, Ordering::SeqCst);
+        let c = &self.sim.counters;
+        c.lft_write_calls.fetch_add(1, Ordering::SeqCst);
+        c.lft_blocks_written
+            .fetch_add(rep.blocks_written as u64, Ordering::SeqCst);
+        Ok(Response::new(proto::WriteLftBlocksReply {
+            written: rep.blocks_written as u32,
+        }))
+    }
+
+    async fn read_lft_block(
+        &self,
+        req: Request<proto::ReadLftBlockRequest>,
+    ) -> Result<Response<proto::LftBlock>, Status> {
+        self.gate().await?;
+        let block = req.into_inner().block;
+        let e = self
+            .sim
+            .mock
+            .read_lft_block(self.ctl().guid, block)
+            .await
+            .map_err(driver_status)?;
+        self.sim.counters.lft_block_reads.fetch_add(1, Ordering::SeqCst);
+        Ok(Response::new(proto::LftBlock {
+            block,
+            entries: e.to_vec(),
+        }))
+    }
+
+    async fn set_sl_to_vl(&self, req: Request<proto::SlToVlTable>) -> Result<Response<proto::SetSlToVlReply>, Status> {
+        self.gate().await?;
+        self.sl_to_vl_supported()?;
+        let v = req.into_inner().vl_of_sl;
+        let table = <[u8; 16]>::try_from(v.as_slice())
+            .map_err(|_| Status::invalid_argument(format!("SL-to-VL table has {} entries, expected 16", v.len())))?;
+        let vls = self.sim.vls;
+        if let Some((sl, vl)) = table.iter().enumerate().find(|(_, &vl)| vl >= vls) {
+            return Err(Status::invalid_argument(format!(
+                "SL {sl} mapped to VL {vl}: the switch operates VLs 0..{}",
+                vls - 1
+            )));
+        }
+        *lock(&self.ctl().sl2vl) = table;
+        Ok(Response::new(proto::SetSlToVlReply {}))
+    }
+
+    async fn get_sl_to_vl(&self, _: Request<proto::GetSlToVlRequest>) -> Result<Response<proto::SlToVlTable>, Status> {
+        self.gate().await?;
+        self.sl_to_vl_supported()?;
+        Ok(Response::new(proto::SlToVlTable {
+            vl_of_sl: lock(&self.ctl().sl2vl).to_vec(),
+        }))
+    }
+
+    async fn set_port_state(
+        &self,
+        req: Request<proto::SetPortStateRequest>,
+    ) -> Result<Response<proto::SetPortStateReply>, Status> {
+        self.gate().await?;
+        let r = req.into_inner();
+        let port = PortNum::try_from(r.port).map_err(|_| Status::invalid_argument(format!("no port {}", r.port)))?;
+        self.sim
+            .mock
+            .set_port_state(self.ctl().guid, port, r.up)
+            .await
+            .map_err(driver_status)?;
+        self.sim.refresh().await.map_err(|e| Status::internal(e.to_string()))?;
+        Ok(Response::new(proto::SetPortStateReply {}))
+    }
+
+    async fn set_power(&self, req: Request<proto::SetPowerRequest>) -> Result<Response<proto::SetPowerReply>, Status> {
+        self.gate().await?;
+        self.sim
+            .mock
+            .set_switch_state(self.ctl().guid, req.into_inner().on)
+            .await
+            .map_err(driver_status)?;
+        self.sim.refresh().await.map_err(|e| Status::internal(e.to_string()))?;
+        Ok(Response::new(proto::SetPowerReply {}))
+    }
+
+    type WatchPortsStream = EventStream;
+
+    async fn watch_ports(&self, _: Request<proto::WatchPortsRequest>) -> Result<Response<EventStream>, Status> {
+        self.gate().await?;
+        let a = self.ctl();
+        let (tx, rx) = mpsc::channel(256);
+        // Subscribe before the snapshot, under the state lock: no change is lost in between.
+        let st = self.sim.state.lock().await;
+        let mut brx = a.events.subscribe();
+        let mut stop = a.epoch_tx.subscribe();
+        let s = st.switch(a.sid);
+        let mut snap = vec![proto::PortEvent {
+            snapshot: true,
+            powered: s.up,
+            ..Default::default()
+        }];
+        for p in 1..=s.nports {
+            let pi = Sim::port_info(&st, a.sid, p);
+            snap.push(proto::PortEvent {
+                snapshot: true,
+                port: p as u32,
+                state: pi.state,
+                neighbour: pi.neighbour,
+                powered: s.up,
+                ..Default::default()
+            });
+        }
+        drop(st);
+        if let Some(last) = snap.last_mut() {
+            last.snapshot_end = true;
+        }
+        tokio::spawn(async move {
+            for ev in snap {
+                if tx.send(Ok(ev)).await.is_err() {
+                    return;
+                }
+            }
+            loop {
+                tokio::select! {
+                    _ = stop.changed() => return,
+                    ev = brx.recv() => match ev {
+                        Ok(ev) => if tx.send(Ok(ev)).await.is_err() { return },
+                        // Lagged or closed: end the stream, the driver resynchronises.
+                        Err(_) => return,
+                    },
+                }
+            }
+        });
+        Ok(Response::new(ReceiverStream::new(rx)))
+    }
+}
+
+/// Serves switch `i`'s agent on `listener` (connections cut when the agent's epoch moves).
+pub(super) fn spawn_agent(sim: Arc<Sim>, i: usize, listener: TcpListener) {
+    let epoch = sim.agents[i].epoch.clone();
+    let incoming = TcpListenerStream::new(listener).map(move |r| {
+        r.map(|s| {
+            let _ = s.set_nodelay(true);
+            KillableIo {
+                inner: s,
+                born: epoch.load(Ordering::SeqCst),
+                epoch: epoch.clone(),
+            }
+        })
+    });
+    let svc = SwitchAgentServer::new(AgentSvc { sim: sim.clone(), i })
+        .max_decoding_message_size(MAX_MESSAGE)
+        .max_encoding_message_size(MAX_MESSAGE);
+    let h = tokio::spawn(async move {
+        let _ = Server::builder().add_service(svc).serve_with_incoming(incoming).await;
+    });
+    *lock(&sim.agents[i].server) = Some(h);
+}

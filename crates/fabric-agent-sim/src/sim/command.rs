@@ -1,0 +1,149 @@
+//! The console / control command grammar (stdin lines and the `SimControl.Command` RPC).
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use fabric_southbound::SouthboundDriver;
+use fabric_topology::{fmt_guid, parse_guid, Guid, Lid, PortNum};
+use tokio::net::TcpListener;
+
+use super::agent::spawn_agent;
+use super::state::{lock, Sim, SimError};
+
+impl Sim {
+    async fn restore(self: &Arc<Self>, i: usize) -> Result<(), SimError> {
+        let a = &self.agents[i];
+        if lock(&a.server).is_some() {
+            return Ok(());
+        }
+        // The old listener may take a moment to be released after the abort.
+        let mut tries = 0;
+        let listener = loop {
+            match TcpListener::bind(a.addr).await {
+                Ok(l) => break l,
+                Err(e) if tries < 50 => {
+                    tries += 1;
+                    let _ = e;
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                Err(err) => {
+                    return Err(SimError::Io {
+                        what: format!("agent address {}", a.addr),
+                        err,
+                    })
+                }
+            }
+        };
+        a.killed.store(false, Ordering::SeqCst);
+        spawn_agent(self.clone(), i, listener);
+        Ok(())
+    }
+
+    /// Runs one console / control command and returns its output.
+    pub async fn command(self: &Arc<Self>, line: &str) -> Result<String, SimError> {
+        let w: Vec<&str> = line.split_whitespace().collect();
+        let arg = |i: usize| {
+            w.get(i)
+                .copied()
+                .ok_or_else(|| SimError::Command(format!("`{}`: missing argument", line.trim())))
+        };
+        let port = |s: &str| {
+            s.parse::<PortNum>()
+                .map_err(|_| SimError::Command(format!("invalid port `{s}`")))
+        };
+        let guid = |s: &str| parse_guid(s).ok_or_else(|| SimError::Command(format!("invalid GUID `{s}`")));
+        let one = |s: &str| -> Result<Guid, SimError> {
+            let v = self.find_switches(s)?;
+            if v.len() != 1 {
+                return Err(SimError::Command("`all` is not allowed here".into()));
+            }
+            Ok(self.agents[v[0]].guid)
+        };
+        match w.first().copied().unwrap_or("") {
+            "" => Ok(String::new()),
+            "link-down" | "link-up" => {
+                let (g, p) = (one(arg(1)?)?, port(arg(2)?)?);
+                self.mock.set_port_state(g, p, w[0] == "link-up").await?;
+                self.refresh().await?;
+                Ok(format!("{} {}[{p}]", w[0], fmt_guid(g)))
+            }
+            "switch-down" | "switch-up" => {
+                let g = one(arg(1)?)?;
+                self.mock.set_switch_state(g, w[0] == "switch-up").await?;
+                self.refresh().await?;
+                Ok(format!("{} {}", w[0], fmt_guid(g)))
+            }
+            "node-down" | "node-up" => {
+                let g = guid(arg(1)?)?;
+                self.mock.set_end_port_state(g, w[0] == "node-up").await?;
+                self.refresh().await?;
+                Ok(format!("{} {}", w[0], fmt_guid(g)))
+            }
+            "kill" => {
+                let v = self.find_switches(arg(1)?)?;
+                for &i in &v {
+                    self.kill(i);
+                }
+                Ok(format!("killed {} agent(s)", v.len()))
+            }
+            "restore" => {
+                let v = self.find_switches(arg(1)?)?;
+                for &i in &v {
+                    self.restore(i).await?;
+                }
+                Ok(format!("restored {} agent(s)", v.len()))
+            }
+            "drop" => {
+                let v = self.find_switches(arg(1)?)?;
+                for &i in &v {
+                    self.drop_connections(i);
+                }
+                Ok(format!("dropped connections of {} agent(s)", v.len()))
+            }
+            "delay" | "write-delay" => {
+                let v = self.find_switches(arg(1)?)?;
+                let ms: u64 = arg(2)?.parse().map_err(|_| SimError::Command("invalid delay".into()))?;
+                let write = w[0] == "write-delay";
+                for &i in &v {
+                    let a = &self.agents[i];
+                    let delay = if write { &a.write_delay_ms } else { &a.delay_ms };
+                    delay.store(ms, Ordering::SeqCst);
+                }
+                Ok(format!("{} {ms} ms on {} agent(s)", if write { "write delay" } else { "delay" }, v.len()))
+            }
+            "verify" => {
+                let r = self.verify(w.get(1) == Some(&"escape")).await?;
+                Ok(format!(
+                    "pairs checked {}, unreachable {}, disconnected {}{}",
+                    r.pairs_checked,
+                    r.unreachable_count,
+                    r.disconnected,
+                    r.unreachable.first().map(|u| format!("; first: {}", u.reason)).unwrap_or_default()
+                ))
+            }
+            "trace" => {
+                let (src, lid) = (guid(arg(1)?)?, arg(2)?.parse::<Lid>().map_err(|_| SimError::Command("invalid LID".into()))?);
+                let r = self.trace(src, false, lid).await?;
+                let hops: Vec<String> =
+                    r.hops.iter().map(|h| format!("{}[{}->{}]", fmt_guid(h.switch_guid), h.in_port, h.out_port)).collect();
+                Ok(format!("{}{}", hops.join(" "), if r.error.is_empty() { String::new() } else { format!(" error: {}", r.error) }))
+            }
+            "status" => {
+                let killed = self.agents.iter().filter(|a| a.killed.load(Ordering::SeqCst)).count();
+                let st = self.state.lock().await;
+                let (total, live) = st.count_links();
+                Ok(format!(
+                    "{} agents ({} killed), {} end ports, links {live}/{total} up, address bits {}",
+                    self.agents.len(),
+                    killed,
+                    st.num_end_ports(),
+                    self.address_bits
+                ))
+            }
+            "quit" | "exit" => std::process::exit(0),
+            "help" => Ok("commands: link-down|link-up SW PORT, switch-down|switch-up SW, node-down|node-up PORTGUID, kill|restore|drop SW|all, delay SW|all MS, write-delay SW|all MS, verify [escape], trace SRCPORTGUID LID, status, quit".into()),
+            other => Err(SimError::Command(format!("unknown command `{other}` (try `help`)"))),
+        }
+    }
+}

@@ -1,0 +1,51 @@
+//! The `SimControl` service: traces, all-pairs verification, commands and counters.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use fabric_oob::proto;
+use fabric_oob::proto::sim_control_server::SimControl;
+use tonic::{Request, Response, Status};
+
+use super::state::Sim;
+
+pub(super) struct ControlSvc {
+    pub(super) sim: Arc<Sim>,
+}
+
+#[tonic::async_trait]
+impl SimControl for ControlSvc {
+    async fn trace(&self, req: Request<proto::TraceRequest>) -> Result<Response<proto::TraceReply>, Status> {
+        let r = req.into_inner();
+        self.sim
+            .trace(r.source, r.from_switch, r.address)
+            .await
+            .map(Response::new)
+            .map_err(|e| Status::failed_precondition(e.to_string()))
+    }
+    async fn verify_all_pairs(
+        &self,
+        req: Request<proto::VerifyAllPairsRequest>,
+    ) -> Result<Response<proto::VerifyAllPairsReply>, Status> {
+        self.sim
+            .verify(req.into_inner().use_escape)
+            .await
+            .map(Response::new)
+            .map_err(|e| Status::failed_precondition(e.to_string()))
+    }
+    async fn command(&self, req: Request<proto::CommandRequest>) -> Result<Response<proto::CommandReply>, Status> {
+        self.sim
+            .command(&req.into_inner().line)
+            .await
+            .map(|output| Response::new(proto::CommandReply { output }))
+            .map_err(|e| Status::invalid_argument(e.to_string()))
+    }
+    async fn get_counters(&self, _: Request<proto::GetCountersRequest>) -> Result<Response<proto::Counters>, Status> {
+        let c = &self.sim.counters;
+        Ok(Response::new(proto::Counters {
+            lft_write_calls: c.lft_write_calls.load(Ordering::SeqCst),
+            lft_blocks_written: c.lft_blocks_written.load(Ordering::SeqCst),
+            lft_block_reads: c.lft_block_reads.load(Ordering::SeqCst),
+        }))
+    }
+}

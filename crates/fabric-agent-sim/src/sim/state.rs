@@ -1,0 +1,262 @@
+//! The simulator's state: the data plane, one control block per agent, the addresses set through
+//! the agents, the counters; state refreshes, traces and all-pairs verification.
+
+use std::io;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use fabric_mock::MockFabric;
+use fabric_oob::proto::{self, NeighbourKind, PortState};
+use fabric_routing::LidPlan;
+use fabric_southbound::{DriverError, SouthboundDriver};
+use fabric_topology::{Fabric, Guid, Lid, PortNum, Remote, SwitchId};
+use tokio::sync::{broadcast, watch};
+use tokio::task::JoinHandle;
+
+pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Simulator errors (startup and commands).
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    #[error("{0}")]
+    Topology(String),
+    #[error("{0}")]
+    Inventory(#[from] fabric_oob::InventoryError),
+    #[error("I/O error on {what}: {err}")]
+    Io { what: String, err: io::Error },
+    #[error("{0}")]
+    Command(String),
+    #[error(transparent)]
+    Driver(#[from] DriverError),
+}
+
+/// Control block of one agent.
+pub(super) struct AgentCtl {
+    pub(super) guid: Guid,
+    pub(super) sid: SwitchId,
+    pub(super) addr: SocketAddr,
+    pub(super) killed: AtomicBool,
+    pub(super) delay_ms: AtomicU64,
+    /// Extra delay of `WriteLftBlocks` before the blocks are applied.
+    pub(super) write_delay_ms: AtomicU64,
+    /// Connections born in an older epoch fail.
+    pub(super) epoch: Arc<AtomicU64>,
+    /// Tells open event streams to end (value = epoch).
+    pub(super) epoch_tx: watch::Sender<u64>,
+    pub(super) events: broadcast::Sender<proto::PortEvent>,
+    pub(super) server: Mutex<Option<JoinHandle<()>>>,
+    pub(super) lft_generation: AtomicU64,
+    /// VL of each SL (one table for every port pair of the switch).
+    pub(super) sl2vl: Mutex<[u8; 16]>,
+}
+
+/// Addresses set through the agents.
+pub(super) struct Addrs {
+    pub(super) lmc: u8,
+    pub(super) switch_lid: Vec<Lid>,
+    pub(super) end_base: Vec<Lid>,
+    pub(super) dirty: bool,
+}
+
+/// The whole simulator.
+pub struct Sim {
+    pub(super) mock: Arc<MockFabric>,
+    pub(super) cabling: Fabric,
+    /// Live snapshot (states), refreshed after every state change.
+    pub(super) state: tokio::sync::Mutex<Fabric>,
+    pub(super) addrs: Mutex<Addrs>,
+    pub(super) agents: Vec<AgentCtl>,
+    pub(super) max_lid: Lid,
+    pub(super) address_bits: u32,
+    /// Virtual lanes per port.
+    pub(super) vls: u8,
+    /// SL-to-VL RPCs answer UNIMPLEMENTED (`--without-sl-to-vl`).
+    pub(super) without_sl_to_vl: bool,
+    pub(super) counters: Counters,
+}
+
+/// What the agents did (the `GetCounters` control RPC).
+#[derive(Default)]
+pub(super) struct Counters {
+    pub(super) lft_write_calls: AtomicU64,
+    pub(super) lft_blocks_written: AtomicU64,
+    pub(super) lft_block_reads: AtomicU64,
+}
+
+impl Sim {
+    pub(super) fn port_info(f: &Fabric, sid: SwitchId, pn: PortNum) -> proto::PortInfo {
+        let s = f.switch(sid);
+        let p = &s.ports[pn as usize];
+        let (up, neighbour) = match p.remote {
+            Remote::None => (false, None),
+            Remote::Switch { sw, port } => {
+                let r = f.switch(sw);
+                (
+                    f.switch_link_live(sid, pn).is_some(),
+                    Some(proto::Neighbour {
+                        kind: NeighbourKind::Switch as i32,
+                        node_guid: r.guid,
+                        port_guid: r.guid,
+                        port: port as u32,
+                        description: r.desc.clone(),
+                        node_ports: r.nports as u32,
+                    }),
+                )
+            }
+            Remote::EndPort(ep) => {
+                let e = f.end_port(ep);
+                (
+                    f.end_port_live(ep),
+                    Some(proto::Neighbour {
+                        kind: NeighbourKind::Ca as i32,
+                        node_guid: e.node_guid,
+                        port_guid: e.port_guid,
+                        port: e.port_num as u32,
+                        description: e.desc.clone(),
+                        node_ports: e.node_ports as u32,
+                    }),
+                )
+            }
+        };
+        proto::PortInfo {
+            port: pn as u32,
+            state: if up {
+                PortState::Up as i32
+            } else {
+                PortState::Down as i32
+            },
+            neighbour,
+            speed: p.speed.clone().unwrap_or_default(),
+        }
+    }
+
+    /// Re-reads the data plane's states and pushes the differences to the agents' streams.
+    pub(super) async fn refresh(&self) -> Result<(), SimError> {
+        let mut state = self.state.lock().await;
+        let new = self.mock.discover().await?;
+        for a in &self.agents {
+            let (old_s, new_s) = (state.switch(a.sid), new.switch(a.sid));
+            if old_s.up != new_s.up {
+                let _ = a.events.send(proto::PortEvent {
+                    powered: new_s.up,
+                    ..Default::default()
+                });
+            }
+            for pn in 1..=new_s.nports {
+                let (o, n) = (Self::port_info(&state, a.sid, pn), Self::port_info(&new, a.sid, pn));
+                if o.state != n.state {
+                    let _ = a.events.send(proto::PortEvent {
+                        port: pn as u32,
+                        state: n.state,
+                        neighbour: n.neighbour,
+                        powered: new_s.up,
+                        ..Default::default()
+                    });
+                }
+            }
+        }
+        *state = new;
+        Ok(())
+    }
+
+    /// Installs the addresses set through the agents into the data plane (before traces).
+    pub(super) async fn commit_addresses(&self) -> Result<(), SimError> {
+        let plan = {
+            let mut a = lock(&self.addrs);
+            if !a.dirty {
+                return Ok(());
+            }
+            a.dirty = false;
+            LidPlan {
+                lmc: a.lmc,
+                max_lid: self.max_lid,
+                switch_lid: a.switch_lid.clone(),
+                end_port_base: a.end_base.clone(),
+            }
+        };
+        if let Err(e) = self.mock.configure_lids(&self.cabling, &plan).await {
+            lock(&self.addrs).dirty = true;
+            return Err(e.into());
+        }
+        Ok(())
+    }
+
+    pub(super) fn find_switches(&self, key: &str) -> Result<Vec<usize>, SimError> {
+        if key == "all" {
+            return Ok((0..self.agents.len()).collect());
+        }
+        self.cabling
+            .find_switch(key)
+            .map(|s| vec![s.idx()])
+            .ok_or_else(|| SimError::Command(format!("unknown switch `{key}`")))
+    }
+
+    pub(super) fn kill(&self, i: usize) {
+        let a = &self.agents[i];
+        a.killed.store(true, Ordering::SeqCst);
+        if let Some(h) = lock(&a.server).take() {
+            h.abort();
+        }
+        self.drop_connections(i);
+    }
+
+    pub(super) fn drop_connections(&self, i: usize) {
+        let a = &self.agents[i];
+        let e = a.epoch.fetch_add(1, Ordering::SeqCst) + 1;
+        let _ = a.epoch_tx.send(e);
+    }
+
+    pub(super) async fn verify(&self, escape: bool) -> Result<proto::VerifyAllPairsReply, SimError> {
+        self.commit_addresses().await?;
+        let mock = self.mock.clone();
+        let r = tokio::task::spawn_blocking(move || mock.verify_all_pairs(escape))
+            .await
+            .map_err(|e| SimError::Command(format!("verification task failed: {e}")))?;
+        Ok(proto::VerifyAllPairsReply {
+            pairs_checked: r.pairs_checked as u64,
+            unreachable_count: r.unreachable_count as u64,
+            disconnected: r.disconnected as u64,
+            unreachable: r
+                .unreachable
+                .into_iter()
+                .map(|(s, d, reason)| proto::UnreachablePair {
+                    source: s,
+                    destination: d,
+                    reason,
+                })
+                .collect(),
+        })
+    }
+
+    pub(super) async fn trace(&self, source: Guid, from_switch: bool, lid: Lid) -> Result<proto::TraceReply, SimError> {
+        self.commit_addresses().await?;
+        let r = if from_switch {
+            self.mock.trace_from_switch(source, lid)
+        } else {
+            self.mock.trace(source, lid)
+        };
+        Ok(match r {
+            Ok(h) => proto::TraceReply {
+                hops: hops(&h),
+                error: String::new(),
+            },
+            Err(e) => proto::TraceReply {
+                hops: Vec::new(),
+                error: e.to_string(),
+            },
+        })
+    }
+}
+
+fn hops(h: &[fabric_mock::Hop]) -> Vec<proto::Hop> {
+    h.iter()
+        .map(|h| proto::Hop {
+            switch_guid: h.switch,
+            in_port: h.in_port as u32,
+            out_port: h.out_port as u32,
+        })
+        .collect()
+}

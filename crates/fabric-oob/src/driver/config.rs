@@ -1,0 +1,204 @@
+//! [`OobConfig`] (the `oob` table of the daemon's configuration) and the SL-to-VL table the
+//! driver programs.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use fabric_southbound::DriverError;
+use fabric_topology::Lid;
+use serde::{Deserialize, Serialize};
+
+/// Service level of escape-LID traffic (base LIDs use SL 0). `GetPath` hands these SLs to the
+/// end nodes; the SL-to-VL tables the driver programs put SL 1 on the escape VL.
+pub const ESCAPE_SL: u8 = 1;
+
+/// The SL-to-VL table the driver programs on every switch: SL 1 (escape LIDs) on `escape_vl`,
+/// every other SL (SL 0: base LIDs) on data VL 0. `None` (a switch with a single VL): every SL
+/// on VL 0.
+pub fn sl_to_vl_table(escape_vl: Option<u8>) -> [u8; 16] {
+    let mut t = [0u8; 16];
+    if let Some(v) = escape_vl {
+        t[ESCAPE_SL as usize] = v;
+    }
+    t
+}
+
+/// Configuration of the `oob` driver (the daemon embeds it in its TOML config).
+///
+/// Durations are strings with a unit (`"500ms"`, `"2s"`, `"1m"`) or integer milliseconds.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct OobConfig {
+    /// Inventory file mapping switch GUIDs (or names) to agent addresses (see [`Inventory`](crate::Inventory)).
+    pub inventory: PathBuf,
+    /// TCP connect timeout per agent.
+    #[serde(default = "d_connect", with = "duration")]
+    pub connect_timeout: Duration,
+    /// Timeout of one request to an agent.
+    #[serde(default = "d_request", with = "duration")]
+    pub request_timeout: Duration,
+    /// Maximum number of agent requests in flight at once (uploads, discovery, LID setup). The
+    /// port-event streams (one long-lived stream per agent) are not counted.
+    #[serde(default = "d_max_conn")]
+    pub max_connections: usize,
+    /// How long an agent may stay unreachable before its switch is reported down.
+    #[serde(default = "d_deadline", with = "duration")]
+    pub unreachable_deadline: Duration,
+    /// Highest unicast address of the fabric (BXI-like fabrics: up to `0xFFFFFF`).
+    #[serde(default = "d_max_lid")]
+    pub max_lid: Lid,
+    /// Retries of a failed request (transient failures only) before giving up.
+    #[serde(default = "d_retries")]
+    pub max_retries: u32,
+}
+
+fn d_connect() -> Duration {
+    Duration::from_secs(2)
+}
+fn d_request() -> Duration {
+    Duration::from_secs(5)
+}
+fn d_max_conn() -> usize {
+    64
+}
+fn d_deadline() -> Duration {
+    Duration::from_secs(10)
+}
+fn d_max_lid() -> Lid {
+    0xFF_FFFF
+}
+fn d_retries() -> u32 {
+    3
+}
+
+/// Every default and an empty inventory path (which [`OobDriver::open`](crate::OobDriver::open) refuses): what an
+/// embedding configuration holds when no `oob` table is given.
+impl Default for OobConfig {
+    fn default() -> Self {
+        OobConfig::new(PathBuf::new())
+    }
+}
+
+impl OobConfig {
+    /// A configuration with every default and the given inventory.
+    pub fn new(inventory: impl Into<PathBuf>) -> Self {
+        OobConfig {
+            inventory: inventory.into(),
+            connect_timeout: d_connect(),
+            request_timeout: d_request(),
+            max_connections: d_max_conn(),
+            unreachable_deadline: d_deadline(),
+            max_lid: d_max_lid(),
+            max_retries: d_retries(),
+        }
+    }
+
+    /// Checks the values (not the inventory file).
+    pub fn validate(&self) -> Result<(), DriverError> {
+        let mut p = Vec::new();
+        if self.max_connections == 0 {
+            p.push("max_connections must be at least 1".to_string());
+        }
+        if self.connect_timeout.is_zero() || self.request_timeout.is_zero() {
+            p.push("connect_timeout and request_timeout must be positive".to_string());
+        }
+        if self.max_lid == 0 {
+            p.push("max_lid must be at least 1".to_string());
+        }
+        if p.is_empty() {
+            Ok(())
+        } else {
+            Err(DriverError::Config(p.join("; ")))
+        }
+    }
+}
+
+mod duration {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer};
+
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Raw {
+        Ms(u64),
+        Text(String),
+    }
+
+    /// Parses `"250ms"`, `"2s"`, `"1m"` or a bare number of milliseconds.
+    pub fn parse(s: &str) -> Option<Duration> {
+        let s = s.trim();
+        let split = s.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(s.len());
+        let (n, unit) = s.split_at(split);
+        let n: f64 = n.parse().ok()?;
+        let secs = match unit.trim() {
+            "" | "ms" => n / 1e3,
+            "s" => n,
+            "m" | "min" => n * 60.0,
+            _ => return None,
+        };
+        // Beyond `Duration`'s range (e.g. "99999999999999999999999s") is an error, not a panic.
+        Duration::try_from_secs_f64(secs).ok()
+    }
+
+    /// Writes a duration as `"<n>ms"` (what [`deserialize`] reads back).
+    pub fn serialize<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&format!("{}ms", d.as_millis()))
+    }
+
+    /// Reads a number of milliseconds or a string with a unit (see [`parse`]).
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        match Raw::deserialize(d)? {
+            Raw::Ms(ms) => Ok(Duration::from_millis(ms)),
+            Raw::Text(t) => parse(&t).ok_or_else(|| {
+                serde::de::Error::custom(format!(
+                    "invalid duration `{t}` (expected e.g. \"500ms\", \"2s\", \"1m\")"
+                ))
+            }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn config_from_toml_with_units_and_defaults() {
+        let c: OobConfig = toml::from_str(
+            "inventory = \"/etc/fabricd/agents\"\nconnect_timeout = \"250ms\"\nrequest_timeout = 1500\nunreachable_deadline = \"3s\"\nmax_lid = 0xFFFFFF\n",
+        )
+        .unwrap();
+        assert_eq!(c.connect_timeout, Duration::from_millis(250));
+        assert_eq!(c.request_timeout, Duration::from_millis(1500));
+        assert_eq!(c.unreachable_deadline, Duration::from_secs(3));
+        assert_eq!(c.max_lid, 0xFF_FFFF);
+        assert_eq!(c.max_connections, 64);
+        assert!(toml::from_str::<OobConfig>("inventory = \"x\"\nbogus = 1\n").is_err());
+        assert!(toml::from_str::<OobConfig>("inventory = \"x\"\nconnect_timeout = \"5 parsecs\"\n").is_err());
+        assert!(toml::from_str::<OobConfig>("connect_timeout = 1\n").is_err());
+        let mut bad = OobConfig::new("x");
+        bad.max_connections = 0;
+        assert!(matches!(bad.validate(), Err(DriverError::Config(_))));
+    }
+
+    #[test]
+    fn sl_to_vl_table_puts_only_sl1_on_the_escape_vl() {
+        assert_eq!(
+            sl_to_vl_table(Some(3)),
+            [0, 3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]
+        );
+        assert_eq!(sl_to_vl_table(None), [0; 16]);
+    }
+
+    #[test]
+    fn duration_parser() {
+        assert_eq!(duration::parse("2s"), Some(Duration::from_secs(2)));
+        assert_eq!(duration::parse("1m"), Some(Duration::from_secs(60)));
+        assert_eq!(duration::parse("10"), Some(Duration::from_millis(10)));
+        assert_eq!(duration::parse("x"), None);
+        // Beyond the range of Duration (found by the configuration fuzz target): refused, no panic.
+        assert_eq!(duration::parse("99999999999999999999999s"), None);
+        assert_eq!(duration::parse("1e400"), None);
+    }
+}

@@ -1,0 +1,270 @@
+//! [`OobDriver`]: the [`SouthboundDriver`] over per-switch management agents.
+//!
+//! `config` holds the configuration, `agents` what the driver knows of each agent and one
+//! request to it, `discover` the fabric built from the agents' neighbour tables, `monitor` the
+//! per-agent health watch and its events, `upload` the address set-up and the LFT writes.
+
+mod agents;
+mod config;
+mod discover;
+mod monitor;
+mod upload;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use fabric_routing::{LidPlan, BLOCK_SIZE};
+use fabric_southbound::{DriverCaps, DriverError, LftBlockWrite, SouthboundDriver, TopologyGap, WriteReport};
+use fabric_topology::{Fabric, FabricEvent, Guid, PortNum};
+use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
+use tokio::sync::{watch, Semaphore};
+use tonic::transport::Endpoint;
+
+use self::agents::{inventory_guids, lock, Agent, Discovered, Health, Inner};
+pub use self::config::{sl_to_vl_table, OobConfig, ESCAPE_SL};
+use crate::inventory::Inventory;
+use crate::proto;
+
+/// The `oob` driver. See the [crate documentation](crate).
+///
+/// Construct with [`OobDriver::open`] (reads the inventory; no network I/O). The first
+/// [`SouthboundDriver::discover`] starts one monitor task per agent (port-event stream,
+/// reconnection with backoff, unreachable deadline); they stop when the driver is dropped.
+#[derive(Clone)]
+pub struct OobDriver {
+    inner: Arc<Inner>,
+}
+
+impl OobDriver {
+    /// Reads the inventory and prepares the agents (no connection is made yet).
+    pub fn open(cfg: OobConfig) -> Result<Self, DriverError> {
+        cfg.validate()?;
+        let inv = Inventory::read_file(&cfg.inventory).map_err(|e| DriverError::Config(e.to_string()))?;
+        Self::with_inventory(cfg, inv)
+    }
+
+    /// Like [`OobDriver::open`] with an inventory already in memory (`cfg.inventory` is ignored).
+    pub fn with_inventory(cfg: OobConfig, inv: Inventory) -> Result<Self, DriverError> {
+        cfg.validate()?;
+        let mut agents = Vec::with_capacity(inv.entries.len());
+        for e in inv.entries {
+            let endpoint = Endpoint::from_shared(format!("http://{}", e.address))
+                .map_err(|err| DriverError::Config(format!("agent {} address {}: {err}", e.key, e.address)))?
+                .connect_timeout(cfg.connect_timeout)
+                .tcp_nodelay(true)
+                .http2_keep_alive_interval(cfg.request_timeout.max(Duration::from_millis(500)))
+                .keep_alive_timeout(cfg.request_timeout)
+                .keep_alive_while_idle(true);
+            agents.push(Agent {
+                key: e.key,
+                address: e.address,
+                endpoint,
+                channel: Mutex::new(None),
+                known: Mutex::new(None),
+                health: Mutex::new(Health::default()),
+                setup: Mutex::new(None),
+            });
+        }
+        let by_guid = inventory_guids(&agents);
+        let (stop_tx, stop_rx) = watch::channel(());
+        Ok(OobDriver {
+            inner: Arc::new(Inner {
+                permits: Semaphore::new(cfg.max_connections),
+                cfg,
+                agents,
+                by_guid: RwLock::new(by_guid),
+                subscribers: Mutex::new(Vec::new()),
+                link_up: Mutex::new(HashMap::new()),
+                end_port_up: Mutex::new(HashMap::new()),
+                discovered: Mutex::new(Discovered::default()),
+                gaps: Mutex::new(BTreeMap::new()),
+                warnings: Mutex::new(Vec::new()),
+                config_warnings: Mutex::new(Vec::new()),
+                generation: Mutex::new(0),
+                monitors_started: Mutex::new(false),
+                _stop: stop_tx,
+                stop: stop_rx,
+            }),
+        })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &OobConfig {
+        &self.inner.cfg
+    }
+
+    /// Inconsistencies found by the last discovery: neighbour tables that disagree on a cable,
+    /// unreachable agents, GUID mismatches. Each message names the switches (GUID and name) and
+    /// ports.
+    pub fn discovery_warnings(&self) -> Vec<String> {
+        lock(&self.inner.warnings).clone()
+    }
+
+    /// Number of agents in the inventory.
+    pub fn num_agents(&self) -> usize {
+        self.inner.agents.len()
+    }
+
+    /// Problems of the last [`SouthboundDriver::configure_lids`]: agents that do not implement
+    /// `SetSlToVl`, or a fabric whose switches operate a single VL (escape traffic then shares
+    /// VL 0 with the data). Each message names the switch.
+    pub fn configuration_warnings(&self) -> Vec<String> {
+        lock(&self.inner.config_warnings).clone()
+    }
+
+    /// The VL escape-LID traffic (SL 1) is mapped to: `n - 1` where `n` is the smallest number
+    /// of VLs reported by the discovered switches (2 assumed for agents that report none);
+    /// `None` before discovery or when a switch operates one VL only.
+    pub fn escape_vl(&self) -> Option<u8> {
+        self.inner.escape_vl()
+    }
+
+    /// Reads a switch's SL-to-VL table back through its agent.
+    pub async fn read_sl_to_vl(&self, switch: Guid) -> Result<[u8; 16], DriverError> {
+        let idx = self.inner.agent_of(switch)?;
+        let (t, _) = self
+            .inner
+            .call(idx, "SL-to-VL read", |mut c| async move {
+                c.get_sl_to_vl(proto::GetSlToVlRequest {}).await
+            })
+            .await?;
+        <[u8; 16]>::try_from(t.vl_of_sl.as_slice()).map_err(|_| DriverError::Protocol {
+            guid: Some(switch),
+            message: format!("SL-to-VL table has {} entries, expected 16", t.vl_of_sl.len()),
+        })
+    }
+}
+
+#[async_trait]
+impl SouthboundDriver for OobDriver {
+    fn caps(&self) -> DriverCaps {
+        let from_agents = self
+            .inner
+            .agents
+            .iter()
+            .filter_map(|a| lock(&a.known).as_ref().map(|k| k.info.lft_blocks))
+            .filter(|&b| b > 0)
+            .min();
+        let from_lid = (self.inner.cfg.max_lid as u64 + 1).div_ceil(BLOCK_SIZE as u64) as u32;
+        DriverCaps {
+            name: "oob",
+            max_lid: self.inner.cfg.max_lid,
+            max_lft_blocks: Some(from_agents.map_or(from_lid, |b| b.min(from_lid))),
+            escape_vl: self.inner.escape_vl(),
+        }
+    }
+
+    async fn discover(&self) -> Result<Fabric, DriverError> {
+        let fabric = discover::discover(&self.inner).await?;
+        monitor::start(&self.inner);
+        Ok(fabric)
+    }
+
+    fn topology_gaps(&self) -> Vec<TopologyGap> {
+        lock(&self.inner.gaps).values().cloned().collect()
+    }
+
+    fn subscribe_events(&self) -> UnboundedReceiver<FabricEvent> {
+        let (tx, rx) = unbounded_channel();
+        lock(&self.inner.subscribers).push(tx);
+        rx
+    }
+
+    async fn configure_lids(&self, fabric: &Fabric, lids: &LidPlan) -> Result<(), DriverError> {
+        upload::configure_lids(&self.inner, fabric, lids).await
+    }
+
+    async fn write_lft_blocks(&self, blocks: &[LftBlockWrite]) -> Result<WriteReport, DriverError> {
+        let max_blocks = self.caps().max_lft_blocks.unwrap_or(u32::MAX);
+        upload::write_lft_blocks(&self.inner, blocks, max_blocks).await
+    }
+
+    async fn read_lft_block(&self, switch: Guid, block: u32) -> Result<[u8; BLOCK_SIZE], DriverError> {
+        let idx = self.inner.agent_of(switch)?;
+        let (b, _) = self
+            .inner
+            .call(idx, "LFT block read", |mut c| async move {
+                c.read_lft_block(proto::ReadLftBlockRequest { block }).await
+            })
+            .await?;
+        <[u8; BLOCK_SIZE]>::try_from(b.entries.as_slice()).map_err(|_| DriverError::Protocol {
+            guid: Some(switch),
+            message: format!(
+                "LFT block {block} has {} entries, expected {BLOCK_SIZE}",
+                b.entries.len()
+            ),
+        })
+    }
+
+    async fn set_port_state(&self, switch: Guid, port: PortNum, up: bool) -> Result<(), DriverError> {
+        let idx = self.inner.agent_of(switch)?;
+        let r = self
+            .inner
+            .call(idx, "set port state", |mut c| async move {
+                c.set_port_state(proto::SetPortStateRequest { port: port as u32, up })
+                    .await
+            })
+            .await;
+        match r {
+            Ok(_) => Ok(()),
+            Err(DriverError::Protocol { message, .. }) if message.contains("InvalidArgument") => {
+                Err(DriverError::InvalidPort {
+                    guid: switch,
+                    port,
+                    reason: "rejected by the agent",
+                })
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn set_switch_state(&self, switch: Guid, up: bool) -> Result<(), DriverError> {
+        let idx = self.inner.agent_of(switch)?;
+        self.inner
+            .call(idx, "set power", |mut c| async move {
+                c.set_power(proto::SetPowerRequest { on: up }).await
+            })
+            .await
+            .map(|_| ())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn open_reports_inventory_errors_with_path() {
+        let e = OobDriver::open(OobConfig::new("/nonexistent/inventory")).err().unwrap();
+        assert!(e.to_string().contains("/nonexistent/inventory"), "{e}");
+    }
+
+    #[tokio::test]
+    async fn unreachable_agent_is_an_error_naming_the_switch() {
+        // Port 1 on loopback: nothing listens there.
+        let inv = Inventory::parse("0x42 127.0.0.1:1\n", "t").unwrap();
+        let mut cfg = OobConfig::new("t");
+        cfg.max_retries = 1;
+        cfg.connect_timeout = Duration::from_millis(200);
+        let d = OobDriver::with_inventory(cfg, inv).unwrap();
+        let e = d.discover().await.unwrap_err();
+        assert!(matches!(e, DriverError::Protocol { .. }), "{e}");
+        assert!(
+            d.discovery_warnings()[0].contains("0x0000000000000042"),
+            "{:?}",
+            d.discovery_warnings()
+        );
+        // The inventory names the switch: it is known as unreachable, not as an unknown GUID.
+        assert!(matches!(
+            d.read_lft_block(0x42, 0).await,
+            Err(DriverError::Unreachable { guid: 0x42 })
+        ));
+        assert!(matches!(
+            d.read_lft_block(0x43, 0).await,
+            Err(DriverError::UnknownSwitch(0x43))
+        ));
+        assert_eq!(d.caps().max_lid, 0xFF_FFFF);
+    }
+}

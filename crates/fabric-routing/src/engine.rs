@@ -1,0 +1,131 @@
+//! The engine interface: what an engine reads ([`RoutingContext`]), which destination LIDs
+//! it fills ([`LidSet`]), the [`RoutingEngine`] trait, the errors of routing and the entry
+//! checks every engine runs. Re-exported at the crate root.
+
+use fabric_ranking::Ranking;
+use fabric_topology::{fmt_guid, Fabric, Guid, Lid, PortNum};
+
+use crate::lft::Lfts;
+use crate::lid::{LidPlan, PlanMismatch};
+
+/// Which destination LIDs a routing pass fills.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum LidSet {
+    /// End-port base LIDs (`2k`, or the only LID with LMC 0) and switch LIDs.
+    Base,
+    /// End-port escape LIDs (`2k + 1`); LMC 1 only.
+    Escape,
+}
+
+impl LidSet {
+    /// Offset of this set's LID from an end port's base LID.
+    pub fn offset(self) -> Lid {
+        match self {
+            LidSet::Base => 0,
+            LidSet::Escape => 1,
+        }
+    }
+}
+
+/// Everything an engine reads.
+#[derive(Copy, Clone)]
+pub struct RoutingContext<'a> {
+    /// The snapshot to route (live state: port groups, live end ports).
+    pub fabric: &'a Fabric,
+    /// Switch levels (link directions for Dmodc; ignored by Up*/Down* and Dmodk).
+    pub ranking: &'a Ranking,
+    /// LIDs of the end ports and switches.
+    pub lids: &'a LidPlan,
+}
+
+/// Errors of routing. A fabric that is split or not up-down connected is *not* an error: the
+/// unreachable destinations get [`NO_ROUTE`](crate::NO_ROUTE) and
+/// [`check::validity`](crate::check::validity) reports them.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum RoutingError {
+    #[error(transparent)]
+    /// The LID plan was made for another fabric.
+    PlanMismatch(#[from] PlanMismatch),
+    #[error("ranking covers {ranking} switches but the fabric has {fabric}")]
+    /// The ranking was made for another fabric.
+    RankingMismatch { ranking: usize, fabric: usize },
+    #[error("LFTs cover {have_switches} switches and LIDs 0..{have_lids} but routing needs {switches} switches and LID {top}")]
+    /// The tables do not cover every switch or LID of the plan.
+    LftTooSmall {
+        have_switches: usize,
+        have_lids: usize,
+        switches: usize,
+        top: Lid,
+    },
+    #[error("the LID plan has LMC 0: there are no escape LIDs to route")]
+    /// Escape routing was asked for with LMC 0.
+    NoEscapeLids,
+    #[error("switch {} port {port} is cabled but port numbers above 254 cannot appear in an LFT", fmt_guid(*.guid))]
+    /// A live switch uses port 255, which an LFT cannot name (255 = no route).
+    PortNotAddressable { guid: Guid, port: PortNum },
+    #[error("node groups cover {groups} end ports but the fabric has {end_ports}")]
+    /// The node groups were made for another fabric.
+    GroupsMismatch { groups: usize, end_ports: usize },
+    #[error("Dmodk needs a complete PGFT: {0}")]
+    /// Dmodk was asked to route a fabric that is not a complete generated PGFT (why).
+    NotCompletePgft(String),
+}
+
+/// A routing engine: fills the LFT entries of one LID set.
+pub trait RoutingEngine: Send + Sync {
+    /// Engine name as accepted by [`EngineKind::from_str`](crate::EngineKind).
+    fn name(&self) -> &'static str;
+    /// Fill the LFT entries for the destination LIDs of `set` (end-port base or escape LIDs, plus
+    /// switch LIDs when set == Base) on every switch; leaves other entries untouched.
+    fn route(&self, ctx: &RoutingContext<'_>, set: LidSet, lfts: &mut Lfts) -> Result<(), RoutingError>;
+}
+
+/// Checks that the plan, ranking and LFTs fit the fabric.
+pub(crate) fn validate_context(ctx: &RoutingContext<'_>) -> Result<(), RoutingError> {
+    let f = ctx.fabric;
+    let ns = f.num_switches();
+    ctx.lids.check_covers(f)?;
+    if ctx.ranking.level.len() != ns {
+        return Err(RoutingError::RankingMismatch {
+            ranking: ctx.ranking.level.len(),
+            fabric: ns,
+        });
+    }
+    for s in f.switches() {
+        if s.up && s.nports == u8::MAX {
+            if let Some(p) = s.ports.get(u8::MAX as usize) {
+                if p.remote != fabric_topology::Remote::None {
+                    return Err(RoutingError::PortNotAddressable {
+                        guid: s.guid,
+                        port: u8::MAX,
+                    });
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Checks that `lfts` can hold every LID of the plan.
+pub(crate) fn check_lfts(ctx: &RoutingContext<'_>, lfts: &Lfts) -> Result<(), RoutingError> {
+    let top = ctx.lids.top();
+    if lfts.num_switches() != ctx.fabric.num_switches() || !lfts.covers(top) {
+        return Err(RoutingError::LftTooSmall {
+            have_switches: lfts.num_switches(),
+            have_lids: lfts.row_len(),
+            switches: ctx.fabric.num_switches(),
+            top,
+        });
+    }
+    Ok(())
+}
+
+/// Common entry checks of every engine's `route`.
+pub(crate) fn check_route_args(ctx: &RoutingContext<'_>, set: LidSet, lfts: &Lfts) -> Result<(), RoutingError> {
+    validate_context(ctx)?;
+    check_lfts(ctx, lfts)?;
+    if set == LidSet::Escape && ctx.lids.lmc == 0 {
+        return Err(RoutingError::NoEscapeLids);
+    }
+    Ok(())
+}

@@ -1,0 +1,654 @@
+//! The Dmodc fill kernel (thesis §4.2), shared by Dmodc, Up*/Down* and grouped Dmodc: costs,
+//! dividers and topological NIDs ([`crate::prep`]), then for every switch `s` and leaf `λ` the
+//! closer port groups `C` (eq. 4.5), and for every end port `d` on `λ` the group
+//! `C[⌊d/Π_s⌋ mod #C]` (eq. 4.7) and the port `g[⌊d/(Π_s·#C)⌋ mod #g]` (eq. 4.8), `d` being the
+//! topological NID (or its gNID, or a seeded random port of `C`: [`Select`]).
+//!
+//! Up-down guarantee (the downcost variant of §4.2.1/§4.2.2): when `s` has a downward path to
+//! `λ` (finite downcost `c'`), `C` holds the down groups whose remote has a smaller downcost;
+//! otherwise the up groups whose remote has a smaller cost `c`. A route therefore never turns
+//! up after going down. On (degraded) PGFTs this is exactly eq. 4.5: there a switch with a
+//! downward path to `λ` has `c = c'` and no up group is closer. The plain eq. 4.5 would allow a
+//! down-up turn on a degraded PGFT (a switch that lost its link towards `λ` stepping down to a
+//! leaf whose other parent still has one).
+//!
+//! The link directions come from the caller: the ranking for Dmodc, BFS levels for Up*/Down*
+//! (Alg. 12 = BFS directions + this selection; Alg. 11 = random port among `C`).
+
+use rand::{Rng, SeedableRng};
+use rayon::prelude::*;
+
+use fabric_topology::{Fabric, Lid, PortNum, SwitchId};
+
+use crate::engine::{LidSet, RoutingContext};
+use crate::fastdiv::FastDiv;
+use crate::groups::NodeGroups;
+use crate::lft::{Lfts, NO_ROUTE};
+use crate::lid::LidPlan;
+use crate::prep::{self, Costs, Oriented, TopoNids, INF, NONE};
+use crate::swlid;
+
+/// Fills one LID set for the link directions `level` (the ranking's for Dmodc, BFS levels for
+/// Up*/Down*): the end-port LIDs by `select`, then, for the base set, the switch LIDs. The
+/// caller has checked the context ([`crate::engine::check_route_args`]).
+pub(crate) fn fill_set(
+    ctx: &RoutingContext<'_>,
+    level: &[Option<u32>],
+    set: LidSet,
+    select: Select<'_>,
+    lfts: &mut Lfts,
+) {
+    let prep = Prepared::new(ctx.fabric, level);
+    fill_end_ports(ctx.fabric, ctx.lids, &prep, set, select, lfts, TABLE_MAX);
+    if set == LidSet::Base {
+        swlid::fill_switch_lids(ctx.fabric, ctx.lids, &prep.o, lfts);
+    }
+}
+
+/// Everything Dmodc computes before filling the tables.
+pub(crate) struct Prepared {
+    pub o: Oriented,
+    pub costs: Costs,
+    /// Per position: Π.
+    pub div: Vec<u64>,
+    pub tn: TopoNids,
+}
+
+impl Prepared {
+    pub fn new(fabric: &Fabric, level: &[Option<u32>]) -> Self {
+        let o = Oriented::new(fabric, level);
+        let costs = prep::costs(&o);
+        let div = prep::dividers(&o);
+        let tn = prep::topological_nids(fabric, &o, &costs);
+        Prepared { o, costs, div, tn }
+    }
+}
+
+/// How a port is picked among the closer groups.
+#[derive(Copy, Clone, Debug)]
+pub(crate) enum Select<'a> {
+    /// Eqs. 4.7–4.8 on topological NIDs.
+    Dmodc,
+    /// Uniformly random port of `C` (Alg. 11), from a generator seeded by `(seed, switch GUID)`.
+    Random { seed: u64 },
+    /// Eqs. 4.7–4.8 on the topological NIDs re-indexed by group (thesis Alg. 4, Gxmodk): every
+    /// end port's gNID from [`NodeGroups::reindex`] ([`NONE`] where it has no topological NID).
+    Grouped(&'a NodeGroups),
+}
+
+/// Per-task buffers of [`fill_end_ports`] (reused across the switches a rayon task handles).
+#[derive(Default)]
+struct Scratch {
+    /// Per leaf: bit `j` set when down neighbour `j` has a smaller downcost (resp. up
+    /// neighbour `j` a smaller cost) than this switch.
+    down_mask: Vec<u64>,
+    up_mask: Vec<u64>,
+    tmp: Vec<u8>,
+    cset: Vec<u16>,
+    /// Flattened port groups of the switch: ports of group g at `gports[gmeta[g].0..]`.
+    gports: Vec<PortNum>,
+    gmeta: Vec<(u32, FastDiv)>,
+    /// Port per `q mod period` for the current closer-group set (empty: not tabulated).
+    table: Vec<PortNum>,
+    /// Whether `table` is indexed by `d mod period` (else by `q mod period`).
+    table_of_d: bool,
+    table_div: FastDiv,
+}
+
+/// `mask[l]` gets bit `j` set where `rows[j][l] < own[l]` (at most 64 rows). Eight rows at a
+/// time are combined into a byte per leaf (vectorisable byte compares), then widened.
+fn closer_masks<'a>(mask: &mut Vec<u64>, tmp: &mut Vec<u8>, rows: impl Iterator<Item = &'a [u8]>, own: &[u8]) {
+    let n = own.len();
+    mask.clear();
+    mask.resize(n, 0);
+    tmp.clear();
+    tmp.resize(n, 0);
+    let mut k = 0;
+    let mut chunk = 0;
+    for row in rows {
+        for ((t, &a), &b) in tmp.iter_mut().zip(row).zip(own) {
+            *t |= u8::from(a < b) << k;
+        }
+        k += 1;
+        if k == 8 {
+            for (m, t) in mask.iter_mut().zip(tmp.iter_mut()) {
+                *m |= u64::from(*t) << (8 * chunk);
+                *t = 0;
+            }
+            k = 0;
+            chunk += 1;
+        }
+    }
+    if k > 0 {
+        for (m, &t) in mask.iter_mut().zip(tmp.iter()) {
+            *m |= u64::from(t) << (8 * chunk);
+        }
+    }
+}
+
+/// The end ports of one leaf, in topological NID order.
+struct LeafSpan {
+    /// Dense leaf index.
+    li: u32,
+    /// Topological NID of the first end port (the others follow).
+    t0: u32,
+    /// Range in `lids` / `ports`.
+    start: u32,
+    len: u32,
+    /// LIDs are `lids[start] + step·i` when `step > 0` (0: irregular or a LID is 0).
+    step: u32,
+}
+
+/// Where eqs. 4.7–4.8 stand for the next destination: `r = d mod Π`, `(gi, q2) = (q mod #C,
+/// ⌊q/#C⌋)` and `qi = q mod period` (for the tabulated ports), `q = ⌊d/Π⌋`; with a table of
+/// `d`, `qi = d mod period`.
+#[derive(Copy, Clone)]
+struct Cursor {
+    next_t: u32,
+    r: u64,
+    gi: usize,
+    q2: u32,
+    qi: usize,
+    port: PortNum,
+}
+
+/// Fills the end-port LIDs of `set` on every row: a port, or [`NO_ROUTE`] where there is no
+/// up-down path (or the end port is not live / not on an oriented leaf).
+///
+/// Per switch: the port groups are flattened once, and the "closer" relation to every leaf is
+/// computed neighbour by neighbour as bit masks over the leaves (sequential, vectorisable
+/// passes over the cost rows). Leaves are visited in topological NID order; `C` is rebuilt from
+/// its mask only when the mask changes, and while `C` stays the same the arithmetic of eqs.
+/// 4.7–4.8 simply continues from one leaf to the next. The port changes only every `Π`
+/// destinations and comes from a table of one period, so most entries are a plain store — no
+/// division and no allocation per LFT entry.
+///
+/// `table_max` is the longest port table ([`TABLE_MAX`]; tests check that every path — tables
+/// of `d`, tables of `q`, direct evaluation — writes the same bytes).
+fn fill_end_ports(
+    fabric: &Fabric,
+    lids: &LidPlan,
+    p: &Prepared,
+    set: LidSet,
+    select: Select<'_>,
+    lfts: &mut Lfts,
+    table_max: u64,
+) {
+    let o = &p.o;
+    let nl = o.num_leaves();
+    let off = set.offset();
+    // Grouped selection: the gNID of every end port.
+    let gnid = match select {
+        Select::Grouped(g) => g.reindex(&p.tn.of_end_port),
+        Select::Dmodc | Select::Random { .. } => Vec::new(),
+    };
+    let lid_of = |ep: fabric_topology::EndPortId| -> Lid {
+        let b = lids.base_lid(ep);
+        if b == 0 {
+            0
+        } else {
+            b + off
+        }
+    };
+    // End ports that no switch can route to (not live, or on a leaf without a level).
+    let unrouted: Vec<Lid> = fabric
+        .end_port_ids()
+        .filter(|&ep| p.tn.of_end_port[ep.idx()] == NONE)
+        .map(lid_of)
+        .filter(|&l| l != 0)
+        .collect();
+    // Leaves in topological NID order with their end ports' LIDs and leaf ports (port order).
+    let mut order: Vec<u32> = (0..nl as u32).collect();
+    order.sort_by_key(|&li| p.tn.leaf_start[li as usize]);
+    let mut spans: Vec<LeafSpan> = Vec::with_capacity(nl);
+    let mut all_lids: Vec<Lid> = Vec::new();
+    let mut all_ports: Vec<PortNum> = Vec::new();
+    // Grouped selection: the gNID of every entry of `all_lids`.
+    let mut all_gnids: Vec<u32> = Vec::new();
+    for &li in &order {
+        let sw = o.order[o.leaves[li as usize] as usize];
+        let start = all_lids.len();
+        for &ep in fabric.attached_end_ports(sw) {
+            all_lids.push(lid_of(ep));
+            all_ports.push(fabric.end_port(ep).attach.map_or(NO_ROUTE, |(_, pn)| pn));
+            if let Select::Grouped(_) = select {
+                all_gnids.push(gnid[ep.idx()]);
+            }
+        }
+        let l = &all_lids[start..];
+        if l.is_empty() {
+            continue;
+        }
+        // Increasing by a constant step (a single LID counts as step 1).
+        let step = if l.len() > 1 { l[1].saturating_sub(l[0]) } else { 1 };
+        let regular = step > 0 && l[0] != 0 && l.windows(2).all(|w| w[1] > w[0] && w[1] - w[0] == step);
+        spans.push(LeafSpan {
+            li,
+            t0: p.tn.leaf_start[li as usize],
+            start: start as u32,
+            len: l.len() as u32,
+            step: if regular { step } else { 0 },
+        });
+    }
+    // Fast division by every possible #C (a switch has at most 255 port groups).
+    let by_nc: Vec<FastDiv> = (0..=256u32).map(|n| FastDiv::new(n.max(1))).collect();
+
+    lfts.par_rows_mut()
+        .enumerate()
+        .for_each_init(Scratch::default, |scr, (s, row)| {
+            let put = |row: &mut [u8], lid: Lid, port: PortNum| {
+                if lid != 0 {
+                    row[lid as usize] = port;
+                }
+            };
+            for &lid in &unrouted {
+                put(row, lid, NO_ROUTE);
+            }
+            let sp = o.pos[s];
+            if sp == NONE {
+                for &lid in &all_lids {
+                    put(row, lid, NO_ROUTE);
+                }
+                return;
+            }
+            let sp = sp as usize;
+            let sid = SwitchId(s as u32);
+            let groups = fabric.port_groups(sid);
+            scr.gports.clear();
+            scr.gmeta.clear();
+            for g in groups {
+                scr.gmeta
+                    .push((scr.gports.len() as u32, FastDiv::new(g.ports.len().max(1) as u32)));
+                scr.gports.extend_from_slice(&g.ports);
+            }
+            let pi = p.div[sp];
+            let pi_div = (pi <= u64::from(u32::MAX)).then(|| FastDiv::new(pi as u32));
+            let downs = o.downs(sp);
+            let ups = o.ups(sp);
+            let down_row = p.costs.down_row(sp);
+            let full_row = p.costs.full_row(sp);
+            let masks = downs.len() <= 64 && ups.len() <= 64;
+            if masks {
+                let c = &p.costs;
+                closer_masks(
+                    &mut scr.down_mask,
+                    &mut scr.tmp,
+                    downs.iter().map(|nb| c.down_row(nb.pos as usize)),
+                    down_row,
+                );
+                closer_masks(
+                    &mut scr.up_mask,
+                    &mut scr.tmp,
+                    ups.iter().map(|nb| c.full_row(nb.pos as usize)),
+                    full_row,
+                );
+            }
+            let mut rng = match select {
+                Select::Random { seed } => Some(rand_chacha::ChaCha8Rng::seed_from_u64(
+                    seed ^ fabric.switch(sid).guid.wrapping_mul(0x9E37_79B9_7F4A_7C15),
+                )),
+                Select::Dmodc | Select::Grouped(_) => None,
+            };
+            // C of the previous leaf as (kind, mask); kind 2 = none yet.
+            let mut prev: (u8, u64) = (2, 0);
+            let mut cursor: Option<Cursor> = None;
+            for span in &spans {
+                let li = span.li as usize;
+                let (a, b) = (span.start as usize, (span.start + span.len) as usize);
+                let lids_here = &all_lids[a..b];
+                if o.leaves[li] as usize == sp {
+                    for (&lid, &port) in lids_here.iter().zip(&all_ports[a..b]) {
+                        put(row, lid, port);
+                    }
+                    cursor = None;
+                    continue;
+                }
+                // Eq. 4.5 with the up-down guarantee: C, ordered by remote GUID.
+                let (kind, nbrs) = if down_row[li] != INF {
+                    (0u8, downs)
+                } else if full_row[li] != INF {
+                    (1u8, ups)
+                } else {
+                    for &lid in lids_here {
+                        put(row, lid, NO_ROUTE);
+                    }
+                    cursor = None;
+                    continue;
+                };
+                let changed = if masks {
+                    let mask = if kind == 0 { scr.down_mask[li] } else { scr.up_mask[li] };
+                    let changed = (kind, mask) != prev;
+                    if changed {
+                        prev = (kind, mask);
+                        scr.cset.clear();
+                        let mut bits = mask;
+                        while bits != 0 {
+                            scr.cset.push(nbrs[bits.trailing_zeros() as usize].group);
+                            bits &= bits - 1;
+                        }
+                    }
+                    changed
+                } else {
+                    let (costs, own) = if kind == 0 {
+                        (&p.costs.down, down_row[li])
+                    } else {
+                        (&p.costs.full, full_row[li])
+                    };
+                    let before = std::mem::take(&mut scr.cset);
+                    scr.cset.extend(
+                        nbrs.iter()
+                            .filter(|nb| costs[nb.pos as usize * nl + li] < own)
+                            .map(|nb| nb.group),
+                    );
+                    before != scr.cset
+                };
+                let cset = &scr.cset;
+                if cset.is_empty() {
+                    for &lid in lids_here {
+                        put(row, lid, NO_ROUTE);
+                    }
+                    cursor = None;
+                    continue;
+                }
+                let (gports, gmeta) = (&scr.gports, &scr.gmeta);
+                if let Some(rng) = rng.as_mut() {
+                    // Alg. 11: a uniformly random port among the ports of C.
+                    let total: u32 = cset.iter().map(|&g| gmeta[g as usize].1.d).sum();
+                    for &lid in lids_here {
+                        let mut k = rng.gen_range(0..total);
+                        let mut port = NO_ROUTE;
+                        for &g in cset {
+                            let (start, len) = gmeta[g as usize];
+                            if k < len.d {
+                                port = gports[(start + k) as usize];
+                                break;
+                            }
+                            k -= len.d;
+                        }
+                        put(row, lid, port);
+                    }
+                    continue;
+                }
+                let nc = &by_nc[cset.len()];
+                if !all_gnids.is_empty() {
+                    // Gxmodk: eqs. 4.7–4.8 per destination on its gNID (a leaf's gNIDs are not
+                    // consecutive, so there is no run to continue).
+                    for (&lid, &d) in lids_here.iter().zip(&all_gnids[a..b]) {
+                        if d == NONE {
+                            put(row, lid, NO_ROUTE);
+                            continue;
+                        }
+                        let q = match &pi_div {
+                            Some(fd) => fd.div(d),
+                            None => 0,
+                        };
+                        let (start, len) = gmeta[cset[nc.rem(q) as usize] as usize];
+                        let port = gports[(start + if len.d == 1 { 0 } else { len.rem(nc.div(q)) }) as usize];
+                        put(row, lid, port);
+                    }
+                    cursor = None;
+                    continue;
+                }
+                if changed {
+                    cursor = None;
+                    // The port as a function of q = ⌊d/Π⌋ is periodic with period #C · lcm(#g), so
+                    // as a function of d with period Π · #C · lcm(#g): tabulate one period of d when
+                    // it is short (every entry is then a table read), else one period of q when
+                    // that is short (the port changes every Π entries).
+                    scr.table.clear();
+                    scr.table_of_d = false;
+                    let mut l = 1u64;
+                    for &g in cset.iter() {
+                        let len = u64::from(gmeta[g as usize].1.d);
+                        l = l / gcd(l, len) * len;
+                        if l * cset.len() as u64 > table_max {
+                            break;
+                        }
+                    }
+                    let period_q = l * cset.len() as u64;
+                    let port_of_q = |q: u32| {
+                        let (start, len) = gmeta[cset[nc.rem(q) as usize] as usize];
+                        gports[(start + len.rem(nc.div(q))) as usize]
+                    };
+                    if period_q.saturating_mul(pi) <= table_max {
+                        let pd = pi_div.unwrap_or_default();
+                        scr.table
+                            .extend((0..(period_q * pi) as u32).map(|d| port_of_q(pd.div(d))));
+                        scr.table_of_d = true;
+                    } else if period_q <= table_max {
+                        scr.table.extend((0..period_q as u32).map(port_of_q));
+                    }
+                    scr.table_div = FastDiv::new(scr.table.len().max(1) as u32);
+                }
+                let table = &scr.table;
+                let (k, step) = (lids_here.len(), span.step as usize);
+                if scr.table_of_d {
+                    // Every entry from the table of one period of d.
+                    let mut di = match cursor {
+                        Some(c) if c.next_t == span.t0 => c.qi,
+                        _ => scr.table_div.rem(span.t0) as usize,
+                    };
+                    match step {
+                        0 => {
+                            for &lid in lids_here {
+                                put(row, lid, table[di]);
+                                di += 1;
+                                if di == table.len() {
+                                    di = 0;
+                                }
+                            }
+                        }
+                        1 => {
+                            let mut a = lids_here[0] as usize;
+                            let mut left = k;
+                            while left > 0 {
+                                let n = left.min(table.len() - di);
+                                row[a..a + n].copy_from_slice(&table[di..di + n]);
+                                (a, left, di) = (a + n, left - n, di + n);
+                                if di == table.len() {
+                                    di = 0;
+                                }
+                            }
+                        }
+                        _ => {
+                            for x in row[lids_here[0] as usize..].iter_mut().step_by(step).take(k) {
+                                *x = table[di];
+                                di += 1;
+                                if di == table.len() {
+                                    di = 0;
+                                }
+                            }
+                        }
+                    }
+                    cursor = Some(Cursor {
+                        next_t: span.t0 + span.len,
+                        r: 0,
+                        gi: 0,
+                        q2: 0,
+                        qi: di,
+                        port: 0,
+                    });
+                    continue;
+                }
+                let pick = |gi: usize, q2: u32, qi: usize| {
+                    if !table.is_empty() {
+                        return table[qi];
+                    }
+                    let (start, len) = gmeta[cset[gi] as usize];
+                    gports[(start + if len.d == 1 { 0 } else { len.rem(q2) }) as usize]
+                };
+                // Eqs. 4.7–4.8: continue from the previous leaf when its NIDs end where ours start.
+                let mut c = match cursor {
+                    Some(c) if c.next_t == span.t0 => c,
+                    _ => {
+                        let t0 = span.t0;
+                        let (q, r) = match &pi_div {
+                            Some(fd) => {
+                                let q = fd.div(t0);
+                                (q, u64::from(t0 - q * fd.d))
+                            }
+                            None => (0, u64::from(t0)),
+                        };
+                        let (gi, q2, qi) = (nc.rem(q) as usize, nc.div(q), scr.table_div.rem(q) as usize);
+                        Cursor {
+                            next_t: t0,
+                            r,
+                            gi,
+                            q2,
+                            qi,
+                            port: pick(gi, q2, qi),
+                        }
+                    }
+                };
+                // Runs of destinations with the same port (until r wraps).
+                let mut i = 0;
+                while i < k {
+                    let run = (k - i).min(usize::try_from(pi - c.r).unwrap_or(usize::MAX));
+                    let port = c.port;
+                    match step {
+                        0 => lids_here[i..i + run].iter().for_each(|&lid| put(row, lid, port)),
+                        1 => {
+                            let a = lids_here[i] as usize;
+                            row[a..a + run].fill(port);
+                        }
+                        _ => {
+                            let a = lids_here[i] as usize;
+                            row[a..].iter_mut().step_by(step).take(run).for_each(|x| *x = port);
+                        }
+                    }
+                    i += run;
+                    c.r += run as u64;
+                    if c.r == pi {
+                        c.r = 0;
+                        c.gi += 1;
+                        if c.gi == cset.len() {
+                            c.gi = 0;
+                            c.q2 += 1;
+                        }
+                        c.qi += 1;
+                        if c.qi == table.len() {
+                            c.qi = 0;
+                        }
+                        c.port = pick(c.gi, c.q2, c.qi);
+                    }
+                }
+                c.next_t = span.t0 + span.len;
+                cursor = Some(c);
+            }
+        });
+}
+
+/// Longest port table tabulated per closer-group set.
+const TABLE_MAX: u64 = 4096;
+
+fn gcd(mut a: u64, mut b: u64) -> u64 {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::*;
+    use crate::{assign_lids, Guid2Lid, IB_MAX_UNICAST_LID};
+
+    /// Reference: eqs. 4.5 (with the up-down rule), 4.7 and 4.8 evaluated entry by entry with
+    /// plain divisions.
+    fn naive(f: &Fabric, lids: &LidPlan, p: &Prepared) -> Vec<Vec<u8>> {
+        let o = &p.o;
+        let nl = o.num_leaves();
+        f.switch_ids()
+            .map(|s| {
+                let mut row = vec![NO_ROUTE; lids.top() as usize + 1];
+                let sp = o.pos[s.idx()];
+                if sp == NONE {
+                    return row;
+                }
+                let sp = sp as usize;
+                for ep in f.end_port_ids() {
+                    let d = p.tn.of_end_port[ep.idx()];
+                    if d == NONE {
+                        continue;
+                    }
+                    let (leaf, lport) = f.end_port(ep).attach.unwrap();
+                    let lid = lids.base_lid(ep) as usize;
+                    if leaf == s {
+                        row[lid] = lport;
+                        continue;
+                    }
+                    let li = o.leaf_idx[o.pos[leaf.idx()] as usize] as usize;
+                    let (nbrs, m, own) = if p.costs.down_row(sp)[li] != INF {
+                        (o.downs(sp), &p.costs.down, p.costs.down_row(sp)[li])
+                    } else {
+                        (o.ups(sp), &p.costs.full, p.costs.full_row(sp)[li])
+                    };
+                    let c: Vec<u16> = nbrs
+                        .iter()
+                        .filter(|nb| m[nb.pos as usize * nl + li] < own)
+                        .map(|nb| nb.group)
+                        .collect();
+                    if c.is_empty() {
+                        continue;
+                    }
+                    let (d, pi, nc) = (d as u64, p.div[sp], c.len() as u64);
+                    let g = &f.port_groups(s)[c[((d / pi) % nc) as usize] as usize];
+                    row[lid] = g.ports[((d / (pi * nc)) % g.ports.len() as u64) as usize];
+                }
+                row
+            })
+            .collect()
+    }
+
+    #[test]
+    fn every_fill_path_matches_the_reference_on_degraded_fabrics() {
+        for (m, w, p, links, switches, seed) in [
+            (
+                &[4u32, 4, 6][..],
+                &[1u32, 4, 4][..],
+                &[1u32, 1, 1][..],
+                12usize,
+                1usize,
+                1u64,
+            ),
+            (&[3, 3, 4], &[1, 3, 2], &[1, 2, 1], 10, 2, 2),
+            (&[2, 3, 2, 3], &[1, 2, 3, 2], &[1, 1, 2, 1], 20, 2, 3),
+        ] {
+            // Leaf GUIDs in reverse order: topological NIDs differ from the end-port order.
+            let t = pgft_with_guids(m, w, p, |lvl, idx| ((lvl as u64 + 1) << 32) | (0xffff - idx as u64));
+            let f = degrade(&t.fabric, links, switches, seed);
+            // LIDs with step 1 (LMC 0), step 2 (LMC 1), and irregular (reversed pairs).
+            let mut reversed = Guid2Lid::new();
+            let n = f.num_end_ports() as u32;
+            for (i, e) in f.end_ports().iter().enumerate() {
+                let b = 2 * (n - i as u32) + 100;
+                reversed.insert(e.port_guid, b, b + 1);
+            }
+            for lids in [
+                assign_lids(&f, &Guid2Lid::default(), 0, IB_MAX_UNICAST_LID).unwrap(),
+                assign_lids(&f, &Guid2Lid::default(), 1, IB_MAX_UNICAST_LID).unwrap(),
+                assign_lids(&f, &reversed, 1, IB_MAX_UNICAST_LID).unwrap(),
+            ] {
+                let prep = Prepared::new(&f, &bfs_rank(&f));
+                let want = naive(&f, &lids, &prep);
+                for table_max in [0, 1, 7, 64, TABLE_MAX] {
+                    let mut lfts = Lfts::new(f.num_switches(), lids.top());
+                    fill_end_ports(&f, &lids, &prep, LidSet::Base, Select::Dmodc, &mut lfts, table_max);
+                    for s in f.switch_ids() {
+                        for ep in f.end_port_ids() {
+                            let lid = lids.base_lid(ep);
+                            assert_eq!(
+                                lfts.get(s, lid),
+                                want[s.idx()][lid as usize],
+                                "{m:?} lmc {} top {} table {table_max} {s:?} {ep:?} lid {lid}",
+                                lids.lmc,
+                                lids.top()
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+}

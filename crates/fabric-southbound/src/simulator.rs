@@ -1,0 +1,96 @@
+//! Packet-level simulation: what a driver whose fabric is simulated (the `mock` driver of crate
+//! `fabric-mock`) answers about packets, from its own installed tables, LIDs and link states.
+//! The daemon's Trace and VerifyReachability RPCs use it through [`PacketSimulator`], so they
+//! do not depend on the simulator's crate.
+
+use fabric_topology::{fmt_guid, Guid, Lid, PortNum};
+
+/// Packet-level questions a simulated fabric answers from its own state (installed LFT bytes,
+/// LIDs, physical link state), never from the daemon's data structures.
+pub trait PacketSimulator: Send + Sync {
+    /// Follows a packet from end port `src_port_guid` to `dlid` through the installed LFTs over
+    /// live links: the switches crossed, ending at the switch that delivers the packet to the
+    /// end port owning `dlid` or consumes it (a switch's own LID).
+    fn trace(&self, src_port_guid: Guid, dlid: Lid) -> Result<Vec<Hop>, TraceError>;
+
+    /// Traces every ordered pair of distinct live end ports that are physically connected over
+    /// live links, to the destination's base LID (or escape LID when `use_escape`).
+    ///
+    /// CPU-bound and synchronous: call it from a blocking context (`spawn_blocking`).
+    fn verify_all_pairs(&self, use_escape: bool) -> ReachReport;
+}
+
+/// One switch crossed by a traced packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Hop {
+    /// Node GUID of the switch.
+    pub switch: Guid,
+    /// Port the packet entered by (0 when it starts at the switch itself).
+    pub in_port: PortNum,
+    /// Port the LFT sent it out of (0 when the switch itself is the destination).
+    pub out_port: PortNum,
+}
+
+/// Why a packet does not reach the owner of its destination LID.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum TraceError {
+    #[error("unknown source end port {}", fmt_guid(*.0))]
+    UnknownSource(Guid),
+    #[error("source end port {} is down or not cabled", fmt_guid(*.0))]
+    SourceDown(Guid),
+    #[error("unknown source switch {}", fmt_guid(*.0))]
+    UnknownSwitch(Guid),
+    #[error("source switch {} is down", fmt_guid(*.0))]
+    SwitchDown(Guid),
+    #[error("switch {} has no route to LID {lid} (LFT entry 255)", fmt_guid(*switch))]
+    NoRoute { switch: Guid, lid: Lid },
+    #[error("forwarding loop to LID {lid} through switch {}", fmt_guid(*switch))]
+    Loop { switch: Guid, lid: Lid },
+    #[error("switch {} sends LID {lid} out of port {port} whose link is down", fmt_guid(*switch))]
+    DeadLink { switch: Guid, port: PortNum, lid: Lid },
+    #[error("switch {} sends LID {lid} out of port {port} which is not cabled", fmt_guid(*switch))]
+    NotCabled { switch: Guid, port: PortNum, lid: Lid },
+    #[error("switch {} sends LID {lid} out of port {port} which does not exist", fmt_guid(*switch))]
+    InvalidPort { switch: Guid, port: PortNum, lid: Lid },
+    #[error("switch {} port {port} delivers LID {lid} to end port {} which does not own it", fmt_guid(*switch), fmt_guid(*reached))]
+    WrongEndPort {
+        switch: Guid,
+        port: PortNum,
+        lid: Lid,
+        reached: Guid,
+    },
+    #[error("switch {} port {port} delivers LID {lid} to end port {} which is down", fmt_guid(*switch), fmt_guid(*dest))]
+    DestinationDown {
+        switch: Guid,
+        port: PortNum,
+        lid: Lid,
+        dest: Guid,
+    },
+    #[error("switch {} consumes LID {lid} (LFT entry 0) but does not own it", fmt_guid(*switch))]
+    DeliveredToSwitch { switch: Guid, lid: Lid },
+    #[error("destination end port {} has no LID", fmt_guid(*.0))]
+    NoLid(Guid),
+    #[error("destination end port {} has no escape LID (LMC 0)", fmt_guid(*.0))]
+    NoEscapeLid(Guid),
+    #[error("destination switch {} has no LID", fmt_guid(*.0))]
+    NoSwitchLid(Guid),
+}
+
+/// Result of [`PacketSimulator::verify_all_pairs`] (and of the mock's check of switch LIDs).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ReachReport {
+    /// Ordered pairs (source, destination) of distinct live end ports that are physically
+    /// connected over live links, all of which were traced.
+    pub pairs_checked: usize,
+    /// The first [`REACH_REPORT_MAX_LISTED`] unreachable pairs in (source, destination) end-node
+    /// order: source port GUID, destination port GUID, reason.
+    pub unreachable: Vec<(Guid, Guid, String)>,
+    /// Number of checked pairs that did not reach their destination.
+    pub unreachable_count: usize,
+    /// Pairs of live end ports with no live physical path between them (not checked: no routing
+    /// can connect them).
+    pub disconnected: usize,
+}
+
+/// How many unreachable pairs a [`ReachReport`] lists (all are counted).
+pub const REACH_REPORT_MAX_LISTED: usize = 100;

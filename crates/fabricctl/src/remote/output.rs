@@ -1,0 +1,49 @@
+//! Output of the remote subcommands: stdout writes that end quietly on a closed pipe, JSON,
+//! GUIDs, and one gRPC call with its error as one line.
+
+use std::future::Future;
+
+use anyhow::Result;
+use serde_json::Value;
+
+/// Writes to stdout; a closed stdout (`fabricctl ... | head`) ends the program quietly instead
+/// of panicking like `println!`.
+macro_rules! out {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        if let Err(e) = write!(std::io::stdout().lock(), $($t)*) {
+            if e.kind() == std::io::ErrorKind::BrokenPipe {
+                std::process::exit(0);
+            }
+            eprintln!("fabricctl: cannot write to stdout: {e}");
+            std::process::exit(1);
+        }
+    }};
+}
+
+macro_rules! outln {
+    ($($t:tt)*) => {{
+        out!($($t)*);
+        out!("\n");
+    }};
+}
+
+pub(super) fn guid(g: u64) -> String {
+    format!("0x{g:016x}")
+}
+
+/// A gRPC error as a one-line message (`InvalidArgument: unknown switch ...`); a transport
+/// failure carries its cause and, for TLS, what to check.
+pub(super) fn status_err(s: tonic::Status) -> anyhow::Error {
+    anyhow::anyhow!("{}", fabric_proto::describe_status(&s))
+}
+
+pub(super) fn print_json(v: &Value) -> Result<()> {
+    outln!("{}", serde_json::to_string_pretty(v)?);
+    Ok(())
+}
+
+/// Awaits one gRPC call and returns its reply; the error is [`status_err`]'s one line.
+pub(super) async fn ask<T>(call: impl Future<Output = Result<tonic::Response<T>, tonic::Status>>) -> Result<T> {
+    Ok(call.await.map_err(status_err)?.into_inner())
+}

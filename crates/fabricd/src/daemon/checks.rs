@@ -1,0 +1,165 @@
+//! What the start and `--check-config` verify beyond the configuration text, and the settings
+//! and thread pools the start derives from the configuration.
+
+use std::sync::Arc;
+
+use fabric_ranking::{RankOptions, Role};
+use fabric_routing::{Dmodk, EngineKind, Guid2Lid};
+use fabric_topology::{parse_guid, Fabric, Lid};
+
+use crate::config::{Config, RoleName};
+use crate::event_loop::LoopSettings;
+
+use super::DaemonError;
+
+/// Reads and checks the TLS files of the gRPC TCP listener (`grpc.tls_cert`, `grpc.tls_key`,
+/// `grpc.tls_client_ca`): `Ok(None)` without TLS. Used at start (before the driver is opened, so
+/// that a bad file fails fast) and by `--check-config`.
+pub fn load_grpc_tls(cfg: &Config) -> Result<Option<fabric_proto::tls::ServerTls>, DaemonError> {
+    let Some(files) = cfg.grpc.tls_files() else {
+        return Ok(None);
+    };
+    let tls = files.load()?;
+    use std::os::unix::fs::PermissionsExt;
+    if let Ok(meta) = std::fs::metadata(&files.key) {
+        if meta.permissions().mode() & 0o004 != 0 {
+            tracing::warn!(
+                key = %files.key.display(),
+                "grpc.tls_key is readable by every user: make it 0600 or 0640 (owner root or fabricd)"
+            );
+        }
+    }
+    Ok(Some(tls))
+}
+
+/// A one-line description of the gRPC TCP listener for `--check-config` (reads the TLS files):
+/// `None` when there is none.
+pub fn check_grpc(cfg: &Config) -> Result<Option<String>, DaemonError> {
+    if cfg.grpc.tcp_listen.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(match load_grpc_tls(cfg)? {
+        None => format!("tcp {} plaintext", cfg.grpc.tcp_listen),
+        Some(t) if t.mutual => format!("tcp {} TLS, client certificates required", cfg.grpc.tcp_listen),
+        Some(_) => format!("tcp {} TLS", cfg.grpc.tcp_listen),
+    }))
+}
+
+/// Ranking inputs from `[routing]` (reads `roots_file`).
+pub fn rank_options(cfg: &Config) -> Result<RankOptions, DaemonError> {
+    let mut roots = Vec::new();
+    for r in &cfg.routing.roots {
+        roots.push(parse_guid(r).ok_or_else(|| DaemonError::Config(format!("routing.roots: {r:?} is not a GUID")))?);
+    }
+    if let Some(path) = &cfg.routing.roots_file {
+        let text = fabric_topology::textfile::read_text_file(path, fabric_topology::textfile::SMALL_TEXT_LIMIT)
+            .map_err(|e| DaemonError::Config(format!("routing.roots_file: {e}")))?;
+        let more = fabric_ranking::parse_root_guid_file(&text, &path.display().to_string())
+            .map_err(|e| DaemonError::Config(e.to_string()))?;
+        for g in more {
+            if !roots.contains(&g) {
+                roots.push(g);
+            }
+        }
+    }
+    let mut roles = std::collections::HashMap::new();
+    for (k, v) in &cfg.routing.roles {
+        let g = parse_guid(k).ok_or_else(|| DaemonError::Config(format!("routing.roles: {k:?} is not a GUID")))?;
+        roles.insert(
+            g,
+            match v {
+                RoleName::Leaf => Role::Leaf,
+                RoleName::Spine => Role::Spine,
+                RoleName::Root => Role::Root,
+            },
+        );
+    }
+    Ok(RankOptions { roots, roles })
+}
+
+/// The highest LID of the plan: `routing.max_lid` within what the driver supports.
+pub fn effective_max_lid(cfg: &Config, driver_max: Lid) -> Lid {
+    if cfg.routing.max_lid == 0 {
+        driver_max
+    } else {
+        cfg.routing.max_lid.min(driver_max)
+    }
+}
+
+/// What a start would otherwise fail on forever (no generation ever committed) once the fabric
+/// is known: the LID plan (keeping the `recorded` LIDs that fit) must fit the highest LID, and
+/// `routing.engine = "dmodk"` needs a complete PGFT. Used at start (the discovered
+/// fabric and the state directory's record) and by `--check-config` (the mock fabric).
+pub fn check_fabric_fits(cfg: &Config, fabric: &Fabric, recorded: &Guid2Lid, max_lid: Lid) -> Result<(), DaemonError> {
+    fabric_routing::assign_lids(fabric, recorded, cfg.routing.lmc, max_lid).map_err(|e| {
+        DaemonError::Config(format!(
+            "routing.max_lid = {}: {e} ({} switches, {} end ports)",
+            cfg.routing.max_lid,
+            fabric.num_switches(),
+            fabric.num_end_ports()
+        ))
+    })?;
+    if cfg.engine_kind() == Ok(EngineKind::Dmodk) {
+        Dmodk::check_fabric(fabric).map_err(|e| {
+            DaemonError::Config(format!(
+                "routing.engine = \"dmodk\": {e}; Dmodk routes only complete fat-trees: use \
+                 engine = \"dmodc\" (the same tables on a complete PGFT, and it routes degraded fabrics)"
+            ))
+        })?;
+    }
+    Ok(())
+}
+
+/// The state directory's LID record must lie under the highest LID: LID assignment would drop a
+/// record above it, renumber its port and rewrite the file without a word.
+pub fn check_recorded_lids(recorded: &Guid2Lid, max_lid: Lid) -> Result<(), DaemonError> {
+    match recorded.above(max_lid).first() {
+        None => Ok(()),
+        Some(&(guid, lo, hi)) => Err(DaemonError::Config(format!(
+            "{}: {} holds LIDs {lo:#06x}..{hi:#06x}, above the highest LID {max_lid:#06x} \
+             (routing.max_lid or the driver's limit): raise routing.max_lid, or remove the record \
+             (that port then gets a new LID)",
+            crate::persist::GUID2LID_FILE,
+            fabric_topology::fmt_guid(guid)
+        ))),
+    }
+}
+
+/// Threads of the routing pool: `routing.threads` (checked at most
+/// [`crate::config::MAX_ROUTING_THREADS`]), 0 = one per core.
+pub(super) fn routing_threads(cfg: &Config, cores: usize) -> usize {
+    let t = cfg.routing.threads;
+    if t == 0 {
+        return cores;
+    }
+    if t > 4 * cores {
+        tracing::warn!(
+            threads = t,
+            cores,
+            "routing.threads is more than four threads per core: the extra threads only add switching"
+        );
+    }
+    t
+}
+
+pub(super) fn loop_settings(cfg: &Config) -> Result<LoopSettings, DaemonError> {
+    Ok(LoopSettings {
+        update: cfg.update.clone(),
+        engine: cfg
+            .engine_kind()
+            .map_err(|e| DaemonError::Config(format!("routing.engine: {e}")))?,
+        validate: cfg.routing.validate,
+        job_aware: cfg.routing.job_aware,
+        rank_options: Arc::new(rank_options(cfg)?),
+        fault_injection: cfg.fault_injection.clone(),
+    })
+}
+
+pub(super) fn pool(name: &'static str, threads: usize) -> Result<Arc<rayon::ThreadPool>, DaemonError> {
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .thread_name(move |i| format!("fabricd-{name}-{i}"))
+        .build()
+        .map(Arc::new)
+        .map_err(|e| DaemonError::Pool(name, e.to_string()))
+}

@@ -1,0 +1,181 @@
+//! The southbound driver selected by `[driver]`, and the umad driver's counters.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use fabric_mock::{MockConfig, MockFabric};
+use fabric_routing::Guid2Lid;
+use fabric_southbound::SouthboundDriver;
+use fabric_topology::Fabric;
+
+use crate::config::{Config, DriverKind, MockDriverConfig};
+use crate::telemetry::Telemetry;
+
+use super::{check_fabric_fits, effective_max_lid, DaemonError};
+
+/// The simulated fabric described by `[driver.mock]` (the topology file is read here).
+pub fn build_mock(cfg: &MockDriverConfig) -> Result<MockFabric, DaemonError> {
+    let fabric: Fabric = match &cfg.topology_file {
+        Some(path) => {
+            let parsed = fabric_topology::ibnet::read_file(path).map_err(|e| DaemonError::Config(e.to_string()))?;
+            for w in &parsed.warnings {
+                tracing::warn!(file = %path.display(), "{w}");
+            }
+            if parsed.fabric.num_switches() == 0 {
+                // A daemon "ready" with nothing to route would claim a fabric it does not manage.
+                return Err(DaemonError::Config(format!(
+                    "driver.mock.topology_file {}: no switches (an empty or truncated topology file?)",
+                    path.display()
+                )));
+            }
+            parsed.fabric
+        }
+        None => {
+            let d = (cfg.remove_links > 0 || cfg.remove_switches > 0).then_some(fabric_topology::gen::Degrade {
+                remove_links: cfg.remove_links,
+                remove_switches: cfg.remove_switches,
+                seed: cfg.degrade_seed,
+            });
+            fabric_topology::gen::generate_str(cfg.generator.trim(), d.as_ref())
+                .map_err(|e| DaemonError::Config(format!("driver.mock.generator {:?}: {e}", cfg.generator)))?
+        }
+    };
+    Ok(MockFabric::new(fabric).with_config(mock_config(cfg))?)
+}
+
+/// The run-time behaviour of the simulated fabric.
+pub fn mock_config(cfg: &MockDriverConfig) -> MockConfig {
+    MockConfig {
+        op_latency: Duration::from_micros(cfg.op_latency_us),
+        error_rate: cfg.error_rate,
+        seed: cfg.error_seed,
+        max_parallel: cfg.max_parallel.max(1),
+        max_retries: cfg.max_retries,
+        // Checked by `Config::validate`.
+        unreachable_switches: cfg
+            .unreachable_switches
+            .iter()
+            .filter_map(|g| fabric_topology::parse_guid(g))
+            .collect(),
+        ..MockConfig::default()
+    }
+}
+
+/// A driver and, for `mock`, the simulated fabric behind it.
+pub type OpenedDriver = (Arc<dyn SouthboundDriver>, Option<Arc<MockFabric>>);
+
+/// Opens the driver selected by `[driver] kind` (the mock fabric is built, the umad device
+/// opened, the oob inventory read). The second value is the simulated fabric when the driver is
+/// `mock` (it serves the packet-level RPCs Trace and VerifyReachability).
+pub async fn open_driver(cfg: &Config) -> Result<OpenedDriver, DaemonError> {
+    open_driver_counted(cfg).await.map(|(d, _)| d)
+}
+
+/// [`open_driver`], and the umad driver itself when it is the one selected (for its SMP
+/// counters).
+pub(super) async fn open_driver_counted(
+    cfg: &Config,
+) -> Result<(OpenedDriver, Option<Arc<fabric_umad::UmadDriver>>), DaemonError> {
+    match cfg.driver.kind {
+        DriverKind::Mock => {
+            let m = Arc::new(build_mock(&cfg.driver.mock)?);
+            Ok(((m.clone(), Some(m)), None))
+        }
+        DriverKind::Umad => {
+            let u = &cfg.driver.umad;
+            // Off the runtime: the open can block until the device (or the simulator) answers.
+            let d = fabric_umad::UmadDriver::open_waiting(u.clone())
+                .await
+                .map_err(|source| DaemonError::DriverOpen {
+                    kind: "umad",
+                    what: format!("driver.umad.device = {}", u.device.display()),
+                    source,
+                })?;
+            let d = Arc::new(d);
+            Ok(((d.clone(), None), Some(d)))
+        }
+        DriverKind::Oob => {
+            let o = &cfg.driver.oob;
+            let d = fabric_oob::OobDriver::open(o.clone()).map_err(|source| DaemonError::DriverOpen {
+                kind: "oob",
+                what: format!("driver.oob.inventory = {}", o.inventory.display()),
+                source,
+            })?;
+            Ok(((Arc::new(d), None), None))
+        }
+    }
+}
+
+/// Reports the umad driver's SMP counters once a second, until the driver is dropped: to the
+/// Prometheus counters (`fabricd_driver_smps_total`, `fabricd_driver_smp_retries_total`,
+/// `fabricd_driver_smp_failures_total`), and to the log (sent, retries, failures, traps, SMInfo
+/// and SA requests answered) when they changed. Retries under SMP loss (discovery, LID
+/// assignment, LFT upload) are visible there.
+pub(super) async fn report_umad_counters(d: std::sync::Weak<fabric_umad::UmadDriver>, telemetry: Telemetry) {
+    let mut last = fabric_umad::UmadStats::default();
+    loop {
+        let Some(drv) = d.upgrade() else { return };
+        let s = drv.stats();
+        let vl = fabric_southbound::SouthboundDriver::escape_vl_status(&*drv);
+        drop(drv);
+        telemetry.driver_smp_counters(s.smps_sent, s.retries, s.failures);
+        telemetry.set_escape_vl_ready(vl.ready);
+        if s != last {
+            tracing::info!(
+                smps = s.smps_sent,
+                retries = s.retries,
+                failures = s.failures,
+                traps = s.traps,
+                sm_requests = s.sm_requests,
+                sa_requests = s.sa_requests,
+                "umad SMP counters"
+            );
+            last = s;
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+/// What `--check-config` verifies beyond the configuration text: the selected driver's files
+/// (the mock topology file or generator, the umad device, the oob inventory) without opening
+/// the fabric. Returns a one-line description of the driver on success.
+pub fn check_driver(cfg: &Config) -> Result<String, DaemonError> {
+    match cfg.driver.kind {
+        DriverKind::Mock => {
+            let m = build_mock(&cfg.driver.mock)?;
+            let f = m.cabling();
+            // The fabric is known: what the start would fail on (LIDs, engine) is checked too.
+            check_fabric_fits(cfg, f, &Guid2Lid::new(), effective_max_lid(cfg, m.caps().max_lid))?;
+            Ok(format!(
+                "mock, {} switches, {} end ports",
+                f.num_switches(),
+                f.num_end_ports()
+            ))
+        }
+        DriverKind::Umad => {
+            let dev = &cfg.driver.umad.device;
+            let meta = std::fs::metadata(dev).map_err(|source| DaemonError::Io {
+                what: "driver.umad.device: cannot access",
+                path: dev.display().to_string(),
+                source,
+            })?;
+            use std::os::unix::fs::FileTypeExt;
+            if !meta.file_type().is_char_device() {
+                return Err(DaemonError::Config(format!(
+                    "driver.umad.device: {} is not a character device (expected /dev/infiniband/umadN)",
+                    dev.display()
+                )));
+            }
+            Ok(format!("umad, device {}", dev.display()))
+        }
+        DriverKind::Oob => {
+            let inv = fabric_oob::Inventory::read_file(&cfg.driver.oob.inventory)
+                .map_err(|e| DaemonError::Config(format!("driver.oob.inventory: {e}")))?;
+            Ok(format!(
+                "oob, {} agents in {}",
+                inv.entries.len(),
+                cfg.driver.oob.inventory.display()
+            ))
+        }
+    }
+}
