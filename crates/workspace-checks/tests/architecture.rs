@@ -27,20 +27,7 @@ const MAX_PRODUCTION_LINES: usize = 800;
 
 /// Files above the limit today, each split by a branch of issue #13: (path, production lines
 /// today, branch). A listed file may not grow.
-const PENDING_OVERSIZED: &[(&str, usize, &str)] = &[
-    ("crates/fabric-agent-sim/src/sim.rs", 990, "fix-splits"),
-    ("crates/fabric-oob/src/driver.rs", 1418, "fix-splits"),
-    // Moved to crates/fabric-mock by fix-mock; no branch splits it (TODO(lead)).
-    ("crates/fabric-southbound/src/mock/mod.rs", 1060, "fix-mock"),
-    ("crates/fabric-umad/src/driver.rs", 2066, "fix-umad"),
-    ("crates/fabric-umad/src/mad.rs", 872, "fix-umad"),
-    ("crates/fabric-umad/src/transport.rs", 825, "fix-umad"),
-    ("crates/fabricctl/src/remote.rs", 1002, "fix-splits"),
-    ("crates/fabricd/src/config.rs", 925, "fix-splits"),
-    ("crates/fabricd/src/daemon.rs", 912, "fix-mock"),
-    ("crates/fabricd/src/event_loop.rs", 2507, "fix-loop"),
-    ("crates/fabricd/src/grpc.rs", 1171, "fix-mock"),
-];
+const PENDING_OVERSIZED: &[(&str, usize, &str)] = &[("crates/fabricd/src/event_loop.rs", 2510, "fix-loop")];
 
 /// The layers of the workspace, bottom up. A normal dependency between workspace crates goes
 /// from a higher layer to a strictly lower one, and is listed in [`ALLOWED_EDGES`].
@@ -143,7 +130,7 @@ const ALLOWED_EDGES: &[(&str, &[&str])] = &[
 ];
 
 /// Edges that exist today and are not allowed: (from, to, branch removing it).
-const PENDING_EDGES: &[(&str, &str, &str)] = &[("fabric-umad", "fabric-ranking", "fix-umad")];
+const PENDING_EDGES: &[(&str, &str, &str)] = &[];
 
 /// Algorithm crates: synchronous, free of I/O.
 const ALGORITHM_CRATES: &[&str] = &[
@@ -187,7 +174,7 @@ const IO_STD_ALLOWED_FILES: &[&str] = &["crates/fabric-topology/src/textfile.rs"
 const BINARY_CRATES: &[&str] = &["fabricd", "fabricctl", "fabric-agent-sim", "fabric-umad-probe"];
 
 /// Library crates depending on `anyhow` today: (crate, branch removing it).
-const PENDING_ANYHOW: &[(&str, &str)] = &[("fabric-umad", "fix-umad")];
+const PENDING_ANYHOW: &[(&str, &str)] = &[];
 
 /// The driver-trait crate: depends on no driver and on none of the crates the mock fabric needs.
 const DRIVER_TRAIT_CRATE: &str = "fabric-southbound";
@@ -195,8 +182,7 @@ const DRIVER_CRATES: &[&str] = &["fabric-mock", "fabric-umad", "fabric-oob"];
 const DRIVER_TRAIT_FORBIDDEN: &[&str] = &["rayon", "rand", "rand_chacha"];
 
 /// Dependencies of the driver-trait crate that exist today: (dependency, branch removing it).
-const PENDING_DRIVER_TRAIT_DEPS: &[(&str, &str)] =
-    &[("rayon", "fix-mock"), ("rand", "fix-mock"), ("rand_chacha", "fix-mock")];
+const PENDING_DRIVER_TRAIT_DEPS: &[(&str, &str)] = &[];
 
 /// Where `unsafe` code may appear (prefix of a workspace-relative path).
 const UNSAFE_ALLOWED_PREFIX: &str = "crates/fabric-umad/src/transport";
@@ -204,9 +190,6 @@ const UNSAFE_ALLOWED_PREFIX: &str = "crates/fabric-umad/src/transport";
 /// Files that may carry `allow(unsafe_code)`: the declaration of the transport module, the
 /// transport itself.
 const UNSAFE_ALLOW_FILES: &[&str] = &["crates/fabric-umad/src/lib.rs"];
-
-/// The crate whose import graph has a cycle today (fabric-routing: `dmodk` ↔ `group`).
-const CYCLIC_TODAY: &str = "fabric-routing";
 
 // ---------------------------------------------------------------------------------------------
 // The workspace
@@ -996,25 +979,15 @@ fn cycles(graph: &BTreeMap<String, BTreeMap<String, String>>) -> Vec<String> {
     out
 }
 
-fn import_cycles_of(filter: impl Fn(&str) -> bool) -> Vec<String> {
+#[test]
+fn no_module_import_cycle_in_any_crate() {
     let mut breaches = Vec::new();
-    for krate in crates().iter().filter(|c| filter(&c.name)) {
-        for c in cycles(&import_graph(krate)) {
+    for krate in crates() {
+        for c in cycles(&import_graph(&krate)) {
             breaches.push(format!("{}: {c}", krate.name));
         }
     }
-    breaches
-}
-
-#[test]
-fn no_module_import_cycle_in_any_crate() {
-    assert_none("module import cycles", &import_cycles_of(|name| name != CYCLIC_TODAY));
-}
-
-#[test]
-#[ignore = "until fix-routing is merged (dmodk <-> group)"]
-fn no_module_import_cycle_in_fabric_routing() {
-    assert_none("module import cycles", &import_cycles_of(|name| name == CYCLIC_TODAY));
+    assert_none("module import cycles", &breaches);
 }
 
 /// The cycle search finds a planted cycle and names its files: a check that cannot fail is no
