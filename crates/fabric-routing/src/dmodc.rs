@@ -74,7 +74,7 @@ mod tests {
                     .filter(|(_, g)| prep.costs.full_row(o.pos[g.remote.idx()] as usize)[li] < c)
                     .map(|(i, _)| i)
                     .collect();
-                let d = prep.tn.of_end_port[ep.idx()] as u64;
+                let d = u64::from(prep.tn.of_end_port[ep.idx()]);
                 let pi = prep.div[sp];
                 let g = &f.port_groups(s)[closer[((d / pi) % closer.len() as u64) as usize]];
                 let want = g.ports[((d / (pi * closer.len() as u64)) % g.ports.len() as u64) as usize];

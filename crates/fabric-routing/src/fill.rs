@@ -262,7 +262,7 @@ fn fill_end_ports(
                 scr.gports.extend_from_slice(&g.ports);
             }
             let pi = p.div[sp];
-            let pi_div = (pi <= u64::from(u32::MAX)).then(|| FastDiv::new(pi as u32));
+            let pi_div = u32::try_from(pi).is_ok().then(|| FastDiv::new(pi as u32));
             let downs = o.downs(sp);
             let ups = o.ups(sp);
             let down_row = p.costs.down_row(sp);
@@ -398,7 +398,7 @@ fn fill_end_ports(
                     scr.table.clear();
                     scr.table_of_d = false;
                     let mut l = 1u64;
-                    for &g in cset.iter() {
+                    for &g in cset {
                         let len = u64::from(gmeta[g as usize].1.d);
                         l = l / gcd(l, len) * len;
                         if l * cset.len() as u64 > table_max {
@@ -592,7 +592,7 @@ mod tests {
                     if c.is_empty() {
                         continue;
                     }
-                    let (d, pi, nc) = (d as u64, p.div[sp], c.len() as u64);
+                    let (d, pi, nc) = (u64::from(d), p.div[sp], c.len() as u64);
                     let g = &f.port_groups(s)[c[((d / pi) % nc) as usize] as usize];
                     row[lid] = g.ports[((d / (pi * nc)) % g.ports.len() as u64) as usize];
                 }

@@ -48,7 +48,7 @@ impl FromStr for EngineKind {
             "dmodk" => Ok(EngineKind::Dmodk),
             "updown" | "updn" | "bfs-dmodc" => Ok(EngineKind::UpDown),
             "updown-random" | "bfs-random" => Ok(EngineKind::UpDownRandom { seed: 0 }),
-            _ => match t.strip_prefix("updown-random:").map(|x| x.parse::<u64>()) {
+            _ => match t.strip_prefix("updown-random:").map(str::parse::<u64>) {
                 Some(Ok(seed)) => Ok(EngineKind::UpDownRandom { seed }),
                 _ => Err(UnknownEngine(s.to_string())),
             },

@@ -78,14 +78,14 @@ impl SwitchAgent for AgentSvc {
         Ok(Response::new(proto::SwitchInfo {
             guid: s.guid,
             description: s.desc.clone(),
-            port_count: s.nports as u32,
-            lft_blocks: (self.sim.max_lid as u64 + 1).div_ceil(64) as u32,
+            port_count: u32::from(s.nports),
+            lft_blocks: (u64::from(self.sim.max_lid) + 1).div_ceil(64) as u32,
             address_bits: self.sim.address_bits,
             max_address: self.sim.max_lid,
             address: lock(&self.sim.addrs).switch_lid[a.sid.idx()],
             lft_generation: a.lft_generation.load(Ordering::SeqCst),
             powered: s.up,
-            vls: self.sim.vls as u32,
+            vls: u32::from(self.sim.vls),
         }))
     }
 
@@ -131,7 +131,8 @@ impl SwitchAgent for AgentSvc {
                     ))
                 })?;
             let span = 1u64 << r.lmc;
-            if e.base != 0 && (!(e.base as u64).is_multiple_of(span) || e.base as u64 + span - 1 > max as u64) {
+            if e.base != 0 && (!u64::from(e.base).is_multiple_of(span) || u64::from(e.base) + span - 1 > u64::from(max))
+            {
                 return Err(Status::invalid_argument(format!(
                     "base address {} of {} is misaligned or out of range",
                     e.base,
@@ -282,7 +283,7 @@ impl SwitchAgent for AgentSvc {
             let pi = Sim::port_info(&st, a.sid, p);
             snap.push(proto::PortEvent {
                 snapshot: true,
-                port: p as u32,
+                port: u32::from(p),
                 state: pi.state,
                 neighbour: pi.neighbour,
                 powered: s.up,

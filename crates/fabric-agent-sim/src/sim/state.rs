@@ -100,9 +100,9 @@ impl Sim {
                         kind: NeighbourKind::Switch as i32,
                         node_guid: r.guid,
                         port_guid: r.guid,
-                        port: port as u32,
+                        port: u32::from(port),
                         description: r.desc.clone(),
-                        node_ports: r.nports as u32,
+                        node_ports: u32::from(r.nports),
                     }),
                 )
             }
@@ -114,15 +114,15 @@ impl Sim {
                         kind: NeighbourKind::Ca as i32,
                         node_guid: e.node_guid,
                         port_guid: e.port_guid,
-                        port: e.port_num as u32,
+                        port: u32::from(e.port_num),
                         description: e.desc.clone(),
-                        node_ports: e.node_ports as u32,
+                        node_ports: u32::from(e.node_ports),
                     }),
                 )
             }
         };
         proto::PortInfo {
-            port: pn as u32,
+            port: u32::from(pn),
             state: if up {
                 PortState::Up as i32
             } else {
@@ -149,7 +149,7 @@ impl Sim {
                 let (o, n) = (Self::port_info(&state, a.sid, pn), Self::port_info(&new, a.sid, pn));
                 if o.state != n.state {
                     let _ = a.events.send(proto::PortEvent {
-                        port: pn as u32,
+                        port: u32::from(pn),
                         state: n.state,
                         neighbour: n.neighbour,
                         powered: new_s.up,
@@ -255,8 +255,8 @@ fn hops(h: &[fabric_mock::Hop]) -> Vec<proto::Hop> {
     h.iter()
         .map(|h| proto::Hop {
             switch_guid: h.switch,
-            in_port: h.in_port as u32,
-            out_port: h.out_port as u32,
+            in_port: u32::from(h.in_port),
+            out_port: u32::from(h.out_port),
         })
         .collect()
 }

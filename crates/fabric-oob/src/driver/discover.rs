@@ -190,7 +190,7 @@ pub(super) async fn discover(inner: &Arc<Inner>) -> Result<Fabric, DriverError> 
             let reciprocal = match tables.get(&n.node_guid).and_then(|t| t.ports.get(rp as usize)) {
                 Some(q) if reached.contains(&n.node_guid) => {
                     let back = neighbour(q).map(|m| (m.node_guid, m.port));
-                    if back != Some((g, pn as u32)) {
+                    if back != Some((g, u32::from(pn))) {
                         warnings.push(format!(
                             "cabling mismatch: {} port {pn} sees {} port {rp}, which sees {}",
                             name(g, &b),

@@ -147,7 +147,7 @@ impl SouthboundDriver for OobDriver {
             .filter_map(|a| lock(&a.known).as_ref().map(|k| k.info.lft_blocks))
             .filter(|&b| b > 0)
             .min();
-        let from_lid = (self.inner.cfg.max_lid as u64 + 1).div_ceil(BLOCK_SIZE as u64) as u32;
+        let from_lid = (u64::from(self.inner.cfg.max_lid) + 1).div_ceil(BLOCK_SIZE as u64) as u32;
         DriverCaps {
             name: "oob",
             max_lid: self.inner.cfg.max_lid,
@@ -203,8 +203,11 @@ impl SouthboundDriver for OobDriver {
         let r = self
             .inner
             .call(idx, "set port state", |mut c| async move {
-                c.set_port_state(proto::SetPortStateRequest { port: port as u32, up })
-                    .await
+                c.set_port_state(proto::SetPortStateRequest {
+                    port: u32::from(port),
+                    up,
+                })
+                .await
             })
             .await;
         match r {

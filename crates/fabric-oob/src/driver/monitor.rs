@@ -238,7 +238,7 @@ async fn monitor(weak: Weak<Inner>, idx: usize, mut stop: watch::Receiver<()>) {
         drop(inner);
         tokio::select! {
             _ = stop.changed() => return,
-            _ = tokio::time::sleep(delay) => {}
+            () = tokio::time::sleep(delay) => {}
         }
         delay = (delay * 2).min(cap);
     }

@@ -118,7 +118,7 @@ pub(super) async fn configure_lids(inner: &Arc<Inner>, fabric: &Fabric, lids: &L
         let Ok(idx) = inner.agent_of(s.guid) else { continue };
         let mut addresses = proto::SetAddressesRequest {
             generation,
-            lmc: lids.lmc as u32,
+            lmc: u32::from(lids.lmc),
             switch_address: lids.switch_lid(sid),
             end_ports: Vec::new(),
         };

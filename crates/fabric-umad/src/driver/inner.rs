@@ -65,7 +65,7 @@ impl Inner {
 
 /// Locks a std mutex, recovering it if a panicking holder poisoned it.
 pub(super) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// A transport failure of operation `op` on `guid` as a driver error.

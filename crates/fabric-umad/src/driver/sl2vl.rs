@@ -176,8 +176,8 @@ pub(super) async fn sl2vl_programmer(weak: Weak<Inner>, kick: Arc<Notify>) {
             None => {
                 // A kick while not waiting leaves a permit: nothing is lost.
                 tokio::select! {
-                    _ = kick.notified() => {}
-                    _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+                    () = kick.notified() => {}
+                    () = tokio::time::sleep(Duration::from_secs(1)) => {}
                 }
             }
         }

@@ -64,21 +64,21 @@ async fn sweeper(weak: Weak<Inner>, wake: Arc<Notify>, interval: Option<Duration
         match interval {
             Some(iv) => {
                 tokio::select! {
-                    _ = tokio::time::sleep(iv) => {}
-                    _ = notified => {}
+                    () = tokio::time::sleep(iv) => {}
+                    () = notified => {}
                 }
             }
             None => {
                 // No periodic sweep: only traps (and explicit wake-ups) start one. The timeout
                 // only notices the driver going away.
                 tokio::select! {
-                    _ = tokio::time::sleep(Duration::from_secs(1)) => {
+                    () = tokio::time::sleep(Duration::from_secs(1)) => {
                         if weak.strong_count() == 0 {
                             return;
                         }
                         continue;
                     }
-                    _ = notified => {}
+                    () = notified => {}
                 }
             }
         }

@@ -18,7 +18,7 @@ pub(super) fn max_lft_blocks(st: &State) -> Option<u32> {
     st.switches
         .iter()
         .filter(|s| s.info.linear_fdb_cap() > 0)
-        .map(|s| s.max_blocks())
+        .map(super::state::SwitchRec::max_blocks)
         .min()
 }
 

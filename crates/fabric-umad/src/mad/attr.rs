@@ -174,7 +174,7 @@ impl PortInfo {
     }
     /// Sets the base LID.
     pub fn set_lid(&mut self, lid: u16) {
-        put16(&mut self.raw, 16, lid)
+        put16(&mut self.raw, 16, lid);
     }
     /// LID of the master subnet manager.
     pub fn master_sm_lid(&self) -> u16 {
@@ -182,7 +182,7 @@ impl PortInfo {
     }
     /// Sets MasterSMLID.
     pub fn set_master_sm_lid(&mut self, lid: u16) {
-        put16(&mut self.raw, 18, lid)
+        put16(&mut self.raw, 18, lid);
     }
     /// CapabilityMask.
     pub fn capability_mask(&self) -> u32 {
@@ -190,7 +190,7 @@ impl PortInfo {
     }
     /// Sets CapabilityMask (bit 1 = IsSM).
     pub fn set_capability_mask(&mut self, m: u32) {
-        put32(&mut self.raw, 20, m)
+        put32(&mut self.raw, 20, m);
     }
     /// LocalPortNum.
     pub fn local_port(&self) -> u8 {
@@ -316,7 +316,7 @@ impl SwitchInfo {
     }
     /// Sets LinearFDBTop.
     pub fn set_linear_fdb_top(&mut self, top: u16) {
-        put16(&mut self.raw, 6, top)
+        put16(&mut self.raw, 6, top);
     }
     /// DefaultPort.
     pub fn default_port(&self) -> u8 {
@@ -330,9 +330,9 @@ impl SwitchInfo {
     /// it unchanged).
     pub fn set_port_state_change(&mut self, v: bool) {
         if v {
-            self.raw[11] |= 0x04
+            self.raw[11] |= 0x04;
         } else {
-            self.raw[11] &= !0x04
+            self.raw[11] &= !0x04;
         }
     }
     /// LifeTimeValue.

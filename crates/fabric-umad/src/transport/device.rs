@@ -201,7 +201,7 @@ impl RawPort for UmadDevice {
         let ms = timeout.as_millis().min(i32::MAX as u128) as c_int;
         // SAFETY: `p` is one valid pollfd for the duration of the call.
         unsafe {
-            libc::poll(&mut p, 1, ms);
+            libc::poll(&raw mut p, 1, ms);
         }
     }
     fn agent(&self, class: u8) -> u32 {

@@ -103,9 +103,9 @@ impl<T> Queues<T> {
     }
     fn push(&mut self, r: T, background: bool) {
         if background {
-            self.background.push_back(r)
+            self.background.push_back(r);
         } else {
-            self.normal.push_back(r)
+            self.normal.push_back(r);
         }
     }
     /// The next request to send: the oldest normal one, else (when `background_ok`) the oldest
@@ -159,7 +159,7 @@ impl Transport {
             .name("fabric-umad".into())
             .spawn(move || {
                 let _done = done_tx;
-                run(port, params, rx, traps, st, sm2, stop2)
+                run(port, params, rx, traps, st, sm2, stop2);
             })
             .ok();
         Transport {
@@ -280,7 +280,7 @@ fn run<P: RawPort>(
             match rx.recv_timeout(Duration::from_millis(2)) {
                 Ok(r) => {
                     let b = r.background;
-                    queue.push(r, b)
+                    queue.push(r, b);
                 }
                 Err(std_mpsc::RecvTimeoutError::Timeout) => {}
                 Err(std_mpsc::RecvTimeoutError::Disconnected) => open = false,
@@ -291,7 +291,7 @@ fn run<P: RawPort>(
                 match rx.try_recv() {
                     Ok(r) => {
                         let b = r.background;
-                        queue.push(r, b)
+                        queue.push(r, b);
                     }
                     Err(std_mpsc::TryRecvError::Empty) => break,
                     Err(std_mpsc::TryRecvError::Disconnected) => {

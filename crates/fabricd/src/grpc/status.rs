@@ -189,7 +189,11 @@ impl FabricService {
             })
             .collect();
         let diagnostics = g.as_ref().map_or_else(Vec::new, |g| {
-            g.ranking.diagnostics.iter().map(|d| d.to_string()).collect()
+            g.ranking
+                .diagnostics
+                .iter()
+                .map(std::string::ToString::to_string)
+                .collect()
         });
         Ok(Response::new(pb::Topology {
             generation: p.generation(),

@@ -148,7 +148,7 @@ impl<'a> Cursor<'a> {
 
     fn word(&mut self) -> String {
         let start = self.pos;
-        while self.chars.get(self.pos).is_some_and(|c| c.is_ascii_alphabetic()) {
+        while self.chars.get(self.pos).is_some_and(char::is_ascii_alphabetic) {
             self.pos += 1;
         }
         self.chars[start..self.pos].iter().collect()

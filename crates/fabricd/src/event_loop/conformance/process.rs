@@ -262,7 +262,7 @@ impl LoopHandle {
                 Err(_) => break,
             }
         }
-        for (name, s) in self.subscribers.iter_mut() {
+        for (name, s) in &mut self.subscribers {
             while let Ok(n) = s.rx.try_recv() {
                 s.last.insert(n.phase, n.generation);
                 s.fresh.insert(n.phase);
