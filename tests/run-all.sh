@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test of the project on a fresh Debian machine: installs the system packages the
 # tests need (the InfiniBand simulator and diagnostics, OpenSM for comparisons, protoc for the
-# gRPC code, python3 for the OpenSM comparison script), then builds and runs the whole workspace test suite.
+# gRPC code, python3 for the OpenSM comparison script), then builds and runs the whole workspace test suite, then rustfmt and clippy (whole runs only).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -25,6 +25,15 @@ export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
 df -h . | sed 's/^/disk: /'
 status=0
 cargo test --workspace --no-fail-fast "$@" || status=$?
+# The lints are part of the suite (docs/ARCHITECTURE.md states invariants that only the lints
+# check: unsafe code, the clippy set of the workspace): a whole run (no filter) checks them too.
+if [ $# -eq 0 ]; then
+  for c in rustfmt clippy; do
+    rustup component list --installed 2>/dev/null | grep -q "^$c" || rustup component add "$c"
+  done
+  cargo fmt --all --check || { echo "FAILED: cargo fmt --all --check"; status=1; }
+  cargo clippy --workspace --all-targets -- -D warnings || { echo "FAILED: cargo clippy"; status=1; }
+fi
 df -h . | sed 's/^/disk: /'
 du -sh "${CARGO_TARGET_DIR:-target}" 2>/dev/null | sed 's/^/disk: target dir /' || true
 exit $status
