@@ -29,7 +29,7 @@ cargo test --workspace --no-fail-fast "$@" || status=$?
 # check: unsafe code, the clippy set of the workspace): a whole run (no filter) checks them too.
 if [ $# -eq 0 ]; then
   for c in rustfmt clippy; do
-    rustup component list --installed 2>/dev/null | grep -q "^$c" || rustup component add "$c"
+    rustup component list --installed 2>/dev/null | grep -q "^$c" || rustup component add "$c" || echo "cannot install $c"
   done
   cargo fmt --all --check || { echo "FAILED: cargo fmt --all --check"; status=1; }
   cargo clippy --workspace --all-targets -- -D warnings || { echo "FAILED: cargo clippy"; status=1; }
