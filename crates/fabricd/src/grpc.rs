@@ -1,7 +1,7 @@
 //! The gRPC northbound (`fabricd.v1.FabricManager`).
 //!
 //! Read-only calls answer from the [`Published`] snapshot (no lock, no round trip through the
-//! event loop); calls that change state are sent to the event loop as [`Event`]s with a oneshot
+//! event loop); calls that change state are sent to the event loop as [`LoopRequest`]s with a oneshot
 //! reply. Names are resolved and requests validated here, so that a bad request gets a precise
 //! `INVALID_ARGUMENT` without disturbing the loop. Heavy reads (metrics, reachability, OpenSM
 //! dumps) run on the analysis pool or a blocking thread, never on a tokio worker.
@@ -23,7 +23,7 @@ use tokio_stream::{Stream, StreamExt};
 use tonic::{Request, Response, Status};
 
 use crate::config::MetricsConfig;
-use crate::event_loop::{event_kind, Event, FaultRequest, FaultTarget, LoopError, UpdateNotice};
+use crate::event_loop::{event_kind, FaultRequest, FaultTarget, LoopError, Request as LoopRequest, UpdateNotice};
 use crate::persist::JobPort;
 use crate::state::{Generation, Notice, Phase, Published, RerouteTimings};
 
@@ -184,7 +184,7 @@ fn resolve_target(f: &Fabric, kind: i32, switch: &str, port: u32, node: &str) ->
 /// State shared by every handler.
 pub struct Shared {
     pub published: Arc<ArcSwap<Published>>,
-    pub events: mpsc::Sender<Event>,
+    pub events: mpsc::Sender<LoopRequest>,
     pub notices: broadcast::Sender<Notice>,
     /// The simulated fabric, when the driver is `mock` (Trace, VerifyReachability).
     pub mock: Option<Arc<MockFabric>>,
@@ -202,7 +202,7 @@ pub struct Shared {
 impl Shared {
     pub fn new(
         published: Arc<ArcSwap<Published>>,
-        events: mpsc::Sender<Event>,
+        events: mpsc::Sender<LoopRequest>,
         notices: broadcast::Sender<Notice>,
         mock: Option<Arc<MockFabric>>,
         metrics_config: Arc<ArcSwap<MetricsConfig>>,
@@ -251,7 +251,10 @@ impl FabricService {
         }
     }
 
-    async fn ask<T>(&self, make: impl FnOnce(oneshot::Sender<Result<T, LoopError>>) -> Event) -> Result<T, Status> {
+    async fn ask<T>(
+        &self,
+        make: impl FnOnce(oneshot::Sender<Result<T, LoopError>>) -> LoopRequest,
+    ) -> Result<T, Status> {
         let (tx, rx) = oneshot::channel();
         self.shared
             .events
@@ -355,12 +358,12 @@ type UpdateStream = Pin<Box<dyn Stream<Item = Result<pb::UpdateNotice, Status>> 
 /// Sends `Unsubscribe` to the loop when a subscriber's stream is dropped (client gone).
 struct SubscriberGuard {
     id: fabric_update::SubscriberId,
-    events: mpsc::Sender<Event>,
+    events: mpsc::Sender<LoopRequest>,
 }
 
 impl Drop for SubscriberGuard {
     fn drop(&mut self) {
-        let ev = Event::Unsubscribe { subscriber: self.id };
+        let ev = LoopRequest::Unsubscribe { subscriber: self.id };
         if let Err(mpsc::error::TrySendError::Full(ev)) = self.events.try_send(ev) {
             if let Ok(h) = tokio::runtime::Handle::try_current() {
                 let tx = self.events.clone();
@@ -827,7 +830,7 @@ impl FabricManager for FabricService {
             physical: req.physical,
             wait: req.wait,
         };
-        let a = self.ask(|reply| Event::Inject { req: fr, reply }).await?;
+        let a = self.ask(|reply| LoopRequest::Inject { req: fr, reply }).await?;
         Ok(Response::new(pb::InjectFaultResponse {
             event: a.event,
             generation: a.generation,
@@ -850,7 +853,7 @@ impl FabricManager for FabricService {
             .collect::<Result<Vec<_>, Status>>()?;
         let events: Vec<String> = down.iter().map(|t| t.event(false).to_string()).collect();
         let _one_at_a_time = self.shared.what_if.lock().await;
-        let input = self.ask(|reply| Event::WhatIf { down, reply }).await?;
+        let input = self.ask(|reply| LoopRequest::WhatIf { down, reply }).await?;
         let (before, _) = self.core_metrics(&g).await?;
         let opts = metrics_options(&self.shared.metrics_config.load());
         let (tx, rx) = oneshot::channel();
@@ -891,7 +894,7 @@ impl FabricManager for FabricService {
     async fn reroute(&self, req: Request<pb::RerouteRequest>) -> Result<Response<pb::RerouteResponse>, Status> {
         let req = req.into_inner();
         let generation = self
-            .ask(|reply| Event::Reroute {
+            .ask(|reply| LoopRequest::Reroute {
                 resync: req.resync,
                 wait: req.wait,
                 reply: Some(reply),
@@ -949,14 +952,14 @@ impl FabricManager for FabricService {
                 .collect(),
         };
         let id = req.job_id;
-        self.ask(|reply| Event::SetJob { id, ports, reply }).await?;
+        self.ask(|reply| LoopRequest::SetJob { id, ports, reply }).await?;
         Ok(Response::new(job))
     }
 
     async fn clear_job(&self, req: Request<pb::ClearJobRequest>) -> Result<Response<pb::ClearJobResponse>, Status> {
         let id = req.into_inner().job_id;
         check_job_id(&id).map_err(Status::invalid_argument)?;
-        self.ask(|reply| Event::ClearJob { id, reply }).await?;
+        self.ask(|reply| LoopRequest::ClearJob { id, reply }).await?;
         Ok(Response::new(pb::ClearJobResponse {}))
     }
 
@@ -1001,7 +1004,7 @@ impl FabricManager for FabricService {
         }
         let (ntx, nrx) = mpsc::channel::<UpdateNotice>(16);
         let id = self
-            .ask(|reply| Event::Subscribe {
+            .ask(|reply| LoopRequest::Subscribe {
                 name,
                 ports,
                 notices: ntx,
@@ -1040,7 +1043,7 @@ impl FabricManager for FabricService {
         let phase = phase_from_pb(req.phase)
             .ok_or_else(|| Status::invalid_argument("only UNPATH and REPATH notices are acked"))?;
         let subscriber = fabric_update::SubscriberId(req.subscriber_id);
-        self.ask(|reply| Event::Ack {
+        self.ask(|reply| LoopRequest::Ack {
             subscriber,
             generation: req.generation,
             phase,

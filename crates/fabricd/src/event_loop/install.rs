@@ -1,0 +1,210 @@
+//! The generation in flight, as one value: [`Install`] owns what is being computed or
+//! installed (the changes it covers, the computed result, the upload stages of the five-phase
+//! update and the running task). Dropping it is the abort: its task is aborted with it, and
+//! nothing of it stays behind in the loop.
+//!
+//! Where the generation is lives in [`Stage`] only (the published [`crate::state::Phase`] and
+//! the five-phase protocol's phase say what readers and subscribers see).
+
+use std::collections::{BTreeSet, HashSet};
+use std::sync::Arc;
+
+use fabric_routing::{LftBlockDiff, Lfts};
+use tokio::time::Instant;
+
+use super::exclusion::Exclusion;
+use super::scheduler::Covered;
+use super::tasks::Task;
+use crate::compute::Computed;
+use crate::upload::UploadOutcome;
+
+/// What a generation in flight covers.
+#[derive(Debug)]
+pub(crate) struct InFlight {
+    pub job: u64,
+    /// Changes up to this number are included.
+    pub seq: u64,
+    pub first_seen: Instant,
+    pub started: Instant,
+    pub routed: Option<Instant>,
+    pub faults: u32,
+    /// Number of `pending_physical` events the job applied.
+    pub physical_events: usize,
+    pub exclusions: Vec<Exclusion>,
+    /// Dirty blocks and resync switches handed to the job.
+    pub dirty: Arc<BTreeSet<(u32, u32)>>,
+    pub resync: Arc<BTreeSet<u32>>,
+}
+
+impl InFlight {
+    /// What it covers, for the generation that replaces it.
+    pub(crate) fn covered(&self) -> Covered {
+        Covered {
+            first_seen: self.first_seen,
+            faults: self.faults,
+        }
+    }
+}
+
+/// Where the generation in flight is.
+#[derive(Debug)]
+pub(crate) enum Stage {
+    /// Prepare: computing on the rayon pool, or (five-phase) waiting for the escape VL.
+    Computing,
+    /// Five-phase update: escape stage uploading or subscribers moving to the escape LIDs;
+    /// the base stage waits here.
+    Escape { c: Box<Computed>, base: Vec<LftBlockDiff> },
+    /// The (base stage) upload runs.
+    Uploading { c: Box<Computed> },
+    /// Five-phase update: base stage uploaded, subscribers moving back.
+    Repath { c: Box<Computed>, outcome: UploadOutcome },
+    /// Five-phase update given up or restarted while a stage was uploading: the upload
+    /// finishes (its blocks are folded into the installed tables) before anything else is
+    /// computed, so what the switches hold is known exactly.
+    Draining {
+        /// The stage being uploaded: escape (true) or base.
+        escape: bool,
+        /// Then compute the restarted attempt (true), or go idle (abort).
+        restart: bool,
+    },
+    /// Uploaded; the commit's state files are being written (announced once they are).
+    Committing(Box<Committing>),
+}
+
+/// A generation whose commit waits for its state files.
+#[derive(Debug)]
+pub(crate) struct Committing {
+    pub c: Computed,
+    pub outcome: UploadOutcome,
+    pub number: u64,
+    pub committed_at_unix_ms: i64,
+    /// Five-phase update: the attempt to report `Committed` to the protocol for.
+    pub protocol_at: Option<fabric_update::AttemptId>,
+}
+
+/// The upload stages of a five-phase update.
+#[derive(Debug, Default)]
+pub(crate) struct Stages {
+    /// Escape stage, until its upload starts.
+    pub escape_pending: Vec<LftBlockDiff>,
+    /// Blocks of the escape stage, and its outcome once uploaded.
+    pub escape_keys: HashSet<(u32, u32)>,
+    pub escape_outcome: Option<UploadOutcome>,
+    /// Blocks written by both stages.
+    pub overlap: Vec<(u32, u32)>,
+    /// The blocks of the escape and the base stage handed to the driver (folded into the
+    /// installed tables as each stage completes).
+    pub escape_written: Vec<LftBlockDiff>,
+    pub base_written: Vec<LftBlockDiff>,
+}
+
+/// The generation in flight (see the module documentation).
+#[derive(Debug)]
+pub(crate) struct Install {
+    pub flight: InFlight,
+    pub stage: Stage,
+    pub stages: Stages,
+    /// The task the stage waits for (computation, escape-VL check, upload, state files).
+    task: Option<Task>,
+}
+
+impl Install {
+    /// A generation whose computation runs as `task`.
+    pub(crate) fn computing(flight: InFlight, task: Task) -> Self {
+        Install {
+            flight,
+            stage: Stage::Computing,
+            stages: Stages::default(),
+            task: Some(task),
+        }
+    }
+
+    /// The stage now waits for `task` (the previous one, finished, is dropped).
+    pub(crate) fn wait_for(&mut self, task: Task) {
+        self.task = Some(task);
+    }
+
+    /// An upload (or a wait of the five-phase update) is in progress: the generation cannot
+    /// be superseded any more.
+    pub(crate) fn installing(&self) -> bool {
+        !matches!(self.stage, Stage::Computing)
+    }
+
+    /// The computed generation, in the stages that hold it.
+    pub(crate) fn computed(&self) -> Option<&Computed> {
+        match &self.stage {
+            Stage::Escape { c, .. } | Stage::Uploading { c } | Stage::Repath { c, .. } => Some(c),
+            _ => None,
+        }
+    }
+
+    /// Writes of a completed upload stage into `installed` (what the switches hold); blocks
+    /// that failed are unknown and stay `dirty`. Only needed when a generation is given up or
+    /// restarted half-way (a completed generation sets `installed` to its tables).
+    pub(crate) fn fold_stage(
+        &mut self,
+        escape: bool,
+        failed: &[(u32, u32)],
+        installed: &mut Arc<Lfts>,
+        dirty: &mut BTreeSet<(u32, u32)>,
+    ) {
+        let writes = std::mem::take(if escape {
+            &mut self.stages.escape_written
+        } else {
+            &mut self.stages.base_written
+        });
+        if writes.is_empty() {
+            return;
+        }
+        let failed: HashSet<(u32, u32)> = failed.iter().copied().collect();
+        let lfts = Arc::make_mut(installed);
+        for w in &writes {
+            let key = (w.switch.0, w.block);
+            if failed.contains(&key) || w.switch.idx() >= lfts.num_switches() || w.block as usize >= lfts.num_blocks() {
+                dirty.insert(key);
+                continue;
+            }
+            lfts.block_mut(w.switch, w.block as usize).copy_from_slice(&w.entries);
+        }
+    }
+
+    /// Folds the completed escape stage (see [`Install::fold_stage`]).
+    pub(crate) fn fold_escape(&mut self, installed: &mut Arc<Lfts>, dirty: &mut BTreeSet<(u32, u32)>) {
+        let failed = self
+            .stages
+            .escape_outcome
+            .as_ref()
+            .map(|o| o.failed.clone())
+            .unwrap_or_default();
+        self.fold_stage(true, &failed, installed, dirty);
+    }
+
+    /// The upload outcome of both stages: `blocks_written` counts distinct blocks (a block
+    /// written by both stages once), times and retries add up.
+    pub(crate) fn merge_stage_outcomes(&mut self, base: UploadOutcome) -> UploadOutcome {
+        let Some(esc) = self.stages.escape_outcome.take() else {
+            return base;
+        };
+        let twice = std::mem::take(&mut self.stages.overlap)
+            .into_iter()
+            .filter(|k| !esc.failed.contains(k) && !base.failed.contains(k))
+            .count() as u64;
+        let mut failed = base.failed;
+        for k in esc.failed {
+            if !failed.contains(&k) {
+                failed.push(k);
+            }
+        }
+        self.stages.escape_keys.clear();
+        let mut switch_errors = esc.switch_errors;
+        switch_errors.extend(base.switch_errors);
+        UploadOutcome {
+            blocks_written: (esc.blocks_written + base.blocks_written).saturating_sub(twice),
+            retries: esc.retries + base.retries,
+            failed,
+            error: base.error.or(esc.error),
+            switch_errors,
+            elapsed: esc.elapsed + base.elapsed,
+        }
+    }
+}
