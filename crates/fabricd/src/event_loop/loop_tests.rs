@@ -1,4 +1,11 @@
-//! The event loop against the mock fabric.
+//! The event loop against the mock fabric, in paused time: the tests run on a current-thread
+//! runtime whose clock only moves when every task is idle (then it jumps to the next timer),
+//! so coalescing windows, backoffs, protocol deadlines and the mock's latencies take no wall
+//! time and nothing depends on how fast the machine is. The loop's computations run on a
+//! blocking thread that waits for the rayon pool, and state files are written on blocking
+//! threads: tokio does not advance a paused clock while a blocking task runs, so no deadline
+//! expires "early" while the routing is computed. Tests wait for what they need on the loop's
+//! publish signal (a `watch`), the notice broadcast or a reply, never by polling.
 
 use std::collections::BTreeSet;
 
@@ -20,6 +27,8 @@ struct Harness {
     pool: Arc<rayon::ThreadPool>,
     telemetry: Telemetry,
     task: tokio::task::JoinHandle<()>,
+    /// Changes at every publish of a snapshot.
+    publishes: tokio::sync::watch::Receiver<u64>,
     dir: Arc<tempfile::TempDir>,
     /// The loop's WatchEvents broadcast (subscribe to see notices from then on).
     notices: broadcast::Sender<Notice>,
@@ -115,6 +124,7 @@ fn start_with(
             virtual_faults,
         },
     );
+    let publishes = lp.published_watch();
     let task = tokio::spawn(lp.run());
     Harness {
         tx,
@@ -123,21 +133,27 @@ fn start_with(
         pool,
         telemetry,
         task,
+        publishes,
         dir,
         notices: watch,
     }
 }
 
 impl Harness {
+    /// Waits (at most a generous 10 virtual minutes) until a published snapshot satisfies `f`.
     async fn until(&self, what: &str, f: impl Fn(&Published) -> bool) -> Arc<Published> {
-        for _ in 0..1000 {
-            let p = self.published.load_full();
-            if f(&p) {
-                return p;
-            }
-            tokio::time::sleep(Duration::from_millis(5)).await;
+        let mut publishes = self.publishes.clone();
+        let seen = tokio::time::timeout(
+            Duration::from_secs(600),
+            publishes.wait_for(|_| f(&self.published.load())),
+        )
+        .await
+        .map(|r| r.is_ok());
+        match seen {
+            Ok(true) => self.published.load_full(),
+            Ok(false) => panic!("the loop stopped while waiting for {what}"),
+            Err(_) => panic!("timed out waiting for {what}"),
         }
-        panic!("timed out waiting for {what}");
     }
 
     fn links(&self) -> Vec<(Guid, PortNum)> {
@@ -205,7 +221,7 @@ impl Harness {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn a_superseded_computation_is_discarded_and_the_newer_one_covers_both_faults() {
     let h = start(settings(0), MockConfig::default());
     h.until("generation 1", |p| p.generation() == 1).await;
@@ -220,7 +236,8 @@ async fn a_superseded_computation_is_discarded_and_the_newer_one_covers_both_fau
     h.until("prepare", |p| p.phase == Phase::Prepare).await;
     // Due at once (no coalescing): supersedes the computation that is still queued.
     let b = h.inject(links[1], false, true).await;
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    // The older computation is dropped (and counted) as soon as the newer one starts.
+    h.until("superseded", |p| p.discarded_generations == 1).await;
     release.send(()).unwrap();
     let b = b.await.unwrap().unwrap();
     assert_eq!(b.generation, 2, "both faults land in one generation");
@@ -234,7 +251,7 @@ async fn a_superseded_computation_is_discarded_and_the_newer_one_covers_both_fau
     assert_eq!(h.mock.verify_all_pairs(false).unreachable_count, 0);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn faults_arriving_during_an_upload_are_queued_for_the_next_generation() {
     let slow = MockConfig {
         op_latency: Duration::from_millis(150),
@@ -267,7 +284,7 @@ async fn faults_arriving_during_an_upload_are_queued_for_the_next_generation() {
     assert_eq!(up.await.unwrap().unwrap().generation, 4);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn failed_blocks_are_retried_until_the_fabric_holds_the_generation() {
     let mut s = settings(0);
     s.update.failed_generation_backoff_ms = 30;
@@ -323,7 +340,7 @@ async fn failed_blocks_are_retried_until_the_fabric_holds_the_generation() {
     assert_eq!(h.mock.verify_all_pairs(false).unreachable_count, 0);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn refused_requests_change_nothing() {
     let mut s = settings(0);
     s.fault_injection.enabled = false;
@@ -391,7 +408,7 @@ fn update_settings(unpath_ms: u64, policy: fabric_update::DeadlinePolicy) -> Loo
     s
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn five_phase_escape_stage_before_unpath_base_stage_before_repath() {
     let h = start(
         update_settings(10_000, fabric_update::DeadlinePolicy::Proceed),
@@ -453,6 +470,8 @@ struct SlowEscapeVl {
     mock: Arc<MockFabric>,
     ready: std::sync::atomic::AtomicBool,
     calls: std::sync::atomic::AtomicUsize,
+    /// The number of calls, to wait on.
+    called: tokio::sync::watch::Sender<usize>,
     release: tokio::sync::Semaphore,
     fail: bool,
 }
@@ -491,7 +510,8 @@ impl SouthboundDriver for SlowEscapeVl {
         self.mock.set_switch_state(s, up).await
     }
     async fn escape_vl_ready(&self) -> Result<(), fabric_southbound::DriverError> {
-        self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let n = self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+        self.called.send_replace(n);
         let permit = self.release.acquire().await;
         drop(permit);
         if self.fail {
@@ -520,6 +540,7 @@ fn slow_escape_vl(fail: bool) -> (Harness, Arc<SlowEscapeVl>) {
         mock: mock.clone(),
         ready: false.into(),
         calls: 0.into(),
+        called: tokio::sync::watch::Sender::new(0),
         release: tokio::sync::Semaphore::new(0),
         fail,
     });
@@ -532,20 +553,15 @@ fn slow_escape_vl(fail: bool) -> (Harness, Arc<SlowEscapeVl>) {
     (h, d)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn a_five_phase_update_waits_in_prepare_for_the_escape_vl() {
     use std::sync::atomic::Ordering::SeqCst;
     let (h, d) = slow_escape_vl(false);
     let calls = |n: usize| {
-        let d = d.clone();
+        let mut called = d.called.subscribe();
         async move {
-            for _ in 0..1000 {
-                if d.calls.load(SeqCst) >= n {
-                    break;
-                }
-                tokio::time::sleep(Duration::from_millis(5)).await;
-            }
-            d.calls.load(SeqCst)
+            let waited = tokio::time::timeout(Duration::from_secs(600), called.wait_for(|c| *c >= n)).await;
+            waited.expect("escape VL requested").map_or(0, |c| *c)
         }
     };
     // The first generation is a direct upload: it needs no escape VL. Once it is committed
@@ -584,7 +600,7 @@ async fn a_five_phase_update_waits_in_prepare_for_the_escape_vl() {
     assert_eq!(h.mock.verify_all_pairs(false).unreachable_count, 0);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn an_escape_vl_that_cannot_be_programmed_gives_a_direct_upload() {
     let (h, d) = slow_escape_vl(true);
     h.until("generation 1", |p| p.generation() == 1).await;
@@ -605,7 +621,7 @@ async fn an_escape_vl_that_cannot_be_programmed_gives_a_direct_upload() {
     assert_eq!(h.mock.verify_all_pairs(false).unreachable_count, 0);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn a_subscriber_that_never_acks_is_reported_and_the_update_proceeds() {
     let h = start(
         update_settings(150, fabric_update::DeadlinePolicy::Proceed),
@@ -633,7 +649,7 @@ async fn a_subscriber_that_never_acks_is_reported_and_the_update_proceeds() {
     assert_eq!(h.mock.verify_all_pairs(false).unreachable_count, 0);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn strict_policy_aborts_the_generation_and_keeps_the_base_routing() {
     let h = start(
         update_settings(150, fabric_update::DeadlinePolicy::Abort),
@@ -659,7 +675,7 @@ async fn strict_policy_aborts_the_generation_and_keeps_the_base_routing() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn a_subscriber_that_disconnects_is_dropped_without_waiting_for_its_deadline() {
     let h = start(
         update_settings(60_000, fabric_update::DeadlinePolicy::Proceed),
@@ -813,22 +829,22 @@ async fn breaking_fault_in(phase: Phase) {
         .is_none());
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn a_breaking_fault_during_unpath_restarts_from_prepare_and_installs_the_final_topology() {
     breaking_fault_in(Phase::Unpath).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn a_breaking_fault_during_the_base_upload_restarts_once_the_upload_is_drained() {
     breaking_fault_in(Phase::Update).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn a_breaking_fault_during_repath_restarts_from_prepare() {
     breaking_fault_in(Phase::Repath).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn a_generation_broken_more_than_max_restarts_times_is_aborted_then_retried() {
     let mut s = update_settings(10_000, fabric_update::DeadlinePolicy::Proceed);
     s.update.failed_generation_backoff_ms = 50;
@@ -892,7 +908,7 @@ async fn a_generation_broken_more_than_max_restarts_times_is_aborted_then_retrie
         .contains(&format!("fabricd_update_restarts_total {max}")));
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn a_benign_fault_during_unpath_is_queued_for_the_next_generation() {
     let h = start(
         update_settings(10_000, fabric_update::DeadlinePolicy::Proceed),
@@ -1025,17 +1041,17 @@ async fn crash_and_restart_in(phase: Phase) {
     assert_eq!(st.load_virtual_faults().unwrap().len(), 1, "the fault is persisted");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn kill_in_unpath_then_restart_converges() {
     crash_and_restart_in(Phase::Unpath).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn kill_in_update_then_restart_converges() {
     crash_and_restart_in(Phase::Update).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn kill_in_repath_then_restart_converges() {
     crash_and_restart_in(Phase::Repath).await;
 }
@@ -1056,7 +1072,7 @@ async fn next_watch(rx: &mut broadcast::Receiver<Notice>) -> Notice {
 /// loop is the last committed + 1 and still a direct upload (this process has installed
 /// nothing yet, whatever the number), the next one a five-phase update whose notices,
 /// progress file, commit and generation file all carry the continued number.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn generation_numbers_continue_after_a_restart() {
     let s = update_settings(10_000, fabric_update::DeadlinePolicy::Proceed);
     let h = start(s.clone(), MockConfig::default());
@@ -1140,12 +1156,10 @@ async fn generation_numbers_continue_after_a_restart() {
         "{phases:?}"
     );
     assert_eq!(st.load_last_generation().unwrap().map(|g| g.generation), Some(5));
-    // The progress file goes right after the commit is announced.
-    for _ in 0..1000 {
-        if st.load_update_progress().unwrap().is_none() {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    panic!("the progress file of generation 5 stays after its commit");
+    // The progress file goes in the same step as the commit is announced.
+    assert_eq!(
+        st.load_update_progress().unwrap(),
+        None,
+        "the progress file of generation 5 stays after its commit"
+    );
 }
