@@ -307,7 +307,7 @@ fn start(five_phase: bool) -> Daemon {
         job_aware: false,
         driver: "mock",
         lmc: 1,
-        started: Instant::now(),
+        started: tokio::time::Instant::now(),
         virtual_faults: 0,
         subscribers: 0,
         missed_acks: Vec::new(),

@@ -14,7 +14,8 @@ use tokio::time::Instant;
 
 use super::exclusion::{remote_switch_end, Exclusion};
 use super::install::{Committing, InFlight, Install, Stage};
-use super::{EventLoop, Internal};
+use super::internal::{Internal, Persisted};
+use super::EventLoop;
 use crate::compute::Computed;
 use crate::persist::{CommittedGeneration, UpdateProgress};
 use crate::state::{Generation, Notice, Phase, RerouteTimings};
@@ -208,11 +209,11 @@ impl EventLoop {
             if let Err(e) = dir.save_last_generation(&record) {
                 errors.push(e.to_string());
             }
-            Internal::Persisted {
+            Internal::Persisted(Persisted {
                 job,
                 faults_saved,
                 errors,
-            }
+            })
         }));
         inst.stage = Stage::Committing(Box::new(Committing {
             c,
@@ -226,7 +227,14 @@ impl EventLoop {
 
     /// The state files of the committing generation are written: publish it, answer the
     /// waiters, tell the protocol.
-    pub(super) fn on_persisted(&mut self, job: u64, faults_saved: bool, errors: Vec<String>) {
+    pub(super) fn on_persisted(
+        &mut self,
+        Persisted {
+            job,
+            faults_saved,
+            errors,
+        }: Persisted,
+    ) {
         let committing = |i: &Install| i.flight.job == job && matches!(i.stage, Stage::Committing(_));
         if !self.install.as_ref().is_some_and(committing) {
             tracing::error!(job, "state files written for an unknown job");

@@ -8,8 +8,9 @@ use fabric_topology::{fmt_guid, Fabric, FabricEvent, PortNum, Remote};
 use fabric_update::Input as UInput;
 
 use super::exclusion::{canonical_link, Exclusion};
+use super::internal::{Internal, PhysicalFaultDone};
 use super::request::Reply;
-use super::{event_kind, EventLoop, FaultAccepted, FaultRequest, FaultTarget, Internal, LoopError};
+use super::{event_kind, EventLoop, FaultAccepted, FaultRequest, FaultTarget, LoopError};
 use crate::compute::ComputeInput;
 use crate::state::Notice;
 
@@ -155,25 +156,25 @@ impl EventLoop {
                 (None, _) => Ok(()),
             };
             let result = r.map_err(|e| LoopError::FailedPrecondition(format!("driver refused the fault: {e}")));
-            Internal::PhysicalFaultDone {
+            Internal::PhysicalFaultDone(Box::new(PhysicalFaultDone {
                 id,
                 req,
                 reply,
                 before,
                 result,
-            }
+            }))
         });
         self.physical_faults.insert(id, task);
     }
 
-    pub(super) fn on_physical_fault_done(
-        &mut self,
-        id: u64,
-        req: FaultRequest,
-        reply: Reply<FaultAccepted>,
-        before: u64,
-        result: Result<(), LoopError>,
-    ) {
+    pub(super) fn on_physical_fault_done(&mut self, done: PhysicalFaultDone) {
+        let PhysicalFaultDone {
+            id,
+            req,
+            reply,
+            before,
+            result,
+        } = done;
         self.physical_faults.remove(&id);
         if let Err(e) = result {
             let _ = reply.send(Err(e));

@@ -13,8 +13,9 @@ use tokio::time::Instant;
 
 use super::exclusion::Exclusion;
 use super::install::{InFlight, Install, Stage};
+use super::internal::{EscapeVlChecked, Internal, Routed, Uploaded};
 use super::scheduler::Start;
-use super::{EventLoop, Internal};
+use super::EventLoop;
 use crate::compute::{compute, ComputeError, ComputeInput, Computed};
 use crate::state::{Notice, Phase};
 use crate::upload::{upload, UploadOutcome, UploadParams};
@@ -52,11 +53,7 @@ fn compute_job(input: ComputeInput, stage_split: bool) -> Internal {
         Ok(c) if stage_split => Some(split_writes(&installed, &c.writes, &EscapeMask::new(&c.lids))),
         _ => None,
     };
-    Internal::ComputeDone {
-        job,
-        result: Box::new(result),
-        stages,
-    }
+    Internal::ComputeDone(Box::new(Routed { job, result, stages }))
 }
 
 impl EventLoop {
@@ -136,10 +133,12 @@ impl EventLoop {
         let task = self.tasks.spawn_on_pool(
             &self.io.pool,
             move || compute_job(input, stage_split),
-            move || Internal::ComputeDone {
-                job,
-                result: Box::new(Err(ComputeError::Panicked)),
-                stages: None,
+            move || {
+                Internal::ComputeDone(Box::new(Routed {
+                    job,
+                    result: Err(ComputeError::Panicked),
+                    stages: None,
+                }))
             },
         );
         self.install = Some(Install::computing(flight, task));
@@ -159,12 +158,7 @@ impl EventLoop {
         self.install.take().expect("a generation in flight")
     }
 
-    pub(super) fn on_compute_done(
-        &mut self,
-        job: u64,
-        result: Result<Computed, ComputeError>,
-        stages: Option<StagedWrites>,
-    ) {
+    pub(super) fn on_compute_done(&mut self, Routed { job, result, stages }: Routed) {
         if !self.preparing(job) {
             // Superseded (counted as discarded when it was dropped).
             tracing::debug!(job, "discarding a stale computation");
@@ -225,12 +219,12 @@ impl EventLoop {
                     tracing::info!(job, "five-phase update waits for the escape VL (SL-to-VL tables)");
                     inst.wait_for(self.tasks.spawn(async move {
                         let result = driver.escape_vl_ready().await.map_err(|e| e.to_string());
-                        Internal::EscapeVlChecked {
+                        Internal::EscapeVlChecked(Box::new(EscapeVlChecked {
                             job,
-                            computed: Box::new(c),
+                            computed: c,
                             stages,
                             result,
-                        }
+                        }))
                     }));
                     self.install = Some(inst);
                     return;
@@ -247,13 +241,13 @@ impl EventLoop {
     /// stays in Status as `escape_vl_error`), and a restarted attempt (the protocol is already
     /// running) is given up like a failed computation (the protocol aborts it; the installed
     /// routing stays, the next change retries).
-    pub(super) fn on_escape_vl_checked(
-        &mut self,
-        job: u64,
-        c: Computed,
-        stages: Option<StagedWrites>,
-        result: Result<(), String>,
-    ) {
+    pub(super) fn on_escape_vl_checked(&mut self, checked: EscapeVlChecked) {
+        let EscapeVlChecked {
+            job,
+            computed: c,
+            stages,
+            result,
+        } = checked;
         if !self.preparing(job) {
             // Superseded while waiting: a newer computation checks again.
             tracing::debug!(
@@ -403,10 +397,11 @@ impl EventLoop {
             } else {
                 upload(driver, fabric, writes, params).await
             };
+            let u = Uploaded { job, outcome };
             if escape {
-                Internal::EscapeDone { job, outcome }
+                Internal::EscapeDone(u)
             } else {
-                Internal::UploadDone { job, outcome }
+                Internal::UploadDone(u)
             }
         }));
     }
@@ -581,7 +576,7 @@ impl EventLoop {
             .is_some_and(|i| i.flight.job == job && matches!(i.stage, Stage::Draining { escape: e, .. } if e == escape))
     }
 
-    pub(super) fn on_escape_done(&mut self, job: u64, outcome: UploadOutcome) {
+    pub(super) fn on_escape_done(&mut self, Uploaded { job, outcome }: Uploaded) {
         if self.draining(job, true) {
             return self.drained(outcome);
         }
@@ -605,7 +600,7 @@ impl EventLoop {
         self.protocol_input(UInput::EscapeUploaded { at, result: Ok(()) });
     }
 
-    pub(super) fn on_upload_done(&mut self, job: u64, outcome: UploadOutcome) {
+    pub(super) fn on_upload_done(&mut self, Uploaded { job, outcome }: Uploaded) {
         if self.draining(job, false) {
             return self.drained(outcome);
         }

@@ -4,9 +4,10 @@
 
 use std::sync::Arc;
 
+use super::internal::{Internal, JobsSaved};
 use super::request::Reply;
-use super::{EventLoop, Internal, JobChange, LoopError};
-use crate::persist::{JobPort, Jobs};
+use super::{EventLoop, JobChange, LoopError};
+use crate::persist::JobPort;
 
 impl EventLoop {
     /// A `SetJob` (`ports`) or `ClearJob` (`None`) request: queued behind the one being
@@ -39,26 +40,26 @@ impl EventLoop {
             let dir = self.io.state_dir.clone();
             self.job_save = Some(self.tasks.spawn_blocking(move || {
                 let result = dir.save_jobs(&jobs).map_err(|e| e.to_string());
-                Internal::JobsSaved {
+                Internal::JobsSaved(Box::new(JobsSaved {
                     id,
                     jobs,
                     set,
                     reply,
                     result,
-                }
+                }))
             }));
         }
     }
 
     /// The job mappings were written (they take effect) or not (nothing changes).
-    pub(super) fn on_jobs_saved(
-        &mut self,
-        id: String,
-        jobs: Jobs,
-        set: bool,
-        reply: Reply<()>,
-        result: Result<(), String>,
-    ) {
+    pub(super) fn on_jobs_saved(&mut self, saved: JobsSaved) {
+        let JobsSaved {
+            id,
+            jobs,
+            set,
+            reply,
+            result,
+        } = saved;
         self.job_save = None;
         let ok = result.is_ok();
         let r = match result {

@@ -17,7 +17,7 @@ use fabric_update::EscapeMask;
 use tokio::sync::oneshot;
 
 use super::*;
-use crate::compute::{compute, ComputeInput};
+use crate::compute::{compute, ComputeInput, Computed};
 use crate::config::{FaultInjectionConfig, UpdateConfig};
 
 struct Harness {

@@ -44,6 +44,7 @@ mod exclusion;
 mod faults;
 mod generation;
 pub(crate) mod install;
+mod internal;
 mod jobs;
 mod request;
 pub(crate) mod scheduler;
@@ -59,76 +60,23 @@ use arc_swap::ArcSwap;
 use fabric_routing::{Guid2Lid, Lfts, LidPlan};
 use fabric_southbound::SouthboundDriver;
 use fabric_topology::{fmt_guid, Fabric, FabricEvent, Lid};
-use fabric_update::{Action as UAction, Input as UInput, Protocol, Stages as StagedWrites, SubscriberId};
+use fabric_update::{Action as UAction, Input as UInput, Protocol, SubscriberId};
 use tokio::sync::{broadcast, mpsc, watch};
 use tokio::time::Instant;
 
-use crate::compute::{ComputeError, Computed};
 use crate::notify::Notifier;
 use crate::persist::{JobPort, Jobs, StateDir, UpdateProgress, VirtualFault};
 use crate::state::{Generation, Notice, Phase, Published};
 use crate::telemetry::Telemetry;
-use crate::upload::UploadOutcome;
 use exclusion::{exclusion_from_persisted, Exclusion};
 use install::Install;
+use internal::{Internal, ReadBack};
 use scheduler::Scheduler;
 use subscribers::{Subscribers, Waiters};
 use tasks::{Task, Tasks};
 
 use request::Reply;
 pub use request::{FaultAccepted, FaultRequest, FaultTarget, LoopError, LoopSettings, Request, UpdateNotice};
-
-/// What the loop's own tasks answer. Crate-private: no caller can forge one.
-#[derive(Debug)]
-pub(crate) enum Internal {
-    /// A computation finished on the rayon pool.
-    ComputeDone {
-        job: u64,
-        result: Box<Result<Computed, ComputeError>>,
-        /// The writes split into the five-phase stages (when the generation may need them).
-        stages: Option<StagedWrites>,
-    },
-    /// The driver answered [`SouthboundDriver::escape_vl_ready`] for a computed five-phase
-    /// generation (still in Prepare).
-    EscapeVlChecked {
-        job: u64,
-        computed: Box<Computed>,
-        stages: Option<StagedWrites>,
-        result: Result<(), String>,
-    },
-    /// The background escape-VL preparation after a commit finished.
-    EscapeVlPrepared(Result<(), String>),
-    /// The escape stage of the five-phase update is uploaded.
-    EscapeDone { job: u64, outcome: UploadOutcome },
-    /// An upload (direct, or the base stage) finished.
-    UploadDone { job: u64, outcome: UploadOutcome },
-    /// The driver carried out (or refused) a physical fault injection.
-    PhysicalFaultDone {
-        id: u64,
-        req: FaultRequest,
-        reply: Reply<FaultAccepted>,
-        /// The change number when the request arrived.
-        before: u64,
-        result: Result<(), LoopError>,
-    },
-    /// The job mappings were written (or not).
-    JobsSaved {
-        id: String,
-        jobs: Jobs,
-        set: bool,
-        reply: Reply<()>,
-        result: Result<(), String>,
-    },
-    /// The state files of a commit were written: whether the virtual faults were, and the
-    /// errors.
-    Persisted {
-        job: u64,
-        faults_saved: bool,
-        errors: Vec<String>,
-    },
-    /// The switches' LFTs were read back: the tables and the switches read whole.
-    ReadBack { lfts: Lfts, read_whole: Vec<u32> },
-}
 
 /// Fixed parameters of the loop.
 pub struct LoopParams {
@@ -463,36 +411,15 @@ impl EventLoop {
     /// The dispatcher of the answers of the loop's tasks.
     fn on_internal(&mut self, m: Internal) {
         match m {
-            Internal::ComputeDone { job, result, stages } => self.on_compute_done(job, *result, stages),
-            Internal::EscapeVlChecked {
-                job,
-                computed,
-                stages,
-                result,
-            } => self.on_escape_vl_checked(job, *computed, stages, result),
+            Internal::ComputeDone(r) => self.on_compute_done(*r),
+            Internal::EscapeVlChecked(c) => self.on_escape_vl_checked(*c),
             Internal::EscapeVlPrepared(result) => self.on_escape_vl_prepared(result),
-            Internal::EscapeDone { job, outcome } => self.on_escape_done(job, outcome),
-            Internal::UploadDone { job, outcome } => self.on_upload_done(job, outcome),
-            Internal::PhysicalFaultDone {
-                id,
-                req,
-                reply,
-                before,
-                result,
-            } => self.on_physical_fault_done(id, req, reply, before, result),
-            Internal::JobsSaved {
-                id,
-                jobs,
-                set,
-                reply,
-                result,
-            } => self.on_jobs_saved(id, jobs, set, reply, result),
-            Internal::Persisted {
-                job,
-                faults_saved,
-                errors,
-            } => self.on_persisted(job, faults_saved, errors),
-            Internal::ReadBack { lfts, read_whole } => self.on_read_back(lfts, read_whole),
+            Internal::EscapeDone(u) => self.on_escape_done(u),
+            Internal::UploadDone(u) => self.on_upload_done(u),
+            Internal::PhysicalFaultDone(d) => self.on_physical_fault_done(*d),
+            Internal::JobsSaved(j) => self.on_jobs_saved(*j),
+            Internal::Persisted(p) => self.on_persisted(p),
+            Internal::ReadBack(r) => self.on_read_back(r),
         }
     }
 
@@ -746,11 +673,11 @@ impl EventLoop {
                     read_whole.push(sid.0);
                 }
             }
-            Internal::ReadBack { lfts, read_whole }
+            Internal::ReadBack(ReadBack { lfts, read_whole })
         }));
     }
 
-    fn on_read_back(&mut self, lfts: Lfts, read_whole: Vec<u32>) {
+    fn on_read_back(&mut self, ReadBack { lfts, read_whole }: ReadBack) {
         for sid in &read_whole {
             self.resync.remove(sid);
         }

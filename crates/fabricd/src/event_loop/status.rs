@@ -181,9 +181,6 @@ impl EventLoop {
         });
     }
 
-    /// Taking over a fabric another subnet manager programmed: the first generation starts
-    /// from what the switches hold (read back) and writes only the blocks that differ.
-
     /// Polls the driver's topology gaps; when they changed, says so (status line, snapshot).
     pub(super) fn note_topology_gaps(&mut self) {
         if self.poll_topology_gaps() {
