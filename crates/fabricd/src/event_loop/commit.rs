@@ -181,9 +181,9 @@ impl EventLoop {
         // announcing the commit: a number announced as committed is never used again, even
         // after a crash right after the announcement. One blocking task, off the tokio workers;
         // each file on its own: one that cannot be written does not keep the others old.
-        let lids = (*c.guid2lid != *self.guid2lid
-            || !self.io.state_dir.path().join(crate::persist::GUID2LID_FILE).exists())
-        .then(|| c.guid2lid.clone());
+        // The LIDs are written when they changed or their file is missing (checked by the task).
+        let lids = c.guid2lid.clone();
+        let lids_changed = *c.guid2lid != *self.guid2lid;
         let faults = (inst.flight.exclusions != self.persisted_exclusions)
             .then(|| inst.flight.exclusions.iter().map(|x| x.persisted()).collect::<Vec<_>>());
         let record = CommittedGeneration {
@@ -195,8 +195,8 @@ impl EventLoop {
         inst.wait_for(self.tasks.spawn_blocking(move || {
             let mut errors = Vec::new();
             let mut faults_saved = false;
-            if let Some(l) = lids {
-                if let Err(e) = dir.save_guid2lid(&l) {
+            if lids_changed || !dir.path().join(crate::persist::GUID2LID_FILE).exists() {
+                if let Err(e) = dir.save_guid2lid(&lids) {
                     errors.push(e.to_string());
                 }
             }

@@ -17,7 +17,7 @@ use super::internal::{EscapeVlChecked, Internal, Routed, Uploaded};
 use super::scheduler::Start;
 use super::EventLoop;
 use crate::compute::{compute, ComputeError, ComputeInput, Computed};
-use crate::state::{Notice, Phase};
+use crate::state::Phase;
 use crate::upload::{upload, UploadOutcome, UploadParams};
 
 /// One WARN line per computed generation whose routing is not the engine's own or is still
@@ -154,7 +154,7 @@ impl EventLoop {
     }
 
     /// Takes the generation in flight (the caller knows there is one).
-    fn take_install(&mut self) -> Install {
+    pub(super) fn take_install(&mut self) -> Install {
         self.install.take().expect("a generation in flight")
     }
 
@@ -438,142 +438,6 @@ impl EventLoop {
         inst.stage = Stage::Uploading { c };
         inst.stages.base_written = base.clone();
         self.spawn_upload(base, false, false);
-    }
-
-    /// The five-phase protocol gave the generation up: keep the installed routing, retry later.
-    pub(super) fn abort_generation(&mut self, reason: &str, base_touched: bool) {
-        let Some(mut inst) = self.install.take() else {
-            return;
-        };
-        // The stage whose upload is still running: Some(escape?).
-        let uploading = match inst.stage {
-            Stage::Escape { .. } => {
-                let running = inst.stages.escape_outcome.is_none();
-                if !running {
-                    inst.fold_escape(&mut self.installed, &mut self.dirty);
-                }
-                running.then_some(true)
-            }
-            Stage::Uploading { .. } => Some(false),
-            Stage::Repath { .. } | Stage::Computing => None,
-            Stage::Draining { escape, .. } => Some(escape),
-            Stage::Committing(_) => {
-                // Already committed: nothing to give up.
-                self.install = Some(inst);
-                return;
-            }
-        };
-        tracing::error!(
-            reason,
-            base_touched,
-            "generation aborted; the previous routing stays installed"
-        );
-        self.give_back(&inst.flight);
-        // The changes it covered are due again, after the failure backoff; the retry counts
-        // them (a generation's `faults` are the changes it routes).
-        self.schedule
-            .requeue(Instant::now(), inst.flight.covered(), &self.settings.update);
-        if base_touched {
-            // The base entries may mix two generations: rewrite every switch.
-            self.resync.extend(0..self.physical.num_switches() as u32);
-        }
-        let number = self.next_generation();
-        self.last_error = format!("generation {number} aborted: {reason}");
-        self.io.telemetry.failed();
-        let _ = self.io.notices.send(Notice::UpdateAborted {
-            generation: number,
-            reason: reason.to_string(),
-        });
-        self.set_phase(Phase::Idle);
-        self.publish();
-        self.waiters.failed(inst.flight.seq, reason);
-        if let Some(escape) = uploading {
-            // Nothing new is computed before the running upload has finished.
-            inst.stage = Stage::Draining { escape, restart: false };
-            self.install = Some(inst);
-        }
-    }
-
-    /// The protocol restarts the generation from Prepare: once no upload runs any more, the
-    /// routing of the current topology (every change so far) is computed again.
-    pub(super) fn begin_restart(&mut self) {
-        let Some(mut inst) = self.install.take() else {
-            return;
-        };
-        let drain = match inst.stage {
-            // Escape stage still uploading (restart in Prepare) or base stage uploading
-            // (restart in Update): wait for it.
-            Stage::Escape { .. } if inst.stages.escape_outcome.is_none() => Some(true),
-            Stage::Uploading { .. } => Some(false),
-            Stage::Draining { escape, .. } => Some(escape),
-            Stage::Escape { .. } => {
-                // Escape stage installed (restart in Unpath).
-                inst.fold_escape(&mut self.installed, &mut self.dirty);
-                return self.restart_compute(inst);
-            }
-            // Both stages installed: `installed` holds the abandoned attempt's tables.
-            Stage::Repath { .. } => return self.restart_compute(inst),
-            Stage::Computing | Stage::Committing(_) => None,
-        };
-        if let Some(escape) = drain {
-            inst.stage = Stage::Draining { escape, restart: true };
-        }
-        self.install = Some(inst);
-    }
-
-    /// Starts the computation of a restarted attempt (the abandoned attempt's changes and
-    /// every change since).
-    fn restart_compute(&mut self, abandoned: Install) {
-        self.give_back(&abandoned.flight);
-        if self.shutting_down.is_some() {
-            // The progress file makes the next start finish the generation.
-            return;
-        }
-        let start = self.schedule.restart(abandoned.flight.covered());
-        drop(abandoned);
-        self.start_compute(start);
-        self.save_progress(self.protocol.attempt(), fabric_update::Phase::Prepare);
-    }
-
-    /// The upload of a given-up attempt finished (see [`Stage::Draining`]).
-    fn drained(&mut self, outcome: UploadOutcome) {
-        let Some(mut inst) = self.install.take() else {
-            return;
-        };
-        let Stage::Draining { escape, restart } = inst.stage else {
-            self.install = Some(inst);
-            return;
-        };
-        self.io
-            .telemetry
-            .blocks_written(outcome.blocks_written, outcome.retries);
-        self.dirty.extend(outcome.failed.iter().copied());
-        if escape {
-            inst.stages.escape_outcome = Some(outcome);
-            inst.fold_escape(&mut self.installed, &mut self.dirty);
-        } else {
-            inst.fold_escape(&mut self.installed, &mut self.dirty);
-            inst.fold_stage(false, &outcome.failed, &mut self.installed, &mut self.dirty);
-        }
-        tracing::debug!(
-            job = inst.flight.job,
-            escape,
-            restart,
-            "upload of an abandoned attempt finished"
-        );
-        if restart {
-            self.restart_compute(inst);
-        } else {
-            drop(inst);
-            self.maybe_start();
-        }
-    }
-
-    /// Whether the generation in flight is `job` draining its `escape` (or base) stage.
-    fn draining(&self, job: u64, escape: bool) -> bool {
-        self.install
-            .as_ref()
-            .is_some_and(|i| i.flight.job == job && matches!(i.stage, Stage::Draining { escape: e, .. } if e == escape))
     }
 
     pub(super) fn on_escape_done(&mut self, Uploaded { job, outcome }: Uploaded) {

@@ -67,6 +67,10 @@ pub(crate) enum Stage {
         /// Then compute the restarted attempt (true), or go idle (abort).
         restart: bool,
     },
+    /// Given up or restarted after a stage upload: what the stages wrote is being folded into
+    /// a copy of the installed tables (a blocking task: a full copy of the tables), then the
+    /// restarted attempt is computed (`restart`) or the loop goes idle.
+    Folding { restart: bool },
     /// Uploaded; the commit's state files are being written (announced once they are).
     Committing(Box<Committing>),
 }
@@ -138,45 +142,26 @@ impl Install {
         }
     }
 
-    /// Writes of a completed upload stage into `installed` (what the switches hold); blocks
-    /// that failed are unknown and stay `dirty`. Only needed when a generation is given up or
-    /// restarted half-way (a completed generation sets `installed` to its tables).
-    pub(crate) fn fold_stage(
-        &mut self,
-        escape: bool,
-        failed: &[(u32, u32)],
-        installed: &mut Arc<Lfts>,
-        dirty: &mut BTreeSet<(u32, u32)>,
-    ) {
-        let writes = std::mem::take(if escape {
-            &mut self.stages.escape_written
-        } else {
-            &mut self.stages.base_written
-        });
-        if writes.is_empty() {
-            return;
-        }
-        let failed: HashSet<(u32, u32)> = failed.iter().copied().collect();
-        let lfts = Arc::make_mut(installed);
-        for w in &writes {
-            let key = (w.switch.0, w.block);
-            if failed.contains(&key) || w.switch.idx() >= lfts.num_switches() || w.block as usize >= lfts.num_blocks() {
-                dirty.insert(key);
-                continue;
-            }
-            lfts.block_mut(w.switch, w.block as usize).copy_from_slice(&w.entries);
-        }
-    }
-
-    /// Folds the completed escape stage (see [`Install::fold_stage`]).
-    pub(crate) fn fold_escape(&mut self, installed: &mut Arc<Lfts>, dirty: &mut BTreeSet<(u32, u32)>) {
-        let failed = self
+    /// Takes what the completed stages of a given-up or restarted attempt wrote, to fold into
+    /// the installed tables (see [`Fold`]): the escape stage (its failed blocks from its
+    /// outcome) and, with `base_failed`, the base stage. A completed generation needs no fold
+    /// (it sets the installed tables to its own).
+    pub(crate) fn take_fold(&mut self, base_failed: Option<&[(u32, u32)]>) -> Fold {
+        let escape_failed = self
             .stages
             .escape_outcome
             .as_ref()
-            .map(|o| o.failed.clone())
+            .map(|o| o.failed.iter().copied().collect())
             .unwrap_or_default();
-        self.fold_stage(true, &failed, installed, dirty);
+        let mut stages = vec![(std::mem::take(&mut self.stages.escape_written), escape_failed)];
+        if let Some(failed) = base_failed {
+            stages.push((
+                std::mem::take(&mut self.stages.base_written),
+                failed.iter().copied().collect(),
+            ));
+        }
+        stages.retain(|(writes, _)| !writes.is_empty());
+        Fold { stages }
     }
 
     /// The upload outcome of both stages: `blocks_written` counts distinct blocks (a block
@@ -206,5 +191,41 @@ impl Install {
             switch_errors,
             elapsed: esc.elapsed + base.elapsed,
         }
+    }
+}
+
+/// The writes of completed upload stages of a given-up or restarted attempt, with the blocks
+/// that failed (unknown on the switches: they stay dirty).
+#[derive(Debug)]
+pub(crate) struct Fold {
+    stages: Vec<(Vec<LftBlockDiff>, HashSet<(u32, u32)>)>,
+}
+
+impl Fold {
+    /// Nothing was written.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.stages.is_empty()
+    }
+
+    /// What the switches hold: a copy of `installed` with the writes applied, and the blocks
+    /// that stay dirty (failed, or outside the tables). Heavy (a copy of every table): run it
+    /// off the loop.
+    pub(crate) fn apply(self, installed: &Lfts) -> (Lfts, Vec<(u32, u32)>) {
+        let mut lfts = installed.clone();
+        let mut dirty = Vec::new();
+        for (writes, failed) in &self.stages {
+            for w in writes {
+                let key = (w.switch.0, w.block);
+                if failed.contains(&key)
+                    || w.switch.idx() >= lfts.num_switches()
+                    || w.block as usize >= lfts.num_blocks()
+                {
+                    dirty.push(key);
+                    continue;
+                }
+                lfts.block_mut(w.switch, w.block as usize).copy_from_slice(&w.entries);
+            }
+        }
+        (lfts, dirty)
     }
 }

@@ -31,6 +31,8 @@ pub(crate) enum Internal {
     Persisted(Persisted),
     /// The switches' LFTs were read back.
     ReadBack(ReadBack),
+    /// The stages of a given-up attempt are folded into a copy of the installed tables.
+    Folded(Folded),
 }
 
 /// A computation's result.
@@ -93,4 +95,15 @@ pub(crate) struct Persisted {
 pub(crate) struct ReadBack {
     pub lfts: Lfts,
     pub read_whole: Vec<u32>,
+    /// Blocks read.
+    pub blocks: u64,
+}
+
+/// The installed tables with the stages of a given-up attempt folded in, and the blocks that
+/// stay dirty.
+#[derive(Debug)]
+pub(crate) struct Folded {
+    pub job: u64,
+    pub lfts: Lfts,
+    pub dirty: Vec<(u32, u32)>,
 }

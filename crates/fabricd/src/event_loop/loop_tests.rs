@@ -17,8 +17,16 @@ use fabric_update::EscapeMask;
 use tokio::sync::oneshot;
 
 use super::*;
+use arc_swap::ArcSwap;
+use fabric_southbound::SouthboundDriver;
+use tokio::sync::broadcast;
+
 use crate::compute::{compute, ComputeInput, Computed};
 use crate::config::{FaultInjectionConfig, UpdateConfig};
+use crate::notify::Notifier;
+use crate::persist::StateDir;
+use crate::state::{Notice, Published};
+use crate::telemetry::Telemetry;
 
 struct Harness {
     tx: mpsc::Sender<Request>,
@@ -857,9 +865,19 @@ async fn a_generation_broken_more_than_max_restarts_times_is_aborted_then_retrie
     let first = h.inject(faults[0], false, true).await;
     let max = fabric_update::ProtocolConfig::default().max_restarts;
     let mut later = Vec::new();
+    let (release, blocked) = std::sync::mpsc::channel::<()>();
+    let mut blocked = Some(blocked);
     for (i, &link) in faults[1..=max as usize + 1].iter().enumerate() {
         let n = next_notice(&mut rx).await;
         assert_eq!((n.generation, n.phase), (2, Phase::Unpath), "attempt {i}");
+        if i == max as usize {
+            // The retry after the abort is due at once (the last fault is pending): hold the
+            // routing pool's only thread so that it cannot begin before Status is read.
+            let blocked = blocked.take().unwrap();
+            h.pool.spawn(move || {
+                let _ = blocked.recv();
+            });
+        }
         later.push(h.inject(link, false, true).await);
         if i < max as usize {
             let r = next_restart(&mut watch, Duration::from_secs(10))
@@ -874,7 +892,8 @@ async fn a_generation_broken_more_than_max_restarts_times_is_aborted_then_retrie
     let p = h.until("aborted", |p| p.last_error.contains("aborted")).await;
     assert_eq!(p.generation(), 1);
     assert_eq!(p.update_restarts.len(), max as usize);
-    // Retried after the backoff with every fault: the subscriber acks it through.
+    release.send(()).unwrap();
+    // Retried with every fault: the subscriber acks it through.
     let n = next_notice(&mut rx).await;
     assert_eq!((n.generation, n.phase), (2, Phase::Unpath));
     h.ack(id, &n).await;

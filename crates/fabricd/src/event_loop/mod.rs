@@ -12,6 +12,7 @@
 //! * [`scheduler`]: pure generation scheduling (changes, coalescing, supersession, retries);
 //! * [`install`]: the generation in flight as one value (dropping it is the abort);
 //! * `generation`: computing and installing it (the five-phase protocol's actions);
+//! * `abandon`: a generation given up or restarted half-way (drain, fold, restart);
 //! * `commit`: committing it (or not), persistence of the generation;
 //! * `faults`: injected, physical and persisted faults;
 //! * [`subscribers`]: subscribers, notices, acks, waiters; `jobs`: job mappings;
@@ -39,6 +40,7 @@
 //! stage upload has finished and been folded into the installed tables); any other change is
 //! queued (see `docs/update-protocol.md`, "Faults during an update").
 
+mod abandon;
 mod commit;
 mod exclusion;
 mod faults;
@@ -56,18 +58,14 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
-use arc_swap::ArcSwap;
 use fabric_routing::{Guid2Lid, Lfts, LidPlan};
-use fabric_southbound::SouthboundDriver;
 use fabric_topology::{fmt_guid, Fabric, FabricEvent, Lid};
 use fabric_update::{Action as UAction, Input as UInput, Protocol, SubscriberId};
-use tokio::sync::{broadcast, mpsc, watch};
+use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
-use crate::notify::Notifier;
-use crate::persist::{JobPort, Jobs, StateDir, UpdateProgress, VirtualFault};
-use crate::state::{Generation, Notice, Phase, Published};
-use crate::telemetry::Telemetry;
+use crate::persist::{JobPort, Jobs, UpdateProgress};
+use crate::state::{Generation, Phase};
 use exclusion::{exclusion_from_persisted, Exclusion};
 use install::Install;
 use internal::{Internal, ReadBack};
@@ -76,47 +74,10 @@ use subscribers::{Subscribers, Waiters};
 use tasks::{Task, Tasks};
 
 use request::Reply;
-pub use request::{FaultAccepted, FaultRequest, FaultTarget, LoopError, LoopSettings, Request, UpdateNotice};
-
-/// Fixed parameters of the loop.
-pub struct LoopParams {
-    pub settings: LoopSettings,
-    pub lmc: u8,
-    pub max_lid: Lid,
-    pub driver_name: &'static str,
-}
-
-/// Hooks and shared handles the loop reports to.
-pub struct LoopIo {
-    pub driver: Arc<dyn SouthboundDriver>,
-    pub state_dir: StateDir,
-    pub pool: Arc<rayon::ThreadPool>,
-    pub published: Arc<ArcSwap<Published>>,
-    pub notices: broadcast::Sender<Notice>,
-    pub telemetry: Telemetry,
-    pub notifier: Notifier,
-    pub watchdog: Option<Duration>,
-    /// Called once, after the first generation is committed (complete or incomplete), with
-    /// its number and a status line saying what is incomplete.
-    pub on_ready: Option<Box<dyn FnOnce(u64, String) + Send + Sync>>,
-}
-
-/// Initial state, loaded by the caller (discovery, state directory).
-pub struct LoopInit {
-    pub physical: Arc<Fabric>,
-    pub guid2lid: Guid2Lid,
-    pub jobs: Jobs,
-    pub virtual_faults: Vec<VirtualFault>,
-}
-
-/// Kind label of an event (Prometheus, notices).
-pub fn event_kind(e: &FabricEvent) -> &'static str {
-    match e {
-        FabricEvent::LinkDown { .. } | FabricEvent::LinkUp { .. } => "link",
-        FabricEvent::SwitchDown(_) | FabricEvent::SwitchUp(_) => "switch",
-        FabricEvent::EndPortDown(_) | FabricEvent::EndPortUp(_) => "node",
-    }
-}
+pub use request::{
+    event_kind, FaultAccepted, FaultRequest, FaultTarget, LoopError, LoopInit, LoopIo, LoopParams, LoopSettings,
+    Request, UpdateNotice,
+};
 
 /// A change of the job mappings waiting for its turn (they are written one at a time).
 #[derive(Debug)]
@@ -161,7 +122,7 @@ pub struct EventLoop {
     /// Why the last state file write failed (names the path); empty while persistence works.
     persistence_error: String,
     /// What the driver learnt after discovery that the routed fabric lacks
-    /// ([`SouthboundDriver::topology_gaps`], one line per switch), polled at every event.
+    /// ([`fabric_southbound::SouthboundDriver::topology_gaps`], one line per switch), polled at every event.
     topology_incomplete: Vec<String>,
 
     /// The generation being computed or installed.
@@ -420,6 +381,7 @@ impl EventLoop {
             Internal::JobsSaved(j) => self.on_jobs_saved(*j),
             Internal::Persisted(p) => self.on_persisted(p),
             Internal::ReadBack(r) => self.on_read_back(r),
+            Internal::Folded(f) => self.on_folded(f),
         }
     }
 
@@ -653,6 +615,7 @@ impl EventLoop {
             let mut lfts = Lfts::new(f.num_switches(), top);
             let nb = lfts.num_blocks() as u32;
             let mut read_whole = Vec::new();
+            let mut blocks = 0u64;
             for sid in f.switch_ids() {
                 let sw = f.switch(sid);
                 if !sw.up {
@@ -661,7 +624,10 @@ impl EventLoop {
                 let mut ok = true;
                 for b in 0..nb {
                     match driver.read_lft_block(sw.guid, b).await {
-                        Ok(entries) => lfts.block_mut(sid, b as usize).copy_from_slice(&entries),
+                        Ok(entries) => {
+                            lfts.block_mut(sid, b as usize).copy_from_slice(&entries);
+                            blocks += 1;
+                        }
                         Err(e) => {
                             tracing::warn!(switch = %fmt_guid(sw.guid), block = b, error = %e, "cannot read an LFT block back");
                             ok = false;
@@ -673,19 +639,26 @@ impl EventLoop {
                     read_whole.push(sid.0);
                 }
             }
-            Internal::ReadBack(ReadBack { lfts, read_whole })
+            Internal::ReadBack(ReadBack {
+                lfts,
+                read_whole,
+                blocks,
+            })
         }));
     }
 
-    fn on_read_back(&mut self, ReadBack { lfts, read_whole }: ReadBack) {
+    fn on_read_back(
+        &mut self,
+        ReadBack {
+            lfts,
+            read_whole,
+            blocks,
+        }: ReadBack,
+    ) {
         for sid in &read_whole {
             self.resync.remove(sid);
         }
-        tracing::info!(
-            switches_read = read_whole.len(),
-            switches_to_rewrite = self.resync.len(),
-            "LFTs read back"
-        );
+        tracing::info!(blocks, switches_to_rewrite = self.resync.len(), "LFTs read back");
         self.installed = Arc::new(lfts);
         self.reading_back = None;
         self.maybe_start();

@@ -1,18 +1,24 @@
-//! What callers send the loop ([`Request`]) and what it answers: the public surface of the
-//! event loop (gRPC, signals, tests).
+//! The public surface of the event loop: how it is set up ([`LoopParams`], [`LoopIo`],
+//! [`LoopInit`], [`LoopSettings`]), what callers send it ([`Request`]) and what it answers
+//! (gRPC, signals, tests).
 
 use std::sync::Arc;
+use std::time::Duration;
 
+use arc_swap::ArcSwap;
 use fabric_ranking::RankOptions;
-use fabric_routing::EngineKind;
-use fabric_topology::{FabricEvent, Guid, PortNum};
+use fabric_routing::{EngineKind, Guid2Lid};
+use fabric_southbound::SouthboundDriver;
+use fabric_topology::{Fabric, FabricEvent, Guid, Lid, PortNum};
 use fabric_update::SubscriberId;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{broadcast, mpsc, oneshot};
 
 use crate::compute::ComputeInput;
 use crate::config::{FaultInjectionConfig, UpdateConfig};
-use crate::persist::JobPort;
-use crate::state::Phase;
+use crate::notify::Notifier;
+use crate::persist::{JobPort, Jobs, StateDir, VirtualFault};
+use crate::state::{Notice, Phase, Published};
+use crate::telemetry::Telemetry;
 
 /// What a fault injection targets.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -162,4 +168,44 @@ pub struct LoopSettings {
     pub job_aware: bool,
     pub rank_options: Arc<RankOptions>,
     pub fault_injection: FaultInjectionConfig,
+}
+
+/// Fixed parameters of the loop.
+pub struct LoopParams {
+    pub settings: LoopSettings,
+    pub lmc: u8,
+    pub max_lid: Lid,
+    pub driver_name: &'static str,
+}
+
+/// Hooks and shared handles the loop reports to.
+pub struct LoopIo {
+    pub driver: Arc<dyn SouthboundDriver>,
+    pub state_dir: StateDir,
+    pub pool: Arc<rayon::ThreadPool>,
+    pub published: Arc<ArcSwap<Published>>,
+    pub notices: broadcast::Sender<Notice>,
+    pub telemetry: Telemetry,
+    pub notifier: Notifier,
+    pub watchdog: Option<Duration>,
+    /// Called once, after the first generation is committed (complete or incomplete), with
+    /// its number and a status line saying what is incomplete.
+    pub on_ready: Option<Box<dyn FnOnce(u64, String) + Send + Sync>>,
+}
+
+/// Initial state, loaded by the caller (discovery, state directory).
+pub struct LoopInit {
+    pub physical: Arc<Fabric>,
+    pub guid2lid: Guid2Lid,
+    pub jobs: Jobs,
+    pub virtual_faults: Vec<VirtualFault>,
+}
+
+/// Kind label of an event (Prometheus, notices).
+pub fn event_kind(e: &FabricEvent) -> &'static str {
+    match e {
+        FabricEvent::LinkDown { .. } | FabricEvent::LinkUp { .. } => "link",
+        FabricEvent::SwitchDown(_) | FabricEvent::SwitchUp(_) => "switch",
+        FabricEvent::EndPortDown(_) | FabricEvent::EndPortUp(_) => "node",
+    }
 }

@@ -84,7 +84,7 @@ impl EventLoop {
         }
     }
 
-    /// Takes the driver's topology gaps ([`SouthboundDriver::topology_gaps`]): an ERROR per
+    /// Takes the driver's topology gaps ([`fabric_southbound::SouthboundDriver::topology_gaps`]): an ERROR per
     /// switch when it is first listed (the operator must restart fabricd to route what it
     /// lists), an INFO when none is left. Returns whether the list changed.
     pub(super) fn poll_topology_gaps(&mut self) -> bool {

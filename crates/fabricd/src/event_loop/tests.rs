@@ -8,6 +8,7 @@ use fabric_routing::EngineKind;
 use super::exclusion::{canonical_link, exclusion_from_persisted};
 use super::faults::breaking_reason;
 use super::*;
+use crate::persist::VirtualFault;
 use fabric_topology::{FabricBuilder, NodeType};
 
 fn tiny() -> Fabric {
