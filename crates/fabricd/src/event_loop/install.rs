@@ -194,11 +194,14 @@ impl Install {
     }
 }
 
-/// The writes of completed upload stages of a given-up or restarted attempt, with the blocks
-/// that failed (unknown on the switches: they stay dirty).
+/// The writes of one completed upload stage and its blocks that failed (unknown on the
+/// switches: they stay dirty).
+type StageWrites = (Vec<LftBlockDiff>, HashSet<(u32, u32)>);
+
+/// The writes of completed upload stages of a given-up or restarted attempt.
 #[derive(Debug)]
 pub(crate) struct Fold {
-    stages: Vec<(Vec<LftBlockDiff>, HashSet<(u32, u32)>)>,
+    stages: Vec<StageWrites>,
 }
 
 impl Fold {
