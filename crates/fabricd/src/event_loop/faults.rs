@@ -137,12 +137,13 @@ impl EventLoop {
     /// Asks the driver to change the physical state, in a task (answered by
     /// [`Internal::PhysicalFaultDone`]).
     fn start_physical_fault(&mut self, req: FaultRequest, reply: Reply<FaultAccepted>, before: u64) {
-        // Physically, a node is taken down by its cable: the leaf port it hangs on.
-        let port = match req.target {
-            FaultTarget::Link { switch, port } => Some((switch, port)),
-            FaultTarget::Switch(_) => None,
+        // The switch, and the port to set (none: the whole switch). Physically, a node is
+        // taken down by its cable: the leaf port it hangs on.
+        let (switch, port) = match req.target {
+            FaultTarget::Link { switch, port } => (switch, Some(port)),
+            FaultTarget::Switch(g) => (g, None),
             FaultTarget::Node(g) => match node_cable(&self.cabling, g) {
-                Ok(p) => Some(p),
+                Ok((switch, port)) => (switch, Some(port)),
                 Err(e) => return drop(reply.send(Err(e))),
             },
         };
@@ -150,10 +151,9 @@ impl EventLoop {
         self.next_physical_fault += 1;
         let d = self.io.driver.clone();
         let task = self.tasks.spawn(async move {
-            let r = match (port, &req.target) {
-                (Some((switch, port)), _) => d.set_port_state(switch, port, req.up).await,
-                (None, FaultTarget::Switch(g)) => d.set_switch_state(*g, req.up).await,
-                (None, _) => Ok(()),
+            let r = match port {
+                Some(port) => d.set_port_state(switch, port, req.up).await,
+                None => d.set_switch_state(switch, req.up).await,
             };
             let result = r.map_err(|e| LoopError::FailedPrecondition(format!("driver refused the fault: {e}")));
             Internal::PhysicalFaultDone(Box::new(PhysicalFaultDone {

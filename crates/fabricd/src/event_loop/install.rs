@@ -232,3 +232,87 @@ impl Fold {
         (lfts, dirty)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use fabric_routing::BLOCK_SIZE;
+    use fabric_topology::SwitchId;
+
+    use super::*;
+
+    fn write(switch: u32, block: u32, v: u8) -> LftBlockDiff {
+        LftBlockDiff {
+            switch: SwitchId(switch),
+            block,
+            entries: [v; BLOCK_SIZE],
+        }
+    }
+
+    fn install() -> Install {
+        let flight = InFlight {
+            job: 7,
+            seq: 1,
+            first_seen: Instant::now(),
+            started: Instant::now(),
+            routed: None,
+            faults: 1,
+            physical_events: 0,
+            exclusions: Vec::new(),
+            dirty: Arc::default(),
+            resync: Arc::default(),
+        };
+        Install {
+            flight,
+            stage: Stage::Draining {
+                escape: false,
+                restart: true,
+            },
+            stages: Stages::default(),
+            task: None,
+        }
+    }
+
+    #[test]
+    fn a_fold_applies_what_the_stages_wrote_and_keeps_failed_blocks_dirty() {
+        let installed = Lfts::new(2, 127);
+        let mut i = install();
+        i.stages.escape_written = vec![write(0, 0, 1), write(1, 1, 2)];
+        i.stages.escape_outcome = Some(UploadOutcome {
+            failed: vec![(1, 1)],
+            ..UploadOutcome::default()
+        });
+        i.stages.base_written = vec![write(0, 0, 3), write(0, 1, 4), write(5, 0, 9)];
+        let fold = i.take_fold(Some(&[(0, 1)]));
+        assert!(i.stages.escape_written.is_empty() && i.stages.base_written.is_empty());
+        let (lfts, mut dirty) = fold.apply(&installed);
+        dirty.sort_unstable();
+        // Base after escape: block (0, 0) holds the base stage's entries.
+        assert_eq!(lfts.block(SwitchId(0), 0), &[3; BLOCK_SIZE]);
+        // Failed blocks are unknown (kept as installed, dirty); a switch outside the tables too.
+        assert_eq!(lfts.block(SwitchId(1), 1), installed.block(SwitchId(1), 1));
+        assert_eq!(lfts.block(SwitchId(0), 1), installed.block(SwitchId(0), 1));
+        assert_eq!(dirty, vec![(0, 1), (1, 1), (5, 0)]);
+        assert!(i.take_fold(None).is_empty(), "nothing is folded twice");
+    }
+
+    #[test]
+    fn both_stages_count_a_block_written_twice_once() {
+        let mut i = install();
+        i.stages.escape_outcome = Some(UploadOutcome {
+            blocks_written: 3,
+            retries: 1,
+            failed: vec![(1, 0)],
+            ..UploadOutcome::default()
+        });
+        i.stages.overlap = vec![(0, 0), (1, 0)];
+        let merged = i.merge_stage_outcomes(UploadOutcome {
+            blocks_written: 4,
+            retries: 2,
+            ..UploadOutcome::default()
+        });
+        // (0, 0) was written by both stages; (1, 0) failed in the escape stage.
+        assert_eq!((merged.blocks_written, merged.retries), (6, 3));
+        assert_eq!(merged.failed, vec![(1, 0)]);
+        assert!(i.stages.escape_outcome.is_none());
+    }
+}
