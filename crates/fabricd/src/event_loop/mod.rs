@@ -2,21 +2,21 @@
 //!
 //! One task reads the callers' [`Request`]s, the driver's physical-change stream, the answers
 //! of its own tasks (a crate-private message enum no caller can forge) and one timer
-//! ([`EventLoop::next_deadline`]: the coalescing window, a retry, a deadline of the five-phase
+//! (`EventLoop::next_deadline`: the coalescing window, a retry, a deadline of the five-phase
 //! update). Handlers are synchronous and do no I/O: computations, uploads, driver calls and
-//! state file writes run as tasks of the registry ([`tasks`]) and come back as messages.
+//! state file writes run as tasks of the registry (`tasks`) and come back as messages.
 //! Everything that changes the fabric, the routing, the jobs or the installed LFTs happens
-//! here; readers see [`Published`] snapshots swapped through `arc-swap`.
+//! here; readers see [`Published`](crate::state::Published) snapshots swapped through `arc-swap`.
 //!
 //! The loop is split by what it keeps:
-//! * [`scheduler`]: pure generation scheduling (changes, coalescing, supersession, retries);
-//! * [`install`]: the generation in flight as one value (dropping it is the abort);
+//! * `scheduler`: pure generation scheduling (changes, coalescing, supersession, retries);
+//! * `install`: the generation in flight as one value (dropping it is the abort);
 //! * `generation`: computing and installing it (the five-phase protocol's actions);
 //! * `abandon`: a generation given up or restarted half-way (drain, fold, restart);
 //! * `commit`: committing it (or not), persistence of the generation;
 //! * `faults`: injected, physical and persisted faults;
-//! * [`subscribers`]: subscribers, notices, acks, waiters; `jobs`: job mappings;
-//! * [`tasks`]: the task registry (abort-on-drop handles).
+//! * `subscribers`: subscribers, notices, acks, waiters; `jobs`: job mappings;
+//! * `tasks`: the task registry (abort-on-drop handles).
 //!
 //! # A generation
 //!
