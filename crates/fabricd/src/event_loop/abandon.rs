@@ -117,7 +117,7 @@ impl EventLoop {
         }
         let start = self.schedule.restart(abandoned.flight.covered());
         drop(abandoned);
-        self.start_compute(start);
+        self.start_compute(start, true);
         self.save_progress(self.protocol.attempt(), fabric_update::Phase::Prepare);
     }
 

@@ -41,12 +41,14 @@ impl EventLoop {
     /// routing being installed (some entry of the target's base or escape tables forwards
     /// through a port it kills: restart from Prepare) or not (queued for the next generation).
     fn change_during_update(&mut self, ev: &FabricEvent) {
-        if self.protocol.phase() == fabric_update::Phase::Idle {
-            return;
-        }
-        // Computing: the computation in flight is superseded by one including the change;
-        // draining or committing: what follows includes it.
-        let Some(c) = self.install.as_ref().and_then(|i| i.computed()) else {
+        // A direct upload queues it; computing: the computation in flight is superseded by one
+        // including the change; draining, folding or committing: what follows includes it.
+        let Some(c) = self
+            .install
+            .as_ref()
+            .filter(|i| i.five_phase)
+            .and_then(|i| i.computed())
+        else {
             return;
         };
         let reason = breaking_reason(&self.cabling, &c.ports_in_use, ev);
@@ -202,7 +204,7 @@ impl EventLoop {
                 .map_err(|e| LoopError::InvalidArgument(e.to_string()))?;
             exclusions.push(ev);
         }
-        let mut input = self.compute_input(0, exclusions, Arc::default(), Arc::default());
+        let mut input = self.compute_input(0, exclusions, Arc::default(), Arc::default(), false);
         (input.validate, input.ports_in_use) = (false, false);
         Ok(Box::new(input))
     }

@@ -58,13 +58,15 @@ fn compute_job(input: ComputeInput, stage_split: bool) -> Internal {
 
 impl EventLoop {
     /// The computation of the current state (every physical change seen so far) with
-    /// `exclusions` taken down; the upload-related parts as the next generation needs them.
+    /// `exclusions` taken down; the upload-related parts as the next generation needs them
+    /// (`restarted`: an attempt of a five-phase update already running).
     pub(super) fn compute_input(
         &self,
         job: u64,
         exclusions: Vec<FabricEvent>,
         dirty: Arc<BTreeSet<(u32, u32)>>,
         resync: Arc<BTreeSet<u32>>,
+        restarted: bool,
     ) -> ComputeInput {
         ComputeInput {
             job,
@@ -84,8 +86,7 @@ impl EventLoop {
             dirty,
             resync,
             // Only a five-phase update classifies the changes arriving while it installs.
-            ports_in_use: self.protocol.phase() != fabric_update::Phase::Idle
-                || (self.lmc >= 1 && self.settings.update.five_phase && self.current.is_some()),
+            ports_in_use: restarted || (self.lmc >= 1 && self.settings.update.five_phase && self.current.is_some()),
         }
     }
 
@@ -102,8 +103,9 @@ impl EventLoop {
         })
     }
 
-    /// Sends a computation of the current state (every change so far) to the routing pool.
-    pub(super) fn start_compute(&mut self, start: Start) {
+    /// Sends a computation of the current state (every change so far) to the routing pool
+    /// (`restarted`: see [`Install::restarted`]).
+    pub(super) fn start_compute(&mut self, start: Start, restarted: bool) {
         let now = Instant::now();
         let job = start.job;
         let exclusions: Vec<Exclusion> = self.exclusions.iter().copied().collect();
@@ -114,6 +116,7 @@ impl EventLoop {
             exclusions.iter().map(|x| x.down_event()).collect(),
             dirty.clone(),
             resync.clone(),
+            restarted,
         );
         let flight = InFlight {
             job,
@@ -128,8 +131,7 @@ impl EventLoop {
             resync,
         };
         tracing::debug!(job, faults = flight.faults, "computing a generation");
-        let stage_split =
-            self.lmc >= 1 && (self.settings.update.five_phase || self.protocol.phase() != fabric_update::Phase::Idle);
+        let stage_split = self.lmc >= 1 && (self.settings.update.five_phase || restarted);
         let task = self.tasks.spawn_on_pool(
             &self.io.pool,
             move || compute_job(input, stage_split),
@@ -141,7 +143,7 @@ impl EventLoop {
                 }))
             },
         );
-        self.install = Some(Install::computing(flight, task));
+        self.install = Some(Install::computing(flight, task, restarted));
         self.set_phase(Phase::Prepare);
         self.publish();
     }
@@ -167,7 +169,7 @@ impl EventLoop {
         self.schedule.computed();
         // A restarted attempt of a five-phase update is in Prepare: its result goes to the
         // protocol (an error, or a LID change that would forbid the protocol, aborts it).
-        let restarted = self.protocol.phase() != fabric_update::Phase::Idle;
+        let restarted = self.install.as_ref().is_some_and(|i| i.restarted);
         if restarted {
             let refused = match &result {
                 Err(e) => Some(e.to_string()),
@@ -256,7 +258,7 @@ impl EventLoop {
             );
             return;
         }
-        let restarted = self.protocol.phase() != fabric_update::Phase::Idle;
+        let restarted = self.install.as_ref().is_some_and(|i| i.restarted);
         match result {
             Ok(()) => {
                 tracing::info!(job, "escape VL ready");
@@ -330,6 +332,7 @@ impl EventLoop {
                 base_blocks = stages.base.len(),
                 "five-phase update"
             );
+            inst.five_phase = true;
             inst.stages.escape_pending = stages.escape;
             inst.stage = Stage::Escape {
                 c: Box::new(c),
@@ -477,7 +480,7 @@ impl EventLoop {
         let Stage::Uploading { c } = std::mem::replace(&mut inst.stage, Stage::Computing) else {
             unreachable!("checked above");
         };
-        if self.protocol.phase() == fabric_update::Phase::Update {
+        if inst.five_phase {
             // Base stage of the five-phase update: Repath, then Commit. Blocks that failed
             // stay dirty and are retried by the next generation, as with a direct upload.
             // Every selected block is now written with the new tables (escape-only blocks by

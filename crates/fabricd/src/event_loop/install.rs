@@ -3,8 +3,10 @@
 //! update and the running task). Dropping it is the abort: its task is aborted with it, and
 //! nothing of it stays behind in the loop.
 //!
-//! Where the generation is lives in [`Stage`] only (the published [`crate::state::Phase`] and
-//! the five-phase protocol's phase say what readers and subscribers see).
+//! Where the generation is lives here only: its [`Stage`], whether the five-phase update
+//! installs it and whether it is a restarted attempt. The loop never asks the five-phase
+//! protocol for its phase; the published [`crate::state::Phase`] is what was last announced to
+//! readers.
 
 use std::collections::{BTreeSet, HashSet};
 use std::sync::Arc;
@@ -107,17 +109,24 @@ pub(crate) struct Stages {
 pub(crate) struct Install {
     pub flight: InFlight,
     pub stage: Stage,
+    /// A restarted attempt of a running five-phase update (its computation's result goes to
+    /// the protocol), or one superseding such an attempt.
+    pub restarted: bool,
+    /// Installed by the five-phase update (from its escape stage on), not by a direct upload.
+    pub five_phase: bool,
     pub stages: Stages,
     /// The task the stage waits for (computation, escape-VL check, upload, state files).
     task: Option<Task>,
 }
 
 impl Install {
-    /// A generation whose computation runs as `task`.
-    pub(crate) fn computing(flight: InFlight, task: Task) -> Self {
+    /// A generation whose computation runs as `task` (`restarted`: see [`Install::restarted`]).
+    pub(crate) fn computing(flight: InFlight, task: Task, restarted: bool) -> Self {
         Install {
             flight,
             stage: Stage::Computing,
+            restarted,
+            five_phase: false,
             stages: Stages::default(),
             task: Some(task),
         }
@@ -267,6 +276,8 @@ mod tests {
                 escape: false,
                 restart: true,
             },
+            restarted: true,
+            five_phase: true,
             stages: Stages::default(),
             task: None,
         }

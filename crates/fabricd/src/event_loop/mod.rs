@@ -581,6 +581,8 @@ impl EventLoop {
             return;
         }
         let running = self.install.as_ref().map(|i| i.flight.covered());
+        // Superseding a restarted attempt of a five-phase update continues that update.
+        let restarted = self.install.as_ref().is_some_and(|i| i.restarted);
         let Some(start) = self
             .schedule
             .start_if_due(Instant::now(), running, &self.settings.update)
@@ -594,7 +596,7 @@ impl EventLoop {
             self.io.telemetry.discarded();
             tracing::debug!(job = old.flight.job, "computation superseded by newer changes");
         }
-        self.start_compute(start);
+        self.start_compute(start, restarted);
     }
 
     /// Returns the dirty blocks and resync switches of an abandoned job.
