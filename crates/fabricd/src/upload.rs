@@ -1,10 +1,18 @@
 //! LFT upload: the changed blocks of a generation go to the driver in batches, with bounded
-//! parallelism (at most `parallelism` driver calls in flight) and retry with exponential
-//! backoff of transient failures (on top of the driver's own per-block retries).
+//! parallelism (at most `parallelism` driver calls in flight).
 //!
-//! A batch never mixes switches, so that a batch that fails names one switch. A batch that
-//! finally fails, or whose task panicked (a driver bug), is reported block by block so that the
-//! event loop keeps those blocks dirty and writes them again with the next generation.
+//! **The retry policy is owned here.** A batch the driver reports failed with a transient
+//! error is retried `retries` times (`[update] upload_retries`) with exponential backoff from
+//! `backoff` (`retry_backoff_ms`), so transient errors, including an outage of a few seconds,
+//! end written. Inside one `write_lft_blocks` call a driver may resend a request that got no
+//! answer, a bounded number of times (the mock's `max_retries`, umad's SMP resends, oob's
+//! `max_retries`): that is part of the one attempt, like a transport's retransmission, and is
+//! counted in `WriteReport::retries` (added to the outcome's `retries`); whether a failed
+//! batch is tried again, when, and how often is decided here only. A batch that still fails,
+//! or whose task panicked (a driver bug), is reported block by block, so that the event loop
+//! keeps those blocks dirty and the next generation writes them again.
+//!
+//! A batch never mixes switches, so that a batch that fails names one switch.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;

@@ -6,13 +6,13 @@
 //! mirrors the switches' LFTs through the mock's write observer and moves packets:
 //!
 //! * one flow per end port (source → a distant destination), each attached to one of four
-//!   subscribers registered with the loop (`Event::Subscribe`);
+//!   subscribers registered with the loop (`Request::Subscribe`);
 //! * a tick injects one packet per sending flow and moves every packet in flight one switch hop
 //!   through the tables the switches hold *at that instant*; a tick runs after every block write
 //!   (from the observer, so writes and hops interleave) and every 0.3 ms from a ticker thread;
 //! * subscribers react to the loop's notices as a real MPI library would: stop sending, wait
 //!   until their packets in flight have arrived, switch their flows' destination LID (base ↔
-//!   escape), resume, ack (`Event::Ack`).
+//!   escape), resume, ack (`Request::Ack`).
 //!
 //! Scenario (virtual link faults, five generations): link A down; link B down, and while that
 //! generation is in Unpath link A comes back (benign: queued, the next generation); link C
@@ -52,8 +52,8 @@ use fabric_topology::{EndPortId, Fabric, Guid, Lid, PortNum, Remote, SwitchId};
 use fabric_update::{EscapeMask, SubscriberId};
 use fabricd::config::{FaultInjectionConfig, UpdateConfig};
 use fabricd::event_loop::{
-    Event, EventLoop, FaultAccepted, FaultRequest, FaultTarget, LoopError, LoopInit, LoopIo, LoopParams, LoopSettings,
-    UpdateNotice,
+    EventLoop, FaultAccepted, FaultRequest, FaultTarget, LoopError, LoopInit, LoopIo, LoopParams, LoopSettings,
+    Request, UpdateNotice,
 };
 use fabricd::notify::Notifier;
 use fabricd::persist::{Jobs, StateDir};
@@ -276,7 +276,7 @@ impl Sim {
 
 /// The daemon's loop over a simulated fabric, as `daemon::run` wires it.
 struct Daemon {
-    tx: mpsc::Sender<Event>,
+    tx: mpsc::Sender<Request>,
     published: Arc<ArcSwap<Published>>,
     mock: Arc<MockFabric>,
     task: tokio::task::JoinHandle<()>,
@@ -368,7 +368,7 @@ fn start(five_phase: bool) -> Daemon {
     }
 }
 
-fn fault(link: (Guid, PortNum), up: bool) -> (Event, oneshot::Receiver<Result<FaultAccepted, LoopError>>) {
+fn fault(link: (Guid, PortNum), up: bool) -> (Request, oneshot::Receiver<Result<FaultAccepted, LoopError>>) {
     let (reply, rx) = oneshot::channel();
     let req = FaultRequest {
         target: FaultTarget::Link {
@@ -379,7 +379,7 @@ fn fault(link: (Guid, PortNum), up: bool) -> (Event, oneshot::Receiver<Result<Fa
         physical: false,
         wait: true,
     };
-    (Event::Inject { req, reply }, rx)
+    (Request::Inject { req, reply }, rx)
 }
 
 /// Injects a virtual link fault and waits for the generation that includes it.
@@ -433,11 +433,11 @@ fn links(f: &Fabric) -> Vec<(Guid, PortNum)> {
 
 /// A subscriber: drains, moves its flows, acks; records each generation's tables at Repath;
 /// subscriber 0 also fires the `at_unpath` trigger.
-async fn subscriber(k: usize, tx: mpsc::Sender<Event>, sim: Arc<Mutex<Sim>>, ready: oneshot::Sender<()>) {
+async fn subscriber(k: usize, tx: mpsc::Sender<Request>, sim: Arc<Mutex<Sim>>, ready: oneshot::Sender<()>) {
     let (ntx, mut nrx) = mpsc::channel::<UpdateNotice>(16);
     let (reply, rx) = oneshot::channel();
     let ports = Vec::new();
-    tx.send(Event::Subscribe {
+    tx.send(Request::Subscribe {
         name: format!("job-{k}"),
         ports,
         notices: ntx,
@@ -504,7 +504,7 @@ async fn subscriber(k: usize, tx: mpsc::Sender<Event>, sim: Arc<Mutex<Sim>>, rea
         // Subscribers answer at different speeds.
         tokio::time::sleep(Duration::from_millis(2 * k as u64)).await;
         let (reply, rx) = oneshot::channel();
-        tx.send(Event::Ack {
+        tx.send(Request::Ack {
             subscriber: id,
             generation: n.generation,
             phase: n.phase,
@@ -704,7 +704,7 @@ async fn run(scenario: Scenario) -> Outcome {
         s.abort();
         let _ = s.await;
     }
-    let _ = d.tx.send(Event::Shutdown).await;
+    let _ = d.tx.send(Request::Shutdown).await;
     let _ = tokio::time::timeout(Duration::from_secs(10), d.task).await;
 
     let sim = Arc::try_unwrap(sim)

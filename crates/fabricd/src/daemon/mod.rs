@@ -30,7 +30,7 @@ use tokio::sync::{broadcast, mpsc, watch};
 use tokio_stream::wrappers::{TcpListenerStream, UnixListenerStream};
 
 use crate::config::Config;
-use crate::event_loop::{Event, EventLoop, LoopInit, LoopIo, LoopParams};
+use crate::event_loop::{EventLoop, LoopInit, LoopIo, LoopParams, Request};
 use crate::grpc::{FabricService, Shared};
 use crate::logging::LogHandle;
 use crate::notify::{watchdog_interval, Notifier};
@@ -441,7 +441,7 @@ pub async fn run(opts: RunOptions, mut control: mpsc::Receiver<Control>) -> Resu
         match control.recv().await {
             Some(Control::Reroute) => {
                 let _ = events
-                    .send(Event::Reroute {
+                    .send(Request::Reroute {
                         resync: false,
                         wait: false,
                         reply: None,
@@ -485,7 +485,7 @@ pub async fn run(opts: RunOptions, mut control: mpsc::Receiver<Control>) -> Resu
                                     }
                                 }
                                 metrics_config.store(Arc::new(merged.metrics.clone()));
-                                let _ = events.send(Event::Reload(Box::new(s))).await;
+                                let _ = events.send(Request::Reload(Box::new(s))).await;
                                 tracing::info!(applied = ?diff.applied, "configuration reloaded");
                                 config = merged;
                             }
@@ -511,7 +511,7 @@ pub async fn run(opts: RunOptions, mut control: mpsc::Receiver<Control>) -> Resu
     health_reporter
         .set_not_serving::<FabricManagerServer<FabricService>>()
         .await;
-    let _ = events.send(Event::Shutdown).await;
+    let _ = events.send(Request::Shutdown).await;
     if let Err(e) = loop_task.await {
         tracing::error!(error = %e, "event loop task failed");
     }

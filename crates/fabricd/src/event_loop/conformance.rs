@@ -46,10 +46,13 @@
 //!
 //! # Determinism
 //!
-//! Time is paused (tokio's `start_paused`), and the routing pool is a rayon pool whose only
-//! worker is the test thread itself (`use_current_thread`): a computation runs when the harness
-//! yields to rayon, at its next 1 ms tick, never in parallel with the loop (`routing hold` keeps
-//! them queued, as a busy pool would). Uploads, deadlines and backoffs are tokio timers. The
+//! Time is paused (tokio's `start_paused`) and moved on by the harness only, one 1 ms tick at a
+//! time (`tokio::time::advance`). The routing pool is a rayon pool whose only worker is the test
+//! thread itself (`use_current_thread`); the loop waits for a computation on a blocking thread
+//! (`Tasks::spawn_on_pool`), and the harness runs the queued routing jobs while it waits for the
+//! loop's blocking tasks, so a computation ends at the simulated instant it started, never in
+//! parallel with the loop (`routing hold` keeps them queued, as a busy pool would, and holds the
+//! loop's blocking tasks with them). Uploads, deadlines and backoffs are tokio timers. The
 //! state-directory writes run on `spawn_blocking`: tokio does not advance paused time while one
 //! runs, and the runtime has one blocking thread, so the harness waits for them (a no-op blocking
 //! task queued behind, 30 s of real time at most) before it looks. Each case runs twice; the two

@@ -16,7 +16,7 @@ use super::convert::{count, rp_floor, rp_stats};
 use super::request::{resolve_end_port, resolve_target, MAX_WHAT_IF_CHANGES};
 use super::FabricService;
 use crate::config::MetricsConfig;
-use crate::event_loop::Event;
+use crate::event_loop::Request as LoopRequest;
 use crate::state::Generation;
 
 /// Cached congestion metrics of one generation.
@@ -188,7 +188,7 @@ impl FabricService {
             .collect::<Result<Vec<_>, Status>>()?;
         let events: Vec<String> = down.iter().map(|t| t.event(false).to_string()).collect();
         let _one_at_a_time = self.shared.what_if.lock().await;
-        let input = self.ask(|reply| Event::WhatIf { down, reply }).await?;
+        let input = self.ask(|reply| LoopRequest::WhatIf { down, reply }).await?;
         let (before, _) = self.core_metrics(&g).await?;
         let opts = metrics_options(&self.shared.metrics_config.load());
         let (tx, rx) = oneshot::channel();

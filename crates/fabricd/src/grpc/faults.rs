@@ -5,7 +5,7 @@ use tonic::{Request, Response, Status};
 
 use super::request::resolve_target;
 use super::FabricService;
-use crate::event_loop::{Event, FaultRequest};
+use crate::event_loop::{FaultRequest, Request as LoopRequest};
 
 impl FabricService {
     pub(super) async fn handle_inject_fault(
@@ -22,7 +22,7 @@ impl FabricService {
             physical: req.physical,
             wait: req.wait,
         };
-        let a = self.ask(|reply| Event::Inject { req: fr, reply }).await?;
+        let a = self.ask(|reply| LoopRequest::Inject { req: fr, reply }).await?;
         Ok(Response::new(pb::InjectFaultResponse {
             event: a.event,
             generation: a.generation,
@@ -35,7 +35,7 @@ impl FabricService {
     ) -> Result<Response<pb::RerouteResponse>, Status> {
         let req = req.into_inner();
         let generation = self
-            .ask(|reply| Event::Reroute {
+            .ask(|reply| LoopRequest::Reroute {
                 resync: req.resync,
                 wait: req.wait,
                 reply: Some(reply),

@@ -8,7 +8,7 @@ use tonic::{Request, Response, Status};
 
 use super::request::{bounded_problems, check_job_id, quoted_key, resolve_end_port};
 use super::FabricService;
-use crate::event_loop::Event;
+use crate::event_loop::Request as LoopRequest;
 use crate::persist::JobPort;
 
 impl FabricService {
@@ -55,7 +55,7 @@ impl FabricService {
         }
         let job = job_pb(&req.job_id, &ports);
         let id = req.job_id;
-        self.ask(|reply| Event::SetJob { id, ports, reply }).await?;
+        self.ask(|reply| LoopRequest::SetJob { id, ports, reply }).await?;
         Ok(Response::new(job))
     }
 
@@ -65,7 +65,7 @@ impl FabricService {
     ) -> Result<Response<pb::ClearJobResponse>, Status> {
         let id = req.into_inner().job_id;
         check_job_id(&id).map_err(Status::invalid_argument)?;
-        self.ask(|reply| Event::ClearJob { id, reply }).await?;
+        self.ask(|reply| LoopRequest::ClearJob { id, reply }).await?;
         Ok(Response::new(pb::ClearJobResponse {}))
     }
 

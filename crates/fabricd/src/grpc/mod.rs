@@ -1,7 +1,7 @@
 //! The gRPC northbound (`fabricd.v1.FabricManager`).
 //!
 //! Read-only calls answer from the [`Published`] snapshot (no lock, no round trip through the
-//! event loop); calls that change state are sent to the event loop as [`Event`]s with a oneshot
+//! event loop); calls that change state are sent to the event loop as [`LoopRequest`]s with a oneshot
 //! reply. Names are resolved and requests validated here, so that a bad request gets a precise
 //! `INVALID_ARGUMENT` without disturbing the loop. Heavy reads (metrics, reachability, OpenSM
 //! dumps) run on the analysis pool or a blocking thread, never on a tokio worker.
@@ -40,7 +40,7 @@ use tokio::sync::{broadcast, mpsc, oneshot};
 use tonic::{Request, Response, Status};
 
 use crate::config::MetricsConfig;
-use crate::event_loop::{Event, LoopError};
+use crate::event_loop::{LoopError, Request as LoopRequest};
 use crate::state::{Generation, Notice, Published};
 use analysis::CoreMetrics;
 use subscribe::{NoticeStream, UpdateStream};
@@ -48,7 +48,7 @@ use subscribe::{NoticeStream, UpdateStream};
 /// State shared by every handler.
 pub struct Shared {
     pub published: Arc<ArcSwap<Published>>,
-    pub events: mpsc::Sender<Event>,
+    pub events: mpsc::Sender<LoopRequest>,
     pub notices: broadcast::Sender<Notice>,
     /// The simulated fabric, when the driver simulates packets (`mock`): Trace and
     /// VerifyReachability answer from it.
@@ -67,7 +67,7 @@ pub struct Shared {
 impl Shared {
     pub fn new(
         published: Arc<ArcSwap<Published>>,
-        events: mpsc::Sender<Event>,
+        events: mpsc::Sender<LoopRequest>,
         notices: broadcast::Sender<Notice>,
         simulator: Option<Arc<dyn PacketSimulator>>,
         metrics_config: Arc<ArcSwap<MetricsConfig>>,
@@ -116,7 +116,10 @@ impl FabricService {
         }
     }
 
-    async fn ask<T>(&self, make: impl FnOnce(oneshot::Sender<Result<T, LoopError>>) -> Event) -> Result<T, Status> {
+    async fn ask<T>(
+        &self,
+        make: impl FnOnce(oneshot::Sender<Result<T, LoopError>>) -> LoopRequest,
+    ) -> Result<T, Status> {
         let (tx, rx) = oneshot::channel();
         self.shared
             .events

@@ -12,7 +12,7 @@ use tonic::{Request, Response, Status};
 use super::convert::{notice_pb, phase_from_pb, phase_pb};
 use super::request::{bounded_problems, resolve_end_port};
 use super::FabricService;
-use crate::event_loop::{Event, UpdateNotice};
+use crate::event_loop::{Request as LoopRequest, UpdateNotice};
 use crate::state::Phase;
 
 pub(super) type UpdateStream = Pin<Box<dyn Stream<Item = Result<pb::UpdateNotice, Status>> + Send + 'static>>;
@@ -20,12 +20,12 @@ pub(super) type UpdateStream = Pin<Box<dyn Stream<Item = Result<pb::UpdateNotice
 /// Sends `Unsubscribe` to the loop when a subscriber's stream is dropped (client gone).
 struct SubscriberGuard {
     id: fabric_update::SubscriberId,
-    events: mpsc::Sender<Event>,
+    events: mpsc::Sender<LoopRequest>,
 }
 
 impl Drop for SubscriberGuard {
     fn drop(&mut self) {
-        let ev = Event::Unsubscribe { subscriber: self.id };
+        let ev = LoopRequest::Unsubscribe { subscriber: self.id };
         if let Err(mpsc::error::TrySendError::Full(ev)) = self.events.try_send(ev) {
             if let Ok(h) = tokio::runtime::Handle::try_current() {
                 let tx = self.events.clone();
@@ -63,7 +63,7 @@ impl FabricService {
         }
         let (ntx, nrx) = mpsc::channel::<UpdateNotice>(16);
         let id = self
-            .ask(|reply| Event::Subscribe {
+            .ask(|reply| LoopRequest::Subscribe {
                 name,
                 ports,
                 notices: ntx,
@@ -102,7 +102,7 @@ impl FabricService {
         let phase = phase_from_pb(req.phase)
             .ok_or_else(|| Status::invalid_argument("only UNPATH and REPATH notices are acked"))?;
         let subscriber = fabric_update::SubscriberId(req.subscriber_id);
-        self.ask(|reply| Event::Ack {
+        self.ask(|reply| LoopRequest::Ack {
             subscriber,
             generation: req.generation,
             phase,

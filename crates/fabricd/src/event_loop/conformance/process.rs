@@ -19,7 +19,7 @@ use tokio::time::Instant;
 
 use super::script::{apply_settings, loop_error, notice_text, parse_duration, parse_phase, Names};
 use crate::compute::{compute, ComputeInput};
-use crate::event_loop::Event as Request;
+use crate::event_loop::Request;
 use crate::event_loop::{
     EventLoop, FaultAccepted, FaultRequest, FaultTarget, LoopError, LoopInit, LoopIo, LoopParams, LoopSettings,
     UpdateNotice,
@@ -213,20 +213,28 @@ impl Process {
     /// switches keep what they hold and the state directory what was written.
     pub(super) fn crash(self, w: &World) {
         drop(self.lp);
+        // A computation's waiting blocking thread ends once its job has run (the result goes
+        // nowhere: the loop is gone); then the runtime can stop.
+        while w.pool.yield_now() == Some(rayon::Yield::Executed) {}
         self.rt.shutdown_timeout(Duration::from_secs(10));
-        while w.pool.yield_local() == Some(rayon::Yield::Executed) {}
     }
 }
 
 /// Lets the tasks woken at this instant (upload latencies, deadlines) run, with the state
 /// directory writes they start: there is one blocking thread, so a no-op blocking task queued
-/// behind them ends after them. A blocking task that never ends fails the case after
-/// [`BLOCKING_LIMIT`] (real time: simulated time stands still meanwhile) instead of hanging.
-async fn settle() {
+/// behind them ends after them. A computation waits for its routing job on that blocking thread
+/// (`Tasks::spawn_on_pool`), so while the probe waits the routing pool's queued jobs run here,
+/// on the test thread (the pool's only worker). Under `routing hold` (`pool` is `None`) they
+/// stay queued: the blocking thread stays busy with the waiting computation, so nothing is
+/// awaited behind it (held routing holds the loop's blocking tasks too). A blocking task that
+/// never ends fails the case after [`BLOCKING_LIMIT`] (real time: simulated time stands still
+/// meanwhile) instead of hanging.
+async fn settle(pool: Option<&rayon::ThreadPool>) {
     for _ in 0..2 {
         for _ in 0..8 {
             tokio::task::yield_now().await;
         }
+        let Some(pool) = pool else { continue };
         let probe = tokio::task::spawn_blocking(|| ());
         let since = std::time::Instant::now();
         while !probe.is_finished() {
@@ -234,7 +242,9 @@ async fn settle() {
                 since.elapsed() < BLOCKING_LIMIT,
                 "a blocking task of the loop has run for {BLOCKING_LIMIT:?}"
             );
-            std::thread::sleep(Duration::from_micros(100));
+            if pool.yield_now() != Some(rayon::Yield::Executed) {
+                std::thread::sleep(Duration::from_micros(100));
+            }
         }
     }
     for _ in 0..8 {
@@ -246,10 +256,10 @@ impl LoopHandle {
     /// One tick: simulated time goes on by [`TICK`], queued computations run, arrivals are
     /// recorded.
     async fn tick(&mut self, w: &mut World) {
-        while !w.hold && w.pool.yield_local() == Some(rayon::Yield::Executed) {}
+        while !w.hold && w.pool.yield_now() == Some(rayon::Yield::Executed) {}
         // The results go back to the loop and everything they cause runs before time moves on.
-        tokio::time::sleep(TICK).await;
-        settle().await;
+        tokio::time::advance(TICK).await;
+        settle((!w.hold).then_some(&*w.pool)).await;
         self.drain(w);
     }
 
