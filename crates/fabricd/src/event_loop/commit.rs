@@ -53,7 +53,7 @@ impl EventLoop {
         // Its blocks are still to be written, the resync switches still to be rewritten.
         self.give_back(&flight);
         self.dirty.extend(outcome.failed.iter().copied());
-        for (sid, (_, e)) in self.unprogrammed.iter_mut() {
+        for (sid, (_, e)) in &mut self.unprogrammed {
             if let Some(x) = outcome.switch_errors.get(sid) {
                 e.clone_from(x);
             }

@@ -97,7 +97,7 @@ impl EventLoop {
             Arc::new(
                 self.jobs
                     .values()
-                    .map(|ports| ports.iter().map(|p| p.port_guid()).collect())
+                    .map(|ports| ports.iter().map(super::super::persist::JobPort::port_guid).collect())
                     .collect(),
             )
         })

@@ -197,7 +197,7 @@ impl EventLoop {
                         exclusions.insert(x);
                     }
                     Err(e) => {
-                        tracing::warn!(fault = ?v, error = %e, "dropping a virtual fault of the interrupted update")
+                        tracing::warn!(fault = ?v, error = %e, "dropping a virtual fault of the interrupted update");
                     }
                 }
             }
@@ -331,12 +331,12 @@ impl EventLoop {
                     Some(fe) => self.on_driver_event(fe),
                     None => driver_open = false,
                 },
-                _ = sleep_until_opt(deadline), if deadline.is_some() => self.on_timer(),
-                _ = sleep_until_opt(shutdown_deadline), if shutdown_deadline.is_some() => {
+                () = sleep_until_opt(deadline), if deadline.is_some() => self.on_timer(),
+                () = sleep_until_opt(shutdown_deadline), if shutdown_deadline.is_some() => {
                     tracing::warn!("shutdown timeout: leaving with an upload in progress");
                     break;
                 }
-                _ = tick_opt(&mut watchdog), if watchdog.is_some() => self.on_watchdog(),
+                () = tick_opt(&mut watchdog), if watchdog.is_some() => self.on_watchdog(),
             }
         }
         self.waiters.shut_down();

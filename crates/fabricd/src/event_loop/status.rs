@@ -56,7 +56,7 @@ impl EventLoop {
                 let sw = (sid as usize) < self.cabling.num_switches();
                 let (guid, name) = if sw {
                     let s = self.cabling.switch(SwitchId(sid));
-                    (s.guid, s.desc.to_string())
+                    (s.guid, s.desc.clone())
                 } else {
                     (0, String::new())
                 };
