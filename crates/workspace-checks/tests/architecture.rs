@@ -1058,3 +1058,38 @@ fn the_unsafe_search_sees_blocks_fns_and_impls_not_words() {
     assert!(unsafe_keywords("#![forbid(unsafe_code)]").is_empty());
     assert!(unsafe_keywords("let not_unsafe = 1;").is_empty());
 }
+
+/// The `async fn`s the event loop may have: its `run` (the `select!`) and the two timer futures
+/// it selects on. Everything else of `fabricd::event_loop` is a synchronous handler or a task body.
+const LOOP_ASYNC_FNS: &[&str] = &["run", "sleep_until_opt", "tick_opt"];
+
+#[test]
+fn event_loop_handlers_are_synchronous() {
+    let fabricd = crates()
+        .into_iter()
+        .find(|c| c.name == "fabricd")
+        .expect("crate fabricd");
+    let dir = fabricd.dir.join("src").join("event_loop");
+    let mut breaches = Vec::new();
+    let mut files = 0;
+    for s in production_sources(&fabricd) {
+        if !s.path.starts_with(&dir) {
+            continue;
+        }
+        files += 1;
+        for (i, line) in s.text.lines().take(s.production_lines).enumerate() {
+            let code = code_of(line);
+            let Some(at) = code.find("async fn ") else { continue };
+            let name = ident(&code[at + "async fn ".len()..]);
+            if !LOOP_ASYNC_FNS.contains(&name) {
+                breaches.push(format!(
+                    "{}:{}: `async fn {name}`: a loop handler awaits (run I/O in a task of tasks.rs that answers with an internal event)",
+                    rel(&s.path),
+                    i + 1
+                ));
+            }
+        }
+    }
+    assert!(files >= 5, "found only {files} production files under {}", rel(&dir));
+    assert_none("asynchronous event loop handlers", &breaches);
+}
