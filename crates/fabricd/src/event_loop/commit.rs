@@ -58,7 +58,9 @@ impl EventLoop {
                 e.clone_from(x);
             }
         }
-        self.schedule.retry_later(Instant::now(), &self.settings.update);
+        // The changes it covered are still to be installed: the retry counts them.
+        self.schedule
+            .requeue(Instant::now(), flight.covered(), &self.settings.update);
         self.io.telemetry.failed();
         let msg = format!("no LFT block could be written ({due} due), nothing installed, retrying: {err}");
         if self.current.is_none() {
