@@ -223,6 +223,31 @@ pub fn name_switches(list: &[UnprogrammedSwitch]) -> String {
 }
 
 impl Published {
+    /// What a daemon publishes before its event loop runs: the discovered cabling, nothing
+    /// installed, idle, started now.
+    pub fn starting(cabling: Arc<Fabric>, engine: String, job_aware: bool, driver: &'static str, lmc: u8) -> Self {
+        Published {
+            cabling,
+            current: None,
+            phase: Phase::Idle,
+            phase_generation: 0,
+            pending_faults: 0,
+            last_error: String::new(),
+            discarded_generations: 0,
+            jobs: Arc::new(Jobs::default()),
+            engine,
+            job_aware,
+            driver,
+            lmc,
+            started: Instant::now(),
+            virtual_faults: 0,
+            subscribers: 0,
+            missed_acks: Vec::new(),
+            update_restarts: Vec::new(),
+            installation: Installation::default(),
+        }
+    }
+
     /// The generation installed by this process; 0 before its first commit.
     pub fn generation(&self) -> u64 {
         self.current.as_ref().map_or(0, |g| g.number)

@@ -293,26 +293,13 @@ fn start(five_phase: bool) -> Daemon {
     let mock = Arc::new(MockFabric::new(fabric).with_config(cfg).expect("mock config"));
     let dir = tempfile::tempdir().expect("tempdir");
     let physical = Arc::new(mock.cabling().clone());
-    let published = Arc::new(ArcSwap::from_pointee(Published {
-        cabling: physical.clone(),
-        current: None,
-        phase: Phase::Idle,
-        phase_generation: 0,
-        pending_faults: 0,
-        last_error: String::new(),
-        discarded_generations: 0,
-        jobs: Arc::new(Jobs::new()),
-        engine: String::new(),
-        job_aware: false,
-        driver: "mock",
-        lmc: 1,
-        started: tokio::time::Instant::now(),
-        virtual_faults: 0,
-        subscribers: 0,
-        missed_acks: Vec::new(),
-        update_restarts: Vec::new(),
-        installation: Default::default(),
-    }));
+    let published = Arc::new(ArcSwap::from_pointee(Published::starting(
+        physical.clone(),
+        String::new(),
+        false,
+        "mock",
+        1,
+    )));
     let settings = LoopSettings {
         update: UpdateConfig {
             coalesce_ms: 0,

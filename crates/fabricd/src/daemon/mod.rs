@@ -239,26 +239,13 @@ pub async fn run(opts: RunOptions, mut control: mpsc::Receiver<Control>) -> Resu
     // Fail the start now, clearly, rather than serve generation 0 forever.
     check_fabric_fits(&config, &physical, &guid2lid, max_lid)?;
 
-    let published = Arc::new(ArcSwap::from_pointee(Published {
-        cabling: physical.clone(),
-        current: None,
-        phase: crate::state::Phase::Idle,
-        phase_generation: 0,
-        pending_faults: 0,
-        last_error: String::new(),
-        discarded_generations: 0,
-        jobs: Arc::new(Default::default()),
-        engine: settings.engine.to_string(),
-        job_aware: settings.job_aware,
-        driver: caps.name,
-        lmc: config.routing.lmc,
-        started: tokio::time::Instant::now(),
-        virtual_faults: 0,
-        subscribers: 0,
-        missed_acks: Vec::new(),
-        update_restarts: Vec::new(),
-        installation: Default::default(),
-    }));
+    let published = Arc::new(ArcSwap::from_pointee(Published::starting(
+        physical.clone(),
+        settings.engine.to_string(),
+        settings.job_aware,
+        caps.name,
+        config.routing.lmc,
+    )));
     let (notices, _) = broadcast::channel(1024);
     let telemetry = Telemetry::new();
     // Drivers that configure no VLs are ready at once; umad's state is refreshed every second.

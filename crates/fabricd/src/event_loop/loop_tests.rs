@@ -84,26 +84,13 @@ fn start_with(
     let virtual_faults = StateDir::open(dir.path()).unwrap().load_virtual_faults().unwrap();
     let pool = Arc::new(rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap());
     let physical = Arc::new(fabric);
-    let published = Arc::new(ArcSwap::from_pointee(Published {
-        cabling: physical.clone(),
-        current: None,
-        phase: Phase::Idle,
-        phase_generation: 0,
-        pending_faults: 0,
-        last_error: String::new(),
-        discarded_generations: 0,
-        jobs: Arc::new(Jobs::new()),
-        engine: String::new(),
-        job_aware: false,
-        driver: "mock",
-        lmc: 1,
-        started: Instant::now(),
-        virtual_faults: 0,
-        subscribers: 0,
-        missed_acks: Vec::new(),
-        update_restarts: Vec::new(),
-        installation: Default::default(),
-    }));
+    let published = Arc::new(ArcSwap::from_pointee(Published::starting(
+        physical.clone(),
+        String::new(),
+        false,
+        "mock",
+        1,
+    )));
     let (notices, _) = broadcast::channel(1024);
     let watch = notices.clone();
     let telemetry = Telemetry::new();

@@ -141,24 +141,8 @@ impl Process {
         let lp = rt.block_on(async move {
             let physical = Arc::new(mock.discover().await.map_err(|e| e.to_string())?);
             let published = Arc::new(ArcSwap::from_pointee(Published {
-                cabling: physical.clone(),
-                current: None,
-                phase: Phase::Idle,
-                phase_generation: 0,
-                pending_faults: 0,
-                last_error: String::new(),
-                discarded_generations: 0,
                 jobs: Arc::new(jobs.clone()),
-                engine: String::new(),
-                job_aware: false,
-                driver: "mock",
-                lmc: 1,
-                started: Instant::now(),
-                virtual_faults: 0,
-                subscribers: 0,
-                missed_acks: Vec::new(),
-                update_restarts: Vec::new(),
-                installation: Default::default(),
+                ..Published::starting(physical.clone(), String::new(), false, "mock", 1)
             }));
             let (notices, watch) = broadcast::channel(4096);
             let driver: Arc<dyn SouthboundDriver> = mock;
