@@ -56,6 +56,33 @@ pub struct ComputeInput {
     pub ports_in_use: bool,
 }
 
+#[cfg(test)]
+impl ComputeInput {
+    /// A first computation of `physical` with `exclusions` down (tests): Dmodc, LMC 1, no LIDs
+    /// before, nothing installed, no validation, the ports the routing uses recorded.
+    pub(crate) fn from_scratch(physical: Arc<Fabric>, exclusions: Vec<FabricEvent>) -> Self {
+        ComputeInput {
+            job: 0,
+            physical,
+            physical_events: vec![],
+            exclusions,
+            previous_lids: Arc::new(Guid2Lid::new()),
+            installed_lids: None,
+            lids_reusable: false,
+            lmc: 1,
+            max_lid: 0xBFFF,
+            engine: EngineKind::Dmodc,
+            job_groups: None,
+            rank_options: Arc::new(RankOptions::default()),
+            validate: false,
+            installed: Arc::new(Lfts::new(0, 0)),
+            dirty: Arc::new(BTreeSet::new()),
+            resync: Arc::new(BTreeSet::new()),
+            ports_in_use: true,
+        }
+    }
+}
+
 /// Result of the optional checks (`[routing] validate`) of a new generation.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Validation {
@@ -302,22 +329,8 @@ mod tests {
     fn input(f: Fabric) -> ComputeInput {
         ComputeInput {
             job: 1,
-            physical: Arc::new(f),
-            physical_events: vec![],
-            exclusions: vec![],
-            previous_lids: Arc::new(Guid2Lid::new()),
-            installed_lids: None,
-            lids_reusable: false,
-            lmc: 1,
-            max_lid: 0xBFFF,
-            engine: EngineKind::Dmodc,
-            job_groups: None,
-            rank_options: Arc::new(RankOptions::default()),
             validate: true,
-            installed: Arc::new(Lfts::new(0, 0)),
-            dirty: Arc::new(BTreeSet::new()),
-            resync: Arc::new(BTreeSet::new()),
-            ports_in_use: true,
+            ..ComputeInput::from_scratch(Arc::new(f), vec![])
         }
     }
 

@@ -7,8 +7,6 @@
 //! expires "early" while the routing is computed. Tests wait for what they need on the loop's
 //! publish signal (a `watch`), the notice broadcast or a reply, never by polling.
 
-use std::collections::BTreeSet;
-
 use fabric_mock::{MockConfig, MockFabric};
 use fabric_ranking::RankOptions;
 use fabric_routing::EngineKind;
@@ -713,29 +711,11 @@ async fn next_restart(rx: &mut broadcast::Receiver<Notice>, wait: Duration) -> O
 
 /// The routing of the cabling with `links` excluded, computed from scratch (fresh LIDs).
 fn from_scratch(mock: &MockFabric, links: &[(Guid, PortNum)]) -> Computed {
-    compute(ComputeInput {
-        job: 0,
-        physical: Arc::new(mock.cabling().clone()),
-        physical_events: vec![],
-        exclusions: links
-            .iter()
-            .map(|&(switch, port)| FabricEvent::LinkDown { switch, port })
-            .collect(),
-        previous_lids: Arc::new(Guid2Lid::new()),
-        installed_lids: None,
-        lids_reusable: false,
-        lmc: 1,
-        max_lid: 0xBFFF,
-        engine: EngineKind::Dmodc,
-        job_groups: None,
-        rank_options: Arc::new(RankOptions::default()),
-        validate: false,
-        installed: Arc::new(Lfts::new(0, 0)),
-        dirty: Arc::new(BTreeSet::new()),
-        resync: Arc::new(BTreeSet::new()),
-        ports_in_use: true,
-    })
-    .expect("routing from scratch")
+    let exclusions = links
+        .iter()
+        .map(|&(switch, port)| FabricEvent::LinkDown { switch, port })
+        .collect();
+    compute(ComputeInput::from_scratch(Arc::new(mock.cabling().clone()), exclusions)).expect("routing from scratch")
 }
 
 /// A fault on a link that the routing being installed uses arrives in `phase`: the

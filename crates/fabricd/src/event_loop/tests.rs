@@ -1,10 +1,5 @@
 //! Unit tests of the loop's pure helpers: exclusions and what breaks a routing.
 
-use std::collections::BTreeSet;
-
-use fabric_ranking::RankOptions;
-use fabric_routing::EngineKind;
-
 use super::exclusion::{canonical_link, exclusion_from_persisted};
 use super::faults::breaking_reason;
 use super::*;
@@ -34,22 +29,7 @@ fn links_are_keyed_by_their_lower_end() {
 fn routed(exclusions: Vec<FabricEvent>) -> crate::compute::Computed {
     crate::compute::compute(crate::compute::ComputeInput {
         job: 1,
-        physical: Arc::new(tiny()),
-        physical_events: vec![],
-        exclusions,
-        previous_lids: Arc::new(Guid2Lid::new()),
-        installed_lids: None,
-        lids_reusable: false,
-        lmc: 1,
-        max_lid: 0xBFFF,
-        engine: EngineKind::Dmodc,
-        job_groups: None,
-        rank_options: Arc::new(RankOptions::default()),
-        validate: false,
-        installed: Arc::new(Lfts::new(0, 0)),
-        dirty: Arc::new(BTreeSet::new()),
-        resync: Arc::new(BTreeSet::new()),
-        ports_in_use: true,
+        ..crate::compute::ComputeInput::from_scratch(Arc::new(tiny()), exclusions)
     })
     .unwrap()
 }

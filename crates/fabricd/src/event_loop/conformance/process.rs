@@ -9,8 +9,6 @@ use std::time::Duration;
 
 use arc_swap::ArcSwap;
 use fabric_mock::MockFabric;
-use fabric_ranking::RankOptions;
-use fabric_routing::{EngineKind, Guid2Lid, Lfts};
 use fabric_southbound::SouthboundDriver;
 use fabric_topology::fmt_guid;
 use fabric_update::SubscriberId;
@@ -555,23 +553,8 @@ fn check(p: &Published, w: &mut World) {
                 });
             }
             let scratch = compute(ComputeInput {
-                job: 0,
-                physical: g.fabric.clone(),
-                physical_events: vec![],
-                exclusions: vec![],
-                previous_lids: Arc::new(Guid2Lid::new()),
-                installed_lids: None,
-                lids_reusable: false,
-                lmc: 1,
-                max_lid: 0xBFFF,
-                engine: EngineKind::Dmodc,
-                job_groups: None,
-                rank_options: Arc::new(RankOptions::default()),
-                validate: false,
-                installed: Arc::new(Lfts::new(0, 0)),
-                dirty: Arc::new(BTreeSet::new()),
-                resync: Arc::new(BTreeSet::new()),
                 ports_in_use: false,
+                ..ComputeInput::from_scratch(g.fabric.clone(), vec![])
             });
             lines.push(match scratch {
                 Ok(c) if *c.lids == *g.lids && *c.lfts == *g.lfts => {
