@@ -267,6 +267,16 @@ pub trait SouthboundDriver: Send + Sync {
     fn topology_gaps(&self) -> Vec<TopologyGap> {
         Vec::new()
     }
+
+    /// Hands the driver the Subnet Administration service. A driver that reads the subnet's
+    /// SMP attributes and answers SA MADs on the wire (umad) keeps the service's snapshot
+    /// current itself (after sweeps, LID configuration and acknowledged LFT writes), sets it
+    /// serving only while it is the master, and returns `true`. The default returns `false`:
+    /// the daemon then publishes snapshots built from the model and the acknowledged writes.
+    fn attach_sa(&self, sa: std::sync::Arc<fabric_sa::SaService>) -> bool {
+        let _ = sa;
+        false
+    }
 }
 
 #[cfg(test)]

@@ -39,6 +39,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("fabric-routing", 2),
     ("fabric-metrics", 3),
     ("fabric-update", 3),
+    ("fabric-sa", 3),
     // The southbound driver trait.
     ("fabric-southbound", 4),
     // Drivers, the gRPC API crate.
@@ -66,14 +67,15 @@ const ALLOWED_EDGES: &[(&str, &[&str])] = &[
     ("fabric-routing", &["fabric-topology", "fabric-ranking"]),
     ("fabric-metrics", &["fabric-topology", "fabric-routing"]),
     ("fabric-update", &["fabric-topology", "fabric-routing"]),
-    ("fabric-southbound", &["fabric-topology", "fabric-routing"]),
+    ("fabric-sa", &["fabric-topology", "fabric-routing"]),
+    ("fabric-southbound", &["fabric-topology", "fabric-routing", "fabric-sa"]),
     (
         "fabric-mock",
         &["fabric-southbound", "fabric-topology", "fabric-routing"],
     ),
     (
         "fabric-umad",
-        &["fabric-southbound", "fabric-topology", "fabric-routing"],
+        &["fabric-southbound", "fabric-topology", "fabric-routing", "fabric-sa"],
     ),
     (
         "fabric-oob",
@@ -88,6 +90,7 @@ const ALLOWED_EDGES: &[(&str, &[&str])] = &[
             "fabric-routing",
             "fabric-metrics",
             "fabric-update",
+            "fabric-sa",
             "fabric-southbound",
             "fabric-mock",
             "fabric-umad",
@@ -102,6 +105,7 @@ const ALLOWED_EDGES: &[(&str, &[&str])] = &[
             "fabric-ranking",
             "fabric-routing",
             "fabric-metrics",
+            "fabric-sa",
             "fabric-proto",
         ],
     ),
@@ -122,6 +126,7 @@ const ALLOWED_EDGES: &[(&str, &[&str])] = &[
             "fabric-ranking",
             "fabric-routing",
             "fabric-southbound",
+            "fabric-sa",
             "fabric-umad",
         ],
     ),
@@ -139,6 +144,7 @@ const ALGORITHM_CRATES: &[&str] = &[
     "fabric-routing",
     "fabric-metrics",
     "fabric-update",
+    "fabric-sa",
 ];
 
 /// Crates that bring async or I/O (or their runtimes and protocols) into a crate.

@@ -1,0 +1,186 @@
+//! [`SaService`]: the one SA object the transports share (the umad driver's SA agent on its
+//! transport thread, the daemon's gRPC `SaQuery`). It holds the current [`Subnet`] snapshot
+//! (arc-swap: answering never waits for the event loop or the driver), the [`Registry`] of
+//! what clients registered (behind its own mutex, persisted through a [`RegistryStore`] before
+//! a Set or Delete is answered), the per-(attribute, method, status) counters and the Reports
+//! owed to InformInfo subscribers.
+//!
+//! A standby manager does not answer ([`SaService::set_serving`]).
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::SystemTime;
+
+use arc_swap::ArcSwap;
+use fabric_topology::Guid;
+
+use crate::registry::{self, Registry};
+use crate::request::{Request, Requester, SaResponse};
+use crate::subnet::Subnet;
+use crate::wire::{self, SaHeader, MAD_SIZE, SA_HEADER_SIZE};
+
+/// Where the registry is persisted (the daemon: an atomic write in the state directory).
+pub trait RegistryStore: Send + Sync {
+    /// Saves the whole registry; an error is logged by the caller and the Set/Delete fails
+    /// with ERR_NO_RESOURCES (nothing is acknowledged that would not survive a restart).
+    fn save(&self, registry: &Registry) -> Result<(), String>;
+}
+
+/// A Report (Notice) the SA owes a subscriber: the transport sends `mad` to `lid`/`qpn`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OutgoingReport {
+    pub lid: u16,
+    pub qpn: u32,
+    pub pkey_index: u16,
+    pub mad: Box<[u8; MAD_SIZE]>,
+}
+
+/// Counters: answers per (attribute, request method, status).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SaCounters {
+    pub answers: BTreeMap<(u16, u8, u16), u64>,
+    /// MADs that were not SA requests at all (runts, wrong class/base version): no answer.
+    pub malformed: u64,
+    /// Registry saves that failed (the Set/Delete was answered ERR_NO_RESOURCES and undone).
+    pub persist_failures: u64,
+    /// The last such error (the daemon logs it; this crate has no logger).
+    pub last_persist_error: Option<String>,
+}
+
+/// The shared SA.
+pub struct SaService {
+    subnet: ArcSwap<Subnet>,
+    registry: Mutex<Registry>,
+    store: Option<Box<dyn RegistryStore>>,
+    serving: AtomicBool,
+    counters: Mutex<SaCounters>,
+    reports: Mutex<VecDeque<OutgoingReport>>,
+}
+
+impl std::fmt::Debug for SaService {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SaService")
+            .field("subnet_version", &self.subnet.load().version)
+            .field("serving", &self.serving())
+            .finish_non_exhaustive()
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl SaService {
+    /// A service starting from `registry` (read back from the state directory), persisting
+    /// through `store`. It answers once [`SaService::set_serving`] is called with `true`.
+    pub fn new(registry: Registry, store: Option<Box<dyn RegistryStore>>) -> SaService {
+        SaService {
+            subnet: ArcSwap::from_pointee(Subnet::default()),
+            registry: Mutex::new(registry),
+            store,
+            serving: AtomicBool::new(false),
+            counters: Mutex::new(SaCounters::default()),
+            reports: Mutex::new(VecDeque::new()),
+        }
+    }
+
+    /// The current snapshot.
+    pub fn subnet(&self) -> Arc<Subnet> {
+        self.subnet.load_full()
+    }
+
+    /// Installs a new snapshot (after a sweep, a LID configuration, a generation).
+    pub fn publish(&self, subnet: Subnet) {
+        self.subnet.store(Arc::new(subnet));
+    }
+
+    /// Records LFT blocks acknowledged by a switch: `(switch GUID, block, 64 entries)`.
+    pub fn apply_lft_blocks(&self, blocks: &[(Guid, u32, [u8; 64])]) {
+        let _ = blocks;
+    }
+
+    /// Whether this manager answers (master) or not (standby, not yet configured).
+    pub fn set_serving(&self, on: bool) {
+        self.serving.store(on, Ordering::Relaxed);
+    }
+    /// See [`SaService::set_serving`].
+    pub fn serving(&self) -> bool {
+        self.serving.load(Ordering::Relaxed)
+    }
+
+    /// The answer to one SA MAD (`mad`: the received bytes) from `from` at `now`; `None` for
+    /// what gets no answer (responses, Reports, runts, and everything while not serving).
+    pub fn handle(&self, mad: &[u8], from: &Requester, now: SystemTime) -> Option<SaResponse> {
+        if !self.serving() {
+            return None;
+        }
+        let Ok(h) = SaHeader::decode(mad) else {
+            lock(&self.counters).malformed += 1;
+            return None;
+        };
+        let resp = match crate::request::unsupported(&h, mad) {
+            // Responses, Reports, Traps: no answer.
+            None => return None,
+            // A bad class version or an unknown method: answered before any lookup.
+            Some(e) if e.header.status != wire::status::UNSUPPORTED_METHOD_ATTR => e,
+            Some(_) => {
+                let req = Request {
+                    header: h,
+                    data: &mad[SA_HEADER_SIZE.min(mad.len())..],
+                    from: *from,
+                    now,
+                };
+                let subnet = self.subnet.load();
+                if registry::is_registry_attr(h.attr_id) {
+                    let mut reg = lock(&self.registry);
+                    let before = reg.clone();
+                    let (resp, changed) = reg.answer(&subnet, &req);
+                    if changed {
+                        if let Err(e) = self.persist(&reg) {
+                            *reg = before;
+                            let mut c = lock(&self.counters);
+                            c.persist_failures += 1;
+                            c.last_persist_error = Some(e);
+                            drop(c);
+                            crate::request::error_response(&h, req.data, wire::status::NO_RESOURCES)
+                        } else {
+                            resp
+                        }
+                    } else {
+                        resp
+                    }
+                } else {
+                    crate::query::answer(&subnet, &req)
+                }
+            }
+        };
+        *lock(&self.counters)
+            .answers
+            .entry((h.attr_id, h.method, resp.header.status))
+            .or_default() += 1;
+        Some(resp)
+    }
+
+    /// Reports queued for subscribers since the last call.
+    pub fn take_reports(&self) -> Vec<OutgoingReport> {
+        lock(&self.reports).drain(..).collect()
+    }
+
+    /// A copy of the counters.
+    pub fn counters(&self) -> SaCounters {
+        lock(&self.counters).clone()
+    }
+
+    /// A copy of the registry.
+    pub fn registry(&self) -> Registry {
+        lock(&self.registry).clone()
+    }
+
+    fn persist(&self, r: &Registry) -> Result<(), String> {
+        match &self.store {
+            Some(s) => s.save(r),
+            None => Ok(()),
+        }
+    }
+}
