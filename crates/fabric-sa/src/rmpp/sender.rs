@@ -1,0 +1,1 @@
+//! The RMPP sender (IBA 13.6.5): see the module above.
