@@ -2,7 +2,17 @@
 //! (`decode`/`encode`, sizes of table 207), its component-mask bits and the match of a
 //! template under a mask.
 //!
-//! Decoders never panic: a short buffer is a [`DecodeError`].
+//! Decoders never panic: a short buffer is a [`DecodeError`]. Offsets and component bits
+//! follow IBA vol. 1 15.2.5 as OpenSM's `ib_types.h` lays them out; the field names of the
+//! serialised form (`serde`) are those `saquery` prints where it prints the field raw.
+
+use std::fmt;
+
+pub mod multi_path;
+pub mod path;
+
+pub use multi_path::MultiPathRecord;
+pub use path::PathRecord;
 
 /// Why a record image could not be read.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -21,6 +31,9 @@ pub trait Record: Sized {
     const SIZE: usize;
     /// Name in logs and errors ("PathRecord").
     const NAME: &'static str;
+    /// The component-mask bits this record has (bit i = component i of its table in IBA
+    /// 15.2.5, reserved components included). A request selecting a bit outside is invalid.
+    const COMPONENTS: u64 = u64::MAX;
     /// Reads the wire image.
     fn decode(b: &[u8]) -> Result<Self, DecodeError>;
     /// Writes the wire image into `out[..SIZE]`.
@@ -40,5 +53,210 @@ pub fn need(record: &'static str, b: &[u8], need: usize) -> Result<(), DecodeErr
         })
     } else {
         Ok(())
+    }
+}
+
+/// The components `0..n` of a record (its [`Record::COMPONENTS`]).
+pub const fn components(n: u32) -> u64 {
+    if n >= 64 {
+        u64::MAX
+    } else {
+        (1u64 << n) - 1
+    }
+}
+
+/// Whether component `bit` is selected by `mask`.
+#[inline]
+pub fn sel(mask: u64, bit: u32) -> bool {
+    mask & (1u64 << bit) != 0
+}
+
+/// A 128-bit GID (subnet prefix, interface id), printed as `saquery` prints it (IPv6 text).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Default, PartialOrd, Ord)]
+pub struct Gid(pub [u8; 16]);
+
+impl Gid {
+    /// The GID of `guid` in subnet `prefix`.
+    pub fn new(prefix: u64, guid: u64) -> Gid {
+        let mut b = [0u8; 16];
+        b[..8].copy_from_slice(&prefix.to_be_bytes());
+        b[8..].copy_from_slice(&guid.to_be_bytes());
+        Gid(b)
+    }
+    /// The subnet prefix (upper 64 bits).
+    pub fn prefix(&self) -> u64 {
+        rd64(&self.0, 0)
+    }
+    /// The interface id (lower 64 bits: the port GUID for a unicast GID).
+    pub fn guid(&self) -> u64 {
+        rd64(&self.0, 8)
+    }
+    /// A multicast GID (first byte 0xff).
+    pub fn is_multicast(&self) -> bool {
+        self.0[0] == 0xff
+    }
+    pub(crate) fn read(b: &[u8], o: usize) -> Gid {
+        let mut g = [0u8; 16];
+        g.copy_from_slice(&b[o..o + 16]);
+        Gid(g)
+    }
+    pub(crate) fn write(&self, b: &mut [u8], o: usize) {
+        b[o..o + 16].copy_from_slice(&self.0);
+    }
+}
+
+impl fmt::Display for Gid {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&std::net::Ipv6Addr::from(self.0), f)
+    }
+}
+
+impl fmt::Debug for Gid {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
+impl serde::Serialize for Gid {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+/// A fixed-size byte field (a NodeDescription, a ServiceName, a ServiceKey) serialised as
+/// text up to its first NUL when it is UTF-8, as hex otherwise.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Bytes<const N: usize>(pub [u8; N]);
+
+impl<const N: usize> Default for Bytes<N> {
+    fn default() -> Self {
+        Bytes([0; N])
+    }
+}
+
+impl<const N: usize> Bytes<N> {
+    pub(crate) fn read(b: &[u8], o: usize) -> Self {
+        let mut a = [0u8; N];
+        a.copy_from_slice(&b[o..o + N]);
+        Bytes(a)
+    }
+    /// The text up to the first NUL (lossy UTF-8).
+    pub fn text(&self) -> String {
+        let end = self.0.iter().position(|&c| c == 0).unwrap_or(N);
+        String::from_utf8_lossy(&self.0[..end]).into_owned()
+    }
+}
+
+impl<const N: usize> fmt::Debug for Bytes<N> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:?}", self.text())
+    }
+}
+
+impl<const N: usize> serde::Serialize for Bytes<N> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let end = self.0.iter().position(|&c| c == 0).unwrap_or(N);
+        match std::str::from_utf8(&self.0[..end]) {
+            Ok(t) if self.0[end..].iter().all(|&c| c == 0) => s.serialize_str(t),
+            _ => {
+                let hex: String = self.0.iter().map(|c| format!("{c:02x}")).collect();
+                s.serialize_str(&hex)
+            }
+        }
+    }
+}
+
+pub(crate) fn rd16(b: &[u8], o: usize) -> u16 {
+    u16::from_be_bytes([b[o], b[o + 1]])
+}
+pub(crate) fn rd32(b: &[u8], o: usize) -> u32 {
+    u32::from_be_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]])
+}
+pub(crate) fn rd64(b: &[u8], o: usize) -> u64 {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(&b[o..o + 8]);
+    u64::from_be_bytes(a)
+}
+pub(crate) fn wr16(b: &mut [u8], o: usize, v: u16) {
+    b[o..o + 2].copy_from_slice(&v.to_be_bytes());
+}
+pub(crate) fn wr32(b: &mut [u8], o: usize, v: u32) {
+    b[o..o + 4].copy_from_slice(&v.to_be_bytes());
+}
+pub(crate) fn wr64(b: &mut [u8], o: usize, v: u64) {
+    b[o..o + 8].copy_from_slice(&v.to_be_bytes());
+}
+
+/// Path selectors (MTU, rate, packet lifetime; IBA 15.2.5.16): how a template's value
+/// selects a record's value.
+pub mod selector {
+    pub const GREATER_THAN: u8 = 0;
+    pub const LESS_THAN: u8 = 1;
+    pub const EXACTLY: u8 = 2;
+    pub const LARGEST: u8 = 3;
+}
+
+/// Whether `value` satisfies `(selector, wanted)` in the order given by `rank`.
+pub fn selected(selector: u8, wanted: u8, value: u8, rank: fn(u8) -> u32) -> bool {
+    match selector {
+        selector::GREATER_THAN => rank(value) > rank(wanted),
+        selector::LESS_THAN => rank(value) < rank(wanted),
+        selector::EXACTLY => value == wanted,
+        _ => true,
+    }
+}
+
+/// The order of MTU and packet-lifetime codes (numeric).
+pub fn numeric_rank(code: u8) -> u32 {
+    u32::from(code)
+}
+
+/// The order of rate codes (IBA table 224: the codes are not monotonic in bandwidth): the
+/// rate in Mb/s, 0 for an unknown code.
+pub fn rate_rank(code: u8) -> u32 {
+    match code {
+        2 => 2_500,
+        3 => 10_000,
+        4 => 30_000,
+        5 => 5_000,
+        6 => 20_000,
+        7 => 40_000,
+        8 => 60_000,
+        9 => 80_000,
+        10 => 120_000,
+        11 => 14_000,
+        12 => 56_000,
+        13 => 112_000,
+        14 => 168_000,
+        15 => 25_000,
+        16 => 100_000,
+        17 => 200_000,
+        18 => 300_000,
+        19 => 28_000,
+        20 => 50_000,
+        21 => 400_000,
+        22 => 600_000,
+        _ => 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gid_prints_as_ipv6_text_like_saquery() {
+        let g = Gid::new(0xfe80_0000_0000_0000, 0x0002_c903_0000_0001);
+        assert_eq!(g.to_string(), "fe80::2:c903:0:1");
+        assert_eq!(g.guid(), 0x0002_c903_0000_0001);
+        assert_eq!(serde_json::to_string(&g).unwrap(), "\"fe80::2:c903:0:1\"");
+    }
+
+    #[test]
+    fn rate_order_is_by_bandwidth_not_code() {
+        // 5 Gb/s (code 5) is slower than 10 Gb/s (code 3).
+        assert!(selected(selector::LESS_THAN, 3, 5, rate_rank));
+        assert!(!selected(selector::GREATER_THAN, 3, 5, rate_rank));
+        assert!(selected(selector::LARGEST, 3, 5, rate_rank));
     }
 }
