@@ -8,11 +8,37 @@
 
 use std::fmt;
 
+pub mod class_port_info;
+pub mod guid_info;
+pub mod inform_info;
+pub mod inform_info_record;
+pub mod lft;
+pub mod link;
+pub mod mc_member;
 pub mod multi_path;
+pub mod node;
+pub mod notice;
 pub mod path;
+pub mod port_info;
+pub mod service;
+pub mod sm_info;
+pub mod switch_info;
 
+pub use class_port_info::ClassPortInfo;
+pub use guid_info::GuidInfoRecord;
+pub use inform_info::InformInfo;
+pub use inform_info_record::InformInfoRecord;
+pub use lft::LftRecord;
+pub use link::LinkRecord;
+pub use mc_member::McMemberRecord;
 pub use multi_path::MultiPathRecord;
+pub use node::NodeRecord;
+pub use notice::Notice;
 pub use path::PathRecord;
+pub use port_info::PortInfoRecord;
+pub use service::ServiceRecord;
+pub use sm_info::SmInfoRecord;
+pub use switch_info::SwitchInfoRecord;
 
 /// Why a record image could not be read.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -260,3 +286,231 @@ mod tests {
         assert!(selected(selector::LARGEST, 3, 5, rate_rank));
     }
 }
+
+/// Raw bytes (an LFT block, a ServiceKey, a Notice's DataDetails) serialised as hex.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Raw<const N: usize>(pub [u8; N]);
+
+impl<const N: usize> Default for Raw<N> {
+    fn default() -> Self {
+        Raw([0; N])
+    }
+}
+
+impl<const N: usize> fmt::Debug for Raw<N> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for c in &self.0 {
+            write!(f, "{c:02x}")?;
+        }
+        Ok(())
+    }
+}
+
+impl<const N: usize> serde::Serialize for Raw<N> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(&format_args!("{self:?}"))
+    }
+}
+
+/// A capability mask in a template: a record matches when it has every bit the template has
+/// (OpenSM's `IsPortInfoCapMaskMatchSupported`), not on equality.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(transparent)]
+pub struct CapMask<T>(pub T);
+
+/// A field of a record image: read and written at a bit offset (counted from the first
+/// byte's most significant bit) and width, compared for the component mask.
+pub trait FieldValue: Sized {
+    /// Reads the field at bit `start`, `width` bits (multi-byte fields: byte aligned).
+    fn get(b: &[u8], start: usize, width: usize) -> Self;
+    /// Writes the field (bits beyond `width` are dropped).
+    fn put(&self, b: &mut [u8], start: usize, width: usize);
+    /// Whether a record's value (`self`) matches the template's.
+    fn same(&self, template: &Self) -> bool;
+}
+
+fn get_bits(b: &[u8], start: usize, width: usize) -> u64 {
+    if start % 8 == 0 && width % 8 == 0 {
+        return b[start / 8..(start + width) / 8]
+            .iter()
+            .fold(0u64, |v, &c| (v << 8) | u64::from(c));
+    }
+    (start..start + width).fold(0u64, |v, i| (v << 1) | u64::from((b[i / 8] >> (7 - i % 8)) & 1))
+}
+
+fn put_bits(b: &mut [u8], start: usize, width: usize, v: u64) {
+    for (k, i) in (start..start + width).enumerate() {
+        let bit = (v >> (width - 1 - k)) & 1;
+        let m = 1u8 << (7 - i % 8);
+        if bit != 0 {
+            b[i / 8] |= m;
+        } else {
+            b[i / 8] &= !m;
+        }
+    }
+}
+
+macro_rules! uint_field {
+    ($($t:ty),*) => {$(
+        impl FieldValue for $t {
+            fn get(b: &[u8], start: usize, width: usize) -> Self {
+                get_bits(b, start, width) as $t
+            }
+            fn put(&self, b: &mut [u8], start: usize, width: usize) {
+                put_bits(b, start, width, u64::from(*self));
+            }
+            fn same(&self, t: &Self) -> bool {
+                self == t
+            }
+        }
+        impl FieldValue for CapMask<$t> {
+            fn get(b: &[u8], start: usize, width: usize) -> Self {
+                CapMask(get_bits(b, start, width) as $t)
+            }
+            fn put(&self, b: &mut [u8], start: usize, width: usize) {
+                put_bits(b, start, width, u64::from(self.0));
+            }
+            fn same(&self, t: &Self) -> bool {
+                self.0 & t.0 == t.0
+            }
+        }
+        impl<const N: usize> FieldValue for [$t; N] {
+            fn get(b: &[u8], start: usize, _width: usize) -> Self {
+                const W: usize = std::mem::size_of::<$t>() * 8;
+                std::array::from_fn(|i| get_bits(b, start + i * W, W) as $t)
+            }
+            fn put(&self, b: &mut [u8], start: usize, _width: usize) {
+                const W: usize = std::mem::size_of::<$t>() * 8;
+                for (i, v) in self.iter().enumerate() {
+                    put_bits(b, start + i * W, W, u64::from(*v));
+                }
+            }
+            fn same(&self, t: &Self) -> bool {
+                self == t
+            }
+        }
+    )*};
+}
+uint_field!(u8, u16, u32, u64);
+
+impl FieldValue for Gid {
+    fn get(b: &[u8], start: usize, _width: usize) -> Self {
+        Gid::read(b, start / 8)
+    }
+    fn put(&self, b: &mut [u8], start: usize, _width: usize) {
+        self.write(b, start / 8);
+    }
+    fn same(&self, t: &Self) -> bool {
+        self == t
+    }
+}
+
+impl<const N: usize> FieldValue for Raw<N> {
+    fn get(b: &[u8], start: usize, _width: usize) -> Self {
+        let mut a = [0u8; N];
+        a.copy_from_slice(&b[start / 8..start / 8 + N]);
+        Raw(a)
+    }
+    fn put(&self, b: &mut [u8], start: usize, _width: usize) {
+        b[start / 8..start / 8 + N].copy_from_slice(&self.0);
+    }
+    fn same(&self, t: &Self) -> bool {
+        self == t
+    }
+}
+
+impl<const N: usize> FieldValue for Bytes<N> {
+    fn get(b: &[u8], start: usize, _width: usize) -> Self {
+        Bytes::read(b, start / 8)
+    }
+    fn put(&self, b: &mut [u8], start: usize, _width: usize) {
+        b[start / 8..start / 8 + N].copy_from_slice(&self.0);
+    }
+    /// Text compared up to the first NUL, as OpenSM's `strncmp`.
+    fn same(&self, t: &Self) -> bool {
+        let end = |a: &[u8; N]| a.iter().position(|&c| c == 0).unwrap_or(N);
+        self.0[..end(&self.0)] == t.0[..end(&t.0)]
+    }
+}
+
+/// Matching beyond the per-field equality of [`record_image!`] (a record's own rules).
+pub trait ExtraMatch {
+    fn matches_extra(&self, _template: &Self, _mask: u64) -> bool {
+        true
+    }
+}
+
+/// One field of a record image: name, first bit, width in bits, component bit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FieldSpec {
+    pub name: &'static str,
+    pub start: usize,
+    pub width: usize,
+    pub component: Option<u32>,
+}
+
+/// Declares a record whose wire image is a list of fields at fixed bit positions
+/// `(byte, bit from the MSB, width in bits)`: the struct, its [`Record`] implementation
+/// (decode, encode with reserved bits zero, match on every field carrying a component bit)
+/// and `FIELDS`, the layout (checked for overlaps by the tests).
+macro_rules! record_image {
+    (
+        $(#[$meta:meta])*
+        pub struct $name:ident {
+            attr: $attr:expr, size: $size:expr, name: $nm:expr, components: $ncomp:expr;
+            $(
+                $(#[$fmeta:meta])*
+                $field:ident : $ty:ty = ($byte:expr, $bit:expr, $width:expr) $(, comp $comp:expr)?;
+            )*
+        }
+    ) => {
+        $(#[$meta])*
+        #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+        pub struct $name {
+            $( $(#[$fmeta])* pub $field: $ty, )*
+        }
+
+        impl $name {
+            /// The layout of the wire image.
+            pub const FIELDS: &'static [$crate::records::FieldSpec] = &[
+                $( $crate::records::FieldSpec {
+                    name: stringify!($field),
+                    start: $byte * 8 + $bit,
+                    width: $width,
+                    component: record_image!(@comp $($comp)?),
+                }, )*
+            ];
+        }
+
+        impl $crate::records::Record for $name {
+            const ATTR: u16 = $attr;
+            const SIZE: usize = $size;
+            const NAME: &'static str = $nm;
+            const COMPONENTS: u64 = $crate::records::components($ncomp);
+
+            fn decode(b: &[u8]) -> Result<Self, $crate::records::DecodeError> {
+                $crate::records::need(Self::NAME, b, Self::SIZE)?;
+                Ok($name {
+                    $( $field: <$ty as $crate::records::FieldValue>::get(b, $byte * 8 + $bit, $width), )*
+                })
+            }
+
+            fn encode(&self, out: &mut [u8]) {
+                let b = &mut out[..Self::SIZE];
+                b.fill(0);
+                $( $crate::records::FieldValue::put(&self.$field, b, $byte * 8 + $bit, $width); )*
+            }
+
+            fn matches(&self, t: &Self, mask: u64) -> bool {
+                $( $( if $crate::records::sel(mask, $comp)
+                    && !$crate::records::FieldValue::same(&self.$field, &t.$field) {
+                    return false;
+                } )? )*
+                $crate::records::ExtraMatch::matches_extra(self, t, mask)
+            }
+        }
+    };
+    (@comp $c:expr) => { Some($c) };
+    (@comp) => { None };
+}
+pub(crate) use record_image;
