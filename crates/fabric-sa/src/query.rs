@@ -23,6 +23,8 @@ use crate::wire::{self, attr, status, SA_DATA_SIZE};
 /// AttributeModifier bit 31 of a PortInfoRecord query: compare the CapabilityMask bitwise
 /// (IBA 1.2 errata, OpenSM's "enhanced component mask").
 pub const PIR_ENHANCED_CAPMASK: u32 = 1 << 31;
+/// PortInfo CapabilityMask bit IsExtendedSpeedsSupported.
+const CAP_HAS_EXT_SPEEDS: u32 = 0x0000_4000;
 
 /// The answer to a request for a read-only attribute (every attribute but those of the
 /// registry: ServiceRecord, InformInfo, InformInfoRecord). PathRecord and MultiPathRecord go
@@ -167,7 +169,8 @@ fn port_info_record(lid: u16, port: &Port) -> PortInfoRecord {
 
 /// One PortInfoRecord per port of every node, switch external ports included with the
 /// switch's LID (OpenSM's `__osm_sa_pir_create`). The CapabilityMask components compare
-/// bitwise when AttributeModifier bit 31 is set, for equality otherwise.
+/// bitwise when AttributeModifier bit 31 is set, for equality otherwise; the LinkSpeedExt
+/// components only select among ports with IsExtendedSpeedsSupported.
 fn port_info_records(subnet: &Subnet, t: &PortInfoRecord, mask: u64, attr_mod: u32) -> Vec<PortInfoRecord> {
     use records::port_info::comp;
     let enhanced = attr_mod & PIR_ENHANCED_CAPMASK != 0;
@@ -190,9 +193,15 @@ fn port_info_records(subnet: &Subnet, t: &PortInfoRecord, mask: u64, attr_mod: u
             let exact_caps = enhanced
                 || ((!records::sel(mask, comp::CAPABILITY_MASK) || r.capability_mask == t.capability_mask)
                     && (!records::sel(mask, comp::CAPABILITY_MASK2) || r.capability_mask2 == t.capability_mask2));
+            // LinkSpeedExt* count only for ports that have extended speeds (OpenSM).
+            let ext = if r.capability_mask.0 & CAP_HAS_EXT_SPEEDS != 0 {
+                0
+            } else {
+                1 << 54 | 1 << 55 | 1 << 57
+            };
             if lid_selected(mask, comp::LID, t.endport_lid, addr.lid(), addr.lmc())
                 && exact_caps
-                && r.matches(t, mask & !(1 << comp::LID))
+                && r.matches(t, mask & !(1 << comp::LID) & !ext)
             {
                 out.push(r);
             }

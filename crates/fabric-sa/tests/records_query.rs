@@ -177,6 +177,24 @@ fn port_info_capability_mask_is_bitwise_only_with_attribute_modifier_bit_31() {
 }
 
 #[test]
+fn link_speed_ext_components_select_only_among_ports_with_extended_speeds() {
+    // No port of the fixture has IsExtendedSpeedsSupported: LinkSpeedExtActive 5 selects none
+    // out, as OpenSM.
+    let t = PortInfoRecord {
+        link_speed_ext_active: 5,
+        ..Default::default()
+    };
+    let all: Vec<PortInfoRecord> = records(&query(TABLE, 1 << 54, &t));
+    assert_eq!(all.len(), 14);
+    // LinkSpeedActive (no such condition) does select.
+    let t = PortInfoRecord {
+        link_speed_active: 5,
+        ..Default::default()
+    };
+    assert!(records::<PortInfoRecord>(&query(TABLE, 1 << 21, &t)).is_empty());
+}
+
+#[test]
 fn switch_info_records_by_lid() {
     let all: Vec<SwitchInfoRecord> = records(&query(TABLE, 0, &SwitchInfoRecord::default()));
     assert_eq!(all.iter().map(|r| r.lid).collect::<Vec<_>>(), [1, 2]);

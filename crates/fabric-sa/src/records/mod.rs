@@ -330,7 +330,7 @@ pub trait FieldValue: Sized {
 }
 
 fn get_bits(b: &[u8], start: usize, width: usize) -> u64 {
-    if start % 8 == 0 && width % 8 == 0 {
+    if start.is_multiple_of(8) && width.is_multiple_of(8) {
         return b[start / 8..(start + width) / 8]
             .iter()
             .fold(0u64, |v, &c| (v << 8) | u64::from(c));
