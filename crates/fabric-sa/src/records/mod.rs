@@ -339,6 +339,11 @@ fn get_bits(b: &[u8], start: usize, width: usize) -> u64 {
 }
 
 fn put_bits(b: &mut [u8], start: usize, width: usize, v: u64) {
+    if start.is_multiple_of(8) && width.is_multiple_of(8) {
+        let n = width / 8;
+        b[start / 8..start / 8 + n].copy_from_slice(&v.to_be_bytes()[8 - n..]);
+        return;
+    }
     for (k, i) in (start..start + width).enumerate() {
         let bit = (v >> (width - 1 - k)) & 1;
         let m = 1u8 << (7 - i % 8);
