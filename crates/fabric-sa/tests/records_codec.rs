@@ -82,6 +82,18 @@ proptest! {
         for_every_record!(round_trips, &bytes);
     }
 
+    /// GIDs print as IPv6 text like `inet_ntop` (std's formatter as the oracle), except the
+    /// IPv4-embedded forms (first 80 bits zero), which no IB GID has.
+    #[test]
+    fn gid_text_is_ipv6_text(b in any::<[u8; 16]>(), zero_groups in any::<u8>()) {
+        let mut b = b;
+        for i in (0..8).filter(|i| zero_groups & (1 << i) != 0) {
+            b[2 * i..2 * i + 2].fill(0);
+        }
+        prop_assume!(b[..10].iter().any(|&c| c != 0));
+        prop_assert_eq!(Gid(b).to_string(), std::net::Ipv6Addr::from(b).to_string());
+    }
+
     #[test]
     fn no_decoder_panics_on_any_bytes(bytes in prop::collection::vec(any::<u8>(), 0..300)) {
         for_every_record!(decode_any, &bytes);

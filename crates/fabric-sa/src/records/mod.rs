@@ -131,9 +131,40 @@ impl Gid {
     }
 }
 
+/// IPv6 text (RFC 5952: lowercase hex groups, the longest run of two or more zero groups —
+/// the first of equal runs — written `::`), as `inet_ntop` prints it for `saquery`.
 impl fmt::Display for Gid {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Display::fmt(&std::net::Ipv6Addr::from(self.0), f)
+        let g: [u16; 8] = std::array::from_fn(|i| rd16(&self.0, 2 * i));
+        let (mut best, mut run) = ((0usize, 0usize), (0usize, 0usize));
+        for (i, &v) in g.iter().enumerate() {
+            if v == 0 {
+                if run.1 == 0 {
+                    run.0 = i;
+                }
+                run.1 += 1;
+                if run.1 > best.1 {
+                    best = run;
+                }
+            } else {
+                run.1 = 0;
+            }
+        }
+        let groups = |f: &mut fmt::Formatter<'_>, r: &[u16]| -> fmt::Result {
+            for (i, v) in r.iter().enumerate() {
+                if i > 0 {
+                    f.write_str(":")?;
+                }
+                write!(f, "{v:x}")?;
+            }
+            Ok(())
+        };
+        if best.1 < 2 {
+            return groups(f, &g);
+        }
+        groups(f, &g[..best.0])?;
+        f.write_str("::")?;
+        groups(f, &g[best.0 + best.1..])
     }
 }
 
@@ -276,6 +307,22 @@ mod tests {
         assert_eq!(g.to_string(), "fe80::2:c903:0:1");
         assert_eq!(g.guid(), 0x0002_c903_0000_0001);
         assert_eq!(serde_json::to_string(&g).unwrap(), "\"fe80::2:c903:0:1\"");
+        let text = |b: [u16; 8]| {
+            let mut g = Gid::default();
+            for (i, v) in b.iter().enumerate() {
+                g.0[2 * i..2 * i + 2].copy_from_slice(&v.to_be_bytes());
+            }
+            g.to_string()
+        };
+        assert_eq!(text([0; 8]), "::");
+        assert_eq!(
+            text([0xff12, 0x401b, 0xffff, 0, 0, 0, 0xffff, 0xffff]),
+            "ff12:401b:ffff::ffff:ffff"
+        );
+        assert_eq!(text([1, 0, 2, 3, 4, 5, 6, 7]), "1:0:2:3:4:5:6:7");
+        assert_eq!(text([1, 0, 0, 2, 0, 0, 3, 0]), "1::2:0:0:3:0");
+        assert_eq!(text([1, 0, 0, 2, 0, 0, 0, 0]), "1:0:0:2::");
+        assert_eq!(text([0, 0, 0, 0, 0, 0, 0, 1]), "::1");
     }
 
     #[test]
