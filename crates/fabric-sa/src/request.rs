@@ -73,11 +73,12 @@ pub fn unsupported(h: &SaHeader, mad: &[u8]) -> Option<SaResponse> {
     } else {
         status::UNSUPPORTED_METHOD
     };
-    Some(error_response(h, mad, st))
+    Some(error_response(h, mad.get(SA_HEADER_SIZE..).unwrap_or_default(), st))
 }
 
-/// The error response to request `h` (its SA data echoed, as OpenSM does).
-pub fn error_response(h: &SaHeader, mad: &[u8], st: u16) -> SaResponse {
+/// The error response to request `h`, echoing `data` (the request's SA data, the bytes after
+/// its 56-byte header), as OpenSM does.
+pub fn error_response(h: &SaHeader, data: &[u8], st: u16) -> SaResponse {
     let mut header = *h;
     header.method = if h.method == wire::METHOD_SET {
         wire::METHOD_GET_RESP
@@ -91,7 +92,7 @@ pub fn error_response(h: &SaHeader, mad: &[u8], st: u16) -> SaResponse {
     if header.attr_id == wire::attr::MULTI_PATH_RECORD {
         header.attr_id = wire::attr::PATH_RECORD;
     }
-    let data = mad.get(SA_HEADER_SIZE..).unwrap_or_default().to_vec();
+    let data = data[..data.len().min(SA_DATA_SIZE)].to_vec();
     SaResponse { header, data }
 }
 
@@ -127,6 +128,10 @@ pub fn records_response<R: Record>(h: &SaHeader, records: &[R]) -> SaResponse {
     let mut header = response_header(h);
     header.attr_offset = (R::SIZE / 8) as u16;
     if h.method == wire::METHOD_GET_TABLE || h.method == wire::METHOD_GET_MULTI {
+        if records.is_empty() {
+            // OpenSM answers an empty table with AttributeOffset 0.
+            header.attr_offset = 0;
+        }
         let mut data = vec![0u8; R::SIZE * records.len()];
         for (r, out) in records.iter().zip(data.chunks_exact_mut(R::SIZE)) {
             r.encode(out);
