@@ -19,26 +19,35 @@
 //! Layout: this module is the thread (queues, window, transaction ids, deadlines, retries,
 //! packet framing); `device` is the ioctl layer ([`UmadDevice`], [`RawPort`]: all the `unsafe`
 //! code of the crate); `responder` answers the SMPs addressed to the manager's port (SMInfo);
-//! `shared` holds what the thread shares lock-free with its users ([`Stats`], [`SmIdentity`]).
-//! GSI MADs (Subnet Administration) are handed to [`crate::sa::GsiResponder`].
+//! `shared` holds what the thread shares lock-free with its users ([`Stats`], [`SmIdentity`],
+//! the attached SA service). GSI MADs (Subnet Administration and the guard classes) go to
+//! `sa_agent` ([`SaAgent`]): the attached [`fabric_sa::SaService`] answers them, RMPP answers
+//! and Reports are driven on this thread; without a service, [`crate::sa::GsiResponder`]
+//! answers "not supported".
+//!
+//! While a service is attached, an idle thread waits on the port (1 ms) rather than on the
+//! request channel (2 ms), so an SA query is read as soon as it arrives; an SMP submitted to an
+//! idle thread then waits up to 1 ms for the round to end.
 
 mod device;
 mod responder;
+mod sa_agent;
 mod shared;
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc as std_mpsc;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
+use fabric_sa::{Requester, SaService};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::mad::{Route, Smp, CLASS_SMP_DR, CLASS_SMP_LID, MAD_SIZE, METHOD_TRAP};
-use crate::sa::{self, GsiAnswer, GsiResponder};
 pub use device::{OpenError, RawPort, UmadDevice, UMAD_HDR_LEN};
 use responder::SmResponder;
-pub use shared::{SmIdentity, Stats};
+pub use sa_agent::{Outgoing, SaAgent, SaAgentParams, SaEndpoint};
+pub use shared::{SaSlot, SmIdentity, Stats};
 
 /// High TID bits stamped on requests (the kernel overwrites them; matching uses the low 32).
 const TID_HIGH: u64 = 0x00fa_b01c << 32;
@@ -137,6 +146,7 @@ pub struct Transport {
     tx: std_mpsc::Sender<Request>,
     stats: Arc<Stats>,
     sm: Arc<SmIdentity>,
+    sa: Arc<SaSlot>,
     stop: Arc<AtomicBool>,
     /// Disconnected when the thread returns (in a mutex only to make the handle `Sync`).
     done: std::sync::Mutex<std_mpsc::Receiver<()>>,
@@ -152,20 +162,27 @@ impl Transport {
         let (tx, rx) = std_mpsc::channel();
         let stats = Arc::new(Stats::default());
         let sm = Arc::new(SmIdentity::default());
+        let sa = Arc::new(SaSlot::new());
         let stop = Arc::new(AtomicBool::new(false));
         let (done_tx, done) = std_mpsc::channel::<()>();
-        let (st, sm2, stop2) = (stats.clone(), sm.clone(), stop.clone());
+        let shared = Shared {
+            stats: stats.clone(),
+            sm: sm.clone(),
+            sa: sa.clone(),
+            stop: stop.clone(),
+        };
         let thread = std::thread::Builder::new()
             .name("fabric-umad".into())
             .spawn(move || {
                 let _done = done_tx;
-                run(port, params, rx, traps, st, sm2, stop2);
+                run(port, params, rx, traps, shared);
             })
             .ok();
         Transport {
             tx,
             stats,
             sm,
+            sa,
             stop,
             done: std::sync::Mutex::new(done),
             thread,
@@ -180,6 +197,23 @@ impl Transport {
     /// The SMInfo the transport thread answers with.
     pub fn sm_identity(&self) -> &SmIdentity {
         &self.sm
+    }
+
+    /// Attaches the Subnet Administration service: from now on the thread answers SA MADs with
+    /// it (while it is serving), sends its answers as RMPP where they are tables and delivers
+    /// its Reports. Set once: `false` when a service was already attached (it stays).
+    pub fn set_sa(&self, sa: Arc<SaService>) -> bool {
+        self.set_sa_endpoint(sa)
+    }
+
+    /// [`Transport::set_sa`] for any [`SaEndpoint`].
+    pub fn set_sa_endpoint(&self, sa: Arc<dyn SaEndpoint>) -> bool {
+        self.sa.set(sa).is_ok()
+    }
+
+    /// Whether an SA service is attached.
+    pub fn has_sa(&self) -> bool {
+        self.sa.get().is_some()
     }
 
     /// Queues an SMP; the receiver yields its reply (or why there is none).
@@ -249,15 +283,36 @@ impl Drop for Transport {
     }
 }
 
+/// What the thread shares with the [`Transport`] handle.
+struct Shared {
+    stats: Arc<Stats>,
+    sm: Arc<SmIdentity>,
+    sa: Arc<SaSlot>,
+    stop: Arc<AtomicBool>,
+}
+
+/// The requester of a GSI MAD, from the receive header of its packet (pre-pkey layout: no
+/// P_Key index; the GID when a GRH came with it).
+fn requester(rx: &[u8]) -> Requester {
+    let mut gid = [0u8; 16];
+    gid.copy_from_slice(&rx[36..52]);
+    Requester {
+        lid: u16::from_be_bytes([rx[28], rx[29]]),
+        qpn: u32::from_be_bytes([rx[20], rx[21], rx[22], rx[23]]) & 0x00ff_ffff,
+        sl: rx[30],
+        pkey_index: 0,
+        gid: (rx[32] != 0).then_some(gid),
+    }
+}
+
 fn run<P: RawPort>(
     mut port: P,
     params: TransportParams,
     rx: std_mpsc::Receiver<Request>,
     traps: mpsc::UnboundedSender<Smp>,
-    stats: Arc<Stats>,
-    sm: Arc<SmIdentity>,
-    stop: Arc<AtomicBool>,
+    shared: Shared,
 ) {
+    let Shared { stats, sm, sa, stop } = shared;
     let window = params.window.max(1);
     // Slots kept for normal SMPs: an eighth of the window (at least one).
     let background_cap = window.saturating_sub((window / 8).max(1)).max(1);
@@ -269,14 +324,18 @@ fn run<P: RawPort>(
     let mut out = [0u8; UMAD_HDR_LEN + MAD_SIZE];
     let mut retry: Vec<InFlight> = Vec::new();
     let mut responder = SmResponder::new(sm, stats.clone());
-    let mut gsi = GsiResponder::default();
+    let mut agent = SaAgent::new(SaAgentParams::default());
+    let mut gsi_out: Vec<Outgoing> = Vec::new();
     loop {
         if stop.load(Ordering::Relaxed) {
             // Dropping the queued and in-flight requests closes their reply channels.
             return;
         }
         // Intake: block briefly when idle, otherwise drain what is queued.
-        if open && inflight.is_empty() && queue.is_empty() {
+        if open && inflight.is_empty() && queue.is_empty() && sa.get().is_some() {
+            // Idle with an SA attached: wait for a MAD; the channel is drained below.
+            port.wait(Duration::from_millis(1));
+        } else if open && inflight.is_empty() && queue.is_empty() {
             match rx.recv_timeout(Duration::from_millis(2)) {
                 Ok(r) => {
                     let b = r.background;
@@ -347,19 +406,25 @@ fn run<P: RawPort>(
             let end = n.min(UMAD_HDR_LEN + 232);
             let class = buf[UMAD_HDR_LEN + 1];
             if class != CLASS_SMP_DR && class != CLASS_SMP_LID {
-                // A GSI MAD addressed to the manager's port (this driver sends none, so it is
-                // never one of ours coming back): SA queries get "not supported".
+                // A GSI MAD addressed to the manager's port: an SA query, an RMPP ACK of one of
+                // our answers, a ReportResp, or a guard class. A non-zero status is one of our
+                // Reports coming back undelivered (its resend is the agent's).
                 if status == 0 {
-                    let slid = u16::from_be_bytes([buf[28], buf[29]]);
-                    match gsi.answer(&buf[UMAD_HDR_LEN..end], slid) {
-                        GsiAnswer::Reply(mad) => {
-                            stats.sa_requests.fetch_add(1, Ordering::Relaxed);
-                            encode_gsi_reply(&mut out, &port, &buf, &mad);
-                            let _ = port.write(&out);
-                        }
-                        GsiAnswer::Drop => {
-                            stats.gsi_dropped.fetch_add(1, Ordering::Relaxed);
-                        }
+                    let from = requester(&buf);
+                    let service = sa.get().map(Arc::as_ref);
+                    let mad = &buf[UMAD_HDR_LEN..end];
+                    agent.on_mad(
+                        service,
+                        mad,
+                        &from,
+                        Instant::now(),
+                        SystemTime::now(),
+                        &stats,
+                        &mut gsi_out,
+                    );
+                    for o in gsi_out.drain(..) {
+                        encode_gsi(&mut out, &port, &o);
+                        let _ = port.write(&out);
                     }
                 }
                 continue;
@@ -418,6 +483,12 @@ fn run<P: RawPort>(
                 fail_or_retry(f, &params, &stats, &mut retry);
             }
         }
+        // RMPP deadlines and Reports.
+        agent.poll(sa.get().map(Arc::as_ref), now, &stats, &mut gsi_out);
+        for o in gsi_out.drain(..) {
+            encode_gsi(&mut out, &port, &o);
+            let _ = port.write(&out);
+        }
     }
 }
 
@@ -440,21 +511,24 @@ fn encode_raw<P: RawPort>(out: &mut [u8; UMAD_HDR_LEN + MAD_SIZE], port: &P, lid
     out[UMAD_HDR_LEN..].copy_from_slice(&smp.bytes);
 }
 
-/// A packet answering the GSI request whose packet (header included) is `rx`: `mad` to the
-/// requester's LID and QP (as received), with QP1's Q_Key, from the agent of the MAD's class.
-fn encode_gsi_reply<P: RawPort>(
-    out: &mut [u8; UMAD_HDR_LEN + MAD_SIZE],
-    port: &P,
-    rx: &[u8; UMAD_HDR_LEN + MAD_SIZE],
-    mad: &[u8; MAD_SIZE],
-) {
+/// A packet carrying the GSI MAD `o`: from the agent of the MAD's class to the destination's
+/// LID, QP and SL with `o`'s Q_Key (QP1's), a GRH to the destination's GID when it has one
+/// (a request that came with a GRH is answered with one), `timeout_ms` for a Report.
+fn encode_gsi<P: RawPort>(out: &mut [u8; UMAD_HDR_LEN + MAD_SIZE], port: &P, o: &Outgoing) {
     out[..UMAD_HDR_LEN].fill(0);
-    out[0..4].copy_from_slice(&port.agent(mad[1]).to_ne_bytes());
-    // qpn (big-endian) and LID as received; the well-known Q_Key of QP1.
-    out[20..24].copy_from_slice(&rx[20..24]);
-    out[24..28].copy_from_slice(&sa::QP1_QKEY.to_be_bytes());
-    out[28..30].copy_from_slice(&rx[28..30]);
-    out[UMAD_HDR_LEN..].copy_from_slice(mad);
+    out[0..4].copy_from_slice(&port.agent(o.mad[1]).to_ne_bytes());
+    out[8..12].copy_from_slice(&o.timeout_ms.to_ne_bytes());
+    out[20..24].copy_from_slice(&o.to.qpn.to_be_bytes());
+    out[24..28].copy_from_slice(&o.qkey.to_be_bytes());
+    out[28..30].copy_from_slice(&o.to.lid.to_be_bytes());
+    out[30] = o.to.sl;
+    if let Some(gid) = o.to.gid {
+        out[32] = 1;
+        // hop_limit: the GRH may cross routers.
+        out[34] = 0xff;
+        out[36..52].copy_from_slice(&gid);
+    }
+    out[UMAD_HDR_LEN..].copy_from_slice(&o.mad[..]);
 }
 
 fn encode_packet<P: RawPort>(out: &mut [u8; UMAD_HDR_LEN + MAD_SIZE], port: &P, req: &Request) {
@@ -476,6 +550,7 @@ fn encode_packet<P: RawPort>(out: &mut [u8; UMAD_HDR_LEN + MAD_SIZE], port: &P, 
 mod tests {
     use super::*;
     use crate::mad::*;
+    use crate::sa;
     use std::sync::Mutex;
 
     /// A fake port answering every SMP; drops the first `drop_first` writes and bounces the
@@ -968,5 +1043,175 @@ mod tests {
             .await
             .unwrap_err();
         assert_eq!(e, TransportError::Timeout { attempts: 3 });
+    }
+
+    /// A port the test feeds while the thread runs; records what is written. `wait` sleeps (an
+    /// idle thread with an SA attached waits on the port).
+    #[derive(Clone, Default)]
+    struct SaPort {
+        inbound: Arc<Mutex<VecDeque<Vec<u8>>>>,
+        written: Arc<Mutex<Vec<Vec<u8>>>>,
+    }
+
+    impl RawPort for SaPort {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<()> {
+            self.written.lock().unwrap().push(buf.to_vec());
+            Ok(())
+        }
+        fn read(&mut self, buf: &mut [u8]) -> Option<usize> {
+            let p = self.inbound.lock().unwrap().pop_front()?;
+            buf[..p.len()].copy_from_slice(&p);
+            Some(p.len())
+        }
+        fn wait(&mut self, timeout: Duration) {
+            std::thread::sleep(timeout.min(Duration::from_millis(1)));
+        }
+        fn agent(&self, class: u8) -> u32 {
+            u32::from(class) + 100
+        }
+    }
+
+    impl SaPort {
+        /// Queues `mad` as received from LID `lid`, QP 1 (232 valid bytes, as the shim gives).
+        fn deliver(&self, lid: u16, mad: &[u8; MAD_SIZE]) {
+            let mut p = vec![0u8; UMAD_HDR_LEN];
+            p[20..24].copy_from_slice(&1u32.to_be_bytes());
+            p[28..30].copy_from_slice(&lid.to_be_bytes());
+            p.extend_from_slice(&mad[..232]);
+            self.inbound.lock().unwrap().push_back(p);
+        }
+        /// The SA MADs written so far (umad header, SA header).
+        fn sa_written(&self) -> Vec<(Vec<u8>, fabric_sa::wire::SaHeader)> {
+            self.written
+                .lock()
+                .unwrap()
+                .iter()
+                .filter(|p| p[UMAD_HDR_LEN + 1] == sa::CLASS_SUBN_ADM)
+                .map(|p| {
+                    (
+                        p.clone(),
+                        fabric_sa::wire::SaHeader::decode(&p[UMAD_HDR_LEN..]).unwrap(),
+                    )
+                })
+                .collect()
+        }
+    }
+
+    /// Waits (up to 5 s) until `f` holds.
+    fn eventually(what: &str, mut f: impl FnMut() -> bool) {
+        let t0 = Instant::now();
+        while !f() {
+            assert!(t0.elapsed() < Duration::from_secs(5), "timed out waiting for {what}");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    fn sa_request(method: u8, tid: u64) -> [u8; MAD_SIZE] {
+        let h = fabric_sa::wire::SaHeader {
+            class_version: 2,
+            method,
+            tid,
+            attr_id: fabric_sa::wire::attr::NODE_RECORD,
+            ..Default::default()
+        };
+        let mut b = [0u8; MAD_SIZE];
+        h.encode(&mut b);
+        b
+    }
+
+    fn data_segments(port: &SaPort, seg: u32) -> usize {
+        port.sa_written()
+            .iter()
+            .filter(|(_, h)| h.rmpp.rmpp_type == fabric_sa::wire::rmpp_type::DATA && h.rmpp.data1 == seg)
+            .count()
+    }
+
+    #[test]
+    fn get_table_is_answered_by_an_ack_driven_rmpp_transfer_with_a_lost_segment_resent() {
+        use fabric_sa::rmpp::ack;
+        let port = SaPort::default();
+        let (ttx, _trx) = mpsc::unbounded_channel();
+        let t = Transport::start(port.clone(), params(0, 4), ttx);
+        let table = Arc::new(sa_agent::fake::TableSa::new(1000));
+        assert!(t.set_sa_endpoint(table.clone()));
+        assert!(!t.set_sa_endpoint(table.clone()), "attached once");
+        port.deliver(9, &sa_request(fabric_sa::wire::METHOD_GET_TABLE, 0x77));
+        eventually("segment 1", || data_segments(&port, 1) == 1);
+        let (raw, first) = port.sa_written()[0].clone();
+        // Agent of class 0x03, the requester's QP and LID, QP1's Q_Key.
+        assert_eq!(u32::from_ne_bytes([raw[0], raw[1], raw[2], raw[3]]), 103);
+        assert_eq!(u32::from_be_bytes([raw[20], raw[21], raw[22], raw[23]]), 1);
+        assert_eq!(u32::from_be_bytes([raw[24], raw[25], raw[26], raw[27]]), sa::QP1_QKEY);
+        assert_eq!(u16::from_be_bytes([raw[28], raw[29]]), 9);
+        assert_eq!((first.method, first.tid, first.rmpp.data2), (0x92, 0x77, 5 * 220));
+        // Window 1 until the ACK; the ACK opens segments 2..5.
+        port.deliver(9, &ack(&first, 1, 5));
+        eventually("segments 2..5", || data_segments(&port, 5) == 1);
+        assert_eq!(data_segments(&port, 2), 1);
+        // Segment 3 is lost: the receiver acknowledges 2 only; after the ACK timeout the
+        // sender resends from 3.
+        port.deliver(9, &ack(&first, 2, 5));
+        eventually("segment 3 resent", || data_segments(&port, 3) == 2);
+        assert_eq!(data_segments(&port, 2), 1, "no resend of an acknowledged segment");
+        port.deliver(9, &ack(&first, 5, 5));
+        eventually("completion", || t.stats().rmpp_completed.load(Ordering::Relaxed) == 1);
+        let s = t.stats();
+        assert_eq!(s.rmpp_started.load(Ordering::Relaxed), 1);
+        assert_eq!(s.rmpp_segments_resent.load(Ordering::Relaxed), 3);
+        assert_eq!(s.rmpp_aborted.load(Ordering::Relaxed), 0);
+        assert_eq!(s.sa_requests.load(Ordering::Relaxed), 1);
+        // The segments (latest copy of each) reassemble the table.
+        let mut data = Vec::new();
+        for seg in 1..=5 {
+            let w = port.sa_written();
+            let (p, h) = w.iter().rev().find(|(_, h)| h.rmpp.data1 == seg).unwrap();
+            let n = if seg == 5 { h.rmpp.data2 as usize - 20 } else { 200 };
+            data.extend_from_slice(&p[UMAD_HDR_LEN + 56..UMAD_HDR_LEN + 56 + n]);
+        }
+        assert_eq!(data, (0..1000).map(|i| i as u8).collect::<Vec<u8>>());
+    }
+
+    #[test]
+    fn a_standby_sa_drops_queries_and_answers_once_serving() {
+        let port = SaPort::default();
+        let (ttx, _trx) = mpsc::unbounded_channel();
+        let t = Transport::start(port.clone(), params(0, 4), ttx);
+        let service = Arc::new(fabric_sa::SaService::new(Default::default(), None));
+        assert!(t.set_sa(service.clone()));
+        assert!(t.has_sa());
+        port.deliver(9, &sa_request(fabric_sa::wire::METHOD_GET_TABLE, 1));
+        eventually("the standby drop", || {
+            t.stats().sa_dropped_standby.load(Ordering::Relaxed) == 1
+        });
+        assert!(port.sa_written().is_empty());
+        service.set_serving(true);
+        port.deliver(9, &sa_request(fabric_sa::wire::METHOD_GET_TABLE, 2));
+        eventually("an answer", || !port.sa_written().is_empty());
+        let (raw, h) = port.sa_written()[0].clone();
+        assert_eq!((h.method, h.tid), (fabric_sa::wire::METHOD_GET_TABLE_RESP, 2));
+        assert_eq!(u16::from_be_bytes([raw[28], raw[29]]), 9);
+        assert_eq!(t.stats().sa_requests.load(Ordering::Relaxed), 1);
+    }
+
+    #[test]
+    fn guard_classes_are_still_received_and_dropped_with_an_sa_attached() {
+        let port = SaPort::default();
+        let (ttx, _trx) = mpsc::unbounded_channel();
+        let t = Transport::start(port.clone(), params(0, 4), ttx);
+        let table = Arc::new(sa_agent::fake::TableSa::new(64));
+        assert!(t.set_sa_endpoint(table));
+        for (class, version) in sa::GUARD_CLASSES {
+            let mut m = [0u8; MAD_SIZE];
+            m[..4].copy_from_slice(&[1, class, version, sa::METHOD_GET]);
+            port.deliver(9, &m);
+        }
+        // The thread lives on and answers the SA query queued after them.
+        port.deliver(9, &sa_request(sa::METHOD_GET, 3));
+        eventually("the SA answer", || !port.sa_written().is_empty());
+        assert_eq!(
+            t.stats().gsi_dropped.load(Ordering::Relaxed),
+            sa::GUARD_CLASSES.len() as u64
+        );
+        assert_eq!(port.written.lock().unwrap().len(), 1, "nothing answers a guard class");
     }
 }
