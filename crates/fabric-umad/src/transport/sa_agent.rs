@@ -228,6 +228,11 @@ impl SaAgent {
         }
         if rmpp::active(&h) {
             // A request sent as RMPP DATA.
+            if h.rmpp.version != rmpp::RMPP_VERSION {
+                bump(&stats.rmpp_requests_refused);
+                out.push(reply(from, Box::new(rmpp::abort(&h, rmpp_status::UNSUPPORTED_VERSION))));
+                return;
+            }
             let whole = rmpp_flag::FIRST | rmpp_flag::LAST;
             if h.rmpp.data1 != 1 || h.rmpp.flags & whole != whole {
                 if h.rmpp.data1 == 1 {
@@ -625,7 +630,18 @@ mod tests {
         first.rmpp.data1 = 2;
         first.encode(&mut b);
         assert!(r.send(&b, 9).is_empty());
-        assert_eq!(r.count(&r.stats.rmpp_requests_refused), 1);
+        // An RMPP version this agent does not speak.
+        let mut v2 = h;
+        v2.tid = 9;
+        v2.rmpp.version = 2;
+        v2.encode(&mut b);
+        let a = hdr(&r.send(&b, 9)[0]);
+        assert_eq!(
+            (a.rmpp.rmpp_type, a.rmpp.status),
+            (rmpp_type::ABORT, rmpp_status::UNSUPPORTED_VERSION)
+        );
+        assert_eq!(r.count(&r.stats.rmpp_requests_refused), 2);
+        assert_eq!(r.agent.transfers(), 1, "only the single-segment request was answered");
     }
 
     #[test]

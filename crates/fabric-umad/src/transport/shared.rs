@@ -51,7 +51,8 @@ pub struct Stats {
     pub rmpp_segments_resent: AtomicU64,
     /// RMPP ACK/STOP/ABORT MADs matching no transfer in flight (late or stray).
     pub rmpp_unmatched: AtomicU64,
-    /// Requests sent as several RMPP segments, refused with ABORT (not reassembled yet).
+    /// Requests sent as several RMPP segments (not reassembled yet) or in another RMPP
+    /// version, refused with ABORT.
     pub rmpp_requests_refused: AtomicU64,
     /// Reports (InformInfo subscriptions' notices) sent, first attempts.
     pub reports_sent: AtomicU64,
