@@ -372,55 +372,9 @@ impl SaAgent {
     }
 }
 
-/// A stand-in SA for the tests of this module and of the thread.
-#[cfg(test)]
-pub(super) mod fake {
-    use super::*;
-    use fabric_sa::request::response_header;
-    use std::sync::atomic::AtomicBool;
-    use std::sync::Mutex;
-
-    /// A stand-in SA answering GetTable with a table of `len` bytes (64-byte records) and Get
-    /// with one record; Reports queued by the test.
-    pub struct TableSa {
-        pub serving: AtomicBool,
-        pub len: usize,
-        pub reports: Mutex<Vec<OutgoingReport>>,
-    }
-
-    impl TableSa {
-        pub fn new(len: usize) -> TableSa {
-            TableSa {
-                serving: AtomicBool::new(true),
-                len,
-                reports: Mutex::new(Vec::new()),
-            }
-        }
-    }
-
-    impl SaEndpoint for TableSa {
-        fn serving(&self) -> bool {
-            self.serving.load(Ordering::Relaxed)
-        }
-        fn handle(&self, mad: &[u8], _: &Requester, _: SystemTime) -> Option<SaResponse> {
-            let h = SaHeader::decode(mad).ok()?;
-            let mut header = response_header(&h);
-            header.attr_offset = 8;
-            let len = if h.method == wire::METHOD_GET { 64 } else { self.len };
-            Some(SaResponse {
-                header,
-                data: (0..len).map(|i| i as u8).collect(),
-            })
-        }
-        fn take_reports(&self) -> Vec<OutgoingReport> {
-            std::mem::take(&mut *self.reports.lock().unwrap())
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use super::fake::TableSa;
+    use super::super::sa_tests::TableSa;
     use super::*;
 
     fn request(method: u8, tid: u64) -> [u8; MAD_SIZE] {
