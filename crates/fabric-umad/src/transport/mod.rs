@@ -300,7 +300,8 @@ fn requester(rx: &[u8]) -> Requester {
     gid.copy_from_slice(&rx[36..52]);
     Requester {
         lid: u16::from_be_bytes([rx[28], rx[29]]),
-        qpn: u32::from_be_bytes([rx[20], rx[21], rx[22], rx[23]]) & 0x00ff_ffff,
+        // As received (not masked to 24 bits): written back unchanged in the answers.
+        qpn: u32::from_be_bytes([rx[20], rx[21], rx[22], rx[23]]),
         sl: rx[30],
         pkey_index: 0,
         gid: (rx[32] != 0).then_some(gid),
