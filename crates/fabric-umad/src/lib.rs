@@ -10,8 +10,9 @@
 //!   subsystem over one pure state module: sweep and light sweep (trap 128), LIDs and port
 //!   activation, SL-to-VL, SM election, LFT upload. Its locks are listed in one place
 //!   ("Lock order" in [`driver`]).
-//! * [`sa`]: the Subnet Administration class (0x03) on the manager's port (every query answered
-//!   "not supported" for now) and the other GSI classes the simulator shim needs a receiver for.
+//! * [`sa`]: the Subnet Administration class (0x03) on the manager's port ("not supported"
+//!   until an SA service is attached; then the transport's SA agent answers with it, RMPP and
+//!   Reports included) and the other GSI classes the simulator shim needs a receiver for.
 //! * [`config`]: [`UmadConfig`] (embedded in the daemon config).
 //!
 //! **Architecture invariant:** this is the only crate of the workspace with `unsafe` code, and

@@ -2,14 +2,15 @@
 //! manager's port.
 //!
 //! The manager's node is where clients send their SA queries (`saquery`, IPoIB, MPI path
-//! lookups: SubnAdm MADs on QP1 to the MasterSMLID of their port). fabricd has no SA yet, so
-//! [`GsiResponder`] answers every SA request with MAD status 0x000C ("method/attribute
-//! combination not supported", IBA vol. 1 13.4.7): the client gets a clean error at once
-//! instead of waiting for its timeout. The response follows OpenSM's `osm_sa_send_error`: the
-//! request echoed with the status, method Set answered as GetResp and every other request
-//! method with its response bit set, SM_Key 0 (C15-0.1.5), AttributeOffset 0, a
-//! MultiPathRecord query answered as PathRecord. A full SA would replace
-//! [`GsiResponder::answer`]'s SA branch.
+//! lookups: SubnAdm MADs on QP1 to the MasterSMLID of their port). Once the driver attaches a
+//! [`fabric_sa::SaService`] (`Transport::set_sa`), the transport thread's SA agent
+//! (`transport::sa_agent`) answers them with it, RMPP included. Until then, [`GsiResponder`]
+//! answers every SA request with MAD status 0x000C ("method/attribute combination not
+//! supported", IBA vol. 1 13.4.7): the client gets a clean error at once instead of waiting
+//! for its timeout. The response follows OpenSM's `osm_sa_send_error`: the request echoed with
+//! the status, method Set answered as GetResp and every other request method with its
+//! response bit set, SM_Key 0 (C15-0.1.5), AttributeOffset 0, a MultiPathRecord query answered
+//! as PathRecord. The agent also uses [`GsiResponder`] for the guard classes.
 //!
 //! Why the agent must exist at all: the ibsim preload shim (umad2sim) looks up the receiving
 //! descriptor of every MAD by its class and dereferences a null pointer when no agent of the
@@ -25,17 +26,19 @@
 //! This module sees nothing of the driver: it depends on [`crate::mad`] only, and the driver's
 //! records (`driver::state`) and locks are not reachable from here. Its whole interface is:
 //!
-//! * in: [`GsiResponder::answer`], called by the transport thread with each GSI MAD addressed
-//!   to the manager's port (the received bytes, at most 232 valid) and the requester's LID;
+//! * in: [`GsiResponder::answer`], called by the transport thread's SA agent with each GSI MAD
+//!   addressed to the manager's port that no attached SA service answers (the received bytes,
+//!   at most 232 valid) and the requester's LID;
 //! * out: a [`GsiAnswer`], the MAD the thread sends back to the requester (same LID and QP,
-//!   QP1's Q_Key, from the agent of the MAD's class: `transport::encode_gsi_reply`) or nothing;
+//!   QP1's Q_Key, from the agent of the MAD's class: `transport::encode_gsi`) or nothing;
 //! * the agents: the device registers [`CLASS_SUBN_ADM`] (version [`SA_CLASS_VERSION`], the
-//!   request methods above) and [`GUARD_CLASSES`] from the constants here.
+//!   request methods above, without kernel RMPP: RMPP is done in user space by the agent, the
+//!   same on a real HCA and under the shim) and [`GUARD_CLASSES`] from the constants here.
 //!
-//! A real SA needs the subnet (LIDs, paths, nodes); it must get it the same way, as data handed
-//! in (a read-only snapshot the driver publishes after each sweep and LID configuration), never
-//! by reaching into the driver's state or taking its locks: the answer runs on the transport
-//! thread, which must never block on the driver.
+//! The SA service gets the subnet the same way, as data handed in (a read-only snapshot the
+//! driver publishes after each sweep and LID configuration), never by reaching into the
+//! driver's state or taking its locks: the answer runs on the transport thread, which must
+//! never block on the driver.
 
 use std::collections::HashSet;
 

@@ -111,8 +111,25 @@ pub struct UmadStats {
     pub sm_requests: u64,
     /// Of those, SubnSet(SMInfo) from another subnet manager (answered, never obeyed).
     pub sm_set_requests: u64,
-    /// Subnet Administration requests answered "not supported" (`fabric_umad::sa`).
+    /// Subnet Administration requests answered (by the attached SA service, or "not
+    /// supported" while none is attached).
     pub sa_requests: u64,
+    /// SA requests dropped while the SA service is not serving (standby manager).
+    pub sa_dropped_standby: u64,
+    /// GetTable/GetMulti answered ERR_NO_RESOURCES (too many RMPP transfers in flight).
+    pub sa_busy: u64,
+    /// RMPP transfers started, completed (last segment acknowledged), aborted.
+    pub rmpp_started: u64,
+    /// See `rmpp_started`.
+    pub rmpp_completed: u64,
+    /// See `rmpp_started`.
+    pub rmpp_aborted: u64,
+    /// RMPP segments resent after an ACK timeout.
+    pub rmpp_segments_resent: u64,
+    /// Reports sent to InformInfo subscribers (first attempts).
+    pub reports_sent: u64,
+    /// Reports acknowledged by a ReportResp.
+    pub reports_acknowledged: u64,
 }
 
 /// The `umad` southbound driver. Construct with [`UmadDriver::open`].
@@ -211,7 +228,7 @@ impl UmadDriver {
         }
     }
 
-    /// Counters of the transport (SMPs, retries, failures, traps).
+    /// Counters of the transport (SMPs, retries, failures, traps, SA answers, RMPP, Reports).
     pub fn stats(&self) -> UmadStats {
         let s = self.inner.tp.stats();
         UmadStats {
@@ -222,6 +239,14 @@ impl UmadDriver {
             sm_requests: s.sm_requests.load(Ordering::Relaxed),
             sm_set_requests: s.sm_set_requests.load(Ordering::Relaxed),
             sa_requests: s.sa_requests.load(Ordering::Relaxed),
+            sa_dropped_standby: s.sa_dropped_standby.load(Ordering::Relaxed),
+            sa_busy: s.sa_busy.load(Ordering::Relaxed),
+            rmpp_started: s.rmpp_started.load(Ordering::Relaxed),
+            rmpp_completed: s.rmpp_completed.load(Ordering::Relaxed),
+            rmpp_aborted: s.rmpp_aborted.load(Ordering::Relaxed),
+            rmpp_segments_resent: s.rmpp_segments_resent.load(Ordering::Relaxed),
+            reports_sent: s.reports_sent.load(Ordering::Relaxed),
+            reports_acknowledged: s.reports_acknowledged.load(Ordering::Relaxed),
         }
     }
 

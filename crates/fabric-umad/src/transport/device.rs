@@ -30,8 +30,9 @@ pub trait RawPort: Send + 'static {
 
 /// An open umad device with agents registered for classes 0x81 and 0x01 (both also receive
 /// the Get/Set requests addressed to the manager's port: SMInfo from `sminfo` and other
-/// subnet managers), for Subnet Administration (0x03, QP1: SA clients' queries, answered "not
-/// supported") and, without methods, for the GSI classes of [`crate::sa::GUARD_CLASSES`] (the
+/// subnet managers), for Subnet Administration (0x03, QP1: SA clients' queries and the RMPP
+/// ACKs of the answers, both on request methods; no kernel RMPP: the transport's SA agent does
+/// it) and, without methods, for the GSI classes of [`crate::sa::GUARD_CLASSES`] (the
 /// simulator shim crashes the process on a MAD of a class nobody registered).
 pub struct UmadDevice {
     fd: c_int,

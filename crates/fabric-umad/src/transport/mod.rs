@@ -19,26 +19,37 @@
 //! Layout: this module is the thread (queues, window, transaction ids, deadlines, retries,
 //! packet framing); `device` is the ioctl layer ([`UmadDevice`], [`RawPort`]: all the `unsafe`
 //! code of the crate); `responder` answers the SMPs addressed to the manager's port (SMInfo);
-//! `shared` holds what the thread shares lock-free with its users ([`Stats`], [`SmIdentity`]).
-//! GSI MADs (Subnet Administration) are handed to [`crate::sa::GsiResponder`].
+//! `shared` holds what the thread shares lock-free with its users ([`Stats`], [`SmIdentity`],
+//! the attached SA service). GSI MADs (Subnet Administration and the guard classes) go to
+//! `sa_agent` ([`SaAgent`]): the attached [`fabric_sa::SaService`] answers them, RMPP answers
+//! and Reports are driven on this thread; without a service, [`crate::sa::GsiResponder`]
+//! answers "not supported".
+//!
+//! While a service is attached, an idle thread waits on the port (1 ms) rather than on the
+//! request channel (2 ms), so an SA query is read as soon as it arrives; an SMP submitted to an
+//! idle thread then waits up to 1 ms for the round to end.
 
 mod device;
 mod responder;
+mod sa_agent;
+#[cfg(test)]
+mod sa_tests;
 mod shared;
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc as std_mpsc;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
+use fabric_sa::{Requester, SaService};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::mad::{Route, Smp, CLASS_SMP_DR, CLASS_SMP_LID, MAD_SIZE, METHOD_TRAP};
-use crate::sa::{self, GsiAnswer, GsiResponder};
 pub use device::{OpenError, RawPort, UmadDevice, UMAD_HDR_LEN};
 use responder::SmResponder;
-pub use shared::{SmIdentity, Stats};
+pub use sa_agent::{Outgoing, SaAgent, SaAgentParams, SaEndpoint};
+pub use shared::{SaSlot, SmIdentity, Stats};
 
 /// High TID bits stamped on requests (the kernel overwrites them; matching uses the low 32).
 const TID_HIGH: u64 = 0x00fa_b01c << 32;
@@ -137,6 +148,7 @@ pub struct Transport {
     tx: std_mpsc::Sender<Request>,
     stats: Arc<Stats>,
     sm: Arc<SmIdentity>,
+    sa: Arc<SaSlot>,
     stop: Arc<AtomicBool>,
     /// Disconnected when the thread returns (in a mutex only to make the handle `Sync`).
     done: std::sync::Mutex<std_mpsc::Receiver<()>>,
@@ -152,20 +164,27 @@ impl Transport {
         let (tx, rx) = std_mpsc::channel();
         let stats = Arc::new(Stats::default());
         let sm = Arc::new(SmIdentity::default());
+        let sa = Arc::new(SaSlot::new());
         let stop = Arc::new(AtomicBool::new(false));
         let (done_tx, done) = std_mpsc::channel::<()>();
-        let (st, sm2, stop2) = (stats.clone(), sm.clone(), stop.clone());
+        let shared = Shared {
+            stats: stats.clone(),
+            sm: sm.clone(),
+            sa: sa.clone(),
+            stop: stop.clone(),
+        };
         let thread = std::thread::Builder::new()
             .name("fabric-umad".into())
             .spawn(move || {
                 let _done = done_tx;
-                run(port, params, rx, traps, st, sm2, stop2);
+                run(port, params, rx, traps, shared);
             })
             .ok();
         Transport {
             tx,
             stats,
             sm,
+            sa,
             stop,
             done: std::sync::Mutex::new(done),
             thread,
@@ -180,6 +199,23 @@ impl Transport {
     /// The SMInfo the transport thread answers with.
     pub fn sm_identity(&self) -> &SmIdentity {
         &self.sm
+    }
+
+    /// Attaches the Subnet Administration service: from now on the thread answers SA MADs with
+    /// it (while it is serving), sends its answers as RMPP where they are tables and delivers
+    /// its Reports. Set once: `false` when a service was already attached (it stays).
+    pub fn set_sa(&self, sa: Arc<SaService>) -> bool {
+        self.set_sa_endpoint(sa)
+    }
+
+    /// [`Transport::set_sa`] for any [`SaEndpoint`].
+    pub fn set_sa_endpoint(&self, sa: Arc<dyn SaEndpoint>) -> bool {
+        self.sa.set(sa).is_ok()
+    }
+
+    /// Whether an SA service is attached.
+    pub fn has_sa(&self) -> bool {
+        self.sa.get().is_some()
     }
 
     /// Queues an SMP; the receiver yields its reply (or why there is none).
@@ -249,15 +285,37 @@ impl Drop for Transport {
     }
 }
 
+/// What the thread shares with the [`Transport`] handle.
+struct Shared {
+    stats: Arc<Stats>,
+    sm: Arc<SmIdentity>,
+    sa: Arc<SaSlot>,
+    stop: Arc<AtomicBool>,
+}
+
+/// The requester of a GSI MAD, from the receive header of its packet (pre-pkey layout: no
+/// P_Key index; the GID when a GRH came with it).
+fn requester(rx: &[u8]) -> Requester {
+    let mut gid = [0u8; 16];
+    gid.copy_from_slice(&rx[36..52]);
+    Requester {
+        lid: u16::from_be_bytes([rx[28], rx[29]]),
+        // As received (not masked to 24 bits): written back unchanged in the answers.
+        qpn: u32::from_be_bytes([rx[20], rx[21], rx[22], rx[23]]),
+        sl: rx[30],
+        pkey_index: 0,
+        gid: (rx[32] != 0).then_some(gid),
+    }
+}
+
 fn run<P: RawPort>(
     mut port: P,
     params: TransportParams,
     rx: std_mpsc::Receiver<Request>,
     traps: mpsc::UnboundedSender<Smp>,
-    stats: Arc<Stats>,
-    sm: Arc<SmIdentity>,
-    stop: Arc<AtomicBool>,
+    shared: Shared,
 ) {
+    let Shared { stats, sm, sa, stop } = shared;
     let window = params.window.max(1);
     // Slots kept for normal SMPs: an eighth of the window (at least one).
     let background_cap = window.saturating_sub((window / 8).max(1)).max(1);
@@ -269,14 +327,18 @@ fn run<P: RawPort>(
     let mut out = [0u8; UMAD_HDR_LEN + MAD_SIZE];
     let mut retry: Vec<InFlight> = Vec::new();
     let mut responder = SmResponder::new(sm, stats.clone());
-    let mut gsi = GsiResponder::default();
+    let mut agent = SaAgent::new(SaAgentParams::default());
+    let mut gsi_out: Vec<Outgoing> = Vec::new();
     loop {
         if stop.load(Ordering::Relaxed) {
             // Dropping the queued and in-flight requests closes their reply channels.
             return;
         }
         // Intake: block briefly when idle, otherwise drain what is queued.
-        if open && inflight.is_empty() && queue.is_empty() {
+        if open && inflight.is_empty() && queue.is_empty() && sa.get().is_some() {
+            // Idle with an SA attached: wait for a MAD; the channel is drained below.
+            port.wait(Duration::from_millis(1));
+        } else if open && inflight.is_empty() && queue.is_empty() {
             match rx.recv_timeout(Duration::from_millis(2)) {
                 Ok(r) => {
                     let b = r.background;
@@ -347,19 +409,25 @@ fn run<P: RawPort>(
             let end = n.min(UMAD_HDR_LEN + 232);
             let class = buf[UMAD_HDR_LEN + 1];
             if class != CLASS_SMP_DR && class != CLASS_SMP_LID {
-                // A GSI MAD addressed to the manager's port (this driver sends none, so it is
-                // never one of ours coming back): SA queries get "not supported".
+                // A GSI MAD addressed to the manager's port: an SA query, an RMPP ACK of one of
+                // our answers, a ReportResp, or a guard class. A non-zero status is one of our
+                // Reports coming back undelivered (its resend is the agent's).
                 if status == 0 {
-                    let slid = u16::from_be_bytes([buf[28], buf[29]]);
-                    match gsi.answer(&buf[UMAD_HDR_LEN..end], slid) {
-                        GsiAnswer::Reply(mad) => {
-                            stats.sa_requests.fetch_add(1, Ordering::Relaxed);
-                            encode_gsi_reply(&mut out, &port, &buf, &mad);
-                            let _ = port.write(&out);
-                        }
-                        GsiAnswer::Drop => {
-                            stats.gsi_dropped.fetch_add(1, Ordering::Relaxed);
-                        }
+                    let from = requester(&buf);
+                    let service = sa.get().map(Arc::as_ref);
+                    let mad = &buf[UMAD_HDR_LEN..end];
+                    agent.on_mad(
+                        service,
+                        mad,
+                        &from,
+                        Instant::now(),
+                        SystemTime::now(),
+                        &stats,
+                        &mut gsi_out,
+                    );
+                    for o in gsi_out.drain(..) {
+                        encode_gsi(&mut out, &port, &o);
+                        let _ = port.write(&out);
                     }
                 }
                 continue;
@@ -418,6 +486,12 @@ fn run<P: RawPort>(
                 fail_or_retry(f, &params, &stats, &mut retry);
             }
         }
+        // RMPP deadlines and Reports.
+        agent.poll(sa.get().map(Arc::as_ref), now, &stats, &mut gsi_out);
+        for o in gsi_out.drain(..) {
+            encode_gsi(&mut out, &port, &o);
+            let _ = port.write(&out);
+        }
     }
 }
 
@@ -440,21 +514,24 @@ fn encode_raw<P: RawPort>(out: &mut [u8; UMAD_HDR_LEN + MAD_SIZE], port: &P, lid
     out[UMAD_HDR_LEN..].copy_from_slice(&smp.bytes);
 }
 
-/// A packet answering the GSI request whose packet (header included) is `rx`: `mad` to the
-/// requester's LID and QP (as received), with QP1's Q_Key, from the agent of the MAD's class.
-fn encode_gsi_reply<P: RawPort>(
-    out: &mut [u8; UMAD_HDR_LEN + MAD_SIZE],
-    port: &P,
-    rx: &[u8; UMAD_HDR_LEN + MAD_SIZE],
-    mad: &[u8; MAD_SIZE],
-) {
+/// A packet carrying the GSI MAD `o`: from the agent of the MAD's class to the destination's
+/// LID, QP and SL with `o`'s Q_Key (QP1's), a GRH to the destination's GID when it has one
+/// (a request that came with a GRH is answered with one), `timeout_ms` for a Report.
+fn encode_gsi<P: RawPort>(out: &mut [u8; UMAD_HDR_LEN + MAD_SIZE], port: &P, o: &Outgoing) {
     out[..UMAD_HDR_LEN].fill(0);
-    out[0..4].copy_from_slice(&port.agent(mad[1]).to_ne_bytes());
-    // qpn (big-endian) and LID as received; the well-known Q_Key of QP1.
-    out[20..24].copy_from_slice(&rx[20..24]);
-    out[24..28].copy_from_slice(&sa::QP1_QKEY.to_be_bytes());
-    out[28..30].copy_from_slice(&rx[28..30]);
-    out[UMAD_HDR_LEN..].copy_from_slice(mad);
+    out[0..4].copy_from_slice(&port.agent(o.mad[1]).to_ne_bytes());
+    out[8..12].copy_from_slice(&o.timeout_ms.to_ne_bytes());
+    out[20..24].copy_from_slice(&o.to.qpn.to_be_bytes());
+    out[24..28].copy_from_slice(&o.qkey.to_be_bytes());
+    out[28..30].copy_from_slice(&o.to.lid.to_be_bytes());
+    out[30] = o.to.sl;
+    if let Some(gid) = o.to.gid {
+        out[32] = 1;
+        // hop_limit: the GRH may cross routers.
+        out[34] = 0xff;
+        out[36..52].copy_from_slice(&gid);
+    }
+    out[UMAD_HDR_LEN..].copy_from_slice(&o.mad[..]);
 }
 
 fn encode_packet<P: RawPort>(out: &mut [u8; UMAD_HDR_LEN + MAD_SIZE], port: &P, req: &Request) {
@@ -476,6 +553,7 @@ fn encode_packet<P: RawPort>(out: &mut [u8; UMAD_HDR_LEN + MAD_SIZE], port: &P, 
 mod tests {
     use super::*;
     use crate::mad::*;
+    use crate::sa;
     use std::sync::Mutex;
 
     /// A fake port answering every SMP; drops the first `drop_first` writes and bounces the

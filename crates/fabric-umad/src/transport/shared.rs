@@ -1,7 +1,13 @@
-//! What the transport thread shares with its users, lock-free: its counters ([`Stats`]) and
-//! the SMInfo the manager answers with ([`SmIdentity`]).
+//! What the transport thread shares with its users, lock-free: its counters ([`Stats`]), the
+//! SMInfo the manager answers with ([`SmIdentity`]) and the Subnet Administration service it
+//! answers SA MADs with once the driver attaches one ([`SaSlot`]).
 
 use std::sync::atomic::{AtomicU64, AtomicU8};
+use std::sync::{Arc, OnceLock};
+
+/// The SA service of the transport thread: empty until the driver attaches one (set once;
+/// read lock-free by the thread every round).
+pub type SaSlot = OnceLock<Arc<dyn super::sa_agent::SaEndpoint>>;
 
 /// Counters of the transport thread.
 #[derive(Debug, Default)]
@@ -22,11 +28,40 @@ pub struct Stats {
     /// Of those, the SubnSet(SMInfo) (HANDOVER, ACKNOWLEDGE, DISABLE, STANDBY, DISCOVER from
     /// another subnet manager), answered with this manager's SMInfo unchanged.
     pub sm_set_requests: AtomicU64,
-    /// Subnet Administration requests (class 0x03, `saquery` and other SA clients) answered
-    /// "not supported" ([`crate::sa`]).
+    /// Subnet Administration requests (class 0x03, `saquery` and other SA clients) answered:
+    /// by the attached SA service, or "not supported" while none is attached ([`crate::sa`]).
     pub sa_requests: AtomicU64,
-    /// MADs of the other GSI classes that reached the manager's port (dropped).
+    /// GSI MADs addressed to the manager's port that got no answer: other GSI classes,
+    /// responses nobody waits for, runts, what the SA service does not answer.
     pub gsi_dropped: AtomicU64,
+    /// SA requests dropped because the service is not serving (standby manager).
+    pub sa_dropped_standby: AtomicU64,
+    /// GetTable/GetMulti answered ERR_NO_RESOURCES: too many RMPP transfers in flight.
+    pub sa_busy: AtomicU64,
+    /// RMPP transfers started (answers of GetTable / GetMulti).
+    pub rmpp_started: AtomicU64,
+    /// RMPP transfers whose last segment the requester acknowledged.
+    pub rmpp_completed: AtomicU64,
+    /// RMPP transfers ended otherwise: STOP or ABORT from the requester, ABORT after the last
+    /// resend, replaced by the requester's repeated request.
+    pub rmpp_aborted: AtomicU64,
+    /// RMPP DATA segments sent (resends included).
+    pub rmpp_segments_sent: AtomicU64,
+    /// Of those, segments resent after an ACK timeout.
+    pub rmpp_segments_resent: AtomicU64,
+    /// RMPP ACK/STOP/ABORT MADs matching no transfer in flight (late or stray).
+    pub rmpp_unmatched: AtomicU64,
+    /// Requests sent as several RMPP segments (not reassembled yet) or in another RMPP
+    /// version, refused with ABORT.
+    pub rmpp_requests_refused: AtomicU64,
+    /// Reports (InformInfo subscriptions' notices) sent, first attempts.
+    pub reports_sent: AtomicU64,
+    /// Reports sent again for lack of a ReportResp.
+    pub reports_resent: AtomicU64,
+    /// Reports acknowledged by the subscriber's ReportResp.
+    pub reports_acknowledged: AtomicU64,
+    /// Reports given up (no ReportResp after every resend, or too many pending).
+    pub reports_given_up: AtomicU64,
 }
 
 /// What the manager answers to SMInfo requests addressed to its port (`sminfo`, other SMs):
