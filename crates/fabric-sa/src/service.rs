@@ -8,7 +8,7 @@
 //! A standby manager does not answer ([`SaService::set_serving`]).
 
 use std::collections::{BTreeMap, VecDeque};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::SystemTime;
 
@@ -46,7 +46,15 @@ pub struct SaCounters {
     pub persist_failures: u64,
     /// The last such error (the daemon logs it; this crate has no logger).
     pub last_persist_error: Option<String>,
+    /// Reports (traps 64/65) queued for subscribers by [`SaService::publish`].
+    pub reports_queued: u64,
+    /// Reports dropped because the queue held [`MAX_QUEUED_REPORTS`] not yet taken.
+    pub reports_dropped: u64,
 }
+
+/// At most this many Reports wait in the queue for the transport; the oldest are dropped
+/// beyond (a transport that stopped taking them must not grow the daemon without bound).
+pub const MAX_QUEUED_REPORTS: usize = 65_536;
 
 /// The shared SA.
 pub struct SaService {
@@ -56,6 +64,8 @@ pub struct SaService {
     serving: AtomicBool,
     counters: Mutex<SaCounters>,
     reports: Mutex<VecDeque<OutgoingReport>>,
+    /// Transaction id of the next Report (low 32 bits; the kernel owns the high ones).
+    next_report_tid: AtomicU32,
 }
 
 impl std::fmt::Debug for SaService {
@@ -82,6 +92,7 @@ impl SaService {
             serving: AtomicBool::new(false),
             counters: Mutex::new(SaCounters::default()),
             reports: Mutex::new(VecDeque::new()),
+            next_report_tid: AtomicU32::new(1),
         }
     }
 
@@ -90,9 +101,47 @@ impl SaService {
         self.subnet.load_full()
     }
 
-    /// Installs a new snapshot (after a sweep, a LID configuration, a generation).
+    /// Installs a new snapshot (after a sweep, a LID configuration, a generation) and, while
+    /// serving, queues the Reports it owes: one per (trap, subscriber) for every end port
+    /// that went out of service (trap 65) or in service (trap 64) since the previous
+    /// snapshot (see [`registry::reports`]; the first snapshot owes none).
     pub fn publish(&self, subnet: Subnet) {
-        self.subnet.store(Arc::new(subnet));
+        let new = Arc::new(subnet);
+        let old = self.subnet.swap(Arc::clone(&new));
+        if !self.serving() {
+            return;
+        }
+        let notices = registry::reports::gid_change_notices(&old, &new);
+        if notices.is_empty() {
+            return;
+        }
+        let mut out = Vec::new();
+        {
+            let reg = lock(&self.registry);
+            for n in &notices {
+                for s in reg.subscribers_for(n, &new) {
+                    let tid = u64::from(self.next_report_tid.fetch_add(1, Ordering::Relaxed));
+                    out.push(OutgoingReport {
+                        lid: s.lid,
+                        qpn: s.qpn,
+                        pkey_index: s.pkey_index,
+                        mad: Box::new(registry::reports::report_mad(n, tid)),
+                    });
+                }
+            }
+        }
+        if out.is_empty() {
+            return;
+        }
+        let queued = out.len() as u64;
+        let mut q = lock(&self.reports);
+        q.extend(out);
+        let dropped = q.len().saturating_sub(MAX_QUEUED_REPORTS);
+        q.drain(..dropped);
+        drop(q);
+        let mut c = lock(&self.counters);
+        c.reports_queued += queued;
+        c.reports_dropped += dropped as u64;
     }
 
     /// Records LFT blocks acknowledged by a switch: `(switch GUID, block, 64 entries)`.
@@ -133,23 +182,7 @@ impl SaService {
                 };
                 let subnet = self.subnet.load();
                 if registry::is_registry_attr(h.attr_id) {
-                    let mut reg = lock(&self.registry);
-                    let before = reg.clone();
-                    let (resp, changed) = reg.answer(&subnet, &req);
-                    if changed {
-                        if let Err(e) = self.persist(&reg) {
-                            *reg = before;
-                            let mut c = lock(&self.counters);
-                            c.persist_failures += 1;
-                            c.last_persist_error = Some(e);
-                            drop(c);
-                            crate::request::error_response(&h, req.data, wire::status::NO_RESOURCES)
-                        } else {
-                            resp
-                        }
-                    } else {
-                        resp
-                    }
+                    self.answer_registry(&subnet, &req)
                 } else {
                     crate::query::answer(&subnet, &req)
                 }
@@ -175,6 +208,37 @@ impl SaService {
     /// A copy of the registry.
     pub fn registry(&self) -> Registry {
         lock(&self.registry).clone()
+    }
+
+    /// A registry request: answered under the registry lock, the registry saved before the
+    /// answer when it changed. A Set or Delete that cannot be saved is undone and answered
+    /// ERR_NO_RESOURCES (nothing is acknowledged that would not survive a restart); a Get
+    /// that only dropped expired leases is answered anyway (the file keeps records that
+    /// the next load drops as expired).
+    fn answer_registry(&self, subnet: &Subnet, req: &Request<'_>) -> SaResponse {
+        let h = &req.header;
+        let mut reg = lock(&self.registry);
+        // Only what can fail to be saved needs undoing.
+        let mutating = matches!(h.method, wire::METHOD_SET | wire::METHOD_DELETE);
+        let before = (mutating && self.store.is_some()).then(|| reg.clone());
+        let (resp, changed) = reg.answer(subnet, req);
+        if !changed {
+            return resp;
+        }
+        let Err(e) = self.persist(&reg) else {
+            return resp;
+        };
+        let mut c = lock(&self.counters);
+        c.persist_failures += 1;
+        c.last_persist_error = Some(e);
+        drop(c);
+        match before {
+            Some(b) => {
+                *reg = b;
+                crate::request::error_response(h, req.data, wire::status::NO_RESOURCES)
+            }
+            None => resp,
+        }
     }
 
     fn persist(&self, r: &Registry) -> Result<(), String> {
