@@ -496,3 +496,91 @@ fn inform_info_subscribe_list_unsubscribe_as_opensm() {
     }
     assert_eq!(sa.registry().subscriptions().len(), 2);
 }
+
+/// A store that refuses every save after the first `ok` ones.
+struct FlakyStore {
+    ok: std::sync::atomic::AtomicUsize,
+}
+
+impl fabric_sa::service::RegistryStore for FlakyStore {
+    fn save(&self, _: &fabric_sa::registry::Registry) -> Result<(), String> {
+        let left = self.ok.load(std::sync::atomic::Ordering::Relaxed);
+        if left == 0 {
+            return Err("disk full".into());
+        }
+        self.ok.store(left - 1, std::sync::atomic::Ordering::Relaxed);
+        Ok(())
+    }
+}
+
+#[test]
+fn a_change_that_cannot_be_saved_is_undone_and_refused() {
+    let store = FlakyStore {
+        ok: std::sync::atomic::AtomicUsize::new(1),
+    };
+    let sa = fabric_sa::SaService::new(Default::default(), Some(Box::new(store)));
+    sa.publish(subnet(2, &[]));
+    sa.set_serving(true);
+    let a = service_record(1, 0, "saved");
+    let r = sa
+        .handle(
+            &mad(wire::METHOD_SET, attr::SERVICE_RECORD, SR_KEY, &image(&a)),
+            &from_ca(0),
+            t0(),
+        )
+        .unwrap();
+    assert_eq!(r.header.status, status::OK);
+    // The store fails from now on: a new Set, a Delete, a subscription are all refused and
+    // leave the registry as it was.
+    let b = service_record(2, 1, "lost");
+    let r = sa
+        .handle(
+            &mad(wire::METHOD_SET, attr::SERVICE_RECORD, SR_KEY, &image(&b)),
+            &from_ca(1),
+            t0(),
+        )
+        .unwrap();
+    assert_eq!(
+        (r.header.method, r.header.status),
+        (wire::METHOD_GET_RESP, status::NO_RESOURCES)
+    );
+    let r = sa
+        .handle(
+            &mad(wire::METHOD_DELETE, attr::SERVICE_RECORD, SR_KEY, &image(&a)),
+            &from_ca(0),
+            t0(),
+        )
+        .unwrap();
+    assert_eq!(r.header.status, status::NO_RESOURCES);
+    let r = sa
+        .handle(
+            &mad(
+                wire::METHOD_SET,
+                attr::INFORM_INFO,
+                0,
+                &image(&subscribe_all_gid_traps(1)),
+            ),
+            &from_ca(0),
+            t0(),
+        )
+        .unwrap();
+    assert_eq!(r.header.status, status::NO_RESOURCES);
+    let reg = sa.registry();
+    assert_eq!(
+        reg.service_records().map(|e| e.record.service_id).collect::<Vec<_>>(),
+        vec![1]
+    );
+    assert!(reg.subscriptions().is_empty());
+    let c = sa.counters();
+    assert_eq!(c.persist_failures, 3);
+    assert_eq!(c.last_persist_error.as_deref(), Some("disk full"));
+    // Reads do not need the store.
+    let r = sa
+        .handle(
+            &mad(wire::METHOD_GET, attr::SERVICE_RECORD, SR_KEY, &image(&a)),
+            &from_ca(0),
+            t0(),
+        )
+        .unwrap();
+    assert_eq!(r.header.status, status::OK);
+}
