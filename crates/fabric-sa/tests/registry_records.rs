@@ -584,3 +584,26 @@ fn a_change_that_cannot_be_saved_is_undone_and_refused() {
         .unwrap();
     assert_eq!(r.header.status, status::OK);
 }
+
+proptest::proptest! {
+    /// Any registry request (any method, mask, bytes, length) is answered or ignored, never
+    /// a panic; an answer always carries the request's attribute and transaction id.
+    #[test]
+    fn arbitrary_registry_requests_never_panic(
+        attr_pick in 0usize..3,
+        method in proptest::prelude::any::<u8>(),
+        mask in proptest::prelude::any::<u64>(),
+        data in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..200),
+        cut in 0usize..257,
+    ) {
+        let sa = service(subnet(2, &[]));
+        let a = [attr::SERVICE_RECORD, attr::INFORM_INFO, attr::INFORM_INFO_RECORD][attr_pick];
+        let m = mad(method, a, mask, &data);
+        let cut = cut.max(56);
+        if let Some(r) = sa.handle(&m[..cut], &from_ca(0), t0()) {
+            proptest::prop_assert_eq!(r.header.attr_id, a);
+            proptest::prop_assert_eq!(r.header.tid, 0x77);
+            proptest::prop_assert!(r.header.method & wire::METHOD_RESPONSE != 0);
+        }
+    }
+}
