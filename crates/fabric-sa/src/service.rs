@@ -235,7 +235,14 @@ impl SaService {
         match before {
             Some(b) => {
                 *reg = b;
-                crate::request::error_response(h, req.data, wire::status::NO_RESOURCES)
+                let mut r = crate::request::error_response(h, req.data, wire::status::NO_RESOURCES);
+                if h.attr_id == wire::attr::INFORM_INFO {
+                    // o13-13.1.1: a refused subscription is echoed with Subscribe = 0.
+                    if let Some(subscribe) = r.data.get_mut(23) {
+                        *subscribe = 0;
+                    }
+                }
+                r
             }
             None => resp,
         }

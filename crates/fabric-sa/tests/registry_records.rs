@@ -565,6 +565,7 @@ fn a_change_that_cannot_be_saved_is_undone_and_refused() {
         )
         .unwrap();
     assert_eq!(r.header.status, status::NO_RESOURCES);
+    assert_eq!(r.data[23], 0, "echoed with Subscribe 0");
     let reg = sa.registry();
     assert_eq!(
         reg.service_records().map(|e| e.record.service_id).collect::<Vec<_>>(),
