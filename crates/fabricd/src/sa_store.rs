@@ -85,7 +85,7 @@ mod tests {
     use std::time::{Duration, UNIX_EPOCH};
 
     use fabric_sa::records::Record;
-    use fabric_sa::registry::codec::{sr_mask, ServiceRecord};
+    use fabric_sa::registry::codec::{sr_mask, InformInfo, ServiceRecord};
     use fabric_sa::registry::{MAX_SERVICE_RECORDS, MAX_SUBSCRIPTIONS};
     use fabric_sa::wire::{self, attr, status, SaHeader, MAD_SIZE, SA_HEADER_SIZE};
     use fabric_sa::{Requester, SaService, Subnet};
@@ -128,7 +128,7 @@ mod tests {
     const KEY: u64 = sr_mask::SERVICE_ID | sr_mask::SERVICE_GID | sr_mask::SERVICE_LEASE;
 
     #[test]
-    fn a_service_record_set_survives_a_new_service_built_from_the_state_directory() {
+    fn service_records_and_subscriptions_survive_a_new_service_built_from_the_state_directory() {
         // `open` drops leases ended by the real clock: the requests are made now.
         let now = SystemTime::now();
         let d = tempfile::tempdir().unwrap();
@@ -147,12 +147,45 @@ mod tests {
             .handle(&service_record_mad(wire::METHOD_DELETE, KEY, 3, 10), &from, now)
             .unwrap();
         assert_eq!(r.header.status, status::OK);
+        // An InformInfo subscription (the requester known by its GRH).
+        let subscriber = Requester {
+            lid: 12,
+            qpn: 0x4d,
+            gid: Some([0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 12]),
+            ..Default::default()
+        };
+        let ii = InformInfo {
+            lid_range_begin: 0xffff,
+            is_generic: 1,
+            subscribe: 1,
+            trap_type: 0xffff,
+            trap_or_device: 65,
+            producer_or_vendor: 0xff_ffff,
+            ..Default::default()
+        };
+        let mut m = [0u8; MAD_SIZE];
+        SaHeader {
+            class_version: wire::SA_CLASS_VERSION,
+            method: wire::METHOD_SET,
+            attr_id: attr::INFORM_INFO,
+            ..Default::default()
+        }
+        .encode(&mut m);
+        ii.encode(&mut m[SA_HEADER_SIZE..]);
+        assert_eq!(sa.handle(&m, &subscriber, now).unwrap().header.status, status::OK);
         assert_eq!(sa.counters().persist_failures, 0);
         drop(sa);
         // "Restart": a new service from what the directory holds.
         let (registry, store) = open(&dir).unwrap();
         let ids: Vec<u64> = registry.service_records().map(|e| e.record.service_id).collect();
         assert_eq!(ids, vec![1, 2], "saved before each answer, the Delete included");
+        let subs = registry.subscriptions();
+        assert_eq!(subs.len(), 1);
+        assert_eq!(
+            (subs[0].lid, subs[0].qpn, subs[0].inform_info.trap_or_device),
+            (12, 0x4d, 65)
+        );
+        assert_eq!(subs[0].subscriber_gid, subscriber.gid.unwrap());
         let sa = serving(registry, store);
         let r = sa
             .handle(&service_record_mad(wire::METHOD_GET_TABLE, 0, 0, 0), &from, now)
