@@ -66,6 +66,9 @@ pub struct SaService {
     reports: Mutex<VecDeque<OutgoingReport>>,
     /// Transaction id of the next Report (low 32 bits; the kernel owns the high ones).
     next_report_tid: AtomicU32,
+    /// The registry's subscriptions as of its last change, for [`SaService::publish`]: it
+    /// never waits for the registry lock (held across a save, i.e. fsyncs).
+    subscriptions: ArcSwap<Vec<registry::Subscription>>,
 }
 
 impl std::fmt::Debug for SaService {
@@ -85,6 +88,7 @@ impl SaService {
     /// A service starting from `registry` (read back from the state directory), persisting
     /// through `store`. It answers once [`SaService::set_serving`] is called with `true`.
     pub fn new(registry: Registry, store: Option<Box<dyn RegistryStore>>) -> SaService {
+        let subscriptions = ArcSwap::from_pointee(registry.subscriptions().to_vec());
         SaService {
             subnet: ArcSwap::from_pointee(Subnet::default()),
             registry: Mutex::new(registry),
@@ -93,6 +97,7 @@ impl SaService {
             counters: Mutex::new(SaCounters::default()),
             reports: Mutex::new(VecDeque::new()),
             next_report_tid: AtomicU32::new(1),
+            subscriptions,
         }
     }
 
@@ -117,9 +122,9 @@ impl SaService {
         }
         let mut out = Vec::new();
         {
-            let reg = lock(&self.registry);
+            let subscriptions = self.subscriptions.load();
             for n in &notices {
-                for s in reg.subscribers_for(n, &new) {
+                for s in registry::reports::subscribers_for(&subscriptions, n, &new) {
                     let tid = u64::from(self.next_report_tid.fetch_add(1, Ordering::Relaxed));
                     out.push(OutgoingReport {
                         lid: s.lid,
@@ -225,7 +230,11 @@ impl SaService {
         if !changed {
             return resp;
         }
-        let Err(e) = self.persist(&reg) else {
+        let saved = self.persist(&reg);
+        if saved.is_ok() || before.is_none() {
+            self.subscriptions.store(Arc::new(reg.subscriptions().to_vec()));
+        }
+        let Err(e) = saved else {
             return resp;
         };
         let mut c = lock(&self.counters);

@@ -194,3 +194,20 @@ fn no_reports_while_standby_to_absent_subscribers_or_from_an_empty_snapshot() {
         back.iter().map(|r| SaHeader::decode(&r.mad[..]).unwrap().tid).collect();
     assert_eq!(tids.len(), back.len());
 }
+
+/// Subscriptions read back at start (a restart, a takeover) are reported to without being
+/// made again.
+#[test]
+fn subscriptions_of_a_previous_run_are_reported_to() {
+    let first = SaService::new(Default::default(), None);
+    first.set_serving(true);
+    first.publish(subnet(3, &[]));
+    subscribe(&first, &from_ca(2), generic(65));
+    let saved = first.registry();
+    drop(first);
+    let sa = SaService::new(saved, None);
+    sa.set_serving(true);
+    sa.publish(subnet(3, &[]));
+    sa.publish(subnet(3, &[0]));
+    assert_eq!(summary(&sa.take_reports()), vec![(ca_lid(2), 1, 65, ca_guid(0))]);
+}

@@ -115,17 +115,27 @@ pub fn subscription_matches(s: &Subscription, notice: &Notice) -> bool {
 }
 
 impl Registry {
-    /// The subscriptions `notice` is reported to: those asking for it whose subscriber LID
-    /// is an end port in service in `subnet` (the snapshot the notice is about).
+    /// The subscriptions `notice` is reported to (see [`subscribers_for`]).
     pub fn subscribers_for<'a>(
         &'a self,
         notice: &'a Notice,
         subnet: &'a Subnet,
     ) -> impl Iterator<Item = &'a Subscription> + 'a {
-        self.subscriptions.iter().filter(move |s| {
-            subnet.port_by_lid(s.lid).is_some_and(|p| in_service(subnet, p)) && subscription_matches(s, notice)
-        })
+        subscribers_for(&self.subscriptions, notice, subnet)
     }
+}
+
+/// The subscriptions of `subscriptions` that `notice` is reported to: those asking for it
+/// whose subscriber LID is an end port in service in `subnet` (the snapshot the notice is
+/// about).
+pub fn subscribers_for<'a>(
+    subscriptions: &'a [Subscription],
+    notice: &'a Notice,
+    subnet: &'a Subnet,
+) -> impl Iterator<Item = &'a Subscription> + 'a {
+    subscriptions.iter().filter(move |s| {
+        subnet.port_by_lid(s.lid).is_some_and(|p| in_service(subnet, p)) && subscription_matches(s, notice)
+    })
 }
 
 /// The Report MAD carrying `notice` (SubnAdm class, version 2, method Report, attribute
