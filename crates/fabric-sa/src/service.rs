@@ -8,7 +8,7 @@
 //! A standby manager does not answer ([`SaService::set_serving`]).
 
 use std::collections::{BTreeMap, VecDeque};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::SystemTime;
 
@@ -46,7 +46,15 @@ pub struct SaCounters {
     pub persist_failures: u64,
     /// The last such error (the daemon logs it; this crate has no logger).
     pub last_persist_error: Option<String>,
+    /// Reports (traps 64/65) queued for subscribers by [`SaService::publish`].
+    pub reports_queued: u64,
+    /// Reports dropped because the queue held [`MAX_QUEUED_REPORTS`] not yet taken.
+    pub reports_dropped: u64,
 }
+
+/// At most this many Reports wait in the queue for the transport; the oldest are dropped
+/// beyond (a transport that stopped taking them must not grow the daemon without bound).
+pub const MAX_QUEUED_REPORTS: usize = 65_536;
 
 /// The shared SA.
 pub struct SaService {
@@ -56,6 +64,11 @@ pub struct SaService {
     serving: AtomicBool,
     counters: Mutex<SaCounters>,
     reports: Mutex<VecDeque<OutgoingReport>>,
+    /// Transaction id of the next Report (low 32 bits; the kernel owns the high ones).
+    next_report_tid: AtomicU32,
+    /// The registry's subscriptions as of its last change, for [`SaService::publish`]: it
+    /// never waits for the registry lock (held across a save, i.e. fsyncs).
+    subscriptions: ArcSwap<Vec<registry::Subscription>>,
 }
 
 impl std::fmt::Debug for SaService {
@@ -75,6 +88,7 @@ impl SaService {
     /// A service starting from `registry` (read back from the state directory), persisting
     /// through `store`. It answers once [`SaService::set_serving`] is called with `true`.
     pub fn new(registry: Registry, store: Option<Box<dyn RegistryStore>>) -> SaService {
+        let subscriptions = ArcSwap::from_pointee(registry.subscriptions().to_vec());
         SaService {
             subnet: ArcSwap::from_pointee(Subnet::default()),
             registry: Mutex::new(registry),
@@ -82,6 +96,8 @@ impl SaService {
             serving: AtomicBool::new(false),
             counters: Mutex::new(SaCounters::default()),
             reports: Mutex::new(VecDeque::new()),
+            next_report_tid: AtomicU32::new(1),
+            subscriptions,
         }
     }
 
@@ -90,9 +106,47 @@ impl SaService {
         self.subnet.load_full()
     }
 
-    /// Installs a new snapshot (after a sweep, a LID configuration, a generation).
+    /// Installs a new snapshot (after a sweep, a LID configuration, a generation) and, while
+    /// serving, queues the Reports it owes: one per (trap, subscriber) for every end port
+    /// that went out of service (trap 65) or in service (trap 64) since the previous
+    /// snapshot (see [`registry::reports`]; the first snapshot owes none).
     pub fn publish(&self, subnet: Subnet) {
-        self.subnet.store(Arc::new(subnet));
+        let new = Arc::new(subnet);
+        let old = self.subnet.swap(Arc::clone(&new));
+        if !self.serving() {
+            return;
+        }
+        let notices = registry::reports::gid_change_notices(&old, &new);
+        if notices.is_empty() {
+            return;
+        }
+        let mut out = Vec::new();
+        {
+            let subscriptions = self.subscriptions.load();
+            for n in &notices {
+                for s in registry::reports::subscribers_for(&subscriptions, n, &new) {
+                    let tid = u64::from(self.next_report_tid.fetch_add(1, Ordering::Relaxed));
+                    out.push(OutgoingReport {
+                        lid: s.lid,
+                        qpn: s.qpn,
+                        pkey_index: s.pkey_index,
+                        mad: Box::new(registry::reports::report_mad(n, tid)),
+                    });
+                }
+            }
+        }
+        if out.is_empty() {
+            return;
+        }
+        let queued = out.len() as u64;
+        let mut q = lock(&self.reports);
+        q.extend(out);
+        let dropped = q.len().saturating_sub(MAX_QUEUED_REPORTS);
+        q.drain(..dropped);
+        drop(q);
+        let mut c = lock(&self.counters);
+        c.reports_queued += queued;
+        c.reports_dropped += dropped as u64;
     }
 
     /// Records LFT blocks acknowledged by a switch: `(switch GUID, block, 64 entries)`.
@@ -133,23 +187,7 @@ impl SaService {
                 };
                 let subnet = self.subnet.load();
                 if registry::is_registry_attr(h.attr_id) {
-                    let mut reg = lock(&self.registry);
-                    let before = reg.clone();
-                    let (resp, changed) = reg.answer(&subnet, &req);
-                    if changed {
-                        if let Err(e) = self.persist(&reg) {
-                            *reg = before;
-                            let mut c = lock(&self.counters);
-                            c.persist_failures += 1;
-                            c.last_persist_error = Some(e);
-                            drop(c);
-                            crate::request::error_response(&h, req.data, wire::status::NO_RESOURCES)
-                        } else {
-                            resp
-                        }
-                    } else {
-                        resp
-                    }
+                    self.answer_registry(&subnet, &req)
                 } else {
                     crate::query::answer(&subnet, &req)
                 }
@@ -175,6 +213,48 @@ impl SaService {
     /// A copy of the registry.
     pub fn registry(&self) -> Registry {
         lock(&self.registry).clone()
+    }
+
+    /// A registry request: answered under the registry lock, the registry saved before the
+    /// answer when it changed. A Set or Delete that cannot be saved is undone and answered
+    /// ERR_NO_RESOURCES (nothing is acknowledged that would not survive a restart); a Get
+    /// that only dropped expired leases is answered anyway (the file keeps records that
+    /// the next load drops as expired).
+    fn answer_registry(&self, subnet: &Subnet, req: &Request<'_>) -> SaResponse {
+        let h = &req.header;
+        let mut reg = lock(&self.registry);
+        // Only what can fail to be saved needs undoing.
+        let mutating = matches!(h.method, wire::METHOD_SET | wire::METHOD_DELETE);
+        let before = (mutating && self.store.is_some()).then(|| reg.clone());
+        let (resp, changed) = reg.answer(subnet, req);
+        if !changed {
+            return resp;
+        }
+        let saved = self.persist(&reg);
+        if saved.is_ok() || before.is_none() {
+            self.subscriptions.store(Arc::new(reg.subscriptions().to_vec()));
+        }
+        let Err(e) = saved else {
+            return resp;
+        };
+        let mut c = lock(&self.counters);
+        c.persist_failures += 1;
+        c.last_persist_error = Some(e);
+        drop(c);
+        match before {
+            Some(b) => {
+                *reg = b;
+                let mut r = crate::request::error_response(h, req.data, wire::status::NO_RESOURCES);
+                if h.attr_id == wire::attr::INFORM_INFO {
+                    // o13-13.1.1: a refused subscription is echoed with Subscribe = 0.
+                    if let Some(subscribe) = r.data.get_mut(23) {
+                        *subscribe = 0;
+                    }
+                }
+                r
+            }
+            None => resp,
+        }
     }
 
     fn persist(&self, r: &Registry) -> Result<(), String> {
