@@ -20,9 +20,11 @@ use std::time::{Duration, Instant};
 use crate::{find_tool, wait_with_deadline, Ibsim};
 
 /// In a first segment that arrives alone under the shim (an answer longer than one MAD), the
-/// bytes of the 200-byte data area that hold records; past them `saquery` prints garbage
-/// (measured: the 22nd of 25 LinkRecords, the 8th of 8 SwitchInfoRecords, the 3rd of 3
-/// PathRecords).
+/// bytes of the 200-byte data area that hold records as `saquery` shows them; past them it
+/// prints garbage (measured against OpenSM 3.3.23: the 22nd of 25 LinkRecords, bytes 168..176,
+/// is all zeros; the 8th of 8 SwitchInfoRecords and the 3rd of 3 PathRecords are garbage). The
+/// project's client `fabric-saquery` reads 176 valid bytes (the shim delivers 232 bytes of a
+/// MAD); `saquery`, through libibumad, shows 8 fewer.
 pub const SHIM_VALID_BYTES: usize = 168;
 /// The data area of one SA MAD (256 - 56 header bytes).
 pub const SA_DATA_BYTES: usize = 200;
@@ -186,7 +188,8 @@ pub fn parse_saquery(text: &str) -> Result<Vec<SaqueryRecord>, String> {
 /// [`SaqueryRun::real_records`] on parsed records.
 pub fn real_records(mut records: Vec<SaqueryRecord>) -> Vec<SaqueryRecord> {
     if let Some(size) = records.first().and_then(|r| record_size(&r.kind)) {
-        if records.len() == SA_DATA_BYTES / size {
+        // One record in a MAD (a ServiceRecord) is kept: its key fields come first.
+        if records.len() > 1 && records.len() == SA_DATA_BYTES / size {
             records.truncate(SHIM_VALID_BYTES / size);
         }
     }
@@ -214,9 +217,10 @@ impl SaqueryRun {
         parse_saquery(&self.text).unwrap_or_else(|e| panic!("saquery {:?}: {e}\n{}", self.args, self.text))
     }
 
-    /// The records the SA really sent: when `saquery` shows a full first segment (`200 /
-    /// record size` records), only those within its first [`SHIM_VALID_BYTES`] bytes; then
-    /// without padding ([`SaqueryRecord::is_padding`]).
+    /// The records the SA really sent: when `saquery` shows a full first segment of several
+    /// records (`200 / record size` of them), only those within its first [`SHIM_VALID_BYTES`]
+    /// bytes; then without padding ([`SaqueryRecord::is_padding`]). A lone record is kept
+    /// whole (a 176-byte ServiceRecord: its last 8 bytes, ServiceData, may be garbage).
     pub fn real_records(&self) -> Vec<SaqueryRecord> {
         real_records(self.records())
     }

@@ -756,19 +756,37 @@ impl ClientRun {
             .unwrap_or_else(|| panic!("fabric-saquery {:?}: no numeric status:\n{}", self.args, self.stdout))
     }
 
-    /// The records' wire images (`raw_records_hex`), decoded from hex.
-    pub fn raw_records(&self) -> Vec<Vec<u8>> {
+    /// The records' wire images (`raw_records_hex`), decoded from hex, each with whether it
+    /// arrived whole (`records_delivered`: under the shim bytes 176..200 of every MAD's SA data
+    /// are lost, and the client says which records they touch).
+    pub fn raw_records(&self) -> Vec<(Vec<u8>, bool)> {
         let v = self.json();
         let list = v["raw_records_hex"]
             .as_array()
             .unwrap_or_else(|| panic!("fabric-saquery {:?}: no raw_records_hex:\n{}", self.args, self.stdout));
+        let delivered = v["records_delivered"].as_array();
         list.iter()
-            .map(|h| {
+            .enumerate()
+            .map(|(i, h)| {
                 let h = h.as_str().expect("hex string");
-                (0..h.len() / 2)
+                let bytes = (0..h.len() / 2)
                     .map(|i| u8::from_str_radix(&h[2 * i..2 * i + 2], 16).expect("hex"))
-                    .collect()
+                    .collect();
+                let whole = delivered
+                    .and_then(|d| d.get(i))
+                    .and_then(serde_json::Value::as_bool)
+                    .unwrap_or(true);
+                (bytes, whole)
             })
+            .collect()
+    }
+
+    /// The records that arrived whole.
+    pub fn delivered_records(&self) -> Vec<Vec<u8>> {
+        self.raw_records()
+            .into_iter()
+            .filter(|(_, whole)| *whole)
+            .map(|(r, _)| r)
             .collect()
     }
 }
