@@ -120,7 +120,8 @@ pub fn gid(prefix: u64, port_guid: u64) -> String {
 /// lines are LFT entries; a lone word under a field is one of its flags.
 ///
 /// An error names the line (1-based) and its text: a field before any header, or a line of
-/// `saquery`'s diagnostics (`ibwarn`, `ibpanic`, `ibdebug`, `iberror`).
+/// `saquery`'s diagnostics (`ibwarn`, `ibpanic`, `ibdebug`, `iberror`, `ERROR: Query result
+/// returned 0x...` for an error status, `Query SA failed`).
 pub fn parse_saquery(text: &str) -> Result<Vec<SaqueryRecord>, String> {
     let mut out: Vec<SaqueryRecord> = Vec::new();
     let mut last_field: Option<String> = None;
@@ -129,7 +130,7 @@ pub fn parse_saquery(text: &str) -> Result<Vec<SaqueryRecord>, String> {
         if raw.trim().is_empty() {
             continue;
         }
-        if ["ibwarn", "ibpanic", "ibdebug", "iberror"]
+        if ["ibwarn", "ibpanic", "ibdebug", "iberror", "ERROR:", "Query SA failed"]
             .iter()
             .any(|p| raw.starts_with(p))
         {

@@ -212,3 +212,17 @@ fn class_port_info() {
 fn nothing_printed_is_no_record() {
     assert_eq!(parse_saquery("").expect("parses"), vec![]);
 }
+
+/// An error status (what `saquery SMIR` printed while fabricd answered every SA query 0x000C)
+/// and a timeout are errors naming the line, not records.
+#[test]
+fn error_statuses_and_timeouts_are_errors() {
+    let e = parse_saquery(
+        "ERROR: Query result returned 0x000c,  (; ; MAD Method/Attribute combination is not supported)\n",
+    )
+    .unwrap_err();
+    assert!(e.contains("line 1") && e.contains("0x000c"), "{e}");
+    let e = parse_saquery("ibwarn: [19585] sa_query: umad_recv failed: attr 0x35: Connection timed out\n\nQuery SA failed: Connection timed out\n")
+        .unwrap_err();
+    assert!(e.contains("line 1"), "{e}");
+}

@@ -41,7 +41,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::{http_get, link_req, run_with_deadline, status, test_dir};
-use fabric_ibsim_harness::saquery::{gid, opensm_version, saquery, OpenSm};
+use fabric_ibsim_harness::saquery::{gid, opensm_version, parse_saquery, saquery, OpenSm};
 use fabric_ibsim_harness::{find_tool, Ibsim, SHIM};
 use fabric_sa::wire::{attr, status as sa_status, METHOD_GET, METHOD_GET_TABLE, METHOD_SET};
 use fabric_topology::{EndPortId, Fabric, Guid};
@@ -122,7 +122,7 @@ fn wait_sa(sim: &Ibsim, host: &str, within: Duration) {
     let t0 = Instant::now();
     loop {
         let r = saquery(sim, host, &["SMIR"]);
-        if r.ok && !r.real_records().is_empty() {
+        if r.ok && parse_saquery(&r.text).is_ok_and(|v| !v.is_empty()) {
             return;
         }
         assert!(
