@@ -226,3 +226,33 @@ fn error_statuses_and_timeouts_are_errors() {
         .unwrap_err();
     assert!(e.contains("line 1"), "{e}");
 }
+
+/// `saquery -S` after `fabric-saquery sr-register --id 0x1000000000000abc --name umad-sa-accept
+/// --lease 3600` from the same host: one 176-byte record in one MAD, kept whole.
+#[test]
+fn service_record() {
+    let r = sample("sr");
+    assert_eq!(r.len(), 1);
+    assert_eq!(r[0].kind, "ServiceRecord");
+    assert_eq!(r[0].n("ServiceID"), 0x1000_0000_0000_0abc);
+    assert_eq!(r[0].get("ServiceGID"), Some("fe80::2:c980:0:301"));
+    assert_eq!(r[0].get("ServiceName"), Some("umad-sa-accept"));
+    assert_eq!((r[0].n("ServiceP_Key"), r[0].n("ServiceLease")), (0xffff, 3600));
+    assert_eq!(r[0].get("ServiceKey"), Some("<not displayed>"));
+    assert_eq!(real_records(r).len(), 1);
+}
+
+/// `saquery -I` after `fabric-saquery subscribe --trap 65` from the same host.
+#[test]
+fn inform_info_record() {
+    let r = sample("iir");
+    assert_eq!(r.len(), 1);
+    assert_eq!(r[0].kind, "InformInfoRecord");
+    assert_eq!(r[0].get("SubscriberGID"), Some("fe80::2:c980:0:301"));
+    assert_eq!(
+        (r[0].n("trap_num"), r[0].n("subscribe"), r[0].n("is_generic")),
+        (65, 1, 1)
+    );
+    assert_eq!(r[0].n("lid_range_begin"), 65535);
+    assert_eq!(real_records(r).len(), 1);
+}
