@@ -13,8 +13,9 @@
 #     processes at once (`fabric-saquery bench --queries N --clients K`, each client thread with
 #     its own agent): queries/s, p50 and p99 latency (µs), errors;
 #   * the fault-to-commit time of a reroute (a leaf uplink unlinked in the ibsim console) measured
-#     while the query load runs, next to the same reroute on the idle manager: OpenSM's next
-#     `SUBNET UP` log line, fabricd's commit (`committed_at_unix_ms` of `fabricctl status`).
+#     while the same query load runs again and again, next to the same reroute on the idle
+#     manager: OpenSM's next `SUBNET UP` log line, fabricd's commit (`committed_at_unix_ms` of
+#     `fabricctl status`); the mean queries/s of the load during the reroute in parentheses.
 #
 # and finally the ratio fabricd / OpenSM of queries/s and of records/s per fabric.
 #
@@ -272,9 +273,10 @@ print("\n".join(out))
 ' "$2"
 }
 
-# bench_queries DIR: sets qps, p50, p99, errors of $queries single PathRecord queries.
+# bench_queries DIR [NAME]: sets qps, p50, p99, errors of $queries single PathRecord queries (the
+# client's JSON in DIR/NAME.json).
 bench_queries() {
-  local dir=$1 out=$1/bench-queries.json
+  local dir=$1 out=$1/${2:-bench-queries}.json
   if [ "$client" = fabric-saquery ]; then
     under_sim "$dir" "$tool_host" "$fsaq" bench --queries "$queries" --clients "$clients" >"$out" \
       || die "fabric-saquery bench failed: $(tail -3 "$out")"
@@ -317,27 +319,30 @@ print(json.dumps({"queries": len(lat), "seconds": secs, "queries_per_s": len(lat
   read -r qps p50 p99 errors < <(python3 -c '
 import json, sys
 d = json.load(open(sys.argv[1]))
+d = d.get("bench", d)
 def pick(*names):
     for k, v in d.items():
         if any(n in k.lower() for n in names):
             return v
     return "?"
-print(pick("per_s", "qps", "/s"), pick("p50"), pick("p99"), pick("error"))
+r = lambda v: "%.0f" % v if isinstance(v, (int, float)) else v
+print(r(pick("per_s", "qps", "/s")), r(pick("p50")), r(pick("p99")), pick("error"))
 ' "$out")
 }
 
 # bench_table DIR: sets records, table_s: the PathRecord tables of $sources sources (GetTable with
 # the SLID given: every path from that source), one client process each, one after the other.
 bench_table() {
-  local dir=$1 out=$1/bench-table.txt src n t0 t1 total_ns=0
+  local dir=$1 out=$1/bench-table.txt src n cut=0 cuts=0 t0 t1 total_ns=0
   records=0
   : >"$out"
   for src in $(lid_pairs "$dir" "$sources" | cut -d: -f1); do
     t0=$(date +%s%N)
     if [ "$client" = fabric-saquery ]; then
-      n=$(under_sim "$dir" "$tool_host" "$fsaq" pr --slid "$src" \
-        | python3 -c 'import json,sys; d=json.load(sys.stdin); print(len(d["raw_records_hex"]) if d.get("status") == 0 else -1)') \
+      read -r n cut < <(under_sim "$dir" "$tool_host" "$fsaq" pr --slid "$src" \
+        | python3 -c 'import json,sys; d=json.load(sys.stdin); print(len(d["raw_records_hex"]) if d.get("status") == 0 else -1, int(bool(d.get("unsegmented"))))') \
         || die "fabric-saquery pr --slid $src failed"
+      cuts=$((cuts + cut))
     else
       n=$(under_sim "$dir" "$tool_host" saquery -p --slid "$src" | grep -c "PathRecord dump" || true)
     fi
@@ -349,6 +354,8 @@ bench_table() {
   done
   table_s=$(python3 -c "print('%.3f' % ($total_ns / 1e9))")
   [ "$client" = fabric-saquery ] || records="$records (first segments)"
+  # Tables the SA sent without RMPP segmentation the client could follow (OpenSM under the shim).
+  [ "$cuts" -eq 0 ] || records="$records ($cuts of $sources cut to their first MAD)"
 }
 
 # reroute_ms DIR SM N: unlinks the N-th leaf uplink of the net file (from 0) and prints the
@@ -409,15 +416,22 @@ for spec in $specs; do
     loaded="-"
     [ "$reroute" -eq 1 ] && idle=$(reroute_ms "$dir" "$sm" 0)
     bench_table "$dir"
+    bench_queries "$dir"
     if [ "$reroute" -eq 1 ]; then
-      # The reroute starts one second into the query load.
-      (sleep 1; reroute_ms "$dir" "$sm" 1 >"$dir/reroute-loaded") &
-      rr=$!
-      bench_queries "$dir"
-      wait "$rr" || die "the reroute under load failed"
-      loaded=$(cat "$dir/reroute-loaded")
-    else
-      bench_queries "$dir"
+      # The same query load again, repeated until the reroute is committed.
+      rm -f "$dir/stop-load"
+      (
+        while [ ! -f "$dir/stop-load" ]; do
+          bench_queries "$dir" bench-load 2>/dev/null
+          echo "$qps" >>"$dir/load-qps"
+        done
+      ) &
+      load=$!
+      sleep 0.5
+      loaded=$(reroute_ms "$dir" "$sm" 1)
+      touch "$dir/stop-load"
+      wait "$load" || true
+      loaded="$loaded (load $(python3 -c "import sys; v=[float(x) for x in open(sys.argv[1]) if x.strip() not in ('', '?')]; print('%.0f q/s' % (sum(v) / len(v)) if v else '?')" "$dir/load-qps" 2>/dev/null || echo '?'))"
     fi
     rps=$(python3 -c "r='$records'.split()[0]; print('%.0f' % (float(r) / float('$table_s')) if r.replace('.', '').isdigit() else '?')")
     qps_of[$tag-$sm]=$qps

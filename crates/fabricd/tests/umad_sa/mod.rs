@@ -482,7 +482,9 @@ pub fn collect(
             "saquery PIR {arg}: link state {:?}",
             r[0].get("LinkState")
         );
-        let mut names: Vec<&str> = PORT_FIELDS.to_vec();
+        // A switch port's LocalPortNum is the port the manager's SMP entered the switch by
+        // (OpenSM: 1 on its own leaf, 18 on another): it depends on the manager's routes.
+        let mut names: Vec<&str> = PORT_FIELDS.iter().copied().filter(|n| *n != "LocalPort").collect();
         if !live {
             // A dead port's active width and speed are whatever it last trained to.
             names.retain(|n| !n.ends_with("Active"));
