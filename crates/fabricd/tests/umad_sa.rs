@@ -349,6 +349,12 @@ fn registrations_survive_kill9_and_a_gid_out_report_reaches_the_subscriber() {
     let tool = tool_port(&f);
     let th = host(&f, tool);
     let tg = f.end_port(tool).port_guid;
+    // The subscriber: a process of its own on another CA of the tools' leaf (two processes
+    // attached as one simulated node would share its QP1).
+    let subscriber = EndPortId(tool.0 + 1);
+    assert_eq!(attach(&f, subscriber).0, attach(&f, tool).0);
+    let sub_host = host(&f, subscriber);
+    let sg = f.end_port(subscriber).port_guid;
     // The victim: a CA on a third leaf.
     let victim = f
         .end_port_ids()
@@ -387,19 +393,19 @@ fn registrations_survive_kill9_and_a_gid_out_report_reaches_the_subscriber() {
         // The subscriber waits for Reports of trap 65 (GID out of service).
         let (mut sub, sub_out, sub_err) = spawn_fabric_saquery(
             &sim,
-            &th,
+            &sub_host,
             &["subscribe", "--trap", "65", "--wait-report", "90"],
             "subscriber",
         );
         let t0 = Instant::now();
         loop {
             let iir = saquery(&sim, &th, &["-I"]);
-            if iir.ok && names_port(&iir.text, tg) {
+            if iir.ok && names_port(&iir.text, sg) {
                 break;
             }
             assert!(
                 t0.elapsed() < Duration::from_secs(15),
-                "no InformInfoRecord of subscriber 0x{tg:016x}:\n{}\nsubscriber: {}",
+                "no InformInfoRecord of subscriber 0x{sg:016x}:\n{}\nsubscriber: {}",
                 iir.text,
                 std::fs::read_to_string(&sub_err).unwrap_or_default()
             );
@@ -436,7 +442,7 @@ fn registrations_survive_kill9_and_a_gid_out_report_reaches_the_subscriber() {
         );
         let iir = saquery(&sim, &th, &["-I"]);
         assert!(
-            names_port(&iir.text, tg),
+            names_port(&iir.text, sg),
             "the subscription did not survive kill -9:\n{}",
             iir.text
         );
