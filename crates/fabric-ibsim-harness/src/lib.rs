@@ -11,7 +11,9 @@
 //!   ([`Ibsim::command`], [`Ibsim::env`]);
 //! * parsers of what those tools print ([`parse_ibroute`], [`parse_ibtracert`],
 //!   [`parse_route`]) and of ibsim node ids ([`node_guid`]);
-//! * [`TempDir`], a private directory removed on drop, and [`find_tool`].
+//! * [`TempDir`], a private directory removed on drop, and [`find_tool`];
+//! * [`saquery`]: `saquery` run under the shim and its records read into field maps, and
+//!   OpenSM started as master subnet manager and SA ([`saquery::OpenSm`]).
 //!
 //! Everything here is test support: a missing tool, a simulator that does not come up or a
 //! tool that prints something unexpected panics with a message saying what was read. A missing
@@ -23,6 +25,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
+
+pub mod saquery;
 
 /// The umad2sim preload library (Debian `ibsim-utils`): with `LD_PRELOAD` set to it, a program
 /// using libibumad talks to the simulator named by `IBSIM_SOCKNAME` as node `SIM_HOST`.
