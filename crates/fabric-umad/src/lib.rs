@@ -13,6 +13,8 @@
 //! * [`sa`]: the Subnet Administration class (0x03) on the manager's port (every query answered
 //!   "not supported" for now) and the other GSI classes the simulator shim needs a receiver for.
 //! * [`config`]: [`UmadConfig`] (embedded in the daemon config).
+//! * [`client`]: [`client::SaClient`], the project's own SA client (an end node asking the
+//!   master's SA; RMPP reassembled in user space), used by `fabric-saquery`.
 //!
 //! **Architecture invariant:** this is the only crate of the workspace with `unsafe` code, and
 //! all of it is in [`transport`] (the `open`/`ioctl`/`read`/`write`/`poll`/`close` calls of its
@@ -27,6 +29,7 @@
 
 #![deny(unsafe_code)]
 
+pub mod client;
 pub mod config;
 pub mod driver;
 pub mod mad;

@@ -19,9 +19,12 @@
 //! Layout: this module is the thread (queues, window, transaction ids, deadlines, retries,
 //! packet framing); `device` is the ioctl layer ([`UmadDevice`], [`RawPort`]: all the `unsafe`
 //! code of the crate); `responder` answers the SMPs addressed to the manager's port (SMInfo);
-//! `shared` holds what the thread shares lock-free with its users ([`Stats`], [`SmIdentity`]).
+//! `shared` holds what the thread shares lock-free with its users ([`Stats`], [`SmIdentity`]);
+//! `client_port` is the end-node descriptor of the project's own SA client ([`crate::client`]:
+//! one SA agent without kernel RMPP, sysfs reads through the shim).
 //! GSI MADs (Subnet Administration) are handed to [`crate::sa::GsiResponder`].
 
+mod client_port;
 mod device;
 mod responder;
 mod shared;
@@ -36,6 +39,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::mad::{Route, Smp, CLASS_SMP_DR, CLASS_SMP_LID, MAD_SIZE, METHOD_TRAP};
 use crate::sa::{self, GsiAnswer, GsiResponder};
+pub use client_port::{read_sysfs, ClientPort};
 pub use device::{OpenError, RawPort, UmadDevice, UMAD_HDR_LEN};
 use responder::SmResponder;
 pub use shared::{SmIdentity, Stats};
