@@ -175,7 +175,10 @@ fn ask(c: &SaClient, q: SaQuery) -> Result<()> {
         saquery::output::attribute_name(q.attr_id)
     );
     let a = c.query(q).with_context(|| what.clone())?;
-    print(&saquery::output::answer(&a));
+    let mut doc = saquery::output::answer(&a);
+    doc["local_lid"] = json!(c.local().lid);
+    doc["sm_lid"] = json!(c.local().sm_lid);
+    print(&doc);
     Ok(())
 }
 
