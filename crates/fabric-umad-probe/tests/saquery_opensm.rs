@@ -3,7 +3,8 @@
 //! `saquery`, whose answers must agree field by field:
 //!
 //! * `fabric-saquery nr <lid>` = `saquery NR <lid>` (every NodeRecord field), switches and CAs;
-//! * `fabric-saquery pr --slid A --dlid B` = `saquery --src-to-dst A:B` (every PathRecord field);
+//! * `fabric-saquery pr --slid A --dlid B` = `saquery --src-to-dst A:B` (every PathRecord field),
+//!   and `fabric-saquery mpr --sgid G --dgid H` (GetMulti) = `saquery --sgid-to-dgid G-H`;
 //! * a one-record GetTable from OpenSM (SMInfoRecord table, PathRecord by LIDs) is read as an
 //!   RMPP answer: under the shim OpenSM's GetTableResp arrives without its kernel-made segment
 //!   header (RMPP ACTIVE only, see `fabric_umad::client`), and the client returns its records;
@@ -104,7 +105,11 @@ impl OpenSm {
             if let Ok(Some(s)) = self.child.try_wait() {
                 panic!("opensm exited ({s}) before {pat:?}:\n{}", self.log());
             }
-            assert!(t0.elapsed() < within, "no {pat:?} from opensm within {within:?}:\n{}", self.log());
+            assert!(
+                t0.elapsed() < within,
+                "no {pat:?} from opensm within {within:?}:\n{}",
+                self.log()
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
     }
@@ -173,7 +178,10 @@ impl Setup {
         let ok = wait_with_deadline(&mut c, Duration::from_secs(20), &format!("fabric-saquery {args:?}")).success();
         let text = std::fs::read_to_string(&out).unwrap_or_default();
         assert!(ok, "fabric-saquery {args:?} failed:\n{text}");
-        let line = text.lines().find(|l| l.starts_with('{')).unwrap_or_else(|| panic!("no JSON:\n{text}"));
+        let line = text
+            .lines()
+            .find(|l| l.starts_with('{'))
+            .unwrap_or_else(|| panic!("no JSON:\n{text}"));
         serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"))
     }
 
@@ -199,8 +207,13 @@ impl Setup {
 }
 
 fn bytes(v: &Value, i: usize) -> Vec<u8> {
-    let h = v["raw_records_hex"][i].as_str().unwrap_or_else(|| panic!("no record {i}: {v}"));
-    (0..h.len()).step_by(2).map(|k| u8::from_str_radix(&h[k..k + 2], 16).expect("hex")).collect()
+    let h = v["raw_records_hex"][i]
+        .as_str()
+        .unwrap_or_else(|| panic!("no record {i}: {v}"));
+    (0..h.len())
+        .step_by(2)
+        .map(|k| u8::from_str_radix(&h[k..k + 2], 16).expect("hex"))
+        .collect()
 }
 
 fn be(b: &[u8]) -> u64 {
@@ -285,7 +298,10 @@ fn assert_same(what: &str, ours: &BTreeMap<String, String>, theirs: &BTreeMap<St
         let t = theirs
             .get(k)
             .unwrap_or_else(|| panic!("{what}: saquery printed no {k:?}: {theirs:?}"));
-        let same = match (v.parse::<u64>(), t.starts_with("0x") || t.chars().all(|c| c.is_ascii_digit())) {
+        let same = match (
+            v.parse::<u64>(),
+            t.starts_with("0x") || t.chars().all(|c| c.is_ascii_digit()),
+        ) {
             (Ok(n), true) => n == num(t),
             _ => v == t,
         };
@@ -333,10 +349,29 @@ fn path_records_by_lids_equal_saquery_src_to_dst() {
         assert_eq!(v["unsegmented"], true, "{v}");
         assert_eq!(v["raw_records_hex"].as_array().map(Vec::len), Some(1), "{v}");
         let ours = path_record_fields(&bytes(&v, 0));
-        assert_eq!((ours["slid"].as_str(), ours["dlid"].as_str()), (a.to_string().as_str(), b.to_string().as_str()));
+        assert_eq!(
+            (ours["slid"].as_str(), ours["dlid"].as_str()),
+            (a.to_string().as_str(), b.to_string().as_str())
+        );
         let theirs = s.saquery(&["--src-to-dst", &format!("{a}:{b}")]);
         assert_same(&format!("PathRecord {a} -> {b}"), &ours, &theirs);
     }
+    // MultiPathRecord (GetMulti, sent as one RMPP segment) between two port GIDs: the path
+    // equals `saquery --sgid-to-dgid`'s PathRecord.
+    let gid = |e: u32| {
+        std::net::Ipv6Addr::from((0xfe80u128 << 112) | u128::from(s.f.end_port(EndPortId(e)).port_guid)).to_string()
+    };
+    let (sg, dg) = (gid(2), gid(13));
+    let v = s.fsq(&["mpr", "--sgid", &sg, "--dgid", &dg]);
+    assert_eq!(
+        (v["method"].as_str(), v["status"].as_u64()),
+        (Some("GetMultiResp"), Some(0)),
+        "{v}"
+    );
+    assert_eq!(v["raw_records_hex"].as_array().map(Vec::len), Some(1), "{v}");
+    let ours = path_record_fields(&bytes(&v, 0));
+    let theirs = s.saquery(&["--sgid-to-dgid", &format!("{sg}-{dg}")]);
+    assert_same(&format!("MultiPathRecord {sg} -> {dg}"), &ours, &theirs);
 }
 
 #[test]
@@ -346,7 +381,11 @@ fn one_record_tables_registrations_and_subscriptions_are_answered() {
     let sm_lid = lids[&s.f.end_port(EndPortId(0)).port_guid];
     // SMInfoRecord table: the one SM, OpenSM's port.
     let v = s.fsq(&["smir"]);
-    assert_eq!((v["status"].as_u64(), v["rmpp"].as_bool()), (Some(0), Some(true)), "{v}");
+    assert_eq!(
+        (v["status"].as_u64(), v["rmpp"].as_bool()),
+        (Some(0), Some(true)),
+        "{v}"
+    );
     assert_eq!(v["sm_lid"].as_u64(), Some(u64::from(sm_lid)), "{v}");
     let recs = v["raw_records_hex"].as_array().expect("records");
     assert_eq!(recs.len(), 1, "{v}");
@@ -355,20 +394,47 @@ fn one_record_tables_registrations_and_subscriptions_are_answered() {
     assert_eq!(be(&r[4..12]), s.f.end_port(EndPortId(0)).port_guid, "SMInfoRecord GUID");
     // ClassPortInfo: a Get answered with one MAD.
     let v = s.fsq(&["classportinfo"]);
-    assert_eq!((v["status"].as_u64(), v["rmpp"].as_bool()), (Some(0), Some(false)), "{v}");
+    assert_eq!(
+        (v["status"].as_u64(), v["rmpp"].as_bool()),
+        (Some(0), Some(false)),
+        "{v}"
+    );
     // A ServiceRecord registered, found, deleted.
-    let v = s.fsq(&["sr-register", "--id", "0x1234", "--name", "fabric-saquery-test", "--lease", "60"]);
-    assert_eq!((v["method"].as_str(), v["status"].as_u64()), (Some("GetResp"), Some(0)), "{v}");
+    let v = s.fsq(&[
+        "sr-register",
+        "--id",
+        "0x1234",
+        "--name",
+        "fabric-saquery-test",
+        "--lease",
+        "60",
+    ]);
+    assert_eq!(
+        (v["method"].as_str(), v["status"].as_u64()),
+        (Some("GetResp"), Some(0)),
+        "{v}"
+    );
     let v = s.fsq(&["sr"]);
     assert_eq!(v["status"], 0, "{v}");
     let r = bytes(&v, 0);
     assert_eq!(be(&r[0..8]), 0x1234, "ServiceID: {v}");
-    assert!(String::from_utf8_lossy(&r[48..112]).starts_with("fabric-saquery-test"), "{v}");
+    assert!(
+        String::from_utf8_lossy(&r[48..112]).starts_with("fabric-saquery-test"),
+        "{v}"
+    );
     let v = s.fsq(&["sr-delete", "--id", "0x1234"]);
-    assert_eq!((v["method"].as_str(), v["status"].as_u64()), (Some("DeleteResp"), Some(0)), "{v}");
+    assert_eq!(
+        (v["method"].as_str(), v["status"].as_u64()),
+        (Some("DeleteResp"), Some(0)),
+        "{v}"
+    );
     // InformInfo subscription to trap 64 and its removal.
     let v = s.fsq(&["subscribe", "--trap", "64"]);
-    assert_eq!((v["attribute"].as_str(), v["status"].as_u64()), (Some("InformInfo"), Some(0)), "{v}");
+    assert_eq!(
+        (v["attribute"].as_str(), v["status"].as_u64()),
+        (Some("InformInfo"), Some(0)),
+        "{v}"
+    );
     let v = s.fsq(&["subscribe", "--trap", "64", "--unsubscribe"]);
     assert_eq!(v["status"], 0, "{v}");
     // A Get of a record that does not exist: ERR_NO_RECORDS, printed like any answer.

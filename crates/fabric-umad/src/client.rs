@@ -31,7 +31,7 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use fabric_sa::rmpp::receiver::{Progress, Receiver, ReceiverConfig, RmppError};
+use fabric_sa::rmpp::receiver::{segments, Progress, Receiver, ReceiverConfig, RmppError};
 use fabric_sa::wire::{self, rmpp_flag, SaHeader, MAD_SIZE, SA_DATA_SIZE, SA_HEADER_SIZE};
 
 use crate::transport::{read_sysfs, ClientPort, OpenError, RawPort, UMAD_HDR_LEN};
@@ -448,6 +448,8 @@ struct Pending {
     started: Instant,
     deadline: Instant,
     receiver: Option<Receiver>,
+    /// The RMPP header of the request as sent (a GetMulti's one segment; default otherwise).
+    sent_rmpp: wire::RmppHeader,
 }
 
 struct Io<P: RawPort> {
@@ -505,6 +507,7 @@ impl<P: RawPort> Io<P> {
                     started: now,
                     deadline: now,
                     receiver: None,
+                    sent_rmpp: wire::RmppHeader::default(),
                 };
                 self.send_attempt(p);
             }
@@ -536,9 +539,17 @@ impl<P: RawPort> Io<P> {
             component_mask: p.q.component_mask,
         };
         let mut mad = [0u8; MAD_SIZE];
-        h.encode(&mut mad);
-        let n = p.q.data.len().min(SA_DATA_SIZE);
-        mad[SA_HEADER_SIZE..SA_HEADER_SIZE + n].copy_from_slice(&p.q.data[..n]);
+        if p.q.method == wire::METHOD_GET_MULTI {
+            // A GetMulti request is an RMPP transfer (OpenSM rejects one without RMPP ACTIVE:
+            // "ERR 4510"); one segment, FIRST|LAST, as the kernel's sender would cut it.
+            let n = p.q.data.len().min(SA_DATA_SIZE);
+            mad = *segments(&h, &p.q.data[..n])[0];
+            p.sent_rmpp = SaHeader::decode(&mad).map(|s| s.rmpp).unwrap_or_default();
+        } else {
+            h.encode(&mut mad);
+            let n = p.q.data.len().min(SA_DATA_SIZE);
+            mad[SA_HEADER_SIZE..SA_HEADER_SIZE + n].copy_from_slice(&p.q.data[..n]);
+        }
         // timeout_ms: the kernel matches a (non-RMPP) response only to a request sent with one.
         let ms = self.timeout.as_millis().clamp(1, u128::from(u32::MAX)) as u32;
         self.send(&mad, self.sm_lid, 1, ms);
@@ -609,9 +620,14 @@ impl<P: RawPort> Io<P> {
             }));
             return;
         }
-        if h.rmpp.rmpp_type == 0 && h.rmpp.data1 == 0 {
-            // RMPP ACTIVE without a segment header: an SA that leaves segmentation to a kernel
-            // that is not there (the simulator shim). Its first MAD is all there is.
+        let s = p.sent_rmpp;
+        let echoed = s.rmpp_type != 0
+            && (h.rmpp.rmpp_type, h.rmpp.status, h.rmpp.data1, h.rmpp.data2)
+                == (s.rmpp_type, s.status, s.data1, s.data2);
+        if (h.rmpp.rmpp_type == 0 && h.rmpp.data1 == 0) || echoed {
+            // RMPP ACTIVE without a segment header of its own (none, or the request's echoed):
+            // an SA that leaves segmentation to a kernel that is not there (OpenSM behind the
+            // simulator shim). Its first MAD is all there is.
             // Only what was delivered: records cut by the end are dropped by `records()`.
             let valid = mad.len().saturating_sub(SA_HEADER_SIZE).min(SA_DATA_SIZE);
             let _ = p.reply.send(Ok(SaAnswer {
@@ -726,7 +742,6 @@ impl<P: RawPort> Io<P> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use fabric_sa::rmpp::receiver::segments;
     use std::sync::Mutex as StdMutex;
 
     type AnswerFn = dyn FnMut(&SaHeader) -> Vec<Box<[u8; MAD_SIZE]>> + Send;
@@ -743,7 +758,8 @@ mod tests {
         fn write(&mut self, buf: &[u8]) -> std::io::Result<()> {
             self.written.lock().unwrap().push(buf.to_vec());
             let h = SaHeader::decode(&buf[UMAD_HDR_LEN..]).expect("client wrote an SA MAD");
-            if h.method & wire::METHOD_RESPONSE == 0 && h.rmpp.rmpp_type == 0 {
+            let request = h.rmpp.rmpp_type == 0 || h.rmpp.rmpp_type == fabric_sa::wire::rmpp_type::DATA;
+            if h.method & wire::METHOD_RESPONSE == 0 && request {
                 for m in (self.answer)(&h) {
                     let mut p = vec![0u8; UMAD_HDR_LEN];
                     p[20..24].copy_from_slice(&1u32.to_be_bytes());
@@ -945,6 +961,34 @@ mod tests {
             .expect("answer");
         assert!(a.unsegmented);
         assert_eq!(a.records().len(), 3);
+    }
+
+    #[test]
+    fn a_get_multi_request_goes_out_as_one_rmpp_segment() {
+        let (port, written) = fake(|h| {
+            let mut r = *h;
+            r.method = wire::METHOD_GET_MULTI_RESP;
+            r.attr_id = wire::attr::PATH_RECORD;
+            r.attr_offset = 8;
+            segments(&r, &[7u8; 64])
+        });
+        let c = SaClient::start(port, local(), &cfg());
+        let a = c
+            .query(SaQuery {
+                method: wire::METHOD_GET_MULTI,
+                attr_id: wire::attr::MULTI_PATH_RECORD,
+                attr_offset: 7,
+                data: vec![1u8; 56],
+                ..SaQuery::default()
+            })
+            .expect("answer");
+        assert_eq!(a.records().len(), 1);
+        let w = written.lock().unwrap();
+        let h = SaHeader::decode(&w[0][UMAD_HDR_LEN..]).unwrap();
+        assert_eq!((h.rmpp.version, h.rmpp.rmpp_type, h.rmpp.flags), (1, 1, 0x07));
+        assert_eq!((h.rmpp.data1, h.rmpp.data2), (1, 220 - 144));
+        assert_eq!(h.attr_offset, 7);
+        assert_eq!(w[0][UMAD_HDR_LEN + SA_HEADER_SIZE], 1);
     }
 
     #[test]
