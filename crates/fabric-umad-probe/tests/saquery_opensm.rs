@@ -14,8 +14,10 @@
 //! `ibsim`, the umad2sim shim, `opensm` and `saquery`; a missing one fails the test.
 
 use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use fabric_ibsim_harness::{find_tool, wait_with_deadline, Ibsim, TempDir, SHIM};
@@ -58,6 +60,8 @@ impl OpenSm {
             ("accum_log_file", "FALSE".to_string()),
             ("force_log_flush", "TRUE".to_string()),
             ("dump_files_dir", format!("{}/", dir.display())),
+            // A sweep a second: a port that goes down is noticed (and reported) at once.
+            ("sweep_interval", "1".to_string()),
         ] {
             let mut found = false;
             text = text
@@ -440,4 +444,65 @@ fn one_record_tables_registrations_and_subscriptions_are_answered() {
     // A Get of a record that does not exist: ERR_NO_RECORDS, printed like any answer.
     let v = s.fsq(&["nr", "999"]);
     assert_eq!(v["status"].as_u64(), Some(0x0300), "{v}");
+}
+
+/// A subscriber of trap 65 (GID out of service) gets OpenSM's Report when a CA's link goes
+/// down, answers it (ReportResp) and prints it as a JSON line with the GID of the port.
+#[test]
+fn a_trap_65_subscriber_gets_the_report_when_a_port_goes_down() {
+    let mut s = setup("fsq-report");
+    let mut child = s
+        .sim
+        .command(Path::new(SAQUERY))
+        .args(["subscribe", "--trap", "65", "--wait-report", "25"])
+        .env("SIM_HOST", &s.tool_host)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn fabric-saquery subscribe");
+    let (tx, rx) = mpsc::channel();
+    let out = child.stdout.take().expect("stdout");
+    let tx2 = tx.clone();
+    std::thread::spawn(move || {
+        for l in BufReader::new(out).lines().map_while(Result::ok) {
+            let _ = tx.send(l);
+        }
+    });
+    let err = child.stderr.take().expect("stderr");
+    std::thread::spawn(move || {
+        for l in BufReader::new(err).lines().map_while(Result::ok) {
+            let _ = tx2.send(format!("stderr: {l}"));
+        }
+    });
+    let mut next = |within: Duration| -> Value {
+        let end = Instant::now() + within;
+        let mut err = String::new();
+        loop {
+            match rx.recv_timeout(end.saturating_duration_since(Instant::now())) {
+                Ok(l) if l.starts_with("stderr: ") => err.push_str(&l),
+                Ok(l) => return serde_json::from_str(&l).unwrap_or_else(|e| panic!("{e}: {l}")),
+                Err(_) => panic!("nothing from fabric-saquery subscribe within {within:?}; stderr: {err}"),
+            }
+        }
+    };
+    let v = next(Duration::from_secs(15));
+    assert_eq!(
+        (v["attribute"].as_str(), v["status"].as_u64()),
+        (Some("InformInfo"), Some(0)),
+        "{v}"
+    );
+    // A CA on another leaf than OpenSM's and the subscriber's goes down.
+    let victim = s.f.end_port(EndPortId(6));
+    s.sim.console(&format!("Unlink \"H-{:016x}\"[1]", victim.node_guid));
+    let r = next(Duration::from_secs(20));
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(
+        (r["method"].as_str(), r["trap_number"].as_u64()),
+        (Some("Report"), Some(65)),
+        "{r}\n{}",
+        s.osm.log()
+    );
+    let want = format!("fe80000000000000{:016x}", victim.port_guid);
+    assert_eq!(r["gid_hex"].as_str(), Some(want.as_str()), "{r}");
 }

@@ -17,7 +17,8 @@
 //!   back to the SA's LID on QP1 with Q_Key 0x80010000. A transfer's deadline moves with every
 //!   segment that arrives.
 //! * Reports (InformInfo subscriptions) are answered with a ReportResp and queued for
-//!   [`SaClient::next_report`].
+//!   [`SaClient::next_report`]. Under ibsim a Report reaches only a client that opened `issm`
+//!   ([`ClientConfig::issm`]).
 //!
 //! Simulator limit (umad2sim has no RMPP and no kernel in between): an SA whose RMPP the
 //! kernel does (OpenSM) reaches the client unsegmented, as the first 200 bytes of its table
@@ -34,6 +35,10 @@ use std::time::{Duration, Instant};
 use fabric_sa::rmpp::receiver::{segments, Progress, Receiver, ReceiverConfig, RmppError};
 use fabric_sa::wire::{self, rmpp_flag, SaHeader, MAD_SIZE, SA_DATA_SIZE, SA_HEADER_SIZE};
 
+use crate::mad::{
+    SmInfo, Smp, ATTR_SM_INFO, CLASS_SMP_DR, CLASS_SMP_LID, PERMISSIVE_LID, SMP_DATA_SIZE, SM_STATE_NOT_ACTIVE,
+    STATUS_UNSUPPORTED_ATTR,
+};
 use crate::transport::{read_sysfs, ClientPort, OpenError, RawPort, UMAD_HDR_LEN};
 
 /// The well-known Q_Key of QP1.
@@ -60,6 +65,9 @@ pub struct ClientConfig {
     pub retries: u32,
     /// Reassembly limits.
     pub rmpp: ReceiverConfig,
+    /// Also open `issm` (simulator only: see [`ClientPort::open_with_issm`]); subscribers
+    /// under ibsim need it to receive Reports.
+    pub issm: bool,
     /// MAD bytes the transport really delivers: 256 on an HCA; [`SHIM_VALID_MAD_BYTES`] under
     /// the umad2sim shim. `None`: the shim's value when `LD_PRELOAD` names `umad2sim`.
     pub valid_mad_bytes: Option<usize>,
@@ -74,8 +82,7 @@ pub const SHIM_VALID_MAD_BYTES: usize = 232;
 pub fn valid_mad_bytes(cfg: &ClientConfig) -> usize {
     cfg.valid_mad_bytes
         .unwrap_or_else(|| {
-            let shim = std::env::var("LD_PRELOAD").is_ok_and(|p| p.contains("umad2sim"));
-            if shim {
+            if under_umad2sim() {
                 SHIM_VALID_MAD_BYTES
             } else {
                 MAD_SIZE
@@ -94,8 +101,14 @@ impl Default for ClientConfig {
             retries: 3,
             rmpp: ReceiverConfig::default(),
             valid_mad_bytes: None,
+            issm: false,
         }
     }
+}
+
+/// Whether this process runs under the umad2sim shim (`LD_PRELOAD` names it).
+pub fn under_umad2sim() -> bool {
+    std::env::var("LD_PRELOAD").is_ok_and(|p| p.contains("umad2sim"))
 }
 
 /// Why a query got no answer.
@@ -241,6 +254,8 @@ pub struct ClientStats {
     pub timeouts: u64,
     pub stray: u64,
     pub reports: u64,
+    /// SMPs answered (SMInfo polls of an SM while `issm` is open).
+    pub sm_info_answers: u64,
 }
 
 enum Cmd {
@@ -360,7 +375,11 @@ impl SaClient {
     pub fn open(cfg: &ClientConfig) -> Result<SaClient, ClientError> {
         // sysfs first: under the shim the first sysfs read starts the simulated device.
         let local = local_port(cfg)?;
-        let port = ClientPort::open(&local.device)?;
+        let port = if cfg.issm {
+            ClientPort::open_with_issm(&local.device)?
+        } else {
+            ClientPort::open(&local.device)?
+        };
         Ok(Self::start(port, local, cfg))
     }
 
@@ -382,6 +401,9 @@ impl SaClient {
             pending: HashMap::new(),
             reports: rtx,
             stats: stats.clone(),
+            port_guid: local
+                .gid
+                .map_or(0, |g| u64::from_be_bytes(g[8..16].try_into().unwrap_or([0; 8]))),
         };
         let stop2 = stop.clone();
         let thread = std::thread::Builder::new()
@@ -465,6 +487,8 @@ struct Io<P: RawPort> {
     pending: HashMap<u32, Pending>,
     reports: mpsc::Sender<Report>,
     stats: Arc<Mutex<ClientStats>>,
+    /// This port's GUID (the SMInfo answer under `issm`).
+    port_guid: u64,
 }
 
 fn what(q: &SaQuery) -> String {
@@ -579,6 +603,12 @@ impl<P: RawPort> Io<P> {
         let from_qpn = u32::from_be_bytes([pkt[20], pkt[21], pkt[22], pkt[23]]);
         let from_lid = u16::from_be_bytes([pkt[28], pkt[29]]);
         let mad = &pkt[UMAD_HDR_LEN..pkt.len().min(UMAD_HDR_LEN + self.valid)];
+        if matches!(mad[1], CLASS_SMP_LID | CLASS_SMP_DR) {
+            if status == 0 {
+                self.on_smp(mad, from_lid);
+            }
+            return;
+        }
         let Ok(h) = SaHeader::decode(mad) else {
             self.stat(|s| s.stray += 1);
             return;
@@ -707,6 +737,38 @@ impl<P: RawPort> Io<P> {
             data: mad[SA_HEADER_SIZE..].to_vec(),
             from_lid,
         });
+    }
+
+    /// An SMP addressed to this port (only with `issm` open under the simulator): SMInfo is
+    /// answered NOTACTIVE, priority 0 (no SM runs here), anything else "unsupported".
+    fn on_smp(&mut self, mad: &[u8], from_lid: u16) {
+        let Ok(req) = Smp::parse(mad) else { return };
+        if !req.is_request() || req.direction() {
+            return;
+        }
+        let resp = if req.attr_id() == ATTR_SM_INFO {
+            let info = SmInfo {
+                guid: self.port_guid,
+                sm_key: 0,
+                act_count: 0,
+                priority: 0,
+                state: SM_STATE_NOT_ACTIVE,
+            };
+            req.response(0, &info.encode())
+        } else {
+            req.response(STATUS_UNSUPPORTED_ATTR, &[0u8; SMP_DATA_SIZE])
+        };
+        let to = if req.class() == CLASS_SMP_DR && req.dr_dlid() == PERMISSIVE_LID {
+            PERMISSIVE_LID
+        } else {
+            from_lid
+        };
+        let mut out = [0u8; UMAD_HDR_LEN + MAD_SIZE];
+        out[0..4].copy_from_slice(&self.port.agent(req.class()).to_ne_bytes());
+        out[28..30].copy_from_slice(&to.to_be_bytes());
+        out[UMAD_HDR_LEN..].copy_from_slice(&resp.bytes);
+        let _ = self.port.write(&out);
+        self.stat(|s| s.sm_info_answers += 1);
     }
 
     fn retry_or_fail(&mut self, p: Pending) {

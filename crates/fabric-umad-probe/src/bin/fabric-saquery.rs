@@ -203,6 +203,9 @@ fn main() -> Result<()> {
         sm_lid: cli.sm_lid,
         timeout: Duration::from_millis(cli.timeout_ms.max(1)),
         retries: cli.retries,
+        // Under ibsim, Reports reach only a client that opened issm.
+        issm: matches!(cli.cmd, Cmd::Subscribe { wait_report, .. } if wait_report > 0)
+            && fabric_umad::client::under_umad2sim(),
         ..ClientConfig::default()
     };
     let c = SaClient::open(&cfg).context("opening the SA client")?;

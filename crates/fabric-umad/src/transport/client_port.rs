@@ -24,6 +24,9 @@ const IB_USER_MAD_REGISTER_AGENT: c_ulong = 0xC01C_1B01;
 /// Subnet Administration class and version.
 const CLASS_SUBN_ADM: u8 = 0x03;
 const SA_CLASS_VERSION: u8 = 2;
+/// The SMP classes (LID-routed, directed route).
+const CLASS_SMP_LID: u8 = 0x01;
+const CLASS_SMP_DR: u8 = 0x81;
 /// Report, the one unsolicited method the client receives.
 const METHOD_REPORT: u8 = 0x06;
 /// Largest sysfs attribute read.
@@ -34,6 +37,10 @@ pub struct ClientPort {
     fd: c_int,
     agent: u32,
     path: PathBuf,
+    /// The `issmN` descriptor when opened ([`ClientPort::open_with_issm`]).
+    issm_fd: Option<c_int>,
+    /// (class, agent id) of the SMP agents registered with `issm`.
+    smp_agents: Vec<(u8, u32)>,
 }
 
 impl std::fmt::Debug for ClientPort {
@@ -48,6 +55,22 @@ impl std::fmt::Debug for ClientPort {
 impl ClientPort {
     /// Opens `path` (a `/dev/infiniband/umadN`) and registers the SA agent.
     pub fn open(path: &Path) -> Result<ClientPort, OpenError> {
+        Self::open_inner(path, false)
+    }
+
+    /// [`ClientPort::open`], and opens the matching `issmN` too, with method-less agents for
+    /// the two SMP classes. Only for the simulator: ibsim hands an unsolicited MAD (a Report)
+    /// to a client of the port only if it opened `issm`. The port then advertises IsSM and
+    /// the SM's SMInfo requests reach this process, which must answer them (the client says
+    /// NOTACTIVE: an SM that waits for an SMInfo answer under the shim, which has no send
+    /// timeouts, waits forever), and the shim kills a process that receives a MAD of a class
+    /// it registered no agent for. On an HCA the SA agent's Report method is all a subscriber
+    /// needs.
+    pub fn open_with_issm(path: &Path) -> Result<ClientPort, OpenError> {
+        Self::open_inner(path, true)
+    }
+
+    fn open_inner(path: &Path, issm: bool) -> Result<ClientPort, OpenError> {
         let fd = open_raw(path).map_err(|e| match e.raw_os_error() {
             Some(libc::ENOENT) | Some(libc::ENODEV) | Some(libc::ENXIO) => OpenError::Missing(path.to_path_buf()),
             Some(libc::EACCES) | Some(libc::EPERM) => OpenError::Permission(path.to_path_buf()),
@@ -57,10 +80,25 @@ impl ClientPort {
             fd,
             agent: 0,
             path: path.to_path_buf(),
+            issm_fd: None,
+            smp_agents: Vec::new(),
         };
         let mut mask = [0u32; 4];
         mask[usize::from(METHOD_REPORT / 32)] |= 1u32 << (METHOD_REPORT % 32);
-        port.agent = port.register(CLASS_SUBN_ADM, SA_CLASS_VERSION, &mask)?;
+        port.agent = port.register(1, CLASS_SUBN_ADM, SA_CLASS_VERSION, &mask)?;
+        if issm {
+            for class in [CLASS_SMP_LID, CLASS_SMP_DR] {
+                let id = port.register(0, class, 1, &[0; 4])?;
+                port.smp_agents.push((class, id));
+            }
+            let issm_path = path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .and_then(|n| n.strip_prefix("umad"))
+                .map(|n| path.with_file_name(format!("issm{n}")))
+                .ok_or_else(|| OpenError::Missing(path.to_path_buf()))?;
+            port.issm_fd = Some(open_raw(&issm_path).map_err(|e| OpenError::Os(issm_path.clone(), e))?);
+        }
         Ok(port)
     }
 
@@ -69,7 +107,7 @@ impl ClientPort {
         self.agent
     }
 
-    fn register(&self, class: u8, version: u8, mask: &[u32; 4]) -> Result<u32, OpenError> {
+    fn register(&self, qpn: u8, class: u8, version: u8, mask: &[u32; 4]) -> Result<u32, OpenError> {
         // struct ib_user_mad_reg_req: id u32 @0, method_mask [u32; 4] @4, qpn @20,
         // mgmt_class @21, mgmt_class_version @22, oui[3] @23, rmpp_version @26 (0: no kernel
         // RMPP), padding @27.
@@ -77,7 +115,7 @@ impl ClientPort {
         for (i, w) in mask.iter().enumerate() {
             req[4 + 4 * i..8 + 4 * i].copy_from_slice(&w.to_ne_bytes());
         }
-        req[20] = 1;
+        req[20] = qpn;
         req[21] = class;
         req[22] = version;
         req[26] = 0;
@@ -97,10 +135,13 @@ impl ClientPort {
 
 impl Drop for ClientPort {
     fn drop(&mut self) {
-        // SAFETY: the descriptor was returned by `open` and is closed exactly once here; it is
-        // a raw integer (under the shim a fake one), never owned by `File`/`OwnedFd`.
+        // SAFETY: the descriptors were returned by `open` and are closed exactly once here;
+        // they are raw integers (under the shim fake ones), never owned by `File`/`OwnedFd`.
         unsafe {
             libc::close(self.fd);
+            if let Some(f) = self.issm_fd {
+                libc::close(f);
+            }
         }
     }
 }
@@ -132,8 +173,11 @@ impl RawPort for ClientPort {
             libc::poll(&raw mut p, 1, ms);
         }
     }
-    fn agent(&self, _class: u8) -> u32 {
-        self.agent
+    fn agent(&self, class: u8) -> u32 {
+        self.smp_agents
+            .iter()
+            .find(|(c, _)| *c == class)
+            .map_or(self.agent, |(_, id)| *id)
     }
 }
 
