@@ -474,7 +474,7 @@ fn a_trap_65_subscriber_gets_the_report_when_a_port_goes_down() {
             let _ = tx2.send(format!("stderr: {l}"));
         }
     });
-    let mut next = |within: Duration| -> Value {
+    let next = |within: Duration| -> Value {
         let end = Instant::now() + within;
         let mut err = String::new();
         loop {
