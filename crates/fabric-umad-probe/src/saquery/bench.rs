@@ -77,7 +77,7 @@ pub fn run(c: &SaClient, o: BenchOptions) -> Result<Value> {
     let clients = o.clients.max(1);
     let per = o.queries.div_ceil(clients);
     let t0 = Instant::now();
-    let results: Vec<(Vec<Duration>, u64, u64)> = std::thread::scope(|s| {
+    let results: Vec<(Vec<Duration>, u64, u64, u64)> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..clients)
             .map(|k| {
                 let lids = &lids;
@@ -91,7 +91,7 @@ pub fn run(c: &SaClient, o: BenchOptions) -> Result<Value> {
                     };
                     let n = per.min(o.queries.saturating_sub(k * per));
                     let mut lat = Vec::with_capacity(n);
-                    let (mut errors, mut records) = (0u64, 0u64);
+                    let (mut errors, mut records, mut cut) = (0u64, 0u64, 0u64);
                     for _ in 0..n {
                         let q = if o.pr_table {
                             templates::table(attr::PATH_RECORD, size::PATH_RECORD)
@@ -111,11 +111,12 @@ pub fn run(c: &SaClient, o: BenchOptions) -> Result<Value> {
                             Ok(a) if a.status() == status::OK => {
                                 lat.push(t.elapsed());
                                 records += a.records().len() as u64;
+                                cut += u64::from(a.unsegmented);
                             }
                             _ => errors += 1,
                         }
                     }
-                    (lat, errors, records)
+                    (lat, errors, records, cut)
                 })
             })
             .collect();
@@ -126,6 +127,7 @@ pub fn run(c: &SaClient, o: BenchOptions) -> Result<Value> {
     lat.sort_unstable();
     let errors: u64 = results.iter().map(|r| r.1).sum();
     let records: u64 = results.iter().map(|r| r.2).sum();
+    let cut: u64 = results.iter().map(|r| r.3).sum();
     let done = lat.len() as u64 + errors;
     Ok(json!({
         "kind": if o.pr_table { "pr-table" } else { "pr" },
@@ -135,6 +137,8 @@ pub fn run(c: &SaClient, o: BenchOptions) -> Result<Value> {
         "answered": lat.len(),
         "errors": errors,
         "records": records,
+        // Tables that arrived as their first MAD only (an SA behind the simulator shim).
+        "unsegmented_answers": cut,
         "seconds": secs,
         "queries_per_s": if secs > 0.0 { done as f64 / secs } else { 0.0 },
         "p50_us": percentile(&lat, 0.50),
