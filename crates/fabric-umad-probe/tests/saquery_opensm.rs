@@ -441,6 +441,17 @@ fn one_record_tables_registrations_and_subscriptions_are_answered() {
     );
     let v = s.fsq(&["subscribe", "--trap", "64", "--unsubscribe"]);
     assert_eq!(v["status"], 0, "{v}");
+    // `raw` builds the same Get as `nr`: same record.
+    let lid_hex = format!("{sm_lid:04x}");
+    let v = s.fsq(&[
+        "raw", "--method", "1", "--attr", "0x11", "--mask", "1", "--data", &lid_hex,
+    ]);
+    assert_eq!(v["status"], 0, "{v}");
+    assert_eq!(
+        v["raw_records_hex"],
+        s.fsq(&["nr", &sm_lid.to_string()])["raw_records_hex"],
+        "{v}"
+    );
     // A Get of a record that does not exist: ERR_NO_RECORDS, printed like any answer.
     let v = s.fsq(&["nr", "999"]);
     assert_eq!(v["status"].as_u64(), Some(0x0300), "{v}");

@@ -171,6 +171,18 @@ pub struct SaQuery {
     /// AttributeOffset of the request (8-byte words; 0 for Get/GetTable, set for GetMulti).
     pub attr_offset: u16,
     pub data: Vec<u8>,
+    /// Deliberately malformed requests (tests of an SA's error handling): a class version
+    /// other than 2, an RMPP header written as given (bytes 24..36), a MAD cut to this many
+    /// bytes on the wire.
+    pub malformed: Malformed,
+}
+
+/// How [`SaQuery::malformed`] breaks a request (default: not at all).
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct Malformed {
+    pub class_version: Option<u8>,
+    pub rmpp: Option<[u8; 12]>,
+    pub mad_bytes: Option<usize>,
 }
 
 /// An answer.
@@ -574,13 +586,27 @@ impl<P: RawPort> Io<P> {
             let n = p.q.data.len().min(SA_DATA_SIZE);
             mad[SA_HEADER_SIZE..SA_HEADER_SIZE + n].copy_from_slice(&p.q.data[..n]);
         }
+        let bad = &p.q.malformed;
+        if let Some(v) = bad.class_version {
+            mad[2] = v;
+        }
+        if let Some(r) = bad.rmpp {
+            mad[24..36].copy_from_slice(&r);
+            p.sent_rmpp = SaHeader::decode(&mad).map(|s| s.rmpp).unwrap_or_default();
+        }
+        let len = bad.mad_bytes.map_or(MAD_SIZE, |n| n.min(MAD_SIZE));
         // timeout_ms: the kernel matches a (non-RMPP) response only to a request sent with one.
         let ms = self.timeout.as_millis().clamp(1, u128::from(u32::MAX)) as u32;
-        self.send(&mad, self.sm_lid, 1, ms);
+        self.send_len(&mad, len, self.sm_lid, 1, ms);
         self.pending.insert(tid, p);
     }
 
     fn send(&mut self, mad: &[u8; MAD_SIZE], lid: u16, qpn: u32, timeout_ms: u32) {
+        self.send_len(mad, MAD_SIZE, lid, qpn, timeout_ms);
+    }
+
+    /// Sends the first `len` bytes of `mad` (a whole MAD but for malformed test requests).
+    fn send_len(&mut self, mad: &[u8; MAD_SIZE], len: usize, lid: u16, qpn: u32, timeout_ms: u32) {
         let mut out = [0u8; UMAD_HDR_LEN + MAD_SIZE];
         out[0..4].copy_from_slice(&self.port.agent(wire::CLASS_SUBN_ADM).to_ne_bytes());
         out[8..12].copy_from_slice(&timeout_ms.to_ne_bytes());
@@ -590,7 +616,7 @@ impl<P: RawPort> Io<P> {
         out[30] = self.sm_sl;
         out[UMAD_HDR_LEN..].copy_from_slice(mad);
         // A failed write is a lost attempt: the deadline re-sends it.
-        let _ = self.port.write(&out);
+        let _ = self.port.write(&out[..UMAD_HDR_LEN + len.min(MAD_SIZE)]);
         self.stat(|s| s.sent += 1);
     }
 
@@ -1051,6 +1077,39 @@ mod tests {
         assert_eq!((h.rmpp.data1, h.rmpp.data2), (1, 220 - 144));
         assert_eq!(h.attr_offset, 7);
         assert_eq!(w[0][UMAD_HDR_LEN + SA_HEADER_SIZE], 1);
+    }
+
+    #[test]
+    fn malformed_requests_go_out_as_asked() {
+        let (port, written) = fake(|h| {
+            let mut r = *h;
+            r.method = wire::METHOD_GET_RESP;
+            r.status = wire::status::BAD_VERSION;
+            let mut b = Box::new([0u8; MAD_SIZE]);
+            r.encode(&mut b[..]);
+            vec![b]
+        });
+        let c = SaClient::start(port, local(), &cfg());
+        let a = c
+            .query(SaQuery {
+                method: wire::METHOD_GET,
+                attr_id: wire::attr::NODE_RECORD,
+                malformed: Malformed {
+                    class_version: Some(1),
+                    rmpp: Some([1, 1, 0x07, 0, 0, 0, 0, 1, 0, 0, 0, 20]),
+                    mad_bytes: Some(60),
+                },
+                ..SaQuery::default()
+            })
+            .expect("answer");
+        assert_eq!(a.status(), wire::status::BAD_VERSION);
+        let w = written.lock().unwrap();
+        assert_eq!(w[0].len(), UMAD_HDR_LEN + 60);
+        let h = SaHeader::decode(&w[0][UMAD_HDR_LEN..]).unwrap();
+        assert_eq!(
+            (h.class_version, h.rmpp.rmpp_type, h.rmpp.data1, h.rmpp.data2),
+            (1, 1, 1, 20)
+        );
     }
 
     #[test]

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 use fabric_sa::wire::attr;
-use fabric_umad::client::{ClientConfig, SaClient, SaQuery};
+use fabric_umad::client::{ClientConfig, Malformed, SaClient, SaQuery};
 use saquery::templates::{self, parse_gid, parse_hex, parse_u64, size};
 use serde_json::json;
 
@@ -139,6 +139,15 @@ enum Cmd {
         /// AttributeOffset of the request (8-byte words).
         #[arg(long, default_value_t = 0)]
         attr_offset: u16,
+        /// Class version to send (malformed: anything but 2).
+        #[arg(long, value_parser = parse_u8)]
+        class_version: Option<u8>,
+        /// The RMPP header to send, 12 bytes of hex (bytes 24..36 of the MAD).
+        #[arg(long)]
+        rmpp_hex: Option<String>,
+        /// Bytes of the MAD put on the wire (malformed: fewer than 256).
+        #[arg(long)]
+        mad_bytes: Option<usize>,
     },
     /// Measures the SA: single PathRecord Gets between random CA pairs, or whole tables.
     Bench {
@@ -270,6 +279,9 @@ fn main() -> Result<()> {
             mask,
             data,
             attr_offset,
+            class_version,
+            rmpp_hex,
+            mad_bytes,
         } => {
             let data = parse_hex(&data)?;
             anyhow::ensure!(
@@ -284,6 +296,18 @@ fn main() -> Result<()> {
                 component_mask: parse_u64(&mask)?,
                 attr_offset,
                 data,
+                malformed: Malformed {
+                    class_version,
+                    rmpp: rmpp_hex
+                        .as_deref()
+                        .map(|h| {
+                            let b = parse_hex(h)?;
+                            <[u8; 12]>::try_from(b.as_slice())
+                                .map_err(|_| anyhow::anyhow!("--rmpp-hex needs 12 bytes, got {}", b.len()))
+                        })
+                        .transpose()?,
+                    mad_bytes,
+                },
                 ..SaQuery::default()
             };
             ask(&c, q)
