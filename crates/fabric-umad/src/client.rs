@@ -963,9 +963,11 @@ mod tests {
         assert_eq!(a.data, table);
         assert_eq!(a.records().len(), 11);
         let w = written.lock().unwrap();
-        // The request, then the ACK of the LAST segment (window 16 > 4 segments).
-        assert_eq!(w.len(), 2);
-        let ack = &w[1];
+        // The request, the ACK of segment 1 (window announced), the ACK of the LAST one.
+        assert_eq!(w.len(), 3);
+        let first = SaHeader::decode(&w[1][UMAD_HDR_LEN..]).unwrap();
+        assert_eq!((first.rmpp.data1, first.rmpp.data2), (1, 17));
+        let ack = &w[2];
         assert_eq!(u16::from_be_bytes([ack[28], ack[29]]), 7, "ACK to the SA's LID");
         assert_eq!(u32::from_be_bytes([ack[24], ack[25], ack[26], ack[27]]), QP1_QKEY);
         let h = SaHeader::decode(&ack[UMAD_HDR_LEN..]).unwrap();

@@ -14,9 +14,11 @@
 //!   (middle segments 0), where `pad` is the unused tail of the last segment's 200 data bytes.
 //!   The transfer's SA data is therefore `segments × 200 − (220 − last PayloadLength)` bytes.
 //! * The receiver ACKs with type ACK, SegmentNumber = the last segment received in order and
-//!   NewWindowLast = the last segment the sender may send before the next ACK. It ACKs when
-//!   the window's last segment or the LAST segment arrives, and again on every duplicate (a
-//!   re-sent segment means the sender missed an ACK). Out-of-order segments are dropped and
+//!   NewWindowLast = the last segment the sender may send before the next ACK. It ACKs
+//!   segment 1 at once (the kernel's `start_rmpp`: a sender starts with a window of one and
+//!   learns the receiver's from that ACK), then when the window's last segment or the LAST
+//!   segment arrives, and again on every duplicate (a re-sent segment means the sender missed
+//!   an ACK). Out-of-order segments are dropped and
 //!   answered with an ACK of what was received in order, so the sender resends from there.
 //! * The ACK carries the DATA segments' header with the response bit of the method flipped
 //!   (the kernel's `format_ack`: the ACK of a GetTableResp goes out with method GetTable),
@@ -319,7 +321,9 @@ impl Receiver {
                 }),
             };
         }
-        if seg == self.window_last {
+        if seg == 1 || seg == self.window_last {
+            // The first segment is ACKed at once (the sender starts with a window of one and
+            // learns the receiver's window from this ACK), then every window end.
             self.window_last = seg + self.cfg.window;
             return keep(Some(self.ack(&h)));
         }
@@ -513,7 +517,7 @@ mod tests {
                 done = Some(t);
             }
         }
-        assert_eq!(acks, vec![(2, 4), (4, 6), (6, 6)]);
+        assert_eq!(acks, vec![(1, 3), (3, 5), (5, 7), (6, 7)]);
         let t = done.expect("complete");
         assert_eq!(t.data, data);
         assert_eq!(t.segments, 6);
@@ -526,7 +530,11 @@ mod tests {
         let data = payload(1000);
         let segs = segments(&header(), &data);
         let mut r = Receiver::new(ReceiverConfig::default(), t0);
-        assert!(r.on_mad(t0, &segs[0][..]).reply.is_none());
+        let first = r.on_mad(t0, &segs[0][..]).reply.expect("segment 1 is ACKed at once");
+        assert_eq!(
+            (rmpp_of(&first[..]).data1, rmpp_of(&first[..]).data2),
+            (1, 1 + DEFAULT_WINDOW)
+        );
         let dup = r.on_mad(t0, &segs[0][..]);
         assert_eq!(rmpp_of(&dup.reply.expect("re-ACK")[..]).data1, 1);
         // Segment 3 before 2: dropped, ACK of 1.
@@ -646,7 +654,8 @@ mod tests {
     }
 
     /// An in-test sender over a lossy, duplicating, reordering channel: go-back-N from the
-    /// last ACK, as IBA 13.6.5 describes the sender.
+    /// last ACK, as IBA 13.6.5 describes the sender, starting with a window of one segment
+    /// (as the kernel's sender does until the first ACK).
     fn run_lossy(data: &[u8], window: u32, seed: u64, max_payload: usize) -> Result<Vec<u8>, RmppError> {
         let t0 = Instant::now();
         let segs = segments(&header(), data);
@@ -667,7 +676,7 @@ mod tests {
             x % m
         };
         // Sender state: last ACKed segment, window end from the receiver.
-        let (mut acked, mut wl) = (0u32, window);
+        let (mut acked, mut wl) = (0u32, 1u32);
         for _round in 0..10_000 {
             // Send acked+1..=min(wl, n) with loss, duplication and reordering.
             let mut wire: Vec<u32> = Vec::new();
