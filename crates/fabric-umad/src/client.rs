@@ -106,6 +106,35 @@ impl Default for ClientConfig {
     }
 }
 
+/// The answer of a port that opened `issm` but runs no SM to an SMP request `mad` from
+/// `from_lid`: SMInfo says NOTACTIVE, priority 0, GUID `port_guid`; any other attribute is
+/// "unsupported". With the LID to send it to (the permissive LID for a directed-route request
+/// that came all the way by directed route). `None` for what is not a request.
+pub fn answer_smp(mad: &[u8], from_lid: u16, port_guid: u64) -> Option<(Smp, u16)> {
+    let req = Smp::parse(mad).ok()?;
+    if !req.is_request() || req.direction() {
+        return None;
+    }
+    let resp = if req.attr_id() == ATTR_SM_INFO {
+        let info = SmInfo {
+            guid: port_guid,
+            sm_key: 0,
+            act_count: 0,
+            priority: 0,
+            state: SM_STATE_NOT_ACTIVE,
+        };
+        req.response(0, &info.encode())
+    } else {
+        req.response(STATUS_UNSUPPORTED_ATTR, &[0u8; SMP_DATA_SIZE])
+    };
+    let to = if req.class() == CLASS_SMP_DR && req.dr_dlid() == PERMISSIVE_LID {
+        PERMISSIVE_LID
+    } else {
+        from_lid
+    };
+    Some((resp, to))
+}
+
 /// Whether this process runs under the umad2sim shim (`LD_PRELOAD` names it).
 pub fn under_umad2sim() -> bool {
     std::env::var("LD_PRELOAD").is_ok_and(|p| p.contains("umad2sim"))
@@ -765,32 +794,13 @@ impl<P: RawPort> Io<P> {
         });
     }
 
-    /// An SMP addressed to this port (only with `issm` open under the simulator): SMInfo is
-    /// answered NOTACTIVE, priority 0 (no SM runs here), anything else "unsupported".
+    /// An SMP addressed to this port (only with `issm` open under the simulator).
     fn on_smp(&mut self, mad: &[u8], from_lid: u16) {
-        let Ok(req) = Smp::parse(mad) else { return };
-        if !req.is_request() || req.direction() {
+        let Some((resp, to)) = answer_smp(mad, from_lid, self.port_guid) else {
             return;
-        }
-        let resp = if req.attr_id() == ATTR_SM_INFO {
-            let info = SmInfo {
-                guid: self.port_guid,
-                sm_key: 0,
-                act_count: 0,
-                priority: 0,
-                state: SM_STATE_NOT_ACTIVE,
-            };
-            req.response(0, &info.encode())
-        } else {
-            req.response(STATUS_UNSUPPORTED_ATTR, &[0u8; SMP_DATA_SIZE])
-        };
-        let to = if req.class() == CLASS_SMP_DR && req.dr_dlid() == PERMISSIVE_LID {
-            PERMISSIVE_LID
-        } else {
-            from_lid
         };
         let mut out = [0u8; UMAD_HDR_LEN + MAD_SIZE];
-        out[0..4].copy_from_slice(&self.port.agent(req.class()).to_ne_bytes());
+        out[0..4].copy_from_slice(&self.port.agent(resp.class()).to_ne_bytes());
         out[28..30].copy_from_slice(&to.to_be_bytes());
         out[UMAD_HDR_LEN..].copy_from_slice(&resp.bytes);
         let _ = self.port.write(&out);

@@ -149,6 +149,16 @@ enum Cmd {
         #[arg(long)]
         mad_bytes: Option<usize>,
     },
+    /// Test tool (simulator only): serve a known table to every GetTable as an RMPP transfer.
+    #[command(hide = true)]
+    ServeTable {
+        #[arg(long, default_value_t = 50)]
+        records: usize,
+        #[arg(long, default_value_t = 64)]
+        record_size: usize,
+        #[arg(long, default_value_t = 20)]
+        seconds: u64,
+    },
     /// Measures the SA: single PathRecord Gets between random CA pairs, or whole tables.
     Bench {
         #[arg(long, default_value_t = 1000)]
@@ -217,6 +227,22 @@ fn main() -> Result<()> {
             && fabric_umad::client::under_umad2sim(),
         ..ClientConfig::default()
     };
+    if let Cmd::ServeTable {
+        records,
+        record_size,
+        seconds,
+    } = cli.cmd
+    {
+        let local = fabric_umad::client::local_port(&cfg)?;
+        let guid = local
+            .gid
+            .map_or(0, |g| u64::from_be_bytes(g[8..16].try_into().unwrap_or([0; 8])));
+        let stats = saquery::fake_sa::serve(&local.device, guid, records, record_size, seconds, || {
+            print(&json!({ "ready": true, "lid": local.lid }));
+        })?;
+        print(&stats);
+        return Ok(());
+    }
     let c = SaClient::open(&cfg).context("opening the SA client")?;
     match cli.cmd {
         Cmd::Nr { lid } => ask(&c, templates::node_records(lid)),
@@ -312,6 +338,7 @@ fn main() -> Result<()> {
             };
             ask(&c, q)
         }
+        Cmd::ServeTable { .. } => Ok(()),
         Cmd::Bench {
             queries,
             clients,
