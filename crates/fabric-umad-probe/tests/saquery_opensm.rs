@@ -191,6 +191,20 @@ impl Setup {
         serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"))
     }
 
+    /// `fabric-saquery args` that must fail: its stderr.
+    fn fsq_fails(&self, args: &[&str]) -> String {
+        let out = self
+            .sim
+            .command(Path::new(SAQUERY))
+            .args(args)
+            .env("SIM_HOST", &self.tool_host)
+            .env("RUST_BACKTRACE", "0")
+            .output()
+            .expect("run fabric-saquery");
+        assert!(!out.status.success(), "fabric-saquery {args:?} succeeded");
+        String::from_utf8_lossy(&out.stderr).to_string()
+    }
+
     /// `saquery args` on the tool host: the `name....value` lines of its first record dump.
     fn saquery(&self, args: &[&str]) -> BTreeMap<String, String> {
         let (ok, text) = self.sim.tool_on(&self.tool_host, "saquery", args);
@@ -454,6 +468,13 @@ fn one_record_tables_registrations_and_subscriptions_are_answered() {
         s.fsq(&["nr", &sm_lid.to_string()])["raw_records_hex"],
         "{v}"
     );
+    // The CA by name (the shim's is ibsim0), a CA that does not exist, a bad GID.
+    let v = s.fsq(&["--ca", "ibsim0", "nr", &sm_lid.to_string()]);
+    assert_eq!(v["status"], 0, "{v}");
+    let e = s.fsq_fails(&["--ca", "mlx9_9", "nr"]);
+    assert!(e.contains("no umad device of CA \"mlx9_9\""), "{e}");
+    let e = s.fsq_fails(&["pr", "--dgid", "fe80::zz"]);
+    assert!(e.contains("fe80::zz"), "{e}");
     // A Get of a record that does not exist: ERR_NO_RECORDS, printed like any answer.
     let v = s.fsq(&["nr", "999"]);
     assert_eq!(v["status"].as_u64(), Some(0x0300), "{v}");
