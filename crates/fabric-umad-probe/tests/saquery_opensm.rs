@@ -475,6 +475,40 @@ fn one_record_tables_registrations_and_subscriptions_are_answered() {
     assert!(e.contains("no umad device of CA \"mlx9_9\""), "{e}");
     let e = s.fsq_fails(&["pr", "--dgid", "fe80::zz"]);
     assert!(e.contains("fe80::zz"), "{e}");
+    // The bench: threads sharing one agent, and processes on two nodes (an agent each).
+    let v = s.fsq(&["bench", "--queries", "40", "--clients", "2", "--max-probe-lid", "40"]);
+    let b = &v["bench"];
+    assert_eq!(
+        (b["queries"].as_u64(), b["errors"].as_u64()),
+        (Some(40), Some(0)),
+        "{v}"
+    );
+    assert_eq!(b["ca_lids"].as_u64(), Some(s.f.end_ports().len() as u64), "{v}");
+    let other = format!("H-{:016x}", s.f.end_port(EndPortId(5)).node_guid);
+    let hosts = format!("{},{other}", s.tool_host);
+    let v = s.fsq(&[
+        "bench",
+        "--queries",
+        "40",
+        "--processes",
+        "2",
+        "--hosts",
+        &hosts,
+        "--max-probe-lid",
+        "40",
+    ]);
+    let b = &v["bench"];
+    assert_eq!(
+        (b["processes"].as_u64(), b["queries"].as_u64()),
+        (Some(2), Some(40)),
+        "{v}"
+    );
+    assert_eq!(
+        (b["answered"].as_u64(), b["errors"].as_u64()),
+        (Some(40), Some(0)),
+        "{v}"
+    );
+    assert!(b["p99_us"].as_u64() >= b["p50_us"].as_u64(), "{v}");
     // A Get of a record that does not exist: ERR_NO_RECORDS, printed like any answer.
     let v = s.fsq(&["nr", "999"]);
     assert_eq!(v["status"].as_u64(), Some(0x0300), "{v}");

@@ -172,7 +172,87 @@ enum Cmd {
         max_probe_lid: u16,
         #[arg(long, default_value_t = 1)]
         seed: u64,
+        /// Run this many bench processes at once (each its own agent; `--queries` is split).
+        #[arg(long, default_value_t = 0)]
+        processes: usize,
+        /// SIM_HOST of each process, in turn (simulator: clients on several nodes).
+        #[arg(long, value_delimiter = ',')]
+        hosts: Vec<String>,
+        /// Print every latency (for a parent merging processes).
+        #[arg(long, hide = true)]
+        latencies: bool,
     },
+}
+
+/// `bench --processes P`: P copies of this program's bench at once, merged.
+#[allow(clippy::too_many_arguments)]
+fn bench_processes(
+    cli: &Cli,
+    queries: usize,
+    clients: usize,
+    pr_table: bool,
+    max_probe_lid: u16,
+    seed: u64,
+    processes: usize,
+    hosts: &[String],
+) -> Result<()> {
+    let exe = std::env::current_exe().context("locating fabric-saquery")?;
+    let per = queries.div_ceil(processes);
+    let t0 = Instant::now();
+    let mut children = Vec::new();
+    for k in 0..processes {
+        let mut cmd = std::process::Command::new(&exe);
+        if let Some(ca) = &cli.ca {
+            cmd.args(["--ca", ca]);
+        }
+        if let Some(d) = &cli.device {
+            cmd.arg("--device").arg(d);
+        }
+        if let Some(l) = cli.sm_lid {
+            cmd.args(["--sm-lid", &l.to_string()]);
+        }
+        cmd.args([
+            "--timeout-ms",
+            &cli.timeout_ms.to_string(),
+            "--retries",
+            &cli.retries.to_string(),
+        ]);
+        cmd.args([
+            "bench",
+            "--latencies",
+            "--queries",
+            &per.to_string(),
+            "--clients",
+            &clients.to_string(),
+        ]);
+        cmd.args([
+            "--max-probe-lid",
+            &max_probe_lid.to_string(),
+            "--seed",
+            &(seed + k as u64).to_string(),
+        ]);
+        if pr_table {
+            cmd.arg("--pr-table");
+        }
+        if !hosts.is_empty() {
+            cmd.env("SIM_HOST", &hosts[k % hosts.len()]);
+        }
+        cmd.stdout(std::process::Stdio::piped());
+        children.push(cmd.spawn().with_context(|| format!("starting bench process {k}"))?);
+    }
+    let mut results = Vec::new();
+    for (k, ch) in children.into_iter().enumerate() {
+        let out = ch.wait_with_output().with_context(|| format!("bench process {k}"))?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        let line = text
+            .lines()
+            .rfind(|l| l.starts_with('{'))
+            .with_context(|| format!("bench process {k} printed no result ({})", out.status))?;
+        let v: serde_json::Value = serde_json::from_str(line).with_context(|| format!("bench process {k}: {line}"))?;
+        results.push(v["bench"].clone());
+    }
+    print(&json!({ "bench": saquery::bench::merge(&results, t0.elapsed()) }));
+    Ok(())
 }
 
 fn parse_u8(s: &str) -> Result<u8> {
@@ -242,6 +322,21 @@ fn main() -> Result<()> {
         })?;
         print(&stats);
         return Ok(());
+    }
+    if let Cmd::Bench {
+        queries,
+        clients,
+        pr_table,
+        max_probe_lid,
+        seed,
+        processes,
+        ref hosts,
+        ..
+    } = cli.cmd
+    {
+        if processes > 0 {
+            return bench_processes(&cli, queries, clients, pr_table, max_probe_lid, seed, processes, hosts);
+        }
     }
     let c = SaClient::open(&cfg).context("opening the SA client")?;
     match cli.cmd {
@@ -345,6 +440,8 @@ fn main() -> Result<()> {
             pr_table,
             max_probe_lid,
             seed,
+            latencies,
+            ..
         } => {
             let v = saquery::bench::run(
                 &c,
@@ -354,6 +451,7 @@ fn main() -> Result<()> {
                     pr_table,
                     max_probe_lid,
                     seed,
+                    latencies,
                 },
             )?;
             print(&json!({ "bench": v, "sm_lid": c.local().sm_lid }));

@@ -6,7 +6,9 @@
 //!
 //! Under the shim every process talks to the simulator through one descriptor per class, so
 //! the K threads share one agent (one I/O thread, TIDs kept apart); on a real HCA that is what
-//! a multi-threaded client library does too.
+//! a multi-threaded client library does too. Clients with an agent each are processes:
+//! `--processes P` runs P copies of the bench (optionally on other simulated nodes,
+//! `--hosts`) and [`merge`]s what they print.
 
 use std::time::{Duration, Instant};
 
@@ -26,6 +28,8 @@ pub struct BenchOptions {
     /// Highest LID probed when the NodeRecord table is cut.
     pub max_probe_lid: u16,
     pub seed: u64,
+    /// Also print every latency (µs), for a parent merging processes ([`merge`]).
+    pub latencies: bool,
 }
 
 /// NodeRecord: LID @0, reserved @2, NodeInfo @4 (NodeType @6), NodeDescription @44.
@@ -143,10 +147,45 @@ pub fn run(c: &SaClient, o: BenchOptions) -> Result<Value> {
         "queries_per_s": if secs > 0.0 { done as f64 / secs } else { 0.0 },
         "p50_us": percentile(&lat, 0.50),
         "p99_us": percentile(&lat, 0.99),
+        "latencies_us": if o.latencies {
+            json!(lat.iter().map(|d| d.as_micros() as u64).collect::<Vec<_>>())
+        } else {
+            Value::Null
+        },
         "client": {
             "sent": c.stats().sent,
             "retries": c.stats().retries,
             "acks_sent": c.stats().acks_sent,
         },
     }))
+}
+
+/// Merges the results of bench processes run at the same time (each printed with
+/// `latencies`): queries and errors summed, the rate as the sum of each process' rate (they
+/// overlap), percentiles over every latency, and the wall time of the whole run.
+pub fn merge(children: &[Value], wall: Duration) -> Value {
+    let sum = |k: &str| children.iter().filter_map(|c| c[k].as_u64()).sum::<u64>();
+    let mut lat: Vec<Duration> = children
+        .iter()
+        .filter_map(|c| c["latencies_us"].as_array())
+        .flatten()
+        .filter_map(Value::as_u64)
+        .map(Duration::from_micros)
+        .collect();
+    lat.sort_unstable();
+    let rate: f64 = children.iter().filter_map(|c| c["queries_per_s"].as_f64()).sum();
+    json!({
+        "kind": children.first().map_or(Value::Null, |c| c["kind"].clone()),
+        "processes": children.len(),
+        "clients_per_process": children.first().map_or(Value::Null, |c| c["clients"].clone()),
+        "queries": sum("queries"),
+        "answered": sum("answered"),
+        "errors": sum("errors"),
+        "records": sum("records"),
+        "unsegmented_answers": sum("unsegmented_answers"),
+        "queries_per_s": rate,
+        "wall_seconds": wall.as_secs_f64(),
+        "p50_us": percentile(&lat, 0.50),
+        "p99_us": percentile(&lat, 0.99),
+    })
 }
