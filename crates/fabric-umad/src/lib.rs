@@ -14,6 +14,8 @@
 //!   until an SA service is attached; then the transport's SA agent answers with it, RMPP and
 //!   Reports included) and the other GSI classes the simulator shim needs a receiver for.
 //! * [`config`]: [`UmadConfig`] (embedded in the daemon config).
+//! * [`client`]: [`client::SaClient`], the project's own SA client (an end node asking the
+//!   master's SA; RMPP reassembled in user space), used by `fabric-saquery`.
 //!
 //! **Architecture invariant:** this is the only crate of the workspace with `unsafe` code, and
 //! all of it is in [`transport`] (the `open`/`ioctl`/`read`/`write`/`poll`/`close` calls of its
@@ -28,6 +30,7 @@
 
 #![deny(unsafe_code)]
 
+pub mod client;
 pub mod config;
 pub mod driver;
 pub mod mad;

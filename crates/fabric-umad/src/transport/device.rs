@@ -65,7 +65,7 @@ pub enum OpenError {
     },
 }
 
-fn open_raw(path: &Path) -> Result<c_int, std::io::Error> {
+pub(super) fn open_raw(path: &Path) -> Result<c_int, std::io::Error> {
     use std::os::unix::ffi::OsStrExt;
     let c = CString::new(path.as_os_str().as_bytes())
         .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidInput, "NUL in device path"))?;

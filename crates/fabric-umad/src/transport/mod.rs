@@ -23,12 +23,14 @@
 //! the attached SA service). GSI MADs (Subnet Administration and the guard classes) go to
 //! `sa_agent` ([`SaAgent`]): the attached [`fabric_sa::SaService`] answers them, RMPP answers
 //! and Reports are driven on this thread; without a service, [`crate::sa::GsiResponder`]
-//! answers "not supported".
+//! answers "not supported". `client_port` is the end-node descriptor of the project's own SA
+//! client ([`crate::client`]: one SA agent without kernel RMPP, sysfs reads through the shim).
 //!
 //! While a service is attached, an idle thread waits on the port (1 ms) rather than on the
 //! request channel (2 ms), so an SA query is read as soon as it arrives; an SMP submitted to an
 //! idle thread then waits up to 1 ms for the round to end.
 
+mod client_port;
 mod device;
 mod responder;
 mod sa_agent;
@@ -46,6 +48,7 @@ use fabric_sa::{Requester, SaService};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::mad::{Route, Smp, CLASS_SMP_DR, CLASS_SMP_LID, MAD_SIZE, METHOD_TRAP};
+pub use client_port::{read_sysfs, ClientPort};
 pub use device::{OpenError, RawPort, UmadDevice, UMAD_HDR_LEN};
 use responder::SmResponder;
 pub use sa_agent::{Outgoing, SaAgent, SaAgentParams, SaEndpoint};
