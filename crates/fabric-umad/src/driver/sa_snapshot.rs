@@ -53,14 +53,15 @@ pub(super) fn should_serve(sm_state: u8, standby: bool) -> bool {
 /// `sa` current from now on (a first snapshot is published at once). A second service is
 /// refused (`false`, logged): the first one stays attached.
 pub(super) fn attach(inner: &Inner, sa: Arc<SaService>) -> bool {
-    if inner.sa.set(sa).is_err() {
+    if inner.sa.set(sa.clone()).is_err() {
         tracing::warn!(
             "attach_sa: an SA service is already attached to the umad driver; the new one is not kept current"
         );
         return false;
     }
-    // LEAD (task C1): hand the service to the transport's SA agent here, e.g.
-    // `inner.tp.set_sa(inner.sa.get().cloned())`.
+    // LEAD (task C1): the transport's SA agent answers from the same service; connect it
+    // here once `Transport::set_sa` is merged:
+    // inner.tp.set_sa(sa.clone());
     publish(inner);
     sync_serving(inner);
     true
@@ -108,7 +109,8 @@ fn sm_data(inner: &Inner, st: &State) -> SmData {
 fn publish_locked(inner: &Inner, sa: &SaService, version: &mut u64) {
     let st = lock(&inner.state).clone();
     let mut subnet = build_subnet(&st, sm_data(inner, &st));
-    *version += 1;
+    // Above every version seen (`apply_lft_blocks` may have bumped the published one).
+    *version = (*version).max(sa.subnet().version) + 1;
     subnet.version = *version;
     tracing::debug!(
         version = subnet.version,
