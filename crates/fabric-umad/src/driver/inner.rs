@@ -3,8 +3,9 @@
 //! helpers that build, submit and check SMPs and publish events.
 
 use std::sync::atomic::{AtomicBool, AtomicU64};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
+use fabric_sa::SaService;
 use fabric_southbound::DriverError;
 use fabric_topology::{FabricEvent, Guid};
 use tokio::sync::{mpsc, oneshot, Notify};
@@ -40,6 +41,13 @@ pub(super) struct Inner {
     pub(super) sl2vl_finished: Notify,
     /// Another subnet manager is master: no sweep, nothing is written.
     pub(super) standby: AtomicBool,
+    /// The Subnet Administration service this driver keeps current
+    /// ([`SouthboundDriver::attach_sa`](fabric_southbound::SouthboundDriver::attach_sa);
+    /// see [`super::sa_snapshot`]).
+    pub(super) sa: OnceLock<Arc<SaService>>,
+    /// Serialises the SA snapshot's producers (lock `sa_publish`, taken before `state`; holds
+    /// the version of the last snapshot published).
+    pub(super) sa_publish: Mutex<u64>,
 }
 
 impl Inner {
@@ -59,6 +67,8 @@ impl Inner {
             sl2vl_kick: Arc::new(Notify::new()),
             sl2vl_finished: Notify::new(),
             standby: AtomicBool::new(false),
+            sa: OnceLock::new(),
+            sa_publish: Mutex::new(0),
         }
     }
 }

@@ -5,7 +5,7 @@
 //!
 //! [`SouthboundDriver::configure_lids`]: fabric_southbound::SouthboundDriver::configure_lids
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::Ordering;
 
 use fabric_routing::LidPlan;
@@ -13,6 +13,7 @@ use fabric_southbound::DriverError;
 use fabric_topology::{Fabric, Guid, Lid};
 
 use super::inner::{check_status, lock, submit, tp_err, Inner, ZERO};
+use super::sa_snapshot;
 use super::state::{dr, Peer, PortRec, State};
 use crate::mad::*;
 use crate::transport::{self, Transport};
@@ -127,6 +128,7 @@ fn fdb_top_image(si: &SwitchInfo, top: u16, clear_change: bool) -> SwitchInfo {
 /// Records the LIDs written (and LinearFDBTop `top`) in the state.
 fn record_lids(st: &mut State, t: &LidTargets, top: u16, lmc: u8) {
     st.sm_lid = t.sm_lid;
+    st.lmc = Some(lmc);
     for s in &t.switches {
         if let Some(&i) = st.sw_by_guid.get(&s.guid) {
             st.switches[i].lid = s.lid;
@@ -239,6 +241,9 @@ pub(super) async fn configure_lids(inner: &Inner, fabric: &Fabric, lids: &LidPla
     refresh_port_states(inner).await;
     // LIDs assigned, ports active: the subnet is up with this manager as its master.
     inner.tp.sm_identity().state.store(SM_STATE_MASTER, Ordering::Relaxed);
+    // The SA answers from now on, from a snapshot with the LIDs and port states just read.
+    sa_snapshot::publish(inner);
+    sa_snapshot::sync_serving(inner);
     // SL-to-VL is not programmed here: the first generation after start is a direct upload
     // that needs no escape VL, and the tables (tens of thousands of Sets) would compete with
     // its LFT upload. `escape_vl_ready` programs them (the daemon asks for it after the
@@ -268,8 +273,43 @@ pub(super) async fn activate(tp: &Transport, ports: &[(Route, u32, PortInfo)]) -
     retries
 }
 
-/// Re-reads PortInfo of every port of every up switch (after activation).
+/// Re-reads PortInfo of the up CA ports (`only` those listed), after their activation: the SA
+/// reports their state and capabilities as the ports hold them.
+pub(super) async fn refresh_ca_ports(inner: &Inner, only: Option<&HashSet<Guid>>) {
+    let targets: Vec<(Guid, Vec<u8>, u8)> = {
+        let st = lock(&inner.state);
+        st.cas
+            .iter()
+            .filter(|c| c.up && only.is_none_or(|o| o.contains(&c.port_guid)))
+            .map(|c| (c.port_guid, c.path.clone(), c.port_num))
+            .collect()
+    };
+    let mut pend = Vec::with_capacity(targets.len());
+    for (g, path, p) in &targets {
+        if let Ok(rx) = submit(&inner.tp, &dr(path), METHOD_GET, ATTR_PORT_INFO, u32::from(*p), &ZERO) {
+            pend.push((*g, rx));
+        }
+    }
+    let mut got = Vec::with_capacity(pend.len());
+    for (g, rx) in pend {
+        if let Ok(r) = transport::wait(rx).await {
+            if r.smp.status() == 0 {
+                got.push((g, PortInfo::decode(r.smp.data())));
+            }
+        }
+    }
+    let mut st = lock(&inner.state);
+    for (g, info) in got {
+        if let Some(&ci) = st.ca_by_guid.get(&g) {
+            st.cas[ci].info = info;
+        }
+    }
+}
+
+/// Re-reads PortInfo of every port of every up switch and of the up CA ports (after
+/// activation).
 async fn refresh_port_states(inner: &Inner) {
+    refresh_ca_ports(inner, None).await;
     let tp = &inner.tp;
     let targets: Vec<(Guid, Vec<u8>, u8)> = {
         let st = lock(&inner.state);

@@ -10,6 +10,7 @@
 //! | `sl2vl` | SL-to-VL (escape VL) programming |
 //! | `sm` | SM election: SMInfo identity, standby while another master answers, takeover |
 //! | `upload` | LFT block writes and reads |
+//! | `sa_snapshot` | the Subnet Administration snapshot built from `state` (pure builder), published to the attached [`fabric_sa::SaService`]; the service serving only while master |
 //!
 //! * **Sweep** ([`SouthboundDriver::discover`]): breadth-first directed-route discovery, one
 //!   level at a time with every SMP of a level in flight together (the transport bounds the
@@ -35,6 +36,10 @@
 //!   blocks equal to what the switch is known to hold, bounded by LinearFDBCap.
 //! * **Changes**: trap 128 and a light sweep (SwitchInfo.PortStateChange, then PortInfo of the
 //!   flagged switch's ports) feed [`FabricEvent`]s; relinked ports are armed and activated again.
+//! * **SA snapshot** ([`SouthboundDriver::attach_sa`]): the attached service gets a new
+//!   snapshot after discovery, LID configuration and every light sweep or port change that
+//!   gave events (published before the events go out), and the LFT blocks of every acknowledged
+//!   write; it answers only while this manager is master with its LIDs configured.
 //!
 //! # Lock order
 //!
@@ -50,27 +55,34 @@
 //!    recompute routes. It is taken first, before any other lock. LFT writes and reads, the
 //!    SL-to-VL passes and the SM election do not take it: they read routes from a snapshot of
 //!    the state and only record results (LFT cache, tables written).
-//! 2. `state` (`std::sync::Mutex<State>`): the records. Taken for short synchronous sections
+//! 2. `sa_publish` (`std::sync::Mutex<u64>`, the last SA snapshot version): serialises the
+//!    SA snapshot's producers (a publish, an acknowledged LFT write), so that a snapshot built
+//!    from an older state never replaces a newer one. Taken before `state`, which it holds only
+//!    to clone the records or record LFT blocks; the snapshot is built with `state` released.
+//!    Never across an `.await`; the transport never takes it (it reads the service's arc-swap).
+//! 3. `state` (`std::sync::Mutex<State>`): the records. Taken for short synchronous sections
 //!    (snapshot what to send, record what came back, pure computations of `state`); never held
 //!    across an `.await` and never while another std lock below is taken (sections take one
-//!    lock at a time).
-//! 3. `sl2vl` (`std::sync::Mutex<Sl2VlProgress>`): progress of the SL-to-VL programming,
+//!    lock at a time; `sa_publish` above is the only lock held while taking it).
+//! 4. `sl2vl` (`std::sync::Mutex<Sl2VlProgress>`): progress of the SL-to-VL programming,
 //!    between the programmer, [`SouthboundDriver::escape_vl_ready`] (waiters, woken by the
 //!    `sl2vl_finished` notify, which they register before checking under the lock) and
 //!    [`SouthboundDriver::escape_vl_status`]. Short sections, never across an `.await`, never
 //!    nested with `state`.
-//! 4. `subscribers` (`std::sync::Mutex<Vec<Sender>>`): event subscribers, taken only to add
+//! 5. `subscribers` (`std::sync::Mutex<Vec<Sender>>`): event subscribers, taken only to add
 //!    one or to send (unbounded channels: sending never waits).
-//! 5. `traps` (`std::sync::Mutex<Option<Receiver>>`): held once, to take the trap channel when
+//! 6. `traps` (`std::sync::Mutex<Option<Receiver>>`): held once, to take the trap channel when
 //!    the background tasks start.
 //!
-//! The rest is lock-free: `standby` and `sweeper_started` (atomic flags), `sweeps` (a
+//! The rest is lock-free: `sa` (a `OnceLock`, set once by `attach_sa`), `standby` and
+//! `sweeper_started` (atomic flags), `sweeps` (a
 //! counter), the transport's [`SmIdentity`](crate::transport::SmIdentity) and counters
 //! (atomics shared with the transport thread), which owns the descriptor and every SMP in
 //! flight by itself (requests reach it over a channel).
 
 mod inner;
 mod lids;
+mod sa_snapshot;
 mod sl2vl;
 mod sm;
 mod state;
@@ -349,5 +361,9 @@ impl SouthboundDriver for UmadDriver {
 
     fn lids_in_force(&self) -> Vec<(Guid, Lid, Lid)> {
         lids::lids_in_force(&lock(&self.inner.state))
+    }
+
+    fn attach_sa(&self, sa: Arc<fabric_sa::SaService>) -> bool {
+        sa_snapshot::attach(&self.inner, sa)
     }
 }

@@ -13,6 +13,7 @@ use std::time::Duration;
 use fabric_southbound::DriverError;
 
 use super::inner::{lock, submit, Inner, ZERO};
+use super::sa_snapshot;
 use super::state::dr;
 use crate::config::UmadConfig;
 use crate::mad::*;
@@ -40,6 +41,8 @@ pub(super) async fn standby_while_master(
     let sm = inner.tp.sm_identity();
     inner.standby.store(true, Ordering::Relaxed);
     sm.state.store(SM_STATE_STANDBY, Ordering::Relaxed);
+    // A standby manager's SA does not answer (the master's does).
+    sa_snapshot::sync_serving(inner);
     let cfg = &inner.cfg;
     on_standby(format!(
         "standby: subnet manager 0x{:016x} (priority {}) is master; polling its SMInfo every {} ms, taking over after {} unanswered polls",
@@ -59,6 +62,8 @@ pub(super) async fn standby_while_master(
     ));
     inner.standby.store(false, Ordering::Relaxed);
     sm.state.store(SM_STATE_DISCOVERING, Ordering::Relaxed);
+    // Not serving until this manager has configured the LIDs (then at once: `configure_lids`).
+    sa_snapshot::sync_serving(inner);
     Ok(true)
 }
 

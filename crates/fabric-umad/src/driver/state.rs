@@ -15,6 +15,16 @@ use fabric_topology::{Fabric, FabricBuilder, FabricEvent, Guid, LinkState, NodeT
 
 use crate::mad::*;
 
+/// Size of the NodeInfo attribute (the rest of its 64 SMP data bytes is reserved).
+pub(super) const NODE_INFO_SIZE: usize = 40;
+
+/// The NodeInfo image of an SMP reply's data.
+pub(super) fn node_info_image(d: &[u8; SMP_DATA_SIZE]) -> [u8; NODE_INFO_SIZE] {
+    let mut a = [0u8; NODE_INFO_SIZE];
+    a.copy_from_slice(&d[..NODE_INFO_SIZE]);
+    a
+}
+
 /// A port carries traffic: logical state INIT or beyond, and the physical link up (a port whose
 /// PortPhysicalState is Disabled or Polling is down whatever its logical state says; the
 /// simulator leaves the logical state alone when the physical state is set).
@@ -64,6 +74,9 @@ impl Sl2VlDone {
 pub(super) struct SwitchRec {
     pub(super) guid: Guid,
     pub(super) desc: String,
+    /// NodeInfo and NodeDescription as read (the SA's NodeRecords, [`super::sa_snapshot`]).
+    pub(super) node_info: [u8; NODE_INFO_SIZE],
+    pub(super) node_desc: [u8; SMP_DATA_SIZE],
     pub(super) nports: u8,
     pub(super) path: Vec<u8>,
     pub(super) lid: u16,
@@ -92,6 +105,9 @@ pub(super) struct CaRec {
     pub(super) port_guid: Guid,
     pub(super) node_guid: Guid,
     pub(super) desc: String,
+    /// NodeInfo (read through this port) and NodeDescription as read (the SA's NodeRecords).
+    pub(super) node_info: [u8; NODE_INFO_SIZE],
+    pub(super) node_desc: [u8; SMP_DATA_SIZE],
     pub(super) port_num: u8,
     pub(super) nports: u8,
     pub(super) path: Vec<u8>,
@@ -102,7 +118,7 @@ pub(super) struct CaRec {
     pub(super) sl2vl: bool,
 }
 
-#[derive(Default, Debug)]
+#[derive(Clone, Default, Debug)]
 pub(super) struct State {
     pub(super) switches: Vec<SwitchRec>,
     pub(super) sw_by_guid: HashMap<Guid, usize>,
@@ -111,6 +127,8 @@ pub(super) struct State {
     /// The manager's own node: a CA port GUID or a switch GUID.
     pub(super) local: Option<Peer>,
     pub(super) sm_lid: u16,
+    /// LMC of the last LID configuration (`None` before one).
+    pub(super) lmc: Option<u8>,
 }
 
 impl State {
@@ -156,6 +174,9 @@ impl State {
         }
         if self.sm_lid == 0 {
             self.sm_lid = old.sm_lid;
+        }
+        if self.lmc.is_none() {
+            self.lmc = old.lmc;
         }
     }
 }
@@ -497,6 +518,28 @@ pub(super) mod tests {
         PortInfo::decode(&raw)
     }
 
+    /// A NodeInfo image as a node answers it.
+    pub(in crate::driver) fn test_node_info(
+        node_type: u8,
+        node_guid: Guid,
+        port_guid: Guid,
+        local_port: u8,
+        num_ports: u8,
+    ) -> [u8; NODE_INFO_SIZE] {
+        node_info_image(
+            &NodeInfo {
+                node_type,
+                num_ports,
+                system_image_guid: node_guid,
+                node_guid,
+                port_guid,
+                local_port,
+                ..NodeInfo::default()
+            }
+            .encode(),
+        )
+    }
+
     pub(in crate::driver) const L0: Guid = 0x10;
     pub(in crate::driver) const L1: Guid = 0x11;
     pub(in crate::driver) const S0: Guid = 0x20;
@@ -512,6 +555,8 @@ pub(super) mod tests {
             st.switches.push(SwitchRec {
                 guid: g,
                 desc: String::new(),
+                node_info: test_node_info(NODE_TYPE_SWITCH, g, g, 0, n),
+                node_desc: encode_node_desc(&format!("switch {g:#x}")),
                 nports: n,
                 path: Vec::new(),
                 lid: 0,
@@ -548,6 +593,8 @@ pub(super) mod tests {
             port_guid: CA,
             node_guid: CA - 1,
             desc: String::new(),
+            node_info: test_node_info(NODE_TYPE_CA, CA - 1, CA, 1, 1),
+            node_desc: encode_node_desc("host"),
             port_num: 1,
             nports: 1,
             path: Vec::new(),

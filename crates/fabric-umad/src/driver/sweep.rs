@@ -13,7 +13,8 @@ use fabric_topology::{Fabric, FabricEvent, Guid, PortNum};
 use tokio::sync::Notify;
 
 use super::inner::{check_status, emit, lock, submit, tp_err, Inner, ZERO};
-use super::lids::activate;
+use super::lids::{activate, refresh_ca_ports};
+use super::sa_snapshot;
 use super::sl2vl::sl2vl_programmer;
 use super::state::*;
 use crate::mad::*;
@@ -21,6 +22,9 @@ use crate::transport::{self, Transport};
 
 /// The switch port a node was reached from during the sweep (`None` for the local node).
 type ReachedFrom = Option<(Guid, u8)>;
+
+/// A NodeInfo attribute as read.
+type NodeInfoImage = [u8; NODE_INFO_SIZE];
 
 /// A switch reported down because it stopped answering is asked again every this many light
 /// sweeps (each attempt on a dead switch costs a whole SMP timeout).
@@ -93,11 +97,15 @@ async fn sweeper(weak: Weak<Inner>, wake: Arc<Notify>, interval: Option<Duration
 pub(super) async fn discover(inner: &Inner) -> Result<Fabric, DriverError> {
     let _guard = inner.sweep_lock.lock().await;
     let mut new = discover_all(inner).await?;
-    let mut st = lock(&inner.state);
-    new.carry_over(&mut st);
-    *st = new;
-    inner.tp.sm_identity().guid.store(st.local_guid(), Ordering::Relaxed);
-    build_fabric(&st)
+    let fabric = {
+        let mut st = lock(&inner.state);
+        new.carry_over(&mut st);
+        *st = new;
+        inner.tp.sm_identity().guid.store(st.local_guid(), Ordering::Relaxed);
+        build_fabric(&st)
+    };
+    sa_snapshot::publish(inner);
+    fabric
 }
 
 /// Breadth-first directed-route discovery from the manager's node, one level at a time with
@@ -110,13 +118,19 @@ async fn discover_all(inner: &Inner) -> Result<State, DriverError> {
         .await
         .map_err(|e| tp_err(0, "NodeInfo of the local node", e))?;
     check_status(0, "NodeInfo of the local node", &r)?;
-    // Frontier entries: (path to the node, the switch port it was reached from, its NodeInfo).
-    let mut frontier: Vec<(Vec<u8>, ReachedFrom, NodeInfo)> = vec![(Vec::new(), None, NodeInfo::decode(r.smp.data()))];
+    // Frontier entries: (path to the node, the switch port it was reached from, its NodeInfo
+    // decoded and as read).
+    let mut frontier: Vec<(Vec<u8>, ReachedFrom, NodeInfo, NodeInfoImage)> = vec![(
+        Vec::new(),
+        None,
+        NodeInfo::decode(r.smp.data()),
+        node_info_image(r.smp.data()),
+    )];
     while !frontier.is_empty() {
         // Details of the new nodes of this level.
         let mut new_switches = Vec::new();
         let mut new_cas = Vec::new();
-        for (path, from, ni) in frontier.drain(..) {
+        for (path, from, ni, ni_raw) in frontier.drain(..) {
             match ni.node_type {
                 NODE_TYPE_SWITCH => {
                     let peer = Peer::Switch {
@@ -141,6 +155,8 @@ async fn discover_all(inner: &Inner) -> Result<State, DriverError> {
                     st.switches.push(SwitchRec {
                         guid: ni.node_guid,
                         desc: String::new(),
+                        node_info: ni_raw,
+                        node_desc: ZERO,
                         nports: ni.num_ports,
                         path: path.clone(),
                         lid: 0,
@@ -170,7 +186,7 @@ async fn discover_all(inner: &Inner) -> Result<State, DriverError> {
                     let rt = dr(&path);
                     let desc = submit(tp, &rt, METHOD_GET, ATTR_NODE_DESC, 0, &ZERO)?;
                     let pi = submit(tp, &rt, METHOD_GET, ATTR_PORT_INFO, u32::from(ni.local_port), &ZERO)?;
-                    new_cas.push((path, from, ni, desc, pi));
+                    new_cas.push((path, from, ni, ni_raw, desc, pi));
                 }
                 _ => {}
             }
@@ -182,7 +198,10 @@ async fn discover_all(inner: &Inner) -> Result<State, DriverError> {
             let s = transport::wait(si).await;
             let sw = &mut st.switches[idx];
             if let Ok(d) = &d {
-                sw.desc = decode_node_desc(d.smp.data());
+                if d.smp.status() == 0 {
+                    sw.desc = decode_node_desc(d.smp.data());
+                    sw.node_desc = *d.smp.data();
+                }
             }
             // A switch that answered NodeInfo but then stops answering is kept, down and
             // not crossed (the light sweep reports it up if it answers again).
@@ -215,7 +234,7 @@ async fn discover_all(inner: &Inner) -> Result<State, DriverError> {
                 sw.ports[p].info = Some(info);
             }
         }
-        for (path, from, ni, desc, pi) in new_cas {
+        for (path, from, ni, ni_raw, desc, pi) in new_cas {
             let g = ni.port_guid;
             let d = transport::wait(desc).await;
             let p = transport::wait(pi).await;
@@ -232,9 +251,9 @@ async fn discover_all(inner: &Inner) -> Result<State, DriverError> {
             };
             let up = info.is_some();
             let info = info.unwrap_or_else(|| PortInfo::decode(&ZERO));
-            let desc = match &d {
-                Ok(d) if d.smp.status() == 0 => decode_node_desc(d.smp.data()),
-                _ => String::new(),
+            let (desc, node_desc) = match &d {
+                Ok(d) if d.smp.status() == 0 => (decode_node_desc(d.smp.data()), *d.smp.data()),
+                _ => (String::new(), ZERO),
             };
             let idx = st.cas.len();
             st.ca_by_guid.insert(g, idx);
@@ -242,6 +261,8 @@ async fn discover_all(inner: &Inner) -> Result<State, DriverError> {
                 port_guid: g,
                 node_guid: ni.node_guid,
                 desc,
+                node_info: ni_raw,
+                node_desc,
                 port_num: ni.local_port,
                 nports: ni.num_ports,
                 path: path.clone(),
@@ -275,6 +296,7 @@ async fn discover_all(inner: &Inner) -> Result<State, DriverError> {
                 continue;
             }
             let ni = NodeInfo::decode(r.smp.data());
+            let ni_raw = node_info_image(r.smp.data());
             let from = match from {
                 Some(f) => Some(f),
                 None => {
@@ -289,7 +311,7 @@ async fn discover_all(inner: &Inner) -> Result<State, DriverError> {
                     None
                 }
             };
-            frontier.push((path, from, ni));
+            frontier.push((path, from, ni, ni_raw));
         }
     }
     // Attachment of the local CA: mark the switch port side.
@@ -463,10 +485,31 @@ pub(super) async fn light_sweep(inner: &Inner) -> Vec<FabricEvent> {
     down.sort_unstable();
     all.extend(down.into_iter().map(FabricEvent::SwitchDown));
     activate(tp, &to_arm).await;
+    sa_after_events(inner, &all).await;
     // SL-to-VL bookkeeping first: once the loop sees the events, the escape VL is not ready.
     inner.sl2vl_after_events(&all);
     emit(inner, &all);
     all
+}
+
+/// After a light sweep or a port state change that gave `events`: CA ports that came back are
+/// read again (activated meanwhile), and the SA snapshot is published before the events go out
+/// (an end port that went down leaves the snapshot at once: trap 65 to subscribers).
+async fn sa_after_events(inner: &Inner, events: &[FabricEvent]) {
+    if events.is_empty() || inner.sa.get().is_none() {
+        return;
+    }
+    let back: HashSet<Guid> = events
+        .iter()
+        .filter_map(|e| match e {
+            FabricEvent::EndPortUp(g) => Some(*g),
+            _ => None,
+        })
+        .collect();
+    if !back.is_empty() {
+        refresh_ca_ports(inner, Some(&back)).await;
+    }
+    sa_snapshot::publish(inner);
 }
 
 /// [`SouthboundDriver::set_port_state`](fabric_southbound::SouthboundDriver::set_port_state):
@@ -531,6 +574,7 @@ pub(super) async fn set_port_state(inner: &Inner, switch: Guid, port: PortNum, u
         recompute_paths(&mut st);
     }
     activate(tp, &to_arm).await;
+    sa_after_events(inner, &events).await;
     inner.sl2vl_after_events(&events);
     emit(inner, &events);
     Ok(())

@@ -8,6 +8,7 @@ use fabric_southbound::{DriverError, LftBlockWrite, WriteReport};
 use fabric_topology::Guid;
 
 use super::inner::{check_status, lock, submit, tp_err, Inner, ZERO};
+use super::sa_snapshot;
 use super::state::{dr, State};
 use crate::mad::*;
 use crate::transport;
@@ -76,14 +77,8 @@ pub(super) async fn write_lft_blocks(inner: &Inner, blocks: &[LftBlockWrite]) ->
             }
         }
     }
-    {
-        let mut st = lock(&inner.state);
-        for b in done {
-            if let Some(&i) = st.sw_by_guid.get(&b.switch) {
-                st.switches[i].lft.insert(b.block, b.entries);
-            }
-        }
-    }
+    let done: Vec<(Guid, u32, [u8; BLOCK_SIZE])> = done.into_iter().map(|b| (b.switch, b.block, b.entries)).collect();
+    sa_snapshot::record_lft_blocks(inner, &done, true);
     match first_err {
         Some(e) => Err(e),
         None => Ok(report),
@@ -114,11 +109,6 @@ pub(super) async fn read_lft_block(inner: &Inner, switch: Guid, block: u32) -> R
     check_status(switch, "LinearForwardingTable Get", &r)?;
     let mut out = [0u8; BLOCK_SIZE];
     out.copy_from_slice(&r.smp.data()[..BLOCK_SIZE]);
-    {
-        let mut st = lock(&inner.state);
-        if let Some(&i) = st.sw_by_guid.get(&switch) {
-            st.switches[i].lft.insert(block, out);
-        }
-    }
+    sa_snapshot::record_lft_blocks(inner, &[(switch, block, out)], false);
     Ok(out)
 }
