@@ -401,3 +401,35 @@ fn mtu_and_rate_are_the_least_along_the_path() {
     let p = records(&ask(&s, &mad(METHOD_GET, attr::PATH_RECORD, m, &t)))[0];
     assert_eq!((p.rate, p.pkt_life, p.reversible), (16, 0, true));
 }
+
+#[test]
+fn a_port_read_down_is_not_crossed_even_with_a_peer_recorded() {
+    // Drivers reading PortInfo (umad) may record a peer whose PortState is Down.
+    let r = fat_tree();
+    let mut s = r.subnet.clone();
+    let (g9, l9) = ep(&r, 9);
+    let p9 = s.port_index_by_guid(g9).unwrap() as usize;
+    assert!(s.ports[p9].peer.is_some());
+    s.ports[p9].port_info[32] = (s.ports[p9].port_info[32] & 0xf0) | 1;
+    let src = s.port_index_by_guid(ep(&r, 0).0).unwrap();
+    assert!(matches!(
+        walk(&s, src, l9),
+        Err(path::WalkError::WrongPort { .. }) | Err(path::WalkError::DeadPort { .. })
+    ));
+    assert!(matches!(
+        walk(&s, p9 as u32, ep(&r, 0).1),
+        Err(path::WalkError::SourceNotLive { .. })
+    ));
+    let (t, m) = Template {
+        slid: Some(ep(&r, 0).1),
+        dlid: Some(l9),
+        ..Template::default()
+    }
+    .image();
+    assert_eq!(
+        ask(&s, &mad(METHOD_GET, attr::PATH_RECORD, m, &t)).header.status,
+        status::NO_RECORDS
+    );
+    let whole = records(&ask(&s, &mad(METHOD_GET_TABLE, attr::PATH_RECORD, 0, &[0; 64])));
+    assert!(whole.iter().all(|p| p.sgid_guid != g9 && p.dgid_guid != g9));
+}
