@@ -206,8 +206,9 @@ impl Subnet {
 ///   ports, 0 for switches), MasterSMLID = the SM's LID, PortState Active and PortPhysicalState
 ///   LinkUp on live links (switch port 0 is always Active), Down and Polling otherwise; width
 ///   and speed from the model's speed string (`4xQDR`, `4xEDR`, `2xHDR`, ...: the switch
-///   port's string, also for the CA cabled to it), [`MODEL_DEFAULT_SPEED`] (4x SDR, what
-///   ibsim reports by default) when absent or unreadable; NeighborMTU and MTUCap 4096, VLCap
+///   port's string, also for the CA cabled to it; port 0 takes the first one of its switch), [`MODEL_DEFAULT_SPEED`] (4x QDR: what the
+///   topology writer puts in the ibsim files it writes, so that a mock fabric and its ibsim
+///   twin answer the same rate) when absent or unreadable; NeighborMTU and MTUCap 4096, VLCap
 ///   and OperationalVLs VL0-7, GUIDCap 1, SubnetTimeOut [`MODEL_SUBNET_TIMEOUT`].
 /// * SwitchInfo: LinearFDBCap 49152, LinearFDBTop = the plan's highest LID.
 /// * The LFT of each switch from `lfts` (one `Arc` per switch), peers of the live links.
@@ -281,7 +282,9 @@ pub fn from_model(
         node.lft = Some(Arc::new(row));
         for pn in 0..=sw.nports {
             let (live, peer, speed) = if pn == 0 {
-                (true, None, None)
+                // Port 0 is no link: it reports the speed of the switch's first port that has
+                // one (it limits paths to and from the switch, as OpenSM counts it).
+                (true, None, sw.ports.iter().skip(1).find_map(|p| p.speed.as_deref()))
             } else {
                 let p = &sw.ports[pn as usize];
                 let peer = match p.remote {
@@ -347,8 +350,9 @@ pub const MODEL_LINEAR_FDB_CAP: u16 = 49152;
 pub const MODEL_PARTITION_CAP: u16 = 64;
 /// SubnetTimeOut of a synthesised PortInfo (OpenSM's default `subnet_timeout`, 18).
 pub const MODEL_SUBNET_TIMEOUT: u8 = 18;
-/// The link speed assumed where the model has none: 4x SDR (10 Gb/s), ibsim's default.
-pub const MODEL_DEFAULT_SPEED: &str = "4xSDR";
+/// The link speed assumed where the model has none: 4x QDR (40 Gb/s), what
+/// `fabric_topology::ibnet::write` writes for a cabled port without a speed.
+pub const MODEL_DEFAULT_SPEED: &str = "4xQDR";
 
 fn lid16(lid: fabric_topology::Lid) -> u16 {
     u16::try_from(lid).unwrap_or(0)
@@ -391,7 +395,7 @@ impl LinkSpeed {
     fn parse(s: Option<&str>) -> LinkSpeed {
         let default = LinkSpeed {
             width: 0x02,
-            speed: 1,
+            speed: 4,
             ext: 0,
         };
         let Some(s) = s else { return default };
@@ -539,7 +543,7 @@ mod tests {
             assert_eq!(p.port_info[41] & 0x0f, 5, "MTUCap 4096");
             assert_eq!(p.port_info[36] >> 4, 5, "NeighborMTU 4096");
             assert_eq!(p.port_info[31], 0x02, "4x by default");
-            assert_eq!(p.port_info[35] >> 4, 1, "SDR by default");
+            assert_eq!(p.port_info[35] >> 4, 4, "QDR by default");
         }
         assert_eq!(s.escape, Some(Escape { sl: 1 }));
     }
@@ -598,8 +602,9 @@ mod tests {
             (Some("12xFDR"), (0x08, 4, 1)),
             (Some("1xDDR"), (0x01, 2, 0)),
             (Some("2xndr"), (0x10, 4, 8)),
-            (Some("fast"), (0x02, 1, 0)),
-            (None, (0x02, 1, 0)),
+            (Some("4xSDR"), (0x02, 1, 0)),
+            (Some("fast"), (0x02, 4, 0)),
+            (None, (0x02, 4, 0)),
         ];
         for (s, (w, sp, ext)) in cases {
             let ls = LinkSpeed::parse(s);

@@ -52,8 +52,8 @@ fn get_by_lids_answers_one_path_with_the_link_parameters() {
     assert_eq!(p.hop_limit, 0);
     assert!(p.reversible);
     assert_eq!((p.pkey, p.sl, p.preference), (0xffff, 0, 0));
-    // Generated fabrics have no speed: 4x SDR (rate 3, 10 Gb/s), MTU 4096 (5).
-    assert_eq!((p.mtu, p.rate, p.pkt_life), (5, 3, 18));
+    // Generated fabrics have no speed: 4x QDR (rate 7, 40 Gb/s), MTU 4096 (5).
+    assert_eq!((p.mtu, p.rate, p.pkt_life), (5, 7, 18));
     // The walk behind it: CA, leaf, root, leaf, CA.
     let src = r.subnet.port_index_by_guid(sg).unwrap();
     assert_eq!(walk(&r.subnet, src, dl).unwrap().links, 4);
@@ -129,7 +129,7 @@ fn selectors_filter_and_lower_mtu_rate_and_packet_lifetime() {
     }
     .image();
     // (byte, mask bits of selector + value, value) → (answered value or None)
-    let cases: [(usize, u64, u8, Option<u8>); 12] = [
+    let cases: [(usize, u64, u8, Option<u8>); 13] = [
         (54, 3 << 16, (2 << 6) | 5, Some(5)),   // MTU exactly 4096
         (54, 3 << 16, (2 << 6) | 4, Some(4)),   // exactly 2048: lowered
         (54, 3 << 16, 5, None),                 // greater than 4096
@@ -137,8 +137,9 @@ fn selectors_filter_and_lower_mtu_rate_and_packet_lifetime() {
         (54, 3 << 16, (1 << 6) | 1, None),      // less than 256
         (54, 1 << 16, 5, Some(5)),              // selector without value: ignored
         (55, 3 << 18, 16, None),                // rate greater than 100 Gb/s
-        (55, 3 << 18, (1 << 6) | 7, Some(3)),   // less than 40 Gb/s: the path's 10
-        (55, 3 << 18, (1 << 6) | 3, Some(5)),   // less than 10 Gb/s: the fastest below, 5 Gb/s
+        (55, 3 << 18, 3, Some(7)),              // greater than 10 Gb/s: the path's 40
+        (55, 3 << 18, (1 << 6) | 7, Some(4)),   // less than 40 Gb/s: the fastest below, 30
+        (55, 3 << 18, (1 << 6) | 3, Some(5)),   // less than 10 Gb/s: 5 Gb/s
         (55, 3 << 18, (2 << 6) | 2, Some(2)),   // exactly 2.5 Gb/s: lowered
         (56, 3 << 20, (1 << 6) | 18, Some(17)), // packet lifetime less than 18
         (56, 3 << 20, 18, None),                // greater than 18
@@ -386,9 +387,13 @@ fn mtu_and_rate_are_the_least_along_the_path() {
     let src = s.port_index_by_guid(0x201).unwrap();
     let w = walk(&s, src, lids.base_lid(id(1)) as u16).unwrap();
     assert_eq!((w.links, w.mtu, w.rate), (2, 5, 7));
-    // To the switch itself: the EDR link only (100 Gb/s).
+    // To the switch itself: the EDR link and port 0, which reports the switch's first port
+    // speed (EDR): 100 Gb/s.
     let w = walk(&s, src, lids.switch_lid[0] as u16).unwrap();
     assert_eq!((w.links, w.rate), (1, 16));
+    // From the QDR CA to the switch: 40 Gb/s.
+    let w = walk(&s, s.port_index_by_guid(0x203).unwrap(), lids.switch_lid[0] as u16).unwrap();
+    assert_eq!((w.links, w.rate), (1, 7));
     // Loopback: no link crossed, the port's own rate; packet lifetime 0.
     let l0 = lids.base_lid(id(0)) as u16;
     assert_eq!(walk(&s, src, l0).unwrap().links, 0);
@@ -432,4 +437,41 @@ fn a_port_read_down_is_not_crossed_even_with_a_peer_recorded() {
     );
     let whole = records(&ask(&s, &mad(METHOD_GET_TABLE, attr::PATH_RECORD, 0, &[0; 64])));
     assert!(whole.iter().all(|p| p.sgid_guid != g9 && p.dgid_guid != g9));
+}
+
+#[test]
+fn switch_port_zero_limits_paths_to_and_from_the_switch_as_opensm_counts_it() {
+    // ibsim's switch port 0: MTUCap 1024, NeighborMTU 256, 4x SDR. OpenSM 3.3.23 answered
+    // `saquery -p --src-to-dst 12:2` (a CA to a switch) with MTU 1024 (0x83) and 10 Gb/s
+    // (0x83) on such a fabric, CA to CA with 2048 / 40 Gb/s.
+    let r = fat_tree();
+    let mut s = r.subnet.clone();
+    for i in 0..s.ports.len() {
+        let p = &mut s.ports[i];
+        if p.port_num == 0 {
+            p.port_info[41] = (p.port_info[41] & 0xf0) | 3;
+            p.port_info[36] = (1 << 4) | (p.port_info[36] & 0x0f);
+            p.port_info[35] = (1 << 4) | 1;
+        }
+    }
+    let sw_lid = r.lids.switch_lid[0] as u16;
+    let (_, l0) = ep(&r, 0);
+    for (slid, dlid) in [(l0, sw_lid), (sw_lid, l0)] {
+        let (t, m) = Template {
+            slid: Some(slid),
+            dlid: Some(dlid),
+            ..Template::default()
+        }
+        .image();
+        let p = records(&ask(&s, &mad(METHOD_GET, attr::PATH_RECORD, m, &t)))[0];
+        assert_eq!((p.mtu, p.rate), (3, 3), "{slid} -> {dlid}");
+    }
+    let (t, m) = Template {
+        slid: Some(l0),
+        dlid: Some(ep(&r, 9).1),
+        ..Template::default()
+    }
+    .image();
+    let p = records(&ask(&s, &mad(METHOD_GET, attr::PATH_RECORD, m, &t)))[0];
+    assert_eq!((p.mtu, p.rate), (5, 7), "CA to CA does not cross a port 0");
 }

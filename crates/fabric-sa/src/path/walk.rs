@@ -4,8 +4,10 @@
 //! A path exists when the walk reaches the end port owning the LID within [`MAX_LINKS`] links,
 //! crossing only live links (a peer recorded and neither end in PortState Down). Its MTU is the
 //! least, over both ends of every link crossed, of MTUCap and NeighborMTU (when set); its rate
-//! the least of LinkWidthActive × LinkSpeed(Ext)Active. Switch port 0 is not a link and limits
-//! nothing; a loopback path (source = destination) takes the source port's own MTU and rate.
+//! the least of LinkWidthActive × LinkSpeed(Ext)Active. A switch's port 0 at either end of the
+//! path also limits it (its MTUCap and rate, as OpenSM counts it: under ibsim port 0 reports
+//! MTUCap 1024 and 4x SDR, so OpenSM answers 1024 / 10 Gb/s for every path to or from a
+//! switch); a loopback path (source = destination) takes the source port's own MTU and rate.
 //!
 //! [`walk`] is the direct walk (one query). [`Columns`] answers many queries at once: per
 //! destination LID one entry per switch (links to the destination, least MTU and rate), each
@@ -146,6 +148,20 @@ impl Least {
         l
     }
 
+    /// A switch's port 0 at an end of the path: MTUCap (its NeighborMTU is meaningless) and
+    /// rate.
+    pub fn port_zero(self, p: &Port) -> Least {
+        let mut l = self;
+        let cap = p.port_info[41] & 0x0f;
+        if (1..=5).contains(&cap) {
+            l.mtu = l.mtu.min(cap);
+        }
+        if let Some(r) = port_rate(&p.port_info) {
+            l = l.and(Least { mtu: u8::MAX, rate: r });
+        }
+        l
+    }
+
     /// Both ends of a link.
     pub fn link(self, a: &Port, b: &Port) -> Least {
         self.port(a).port(b)
@@ -241,7 +257,9 @@ pub fn walk(subnet: &Subnet, src: u32, dlid: u16) -> Result<PathWalk, WalkError>
     let mut least = Least::NONE;
     let mut links = 0u8;
     let mut sw = sp.node;
-    if !subnet.nodes[sw as usize].is_switch() {
+    if subnet.nodes[sw as usize].is_switch() {
+        least = least.port_zero(sp);
+    } else {
         let q = live_peer(subnet, sp).ok_or_else(not_live)?;
         let qp = &subnet.ports[q as usize];
         least = least.link(sp, qp);
@@ -266,7 +284,7 @@ pub fn walk(subnet: &Subnet, src: u32, dlid: u16) -> Result<PathWalk, WalkError>
         let out = lft_entry(node, dlid);
         if out == 0 {
             return match node_port_index(subnet, node, 0) {
-                Some(p0) if p0 == dest => Ok(least.path(links)),
+                Some(p0) if p0 == dest => Ok(least.port_zero(&subnet.ports[p0 as usize]).path(links)),
                 _ => Err(WalkError::WrongPort {
                     guid,
                     port: 0,
@@ -378,7 +396,7 @@ impl Columns {
             return Some(Least::NONE.port(sp).path(0));
         }
         let (sw, least, links) = if subnet.nodes[sp.node as usize].is_switch() {
-            (sp.node, Least::NONE, 0u8)
+            (sp.node, Least::NONE.port_zero(sp), 0u8)
         } else {
             let q = live_peer(subnet, sp)?;
             let qp = &subnet.ports[q as usize];
@@ -404,7 +422,7 @@ impl Columns {
             return Step::Done(match node_port_index(subnet, node, 0) {
                 Some(p0) if p0 == dest => Entry {
                     links: 0,
-                    least: Least::NONE,
+                    least: Least::NONE.port_zero(&subnet.ports[p0 as usize]),
                 },
                 _ => Entry::UNREACHABLE,
             });
