@@ -474,4 +474,18 @@ fn switch_port_zero_limits_paths_to_and_from_the_switch_as_opensm_counts_it() {
     .image();
     let p = records(&ask(&s, &mad(METHOD_GET, attr::PATH_RECORD, m, &t)))[0];
     assert_eq!((p.mtu, p.rate), (5, 7), "CA to CA does not cross a port 0");
+    // Switch loopback: port 0's MTUCap (not its NeighborMTU), by a Get and in the whole table.
+    let (t, m) = Template {
+        slid: Some(sw_lid),
+        dlid: Some(sw_lid),
+        ..Template::default()
+    }
+    .image();
+    let p = records(&ask(&s, &mad(METHOD_GET, attr::PATH_RECORD, m, &t)))[0];
+    assert_eq!((p.mtu, p.rate, p.pkt_life), (3, 3, 0));
+    let whole = records(&ask(&s, &mad(METHOD_GET_TABLE, attr::PATH_RECORD, 0, &[0; 64])));
+    let w = whole.iter().find(|p| p.slid == sw_lid && p.dlid == sw_lid).unwrap();
+    assert_eq!(*w, p);
+    let w = whole.iter().find(|p| p.slid == l0 && p.dlid == sw_lid).unwrap();
+    assert_eq!((w.mtu, w.rate), (3, 3));
 }

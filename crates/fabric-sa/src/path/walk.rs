@@ -252,7 +252,12 @@ pub fn walk(subnet: &Subnet, src: u32, dlid: u16) -> Result<PathWalk, WalkError>
         return Err(not_live());
     }
     if dest == src {
-        return Ok(Least::NONE.port(sp).path(0));
+        let least = if subnet.nodes[sp.node as usize].is_switch() {
+            Least::NONE.port_zero(sp)
+        } else {
+            Least::NONE.port(sp)
+        };
+        return Ok(least.path(0));
     }
     let mut least = Least::NONE;
     let mut links = 0u8;
@@ -353,6 +358,18 @@ enum Step {
     Next { next: u32, least: Least },
 }
 
+/// Where the walk from an end port enters the switches.
+#[derive(Clone, Copy, Debug)]
+enum First {
+    /// Not a live end port.
+    Dead,
+    /// At switch `sw` (node index) after `links` links (0 from a switch's port 0) limited by
+    /// `least`.
+    Switch { sw: u32, links: u8, least: Least },
+    /// A CA cabled back to back to the CA port `peer`.
+    Peer { peer: u32, least: Least },
+}
+
 /// Walk results of every switch towards every LID, computed a LID at a time on first use.
 pub(crate) struct Columns {
     /// Switch node index → dense switch number (`u32::MAX` for CAs).
@@ -363,6 +380,10 @@ pub(crate) struct Columns {
     entries: Vec<Entry>,
     filled: Vec<bool>,
     stack: Vec<(u32, Least)>,
+    /// Per port: its own limits ([`Least::port`]).
+    port_least: Vec<Least>,
+    /// Per port: where a walk from it enters the switches (end ports only).
+    first: Vec<First>,
 }
 
 impl Columns {
@@ -376,35 +397,58 @@ impl Columns {
             }
         }
         let lids = subnet.lid_port.len();
+        let port_least: Vec<Least> = subnet.ports.iter().map(|p| Least::NONE.port(p)).collect();
+        let first = (0..subnet.ports.len() as u32)
+            .map(|i| {
+                let p = &subnet.ports[i as usize];
+                if !end_port_live(subnet, i) {
+                    return First::Dead;
+                }
+                if subnet.nodes[p.node as usize].is_switch() {
+                    return First::Switch {
+                        sw: p.node,
+                        links: 0,
+                        least: Least::NONE.port_zero(p),
+                    };
+                }
+                match live_peer(subnet, p) {
+                    None => First::Dead,
+                    Some(q) => {
+                        let qp = &subnet.ports[q as usize];
+                        let least = port_least[i as usize].and(port_least[q as usize]);
+                        if subnet.nodes[qp.node as usize].is_switch() {
+                            First::Switch {
+                                sw: qp.node,
+                                links: 1,
+                                least,
+                            }
+                        } else {
+                            First::Peer { peer: q, least }
+                        }
+                    }
+                }
+            })
+            .collect();
         Columns {
             dense,
             entries: vec![Entry::UNKNOWN; lids * switches.len()],
             switches,
             filled: vec![false; lids],
             stack: Vec::new(),
+            port_least,
+            first,
         }
     }
 
     /// The walk from end port `src` to `dlid`, from the columns (same answers as [`walk`]).
     pub fn walk(&mut self, subnet: &Subnet, src: u32, dlid: u16) -> Option<PathWalk> {
         let dest = lid_owner(subnet, dlid)?;
-        if !end_port_live(subnet, src) {
-            return None;
-        }
-        let sp = &subnet.ports[src as usize];
-        if dest == src {
-            return Some(Least::NONE.port(sp).path(0));
-        }
-        let (sw, least, links) = if subnet.nodes[sp.node as usize].is_switch() {
-            (sp.node, Least::NONE.port_zero(sp), 0u8)
-        } else {
-            let q = live_peer(subnet, sp)?;
-            let qp = &subnet.ports[q as usize];
-            let least = Least::NONE.link(sp, qp);
-            if !subnet.nodes[qp.node as usize].is_switch() {
-                return (q == dest).then(|| least.path(1));
-            }
-            (qp.node, least, 1)
+        let (sw, links, least) = match self.first[src as usize] {
+            First::Dead => return None,
+            First::Switch { links: 0, least, .. } if dest == src => return Some(least.path(0)),
+            _ if dest == src => return Some(self.port_least[src as usize].path(0)),
+            First::Peer { peer, least } => return (peer == dest).then(|| least.path(1)),
+            First::Switch { sw, links, least } => (sw, links, least),
         };
         self.fill(subnet, dlid, dest);
         let e = self.entries[usize::from(dlid) * self.switches.len() + self.dense[sw as usize] as usize];
@@ -438,7 +482,7 @@ impl Columns {
             return Step::Done(Entry::UNREACHABLE);
         };
         let qp = &subnet.ports[q as usize];
-        let least = Least::NONE.link(ep, qp);
+        let least = self.port_least[e as usize].and(self.port_least[q as usize]);
         if subnet.nodes[qp.node as usize].is_switch() {
             Step::Next { next: qp.node, least }
         } else if q == dest {
