@@ -30,6 +30,10 @@ pub const PACKET_LIFE_TIME: u8 = 18;
 pub const DEFAULT_PKEY: u16 = 0xffff;
 /// Paths a GetMulti answers without NumbPath (OpenSM's `OSM_SA_MPR_MAX_NUM_PATH`).
 pub const MULTI_PATH_DEFAULT_NUM: u32 = 127;
+/// Most records one answer holds (256 MiB of PathRecords): a GetTable matching more is
+/// answered ERR_NO_RESOURCES rather than held in memory (the whole-fabric table of 3 456 end
+/// ports with LMC 1 is 48 million records, 3 GiB). [`for_each_record`] has no bound.
+pub const MAX_TABLE_RECORDS: u32 = 4 << 20;
 /// Selector "exactly" (the selector written in every answered MTU, rate and packet lifetime).
 const SELECTOR_EXACTLY: u8 = 2;
 
@@ -73,11 +77,17 @@ struct Query<'s> {
 }
 
 fn path_records(subnet: &Subnet, req: &Request<'_>) -> SaResponse {
+    path_records_bounded(subnet, req, MAX_TABLE_RECORDS)
+}
+
+fn path_records_bounded(subnet: &Subnet, req: &Request<'_>, max: u32) -> SaResponse {
     let h = &req.header;
     let get = h.method == wire::METHOD_GET;
     let mut data = Vec::new();
     let mut sink = |b: &[u8; PATH_RECORD_SIZE]| data.extend_from_slice(b);
-    match run(subnet, req.data, h.component_mask, get, &mut sink) {
+    let limit = if get { 1 } else { max.saturating_add(1) };
+    match run(subnet, req.data, h.component_mask, get, limit, &mut sink) {
+        Ok(count) if count > max => error_response(h, req.data, status::NO_RESOURCES),
         Ok(count) => respond(h, data, count, get),
         Err(st) => error_response(h, req.data, st),
     }
@@ -93,7 +103,7 @@ pub fn for_each_record(
     mask: u64,
     f: &mut dyn FnMut(&[u8; PATH_RECORD_SIZE]),
 ) -> Result<u32, u16> {
-    run(subnet, template, mask, false, f)
+    run(subnet, template, mask, false, u32::MAX, f)
 }
 
 fn run(
@@ -101,6 +111,7 @@ fn run(
     template: &[u8],
     mask: u64,
     get: bool,
+    limit: u32,
     sink: &mut dyn FnMut(&[u8; PATH_RECORD_SIZE]),
 ) -> Result<u32, u16> {
     let t = PathRecord::decode(template).map_err(|_| status::REQ_INVALID)?;
@@ -119,11 +130,7 @@ fn run(
     };
     let src = q.end_point(pr_mask::SGID, pr_mask::SLID, t.sgid, t.slid, true)?;
     let dst = q.end_point(pr_mask::DGID, pr_mask::DLID, t.dgid, t.dlid, false)?;
-    let mut out = Out {
-        count: 0,
-        limit: if get { 1 } else { u32::MAX },
-        sink,
-    };
+    let mut out = Out { count: 0, limit, sink };
     match (src, dst) {
         (EndPoint::Multicast, _) | (_, EndPoint::Multicast) => {}
         (EndPoint::Port(s), EndPoint::Port(d)) => q.pair(&mut Direct, s, d, &mut out),
@@ -498,5 +505,50 @@ impl Query<'_> {
             2 => (life >= want).then_some(want),
             _ => Some(life),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::subnet::{from_model, SmData};
+    use crate::Requester;
+    use fabric_routing::{assign_lids, Guid2Lid, Lfts, IB_MAX_UNICAST_LID};
+    use fabric_topology::gen::generate_str;
+
+    #[test]
+    fn a_table_beyond_the_bound_is_answered_no_resources() {
+        // One leaf, tables routing every LID: 4 CAs + the switch, LMC 1.
+        let f = generate_str("PGFT(1;4;1;1)", None).unwrap();
+        let lids = assign_lids(&f, &Guid2Lid::default(), 1, IB_MAX_UNICAST_LID).unwrap();
+        let mut lfts = Lfts::new(1, lids.top());
+        let sw = fabric_topology::SwitchId(0);
+        lfts.set(sw, lids.switch_lid[0], 0);
+        for e in f.end_port_ids() {
+            let (_, port) = f.end_port(e).attach.unwrap();
+            lfts.set(sw, lids.base_lid(e), port);
+            lfts.set(sw, lids.base_lid(e) + 1, port);
+        }
+        let s = from_model(&f, &lids, &lfts, SmData::default(), None);
+        let h = wire::SaHeader {
+            class_version: 2,
+            method: wire::METHOD_GET_TABLE,
+            attr_id: attr::PATH_RECORD,
+            ..Default::default()
+        };
+        let data = [0u8; 64];
+        let req = Request {
+            header: h,
+            data: &data,
+            from: Requester::default(),
+            now: std::time::SystemTime::UNIX_EPOCH,
+        };
+        // 4 CAs: 16 pairs x 4 LID pairs; the switch: 1 + 2 x 4 x 2.
+        let all = path_records(&s, &req);
+        assert_eq!((all.header.status, all.data.len() / 64), (0, 64 + 17));
+        let at = path_records_bounded(&s, &req, 81);
+        assert_eq!((at.header.status, at.data.len()), (0, 81 * 64));
+        let over = path_records_bounded(&s, &req, 80);
+        assert_eq!(over.header.status, status::NO_RESOURCES);
     }
 }
