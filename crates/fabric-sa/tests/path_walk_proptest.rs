@@ -157,6 +157,8 @@ proptest! {
                 prop_assert!(got.insert((p.slid, p.dlid)), "duplicate {:?}", p);
                 let fwd = if a == b { f.end_port_live(a).then_some(0) } else { model_walk(&f, &r.lfts, a, b, u32::from(p.dlid)) };
                 prop_assert!(fwd.is_some(), "{:?} answered but not delivered", p);
+                let rev = if a == b { fwd } else { model_walk(&f, &r.lfts, b, a, u32::from(p.slid)) };
+                prop_assert_eq!(p.reversible, rev.is_some(), "{:?}", p);
                 prop_assert_eq!(p.sl, if p.dlid == base(b) + 1 { ESCAPE_SL } else { 0 });
             }
         }

@@ -247,6 +247,14 @@ fn end_ports_by_guid(subnet: &Subnet) -> Vec<u32> {
 /// How the walks of a query are computed.
 trait Walker {
     fn walk(&mut self, subnet: &Subnet, src: u32, dlid: u16) -> Option<PathWalk>;
+    /// Whether the walk delivers (the reverse walk of a path).
+    fn delivers(&mut self, subnet: &Subnet, src: u32, dlid: u16) -> bool {
+        self.walk(subnet, src, dlid).is_some()
+    }
+    /// Whether an end port can send or receive at all.
+    fn live(&self, subnet: &Subnet, port: u32) -> bool {
+        end_port_live(subnet, port)
+    }
 }
 
 /// One walk per question (a few pairs).
@@ -261,6 +269,12 @@ impl Walker for Direct {
 impl Walker for Columns {
     fn walk(&mut self, subnet: &Subnet, src: u32, dlid: u16) -> Option<PathWalk> {
         Columns::walk(self, subnet, src, dlid)
+    }
+    fn delivers(&mut self, subnet: &Subnet, src: u32, dlid: u16) -> bool {
+        Columns::delivers(self, subnet, src, dlid)
+    }
+    fn live(&self, _: &Subnet, port: u32) -> bool {
+        Columns::live(self, port)
     }
 }
 
@@ -309,6 +323,7 @@ impl Query<'_> {
     fn world(&self, out: &mut Out) {
         let ports = end_ports_by_guid(self.subnet);
         let mut columns = Columns::new(self.subnet);
+        columns.fill_all(self.subnet);
         for &d in &ports {
             for &s in &ports {
                 self.pair(&mut columns, s, d, out);
@@ -336,7 +351,7 @@ impl Query<'_> {
     /// The paths from end port `s` to end port `d` (OpenSM's order: the LID pairs at equal
     /// offsets first, preference 0; then the others, preference 2), at most `per_pair`.
     fn pair(&self, w: &mut impl Walker, s: u32, d: u32, out: &mut Out) {
-        if self.per_pair == 0 || !end_port_live(self.subnet, s) || !end_port_live(self.subnet, d) {
+        if self.per_pair == 0 || !w.live(self.subnet, s) || !w.live(self.subnet, d) {
             return;
         }
         let Some((s0, ns)) = self.lid_range(s, pr_mask::SLID, self.t.slid) else {
@@ -382,7 +397,7 @@ impl Query<'_> {
         let Some(fwd) = w.walk(subnet, s, dlid) else {
             return false;
         };
-        let reversible = w.walk(subnet, d, slid).is_some();
+        let reversible = w.delivers(subnet, d, slid);
         let (m, t) = (self.mask, &self.t);
         if m & pr_mask::REVERSIBLE != 0 && t.reversible && !reversible {
             return false;

@@ -384,6 +384,10 @@ pub(crate) struct Columns {
     port_least: Vec<Least>,
     /// Per port: where a walk from it enters the switches (end ports only).
     first: Vec<First>,
+    /// Switch-major copy of the links of every entry (`reach[s * lids + lid]`), once every
+    /// column is filled ([`Columns::fill_all`]): the reverse walks of a whole table read it in
+    /// LID order instead of one column each.
+    reach: Vec<u8>,
 }
 
 impl Columns {
@@ -437,6 +441,53 @@ impl Columns {
             stack: Vec::new(),
             port_least,
             first,
+            reach: Vec::new(),
+        }
+    }
+
+    /// Whether end port `port` can send or receive at all ([`end_port_live`]).
+    pub fn live(&self, port: u32) -> bool {
+        !matches!(self.first[port as usize], First::Dead)
+    }
+
+    /// Fills the column of every LID an end port owns, and the switch-major reachability.
+    pub fn fill_all(&mut self, subnet: &Subnet) {
+        let lids = subnet.lid_port.len();
+        for lid in 0..lids {
+            if let Some(dest) = lid_owner(subnet, lid as u16) {
+                self.fill(subnet, lid as u16, dest);
+            }
+        }
+        let n = self.switches.len();
+        self.reach = vec![UNREACHABLE; n * lids];
+        for lid in 0..lids {
+            if !self.filled[lid] {
+                continue;
+            }
+            for (s, e) in self.entries[lid * n..(lid + 1) * n].iter().enumerate() {
+                self.reach[s * lids + lid] = e.links;
+            }
+        }
+    }
+
+    /// Whether the walk from end port `src` delivers `lid` (same answer as `walk(..).is_some()`;
+    /// fast after [`Columns::fill_all`]).
+    pub fn delivers(&mut self, subnet: &Subnet, src: u32, lid: u16) -> bool {
+        if self.reach.is_empty() {
+            return self.walk(subnet, src, lid).is_some();
+        }
+        let Some(dest) = lid_owner(subnet, lid) else {
+            return false;
+        };
+        match self.first[src as usize] {
+            First::Dead => false,
+            _ if dest == src => true,
+            First::Peer { peer, .. } => peer == dest,
+            First::Switch { sw, links, .. } => {
+                let lids = subnet.lid_port.len();
+                let at = self.dense[sw as usize] as usize * lids + usize::from(lid);
+                self.reach[at] <= MAX_LINKS - links
+            }
         }
     }
 
