@@ -1,7 +1,7 @@
 //! PathRecord answers on 648- and 3 456-node fat-trees (RLFT of 36- and 24-port switches,
 //! LMC 1), routed by Dmodc: the whole-fabric table (every end port to every end port, over the
-//! LMC ranges: streamed, not held), the table of one source, and single Gets. Throughput is in
-//! records (criterion's elements/s).
+//! LMC ranges: streamed, not held), the table of one source, single Gets, and the snapshot
+//! update of one acknowledged LFT block. Throughput is in records (criterion's elements/s).
 
 use std::hint::black_box;
 use std::time::{Duration, SystemTime};
@@ -9,9 +9,10 @@ use std::time::{Duration, SystemTime};
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use fabric_ranking::{rank, RankOptions};
 use fabric_routing::{assign_lids, route_all_checked, EngineKind, Guid2Lid, RoutingContext, IB_MAX_UNICAST_LID};
+use fabric_sa::registry::Registry;
 use fabric_sa::subnet::{from_model, Escape, SmData};
 use fabric_sa::wire::{self, attr, SaHeader, MAD_SIZE, SA_HEADER_SIZE};
-use fabric_sa::{path, Request, Requester, Subnet};
+use fabric_sa::{path, Request, Requester, SaService, Subnet};
 use fabric_topology::gen::generate_str;
 
 fn subnet(spec: &str) -> (Subnet, Vec<(u64, u16)>) {
@@ -95,6 +96,20 @@ fn bench(c: &mut Criterion) {
         g.throughput(Throughput::Elements(qs.len() as u64));
         g.bench_function("get_1000_pairs", |b| {
             b.iter(|| qs.iter().map(|q| ask(&s, q)).sum::<usize>());
+        });
+
+        // One acknowledged LFT block recorded in the service's snapshot (copy-on-write).
+        let guid = s
+            .nodes
+            .iter()
+            .find(|n| n.is_switch())
+            .map(fabric_sa::subnet::Node::guid)
+            .unwrap();
+        let sa = SaService::new(Registry::default(), None);
+        sa.publish(s.clone());
+        g.throughput(Throughput::Elements(1));
+        g.bench_function("apply_one_lft_block", |b| {
+            b.iter(|| sa.apply_lft_blocks(&[(guid, 0, [1; 64])]));
         });
         g.finish();
     }
