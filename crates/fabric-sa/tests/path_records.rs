@@ -489,3 +489,42 @@ fn switch_port_zero_limits_paths_to_and_from_the_switch_as_opensm_counts_it() {
     let w = whole.iter().find(|p| p.slid == l0 && p.dlid == sw_lid).unwrap();
     assert_eq!((w.mtu, w.rate), (3, 3));
 }
+
+#[test]
+fn multipath_with_two_by_two_gids_and_two_paths_gives_a_disjoint_apm_pair() {
+    let r = fat_tree();
+    let (s0, s1, d0, d1) = (ep(&r, 0), ep(&r, 5), ep(&r, 9), ep(&r, 14));
+    let mut data = vec![0u8; 24 + 4 * 16];
+    data[5] = 2; // NumbPath
+    data[15] = 2;
+    data[16] = 2;
+    for (i, g) in [s1.0, s0.0, d1.0, d0.0].into_iter().enumerate() {
+        data[24 + 16 * i..40 + 16 * i].copy_from_slice(&gid(g));
+    }
+    let m = (1 << 19) | (1 << 20) | (1 << 6);
+    let a = ask(&r.subnet, &mad(METHOD_GET_MULTI, attr::MULTI_PATH_RECORD, m, &data));
+    assert_eq!(a.header.status, 0);
+    let recs = records(&a);
+    assert_eq!(recs.len(), 2);
+    // One path from each source, to different destinations, at different LID offsets (with
+    // LMC 1: one over the base LIDs, one over the escape LIDs, on the escape SL).
+    let srcs: std::collections::HashSet<u64> = recs.iter().map(|p| p.sgid_guid).collect();
+    let dsts: std::collections::HashSet<u64> = recs.iter().map(|p| p.dgid_guid).collect();
+    assert_eq!(srcs, [s0.0, s1.0].into_iter().collect());
+    assert_eq!(dsts, [d0.0, d1.0].into_iter().collect());
+    let base = |g: u64| [s0, s1, d0, d1].into_iter().find(|e| e.0 == g).unwrap().1;
+    let offsets: Vec<(u16, u16)> = recs
+        .iter()
+        .map(|p| (p.slid - base(p.sgid_guid), p.dlid - base(p.dgid_guid)))
+        .collect();
+    assert_ne!(offsets[0], offsets[1]);
+    for (p, (so, dof)) in recs.iter().zip(&offsets) {
+        assert_eq!(so, dof, "each path at equal offsets");
+        assert_eq!(p.sl, if *dof == 1 { ESCAPE_SL } else { 0 });
+    }
+    // The same request with NumbPath 3 is the plain form: the first 3 paths of the pairs.
+    data[5] = 3;
+    let a = ask(&r.subnet, &mad(METHOD_GET_MULTI, attr::MULTI_PATH_RECORD, m, &data));
+    assert_eq!(records(&a).len(), 3);
+    assert!(records(&a).iter().all(|p| p.sgid_guid == s1.0 && p.dgid_guid == d1.0));
+}

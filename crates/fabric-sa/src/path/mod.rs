@@ -202,12 +202,16 @@ fn multi_path_records(subnet: &Subnet, req: &Request<'_>) -> SaResponse {
         limit,
         sink: &mut sink,
     };
-    'pairs: for &s in &srcs {
-        for &d in &dsts {
-            if out.full() {
-                break 'pairs;
+    if srcs.len() == 2 && dsts.len() == 2 && r.template.numb_path == 2 {
+        q.apm(&srcs, &dsts, &mut out);
+    } else {
+        'pairs: for &s in &srcs {
+            for &d in &dsts {
+                if out.full() {
+                    break 'pairs;
+                }
+                q.pair(&mut Direct, s, d, &mut out);
             }
-            q.pair(&mut Direct, s, d, &mut out);
         }
     }
     let count = out.count;
@@ -393,26 +397,43 @@ impl Query<'_> {
         preference: u8,
         out: &mut Out,
     ) -> bool {
+        match self.lid_path(w, s, d, slid, dlid, preference) {
+            Some((r, _)) => {
+                out.push(&r);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The record of one path and the links it crosses (see [`Query::lid_pair`]).
+    fn lid_path(
+        &self,
+        w: &mut impl Walker,
+        s: u32,
+        d: u32,
+        slid: u16,
+        dlid: u16,
+        preference: u8,
+    ) -> Option<(PathRecord, u8)> {
         let subnet = self.subnet;
-        let Some(fwd) = w.walk(subnet, s, dlid) else {
-            return false;
-        };
+        let fwd = w.walk(subnet, s, dlid)?;
         let reversible = w.delivers(subnet, d, slid);
         let (m, t) = (self.mask, &self.t);
         if m & pr_mask::REVERSIBLE != 0 && t.reversible && !reversible {
-            return false;
+            return None;
         }
         let dp = &subnet.ports[d as usize];
         let escape = subnet.escape.filter(|_| dp.lmc() >= 1 && dlid == dp.lid() + 1);
         let sl = escape.map_or(0, |e| e.sl);
         if m & pr_mask::SL != 0 && t.sl != sl {
-            return false;
+            return None;
         }
         if m & pr_mask::QOS_CLASS != 0 && t.qos_class != 0 {
-            return false;
+            return None;
         }
         if m & pr_mask::PREFERENCE != 0 && t.preference != preference {
-            return false;
+            return None;
         }
         let raw = m & pr_mask::RAW_TRAFFIC != 0 && t.raw_traffic;
         let pkey = if raw {
@@ -420,22 +441,16 @@ impl Query<'_> {
         } else if m & pr_mask::PKEY != 0 {
             // Only the default partition exists (full or limited membership).
             if t.pkey & 0x7fff != 0x7fff {
-                return false;
+                return None;
             }
             t.pkey
         } else {
             DEFAULT_PKEY
         };
         let loopback = s == d;
-        let Some(mtu) = self.select_mtu(fwd.mtu) else {
-            return false;
-        };
-        let Some(rate) = self.select_rate(fwd.rate) else {
-            return false;
-        };
-        let Some(pkt_life) = self.select_pkt_life(if loopback { 0 } else { PACKET_LIFE_TIME }) else {
-            return false;
-        };
+        let mtu = self.select_mtu(fwd.mtu)?;
+        let rate = self.select_rate(fwd.rate)?;
+        let pkt_life = self.select_pkt_life(if loopback { 0 } else { PACKET_LIFE_TIME })?;
         let sp = &subnet.ports[s as usize];
         let prefix = subnet.subnet_prefix.to_be_bytes();
         let gid = |guid: Guid| {
@@ -471,8 +486,67 @@ impl Query<'_> {
             pkt_life,
             preference,
         };
-        out.push(&r);
-        true
+        Some((r, fwd.links))
+    }
+
+    /// Automatic path migration (OpenSM's GetMulti with 2 SGIDs, 2 DGIDs and NumbPath 2): one
+    /// path per (source, destination) pair starting at hashed LID offsets (the second source
+    /// one offset further, so that the two paths use different LIDs of the LMC ranges), then
+    /// the diagonal, {S0→D0, S1→D1} or {S0→D1, S1→D0} (sources and destinations in GUID order),
+    /// whose shorter path is shorter (the first on a tie); a missing path loses.
+    fn apm(&self, srcs: &[u32], dsts: &[u32], out: &mut Out) {
+        let ports = &self.subnet.ports;
+        let by_guid = |a: u32, b: u32| {
+            if ports[a as usize].guid <= ports[b as usize].guid {
+                [a, b]
+            } else {
+                [b, a]
+            }
+        };
+        let (s, d) = (by_guid(srcs[0], srcs[1]), by_guid(dsts[0], dsts[1]));
+        let (sl, dl) = (ports[s[0] as usize].lid(), ports[d[0] as usize].lid());
+        let lmc = ports[s[0] as usize].lmc();
+        let hash = |a: u16, b: u16| ((u32::from(a >> lmc) << 4) | u32::from(b >> lmc)) % 103;
+        let base = if sl < dl { hash(sl, dl) } else { hash(dl, sl) };
+        let m = [
+            [self.apm_pair(s[0], d[0], base), self.apm_pair(s[0], d[1], base)],
+            [self.apm_pair(s[1], d[0], base + 1), self.apm_pair(s[1], d[1], base + 1)],
+        ];
+        let shorter = |a: &Option<(PathRecord, u8)>, b: &Option<(PathRecord, u8)>| match (a, b) {
+            (Some((_, x)), Some((_, y))) => Some(*x.min(y)),
+            _ => None,
+        };
+        let (min_a, min_b) = (shorter(&m[0][0], &m[1][1]), shorter(&m[0][1], &m[1][0]));
+        let diagonal_a = match (min_a, min_b) {
+            (Some(a), Some(b)) => a <= b,
+            (None, Some(_)) => false,
+            _ => true,
+        };
+        let pick = if diagonal_a {
+            [&m[0][0], &m[1][1]]
+        } else {
+            [&m[0][1], &m[1][0]]
+        };
+        for (r, _) in pick.into_iter().flatten() {
+            if !out.full() {
+                out.push(r);
+            }
+        }
+    }
+
+    /// The first path from `s` to `d` over the LMC ranges, starting at offset `offs` of each.
+    fn apm_pair(&self, s: u32, d: u32, offs: u32) -> Option<(PathRecord, u8)> {
+        if !end_port_live(self.subnet, s) || !end_port_live(self.subnet, d) {
+            return None;
+        }
+        let (s0, ns) = self.lid_range(s, 0, 0)?;
+        let (d0, nd) = self.lid_range(d, 0, 0)?;
+        let (so, dof) = (offs % u32::from(ns), offs % u32::from(nd));
+        (0..u32::from(ns.min(nd))).find_map(|i| {
+            let slid = s0 + ((so + i) % u32::from(ns)) as u16;
+            let dlid = d0 + ((dof + i) % u32::from(nd)) as u16;
+            self.lid_path(&mut Direct, s, d, slid, dlid, 0)
+        })
     }
 
     /// The MTU under the request's MTUSelector (OpenSM's semantics: `>` filters, `<` lowers
