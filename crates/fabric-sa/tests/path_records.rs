@@ -528,3 +528,33 @@ fn multipath_with_two_by_two_gids_and_two_paths_gives_a_disjoint_apm_pair() {
     assert_eq!(records(&a).len(), 3);
     assert!(records(&a).iter().all(|p| p.sgid_guid == s1.0 && p.dgid_guid == d1.0));
 }
+
+#[test]
+fn tables_run_over_the_ports_in_opensm_order() {
+    // `saquery -p` from OpenSM 3.3.23 as master under ibsim, on the file `fabricctl topo gen`
+    // writes for this fabric, began: (DGID, SGID) = (0x0002c90000000000, 0x0002c90000000000),
+    // then (0x0002c90000000000, 0x0002c90100000000): destinations outer, ports in the order of
+    // the byte-reversed GUID (OpenSM's map compares network-order keys as host integers).
+    let r = fat_tree();
+    let whole = records(&ask(&r.subnet, &mad(METHOD_GET_TABLE, attr::PATH_RECORD, 0, &[0; 64])));
+    let first: Vec<(u64, u64)> = whole.iter().take(2).map(|p| (p.dgid_guid, p.sgid_guid)).collect();
+    assert_eq!(
+        first,
+        vec![
+            (0x0002_c900_0000_0000, 0x0002_c900_0000_0000),
+            (0x0002_c900_0000_0000, 0x0002_c901_0000_0000)
+        ]
+    );
+    // The same order for the sources of one destination's table.
+    let (t, m) = Template {
+        dgid: Some(0x0002_c900_0000_0000),
+        ..Template::default()
+    }
+    .image();
+    let half = records(&ask(&r.subnet, &mad(METHOD_GET_TABLE, attr::PATH_RECORD, m, &t)));
+    let n = whole
+        .iter()
+        .take_while(|p| p.dgid_guid == 0x0002_c900_0000_0000)
+        .count();
+    assert_eq!(half, whole[..n].to_vec());
+}

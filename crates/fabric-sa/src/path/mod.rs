@@ -229,7 +229,10 @@ enum EndPoint {
     Multicast,
 }
 
-/// End ports (CA ports and switch ports 0 with a LID) in PortGUID order, as OpenSM iterates.
+/// End ports (CA ports and switch ports 0 with a LID) in the order OpenSM iterates them: its
+/// port map is keyed by the GUID in network byte order compared as a host integer, which on
+/// little-endian hosts is the order of the byte-reversed GUID (0x0002c90000000000 before
+/// 0x0002c90100000000 before 0x0002c90000000001, as `saquery -p` from OpenSM 3.3.23 shows).
 fn end_ports_by_guid(subnet: &Subnet) -> Vec<u32> {
     let mut v: Vec<(Guid, u32)> = subnet
         .ports
@@ -242,7 +245,7 @@ fn end_ports_by_guid(subnet: &Subnet) -> Vec<u32> {
                     .get(p.node as usize)
                     .is_some_and(|n| !n.is_switch() || p.port_num == 0)
         })
-        .map(|(i, p)| (p.guid, i as u32))
+        .map(|(i, p)| (p.guid.swap_bytes(), i as u32))
         .collect();
     v.sort_unstable();
     v.into_iter().map(|(_, i)| i).collect()
@@ -322,8 +325,8 @@ impl Query<'_> {
             .ok_or(status::INVALID_GID)
     }
 
-    /// Every (source, destination) pair of end ports in PortGUID order (destination outer, as
-    /// OpenSM), over walk columns computed once for the whole table.
+    /// Every (source, destination) pair of end ports in OpenSM's port order (destination
+    /// outer), over walk columns computed once for the whole table.
     fn world(&self, out: &mut Out) {
         let ports = end_ports_by_guid(self.subnet);
         let mut columns = Columns::new(self.subnet);
