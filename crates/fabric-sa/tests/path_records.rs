@@ -48,8 +48,14 @@ fn get_by_lids_answers_one_path_with_the_link_parameters() {
     assert_eq!(recs.len(), 1);
     let p = recs[0];
     assert_eq!((p.sgid_guid, p.slid, p.dgid_guid, p.dlid), (sg, sl, dg, dl));
-    // Within the subnet HopLimit is 0, as OpenSM answers (> 1 would make clients add a GRH).
+    // Within the subnet HopLimit is 0, as OpenSM answers (> 1 would make clients add a GRH),
+    // also when the request carries one (with FlowLabel and TClass, which select no path).
     assert_eq!(p.hop_limit, 0);
+    let mut t2 = t;
+    t2[44..49].copy_from_slice(&[0x0a, 0xbc, 0xde, 0x40, 0x77]);
+    let a2 = ask(&r.subnet, &mad(METHOD_GET, attr::PATH_RECORD, m | (7 << 8), &t2));
+    assert_eq!(records(&a2), recs);
+    assert_eq!(&a2.data[44..49], &[0; 5]);
     assert!(p.reversible);
     assert_eq!((p.pkey, p.sl, p.preference), (0xffff, 0, 0));
     // Generated fabrics have no speed: 4x QDR (rate 7, 40 Gb/s), MTU 4096 (5).

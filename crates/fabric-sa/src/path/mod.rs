@@ -463,19 +463,17 @@ impl Query<'_> {
             g
         };
         let r = PathRecord {
-            service_id: if m & (pr_mask::SERVICE_ID_MSB | pr_mask::SERVICE_ID_LSB) != 0 {
-                t.service_id
-            } else {
-                0
-            },
+            // ServiceID, FlowLabel, HopLimit and TClass select no path: answered 0 even when in
+            // the mask, as OpenSM (a HopLimit > 1 would make clients add a GRH).
+            service_id: 0,
             dgid: gid(dp.guid),
             sgid: gid(sp.guid),
             dlid,
             slid,
             raw_traffic: raw,
-            flow_label: if m & pr_mask::FLOW_LABEL != 0 { t.flow_label } else { 0 },
-            hop_limit: if m & pr_mask::HOP_LIMIT != 0 { t.hop_limit } else { 0 },
-            tclass: if m & pr_mask::TCLASS != 0 { t.tclass } else { 0 },
+            flow_label: 0,
+            hop_limit: 0,
+            tclass: 0,
             reversible,
             numb_path: 0,
             pkey,
