@@ -1,11 +1,12 @@
 //! PathRecords (IBA 15.2.5.16) and MultiPathRecords (15.2.5.20) computed by walking the LFTs
-//! installed on the switches ([`crate::Subnet`]): hop limit, the minimum MTU and rate along the
-//! path, packet lifetime, SL (the escape SL for escape LIDs), reversibility, `num_path` over the
-//! LMC range.
+//! installed on the switches ([`crate::Subnet`]): the links crossed ([`walk()`]; HopLimit stays
+//! 0 inside the subnet, as OpenSM), the minimum MTU and rate along the path, packet lifetime,
+//! SL (the escape SL for escape LIDs), reversibility, `num_path` over the LMC range.
 //!
-//! Layout: [`walk`] (the hop-by-hop walk and the link parameters, [`walk::Columns`] for whole
-//! tables), `record` (the PathRecord / MultiPathRecord images), this module (the query: end
-//! points, LID pairs over the LMC ranges, component mask and selectors, the answer).
+//! Layout: [`walk`] (the hop-by-hop walk and the link parameters, `walk::Columns` for whole
+//! tables), `record` (the PathRecord / MultiPathRecord images, private until the records
+//! module's PathRecord replaces it), this module (the query: end points, LID pairs over the
+//! LMC ranges, component mask and selectors, the answer).
 //!
 //! What OpenSM 3.3.23 (`osm_sa_path_record.c`, `osm_sa_multipath_record.c`) does and this
 //! follows: see the "PathRecord" section of `docs/subnet-administration.md`.
@@ -13,7 +14,8 @@
 mod record;
 pub mod walk;
 
-pub use record::{mpr_mask, pr_mask, MultiPathError, MultiPathRequest, PathRecord, PATH_RECORD_SIZE};
+pub use record::PATH_RECORD_SIZE;
+use record::{pr_mask, MultiPathRequest, PathRecord};
 pub use walk::{walk, PathWalk, WalkError};
 
 use fabric_topology::Guid;
@@ -32,7 +34,8 @@ pub const DEFAULT_PKEY: u16 = 0xffff;
 pub const MULTI_PATH_DEFAULT_NUM: u32 = 127;
 /// Most records one answer holds (256 MiB of PathRecords): a GetTable matching more is
 /// answered ERR_NO_RESOURCES rather than held in memory (the whole-fabric table of 3 456 end
-/// ports with LMC 1 is 48 million records, 3 GiB). [`for_each_record`] has no bound.
+/// ports and 720 switches with LMC 1 is 58 million records, 3.7 GB). [`for_each_record`] has
+/// no bound.
 pub const MAX_TABLE_RECORDS: u32 = 4 << 20;
 /// Selector "exactly" (the selector written in every answered MTU, rate and packet lifetime).
 const SELECTOR_EXACTLY: u8 = 2;

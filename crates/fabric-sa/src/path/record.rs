@@ -19,9 +19,8 @@
 use crate::records::{need, DecodeError};
 
 /// PathRecord component-mask bits (IBA table 203; OpenSM `IB_PR_COMPMASK_*`).
+/// Bits 0 and 1 (ServiceID) select no path and are not read.
 pub mod pr_mask {
-    pub const SERVICE_ID_MSB: u64 = 1 << 0;
-    pub const SERVICE_ID_LSB: u64 = 1 << 1;
     pub const DGID: u64 = 1 << 2;
     pub const SGID: u64 = 1 << 3;
     pub const DLID: u64 = 1 << 4;
