@@ -3,7 +3,7 @@
 //! 0 inside the subnet, as OpenSM), the minimum MTU and rate along the path, packet lifetime,
 //! SL (the escape SL for escape LIDs), reversibility, `num_path` over the LMC range.
 //!
-//! Layout: [`walk`] (the hop-by-hop walk and the link parameters, `walk::Columns` for whole
+//! Layout: [`mod@walk`] (the hop-by-hop walk and the link parameters, `walk::Columns` for whole
 //! tables), `record` (the PathRecord / MultiPathRecord images, private until the records
 //! module's PathRecord replaces it), this module (the query: end points, LID pairs over the
 //! LMC ranges, component mask and selectors, the answer).

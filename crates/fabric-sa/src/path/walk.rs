@@ -9,7 +9,7 @@
 //! MTUCap 1024 and 4x SDR, so OpenSM answers 1024 / 10 Gb/s for every path to or from a
 //! switch); a loopback path (source = destination) takes the source port's own MTU and rate.
 //!
-//! [`walk`] is the direct walk (one query). [`Columns`] answers many queries at once: per
+//! [`walk()`] is the direct walk (one query). `Columns` answers many queries at once: per
 //! destination LID one entry per switch (links to the destination, least MTU and rate), each
 //! switch resolved once from its next hop's entry, so a whole-fabric table costs one entry per
 //! (switch, LID) and one lookup per record.
