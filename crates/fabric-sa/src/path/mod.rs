@@ -351,7 +351,8 @@ impl Query<'_> {
         if base == 0 {
             return None;
         }
-        let n = 1u16 << port.lmc();
+        // The LMC range, cut at the end of the LID space (an image may say anything).
+        let n = (1u32 << port.lmc()).min(0x1_0000 - u32::from(base)) as u16;
         if self.mask & lid_bit != 0 {
             return (lid >= base && lid - base < n).then_some((lid, 1));
         }
@@ -430,7 +431,9 @@ impl Query<'_> {
             return None;
         }
         let dp = &subnet.ports[d as usize];
-        let escape = subnet.escape.filter(|_| dp.lmc() >= 1 && dlid == dp.lid() + 1);
+        let escape = subnet
+            .escape
+            .filter(|_| dp.lmc() >= 1 && dlid.checked_sub(dp.lid()) == Some(1));
         let sl = escape.map_or(0, |e| e.sl);
         if m & pr_mask::SL != 0 && t.sl != sl {
             return None;
