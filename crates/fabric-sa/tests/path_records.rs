@@ -544,6 +544,9 @@ fn tables_run_over_the_ports_in_opensm_order() {
     let r = fat_tree();
     let whole = records(&ask(&r.subnet, &mad(METHOD_GET_TABLE, attr::PATH_RECORD, 0, &[0; 64])));
     let first: Vec<(u64, u64)> = whole.iter().take(2).map(|p| (p.dgid_guid, p.sgid_guid)).collect();
+    // A Get with no end point answers the first of them.
+    let get = records(&ask(&r.subnet, &mad(METHOD_GET, attr::PATH_RECORD, 0, &[0; 64])));
+    assert_eq!(get, whole[..1].to_vec());
     assert_eq!(
         first,
         vec![

@@ -332,11 +332,19 @@ impl Query<'_> {
     /// outer), over walk columns computed once for the whole table.
     fn world(&self, out: &mut Out) {
         let ports = end_ports_by_guid(self.subnet);
+        if out.limit == 1 {
+            // A Get wants the first path: direct walks, no columns.
+            return self.pairs(&mut Direct, &ports, out);
+        }
         let mut columns = Columns::new(self.subnet);
         columns.fill_all(self.subnet);
-        for &d in &ports {
-            for &s in &ports {
-                self.pair(&mut columns, s, d, out);
+        self.pairs(&mut columns, &ports, out);
+    }
+
+    fn pairs(&self, w: &mut impl Walker, ports: &[u32], out: &mut Out) {
+        for &d in ports {
+            for &s in ports {
+                self.pair(w, s, d, out);
                 if out.full() {
                     return;
                 }
