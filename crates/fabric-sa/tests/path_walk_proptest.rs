@@ -172,5 +172,26 @@ proptest! {
             }
         }
         prop_assert_eq!(got.len(), delivered);
+
+        // The tables with one end fixed (walk columns for the fixed end's LIDs) are the whole
+        // table's records of that end, in the same order (destinations in port order, each
+        // pair's LIDs in OpenSM's order).
+        let all = records(&whole);
+        let x = f.end_port(EndPortId((pairs[0].0 % n) as u32)).port_guid;
+        if f.end_port(EndPortId((pairs[0].0 % n) as u32)).up {
+            for (source, tmpl) in [
+                (true, Template { sgid: Some(x), ..Template::default() }),
+                (false, Template { dgid: Some(x), ..Template::default() }),
+            ] {
+                let (t, m) = tmpl.image();
+                let half = records(&ask(&s, &mad(METHOD_GET_TABLE, attr::PATH_RECORD, m, &t)));
+                let want: Vec<_> = all
+                    .iter()
+                    .copied()
+                    .filter(|p| if source { p.sgid_guid == x } else { p.dgid_guid == x })
+                    .collect();
+                prop_assert_eq!(half, want, "{} table of {:#x}", if source { "source" } else { "destination" }, x);
+            }
+        }
     }
 }

@@ -138,16 +138,26 @@ fn run(
         (EndPoint::Multicast, _) | (_, EndPoint::Multicast) => {}
         (EndPoint::Port(s), EndPoint::Port(d)) => q.pair(&mut Direct, s, d, &mut out),
         (EndPoint::Port(s), EndPoint::Any) => {
+            // Every reverse walk goes to the source's LIDs: their columns serve them all.
+            let mut w = Half {
+                columns: Columns::new(subnet),
+                forward_by_columns: false,
+            };
             for d in end_ports_by_guid(subnet) {
-                q.pair(&mut Direct, s, d, &mut out);
+                q.pair(&mut w, s, d, &mut out);
                 if out.full() {
                     break;
                 }
             }
         }
         (EndPoint::Any, EndPoint::Port(d)) => {
+            // Every forward walk goes to the destination's LIDs.
+            let mut w = Half {
+                columns: Columns::new(subnet),
+                forward_by_columns: true,
+            };
             for s in end_ports_by_guid(subnet) {
-                q.pair(&mut Direct, s, d, &mut out);
+                q.pair(&mut w, s, d, &mut out);
                 if out.full() {
                     break;
                 }
@@ -285,6 +295,34 @@ impl Walker for Columns {
     }
     fn live(&self, _: &Subnet, port: u32) -> bool {
         Columns::live(self, port)
+    }
+}
+
+/// The walks of a table with one end fixed: the walks towards the fixed end's LIDs from the
+/// columns of those few LIDs, the others walked directly.
+struct Half {
+    columns: Columns,
+    /// The fixed end is the destination (else the source).
+    forward_by_columns: bool,
+}
+
+impl Walker for Half {
+    fn walk(&mut self, subnet: &Subnet, src: u32, dlid: u16) -> Option<PathWalk> {
+        if self.forward_by_columns {
+            self.columns.walk(subnet, src, dlid)
+        } else {
+            walk(subnet, src, dlid).ok()
+        }
+    }
+    fn delivers(&mut self, subnet: &Subnet, src: u32, dlid: u16) -> bool {
+        if self.forward_by_columns {
+            walk(subnet, src, dlid).is_ok()
+        } else {
+            self.columns.walk(subnet, src, dlid).is_some()
+        }
+    }
+    fn live(&self, _: &Subnet, port: u32) -> bool {
+        self.columns.live(port)
     }
 }
 

@@ -376,9 +376,8 @@ pub(crate) struct Columns {
     dense: Vec<u32>,
     /// Dense switch number → node index.
     switches: Vec<u32>,
-    /// LID-major: `entries[lid * switches + s]`.
-    entries: Vec<Entry>,
-    filled: Vec<bool>,
+    /// Per LID, once computed: one entry per switch (dense number).
+    cols: Vec<Option<Box<[Entry]>>>,
     stack: Vec<(u32, Least)>,
     /// Per port: its own limits ([`Least::port`]).
     port_least: Vec<Least>,
@@ -435,9 +434,8 @@ impl Columns {
             .collect();
         Columns {
             dense,
-            entries: vec![Entry::UNKNOWN; lids * switches.len()],
+            cols: vec![None; lids],
             switches,
-            filled: vec![false; lids],
             stack: Vec::new(),
             port_least,
             first,
@@ -461,10 +459,10 @@ impl Columns {
         let n = self.switches.len();
         self.reach = vec![UNREACHABLE; n * lids];
         for lid in 0..lids {
-            if !self.filled[lid] {
+            let Some(col) = &self.cols[lid] else {
                 continue;
-            }
-            for (s, e) in self.entries[lid * n..(lid + 1) * n].iter().enumerate() {
+            };
+            for (s, e) in col.iter().enumerate() {
                 self.reach[s * lids + lid] = e.links;
             }
         }
@@ -502,7 +500,9 @@ impl Columns {
             First::Switch { sw, links, least } => (sw, links, least),
         };
         self.fill(subnet, dlid, dest);
-        let e = self.entries[usize::from(dlid) * self.switches.len() + self.dense[sw as usize] as usize];
+        let e = self.cols[usize::from(dlid)]
+            .as_ref()
+            .map_or(Entry::UNREACHABLE, |c| c[self.dense[sw as usize] as usize]);
         if e.links > MAX_LINKS - links {
             return None;
         }
@@ -546,22 +546,21 @@ impl Columns {
     /// Computes the column of `lid` (owned by end port `dest`) once.
     fn fill(&mut self, subnet: &Subnet, lid: u16, dest: u32) {
         let l = usize::from(lid);
-        if self.filled[l] {
+        if self.cols[l].is_some() {
             return;
         }
-        self.filled[l] = true;
         let n = self.switches.len();
-        let base = l * n;
+        let mut col = vec![Entry::UNKNOWN; n].into_boxed_slice();
         let mut stack = std::mem::take(&mut self.stack);
         for s in 0..n {
-            if self.entries[base + s].links != UNKNOWN {
+            if col[s].links != UNKNOWN {
                 continue;
             }
             stack.clear();
             let mut cur = s;
             let mut result;
             loop {
-                self.entries[base + cur].links = PENDING;
+                col[cur].links = PENDING;
                 match self.step(subnet, self.switches[cur], lid, dest) {
                     Step::Done(e) => {
                         result = e;
@@ -569,7 +568,7 @@ impl Columns {
                     }
                     Step::Next { next, least } => {
                         let nd = self.dense[next as usize] as usize;
-                        let e = self.entries[base + nd];
+                        let e = col[nd];
                         match e.links {
                             UNKNOWN => {
                                 stack.push((cur as u32, least));
@@ -588,13 +587,14 @@ impl Columns {
                     }
                 }
             }
-            self.entries[base + cur] = result;
+            col[cur] = result;
             while let Some((prev, least)) = stack.pop() {
                 result = extend(result, least);
-                self.entries[base + prev as usize] = result;
+                col[prev as usize] = result;
             }
         }
         self.stack = stack;
+        self.cols[l] = Some(col);
     }
 }
 
