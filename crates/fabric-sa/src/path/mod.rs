@@ -4,8 +4,8 @@
 //! SL (the escape SL for escape LIDs), reversibility, `num_path` over the LMC range.
 //!
 //! Layout: [`mod@walk`] (the hop-by-hop walk and the link parameters, `walk::Columns` for whole
-//! tables), `record` (the PathRecord / MultiPathRecord images, private until the records
-//! module's PathRecord replaces it), this module (the query: end points, LID pairs over the
+//! tables), `record` (component masks, a MultiPathRecord request as a PathRecord template;
+//! the images are the records module's), this module (the query: end points, LID pairs over the
 //! LMC ranges, component mask and selectors, the answer).
 //!
 //! What OpenSM 3.3.23 (`osm_sa_path_record.c`, `osm_sa_multipath_record.c`) does and this
@@ -14,8 +14,13 @@
 mod record;
 pub mod walk;
 
-pub use record::PATH_RECORD_SIZE;
-use record::{pr_mask, MultiPathRequest, PathRecord};
+use record::{pr_mask, MultiPathRequest};
+
+use crate::records::path::PathRecord;
+use crate::records::{Gid, Record};
+
+/// Bytes of a PathRecord (AttributeOffset 8).
+pub const PATH_RECORD_SIZE: usize = 64;
 pub use walk::{walk, PathWalk, WalkError};
 
 use fabric_topology::Guid;
@@ -121,7 +126,7 @@ fn run(
     let per_pair = if get {
         1 // IBA 1.2 erratum, as OpenSM: a Get asks for one path.
     } else if mask & pr_mask::NUMB_PATH != 0 {
-        u32::from(t.numb_path)
+        u32::from(t.num_path)
     } else {
         u32::MAX
     };
@@ -131,8 +136,8 @@ fn run(
         mask,
         per_pair,
     };
-    let src = q.end_point(pr_mask::SGID, pr_mask::SLID, t.sgid, t.slid, true)?;
-    let dst = q.end_point(pr_mask::DGID, pr_mask::DLID, t.dgid, t.dlid, false)?;
+    let src = q.end_point(pr_mask::SGID, pr_mask::SLID, t.sgid.0, t.slid, true)?;
+    let dst = q.end_point(pr_mask::DGID, pr_mask::DLID, t.dgid.0, t.dlid, false)?;
     let mut out = Out { count: 0, limit, sink };
     match (src, dst) {
         (EndPoint::Multicast, _) | (_, EndPoint::Multicast) => {}
@@ -190,9 +195,9 @@ fn multi_path_records(subnet: &Subnet, req: &Request<'_>) -> SaResponse {
         mask: r.pr_mask,
         per_pair: u32::MAX,
     };
-    let resolve = |gids: &[[u8; 16]], source: bool| -> Result<Vec<u32>, u16> {
+    let resolve = |gids: &[Gid], source: bool| -> Result<Vec<u32>, u16> {
         gids.iter()
-            .map(|g| match q.gid_port(g, source) {
+            .map(|g| match q.gid_port(&g.0, source) {
                 Ok(EndPoint::Port(p)) => Ok(p),
                 Ok(_) => Err(status::INVALID_GID),
                 Err(st) => Err(st),
@@ -204,7 +209,7 @@ fn multi_path_records(subnet: &Subnet, req: &Request<'_>) -> SaResponse {
         (Err(st), _) | (_, Err(st)) => return error_response(h, req.data, st),
     };
     let limit = if r.pr_mask & pr_mask::NUMB_PATH != 0 {
-        u32::from(r.template.numb_path)
+        u32::from(r.template.num_path)
     } else {
         MULTI_PATH_DEFAULT_NUM
     };
@@ -215,7 +220,7 @@ fn multi_path_records(subnet: &Subnet, req: &Request<'_>) -> SaResponse {
         limit,
         sink: &mut sink,
     };
-    if srcs.len() == 2 && dsts.len() == 2 && r.template.numb_path == 2 {
+    if srcs.len() == 2 && dsts.len() == 2 && r.template.num_path == 2 {
         q.apm(&srcs, &dsts, &mut out);
     } else {
         'pairs: for &s in &srcs {
@@ -507,19 +512,12 @@ impl Query<'_> {
         let rate = self.select_rate(fwd.rate)?;
         let pkt_life = self.select_pkt_life(if loopback { 0 } else { PACKET_LIFE_TIME })?;
         let sp = &subnet.ports[s as usize];
-        let prefix = subnet.subnet_prefix.to_be_bytes();
-        let gid = |guid: Guid| {
-            let mut g = [0u8; 16];
-            g[..8].copy_from_slice(&prefix);
-            g[8..].copy_from_slice(&guid.to_be_bytes());
-            g
-        };
         let r = PathRecord {
             // ServiceID, FlowLabel, HopLimit and TClass select no path: answered 0 even when in
             // the mask, as OpenSM (a HopLimit > 1 would make clients add a GRH).
             service_id: 0,
-            dgid: gid(dp.guid),
-            sgid: gid(sp.guid),
+            dgid: Gid::new(subnet.subnet_prefix, dp.guid),
+            sgid: Gid::new(subnet.subnet_prefix, sp.guid),
             dlid,
             slid,
             raw_traffic: raw,
@@ -527,7 +525,7 @@ impl Query<'_> {
             hop_limit: 0,
             tclass: 0,
             reversible,
-            numb_path: 0,
+            num_path: 0,
             pkey,
             qos_class: 0,
             sl,
