@@ -80,6 +80,31 @@ impl std::fmt::Debug for SaService {
     }
 }
 
+/// LFT blocks of the unicast LID space (LIDs 0..=0xBFFF).
+const MAX_LFT_BLOCKS: u32 = 0xc000 / 64;
+
+/// Writes `blocks` into the tables of `subnet` (see [`SaService::apply_lft_blocks`]).
+fn apply_blocks(subnet: &mut Subnet, blocks: &[(Guid, u32, [u8; 64])]) {
+    for (guid, block, entries) in blocks {
+        if *block >= MAX_LFT_BLOCKS {
+            continue;
+        }
+        let Some(n) = subnet.node_index_by_guid(*guid) else {
+            continue;
+        };
+        let node = &mut subnet.nodes[n as usize];
+        if !node.is_switch() {
+            continue;
+        }
+        let table = Arc::make_mut(node.lft.get_or_insert_with(Default::default));
+        let start = *block as usize * 64;
+        if table.len() < start + 64 {
+            table.resize(start + 64, 0xff);
+        }
+        table[start..start + 64].copy_from_slice(entries);
+    }
+}
+
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
@@ -150,8 +175,22 @@ impl SaService {
     }
 
     /// Records LFT blocks acknowledged by a switch: `(switch GUID, block, 64 entries)`.
+    ///
+    /// Copy-on-write: the new snapshot shares every table but those of the switches written
+    /// (`Arc::make_mut` clones each touched table once per call), a table grows (with 0xff,
+    /// "no route") when a block lies beyond it. One swap per call (a read-copy-update: a
+    /// snapshot published meanwhile is not lost, the blocks are applied to it); readers keep
+    /// the snapshot they hold. Blocks of a GUID that is not a switch of the snapshot (it left
+    /// the fabric since the write) and blocks beyond the unicast LID space are ignored.
     pub fn apply_lft_blocks(&self, blocks: &[(Guid, u32, [u8; 64])]) {
-        let _ = blocks;
+        if blocks.is_empty() {
+            return;
+        }
+        self.subnet.rcu(|cur| {
+            let mut next = Subnet::clone(cur);
+            apply_blocks(&mut next, blocks);
+            next
+        });
     }
 
     /// Whether this manager answers (master) or not (standby, not yet configured).
@@ -262,5 +301,52 @@ impl SaService {
             Some(s) => s.save(r),
             None => Ok(()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::subnet::{from_model, SmData};
+    use fabric_routing::{assign_lids, Guid2Lid, Lfts, IB_MAX_UNICAST_LID};
+    use fabric_topology::gen::generate_str;
+
+    #[test]
+    fn lft_blocks_are_copied_on_write_and_readers_keep_their_snapshot() {
+        let f = generate_str("PGFT(2;4,4;1,2;1,1)", None).unwrap();
+        let lids = assign_lids(&f, &Guid2Lid::default(), 1, IB_MAX_UNICAST_LID).unwrap();
+        let lfts = Lfts::new(f.num_switches(), lids.top());
+        let sa = SaService::new(Registry::default(), None);
+        sa.publish(from_model(&f, &lids, &lfts, SmData::default(), None));
+        let before = sa.subnet();
+        let (a, b) = (f.switches()[0].guid, f.switches()[1].guid);
+        let len = before.nodes[0].lft.as_ref().unwrap().len();
+        assert_eq!(len, 64);
+        sa.apply_lft_blocks(&[
+            (a, 0, [3; 64]),
+            (a, 2, [4; 64]),                          // beyond the table: it grows
+            (0xdead, 0, [9; 64]),                     // not a switch of the snapshot: ignored
+            (f.end_ports()[0].node_guid, 0, [9; 64]), // a CA: ignored
+            (b, 768, [9; 64]),                        // beyond the unicast LID space: ignored
+        ]);
+        let after = sa.subnet();
+        // The reader's snapshot is untouched.
+        assert!(before.nodes[0].lft.as_ref().unwrap().iter().all(|&e| e == 0xff));
+        let ta = after.nodes[0].lft.as_ref().unwrap();
+        assert_eq!(ta.len(), 3 * 64);
+        assert!(ta[..64].iter().all(|&e| e == 3));
+        assert!(ta[64..128].iter().all(|&e| e == 0xff));
+        assert!(ta[128..].iter().all(|&e| e == 4));
+        // Untouched tables are shared, not copied.
+        for i in 1..after.nodes.len() {
+            match (&before.nodes[i].lft, &after.nodes[i].lft) {
+                (Some(x), Some(y)) => assert!(Arc::ptr_eq(x, y), "node {i}"),
+                (x, y) => assert_eq!(x, y),
+            }
+        }
+        assert_eq!(before.nodes.len(), after.nodes.len());
+        // Nothing to apply: the same snapshot stays.
+        sa.apply_lft_blocks(&[]);
+        assert!(Arc::ptr_eq(&after, &sa.subnet()));
     }
 }
