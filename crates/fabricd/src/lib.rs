@@ -8,6 +8,8 @@
 //!   commits them.
 //! * [`grpc`]: the `fabricd.v1.FabricManager` service over [`state::Published`] snapshots.
 //! * [`persist`]: the state directory (guid2lid, jobs, virtual faults), written atomically.
+//! * [`sa`]: the Subnet Administration service of the daemon and, for drivers that do not keep
+//!   it, the snapshots it answers from.
 //! * [`notify`], [`telemetry`], [`logging`]: systemd notifications, Prometheus metrics,
 //!   tracing.
 //! * [`authority`]: the `:authority` of gRPC clients on the Unix socket made acceptable.
@@ -27,6 +29,7 @@ pub mod grpc;
 pub mod logging;
 pub mod notify;
 pub mod persist;
+pub mod sa;
 pub mod state;
 pub mod telemetry;
 pub mod upload;

@@ -24,13 +24,16 @@ use fabric_topology::Fabric;
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
-/// Upload tuning (from `[update]`).
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// Upload tuning (from `[update]`), and who follows the acknowledged writes.
+#[derive(Clone, Debug)]
 pub struct UploadParams {
     pub batch_blocks: usize,
     pub parallelism: usize,
     pub retries: u32,
     pub backoff: Duration,
+    /// The SA snapshots the daemon keeps (mock, oob): told every batch a switch acknowledged,
+    /// as soon as it is, so that SA answers follow the switches during an update.
+    pub sa: Option<Arc<crate::sa::SaPublisher>>,
 }
 
 /// What an upload did.
@@ -88,7 +91,12 @@ pub async fn upload(
             let mut attempt = 0u32;
             loop {
                 match driver.write_lft_blocks(&batch).await {
-                    Ok(r) => return (ids, Ok((r.blocks_written as u64, retries + r.retries as u64))),
+                    Ok(r) => {
+                        if let Some(sa) = &p.sa {
+                            sa.lft_blocks_acknowledged(&batch);
+                        }
+                        return (ids, Ok((r.blocks_written as u64, retries + r.retries as u64)));
+                    }
                     Err(e) if e.is_transient() && attempt < p.retries => {
                         attempt += 1;
                         retries += 1;
@@ -166,6 +174,7 @@ mod tests {
             parallelism: 2,
             retries: 2,
             backoff: Duration::from_millis(1),
+            sa: None,
         }
     }
 
