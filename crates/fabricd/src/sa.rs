@@ -413,11 +413,7 @@ mod tests {
 
     #[tokio::test]
     async fn the_service_serves_once_the_first_snapshot_is_stored_and_versions_grow() {
-        let fabric = Arc::new(
-            fabric_topology::gen::generate_str("PGFT(2;2,2;1,2;1,1)", None)
-                .unwrap()
-                .fabric,
-        );
+        let fabric = Arc::new(fabric_topology::gen::generate_str("PGFT(2;2,2;1,2;1,1)", None).unwrap());
         let service = Arc::new(SaService::new(Registry::default(), None));
         let p = Arc::new(SaPublisher::new(service.clone(), local_sm(), Some(Escape { sl: 1 })));
         let mut stored = p.stored_watch();
