@@ -232,7 +232,7 @@ fn sa_queries_answer_from_the_installed_tables_and_follow_a_fault() {
             a.base_lid as u16,
             path.base_lid as u16,
             "no path to a host whose cable is down",
-            |r| r.is_empty(),
+            <[Vec<u8>]>::is_empty,
         )
         .await;
         let (v1, _) = fabricctl_sa(&d, &["smir"]);
