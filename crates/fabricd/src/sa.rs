@@ -18,7 +18,6 @@
 //!
 //! [`attach_sa`]: fabric_southbound::SouthboundDriver::attach_sa
 
-use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
@@ -30,6 +29,7 @@ use fabric_southbound::LftBlockWrite;
 use fabric_topology::{Fabric, Guid};
 use tokio::sync::watch;
 
+use crate::persist::{PersistError, StateDir};
 use crate::state::{Generation, UnprogrammedSwitch};
 
 /// SMInfo state "master".
@@ -38,23 +38,24 @@ const SM_STATE_MASTER: u8 = 3;
 /// One LFT block as the SA service takes it: (switch GUID, block, 64 entries).
 type SaBlock = (Guid, u32, [u8; fabric_routing::BLOCK_SIZE]);
 
-/// The registry read back from the state directory and the store its changes are saved to.
+/// The registry read back from the state directory and the store its changes are saved to;
+/// an unreadable registry file stops the start (like the other state files).
 ///
 /// Until the state file of the registry (`sa-registry.json`, `crate::sa_store`) lands: an empty
 /// registry and no store (registrations last until the daemon stops). This is the one
-/// function to switch to `crate::sa_store::open(state_dir)`.
-pub fn registry_and_store(state_dir: &Path) -> (Registry, Option<Box<dyn RegistryStore>>) {
+/// function to switch: `crate::sa_store::open(state_dir).map(|(r, s)| (r, Some(s)))`.
+pub fn registry_and_store(state_dir: &StateDir) -> Result<(Registry, Option<Box<dyn RegistryStore>>), PersistError> {
     let _ = state_dir;
-    (Registry::default(), None)
+    Ok((Registry::default(), None))
 }
 
 /// The daemon's SA service: the registry of `state_dir`, saves logged by [`LoggedStore`]. It
 /// does not serve until the driver (umad: as master) or the [`SaPublisher`] (mock, oob: the
 /// first generation) says so.
-pub fn open_service(state_dir: &Path) -> Arc<SaService> {
-    let (registry, store) = registry_and_store(state_dir);
+pub fn open_service(state_dir: &StateDir) -> Result<Arc<SaService>, PersistError> {
+    let (registry, store) = registry_and_store(state_dir)?;
     let store = store.map(|inner| Box::new(LoggedStore::new(inner)) as Box<dyn RegistryStore>);
-    Arc::new(SaService::new(registry, store))
+    Ok(Arc::new(SaService::new(registry, store)))
 }
 
 /// The SM data of a daemon whose driver reads no SMInfo (mock, oob): GUID 0, LID 0, master.

@@ -250,7 +250,7 @@ pub async fn run(opts: RunOptions, mut control: mpsc::Receiver<Control>) -> Resu
     let telemetry = Telemetry::new();
     // Subnet Administration: one service for the driver (umad answers SA MADs itself and keeps
     // its snapshot) and gRPC SaQuery; for the other drivers the loop keeps the snapshot.
-    let sa = crate::sa::open_service(state_dir.path());
+    let sa = crate::sa::open_service(&state_dir)?;
     let sa_publisher = if driver.attach_sa(sa.clone()) {
         tracing::info!(
             driver = caps.name,
