@@ -75,7 +75,7 @@ impl SaMetrics {
         );
         r.register(
             "sa_snapshot_version",
-            "Version of the subnet snapshot the SA answers from (grows at every generation and LFT update)",
+            "Version of the subnet snapshot the SA answers from (grows with every snapshot built)",
             m.snapshot_version.clone(),
         );
         m

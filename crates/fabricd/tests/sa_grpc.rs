@@ -216,7 +216,9 @@ fn sa_queries_answer_from_the_installed_tables_and_follow_a_fault() {
         // The destination's cable goes down (physical fault) and the generation routing around
         // it is committed: the SA's tables follow, no path is answered; back up, it is again.
         let version = |v: &Value| v["snapshot_version"].as_u64().expect("version");
-        let (v0, _) = fabricctl_sa(&d, &["smir"]);
+        let (slid, dlid) = (a.base_lid.to_string(), path.base_lid.to_string());
+        let a_to_b = ["pr", "--slid", &slid, "--dlid", &dlid];
+        let (v0, _) = fabricctl_sa(&d, &a_to_b);
         let node = |up: bool| pb::InjectFaultRequest {
             kind: pb::FaultKind::Node as i32,
             up,
@@ -235,7 +237,7 @@ fn sa_queries_answer_from_the_installed_tables_and_follow_a_fault() {
             <[Vec<u8>]>::is_empty,
         )
         .await;
-        let (v1, _) = fabricctl_sa(&d, &["smir"]);
+        let (v1, _) = fabricctl_sa(&d, &a_to_b);
         assert!(version(&v1) > version(&v0), "a new snapshot: {v0} then {v1}");
         c.inject_fault(node(true)).await.expect("node up");
         assert!(trace(&mut c, &a.name, &b.name, false).await.reached);
