@@ -237,6 +237,23 @@ impl SaPublisher {
     }
 }
 
+#[cfg(test)]
+impl SaPublisher {
+    /// Marks a build as requested (none runs): acknowledged blocks are then kept for its replay.
+    pub(crate) fn request_build(&self) {
+        lock(&self.state).requested += 1;
+    }
+
+    /// (switch, block) of the blocks kept for the replay of the pending build.
+    pub(crate) fn kept_for_replay(&self) -> Vec<(Guid, u32)> {
+        lock(&self.state)
+            .since_request
+            .iter()
+            .map(|&(g, b, _)| (g, b))
+            .collect()
+    }
+}
+
 /// The switches `keep` take the tables `previous` has for them (same node GUID).
 fn keep_tables(subnet: &mut Subnet, previous: &Subnet, keep: &[Guid]) {
     for &guid in keep {
@@ -435,9 +452,9 @@ mod tests {
         };
         p.lft_blocks_acknowledged(std::slice::from_ref(&w));
         assert!(lock(&p.state).since_request.is_empty());
-        lock(&p.state).requested += 1;
+        p.request_build();
         p.lft_blocks_acknowledged(std::slice::from_ref(&w));
-        assert_eq!(lock(&p.state).since_request.len(), 1);
+        assert_eq!(p.kept_for_replay(), vec![(w.switch, 0)]);
         // A build older than the last request is not stored.
         p.store(2, 2, Subnet::default(), &[]);
         assert_eq!(service.subnet().version, 2);

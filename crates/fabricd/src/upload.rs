@@ -332,6 +332,37 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn the_sa_follows_exactly_the_blocks_a_switch_acknowledged() {
+        let f = two_switches();
+        let cfg = MockConfig {
+            unreachable_switches: vec![0x11],
+            max_retries: 0,
+            ..MockConfig::default()
+        };
+        let mock = Arc::new(MockFabric::new(f.clone()).with_config(cfg).unwrap());
+        let service = Arc::new(fabric_sa::SaService::new(
+            fabric_sa::registry::Registry::default(),
+            None,
+        ));
+        let sa = Arc::new(crate::sa::SaPublisher::new(service, crate::sa::local_sm(), None));
+        // A snapshot build pending: what the switches acknowledge is kept for it.
+        sa.request_build();
+        let p = UploadParams {
+            sa: Some(sa.clone()),
+            ..params()
+        };
+        let out = upload(mock, Arc::new(f), writes(10), p).await;
+        assert_eq!(out.blocks_written, 5);
+        let mut kept = sa.kept_for_replay();
+        kept.sort_unstable();
+        assert_eq!(
+            kept,
+            (0..5).map(|b| (0x10, b)).collect::<Vec<_>>(),
+            "only 0x10 took its blocks"
+        );
+    }
+
+    #[tokio::test]
     async fn a_switch_that_fails_fails_only_its_own_blocks() {
         // The driver knows 0x10 and 0x11 only: every write to 0x12 fails (as to a switch whose
         // agent is down), next to the other switches' blocks: they are written, its own fail.
