@@ -26,7 +26,7 @@ use fabric_sa::service::RegistryStore;
 use fabric_sa::subnet::{Escape, SmData};
 use fabric_sa::{SaService, Subnet};
 use fabric_southbound::LftBlockWrite;
-use fabric_topology::{Fabric, Guid};
+use fabric_topology::{Fabric, FabricEvent, Guid};
 use tokio::sync::watch;
 
 use crate::persist::{PersistError, StateDir};
@@ -122,13 +122,42 @@ pub struct SaPublisher {
 /// What the publisher's builds and the upload's acknowledgements share.
 #[derive(Default)]
 struct PublishState {
-    /// Builds requested (one per committed generation).
+    /// Builds requested (one per committed generation or physical change).
     requested: u64,
     /// The last build stored.
     stored: u64,
     /// Blocks acknowledged since the last build was requested: replayed onto its snapshot
     /// when it is stored (they were written after the tables it was built from).
     since_request: Vec<SaBlock>,
+    /// The LID plan and tables of the last committed generation (physical changes rebuild the
+    /// snapshot with them).
+    last: Option<(Arc<fabric_routing::LidPlan>, Arc<fabric_routing::Lfts>)>,
+    /// The next build to run (only the latest request is built: older ones are superseded).
+    next: Option<Build>,
+    /// A blocking task is running the builds.
+    building: bool,
+}
+
+/// One snapshot to build.
+struct Build {
+    seq: u64,
+    /// What it is built for (logs).
+    what: String,
+    physical: Arc<Fabric>,
+    /// Physical changes not yet applied to `physical`.
+    events: Vec<FabricEvent>,
+    lids: Arc<fabric_routing::LidPlan>,
+    lfts: Arc<fabric_routing::Lfts>,
+    keep: Keep,
+}
+
+/// Which switches keep the tables of the current snapshot instead of the build's.
+enum Keep {
+    /// These (the unprogrammed switches of a committed generation).
+    Switches(Vec<Guid>),
+    /// Every switch (a physical change: the tables did not change, the current snapshot holds
+    /// what the switches acknowledged).
+    All,
 }
 
 impl std::fmt::Debug for SaPublisher {
@@ -171,39 +200,116 @@ impl SaPublisher {
     /// event loop, does not wait) and stores it unless a newer generation's build was
     /// requested meanwhile. Switches listed as `unprogrammed` keep the tables of the current
     /// snapshot (the blocks they acknowledged), not the generation's.
+    ///
+    /// `physical` is the physical fabric the generation was computed on and `pending` the
+    /// physical changes seen since (not routed yet): they are applied too, so that the SA's
+    /// links are the live ones.
     pub fn generation_committed(
         self: &Arc<Self>,
         physical: &Arc<Fabric>,
+        pending: &[FabricEvent],
         generation: &Generation,
         unprogrammed: &[UnprogrammedSwitch],
     ) {
-        let seq = {
-            let mut st = lock(&self.state);
-            st.requested += 1;
-            st.since_request.clear();
-            st.requested
-        };
-        let me = self.clone();
-        let physical = physical.clone();
-        let lids = generation.lids.clone();
-        let lfts = generation.lfts.clone();
-        let number = generation.number;
-        let keep: Vec<Guid> = unprogrammed.iter().map(|u| u.guid).collect();
-        tokio::task::spawn_blocking(move || {
-            let subnet = fabric_sa::subnet::from_model(&physical, &lids, &lfts, me.sm, me.escape);
-            me.store(seq, number, subnet, &keep);
-        });
+        let mut st = lock(&self.state);
+        st.last = Some((generation.lids.clone(), generation.lfts.clone()));
+        let keep = Keep::Switches(unprogrammed.iter().map(|u| u.guid).collect());
+        self.request(st, format!("generation {}", generation.number), physical, pending, keep);
     }
 
-    /// Stores build `seq` (of generation `number`) unless a newer one was requested.
-    fn store(&self, seq: u64, number: u64, mut subnet: Subnet, keep: &[Guid]) {
+    /// A physical change was seen (`pending`: the changes since `physical`, the fabric of the
+    /// last committed generation): the snapshot's links and ports follow at once (built on
+    /// the blocking pool), its tables stay what the switches acknowledged. Nothing before the
+    /// first generation.
+    pub fn physical_changed(self: &Arc<Self>, physical: &Arc<Fabric>, pending: &[FabricEvent]) {
+        let st = lock(&self.state);
+        if st.last.is_none() {
+            return;
+        }
+        self.request(st, "a physical change".into(), physical, pending, Keep::All);
+    }
+
+    /// Requests a build (superseding any not stored yet) and starts the builder if idle.
+    fn request(
+        self: &Arc<Self>,
+        mut st: MutexGuard<'_, PublishState>,
+        what: String,
+        physical: &Arc<Fabric>,
+        pending: &[FabricEvent],
+        keep: Keep,
+    ) {
+        let Some((lids, lfts)) = st.last.clone() else {
+            return;
+        };
+        st.requested += 1;
+        st.since_request.clear();
+        st.next = Some(Build {
+            seq: st.requested,
+            what,
+            physical: physical.clone(),
+            events: pending.to_vec(),
+            lids,
+            lfts,
+            keep,
+        });
+        if st.building {
+            return;
+        }
+        st.building = true;
+        drop(st);
+        let me = self.clone();
+        tokio::task::spawn_blocking(move || me.run_builds());
+    }
+
+    /// The builder: builds the latest request until none is left.
+    fn run_builds(&self) {
+        loop {
+            let b = {
+                let mut st = lock(&self.state);
+                match st.next.take() {
+                    Some(b) => b,
+                    None => {
+                        st.building = false;
+                        return;
+                    }
+                }
+            };
+            let physical = if b.events.is_empty() {
+                Ok(b.physical.clone())
+            } else {
+                b.physical.apply(&b.events).map(Arc::new)
+            };
+            match physical {
+                Ok(f) => {
+                    let subnet = fabric_sa::subnet::from_model(&f, &b.lids, &b.lfts, self.sm, self.escape);
+                    self.store(b.seq, &b.what, subnet, &b.keep);
+                }
+                // Checked by the loop before it queued them: not expected.
+                Err(e) => tracing::warn!(error = %e, "SA snapshot not rebuilt for {}", b.what),
+            }
+        }
+    }
+
+    /// Stores build `seq` (for `what`) unless a newer one was requested.
+    fn store(&self, seq: u64, what: &str, mut subnet: Subnet, keep: &Keep) {
         let mut st = lock(&self.state);
         if seq != st.requested {
-            tracing::debug!(generation = number, "SA snapshot superseded by a newer generation's");
+            tracing::debug!("SA snapshot of {what} superseded by a newer one");
             return;
         }
         let previous = self.service.subnet();
-        keep_tables(&mut subnet, &previous, keep);
+        match keep {
+            Keep::Switches(guids) => keep_tables(&mut subnet, &previous, guids),
+            Keep::All => {
+                let all: Vec<Guid> = previous
+                    .nodes
+                    .iter()
+                    .filter(|n| n.lft.is_some())
+                    .map(|n| n.guid())
+                    .collect();
+                keep_tables(&mut subnet, &previous, &all);
+            }
+        }
         subnet.version = previous.version + 1;
         let version = subnet.version;
         let nodes = subnet.nodes.len();
@@ -216,9 +322,9 @@ impl SaPublisher {
         drop(st);
         if !self.service.serving() {
             self.service.set_serving(true);
-            tracing::info!(generation = number, nodes, "subnet administration serving");
+            tracing::info!(nodes, "subnet administration serving ({what})");
         }
-        tracing::debug!(generation = number, version, nodes, "SA snapshot published");
+        tracing::debug!(version, nodes, "SA snapshot of {what} published");
         self.stored.send_replace(seq);
     }
 
@@ -436,14 +542,22 @@ mod tests {
         let p = Arc::new(SaPublisher::new(service.clone(), local_sm(), Some(Escape { sl: 1 })));
         let mut stored = p.stored_watch();
         assert!(!service.serving());
-        p.generation_committed(&fabric, &generation(&fabric, 1), &[]);
+        // Nothing to rebuild before the first generation.
+        p.physical_changed(&fabric, &[]);
+        assert!(!service.serving());
+        p.generation_committed(&fabric, &[], &generation(&fabric, 1), &[]);
         stored.wait_for(|s| *s == 1).await.unwrap();
         assert!(service.serving());
         assert_eq!(service.subnet().version, 1);
         assert_eq!(service.subnet().sm, local_sm());
-        p.generation_committed(&fabric, &generation(&fabric, 2), &[]);
+        p.generation_committed(&fabric, &[], &generation(&fabric, 2), &[]);
         stored.wait_for(|s| *s == 2).await.unwrap();
         assert_eq!(service.subnet().version, 2);
+        // A physical change is a new snapshot too.
+        let sw = fabric.switch(fabric_topology::SwitchId(0)).guid;
+        p.physical_changed(&fabric, &[FabricEvent::SwitchDown(sw)]);
+        stored.wait_for(|s| *s == 3).await.unwrap();
+        assert_eq!(service.subnet().version, 3);
         // Acknowledged blocks are taken while no build runs, and kept for the replay while one does.
         let w = LftBlockWrite {
             switch: fabric.switch(fabric_topology::SwitchId(0)).guid,
@@ -456,10 +570,10 @@ mod tests {
         p.lft_blocks_acknowledged(std::slice::from_ref(&w));
         assert_eq!(p.kept_for_replay(), vec![(w.switch, 0)]);
         // A build older than the last request is not stored.
-        p.store(2, 2, Subnet::default(), &[]);
-        assert_eq!(service.subnet().version, 2);
-        p.store(3, 3, Subnet::default(), &[]);
+        p.store(3, "old", Subnet::default(), &Keep::All);
         assert_eq!(service.subnet().version, 3);
+        p.store(4, "new", Subnet::default(), &Keep::All);
+        assert_eq!(service.subnet().version, 4);
         assert!(lock(&p.state).since_request.is_empty(), "replayed");
     }
 }

@@ -345,7 +345,12 @@ impl EventLoop {
         self.set_phase(Phase::Idle);
         self.publish();
         if let (Some(sa), Some(g)) = (&self.io.sa, &self.current) {
-            sa.generation_committed(&self.physical, g, &self.installation().unprogrammed);
+            sa.generation_committed(
+                &self.physical,
+                &self.pending_physical,
+                g,
+                &self.installation().unprogrammed,
+            );
         }
         // Waiters are answered once readers see the committed generation.
         self.waiters.committed(flight.seq, number);

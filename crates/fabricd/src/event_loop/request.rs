@@ -192,7 +192,8 @@ pub struct LoopIo {
     /// its number and a status line saying what is incomplete.
     pub on_ready: Option<Box<dyn FnOnce(u64, String) + Send + Sync>>,
     /// The SA snapshots to keep (drivers whose `attach_sa` returned false): told every
-    /// committed generation and, through the upload, every acknowledged LFT block.
+    /// committed generation, every physical change and, through the upload, every
+    /// acknowledged LFT block.
     pub sa: Option<Arc<crate::sa::SaPublisher>>,
 }
 
