@@ -305,7 +305,7 @@ impl SaPublisher {
                     .nodes
                     .iter()
                     .filter(|n| n.lft.is_some())
-                    .map(|n| n.guid())
+                    .map(fabric_sa::subnet::Node::guid)
                     .collect();
                 keep_tables(&mut subnet, &previous, &all);
             }
