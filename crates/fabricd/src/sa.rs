@@ -14,7 +14,8 @@
 //!   logs, and the JSON rendering of records.
 //!
 //! SM data on mock and oob: the SMInfoRecord names GUID 0 and LID 0 (no port of the fabric is
-//! the manager's), priority 0, state master.
+//! the manager's), priority 0, state master. These drivers carry no SA MADs: the Reports a
+//! snapshot owes subscribers are dropped (logged at DEBUG) instead of kept queued.
 //!
 //! [`attach_sa`]: fabric_southbound::SouthboundDriver::attach_sa
 
@@ -325,6 +326,15 @@ impl SaPublisher {
             tracing::info!(nodes, "subnet administration serving ({what})");
         }
         tracing::debug!(version, nodes, "SA snapshot of {what} published");
+        // Reports (traps 64/65) owed to InformInfo subscribers: mock and oob have no SA transport
+        // to send them on (no client can have subscribed over the wire); not kept queued.
+        let reports = self.service.take_reports();
+        if !reports.is_empty() {
+            tracing::debug!(
+                reports = reports.len(),
+                "SA Reports not delivered: no SA transport on this driver"
+            );
+        }
         self.stored.send_replace(seq);
     }
 
