@@ -288,3 +288,88 @@ fn a_daemon_that_has_not_routed_refuses_sa_queries() {
         assert!(http_get(port, "/metrics").contains("fabricd_sa_serving 0"));
     });
 }
+
+/// The PathRecords from `slid` to `dlid` (gRPC), as (SLID, DLID) pairs.
+async fn sa_paths(c: &mut Client, slid: u16, dlid: u16) -> usize {
+    let mut t = vec![0u8; 44];
+    t[40..42].copy_from_slice(&dlid.to_be_bytes());
+    t[42..44].copy_from_slice(&slid.to_be_bytes());
+    let r = c
+        .sa_query(query(pb::SaMethod::GetTable, "PathRecord", (1 << 4) | (1 << 5), t))
+        .await
+        .expect("PathRecord query")
+        .into_inner();
+    assert_eq!(r.status, 0, "{r:?}");
+    r.records.len()
+}
+
+/// In the middle of a five-phase update (a subscriber has not acked Unpath: the tables stay as
+/// they are), after a cable went down: the SA answers a path exactly where the simulated
+/// switches deliver the packet, over base and escape LIDs.
+#[test]
+fn during_an_update_the_sa_answers_what_the_switches_deliver() {
+    run_with_deadline(180, async {
+        let dir = test_dir("sa-update");
+        let opts = Opts::new(SMALL);
+        let text = opts
+            .config_text()
+            .replace("[update]\n", "[update]\nunpath_deadline_ms = 60000\n");
+        let config = dir.join("fabricd.toml");
+        std::fs::write(&config, text).expect("write config");
+        let d = Daemon::spawn_with_config(&dir, &config, &[]);
+        let mut c = d.ready().await;
+        until_sa_serves(&d, &mut c).await;
+        let t = topology(&mut c).await;
+        let a = t.end_ports[0].clone();
+        let mut sc = d.client().await;
+        let (mut stream, first) = subscribe(&mut sc, "sa-check", &a.name).await;
+        // A cable between a leaf and a spine goes down.
+        let (sw, port) = switch_links(&t)[0];
+        c.inject_fault(link_req(sw, port, false, true, false))
+            .await
+            .expect("link down");
+        let unpath = tokio::time::timeout(Duration::from_secs(30), stream.message())
+            .await
+            .expect("an Unpath notice")
+            .expect("stream")
+            .expect("open");
+        assert_eq!(unpath.phase, pb::Phase::Unpath as i32, "{unpath:?}");
+
+        // Waiting for the ack: the tables do not move. The SA's snapshot follows the cable a
+        // moment after the change; then every answer is what the switches do.
+        let started = Instant::now();
+        loop {
+            let mut differ = Vec::new();
+            let mut unreachable = 0;
+            for x in t.end_ports.iter().filter(|x| x.guid != a.guid) {
+                for escape in [false, true] {
+                    let reached = trace(&mut c, &a.name, &x.name, escape).await.reached;
+                    let dlid = if escape { x.escape_lid } else { x.base_lid };
+                    let answered = sa_paths(&mut c, a.base_lid as u16, dlid as u16).await;
+                    unreachable += usize::from(!reached);
+                    if answered != usize::from(reached) {
+                        differ.push(format!(
+                            "{} (escape {escape}): delivered {reached}, {answered} paths",
+                            x.name
+                        ));
+                    }
+                }
+            }
+            if differ.is_empty() {
+                eprintln!("pairs not delivered in the middle of the update: {unreachable}");
+                break;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(20),
+                "the SA answers what the switches do not deliver: {differ:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert_eq!(
+            status(&mut c).await.phase,
+            pb::Phase::Unpath as i32,
+            "still waiting for the ack"
+        );
+        ack_update(&mut sc, &mut stream, first.subscriber_id, unpath.generation).await;
+    });
+}
