@@ -12,6 +12,7 @@ mod output;
 mod events;
 mod jobs;
 mod render;
+mod sa;
 mod whatif;
 
 use anyhow::{bail, Context, Result};
@@ -25,6 +26,7 @@ use self::render::{
     driver_smps_text, escape_vl_text, installed_text, metrics_json, phase_name, routing_validity_text, status_json,
     topology_json,
 };
+pub use self::sa::SaArgs;
 pub use self::whatif::WhatIfArgs;
 
 /// `fabricctl inject`.
@@ -133,6 +135,9 @@ pub enum RemoteCmd {
         #[arg(long)]
         json: bool,
     },
+    /// Subnet Administration queries answered by the daemon's SA (nr, pir, swir, lr, lftr, gir,
+    /// smir, sr, iir, pr, classportinfo), on every driver.
+    Sa(SaArgs),
     /// Check every pair of end ports through the simulated fabric's LFTs (mock driver).
     Verify {
         /// The escape LIDs instead of the base LIDs.
@@ -424,6 +429,7 @@ async fn run_async(cmd: RemoteCmd, target: &Target) -> Result<()> {
             }
         }
         RemoteCmd::Jobs(a) => jobs::run(&mut c, a).await?,
+        RemoteCmd::Sa(a) => sa::run(&mut c, a).await?,
         RemoteCmd::Subscribe {
             name,
             ports,

@@ -8,6 +8,8 @@
 //!   commits them.
 //! * [`grpc`]: the `fabricd.v1.FabricManager` service over [`state::Published`] snapshots.
 //! * [`persist`]: the state directory (guid2lid, jobs, virtual faults), written atomically.
+//! * [`sa`]: the Subnet Administration service of the daemon and, for drivers that do not keep
+//!   it, the snapshots it answers from.
 //! * [`sa_store`]: the SA registry (ServiceRecords, InformInfo subscriptions) in the state
 //!   directory.
 //! * [`notify`], [`telemetry`], [`logging`]: systemd notifications, Prometheus metrics,
@@ -29,6 +31,7 @@ pub mod grpc;
 pub mod logging;
 pub mod notify;
 pub mod persist;
+pub mod sa;
 pub mod sa_store;
 pub mod state;
 pub mod telemetry;

@@ -30,6 +30,85 @@ struct PhaseLabels {
     phase: String,
 }
 
+/// Labels of `fabricd_sa_answers_total`: the attribute's IBA name (`other` for ids the SA does
+/// not know, so that random ids cannot grow the label set), the request method, the status.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct SaAnswerLabels {
+    attribute: String,
+    method: String,
+    status: String,
+}
+
+/// Subnet Administration metrics, read from the service's counters at every scrape.
+#[derive(Clone, Default)]
+struct SaMetrics {
+    service: Arc<std::sync::OnceLock<Arc<fabric_sa::SaService>>>,
+    answers: Family<SaAnswerLabels, Counter>,
+    malformed: Counter,
+    persist_failures: Counter,
+    serving: Gauge,
+    snapshot_version: Gauge,
+}
+
+impl SaMetrics {
+    fn register(r: &mut Registry) -> SaMetrics {
+        let m = SaMetrics::default();
+        r.register(
+            "sa_answers",
+            "Subnet Administration answers, by attribute, request method and MAD status (wire and gRPC SaQuery)",
+            m.answers.clone(),
+        );
+        r.register(
+            "sa_malformed",
+            "SA MADs that were not SA requests at all (runts, wrong class or base version): not answered",
+            m.malformed.clone(),
+        );
+        r.register(
+            "sa_persist_failures",
+            "ServiceRecord/InformInfo changes refused (ERR_NO_RESOURCES) because the SA registry could not be saved",
+            m.persist_failures.clone(),
+        );
+        r.register(
+            "sa_serving",
+            "1 while the subnet administrator answers (master with a routing installed), else 0",
+            m.serving.clone(),
+        );
+        r.register(
+            "sa_snapshot_version",
+            "Version of the subnet snapshot the SA answers from (grows with every snapshot built)",
+            m.snapshot_version.clone(),
+        );
+        m
+    }
+
+    /// Moves the metrics to the service's current counters.
+    fn refresh(&self) {
+        let Some(sa) = self.service.get() else {
+            return;
+        };
+        let c = sa.counters();
+        let mut totals: std::collections::HashMap<SaAnswerLabels, u64> = std::collections::HashMap::new();
+        for (&(attr, method, status), &n) in &c.answers {
+            let labels = SaAnswerLabels {
+                attribute: crate::sa::attribute_name(attr).unwrap_or("other").into(),
+                method: crate::sa::method_label(method).into(),
+                status: format!("0x{status:04x}"),
+            };
+            *totals.entry(labels).or_default() += n;
+        }
+        for (labels, n) in totals {
+            let counter = self.answers.get_or_create(&labels);
+            counter.inc_by(n.saturating_sub(counter.get()));
+        }
+        self.malformed.inc_by(c.malformed.saturating_sub(self.malformed.get()));
+        self.persist_failures
+            .inc_by(c.persist_failures.saturating_sub(self.persist_failures.get()));
+        self.serving.set(i64::from(sa.serving()));
+        self.snapshot_version
+            .set(i64::try_from(sa.subnet().version).unwrap_or(i64::MAX));
+    }
+}
+
 /// The daemon's metrics. Cheap to clone (shared handles).
 #[derive(Clone)]
 pub struct Telemetry {
@@ -59,6 +138,7 @@ pub struct Telemetry {
     /// `None` = ready; else the reason `/ready` answers 503 with.
     not_ready: Arc<Mutex<Option<String>>>,
     validity: ValidityGauges,
+    sa: SaMetrics,
 }
 
 /// Validity of the installed routing (`fabricd_routing_*`): set at every commit.
@@ -248,6 +328,7 @@ impl Telemetry {
             pending_faults.clone(),
         );
         let validity = ValidityGauges::register(&mut r);
+        let sa = SaMetrics::register(&mut r);
         let t = Telemetry {
             registry: Arc::new(r),
             routed_seconds,
@@ -274,6 +355,7 @@ impl Telemetry {
             persistence_ok,
             not_ready: Arc::new(Mutex::new(Some("not ready: no generation installed".into()))),
             validity,
+            sa,
         };
         t.set_phase(Phase::Idle);
         t
@@ -394,8 +476,15 @@ impl Telemetry {
         self.generations_failed.inc();
     }
 
+    /// The SA service whose counters the `fabricd_sa_*` metrics report (read at every scrape).
+    /// The first one attached stays.
+    pub fn attach_sa(&self, sa: Arc<fabric_sa::SaService>) {
+        let _ = self.sa.service.set(sa);
+    }
+
     /// The OpenMetrics text exposition.
     pub fn encode(&self) -> String {
+        self.sa.refresh();
         let mut s = String::new();
         // Writing to a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut s, &self.registry);
@@ -516,6 +605,60 @@ mod tests {
         ] {
             assert!(s.contains(needle), "missing {needle:?} in\n{s}");
         }
+    }
+
+    #[test]
+    fn sa_metrics_follow_the_service_counters() {
+        use fabric_sa::wire;
+        let t = Telemetry::new();
+        assert!(t.encode().contains("fabricd_sa_serving 0"));
+        let sa = Arc::new(fabric_sa::SaService::new(
+            fabric_sa::registry::Registry::default(),
+            None,
+        ));
+        t.attach_sa(sa.clone());
+        sa.set_serving(true);
+        let mut mad = [0u8; wire::MAD_SIZE];
+        let get = |attr: u16| wire::SaHeader {
+            class_version: wire::SA_CLASS_VERSION,
+            method: wire::METHOD_GET,
+            attr_id: attr,
+            ..wire::SaHeader::default()
+        };
+        let from = fabric_sa::Requester::default();
+        for attr in [0x1234, 0x4321, wire::attr::NODE_RECORD] {
+            get(attr).encode(&mut mad);
+            assert!(sa.handle(&mad, &from, std::time::SystemTime::now()).is_some());
+        }
+        // A runt is counted as malformed, not answered.
+        assert!(sa.handle(&mad[..10], &from, std::time::SystemTime::now()).is_none());
+        let s = t.encode();
+        let answers = |attr: &str| {
+            s.lines()
+                .find(|l| {
+                    l.starts_with(&format!(
+                        "fabricd_sa_answers_total{{attribute=\"{attr}\",method=\"get\""
+                    ))
+                })
+                .unwrap_or_else(|| panic!("no answers of {attr} in\n{s}"))
+                .rsplit(' ')
+                .next()
+                .unwrap()
+                .parse::<u64>()
+                .unwrap()
+        };
+        assert_eq!(answers("other"), 2, "unknown attribute ids share one label");
+        assert_eq!(answers("NodeRecord"), 1);
+        for needle in [
+            "fabricd_sa_malformed_total 1",
+            "fabricd_sa_persist_failures_total 0",
+            "fabricd_sa_serving 1",
+            "fabricd_sa_snapshot_version 0",
+        ] {
+            assert!(s.contains(needle), "missing {needle:?} in\n{s}");
+        }
+        // A second scrape does not count twice.
+        assert!(t.encode().contains("fabricd_sa_malformed_total 1"));
     }
 
     #[tokio::test]

@@ -24,13 +24,16 @@ use fabric_topology::Fabric;
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
-/// Upload tuning (from `[update]`).
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// Upload tuning (from `[update]`), and who follows the acknowledged writes.
+#[derive(Clone, Debug)]
 pub struct UploadParams {
     pub batch_blocks: usize,
     pub parallelism: usize,
     pub retries: u32,
     pub backoff: Duration,
+    /// The SA snapshots the daemon keeps (mock, oob): told every batch a switch acknowledged,
+    /// as soon as it is, so that SA answers follow the switches during an update.
+    pub sa: Option<Arc<crate::sa::SaPublisher>>,
 }
 
 /// What an upload did.
@@ -88,7 +91,12 @@ pub async fn upload(
             let mut attempt = 0u32;
             loop {
                 match driver.write_lft_blocks(&batch).await {
-                    Ok(r) => return (ids, Ok((r.blocks_written as u64, retries + r.retries as u64))),
+                    Ok(r) => {
+                        if let Some(sa) = &p.sa {
+                            sa.lft_blocks_acknowledged(&batch);
+                        }
+                        return (ids, Ok((r.blocks_written as u64, retries + r.retries as u64)));
+                    }
                     Err(e) if e.is_transient() && attempt < p.retries => {
                         attempt += 1;
                         retries += 1;
@@ -166,6 +174,7 @@ mod tests {
             parallelism: 2,
             retries: 2,
             backoff: Duration::from_millis(1),
+            sa: None,
         }
     }
 
@@ -320,6 +329,37 @@ mod tests {
         assert_eq!(out.blocks_written, 5, "every block of the reachable switch is written");
         assert_eq!(out.failed, (0..5).map(|b| (1, b)).collect::<Vec<_>>());
         assert_eq!(out.switch_errors.keys().copied().collect::<Vec<_>>(), vec![1]);
+    }
+
+    #[tokio::test]
+    async fn the_sa_follows_exactly_the_blocks_a_switch_acknowledged() {
+        let f = two_switches();
+        let cfg = MockConfig {
+            unreachable_switches: vec![0x11],
+            max_retries: 0,
+            ..MockConfig::default()
+        };
+        let mock = Arc::new(MockFabric::new(f.clone()).with_config(cfg).unwrap());
+        let service = Arc::new(fabric_sa::SaService::new(
+            fabric_sa::registry::Registry::default(),
+            None,
+        ));
+        let sa = Arc::new(crate::sa::SaPublisher::new(service, crate::sa::local_sm(), None));
+        // A snapshot build pending: what the switches acknowledge is kept for it.
+        sa.request_build();
+        let p = UploadParams {
+            sa: Some(sa.clone()),
+            ..params()
+        };
+        let out = upload(mock, Arc::new(f), writes(10), p).await;
+        assert_eq!(out.blocks_written, 5);
+        let mut kept = sa.kept_for_replay();
+        kept.sort_unstable();
+        assert_eq!(
+            kept,
+            (0..5).map(|b| (0x10, b)).collect::<Vec<_>>(),
+            "only 0x10 took its blocks"
+        );
     }
 
     #[tokio::test]

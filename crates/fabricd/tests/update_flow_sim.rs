@@ -338,6 +338,7 @@ fn start(five_phase: bool) -> Daemon {
             notifier: Notifier::default(),
             watchdog: None,
             on_ready: None,
+            sa: None,
         },
         LoopInit {
             physical,

@@ -566,3 +566,47 @@ macro_rules! record_image {
     (@comp) => { None };
 }
 pub(crate) use record_image;
+
+/// Any record, decoded by its attribute id: what renderers (gRPC's JSON, `fabricctl sa`,
+/// `fabric-saquery`) serialise. A MultiPathRecord answer is made of PathRecords.
+#[derive(Clone, Debug, serde::Serialize)]
+#[serde(untagged)]
+pub enum AnyRecord {
+    ClassPortInfo(ClassPortInfo),
+    Node(NodeRecord),
+    PortInfo(PortInfoRecord),
+    SwitchInfo(SwitchInfoRecord),
+    Lft(LftRecord),
+    SmInfo(SmInfoRecord),
+    Link(LinkRecord),
+    GuidInfo(GuidInfoRecord),
+    Service(ServiceRecord),
+    McMember(McMemberRecord),
+    Path(PathRecord),
+    InformInfo(InformInfo),
+    InformInfoRecord(InformInfoRecord),
+    Notice(Notice),
+}
+
+/// Decodes one record image of attribute `attr`; `None` for an attribute without a record
+/// type here or an image that does not decode.
+pub fn decode_any(attr: u16, raw: &[u8]) -> Option<AnyRecord> {
+    use crate::wire::attr as a;
+    Some(match attr {
+        a::CLASS_PORT_INFO => AnyRecord::ClassPortInfo(ClassPortInfo::decode(raw).ok()?),
+        a::NODE_RECORD => AnyRecord::Node(NodeRecord::decode(raw).ok()?),
+        a::PORT_INFO_RECORD => AnyRecord::PortInfo(PortInfoRecord::decode(raw).ok()?),
+        a::SWITCH_INFO_RECORD => AnyRecord::SwitchInfo(SwitchInfoRecord::decode(raw).ok()?),
+        a::LFT_RECORD => AnyRecord::Lft(LftRecord::decode(raw).ok()?),
+        a::SM_INFO_RECORD => AnyRecord::SmInfo(SmInfoRecord::decode(raw).ok()?),
+        a::LINK_RECORD => AnyRecord::Link(LinkRecord::decode(raw).ok()?),
+        a::GUID_INFO_RECORD => AnyRecord::GuidInfo(GuidInfoRecord::decode(raw).ok()?),
+        a::SERVICE_RECORD => AnyRecord::Service(ServiceRecord::decode(raw).ok()?),
+        a::MC_MEMBER_RECORD => AnyRecord::McMember(McMemberRecord::decode(raw).ok()?),
+        a::PATH_RECORD | a::MULTI_PATH_RECORD => AnyRecord::Path(PathRecord::decode(raw).ok()?),
+        a::INFORM_INFO => AnyRecord::InformInfo(InformInfo::decode(raw).ok()?),
+        a::INFORM_INFO_RECORD => AnyRecord::InformInfoRecord(InformInfoRecord::decode(raw).ok()?),
+        a::NOTICE => AnyRecord::Notice(Notice::decode(raw).ok()?),
+        _ => return None,
+    })
+}

@@ -248,6 +248,26 @@ pub async fn run(opts: RunOptions, mut control: mpsc::Receiver<Control>) -> Resu
     )));
     let (notices, _) = broadcast::channel(1024);
     let telemetry = Telemetry::new();
+    // Subnet Administration: one service for the driver (umad answers SA MADs itself and keeps
+    // its snapshot) and gRPC SaQuery; for the other drivers the loop keeps the snapshot.
+    let sa = crate::sa::open_service(&state_dir)?;
+    let sa_publisher = if driver.attach_sa(sa.clone()) {
+        tracing::info!(
+            driver = caps.name,
+            "subnet administration: the driver keeps the SA snapshot"
+        );
+        None
+    } else {
+        let escape = (config.routing.lmc >= 1).then_some(fabric_sa::subnet::Escape {
+            sl: crate::grpc::ESCAPE_SL as u8,
+        });
+        Some(Arc::new(crate::sa::SaPublisher::new(
+            sa.clone(),
+            crate::sa::local_sm(),
+            escape,
+        )))
+    };
+    telemetry.attach_sa(sa.clone());
     // Drivers that configure no VLs are ready at once; umad's state is refreshed every second.
     telemetry.set_escape_vl_ready(driver.escape_vl_status().ready);
     if let Some(u) = umad {
@@ -293,6 +313,7 @@ pub async fn run(opts: RunOptions, mut control: mpsc::Receiver<Control>) -> Resu
             on_ready: Some(Box::new(move |g, status| {
                 let _ = ready_tx.send((g, status));
             })),
+            sa: sa_publisher,
         },
         LoopInit {
             physical,
@@ -318,7 +339,8 @@ pub async fn run(opts: RunOptions, mut control: mpsc::Receiver<Control>) -> Resu
             metrics_config.clone(),
             analysis_pool,
         )
-        .with_driver(driver.clone()),
+        .with_driver(driver.clone())
+        .with_sa(sa),
     );
     // Requests are bounded by grpc.max_request_bytes; answers (whole-fabric LFT dumps) are not.
     let service = FabricManagerServer::new(FabricService::new(shared))

@@ -344,6 +344,14 @@ impl EventLoop {
         self.prepare_escape_vl();
         self.set_phase(Phase::Idle);
         self.publish();
+        if let (Some(sa), Some(g)) = (&self.io.sa, &self.current) {
+            sa.generation_committed(
+                &self.physical,
+                &self.pending_physical,
+                g,
+                &self.installation().unprogrammed,
+            );
+        }
         // Waiters are answered once readers see the committed generation.
         self.waiters.committed(flight.seq, number);
         if let Some(at) = protocol_at {

@@ -33,6 +33,9 @@ impl EventLoop {
             physical: true,
         });
         self.pending_physical.push(fe.clone());
+        if let Some(sa) = &self.io.sa {
+            sa.physical_changed(&self.physical, &self.pending_physical);
+        }
         self.note_change(true);
         self.change_during_update(&fe);
     }

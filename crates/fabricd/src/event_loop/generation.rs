@@ -386,6 +386,7 @@ impl EventLoop {
             parallelism: u.upload_parallelism,
             retries: u.upload_retries,
             backoff: Duration::from_millis(u.retry_backoff_ms),
+            sa: self.io.sa.clone(),
         };
         inst.wait_for(self.tasks.spawn(async move {
             let outcome = if lids_changed {

@@ -109,6 +109,7 @@ fn start_with(
             notifier: Notifier::default(),
             watchdog: None,
             on_ready: None,
+            sa: None,
         },
         LoopInit {
             physical,

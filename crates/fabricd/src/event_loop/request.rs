@@ -191,6 +191,10 @@ pub struct LoopIo {
     /// Called once, after the first generation is committed (complete or incomplete), with
     /// its number and a status line saying what is incomplete.
     pub on_ready: Option<Box<dyn FnOnce(u64, String) + Send + Sync>>,
+    /// The SA snapshots to keep (drivers whose `attach_sa` returned false): told every
+    /// committed generation, every physical change and, through the upload, every
+    /// acknowledged LFT block.
+    pub sa: Option<Arc<crate::sa::SaPublisher>>,
 }
 
 /// Initial state, loaded by the caller (discovery, state directory).

@@ -14,13 +14,15 @@
 //! * `status`: Status, GetTopology, GetLft, GetPath;
 //! * `faults`: InjectFault, Reroute; `jobs`: SetJobMapping, ClearJob, ListJobs;
 //! * `subscribe`: Subscribe, Ack (the update protocol's subscribers), WatchEvents;
-//! * `analysis`: GetMetrics, WhatIf, Trace, VerifyReachability.
+//! * `analysis`: GetMetrics, WhatIf, Trace, VerifyReachability;
+//! * `sa`: SaQuery (Subnet Administration queries through the daemon's SA service).
 
 mod analysis;
 mod convert;
 mod faults;
 mod jobs;
 mod request;
+mod sa;
 mod status;
 mod subscribe;
 
@@ -59,6 +61,8 @@ pub struct Shared {
     pub analysis_pool: Arc<rayon::ThreadPool>,
     /// The southbound driver, for its live counters and escape-VL state (Status).
     pub driver: Option<Arc<dyn fabric_southbound::SouthboundDriver>>,
+    /// The Subnet Administration service (SaQuery).
+    pub sa: Option<Arc<fabric_sa::SaService>>,
     metrics_cache: tokio::sync::Mutex<Option<(u64, MetricsConfig, Arc<CoreMetrics>)>>,
     /// One maintenance plan (`WhatIf`) is computed at a time.
     what_if: tokio::sync::Mutex<()>,
@@ -81,6 +85,7 @@ impl Shared {
             metrics_config,
             analysis_pool,
             driver: None,
+            sa: None,
             metrics_cache: tokio::sync::Mutex::new(None),
             what_if: tokio::sync::Mutex::new(()),
         }
@@ -89,6 +94,12 @@ impl Shared {
     /// Attaches the southbound driver (Status reports its SMP counters and escape-VL state).
     pub fn with_driver(mut self, driver: Arc<dyn fabric_southbound::SouthboundDriver>) -> Shared {
         self.driver = Some(driver);
+        self
+    }
+
+    /// Attaches the Subnet Administration service (SaQuery).
+    pub fn with_sa(mut self, sa: Arc<fabric_sa::SaService>) -> Shared {
+        self.sa = Some(sa);
         self
     }
 }
@@ -221,6 +232,10 @@ impl FabricManager for FabricService {
         req: Request<pb::VerifyReachabilityRequest>,
     ) -> Result<Response<pb::VerifyReachabilityResponse>, Status> {
         self.handle_verify_reachability(req).await
+    }
+
+    async fn sa_query(&self, req: Request<pb::SaQueryRequest>) -> Result<Response<pb::SaQueryResponse>, Status> {
+        self.handle_sa_query(req).await
     }
 }
 

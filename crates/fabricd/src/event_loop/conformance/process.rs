@@ -161,6 +161,7 @@ impl Process {
                     notifier: Notifier::default(),
                     watchdog: None,
                     on_ready: None,
+                    sa: None,
                 },
                 LoopInit {
                     physical,

@@ -1,0 +1,580 @@
+//! The daemon's Subnet Administration glue: the one [`SaService`] of the process, and what keeps
+//! its snapshot true of the switches when the driver does not (mock, oob).
+//!
+//! * [`open_service`]: the service, with the registry read back from the state directory and
+//!   its saves logged (ERROR once per failure streak, INFO when saving works again).
+//! * [`SaPublisher`]: for drivers whose [`attach_sa`] returns `false`. After every committed
+//!   generation the event loop hands it the physical fabric, the LID plan and the tables; the
+//!   snapshot is built by [`fabric_sa::subnet::from_model`] on tokio's blocking pool (never on
+//!   the loop task), then swapped in. Between two generations the upload reports every LFT
+//!   block a switch acknowledged ([`SaPublisher::lft_blocks_acknowledged`]), so that in the
+//!   middle of a five-phase update PathRecords follow what the switches hold. The service
+//!   serves from the first stored snapshot on (mock and oob have no standby).
+//! * The names of attributes, methods and statuses shared by gRPC `SaQuery`, the metrics and
+//!   logs, and the JSON rendering of records.
+//!
+//! SM data on mock and oob: the SMInfoRecord names GUID 0 and LID 0 (no port of the fabric is
+//! the manager's), priority 0, state master. These drivers carry no SA MADs: the Reports a
+//! snapshot owes subscribers are dropped (logged at DEBUG) instead of kept queued.
+//!
+//! [`attach_sa`]: fabric_southbound::SouthboundDriver::attach_sa
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use fabric_sa::registry::Registry;
+use fabric_sa::service::RegistryStore;
+use fabric_sa::subnet::{Escape, SmData};
+use fabric_sa::{SaService, Subnet};
+use fabric_southbound::LftBlockWrite;
+use fabric_topology::{Fabric, FabricEvent, Guid};
+use tokio::sync::watch;
+
+use crate::persist::{PersistError, StateDir};
+use crate::state::{Generation, UnprogrammedSwitch};
+
+/// SMInfo state "master".
+const SM_STATE_MASTER: u8 = 3;
+
+/// One LFT block as the SA service takes it: (switch GUID, block, 64 entries).
+type SaBlock = (Guid, u32, [u8; fabric_routing::BLOCK_SIZE]);
+
+/// The registry read back from the state directory and the store its changes are saved to;
+/// an unreadable registry file stops the start (like the other state files)
+/// (`sa-registry.json`, [`crate::sa_store`]).
+pub fn registry_and_store(state_dir: &StateDir) -> Result<(Registry, Option<Box<dyn RegistryStore>>), PersistError> {
+    crate::sa_store::open(state_dir).map(|(r, s)| (r, Some(s)))
+}
+
+/// The daemon's SA service: the registry of `state_dir`, saves logged by [`LoggedStore`]. It
+/// does not serve until the driver (umad: as master) or the [`SaPublisher`] (mock, oob: the
+/// first generation) says so.
+pub fn open_service(state_dir: &StateDir) -> Result<Arc<SaService>, PersistError> {
+    let (registry, store) = registry_and_store(state_dir)?;
+    let store = store.map(|inner| Box::new(LoggedStore::new(inner)) as Box<dyn RegistryStore>);
+    Ok(Arc::new(SaService::new(registry, store)))
+}
+
+/// The SM data of a daemon whose driver reads no SMInfo (mock, oob): GUID 0, LID 0, master.
+pub fn local_sm() -> SmData {
+    SmData {
+        guid: 0,
+        lid: 0,
+        priority: 0,
+        state: SM_STATE_MASTER,
+        act_count: 0,
+    }
+}
+
+/// A [`RegistryStore`] that logs failed saves: an ERROR when saving starts failing (once per
+/// streak, whatever the number of failed Set/Delete requests), an INFO when it works again.
+/// The failures are counted by the service (`fabricd_sa_persist_failures_total`).
+pub struct LoggedStore {
+    inner: Box<dyn RegistryStore>,
+    failing: AtomicBool,
+}
+
+impl LoggedStore {
+    pub fn new(inner: Box<dyn RegistryStore>) -> LoggedStore {
+        LoggedStore {
+            inner,
+            failing: AtomicBool::new(false),
+        }
+    }
+}
+
+impl RegistryStore for LoggedStore {
+    fn save(&self, registry: &Registry) -> Result<(), String> {
+        let r = self.inner.save(registry);
+        match &r {
+            Ok(()) => {
+                if self.failing.swap(false, Ordering::Relaxed) {
+                    tracing::info!("SA registry saved again: ServiceRecord and InformInfo changes are accepted");
+                }
+            }
+            Err(e) => {
+                if !self.failing.swap(true, Ordering::Relaxed) {
+                    tracing::error!(
+                        error = %e,
+                        "cannot save the SA registry: ServiceRecord and InformInfo Set/Delete are refused \
+                         (ERR_NO_RESOURCES) until it can be saved"
+                    );
+                }
+            }
+        }
+        r
+    }
+}
+
+/// Builds and stores the SA snapshots of a driver that does not keep them (see the module).
+pub struct SaPublisher {
+    service: Arc<SaService>,
+    sm: SmData,
+    escape: Option<Escape>,
+    state: Mutex<PublishState>,
+    /// The number of the last build stored (tests and logs wait on it).
+    stored: watch::Sender<u64>,
+}
+
+/// What the publisher's builds and the upload's acknowledgements share.
+#[derive(Default)]
+struct PublishState {
+    /// Builds requested (one per committed generation or physical change).
+    requested: u64,
+    /// The last build stored.
+    stored: u64,
+    /// Blocks acknowledged since the last build was requested: replayed onto its snapshot
+    /// when it is stored (they were written after the tables it was built from).
+    since_request: Vec<SaBlock>,
+    /// The LID plan and tables of the last committed generation (physical changes rebuild the
+    /// snapshot with them).
+    last: Option<(Arc<fabric_routing::LidPlan>, Arc<fabric_routing::Lfts>)>,
+    /// The next build to run (only the latest request is built: older ones are superseded).
+    next: Option<Build>,
+    /// A blocking task is running the builds.
+    building: bool,
+}
+
+/// One snapshot to build.
+struct Build {
+    seq: u64,
+    /// What it is built for (logs).
+    what: String,
+    physical: Arc<Fabric>,
+    /// Physical changes not yet applied to `physical`.
+    events: Vec<FabricEvent>,
+    lids: Arc<fabric_routing::LidPlan>,
+    lfts: Arc<fabric_routing::Lfts>,
+    keep: Keep,
+}
+
+/// Which switches keep the tables of the current snapshot instead of the build's.
+enum Keep {
+    /// These (the unprogrammed switches of a committed generation).
+    Switches(Vec<Guid>),
+    /// Every switch (a physical change: the tables did not change, the current snapshot holds
+    /// what the switches acknowledged).
+    All,
+}
+
+impl std::fmt::Debug for SaPublisher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SaPublisher")
+            .field("service", &self.service)
+            .field("stored", &*self.stored.borrow())
+            .finish_non_exhaustive()
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl SaPublisher {
+    /// The publisher of `service`'s snapshots; `escape`: the five-phase update's escape
+    /// addressing when the LMC gives every end port an escape LID.
+    pub fn new(service: Arc<SaService>, sm: SmData, escape: Option<Escape>) -> SaPublisher {
+        SaPublisher {
+            service,
+            sm,
+            escape,
+            state: Mutex::new(PublishState::default()),
+            stored: watch::Sender::new(0),
+        }
+    }
+
+    /// The service it publishes to.
+    pub fn service(&self) -> &Arc<SaService> {
+        &self.service
+    }
+
+    /// A receiver of the number of the last build stored.
+    pub fn stored_watch(&self) -> watch::Receiver<u64> {
+        self.stored.subscribe()
+    }
+
+    /// A generation was committed: builds its snapshot on the blocking pool (the caller, the
+    /// event loop, does not wait) and stores it unless a newer generation's build was
+    /// requested meanwhile. Switches listed as `unprogrammed` keep the tables of the current
+    /// snapshot (the blocks they acknowledged), not the generation's.
+    ///
+    /// `physical` is the physical fabric the generation was computed on and `pending` the
+    /// physical changes seen since (not routed yet): they are applied too, so that the SA's
+    /// links are the live ones.
+    pub fn generation_committed(
+        self: &Arc<Self>,
+        physical: &Arc<Fabric>,
+        pending: &[FabricEvent],
+        generation: &Generation,
+        unprogrammed: &[UnprogrammedSwitch],
+    ) {
+        let mut st = lock(&self.state);
+        st.last = Some((generation.lids.clone(), generation.lfts.clone()));
+        let keep = Keep::Switches(unprogrammed.iter().map(|u| u.guid).collect());
+        self.request(st, format!("generation {}", generation.number), physical, pending, keep);
+    }
+
+    /// A physical change was seen (`pending`: the changes since `physical`, the fabric of the
+    /// last committed generation): the snapshot's links and ports follow at once (built on
+    /// the blocking pool), its tables stay what the switches acknowledged. Nothing before the
+    /// first generation.
+    pub fn physical_changed(self: &Arc<Self>, physical: &Arc<Fabric>, pending: &[FabricEvent]) {
+        let st = lock(&self.state);
+        if st.last.is_none() {
+            return;
+        }
+        self.request(st, "a physical change".into(), physical, pending, Keep::All);
+    }
+
+    /// Requests a build (superseding any not stored yet) and starts the builder if idle.
+    fn request(
+        self: &Arc<Self>,
+        mut st: MutexGuard<'_, PublishState>,
+        what: String,
+        physical: &Arc<Fabric>,
+        pending: &[FabricEvent],
+        keep: Keep,
+    ) {
+        let Some((lids, lfts)) = st.last.clone() else {
+            return;
+        };
+        st.requested += 1;
+        st.since_request.clear();
+        st.next = Some(Build {
+            seq: st.requested,
+            what,
+            physical: physical.clone(),
+            events: pending.to_vec(),
+            lids,
+            lfts,
+            keep,
+        });
+        if st.building {
+            return;
+        }
+        st.building = true;
+        drop(st);
+        let me = self.clone();
+        tokio::task::spawn_blocking(move || me.run_builds());
+    }
+
+    /// The builder: builds the latest request until none is left.
+    fn run_builds(&self) {
+        loop {
+            let b = {
+                let mut st = lock(&self.state);
+                match st.next.take() {
+                    Some(b) => b,
+                    None => {
+                        st.building = false;
+                        return;
+                    }
+                }
+            };
+            let physical = if b.events.is_empty() {
+                Ok(b.physical.clone())
+            } else {
+                b.physical.apply(&b.events).map(Arc::new)
+            };
+            match physical {
+                Ok(f) => {
+                    let subnet = fabric_sa::subnet::from_model(&f, &b.lids, &b.lfts, self.sm, self.escape);
+                    self.store(b.seq, &b.what, subnet, &b.keep);
+                }
+                // Checked by the loop before it queued them: not expected.
+                Err(e) => tracing::warn!(error = %e, "SA snapshot not rebuilt for {}", b.what),
+            }
+        }
+    }
+
+    /// Stores build `seq` (for `what`) unless a newer one was requested.
+    fn store(&self, seq: u64, what: &str, mut subnet: Subnet, keep: &Keep) {
+        let mut st = lock(&self.state);
+        if seq != st.requested {
+            tracing::debug!("SA snapshot of {what} superseded by a newer one");
+            return;
+        }
+        let previous = self.service.subnet();
+        match keep {
+            Keep::Switches(guids) => keep_tables(&mut subnet, &previous, guids),
+            Keep::All => {
+                let all: Vec<Guid> = previous
+                    .nodes
+                    .iter()
+                    .filter(|n| n.lft.is_some())
+                    .map(fabric_sa::subnet::Node::guid)
+                    .collect();
+                keep_tables(&mut subnet, &previous, &all);
+            }
+        }
+        subnet.version = previous.version + 1;
+        let version = subnet.version;
+        let nodes = subnet.nodes.len();
+        self.service.publish(subnet);
+        let replay = std::mem::take(&mut st.since_request);
+        if !replay.is_empty() {
+            self.service.apply_lft_blocks(&replay);
+        }
+        st.stored = seq;
+        drop(st);
+        if !self.service.serving() {
+            self.service.set_serving(true);
+            tracing::info!(nodes, "subnet administration serving ({what})");
+        }
+        tracing::debug!(version, nodes, "SA snapshot of {what} published");
+        // Reports (traps 64/65) owed to InformInfo subscribers: mock and oob have no SA transport
+        // to send them on (no client can have subscribed over the wire); not kept queued.
+        let reports = self.service.take_reports();
+        if !reports.is_empty() {
+            tracing::debug!(
+                reports = reports.len(),
+                "SA Reports not delivered: no SA transport on this driver"
+            );
+        }
+        self.stored.send_replace(seq);
+    }
+
+    /// LFT blocks a switch acknowledged (the upload, after each batch written): the SA's
+    /// tables follow them at once.
+    pub fn lft_blocks_acknowledged(&self, writes: &[LftBlockWrite]) {
+        if writes.is_empty() {
+            return;
+        }
+        let blocks: Vec<SaBlock> = writes.iter().map(|w| (w.switch, w.block, w.entries)).collect();
+        let mut st = lock(&self.state);
+        self.service.apply_lft_blocks(&blocks);
+        if st.requested > st.stored {
+            st.since_request.extend(blocks);
+        }
+    }
+}
+
+#[cfg(test)]
+impl SaPublisher {
+    /// Marks a build as requested (none runs): acknowledged blocks are then kept for its replay.
+    pub(crate) fn request_build(&self) {
+        lock(&self.state).requested += 1;
+    }
+
+    /// (switch, block) of the blocks kept for the replay of the pending build.
+    pub(crate) fn kept_for_replay(&self) -> Vec<(Guid, u32)> {
+        lock(&self.state)
+            .since_request
+            .iter()
+            .map(|&(g, b, _)| (g, b))
+            .collect()
+    }
+}
+
+/// The switches `keep` take the tables `previous` has for them (same node GUID).
+fn keep_tables(subnet: &mut Subnet, previous: &Subnet, keep: &[Guid]) {
+    for &guid in keep {
+        let (Some(i), Some(j)) = (subnet.node_index_by_guid(guid), previous.node_index_by_guid(guid)) else {
+            continue;
+        };
+        if let Some(old) = previous.nodes[j as usize].lft.clone() {
+            subnet.nodes[i as usize].lft = Some(old);
+        }
+    }
+}
+
+/// Attributes by name: (id, long name, saquery-style short name).
+const ATTRIBUTES: &[(u16, &str, &str)] = {
+    use fabric_sa::wire::attr::*;
+    &[
+        (CLASS_PORT_INFO, "ClassPortInfo", "classportinfo"),
+        (NOTICE, "Notice", "notice"),
+        (INFORM_INFO, "InformInfo", "ii"),
+        (NODE_RECORD, "NodeRecord", "nr"),
+        (PORT_INFO_RECORD, "PortInfoRecord", "pir"),
+        (SL_TO_VL_RECORD, "SLtoVLMappingTableRecord", "sl2vl"),
+        (SWITCH_INFO_RECORD, "SwitchInfoRecord", "swir"),
+        (LFT_RECORD, "LinearForwardingTableRecord", "lftr"),
+        (RFT_RECORD, "RandomForwardingTableRecord", "rftr"),
+        (MFT_RECORD, "MulticastForwardingTableRecord", "mftr"),
+        (SM_INFO_RECORD, "SMInfoRecord", "smir"),
+        (LINK_RECORD, "LinkRecord", "lr"),
+        (GUID_INFO_RECORD, "GUIDInfoRecord", "gir"),
+        (SERVICE_RECORD, "ServiceRecord", "sr"),
+        (P_KEY_TABLE_RECORD, "P_KeyTableRecord", "pkr"),
+        (PATH_RECORD, "PathRecord", "pr"),
+        (VL_ARB_RECORD, "VLArbitrationTableRecord", "vlarb"),
+        (MC_MEMBER_RECORD, "MCMemberRecord", "mcmr"),
+        (TRACE_RECORD, "TraceRecord", "tr"),
+        (MULTI_PATH_RECORD, "MultiPathRecord", "mpr"),
+        (SERVICE_ASSOCIATION_RECORD, "ServiceAssociationRecord", "sar"),
+        (INFORM_INFO_RECORD, "InformInfoRecord", "iir"),
+    ]
+};
+
+/// The attribute a name stands for: the IBA name (`NodeRecord`, any case), its saquery-style
+/// short name (`nr`), or `LFTRecord`.
+pub fn attribute_by_name(name: &str) -> Option<u16> {
+    let name = name.trim();
+    if name.eq_ignore_ascii_case("LFTRecord") {
+        return Some(fabric_sa::wire::attr::LFT_RECORD);
+    }
+    ATTRIBUTES
+        .iter()
+        .find(|(_, long, short)| long.eq_ignore_ascii_case(name) || short.eq_ignore_ascii_case(name))
+        .map(|&(id, _, _)| id)
+}
+
+/// The IBA name of an attribute the SA knows.
+pub fn attribute_name(id: u16) -> Option<&'static str> {
+    ATTRIBUTES.iter().find(|(a, _, _)| *a == id).map(|&(_, long, _)| long)
+}
+
+/// The name of a request method (metrics label): `get`, `get_table`, ..., `other`.
+pub fn method_label(method: u8) -> &'static str {
+    use fabric_sa::wire::*;
+    match method {
+        METHOD_GET => "get",
+        METHOD_SET => "set",
+        METHOD_GET_TABLE => "get_table",
+        METHOD_GET_TRACE_TABLE => "get_trace_table",
+        METHOD_GET_MULTI => "get_multi",
+        METHOD_DELETE => "delete",
+        METHOD_REPORT_RESP => "report_resp",
+        _ => "other",
+    }
+}
+
+/// The name of an SA MAD status (IBA 13.4.7 and 15.2.1.1).
+pub fn status_text(status: u16) -> &'static str {
+    use fabric_sa::wire::status::*;
+    match status {
+        OK => "success",
+        BAD_VERSION => "bad class version",
+        UNSUPPORTED_METHOD => "method not supported",
+        UNSUPPORTED_METHOD_ATTR => "method/attribute combination not supported",
+        INVALID_FIELD => "invalid field in the attribute or modifier",
+        NO_RESOURCES => "ERR_NO_RESOURCES",
+        REQ_INVALID => "ERR_REQ_INVALID",
+        NO_RECORDS => "ERR_NO_RECORDS",
+        TOO_MANY_RECORDS => "ERR_REQ_TOO_MANY_RECORDS",
+        INVALID_GID => "ERR_REQ_INVALID_GID",
+        INSUFFICIENT_COMPONENTS => "ERR_REQ_INSUFFICIENT_COMPONENTS",
+        DENIED => "ERR_REQ_DENIED",
+        _ => "unknown status",
+    }
+}
+
+/// The JSON rendering of one record image of attribute `attr` (`serde_json` of the decoded
+/// `fabric_sa::records` type); `None` when the daemon has no decoder for it or the image does
+/// not decode.
+pub fn record_json(attr: u16, raw: &[u8]) -> Option<String> {
+    serde_json::to_string(&fabric_sa::records::decode_any(attr, raw)?).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fabric_sa::wire::attr;
+
+    #[test]
+    fn attributes_resolve_by_long_and_short_name_and_back() {
+        assert_eq!(attribute_by_name("NodeRecord"), Some(attr::NODE_RECORD));
+        assert_eq!(attribute_by_name("nodereCORD"), Some(attr::NODE_RECORD));
+        assert_eq!(attribute_by_name(" pr "), Some(attr::PATH_RECORD));
+        assert_eq!(attribute_by_name("LFTRecord"), Some(attr::LFT_RECORD));
+        assert_eq!(attribute_by_name("lftr"), Some(attr::LFT_RECORD));
+        assert_eq!(attribute_by_name("classportinfo"), Some(attr::CLASS_PORT_INFO));
+        assert_eq!(attribute_by_name("bogus"), None);
+        for &(id, long, short) in ATTRIBUTES {
+            assert_eq!(attribute_by_name(long), Some(id), "{long}");
+            assert_eq!(attribute_by_name(short), Some(id), "{short}");
+            assert_eq!(attribute_name(id), Some(long));
+        }
+        assert_eq!(attribute_name(0x1234), None);
+        assert_eq!(method_label(fabric_sa::wire::METHOD_GET_TABLE), "get_table");
+        assert_eq!(method_label(0x7f), "other");
+        assert_eq!(status_text(0x0300), "ERR_NO_RECORDS");
+    }
+
+    /// A store failing while `fail` is set.
+    struct Flaky(Arc<AtomicBool>);
+    impl RegistryStore for Flaky {
+        fn save(&self, _: &Registry) -> Result<(), String> {
+            if self.0.load(Ordering::Relaxed) {
+                Err("sa-registry.json: read-only file system".into())
+            } else {
+                Ok(())
+            }
+        }
+    }
+
+    #[test]
+    fn a_failure_streak_is_one_state_and_ends_with_a_save() {
+        let fail = Arc::new(AtomicBool::new(true));
+        let s = LoggedStore::new(Box::new(Flaky(fail.clone())));
+        let r = Registry::default();
+        assert!(s.save(&r).unwrap_err().contains("read-only"));
+        assert!(s.failing.load(Ordering::Relaxed));
+        assert!(s.save(&r).is_err());
+        fail.store(false, Ordering::Relaxed);
+        assert_eq!(s.save(&r), Ok(()));
+        assert!(!s.failing.load(Ordering::Relaxed));
+    }
+
+    fn generation(fabric: &Arc<Fabric>, number: u64) -> Generation {
+        let ranking = fabric_ranking::rank(fabric, &fabric_ranking::RankOptions::default());
+        let lids = fabric_routing::assign_lids(fabric, &fabric_routing::Guid2Lid::default(), 1, 0xbfff).expect("LIDs");
+        let lfts = fabric_routing::Lfts::new(fabric.num_switches(), lids.top());
+        Generation {
+            number,
+            fabric: fabric.clone(),
+            ranking: Arc::new(ranking),
+            lids: Arc::new(lids),
+            lfts: Arc::new(lfts),
+            engine: "dmodc".into(),
+            route_ms: 0.0,
+            timings: crate::state::RerouteTimings::default(),
+            excluded_links: Arc::default(),
+            virtual_faults: 0,
+            routing_check: Arc::default(),
+        }
+    }
+
+    #[tokio::test]
+    async fn the_service_serves_once_the_first_snapshot_is_stored_and_versions_grow() {
+        let fabric = Arc::new(fabric_topology::gen::generate_str("PGFT(2;2,2;1,2;1,1)", None).unwrap());
+        let service = Arc::new(SaService::new(Registry::default(), None));
+        let p = Arc::new(SaPublisher::new(service.clone(), local_sm(), Some(Escape { sl: 1 })));
+        let mut stored = p.stored_watch();
+        assert!(!service.serving());
+        // Nothing to rebuild before the first generation.
+        p.physical_changed(&fabric, &[]);
+        assert!(!service.serving());
+        p.generation_committed(&fabric, &[], &generation(&fabric, 1), &[]);
+        stored.wait_for(|s| *s == 1).await.unwrap();
+        assert!(service.serving());
+        assert_eq!(service.subnet().version, 1);
+        assert_eq!(service.subnet().sm, local_sm());
+        p.generation_committed(&fabric, &[], &generation(&fabric, 2), &[]);
+        stored.wait_for(|s| *s == 2).await.unwrap();
+        assert_eq!(service.subnet().version, 2);
+        // A physical change is a new snapshot too.
+        let sw = fabric.switch(fabric_topology::SwitchId(0)).guid;
+        p.physical_changed(&fabric, &[FabricEvent::SwitchDown(sw)]);
+        stored.wait_for(|s| *s == 3).await.unwrap();
+        assert_eq!(service.subnet().version, 3);
+        // Acknowledged blocks are taken while no build runs, and kept for the replay while one does.
+        let w = LftBlockWrite {
+            switch: fabric.switch(fabric_topology::SwitchId(0)).guid,
+            block: 0,
+            entries: [1; 64],
+        };
+        p.lft_blocks_acknowledged(std::slice::from_ref(&w));
+        assert!(lock(&p.state).since_request.is_empty());
+        p.request_build();
+        p.lft_blocks_acknowledged(std::slice::from_ref(&w));
+        assert_eq!(p.kept_for_replay(), vec![(w.switch, 0)]);
+        // A build older than the last request is not stored.
+        p.store(3, "old", Subnet::default(), &Keep::All);
+        assert_eq!(service.subnet().version, 3);
+        p.store(4, "new", Subnet::default(), &Keep::All);
+        assert_eq!(service.subnet().version, 4);
+        assert!(lock(&p.state).since_request.is_empty(), "replayed");
+    }
+}
