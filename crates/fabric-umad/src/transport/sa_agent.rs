@@ -39,7 +39,7 @@ use fabric_sa::request::error_response;
 use fabric_sa::rmpp::sender::{SenderParams, Step, Transfer, TransferEnd};
 use fabric_sa::rmpp::{self, status as rmpp_status};
 use fabric_sa::service::OutgoingReport;
-use fabric_sa::wire::{self, rmpp_flag, rmpp_type, SaHeader};
+use fabric_sa::wire::{self, rmpp_flag, rmpp_type, SaHeader, SA_DATA_SIZE, SA_HEADER_SIZE};
 use fabric_sa::{Requester, SaResponse, SaService};
 
 use super::shared::Stats;
@@ -108,6 +108,11 @@ pub struct Outgoing {
     pub timeout_ms: u32,
     /// The MAD.
     pub mad: Box<[u8; MAD_SIZE]>,
+    /// Bytes of `mad` to write: 56 + the SA data bytes used for a single-MAD answer and for
+    /// the last RMPP segment (as OpenSM sends them: `saquery` counts records from the length
+    /// it receives); [`MAD_SIZE`] for everything else. On a real HCA the kernel pads a short
+    /// non-RMPP send to 256 bytes on the wire (`ib_create_send_mad`).
+    pub len: usize,
 }
 
 /// (requester LID, QPN, TID).
@@ -140,11 +145,37 @@ fn bump(c: &AtomicU64) {
 }
 
 fn reply(to: &Requester, mad: Box<[u8; MAD_SIZE]>) -> Outgoing {
+    let len = wire_len(&mad[..]);
     Outgoing {
         to: *to,
         qkey: QP1_QKEY,
         timeout_ms: 0,
         mad,
+        len,
+    }
+}
+
+/// A single-MAD answer: the SA header and the data bytes `resp` uses.
+fn answer(to: &Requester, resp: &SaResponse) -> Outgoing {
+    Outgoing {
+        len: SA_HEADER_SIZE + resp.data.len().min(SA_DATA_SIZE),
+        ..reply(to, Box::new(resp.single_mad()))
+    }
+}
+
+/// Bytes to write of an RMPP MAD: a LAST DATA segment ends where its PayloadLength says
+/// (56 + PayloadLength - the 20 SA header bytes it counts), every other one is whole.
+fn wire_len(mad: &[u8]) -> usize {
+    match SaHeader::decode(mad) {
+        Ok(h)
+            if rmpp::active(&h)
+                && h.rmpp.rmpp_type == rmpp_type::DATA
+                && h.rmpp.flags & rmpp_flag::LAST != 0
+                && (rmpp::SA_CLASS_HEADER..=rmpp::SEGMENT_PAYLOAD).contains(&h.rmpp.data2) =>
+        {
+            SA_HEADER_SIZE + (h.rmpp.data2 - rmpp::SA_CLASS_HEADER) as usize
+        }
+        _ => MAD_SIZE,
     }
 }
 
@@ -247,7 +278,7 @@ impl SaAgent {
         if table && !self.transfers.contains_key(&key) && self.transfers.len() >= self.params.max_transfers {
             bump(&stats.sa_busy);
             let e = error_response(&h, mad, wire::status::NO_RESOURCES);
-            out.push(reply(from, Box::new(e.single_mad())));
+            out.push(answer(from, &e));
             return;
         }
         let Some(resp) = sa.handle(mad, from, wall) else {
@@ -256,14 +287,14 @@ impl SaAgent {
         };
         bump(&stats.sa_requests);
         if !(resp.is_rmpp() && resp.header.status == wire::status::OK) {
-            out.push(reply(from, Box::new(resp.single_mad())));
+            out.push(answer(from, &resp));
             return;
         }
         if self.transfers.remove(&key).is_some() {
             // The client repeated its request: the old transfer is replaced.
             bump(&stats.rmpp_aborted);
         }
-        let single = resp.single_mad();
+        let single = answer(from, &resp);
         match Transfer::start(resp, self.params.rmpp, now) {
             Ok((transfer, step)) => {
                 bump(&stats.rmpp_started);
@@ -271,7 +302,7 @@ impl SaAgent {
                 self.apply(key, step, stats, out);
             }
             // `is_rmpp` said it is one; never reached.
-            Err(_) => out.push(reply(from, Box::new(single))),
+            Err(_) => out.push(single),
         }
     }
 
@@ -345,6 +376,7 @@ impl SaAgent {
             qkey: QP1_QKEY,
             timeout_ms: u32::try_from(self.params.report_timeout.as_millis()).unwrap_or(u32::MAX),
             mad,
+            len: MAD_SIZE,
         }
     }
 

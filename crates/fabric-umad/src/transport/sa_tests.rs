@@ -231,3 +231,52 @@ fn guard_classes_are_still_received_and_dropped_with_an_sa_attached() {
     );
     assert_eq!(port.written.lock().unwrap().len(), 1, "nothing answers a guard class");
 }
+
+/// MAD bytes of a written packet.
+fn mad_len(p: &[u8]) -> usize {
+    p.len() - UMAD_HDR_LEN
+}
+
+#[test]
+fn single_mad_answers_and_last_segments_are_written_with_their_exact_length() {
+    use fabric_sa::rmpp::ack;
+    use fabric_sa::wire::{METHOD_GET, METHOD_GET_TABLE};
+    let port = SaPort::default();
+    let (ttx, _trx) = mpsc::unbounded_channel();
+    let t = Transport::start(port.clone(), params(), ttx);
+    // 330 bytes: a full first segment, 130 bytes in the last one.
+    assert!(t.set_sa_endpoint(Arc::new(TableSa::new(330))));
+    // Get: one 64-byte record, 56 + 64 bytes (OpenSM's length; saquery counts records by it).
+    port.deliver(9, &sa_request(METHOD_GET, 1));
+    eventually("the Get answer", || port.sa_written().len() == 1);
+    let (raw, h) = port.sa_written()[0].clone();
+    assert_eq!((h.method, h.status), (wire::METHOD_GET_RESP, 0));
+    assert_eq!(mad_len(&raw), 56 + 64);
+    // GetTable: segment 1 is whole, the LAST one ends with its data.
+    port.deliver(9, &sa_request(METHOD_GET_TABLE, 2));
+    eventually("segment 1", || data_segments(&port, 1) == 1);
+    let (raw, first) = port.sa_written()[1].clone();
+    assert_eq!(mad_len(&raw), MAD_SIZE, "a segment that is not the last is a whole MAD");
+    port.deliver(9, &ack(&first, 1, 2));
+    eventually("segment 2", || data_segments(&port, 2) == 1);
+    let (raw, last) = port.sa_written()[2].clone();
+    assert_eq!((last.rmpp.data1, last.rmpp.data2), (2, 20 + 130));
+    assert_eq!(mad_len(&raw), 56 + 130);
+    assert_eq!(
+        &raw[UMAD_HDR_LEN + 56..],
+        &(200..330).map(|i| i as u8).collect::<Vec<u8>>()[..]
+    );
+}
+
+#[test]
+fn an_empty_table_is_one_header_only_segment() {
+    let port = SaPort::default();
+    let (ttx, _trx) = mpsc::unbounded_channel();
+    let t = Transport::start(port.clone(), params(), ttx);
+    assert!(t.set_sa_endpoint(Arc::new(TableSa::new(0))));
+    port.deliver(9, &sa_request(wire::METHOD_GET_TABLE, 1));
+    eventually("the answer", || port.sa_written().len() == 1);
+    let (raw, h) = port.sa_written()[0].clone();
+    assert_eq!((h.method, h.status, h.rmpp.data1, h.rmpp.data2), (0x92, 0, 1, 20));
+    assert_eq!(mad_len(&raw), 56);
+}
