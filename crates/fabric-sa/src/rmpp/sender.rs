@@ -76,7 +76,7 @@ pub struct Step {
 /// Why an answer cannot be sent as RMPP.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum SenderError {
-    #[error("method {0:#04x} is not sent as RMPP (only GetTableResp 0x92 and GetMultiResp 0x94 are)")]
+    #[error("method {0:#04x} is not sent as RMPP (only GetTableResp 0x92, GetMultiResp 0x94 and GetMulti 0x14 requests are)")]
     NotRmpp(u8),
 }
 
@@ -106,12 +106,30 @@ impl Transfer {
         if !resp.is_rmpp() {
             return Err(SenderError::NotRmpp(resp.header.method));
         }
-        let mut header = resp.header;
+        Ok(Self::begin(resp.header, resp.data, params, now))
+    }
+
+    /// Starts the transfer of a request sent as RMPP (a GetMulti whose payload does not fit
+    /// one MAD: the client's side; the SA reassembles it with [`super::receiver`]): `header`
+    /// is the request's, `data` its whole SA data.
+    pub fn start_request(
+        header: SaHeader,
+        data: Vec<u8>,
+        params: SenderParams,
+        now: Instant,
+    ) -> Result<(Transfer, Step), SenderError> {
+        if header.method != wire::METHOD_GET_MULTI {
+            return Err(SenderError::NotRmpp(header.method));
+        }
+        Ok(Self::begin(header, data, params, now))
+    }
+
+    fn begin(mut header: SaHeader, data: Vec<u8>, params: SenderParams, now: Instant) -> (Transfer, Step) {
         header.rmpp = RmppHeader::default();
         let mut t = Transfer {
             header,
-            segments: segment_count(resp.data.len()),
-            data: resp.data,
+            segments: segment_count(data.len()),
+            data,
             last_ack: 0,
             window_last: 1,
             sent: 0,
@@ -123,7 +141,7 @@ impl Transfer {
         };
         let mut step = Step::default();
         t.send_window(&mut step, now);
-        Ok((t, step))
+        (t, step)
     }
 
     /// The answer's transaction id.

@@ -182,16 +182,21 @@ pub fn path_records(
 }
 
 /// `mpr --sgid G.. --dgid G..`: GetMulti of a MultiPathRecord whose SDGID list is the SGIDs
-/// then the DGIDs (one MAD: at most 11 GIDs).
+/// then the DGIDs (more than 11 GIDs do not fit one MAD: the client sends the request as a
+/// multi-segment RMPP transfer).
 pub fn multi_path_records(sgids: &[[u8; 16]], dgids: &[[u8; 16]], numb_path: u8) -> Result<SaQuery> {
     let n = sgids.len() + dgids.len();
     if sgids.is_empty() || dgids.is_empty() {
         bail!("mpr needs at least one --sgid and one --dgid");
     }
-    let size = 24 + 16 * n;
-    if size > fabric_sa::wire::SA_DATA_SIZE {
-        bail!("{n} GIDs need {size} bytes: more than one MAD (at most 11 GIDs; multi-MAD GetMulti requests are not sent yet)");
+    if sgids.len() > 255 || dgids.len() > 255 {
+        bail!(
+            "mpr: {} SGIDs and {} DGIDs, at most 255 of each (SGIDCount and DGIDCount are one byte)",
+            sgids.len(),
+            dgids.len()
+        );
     }
+    let size = 24 + 16 * n;
     let mut data = vec![0u8; size];
     data[5] = 0x80 | (numb_path & 0x7f);
     data[15] = sgids.len() as u8;
