@@ -300,11 +300,16 @@ mod tests {
         assert!(parse_hex("abc").unwrap_err().to_string().contains("odd"));
         assert_eq!(parse_gid("fe800000000000000000000000000001").unwrap()[15], 1);
         assert!(parse_gid("fe80").is_err());
+        // More than 11 GIDs: a multi-MAD request (the client sends it as RMPP).
         let many = vec![[0u8; 16]; 6];
-        assert!(multi_path_records(&many, &many, 1)
+        let q = multi_path_records(&many, &many, 1).unwrap();
+        assert_eq!((q.data.len(), q.data[15], q.data[16]), (24 + 12 * 16, 6, 6));
+        // SGIDCount and DGIDCount are one byte each.
+        let too_many = vec![[0u8; 16]; 256];
+        assert!(multi_path_records(&too_many, &many, 1)
             .unwrap_err()
             .to_string()
-            .contains("12 GIDs"));
+            .contains("256 SGIDs"));
         assert_eq!(multi_path_records(&many[..1], &many[..2], 1).unwrap().data.len(), 72);
     }
 }

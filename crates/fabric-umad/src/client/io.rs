@@ -182,7 +182,7 @@ impl<P: RawPort> Io<P> {
         if p.q.method == wire::METHOD_GET_MULTI && p.q.data.len() > SA_DATA_SIZE {
             // More than one MAD: an RMPP transfer of its own, ACK-driven.
             let now = Instant::now();
-            let ms = self.timeout.as_millis().clamp(1, u128::from(u32::MAX)) as u32;
+            let ms = self.timeout_ms();
             if let Ok((t, step)) = sender::Transfer::start_request(h, p.q.data.clone(), SenderParams::default(), now) {
                 for m in &step.send {
                     self.send(m, self.sm_lid, 1, ms);
@@ -216,9 +216,14 @@ impl<P: RawPort> Io<P> {
         }
         let len = bad.mad_bytes.map_or(MAD_SIZE, |n| n.min(MAD_SIZE));
         // timeout_ms: the kernel matches a (non-RMPP) response only to a request sent with one.
-        let ms = self.timeout.as_millis().clamp(1, u128::from(u32::MAX)) as u32;
+        let ms = self.timeout_ms();
         self.send_len(&mad, len, self.sm_lid, 1, ms);
         self.pending.insert(tid, p);
+    }
+
+    /// `timeout_ms` of a request's umad header (the client's timeout, at least 1 ms).
+    fn timeout_ms(&self) -> u32 {
+        self.timeout.as_millis().clamp(1, u128::from(u32::MAX)) as u32
     }
 
     fn send(&mut self, mad: &[u8; MAD_SIZE], lid: u16, qpn: u32, timeout_ms: u32) {
@@ -285,7 +290,7 @@ impl<P: RawPort> Io<P> {
                 // The SA's ACK, STOP or ABORT of our request's segments.
                 let now = Instant::now();
                 let step = t.on_mad(mad, now);
-                let ms = self.timeout.as_millis().clamp(1, u128::from(u32::MAX)) as u32;
+                let ms = self.timeout_ms();
                 for m in &step.send {
                     self.send(m, from_lid, from_qpn.max(1), ms);
                 }
@@ -460,7 +465,7 @@ impl<P: RawPort> Io<P> {
             };
             let Some(t) = p.sending.as_mut() else { continue };
             let step = t.on_timer(now);
-            let ms = self.timeout.as_millis().clamp(1, u128::from(u32::MAX)) as u32;
+            let ms = self.timeout_ms();
             for m in &step.send {
                 self.send(m, self.sm_lid, 1, ms);
             }
