@@ -382,7 +382,11 @@ impl SaAgent {
         let table = matches!(h.method, wire::METHOD_GET_TABLE | wire::METHOD_GET_MULTI);
         if table && !self.transfers.contains_key(&key) && self.transfers.len() >= self.params.max_transfers {
             bump(&stats.sa_busy);
-            let e = error_response(&h, mad, wire::status::NO_RESOURCES);
+            let e = error_response(
+                &h,
+                mad.get(SA_HEADER_SIZE..).unwrap_or_default(),
+                wire::status::NO_RESOURCES,
+            );
             out.push(answer(from, &e));
             return;
         }
@@ -637,6 +641,10 @@ mod tests {
             (0x92, wire::status::NO_RESOURCES, 0)
         );
         assert_eq!(r.count(&r.stats.sa_busy), 1);
+        // The error echoes the request's SA data (not its header), as one MAD.
+        let req = request(wire::METHOD_GET_TABLE, 3);
+        assert_eq!(&out[0].mad[SA_HEADER_SIZE..], &req[SA_HEADER_SIZE..]);
+        assert_eq!(out[0].len, MAD_SIZE);
         // The client's retry of TID 2 (same requester) is no new transfer: it restarts.
         let out = r.send(&request(wire::METHOD_GET_TABLE, 2), 9);
         assert_eq!(hdr(&out[0]).rmpp.data1, 1);
