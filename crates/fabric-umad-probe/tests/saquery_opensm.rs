@@ -329,6 +329,38 @@ fn assert_same(what: &str, ours: &BTreeMap<String, String>, theirs: &BTreeMap<St
     }
 }
 
+/// The decoded PathRecord (`records[0]`) against `saquery`'s dump of the same path.
+fn assert_decoded_path(v: &Value, theirs: &BTreeMap<String, String>) {
+    let rec = &v["records"][0];
+    let field = |k: &str| rec[k].as_u64().unwrap_or_else(|| panic!("decoded {k}: {v}"));
+    for k in [
+        "service_id",
+        "dlid",
+        "slid",
+        "tclass",
+        "pkey",
+        "qos_class",
+        "sl",
+        "preference",
+    ] {
+        assert_eq!(field(k), num(&theirs[k]), "decoded PathRecord {k}: {v}");
+    }
+    // saquery prints MTU, rate and packet lifetime as their whole byte (selector in the top
+    // two bits).
+    for k in ["mtu", "rate", "pkt_life"] {
+        let byte = field(&format!("{k}_selector")) << 6 | field(k);
+        assert_eq!(byte, num(&theirs[k]), "decoded PathRecord {k} and its selector: {v}");
+    }
+    for k in ["dgid", "sgid"] {
+        let d: std::net::Ipv6Addr = rec[k]
+            .as_str()
+            .and_then(|g| g.parse().ok())
+            .unwrap_or_else(|| panic!("decoded {k}: {v}"));
+        let t: std::net::Ipv6Addr = theirs[k].parse().unwrap_or_else(|_| panic!("saquery {k}: {theirs:?}"));
+        assert_eq!(d, t, "decoded PathRecord {k}");
+    }
+}
+
 #[test]
 fn node_records_by_lid_equal_saquery_for_switches_and_cas() {
     let s = setup("fsq-nr");
@@ -351,6 +383,25 @@ fn node_records_by_lid_equal_saquery_for_switches_and_cas() {
         assert_eq!(ours["lid"], lid.to_string());
         let theirs = s.saquery(&["NR", &lid.to_string()]);
         assert_same(&format!("NodeRecord of LID {lid}"), &ours, &theirs);
+        // The decoded record (`records`) carries the same fields as saquery prints them.
+        let rec = &v["records"][0];
+        for k in [
+            "lid",
+            "num_ports",
+            "sys_guid",
+            "node_guid",
+            "port_guid",
+            "device_id",
+            "port_num",
+        ] {
+            let d = rec[k].as_u64().unwrap_or_else(|| panic!("decoded {k}: {v}"));
+            assert_eq!(d, num(&theirs[k]), "decoded NodeRecord {k} of LID {lid}");
+        }
+        assert_eq!(
+            rec["node_description"].as_str(),
+            Some(theirs["NodeDescription"].as_str()),
+            "{v}"
+        );
     }
 }
 
@@ -375,6 +426,7 @@ fn path_records_by_lids_equal_saquery_src_to_dst() {
         );
         let theirs = s.saquery(&["--src-to-dst", &format!("{a}:{b}")]);
         assert_same(&format!("PathRecord {a} -> {b}"), &ours, &theirs);
+        assert_decoded_path(&v, &theirs);
     }
     // MultiPathRecord (GetMulti, sent as one RMPP segment) between two port GIDs: the path
     // equals `saquery --sgid-to-dgid`'s PathRecord.
@@ -392,6 +444,8 @@ fn path_records_by_lids_equal_saquery_src_to_dst() {
     let ours = path_record_fields(&bytes(&v, 0));
     let theirs = s.saquery(&["--sgid-to-dgid", &format!("{sg}-{dg}")]);
     assert_same(&format!("MultiPathRecord {sg} -> {dg}"), &ours, &theirs);
+    // A MultiPath answer decodes as PathRecord.
+    assert_decoded_path(&v, &theirs);
 }
 
 #[test]

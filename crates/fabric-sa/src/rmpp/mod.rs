@@ -23,7 +23,7 @@
 //! An empty answer is one segment with `pad = 200`: PayloadLength 20. A receiver reassembles
 //! `(segments - 1) * 200 + (last PayloadLength - 20)` data bytes (the kernel's `get_mad_len`).
 
-use crate::wire::{self, rmpp_flag, rmpp_type, SaHeader, MAD_SIZE, SA_DATA_SIZE};
+use crate::wire::{self, rmpp_flag, rmpp_type, RmppHeader, SaHeader, MAD_SIZE, SA_DATA_SIZE, SA_HEADER_SIZE};
 
 pub mod receiver;
 pub mod sender;
@@ -128,6 +128,51 @@ pub fn ack(h: &SaHeader, segment: u32, new_window_last: u32) -> [u8; MAD_SIZE] {
 /// An ABORT with `rmpp_status` (118..=127).
 pub fn abort(h: &SaHeader, rmpp_status: u8) -> [u8; MAD_SIZE] {
     control_mad(h, rmpp_type::ABORT, rmpp_status, 0, 0)
+}
+
+/// DATA segment `n` (1-based) of a transfer of `data` (SA data bytes) under `header` (method,
+/// status, TID, attribute, AttributeOffset, ComponentMask: replicated in every segment; its
+/// RMPP fields are replaced): version 1, type DATA, RRespTime "none", Active (+First on
+/// segment 1, +Last on the last), SegmentNumber `n`, PayloadLength by the rules above.
+pub fn segment(header: &SaHeader, data: &[u8], n: u32) -> Box<[u8; MAD_SIZE]> {
+    let segments = segment_count(data.len());
+    let mut h = *header;
+    let mut flags = rmpp_flag::ACTIVE;
+    let mut paylen = 0;
+    if n == 1 {
+        flags |= rmpp_flag::FIRST;
+        paylen = first_payload_length(data.len());
+    }
+    if n == segments {
+        flags |= rmpp_flag::LAST;
+        paylen = last_payload_length(data.len());
+    }
+    h.rmpp = RmppHeader {
+        version: RMPP_VERSION,
+        rmpp_type: rmpp_type::DATA,
+        resp_time: NO_RESP_TIME,
+        flags,
+        status: status::NORMAL,
+        data1: n,
+        data2: paylen,
+    };
+    let mut b = Box::new([0u8; MAD_SIZE]);
+    h.encode(&mut b[..]);
+    let from = (n.saturating_sub(1) as usize).saturating_mul(SA_DATA_SIZE);
+    if from < data.len() {
+        let to = (from + SA_DATA_SIZE).min(data.len());
+        b[SA_HEADER_SIZE..SA_HEADER_SIZE + (to - from)].copy_from_slice(&data[from..to]);
+    }
+    b
+}
+
+/// Every DATA segment of a transfer of `data` under `header`, in order (at least one, also
+/// for empty `data`): what a sender puts on the wire when it sends the whole transfer at once
+/// (tests, the fake SA) and the reference the windowed [`sender::Transfer`] cuts from.
+pub fn segments(header: &SaHeader, data: &[u8]) -> Vec<Box<[u8; MAD_SIZE]>> {
+    (1..=segment_count(data.len()))
+        .map(|n| segment(header, data, n))
+        .collect()
 }
 
 #[cfg(test)]

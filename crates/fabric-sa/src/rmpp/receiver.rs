@@ -32,14 +32,9 @@
 
 use std::time::{Duration, Instant};
 
+use super::{control_mad, status, RMPP_VERSION, SA_CLASS_HEADER, SEGMENT_PAYLOAD};
 use crate::wire::{rmpp_flag, rmpp_type, SaHeader, MAD_SIZE, SA_DATA_SIZE, SA_HEADER_SIZE};
 
-/// RMPPVersion of every RMPP MAD.
-pub const RMPP_VERSION: u8 = 1;
-/// RMPP data bytes of one segment as PayloadLength counts them (kernel `IB_MGMT_RMPP_DATA`).
-pub const SEGMENT_PAYLOAD: u32 = 220;
-/// Bytes of the SA class header counted in every segment's PayloadLength.
-pub const SA_CLASS_HEADER: u32 = SEGMENT_PAYLOAD - SA_DATA_SIZE as u32;
 /// Segments the receiver lets the sender send past the last ACKed one.
 pub const DEFAULT_WINDOW: u32 = 16;
 /// Largest transfer accepted by default (SA data bytes).
@@ -47,34 +42,6 @@ pub const DEFAULT_MAX_PAYLOAD: usize = 16 << 20;
 /// How long a transfer may go without a new segment before the receiver gives up
 /// (IBA's total transaction timer is 40 s; a client gives up well before).
 pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// RMPPStatus values (IBA 13.6.2.1, table 172).
-pub mod status {
-    /// DATA and ACK.
-    pub const NORMAL: u8 = 0;
-    /// STOP: resources exhausted (ResX).
-    pub const RESOURCES_EXHAUSTED: u8 = 1;
-    /// ABORT: total time too long (T2L).
-    pub const TOTAL_TIME_TOO_LONG: u8 = 118;
-    /// ABORT: inconsistent last segment / PayloadLength.
-    pub const INCONSISTENT_LAST: u8 = 119;
-    /// ABORT: inconsistent first segment number.
-    pub const INCONSISTENT_FIRST: u8 = 120;
-    /// ABORT: bad RMPPType.
-    pub const BAD_TYPE: u8 = 121;
-    /// ABORT: NewWindowLast too small.
-    pub const WINDOW_TOO_SMALL: u8 = 122;
-    /// ABORT: SegmentNumber too big.
-    pub const SEGMENT_TOO_BIG: u8 = 123;
-    /// ABORT: illegal status.
-    pub const ILLEGAL_STATUS: u8 = 124;
-    /// ABORT: unsupported RMPPVersion.
-    pub const UNSUPPORTED_VERSION: u8 = 125;
-    /// ABORT: too many retries.
-    pub const TOO_MANY_RETRIES: u8 = 126;
-    /// ABORT: unspecified.
-    pub const UNSPECIFIED: u8 = 127;
-}
 
 /// Limits of one reassembly.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -345,35 +312,21 @@ impl Receiver {
         None
     }
 
-    /// The ACK owed for what was received in order.
+    /// The ACK owed for what was received in order (on the FIRST segment's header, status 0).
     fn ack(&self, data: &SaHeader) -> Box<[u8; MAD_SIZE]> {
         let mut h = self.first.unwrap_or(*data);
-        h.method ^= crate::wire::METHOD_RESPONSE;
         h.status = 0;
-        h.rmpp.version = RMPP_VERSION;
-        h.rmpp.rmpp_type = rmpp_type::ACK;
-        h.rmpp.flags = rmpp_flag::ACTIVE;
-        h.rmpp.status = status::NORMAL;
-        h.rmpp.data1 = self.last_in_order;
-        h.rmpp.data2 = self.window_last.max(self.last_in_order);
-        let mut b = Box::new([0u8; MAD_SIZE]);
-        h.encode(&mut b[..]);
-        b
+        Box::new(super::ack(
+            &h,
+            self.last_in_order,
+            self.window_last.max(self.last_in_order),
+        ))
     }
 
     fn control(h: &SaHeader, rmpp_type: u8, st: u8) -> Box<[u8; MAD_SIZE]> {
         let mut h = *h;
-        h.method ^= crate::wire::METHOD_RESPONSE;
         h.status = 0;
-        h.rmpp.version = RMPP_VERSION;
-        h.rmpp.rmpp_type = rmpp_type;
-        h.rmpp.flags = rmpp_flag::ACTIVE;
-        h.rmpp.status = st;
-        h.rmpp.data1 = 0;
-        h.rmpp.data2 = 0;
-        let mut b = Box::new([0u8; MAD_SIZE]);
-        h.encode(&mut b[..]);
-        b
+        Box::new(control_mad(&h, rmpp_type, st, 0, 0))
     }
 
     fn abort(&mut self, h: &SaHeader, st: u8, why: String) -> Step {
@@ -407,41 +360,8 @@ fn keep(reply: Option<Box<[u8; MAD_SIZE]>>) -> Step {
     }
 }
 
-/// The DATA segments of a transfer of `data` (SA data bytes) under `header` (method, TID,
-/// attribute, AttributeOffset: copied into every segment), as the kernel's sender cuts them:
-/// what a test sender (and the client's own multi-MAD GetMulti, until the SA's RMPP sender
-/// module offers one) puts on the wire. At least one segment, also for empty `data`.
-pub fn segments(header: &SaHeader, data: &[u8]) -> Vec<Box<[u8; MAD_SIZE]>> {
-    let n = data.len().div_ceil(SA_DATA_SIZE).max(1);
-    let pad = (n * SA_DATA_SIZE - data.len()) as u32;
-    (1..=n)
-        .map(|seg| {
-            let mut h = *header;
-            h.rmpp.version = RMPP_VERSION;
-            h.rmpp.rmpp_type = rmpp_type::DATA;
-            h.rmpp.status = status::NORMAL;
-            h.rmpp.flags = rmpp_flag::ACTIVE;
-            h.rmpp.data1 = seg as u32;
-            h.rmpp.data2 = 0;
-            if seg == 1 {
-                h.rmpp.flags |= rmpp_flag::FIRST;
-                h.rmpp.data2 = n as u32 * SEGMENT_PAYLOAD - pad;
-            }
-            if seg == n {
-                h.rmpp.flags |= rmpp_flag::LAST;
-                h.rmpp.data2 = SEGMENT_PAYLOAD - pad;
-            }
-            let mut b = Box::new([0u8; MAD_SIZE]);
-            h.encode(&mut b[..]);
-            let from = (seg - 1) * SA_DATA_SIZE;
-            let to = data.len().min(from + SA_DATA_SIZE);
-            if from < to {
-                b[SA_HEADER_SIZE..SA_HEADER_SIZE + (to - from)].copy_from_slice(&data[from..to]);
-            }
-            b
-        })
-        .collect()
-}
+/// The DATA segments of a transfer (the builder both sides share, in the parent module).
+pub use super::segments;
 
 #[cfg(test)]
 mod tests {

@@ -25,9 +25,9 @@
 
 use std::time::{Duration, Instant};
 
-use super::{first_payload_length, last_payload_length, segment_count, status, NO_RESP_TIME, RMPP_VERSION};
+use super::{segment_count, status, RMPP_VERSION};
 use crate::request::SaResponse;
-use crate::wire::{self, rmpp_flag, rmpp_type, RmppHeader, SaHeader, MAD_SIZE, SA_DATA_SIZE, SA_HEADER_SIZE};
+use crate::wire::{self, rmpp_flag, rmpp_type, RmppHeader, SaHeader, MAD_SIZE};
 
 /// Timing of a sender.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -76,7 +76,7 @@ pub struct Step {
 /// Why an answer cannot be sent as RMPP.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum SenderError {
-    #[error("method {0:#04x} is not sent as RMPP (only GetTableResp 0x92 and GetMultiResp 0x94 are)")]
+    #[error("method {0:#04x} is not sent as RMPP (only GetTableResp 0x92, GetMultiResp 0x94 and GetMulti 0x14 requests are)")]
     NotRmpp(u8),
 }
 
@@ -106,12 +106,30 @@ impl Transfer {
         if !resp.is_rmpp() {
             return Err(SenderError::NotRmpp(resp.header.method));
         }
-        let mut header = resp.header;
+        Ok(Self::begin(resp.header, resp.data, params, now))
+    }
+
+    /// Starts the transfer of a request sent as RMPP (a GetMulti whose payload does not fit
+    /// one MAD: the client's side; the SA reassembles it with [`super::receiver`]): `header`
+    /// is the request's, `data` its whole SA data.
+    pub fn start_request(
+        header: SaHeader,
+        data: Vec<u8>,
+        params: SenderParams,
+        now: Instant,
+    ) -> Result<(Transfer, Step), SenderError> {
+        if header.method != wire::METHOD_GET_MULTI {
+            return Err(SenderError::NotRmpp(header.method));
+        }
+        Ok(Self::begin(header, data, params, now))
+    }
+
+    fn begin(mut header: SaHeader, data: Vec<u8>, params: SenderParams, now: Instant) -> (Transfer, Step) {
         header.rmpp = RmppHeader::default();
         let mut t = Transfer {
             header,
-            segments: segment_count(resp.data.len()),
-            data: resp.data,
+            segments: segment_count(data.len()),
+            data,
             last_ack: 0,
             window_last: 1,
             sent: 0,
@@ -123,7 +141,7 @@ impl Transfer {
         };
         let mut step = Step::default();
         t.send_window(&mut step, now);
-        Ok((t, step))
+        (t, step)
     }
 
     /// The answer's transaction id.
@@ -158,34 +176,7 @@ impl Transfer {
 
     /// The image of segment `n` (1-based).
     pub fn segment(&self, n: u32) -> Box<[u8; MAD_SIZE]> {
-        let mut h = self.header;
-        let mut flags = rmpp_flag::ACTIVE;
-        let mut paylen = 0;
-        if n == 1 {
-            flags |= rmpp_flag::FIRST;
-            paylen = first_payload_length(self.data.len());
-        }
-        if n == self.segments {
-            flags |= rmpp_flag::LAST;
-            paylen = last_payload_length(self.data.len());
-        }
-        h.rmpp = RmppHeader {
-            version: RMPP_VERSION,
-            rmpp_type: rmpp_type::DATA,
-            resp_time: NO_RESP_TIME,
-            flags,
-            status: status::NORMAL,
-            data1: n,
-            data2: paylen,
-        };
-        let mut b = Box::new([0u8; MAD_SIZE]);
-        h.encode(&mut b[..]);
-        let from = (n.saturating_sub(1) as usize).saturating_mul(SA_DATA_SIZE);
-        if from < self.data.len() {
-            let to = (from + SA_DATA_SIZE).min(self.data.len());
-            b[SA_HEADER_SIZE..SA_HEADER_SIZE + (to - from)].copy_from_slice(&self.data[from..to]);
-        }
-        b
+        super::segment(&self.header, &self.data, n)
     }
 
     /// An RMPP MAD from the receiver for this transfer (ACK, STOP, ABORT); anything else
@@ -295,7 +286,8 @@ impl Transfer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::rmpp::ack;
+    use crate::rmpp::{ack, first_payload_length};
+    use crate::wire::{SA_DATA_SIZE, SA_HEADER_SIZE};
     use proptest::prelude::*;
 
     fn answer(len: usize) -> SaResponse {

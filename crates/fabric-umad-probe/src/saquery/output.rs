@@ -1,5 +1,6 @@
 //! The JSON document `fabric-saquery` prints for an answer:
-//! `{"attribute", "method", "status", "records": [decoded], "raw_records_hex": [...]}` plus how
+//! `{"attribute", "method", "status", "records": [decoded], "raw_records_hex": [...]}` (one
+//! entry of `records` per image: its fields, or null when it was not delivered whole) plus how
 //! it travelled (`rmpp`, `segments`, `unsegmented`, `attempts`, `elapsed_us`) and which bytes
 //! the transport did not deliver (`undelivered_ranges`, `records_delivered`: under the
 //! simulator shim the last 24 data bytes of every MAD).
@@ -69,9 +70,17 @@ pub fn hex(b: &[u8]) -> String {
 /// The document of one answer.
 pub fn answer(a: &SaAnswer) -> Value {
     let recs = a.records();
+    // One entry per image (aligned with `raw_records_hex`): the decoded fields, or null for
+    // an image the transport did not deliver whole or an attribute without a record type.
     let decoded: Vec<Value> = recs
         .iter()
-        .filter_map(|r| super::decode::fields(a.header.attr_id, r))
+        .enumerate()
+        .map(|(i, r)| {
+            a.record_delivered(i)
+                .then(|| super::decode::fields(a.header.attr_id, r))
+                .flatten()
+                .unwrap_or(Value::Null)
+        })
         .collect();
     json!({
         "attribute": attribute_name(a.header.attr_id),

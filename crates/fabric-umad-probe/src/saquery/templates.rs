@@ -182,16 +182,21 @@ pub fn path_records(
 }
 
 /// `mpr --sgid G.. --dgid G..`: GetMulti of a MultiPathRecord whose SDGID list is the SGIDs
-/// then the DGIDs (one MAD: at most 11 GIDs).
+/// then the DGIDs (more than 11 GIDs do not fit one MAD: the client sends the request as a
+/// multi-segment RMPP transfer).
 pub fn multi_path_records(sgids: &[[u8; 16]], dgids: &[[u8; 16]], numb_path: u8) -> Result<SaQuery> {
     let n = sgids.len() + dgids.len();
     if sgids.is_empty() || dgids.is_empty() {
         bail!("mpr needs at least one --sgid and one --dgid");
     }
-    let size = 24 + 16 * n;
-    if size > fabric_sa::wire::SA_DATA_SIZE {
-        bail!("{n} GIDs need {size} bytes: more than one MAD (at most 11 GIDs; multi-MAD GetMulti requests are not sent yet)");
+    if sgids.len() > 255 || dgids.len() > 255 {
+        bail!(
+            "mpr: {} SGIDs and {} DGIDs, at most 255 of each (SGIDCount and DGIDCount are one byte)",
+            sgids.len(),
+            dgids.len()
+        );
     }
+    let size = 24 + 16 * n;
     let mut data = vec![0u8; size];
     data[5] = 0x80 | (numb_path & 0x7f);
     data[15] = sgids.len() as u8;
@@ -295,11 +300,16 @@ mod tests {
         assert!(parse_hex("abc").unwrap_err().to_string().contains("odd"));
         assert_eq!(parse_gid("fe800000000000000000000000000001").unwrap()[15], 1);
         assert!(parse_gid("fe80").is_err());
+        // More than 11 GIDs: a multi-MAD request (the client sends it as RMPP).
         let many = vec![[0u8; 16]; 6];
-        assert!(multi_path_records(&many, &many, 1)
+        let q = multi_path_records(&many, &many, 1).unwrap();
+        assert_eq!((q.data.len(), q.data[15], q.data[16]), (24 + 12 * 16, 6, 6));
+        // SGIDCount and DGIDCount are one byte each.
+        let too_many = vec![[0u8; 16]; 256];
+        assert!(multi_path_records(&too_many, &many, 1)
             .unwrap_err()
             .to_string()
-            .contains("12 GIDs"));
+            .contains("256 SGIDs"));
         assert_eq!(multi_path_records(&many[..1], &many[..2], 1).unwrap().data.len(), 72);
     }
 }

@@ -8,8 +8,9 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use fabric_sa::rmpp::receiver::{segments, Progress, Receiver, ReceiverConfig};
-use fabric_sa::wire::{self, rmpp_flag, SaHeader, MAD_SIZE, SA_DATA_SIZE, SA_HEADER_SIZE};
+use fabric_sa::rmpp::receiver::{segments, Progress, Receiver, ReceiverConfig, RmppError};
+use fabric_sa::rmpp::sender::{self, SenderParams, TransferEnd};
+use fabric_sa::wire::{self, rmpp_flag, rmpp_type, SaHeader, MAD_SIZE, SA_DATA_SIZE, SA_HEADER_SIZE};
 
 use super::{
     answer_smp, valid_mad_bytes, ClientConfig, ClientError, ClientStats, LocalPort, Report, SaAnswer, SaQuery,
@@ -35,6 +36,8 @@ struct Pending {
     receiver: Option<Receiver>,
     /// The RMPP header of the request as sent (a GetMulti's one segment; default otherwise).
     sent_rmpp: wire::RmppHeader,
+    /// A multi-MAD GetMulti request still being sent (until the SA ACKs its last segment).
+    sending: Option<sender::Transfer>,
 }
 
 pub(super) struct Io<P: RawPort> {
@@ -52,6 +55,29 @@ pub(super) struct Io<P: RawPort> {
     stats: Arc<Mutex<ClientStats>>,
     /// This port's GUID (the SMInfo answer under `issm`).
     port_guid: u64,
+}
+
+/// Why a multi-MAD request's transfer ended without being delivered.
+fn request_rmpp_error(end: TransferEnd) -> RmppError {
+    match end {
+        TransferEnd::Stopped(status) => RmppError::PeerEnded {
+            rmpp_type: rmpp_type::STOP,
+            status,
+        },
+        TransferEnd::AbortedByReceiver(status) => RmppError::PeerEnded {
+            rmpp_type: rmpp_type::ABORT,
+            status,
+        },
+        TransferEnd::Aborted(status) => RmppError::Aborted {
+            status,
+            why: "the SA did not acknowledge the request's segments".to_string(),
+        },
+        // Not an error; not reached.
+        TransferEnd::Completed => RmppError::Aborted {
+            status: 0,
+            why: "completed".to_string(),
+        },
+    }
 }
 
 fn what(q: &SaQuery) -> String {
@@ -121,6 +147,7 @@ impl<P: RawPort> Io<P> {
                     deadline: now,
                     receiver: None,
                     sent_rmpp: wire::RmppHeader::default(),
+                    sending: None,
                 };
                 self.send_attempt(p);
             }
@@ -151,6 +178,22 @@ impl<P: RawPort> Io<P> {
             attr_offset: p.q.attr_offset,
             component_mask: p.q.component_mask,
         };
+        p.sending = None;
+        if p.q.method == wire::METHOD_GET_MULTI && p.q.data.len() > SA_DATA_SIZE {
+            // More than one MAD: an RMPP transfer of its own, ACK-driven.
+            let now = Instant::now();
+            let ms = self.timeout_ms();
+            if let Ok((t, step)) = sender::Transfer::start_request(h, p.q.data.clone(), SenderParams::default(), now) {
+                for m in &step.send {
+                    self.send(m, self.sm_lid, 1, ms);
+                }
+                p.sent_rmpp = SaHeader::decode(&step.send[0][..]).map(|s| s.rmpp).unwrap_or_default();
+                p.deadline = t.deadline().unwrap_or(p.deadline);
+                p.sending = Some(t);
+                self.pending.insert(tid, p);
+                return;
+            }
+        }
         let mut mad = [0u8; MAD_SIZE];
         if p.q.method == wire::METHOD_GET_MULTI {
             // A GetMulti request is an RMPP transfer (OpenSM rejects one without RMPP ACTIVE:
@@ -173,9 +216,14 @@ impl<P: RawPort> Io<P> {
         }
         let len = bad.mad_bytes.map_or(MAD_SIZE, |n| n.min(MAD_SIZE));
         // timeout_ms: the kernel matches a (non-RMPP) response only to a request sent with one.
-        let ms = self.timeout.as_millis().clamp(1, u128::from(u32::MAX)) as u32;
+        let ms = self.timeout_ms();
         self.send_len(&mad, len, self.sm_lid, 1, ms);
         self.pending.insert(tid, p);
+    }
+
+    /// `timeout_ms` of a request's umad header (the client's timeout, at least 1 ms).
+    fn timeout_ms(&self) -> u32 {
+        self.timeout.as_millis().clamp(1, u128::from(u32::MAX)) as u32
     }
 
     fn send(&mut self, mad: &[u8; MAD_SIZE], lid: u16, qpn: u32, timeout_ms: u32) {
@@ -237,6 +285,34 @@ impl<P: RawPort> Io<P> {
             return;
         };
         let active = h.rmpp.flags & rmpp_flag::ACTIVE != 0;
+        if let Some(t) = p.sending.as_mut() {
+            if active && h.rmpp.rmpp_type != rmpp_type::DATA {
+                // The SA's ACK, STOP or ABORT of our request's segments.
+                let now = Instant::now();
+                let step = t.on_mad(mad, now);
+                let ms = self.timeout_ms();
+                for m in &step.send {
+                    self.send(m, from_lid, from_qpn.max(1), ms);
+                }
+                match step.end {
+                    None => p.deadline = t.deadline().unwrap_or(now + self.timeout),
+                    Some(TransferEnd::Completed) => {
+                        // Delivered: now the answer.
+                        p.sending = None;
+                        p.deadline = now + self.timeout;
+                    }
+                    Some(end) => {
+                        let err = request_rmpp_error(end);
+                        let _ = p.reply.send(Err(ClientError::Rmpp { what: what(&p.q), err }));
+                        return;
+                    }
+                }
+                self.pending.insert(tid, p);
+                return;
+            }
+            // The answer itself (the final ACK was lost): the request was delivered.
+            p.sending = None;
+        }
         if !active {
             let mut data = mad[SA_HEADER_SIZE..].to_vec();
             let undelivered = self.undelivered(1, SA_DATA_SIZE);
@@ -371,10 +447,43 @@ impl<P: RawPort> Io<P> {
     }
 
     fn deadlines(&mut self, now: Instant) {
+        // Requests still being sent: the RMPP sender's timer (resend the window or abort).
+        let due: Vec<u32> = self
+            .pending
+            .iter()
+            .filter(|(_, p)| {
+                p.sending
+                    .as_ref()
+                    .and_then(sender::Transfer::deadline)
+                    .is_some_and(|d| d <= now)
+            })
+            .map(|(t, _)| *t)
+            .collect();
+        for tid in due {
+            let Some(mut p) = self.pending.remove(&tid) else {
+                continue;
+            };
+            let Some(t) = p.sending.as_mut() else { continue };
+            let step = t.on_timer(now);
+            let ms = self.timeout_ms();
+            for m in &step.send {
+                self.send(m, self.sm_lid, 1, ms);
+            }
+            match step.end {
+                Some(end) => {
+                    let err = request_rmpp_error(end);
+                    let _ = p.reply.send(Err(ClientError::Rmpp { what: what(&p.q), err }));
+                }
+                None => {
+                    p.deadline = t.deadline().unwrap_or(now + self.timeout);
+                    self.pending.insert(tid, p);
+                }
+            }
+        }
         let expired: Vec<u32> = self
             .pending
             .iter()
-            .filter(|(_, p)| p.deadline <= now)
+            .filter(|(_, p)| p.sending.is_none() && p.deadline <= now)
             .map(|(t, _)| *t)
             .collect();
         for t in expired {

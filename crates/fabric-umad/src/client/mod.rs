@@ -16,6 +16,10 @@
 //!   GetMultiResp, always RMPP) reassembled by [`fabric_sa::rmpp::receiver`], whose ACKs go
 //!   back to the SA's LID on QP1 with Q_Key 0x80010000. A transfer's deadline moves with every
 //!   segment that arrives.
+//! * Requests: one MAD, but for a GetMulti (MultiPathRecord) whose GIDs do not fit one
+//!   (more than 11): it goes out as a multi-segment RMPP transfer through
+//!   [`fabric_sa::rmpp::sender`] (window opened by the SA's ACKs, resends on the sender's
+//!   timer), then its answer is awaited like any other.
 //! * Reports (InformInfo subscriptions) are answered with a ReportResp and queued for
 //!   [`SaClient::next_report`]. Under ibsim a Report reaches only a client that opened `issm`
 //!   ([`ClientConfig::issm`]).
@@ -82,6 +86,10 @@ pub struct ClientConfig {
 /// MAD bytes the umad2sim shim delivers of a received MAD (measured: bytes 232..256 are not
 /// copied, what is there is stale memory; the shim's receive buffer is one `sim_request`).
 pub const SHIM_VALID_MAD_BYTES: usize = 232;
+
+/// Largest GetMulti request payload sent (SA data bytes): a MultiPathRecord of 255 SGIDs and
+/// 255 DGIDs (8 184 bytes), what the SA agent reassembles.
+pub const MAX_MULTI_REQUEST: usize = 8192;
 
 /// [`ClientConfig::valid_mad_bytes`] resolved: the shim's limit when this process runs under
 /// umad2sim (`LD_PRELOAD`), else a whole MAD.
@@ -174,8 +182,9 @@ pub enum ClientError {
     /// An RMPP transfer failed.
     #[error("{what}: {err}")]
     Rmpp { what: String, err: RmppError },
-    /// A request that needs more than one MAD (multi-MAD GetMulti is not sent yet).
-    #[error("request of {0} data bytes does not fit one MAD (at most 200)")]
+    /// A request that needs more than one MAD (only a GetMulti is sent as several, up to
+    /// [`MAX_MULTI_REQUEST`] bytes).
+    #[error("request of {0} data bytes does not fit one MAD (at most 200; a GetMulti at most 8192)")]
     RequestTooLarge(usize),
     /// The I/O thread is gone.
     #[error("the SA client's I/O thread stopped")]
@@ -457,7 +466,12 @@ impl SaClient {
 
     /// Sends `q` and waits for its answer (any MAD status: the caller decides).
     pub fn query(&self, q: SaQuery) -> Result<SaAnswer, ClientError> {
-        if q.data.len() > SA_DATA_SIZE {
+        let max = if q.method == wire::METHOD_GET_MULTI {
+            MAX_MULTI_REQUEST
+        } else {
+            SA_DATA_SIZE
+        };
+        if q.data.len() > max {
             return Err(ClientError::RequestTooLarge(q.data.len()));
         }
         let (reply, rx) = mpsc::channel();
@@ -565,6 +579,160 @@ mod tests {
             retries: 1,
             valid_mad_bytes: Some(MAD_SIZE),
             ..ClientConfig::default()
+        }
+    }
+
+    /// The SA side of [`Bridge`]: records the (reassembled) request, answers PathRecords.
+    #[derive(Default)]
+    struct RecordingSa {
+        requests: StdMutex<Vec<Vec<u8>>>,
+    }
+
+    const ANSWER_RECORDS: usize = 5;
+
+    impl crate::transport::SaEndpoint for RecordingSa {
+        fn serving(&self) -> bool {
+            true
+        }
+        fn handle(
+            &self,
+            mad: &[u8],
+            _: &fabric_sa::Requester,
+            _: std::time::SystemTime,
+        ) -> Option<fabric_sa::SaResponse> {
+            let h = SaHeader::decode(mad).ok()?;
+            self.requests.lock().unwrap().push(mad[SA_HEADER_SIZE..].to_vec());
+            let mut header = fabric_sa::request::response_header(&h);
+            header.attr_offset = 8;
+            Some(fabric_sa::SaResponse {
+                header,
+                data: (0..64 * ANSWER_RECORDS).map(|i| (i * 3) as u8).collect(),
+            })
+        }
+        fn take_reports(&self) -> Vec<fabric_sa::service::OutgoingReport> {
+            Vec::new()
+        }
+    }
+
+    /// The client's port wired to the transport's SA agent: what the client writes reaches
+    /// the agent cut to `valid` bytes (232 under the ibsim shim), what the agent sends comes
+    /// back at the length it writes.
+    struct Bridge {
+        agent: crate::transport::SaAgent,
+        sa: Arc<RecordingSa>,
+        stats: crate::transport::Stats,
+        valid: usize,
+        inbox: VecDeque<Vec<u8>>,
+    }
+
+    impl RawPort for Bridge {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<()> {
+            let from = fabric_sa::Requester {
+                lid: 3,
+                qpn: 1,
+                ..fabric_sa::Requester::default()
+            };
+            let mad = &buf[UMAD_HDR_LEN..buf.len().min(UMAD_HDR_LEN + self.valid)];
+            let mut out = Vec::new();
+            let now = std::time::Instant::now();
+            let sa: &dyn crate::transport::SaEndpoint = &*self.sa;
+            self.agent.on_mad(
+                Some(sa),
+                mad,
+                &from,
+                now,
+                std::time::SystemTime::now(),
+                &self.stats,
+                &mut out,
+            );
+            for o in out {
+                let mut p = vec![0u8; UMAD_HDR_LEN];
+                p[20..24].copy_from_slice(&1u32.to_be_bytes());
+                p[28..30].copy_from_slice(&7u16.to_be_bytes());
+                p.extend_from_slice(&o.mad[..o.len]);
+                self.inbox.push_back(p);
+            }
+            Ok(())
+        }
+        fn read(&mut self, buf: &mut [u8]) -> Option<usize> {
+            let p = self.inbox.pop_front()?;
+            buf[..p.len()].copy_from_slice(&p);
+            Some(p.len())
+        }
+        fn wait(&mut self, _: Duration) {}
+        fn agent(&self, _: u8) -> u32 {
+            5
+        }
+    }
+
+    fn multi_path_query(gids: usize) -> SaQuery {
+        let size = 24 + 16 * gids;
+        let mut data: Vec<u8> = (0..size).map(|i| (i % 251) as u8 | 1).collect();
+        data[15] = (gids / 2) as u8;
+        data[16] = (gids - gids / 2) as u8;
+        SaQuery {
+            method: wire::METHOD_GET_MULTI,
+            attr_id: wire::attr::MULTI_PATH_RECORD,
+            attr_offset: (size / 8) as u16,
+            data,
+            ..SaQuery::default()
+        }
+    }
+
+    fn bridge(valid: usize) -> (Bridge, Arc<RecordingSa>) {
+        let sa = Arc::new(RecordingSa::default());
+        (
+            Bridge {
+                agent: crate::transport::SaAgent::new(crate::transport::SaAgentParams::default()),
+                sa: sa.clone(),
+                stats: crate::transport::Stats::default(),
+                valid,
+                inbox: VecDeque::new(),
+            },
+            sa,
+        )
+    }
+
+    #[test]
+    fn a_multi_mad_get_multi_is_sent_as_rmpp_and_reassembled_by_the_sa_agent() {
+        for gids in [11usize, 12, 40, 510] {
+            let (port, sa) = bridge(MAD_SIZE);
+            let c = SaClient::start(port, local(), &cfg());
+            let q = multi_path_query(gids);
+            let sent = q.data.clone();
+            let a = c.query(q).unwrap_or_else(|e| panic!("{gids} GIDs: {e}"));
+            assert_eq!(
+                (a.header.method, a.header.status, a.rmpp),
+                (wire::METHOD_GET_MULTI_RESP, 0, true),
+                "{gids} GIDs"
+            );
+            assert_eq!(a.records().len(), ANSWER_RECORDS, "{gids} GIDs");
+            let got = sa.requests.lock().unwrap().clone();
+            assert_eq!(got.len(), 1, "{gids} GIDs: answered once");
+            if sent.len() <= SA_DATA_SIZE {
+                // One MAD: the SA sees its 200 data bytes.
+                assert_eq!(&got[0][..sent.len()], &sent[..], "{gids} GIDs");
+            } else {
+                assert_eq!(got[0], sent, "{gids} GIDs: the SA got the whole payload");
+            }
+            assert_eq!(c.stats().timeouts, 0);
+        }
+    }
+
+    #[test]
+    fn under_the_shim_a_multi_mad_get_multi_loses_the_tail_of_every_segment() {
+        let (port, sa) = bridge(SHIM_VALID_MAD_BYTES);
+        let c = SaClient::start(port, local(), &cfg());
+        let q = multi_path_query(40);
+        let sent = q.data.clone();
+        let a = c.query(q).expect("answer");
+        assert_eq!(a.header.status, 0);
+        let got = sa.requests.lock().unwrap()[0].clone();
+        assert_eq!(got.len(), sent.len());
+        for (i, (g, s)) in got.iter().zip(&sent).enumerate() {
+            // Data bytes 176..200 of every segment never reach the SA (they read as zero).
+            let lost = i % SA_DATA_SIZE >= SHIM_VALID_MAD_BYTES - SA_HEADER_SIZE;
+            assert_eq!(*g, if lost { 0 } else { *s }, "byte {i}");
         }
     }
 

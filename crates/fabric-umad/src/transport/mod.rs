@@ -429,8 +429,8 @@ fn run<P: RawPort>(
                         &mut gsi_out,
                     );
                     for o in gsi_out.drain(..) {
-                        encode_gsi(&mut out, &port, &o);
-                        let _ = port.write(&out);
+                        let n = encode_gsi(&mut out, &port, &o);
+                        let _ = port.write(&out[..n]);
                     }
                 }
                 continue;
@@ -492,8 +492,8 @@ fn run<P: RawPort>(
         // RMPP deadlines and Reports.
         agent.poll(sa.get().map(Arc::as_ref), now, &stats, &mut gsi_out);
         for o in gsi_out.drain(..) {
-            encode_gsi(&mut out, &port, &o);
-            let _ = port.write(&out);
+            let n = encode_gsi(&mut out, &port, &o);
+            let _ = port.write(&out[..n]);
         }
     }
 }
@@ -519,8 +519,9 @@ fn encode_raw<P: RawPort>(out: &mut [u8; UMAD_HDR_LEN + MAD_SIZE], port: &P, lid
 
 /// A packet carrying the GSI MAD `o`: from the agent of the MAD's class to the destination's
 /// LID, QP and SL with `o`'s Q_Key (QP1's), a GRH to the destination's GID when it has one
-/// (a request that came with a GRH is answered with one), `timeout_ms` for a Report.
-fn encode_gsi<P: RawPort>(out: &mut [u8; UMAD_HDR_LEN + MAD_SIZE], port: &P, o: &Outgoing) {
+/// (a request that came with a GRH is answered with one), `timeout_ms` for a Report. Returns
+/// the bytes of `out` to write: the umad header and the first [`Outgoing::len`] MAD bytes.
+fn encode_gsi<P: RawPort>(out: &mut [u8; UMAD_HDR_LEN + MAD_SIZE], port: &P, o: &Outgoing) -> usize {
     out[..UMAD_HDR_LEN].fill(0);
     out[0..4].copy_from_slice(&port.agent(o.mad[1]).to_ne_bytes());
     out[8..12].copy_from_slice(&o.timeout_ms.to_ne_bytes());
@@ -535,6 +536,7 @@ fn encode_gsi<P: RawPort>(out: &mut [u8; UMAD_HDR_LEN + MAD_SIZE], port: &P, o: 
         out[36..52].copy_from_slice(&gid);
     }
     out[UMAD_HDR_LEN..].copy_from_slice(&o.mad[..]);
+    UMAD_HDR_LEN + o.len.clamp(fabric_sa::wire::SA_HEADER_SIZE, MAD_SIZE)
 }
 
 fn encode_packet<P: RawPort>(out: &mut [u8; UMAD_HDR_LEN + MAD_SIZE], port: &P, req: &Request) {

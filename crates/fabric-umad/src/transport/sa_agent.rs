@@ -12,8 +12,13 @@
 //!    dropped and counted (`sa_dropped_standby`): the client's timeout sends it to the master.
 //! 3. A request sent as RMPP DATA (GetMulti of MultiPathRecord): one segment (First|Last) is
 //!    acknowledged (ACK of segment 1, NewWindowLast 1, as the kernel's receiver does) and
-//!    answered; a request of several segments is refused with ABORT (status 118, total too
-//!    long) until the RMPP receiver is wired in (`rmpp_requests_refused`).
+//!    answered; a request of several segments (more than 11 GIDs) is reassembled by an
+//!    [`rmpp::receiver::Receiver`] keyed like a transfer (its ACKs, or its ABORT / STOP, go
+//!    back to the requester) and answered once complete, as if it had come in one MAD. At most
+//!    [`SaAgentParams::max_transfers`] receptions at once (beyond: STOP, ResX), at most
+//!    [`MAX_REQUEST_PAYLOAD`] bytes each (beyond: STOP), a reception without a new segment for
+//!    [`SaAgentParams::request_idle`] is dropped; every refusal counts in
+//!    `rmpp_requests_refused`, a segment of no reception in `rmpp_unmatched`.
 //! 4. GetTable / GetMulti beyond [`SaAgentParams::max_transfers`] concurrent transfers:
 //!    ERR_NO_RESOURCES (0x0100) at once (`sa_busy`), without computing the answer.
 //! 5. Everything else: [`SaService::handle`]. A GetTableResp / GetMultiResp with status 0
@@ -36,10 +41,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
 use fabric_sa::request::error_response;
+use fabric_sa::rmpp::receiver::{self, Progress, Receiver, ReceiverConfig};
 use fabric_sa::rmpp::sender::{SenderParams, Step, Transfer, TransferEnd};
 use fabric_sa::rmpp::{self, status as rmpp_status};
 use fabric_sa::service::OutgoingReport;
-use fabric_sa::wire::{self, rmpp_flag, rmpp_type, SaHeader};
+use fabric_sa::wire::{self, rmpp_flag, rmpp_type, SaHeader, SA_DATA_SIZE, SA_HEADER_SIZE};
 use fabric_sa::{Requester, SaResponse, SaService};
 
 use super::shared::Stats;
@@ -82,7 +88,14 @@ pub struct SaAgentParams {
     pub report_retries: u32,
     /// Reports awaiting their ReportResp at once; beyond, new ones are given up.
     pub max_pending_reports: usize,
+    /// How long a multi-MAD request may go without a new segment before it is dropped.
+    pub request_idle: Duration,
 }
+
+/// Largest multi-MAD request reassembled (SA data bytes): 41 segments, where a MultiPathRecord
+/// of 255 SGIDs and 255 DGIDs (24 + 510 × 16 = 8 184 bytes) fits (the receiver bounds a
+/// transfer by its announced segments × 200).
+pub const MAX_REQUEST_PAYLOAD: usize = 41 * SA_DATA_SIZE;
 
 impl Default for SaAgentParams {
     fn default() -> Self {
@@ -92,6 +105,7 @@ impl Default for SaAgentParams {
             report_timeout: Duration::from_secs(1),
             report_retries: 3,
             max_pending_reports: 1024,
+            request_idle: Duration::from_secs(2),
         }
     }
 }
@@ -108,6 +122,11 @@ pub struct Outgoing {
     pub timeout_ms: u32,
     /// The MAD.
     pub mad: Box<[u8; MAD_SIZE]>,
+    /// Bytes of `mad` to write: 56 + the SA data bytes used for a single-MAD answer and for
+    /// the last RMPP segment (as OpenSM sends them: `saquery` counts records from the length
+    /// it receives); [`MAD_SIZE`] for everything else. On a real HCA the kernel pads a short
+    /// non-RMPP send to 256 bytes on the wire (`ib_create_send_mad`).
+    pub len: usize,
 }
 
 /// (requester LID, QPN, TID).
@@ -116,6 +135,11 @@ type TransferKey = (u16, u32, u64);
 struct Sending {
     to: Requester,
     transfer: Transfer,
+}
+
+/// A multi-MAD request being reassembled.
+struct Receiving {
+    receiver: Receiver,
 }
 
 struct PendingReport {
@@ -129,6 +153,8 @@ struct PendingReport {
 pub struct SaAgent {
     params: SaAgentParams,
     transfers: HashMap<TransferKey, Sending>,
+    /// Multi-MAD requests being reassembled, by the same key.
+    receiving: HashMap<TransferKey, Receiving>,
     /// By (subscriber LID, low 32 bits of the TID: the kernel rewrites the high ones).
     reports: HashMap<(u16, u32), PendingReport>,
     next_report_tid: u32,
@@ -140,11 +166,37 @@ fn bump(c: &AtomicU64) {
 }
 
 fn reply(to: &Requester, mad: Box<[u8; MAD_SIZE]>) -> Outgoing {
+    let len = wire_len(&mad[..]);
     Outgoing {
         to: *to,
         qkey: QP1_QKEY,
         timeout_ms: 0,
         mad,
+        len,
+    }
+}
+
+/// A single-MAD answer: the SA header and the data bytes `resp` uses.
+fn answer(to: &Requester, resp: &SaResponse) -> Outgoing {
+    Outgoing {
+        len: SA_HEADER_SIZE + resp.data.len().min(SA_DATA_SIZE),
+        ..reply(to, Box::new(resp.single_mad()))
+    }
+}
+
+/// Bytes to write of an RMPP MAD: a LAST DATA segment ends where its PayloadLength says
+/// (56 + PayloadLength - the 20 SA header bytes it counts), every other one is whole.
+fn wire_len(mad: &[u8]) -> usize {
+    match SaHeader::decode(mad) {
+        Ok(h)
+            if rmpp::active(&h)
+                && h.rmpp.rmpp_type == rmpp_type::DATA
+                && h.rmpp.flags & rmpp_flag::LAST != 0
+                && (rmpp::SA_CLASS_HEADER..=rmpp::SEGMENT_PAYLOAD).contains(&h.rmpp.data2) =>
+        {
+            SA_HEADER_SIZE + (h.rmpp.data2 - rmpp::SA_CLASS_HEADER) as usize
+        }
+        _ => MAD_SIZE,
     }
 }
 
@@ -154,6 +206,7 @@ impl SaAgent {
         SaAgent {
             params,
             transfers: HashMap::new(),
+            receiving: HashMap::new(),
             reports: HashMap::new(),
             next_report_tid: 1,
             fallback: GsiResponder::default(),
@@ -163,6 +216,11 @@ impl SaAgent {
     /// RMPP transfers in flight.
     pub fn transfers(&self) -> usize {
         self.transfers.len()
+    }
+
+    /// Multi-MAD requests being reassembled.
+    pub fn receptions(&self) -> usize {
+        self.receiving.len()
     }
 
     /// Reports awaiting their ReportResp.
@@ -234,20 +292,102 @@ impl SaAgent {
                 return;
             }
             let whole = rmpp_flag::FIRST | rmpp_flag::LAST;
-            if h.rmpp.data1 != 1 || h.rmpp.flags & whole != whole {
-                if h.rmpp.data1 == 1 {
-                    bump(&stats.rmpp_requests_refused);
-                    out.push(reply(from, Box::new(rmpp::abort(&h, rmpp_status::TOTAL_TOO_LONG))));
+            if h.rmpp.data1 != 1 || h.rmpp.flags & whole != whole || self.receiving.contains_key(&key) {
+                // A request of several segments.
+                if let Some(request) = self.reassemble(key, &h, mad, from, now, stats, out) {
+                    self.answer_request(sa, key, &request, from, now, wall, stats, out);
                 }
                 return;
             }
             out.push(reply(from, Box::new(rmpp::ack(&h, 1, 1))));
         }
+        self.answer_request(sa, key, mad, from, now, wall, stats, out);
+    }
+
+    /// One segment of a multi-MAD request: to its reception (started by segment 1). Returns
+    /// the whole request (header and reassembled SA data) once its last segment is in.
+    #[allow(clippy::too_many_arguments)]
+    fn reassemble(
+        &mut self,
+        key: TransferKey,
+        h: &SaHeader,
+        mad: &[u8],
+        from: &Requester,
+        now: Instant,
+        stats: &Stats,
+        out: &mut Vec<Outgoing>,
+    ) -> Option<Vec<u8>> {
+        if !self.receiving.contains_key(&key) {
+            if h.rmpp.data1 != 1 {
+                // A segment of a reception that ended (or never began): nothing to ACK.
+                bump(&stats.rmpp_unmatched);
+                return None;
+            }
+            if self.receiving.len() >= self.params.max_transfers {
+                bump(&stats.rmpp_requests_refused);
+                let stop = rmpp::control_mad(h, rmpp_type::STOP, rmpp_status::RESOURCES_EXHAUSTED, 0, 0);
+                out.push(reply(from, Box::new(stop)));
+                return None;
+            }
+            let cfg = ReceiverConfig {
+                max_payload: MAX_REQUEST_PAYLOAD,
+                idle_timeout: self.params.request_idle,
+                ..ReceiverConfig::default()
+            };
+            self.receiving.insert(
+                key,
+                Receiving {
+                    receiver: Receiver::new(cfg, now),
+                },
+            );
+        }
+        let r = self.receiving.get_mut(&key)?;
+        let step: receiver::Step = r.receiver.on_mad(now, mad);
+        if let Some(m) = step.reply {
+            out.push(reply(from, m));
+        }
+        match step.progress {
+            Progress::Receiving => None,
+            Progress::Failed(_) => {
+                self.receiving.remove(&key);
+                bump(&stats.rmpp_requests_refused);
+                None
+            }
+            Progress::Complete(t) => {
+                self.receiving.remove(&key);
+                let mut header = t.header;
+                header.rmpp = wire::RmppHeader::default();
+                let mut request = vec![0u8; SA_HEADER_SIZE + t.data.len()];
+                header.encode(&mut request);
+                request[SA_HEADER_SIZE..].copy_from_slice(&t.data);
+                Some(request)
+            }
+        }
+    }
+
+    /// Answers one whole request (`mad`: one MAD, or a reassembled multi-MAD one).
+    #[allow(clippy::too_many_arguments)]
+    fn answer_request(
+        &mut self,
+        sa: &dyn SaEndpoint,
+        key: TransferKey,
+        mad: &[u8],
+        from: &Requester,
+        now: Instant,
+        wall: SystemTime,
+        stats: &Stats,
+        out: &mut Vec<Outgoing>,
+    ) {
+        let Ok(h) = SaHeader::decode(mad) else { return };
         let table = matches!(h.method, wire::METHOD_GET_TABLE | wire::METHOD_GET_MULTI);
         if table && !self.transfers.contains_key(&key) && self.transfers.len() >= self.params.max_transfers {
             bump(&stats.sa_busy);
-            let e = error_response(&h, mad, wire::status::NO_RESOURCES);
-            out.push(reply(from, Box::new(e.single_mad())));
+            let e = error_response(
+                &h,
+                mad.get(SA_HEADER_SIZE..).unwrap_or_default(),
+                wire::status::NO_RESOURCES,
+            );
+            out.push(answer(from, &e));
             return;
         }
         let Some(resp) = sa.handle(mad, from, wall) else {
@@ -256,14 +396,14 @@ impl SaAgent {
         };
         bump(&stats.sa_requests);
         if !(resp.is_rmpp() && resp.header.status == wire::status::OK) {
-            out.push(reply(from, Box::new(resp.single_mad())));
+            out.push(answer(from, &resp));
             return;
         }
         if self.transfers.remove(&key).is_some() {
             // The client repeated its request: the old transfer is replaced.
             bump(&stats.rmpp_aborted);
         }
-        let single = resp.single_mad();
+        let single = answer(from, &resp);
         match Transfer::start(resp, self.params.rmpp, now) {
             Ok((transfer, step)) => {
                 bump(&stats.rmpp_started);
@@ -271,7 +411,7 @@ impl SaAgent {
                 self.apply(key, step, stats, out);
             }
             // `is_rmpp` said it is one; never reached.
-            Err(_) => out.push(reply(from, Box::new(single))),
+            Err(_) => out.push(single),
         }
     }
 
@@ -289,6 +429,13 @@ impl SaAgent {
                 self.apply(key, step, stats, out);
             }
         }
+        self.receiving.retain(|_, r| {
+            let alive = r.receiver.on_tick(now).is_none();
+            if !alive {
+                bump(&stats.rmpp_requests_refused);
+            }
+            alive
+        });
         if let Some(sa) = sa.filter(|sa| sa.serving()) {
             for r in sa.take_reports() {
                 if self.reports.len() >= self.params.max_pending_reports {
@@ -345,6 +492,7 @@ impl SaAgent {
             qkey: QP1_QKEY,
             timeout_ms: u32::try_from(self.params.report_timeout.as_millis()).unwrap_or(u32::MAX),
             mad,
+            len: MAD_SIZE,
         }
     }
 
@@ -493,6 +641,10 @@ mod tests {
             (0x92, wire::status::NO_RESOURCES, 0)
         );
         assert_eq!(r.count(&r.stats.sa_busy), 1);
+        // The error echoes the request's SA data (not its header), as one MAD.
+        let req = request(wire::METHOD_GET_TABLE, 3);
+        assert_eq!(&out[0].mad[SA_HEADER_SIZE..], &req[SA_HEADER_SIZE..]);
+        assert_eq!(out[0].len, MAD_SIZE);
         // The client's retry of TID 2 (same requester) is no new transfer: it restarts.
         let out = r.send(&request(wire::METHOD_GET_TABLE, 2), 9);
         assert_eq!(hdr(&out[0]).rmpp.data1, 1);
@@ -542,7 +694,7 @@ mod tests {
     }
 
     #[test]
-    fn single_segment_rmpp_requests_are_acked_and_answered_longer_ones_refused() {
+    fn single_segment_rmpp_requests_are_acked_and_answered_longer_ones_reassembled() {
         let mut r = Rig::new(300, SaAgentParams::default());
         let mut one = request(wire::METHOD_GET_MULTI, 7);
         let mut h = SaHeader::decode(&one).unwrap();
@@ -573,17 +725,35 @@ mod tests {
         first.rmpp.data2 = 2 * 220;
         let mut b = [0u8; MAD_SIZE];
         first.encode(&mut b);
+        // Segment 1 of 2: a reception starts, segment 1 is ACKed at once with the window.
         let out = r.send(&b, 9);
         let a = hdr(&out[0]);
         assert_eq!(
-            (a.rmpp.rmpp_type, a.rmpp.status),
-            (rmpp_type::ABORT, rmpp_status::TOTAL_TOO_LONG)
+            (a.method, a.rmpp.rmpp_type, a.rmpp.data1, a.rmpp.data2),
+            (wire::METHOD_GET_MULTI_RESP, rmpp_type::ACK, 1, 17)
         );
-        // Its second segment is dropped without an answer.
+        assert_eq!(out.len(), 1, "no answer before the last segment");
+        assert_eq!(r.agent.receptions(), 1);
+        // Its second segment completes it: the final ACK, then the answer.
         first.rmpp.flags = rmpp_flag::ACTIVE | rmpp_flag::LAST;
         first.rmpp.data1 = 2;
+        first.rmpp.data2 = 220;
+        first.encode(&mut b);
+        let out = r.send(&b, 9);
+        assert_eq!(out.len(), 2, "{out:?}");
+        let a = hdr(&out[0]);
+        assert_eq!((a.rmpp.rmpp_type, a.rmpp.data1), (rmpp_type::ACK, 2));
+        let answer = hdr(&out[1]);
+        assert_eq!(
+            (answer.method, answer.tid, answer.rmpp.rmpp_type),
+            (wire::METHOD_GET_MULTI_RESP, 8, rmpp_type::DATA)
+        );
+        assert_eq!(r.agent.receptions(), 0);
+        // A segment 2 of no reception is dropped without an answer.
+        first.tid = 10;
         first.encode(&mut b);
         assert!(r.send(&b, 9).is_empty());
+        assert_eq!(r.count(&r.stats.rmpp_unmatched), 1);
         // An RMPP version this agent does not speak.
         let mut v2 = h;
         v2.tid = 9;
@@ -594,8 +764,63 @@ mod tests {
             (a.rmpp.rmpp_type, a.rmpp.status),
             (rmpp_type::ABORT, rmpp_status::UNSUPPORTED_VERSION)
         );
-        assert_eq!(r.count(&r.stats.rmpp_requests_refused), 2);
-        assert_eq!(r.agent.transfers(), 1, "only the single-segment request was answered");
+        assert_eq!(r.count(&r.stats.rmpp_requests_refused), 1);
+        assert_eq!(
+            r.agent.transfers(),
+            2,
+            "the single-segment and the two-segment requests"
+        );
+    }
+
+    /// Segment 1 of a GetMulti request of `segments` segments (PayloadLength announcing them).
+    fn first_request_segment(tid: u64, segments: u32) -> [u8; MAD_SIZE] {
+        let mut b = request(wire::METHOD_GET_MULTI, tid);
+        let mut h = SaHeader::decode(&b).unwrap();
+        h.rmpp = wire::RmppHeader {
+            version: 1,
+            rmpp_type: rmpp_type::DATA,
+            resp_time: 0,
+            flags: rmpp_flag::ACTIVE | rmpp_flag::FIRST,
+            status: 0,
+            data1: 1,
+            data2: segments * 220,
+        };
+        h.encode(&mut b);
+        b
+    }
+
+    #[test]
+    fn receptions_are_bounded_in_size_number_and_time() {
+        let params = SaAgentParams {
+            max_transfers: 2,
+            ..SaAgentParams::default()
+        };
+        let mut r = Rig::new(100, params);
+        // Announced beyond MAX_REQUEST_PAYLOAD: STOP (ResX), no reception.
+        let out = r.send(&first_request_segment(1, 42), 9);
+        let a = hdr(&out[0]);
+        assert_eq!(
+            (a.rmpp.rmpp_type, a.rmpp.status),
+            (rmpp_type::STOP, rmpp_status::RESOURCES_EXHAUSTED)
+        );
+        assert_eq!(r.agent.receptions(), 0);
+        // Two receptions at once; the third is STOPped.
+        assert_eq!(
+            hdr(&r.send(&first_request_segment(2, 3), 9)[0]).rmpp.rmpp_type,
+            rmpp_type::ACK
+        );
+        assert_eq!(
+            hdr(&r.send(&first_request_segment(3, 3), 9)[0]).rmpp.rmpp_type,
+            rmpp_type::ACK
+        );
+        let a = hdr(&r.send(&first_request_segment(4, 3), 10)[0]);
+        assert_eq!((a.rmpp.rmpp_type, a.tid), (rmpp_type::STOP, 4));
+        assert_eq!(r.agent.receptions(), 2);
+        // Idle for longer than request_idle: both dropped, nothing sent, nothing answered.
+        assert!(r.poll(params.request_idle).is_empty());
+        assert_eq!(r.agent.receptions(), 0);
+        assert_eq!(r.count(&r.stats.rmpp_requests_refused), 4);
+        assert_eq!(r.count(&r.stats.sa_requests), 0);
     }
 
     #[test]
