@@ -9,7 +9,7 @@ use std::time::Duration;
 use fabric_sa::records::service::comp;
 use fabric_sa::records::{Gid, InformInfo, InformInfoRecord, Raw, ServiceRecord};
 use fabric_sa::registry::MAX_SERVICE_RECORDS;
-use fabric_sa::wire::{self, attr, status};
+use fabric_sa::wire::{self, attr, status, SA_HEADER_SIZE};
 use registry_support::*;
 
 const SR_KEY: u64 = 1 << comp::SERVICE_ID | 1 << comp::SERVICE_GID;
@@ -115,10 +115,10 @@ fn service_record_set_get_table_delete_as_opensm() {
         )
         .unwrap();
     assert_eq!(records::<ServiceRecord>(&by_data)[0].service_id, 0x10);
-    let r = sa
-        .handle(&mad(wire::METHOD_GET, attr::SERVICE_RECORD, 0, &[]), &from_ca(2), now)
-        .unwrap();
+    let get_all = mad(wire::METHOD_GET, attr::SERVICE_RECORD, 0, &image(&t));
+    let r = sa.handle(&get_all, &from_ca(2), now).unwrap();
     assert_eq!(r.header.status, status::TOO_MANY_RECORDS);
+    assert_eq!(r.data, &get_all[SA_HEADER_SIZE..], "the request's SA data echoed");
     // A ServiceKey match works although the key is never returned.
     let r = sa
         .handle(
@@ -165,14 +165,14 @@ fn service_record_set_get_table_delete_as_opensm() {
         .unwrap();
     assert_eq!(r.header.status, status::NO_RECORDS);
     // Get of nothing: ERR_NO_RECORDS; GetTable of nothing: an empty table, status 0.
-    let r = sa
-        .handle(
-            &mad(wire::METHOD_GET, attr::SERVICE_RECORD, SR_KEY, &image(&a)),
-            &from_ca(0),
-            now,
-        )
-        .unwrap();
+    let get_a = mad(wire::METHOD_GET, attr::SERVICE_RECORD, SR_KEY, &image(&a));
+    let r = sa.handle(&get_a, &from_ca(0), now).unwrap();
     assert_eq!(r.header.status, status::NO_RECORDS);
+    assert_eq!(
+        r.data,
+        &get_a[SA_HEADER_SIZE..],
+        "a Get's error echoes the request's SA data (osm_sa_send_error)"
+    );
     let r = sa
         .handle(
             &mad(wire::METHOD_GET_TABLE, attr::SERVICE_RECORD, SR_KEY, &image(&a)),

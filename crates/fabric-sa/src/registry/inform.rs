@@ -20,6 +20,7 @@
 //!   Enum is the smallest number free for that subscriber (OpenSM: always 0).
 
 use super::{Registry, Subscription, MAX_SUBSCRIPTIONS};
+use crate::query::respond;
 use crate::records::inform_info::ALL_LIDS;
 use crate::records::{Gid, InformInfo, InformInfoRecord, Record};
 use crate::request::{error_response, records_response, Request, SaResponse};
@@ -131,7 +132,7 @@ pub(super) fn answer_records(reg: &Registry, subnet: &Subnet, req: &Request<'_>)
         })
         .filter(|r| r.matches(&template, h.component_mask))
         .collect();
-    (records_response(h, &found), false)
+    (respond(req, &found), false)
 }
 
 /// The requester's GID: from its GRH, else that of the end port owning its LID.

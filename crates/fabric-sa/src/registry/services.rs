@@ -13,6 +13,7 @@
 //!   it to requests carrying its SM_Key).
 
 use super::{unix_ms, Registry, ServiceEntry, MAX_SERVICE_RECORDS};
+use crate::query::respond;
 use crate::records::service::{comp, INDEFINITE_LEASE};
 use crate::records::{sel, Raw, Record, ServiceRecord};
 use crate::request::{error_response, records_response, Request, SaResponse};
@@ -43,7 +44,7 @@ pub(super) fn answer(reg: &mut Registry, subnet: &Subnet, req: &Request<'_>) -> 
                 .filter(|e| e.record.matches(&rec, mask))
                 .map(|e| answered(&e.record))
                 .collect();
-            (records_response(h, &found), false)
+            (respond(req, &found), false)
         }
         wire::METHOD_SET => {
             if !(sel(mask, comp::SERVICE_ID) && sel(mask, comp::SERVICE_GID)) {
