@@ -431,11 +431,10 @@ fn service_record_reads_name_lease_and_data() {
         (1, 2, 3)
     );
     assert_eq!(r.service_data64, [0, 4]);
-    // Name matching stops at the first NUL (OpenSM's strncmp).
+    // The name is compared on all 64 bytes (OpenSM's memcmp in get_matching_sr).
     let mut t = r.clone();
+    assert!(r.matches(&t, 1 << 6));
     t.service_name.0[40] = b'x';
-    assert!(r.matches(&t, 1 << 6), "bytes after the NUL do not count");
-    t.service_name.0[2] = b'x';
-    assert!(!r.matches(&t, 1 << 6));
+    assert!(!r.matches(&t, 1 << 6), "bytes after the NUL count too");
     assert!(r.matches(&t, 1 << 0), "the name is not selected");
 }

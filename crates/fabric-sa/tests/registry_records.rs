@@ -6,12 +6,13 @@ mod registry_support;
 
 use std::time::Duration;
 
-use fabric_sa::registry::codec::{sr_mask, InformInfo, InformInfoRecord, ServiceRecord};
+use fabric_sa::records::service::comp;
+use fabric_sa::records::{Gid, InformInfo, InformInfoRecord, Raw, ServiceRecord};
 use fabric_sa::registry::MAX_SERVICE_RECORDS;
-use fabric_sa::wire::{self, attr, status};
+use fabric_sa::wire::{self, attr, status, SA_HEADER_SIZE};
 use registry_support::*;
 
-const SR_KEY: u64 = sr_mask::SERVICE_ID | sr_mask::SERVICE_GID;
+const SR_KEY: u64 = 1 << comp::SERVICE_ID | 1 << comp::SERVICE_GID;
 
 fn service_record(id: u64, owner: usize, name: &str) -> ServiceRecord {
     let mut r = ServiceRecord {
@@ -20,8 +21,8 @@ fn service_record(id: u64, owner: usize, name: &str) -> ServiceRecord {
         service_lease: 60,
         ..Default::default()
     };
-    r.service_name[..name.len()].copy_from_slice(name.as_bytes());
-    r.service_key = [0x5a + owner as u8; 16];
+    r.service_name.0[..name.len()].copy_from_slice(name.as_bytes());
+    r.service_key = Raw([0x5a + owner as u8; 16]);
     r.service_data32[2] = owner as u32;
     r
 }
@@ -35,7 +36,12 @@ fn service_record_set_get_table_delete_as_opensm() {
     // Set without ServiceGID in the mask: ERR_REQ_INVALID, nothing registered.
     let r = sa
         .handle(
-            &mad(wire::METHOD_SET, attr::SERVICE_RECORD, sr_mask::SERVICE_ID, &image(&a)),
+            &mad(
+                wire::METHOD_SET,
+                attr::SERVICE_RECORD,
+                bit(comp::SERVICE_ID),
+                &image(&a),
+            ),
             &from_ca(0),
             now,
         )
@@ -46,7 +52,7 @@ fn service_record_set_get_table_delete_as_opensm() {
     );
     assert!(sa.registry().is_empty());
     // Set with lease: answered with the record, ServiceKey zeroed, default P_Key.
-    let mask = SR_KEY | sr_mask::SERVICE_LEASE | sr_mask::SERVICE_NAME | sr_mask::SERVICE_KEY;
+    let mask = SR_KEY | bit(comp::SERVICE_LEASE) | bit(comp::SERVICE_NAME) | bit(comp::SERVICE_KEY);
     let r = sa
         .handle(
             &mad(wire::METHOD_SET, attr::SERVICE_RECORD, mask, &image(&a)),
@@ -57,7 +63,7 @@ fn service_record_set_get_table_delete_as_opensm() {
     assert_eq!((r.header.method, r.header.status), (wire::METHOD_GET_RESP, status::OK));
     let got: Vec<ServiceRecord> = records(&r);
     assert_eq!(got.len(), 1);
-    assert_eq!(got[0].service_key, [0; 16], "the ServiceKey never goes out");
+    assert_eq!(got[0].service_key, Raw([0; 16]), "the ServiceKey never goes out");
     assert_eq!(got[0].service_pkey, 0xffff, "no P_Key in the mask: the default one");
     assert_eq!(got[0].service_lease, 60);
     assert_eq!(got[0].service_name, a.service_name);
@@ -90,7 +96,7 @@ fn service_record_set_get_table_delete_as_opensm() {
             &mad(
                 wire::METHOD_GET,
                 attr::SERVICE_RECORD,
-                sr_mask::SERVICE_NAME,
+                bit(comp::SERVICE_NAME),
                 &image(&b),
             ),
             &from_ca(2),
@@ -100,7 +106,7 @@ fn service_record_set_get_table_delete_as_opensm() {
     assert_eq!(records::<ServiceRecord>(&by_name)[0].service_id, 0x20);
     let mut t = ServiceRecord::default();
     t.service_data32[2] = 0;
-    let data32_2 = 1u64 << (sr_mask::FIRST_DATA32 + 2);
+    let data32_2 = bit(comp::DATA32 + 2);
     let by_data = sa
         .handle(
             &mad(wire::METHOD_GET, attr::SERVICE_RECORD, data32_2, &image(&t)),
@@ -109,17 +115,17 @@ fn service_record_set_get_table_delete_as_opensm() {
         )
         .unwrap();
     assert_eq!(records::<ServiceRecord>(&by_data)[0].service_id, 0x10);
-    let r = sa
-        .handle(&mad(wire::METHOD_GET, attr::SERVICE_RECORD, 0, &[]), &from_ca(2), now)
-        .unwrap();
+    let get_all = mad(wire::METHOD_GET, attr::SERVICE_RECORD, 0, &image(&t));
+    let r = sa.handle(&get_all, &from_ca(2), now).unwrap();
     assert_eq!(r.header.status, status::TOO_MANY_RECORDS);
+    assert_eq!(r.data, &get_all[SA_HEADER_SIZE..], "the request's SA data echoed");
     // A ServiceKey match works although the key is never returned.
     let r = sa
         .handle(
             &mad(
                 wire::METHOD_GET_TABLE,
                 attr::SERVICE_RECORD,
-                sr_mask::SERVICE_KEY,
+                bit(comp::SERVICE_KEY),
                 &image(&a),
             ),
             &from_ca(2),
@@ -159,14 +165,14 @@ fn service_record_set_get_table_delete_as_opensm() {
         .unwrap();
     assert_eq!(r.header.status, status::NO_RECORDS);
     // Get of nothing: ERR_NO_RECORDS; GetTable of nothing: an empty table, status 0.
-    let r = sa
-        .handle(
-            &mad(wire::METHOD_GET, attr::SERVICE_RECORD, SR_KEY, &image(&a)),
-            &from_ca(0),
-            now,
-        )
-        .unwrap();
+    let get_a = mad(wire::METHOD_GET, attr::SERVICE_RECORD, SR_KEY, &image(&a));
+    let r = sa.handle(&get_a, &from_ca(0), now).unwrap();
     assert_eq!(r.header.status, status::NO_RECORDS);
+    assert_eq!(
+        r.data,
+        &get_a[SA_HEADER_SIZE..],
+        "a Get's error echoes the request's SA data (osm_sa_send_error)"
+    );
     let r = sa
         .handle(
             &mad(wire::METHOD_GET_TABLE, attr::SERVICE_RECORD, SR_KEY, &image(&a)),
@@ -191,12 +197,55 @@ fn service_record_set_get_table_delete_as_opensm() {
     );
 }
 
+/// ServiceName is compared on all 64 bytes, as OpenSM's `memcmp` in `get_matching_sr`: a
+/// template equal up to the NUL but not after it finds nothing.
+#[test]
+fn service_name_matches_on_all_64_bytes_as_opensm() {
+    let sa = service(subnet(2, &[]));
+    let plain = service_record(1, 0, "lustre");
+    let mut tail = service_record(2, 1, "lustre");
+    tail.service_name.0[63] = b'z';
+    for (r, from) in [(&plain, from_ca(0)), (&tail, from_ca(1))] {
+        let a = sa
+            .handle(
+                &mad(wire::METHOD_SET, attr::SERVICE_RECORD, SR_KEY, &image(r)),
+                &from,
+                t0(),
+            )
+            .unwrap();
+        assert_eq!(a.header.status, status::OK);
+    }
+    let by_name = |t: &ServiceRecord| {
+        let r = sa
+            .handle(
+                &mad(
+                    wire::METHOD_GET_TABLE,
+                    attr::SERVICE_RECORD,
+                    bit(comp::SERVICE_NAME),
+                    &image(t),
+                ),
+                &from_ca(0),
+                t0(),
+            )
+            .unwrap();
+        records::<ServiceRecord>(&r)
+            .iter()
+            .map(|r| r.service_id)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(by_name(&plain), vec![1], "\"lustre\" and zeros: the first only");
+    assert_eq!(by_name(&tail), vec![2], "the byte after the NUL counts");
+    let mut neither = plain.clone();
+    neither.service_name.0[40] = b'x';
+    assert_eq!(by_name(&neither), Vec::<u64>::new());
+}
+
 #[test]
 fn service_p_key_in_the_mask_needs_the_service_port_in_the_subnet() {
     let sa = service(subnet(2, &[]));
     let mut r = service_record(1, 0, "x");
     r.service_pkey = 0x8001;
-    let mask = SR_KEY | sr_mask::SERVICE_PKEY;
+    let mask = SR_KEY | bit(comp::SERVICE_PKEY);
     let ok = sa
         .handle(
             &mad(wire::METHOD_SET, attr::SERVICE_RECORD, mask, &image(&r)),
@@ -231,7 +280,7 @@ fn leases_expire_lazily_at_the_next_request() {
     let sa = service(subnet(2, &[]));
     let mut short = service_record(1, 0, "short");
     short.service_lease = 5;
-    let mask = SR_KEY | sr_mask::SERVICE_LEASE;
+    let mask = SR_KEY | bit(comp::SERVICE_LEASE);
     sa.handle(
         &mad(wire::METHOD_SET, attr::SERVICE_RECORD, mask, &image(&short)),
         &from_ca(0),
@@ -354,16 +403,16 @@ fn truncated_registry_requests_are_refused_not_panicking() {
 /// A subscription to every generic trap of type "subnet management" from any issuer.
 fn subscribe_all_gid_traps(subscribe: u8) -> InformInfo {
     InformInfo {
-        gid: [0; 16],
+        gid: Gid::default(),
         lid_range_begin: 0xffff,
         lid_range_end: 0,
         is_generic: 1,
         subscribe,
         trap_type: 0xffff,
-        trap_or_device: 0xffff,
+        trap_number: 0xffff,
         qpn: 0,
         resp_time_value: 18,
-        producer_or_vendor: 0x00ff_ffff,
+        producer_type: 0x00ff_ffff,
     }
 }
 
@@ -381,11 +430,11 @@ fn inform_info_subscribe_list_unsubscribe_as_opensm() {
         )
         .unwrap();
     assert_eq!((r.header.method, r.header.status), (wire::METHOD_GET_RESP, status::OK));
-    assert_eq!(records::<InformInfo>(&r), vec![all]);
+    assert_eq!(records::<InformInfo>(&r), vec![all.clone()]);
     // A second subscription of the same port (trap 65 only): Enum 1.
     let only65 = InformInfo {
-        trap_or_device: 65,
-        ..all
+        trap_number: 65,
+        ..all.clone()
     };
     sa.handle(
         &mad(wire::METHOD_SET, attr::INFORM_INFO, 0, &image(&only65)),
@@ -397,7 +446,7 @@ fn inform_info_subscribe_list_unsubscribe_as_opensm() {
     let stranger = fabric_sa::Requester {
         lid: 999,
         qpn: 0x42,
-        gid: Some(gid(0xabc)),
+        gid: Some(gid(0xabc).0),
         ..Default::default()
     };
     sa.handle(
@@ -429,7 +478,7 @@ fn inform_info_subscribe_list_unsubscribe_as_opensm() {
         subscriber_gid: gid(ca_guid(0)),
         subscriber_enum: 1,
         inform_info: InformInfo {
-            trap_or_device: 65,
+            trap_number: 65,
             ..Default::default()
         },
     };
@@ -440,7 +489,7 @@ fn inform_info_subscribe_list_unsubscribe_as_opensm() {
             now,
         )
         .unwrap();
-    assert_eq!(records::<InformInfoRecord>(&by_enum)[0].inform_info.trap_or_device, 65);
+    assert_eq!(records::<InformInfoRecord>(&by_enum)[0].inform_info.trap_number, 65);
     let by_trap = sa
         .handle(
             &mad(wire::METHOD_GET, attr::INFORM_INFO_RECORD, 1 << 10, &image(&t)),
@@ -450,7 +499,10 @@ fn inform_info_subscribe_list_unsubscribe_as_opensm() {
         .unwrap();
     assert_eq!(records::<InformInfoRecord>(&by_trap)[0].subscriber_enum, 1);
     // Unsubscribe: echoed, removed; again: ERR_REQ_INVALID with Subscribe 0 in the echo.
-    let off = InformInfo { subscribe: 0, ..only65 };
+    let off = InformInfo {
+        subscribe: 0,
+        ..only65.clone()
+    };
     let r = sa
         .handle(
             &mad(wire::METHOD_SET, attr::INFORM_INFO, 0, &image(&off)),
@@ -470,14 +522,17 @@ fn inform_info_subscribe_list_unsubscribe_as_opensm() {
     assert_eq!(r.header.status, status::REQ_INVALID);
     // Subscribe 2, an unknown requester, a GID naming no port: ERR_REQ_INVALID, Subscribe
     // zeroed in the echo (o13-13.1.1).
-    let two = InformInfo { subscribe: 2, ..all };
+    let two = InformInfo {
+        subscribe: 2,
+        ..all.clone()
+    };
     let unknown = fabric_sa::Requester {
         lid: 999,
         ..Default::default()
     };
     let no_port = InformInfo {
         gid: gid(0xdead),
-        ..all
+        ..all.clone()
     };
     for (ii, from) in [(two, from_ca(1)), (all, unknown), (no_port, from_ca(1))] {
         let r = sa

@@ -4,7 +4,7 @@
 mod registry_support;
 
 use fabric_sa::records::Record;
-use fabric_sa::registry::codec::{InformInfo, Notice};
+use fabric_sa::records::{InformInfo, Notice};
 use fabric_sa::service::OutgoingReport;
 use fabric_sa::wire::{self, attr, SaHeader, SA_HEADER_SIZE};
 use fabric_sa::{Requester, SaService};
@@ -23,8 +23,8 @@ fn generic(trap: u16) -> InformInfo {
         is_generic: 1,
         subscribe: 1,
         trap_type: 0xffff,
-        trap_or_device: trap,
-        producer_or_vendor: 0x00ff_ffff,
+        trap_number: trap,
+        producer_type: 0x00ff_ffff,
         ..Default::default()
     }
 }
@@ -40,17 +40,17 @@ fn summary(reports: &[OutgoingReport]) -> Vec<(u16, u32, u16, u64)> {
                 (2, wire::METHOD_REPORT, attr::NOTICE)
             );
             let n = Notice::decode(&r.mad[SA_HEADER_SIZE..]).unwrap();
-            assert!(n.is_generic);
+            assert_eq!(n.is_generic, 1);
             assert_eq!(
-                (n.notice_type, n.producer_or_vendor),
+                (n.notice_type, n.producer_type),
                 (3, 4),
                 "subnet management, class manager"
             );
             assert_eq!(n.issuer_lid, SM_LID);
             assert_eq!(n.issuer_gid, gid(SWITCH_GUID), "the SM issues traps 64/65");
-            assert_eq!(&n.data_details[6..14], &PREFIX.to_be_bytes());
-            let port = u64::from_be_bytes(n.data_details[14..22].try_into().unwrap());
-            (r.lid, r.qpn, n.trap_or_device, port)
+            assert_eq!(n.details_gid().prefix(), PREFIX);
+            let port = n.details_gid().guid();
+            (r.lid, r.qpn, n.trap_number, port)
         })
         .collect()
 }
@@ -155,7 +155,7 @@ fn reports_follow_opensms_matching_rules() {
         &sa,
         &from_ca(7),
         InformInfo {
-            producer_or_vendor: 2,
+            producer_type: 2,
             ..generic(65)
         },
     );

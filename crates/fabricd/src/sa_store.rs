@@ -84,8 +84,8 @@ pub fn open(dir: &StateDir) -> Result<(Registry, Box<dyn RegistryStore>), Persis
 mod tests {
     use std::time::{Duration, UNIX_EPOCH};
 
-    use fabric_sa::records::Record;
-    use fabric_sa::registry::codec::{sr_mask, InformInfo, ServiceRecord};
+    use fabric_sa::records::service::comp;
+    use fabric_sa::records::{InformInfo, Record, ServiceRecord};
     use fabric_sa::registry::{MAX_SERVICE_RECORDS, MAX_SUBSCRIPTIONS};
     use fabric_sa::wire::{self, attr, status, SaHeader, MAD_SIZE, SA_HEADER_SIZE};
     use fabric_sa::{Requester, SaService, Subnet};
@@ -102,9 +102,9 @@ mod tests {
             service_lease: lease,
             ..Default::default()
         };
-        r.service_gid[..2].copy_from_slice(&[0xfe, 0x80]);
-        r.service_gid[15] = 7;
-        r.service_name[..6].copy_from_slice(b"lustre");
+        r.service_gid.0[..2].copy_from_slice(&[0xfe, 0x80]);
+        r.service_gid.0[15] = 7;
+        r.service_name.0[..6].copy_from_slice(b"lustre");
         let mut b = [0u8; MAD_SIZE];
         SaHeader {
             class_version: wire::SA_CLASS_VERSION,
@@ -125,7 +125,7 @@ mod tests {
         sa
     }
 
-    const KEY: u64 = sr_mask::SERVICE_ID | sr_mask::SERVICE_GID | sr_mask::SERVICE_LEASE;
+    const KEY: u64 = 1 << comp::SERVICE_ID | 1 << comp::SERVICE_GID | 1 << comp::SERVICE_LEASE;
 
     #[test]
     fn service_records_and_subscriptions_survive_a_new_service_built_from_the_state_directory() {
@@ -159,8 +159,8 @@ mod tests {
             is_generic: 1,
             subscribe: 1,
             trap_type: 0xffff,
-            trap_or_device: 65,
-            producer_or_vendor: 0xff_ffff,
+            trap_number: 65,
+            producer_type: 0xff_ffff,
             ..Default::default()
         };
         let mut m = [0u8; MAD_SIZE];
@@ -182,10 +182,10 @@ mod tests {
         let subs = registry.subscriptions();
         assert_eq!(subs.len(), 1);
         assert_eq!(
-            (subs[0].lid, subs[0].qpn, subs[0].inform_info.trap_or_device),
+            (subs[0].lid, subs[0].qpn, subs[0].inform_info.trap_number),
             (12, 0x4d, 65)
         );
-        assert_eq!(subs[0].subscriber_gid, subscriber.gid.unwrap());
+        assert_eq!(subs[0].subscriber_gid.0, subscriber.gid.unwrap());
         let sa = serving(registry, store);
         let r = sa
             .handle(&service_record_mad(wire::METHOD_GET_TABLE, 0, 0, 0), &from, now)
@@ -193,7 +193,7 @@ mod tests {
         assert_eq!((r.header.status, r.data.len()), (status::OK, 2 * ServiceRecord::SIZE));
         let first = ServiceRecord::decode(&r.data).unwrap();
         assert_eq!((first.service_id, first.service_lease), (1, 3600));
-        assert_eq!(&first.service_name[..6], b"lustre");
+        assert_eq!(first.service_name.text(), "lustre");
         // A lease that ended while the daemon was down is gone at load.
         let later = load(&dir, now + Duration::from_secs(3600)).unwrap();
         let ids: Vec<u64> = later.service_records().map(|e| e.record.service_id).collect();

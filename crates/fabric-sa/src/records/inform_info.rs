@@ -20,6 +20,8 @@ use crate::wire::attr;
 pub const ALL_LIDS: u16 = 0xffff;
 /// Type 0xffff / TrapNumber 0xffff / ProducerType 0xffffff: any.
 pub const ANY: u16 = 0xffff;
+/// ProducerType / VendorID 0xffffff (24 bits): any.
+pub const ANY_PRODUCER: u32 = 0x00ff_ffff;
 
 record_image! {
     /// One InformInfo.

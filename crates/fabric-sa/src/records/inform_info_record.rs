@@ -55,3 +55,51 @@ impl Record for InformInfoRecord {
             )
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each component (OpenSM's `IB_IIR_COMPMASK_*`) compares its own field and only when
+    /// selected; the reserved ones (2, 6, 12, 14) compare nothing.
+    #[test]
+    fn each_component_is_compared_only_when_selected() {
+        let base = InformInfoRecord::default();
+        let mut cases: Vec<(InformInfoRecord, u32)> = Vec::new();
+        let mut case = |bit: u32, change: &dyn Fn(&mut InformInfoRecord)| {
+            let mut r = base.clone();
+            change(&mut r);
+            cases.push((r, bit));
+        };
+        case(0, &|r| r.subscriber_gid.0[15] = 1);
+        case(1, &|r| r.subscriber_enum = 1);
+        case(3, &|r| r.inform_info.gid.0[15] = 1);
+        case(4, &|r| r.inform_info.lid_range_begin = 1);
+        case(5, &|r| r.inform_info.lid_range_end = 1);
+        case(7, &|r| r.inform_info.is_generic = 1);
+        case(8, &|r| r.inform_info.subscribe = 1);
+        case(9, &|r| r.inform_info.trap_type = 1);
+        case(10, &|r| r.inform_info.trap_number = 1);
+        case(11, &|r| r.inform_info.qpn = 1);
+        case(13, &|r| r.inform_info.resp_time_value = 1);
+        case(15, &|r| r.inform_info.producer_type = 1);
+        for (r, b) in &cases {
+            assert!(!r.matches(&base, 1 << b), "bit {b} selects its field");
+            assert!(r.matches(&base, !(1u64 << b)), "bit {b} is the only one comparing it");
+        }
+        let all_fields_changed = cases.iter().fold(base.clone(), |mut acc, (r, _)| {
+            let mut a = [0u8; 64];
+            let mut b = [0u8; 64];
+            acc.encode(&mut a);
+            r.encode(&mut b);
+            a.iter_mut().zip(b).for_each(|(x, y)| *x |= y);
+            acc = InformInfoRecord::decode(&a).unwrap();
+            acc
+        });
+        let reserved = (1 << 2) | (1 << 6) | (1 << 12) | (1 << 14);
+        assert!(
+            all_fields_changed.matches(&base, reserved),
+            "reserved components compare nothing"
+        );
+    }
+}

@@ -17,9 +17,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::codec::{Gid, InformInfo, ServiceRecord};
 use super::{Registry, ServiceEntry, Subscription, MAX_SERVICE_RECORDS, MAX_SUBSCRIPTIONS};
-use crate::records::Record;
+use crate::records::{Gid, InformInfo, Record, ServiceRecord};
 
 /// Version of the format this code reads and writes.
 pub const REGISTRY_FILE_VERSION: u32 = 1;
@@ -110,7 +109,7 @@ impl From<Registry> for RegistryFile {
                     let mut b = [0u8; InformInfo::SIZE];
                     s.inform_info.encode(&mut b);
                     SubscriptionEntry {
-                        subscriber_gid: hex(&s.subscriber_gid),
+                        subscriber_gid: hex(&s.subscriber_gid.0),
                         subscriber_enum: s.subscriber_enum,
                         inform_info: hex(&b),
                         lid: s.lid,
@@ -168,8 +167,8 @@ impl TryFrom<RegistryFile> for Registry {
         let mut subscriptions = Vec::with_capacity(f.subscriptions.len());
         for (i, s) in f.subscriptions.iter().enumerate() {
             let g = unhex(&s.subscriber_gid, 16, &format!("subscriptions[{i}].subscriber_gid"))?;
-            let mut subscriber_gid: Gid = [0; 16];
-            subscriber_gid.copy_from_slice(&g);
+            let mut subscriber_gid = Gid::default();
+            subscriber_gid.0.copy_from_slice(&g);
             let b = unhex(
                 &s.inform_info,
                 InformInfo::SIZE,
@@ -199,19 +198,19 @@ impl TryFrom<RegistryFile> for Registry {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::registry::codec::gid_of;
+    use crate::records::Raw;
 
     fn sample() -> Registry {
         let mut r = Registry::default();
         let mut rec = ServiceRecord {
             service_id: 0x10,
-            service_gid: gid_of(0xfe80 << 48, 7),
+            service_gid: Gid::new(0xfe80 << 48, 7),
             service_pkey: 0xffff,
             service_lease: 30,
             ..Default::default()
         };
-        rec.service_name[..3].copy_from_slice(b"mgs");
-        rec.service_key = [9; 16];
+        rec.service_name.0[..3].copy_from_slice(b"mgs");
+        rec.service_key = Raw([9; 16]);
         r.services.insert(
             (rec.service_id, rec.service_gid, rec.service_pkey),
             ServiceEntry {
@@ -232,17 +231,17 @@ mod tests {
             },
         );
         r.subscriptions.push(Subscription {
-            subscriber_gid: gid_of(0xfe80 << 48, 8),
+            subscriber_gid: Gid::new(0xfe80 << 48, 8),
             subscriber_enum: 2,
             inform_info: InformInfo {
                 lid_range_begin: 0xffff,
                 is_generic: 1,
                 subscribe: 1,
                 trap_type: 0xffff,
-                trap_or_device: 64,
+                trap_number: 64,
                 qpn: 0x12_3456,
                 resp_time_value: 18,
-                producer_or_vendor: 0xff_ffff,
+                producer_type: 0xff_ffff,
                 ..Default::default()
             },
             lid: 12,

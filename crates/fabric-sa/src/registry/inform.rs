@@ -19,21 +19,27 @@
 //!   matching every component of the mask (OpenSM compares SubscriberGID and Enum only).
 //!   Enum is the smallest number free for that subscriber (OpenSM: always 0).
 
-use super::codec::{gid_guid, gid_of, Gid, InformInfo, InformInfoRecord};
 use super::{Registry, Subscription, MAX_SUBSCRIPTIONS};
-use crate::records::Record;
+use crate::query::respond;
+use crate::records::inform_info::ALL_LIDS;
+use crate::records::{Gid, InformInfo, InformInfoRecord, Record};
 use crate::request::{error_response, records_response, Request, SaResponse};
 use crate::subnet::Subnet;
 use crate::wire::{self, status};
 
-/// Offset of Subscribe in the InformInfo image.
-const SUBSCRIBE_OFFSET: usize = 23;
+/// Byte offset of Subscribe in the InformInfo image (from the record's layout).
+fn subscribe_offset() -> Option<usize> {
+    InformInfo::FIELDS
+        .iter()
+        .find(|f| f.name == "subscribe")
+        .map(|f| f.start / 8)
+}
 
 pub(super) fn answer_inform_info(reg: &mut Registry, subnet: &Subnet, req: &Request<'_>) -> (SaResponse, bool) {
     let h = &req.header;
     let err = |st| {
         let mut r = error_response(h, req.data, st);
-        if let Some(b) = r.data.get_mut(SUBSCRIBE_OFFSET) {
+        if let Some(b) = subscribe_offset().and_then(|o| r.data.get_mut(o)) {
             *b = 0;
         }
         (r, false)
@@ -69,7 +75,7 @@ pub(super) fn answer_inform_info(reg: &mut Registry, subnet: &Subnet, req: &Requ
     }
     let stored = InformInfo {
         qpn: from.qpn & 0x00FF_FFFF,
-        ..ii
+        ..ii.clone()
     };
     let changed = match found {
         Some(i) => {
@@ -118,38 +124,38 @@ pub(super) fn answer_records(reg: &Registry, subnet: &Subnet, req: &Request<'_>)
     let found: Vec<InformInfoRecord> = reg
         .subscriptions
         .iter()
-        .filter(|s| subnet.port_index_by_guid(gid_guid(&s.subscriber_gid)).is_some())
+        .filter(|s| subnet.port_index_by_guid(s.subscriber_gid.guid()).is_some())
         .map(|s| InformInfoRecord {
             subscriber_gid: s.subscriber_gid,
             subscriber_enum: s.subscriber_enum,
-            inform_info: s.inform_info,
+            inform_info: s.inform_info.clone(),
         })
         .filter(|r| r.matches(&template, h.component_mask))
         .collect();
-    (records_response(h, &found), false)
+    (respond(req, &found), false)
 }
 
 /// The requester's GID: from its GRH, else that of the end port owning its LID.
 fn requester_gid(subnet: &Subnet, req: &Request<'_>) -> Option<Gid> {
     if let Some(g) = req.from.gid {
-        return Some(g);
+        return Some(Gid(g));
     }
     let p = subnet.port_by_lid(req.from.lid)?;
-    Some(gid_of(subnet.subnet_prefix, p.guid))
+    Some(Gid::new(subnet.subnet_prefix, p.guid))
 }
 
 /// Whether the trap source a subscription names exists (OpenSM's
 /// `validate_ports_access_rights`, without partitions).
 fn valid_source(subnet: &Subnet, ii: &InformInfo) -> bool {
-    if ii.gid != [0; 16] {
-        return subnet.port_index_by_guid(gid_guid(&ii.gid)).is_some();
+    if ii.gid != Gid::default() {
+        return subnet.port_index_by_guid(ii.gid.guid()).is_some();
     }
-    ii.lid_range_begin == 0xFFFF || usize::from(ii.lid_range_begin) < subnet.lid_port.len()
+    ii.lid_range_begin == ALL_LIDS || usize::from(ii.lid_range_begin) < subnet.lid_port.len()
 }
 
 /// Same filter: the fields OpenSM's `match_inf_rec` compares, but the QPN/RespTimeValue word.
 fn same_filter(a: &InformInfo, b: &InformInfo) -> bool {
-    let source = if b.gid != [0; 16] {
+    let source = if b.gid != Gid::default() {
         a.gid == b.gid
     } else {
         a.gid == b.gid && a.lid_range_begin == b.lid_range_begin && a.lid_range_end == b.lid_range_end
@@ -157,8 +163,8 @@ fn same_filter(a: &InformInfo, b: &InformInfo) -> bool {
     source
         && a.is_generic == b.is_generic
         && a.trap_type == b.trap_type
-        && a.trap_or_device == b.trap_or_device
-        && a.producer_or_vendor == b.producer_or_vendor
+        && a.trap_number == b.trap_number
+        && a.producer_type == b.producer_type
 }
 
 /// The smallest Enum the subscriber does not use yet.

@@ -3,8 +3,8 @@
 //! restarted or new master keeps them); the Reports (Notice, traps 64/65) owed to subscribers
 //! when end ports go in or out of service.
 //!
-//! * [`codec`]: the wire images the registry needs (ServiceRecord, InformInfo,
-//!   InformInfoRecord, Notice), until the shared codecs of [`crate::records`] replace them.
+//! * The wire images are those of [`crate::records`] (one codec per record): ServiceRecord,
+//!   InformInfo, InformInfoRecord and Notice, with their field names and component bits.
 //! * `services`: ServiceRecord Set / Get / GetTable / Delete, leases.
 //! * `inform`: Set(InformInfo) (subscribe, unsubscribe), InformInfoRecord Get / GetTable.
 //! * [`reports`]: which end ports went in or out of service between two snapshots, the
@@ -16,7 +16,6 @@
 //! otherwise. Pure: the time of a request is [`Request::now`]; leases expire lazily, at the
 //! next request (no timer).
 
-pub mod codec;
 mod file;
 mod inform;
 pub mod reports;
@@ -25,11 +24,10 @@ mod services;
 use std::collections::BTreeMap;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use crate::records::{Gid, InformInfo, ServiceRecord};
 use crate::request::{error_response, Request, SaResponse};
 use crate::subnet::Subnet;
 use crate::wire::{self, status};
-
-pub use codec::{Gid, InformInfo, InformInfoRecord, Notice, ServiceRecord};
 
 /// At most this many ServiceRecords are registered; a Set of a new one beyond is answered
 /// ERR_NO_RESOURCES. (With the subscriptions' bound, the persisted file of a full registry

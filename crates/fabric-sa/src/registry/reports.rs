@@ -21,20 +21,13 @@ use std::collections::BTreeSet;
 
 use fabric_topology::Guid;
 
-use super::codec::{gid_of, Notice};
 use super::{Registry, Subscription};
-use crate::records::Record;
+use crate::records::inform_info::{ALL_LIDS, ANY, ANY_PRODUCER};
+use crate::records::notice::{TRAP_GID_IN_SERVICE, TRAP_GID_OUT_OF_SERVICE};
+use crate::records::{Gid, Notice, Record};
 use crate::subnet::{Port, Subnet};
 use crate::wire::{self, RmppHeader, SaHeader, MAD_SIZE, SA_HEADER_SIZE};
 
-/// Trap 64: GID in service.
-pub const TRAP_GID_IN_SERVICE: u16 = 64;
-/// Trap 65: GID out of service.
-pub const TRAP_GID_OUT_OF_SERVICE: u16 = 65;
-/// Notice Type: subnet management.
-pub const NOTICE_TYPE_SUBNET_MANAGEMENT: u8 = 3;
-/// Notice ProducerType: class manager.
-pub const PRODUCER_CLASS_MANAGER: u32 = 4;
 /// PortInfo PortState Active.
 const PORT_STATE_ACTIVE: u8 = 4;
 
@@ -57,19 +50,16 @@ fn in_service(subnet: &Subnet, p: &Port) -> bool {
     end_port && p.lid() != 0 && p.port_info[32] & 0x0f == PORT_STATE_ACTIVE
 }
 
-/// The Notice of trap `trap` (64 or 65) about port `guid`, issued by the SM of `subnet`.
+/// The Notice of trap `trap` (64 or 65) about port `guid`, issued by the SM of `subnet`
+/// ([`Notice::gid_in_out_of_service`]).
 pub fn gid_notice(subnet: &Subnet, trap: u16, guid: Guid) -> Notice {
-    let mut n = Notice {
-        is_generic: true,
-        notice_type: NOTICE_TYPE_SUBNET_MANAGEMENT,
-        producer_or_vendor: PRODUCER_CLASS_MANAGER,
-        trap_or_device: trap,
-        issuer_lid: subnet.sm.lid,
-        issuer_gid: gid_of(subnet.subnet_prefix, subnet.sm.guid),
-        ..Notice::default()
-    };
-    n.data_details[6..22].copy_from_slice(&gid_of(subnet.subnet_prefix, guid));
-    n
+    let prefix = subnet.subnet_prefix;
+    Notice::gid_in_out_of_service(
+        trap,
+        Gid::new(prefix, guid),
+        subnet.sm.lid,
+        Gid::new(prefix, subnet.sm.guid),
+    )
 }
 
 /// The Notices owed for the change from `old` to `new`: traps 65, then traps 64.
@@ -90,11 +80,11 @@ pub fn gid_change_notices(old: &Subnet, new: &Subnet) -> Vec<Notice> {
 /// Whether subscription `s` asks for `notice` (OpenSM's `match_notice_to_inf_rec`).
 pub fn subscription_matches(s: &Subscription, notice: &Notice) -> bool {
     let ii = &s.inform_info;
-    if ii.gid != [0; 16] {
+    if ii.gid != Gid::default() {
         if ii.gid != notice.issuer_gid {
             return false;
         }
-    } else if ii.lid_range_begin != 0xFFFF {
+    } else if ii.lid_range_begin != ALL_LIDS {
         let end = if ii.lid_range_end == 0 {
             ii.lid_range_begin
         } else {
@@ -104,14 +94,14 @@ pub fn subscription_matches(s: &Subscription, notice: &Notice) -> bool {
             return false;
         }
     }
-    if (ii.is_generic != 0) != notice.is_generic {
+    if (ii.is_generic != 0) != (notice.is_generic != 0) {
         return false;
     }
-    if ii.trap_type != 0xFFFF && ii.trap_type != u16::from(notice.notice_type) {
+    if ii.trap_type != ANY && ii.trap_type != u16::from(notice.notice_type) {
         return false;
     }
-    (ii.trap_or_device == 0xFFFF || ii.trap_or_device == notice.trap_or_device)
-        && (ii.producer_or_vendor == 0x00FF_FFFF || ii.producer_or_vendor == notice.producer_or_vendor)
+    (ii.trap_number == ANY || ii.trap_number == notice.trap_number)
+        && (ii.producer_type == ANY_PRODUCER || ii.producer_type == notice.producer_type)
 }
 
 impl Registry {

@@ -12,9 +12,10 @@
 //! * the ServiceKey is never returned (zero): fabricd trusts no requester yet (OpenSM returns
 //!   it to requests carrying its SM_Key).
 
-use super::codec::{gid_guid, sr_mask, ServiceRecord, LEASE_INFINITE};
 use super::{unix_ms, Registry, ServiceEntry, MAX_SERVICE_RECORDS};
-use crate::records::Record;
+use crate::query::respond;
+use crate::records::service::{comp, INDEFINITE_LEASE};
+use crate::records::{sel, Raw, Record, ServiceRecord};
 use crate::request::{error_response, records_response, Request, SaResponse};
 use crate::subnet::Subnet;
 use crate::wire::{self, status};
@@ -43,14 +44,14 @@ pub(super) fn answer(reg: &mut Registry, subnet: &Subnet, req: &Request<'_>) -> 
                 .filter(|e| e.record.matches(&rec, mask))
                 .map(|e| answered(&e.record))
                 .collect();
-            (records_response(h, &found), false)
+            (respond(req, &found), false)
         }
         wire::METHOD_SET => {
-            if mask & (sr_mask::SERVICE_ID | sr_mask::SERVICE_GID) != sr_mask::SERVICE_ID | sr_mask::SERVICE_GID {
+            if !(sel(mask, comp::SERVICE_ID) && sel(mask, comp::SERVICE_GID)) {
                 return err(status::REQ_INVALID);
             }
-            if mask & sr_mask::SERVICE_LEASE == 0 {
-                rec.service_lease = LEASE_INFINITE;
+            if !sel(mask, comp::SERVICE_LEASE) {
+                rec.service_lease = INDEFINITE_LEASE;
             }
             if !normalise_pkey(&mut rec, mask, subnet) {
                 return err(status::REQ_INVALID);
@@ -59,7 +60,7 @@ pub(super) fn answer(reg: &mut Registry, subnet: &Subnet, req: &Request<'_>) -> 
             if !reg.services.contains_key(&key) && reg.services.len() >= MAX_SERVICE_RECORDS {
                 return err(status::NO_RESOURCES);
             }
-            let expires_unix_ms = (rec.service_lease != LEASE_INFINITE)
+            let expires_unix_ms = (rec.service_lease != INDEFINITE_LEASE)
                 .then(|| unix_ms(req.now).saturating_add(u64::from(rec.service_lease) * 1000));
             let out = answered(&rec);
             reg.services.insert(
@@ -89,17 +90,17 @@ pub(super) fn answer(reg: &mut Registry, subnet: &Subnet, req: &Request<'_>) -> 
 /// mask, the port of the ServiceGID must be an end port of the subnet (OpenSM's
 /// `match_service_pkey_with_ports_pkey`; partitions are not enforced yet).
 fn normalise_pkey(rec: &mut ServiceRecord, mask: u64, subnet: &Subnet) -> bool {
-    if mask & sr_mask::SERVICE_PKEY == 0 {
+    if !sel(mask, comp::SERVICE_PKEY) {
         rec.service_pkey = DEFAULT_PKEY;
         return true;
     }
-    subnet.port_index_by_guid(gid_guid(&rec.service_gid)).is_some()
+    subnet.port_index_by_guid(rec.service_gid.guid()).is_some()
 }
 
 /// A record as it goes out: without its ServiceKey.
 fn answered(r: &ServiceRecord) -> ServiceRecord {
     ServiceRecord {
-        service_key: [0; 16],
+        service_key: Raw::default(),
         ..r.clone()
     }
 }

@@ -3,7 +3,7 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use fabric_sa::records::Record;
+use fabric_sa::records::{Gid, Record};
 use fabric_sa::subnet::{Node, Port, SmData, NODE_DESC_SIZE, NODE_INFO_SIZE, PORT_INFO_SIZE};
 use fabric_sa::wire::{self, SaHeader, MAD_SIZE, SA_HEADER_SIZE};
 use fabric_sa::{Requester, SaResponse, SaService, Subnet};
@@ -19,11 +19,13 @@ pub fn ca_guid(i: usize) -> u64 {
 pub fn ca_lid(i: usize) -> u16 {
     2 + i as u16
 }
-pub fn gid(guid: u64) -> [u8; 16] {
-    let mut g = [0u8; 16];
-    g[..8].copy_from_slice(&PREFIX.to_be_bytes());
-    g[8..].copy_from_slice(&guid.to_be_bytes());
-    g
+pub fn gid(guid: u64) -> Gid {
+    Gid::new(PREFIX, guid)
+}
+
+/// The component-mask bit of component `c`.
+pub fn bit(c: u32) -> u64 {
+    1 << c
 }
 
 fn node_info(node_type: u8, ports: u8, guid: u64) -> [u8; NODE_INFO_SIZE] {
