@@ -3,50 +3,20 @@
 //! A MultiPathRecord query is answered with PathRecords (IBA 15.2.5.17; OpenSM's answers
 //! carry the MultiPathRecord attribute), so its images decode as PathRecord.
 
-use fabric_sa::records::{
-    ClassPortInfo, GuidInfoRecord, InformInfo, InformInfoRecord, LftRecord, LinkRecord, McMemberRecord, NodeRecord,
-    Notice, PathRecord, PortInfoRecord, Record, ServiceRecord, SmInfoRecord, SwitchInfoRecord,
-};
-use fabric_sa::wire::attr;
 use serde_json::Value;
 
-/// The serialised form of the record of type `$t` read from `$image` (a macro: the record
-/// types are `serde::Serialize`, and this crate reaches serde through `serde_json` only).
-macro_rules! json {
-    ($t:ty, $image:expr) => {
-        <$t as Record>::decode($image)
-            .ok()
-            .and_then(|r| serde_json::to_value(r).ok())
-    };
-}
-
-/// The decoded fields of one record image of attribute `attr_id`; `None` for an attribute
-/// without a record type here (SLtoVL, VLArb, P_Key table, trace, ...) or an image shorter
-/// than its record.
+/// The decoded fields of one record image of attribute `attr_id` (`fabric_sa::records::decode_any`);
+/// `None` for an attribute without a record type (SLtoVL, VLArb, P_Key table, trace, ...) or an
+/// image shorter than its record.
 pub fn fields(attr_id: u16, image: &[u8]) -> Option<Value> {
-    match attr_id {
-        attr::CLASS_PORT_INFO => json!(ClassPortInfo, image),
-        attr::NOTICE => json!(Notice, image),
-        attr::INFORM_INFO => json!(InformInfo, image),
-        attr::NODE_RECORD => json!(NodeRecord, image),
-        attr::PORT_INFO_RECORD => json!(PortInfoRecord, image),
-        attr::SWITCH_INFO_RECORD => json!(SwitchInfoRecord, image),
-        attr::LFT_RECORD => json!(LftRecord, image),
-        attr::SM_INFO_RECORD => json!(SmInfoRecord, image),
-        attr::LINK_RECORD => json!(LinkRecord, image),
-        attr::GUID_INFO_RECORD => json!(GuidInfoRecord, image),
-        attr::SERVICE_RECORD => json!(ServiceRecord, image),
-        attr::PATH_RECORD | attr::MULTI_PATH_RECORD => json!(PathRecord, image),
-        attr::MC_MEMBER_RECORD => json!(McMemberRecord, image),
-        attr::INFORM_INFO_RECORD => json!(InformInfoRecord, image),
-        _ => None,
-    }
+    serde_json::to_value(fabric_sa::records::decode_any(attr_id, image)?).ok()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use fabric_sa::records::Gid;
+    use fabric_sa::records::*;
+    use fabric_sa::wire::attr;
 
     #[test]
     fn every_record_attribute_decodes_from_its_image() {
