@@ -686,7 +686,7 @@ mod tests {
             ..SaAgentParams::default()
         };
         // No ACK at all (no RMPP there): dropped at the deadline, nothing more sent to it.
-        let mut r = Rig::new(1000, p.clone());
+        let mut r = Rig::new(1000, p);
         r.send(&request(wire::METHOD_GET_TABLE, 1), 9);
         assert!(r.poll(Duration::from_millis(50)).is_empty());
         assert!(r.poll(Duration::from_millis(50)).is_empty());
