@@ -608,3 +608,91 @@ fn malformed_sa_mads_get_error_statuses_are_counted_and_routing_goes_on() {
         assert!(s1.generation > s.generation);
     });
 }
+
+/// A fabricd pair (priority 12 master on end port 0, priority 5 standby on the last one): the
+/// standby does not answer SA queries sent to its own LID while the master does; after
+/// `kill -9` of the master the standby takes over and answers at once, from the first query.
+#[test]
+fn a_standby_fabricd_does_not_answer_sa_queries_and_answers_at_once_after_a_takeover() {
+    require_tools();
+    let dir = test_dir("umad-sa-standby");
+    let f = fabric();
+    let (a_ep, b_ep) = (EndPortId(0), EndPortId(f.end_ports().len() as u32 - 1));
+    let th = host(&f, tool_port(&f));
+    let sim = Ibsim::start(&dir, &fabric_topology::ibnet::write(&f), host(&f, a_ep));
+    let (dir_a, dir_b) = (dir.join("a").tap_mkdir(), dir.join("b").tap_mkdir());
+    for (d, prio) in [(&dir_a, 12), (&dir_b, 5)] {
+        let cfg = config("").replace(
+            "window = 16",
+            &format!("window = 16\nsm_priority = {prio}\nsm_poll_interval_ms = 100\nsm_poll_retries = 3"),
+        );
+        std::fs::write(d.join("fabricd.toml"), cfg).expect("write config");
+    }
+    let host_b = host(&f, b_ep);
+    let env_b: Vec<(&str, &str)> = sim
+        .env()
+        .into_iter()
+        .map(|(k, v)| if k == "SIM_HOST" { (k, host_b.as_str()) } else { (k, v) })
+        .collect();
+    let mut a = umad_sim::spawn_daemon(&dir_a, &dir_a.join("fabricd.toml"), &sim.env());
+    run_with_deadline(120, async {
+        let mut ca = a.ready().await;
+        next_generation(&a, &mut ca, 0, Duration::from_secs(30)).await;
+        wait_sa(&sim, &th, Duration::from_secs(20));
+        let b = umad_sim::spawn_daemon(&dir_b, &dir_b.join("fabricd.toml"), &env_b);
+        let a_guid = f.end_port(a_ep).port_guid;
+        let line = format!("standby: subnet manager 0x{a_guid:016x} (priority 12) is master");
+        let t0 = Instant::now();
+        while !b.log_text().contains(&line) {
+            assert!(
+                t0.elapsed() < Duration::from_secs(20),
+                "B did not stand by:\n{}",
+                b.log_text()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let lids = read_lids(&sim, &th);
+        let (lid_a, lid_b) = (lids.base(a_guid), lids.base(f.end_port(b_ep).port_guid));
+        let smir = |sm_lid: u64| {
+            let sm_lid = sm_lid.to_string();
+            fabric_saquery(
+                &sim,
+                &th,
+                &["--sm-lid", &sm_lid, "--timeout-ms", "300", "smir"],
+                Duration::from_secs(20),
+            )
+        };
+        let r = smir(lid_a);
+        assert!(
+            r.ok && r.status() == 0,
+            "the master does not answer:\n{}\n{}",
+            r.stdout,
+            r.stderr
+        );
+        let r = smir(lid_b);
+        assert!(!r.ok, "the standby answered an SA query:\n{}", r.stdout);
+        assert!(!b.log_text().contains("generation committed"), "{}", b.log_text());
+
+        drop(ca);
+        a.kill9();
+        let mut cb = b.ready().await;
+        next_generation(&b, &mut cb, 0, Duration::from_secs(30)).await;
+        assert!(b.log_text().contains("taking the subnet over"), "{}", b.log_text());
+        // The first query after the takeover is answered, by the new master, at its own LID
+        // (the clients' MasterSMLID now points there).
+        let r = saquery(&sim, &th, &["SMIR"]);
+        let records = parse_saquery(&r.text).unwrap_or_else(|e| panic!("saquery SMIR: {e}:\n{}", r.text));
+        assert!(
+            r.ok && !records.is_empty(),
+            "saquery SMIR after the takeover:\n{}",
+            r.text
+        );
+        let r = smir(lid_b);
+        assert!(
+            r.ok && r.status() == 0,
+            "the new master does not answer:\n{}\n{}",
+            r.stdout,
+            r.stderr
+        );
+    });
+}

@@ -329,7 +329,7 @@ fn run<P: RawPort>(
     let mut buf = [0u8; UMAD_HDR_LEN + MAD_SIZE];
     let mut out = [0u8; UMAD_HDR_LEN + MAD_SIZE];
     let mut retry: Vec<InFlight> = Vec::new();
-    let mut responder = SmResponder::new(sm, stats.clone());
+    let mut responder = SmResponder::new(sm.clone(), stats.clone());
     let mut agent = SaAgent::new(SaAgentParams::default());
     let mut gsi_out: Vec<Outgoing> = Vec::new();
     loop {
@@ -419,6 +419,16 @@ fn run<P: RawPort>(
                     let from = requester(&buf);
                     let service = sa.get().map(Arc::as_ref);
                     let mad = &buf[UMAD_HDR_LEN..end];
+                    if service.is_none()
+                        && class == fabric_sa::wire::CLASS_SUBN_ADM
+                        && sm.state.load(Ordering::Relaxed) != crate::mad::SM_STATE_MASTER
+                    {
+                        // Not the master (standing by for another manager) and no SA service
+                        // attached yet (the daemon attaches it once it holds the subnet): no
+                        // answer, as from a standby with a service.
+                        stats.sa_dropped_standby.fetch_add(1, Ordering::Relaxed);
+                        continue;
+                    }
                     agent.on_mad(
                         service,
                         mad,
@@ -685,6 +695,8 @@ mod tests {
     struct Asked {
         queue: VecDeque<Vec<u8>>,
         written: Arc<Mutex<Vec<Vec<u8>>>>,
+        /// Nothing is read before something was written (the test sets the SM state first).
+        hold: bool,
     }
 
     impl RawPort for Asked {
@@ -693,6 +705,9 @@ mod tests {
             Ok(())
         }
         fn read(&mut self, buf: &mut [u8]) -> Option<usize> {
+            if self.hold && self.written.lock().unwrap().is_empty() {
+                return None;
+            }
             let p = self.queue.pop_front()?;
             buf[..p.len()].copy_from_slice(&p);
             Some(p.len())
@@ -718,6 +733,7 @@ mod tests {
         let port = Asked {
             queue: VecDeque::from([request(ATTR_SM_INFO, 0x0001_0000_0000_0005), request(ATTR_NODE_DESC, 6)]),
             written: written.clone(),
+            hold: false,
         };
         let (ttx, _trx) = mpsc::unbounded_channel();
         let t = Transport::start(port, params(0, 4), ttx);
@@ -799,6 +815,7 @@ mod tests {
                 stray,
             ]),
             written: written.clone(),
+            hold: false,
         };
         let (ttx, _trx) = mpsc::unbounded_channel();
         let t = Transport::start(port, params(0, 4), ttx);
@@ -862,6 +879,7 @@ mod tests {
         let port = Asked {
             queue: VecDeque::from([p]),
             written: written.clone(),
+            hold: false,
         };
         let (ttx, mut trx) = mpsc::unbounded_channel();
         let t = Transport::start(port, params(0, 4), ttx);
@@ -938,9 +956,14 @@ mod tests {
         let port = Asked {
             queue: VecDeque::from([packet(&mad), packet(&cm)]),
             written: written.clone(),
+            hold: true,
         };
         let (ttx, _trx) = mpsc::unbounded_channel();
         let t = Transport::start(port, params(0, 4), ttx);
+        // The master (a standby without a service drops SA requests: see below).
+        t.sm_identity()
+            .state
+            .store(crate::mad::SM_STATE_MASTER, Ordering::Relaxed);
         // Drives the loop (the port answers no SMP: this one times out after the MADs were read).
         let _ = t.call(Route::Lid(3), METHOD_GET, ATTR_NODE_INFO, 0, &[0; 64]).await;
         assert_eq!(t.stats().sa_requests.load(Ordering::Relaxed), 1);
