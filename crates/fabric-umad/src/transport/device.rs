@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use crate::mad::{CLASS_SMP_DR, CLASS_SMP_LID, METHOD_GET, METHOD_SET, METHOD_TRAP};
 use crate::sa;
+use fabric_sa::wire;
 
 /// Length of the `ib_user_mad_hdr` this driver uses (the pre-pkey layout).
 pub const UMAD_HDR_LEN: usize = 56;
@@ -222,12 +223,12 @@ impl UmadDevice {
         // simulator shim never does, and there they keep the process alive.
         let mut sa_mask = [0u32; 4];
         for m in [
-            sa::METHOD_GET,
-            sa::METHOD_SET,
-            sa::METHOD_GET_TABLE,
-            sa::METHOD_GET_TRACE_TABLE,
-            sa::METHOD_GET_MULTI,
-            sa::METHOD_DELETE,
+            wire::METHOD_GET,
+            wire::METHOD_SET,
+            wire::METHOD_GET_TABLE,
+            wire::METHOD_GET_TRACE_TABLE,
+            wire::METHOD_GET_MULTI,
+            wire::METHOD_DELETE,
         ] {
             sa_mask[usize::from(m / 32)] |= 1u32 << (m % 32);
         }
