@@ -603,17 +603,8 @@ impl Query<'_> {
     /// The MTU under the request's MTUSelector (OpenSM's semantics: `>` filters, `<` lowers
     /// to just below the asked value, `=` lowers to it, "largest" takes the path's).
     fn select_mtu(&self, mtu: u8) -> Option<u8> {
-        if self.mask & pr_mask::MTU_SELECTOR == 0 || self.mask & pr_mask::MTU == 0 {
-            return Some(mtu);
-        }
-        let want = self.t.mtu;
-        match self.t.mtu_selector {
-            0 => (mtu > want).then_some(mtu),
-            1 if mtu < want => Some(mtu),
-            1 => (want > 1).then(|| want - 1),
-            2 => (mtu >= want).then_some(want),
-            _ => Some(mtu),
-        }
+        let on = self.mask & pr_mask::MTU_SELECTOR != 0 && self.mask & pr_mask::MTU != 0;
+        select_code(on, self.t.mtu_selector, self.t.mtu, mtu)
     }
 
     /// The rate under the RateSelector (compared in Gb/s: rate codes are not ordered).
@@ -634,17 +625,25 @@ impl Query<'_> {
 
     /// The packet lifetime under the PacketLifeTimeSelector (3: "smallest available").
     fn select_pkt_life(&self, life: u8) -> Option<u8> {
-        if self.mask & pr_mask::PKT_LIFE_SELECTOR == 0 || self.mask & pr_mask::PKT_LIFE == 0 {
-            return Some(life);
-        }
-        let want = self.t.pkt_life;
-        match self.t.pkt_life_selector {
-            0 => (life > want).then_some(life),
-            1 if life < want => Some(life),
-            1 => (want > 1).then(|| want - 1),
-            2 => (life >= want).then_some(want),
-            _ => Some(life),
-        }
+        let on = self.mask & pr_mask::PKT_LIFE_SELECTOR != 0 && self.mask & pr_mask::PKT_LIFE != 0;
+        select_code(on, self.t.pkt_life_selector, self.t.pkt_life, life)
+    }
+}
+
+/// A numerically ordered code (MTU, PacketLifeTime) `have` of a path under `selector` and the
+/// asked value `want` when both components are in the mask (`on`), as OpenSM does: 0 (`>`)
+/// filters, 1 (`<`) keeps a smaller one or lowers to just below `want`, 2 (`=`) lowers to
+/// `want`, 3 ("largest" / "smallest available") takes the path's.
+fn select_code(on: bool, selector: u8, want: u8, have: u8) -> Option<u8> {
+    if !on {
+        return Some(have);
+    }
+    match selector {
+        0 => (have > want).then_some(have),
+        1 if have < want => Some(have),
+        1 => (want > 1).then(|| want - 1),
+        2 => (have >= want).then_some(want),
+        _ => Some(have),
     }
 }
 
