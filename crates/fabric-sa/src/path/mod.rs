@@ -142,32 +142,8 @@ fn run(
     match (src, dst) {
         (EndPoint::Multicast, _) | (_, EndPoint::Multicast) => {}
         (EndPoint::Port(s), EndPoint::Port(d)) => q.pair(&mut Direct, s, d, &mut out),
-        (EndPoint::Port(s), EndPoint::Any) => {
-            // Every reverse walk goes to the source's LIDs: their columns serve them all.
-            let mut w = Half {
-                columns: Columns::new(subnet),
-                forward_by_columns: false,
-            };
-            for d in end_ports_by_guid(subnet) {
-                q.pair(&mut w, s, d, &mut out);
-                if out.full() {
-                    break;
-                }
-            }
-        }
-        (EndPoint::Any, EndPoint::Port(d)) => {
-            // Every forward walk goes to the destination's LIDs.
-            let mut w = Half {
-                columns: Columns::new(subnet),
-                forward_by_columns: true,
-            };
-            for s in end_ports_by_guid(subnet) {
-                q.pair(&mut w, s, d, &mut out);
-                if out.full() {
-                    break;
-                }
-            }
-        }
+        (EndPoint::Port(s), EndPoint::Any) => q.one_to_all(s, true, &mut out),
+        (EndPoint::Any, EndPoint::Port(d)) => q.one_to_all(d, false, &mut out),
         (EndPoint::Any, EndPoint::Any) => q.world(&mut out),
     }
     Ok(out.count)
@@ -373,6 +349,23 @@ impl Query<'_> {
 
     /// Every (source, destination) pair of end ports in OpenSM's port order (destination
     /// outer), over walk columns computed once for the whole table.
+    /// The paths between end port `p` and every end port (in GUID order): from `p` when
+    /// `from_p`, to `p` otherwise. Every walk goes to LIDs of the same port (the source's for
+    /// the reverse walks, the destination's for the forward ones): their columns serve them all.
+    fn one_to_all(&self, p: u32, from_p: bool, out: &mut Out) {
+        let mut w = Half {
+            columns: Columns::new(self.subnet),
+            forward_by_columns: !from_p,
+        };
+        for o in end_ports_by_guid(self.subnet) {
+            let (s, d) = if from_p { (p, o) } else { (o, p) };
+            self.pair(&mut w, s, d, out);
+            if out.full() {
+                break;
+            }
+        }
+    }
+
     fn world(&self, out: &mut Out) {
         let ports = end_ports_by_guid(self.subnet);
         if out.limit == 1 {
