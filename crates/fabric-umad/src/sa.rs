@@ -42,12 +42,14 @@
 
 use std::collections::HashSet;
 
+use fabric_sa::request::unsupported;
+use fabric_sa::wire::{SaHeader, METHOD_RESPONSE};
+
 use crate::mad::MAD_SIZE;
 
-/// Subnet Administration (SubnAdm) management class.
-pub const CLASS_SUBN_ADM: u8 = 0x03;
-/// SubnAdm class version.
-pub const SA_CLASS_VERSION: u8 = 2;
+/// Subnet Administration (SubnAdm) management class and class version (`fabric_sa::wire`'s;
+/// the method and status constants are used from there too).
+pub use fabric_sa::wire::{CLASS_SUBN_ADM, SA_CLASS_VERSION};
 /// The well-known Q_Key of QP1 (GSI), used to answer GSI requests.
 pub const QP1_QKEY: u32 = 0x8001_0000;
 
@@ -56,46 +58,6 @@ pub const QP1_QKEY: u32 = 0x8001_0000;
 /// SNMP tunnelling, congestion control.
 pub const GUARD_CLASSES: [(u8, u8); 6] = [(0x04, 1), (0x05, 1), (0x06, 1), (0x07, 2), (0x08, 1), (0x21, 2)];
 
-/// Common MAD status: class version not supported.
-pub const STATUS_BAD_CLASS_VERSION: u16 = 0x0004;
-/// Common MAD status: method not supported.
-pub const STATUS_UNSUPPORTED_METHOD: u16 = 0x0008;
-/// Common MAD status: method/attribute combination not supported.
-pub const STATUS_UNSUPPORTED_METHOD_ATTR: u16 = 0x000c;
-
-/// SubnAdmGet.
-pub const METHOD_GET: u8 = 0x01;
-/// SubnAdmSet.
-pub const METHOD_SET: u8 = 0x02;
-/// Send (no response).
-pub const METHOD_SEND: u8 = 0x03;
-/// Trap (no response).
-pub const METHOD_TRAP: u8 = 0x05;
-/// Report (SA to subscriber; answered by ReportResp, never sent to the SA).
-pub const METHOD_REPORT: u8 = 0x06;
-/// TrapRepress (no response).
-pub const METHOD_TRAP_REPRESS: u8 = 0x07;
-/// SubnAdmGetTable.
-pub const METHOD_GET_TABLE: u8 = 0x12;
-/// SubnAdmGetTraceTable.
-pub const METHOD_GET_TRACE_TABLE: u8 = 0x13;
-/// SubnAdmGetMulti.
-pub const METHOD_GET_MULTI: u8 = 0x14;
-/// SubnAdmDelete.
-pub const METHOD_DELETE: u8 = 0x15;
-/// Response bit of the method.
-pub const METHOD_RESPONSE: u8 = 0x80;
-/// GetResp.
-pub const METHOD_GET_RESP: u8 = 0x81;
-
-/// PathRecord attribute.
-pub const ATTR_PATH_RECORD: u16 = 0x0035;
-/// MultiPathRecord attribute (answered as PathRecord, o15-0.2.7).
-pub const ATTR_MULTIPATH_RECORD: u16 = 0x003a;
-
-/// Offsets in the SA MAD header (IBA vol. 1 15.2.1.1).
-const SM_KEY: usize = 36;
-const ATTR_OFFSET: usize = 44;
 /// Only the first 232 MAD bytes of a packet received through the simulator are valid.
 const VALID_RX: usize = 232;
 /// (class, source LID, method, attribute) combinations logged (beyond that, only counted).
@@ -123,7 +85,7 @@ impl GsiResponder {
         if mad.len() < 24 || mad[0] != 1 {
             return GsiAnswer::Drop;
         }
-        let (class, version, method) = (mad[1], mad[2], mad[3]);
+        let (class, method) = (mad[1], mad[3]);
         let attr = u16::from_be_bytes([mad[16], mad[17]]);
         if method & METHOD_RESPONSE != 0 {
             return GsiAnswer::Drop;
@@ -132,19 +94,17 @@ impl GsiResponder {
             self.log_once(class, slid, method, attr, None);
             return GsiAnswer::Drop;
         }
-        let status = match method {
-            METHOD_SEND | METHOD_TRAP | METHOD_REPORT | METHOD_TRAP_REPRESS => {
-                self.log_once(class, slid, method, attr, None);
-                return GsiAnswer::Drop;
-            }
-            _ if version != SA_CLASS_VERSION => STATUS_BAD_CLASS_VERSION,
-            METHOD_GET | METHOD_SET | METHOD_GET_TABLE | METHOD_GET_TRACE_TABLE | METHOD_GET_MULTI | METHOD_DELETE => {
-                STATUS_UNSUPPORTED_METHOD_ATTR
-            }
-            _ => STATUS_UNSUPPORTED_METHOD,
+        // The request as received (at most 232 valid bytes), zero-filled to a whole MAD.
+        let mut req = [0u8; MAD_SIZE];
+        let n = mad.len().min(VALID_RX);
+        req[..n].copy_from_slice(&mad[..n]);
+        let Some(resp) = SaHeader::decode(&req).ok().and_then(|h| unsupported(&h, &req)) else {
+            // Send, Trap, Report, TrapRepress.
+            self.log_once(class, slid, method, attr, None);
+            return GsiAnswer::Drop;
         };
-        self.log_once(class, slid, method, attr, Some(status));
-        GsiAnswer::Reply(Box::new(sa_error_response(mad, status)))
+        self.log_once(class, slid, method, attr, Some(resp.header.status));
+        GsiAnswer::Reply(Box::new(resp.single_mad()))
     }
 
     fn log_once(&mut self, class: u8, slid: u16, method: u8, attr: u16, status: Option<u16>) {
@@ -170,29 +130,22 @@ impl GsiResponder {
     }
 }
 
-/// The SA error response to request `req` (as OpenSM's `osm_sa_send_error`): the request
-/// echoed with `status`, the response method, SM_Key 0 and AttributeOffset 0.
-pub fn sa_error_response(req: &[u8], status: u16) -> [u8; MAD_SIZE] {
-    let mut b = [0u8; MAD_SIZE];
-    let n = req.len().min(VALID_RX);
-    b[..n].copy_from_slice(&req[..n]);
-    b[3] = if b[3] == METHOD_SET {
-        METHOD_GET_RESP
-    } else {
-        b[3] | METHOD_RESPONSE
-    };
-    b[4..6].copy_from_slice(&status.to_be_bytes());
-    b[SM_KEY..SM_KEY + 8].fill(0);
-    b[ATTR_OFFSET..ATTR_OFFSET + 2].fill(0);
-    if u16::from_be_bytes([b[16], b[17]]) == ATTR_MULTIPATH_RECORD {
-        b[16..18].copy_from_slice(&ATTR_PATH_RECORD.to_be_bytes());
-    }
-    b
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use fabric_sa::wire::attr::{MULTI_PATH_RECORD as ATTR_MULTIPATH_RECORD, PATH_RECORD as ATTR_PATH_RECORD};
+    use fabric_sa::wire::status::{
+        BAD_VERSION as STATUS_BAD_CLASS_VERSION, UNSUPPORTED_METHOD as STATUS_UNSUPPORTED_METHOD,
+        UNSUPPORTED_METHOD_ATTR as STATUS_UNSUPPORTED_METHOD_ATTR,
+    };
+    use fabric_sa::wire::{
+        METHOD_DELETE, METHOD_GET, METHOD_GET_MULTI, METHOD_GET_TABLE, METHOD_GET_TRACE_TABLE, METHOD_REPORT,
+        METHOD_SEND, METHOD_SET, METHOD_TRAP, METHOD_TRAP_REPRESS,
+    };
+
+    /// Offsets in the SA MAD header (IBA vol. 1 15.2.1.1).
+    const SM_KEY: usize = 36;
+    const ATTR_OFFSET: usize = 44;
 
     /// A SubnAdm request as `saquery` sends it (header only; the record template after it).
     fn sa_request(version: u8, method: u8, attr: u16) -> [u8; MAD_SIZE] {

@@ -142,32 +142,8 @@ fn run(
     match (src, dst) {
         (EndPoint::Multicast, _) | (_, EndPoint::Multicast) => {}
         (EndPoint::Port(s), EndPoint::Port(d)) => q.pair(&mut Direct, s, d, &mut out),
-        (EndPoint::Port(s), EndPoint::Any) => {
-            // Every reverse walk goes to the source's LIDs: their columns serve them all.
-            let mut w = Half {
-                columns: Columns::new(subnet),
-                forward_by_columns: false,
-            };
-            for d in end_ports_by_guid(subnet) {
-                q.pair(&mut w, s, d, &mut out);
-                if out.full() {
-                    break;
-                }
-            }
-        }
-        (EndPoint::Any, EndPoint::Port(d)) => {
-            // Every forward walk goes to the destination's LIDs.
-            let mut w = Half {
-                columns: Columns::new(subnet),
-                forward_by_columns: true,
-            };
-            for s in end_ports_by_guid(subnet) {
-                q.pair(&mut w, s, d, &mut out);
-                if out.full() {
-                    break;
-                }
-            }
-        }
+        (EndPoint::Port(s), EndPoint::Any) => q.one_to_all(s, true, &mut out),
+        (EndPoint::Any, EndPoint::Port(d)) => q.one_to_all(d, false, &mut out),
         (EndPoint::Any, EndPoint::Any) => q.world(&mut out),
     }
     Ok(out.count)
@@ -373,6 +349,23 @@ impl Query<'_> {
 
     /// Every (source, destination) pair of end ports in OpenSM's port order (destination
     /// outer), over walk columns computed once for the whole table.
+    /// The paths between end port `p` and every end port (in GUID order): from `p` when
+    /// `from_p`, to `p` otherwise. Every walk goes to LIDs of the same port (the source's for
+    /// the reverse walks, the destination's for the forward ones): their columns serve them all.
+    fn one_to_all(&self, p: u32, from_p: bool, out: &mut Out) {
+        let mut w = Half {
+            columns: Columns::new(self.subnet),
+            forward_by_columns: !from_p,
+        };
+        for o in end_ports_by_guid(self.subnet) {
+            let (s, d) = if from_p { (p, o) } else { (o, p) };
+            self.pair(&mut w, s, d, out);
+            if out.full() {
+                break;
+            }
+        }
+    }
+
     fn world(&self, out: &mut Out) {
         let ports = end_ports_by_guid(self.subnet);
         if out.limit == 1 {
@@ -603,17 +596,8 @@ impl Query<'_> {
     /// The MTU under the request's MTUSelector (OpenSM's semantics: `>` filters, `<` lowers
     /// to just below the asked value, `=` lowers to it, "largest" takes the path's).
     fn select_mtu(&self, mtu: u8) -> Option<u8> {
-        if self.mask & pr_mask::MTU_SELECTOR == 0 || self.mask & pr_mask::MTU == 0 {
-            return Some(mtu);
-        }
-        let want = self.t.mtu;
-        match self.t.mtu_selector {
-            0 => (mtu > want).then_some(mtu),
-            1 if mtu < want => Some(mtu),
-            1 => (want > 1).then(|| want - 1),
-            2 => (mtu >= want).then_some(want),
-            _ => Some(mtu),
-        }
+        let on = self.mask & pr_mask::MTU_SELECTOR != 0 && self.mask & pr_mask::MTU != 0;
+        select_code(on, self.t.mtu_selector, self.t.mtu, mtu)
     }
 
     /// The rate under the RateSelector (compared in Gb/s: rate codes are not ordered).
@@ -634,17 +618,25 @@ impl Query<'_> {
 
     /// The packet lifetime under the PacketLifeTimeSelector (3: "smallest available").
     fn select_pkt_life(&self, life: u8) -> Option<u8> {
-        if self.mask & pr_mask::PKT_LIFE_SELECTOR == 0 || self.mask & pr_mask::PKT_LIFE == 0 {
-            return Some(life);
-        }
-        let want = self.t.pkt_life;
-        match self.t.pkt_life_selector {
-            0 => (life > want).then_some(life),
-            1 if life < want => Some(life),
-            1 => (want > 1).then(|| want - 1),
-            2 => (life >= want).then_some(want),
-            _ => Some(life),
-        }
+        let on = self.mask & pr_mask::PKT_LIFE_SELECTOR != 0 && self.mask & pr_mask::PKT_LIFE != 0;
+        select_code(on, self.t.pkt_life_selector, self.t.pkt_life, life)
+    }
+}
+
+/// A numerically ordered code (MTU, PacketLifeTime) `have` of a path under `selector` and the
+/// asked value `want` when both components are in the mask (`on`), as OpenSM does: 0 (`>`)
+/// filters, 1 (`<`) keeps a smaller one or lowers to just below `want`, 2 (`=`) lowers to
+/// `want`, 3 ("largest" / "smallest available") takes the path's.
+fn select_code(on: bool, selector: u8, want: u8, have: u8) -> Option<u8> {
+    if !on {
+        return Some(have);
+    }
+    match selector {
+        0 => (have > want).then_some(have),
+        1 if have < want => Some(have),
+        1 => (want > 1).then(|| want - 1),
+        2 => (have >= want).then_some(want),
+        _ => Some(have),
     }
 }
 

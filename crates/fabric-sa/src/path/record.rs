@@ -76,24 +76,7 @@ impl MultiPathRequest {
     /// Reads a MultiPathRecord request (`b`: the whole, reassembled SA data) under `mask`.
     pub fn decode(b: &[u8], mask: u64) -> Result<MultiPathRequest, MultiPathRequestError> {
         let r = MultiPathRecord::decode_request(b)?;
-        let template = PathRecord {
-            raw_traffic: r.raw_traffic,
-            flow_label: r.flow_label,
-            hop_limit: r.hop_limit,
-            tclass: r.tclass,
-            reversible: r.reversible,
-            num_path: r.num_path,
-            pkey: r.pkey,
-            qos_class: r.qos_class,
-            sl: r.sl,
-            mtu_selector: r.mtu_selector,
-            mtu: r.mtu,
-            rate_selector: r.rate_selector,
-            rate: r.rate,
-            pkt_life_selector: r.pkt_life_selector,
-            pkt_life: r.pkt_life,
-            ..PathRecord::default()
-        };
+        let template = r.path_template();
         const MAP: [(u64, u64); 15] = [
             (mpr_mask::RAW_TRAFFIC, pr_mask::RAW_TRAFFIC),
             (mpr_mask::FLOW_LABEL, pr_mask::FLOW_LABEL),

@@ -239,6 +239,20 @@ pub(crate) fn lid_owner(subnet: &Subnet, lid: u16) -> Option<u32> {
     subnet.lid_port.get(usize::from(lid)).copied().filter(|&i| i != NO_PORT)
 }
 
+/// The end of a walk that reached CA port `q` (`qp`): `path` when it is the destination
+/// port `dest` (the owner of `dlid`), else the walk ended on the wrong port.
+fn end_node(q: u32, qp: &Port, dest: u32, dlid: u16, path: PathWalk) -> Result<PathWalk, WalkError> {
+    if q == dest {
+        Ok(path)
+    } else {
+        Err(WalkError::WrongPort {
+            guid: qp.guid,
+            port: qp.port_num,
+            lid: dlid,
+        })
+    }
+}
+
 /// Walks the installed tables from end port `src` (index into [`Subnet::ports`]: a CA port or
 /// a switch's port 0) to `dlid`.
 pub fn walk(subnet: &Subnet, src: u32, dlid: u16) -> Result<PathWalk, WalkError> {
@@ -271,15 +285,7 @@ pub fn walk(subnet: &Subnet, src: u32, dlid: u16) -> Result<PathWalk, WalkError>
         links = 1;
         if !subnet.nodes[qp.node as usize].is_switch() {
             // Two CAs cabled back to back.
-            return if q == dest {
-                Ok(least.path(links))
-            } else {
-                Err(WalkError::WrongPort {
-                    guid: qp.guid,
-                    port: qp.port_num,
-                    lid: dlid,
-                })
-            };
+            return end_node(q, qp, dest, dlid, least.path(links));
         }
         sw = qp.node;
     }
@@ -315,15 +321,7 @@ pub fn walk(subnet: &Subnet, src: u32, dlid: u16) -> Result<PathWalk, WalkError>
         least = least.link(ep, qp);
         links += 1;
         if !subnet.nodes[qp.node as usize].is_switch() {
-            return if q == dest {
-                Ok(least.path(links))
-            } else {
-                Err(WalkError::WrongPort {
-                    guid: qp.guid,
-                    port: qp.port_num,
-                    lid: dlid,
-                })
-            };
+            return end_node(q, qp, dest, dlid, least.path(links));
         }
         sw = qp.node;
     }

@@ -263,6 +263,19 @@ pub fn selected(selector: u8, wanted: u8, value: u8, rank: fn(u8) -> u32) -> boo
     }
 }
 
+/// A template's value component `vbit` with its selector component `sbit` under `mask`
+/// (PathRecord, MultiPathRecord): no constraint without `vbit`; with `sbit` as well, the
+/// template's `selector` applies to `wanted` ([`selected`]); without it, an exact match.
+pub fn selected_by(mask: u64, sbit: u32, vbit: u32, selector: u8, wanted: u8, value: u8, rank: fn(u8) -> u32) -> bool {
+    if !sel(mask, vbit) {
+        true
+    } else if sel(mask, sbit) {
+        selected(selector, wanted, value, rank)
+    } else {
+        value == wanted
+    }
+}
+
 /// The order of MTU and packet-lifetime codes (numeric).
 pub fn numeric_rank(code: u8) -> u32 {
     u32::from(code)

@@ -16,9 +16,8 @@
 //! 15 PacketLifeTime, 16 ServiceID (8 MSB), 17 IndependenceSelector, 18 reserved,
 //! 19 SGIDCount, 20 DGIDCount, 21 ServiceID (56 LSB).
 
-use super::{
-    components, need, numeric_rank, rate_rank, rd16, rd32, sel, selected, wr16, wr32, DecodeError, Gid, Record,
-};
+use super::path::PROPERTIES_SIZE;
+use super::{components, need, numeric_rank, rate_rank, sel, selected_by, DecodeError, Gid, PathRecord, Record};
 use crate::wire::attr;
 
 /// At most this many GIDs fit a MultiPathRecord in one MAD.
@@ -122,31 +121,53 @@ impl MultiPathRecord {
     }
 
     fn fixed(b: &[u8]) -> Self {
-        let hfr = rd32(b, 0);
-        let qs = rd16(b, 8);
+        let p = PathRecord::read_properties(&b[..PROPERTIES_SIZE]);
         let mut sid = [0u8; 8];
         sid[0] = b[13];
         sid[1..].copy_from_slice(&b[17..24]);
         MultiPathRecord {
-            raw_traffic: hfr >> 31 != 0,
-            flow_label: (hfr >> 8) & 0xf_ffff,
-            hop_limit: hfr as u8,
-            tclass: b[4],
-            reversible: b[5] & 0x80 != 0,
-            num_path: b[5] & 0x7f,
-            pkey: rd16(b, 6),
-            qos_class: qs >> 4,
-            sl: (qs & 0xf) as u8,
-            mtu_selector: b[10] >> 6,
-            mtu: b[10] & 0x3f,
-            rate_selector: b[11] >> 6,
-            rate: b[11] & 0x3f,
-            pkt_life_selector: b[12] >> 6,
-            pkt_life: b[12] & 0x3f,
+            raw_traffic: p.raw_traffic,
+            flow_label: p.flow_label,
+            hop_limit: p.hop_limit,
+            tclass: p.tclass,
+            reversible: p.reversible,
+            num_path: p.num_path,
+            pkey: p.pkey,
+            qos_class: p.qos_class,
+            sl: p.sl,
+            mtu_selector: p.mtu_selector,
+            mtu: p.mtu,
+            rate_selector: p.rate_selector,
+            rate: p.rate,
+            pkt_life_selector: p.pkt_life_selector,
+            pkt_life: p.pkt_life,
             service_id: u64::from_be_bytes(sid),
             independence: b[14] >> 6,
             sgids: Vec::new(),
             dgids: Vec::new(),
+        }
+    }
+
+    /// The path properties of this record as a PathRecord (every other field default): the
+    /// PathRecord template of a GetMulti request.
+    pub fn path_template(&self) -> PathRecord {
+        PathRecord {
+            raw_traffic: self.raw_traffic,
+            flow_label: self.flow_label,
+            hop_limit: self.hop_limit,
+            tclass: self.tclass,
+            reversible: self.reversible,
+            num_path: self.num_path,
+            pkey: self.pkey,
+            qos_class: self.qos_class,
+            sl: self.sl,
+            mtu_selector: self.mtu_selector,
+            mtu: self.mtu,
+            rate_selector: self.rate_selector,
+            rate: self.rate,
+            pkt_life_selector: self.pkt_life_selector,
+            pkt_life: self.pkt_life,
+            ..PathRecord::default()
         }
     }
 }
@@ -177,15 +198,7 @@ impl Record for MultiPathRecord {
     fn encode(&self, out: &mut [u8]) {
         let b = &mut out[..Self::SIZE];
         b.fill(0);
-        let hfr = (u32::from(self.raw_traffic) << 31) | ((self.flow_label & 0xf_ffff) << 8) | u32::from(self.hop_limit);
-        wr32(b, 0, hfr);
-        b[4] = self.tclass;
-        b[5] = (u8::from(self.reversible) << 7) | (self.num_path & 0x7f);
-        wr16(b, 6, self.pkey);
-        wr16(b, 8, ((self.qos_class & 0xfff) << 4) | u16::from(self.sl & 0xf));
-        b[10] = (self.mtu_selector << 6) | (self.mtu & 0x3f);
-        b[11] = (self.rate_selector << 6) | (self.rate & 0x3f);
-        b[12] = (self.pkt_life_selector << 6) | (self.pkt_life & 0x3f);
+        self.path_template().write_properties(&mut b[..PROPERTIES_SIZE]);
         let sid = self.service_id.to_be_bytes();
         b[13] = sid[0];
         b[14] = (self.independence & 0x3) << 6;
@@ -204,15 +217,8 @@ impl Record for MultiPathRecord {
     fn matches(&self, t: &Self, mask: u64) -> bool {
         use comp::*;
         let eq = |bit: u32, same: bool| !sel(mask, bit) || same;
-        let with_selector = |sbit: u32, vbit: u32, s: u8, want: u8, v: u8, rank: fn(u8) -> u32| {
-            if !sel(mask, vbit) {
-                true
-            } else if sel(mask, sbit) {
-                selected(s, want, v, rank)
-            } else {
-                v == want
-            }
-        };
+        let with_selector =
+            |sbit: u32, vbit: u32, s: u8, want: u8, v: u8, rank| selected_by(mask, sbit, vbit, s, want, v, rank);
         eq(RAW_TRAFFIC, self.raw_traffic == t.raw_traffic)
             && eq(FLOW_LABEL, self.flow_label == t.flow_label)
             && eq(HOP_LIMIT, self.hop_limit == t.hop_limit)

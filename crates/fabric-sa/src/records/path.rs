@@ -15,7 +15,7 @@
 //! 22 Preference, 23 reserved.
 
 use super::{
-    components, need, numeric_rank, rate_rank, rd16, rd32, rd64, sel, selected, wr16, wr32, wr64, DecodeError, Gid,
+    components, need, numeric_rank, rate_rank, rd16, rd32, rd64, sel, selected_by, wr16, wr32, wr64, DecodeError, Gid,
     Record,
 };
 use crate::wire::attr;
@@ -80,6 +80,51 @@ pub struct PathRecord {
     pub preference: u8,
 }
 
+/// Size of the path properties block ([`PathRecord::read_properties`]).
+pub const PROPERTIES_SIZE: usize = 13;
+
+impl PathRecord {
+    /// A PathRecord holding only the path properties read from `b` (13 bytes: RawTraffic,
+    /// FlowLabel, HopLimit, TClass, Reversible, NumbPath, P_Key, QoSClass, SL and the MTU,
+    /// Rate and PacketLifeTime selectors and values), laid out as in a PathRecord (bytes
+    /// 44..57) and a MultiPathRecord (bytes 0..13).
+    pub fn read_properties(b: &[u8]) -> PathRecord {
+        let hfr = rd32(b, 0);
+        let qs = rd16(b, 8);
+        PathRecord {
+            raw_traffic: hfr >> 31 != 0,
+            flow_label: (hfr >> 8) & 0xf_ffff,
+            hop_limit: hfr as u8,
+            tclass: b[4],
+            reversible: b[5] & 0x80 != 0,
+            num_path: b[5] & 0x7f,
+            pkey: rd16(b, 6),
+            qos_class: qs >> 4,
+            sl: (qs & 0xf) as u8,
+            mtu_selector: b[10] >> 6,
+            mtu: b[10] & 0x3f,
+            rate_selector: b[11] >> 6,
+            rate: b[11] & 0x3f,
+            pkt_life_selector: b[12] >> 6,
+            pkt_life: b[12] & 0x3f,
+            ..PathRecord::default()
+        }
+    }
+
+    /// Writes the path properties ([`PathRecord::read_properties`]) into `b` (13 bytes).
+    pub fn write_properties(&self, b: &mut [u8]) {
+        let hfr = (u32::from(self.raw_traffic) << 31) | ((self.flow_label & 0xf_ffff) << 8) | u32::from(self.hop_limit);
+        wr32(b, 0, hfr);
+        b[4] = self.tclass;
+        b[5] = (u8::from(self.reversible) << 7) | (self.num_path & 0x7f);
+        wr16(b, 6, self.pkey);
+        wr16(b, 8, ((self.qos_class & 0xfff) << 4) | u16::from(self.sl & 0xf));
+        b[10] = (self.mtu_selector << 6) | (self.mtu & 0x3f);
+        b[11] = (self.rate_selector << 6) | (self.rate & 0x3f);
+        b[12] = (self.pkt_life_selector << 6) | (self.pkt_life & 0x3f);
+    }
+}
+
 impl Record for PathRecord {
     const ATTR: u16 = attr::PATH_RECORD;
     const SIZE: usize = 64;
@@ -88,30 +133,14 @@ impl Record for PathRecord {
 
     fn decode(b: &[u8]) -> Result<Self, DecodeError> {
         need(Self::NAME, b, Self::SIZE)?;
-        let hfr = rd32(b, 44);
-        let qs = rd16(b, 52);
         Ok(PathRecord {
             service_id: rd64(b, 0),
             dgid: Gid::read(b, 8),
             sgid: Gid::read(b, 24),
             dlid: rd16(b, 40),
             slid: rd16(b, 42),
-            raw_traffic: hfr >> 31 != 0,
-            flow_label: (hfr >> 8) & 0xf_ffff,
-            hop_limit: hfr as u8,
-            tclass: b[48],
-            reversible: b[49] & 0x80 != 0,
-            num_path: b[49] & 0x7f,
-            pkey: rd16(b, 50),
-            qos_class: qs >> 4,
-            sl: (qs & 0xf) as u8,
-            mtu_selector: b[54] >> 6,
-            mtu: b[54] & 0x3f,
-            rate_selector: b[55] >> 6,
-            rate: b[55] & 0x3f,
-            pkt_life_selector: b[56] >> 6,
-            pkt_life: b[56] & 0x3f,
             preference: b[57],
+            ..PathRecord::read_properties(&b[44..57])
         })
     }
 
@@ -122,15 +151,7 @@ impl Record for PathRecord {
         self.sgid.write(b, 24);
         wr16(b, 40, self.dlid);
         wr16(b, 42, self.slid);
-        let hfr = (u32::from(self.raw_traffic) << 31) | ((self.flow_label & 0xf_ffff) << 8) | u32::from(self.hop_limit);
-        wr32(b, 44, hfr);
-        b[48] = self.tclass;
-        b[49] = (u8::from(self.reversible) << 7) | (self.num_path & 0x7f);
-        wr16(b, 50, self.pkey);
-        wr16(b, 52, ((self.qos_class & 0xfff) << 4) | u16::from(self.sl & 0xf));
-        b[54] = (self.mtu_selector << 6) | (self.mtu & 0x3f);
-        b[55] = (self.rate_selector << 6) | (self.rate & 0x3f);
-        b[56] = (self.pkt_life_selector << 6) | (self.pkt_life & 0x3f);
+        self.write_properties(&mut b[44..57]);
         b[57] = self.preference;
         b[58..64].fill(0);
     }
@@ -142,15 +163,8 @@ impl Record for PathRecord {
     fn matches(&self, t: &Self, mask: u64) -> bool {
         use comp::*;
         let eq = |bit: u32, same: bool| !sel(mask, bit) || same;
-        let with_selector = |sbit: u32, vbit: u32, s: u8, want: u8, v: u8, rank: fn(u8) -> u32| {
-            if !sel(mask, vbit) {
-                true
-            } else if sel(mask, sbit) {
-                selected(s, want, v, rank)
-            } else {
-                v == want
-            }
-        };
+        let with_selector =
+            |sbit: u32, vbit: u32, s: u8, want: u8, v: u8, rank| selected_by(mask, sbit, vbit, s, want, v, rank);
         eq(SERVICE_ID_MSB, self.service_id >> 56 == t.service_id >> 56)
             && eq(SERVICE_ID_LSB, self.service_id << 8 == t.service_id << 8)
             && eq(DGID, self.dgid == t.dgid)

@@ -13,14 +13,12 @@
 //! does not intercept), so that under the shim they come from its emulated sysfs.
 
 use std::os::fd::FromRawFd;
-use std::os::raw::{c_int, c_ulong};
-use std::path::{Path, PathBuf};
+use std::os::raw::c_int;
+use std::path::Path;
 use std::time::Duration;
 
-use super::device::{open_raw, OpenError, RawPort};
+use super::device::{OpenError, RawPort, UmadFd};
 
-/// `_IOWR(0x1b, 1, struct ib_user_mad_reg_req)`.
-const IB_USER_MAD_REGISTER_AGENT: c_ulong = 0xC01C_1B01;
 /// Subnet Administration class and version.
 const CLASS_SUBN_ADM: u8 = 0x03;
 const SA_CLASS_VERSION: u8 = 2;
@@ -34,11 +32,8 @@ const SYSFS_MAX: usize = 4096;
 
 /// A umad descriptor with one SA agent (end node).
 pub struct ClientPort {
-    fd: c_int,
+    port: UmadFd,
     agent: u32,
-    path: PathBuf,
-    /// The `issmN` descriptor when opened ([`ClientPort::open_with_issm`]).
-    issm_fd: Option<c_int>,
     /// (class, agent id) of the SMP agents registered with `issm`.
     smp_agents: Vec<(u8, u32)>,
 }
@@ -46,7 +41,7 @@ pub struct ClientPort {
 impl std::fmt::Debug for ClientPort {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ClientPort")
-            .field("path", &self.path)
+            .field("path", &self.port.path())
             .field("agent", &self.agent)
             .finish_non_exhaustive()
     }
@@ -71,33 +66,26 @@ impl ClientPort {
     }
 
     fn open_inner(path: &Path, issm: bool) -> Result<ClientPort, OpenError> {
-        let fd = open_raw(path).map_err(|e| match e.raw_os_error() {
-            Some(libc::ENOENT) | Some(libc::ENODEV) | Some(libc::ENXIO) => OpenError::Missing(path.to_path_buf()),
-            Some(libc::EACCES) | Some(libc::EPERM) => OpenError::Permission(path.to_path_buf()),
-            _ => OpenError::Os(path.to_path_buf(), e),
-        })?;
         let mut port = ClientPort {
-            fd,
+            port: UmadFd::open(path)?,
             agent: 0,
-            path: path.to_path_buf(),
-            issm_fd: None,
             smp_agents: Vec::new(),
         };
         let mut mask = [0u32; 4];
         mask[usize::from(METHOD_REPORT / 32)] |= 1u32 << (METHOD_REPORT % 32);
-        port.agent = port.register(1, CLASS_SUBN_ADM, SA_CLASS_VERSION, &mask)?;
+        port.agent = port.port.register_agent(1, CLASS_SUBN_ADM, SA_CLASS_VERSION, &mask)?;
         if issm {
             for class in [CLASS_SMP_LID, CLASS_SMP_DR] {
-                let id = port.register(0, class, 1, &[0; 4])?;
+                let id = port.port.register_agent(0, class, 1, &[0; 4])?;
                 port.smp_agents.push((class, id));
             }
-            let issm_path = path
-                .file_name()
-                .and_then(|n| n.to_str())
-                .and_then(|n| n.strip_prefix("umad"))
-                .map(|n| path.with_file_name(format!("issm{n}")))
+            let issm_path = port
+                .port
+                .issm_path()
                 .ok_or_else(|| OpenError::Missing(path.to_path_buf()))?;
-            port.issm_fd = Some(open_raw(&issm_path).map_err(|e| OpenError::Os(issm_path.clone(), e))?);
+            port.port
+                .open_issm(&issm_path)
+                .map_err(|e| OpenError::Os(issm_path.clone(), e))?;
         }
         Ok(port)
     }
@@ -106,72 +94,17 @@ impl ClientPort {
     pub fn agent_id(&self) -> u32 {
         self.agent
     }
-
-    fn register(&self, qpn: u8, class: u8, version: u8, mask: &[u32; 4]) -> Result<u32, OpenError> {
-        // struct ib_user_mad_reg_req: id u32 @0, method_mask [u32; 4] @4, qpn @20,
-        // mgmt_class @21, mgmt_class_version @22, oui[3] @23, rmpp_version @26 (0: no kernel
-        // RMPP), padding @27.
-        let mut req = [0u8; 28];
-        for (i, w) in mask.iter().enumerate() {
-            req[4 + 4 * i..8 + 4 * i].copy_from_slice(&w.to_ne_bytes());
-        }
-        req[20] = qpn;
-        req[21] = class;
-        req[22] = version;
-        req[26] = 0;
-        // SAFETY: REGISTER_AGENT reads and writes exactly 28 bytes (the size encoded in the
-        // ioctl number), and `req` is a live 28-byte buffer for the duration of the call.
-        let r = unsafe { libc::ioctl(self.fd, IB_USER_MAD_REGISTER_AGENT as _, req.as_mut_ptr()) };
-        if r < 0 {
-            return Err(OpenError::Register {
-                path: self.path.clone(),
-                class,
-                err: std::io::Error::last_os_error(),
-            });
-        }
-        Ok(u32::from_ne_bytes([req[0], req[1], req[2], req[3]]))
-    }
-}
-
-impl Drop for ClientPort {
-    fn drop(&mut self) {
-        // SAFETY: the descriptors were returned by `open` and are closed exactly once here;
-        // they are raw integers (under the shim fake ones), never owned by `File`/`OwnedFd`.
-        unsafe {
-            libc::close(self.fd);
-            if let Some(f) = self.issm_fd {
-                libc::close(f);
-            }
-        }
-    }
 }
 
 impl RawPort for ClientPort {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<()> {
-        // SAFETY: `buf` is valid for `buf.len()` bytes during the call.
-        let n = unsafe { libc::write(self.fd, buf.as_ptr().cast(), buf.len()) };
-        if n < 0 || n as usize != buf.len() {
-            return Err(std::io::Error::last_os_error());
-        }
-        Ok(())
+        self.port.write(buf)
     }
     fn read(&mut self, buf: &mut [u8]) -> Option<usize> {
-        // SAFETY: `buf` is valid for writes of `buf.len()` bytes during the call. The shim
-        // returns a negative value without setting errno when nothing is queued.
-        let n = unsafe { libc::read(self.fd, buf.as_mut_ptr().cast(), buf.len()) };
-        (n > 0).then_some(n as usize)
+        self.port.read(buf)
     }
     fn wait(&mut self, timeout: Duration) {
-        let mut p = libc::pollfd {
-            fd: self.fd,
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        let ms = timeout.as_millis().min(i32::MAX as u128) as c_int;
-        // SAFETY: `p` is one valid pollfd for the duration of the call.
-        unsafe {
-            libc::poll(&raw mut p, 1, ms);
-        }
+        self.port.wait(timeout);
     }
     fn agent(&self, class: u8) -> u32 {
         self.smp_agents

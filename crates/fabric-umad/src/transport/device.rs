@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use crate::mad::{CLASS_SMP_DR, CLASS_SMP_LID, METHOD_GET, METHOD_SET, METHOD_TRAP};
 use crate::sa;
+use fabric_sa::wire;
 
 /// Length of the `ib_user_mad_hdr` this driver uses (the pre-pkey layout).
 pub const UMAD_HDR_LEN: usize = 56;
@@ -28,6 +29,127 @@ pub trait RawPort: Send + 'static {
     fn agent(&self, class: u8) -> u32;
 }
 
+/// A raw umad descriptor, with the matching `issmN` one once opened: the agent registration
+/// ioctl, the packet calls of [`RawPort`] and the `close` on drop, shared by [`UmadDevice`]
+/// (the manager) and [`super::client_port::ClientPort`] (the SA client's end node).
+pub(super) struct UmadFd {
+    fd: c_int,
+    issm_fd: Option<c_int>,
+    path: PathBuf,
+}
+
+impl UmadFd {
+    /// Opens `path` (a `/dev/infiniband/umadN`), read-write and non-blocking.
+    pub(super) fn open(path: &Path) -> Result<UmadFd, OpenError> {
+        // Under the simulator shim the device does not exist on disk but open() succeeds, so
+        // only a *real* ENOENT from open counts as missing.
+        let fd = open_raw(path).map_err(|e| match e.raw_os_error() {
+            Some(libc::ENOENT) | Some(libc::ENODEV) | Some(libc::ENXIO) => OpenError::Missing(path.to_path_buf()),
+            Some(libc::EACCES) | Some(libc::EPERM) => OpenError::Permission(path.to_path_buf()),
+            _ => OpenError::Os(path.to_path_buf(), e),
+        })?;
+        Ok(UmadFd {
+            fd,
+            issm_fd: None,
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// The device path it was opened from.
+    pub(super) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The `issmN` path matching this `umadN` (`None` when the name does not start `umad`).
+    pub(super) fn issm_path(&self) -> Option<PathBuf> {
+        self.path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| n.strip_prefix("umad"))
+            .map(|n| self.path.with_file_name(format!("issm{n}")))
+    }
+
+    /// Opens `issm` (which advertises IsSM on the port while open); closed on drop.
+    pub(super) fn open_issm(&mut self, issm: &Path) -> Result<(), std::io::Error> {
+        self.issm_fd = Some(open_raw(issm)?);
+        Ok(())
+    }
+
+    /// Registers an agent for `class` (version `version`) on QP `qpn` receiving the unsolicited
+    /// methods of `mask` (bit m of word m / 32: the kernel's `long` bitmap on a little-endian
+    /// 64-bit host), without kernel RMPP (`rmpp_version` 0: the transport's SA agent and the
+    /// client do RMPP in user space).
+    pub(super) fn register_agent(&self, qpn: u8, class: u8, version: u8, mask: &[u32; 4]) -> Result<u32, OpenError> {
+        // struct ib_user_mad_reg_req: id u32 @0, method_mask [u32; 4] @4, qpn @20,
+        // mgmt_class @21, mgmt_class_version @22, oui[3] @23, rmpp_version @26 (0: no kernel
+        // RMPP), padding @27.
+        let mut req = [0u8; 28];
+        for (i, w) in mask.iter().enumerate() {
+            req[4 + 4 * i..8 + 4 * i].copy_from_slice(&w.to_ne_bytes());
+        }
+        req[20] = qpn;
+        req[21] = class;
+        req[22] = version;
+        req[26] = 0;
+        // SAFETY: REGISTER_AGENT reads and writes exactly 28 bytes (the size encoded in the
+        // ioctl number), and `req` is a live 28-byte buffer for the duration of the call.
+        let r = unsafe { libc::ioctl(self.fd, IB_USER_MAD_REGISTER_AGENT as _, req.as_mut_ptr()) };
+        if r < 0 {
+            return Err(OpenError::Register {
+                path: self.path.clone(),
+                class,
+                err: std::io::Error::last_os_error(),
+            });
+        }
+        Ok(u32::from_ne_bytes([req[0], req[1], req[2], req[3]]))
+    }
+
+    /// [`RawPort::write`]: one packet (header + MAD).
+    pub(super) fn write(&mut self, buf: &[u8]) -> std::io::Result<()> {
+        // SAFETY: `buf` is valid for `buf.len()` bytes during the call.
+        let n = unsafe { libc::write(self.fd, buf.as_ptr().cast(), buf.len()) };
+        if n < 0 || n as usize != buf.len() {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    /// [`RawPort::read`]: one packet if one is queued.
+    pub(super) fn read(&mut self, buf: &mut [u8]) -> Option<usize> {
+        // SAFETY: `buf` is valid for writes of `buf.len()` bytes during the call. The shim
+        // returns a negative value without setting errno when nothing is queued.
+        let n = unsafe { libc::read(self.fd, buf.as_mut_ptr().cast(), buf.len()) };
+        (n > 0).then_some(n as usize)
+    }
+
+    /// [`RawPort::wait`]: up to `timeout` for a packet to be readable.
+    pub(super) fn wait(&mut self, timeout: Duration) {
+        let mut p = libc::pollfd {
+            fd: self.fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        let ms = timeout.as_millis().min(i32::MAX as u128) as c_int;
+        // SAFETY: `p` is one valid pollfd for the duration of the call.
+        unsafe {
+            libc::poll(&raw mut p, 1, ms);
+        }
+    }
+}
+
+impl Drop for UmadFd {
+    fn drop(&mut self) {
+        // SAFETY: the descriptors were returned by `open` and are closed exactly once here; they
+        // are raw integers (under the shim fake ones), never owned by `File`/`OwnedFd`.
+        unsafe {
+            libc::close(self.fd);
+            if let Some(f) = self.issm_fd {
+                libc::close(f);
+            }
+        }
+    }
+}
+
 /// An open umad device with agents registered for classes 0x81 and 0x01 (both also receive
 /// the Get/Set requests addressed to the manager's port: SMInfo from `sminfo` and other
 /// subnet managers), for Subnet Administration (0x03, QP1: SA clients' queries and the RMPP
@@ -35,13 +157,11 @@ pub trait RawPort: Send + 'static {
 /// it) and, without methods, for the GSI classes of [`crate::sa::GUARD_CLASSES`] (the
 /// simulator shim crashes the process on a MAD of a class nobody registered).
 pub struct UmadDevice {
-    fd: c_int,
-    issm_fd: Option<c_int>,
+    port: UmadFd,
     agent_dr: u32,
     agent_lid: u32,
     /// (class, agent id) of the GSI agents that could be registered.
     agents_gsi: Vec<(u8, u32)>,
-    path: PathBuf,
 }
 
 /// Errors opening the device.
@@ -83,20 +203,11 @@ impl UmadDevice {
     /// Opens `path` (a `/dev/infiniband/umadN`), registers the SM agents and opens the
     /// matching `issmN` (which advertises IsSM on the port; failure there is not fatal).
     pub fn open(path: &Path) -> Result<UmadDevice, OpenError> {
-        // Check existence first with a plain stat: under the simulator shim the device does
-        // not exist on disk but open() succeeds, so only a *real* ENOENT from open counts.
-        let fd = open_raw(path).map_err(|e| match e.raw_os_error() {
-            Some(libc::ENOENT) | Some(libc::ENODEV) | Some(libc::ENXIO) => OpenError::Missing(path.to_path_buf()),
-            Some(libc::EACCES) | Some(libc::EPERM) => OpenError::Permission(path.to_path_buf()),
-            _ => OpenError::Os(path.to_path_buf(), e),
-        })?;
         let mut dev = UmadDevice {
-            fd,
-            issm_fd: None,
+            port: UmadFd::open(path)?,
             agent_dr: 0,
             agent_lid: 0,
             agents_gsi: Vec::new(),
-            path: path.to_path_buf(),
         };
         // Unsolicited MADs these agents receive: the Get/Set requests addressed to the manager
         // (SMInfo; another SM polls it over directed route during its sweep, `sminfo` LID
@@ -104,106 +215,48 @@ impl UmadDevice {
         // responses to the driver's own requests do not depend on the mask: the kernel matches
         // them to the sending agent by TID.
         let sm_mask = (1u32 << METHOD_GET) | (1u32 << METHOD_SET);
-        dev.agent_dr = dev.register(0, CLASS_SMP_DR, 1, &[sm_mask, 0, 0, 0])?;
-        dev.agent_lid = dev.register(0, CLASS_SMP_LID, 1, &[sm_mask | (1u32 << METHOD_TRAP), 0, 0, 0])?;
+        dev.agent_dr = dev.port.register_agent(0, CLASS_SMP_DR, 1, &[sm_mask, 0, 0, 0])?;
+        dev.agent_lid = dev
+            .port
+            .register_agent(0, CLASS_SMP_LID, 1, &[sm_mask | (1u32 << METHOD_TRAP), 0, 0, 0])?;
         // GSI agents (QP1). Not fatal: a kernel may refuse one (another SA on this port); the
         // simulator shim never does, and there they keep the process alive.
         let mut sa_mask = [0u32; 4];
         for m in [
-            sa::METHOD_GET,
-            sa::METHOD_SET,
-            sa::METHOD_GET_TABLE,
-            sa::METHOD_GET_TRACE_TABLE,
-            sa::METHOD_GET_MULTI,
-            sa::METHOD_DELETE,
+            wire::METHOD_GET,
+            wire::METHOD_SET,
+            wire::METHOD_GET_TABLE,
+            wire::METHOD_GET_TRACE_TABLE,
+            wire::METHOD_GET_MULTI,
+            wire::METHOD_DELETE,
         ] {
             sa_mask[usize::from(m / 32)] |= 1u32 << (m % 32);
         }
         let gsi = std::iter::once((sa::CLASS_SUBN_ADM, sa::SA_CLASS_VERSION, sa_mask))
             .chain(sa::GUARD_CLASSES.iter().map(|&(c, v)| (c, v, [0u32; 4])));
         for (class, version, mask) in gsi {
-            match dev.register(1, class, version, &mask) {
+            match dev.port.register_agent(1, class, version, &mask) {
                 Ok(id) => dev.agents_gsi.push((class, id)),
                 Err(e) => tracing::warn!("{e}; MADs of that class addressed to the manager's port go unanswered"),
             }
         }
-        let issm = path
-            .file_name()
-            .and_then(|n| n.to_str())
-            .and_then(|n| n.strip_prefix("umad"))
-            .map(|n| path.with_file_name(format!("issm{n}")));
-        if let Some(issm) = issm {
-            dev.issm_fd = open_raw(&issm).ok();
+        if let Some(issm) = dev.port.issm_path() {
+            // Not fatal: the port then does not advertise IsSM.
+            let _ = dev.port.open_issm(&issm);
         }
         Ok(dev)
-    }
-
-    /// Registers an agent for `class` (version `version`) on QP `qpn` receiving the unsolicited
-    /// methods of `mask` (bit m of word m / 32: the kernel's `long` bitmap on a little-endian
-    /// 64-bit host).
-    fn register(&self, qpn: u8, class: u8, version: u8, mask: &[u32; 4]) -> Result<u32, OpenError> {
-        // struct ib_user_mad_reg_req: id u32 @0, method_mask [u32; 4] @4, qpn @20,
-        // mgmt_class @21, mgmt_class_version @22, oui[3] @23, rmpp_version @26, padding @27.
-        let mut req = [0u8; 28];
-        for (i, w) in mask.iter().enumerate() {
-            req[4 + 4 * i..8 + 4 * i].copy_from_slice(&w.to_ne_bytes());
-        }
-        req[20] = qpn;
-        req[21] = class;
-        req[22] = version;
-        // SAFETY: REGISTER_AGENT reads and writes exactly 28 bytes (the size encoded in the
-        // ioctl number), and `req` is a live 28-byte buffer for the duration of the call.
-        let r = unsafe { libc::ioctl(self.fd, IB_USER_MAD_REGISTER_AGENT as _, req.as_mut_ptr()) };
-        if r < 0 {
-            return Err(OpenError::Register {
-                path: self.path.clone(),
-                class,
-                err: std::io::Error::last_os_error(),
-            });
-        }
-        Ok(u32::from_ne_bytes([req[0], req[1], req[2], req[3]]))
-    }
-}
-
-impl Drop for UmadDevice {
-    fn drop(&mut self) {
-        // SAFETY: the descriptors were returned by `open` and are closed exactly once here; they
-        // are raw integers (never owned by `File`/`OwnedFd`).
-        unsafe {
-            libc::close(self.fd);
-            if let Some(f) = self.issm_fd {
-                libc::close(f);
-            }
-        }
     }
 }
 
 impl RawPort for UmadDevice {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<()> {
-        // SAFETY: `buf` is valid for `buf.len()` bytes during the call.
-        let n = unsafe { libc::write(self.fd, buf.as_ptr().cast(), buf.len()) };
-        if n < 0 || n as usize != buf.len() {
-            return Err(std::io::Error::last_os_error());
-        }
-        Ok(())
+        self.port.write(buf)
     }
     fn read(&mut self, buf: &mut [u8]) -> Option<usize> {
-        // SAFETY: `buf` is valid for writes of `buf.len()` bytes during the call. The shim
-        // returns a negative value without setting errno when nothing is queued.
-        let n = unsafe { libc::read(self.fd, buf.as_mut_ptr().cast(), buf.len()) };
-        (n > 0).then_some(n as usize)
+        self.port.read(buf)
     }
     fn wait(&mut self, timeout: Duration) {
-        let mut p = libc::pollfd {
-            fd: self.fd,
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        let ms = timeout.as_millis().min(i32::MAX as u128) as c_int;
-        // SAFETY: `p` is one valid pollfd for the duration of the call.
-        unsafe {
-            libc::poll(&raw mut p, 1, ms);
-        }
+        self.port.wait(timeout);
     }
     fn agent(&self, class: u8) -> u32 {
         match class {

@@ -939,7 +939,12 @@ mod tests {
         // A SubnAdmGetTable(NodeRecord) from LID 9, QP 0x47 (as `saquery` sends it), and a CM
         // MAD (a guard class: dropped, not answered).
         let mut mad = [0u8; MAD_SIZE];
-        mad[..4].copy_from_slice(&[1, sa::CLASS_SUBN_ADM, sa::SA_CLASS_VERSION, sa::METHOD_GET_TABLE]);
+        mad[..4].copy_from_slice(&[
+            1,
+            sa::CLASS_SUBN_ADM,
+            sa::SA_CLASS_VERSION,
+            fabric_sa::wire::METHOD_GET_TABLE,
+        ]);
         mad[8..16].copy_from_slice(&0x0000_0005_0000_0077u64.to_be_bytes());
         mad[16..18].copy_from_slice(&0x0011u16.to_be_bytes());
         let packet = |mad: &[u8; MAD_SIZE]| {
@@ -951,7 +956,7 @@ mod tests {
         };
         let mut cm = mad;
         cm[1] = 0x07;
-        cm[3] = sa::METHOD_GET;
+        cm[3] = fabric_sa::wire::METHOD_GET;
         let written = Arc::new(Mutex::new(Vec::new()));
         let port = Asked {
             queue: VecDeque::from([packet(&mad), packet(&cm)]),
@@ -982,7 +987,10 @@ mod tests {
         assert_eq!(u16::from_be_bytes([r[28], r[29]]), 9);
         let m = &r[UMAD_HDR_LEN..];
         assert_eq!(m[3], 0x92);
-        assert_eq!(u16::from_be_bytes([m[4], m[5]]), sa::STATUS_UNSUPPORTED_METHOD_ATTR);
+        assert_eq!(
+            u16::from_be_bytes([m[4], m[5]]),
+            fabric_sa::wire::status::UNSUPPORTED_METHOD_ATTR
+        );
         assert_eq!(m[8..18], mad[8..18]);
     }
 

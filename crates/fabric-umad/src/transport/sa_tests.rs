@@ -223,11 +223,11 @@ fn guard_classes_are_still_received_and_dropped_with_an_sa_attached() {
     assert!(t.set_sa_endpoint(table));
     for (class, version) in sa::GUARD_CLASSES {
         let mut m = [0u8; MAD_SIZE];
-        m[..4].copy_from_slice(&[1, class, version, sa::METHOD_GET]);
+        m[..4].copy_from_slice(&[1, class, version, wire::METHOD_GET]);
         port.deliver(9, &m);
     }
     // The thread lives on and answers the SA query queued after them.
-    port.deliver(9, &sa_request(sa::METHOD_GET, 3));
+    port.deliver(9, &sa_request(wire::METHOD_GET, 3));
     eventually("the SA answer", || !port.sa_written().is_empty());
     assert_eq!(
         t.stats().gsi_dropped.load(Ordering::Relaxed),
