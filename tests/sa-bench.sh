@@ -234,6 +234,15 @@ EOF
     sleep 0.05
   done
   log "fabricd up after $(($(now_ms) - t0)) ms"
+  # The first five-phase update waits for the escape VL's SL-to-VL tables, programmed in the
+  # background after the bring-up (OpenSM programs none): the reroutes are measured once they
+  # are in, so that both managers are compared in their steady state.
+  until "$fabricctl" --socket "$dir/s.sock" status --json 2>/dev/null \
+      | python3 -c 'import json,sys; s=json.load(sys.stdin); sys.exit(0 if s.get("escape_vl_ready", s.get("escapeVlReady")) else 1)' 2>/dev/null; do
+    [ $(($(now_ms) - t0)) -lt $((deadline * 1000)) ] || die "fabricd: escape VL not ready within $deadline s"
+    sleep 0.1
+  done
+  log "fabricd escape VL ready after $(($(now_ms) - t0)) ms"
 }
 
 # generation DIR: fabricd's committed generation (0 when it does not answer yet).
