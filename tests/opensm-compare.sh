@@ -94,26 +94,9 @@ fabricctl=$bin_dir/fabricctl
 [ -x "$fabricd" ] || die "$fabricd not found"
 [ -x "$fabricctl" ] || die "$fabricctl not found"
 
-if [ -n "$keep" ]; then
-  mkdir -p "$keep"
-  work=$(cd "$keep" && pwd)
-else
-  work=$(mktemp -d /tmp/opensm-compare.XXXXXX)
-fi
-# Processes this script started and has not stopped yet (ibsim, fabricd), stopped on exit.
-pids=()
-cleanup() {
-  local p
-  for p in "${pids[@]}"; do
-    kill "$p" 2>/dev/null || true
-  done
-  for p in "${pids[@]}"; do
-    wait "$p" 2>/dev/null || true
-  done
-  if [ -z "$keep" ]; then rm -rf "$work"; fi
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+# `work`, `pids` and the clean-up on exit (processes started and not stopped yet).
+. tests/lib-work.sh
+work_dir opensm-compare
 
 net=$work/fabric.net
 gen_args=(topo gen "$spec" -o "$net")

@@ -105,26 +105,9 @@ case "$client" in
   *) die "--client must be fabric-saquery or saquery" ;;
 esac
 
-if [ -n "$keep" ]; then
-  mkdir -p "$keep"
-  work=$(cd "$keep" && pwd)
-else
-  work=$(mktemp -d /tmp/sa-bench.XXXXXX)
-fi
-# Processes this script started and has not stopped yet, stopped on exit.
-pids=()
-cleanup() {
-  local p
-  for p in "${pids[@]}"; do
-    kill "$p" 2>/dev/null || true
-  done
-  for p in "${pids[@]}"; do
-    wait "$p" 2>/dev/null || true
-  done
-  if [ -z "$keep" ]; then rm -rf "$work"; fi
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+# `work`, `pids` and the clean-up on exit (processes started and not stopped yet).
+. tests/lib-work.sh
+work_dir sa-bench
 
 now_ms() { echo $(($(date +%s%N) / 1000000)); }
 
