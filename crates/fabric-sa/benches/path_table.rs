@@ -53,6 +53,7 @@ fn ask(s: &Subnet, mad: &[u8; MAD_SIZE]) -> usize {
         data: &mad[SA_HEADER_SIZE..],
         from: Requester::default(),
         now: SystemTime::UNIX_EPOCH,
+        trusted: false,
     };
     path::answer(s, &req).data.len() / 64
 }

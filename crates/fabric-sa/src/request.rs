@@ -105,6 +105,9 @@ pub struct Request<'a> {
     pub data: &'a [u8],
     pub from: Requester,
     pub now: SystemTime,
+    /// The request carried the SM_Key of this manager (a trusted requester: it gets the keys
+    /// in the records, e.g. ServiceKey, as OpenSM answers requests carrying its SM_Key).
+    pub trusted: bool,
 }
 
 /// The response header to request `h`: response method, status OK, SM_Key 0, RMPP cleared.

@@ -8,7 +8,7 @@
 //! A standby manager does not answer ([`SaService::set_serving`]).
 
 use std::collections::{BTreeMap, VecDeque};
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::SystemTime;
 
@@ -62,6 +62,8 @@ pub struct SaService {
     registry: Mutex<Registry>,
     store: Option<Box<dyn RegistryStore>>,
     serving: AtomicBool,
+    /// The SM_Key a trusted request carries (0: no requester is trusted).
+    trusted_key: AtomicU64,
     counters: Mutex<SaCounters>,
     reports: Mutex<VecDeque<OutgoingReport>>,
     /// Transaction id of the next Report (low 32 bits; the kernel owns the high ones).
@@ -119,6 +121,7 @@ impl SaService {
             registry: Mutex::new(registry),
             store,
             serving: AtomicBool::new(false),
+            trusted_key: AtomicU64::new(0),
             counters: Mutex::new(SaCounters::default()),
             reports: Mutex::new(VecDeque::new()),
             next_report_tid: AtomicU32::new(1),
@@ -202,6 +205,18 @@ impl SaService {
         self.serving.load(Ordering::Relaxed)
     }
 
+    /// The manager's SM_Key: a request whose SM_Key field carries it (non-zero) is trusted and
+    /// gets the keys of the records (ServiceKey). 0, the default, trusts no requester.
+    pub fn set_trusted_key(&self, sm_key: u64) {
+        self.trusted_key.store(sm_key, Ordering::Relaxed);
+    }
+
+    /// Whether a request carrying `sm_key` is trusted (see [`SaService::set_trusted_key`]).
+    pub fn trusts(&self, sm_key: u64) -> bool {
+        let key = self.trusted_key.load(Ordering::Relaxed);
+        key != 0 && sm_key == key
+    }
+
     /// The answer to one SA MAD (`mad`: the received bytes) from `from` at `now`; `None` for
     /// what gets no answer (responses, Reports, runts, and everything while not serving).
     pub fn handle(&self, mad: &[u8], from: &Requester, now: SystemTime) -> Option<SaResponse> {
@@ -223,6 +238,7 @@ impl SaService {
                     data: &mad[SA_HEADER_SIZE.min(mad.len())..],
                     from: *from,
                     now,
+                    trusted: self.trusts(h.sm_key),
                 };
                 let subnet = self.subnet.load();
                 if registry::is_registry_attr(h.attr_id) {

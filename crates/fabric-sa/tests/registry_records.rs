@@ -663,3 +663,36 @@ proptest::proptest! {
         }
     }
 }
+
+#[test]
+fn the_service_key_goes_out_only_to_a_request_carrying_the_managers_sm_key() {
+    let sa = service(subnet(4, &[]));
+    let now = t0();
+    let a = service_record(0x10, 0, "lustre-mgs");
+    let mask = SR_KEY | bit(comp::SERVICE_KEY);
+    let r = sa
+        .handle(
+            &mad(wire::METHOD_SET, attr::SERVICE_RECORD, mask, &image(&a)),
+            &from_ca(0),
+            now,
+        )
+        .unwrap();
+    assert_eq!(r.header.status, status::OK);
+    let get_table = |sm_key: u64| {
+        let mut m = mad(wire::METHOD_GET_TABLE, attr::SERVICE_RECORD, 0, &[]);
+        m[36..44].copy_from_slice(&sm_key.to_be_bytes());
+        let r = sa.handle(&m, &from_ca(1), now).unwrap();
+        assert_eq!(r.header.status, status::OK);
+        let got: Vec<ServiceRecord> = records(&r);
+        assert_eq!(got.len(), 1);
+        assert_eq!(r.header.sm_key, 0, "the answer's SM_Key is always 0");
+        got[0].service_key
+    };
+    // No key configured: nobody is trusted, whatever the request carries (0 included).
+    assert_eq!(get_table(0), Raw([0; 16]));
+    assert_eq!(get_table(0x1234), Raw([0; 16]));
+    sa.set_trusted_key(0x1234);
+    assert_eq!(get_table(0x1234), a.service_key, "trusted: the ServiceKey");
+    assert_eq!(get_table(0x1235), Raw([0; 16]), "another key: not trusted");
+    assert_eq!(get_table(0), Raw([0; 16]));
+}

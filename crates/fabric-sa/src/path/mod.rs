@@ -674,6 +674,7 @@ mod tests {
             data: &data,
             from: Requester::default(),
             now: std::time::SystemTime::UNIX_EPOCH,
+            trusted: false,
         };
         // 4 CAs: 16 pairs x 4 LID pairs; the switch: 1 + 2 x 4 x 2.
         let all = path_records(&s, &req);

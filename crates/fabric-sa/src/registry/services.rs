@@ -9,8 +9,9 @@
 //!   same mask finds it);
 //! * ServiceP_Key in the mask: the port of ServiceGID must be in the subnet (else
 //!   ERR_REQ_INVALID); the ServiceGID is not checked otherwise;
-//! * the ServiceKey is never returned (zero): fabricd trusts no requester yet (OpenSM returns
-//!   it to requests carrying its SM_Key).
+//! * the ServiceKey is returned only to a trusted requester (its request carries the
+//!   manager's SM_Key, [`crate::SaService::set_trusted_key`], as OpenSM answers); zero to
+//!   every other.
 
 use super::{unix_ms, Registry, ServiceEntry, MAX_SERVICE_RECORDS};
 use crate::query::respond;
@@ -42,7 +43,7 @@ pub(super) fn answer(reg: &mut Registry, subnet: &Subnet, req: &Request<'_>) -> 
                 .services
                 .values()
                 .filter(|e| e.record.matches(&rec, mask))
-                .map(|e| answered(&e.record))
+                .map(|e| answered(&e.record, req.trusted))
                 .collect();
             (respond(req, &found), false)
         }
@@ -62,7 +63,7 @@ pub(super) fn answer(reg: &mut Registry, subnet: &Subnet, req: &Request<'_>) -> 
             }
             let expires_unix_ms = (rec.service_lease != INDEFINITE_LEASE)
                 .then(|| unix_ms(req.now).saturating_add(u64::from(rec.service_lease) * 1000));
-            let out = answered(&rec);
+            let out = answered(&rec, req.trusted);
             reg.services.insert(
                 key,
                 ServiceEntry {
@@ -79,7 +80,7 @@ pub(super) fn answer(reg: &mut Registry, subnet: &Subnet, req: &Request<'_>) -> 
             }
             let key = (rec.service_id, rec.service_gid, rec.service_pkey);
             match reg.services.remove(&key) {
-                Some(e) => (records_response(h, &[answered(&e.record)]), true),
+                Some(e) => (records_response(h, &[answered(&e.record, req.trusted)]), true),
                 None => err(status::NO_RECORDS),
             }
         }
@@ -97,8 +98,11 @@ fn normalise_pkey(rec: &mut ServiceRecord, mask: u64, subnet: &Subnet) -> bool {
     subnet.port_index_by_guid(rec.service_gid.guid()).is_some()
 }
 
-/// A record as it goes out: without its ServiceKey.
-fn answered(r: &ServiceRecord) -> ServiceRecord {
+/// A record as it goes out: without its ServiceKey unless the requester is trusted.
+fn answered(r: &ServiceRecord, trusted: bool) -> ServiceRecord {
+    if trusted {
+        return r.clone();
+    }
     ServiceRecord {
         service_key: Raw::default(),
         ..r.clone()

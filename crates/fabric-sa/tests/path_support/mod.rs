@@ -86,6 +86,7 @@ pub fn ask(subnet: &Subnet, mad: &[u8]) -> SaResponse {
         data: &mad[SA_HEADER_SIZE..],
         from: Requester::default(),
         now: SystemTime::UNIX_EPOCH,
+        trusted: false,
     };
     fabric_sa::path::answer(subnet, &req)
 }

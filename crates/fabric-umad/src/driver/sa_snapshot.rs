@@ -55,6 +55,8 @@ pub(super) fn attach(inner: &Inner, sa: Arc<SaService>) -> bool {
         );
         return false;
     }
+    // A request carrying this manager's SM_Key is trusted (it gets the records' keys).
+    sa.set_trusted_key(inner.cfg.sm_key);
     // The transport's SA agent answers from the same service.
     inner.tp.set_sa(sa.clone());
     publish(inner);
