@@ -73,15 +73,9 @@ while [ $# -gt 0 ]; do
   esac
 done
 
-log() { echo "opensm-compare: $*" >&2; }
-die() { log "$*"; exit 1; }
-
-shim=/usr/lib/x86_64-linux-gnu/umad2sim/libumad2sim.so
-[ -f "$shim" ] || die "$shim not found (apt-get install libumad2sim0 ibsim-utils)"
-for t in ibsim opensm ibnetdiscover ibroute python3 timeout; do
-  command -v "$t" >/dev/null 2>&1 \
-    || die "$t not found (apt-get install ibsim-utils opensm infiniband-diags python3)"
-done
+# log, die, require_sim_tools, work_dir, pids and the clean-up on exit.
+. tests/lib-work.sh opensm-compare
+require_sim_tools ibsim opensm ibnetdiscover ibroute python3 timeout
 
 if [ -z "$bin_dir" ]; then
   log "building fabricd and fabricctl (release)"
@@ -94,9 +88,7 @@ fabricctl=$bin_dir/fabricctl
 [ -x "$fabricd" ] || die "$fabricd not found"
 [ -x "$fabricctl" ] || die "$fabricctl not found"
 
-# `work`, `pids` and the clean-up on exit (processes started and not stopped yet).
-. tests/lib-work.sh
-work_dir opensm-compare
+work_dir
 
 net=$work/fabric.net
 gen_args=(topo gen "$spec" -o "$net")

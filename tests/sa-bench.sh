@@ -73,21 +73,13 @@ while [ $# -gt 0 ]; do
   esac
 done
 
-log() { echo "sa-bench: $*" >&2; }
-die() { log "$*"; exit 1; }
-
-shim=/usr/lib/x86_64-linux-gnu/umad2sim/libumad2sim.so
-[ -f "$shim" ] || die "$shim not found (apt-get install libumad2sim0 ibsim-utils)"
-for t in ibsim opensm saquery ibroute python3 timeout; do
-  command -v "$t" >/dev/null 2>&1 \
-    || die "$t not found (apt-get install ibsim-utils opensm infiniband-diags python3)"
-done
+# log, die, require_sim_tools, work_dir, pids and the clean-up on exit.
+. tests/lib-work.sh sa-bench
+require_sim_tools ibsim opensm saquery ibroute python3 timeout
 
 if [ -z "$bin_dir" ]; then
   log "building fabricd, fabricctl and fabric-saquery (release)"
-  cargo build --release -q -p fabricd -p fabricctl
-  cargo build --release -q -p fabric-umad-probe --bin fabric-saquery 2>/dev/null \
-    || log "fabric-saquery does not build here: falling back to saquery"
+  cargo build --release -q -p fabricd -p fabricctl -p fabric-umad-probe
   bin_dir=${CARGO_TARGET_DIR:-target}/release
 fi
 bin_dir=$(cd "$bin_dir" && pwd)
@@ -105,9 +97,7 @@ case "$client" in
   *) die "--client must be fabric-saquery or saquery" ;;
 esac
 
-# `work`, `pids` and the clean-up on exit (processes started and not stopped yet).
-. tests/lib-work.sh
-work_dir sa-bench
+work_dir
 
 now_ms() { echo $(($(date +%s%N) / 1000000)); }
 
