@@ -17,11 +17,12 @@
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::Stdio;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use fabric_ibsim_harness::saquery::OpenSm;
 use fabric_ibsim_harness::{find_tool, wait_with_deadline, Ibsim, TempDir, SHIM};
 use fabric_topology::{EndPortId, Fabric};
 use serde_json::Value;
@@ -29,112 +30,20 @@ use serde_json::Value;
 const SAQUERY: &str = env!("CARGO_BIN_EXE_fabric-saquery");
 const SPEC: &str = "PGFT(2;4,4;1,2;1,1)";
 
-/// A running OpenSM on an ibsim node, with private config, log and cache; killed on drop.
-struct OpenSm {
-    child: Child,
-    dir: PathBuf,
-}
-
-impl Drop for OpenSm {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+/// OpenSM's LIDs (its `guid2lid` cache): port GUID → base LID.
+fn opensm_lids(osm: &OpenSm) -> BTreeMap<u64, u16> {
+    let cache = osm.dir().join("guid2lid");
+    let t0 = Instant::now();
+    while !cache.is_file() {
+        assert!(t0.elapsed() < Duration::from_secs(10), "OpenSM wrote no guid2lid");
+        std::thread::sleep(Duration::from_millis(20));
     }
-}
-
-impl OpenSm {
-    fn start(sim: &Ibsim, host: &str) -> OpenSm {
-        let dir = sim.dir().join("opensm");
-        std::fs::create_dir_all(&dir).expect("opensm dir");
-        let conf = dir.join("opensm.conf");
-        let mut gen = Command::new(find_tool("opensm"))
-            .arg("-c")
-            .arg(&conf)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("run opensm -c");
-        wait_with_deadline(&mut gen, Duration::from_secs(10), "opensm -c");
-        let mut text = std::fs::read_to_string(&conf).expect("opensm -c wrote no config");
-        for (key, value) in [
-            ("log_file", dir.join("opensm.log").display().to_string()),
-            ("accum_log_file", "FALSE".to_string()),
-            ("force_log_flush", "TRUE".to_string()),
-            ("dump_files_dir", format!("{}/", dir.display())),
-            // A sweep a second: a port that goes down is noticed (and reported) at once.
-            ("sweep_interval", "1".to_string()),
-        ] {
-            let mut found = false;
-            text = text
-                .lines()
-                .map(|l| {
-                    if l.split_whitespace().next() == Some(key) {
-                        found = true;
-                        format!("{key} {value}")
-                    } else {
-                        l.to_string()
-                    }
-                })
-                .collect::<Vec<_>>()
-                .join("\n");
-            assert!(found, "no `{key}` line in the config opensm -c wrote");
-        }
-        std::fs::write(&conf, text + "\n").expect("write opensm.conf");
-        let out = std::fs::File::create(dir.join("stdout")).expect("opensm stdout");
-        let mut cmd = Command::new(find_tool("opensm"));
-        cmd.arg("-F")
-            .arg(&conf)
-            .current_dir(&dir)
-            .stdin(Stdio::null())
-            .stdout(out.try_clone().expect("dup"))
-            .stderr(out);
-        for (k, v) in sim.env() {
-            cmd.env(k, v);
-        }
-        cmd.env("SIM_HOST", host).env("OSM_CACHE_DIR", &dir);
-        let mut osm = OpenSm {
-            child: cmd.spawn().expect("start opensm"),
-            dir,
-        };
-        osm.wait_for("SUBNET UP", Duration::from_secs(30));
-        osm
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.join("opensm.log")).unwrap_or_default()
-    }
-
-    fn wait_for(&mut self, pat: &str, within: Duration) {
-        let t0 = Instant::now();
-        while !self.log().contains(pat) {
-            if let Ok(Some(s)) = self.child.try_wait() {
-                panic!("opensm exited ({s}) before {pat:?}:\n{}", self.log());
-            }
-            assert!(
-                t0.elapsed() < within,
-                "no {pat:?} from opensm within {within:?}:\n{}",
-                self.log()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    /// OpenSM's LIDs (its `guid2lid` cache): port GUID → base LID.
-    fn lids(&self) -> BTreeMap<u64, u16> {
-        let cache = self.dir.join("guid2lid");
-        let t0 = Instant::now();
-        while !cache.is_file() {
-            assert!(t0.elapsed() < Duration::from_secs(10), "OpenSM wrote no guid2lid");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let text = std::fs::read_to_string(&cache).expect("guid2lid");
-        fabric_routing::Guid2Lid::parse(&text, "opensm guid2lid")
-            .expect("parse OpenSM's guid2lid")
-            .iter()
-            .map(|(g, min, _)| (g, u16::try_from(min).expect("LID fits 16 bits")))
-            .collect()
-    }
+    let text = std::fs::read_to_string(&cache).expect("guid2lid");
+    fabric_routing::Guid2Lid::parse(&text, "opensm guid2lid")
+        .expect("parse OpenSM's guid2lid")
+        .iter()
+        .map(|(g, min, _)| (g, u16::try_from(min).expect("LID fits 16 bits")))
+        .collect()
 }
 
 struct Setup {
@@ -156,7 +65,8 @@ fn setup(tag: &str) -> Setup {
     let host = |e: u32| format!("H-{:016x}", f.end_port(EndPortId(e)).node_guid);
     let last = f.end_ports().len() as u32 - 1;
     let sim = Ibsim::start(dir.path(), &fabric_topology::ibnet::write(&f), host(last));
-    let osm = OpenSm::start(&sim, &host(0));
+    let mut osm = OpenSm::start(&sim, dir.path(), &host(0), &[]);
+    osm.wait_subnet_up(Duration::from_secs(30));
     Setup {
         tool_host: host(last),
         f,
@@ -364,7 +274,7 @@ fn assert_decoded_path(v: &Value, theirs: &BTreeMap<String, String>) {
 #[test]
 fn node_records_by_lid_equal_saquery_for_switches_and_cas() {
     let s = setup("fsq-nr");
-    let lids = s.osm.lids();
+    let lids = opensm_lids(&s.osm);
     // Two CAs (one on the SM's leaf, one elsewhere) and two switches.
     let mut pick: Vec<u16> = Vec::new();
     for e in [1u32, 9] {
@@ -408,7 +318,7 @@ fn node_records_by_lid_equal_saquery_for_switches_and_cas() {
 #[test]
 fn path_records_by_lids_equal_saquery_src_to_dst() {
     let s = setup("fsq-pr");
-    let lids = s.osm.lids();
+    let lids = opensm_lids(&s.osm);
     let ca = |e: u32| lids[&s.f.end_port(EndPortId(e)).port_guid];
     // Same leaf, across the spines, and back.
     for (a, b) in [(ca(0), ca(1)), (ca(2), ca(13)), (ca(13), ca(2))] {
@@ -451,7 +361,7 @@ fn path_records_by_lids_equal_saquery_src_to_dst() {
 #[test]
 fn one_record_tables_registrations_and_subscriptions_are_answered() {
     let s = setup("fsq-misc");
-    let lids = s.osm.lids();
+    let lids = opensm_lids(&s.osm);
     let sm_lid = lids[&s.f.end_port(EndPortId(0)).port_guid];
     // SMInfoRecord table: the one SM, OpenSM's port.
     let v = s.fsq(&["smir"]);
@@ -623,7 +533,7 @@ fn a_trap_65_subscriber_gets_the_report_when_a_port_goes_down() {
         (r["method"].as_str(), r["trap_number"].as_u64()),
         (Some("Report"), Some(65)),
         "{r}\n{}",
-        s.osm.log()
+        s.osm.log_text()
     );
     let want = format!("fe80000000000000{:016x}", victim.port_guid);
     assert_eq!(r["gid_hex"].as_str(), Some(want.as_str()), "{r}");
