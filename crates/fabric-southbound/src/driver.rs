@@ -33,6 +33,50 @@ pub struct LftBlockWrite {
     pub entries: [u8; BLOCK_SIZE],
 }
 
+/// MLIDs of one multicast forwarding table block (IBA 14.2.5.8).
+pub const MFT_BLOCK_SIZE: usize = 32;
+/// Ports of one MFT position (port mask of 16 bits; position `k` covers ports `16k..16k+15`).
+pub const MFT_PORTS_PER_POSITION: usize = 16;
+/// First multicast LID (MLID block 0 entry 0).
+pub const MLID_BASE: Lid = 0xC000;
+
+/// One multicast forwarding table block to write to one switch: the port masks of 32 MLIDs
+/// (`0xC000 + 32·block ..= 0xC000 + 32·block + 31`) for the 16 ports of one position
+/// (SMP attribute modifier `position << 28 | block`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MftBlockWrite {
+    /// Node GUID of the switch.
+    pub switch: Guid,
+    /// MFT block number (32 MLIDs each, from [`MLID_BASE`]).
+    pub block: u32,
+    /// Port position: bit `i` of an entry is port `16·position + i` (bit 0 of position 0 is
+    /// the switch's own port 0).
+    pub position: u8,
+    /// Port mask of each MLID of the block.
+    pub entries: [u16; MFT_BLOCK_SIZE],
+}
+
+/// Entries of one P_Key table block (IBA 14.2.5.7 PartitionTable).
+pub const PKEY_BLOCK_SIZE: usize = 32;
+
+/// The port whose P_Key table is written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum PkeyPort {
+    /// An end port (CA port), by port GUID.
+    EndPort(Guid),
+    /// An external port of a switch (partition enforcement), by node GUID and port number.
+    SwitchPort(Guid, PortNum),
+}
+
+/// One P_Key table block to write: 32 P_Keys (bit 15 = full membership; 0 = empty entry).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PkeyBlockWrite {
+    pub port: PkeyPort,
+    /// Block number (entries `32·block .. 32·block + 31`).
+    pub block: u16,
+    pub entries: [u16; PKEY_BLOCK_SIZE],
+}
+
 /// Outcome of a successful [`SouthboundDriver::write_lft_blocks`] call.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct WriteReport {
@@ -211,6 +255,33 @@ pub trait SouthboundDriver: Send + Sync {
 
     /// Reads one LFT block back from a switch (blocks never written read as all 255).
     async fn read_lft_block(&self, switch: Guid, block: u32) -> Result<[u8; BLOCK_SIZE], DriverError>;
+
+    /// Writes a batch of multicast forwarding table blocks (same retry contract as
+    /// [`SouthboundDriver::write_lft_blocks`]). Default: unsupported.
+    async fn write_mft_blocks(&self, blocks: &[MftBlockWrite]) -> Result<WriteReport, DriverError> {
+        let _ = blocks;
+        Err(DriverError::Unsupported("multicast forwarding tables"))
+    }
+
+    /// Reads one MFT block (one position) back from a switch; never written reads as all 0.
+    /// Default: unsupported.
+    async fn read_mft_block(&self, switch: Guid, block: u32, position: u8) -> Result<[u16; MFT_BLOCK_SIZE], DriverError> {
+        let _ = (switch, block, position);
+        Err(DriverError::Unsupported("multicast forwarding tables"))
+    }
+
+    /// Writes a batch of P_Key table blocks (end ports, and switch external ports where
+    /// partition enforcement is on). Default: unsupported.
+    async fn write_pkey_blocks(&self, blocks: &[PkeyBlockWrite]) -> Result<WriteReport, DriverError> {
+        let _ = blocks;
+        Err(DriverError::Unsupported("partition tables"))
+    }
+
+    /// Reads one P_Key table block back. Default: unsupported.
+    async fn read_pkey_block(&self, port: PkeyPort, block: u16) -> Result<[u16; PKEY_BLOCK_SIZE], DriverError> {
+        let _ = (port, block);
+        Err(DriverError::Unsupported("partition tables"))
+    }
 
     /// Takes the link on a switch port physically down or up (fault drills). The change is then
     /// reported on the event streams like any other physical change.

@@ -12,6 +12,7 @@ pub mod driver;
 pub mod simulator;
 
 pub use driver::{
-    DriverCaps, DriverError, DriverStats, EscapeVlStatus, LftBlockWrite, SouthboundDriver, TopologyGap, WriteReport,
+    DriverCaps, DriverError, DriverStats, EscapeVlStatus, LftBlockWrite, MftBlockWrite, PkeyBlockWrite, PkeyPort,
+    SouthboundDriver, TopologyGap, WriteReport, MFT_BLOCK_SIZE, MFT_PORTS_PER_POSITION, MLID_BASE, PKEY_BLOCK_SIZE,
 };
-pub use simulator::{Hop, PacketSimulator, ReachReport, TraceError, REACH_REPORT_MAX_LISTED};
+pub use simulator::{Hop, McastDelivery, PacketSimulator, ReachReport, TraceError, REACH_REPORT_MAX_LISTED};

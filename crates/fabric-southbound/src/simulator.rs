@@ -18,6 +18,27 @@ pub trait PacketSimulator: Send + Sync {
     ///
     /// CPU-bound and synchronous: call it from a blocking context (`spawn_blocking`).
     fn verify_all_pairs(&self, use_escape: bool) -> ReachReport;
+
+    /// Floods one multicast packet sent by end port `src_port_guid` to `mlid` through the
+    /// installed multicast forwarding tables over live links (a switch forwards a copy out of
+    /// every port of the MLID's mask except the one it arrived by): every end port that
+    /// received a copy, with the number of copies, in end-node order. A copy that would
+    /// circulate (more switch hops than the fabric has switches) is an error. Default:
+    /// unsupported (a simulator without multicast tables).
+    fn flood_multicast(&self, src_port_guid: Guid, mlid: Lid) -> Result<McastDelivery, TraceError> {
+        let _ = (src_port_guid, mlid);
+        Err(TraceError::Unsupported("multicast"))
+    }
+}
+
+/// What one multicast packet reached ([`PacketSimulator::flood_multicast`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct McastDelivery {
+    /// End ports that received copies (port GUID, copies), the sender excluded unless a copy
+    /// came back to it.
+    pub received: Vec<(Guid, u32)>,
+    /// Switches the packet crossed (copies counted once per switch visit).
+    pub switch_visits: usize,
 }
 
 /// One switch crossed by a traced packet.
@@ -74,6 +95,10 @@ pub enum TraceError {
     NoEscapeLid(Guid),
     #[error("destination switch {} has no LID", fmt_guid(*.0))]
     NoSwitchLid(Guid),
+    #[error("multicast packet to MLID {lid:#06x} circulates (through switch {})", fmt_guid(*switch))]
+    McastLoop { switch: Guid, lid: Lid },
+    #[error("not supported by this simulator: {0}")]
+    Unsupported(&'static str),
 }
 
 /// Result of [`PacketSimulator::verify_all_pairs`] (and of the mock's check of switch LIDs).
