@@ -36,6 +36,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("fabric-topology", 0),
     // Algorithm crates: synchronous, deterministic, no I/O.
     ("fabric-ranking", 1),
+    ("fabric-partitions", 1),
     ("fabric-routing", 2),
     ("fabric-metrics", 3),
     ("fabric-update", 3),
@@ -64,6 +65,7 @@ const DEV_ONLY: &[&str] = &["fabric-ibsim-harness"];
 const ALLOWED_EDGES: &[(&str, &[&str])] = &[
     ("fabric-topology", &[]),
     ("fabric-ranking", &["fabric-topology"]),
+    ("fabric-partitions", &["fabric-topology"]),
     ("fabric-routing", &["fabric-topology", "fabric-ranking"]),
     ("fabric-metrics", &["fabric-topology", "fabric-routing"]),
     ("fabric-update", &["fabric-topology", "fabric-routing"]),
@@ -91,6 +93,7 @@ const ALLOWED_EDGES: &[(&str, &[&str])] = &[
             "fabric-metrics",
             "fabric-update",
             "fabric-sa",
+            "fabric-partitions",
             "fabric-southbound",
             "fabric-mock",
             "fabric-umad",
@@ -106,6 +109,7 @@ const ALLOWED_EDGES: &[(&str, &[&str])] = &[
             "fabric-routing",
             "fabric-metrics",
             "fabric-sa",
+            "fabric-partitions",
             "fabric-proto",
         ],
     ),
@@ -145,6 +149,7 @@ const ALGORITHM_CRATES: &[&str] = &[
     "fabric-metrics",
     "fabric-update",
     "fabric-sa",
+    "fabric-partitions",
 ];
 
 /// Crates that bring async or I/O (or their runtimes and protocols) into a crate.
