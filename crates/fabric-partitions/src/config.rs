@@ -102,7 +102,9 @@ impl PartitionConfig {
         match crate::parse(OPENSM_DEFAULT_TEXT, "<built-in>") {
             Ok(c) => c,
             // The built-in text is valid (tested); an empty default partition is the fallback.
-            Err(_) => PartitionConfig { partitions: vec![Partition::builtin_default()] },
+            Err(_) => PartitionConfig {
+                partitions: vec![Partition::builtin_default()],
+            },
         }
     }
 
@@ -123,7 +125,12 @@ impl PartitionConfig {
 impl Partition {
     /// The default partition before the file: every port limited, the SM port full.
     pub(crate) fn builtin_default() -> Partition {
-        let member = |spec, membership| Member { spec, membership, indx0: false, line: 0 };
+        let member = |spec, membership| Member {
+            spec,
+            membership,
+            indx0: false,
+            line: 0,
+        };
         Partition {
             name: DEFAULT_PARTITION_NAME.to_string(),
             pkey: DEFAULT_PKEY,

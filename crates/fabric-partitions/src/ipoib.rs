@@ -91,5 +91,8 @@ impl IpoibGroup {
 
 /// Formats an MGID as IPv6 text with 16-bit groups (`ff12:401b:ffff:0:0:0:ffff:ffff`).
 pub fn fmt_mgid(mgid: &[u8; 16]) -> String {
-    mgid.chunks(2).map(|c| format!("{:x}", u16::from_be_bytes([c[0], c[1]]))).collect::<Vec<_>>().join(":")
+    mgid.chunks(2)
+        .map(|c| format!("{:x}", u16::from_be_bytes([c[0], c[1]])))
+        .collect::<Vec<_>>()
+        .join(":")
 }

@@ -15,7 +15,9 @@ use serde::{Deserialize, Serialize};
 use crate::config::{
     Member, MemberSpec, Membership, Partition, PartitionConfig, DEFAULT_PKEY, FULL_MEMBER_BIT, PKEY_BASE_MASK,
 };
-use crate::ipoib::{IpoibGroup, DEFAULT_MGRP_MTU, DEFAULT_MGRP_RATE, DEFAULT_MGRP_SCOPE, DEFAULT_SL, IPOIB_BROADCAST_QKEY};
+use crate::ipoib::{
+    IpoibGroup, DEFAULT_MGRP_MTU, DEFAULT_MGRP_RATE, DEFAULT_MGRP_SCOPE, DEFAULT_SL, IPOIB_BROADCAST_QKEY,
+};
 
 /// A refused `partitions.conf`: file, 1-based line and column (in characters), what is wrong.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
@@ -46,7 +48,9 @@ pub fn parse(text: &str, file_name: &str) -> Result<PartitionConfig, ParseError>
     if let Some(open) = &p.open {
         return Err(p.err_at(open.line, open.column, "missing ';' at the end of this statement"));
     }
-    Ok(PartitionConfig { partitions: p.partitions })
+    Ok(PartitionConfig {
+        partitions: p.partitions,
+    })
 }
 
 /// A piece of a line with its byte offset in the line.
@@ -59,12 +63,21 @@ struct Piece<'a> {
 impl<'a> Piece<'a> {
     fn trim(self) -> Piece<'a> {
         let start = self.text.len() - self.text.trim_start().len();
-        Piece { text: self.text.trim(), off: self.off + start }
+        Piece {
+            text: self.text.trim(),
+            off: self.off + start,
+        }
     }
     fn split_at(self, i: usize, sep_len: usize) -> (Piece<'a>, Piece<'a>) {
         (
-            Piece { text: &self.text[..i], off: self.off },
-            Piece { text: &self.text[i + sep_len..], off: self.off + i + sep_len },
+            Piece {
+                text: &self.text[..i],
+                off: self.off,
+            },
+            Piece {
+                text: &self.text[i + sep_len..],
+                off: self.off + i + sep_len,
+            },
         )
     }
     /// Splits at the first `c`: (before, after) or (self, None).
@@ -177,13 +190,20 @@ impl<'f> Parser<'f> {
     }
 
     fn err_at(&self, line: u32, column: u32, message: impl Into<String>) -> ParseError {
-        ParseError { file: self.file.to_string(), line, column, message: message.into() }
+        ParseError {
+            file: self.file.to_string(),
+            line,
+            column,
+            message: message.into(),
+        }
     }
 
     fn column(&self, off: usize) -> u32 {
         let off = off.min(self.cur_line.len());
         let prefix = self.cur_line.get(..off).unwrap_or(&self.cur_line);
-        u32::try_from(prefix.chars().count()).unwrap_or(u32::MAX).saturating_add(1)
+        u32::try_from(prefix.chars().count())
+            .unwrap_or(u32::MAX)
+            .saturating_add(1)
     }
 
     fn err(&self, piece: Piece<'_>, message: impl Into<String>) -> ParseError {
@@ -216,7 +236,13 @@ impl<'f> Parser<'f> {
             let t = seg.trim();
             if t.text.is_empty() {
                 if ends {
-                    return Err(self.err(Piece { text: "", off: seg.off + seg.text.len() }, "';' without a statement"));
+                    return Err(self.err(
+                        Piece {
+                            text: "",
+                            off: seg.off + seg.text.len(),
+                        },
+                        "';' without a statement",
+                    ));
                 }
                 return Ok(());
             }
@@ -224,7 +250,10 @@ impl<'f> Parser<'f> {
             let Some(members) = members else {
                 return Err(self.err(
                     t,
-                    format!("missing ':' after the partition definition '{}' (its header must be on one line)", t.text),
+                    format!(
+                        "missing ':' after the partition definition '{}' (its header must be on one line)",
+                        t.text
+                    ),
                 ));
             };
             self.header(header)?;
@@ -243,7 +272,10 @@ impl<'f> Parser<'f> {
         let (mut name, mut id) = (name.trim(), id.map(Piece::trim));
         if id.is_none() && name.text.starts_with(|c: char| c.is_ascii_digit()) {
             id = Some(name);
-            name = Piece { text: "", off: name.off };
+            name = Piece {
+                text: "",
+                off: name.off,
+            };
         }
         let pkey = match id {
             None => None,
@@ -272,7 +304,10 @@ impl<'f> Parser<'f> {
                 };
                 match c_number(v.text) {
                     Some(n) if n <= max => Ok(n),
-                    _ => Err(p.err(v, format!("bad value '{}' of flag '{f}': {what} ({NUMBER_FORMS})", v.text))),
+                    _ => Err(p.err(
+                        v,
+                        format!("bad value '{}' of flag '{f}': {what} ({NUMBER_FORMS})", v.text),
+                    )),
                 }
             };
             let no_value = |p: &Self| match value {
@@ -335,7 +370,13 @@ impl<'f> Parser<'f> {
             self.add_ipoib(idx, &flags);
         }
         let column = self.column(header.off);
-        self.open = Some(Open { partition: idx, membership, indx0, line: self.cur_line_no, column });
+        self.open = Some(Open {
+            partition: idx,
+            membership,
+            indx0,
+            line: self.cur_line_no,
+            column,
+        });
         Ok(())
     }
 
@@ -366,7 +407,11 @@ impl<'f> Parser<'f> {
                 if let Some(&idx) = self.by_pkey.get(&pkey) {
                     let existing = &self.partitions[idx];
                     if !name.text.is_empty() && self.named[idx] && existing.name != name.text {
-                        let at = if existing.line == 0 { "built in".to_string() } else { format!("line {}", existing.line) };
+                        let at = if existing.line == 0 {
+                            "built in".to_string()
+                        } else {
+                            format!("line {}", existing.line)
+                        };
                         return Err(self.err(
                             name,
                             format!(
@@ -393,14 +438,24 @@ impl<'f> Parser<'f> {
                     }
                 }
                 self.generate_pkey().ok_or_else(|| {
-                    self.err(header, format!("no P_Key left to generate (at most {} partitions)", crate::MAX_PARTITIONS))
+                    self.err(
+                        header,
+                        format!(
+                            "no P_Key left to generate (at most {} partitions)",
+                            crate::MAX_PARTITIONS
+                        ),
+                    )
                 })?
             }
         };
         let idx = self.partitions.len();
         let named = !name.text.is_empty();
         self.partitions.push(Partition {
-            name: if named { name.text.to_string() } else { format!("{pkey:04x}") },
+            name: if named {
+                name.text.to_string()
+            } else {
+                format!("{pkey:04x}")
+            },
             pkey,
             ipoib: Vec::new(),
             members: Vec::new(),
@@ -480,8 +535,14 @@ impl<'f> Parser<'f> {
         }
         if let Some(i) = t.text.find(':') {
             return Err(self.err(
-                Piece { text: "", off: t.off + i },
-                format!("':' in the member list: is the ';' of the statement of line {} missing?", open.line),
+                Piece {
+                    text: "",
+                    off: t.off + i,
+                },
+                format!(
+                    "':' in the member list: is the ';' of the statement of line {} missing?",
+                    open.line
+                ),
             ));
         }
         if n.is_empty() {
@@ -507,20 +568,23 @@ impl<'f> Parser<'f> {
             match c_number(n) {
                 Some(g) if g != 0 => MemberSpec::Guid(g),
                 Some(_) => return Err(self.err(name, "port GUID 0 is not a port")),
-                None => {
-                    return Err(self.err(
-                        name,
-                        format!(
-                            "bad port GUID '{n}' (a number: {NUMBER_FORMS}; or ALL, ALL_CAS, ALL_SWITCHES, ALL_ROUTERS, \
+                None => return Err(self.err(
+                    name,
+                    format!(
+                        "bad port GUID '{n}' (a number: {NUMBER_FORMS}; or ALL, ALL_CAS, ALL_SWITCHES, ALL_ROUTERS, \
                              SELF, NONE)"
-                        ),
-                    ))
-                }
+                    ),
+                )),
             }
         };
         let (idx, indx0) = (open.partition, open.indx0);
         let line = self.cur_line_no;
-        self.partitions[idx].members.push(Member { spec, membership, indx0, line });
+        self.partitions[idx].members.push(Member {
+            spec,
+            membership,
+            indx0,
+            line,
+        });
         Ok(())
     }
 }

@@ -32,7 +32,10 @@ pub struct ResolveOptions {
 impl Default for ResolveOptions {
     /// One block (32 entries) each: the smallest table a partition-capable port has.
     fn default() -> Self {
-        ResolveOptions { partition_cap: 32, enforcement_cap: 32 }
+        ResolveOptions {
+            partition_cap: 32,
+            enforcement_cap: 32,
+        }
     }
 }
 
@@ -46,9 +49,18 @@ pub enum ResolveIssue {
     /// A partition without any member port: dropped with its IPoIB groups (as OpenSM).
     EmptyPartition { pkey: u16, name: String },
     /// A port is in more partitions than its table holds: these P_Keys were left out.
-    TableFull { port_guid: Guid, capacity: usize, dropped: Vec<u16> },
+    TableFull {
+        port_guid: Guid,
+        capacity: usize,
+        dropped: Vec<u16>,
+    },
     /// The end port's table does not fit the switch port's enforcement table: not enforced there.
-    NotEnforced { switch_guid: Guid, port: PortNum, needed: usize, capacity: usize },
+    NotEnforced {
+        switch_guid: Guid,
+        port: PortNum,
+        needed: usize,
+        capacity: usize,
+    },
 }
 
 /// The members of one partition after resolution.
@@ -128,12 +140,23 @@ pub fn resolve_with(
             MemberSpec::AllRouters => {}
             MemberSpec::SelfPort => match sm_port {
                 Some(g) if ports.contains(g) => apply(g),
-                Some(guid) => issues.push(ResolveIssue::UnknownGuid { pkey: p.pkey, guid, line: m.line }),
+                Some(guid) => issues.push(ResolveIssue::UnknownGuid {
+                    pkey: p.pkey,
+                    guid,
+                    line: m.line,
+                }),
                 None if m.line == 0 => {}
-                None => issues.push(ResolveIssue::SelfWithoutSmPort { pkey: p.pkey, line: m.line }),
+                None => issues.push(ResolveIssue::SelfWithoutSmPort {
+                    pkey: p.pkey,
+                    line: m.line,
+                }),
             },
             MemberSpec::Guid(g) if ports.contains(g) => apply(g),
-            MemberSpec::Guid(guid) => issues.push(ResolveIssue::UnknownGuid { pkey: p.pkey, guid, line: m.line }),
+            MemberSpec::Guid(guid) => issues.push(ResolveIssue::UnknownGuid {
+                pkey: p.pkey,
+                guid,
+                line: m.line,
+            }),
         }
     }
 
@@ -143,11 +166,17 @@ pub fn resolve_with(
     let mut wanted: HashMap<Guid, Vec<u16>> = HashMap::new();
     for (p, members) in config.partitions.iter().zip(membership) {
         if members.is_empty() {
-            issues.push(ResolveIssue::EmptyPartition { pkey: p.pkey, name: p.name.clone() });
+            issues.push(ResolveIssue::EmptyPartition {
+                pkey: p.pkey,
+                name: p.name.clone(),
+            });
             continue;
         }
         for (&g, &full) in &members {
-            wanted.entry(g).or_default().push(p.pkey | if full { FULL_MEMBER_BIT } else { 0 });
+            wanted
+                .entry(g)
+                .or_default()
+                .push(p.pkey | if full { FULL_MEMBER_BIT } else { 0 });
         }
         ipoib.extend(p.ipoib.iter().cloned());
         partitions.push(ResolvedPartition {
@@ -164,7 +193,11 @@ pub fn resolve_with(
         let prev = previous.and_then(|t| t.table(g));
         let (table, dropped) = order::order_table(&entries, indx0.get(&g).copied(), prev, capacity);
         if !dropped.is_empty() {
-            issues.push(ResolveIssue::TableFull { port_guid: g, capacity, dropped });
+            issues.push(ResolveIssue::TableFull {
+                port_guid: g,
+                capacity,
+                dropped,
+            });
         }
         tables.push((g, table));
     }
@@ -175,18 +208,31 @@ pub fn resolve_with(
         let cap = whole_blocks(options.enforcement_cap);
         for ep in fabric.end_ports() {
             let Some((sw, port)) = ep.attach else { continue };
-            let Ok(i) = tables.binary_search_by_key(&ep.port_guid, |(g, _)| *g) else { continue };
+            let Ok(i) = tables.binary_search_by_key(&ep.port_guid, |(g, _)| *g) else {
+                continue;
+            };
             let table = &tables[i].1;
             let switch_guid = fabric.switch(sw).guid;
             if table.len() > cap {
-                issues.push(ResolveIssue::NotEnforced { switch_guid, port, needed: table.len(), capacity: cap });
+                issues.push(ResolveIssue::NotEnforced {
+                    switch_guid,
+                    port,
+                    needed: table.len(),
+                    capacity: cap,
+                });
                 continue;
             }
             switch_ports.push(((switch_guid, port), table.clone()));
         }
         switch_ports.sort_unstable_by_key(|(k, _)| *k);
     }
-    PartitionTables { ports: tables, switch_ports, partitions, ipoib, issues }
+    PartitionTables {
+        ports: tables,
+        switch_ports,
+        partitions,
+        ipoib,
+        issues,
+    }
 }
 
 /// A capacity in entries rounded up to whole 32-entry blocks (OpenSM's `(cap + 31) / 32`).

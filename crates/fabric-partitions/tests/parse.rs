@@ -22,7 +22,12 @@ fn err(text: &str) -> (u32, u32, String) {
 }
 
 fn specs(c: &PartitionConfig, pkey: u16) -> Vec<(MemberSpec, Membership)> {
-    c.partition(pkey).unwrap().members.iter().map(|m| (m.spec, m.membership)).collect()
+    c.partition(pkey)
+        .unwrap()
+        .members
+        .iter()
+        .map(|m| (m.spec, m.membership))
+        .collect()
 }
 
 #[test]
@@ -33,9 +38,15 @@ fn default_partition_is_always_first_with_builtin_members() {
     assert_eq!(c.partitions[0].name, "Default");
     assert_eq!(
         specs(&c, DEFAULT_PKEY),
-        vec![(MemberSpec::All, Membership::Limited), (MemberSpec::SelfPort, Membership::Full)]
+        vec![
+            (MemberSpec::All, Membership::Limited),
+            (MemberSpec::SelfPort, Membership::Full)
+        ]
     );
-    assert!(c.ipoib_groups().is_empty(), "no file statement: no broadcast group (OpenSM with a file)");
+    assert!(
+        c.ipoib_groups().is_empty(),
+        "no file statement: no broadcast group (OpenSM with a file)"
+    );
 }
 
 #[test]
@@ -47,7 +58,10 @@ fn opensm_default_config() {
     let groups = c.ipoib_groups();
     assert_eq!(groups, vec![IpoibGroup::with_defaults(0x7fff, "Default")]);
     let g = &groups[0];
-    assert_eq!((g.pkey, g.mtu, g.rate, g.sl, g.scope, g.qkey), (0xffff, 4, 3, 0, 2, 0x0B1B));
+    assert_eq!(
+        (g.pkey, g.mtu, g.rate, g.sl, g.scope, g.qkey),
+        (0xffff, 4, 3, 0, 2, 0x0B1B)
+    );
     assert_eq!(fmt_mgid(&g.broadcast_mgid()), "ff12:401b:ffff:0:0:0:ffff:ffff");
     assert_eq!(fmt_mgid(&g.ipv6_all_nodes_mgid()), "ff12:601b:ffff:0:0:0:0:1");
     assert_eq!(g.mgids(), vec![g.broadcast_mgid()]);
@@ -86,18 +100,25 @@ ShareIO = 0x80 , defmember=full : 0x12345b, 0x12345c=limited, 0x12345d;
             (MemberSpec::Guid(0x2134af2306), Membership::Limited),
         ]
     );
-    assert_eq!(c.partition(1).unwrap().ipoib, vec![IpoibGroup::with_defaults(1, "NewPartition")]);
+    assert_eq!(
+        c.partition(1).unwrap().ipoib,
+        vec![IpoibGroup::with_defaults(1, "NewPartition")]
+    );
     assert_eq!(c.partition(0x300).unwrap().members.len(), 2, "two statements merged");
     let share = specs(&c, 0x80);
     let full: Vec<bool> = share.iter().map(|(_, m)| m.is_full()).collect();
     // defmember=full: 51 52 full; no defmember: 53 54 limited, 55 full; 59 5a full; 5b full,
     // 5c limited, 5d full.
-    assert_eq!(full, vec![true, true, false, false, true, true, true, true, false, true]);
+    assert_eq!(
+        full,
+        vec![true, true, false, false, true, true, true, true, false, true]
+    );
 }
 
 #[test]
 fn man_page_mgid_example_is_refused_clearly() {
-    let (line, col, msg) = err("Default=0x7fff,ipoib:\n        mgid=ff12:401b::0707,sl=1 # random IPv4 group\n ALL=full;");
+    let (line, col, msg) =
+        err("Default=0x7fff,ipoib:\n        mgid=ff12:401b::0707,sl=1 # random IPv4 group\n ALL=full;");
     assert_eq!((line, col), (2, 9));
     assert!(msg.contains("mgid"), "{msg}");
 }
@@ -165,12 +186,16 @@ fn duplicate_pkeys() {
 
 #[test]
 fn flags() {
-    let c = ok("P=0x42, ipoib, mtu=5, rate=7, sl=3, scope=5, scope=2, Q_Key=0x12345678, TClass=32, FlowLabel=0x12 : ALL;");
+    let c =
+        ok("P=0x42, ipoib, mtu=5, rate=7, sl=3, scope=5, scope=2, Q_Key=0x12345678, TClass=32, FlowLabel=0x12 : ALL;");
     let g = c.ipoib_groups();
     assert_eq!(g.len(), 2, "one group per scope");
     assert_eq!(g.iter().map(|g| g.scope).collect::<Vec<_>>(), vec![2, 5]);
     for g in &g {
-        assert_eq!((g.pkey, g.mtu, g.rate, g.sl, g.qkey, g.tclass, g.flow_label), (0x8042, 5, 7, 3, 0x12345678, 32, 0x12));
+        assert_eq!(
+            (g.pkey, g.mtu, g.rate, g.sl, g.qkey, g.tclass, g.flow_label),
+            (0x8042, 5, 7, 3, 0x12345678, 32, 0x12)
+        );
     }
     assert_eq!(fmt_mgid(&g[1].broadcast_mgid()), "ff15:401b:8042:0:0:0:ffff:ffff");
     // Man-page spellings and OpenSM's abbreviations.
@@ -190,7 +215,10 @@ fn flags() {
     let c = ok("P=0x42, indx0, defmember=both : 0x1, 0x2=limited;");
     let m = &c.partition(0x42).unwrap().members;
     assert!(m.iter().all(|m| m.indx0));
-    assert_eq!((m[0].membership, m[1].membership), (Membership::Both, Membership::Limited));
+    assert_eq!(
+        (m[0].membership, m[1].membership),
+        (Membership::Both, Membership::Limited)
+    );
 }
 
 #[test]
@@ -221,7 +249,8 @@ fn flag_errors() {
 
 #[test]
 fn member_keywords_and_errors() {
-    let c = ok("P=0x1 : ALL=full, ALL_CAS, ALL_SWITCHES=both, ALL_ROUTERS, SELF=l, NONE, 12345, 0x0002c903000a0b0c=f,;");
+    let c =
+        ok("P=0x1 : ALL=full, ALL_CAS, ALL_SWITCHES=both, ALL_ROUTERS, SELF=l, NONE, 12345, 0x0002c903000a0b0c=f,;");
     assert_eq!(
         specs(&c, 1),
         vec![

@@ -32,13 +32,21 @@ fn stmt() -> impl Strategy<Value = Stmt> {
         proptest::option::of(0u8..3),
         prop::collection::vec((0u8..20, proptest::option::of(0u8..3)), 0..8),
     )
-        .prop_map(|(pkey, defmember, members)| Stmt { pkey, defmember, members })
+        .prop_map(|(pkey, defmember, members)| Stmt {
+            pkey,
+            defmember,
+            members,
+        })
 }
 
 fn text_of(f: &Fabric, stmts: &[Stmt]) -> String {
     let mut s = String::new();
     for st in stmts {
-        let name = if st.pkey == 0x7fff { "Default".to_string() } else { format!("P{}", st.pkey) };
+        let name = if st.pkey == 0x7fff {
+            "Default".to_string()
+        } else {
+            format!("P{}", st.pkey)
+        };
         s.push_str(&format!("{name}={:#x}", st.pkey));
         if let Some(d) = st.defmember {
             s.push_str(&format!(", defmember={}", WORDS[d as usize]));
@@ -97,7 +105,10 @@ fn model(f: &Fabric, stmts: &[Stmt], sm: Guid) -> BTreeMap<u16, BTreeMap<Guid, b
 fn check_tables(t: &PartitionTables, want: &BTreeMap<u16, BTreeMap<Guid, bool>>, holes_allowed: bool) {
     let mut per_port: BTreeMap<Guid, usize> = BTreeMap::new();
     for (&pkey, members) in want {
-        assert_eq!(t.members(pkey), members.iter().map(|(&g, &f)| (g, f)).collect::<Vec<_>>());
+        assert_eq!(
+            t.members(pkey),
+            members.iter().map(|(&g, &f)| (g, f)).collect::<Vec<_>>()
+        );
         for (&g, &full) in members {
             *per_port.entry(g).or_default() += 1;
             let table = t.table(g).expect("a member has a table");
@@ -108,7 +119,11 @@ fn check_tables(t: &PartitionTables, want: &BTreeMap<u16, BTreeMap<Guid, bool>>,
     }
     for (g, table) in t.port_tables() {
         let used = table.iter().filter(|&&e| e != 0).count();
-        assert_eq!(used, per_port.get(&g).copied().unwrap_or(0), "no extra entries for {g:#x}");
+        assert_eq!(
+            used,
+            per_port.get(&g).copied().unwrap_or(0),
+            "no extra entries for {g:#x}"
+        );
         assert!(holes_allowed || used == table.len());
         if let Some(&e) = table.first() {
             // Index 0: the default partition whenever the port is in it (no indx0 here).

@@ -41,7 +41,11 @@ fn file_without_default_statement_leaves_ports_limited() {
     let t = run(&f, "Part=0x10 : ALL_CAS ;", Some(sm));
     assert_eq!(t.table(sm), Some(&[0xffff, 0x0010][..]));
     assert_eq!(t.table(g(&f, 0)), Some(&[0x7fff, 0x0010][..]));
-    assert_eq!(t.table(f.switches()[0].guid), Some(&[0x7fff][..]), "ALL_CAS leaves out switches");
+    assert_eq!(
+        t.table(f.switches()[0].guid),
+        Some(&[0x7fff][..]),
+        "ALL_CAS leaves out switches"
+    );
     // Limited-limited: no path; the SM (full in Default) reaches everyone.
     assert_eq!(t.shared_pkey(g(&f, 0), g(&f, 1)), None);
     assert_eq!(t.shared_pkey(g(&f, 0), sm), Some(0x7fff));
@@ -99,7 +103,11 @@ fn later_entries_override_earlier_ones() {
     let f = fabric();
     let g0 = g(&f, 0);
     // ALL (limited) after the GUID: the GUID ends limited, as OpenSM's "will overwrite".
-    let t = run(&f, &format!("P=0x40 : {g0:#x}=full, ALL ; Q=0x41 : ALL, {g0:#x}=full ;"), None);
+    let t = run(
+        &f,
+        &format!("P=0x40 : {g0:#x}=full, ALL ; Q=0x41 : ALL, {g0:#x}=full ;"),
+        None,
+    );
     assert_eq!(t.table(g0), Some(&[0x7fff, 0x0040, 0x8041][..]));
     // A restated Default=limited takes the SM port down to limited too (OpenSM does the same).
     let sm = g(&f, 1);
@@ -116,24 +124,47 @@ fn indx0_and_previous_indices() {
     assert_eq!(t.table(g(&f, 1)), Some(&[0x7fff][..]));
 
     let opts = ResolveOptions::default();
-    let a = parse(&format!("Default=0x7fff:ALL=full; A=0x10:{g0:#x}; B=0x20:{g0:#x}=full;"), "a").unwrap();
+    let a = parse(
+        &format!("Default=0x7fff:ALL=full; A=0x10:{g0:#x}; B=0x20:{g0:#x}=full;"),
+        "a",
+    )
+    .unwrap();
     let ta = resolve_with(&a, &f, None, &opts, None);
     assert_eq!(ta.table(g0), Some(&[0xffff, 0x0010, 0x8020][..]));
     // A new partition with a smaller P_Key: without previous tables it sorts in, with them the
     // kept P_Keys keep their index and the new one takes the first free entry.
-    let b = parse(&format!("Default=0x7fff:ALL=full; A=0x10:{g0:#x}; B=0x20:{g0:#x}=full; C=0x5:{g0:#x};"), "b").unwrap();
-    assert_eq!(resolve(&b, &f, None).table(g0), Some(&[0xffff, 0x0005, 0x0010, 0x8020][..]));
+    let b = parse(
+        &format!("Default=0x7fff:ALL=full; A=0x10:{g0:#x}; B=0x20:{g0:#x}=full; C=0x5:{g0:#x};"),
+        "b",
+    )
+    .unwrap();
+    assert_eq!(
+        resolve(&b, &f, None).table(g0),
+        Some(&[0xffff, 0x0005, 0x0010, 0x8020][..])
+    );
     let tb = resolve_with(&b, &f, None, &opts, Some(&ta));
     assert_eq!(tb.table(g0), Some(&[0xffff, 0x0010, 0x8020, 0x0005][..]));
     // A partition leaves: a free entry stays where it was, the next new one fills it.
-    let c = parse(&format!("Default=0x7fff:ALL=full; B=0x20:{g0:#x}=full; C=0x5:{g0:#x};"), "c").unwrap();
+    let c = parse(
+        &format!("Default=0x7fff:ALL=full; B=0x20:{g0:#x}=full; C=0x5:{g0:#x};"),
+        "c",
+    )
+    .unwrap();
     let tc = resolve_with(&c, &f, None, &opts, Some(&tb));
     assert_eq!(tc.table(g0), Some(&[0xffff, 0, 0x8020, 0x0005][..]));
-    let d = parse(&format!("Default=0x7fff:ALL=full; B=0x20:{g0:#x}=full; C=0x5:{g0:#x}=full; D=0x6:{g0:#x};"), "d").unwrap();
+    let d = parse(
+        &format!("Default=0x7fff:ALL=full; B=0x20:{g0:#x}=full; C=0x5:{g0:#x}=full; D=0x6:{g0:#x};"),
+        "d",
+    )
+    .unwrap();
     let td = resolve_with(&d, &f, None, &opts, Some(&tc));
     assert_eq!(td.table(g0), Some(&[0xffff, 0x0006, 0x8020, 0x8005][..]));
     // indx0 moves a kept P_Key to index 0 and the one there to a free entry.
-    let e = parse(&format!("Default=0x7fff:ALL=full; B=0x20,indx0:{g0:#x}=full; C=0x5:{g0:#x};"), "e").unwrap();
+    let e = parse(
+        &format!("Default=0x7fff:ALL=full; B=0x20,indx0:{g0:#x}=full; C=0x5:{g0:#x};"),
+        "e",
+    )
+    .unwrap();
     let te = resolve_with(&e, &f, None, &opts, Some(&tc));
     assert_eq!(te.table(g0), Some(&[0x8020, 0xffff, 0, 0x0005][..]));
 }
@@ -152,22 +183,52 @@ fn capacities_and_issues() {
     assert_eq!(table.len(), 32);
     assert_eq!(table[0], 0x7fff);
     let dropped: Vec<u16> = (32..=40).map(|k| 0x8000 | k).collect();
-    assert!(t.issues().contains(&ResolveIssue::TableFull { port_guid: g0, capacity: 32, dropped }));
-    let opts = ResolveOptions { partition_cap: 64, enforcement_cap: 32 };
+    assert!(t.issues().contains(&ResolveIssue::TableFull {
+        port_guid: g0,
+        capacity: 32,
+        dropped
+    }));
+    let opts = ResolveOptions {
+        partition_cap: 64,
+        enforcement_cap: 32,
+    };
     let t = resolve_with(&cfg, &f, None, &opts, None);
     assert_eq!(t.table(g0).unwrap().len(), 41);
     let (sw, port) = f.end_ports()[0].attach.unwrap();
     let switch_guid = f.switch(sw).guid;
     assert_eq!(t.switch_port_table(switch_guid, port), None);
-    assert!(t.issues().contains(&ResolveIssue::NotEnforced { switch_guid, port, needed: 41, capacity: 32 }));
+    assert!(t.issues().contains(&ResolveIssue::NotEnforced {
+        switch_guid,
+        port,
+        needed: 41,
+        capacity: 32
+    }));
     assert_eq!(t.switch_port_tables().count(), 15);
-    let t = resolve_with(&cfg, &f, None, &ResolveOptions { partition_cap: 64, enforcement_cap: 0 }, None);
+    let t = resolve_with(
+        &cfg,
+        &f,
+        None,
+        &ResolveOptions {
+            partition_cap: 64,
+            enforcement_cap: 0,
+        },
+        None,
+    );
     assert_eq!(t.switch_port_tables().count(), 0, "no enforcement");
 
     let t = run(&f, "A=0x10, ipoib : 0x1234 ; B=0x11, ipoib : ; C=0x12 : SELF ;", None);
-    assert!(t.issues().contains(&ResolveIssue::UnknownGuid { pkey: 0x10, guid: 0x1234, line: 1 }));
-    assert!(t.issues().contains(&ResolveIssue::EmptyPartition { pkey: 0x11, name: "B".into() }));
-    assert!(t.issues().contains(&ResolveIssue::SelfWithoutSmPort { pkey: 0x12, line: 1 }));
+    assert!(t.issues().contains(&ResolveIssue::UnknownGuid {
+        pkey: 0x10,
+        guid: 0x1234,
+        line: 1
+    }));
+    assert!(t.issues().contains(&ResolveIssue::EmptyPartition {
+        pkey: 0x11,
+        name: "B".into()
+    }));
+    assert!(t
+        .issues()
+        .contains(&ResolveIssue::SelfWithoutSmPort { pkey: 0x12, line: 1 }));
     assert!(t.ipoib_groups().is_empty(), "groups of empty partitions are dropped");
     assert_eq!(t.partitions().iter().map(|p| p.pkey).collect::<Vec<_>>(), vec![0x7fff]);
 }

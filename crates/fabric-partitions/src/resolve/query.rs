@@ -27,7 +27,10 @@ impl PartitionTables {
     /// The P_Key table of a port (an end port by its port GUID, a switch's management port 0 by
     /// the switch GUID), in index order; `None` for a port in no partition.
     pub fn table(&self, port_guid: Guid) -> Option<&[u16]> {
-        self.ports.binary_search_by_key(&port_guid, |(g, _)| *g).ok().map(|i| self.ports[i].1.as_slice())
+        self.ports
+            .binary_search_by_key(&port_guid, |(g, _)| *g)
+            .ok()
+            .map(|i| self.ports[i].1.as_slice())
     }
 
     /// The enforcement table of a switch external port facing an end port (the end port's table,
@@ -110,7 +113,10 @@ impl PartitionTables {
     /// at least one a full member (a query naming a P_Key; OpenSM's `osm_physp_share_this_pkey`).
     pub fn shares_pkey(&self, a: Guid, b: Guid, pkey: u16) -> bool {
         let b15 = pkey & PKEY_BASE_MASK;
-        let find = |g: Guid| self.table(g).and_then(|t| t.iter().copied().find(|&e| b15 != 0 && base(e) == b15));
+        let find = |g: Guid| {
+            self.table(g)
+                .and_then(|t| t.iter().copied().find(|&e| b15 != 0 && base(e) == b15))
+        };
         match (find(a), find(b)) {
             (Some(ea), Some(eb)) => entries_match(ea, eb),
             _ => false,
@@ -120,7 +126,10 @@ impl PartitionTables {
     /// Whether `port` is a full member of `pkey` (bit 15 ignored); `None` if not a member.
     pub fn is_full_member(&self, port: Guid, pkey: u16) -> Option<bool> {
         let b = pkey & PKEY_BASE_MASK;
-        self.table(port)?.iter().find(|&&e| b != 0 && base(e) == b).map(|&e| e & FULL_MEMBER_BIT != 0)
+        self.table(port)?
+            .iter()
+            .find(|&&e| b != 0 && base(e) == b)
+            .map(|&e| e & FULL_MEMBER_BIT != 0)
     }
 }
 
