@@ -4,13 +4,8 @@ use fabric_topology::Guid;
 use serde::{Deserialize, Serialize};
 
 use crate::ipoib::IpoibGroup;
+use crate::pkey::{DEFAULT_PKEY, PKEY_BASE_MASK};
 
-/// The default partition's P_Key (limited form; `0xFFFF` is its full form).
-pub const DEFAULT_PKEY: u16 = 0x7fff;
-/// Bit 15 of a P_Key table entry: set for a full member, clear for a limited member.
-pub const FULL_MEMBER_BIT: u16 = 0x8000;
-/// The low 15 bits of a P_Key: the partition.
-pub const PKEY_BASE_MASK: u16 = 0x7fff;
 /// The name OpenSM gives the default partition.
 pub const DEFAULT_PARTITION_NAME: &str = "Default";
 /// The configuration OpenSM uses when there is no partitions file.
@@ -96,18 +91,6 @@ pub struct PartitionConfig {
 }
 
 impl PartitionConfig {
-    /// What OpenSM uses without a partitions file: `Default=0x7fff, ipoib : ALL=full ;`
-    /// (every port a full member of the default partition, its IPoIB broadcast group created).
-    pub fn default_opensm() -> PartitionConfig {
-        match crate::parse(OPENSM_DEFAULT_TEXT, "<built-in>") {
-            Ok(c) => c,
-            // The built-in text is valid (tested); an empty default partition is the fallback.
-            Err(_) => PartitionConfig {
-                partitions: vec![Partition::builtin_default()],
-            },
-        }
-    }
-
     /// The partition with this P_Key (bit 15 ignored).
     pub fn partition(&self, pkey: u16) -> Option<&Partition> {
         let base = pkey & PKEY_BASE_MASK;
@@ -116,7 +99,7 @@ impl PartitionConfig {
 
     /// Every IPoIB broadcast group the configuration asks for, in partition order then scope
     /// order. OpenSM drops the groups of partitions that end up without a member:
-    /// [`crate::PartitionTables::ipoib_groups`] gives the list after resolution.
+    /// `PartitionTables::ipoib_groups` gives the list after resolution.
     pub fn ipoib_groups(&self) -> Vec<IpoibGroup> {
         self.partitions.iter().flat_map(|p| p.ipoib.iter().cloned()).collect()
     }

@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::FULL_MEMBER_BIT;
+use crate::pkey::FULL_MEMBER_BIT;
 
 /// OpenSM's default multicast group MTU (IBA encoding: 4 = 2048 bytes).
 pub const DEFAULT_MGRP_MTU: u8 = 4;

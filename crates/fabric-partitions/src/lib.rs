@@ -21,9 +21,11 @@
 mod config;
 mod ipoib;
 mod parse;
+mod pkey;
 mod resolve;
 
 pub use config::*;
 pub use ipoib::*;
 pub use parse::{parse, ParseError};
+pub use pkey::{DEFAULT_PKEY, FULL_MEMBER_BIT, PKEY_BASE_MASK};
 pub use resolve::*;

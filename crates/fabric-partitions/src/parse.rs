@@ -12,12 +12,11 @@ use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::{
-    Member, MemberSpec, Membership, Partition, PartitionConfig, DEFAULT_PKEY, FULL_MEMBER_BIT, PKEY_BASE_MASK,
-};
+use crate::config::{Member, MemberSpec, Membership, Partition, PartitionConfig, MAX_PARTITIONS, OPENSM_DEFAULT_TEXT};
 use crate::ipoib::{
     IpoibGroup, DEFAULT_MGRP_MTU, DEFAULT_MGRP_RATE, DEFAULT_MGRP_SCOPE, DEFAULT_SL, IPOIB_BROADCAST_QKEY,
 };
+use crate::pkey::{DEFAULT_PKEY, FULL_MEMBER_BIT, PKEY_BASE_MASK};
 
 /// A refused `partitions.conf`: file, 1-based line and column (in characters), what is wrong.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
@@ -51,6 +50,20 @@ pub fn parse(text: &str, file_name: &str) -> Result<PartitionConfig, ParseError>
     Ok(PartitionConfig {
         partitions: p.partitions,
     })
+}
+
+impl PartitionConfig {
+    /// What OpenSM uses without a partitions file: `Default=0x7fff, ipoib : ALL=full ;`
+    /// (every port a full member of the default partition, its IPoIB broadcast group created).
+    pub fn default_opensm() -> PartitionConfig {
+        match parse(OPENSM_DEFAULT_TEXT, "<built-in>") {
+            Ok(c) => c,
+            // The built-in text is valid (tested); the built-in default partition is the fallback.
+            Err(_) => PartitionConfig {
+                partitions: vec![Partition::builtin_default()],
+            },
+        }
+    }
 }
 
 /// A piece of a line with its byte offset in the line.
@@ -440,10 +453,7 @@ impl<'f> Parser<'f> {
                 self.generate_pkey().ok_or_else(|| {
                     self.err(
                         header,
-                        format!(
-                            "no P_Key left to generate (at most {} partitions)",
-                            crate::MAX_PARTITIONS
-                        ),
+                        format!("no P_Key left to generate (at most {} partitions)", MAX_PARTITIONS),
                     )
                 })?
             }
@@ -568,13 +578,15 @@ impl<'f> Parser<'f> {
             match c_number(n) {
                 Some(g) if g != 0 => MemberSpec::Guid(g),
                 Some(_) => return Err(self.err(name, "port GUID 0 is not a port")),
-                None => return Err(self.err(
-                    name,
-                    format!(
+                None => {
+                    return Err(self.err(
+                        name,
+                        format!(
                         "bad port GUID '{n}' (a number: {NUMBER_FORMS}; or ALL, ALL_CAS, ALL_SWITCHES, ALL_ROUTERS, \
                              SELF, NONE)"
                     ),
-                )),
+                    ))
+                }
             }
         };
         let (idx, indx0) = (open.partition, open.indx0);

@@ -6,8 +6,9 @@ use std::collections::{BTreeMap, HashMap};
 use fabric_topology::{Fabric, Guid, PortNum};
 use serde::{Deserialize, Serialize};
 
-use crate::config::{MemberSpec, PartitionConfig, FULL_MEMBER_BIT, PKEY_BASE_MASK};
+use crate::config::{MemberSpec, PartitionConfig};
 use crate::ipoib::IpoibGroup;
+use crate::pkey::FULL_MEMBER_BIT;
 
 mod order;
 mod query;
@@ -261,9 +262,4 @@ impl Universe {
     fn contains(&self, g: Guid) -> bool {
         self.all.binary_search(&g).is_ok()
     }
-}
-
-/// The 15-bit partition of a table entry.
-pub(crate) fn base(entry: u16) -> u16 {
-    entry & PKEY_BASE_MASK
 }

@@ -1,7 +1,6 @@
 //! The order of one port's P_Key table.
 
-use crate::config::DEFAULT_PKEY;
-use crate::resolve::base;
+use crate::pkey::{base, DEFAULT_PKEY};
 
 /// Orders a port's entries (`entries`: one per partition, bit 15 = full) into its table.
 ///

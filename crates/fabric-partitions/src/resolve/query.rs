@@ -2,9 +2,9 @@
 
 use fabric_topology::{Guid, PortNum};
 
-use crate::config::{FULL_MEMBER_BIT, PKEY_BASE_MASK};
 use crate::ipoib::IpoibGroup;
-use crate::resolve::{base, PartitionTables, ResolveIssue, ResolvedPartition, PKEY_BLOCK_ENTRIES};
+use crate::pkey::{base, FULL_MEMBER_BIT, PKEY_BASE_MASK};
+use crate::resolve::{PartitionTables, ResolveIssue, ResolvedPartition, PKEY_BLOCK_ENTRIES};
 
 /// A table cut in 32-entry PartitionTable blocks (block `i` = entries `32·i ..`), zero-padded;
 /// at least one block (an empty table is one block of zeros, which clears the port).
