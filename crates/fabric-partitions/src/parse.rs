@@ -453,7 +453,7 @@ impl<'f> Parser<'f> {
                 self.generate_pkey().ok_or_else(|| {
                     self.err(
                         header,
-                        format!("no P_Key left to generate (at most {} partitions)", MAX_PARTITIONS),
+                        format!("no P_Key left to generate (at most {MAX_PARTITIONS} partitions)"),
                     )
                 })?
             }
