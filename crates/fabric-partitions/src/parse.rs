@@ -12,7 +12,10 @@ use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::{Member, MemberSpec, Membership, Partition, PartitionConfig, MAX_PARTITIONS, OPENSM_DEFAULT_TEXT};
+use crate::config::{
+    Member, MemberSpec, Membership, Partition, PartitionConfig, DEFAULT_PARTITION_NAME, MAX_PARTITIONS,
+    OPENSM_DEFAULT_TEXT,
+};
 use crate::ipoib::{
     IpoibGroup, DEFAULT_MGRP_MTU, DEFAULT_MGRP_RATE, DEFAULT_MGRP_SCOPE, DEFAULT_SL, IPOIB_BROADCAST_QKEY,
 };
@@ -149,6 +152,8 @@ struct Parser<'f> {
     /// Whether each partition was first defined with an explicit name.
     named: Vec<bool>,
     by_pkey: HashMap<u16, usize>,
+    /// Partitions by name (names need not be unique).
+    by_name: HashMap<String, Vec<usize>>,
     pkey_counter: u16,
     open: Option<Open>,
     /// The line being parsed (for columns).
@@ -195,6 +200,7 @@ impl<'f> Parser<'f> {
             partitions: vec![default],
             named: vec![true],
             by_pkey,
+            by_name: HashMap::from([(DEFAULT_PARTITION_NAME.to_string(), vec![0])]),
             pkey_counter: 0,
             open: None,
             cur_line: String::new(),
@@ -441,12 +447,10 @@ impl<'f> Parser<'f> {
                 if !name.text.is_empty() {
                     // OpenSM's lookup by name walks its partitions in map order.
                     let found = self
-                        .partitions
-                        .iter()
-                        .enumerate()
-                        .filter(|(_, p)| p.name == name.text)
-                        .min_by_key(|(_, p)| p.pkey.swap_bytes());
-                    if let Some((idx, _)) = found {
+                        .by_name
+                        .get(name.text)
+                        .and_then(|v| v.iter().copied().min_by_key(|&i| self.partitions[i].pkey.swap_bytes()));
+                    if let Some(idx) = found {
                         return Ok(idx);
                     }
                 }
@@ -473,6 +477,10 @@ impl<'f> Parser<'f> {
         });
         self.named.push(named);
         self.by_pkey.insert(pkey, idx);
+        self.by_name
+            .entry(self.partitions[idx].name.clone())
+            .or_default()
+            .push(idx);
         Ok(idx)
     }
 

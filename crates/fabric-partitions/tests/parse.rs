@@ -297,3 +297,16 @@ fn crlf_and_tabs() {
     assert_eq!(specs(&c, 1).len(), 2);
     assert_eq!(c.ipoib_groups().len(), 1);
 }
+
+#[test]
+fn at_most_32767_partitions() {
+    // Every 15-bit P_Key but 0x7fff generated, then one more.
+    let mut text: String = (1..0x7fff).map(|i| format!("N{i} : ;\n")).collect();
+    let c = ok(&text);
+    assert_eq!(c.partitions.len(), 0x7fff);
+    assert_eq!(c.partitions.last().unwrap().pkey, 0x7ffe);
+    text.push_str("Last : ;\n");
+    let (line, col, msg) = err(&text);
+    assert_eq!((line, col), (0x7fff, 1));
+    assert!(msg.contains("no P_Key left"), "{msg}");
+}
