@@ -243,3 +243,42 @@ fn blocks_are_zero_padded() {
     assert_eq!(b[1][0], 33);
     assert!(b[1][1..].iter().all(|&e| e == 0));
 }
+
+/// Timing on the 8640-end-port fat-tree: `cargo test -p fabric-partitions --test resolve --
+/// --ignored --nocapture measure`.
+#[test]
+#[ignore = "measurement"]
+fn measure_8640_end_ports() {
+    use std::time::Instant;
+    let f = generate_str("XGFT(3;24,18,20;1,6,18)", None).unwrap();
+    assert_eq!(f.num_end_ports(), 8640);
+    // Default for all, 100 tenants of 86 ports each (full), every port also limited in storage.
+    let mut text = String::from("Default=0x7fff, ipoib : ALL=full ;\nStorage=0x7000, ipoib : ALL_CAS=limited ;\n");
+    for k in 0..100usize {
+        text.push_str(&format!("T{k}={:#x}, ipoib, defmember=full :", k + 1));
+        for i in 0..86 {
+            text.push_str(&format!(" {:#x},", f.end_ports()[k * 86 + i].port_guid));
+        }
+        text.push_str(" SELF ;\n");
+    }
+    let t0 = Instant::now();
+    let cfg = parse(&text, "big.conf").unwrap();
+    let t1 = Instant::now();
+    let tables = resolve(&cfg, &f, Some(f.end_ports()[0].port_guid));
+    let t2 = Instant::now();
+    let prev = resolve_with(&cfg, &f, None, &ResolveOptions::default(), Some(&tables));
+    let t3 = Instant::now();
+    assert_eq!(tables.partitions().len(), 102);
+    assert!(prev
+        .issues()
+        .iter()
+        .all(|i| !matches!(i, ResolveIssue::TableFull { .. })));
+    println!(
+        "{} bytes, {} ports: parse {:?}, resolve {:?}, resolve with previous tables {:?}",
+        text.len(),
+        tables.port_tables().count(),
+        t1 - t0,
+        t2 - t1,
+        t3 - t2
+    );
+}
