@@ -44,22 +44,46 @@ impl Default for ResolveOptions {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ResolveIssue {
     /// A port GUID of the file is not a port of the fabric (ignored, as OpenSM).
-    UnknownGuid { pkey: u16, guid: Guid, line: u32 },
+    UnknownGuid {
+        /// The partition's 15-bit P_Key.
+        pkey: u16,
+        /// The GUID of the file.
+        guid: Guid,
+        /// Its line (for `SELF`: the SM port GUID given to the resolution).
+        line: u32,
+    },
     /// `SELF` without an SM port (ignored).
-    SelfWithoutSmPort { pkey: u16, line: u32 },
+    SelfWithoutSmPort {
+        /// The partition's 15-bit P_Key.
+        pkey: u16,
+        /// The line of `SELF`.
+        line: u32,
+    },
     /// A partition without any member port: dropped with its IPoIB groups (as OpenSM).
-    EmptyPartition { pkey: u16, name: String },
+    EmptyPartition {
+        /// Its 15-bit P_Key.
+        pkey: u16,
+        /// Its name.
+        name: String,
+    },
     /// A port is in more partitions than its table holds: these P_Keys were left out.
     TableFull {
+        /// The port (a switch's port 0 by the switch GUID).
         port_guid: Guid,
+        /// Its table capacity in entries.
         capacity: usize,
+        /// The entries left out (bit 15 = full), ascending.
         dropped: Vec<u16>,
     },
     /// The end port's table does not fit the switch port's enforcement table: not enforced there.
     NotEnforced {
+        /// The switch.
         switch_guid: Guid,
+        /// Its external port facing the end port.
         port: PortNum,
+        /// Entries of the end port's table.
         needed: usize,
+        /// The enforcement table's capacity in entries.
         capacity: usize,
     },
 }
@@ -261,5 +285,49 @@ impl Universe {
     }
     fn contains(&self, g: Guid) -> bool {
         self.all.binary_search(&g).is_ok()
+    }
+}
+
+impl std::fmt::Display for ResolveIssue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        use fabric_topology::fmt_guid;
+        match self {
+            ResolveIssue::UnknownGuid { pkey, guid, line } => {
+                write!(
+                    f,
+                    "line {line}: port {} of P_Key {pkey:#06x} is not in the fabric",
+                    fmt_guid(*guid)
+                )
+            }
+            ResolveIssue::SelfWithoutSmPort { pkey, line } => {
+                write!(f, "line {line}: SELF in P_Key {pkey:#06x} but no SM port is known")
+            }
+            ResolveIssue::EmptyPartition { pkey, name } => {
+                write!(
+                    f,
+                    "partition '{name}' ({pkey:#06x}) has no member port: dropped with its IPoIB groups"
+                )
+            }
+            ResolveIssue::TableFull {
+                port_guid,
+                capacity,
+                dropped,
+            } => write!(
+                f,
+                "port {} is in more partitions than its {capacity}-entry P_Key table: left out {dropped:04x?}",
+                fmt_guid(*port_guid)
+            ),
+            ResolveIssue::NotEnforced {
+                switch_guid,
+                port,
+                needed,
+                capacity,
+            } => write!(
+                f,
+                "switch {} port {port}: the end port's {needed} P_Keys exceed the {capacity}-entry enforcement table: \
+                 not enforced",
+                fmt_guid(*switch_guid)
+            ),
+        }
     }
 }

@@ -261,6 +261,7 @@ fn measure_8640_end_ports() {
         }
         text.push_str(" SELF ;\n");
     }
+    let _warm = parse(&text, "big.conf").unwrap();
     let t0 = Instant::now();
     let cfg = parse(&text, "big.conf").unwrap();
     let t1 = Instant::now();
@@ -281,4 +282,23 @@ fn measure_8640_end_ports() {
         t2 - t1,
         t3 - t2
     );
+}
+
+#[test]
+fn issues_name_their_port_and_pkey() {
+    let issue = ResolveIssue::UnknownGuid {
+        pkey: 0x10,
+        guid: 0x1234,
+        line: 3,
+    };
+    assert_eq!(
+        issue.to_string(),
+        "line 3: port 0x0000000000001234 of P_Key 0x0010 is not in the fabric"
+    );
+    let issue = ResolveIssue::TableFull {
+        port_guid: 1,
+        capacity: 32,
+        dropped: vec![0x8021],
+    };
+    assert!(issue.to_string().contains("left out [8021]"), "{issue}");
 }
