@@ -11,6 +11,7 @@
 mod output;
 mod events;
 mod jobs;
+mod mcast;
 mod render;
 mod sa;
 mod whatif;
@@ -21,6 +22,7 @@ use fabric_proto::v1 as pb;
 use serde_json::{json, Value};
 
 pub use self::jobs::JobsArgs;
+pub use self::mcast::{McastArgs, PartitionsArgs};
 use self::output::{ask, guid, print_json};
 use self::render::{
     driver_smps_text, escape_vl_text, installed_text, metrics_json, phase_name, routing_validity_text, status_json,
@@ -138,6 +140,13 @@ pub enum RemoteCmd {
     /// Subnet Administration queries answered by the daemon's SA (nr, pir, swir, lr, lftr, gir,
     /// smir, sr, iir, pr, classportinfo), on every driver.
     Sa(SaArgs),
+    /// Multicast groups (IPoIB broadcast groups and joined groups), their members and, with
+    /// --trees, the spanning tree programmed for each; `mcast verify` floods every group on the
+    /// simulated fabric (mock driver).
+    Mcast(McastArgs),
+    /// The partitions in force (partitions file or OpenSM's default), their members and whether
+    /// their P_Key tables are programmed.
+    Partitions(PartitionsArgs),
     /// Check every pair of end ports through the simulated fabric's LFTs (mock driver).
     Verify {
         /// The escape LIDs instead of the base LIDs.
@@ -430,6 +439,8 @@ async fn run_async(cmd: RemoteCmd, target: &Target) -> Result<()> {
         }
         RemoteCmd::Jobs(a) => jobs::run(&mut c, a).await?,
         RemoteCmd::Sa(a) => sa::run(&mut c, a).await?,
+        RemoteCmd::Mcast(a) => mcast::mcast(&mut c, a).await?,
+        RemoteCmd::Partitions(a) => mcast::partitions(&mut c, a).await?,
         RemoteCmd::Subscribe {
             name,
             ports,

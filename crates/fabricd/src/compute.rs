@@ -16,7 +16,13 @@ use fabric_routing::{
     assign_lids, check, route_all_checked, EngineKind, Guid2Lid, LftBlockDiff, Lfts, LidPlan, NodeGroups, RoutingCheck,
     RoutingContext, BLOCK_SIZE,
 };
+use fabric_partitions::{PartitionConfig, PartitionTables};
+use fabric_routing::mcast::McastRouting;
+use fabric_southbound::PkeyPort;
 use fabric_topology::{Fabric, FabricEvent, Lid, SwitchId};
+
+use crate::pkeys::PkeyState;
+use crate::upload::SideWrites;
 
 /// Everything one computation reads.
 #[derive(Clone, Debug)]
@@ -54,6 +60,23 @@ pub struct ComputeInput {
     pub resync: Arc<BTreeSet<u32>>,
     /// Build [`Computed::ports_in_use`] (needed by the five-phase update only; empty when false).
     pub ports_in_use: bool,
+    /// Multicast groups to route (the SA's, members by port GUID); `None`: multicast is off.
+    pub mcast_groups: Option<Arc<Vec<fabric_sa::McGroup>>>,
+    /// The multicast routing whose tables the switches hold (as far as the daemon knows).
+    pub installed_mcast: Arc<McastRouting>,
+    /// Switches whose whole MFT must be written.
+    pub mft_resync: Arc<BTreeSet<u32>>,
+    /// The partitions in force.
+    pub partitions: Arc<PartitionConfig>,
+    /// The partitions of the installed generation: a P_Key keeps its table index (IPoIB child
+    /// interfaces and QPs name P_Keys by index), as OpenSM keeps them.
+    pub previous_partitions: Option<Arc<PartitionTables>>,
+    /// Also program the switch ports facing end ports (partition enforcement).
+    pub enforce_switch_ports: bool,
+    /// The P_Key tables the ports hold (as far as the daemon knows).
+    pub installed_pkeys: Arc<PkeyState>,
+    /// Ports whose whole P_Key table must be written.
+    pub pkey_resync: Arc<BTreeSet<PkeyPort>>,
 }
 
 #[cfg(test)]
@@ -79,6 +102,14 @@ impl ComputeInput {
             dirty: Arc::new(BTreeSet::new()),
             resync: Arc::new(BTreeSet::new()),
             ports_in_use: true,
+            mcast_groups: Some(Arc::new(Vec::new())),
+            installed_mcast: Arc::new(McastRouting::default()),
+            mft_resync: Arc::new(BTreeSet::new()),
+            partitions: Arc::new(PartitionConfig::default_opensm()),
+            previous_partitions: None,
+            enforce_switch_ports: true,
+            installed_pkeys: Arc::new(PkeyState::new()),
+            pkey_resync: Arc::new(BTreeSet::new()),
         }
     }
 }
@@ -124,6 +155,24 @@ pub struct Computed {
     /// fault on one of them during the five-phase update breaks the routing being installed.
     /// Empty unless [`ComputeInput::ports_in_use`] was set.
     pub ports_in_use: Arc<PortUse>,
+    /// The multicast trees and forwarding tables of the generation (empty when multicast is
+    /// off).
+    pub mcast: Arc<McastRouting>,
+    /// The partitions resolved against the routed fabric.
+    pub partitions: Arc<PartitionTables>,
+    /// The P_Key table of every port the generation programs.
+    pub pkeys: Arc<PkeyState>,
+    /// MFT and P_Key blocks to upload with the LFT blocks.
+    pub side: SideWrites,
+    /// Switches (dense id) whose MFT changed but that are physically down (not written; their
+    /// whole MFT is written when they are back).
+    pub mft_skipped: Vec<u32>,
+    /// Ports whose P_Key table changed but cannot be reached now (written when they are back).
+    pub pkey_skipped: Vec<PkeyPort>,
+    /// The switches whose whole MFT this generation writes ([`ComputeInput::mft_resync`]).
+    pub mft_resync_covered: Arc<BTreeSet<u32>>,
+    /// The ports whose whole P_Key table this generation writes.
+    pub pkey_resync_covered: Arc<BTreeSet<PkeyPort>>,
 }
 
 /// Per switch, per port: whether some LFT entry of a routing forwards through the port
@@ -229,6 +278,21 @@ pub fn compute(input: ComputeInput) -> Result<Computed, ComputeError> {
     } else {
         PortUse::default()
     });
+    let mcast = match &input.mcast_groups {
+        Some(groups) => crate::mcast::route(&fabric, &ranking, groups),
+        None => McastRouting::default(),
+    };
+    let (mft, mft_skipped) = crate::mcast::select_mft_writes(&physical, &input.installed_mcast.mfts, &mcast.mfts, &input.mft_resync);
+    let partitions = fabric_partitions::resolve_with(
+        &input.partitions,
+        &fabric,
+        None,
+        &fabric_partitions::ResolveOptions::default(),
+        input.previous_partitions.as_deref(),
+    );
+    let pkeys = crate::pkeys::target(&partitions, &fabric, input.enforce_switch_ports);
+    let (pkey, pkey_skipped) =
+        crate::pkeys::select_pkey_writes(&physical, &input.installed_pkeys, &pkeys, &input.pkey_resync);
     Ok(Computed {
         job: input.job,
         physical,
@@ -245,6 +309,14 @@ pub fn compute(input: ComputeInput) -> Result<Computed, ComputeError> {
         validation,
         routing_check: Arc::new(routing_check),
         ports_in_use,
+        mcast: Arc::new(mcast),
+        partitions: Arc::new(partitions),
+        pkeys: Arc::new(pkeys),
+        side: SideWrites { mft, pkey },
+        mft_skipped,
+        pkey_skipped,
+        mft_resync_covered: input.mft_resync.clone(),
+        pkey_resync_covered: input.pkey_resync.clone(),
     })
 }
 

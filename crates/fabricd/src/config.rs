@@ -37,6 +37,8 @@ pub struct Config {
     pub fault_injection: FaultInjectionConfig,
     pub metrics: MetricsConfig,
     pub prometheus: PrometheusConfig,
+    pub partitions: PartitionsConfig,
+    pub multicast: MulticastConfig,
 }
 
 /// `[daemon]`: where state lives.
@@ -406,6 +408,43 @@ pub struct PrometheusConfig {
     pub listen: String,
     /// Allow a non-loopback address.
     pub allow_remote: bool,
+}
+
+/// `[partitions]`: P_Key partitions (OpenSM's `partitions.conf` syntax). Reloadable: a
+/// `SIGHUP` re-reads the file and reprograms the P_Key tables without a restart.
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PartitionsConfig {
+    /// The partitions file; unset: OpenSM's default, `Default=0x7fff, ipoib : ALL=full ;`.
+    pub file: Option<PathBuf>,
+    /// Also program the P_Key tables of the switch ports facing end ports and turn on their
+    /// partition enforcement (inbound and outbound), as OpenSM does by default.
+    pub enforce_switch_ports: bool,
+}
+
+impl Default for PartitionsConfig {
+    fn default() -> Self {
+        PartitionsConfig {
+            file: None,
+            enforce_switch_ports: true,
+        }
+    }
+}
+
+/// `[multicast]`: multicast groups (joined through the SA) and their forwarding tables.
+/// Reloadable.
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MulticastConfig {
+    /// Compute a spanning tree per multicast group and program the switches' multicast
+    /// forwarding tables with every generation.
+    pub enabled: bool,
+}
+
+impl Default for MulticastConfig {
+    fn default() -> Self {
+        MulticastConfig { enabled: true }
+    }
 }
 
 /// One configuration problem.

@@ -533,6 +533,8 @@ mod tests {
             excluded_links: Arc::default(),
             virtual_faults: 0,
             routing_check: Arc::default(),
+            mcast: Arc::default(),
+            partitions: Arc::default(),
         }
     }
 

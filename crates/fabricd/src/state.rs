@@ -62,6 +62,10 @@ pub struct Generation {
     pub virtual_faults: usize,
     /// Validity of the installed tables and the fallback the engine's routing needed.
     pub routing_check: Arc<fabric_routing::RoutingCheck>,
+    /// The multicast trees and forwarding tables of this generation.
+    pub mcast: Arc<fabric_routing::mcast::McastRouting>,
+    /// The partitions resolved against this generation's fabric (its P_Key tables).
+    pub partitions: Arc<fabric_partitions::PartitionTables>,
 }
 
 /// The snapshot readers see.
@@ -98,6 +102,21 @@ pub struct Published {
     pub update_restarts: Vec<String>,
     /// Whether the committed generation is on the switches and its state on disk.
     pub installation: Installation,
+    /// Multicast and partitions: what is in force and what the driver cannot program.
+    pub side: SideStatus,
+}
+
+/// Multicast and partitions as readers see them.
+#[derive(Clone, Debug, Default)]
+pub struct SideStatus {
+    /// `[multicast] enabled`.
+    pub multicast: bool,
+    /// The partitions in force and where they come from.
+    pub partitions: Arc<crate::event_loop::PartitionSettings>,
+    /// The driver cannot program MFTs (its error): multicast is not forwarded.
+    pub mft_unsupported: Option<String>,
+    /// The driver cannot program P_Key tables (its error): partitions are not enforced.
+    pub pkey_unsupported: Option<String>,
 }
 
 /// A switch of the routed fabric that does not hold every LFT block of the committed
@@ -125,6 +144,9 @@ pub struct Installation {
     /// switch (`topology incomplete: switch NAME (0x...) lists N end ports unknown since
     /// start`): not routed until fabricd is restarted.
     pub topology_incomplete: Vec<String>,
+    /// Multicast forwarding tables and P_Key tables of the committed generation that the
+    /// driver could program but did not take (one line per kind; retried).
+    pub side_pending: Vec<String>,
     /// `None` when ready (`/ready` 200), else the one-line reason (`/ready` 503 body).
     pub not_ready: Option<String>,
 }
@@ -136,6 +158,7 @@ impl Default for Installation {
             blocks_pending: 0,
             persistence_error: String::new(),
             topology_incomplete: Vec::new(),
+            side_pending: Vec::new(),
             not_ready: Some("not ready: no generation installed".into()),
         }
     }
@@ -185,7 +208,7 @@ impl Installation {
 
     /// Every table of the committed generation is on every live switch.
     pub fn tables_installed(&self, generation: u64) -> bool {
-        generation > 0 && self.unprogrammed.is_empty() && self.blocks_pending == 0
+        generation > 0 && self.unprogrammed.is_empty() && self.blocks_pending == 0 && self.side_pending.is_empty()
     }
 
     /// The `STATUS=` line for systemd.
@@ -245,6 +268,7 @@ impl Published {
             missed_acks: Vec::new(),
             update_restarts: Vec::new(),
             installation: Installation::default(),
+            side: SideStatus::default(),
         }
     }
 

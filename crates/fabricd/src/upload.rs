@@ -14,13 +14,13 @@
 //!
 //! A batch never mixes switches, so that a batch that fails names one switch.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use fabric_routing::LftBlockDiff;
-use fabric_southbound::{LftBlockWrite, SouthboundDriver};
-use fabric_topology::Fabric;
+use fabric_southbound::{DriverError, LftBlockWrite, MftBlockWrite, PkeyBlockWrite, PkeyPort, SouthboundDriver};
+use fabric_topology::{Fabric, Guid};
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
@@ -50,6 +50,8 @@ pub struct UploadOutcome {
     /// Error of each switch (dense id) with failed blocks.
     pub switch_errors: BTreeMap<u32, String>,
     pub elapsed: Duration,
+    /// The MFT and P_Key blocks written after the LFT blocks (final upload stage only).
+    pub side: SideOutcome,
 }
 
 /// Uploads `writes` (switch-major) through `driver`.
@@ -87,25 +89,15 @@ pub async fn upload(
         let handle = set.spawn(async move {
             // The semaphore is never closed; a failure to acquire would only mean shutdown.
             let _permit = sem.acquire_owned().await.ok();
-            let mut retries = 0u64;
-            let mut attempt = 0u32;
-            loop {
-                match driver.write_lft_blocks(&batch).await {
-                    Ok(r) => {
-                        if let Some(sa) = &p.sa {
-                            sa.lft_blocks_acknowledged(&batch);
-                        }
-                        return (ids, Ok((r.blocks_written as u64, retries + r.retries as u64)));
-                    }
-                    Err(e) if e.is_transient() && attempt < p.retries => {
-                        attempt += 1;
-                        retries += 1;
-                        tracing::debug!(error = %e, attempt, "LFT batch failed, retrying");
-                        tokio::time::sleep(p.backoff.saturating_mul(1 << (attempt - 1).min(10))).await;
-                    }
-                    Err(e) => return (ids, Err((e.to_string(), retries))),
+            let r = with_retries(&p, "LFT", || driver.write_lft_blocks(&batch))
+                .await
+                .map_err(|(e, n)| (e.to_string(), n));
+            if r.is_ok() {
+                if let Some(sa) = &p.sa {
+                    sa.lft_blocks_acknowledged(&batch);
                 }
             }
+            (ids, r)
         });
         task_ids.insert(handle.id(), task_ids_entry);
     }
@@ -139,6 +131,141 @@ pub async fn upload(
     }
     out.failed.sort_unstable();
     out.elapsed = t0.elapsed();
+    out
+}
+
+/// One driver write call under the upload's retry policy: a transient error is retried
+/// `retries` times with a backoff doubling from `backoff`. `Ok((written, retries))`, or the
+/// last error with the retries spent.
+async fn with_retries<F, Fut>(p: &UploadParams, what: &str, mut call: F) -> Result<(u64, u64), (DriverError, u64)>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<fabric_southbound::WriteReport, DriverError>>,
+{
+    let mut retries = 0u64;
+    let mut attempt = 0u32;
+    loop {
+        match call().await {
+            Ok(r) => return Ok((r.blocks_written as u64, retries + r.retries as u64)),
+            Err(e) if e.is_transient() && attempt < p.retries => {
+                attempt += 1;
+                retries += 1;
+                tracing::debug!(error = %e, attempt, "{what} batch failed, retrying");
+                tokio::time::sleep(p.backoff.saturating_mul(1 << (attempt - 1).min(10))).await;
+            }
+            Err(e) => return Err((e, retries)),
+        }
+    }
+}
+
+/// The multicast forwarding table and P_Key table blocks of a generation, addressed by GUID.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SideWrites {
+    pub mft: Vec<MftBlockWrite>,
+    pub pkey: Vec<PkeyBlockWrite>,
+}
+
+impl SideWrites {
+    pub fn is_empty(&self) -> bool {
+        self.mft.is_empty() && self.pkey.is_empty()
+    }
+}
+
+/// What [`upload_side`] did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SideOutcome {
+    pub mft_written: u64,
+    /// Switches (node GUID) with an MFT block that was not written.
+    pub mft_failed: BTreeSet<Guid>,
+    /// The first MFT error.
+    pub mft_error: Option<String>,
+    pub pkey_written: u64,
+    /// Ports whose P_Key table was not (wholly) written.
+    pub pkey_failed: BTreeSet<PkeyPort>,
+    /// The first P_Key table error.
+    pub pkey_error: Option<String>,
+    pub retries: u64,
+    /// The driver does not program MFTs at all (its error).
+    pub mft_unsupported: Option<String>,
+    /// The driver does not program P_Key tables at all (its error).
+    pub pkey_unsupported: Option<String>,
+}
+
+/// Uploads the MFT blocks (one batch per switch) and the P_Key blocks (one batch per port)
+/// with the same parallelism and retry policy as the LFT blocks. A driver that does not
+/// support one kind fails all of its writes (named in the error, never retried).
+pub async fn upload_side(driver: Arc<dyn SouthboundDriver>, writes: SideWrites, p: UploadParams) -> SideOutcome {
+    let mut out = SideOutcome::default();
+    let sem = Arc::new(Semaphore::new(p.parallelism.max(1)));
+    type Key = Result<Guid, PkeyPort>;
+    let mut set: JoinSet<(Key, Result<(u64, u64), (DriverError, u64)>)> = JoinSet::new();
+    let mut tasks: HashMap<tokio::task::Id, Key> = HashMap::new();
+    for chunk in writes.mft.chunk_by(|a, b| a.switch == b.switch) {
+        for batch in chunk.chunks(p.batch_blocks.max(1)) {
+            let batch = batch.to_vec();
+            let key = Ok(batch[0].switch);
+            let (driver, sem, p) = (driver.clone(), sem.clone(), p.clone());
+            let h = set.spawn(async move {
+                let _permit = sem.acquire_owned().await.ok();
+                (key, with_retries(&p, "MFT", || driver.write_mft_blocks(&batch)).await)
+            });
+            tasks.insert(h.id(), key);
+        }
+    }
+    for chunk in writes.pkey.chunk_by(|a, b| a.port == b.port) {
+        let batch = chunk.to_vec();
+        let key = Err(batch[0].port);
+        let (driver, sem, p) = (driver.clone(), sem.clone(), p.clone());
+        let h = set.spawn(async move {
+            let _permit = sem.acquire_owned().await.ok();
+            (key, with_retries(&p, "P_Key", || driver.write_pkey_blocks(&batch)).await)
+        });
+        tasks.insert(h.id(), key);
+    }
+    while let Some(res) = set.join_next_with_id().await {
+        let (key, r) = match res {
+            Ok((id, (key, r))) => {
+                tasks.remove(&id);
+                (key, r)
+            }
+            Err(join) => {
+                let Some(key) = tasks.remove(&join.id()) else {
+                    continue;
+                };
+                let e = DriverError::Protocol {
+                    guid: None,
+                    message: format!("upload task failed: {join}"),
+                };
+                (key, Err((e, 0)))
+            }
+        };
+        match (key, r) {
+            (Ok(_), Ok((w, r))) => {
+                out.mft_written += w;
+                out.retries += r;
+            }
+            (Err(_), Ok((w, r))) => {
+                out.pkey_written += w;
+                out.retries += r;
+            }
+            (Ok(sw), Err((e, r))) => {
+                out.retries += r;
+                out.mft_failed.insert(sw);
+                if matches!(e, DriverError::Unsupported(_)) {
+                    out.mft_unsupported.get_or_insert_with(|| e.to_string());
+                }
+                out.mft_error.get_or_insert_with(|| e.to_string());
+            }
+            (Err(port), Err((e, r))) => {
+                out.retries += r;
+                out.pkey_failed.insert(port);
+                if matches!(e, DriverError::Unsupported(_)) {
+                    out.pkey_unsupported.get_or_insert_with(|| e.to_string());
+                }
+                out.pkey_error.get_or_insert_with(|| e.to_string());
+            }
+        }
+    }
     out
 }
 

@@ -58,6 +58,8 @@ impl Config {
         cmp!(applied, "fault_injection", fault_injection);
         cmp!(applied, "metrics", metrics);
         cmp!(need_restart, "prometheus", prometheus);
+        cmp!(applied, "partitions", partitions);
+        cmp!(applied, "multicast", multicast);
         d
     }
 

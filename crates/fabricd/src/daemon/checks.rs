@@ -8,7 +8,7 @@ use fabric_routing::{Dmodk, EngineKind, Guid2Lid};
 use fabric_topology::{parse_guid, Fabric, Lid};
 
 use crate::config::{Config, RoleName};
-use crate::event_loop::LoopSettings;
+use crate::event_loop::{LoopSettings, PartitionSettings};
 
 use super::DaemonError;
 
@@ -152,6 +152,27 @@ pub(super) fn loop_settings(cfg: &Config) -> Result<LoopSettings, DaemonError> {
         job_aware: cfg.routing.job_aware,
         rank_options: Arc::new(rank_options(cfg)?),
         fault_injection: cfg.fault_injection.clone(),
+        multicast: cfg.multicast.enabled,
+        partitions: Arc::new(partition_settings(cfg)?),
+    })
+}
+
+/// `[partitions]`: the partitions file read and parsed (errors name the file, line and
+/// column), or OpenSM's default partition without a file.
+pub fn partition_settings(cfg: &Config) -> Result<PartitionSettings, DaemonError> {
+    let config = match &cfg.partitions.file {
+        None => fabric_partitions::PartitionConfig::default_opensm(),
+        Some(path) => {
+            let text = fabric_topology::textfile::read_text_file(path, fabric_topology::textfile::SMALL_TEXT_LIMIT)
+                .map_err(|e| DaemonError::Config(format!("partitions.file: {e}")))?;
+            fabric_partitions::parse(&text, &path.display().to_string())
+                .map_err(|e| DaemonError::Config(format!("partitions.file: {e}")))?
+        }
+    };
+    Ok(PartitionSettings {
+        config,
+        file: cfg.partitions.file.clone(),
+        enforce_switch_ports: cfg.partitions.enforce_switch_ports,
     })
 }
 

@@ -268,6 +268,13 @@ pub async fn run(opts: RunOptions, mut control: mpsc::Receiver<Control>) -> Resu
         )))
     };
     telemetry.attach_sa(sa.clone());
+    // Every multicast group change (a join, a leave, a group removed) wakes the event loop,
+    // which routes the groups in its next generation. The listener runs on the SA's thread:
+    // it only bumps a counter.
+    let (mcast_tx, mcast_rx) = tokio::sync::watch::channel(0u64);
+    sa.set_mcast_listener(Box::new(move || {
+        mcast_tx.send_modify(|v| *v = v.wrapping_add(1));
+    }));
     // Drivers that configure no VLs are ready at once; umad's state is refreshed every second.
     telemetry.set_escape_vl_ready(driver.escape_vl_status().ready);
     if let Some(u) = umad {
@@ -314,6 +321,8 @@ pub async fn run(opts: RunOptions, mut control: mpsc::Receiver<Control>) -> Resu
                 let _ = ready_tx.send((g, status));
             })),
             sa: sa_publisher,
+            sa_service: Some(sa.clone()),
+            mcast_changes: Some(mcast_rx),
         },
         LoopInit {
             physical,

@@ -58,6 +58,7 @@ impl EventLoop {
         if base_touched {
             // The base entries may mix two generations: rewrite every switch.
             self.resync.extend(0..self.physical.num_switches() as u32);
+            self.side.resync_all(self.physical.num_switches());
         }
         let number = self.next_generation();
         self.last_error = format!("generation {number} aborted: {reason}");

@@ -140,6 +140,10 @@ impl EventLoop {
         protocol_at: Option<fabric_update::AttemptId>,
     ) {
         if outcome.error.is_some() && outcome.blocks_written == 0 && (!outcome.failed.is_empty() || c.lids_changed) {
+            if outcome.side.mft_written > 0 || outcome.side.pkey_written > 0 {
+                // Some side tables hold this generation's entries: rewrite them whole.
+                self.side.resync_all(c.physical.num_switches());
+            }
             self.not_committed(inst.flight, outcome);
             if let Some(at) = protocol_at {
                 self.clear_progress();
@@ -160,6 +164,7 @@ impl EventLoop {
         self.installed_lids = Some(c.lids.clone());
         self.dirty.extend(outcome.failed.iter().copied());
         self.dirty.extend(c.skipped.iter().copied());
+        self.fold_side(&c, &outcome.side);
         let number = self.next_generation();
         self.note_unprogrammed(number, &c.physical, &outcome);
         if let Some(err) = &outcome.error {
@@ -307,6 +312,8 @@ impl EventLoop {
             excluded_links: Arc::new(excluded_links),
             virtual_faults: flight.exclusions.len(),
             routing_check: c.routing_check.clone(),
+            mcast: c.mcast.clone(),
+            partitions: c.partitions.clone(),
         });
         self.io.telemetry.routing_check(&c.routing_check);
         let first = self.current.is_none();

@@ -25,7 +25,12 @@ impl EventLoop {
             // A switch that comes back may have lost its tables: rewrite them whole.
             if let Some(id) = self.cabling.switch_by_guid(g) {
                 self.resync.insert(id.0);
+                self.side.mft_resync.insert(id.0);
             }
+        }
+        if let FabricEvent::EndPortUp(g) = fe {
+            // A node that comes back may have been reset: its P_Key table is written again.
+            self.side.pkey_resync.insert(fabric_southbound::PkeyPort::EndPort(g));
         }
         self.io.telemetry.fault(event_kind(&fe), "driver");
         let _ = self.io.notices.send(Notice::TopologyChange {

@@ -18,7 +18,7 @@ use super::scheduler::Start;
 use super::EventLoop;
 use crate::compute::{compute, ComputeError, ComputeInput, Computed};
 use crate::state::Phase;
-use crate::upload::{upload, UploadOutcome, UploadParams};
+use crate::upload::{upload, upload_side, SideWrites, UploadOutcome, UploadParams};
 
 /// One WARN line per computed generation whose routing is not the engine's own or is still
 /// invalid: the engine, the counts, a few example destinations and the fallback.
@@ -87,6 +87,18 @@ impl EventLoop {
             resync,
             // Only a five-phase update classifies the changes arriving while it installs.
             ports_in_use: restarted || (self.lmc >= 1 && self.settings.update.five_phase && self.current.is_some()),
+            mcast_groups: if self.settings.multicast {
+                self.io.sa_service.as_ref().map(|sa| sa.mcast_groups())
+            } else {
+                None
+            },
+            installed_mcast: self.side.installed_mcast.clone(),
+            mft_resync: Arc::new(self.side.mft_resync.clone()),
+            partitions: Arc::new(self.settings.partitions.config.clone()),
+            previous_partitions: self.current.as_ref().map(|g| g.partitions.clone()),
+            enforce_switch_ports: self.settings.partitions.enforce_switch_ports,
+            installed_pkeys: self.side.installed_pkeys.clone(),
+            pkey_resync: Arc::new(self.side.pkey_resync.clone()),
         }
     }
 
@@ -380,6 +392,9 @@ impl EventLoop {
         let fabric = c.physical.clone();
         let lids = c.lids.clone();
         let lids_changed = c.lids_changed && lids_first;
+        // The MFT and P_Key blocks go with the final stage (direct upload or the base stage of
+        // the five-phase update): multicast and partitions do not depend on the escape LIDs.
+        let side = if escape { SideWrites::default() } else { self.side_writes(&c.side) };
         let u = &self.settings.update;
         let params = UploadParams {
             batch_blocks: u.upload_batch_blocks,
@@ -389,9 +404,9 @@ impl EventLoop {
             sa: self.io.sa.clone(),
         };
         inst.wait_for(self.tasks.spawn(async move {
-            let outcome = if lids_changed {
+            let mut outcome = if lids_changed {
                 match driver.configure_lids(&fabric, &lids).await {
-                    Ok(()) => upload(driver, fabric, writes, params).await,
+                    Ok(()) => upload(driver.clone(), fabric, writes, params.clone()).await,
                     Err(e) => UploadOutcome {
                         failed: writes.iter().map(|w| (w.switch.0, w.block)).collect(),
                         error: Some(format!("LID configuration failed: {e}")),
@@ -399,8 +414,11 @@ impl EventLoop {
                     },
                 }
             } else {
-                upload(driver, fabric, writes, params).await
+                upload(driver.clone(), fabric, writes, params.clone()).await
             };
+            if !side.is_empty() {
+                outcome.side = upload_side(driver, side, params).await;
+            }
             let u = Uploaded { job, outcome };
             if escape {
                 Internal::EscapeDone(u)

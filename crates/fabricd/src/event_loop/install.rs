@@ -199,6 +199,7 @@ impl Install {
             error: base.error.or(esc.error),
             switch_errors,
             elapsed: esc.elapsed + base.elapsed,
+            side: base.side,
         }
     }
 }

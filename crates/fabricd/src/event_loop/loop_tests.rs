@@ -55,6 +55,8 @@ fn settings(coalesce_ms: u64) -> LoopSettings {
             enabled: true,
             allow_physical: true,
         },
+        multicast: true,
+        partitions: Arc::default(),
     }
 }
 
@@ -110,6 +112,8 @@ fn start_with(
             watchdog: None,
             on_ready: None,
             sa: None,
+            sa_service: None,
+            mcast_changes: None,
         },
         LoopInit {
             physical,

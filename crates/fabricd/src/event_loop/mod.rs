@@ -50,6 +50,7 @@ mod internal;
 mod jobs;
 mod request;
 pub(crate) mod scheduler;
+mod side;
 mod status;
 pub(crate) mod subscribers;
 pub(crate) mod tasks;
@@ -76,7 +77,7 @@ use tasks::{Task, Tasks};
 use request::Reply;
 pub use request::{
     event_kind, FaultAccepted, FaultRequest, FaultTarget, LoopError, LoopInit, LoopIo, LoopParams, LoopSettings,
-    Request, UpdateNotice,
+    PartitionSettings, Request, UpdateNotice,
 };
 
 /// A change of the job mappings waiting for its turn (they are written one at a time).
@@ -116,6 +117,8 @@ pub struct EventLoop {
     installed_lids: Option<Arc<LidPlan>>,
     dirty: BTreeSet<(u32, u32)>,
     resync: BTreeSet<u32>,
+    /// The multicast forwarding tables and P_Key tables (see `side`).
+    side: side::SideTables,
     /// Switches (dense id) of the routed fabric that did not take their blocks of the
     /// committed generation: blocks pending and the last write error.
     unprogrammed: BTreeMap<u32, (u64, String)>,
@@ -253,6 +256,12 @@ impl EventLoop {
             installed: Arc::new(Lfts::new(0, 0)),
             installed_lids: None,
             dirty: BTreeSet::new(),
+            side: side::SideTables {
+                // The first generation writes every MFT whole (stale groups of an earlier
+                // manager are cleared); every P_Key table is written (none known installed).
+                mft_resync: all_switches.clone(),
+                ..side::SideTables::default()
+            },
             resync: all_switches,
             unprogrammed: BTreeMap::new(),
             persistence_error: String::new(),
@@ -337,6 +346,7 @@ impl EventLoop {
                     break;
                 }
                 () = tick_opt(&mut watchdog), if watchdog.is_some() => self.on_watchdog(),
+                () = changed_opt(&mut self.io.mcast_changes) => self.on_mcast_changed(),
             }
         }
         self.waiters.shut_down();
@@ -494,6 +504,7 @@ impl EventLoop {
         }
         if resync {
             self.resync.extend(0..self.physical.num_switches() as u32);
+            self.side.resync_all(self.physical.num_switches());
         }
         self.note_change(false);
         self.schedule.force();
@@ -511,6 +522,8 @@ impl EventLoop {
     fn on_reload(&mut self, s: LoopSettings) {
         let reroute = s.engine != self.settings.engine
             || s.job_aware != self.settings.job_aware
+            || s.multicast != self.settings.multicast
+            || s.partitions != self.settings.partitions
             || s.rank_options.roots != self.settings.rank_options.roots
             || s.rank_options.roles != self.settings.rank_options.roles;
         self.settings = s;
@@ -671,6 +684,20 @@ async fn sleep_until_opt(d: Option<Instant>) {
     match d {
         Some(d) => tokio::time::sleep_until(d).await,
         None => std::future::pending().await,
+    }
+}
+
+/// The next change of a watch channel; pending forever without one or once its sender is
+/// gone (the SA's multicast change counter).
+async fn changed_opt(rx: &mut Option<watch::Receiver<u64>>) {
+    match rx {
+        Some(r) => {
+            if r.changed().await.is_err() {
+                *rx = None;
+                std::future::pending::<()>().await;
+            }
+        }
+        None => std::future::pending::<()>().await,
     }
 }
 

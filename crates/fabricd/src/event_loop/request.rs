@@ -11,7 +11,7 @@ use fabric_routing::{EngineKind, Guid2Lid};
 use fabric_southbound::SouthboundDriver;
 use fabric_topology::{Fabric, FabricEvent, Guid, Lid, PortNum};
 use fabric_update::SubscriberId;
-use tokio::sync::{broadcast, mpsc, oneshot};
+use tokio::sync::{broadcast, mpsc, oneshot, watch};
 
 use crate::compute::ComputeInput;
 use crate::config::{FaultInjectionConfig, UpdateConfig};
@@ -168,6 +168,30 @@ pub struct LoopSettings {
     pub job_aware: bool,
     pub rank_options: Arc<RankOptions>,
     pub fault_injection: FaultInjectionConfig,
+    /// Route the SA's multicast groups and program the MFTs (`[multicast] enabled`).
+    pub multicast: bool,
+    /// The partitions in force (`[partitions]`, the file read at start or reload).
+    pub partitions: Arc<PartitionSettings>,
+}
+
+/// The partitions in force and where they come from.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PartitionSettings {
+    pub config: fabric_partitions::PartitionConfig,
+    /// The file read, or `None` for OpenSM's default partition.
+    pub file: Option<std::path::PathBuf>,
+    /// Program the switch ports facing end ports too (partition enforcement).
+    pub enforce_switch_ports: bool,
+}
+
+impl Default for PartitionSettings {
+    fn default() -> Self {
+        PartitionSettings {
+            config: fabric_partitions::PartitionConfig::default_opensm(),
+            file: None,
+            enforce_switch_ports: true,
+        }
+    }
 }
 
 /// Fixed parameters of the loop.
@@ -195,6 +219,11 @@ pub struct LoopIo {
     /// committed generation, every physical change and, through the upload, every
     /// acknowledged LFT block.
     pub sa: Option<Arc<crate::sa::SaPublisher>>,
+    /// The SA service (every driver): its multicast groups are routed, the resolved
+    /// partitions are handed to it.
+    pub sa_service: Option<Arc<fabric_sa::SaService>>,
+    /// Bumped by the SA after every multicast group change (its listener): wakes the loop.
+    pub mcast_changes: Option<watch::Receiver<u64>>,
 }
 
 /// Initial state, loaded by the caller (discovery, state directory).

@@ -34,6 +34,12 @@ impl EventLoop {
             missed_acks: self.subscribers.missed_acks().to_vec(),
             update_restarts: self.update_restarts.clone(),
             installation: self.installation(),
+            side: crate::state::SideStatus {
+                multicast: self.settings.multicast,
+                partitions: self.settings.partitions.clone(),
+                mft_unsupported: self.side.mft_unsupported.clone(),
+                pkey_unsupported: self.side.pkey_unsupported.clone(),
+            },
         };
         self.io.telemetry.set_readiness(p.installation.not_ready.clone());
         self.io
@@ -68,18 +74,32 @@ impl EventLoop {
                 }
             })
             .collect();
-        let not_ready = Installation::readiness(
+        let mut not_ready = Installation::readiness(
             self.generation(),
             &self.last_error,
             &unprogrammed,
             &self.topology_incomplete,
             &self.persistence_error,
         );
+        // Multicast and P_Key tables the driver could program but did not take.
+        let side_pending = if self.generation() > 0 {
+            self.side.not_programmed()
+        } else {
+            Vec::new()
+        };
+        if !side_pending.is_empty() {
+            let side = side_pending.join("; ");
+            not_ready = Some(match not_ready {
+                Some(why) => format!("{why}; {side}"),
+                None => format!("not ready: {side}"),
+            });
+        }
         Installation {
             blocks_pending: self.unprogrammed.values().map(|(b, _)| b).sum(),
             unprogrammed,
             persistence_error: self.persistence_error.clone(),
             topology_incomplete: self.topology_incomplete.clone(),
+            side_pending,
             not_ready,
         }
     }

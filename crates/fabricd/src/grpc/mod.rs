@@ -15,12 +15,14 @@
 //! * `faults`: InjectFault, Reroute; `jobs`: SetJobMapping, ClearJob, ListJobs;
 //! * `subscribe`: Subscribe, Ack (the update protocol's subscribers), WatchEvents;
 //! * `analysis`: GetMetrics, WhatIf, Trace, VerifyReachability;
-//! * `sa`: SaQuery (Subnet Administration queries through the daemon's SA service).
+//! * `sa`: SaQuery (Subnet Administration queries through the daemon's SA service);
+//! * `mcast`: ListMulticastGroups, VerifyMulticast, ListPartitions.
 
 mod analysis;
 mod convert;
 mod faults;
 mod jobs;
+mod mcast;
 mod request;
 mod sa;
 mod status;
@@ -236,6 +238,27 @@ impl FabricManager for FabricService {
 
     async fn sa_query(&self, req: Request<pb::SaQueryRequest>) -> Result<Response<pb::SaQueryResponse>, Status> {
         self.handle_sa_query(req).await
+    }
+
+    async fn list_multicast_groups(
+        &self,
+        req: Request<pb::ListMulticastGroupsRequest>,
+    ) -> Result<Response<pb::ListMulticastGroupsResponse>, Status> {
+        self.handle_list_multicast_groups(req).await
+    }
+
+    async fn verify_multicast(
+        &self,
+        req: Request<pb::VerifyMulticastRequest>,
+    ) -> Result<Response<pb::VerifyMulticastResponse>, Status> {
+        self.handle_verify_multicast(req).await
+    }
+
+    async fn list_partitions(
+        &self,
+        req: Request<pb::ListPartitionsRequest>,
+    ) -> Result<Response<pb::ListPartitionsResponse>, Status> {
+        self.handle_list_partitions(req).await
     }
 }
 

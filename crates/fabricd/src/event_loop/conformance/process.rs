@@ -162,6 +162,8 @@ impl Process {
                     watchdog: None,
                     on_ready: None,
                     sa: None,
+                    sa_service: None,
+                    mcast_changes: None,
                 },
                 LoopInit {
                     physical,

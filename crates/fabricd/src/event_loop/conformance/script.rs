@@ -159,6 +159,8 @@ pub(super) fn default_settings() -> LoopSettings {
             enabled: true,
             allow_physical: true,
         },
+        multicast: true,
+        partitions: Arc::default(),
     }
 }
 

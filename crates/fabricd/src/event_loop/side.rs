@@ -1,0 +1,182 @@
+//! The tables that ride along a generation besides the LFTs: the multicast forwarding tables
+//! (one tree per group the SA holds) and the P_Key tables (the partitions in force). What the
+//! switches and ports hold as far as the daemon knows, what must be written whole again, and
+//! what the driver cannot program at all (said in status, never retried).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use fabric_routing::mcast::McastRouting;
+use fabric_southbound::PkeyPort;
+use fabric_topology::{fmt_guid, Guid};
+
+use super::EventLoop;
+use crate::compute::Computed;
+use crate::pkeys::PkeyState;
+use crate::upload::{SideOutcome, SideWrites};
+
+/// The side tables' live state (one value in the loop).
+#[derive(Debug, Default)]
+pub(super) struct SideTables {
+    /// The multicast routing whose MFTs the switches hold (as far as the daemon knows).
+    pub installed_mcast: Arc<McastRouting>,
+    /// Switches (dense id) whose whole MFT is written by the next generation.
+    pub mft_resync: BTreeSet<u32>,
+    /// The P_Key tables the ports hold (as far as the daemon knows).
+    pub installed_pkeys: Arc<PkeyState>,
+    /// Ports whose whole P_Key table is written by the next generation.
+    pub pkey_resync: BTreeSet<PkeyPort>,
+    /// The driver does not program MFTs (its error): multicast is not forwarded.
+    pub mft_unsupported: Option<String>,
+    /// The driver does not program P_Key tables (its error): partitions are not enforced.
+    pub pkey_unsupported: Option<String>,
+    /// Switches whose MFT of the committed generation is not written, with the error.
+    pub mft_pending: BTreeMap<Guid, String>,
+    /// Ports whose P_Key table of the committed generation is not written, with the error.
+    pub pkey_pending: BTreeMap<PkeyPort, String>,
+    /// The partitions last handed to the SA.
+    pub sa_partitions: Option<Arc<fabric_partitions::PartitionTables>>,
+}
+
+impl SideTables {
+    /// Every table is written again by the next generation (an update aborted after its base
+    /// stage started, a forced resync).
+    pub fn resync_all(&mut self, switches: usize) {
+        self.mft_resync.extend(0..switches as u32);
+        self.pkey_resync.extend(self.installed_pkeys.keys().copied());
+        self.installed_pkeys = Arc::new(PkeyState::new());
+    }
+
+    /// The lines that keep the daemon from being ready: tables the driver could program but
+    /// did not take.
+    pub fn not_programmed(&self) -> Vec<String> {
+        let mut why = Vec::new();
+        if let Some((g, e)) = self.mft_pending.iter().next() {
+            why.push(format!(
+                "multicast forwarding tables not programmed on {} switch{} (first {}: {e})",
+                self.mft_pending.len(),
+                if self.mft_pending.len() == 1 { "" } else { "es" },
+                fmt_guid(*g)
+            ));
+        }
+        if let Some((p, e)) = self.pkey_pending.iter().next() {
+            why.push(format!(
+                "P_Key tables not programmed on {} port{} (first {}: {e})",
+                self.pkey_pending.len(),
+                if self.pkey_pending.len() == 1 { "" } else { "s" },
+                port_name(*p)
+            ));
+        }
+        why
+    }
+}
+
+/// `0x... ` (end port) or `0x...[port]` (switch port).
+pub fn port_name(p: PkeyPort) -> String {
+    match p {
+        PkeyPort::EndPort(g) => format!("end port {}", fmt_guid(g)),
+        PkeyPort::SwitchPort(g, n) => format!("switch {}[{n}]", fmt_guid(g)),
+    }
+}
+
+impl EventLoop {
+    /// The side writes of a generation, without the kinds the driver cannot program.
+    pub(super) fn side_writes(&self, w: &SideWrites) -> SideWrites {
+        SideWrites {
+            mft: if self.side.mft_unsupported.is_some() {
+                Vec::new()
+            } else {
+                w.mft.clone()
+            },
+            pkey: if self.side.pkey_unsupported.is_some() {
+                Vec::new()
+            } else {
+                w.pkey.clone()
+            },
+        }
+    }
+
+    /// Folds the side tables of a committed generation into the live state: what was written
+    /// is installed, what failed or was skipped is written whole by the next generation.
+    pub(super) fn fold_side(&mut self, c: &Computed, o: &SideOutcome) {
+        let s = &mut self.side;
+        if let Some(e) = &o.mft_unsupported {
+            if s.mft_unsupported.is_none() {
+                tracing::error!(
+                    driver = self.driver_name,
+                    error = %e,
+                    "multicast forwarding tables cannot be programmed by this driver: multicast groups are not forwarded"
+                );
+            }
+            s.mft_unsupported = Some(e.clone());
+        }
+        if let Some(e) = &o.pkey_unsupported {
+            if s.pkey_unsupported.is_none() {
+                tracing::warn!(
+                    driver = self.driver_name,
+                    error = %e,
+                    "P_Key tables cannot be programmed by this driver: partitions are answered by the SA but not enforced by the ports"
+                );
+            }
+            s.pkey_unsupported = Some(e.clone());
+        }
+        // MFTs: switches written whole or by diff hold the new tables; the failed ones and the
+        // dead ones are rewritten whole later.
+        s.installed_mcast = c.mcast.clone();
+        s.mft_resync.retain(|sw| !c.mft_resync_covered.contains(sw));
+        s.mft_resync.extend(c.mft_skipped.iter().copied());
+        s.mft_pending.clear();
+        if s.mft_unsupported.is_none() {
+            for g in &o.mft_failed {
+                if let Some(id) = c.physical.switch_by_guid(*g) {
+                    s.mft_resync.insert(id.0);
+                }
+                let e = o.mft_error.clone().unwrap_or_default();
+                s.mft_pending.insert(*g, e);
+            }
+        }
+        // P_Keys: likewise per port.
+        let skipped: Vec<PkeyPort> = c.pkey_skipped.clone();
+        s.installed_pkeys = Arc::new(crate::pkeys::fold_written(
+            &s.installed_pkeys,
+            &c.pkeys,
+            &o.pkey_failed,
+            &skipped,
+        ));
+        s.pkey_resync.retain(|p| !c.pkey_resync_covered.contains(p));
+        s.pkey_resync.extend(skipped);
+        s.pkey_pending.clear();
+        if s.pkey_unsupported.is_none() {
+            for p in &o.pkey_failed {
+                s.pkey_resync.insert(*p);
+                s.pkey_pending.insert(*p, o.pkey_error.clone().unwrap_or_default());
+            }
+        }
+        if !s.mft_pending.is_empty() || !s.pkey_pending.is_empty() {
+            let why = s.not_programmed().join("; ");
+            tracing::error!("{why}; retrying");
+            self.schedule.retry_later(tokio::time::Instant::now(), &self.settings.update);
+        }
+        // The SA answers PathRecords and joins with the partitions now in force (and creates
+        // the IPoIB groups of new partitions) once they changed.
+        if let Some(sa) = &self.io.sa_service {
+            if self.side.sa_partitions.as_deref() != Some(&*c.partitions) {
+                sa.set_partitions(Arc::new(crate::partitions::sa_partitions(&c.partitions)));
+                self.side.sa_partitions = Some(c.partitions.clone());
+            }
+        }
+    }
+
+    /// The SA's multicast groups changed (a join, a leave, a group removed): a generation
+    /// routes them (coalesced like any other change).
+    pub(super) fn on_mcast_changed(&mut self) {
+        if !self.settings.multicast || self.shutting_down.is_some() {
+            return;
+        }
+        tracing::debug!("multicast groups changed");
+        // Coalesced like any change: a burst of joins (IPoIB interfaces coming up) becomes
+        // one generation.
+        self.note_change(false);
+        self.maybe_start();
+    }
+}

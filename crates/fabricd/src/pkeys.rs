@@ -1,0 +1,163 @@
+//! P_Key tables as the daemon installs them: the target of a generation (from the resolved
+//! partitions), what the ports hold as far as the daemon knows, and the PartitionTable blocks
+//! to write between the two.
+//!
+//! A table is written block by block (32 P_Keys each); a port whose table shrank gets zeroed
+//! blocks up to its old length, so no stale P_Key stays behind.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use fabric_partitions::PartitionTables;
+use fabric_southbound::{PkeyBlockWrite, PkeyPort, PKEY_BLOCK_SIZE};
+use fabric_topology::Fabric;
+
+/// Per port, its whole P_Key table (bit 15 = full member; 0 = empty entry).
+pub type PkeyState = BTreeMap<PkeyPort, Vec<u16>>;
+
+/// The P_Key tables a generation programs: every end port's table and, with `enforce`, the
+/// enforcement table of the switch port facing each end port.
+pub fn target(partitions: &PartitionTables, fabric: &Fabric, enforce: bool) -> PkeyState {
+    let mut out = PkeyState::new();
+    for e in fabric.end_port_ids() {
+        let ep = fabric.end_port(e);
+        if let Some(t) = partitions.table(ep.port_guid) {
+            out.insert(PkeyPort::EndPort(ep.port_guid), t.to_vec());
+        }
+        if enforce {
+            if let Some((s, p)) = ep.attach {
+                let sg = fabric.switch(s).guid;
+                if let Some(t) = partitions.switch_port_table(sg, p) {
+                    out.insert(PkeyPort::SwitchPort(sg, p), t.to_vec());
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Whether `port` can be written now: an end port that is up and cabled, or a live switch.
+pub fn port_reachable(physical: &Fabric, port: PkeyPort) -> bool {
+    match port {
+        PkeyPort::EndPort(g) => physical.end_port_by_guid(g).is_some_and(|e| {
+            let ep = physical.end_port(e);
+            ep.up && ep.attach.is_some_and(|(s, _)| physical.switch(s).up)
+        }),
+        PkeyPort::SwitchPort(g, _) => physical.switch_by_guid(g).is_some_and(|s| physical.switch(s).up),
+    }
+}
+
+/// The blocks of `target` to write: those that differ from `installed` (a shorter table
+/// compares as zeros beyond its end), every block of the `resync` ports, nothing for ports the
+/// driver cannot reach now (returned in the second list: they stay to be written).
+pub fn select_pkey_writes(
+    physical: &Fabric,
+    installed: &PkeyState,
+    target: &PkeyState,
+    resync: &BTreeSet<PkeyPort>,
+) -> (Vec<PkeyBlockWrite>, Vec<PkeyPort>) {
+    let mut writes = Vec::new();
+    let mut skipped = Vec::new();
+    let empty: Vec<u16> = Vec::new();
+    for (&port, table) in target {
+        let old = installed.get(&port).unwrap_or(&empty);
+        let full = resync.contains(&port) || !installed.contains_key(&port);
+        let blocks = table.len().max(old.len()).div_ceil(PKEY_BLOCK_SIZE).max(1);
+        let mut port_writes = Vec::new();
+        for b in 0..blocks {
+            let new_block = block_of(table, b);
+            if full || new_block != block_of(old, b) {
+                port_writes.push(PkeyBlockWrite {
+                    port,
+                    block: u16::try_from(b).unwrap_or(u16::MAX),
+                    entries: new_block,
+                });
+            }
+        }
+        if port_writes.is_empty() {
+            continue;
+        }
+        if port_reachable(physical, port) {
+            writes.extend(port_writes);
+        } else {
+            skipped.push(port);
+        }
+    }
+    (writes, skipped)
+}
+
+/// Block `b` of `table`, zero-padded.
+fn block_of(table: &[u16], b: usize) -> [u16; PKEY_BLOCK_SIZE] {
+    let mut out = [0u16; PKEY_BLOCK_SIZE];
+    let start = b * PKEY_BLOCK_SIZE;
+    if start < table.len() {
+        let end = (start + PKEY_BLOCK_SIZE).min(table.len());
+        out[..end - start].copy_from_slice(&table[start..end]);
+    }
+    out
+}
+
+/// `installed` after `writes` went through but for the ports listed in `failed`: the tables
+/// of the written ports become their target ones.
+pub fn fold_written(installed: &PkeyState, target: &PkeyState, failed: &BTreeSet<PkeyPort>, skipped: &[PkeyPort]) -> PkeyState {
+    let mut out = installed.clone();
+    for (port, table) in target {
+        if failed.contains(port) || skipped.contains(port) {
+            continue;
+        }
+        out.insert(*port, table.clone());
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fabric_topology::gen::generate_str;
+
+    fn fabric() -> Fabric {
+        generate_str("PGFT(2;4,4;1,2;1,1)", None).unwrap()
+    }
+
+    #[test]
+    fn only_changed_blocks_are_written_and_shrunk_tables_are_zeroed() {
+        let f = fabric();
+        let g = f.end_port(fabric_topology::EndPortId(0)).port_guid;
+        let port = PkeyPort::EndPort(g);
+        let mut installed = PkeyState::new();
+        let mut long = vec![0xffffu16];
+        long.extend((1..40).map(|i| 0x8000 | i));
+        installed.insert(port, long);
+        let mut target = PkeyState::new();
+        target.insert(port, vec![0xffff, 0x8001]);
+        let (w, skipped) = select_pkey_writes(&f, &installed, &target, &BTreeSet::new());
+        assert!(skipped.is_empty());
+        // Block 0 changed (entries 2.. cleared), block 1 must be zeroed.
+        assert_eq!(w.len(), 2);
+        assert_eq!(w[0].block, 0);
+        assert_eq!(&w[0].entries[..3], &[0xffff, 0x8001, 0]);
+        assert_eq!(w[1].block, 1);
+        assert!(w[1].entries.iter().all(|&e| e == 0));
+        // Nothing changed: nothing written; a resync writes the table again.
+        let (w, _) = select_pkey_writes(&f, &target, &target, &BTreeSet::new());
+        assert!(w.is_empty());
+        let (w, _) = select_pkey_writes(&f, &target, &target, &[port].into_iter().collect());
+        assert_eq!(w.len(), 1);
+    }
+
+    #[test]
+    fn unreachable_ports_are_skipped_and_stay_to_write() {
+        let f = fabric();
+        let e = fabric_topology::EndPortId(1);
+        let g = f.end_port(e).port_guid;
+        let down = f
+            .apply(&[fabric_topology::FabricEvent::EndPortDown(g)])
+            .unwrap();
+        let mut target = PkeyState::new();
+        target.insert(PkeyPort::EndPort(g), vec![0xffff]);
+        let (w, skipped) = select_pkey_writes(&down, &PkeyState::new(), &target, &BTreeSet::new());
+        assert!(w.is_empty());
+        assert_eq!(skipped, vec![PkeyPort::EndPort(g)]);
+        let folded = fold_written(&PkeyState::new(), &target, &BTreeSet::new(), &skipped);
+        assert!(folded.is_empty(), "a skipped port is not recorded as written");
+    }
+}
