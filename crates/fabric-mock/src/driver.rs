@@ -246,9 +246,13 @@ impl SouthboundDriver for MockFabric {
                 });
             }
         }
-        self.run_batch(&cfg, blocks.len(), "LFT block write", |i| blocks[i].switch, |i| {
-            self.write_block_once(ids[i], &blocks[i], &cfg)
-        })
+        self.run_batch(
+            &cfg,
+            blocks.len(),
+            "LFT block write",
+            |i| blocks[i].switch,
+            |i| self.write_block_once(ids[i], &blocks[i], &cfg),
+        )
         .await
     }
 
@@ -280,7 +284,12 @@ impl SouthboundDriver for MockFabric {
         self.write_mft_batch(blocks).await
     }
 
-    async fn read_mft_block(&self, switch: Guid, block: u32, position: u8) -> Result<[u16; MFT_BLOCK_SIZE], DriverError> {
+    async fn read_mft_block(
+        &self,
+        switch: Guid,
+        block: u32,
+        position: u8,
+    ) -> Result<[u16; MFT_BLOCK_SIZE], DriverError> {
         self.read_mft(switch, block, position).await
     }
 

@@ -39,7 +39,10 @@ impl MockFabric {
             return Err(TraceError::SourceDown(src_port_guid));
         };
         let up = |a: &std::sync::atomic::AtomicBool| a.load(Ordering::SeqCst);
-        if !(up(&self.end_port_up[src.idx()]) && up(&self.switch_up[first.idx()]) && up(&self.port_up[self.port_idx(first, in_port)])) {
+        if !(up(&self.end_port_up[src.idx()])
+            && up(&self.switch_up[first.idx()])
+            && up(&self.port_up[self.port_idx(first, in_port)]))
+        {
             return Err(TraceError::SourceDown(src_port_guid));
         }
         let guards: Vec<_> = self.cells.iter().map(read).collect();

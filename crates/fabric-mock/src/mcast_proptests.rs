@@ -53,6 +53,26 @@ fn live_cables(now: &Fabric) -> Vec<(SwitchId, PortNum, SwitchId, PortNum)> {
     out
 }
 
+/// Joins switch `sw` of the BFS tree to the pruned tree: sets the bits of the tree cables from
+/// it up to the first switch already `needed` (or the root).
+fn join_tree(
+    sw: SwitchId,
+    parent: &[Option<(SwitchId, PortNum, PortNum)>],
+    needed: &mut [bool],
+    masks: &mut HashMap<SwitchId, Vec<PortNum>>,
+) {
+    let mut cur = sw;
+    while !needed[cur.idx()] {
+        needed[cur.idx()] = true;
+        let Some((up, up_port, my_port)) = parent[cur.idx()] else {
+            break;
+        };
+        masks.entry(cur).or_default().push(my_port);
+        masks.entry(up).or_default().push(up_port);
+        cur = up;
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 40, ..ProptestConfig::default() })]
 
@@ -122,14 +142,7 @@ proptest! {
                 continue;
             }
             masks.entry(sw).or_default().push(p);
-            let mut cur = sw;
-            while !needed[cur.idx()] {
-                needed[cur.idx()] = true;
-                let Some((up, up_port, my_port)) = parent[cur.idx()] else { break };
-                masks.entry(cur).or_default().push(my_port);
-                masks.entry(up).or_default().push(up_port);
-                cur = up;
-            }
+            join_tree(sw, &parent, &mut needed, &mut masks);
         }
         let mlid = MLID_BASE + slot;
         rt.block_on(m.write_mft_blocks(&mft_writes(&now, mlid, &masks))).unwrap();
@@ -156,11 +169,14 @@ proptest! {
             prop_assert!(got.switch_visits <= now.num_switches(), "a tree visits each switch at most once");
         }
 
-        // One more live cable between two tree switches closes a cycle: the flood circulates.
+        // One more live cable between two switches of the BFS tree (both joined to the pruned
+        // tree) closes a cycle: the flood circulates.
         let extra = cables
             .iter()
-            .find(|&&(s, p, r, _)| s < r && needed[s.idx()] && needed[r.idx()] && !tree_edges.contains(&(s, p)));
+            .find(|&&(s, p, r, _)| s < r && in_tree[s.idx()] && in_tree[r.idx()] && !tree_edges.contains(&(s, p)));
         if let (Some(&(s, p, r, rp)), Some(&src)) = (extra, receivers.first()) {
+            join_tree(s, &parent, &mut needed, &mut masks);
+            join_tree(r, &parent, &mut needed, &mut masks);
             masks.entry(s).or_default().push(p);
             masks.entry(r).or_default().push(rp);
             rt.block_on(m.write_mft_blocks(&mft_writes(&now, mlid, &masks))).unwrap();
@@ -180,7 +196,7 @@ proptest! {
         for _ in 0..n {
             let s = f.switch(SwitchId(rng.gen_range(0..f.num_switches() as u32)));
             let (block, position) = (rng.gen_range(0..32u32), rng.gen_range(0..=s.nports / 16));
-            let limit = if position == s.nports / 16 { (s.nports % 16) as u32 + 1 } else { 16 };
+            let limit = if position == s.nports / 16 { u32::from(s.nports % 16) + 1 } else { 16 };
             let entries: [u16; 32] = std::array::from_fn(|_| rng.gen::<u16>() & ((1u32 << limit) - 1) as u16);
             rt.block_on(m.write_mft_blocks(&[MftBlockWrite { switch: s.guid, block, position, entries }])).unwrap();
             mft_want.insert((s.guid, block, position), entries);

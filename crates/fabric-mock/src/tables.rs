@@ -79,15 +79,20 @@ pub(crate) fn effective_pkeys(table: &[u16]) -> Vec<u16> {
 pub(crate) fn pkeys_match(a: &[u16], b: &[u16]) -> bool {
     a.iter().any(|&ka| {
         ka & 0x7FFF != 0
-            && b
-                .iter()
+            && b.iter()
                 .any(|&kb| ka & 0x7FFF == kb & 0x7FFF && (ka | kb) & 0x8000 != 0)
     })
 }
 
 impl MockFabric {
     /// Checks the address of an MFT block write or read; the switch's dense id.
-    fn check_mft_address(&self, cfg: &MockConfig, switch: Guid, block: u32, position: u8) -> Result<SwitchId, DriverError> {
+    fn check_mft_address(
+        &self,
+        cfg: &MockConfig,
+        switch: Guid,
+        block: u32,
+        position: u8,
+    ) -> Result<SwitchId, DriverError> {
         let sw = self.switch_id(switch)?;
         let max_blocks = cfg.max_mft_blocks();
         if block >= max_blocks {
@@ -165,15 +170,24 @@ impl MockFabric {
             }
             ids.push(sw);
         }
-        self.run_batch(&cfg, blocks.len(), "MFT block write", |i| blocks[i].switch, |i| {
-            self.write_mft_once(ids[i], &blocks[i], &cfg)
-        })
+        self.run_batch(
+            &cfg,
+            blocks.len(),
+            "MFT block write",
+            |i| blocks[i].switch,
+            |i| self.write_mft_once(ids[i], &blocks[i], &cfg),
+        )
         .await
     }
 
     /// [`SouthboundDriver::read_mft_block`](fabric_southbound::SouthboundDriver::read_mft_block)
     /// of the mock.
-    pub(crate) async fn read_mft(&self, switch: Guid, block: u32, position: u8) -> Result<[u16; MFT_BLOCK_SIZE], DriverError> {
+    pub(crate) async fn read_mft(
+        &self,
+        switch: Guid,
+        block: u32,
+        position: u8,
+    ) -> Result<[u16; MFT_BLOCK_SIZE], DriverError> {
         self.sleep_op().await;
         let cfg = self.config();
         let sw = self.check_mft_address(&cfg, switch, block, position)?;
@@ -210,7 +224,10 @@ impl MockFabric {
         let max = cfg.max_pkey_blocks();
         match port {
             PkeyPort::EndPort(guid) => {
-                let ep = self.topo.end_port_by_guid(guid).ok_or(DriverError::UnknownEndPort(guid))?;
+                let ep = self
+                    .topo
+                    .end_port_by_guid(guid)
+                    .ok_or(DriverError::UnknownEndPort(guid))?;
                 if block >= max {
                     return Err(DriverError::Protocol {
                         guid: Some(guid),
@@ -260,7 +277,12 @@ impl MockFabric {
                 if self.draw_failure(&mut cell, cfg) {
                     return Ok(false);
                 }
-                store_pkey_block(&mut write(&self.ep_pkeys[ep.idx()]), cfg.partition_cap, w.block, &w.entries);
+                store_pkey_block(
+                    &mut write(&self.ep_pkeys[ep.idx()]),
+                    cfg.partition_cap,
+                    w.block,
+                    &w.entries,
+                );
             }
             PkeyTarget::SwitchPort(sw, p) => {
                 let guid = self.topo.switch(sw).guid;

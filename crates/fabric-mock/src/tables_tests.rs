@@ -14,7 +14,11 @@ fn mft(switch: Guid, block: u32, position: u8, mlids: &[(Lid, u16)]) -> MftBlock
     let mut entries = [0u16; MFT_BLOCK_SIZE];
     for &(mlid, mask) in mlids {
         let slot = (mlid - MLID_BASE) as usize;
-        assert_eq!(slot / MFT_BLOCK_SIZE, block as usize, "MLID {mlid:#x} outside block {block}");
+        assert_eq!(
+            slot / MFT_BLOCK_SIZE,
+            block as usize,
+            "MLID {mlid:#x} outside block {block}"
+        );
         entries[slot % MFT_BLOCK_SIZE] = mask;
     }
     MftBlockWrite {
@@ -70,7 +74,9 @@ async fn mft_blocks_read_back_as_written_per_position() {
     assert_eq!(m.mft_ports(0x40, 0xC000 + 101).unwrap(), vec![16, 31]);
     assert_eq!(m.mft_ports(0x40, 0xC001).unwrap(), Vec::<PortNum>::new());
     // A rewrite replaces the masks of that position only.
-    m.write_mft_blocks(&[mft(0x40, 0, 0, &[(0xC000, 0b100)])]).await.unwrap();
+    m.write_mft_blocks(&[mft(0x40, 0, 0, &[(0xC000, 0b100)])])
+        .await
+        .unwrap();
     assert_eq!(m.mft_ports(0x40, 0xC000).unwrap(), vec![2, 35]);
     assert_eq!(m.mft_ports(0x40, 0xC01F).unwrap(), Vec::<PortNum>::new());
     let c = m.counters();
@@ -83,23 +89,45 @@ async fn mft_addresses_are_checked_before_anything_is_written() {
     let good = mft(L0, 0, 0, &[(0xC000, ports(&[1, 2]))]);
     let check = |e: DriverError, want: &str| assert!(e.to_string().contains(want), "{e} does not contain {want}");
     // Default MulticastFDBCap 1024 MLIDs = blocks 0..32.
-    match m.write_mft_blocks(&[good.clone(), mft(L1, 32, 0, &[])]).await.unwrap_err() {
-        DriverError::BlockOutOfRange { guid, block, max_blocks } => assert_eq!((guid, block, max_blocks), (L1, 32, 32)),
+    match m
+        .write_mft_blocks(&[good.clone(), mft(L1, 32, 0, &[])])
+        .await
+        .unwrap_err()
+    {
+        DriverError::BlockOutOfRange {
+            guid,
+            block,
+            max_blocks,
+        } => assert_eq!((guid, block, max_blocks), (L1, 32, 32)),
         e => panic!("{e}"),
     }
     // A 6-port leaf has position 0 only; its mask names ports 0..=6.
-    match m.write_mft_blocks(&[good.clone(), mft(L0, 0, 1, &[])]).await.unwrap_err() {
+    match m
+        .write_mft_blocks(&[good.clone(), mft(L0, 0, 1, &[])])
+        .await
+        .unwrap_err()
+    {
         DriverError::InvalidPort { guid, port, .. } => assert_eq!((guid, port), (L0, 16)),
         e => panic!("{e}"),
     }
-    match m.write_mft_blocks(&[good.clone(), mft(L0, 1, 0, &[(0xC020, ports(&[6, 7]))])]).await.unwrap_err() {
+    match m
+        .write_mft_blocks(&[good.clone(), mft(L0, 1, 0, &[(0xC020, ports(&[6, 7]))])])
+        .await
+        .unwrap_err()
+    {
         DriverError::InvalidPort { guid, port, reason } => {
             assert_eq!((guid, port), (L0, 7));
-            check(DriverError::InvalidPort { guid, port, reason }, "beyond the switch's ports");
+            check(
+                DriverError::InvalidPort { guid, port, reason },
+                "beyond the switch's ports",
+            );
         }
         e => panic!("{e}"),
     }
-    check(m.write_mft_blocks(&[mft(0x99, 0, 0, &[])]).await.unwrap_err(), "unknown switch");
+    check(
+        m.write_mft_blocks(&[mft(0x99, 0, 0, &[])]).await.unwrap_err(),
+        "unknown switch",
+    );
     // Nothing of the refused batches was written.
     assert_eq!(m.counters().mft_blocks_written, 0);
     assert_eq!(m.read_mft_block(L0, 0, 0).await.unwrap(), [0; 32]);
@@ -122,7 +150,10 @@ async fn mft_addresses_are_checked_before_anything_is_written() {
         m.write_mft_blocks(&[mft(S0, 0, 0, &[])]).await,
         Err(DriverError::Unreachable { guid: S0 })
     ));
-    assert!(matches!(m.read_mft_block(S0, 0, 0).await, Err(DriverError::Unreachable { guid: S0 })));
+    assert!(matches!(
+        m.read_mft_block(S0, 0, 0).await,
+        Err(DriverError::Unreachable { guid: S0 })
+    ));
     m.set_config(MockConfig {
         unreachable_switches: vec![S1],
         ..MockConfig::default()
@@ -162,7 +193,14 @@ async fn table_writes_share_the_lft_error_injection_and_retries() {
         ..MockConfig::default()
     };
     let blocks: Vec<_> = (0..40u32)
-        .map(|i| mft([L0, L1, S0, S1][i as usize % 4], i / 4, 0, &[(0xC000 + i / 4 * 32, 0b10)]))
+        .map(|i| {
+            mft(
+                [L0, L1, S0, S1][i as usize % 4],
+                i / 4,
+                0,
+                &[(0xC000 + i / 4 * 32, 0b10)],
+            )
+        })
         .collect();
     let run = || async {
         let m = MockFabric::new(two_level()).with_config(cfg.clone()).unwrap();
@@ -172,7 +210,10 @@ async fn table_writes_share_the_lft_error_injection_and_retries() {
     let (r, c, m) = run().await;
     assert_eq!(r.blocks_written, 40);
     assert!(r.retries > 0, "30% error rate over 40 blocks gave no retry");
-    assert_eq!((c.write_failures, c.write_attempts), (r.retries as u64, 40 + r.retries as u64));
+    assert_eq!(
+        (c.write_failures, c.write_attempts),
+        (r.retries as u64, 40 + r.retries as u64)
+    );
     for b in &blocks {
         assert_eq!(m.read_mft_block(b.switch, b.block, 0).await.unwrap(), b.entries);
     }
@@ -189,7 +230,11 @@ async fn table_writes_share_the_lft_error_injection_and_retries() {
         DriverError::Transient { guid, op, attempts } => assert_eq!((guid, op, attempts), (L0, "MFT block write", 3)),
         e => panic!("{e}"),
     }
-    match m.write_pkey_blocks(&[pkeys(PkeyPort::EndPort(N2), 0, &[0xFFFF])]).await.unwrap_err() {
+    match m
+        .write_pkey_blocks(&[pkeys(PkeyPort::EndPort(N2), 0, &[0xFFFF])])
+        .await
+        .unwrap_err()
+    {
         DriverError::Transient { guid, op, .. } => assert_eq!((guid, op), (N2, "P_Key block write")),
         e => panic!("{e}"),
     }
@@ -221,7 +266,10 @@ async fn pkey_tables_read_back_as_written_with_the_default_elsewhere() {
     default[0] = 0xFFFF;
     // Never written: 0xFFFF in entry 0 (end ports and switch ports).
     assert_eq!(m.read_pkey_block(PkeyPort::EndPort(N0), 0).await.unwrap(), default);
-    assert_eq!(m.read_pkey_block(PkeyPort::SwitchPort(L0, 1), 0).await.unwrap(), default);
+    assert_eq!(
+        m.read_pkey_block(PkeyPort::SwitchPort(L0, 1), 0).await.unwrap(),
+        default
+    );
     assert_eq!(m.read_pkey_block(PkeyPort::EndPort(N0), 3).await.unwrap(), [0; 32]);
     assert_eq!(m.pkey_table(PkeyPort::EndPort(N0)).unwrap(), vec![0xFFFF]);
     let writes = vec![
@@ -235,13 +283,18 @@ async fn pkey_tables_read_back_as_written_with_the_default_elsewhere() {
         assert_eq!(m.read_pkey_block(w.port, w.block).await.unwrap(), w.entries);
     }
     assert_eq!(m.read_pkey_block(PkeyPort::EndPort(N0), 1).await.unwrap(), [0; 32]);
-    assert_eq!(m.pkey_table(PkeyPort::EndPort(N0)).unwrap(), vec![0x7FFF, 0x8001, 0x0002]);
+    assert_eq!(
+        m.pkey_table(PkeyPort::EndPort(N0)).unwrap(),
+        vec![0x7FFF, 0x8001, 0x0002]
+    );
     assert_eq!(m.pkey_table(PkeyPort::SwitchPort(L0, 1)).unwrap(), vec![0xFFFF, 0x8001]);
     // Other ports keep the default.
     assert_eq!(m.pkey_table(PkeyPort::EndPort(N1)).unwrap(), vec![0xFFFF]);
     assert_eq!(m.pkey_table(PkeyPort::SwitchPort(L0, 2)).unwrap(), vec![0xFFFF]);
     // Writing block 1 first keeps the default entry 0 of block 0.
-    m.write_pkey_blocks(&[pkeys(PkeyPort::EndPort(N1), 1, &[0x8003])]).await.unwrap();
+    m.write_pkey_blocks(&[pkeys(PkeyPort::EndPort(N1), 1, &[0x8003])])
+        .await
+        .unwrap();
     assert_eq!(m.pkey_table(PkeyPort::EndPort(N1)).unwrap(), vec![0xFFFF, 0x8003]);
     assert_eq!(m.counters().pkey_blocks_written, 4);
 }
@@ -251,9 +304,19 @@ async fn pkey_addresses_are_checked_and_errors_name_the_port() {
     let m = MockFabric::new(two_level());
     let msg = |e: DriverError| e.to_string();
     // PartitionCap 128 = blocks 0..4.
-    let e = msg(m.write_pkey_blocks(&[pkeys(PkeyPort::EndPort(N0), 4, &[])]).await.unwrap_err());
-    assert!(e.contains("0x0000000000000100") && e.contains("P_Key block 4") && e.contains("128"), "{e}");
-    match m.write_pkey_blocks(&[pkeys(PkeyPort::SwitchPort(L0, 2), 4, &[])]).await.unwrap_err() {
+    let e = msg(m
+        .write_pkey_blocks(&[pkeys(PkeyPort::EndPort(N0), 4, &[])])
+        .await
+        .unwrap_err());
+    assert!(
+        e.contains("0x0000000000000100") && e.contains("P_Key block 4") && e.contains("128"),
+        "{e}"
+    );
+    match m
+        .write_pkey_blocks(&[pkeys(PkeyPort::SwitchPort(L0, 2), 4, &[])])
+        .await
+        .unwrap_err()
+    {
         DriverError::InvalidPort { guid, port, .. } => assert_eq!((guid, port), (L0, 2)),
         e => panic!("{e}"),
     }
@@ -272,7 +335,10 @@ async fn pkey_addresses_are_checked_and_errors_name_the_port() {
         Err(DriverError::UnknownSwitch(0x98))
     ));
     // A good block before a bad one in the batch is not written.
-    let batch = [pkeys(PkeyPort::EndPort(N1), 0, &[0x8001]), pkeys(PkeyPort::EndPort(N1), 9, &[])];
+    let batch = [
+        pkeys(PkeyPort::EndPort(N1), 0, &[0x8001]),
+        pkeys(PkeyPort::EndPort(N1), 9, &[]),
+    ];
     assert!(m.write_pkey_blocks(&batch).await.is_err());
     assert_eq!(m.pkey_table(PkeyPort::EndPort(N1)).unwrap(), vec![0xFFFF]);
     // A powered-off end port or switch cannot be reached.
@@ -281,10 +347,14 @@ async fn pkey_addresses_are_checked_and_errors_name_the_port() {
         m.write_pkey_blocks(&[pkeys(PkeyPort::EndPort(N3), 0, &[1])]).await,
         Err(DriverError::Unreachable { guid: N3 })
     ));
-    assert!(matches!(m.read_pkey_block(PkeyPort::EndPort(N3), 0).await, Err(DriverError::Unreachable { guid: N3 })));
+    assert!(matches!(
+        m.read_pkey_block(PkeyPort::EndPort(N3), 0).await,
+        Err(DriverError::Unreachable { guid: N3 })
+    ));
     m.set_switch_state(L1, false).await.unwrap();
     assert!(matches!(
-        m.write_pkey_blocks(&[pkeys(PkeyPort::SwitchPort(L1, 1), 0, &[1])]).await,
+        m.write_pkey_blocks(&[pkeys(PkeyPort::SwitchPort(L1, 1), 0, &[1])])
+            .await,
         Err(DriverError::Unreachable { guid: L1 })
     ));
 }
@@ -298,7 +368,9 @@ async fn a_switch_reboot_loses_its_mft_and_pkeys_when_configured() {
         })
         .unwrap();
     m.write_mft_blocks(&[mft(L0, 0, 0, &[(0xC000, 0b110)])]).await.unwrap();
-    m.write_pkey_blocks(&[pkeys(PkeyPort::SwitchPort(L0, 1), 0, &[0x8001])]).await.unwrap();
+    m.write_pkey_blocks(&[pkeys(PkeyPort::SwitchPort(L0, 1), 0, &[0x8001])])
+        .await
+        .unwrap();
     m.set_switch_state(L0, false).await.unwrap();
     m.set_switch_state(L0, true).await.unwrap();
     assert_eq!(m.read_mft_block(L0, 0, 0).await.unwrap(), [0; 32]);
@@ -348,7 +420,10 @@ async fn flood_follows_the_tree_and_drops_at_dead_links() {
     assert_eq!(m.flood_multicast(N0, 0xC000).unwrap().received, vec![(N1, 1)]);
     // Source errors.
     assert_eq!(m.flood_multicast(N3, 0xC000), Err(TraceError::SourceDown(N3)));
-    assert_eq!(m.flood_multicast(0x5555, 0xC000), Err(TraceError::UnknownSource(0x5555)));
+    assert_eq!(
+        m.flood_multicast(0x5555, 0xC000),
+        Err(TraceError::UnknownSource(0x5555))
+    );
     assert_eq!(m.flood_multicast(N0, 0xBFFF), Err(TraceError::NotMulticastLid(0xBFFF)));
 }
 
@@ -373,7 +448,10 @@ async fn a_multicast_cycle_is_reported() {
     }
     // Cutting the cycle (S1-L1 down) ends the loop; n2 and n3 get one copy, through S0.
     m.set_port_state(S1, 2, false).await.unwrap();
-    assert_eq!(m.flood_multicast(N1, 0xC000).unwrap().received, vec![(N0, 1), (N2, 1), (N3, 1)]);
+    assert_eq!(
+        m.flood_multicast(N1, 0xC000).unwrap().received,
+        vec![(N0, 1), (N2, 1), (N3, 1)]
+    );
 }
 
 #[tokio::test]
@@ -395,8 +473,14 @@ async fn traces_between_ports_without_a_shared_partition_fail() {
     m.trace(N0, 10).unwrap();
     m.trace(N1, 8).unwrap();
     // n1 and n2 are both limited members of 0x0001 (n2's 0x8002 is not n1's).
-    assert_eq!(m.trace(N1, 12), Err(TraceError::NoSharedPartition { src: N1, dest: N2 }));
-    assert_eq!(m.trace(N2, 10), Err(TraceError::NoSharedPartition { src: N2, dest: N1 }));
+    assert_eq!(
+        m.trace(N1, 12),
+        Err(TraceError::NoSharedPartition { src: N1, dest: N2 })
+    );
+    assert_eq!(
+        m.trace(N2, 10),
+        Err(TraceError::NoSharedPartition { src: N2, dest: N1 })
+    );
     // n3 never written: the default 0xFFFF, which n0 does not share.
     let e = m.trace(N0, 14).unwrap_err();
     assert_eq!(e, TraceError::NoSharedPartition { src: N0, dest: N3 });
@@ -405,9 +489,14 @@ async fn traces_between_ports_without_a_shared_partition_fail() {
     m.trace(N1, 3).unwrap();
     assert_eq!(m.verify_all_pairs(false).unreachable_count, 0);
     // Giving n3 0x8001 as well lets n0 and n3 talk.
-    m.write_pkey_blocks(&[pkeys(ep(N3), 0, &[0xFFFF, 0x0001])]).await.unwrap();
+    m.write_pkey_blocks(&[pkeys(ep(N3), 0, &[0xFFFF, 0x0001])])
+        .await
+        .unwrap();
     m.trace(N0, 14).unwrap();
     m.trace(N3, 8).unwrap();
-    assert_eq!(m.trace(N3, 10), Err(TraceError::NoSharedPartition { src: N3, dest: N1 }));
+    assert_eq!(
+        m.trace(N3, 10),
+        Err(TraceError::NoSharedPartition { src: N3, dest: N1 })
+    );
     let _ = plan(1);
 }
