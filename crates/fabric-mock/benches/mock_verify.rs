@@ -1,5 +1,7 @@
 //! Throughput of the mock driver on a generated fat-tree: uploading every LFT block
-//! (`write_lft_blocks`, zero latency) and checking all pairs (`verify_all_pairs`).
+//! (`write_lft_blocks`, zero latency) and checking all pairs (`verify_all_pairs`); then one
+//! broadcast group of every end port (a BFS tree from switch 0 installed as MFT blocks) and
+//! floods of it (`flood_multicast`).
 //!
 //! Run: `cargo bench -p fabric-mock --bench mock_verify [-- SPEC]` (default
 //! `XGFT(3;16,16,16;1,16,16)`: 4096 end ports, 768 switches). LFTs are min-hop routes computed
@@ -10,7 +12,7 @@ use std::time::Instant;
 
 use fabric_mock::{MockFabric, IB_MAX_UNICAST_LID};
 use fabric_routing::{LidPlan, BLOCK_SIZE, NO_ROUTE};
-use fabric_southbound::{LftBlockWrite, SouthboundDriver};
+use fabric_southbound::{LftBlockWrite, MftBlockWrite, SouthboundDriver, MFT_BLOCK_SIZE};
 use fabric_topology::{Fabric, Lid, PortNum, Remote, SwitchId};
 
 fn plan(f: &Fabric) -> LidPlan {
@@ -70,6 +72,46 @@ fn min_hop_blocks(f: &Fabric, p: &LidPlan) -> Vec<LftBlockWrite> {
     out
 }
 
+/// MFT blocks of MLID 0xC000 (block 0, entry 0): a BFS tree from switch 0 over every cable,
+/// every end port a member.
+fn broadcast_mft(f: &Fabric) -> Vec<MftBlockWrite> {
+    let mut masks: Vec<Vec<PortNum>> = vec![Vec::new(); f.num_switches()];
+    let mut seen = vec![false; f.num_switches()];
+    seen[0] = true;
+    let mut q = VecDeque::from([SwitchId(0)]);
+    while let Some(s) = q.pop_front() {
+        for (pn, port) in f.switch(s).external_ports() {
+            match port.remote {
+                Remote::Switch { sw: r, port: rp } if !seen[r.idx()] => {
+                    seen[r.idx()] = true;
+                    masks[s.idx()].push(pn);
+                    masks[r.idx()].push(rp);
+                    q.push_back(r);
+                }
+                Remote::EndPort(_) => masks[s.idx()].push(pn),
+                _ => {}
+            }
+        }
+    }
+    let mut out = Vec::new();
+    for (i, ports) in masks.iter().enumerate() {
+        let positions = f.switch(SwitchId(i as u32)).nports as usize / 16 + 1;
+        for position in 0..positions {
+            let mut entries = [0u16; MFT_BLOCK_SIZE];
+            for &p in ports.iter().filter(|&&p| p as usize / 16 == position) {
+                entries[0] |= 1 << (p % 16);
+            }
+            out.push(MftBlockWrite {
+                switch: f.switch(SwitchId(i as u32)).guid,
+                block: 0,
+                position: position as u8,
+                entries,
+            });
+        }
+    }
+    out
+}
+
 fn main() {
     let spec = std::env::args()
         .skip(1)
@@ -118,6 +160,27 @@ fn main() {
     }
     println!(
         "trace: {:.2} µs per trace",
+        t.elapsed().as_secs_f64() * 1e6 / f64::from(n)
+    );
+
+    let mft = broadcast_mft(&f);
+    let t = Instant::now();
+    let r = rt.block_on(mock.write_mft_blocks(&mft)).expect("MFT upload");
+    println!(
+        "MFT upload: {} blocks in {:.2} ms",
+        r.blocks_written,
+        t.elapsed().as_secs_f64() * 1e3
+    );
+    let n = 100;
+    let t = Instant::now();
+    for _ in 0..n {
+        let d = mock.flood_multicast(src, 0xC000).expect("flood");
+        assert_eq!(d.received.len(), f.num_end_ports() - 1);
+        std::hint::black_box(d);
+    }
+    println!(
+        "flood_multicast (broadcast to {} end ports): {:.1} µs per flood",
+        f.num_end_ports() - 1,
         t.elapsed().as_secs_f64() * 1e6 / f64::from(n)
     );
 }

@@ -7,7 +7,10 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use fabric_routing::{LidPlan, BLOCK_SIZE, NO_ROUTE};
-use fabric_southbound::{DriverCaps, DriverError, LftBlockWrite, SouthboundDriver, WriteReport};
+use fabric_southbound::{
+    DriverCaps, DriverError, LftBlockWrite, MftBlockWrite, PkeyBlockWrite, PkeyPort, SouthboundDriver, WriteReport,
+    MFT_BLOCK_SIZE, PKEY_BLOCK_SIZE,
+};
 use fabric_topology::{fmt_guid, Fabric, FabricEvent, Guid, Lid, LinkState, PortNum, Remote, SwitchId};
 use rand::Rng;
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
@@ -16,6 +19,45 @@ use crate::trace::LidTable;
 use crate::{bump, lock, read, write, BlockWritten, MockConfig, MockFabric};
 
 impl MockFabric {
+    /// Performs a batch of `n` block writes the way every table write of the mock goes: in
+    /// waves of at most [`MockConfig::max_parallel`] attempts, each wave costing one
+    /// [`MockConfig::op_latency`]; an attempt that fails transiently (`Ok(false)`) is re-queued
+    /// behind the rest of the batch up to [`MockConfig::max_retries`] times, then the batch
+    /// fails with [`DriverError::Transient`] naming `guid_of(i)`. An `Err` of an attempt ends the
+    /// batch at once.
+    pub(crate) async fn run_batch(
+        &self,
+        cfg: &MockConfig,
+        n: usize,
+        op: &'static str,
+        guid_of: impl Fn(usize) -> Guid + Send + Sync,
+        mut attempt: impl FnMut(usize) -> Result<bool, DriverError> + Send,
+    ) -> Result<WriteReport, DriverError> {
+        let mut queue: VecDeque<(usize, u32)> = (0..n).map(|i| (i, 0)).collect();
+        let mut report = WriteReport::default();
+        while !queue.is_empty() {
+            if !cfg.op_latency.is_zero() {
+                tokio::time::sleep(cfg.op_latency).await;
+            }
+            for _ in 0..cfg.max_parallel.min(queue.len()) {
+                let Some((i, failures)) = queue.pop_front() else { break };
+                if attempt(i)? {
+                    report.blocks_written += 1;
+                } else if failures >= cfg.max_retries {
+                    return Err(DriverError::Transient {
+                        guid: guid_of(i),
+                        op,
+                        attempts: failures + 1,
+                    });
+                } else {
+                    report.retries += 1;
+                    queue.push_back((i, failures + 1));
+                }
+            }
+        }
+        Ok(report)
+    }
+
     /// The physical state as a list of events to apply to the cabling snapshot.
     fn state_events(&self) -> Vec<FabricEvent> {
         let mut evs = Vec::new();
@@ -204,29 +246,14 @@ impl SouthboundDriver for MockFabric {
                 });
             }
         }
-        let mut queue: VecDeque<(usize, u32)> = (0..blocks.len()).map(|i| (i, 0)).collect();
-        let mut report = WriteReport::default();
-        while !queue.is_empty() {
-            if !cfg.op_latency.is_zero() {
-                tokio::time::sleep(cfg.op_latency).await;
-            }
-            for _ in 0..cfg.max_parallel.min(queue.len()) {
-                let Some((i, failures)) = queue.pop_front() else { break };
-                if self.write_block_once(ids[i], &blocks[i], &cfg)? {
-                    report.blocks_written += 1;
-                } else if failures >= cfg.max_retries {
-                    return Err(DriverError::Transient {
-                        guid: blocks[i].switch,
-                        op: "LFT block write",
-                        attempts: failures + 1,
-                    });
-                } else {
-                    report.retries += 1;
-                    queue.push_back((i, failures + 1));
-                }
-            }
-        }
-        Ok(report)
+        self.run_batch(
+            &cfg,
+            blocks.len(),
+            "LFT block write",
+            |i| blocks[i].switch,
+            |i| self.write_block_once(ids[i], &blocks[i], &cfg),
+        )
+        .await
     }
 
     async fn read_lft_block(&self, switch: Guid, block: u32) -> Result<[u8; BLOCK_SIZE], DriverError> {
@@ -251,6 +278,27 @@ impl SouthboundDriver for MockFabric {
         }
         bump(&self.counters.blocks_read, 1);
         Ok(out)
+    }
+
+    async fn write_mft_blocks(&self, blocks: &[MftBlockWrite]) -> Result<WriteReport, DriverError> {
+        self.write_mft_batch(blocks).await
+    }
+
+    async fn read_mft_block(
+        &self,
+        switch: Guid,
+        block: u32,
+        position: u8,
+    ) -> Result<[u16; MFT_BLOCK_SIZE], DriverError> {
+        self.read_mft(switch, block, position).await
+    }
+
+    async fn write_pkey_blocks(&self, blocks: &[PkeyBlockWrite]) -> Result<WriteReport, DriverError> {
+        self.write_pkey_batch(blocks).await
+    }
+
+    async fn read_pkey_block(&self, port: PkeyPort, block: u16) -> Result<[u16; PKEY_BLOCK_SIZE], DriverError> {
+        self.read_pkey(port, block).await
     }
 
     async fn set_port_state(&self, switch: Guid, port: PortNum, up: bool) -> Result<(), DriverError> {
@@ -297,7 +345,12 @@ impl SouthboundDriver for MockFabric {
             return Ok(());
         }
         if up && reset {
-            write(&self.cells[sw.idx()]).lft.clear();
+            {
+                let mut cell = write(&self.cells[sw.idx()]);
+                cell.lft.clear();
+                cell.mft.clear();
+                cell.pkeys.iter_mut().for_each(Vec::clear);
+            }
             let mut lids = write(&self.lids);
             let mut t = (**lids).clone();
             t.switch_lid[sw.idx()] = 0;

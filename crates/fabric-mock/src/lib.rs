@@ -7,6 +7,10 @@
 //! * per switch, the real LFT bytes (grown block by block as blocks are written, unwritten
 //!   entries read as 255), behind one lock per switch so parallel uploads to different switches
 //!   never contend;
+//! * per switch, its multicast forwarding table (port masks per MLID and position, up to
+//!   [`MockConfig::mcast_fdb_cap`] MLIDs) and the P_Key table of each external port; per end
+//!   port its P_Key table ([`MockConfig::partition_cap`] entries; never written = `0xFFFF` in
+//!   entry 0), see the `tables` module;
 //! * the LIDs and LMC installed by [`SouthboundDriver::configure_lids`];
 //! * the physical state of every link, switch and end port (changed by the fault drills, which
 //!   report every change on the event streams).
@@ -14,9 +18,16 @@
 //! On top of that it forwards packets hop by hop through the installed LFTs
 //! ([`MockFabric::trace`]) and checks all pairs of end ports ([`MockFabric::verify_all_pairs`])
 //! from its own state only, so tests of the daemon see what a real fabric would do with the
-//! tables it uploaded.
+//! tables it uploaded. It floods multicast packets through the installed MFTs
+//! ([`MockFabric::flood_multicast`]), and a unicast trace between two end ports whose P_Key
+//! tables share no partition fails ([`TraceError::NoSharedPartition`]).
 //!
 //! # Fault injection, latency and retries
+//!
+//! MFT and P_Key block writes go the same way as LFT block writes below (same latency waves,
+//! error draws, retries and reachability; a P_Key write to an end port draws from the switch
+//! the end port hangs on and fails with [`DriverError::Unreachable`] naming the port GUID when
+//! the end port is down).
 //!
 //! * **Errors.** Each LFT block write attempt fails with probability [`MockConfig::error_rate`].
 //!   The draws come from one seeded generator per switch, so a given sequence of writes to a
@@ -51,7 +62,8 @@
 //!
 //! This file holds the configuration, the counters and the state ([`MockFabric`], its
 //! constructors and accessors); `driver` the [`SouthboundDriver`](fabric_southbound::SouthboundDriver)
-//! implementation (sweeps, LIDs, block writes with injected errors, drills); `reach` the
+//! implementation (sweeps, LIDs, block writes with injected errors, drills); `tables` the MFT
+//! and P_Key tables; `mcast` the multicast flood and the partition check; `reach` the
 //! packet-level checks (traces, all-pairs reachability, the
 //! [`PacketSimulator`](fabric_southbound::PacketSimulator) implementation); `trace` the hop-by-hop
 //! walk they share.
@@ -60,7 +72,9 @@
 //! [`WriteReport::retries`]: fabric_southbound::WriteReport::retries
 
 mod driver;
+mod mcast;
 mod reach;
+mod tables;
 mod trace;
 
 pub use fabric_southbound::{Hop, ReachReport, TraceError, REACH_REPORT_MAX_LISTED};
@@ -72,7 +86,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock, RwLockReadGuard, Rw
 use std::time::Duration;
 
 use fabric_routing::{Lfts, BLOCK_SIZE, NO_ROUTE};
-use fabric_southbound::DriverError;
+use fabric_southbound::{DriverError, MFT_BLOCK_SIZE, PKEY_BLOCK_SIZE};
 use fabric_topology::gen::{self, Degrade};
 use fabric_topology::ibnet;
 use fabric_topology::{Fabric, FabricEvent, Guid, Lid, LinkState, PortNum, Remote, SwitchId};
@@ -109,6 +123,14 @@ pub struct MockConfig {
     /// while staying up in the topology (a management path that is down, an agent that is
     /// gone): the partial-upload drill.
     pub unreachable_switches: Vec<Guid>,
+    /// MulticastFDBCap of every simulated switch: the MLIDs its multicast forwarding table
+    /// holds, from [`MLID_BASE`](fabric_southbound::MLID_BASE) (`0xC000`). MFT blocks at or beyond
+    /// `⌈cap / 32⌉` are refused. Default 1024 MLIDs (32 blocks); at most 16384 (`0xC000..=0xFFFF`).
+    pub mcast_fdb_cap: u32,
+    /// PartitionCap of every simulated port (CA ports and switch external ports alike): the
+    /// entries of its P_Key table. P_Key blocks at or beyond `⌈cap / 32⌉` are refused.
+    /// Default 128 entries (4 blocks).
+    pub partition_cap: u16,
 }
 
 impl Default for MockConfig {
@@ -123,9 +145,18 @@ impl Default for MockConfig {
             escape_vl: Some(1),
             reset_on_power_cycle: false,
             unreachable_switches: Vec::new(),
+            mcast_fdb_cap: DEFAULT_MCAST_FDB_CAP,
+            partition_cap: DEFAULT_PARTITION_CAP,
         }
     }
 }
+
+/// Default [`MockConfig::mcast_fdb_cap`]: 1024 MLIDs (32 MFT blocks).
+pub const DEFAULT_MCAST_FDB_CAP: u32 = 1024;
+/// Default [`MockConfig::partition_cap`]: 128 P_Key entries (4 blocks) per port.
+pub const DEFAULT_PARTITION_CAP: u16 = 128;
+/// Number of multicast LIDs InfiniBand has (`0xC000..=0xFFFF`).
+pub const IB_MLID_COUNT: u32 = 0x4000;
 
 impl MockConfig {
     /// Checks the ranges of every field, reporting all problems at once.
@@ -140,6 +171,15 @@ impl MockConfig {
         if self.max_lid == 0 {
             problems.push("max_lid must be at least 1".to_string());
         }
+        if self.mcast_fdb_cap > IB_MLID_COUNT {
+            problems.push(format!(
+                "mcast_fdb_cap {} is above the {IB_MLID_COUNT} multicast LIDs of InfiniBand",
+                self.mcast_fdb_cap
+            ));
+        }
+        if self.partition_cap == 0 {
+            problems.push("partition_cap must be at least 1".to_string());
+        }
         if problems.is_empty() {
             Ok(())
         } else {
@@ -151,6 +191,14 @@ impl MockConfig {
         let blocks = (u64::from(self.max_lid) + 1).div_ceil(BLOCK_SIZE as u64);
         u32::try_from(blocks).unwrap_or(u32::MAX)
     }
+    /// MFT blocks a switch accepts: enough to cover [`MockConfig::mcast_fdb_cap`] MLIDs.
+    pub fn max_mft_blocks(&self) -> u32 {
+        self.mcast_fdb_cap.div_ceil(MFT_BLOCK_SIZE as u32)
+    }
+    /// P_Key blocks a port accepts: enough to cover [`MockConfig::partition_cap`] entries.
+    pub fn max_pkey_blocks(&self) -> u16 {
+        self.partition_cap.div_ceil(PKEY_BLOCK_SIZE as u16)
+    }
 }
 
 /// Operation counters of a [`MockFabric`] (monotonic since creation).
@@ -158,11 +206,11 @@ impl MockConfig {
 pub struct MockCounters {
     /// LFT blocks successfully written.
     pub blocks_written: u64,
-    /// LFT block write attempts (successful + failed).
+    /// Block write attempts (successful + failed; LFT, MFT and P_Key blocks).
     pub write_attempts: u64,
-    /// Injected transient write failures.
+    /// Injected transient write failures (LFT, MFT and P_Key blocks).
     pub write_failures: u64,
-    /// LFT blocks read.
+    /// Blocks read (LFT, MFT and P_Key blocks).
     pub blocks_read: u64,
     /// `write_lft_blocks` calls.
     pub write_batches: u64,
@@ -172,6 +220,10 @@ pub struct MockCounters {
     pub sweeps: u64,
     /// Physical state changes (drills).
     pub state_changes: u64,
+    /// MFT blocks (one block, one position) successfully written.
+    pub mft_blocks_written: u64,
+    /// P_Key blocks successfully written (end ports and switch ports).
+    pub pkey_blocks_written: u64,
 }
 
 #[derive(Default)]
@@ -184,6 +236,8 @@ struct Counters {
     lid_configs: AtomicU64,
     sweeps: AtomicU64,
     state_changes: AtomicU64,
+    mft_blocks_written: AtomicU64,
+    pkey_blocks_written: AtomicU64,
 }
 
 fn bump(c: &AtomicU64, n: u64) {
@@ -212,8 +266,14 @@ pub type WriteObserver = Arc<dyn Fn(&BlockWritten<'_>) + Send + Sync>;
 struct SwitchCell {
     /// LFT bytes indexed by LID; length a multiple of [`BLOCK_SIZE`].
     lft: Vec<u8>,
-    /// Error-injection draws for this switch.
+    /// Error-injection draws for this switch (and the P_Key writes of its end ports).
     rng: ChaCha8Rng,
+    /// Multicast forwarding table: port masks indexed by `(mlid - 0xC000) · positions +
+    /// position`, `positions = nports / 16 + 1`; grown block by block, unwritten masks read 0.
+    mft: Vec<u16>,
+    /// P_Key table of each port (index = port number; port 0 unused); empty = never written
+    /// (the default table: 0xFFFF in entry 0).
+    pkeys: Vec<Vec<u16>>,
 }
 
 fn switch_rng(seed: u64, guid: Guid) -> ChaCha8Rng {
@@ -246,6 +306,8 @@ pub struct MockFabric {
     switch_up: Vec<AtomicBool>,
     end_port_up: Vec<AtomicBool>,
     cells: Vec<RwLock<SwitchCell>>,
+    /// P_Key table of each end port (by dense id); empty = never written (default table).
+    ep_pkeys: Vec<RwLock<Vec<u16>>>,
     lids: RwLock<Arc<LidTable>>,
     subscribers: Mutex<Vec<UnboundedSender<FabricEvent>>>,
     /// Serialises physical state changes so events are emitted in the order of the changes.
@@ -296,9 +358,12 @@ impl MockFabric {
                 RwLock::new(SwitchCell {
                     lft: Vec::new(),
                     rng: switch_rng(config.seed, s.guid),
+                    mft: Vec::new(),
+                    pkeys: vec![Vec::new(); s.nports as usize + 1],
                 })
             })
             .collect();
+        let ep_pkeys = fabric.end_ports().iter().map(|_| RwLock::new(Vec::new())).collect();
         let lids = LidTable::unassigned(fabric.num_switches(), fabric.num_end_ports());
         MockFabric {
             topo: fabric.with_generation(0),
@@ -307,6 +372,7 @@ impl MockFabric {
             switch_up,
             end_port_up,
             cells,
+            ep_pkeys,
             lids: RwLock::new(Arc::new(lids)),
             subscribers: Mutex::new(Vec::new()),
             drill: Mutex::new(()),
@@ -419,6 +485,8 @@ impl MockFabric {
             lid_configs: g(&c.lid_configs),
             sweeps: g(&c.sweeps),
             state_changes: g(&c.state_changes),
+            mft_blocks_written: g(&c.mft_blocks_written),
+            pkey_blocks_written: g(&c.pkey_blocks_written),
         }
     }
 
@@ -516,6 +584,10 @@ impl MockFabric {
 }
 
 #[cfg(test)]
+mod mcast_proptests;
+#[cfg(test)]
 mod proptests;
+#[cfg(test)]
+mod tables_tests;
 #[cfg(test)]
 mod tests;

@@ -5,8 +5,8 @@ use std::sync::atomic::Ordering;
 use std::sync::RwLockReadGuard;
 
 use fabric_routing::NO_ROUTE;
-use fabric_southbound::{Hop, PacketSimulator, ReachReport, TraceError, REACH_REPORT_MAX_LISTED};
-use fabric_topology::{EndPortId, Guid, Lid, PortNum, SwitchId};
+use fabric_southbound::{Hop, McastDelivery, PacketSimulator, ReachReport, TraceError, REACH_REPORT_MAX_LISTED};
+use fabric_topology::{EndPortId, Guid, Lid, PortNum, Remote, SwitchId};
 use rayon::prelude::*;
 
 use crate::trace::{live_components, walk, StateView};
@@ -16,6 +16,11 @@ impl MockFabric {
     /// Follows a packet from end port `src_port_guid` to `dlid` through the installed LFTs over
     /// live links. Returns the switches crossed, ending at the switch that delivers the packet to
     /// the end port owning `dlid` (any of its `2^LMC` LIDs) or consumes it (a switch's own LID).
+    ///
+    /// A packet delivered to an end port that shares no partition with the source by their
+    /// installed P_Key tables fails with [`TraceError::NoSharedPartition`] (ports whose tables
+    /// were never written are in the default partition `0xFFFF`, so without P_Key writes every
+    /// pair talks). The all-pairs checks ([`MockFabric::verify_all_pairs`]) check routing only.
     pub fn trace(&self, src_port_guid: Guid, dlid: Lid) -> Result<Vec<Hop>, TraceError> {
         let ep = self
             .topo
@@ -31,6 +36,14 @@ impl MockFabric {
         let lids = self.lid_table();
         let mut hops = Vec::new();
         walk(&self.topo, &view, &lids, sw, port, dlid, |h| hops.push(h))?;
+        // Delivered to an end port: its P_Key table must share a partition with the source's.
+        let last = hops.last().filter(|h| h.out_port != 0);
+        let dsw = last.and_then(|h| Some((self.topo.switch_by_guid(h.switch)?, h.out_port)));
+        if let Some((dsw, out)) = dsw {
+            if let Some(Remote::EndPort(dst)) = self.topo.switch(dsw).ports.get(out as usize).map(|p| p.remote) {
+                self.check_partition(ep, dst)?;
+            }
+        }
         Ok(hops)
     }
 
@@ -274,5 +287,8 @@ impl PacketSimulator for MockFabric {
     }
     fn verify_all_pairs(&self, use_escape: bool) -> ReachReport {
         MockFabric::verify_all_pairs(self, use_escape)
+    }
+    fn flood_multicast(&self, src_port_guid: Guid, mlid: Lid) -> Result<McastDelivery, TraceError> {
+        MockFabric::flood_multicast(self, src_port_guid, mlid)
     }
 }

@@ -18,16 +18,16 @@ use fabric_routing::LidPlan;
 use fabric_southbound::{LftBlockWrite, PacketSimulator, SouthboundDriver, WriteReport};
 use fabric_topology::{FabricBuilder, NodeType};
 
-const L0: Guid = 0x10;
-const L1: Guid = 0x11;
-const S0: Guid = 0x20;
-const S1: Guid = 0x21;
-const N0: Guid = 0x100;
-const N1: Guid = 0x101;
-const N2: Guid = 0x110;
-const N3: Guid = 0x111;
+pub(crate) const L0: Guid = 0x10;
+pub(crate) const L1: Guid = 0x11;
+pub(crate) const S0: Guid = 0x20;
+pub(crate) const S1: Guid = 0x21;
+pub(crate) const N0: Guid = 0x100;
+pub(crate) const N1: Guid = 0x101;
+pub(crate) const N2: Guid = 0x110;
+pub(crate) const N3: Guid = 0x111;
 
-fn two_level() -> Fabric {
+pub(crate) fn two_level() -> Fabric {
     let mut b = FabricBuilder::new();
     let l0 = b.add_switch(L0, "leaf0", 6).unwrap();
     let l1 = b.add_switch(L1, "leaf1", 6).unwrap();
@@ -49,7 +49,7 @@ fn two_level() -> Fabric {
     b.build()
 }
 
-fn plan(lmc: u8) -> LidPlan {
+pub(crate) fn plan(lmc: u8) -> LidPlan {
     let base = if lmc == 1 {
         vec![8, 10, 12, 14]
     } else {
@@ -87,7 +87,7 @@ fn base_lfts() -> Vec<LftBlockWrite> {
     ]
 }
 
-async fn programmed() -> MockFabric {
+pub(crate) async fn programmed() -> MockFabric {
     let f = two_level();
     let m = MockFabric::new(f.clone());
     m.configure_lids(&f, &plan(1)).await.unwrap();

@@ -99,6 +99,14 @@ pub enum TraceError {
     McastLoop { switch: Guid, lid: Lid },
     #[error("not supported by this simulator: {0}")]
     Unsupported(&'static str),
+    /// The packet reaches its destination but the two end ports share no partition: no P_Key
+    /// of one matches one of the other (low 15 bits) with at least one of the two full member
+    /// (two limited members do not talk), so the destination drops it.
+    #[error("end ports {} and {} share no partition (no common P_Key with a full member)", fmt_guid(*src), fmt_guid(*dest))]
+    NoSharedPartition { src: Guid, dest: Guid },
+    /// A multicast flood was asked for a LID below the multicast range (`0xC000`).
+    #[error("LID {0:#06x} is not a multicast LID (multicast LIDs start at 0xc000)")]
+    NotMulticastLid(Lid),
 }
 
 /// Result of [`PacketSimulator::verify_all_pairs`] (and of the mock's check of switch LIDs).
