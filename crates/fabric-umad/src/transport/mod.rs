@@ -47,7 +47,7 @@ use std::time::{Duration, Instant, SystemTime};
 use fabric_sa::{Requester, SaService};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::mad::{Route, Smp, CLASS_SMP_DR, CLASS_SMP_LID, MAD_SIZE, METHOD_TRAP};
+use crate::mad::{stamp_m_key, Route, Smp, CLASS_SMP_DR, CLASS_SMP_LID, MAD_SIZE, METHOD_TRAP};
 pub use client_port::{read_sysfs, ClientPort};
 pub use device::{OpenError, RawPort, UmadDevice, UMAD_HDR_LEN};
 use responder::SmResponder;
@@ -375,6 +375,8 @@ fn run<P: RawPort>(
             *next_tid = next_tid.wrapping_add(1).max(1);
             let mut f = f;
             f.req.smp.set_tid(TID_HIGH | u64::from(tid));
+            // Every SMP carries the manager's M_Key (and every PortInfo Set its protection).
+            stamp_m_key(&mut f.req.smp, &sm.m_key_protection());
             f.attempts += 1;
             f.deadline = Instant::now() + params.timeout;
             encode_packet(&mut out, &port, &f.req);
