@@ -34,7 +34,9 @@ pub fn parse_ibroute_mcast(text: &str) -> BTreeMap<u64, Vec<u32>> {
         let Some(hex) = l.split_whitespace().next().and_then(|w| w.strip_prefix("0x")) else {
             continue;
         };
-        let Ok(mlid) = u64::from_str_radix(hex, 16) else { continue };
+        let Ok(mlid) = u64::from_str_radix(hex, 16) else {
+            continue;
+        };
         let mut ports = Vec::new();
         for (i, c) in l.char_indices().skip(2 + hex.len()) {
             if c == 'x' {

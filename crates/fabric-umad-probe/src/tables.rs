@@ -12,9 +12,7 @@
 use std::collections::BTreeMap;
 
 use anyhow::{ensure, Result};
-use fabric_southbound::{
-    MftBlockWrite, PkeyBlockWrite, PkeyPort, SouthboundDriver, MFT_BLOCK_SIZE, PKEY_BLOCK_SIZE,
-};
+use fabric_southbound::{MftBlockWrite, PkeyBlockWrite, PkeyPort, SouthboundDriver, MFT_BLOCK_SIZE, PKEY_BLOCK_SIZE};
 use fabric_topology::{fmt_guid, Fabric, Remote};
 use fabric_umad::UmadDriver;
 use serde_json::{json, Value};
@@ -26,7 +24,9 @@ pub const DEFAULT_PKEY: u16 = 0xffff;
 
 /// A small deterministic generator (the tables only need to differ between entries).
 fn next(x: &mut u64) -> u64 {
-    *x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+    *x = x
+        .wrapping_mul(6_364_136_223_846_793_005)
+        .wrapping_add(1_442_695_040_888_963_407);
     *x >> 33
 }
 
@@ -39,9 +39,7 @@ fn mft_blocks(fabric: &Fabric, seed: u64) -> Vec<MftBlockWrite> {
         let nports = u16::from(s.nports);
         for position in 0..=(nports / 16) as u8 {
             let first = u16::from(position) * 16;
-            let valid: u16 = (0..16u16)
-                .filter(|b| first + b <= nports)
-                .fold(0, |m, b| m | (1 << b));
+            let valid: u16 = (0..16u16).filter(|b| first + b <= nports).fold(0, |m, b| m | (1 << b));
             for block in 0..2u32 {
                 let entries: [u16; MFT_BLOCK_SIZE] = std::array::from_fn(|_| {
                     // About one MLID in three is unused (mask 0).
@@ -116,14 +114,29 @@ fn pkey_blocks(fabric: &Fabric) -> (Vec<PkeyBlockWrite>, Vec<String>, Vec<(Strin
 pub async fn write_tables(drv: &UmadDriver, fabric: &Fabric, seed: u64) -> Result<Value> {
     let mfts = mft_blocks(fabric, seed);
     let rep = drv.write_mft_blocks(&mfts).await?;
-    ensure!(rep.blocks_written == mfts.len(), "MFT blocks written {} of {}", rep.blocks_written, mfts.len());
+    ensure!(
+        rep.blocks_written == mfts.len(),
+        "MFT blocks written {} of {}",
+        rep.blocks_written,
+        mfts.len()
+    );
     let mut shown: BTreeMap<String, BTreeMap<String, Vec<u16>>> = BTreeMap::new();
     for b in &mfts {
         let back = drv.read_mft_block(b.switch, b.block, b.position).await?;
-        ensure!(back == b.entries, "MFT block {} position {} of {} read back differs", b.block, b.position, fmt_guid(b.switch));
+        ensure!(
+            back == b.entries,
+            "MFT block {} position {} of {} read back differs",
+            b.block,
+            b.position,
+            fmt_guid(b.switch)
+        );
         for (i, &mask) in b.entries.iter().enumerate() {
             let mlid = 0xC000 + b.block as usize * MFT_BLOCK_SIZE + i;
-            let ports = shown.entry(fmt_guid(b.switch)).or_default().entry(format!("{mlid:#06x}")).or_default();
+            let ports = shown
+                .entry(fmt_guid(b.switch))
+                .or_default()
+                .entry(format!("{mlid:#06x}"))
+                .or_default();
             for bit in 0..16u16 {
                 if mask & (1 << bit) != 0 {
                     ports.push(u16::from(b.position) * 16 + bit);
@@ -133,10 +146,19 @@ pub async fn write_tables(drv: &UmadDriver, fabric: &Fabric, seed: u64) -> Resul
     }
     let (pkeys, members, enforced) = pkey_blocks(fabric);
     let prep = drv.write_pkey_blocks(&pkeys).await?;
-    ensure!(prep.blocks_written == pkeys.len(), "P_Key blocks written {} of {}", prep.blocks_written, pkeys.len());
+    ensure!(
+        prep.blocks_written == pkeys.len(),
+        "P_Key blocks written {} of {}",
+        prep.blocks_written,
+        pkeys.len()
+    );
     for b in &pkeys {
         let back = drv.read_pkey_block(b.port, b.block).await?;
-        ensure!(back == b.entries, "P_Key block of {:?} read back differs: {back:?}", b.port);
+        ensure!(
+            back == b.entries,
+            "P_Key block of {:?} read back differs: {back:?}",
+            b.port
+        );
     }
     Ok(json!({
         "mfts": shown,

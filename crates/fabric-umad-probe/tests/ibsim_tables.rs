@@ -35,7 +35,10 @@ fn run_probe(sim: &Ibsim, dir: &Path, args: &[&str]) -> Value {
     let text = std::fs::read_to_string(&out).unwrap_or_default();
     let errs = std::fs::read_to_string(&err).unwrap_or_default();
     assert!(status.success(), "probe {args:?} failed: {status}\n{text}\n{errs}");
-    let first = text.lines().next().unwrap_or_else(|| panic!("probe printed nothing:\n{errs}"));
+    let first = text
+        .lines()
+        .next()
+        .unwrap_or_else(|| panic!("probe printed nothing:\n{errs}"));
     serde_json::from_str(first).unwrap_or_else(|e| panic!("{e}: {first}"))
 }
 
@@ -47,7 +50,10 @@ fn check_mfts(sim: &Ibsim, out: &Value) {
     for (guid, mlids) in mfts {
         let path = out["switch_paths"][guid].as_str().expect("path");
         let (ok, text) = sim.tool("ibroute", &["-M", "-D", path]);
-        assert!(ok && text.contains(&guid[2..]), "ibroute -M {path} ({guid}) failed:\n{text}");
+        assert!(
+            ok && text.contains(&guid[2..]),
+            "ibroute -M {path} ({guid}) failed:\n{text}"
+        );
         let shown = parse_ibroute_mcast(&text);
         let want: std::collections::BTreeMap<u64, Vec<u32>> = mlids
             .as_object()
@@ -144,7 +150,16 @@ fn ibsim_keeps_no_m_key_and_the_keyed_driver_still_manages() {
     let out = run_probe(
         &sim,
         &dir,
-        &["--tables", "5", "--m-key", "0x1234abcd", "--m-key-protect", "3", "--m-key-lease", "60"],
+        &[
+            "--tables",
+            "5",
+            "--m-key",
+            "0x1234abcd",
+            "--m-key-protect",
+            "3",
+            "--m-key-lease",
+            "60",
+        ],
     );
     assert_eq!(out["failures"].as_u64(), Some(0), "{out}");
     check_mfts(&sim, &out);
@@ -153,7 +168,10 @@ fn ibsim_keeps_no_m_key_and_the_keyed_driver_still_manages() {
     // with -K: the simulator stored none of the protection the driver wrote.
     let mut shown = Vec::new();
     for path in out["switch_paths"].as_object().expect("paths").values() {
-        let (ok, text) = sim.tool("smpquery", &["-K", "-y", "0x1234abcd", "-D", "portinfo", path.as_str().unwrap(), "0"]);
+        let (ok, text) = sim.tool(
+            "smpquery",
+            &["-K", "-y", "0x1234abcd", "-D", "portinfo", path.as_str().unwrap(), "0"],
+        );
         assert!(ok, "{text}");
         shown.push(parse_smpquery_fields(&text));
     }
@@ -173,12 +191,20 @@ fn ibsim_keeps_no_m_key_and_the_keyed_driver_still_manages() {
     }
     // A Set without the key is obeyed: a switch's LID moved and moved back by a second
     // "manager" (ibportstate, no -y).
-    let (guid, path) = out["switch_paths"].as_object().expect("paths").iter().next().expect("a switch");
+    let (guid, path) = out["switch_paths"]
+        .as_object()
+        .expect("paths")
+        .iter()
+        .next()
+        .expect("a switch");
     let path = path.as_str().expect("path");
     let lid = out["switch_lids"][guid].as_u64().expect("LID");
     for to in [lid + 100, lid] {
         let (ok, text) = sim.tool("ibportstate", &["-D", path, "0", "lid", &to.to_string()]);
-        assert!(ok && text.contains("After PortInfo set"), "unkeyed Set refused?\n{text}");
+        assert!(
+            ok && text.contains("After PortInfo set"),
+            "unkeyed Set refused?\n{text}"
+        );
         let (ok, text) = sim.tool("smpquery", &["-D", "portinfo", path, "0"]);
         assert!(ok, "{text}");
         assert_eq!(parse_smpquery_fields(&text)["Lid"], to.to_string(), "{text}");

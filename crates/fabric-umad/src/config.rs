@@ -249,6 +249,9 @@ mod tests {
             ..UmadConfig::default()
         };
         assert!(keyless.validate().unwrap_err().contains("needs an m_key"));
-        assert!(toml::from_str::<UmadConfig>("m_key_lease_s = 70000\n").is_err(), "u16 lease");
+        assert!(
+            toml::from_str::<UmadConfig>("m_key_lease_s = 70000\n").is_err(),
+            "u16 lease"
+        );
     }
 }

@@ -488,7 +488,10 @@ mod tests {
         assert!(refused_error(true, Vec::new()).is_none());
         let e = refused_error(true, refused()).unwrap().to_string();
         assert!(e.contains("M_Key: 2 port(s)"), "{e}");
-        assert!(e.contains("0x0000000000000011 port 0") && e.contains("0x0000000000000022 port 1"), "{e}");
+        assert!(
+            e.contains("0x0000000000000011 port 0") && e.contains("0x0000000000000022 port 1"),
+            "{e}"
+        );
         // Without a key the first failure comes as it was (retry semantics unchanged).
         assert!(matches!(
             refused_error(false, refused()),

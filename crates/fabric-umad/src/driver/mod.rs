@@ -362,7 +362,12 @@ impl SouthboundDriver for UmadDriver {
         tables::write_mft_blocks(&self.inner, blocks).await
     }
 
-    async fn read_mft_block(&self, switch: Guid, block: u32, position: u8) -> Result<[u16; MFT_BLOCK_SIZE], DriverError> {
+    async fn read_mft_block(
+        &self,
+        switch: Guid,
+        block: u32,
+        position: u8,
+    ) -> Result<[u16; MFT_BLOCK_SIZE], DriverError> {
         tables::read_mft_block(&self.inner, switch, block, position).await
     }
 

@@ -187,7 +187,11 @@ pub(super) async fn write_mft_blocks(inner: &Inner, blocks: &[MftBlockWrite]) ->
                 let mut si = s.info.clone();
                 si.set_multicast_fdb_top(top);
                 si.set_port_state_change(false);
-                tops.push((g, top, submit(&inner.tp, &dr(&s.path), METHOD_SET, ATTR_SWITCH_INFO, 0, &si.raw)?));
+                tops.push((
+                    g,
+                    top,
+                    submit(&inner.tp, &dr(&s.path), METHOD_SET, ATTR_SWITCH_INFO, 0, &si.raw)?,
+                ));
             }
         }
     }
@@ -249,7 +253,9 @@ async fn read_block(inner: &Inner, t: BlockTarget, attr: u16, what: &'static str
 /// Partition enforcement wanted on the switch external ports of `done` (acknowledged P_Key
 /// blocks): on when a block written holds a P_Key, off when block 0 was written empty (an
 /// empty table enforces nothing); ports whose writes say neither are left alone.
-pub(super) fn enforcement_wanted<'a>(done: impl IntoIterator<Item = &'a PkeyBlockWrite>) -> BTreeMap<(Guid, PortNum), bool> {
+pub(super) fn enforcement_wanted<'a>(
+    done: impl IntoIterator<Item = &'a PkeyBlockWrite>,
+) -> BTreeMap<(Guid, PortNum), bool> {
     let mut want: BTreeMap<(Guid, PortNum), bool> = BTreeMap::new();
     for b in done {
         let PkeyPort::SwitchPort(g, p) = b.port else { continue };
@@ -291,11 +297,7 @@ async fn set_enforcement(inner: &Inner, want: &BTreeMap<(Guid, PortNum), bool>) 
     let routes: Vec<((Guid, PortNum), bool, Route)> = {
         let st = lock(&inner.state);
         want.iter()
-            .filter_map(|(&(g, p), &on)| {
-                st.sw_by_guid
-                    .get(&g)
-                    .map(|&i| ((g, p), on, dr(&st.switches[i].path)))
-            })
+            .filter_map(|(&(g, p), &on)| st.sw_by_guid.get(&g).map(|&i| ((g, p), on, dr(&st.switches[i].path))))
             .collect()
     };
     let mut reads = Vec::with_capacity(routes.len());
@@ -327,7 +329,11 @@ async fn set_enforcement(inner: &Inner, want: &BTreeMap<(Guid, PortNum), bool>) 
         }
         let mut a = info.for_set();
         a.set_partition_enforcement(on);
-        sets.push((g, p, submit(&inner.tp, &rt, METHOD_SET, ATTR_PORT_INFO, u32::from(p), &a.raw)?));
+        sets.push((
+            g,
+            p,
+            submit(&inner.tp, &rt, METHOD_SET, ATTR_PORT_INFO, u32::from(p), &a.raw)?,
+        ));
     }
     for (g, p, rx) in sets {
         match transport::wait(rx).await {
@@ -388,11 +394,17 @@ mod tests {
             mft(L0, 0, beyond).locate(&st),
             Err(DriverError::InvalidPort { guid: L0, .. })
         ));
-        assert!(matches!(mft(0xdead, 0, 0).locate(&st), Err(DriverError::UnknownSwitch(0xdead))));
+        assert!(matches!(
+            mft(0xdead, 0, 0).locate(&st),
+            Err(DriverError::UnknownSwitch(0xdead))
+        ));
         let mut down = with_caps();
         let i = down.sw_by_guid[&L0];
         down.switches[i].up = false;
-        assert!(matches!(mft(L0, 0, 0).locate(&down), Err(DriverError::Unreachable { guid: L0 })));
+        assert!(matches!(
+            mft(L0, 0, 0).locate(&down),
+            Err(DriverError::Unreachable { guid: L0 })
+        ));
         // A switch without multicast support has no block at all.
         let mut none = with_caps();
         none.switches[i].info.raw[4..6].copy_from_slice(&0u16.to_be_bytes());
@@ -411,16 +423,30 @@ mod tests {
         let t = pk(PkeyPort::EndPort(CA), 1).locate(&st).unwrap().unwrap();
         assert_eq!((t.guid, t.modifier, t.route), (CA, 1, dr(&c.path)));
         let e = pk(PkeyPort::EndPort(CA), 2).locate(&st).err().unwrap().to_string();
-        assert!(e.contains("PartitionCap (NodeInfo) 64") && e.contains(&fmt_guid(CA)), "{e}");
+        assert!(
+            e.contains("PartitionCap (NodeInfo) 64") && e.contains(&fmt_guid(CA)),
+            "{e}"
+        );
         let t = pk(PkeyPort::SwitchPort(L0, 2), 0).locate(&st).unwrap().unwrap();
         assert_eq!(t.modifier, 0x0002_0000);
-        let e = pk(PkeyPort::SwitchPort(L0, 2), 1).locate(&st).err().unwrap().to_string();
-        assert!(e.contains("PartitionEnforcementCap (SwitchInfo) 32") && e.contains("port 2"), "{e}");
+        let e = pk(PkeyPort::SwitchPort(L0, 2), 1)
+            .locate(&st)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            e.contains("PartitionEnforcementCap (SwitchInfo) 32") && e.contains("port 2"),
+            "{e}"
+        );
         // Port 0 is bounded by the switch's NodeInfo.PartitionCap (8: one block).
         assert!(pk(PkeyPort::SwitchPort(L0, 0), 0).locate(&st).is_ok());
         assert!(matches!(
             pk(PkeyPort::SwitchPort(L0, 200), 0).locate(&st),
-            Err(DriverError::InvalidPort { guid: L0, port: 200, .. })
+            Err(DriverError::InvalidPort {
+                guid: L0,
+                port: 200,
+                ..
+            })
         ));
         assert!(matches!(
             pk(PkeyPort::EndPort(0x77), 0).locate(&st),

@@ -71,7 +71,11 @@ pub(super) async fn upload_blocks<'a, B: TableBlock>(
                 skipped += 1;
                 continue;
             };
-            pend.push((b, t.guid, submit(tp, &t.route, METHOD_SET, B::ATTR, t.modifier, &b.data())?));
+            pend.push((
+                b,
+                t.guid,
+                submit(tp, &t.route, METHOD_SET, B::ATTR, t.modifier, &b.data())?,
+            ));
         }
     }
     let mut report = WriteReport {

@@ -171,7 +171,7 @@ pub fn stamp_m_key(smp: &mut Smp, p: &MKeyProtection) {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Route, METHOD_GET, PortState};
+    use super::super::{PortState, Route, METHOD_GET};
     use super::*;
     use proptest::prelude::*;
 
@@ -242,7 +242,10 @@ mod tests {
         let mut set = Smp::request(&Route::Lid(3), METHOD_SET, ATTR_PORT_INFO, 1, &pi.raw).unwrap();
         stamp_m_key(&mut set, &p);
         let got = PortInfo::decode(set.data());
-        assert_eq!((set.m_key(), got.m_key(), got.m_key_protect(), got.m_key_lease()), (p.key, p.key, 2, 60));
+        assert_eq!(
+            (set.m_key(), got.m_key(), got.m_key_protect(), got.m_key_lease()),
+            (p.key, p.key, 2, 60)
+        );
         assert_eq!((got.lid(), got.state()), (9, PortState::Armed));
         // No key: nothing changes (a port without protection is not given M_Key 0 by us
         // either: the fields are written as read).

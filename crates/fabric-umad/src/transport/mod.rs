@@ -704,7 +704,10 @@ mod tests {
             assert_eq!(r.smp.m_key(), 0x5ec2_e7, "attribute {a:#06x}");
             if a == ATTR_PORT_INFO {
                 let got = PortInfo::decode(r.smp.data());
-                assert_eq!((got.m_key(), got.m_key_protect(), got.m_key_lease(), got.lid()), (0x5ec2_e7, 3, 15, 4));
+                assert_eq!(
+                    (got.m_key(), got.m_key_protect(), got.m_key_lease(), got.lid()),
+                    (0x5ec2_e7, 3, 15, 4)
+                );
             } else {
                 assert_eq!(r.smp.data(), &d, "only PortInfo data gets the protection");
             }
