@@ -43,7 +43,7 @@ fn mft_blocks(fabric: &Fabric, seed: u64) -> Vec<MftBlockWrite> {
             for block in 0..2u32 {
                 let entries: [u16; MFT_BLOCK_SIZE] = std::array::from_fn(|_| {
                     // About one MLID in three is unused (mask 0).
-                    if next(&mut x) % 3 == 0 {
+                    if next(&mut x).is_multiple_of(3) {
                         0
                     } else {
                         (next(&mut x) as u16) & valid

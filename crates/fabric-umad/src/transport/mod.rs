@@ -682,7 +682,7 @@ mod tests {
         let (ttx, _trx) = mpsc::unbounded_channel();
         let t = Transport::start(f, params(2, 4), ttx);
         let sm = t.sm_identity();
-        sm.m_key.store(0x5ec2_e7, Ordering::Relaxed);
+        sm.m_key.store(0x005e_c2e7, Ordering::Relaxed);
         sm.m_key_protect.store(3, Ordering::Relaxed);
         sm.m_key_lease_s.store(15, Ordering::Relaxed);
         let mut pi = PortInfo::decode(&[0; 64]);
@@ -701,12 +701,12 @@ mod tests {
         for ((_, a, d), rx) in sent.into_iter().zip(rxs) {
             let r = wait(rx).await.unwrap();
             attempts.push(r.attempts);
-            assert_eq!(r.smp.m_key(), 0x5ec2_e7, "attribute {a:#06x}");
+            assert_eq!(r.smp.m_key(), 0x005e_c2e7, "attribute {a:#06x}");
             if a == ATTR_PORT_INFO {
                 let got = PortInfo::decode(r.smp.data());
                 assert_eq!(
                     (got.m_key(), got.m_key_protect(), got.m_key_lease(), got.lid()),
-                    (0x5ec2_e7, 3, 15, 4)
+                    (0x005e_c2e7, 3, 15, 4)
                 );
             } else {
                 assert_eq!(r.smp.data(), &d, "only PortInfo data gets the protection");
