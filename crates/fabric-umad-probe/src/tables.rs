@@ -110,10 +110,13 @@ fn pkey_blocks(fabric: &Fabric) -> (Vec<PkeyBlockWrite>, Vec<String>, Vec<(Strin
 
 /// Writes the tables of `seed`, reads every block back through the driver and checks it, and
 /// returns what was written as JSON: `mfts` (switch GUID → MLID → port list), `members`,
-/// `enforced` (switch GUID, port), `mft_blocks`, `pkey_blocks`, `table_retries`.
+/// `enforced` (switch GUID, port), `mft_blocks`, `pkey_blocks`, `table_retries`, and the
+/// write times `mft_ms`, `pkey_ms` (P_Key: blocks and enforcement bits).
 pub async fn write_tables(drv: &UmadDriver, fabric: &Fabric, seed: u64) -> Result<Value> {
     let mfts = mft_blocks(fabric, seed);
+    let t = std::time::Instant::now();
     let rep = drv.write_mft_blocks(&mfts).await?;
+    let mft_ms = t.elapsed().as_secs_f64() * 1e3;
     ensure!(
         rep.blocks_written == mfts.len(),
         "MFT blocks written {} of {}",
@@ -145,7 +148,9 @@ pub async fn write_tables(drv: &UmadDriver, fabric: &Fabric, seed: u64) -> Resul
         }
     }
     let (pkeys, members, enforced) = pkey_blocks(fabric);
+    let t = std::time::Instant::now();
     let prep = drv.write_pkey_blocks(&pkeys).await?;
+    let pkey_ms = t.elapsed().as_secs_f64() * 1e3;
     ensure!(
         prep.blocks_written == pkeys.len(),
         "P_Key blocks written {} of {}",
@@ -167,5 +172,7 @@ pub async fn write_tables(drv: &UmadDriver, fabric: &Fabric, seed: u64) -> Resul
         "mft_blocks": rep.blocks_written,
         "pkey_blocks": prep.blocks_written,
         "table_retries": rep.retries + prep.retries,
+        "mft_ms": mft_ms,
+        "pkey_ms": pkey_ms,
     }))
 }
