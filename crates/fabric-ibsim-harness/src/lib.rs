@@ -12,6 +12,7 @@
 //! * parsers of what those tools print ([`parse_ibroute`], [`parse_ibtracert`],
 //!   [`parse_route`]) and of ibsim node ids ([`node_guid`]);
 //! * [`TempDir`], a private directory removed on drop, and [`find_tool`];
+//! * [`tables`]: parsers of `ibroute -M`, `smpquery pkeys` and `smpquery portinfo` fields;
 //! * [`saquery`]: `saquery` run under the shim and its records read into field maps, and
 //!   OpenSM started as master subnet manager and SA ([`saquery::OpenSm`]).
 //!
@@ -27,6 +28,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 pub mod saquery;
+pub mod tables;
+
+pub use tables::{parse_ibroute_mcast, parse_smpquery_fields, parse_smpquery_pkeys};
 
 /// The umad2sim preload library (Debian `ibsim-utils`): with `LD_PRELOAD` set to it, a program
 /// using libibumad talks to the simulator named by `IBSIM_SOCKNAME` as node `SIM_HOST`.

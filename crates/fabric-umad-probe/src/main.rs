@@ -1,10 +1,15 @@
 //! Probe of the `umad` driver (used by the integration tests under the ibsim shim):
 //! discover → rank → assign LIDs (LMC 1) → route → configure LIDs → write LFTs, then print one
 //! JSON document on stdout. With `--watch SECONDS` it then prints every fabric event as one JSON
-//! line until the time is up. With `--capture DIR` it stores raw SMP replies as hex files.
+//! line until the time is up. With `--capture DIR` it stores raw SMP replies as hex files. With
+//! `--tables SEED` it also writes and reads back MFT and P_Key blocks ([`tables`]). `--m-key K`,
+//! `--m-key-protect P`, `--m-key-lease S` set the driver's M_Key protection.
 //!
 //! Usage: `fabric-umad-probe [--device PATH] [--retries N] [--timeout-ms N] [--window N]
-//! [--sweep-ms N] [--watch SECONDS] [--capture DIR] [--no-program]`
+//! [--sweep-ms N] [--watch SECONDS] [--capture DIR] [--no-program] [--tables SEED]
+//! [--m-key K] [--m-key-protect P] [--m-key-lease S]`
+
+mod tables;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -24,6 +29,7 @@ struct Args {
     watch: Option<u64>,
     capture: Option<PathBuf>,
     program: bool,
+    tables: Option<u64>,
 }
 
 fn parse_args() -> Result<Args> {
@@ -32,6 +38,7 @@ fn parse_args() -> Result<Args> {
         watch: None,
         capture: None,
         program: true,
+        tables: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(k) = it.next() {
@@ -45,6 +52,16 @@ fn parse_args() -> Result<Args> {
             "--watch" => a.watch = Some(val()?.parse()?),
             "--capture" => a.capture = Some(PathBuf::from(val()?)),
             "--no-program" => a.program = false,
+            "--tables" => a.tables = Some(val()?.parse()?),
+            "--m-key" => {
+                let v = val()?;
+                a.cfg.m_key = match v.strip_prefix("0x") {
+                    Some(h) => u64::from_str_radix(h, 16)?,
+                    None => v.parse()?,
+                };
+            }
+            "--m-key-protect" => a.cfg.m_key_protect = val()?.parse()?,
+            "--m-key-lease" => a.cfg.m_key_lease_s = val()?.parse()?,
             _ => bail!("unknown argument {k}"),
         }
     }
@@ -134,6 +151,9 @@ async fn main() -> Result<()> {
         out["switch_lids"] = json!(swlids);
         out["switch_paths"] = json!(swpaths);
         out["end_port_lids"] = json!(eps);
+        if let Some(seed) = args.tables {
+            out["tables"] = tables::write_tables(&drv, &fabric, seed).await?;
+        }
     }
     let st = drv.stats();
     out["smps"] = json!(st.smps_sent);

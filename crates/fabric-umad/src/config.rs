@@ -19,8 +19,13 @@ use serde::{Deserialize, Serialize};
 /// enable_phys_state = 2              # PortPhysicalState written to re-enable a port
 /// sm_poll_interval_ms = 1000         # standby: SMInfo poll period of the master
 /// sm_poll_retries = 3                # standby: unanswered polls before taking over
+/// m_key = 0                          # M_Key of every managed port (0 = no M_Key protection)
+/// m_key_protect = 0                  # M_KeyProtectBits written with it (0..=3)
+/// m_key_lease_s = 0                  # M_KeyLeasePeriod in seconds (0 = never lapses)
 /// ```
-#[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize)]
+///
+/// `Debug` never shows `m_key` (it prints `<redacted>`): the config is safe to log.
+#[derive(Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct UmadConfig {
     /// The user-MAD device file (`/dev/infiniband/umadN`).
@@ -56,6 +61,46 @@ pub struct UmadConfig {
     /// Standby: consecutive unanswered (or not-master) polls after which this manager takes the
     /// subnet over.
     pub sm_poll_retries: u32,
+    /// M_Key protection (IBA 14.2.4): the key written into the PortInfo of every port the
+    /// manager manages (switch port 0 and every CA port) at LID configuration, and carried by
+    /// every SMP the driver sends (0: no M_Key, nothing is written). A port already protected
+    /// with another key refuses the manager (reported naming its GUID and port). Never logged.
+    /// A standby taking over keeps the key the master set: the daemon hands it the key read
+    /// from its state directory ([`crate::UmadDriver::open_with_m_key`]). TOML integers are
+    /// signed, so keys above 0x7fff_ffff_ffff_ffff cannot be set here.
+    pub m_key: u64,
+    /// M_KeyProtectBits written with the key (0..=3): 0 = Sets need the key, Gets answer it to
+    /// anyone; 1 = Gets answer M_Key 0 without the key; 2 and 3 = Gets and Sets need the key.
+    /// Must be 0 without a key.
+    pub m_key_protect: u8,
+    /// M_KeyLeasePeriod written with the key, in seconds (0..=65535; 0 = the protection never
+    /// lapses): once the manager stops answering for that long, a port drops its protection.
+    pub m_key_lease_s: u16,
+}
+
+impl std::fmt::Debug for UmadConfig {
+    /// Every field, except that the M_Key is shown as `<redacted>` (or `0` when unset).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UmadConfig")
+            .field("device", &self.device)
+            .field("port", &self.port)
+            .field("sm_priority", &self.sm_priority)
+            .field("sm_key", &self.sm_key)
+            .field("timeout_ms", &self.timeout_ms)
+            .field("retries", &self.retries)
+            .field("window", &self.window)
+            .field("sweep_interval_ms", &self.sweep_interval_ms)
+            .field("enable_phys_state", &self.enable_phys_state)
+            .field("sm_poll_interval_ms", &self.sm_poll_interval_ms)
+            .field("sm_poll_retries", &self.sm_poll_retries)
+            .field(
+                "m_key",
+                &format_args!("{}", if self.m_key == 0 { "0" } else { "<redacted>" }),
+            )
+            .field("m_key_protect", &self.m_key_protect)
+            .field("m_key_lease_s", &self.m_key_lease_s)
+            .finish()
+    }
 }
 
 impl Default for UmadConfig {
@@ -72,6 +117,9 @@ impl Default for UmadConfig {
             enable_phys_state: crate::mad::PHYS_POLLING,
             sm_poll_interval_ms: 1000,
             sm_poll_retries: 3,
+            m_key: 0,
+            m_key_protect: 0,
+            m_key_lease_s: 0,
         }
     }
 }
@@ -87,6 +135,14 @@ impl UmadConfig {
     /// Light sweep period (`None` = off).
     pub fn sweep_interval(&self) -> Option<Duration> {
         (self.sweep_interval_ms > 0).then(|| Duration::from_millis(self.sweep_interval_ms))
+    }
+    /// The M_Key protection the driver writes and sends (key 0: none).
+    pub fn m_key_protection(&self) -> crate::mad::MKeyProtection {
+        crate::mad::MKeyProtection {
+            key: self.m_key,
+            protect: self.m_key_protect,
+            lease_s: self.m_key_lease_s,
+        }
     }
     /// Checks the values; reports every problem at once.
     pub fn validate(&self) -> Result<(), String> {
@@ -113,6 +169,14 @@ impl UmadConfig {
             errs.push(format!(
                 "enable_phys_state {} is neither 2 (Polling) nor 5 (LinkUp, simulators)",
                 self.enable_phys_state
+            ));
+        }
+        if self.m_key_protect > 3 {
+            errs.push(format!("m_key_protect {} is not in 0..=3", self.m_key_protect));
+        } else if self.m_key_protect > 0 && self.m_key == 0 {
+            errs.push(format!(
+                "m_key_protect {} needs an m_key (0 = no M_Key protection)",
+                self.m_key_protect
             ));
         }
         if self.window == 0 || self.window > MAX_WINDOW {
@@ -154,5 +218,40 @@ mod tests {
         // OpenSM's default SM_Key, written the way opensm.conf does.
         let keyed: UmadConfig = toml::from_str("sm_key = 0x0000000000000001\n").unwrap();
         assert_eq!(keyed.sm_key, 1);
+    }
+
+    #[test]
+    fn m_key_keys_parse_validate_and_never_print() {
+        let c: UmadConfig =
+            toml::from_str("m_key = 0x00000000cafe1234\nm_key_protect = 2\nm_key_lease_s = 60\n").unwrap();
+        assert_eq!((c.m_key, c.m_key_protect, c.m_key_lease_s), (0xcafe_1234, 2, 60));
+        assert!(c.validate().is_ok());
+        let p = c.m_key_protection();
+        assert_eq!((p.key, p.protect, p.lease_s), (0xcafe_1234, 2, 60));
+        for shown in [format!("{c:?}"), format!("{c:#?}"), format!("{p:?}")] {
+            let lower = shown.to_lowercase();
+            assert!(
+                !lower.contains("cafe") && !lower.contains(&0xcafe_1234u64.to_string()),
+                "{shown}"
+            );
+        }
+        assert!(format!("{c:?}").contains("m_key: <redacted>"), "{c:?}");
+        assert!(format!("{:?}", UmadConfig::default()).contains("m_key: 0,"));
+        let d = UmadConfig::default();
+        assert_eq!((d.m_key, d.m_key_protect, d.m_key_lease_s), (0, 0, 0), "off by default");
+        let bad = UmadConfig {
+            m_key_protect: 4,
+            ..UmadConfig::default()
+        };
+        assert!(bad.validate().unwrap_err().contains("m_key_protect 4"));
+        let keyless = UmadConfig {
+            m_key_protect: 1,
+            ..UmadConfig::default()
+        };
+        assert!(keyless.validate().unwrap_err().contains("needs an m_key"));
+        assert!(
+            toml::from_str::<UmadConfig>("m_key_lease_s = 70000\n").is_err(),
+            "u16 lease"
+        );
     }
 }

@@ -159,15 +159,18 @@ pub(super) async fn configure_lids(inner: &Inner, fabric: &Fabric, lids: &LidPla
     let top = lids.top();
     let t = plan(&lock(&inner.state), fabric, lids)?;
     let (sm_lid, lmc) = (t.sm_lid, lids.lmc);
-    // 1. LIDs: switch port 0 and CA ports.
+    // 1. LIDs: switch port 0 and CA ports (the transport adds the M_Key protection to these
+    // Sets: they are where every managed port gets its key).
+    let mut port_sets = Vec::new();
     let mut pend = Vec::new();
     for s in &t.switches {
         let mut a = s.port0.for_set();
         a.set_lid(s.lid);
         a.set_master_sm_lid(sm_lid);
         a.set_lmc(0);
-        pend.push((
+        port_sets.push((
             s.guid,
+            0,
             "PortInfo (switch LID)",
             submit(tp, &s.route, METHOD_SET, ATTR_PORT_INFO, 0, &a.raw)?,
         ));
@@ -177,8 +180,9 @@ pub(super) async fn configure_lids(inner: &Inner, fabric: &Fabric, lids: &LidPla
         if c.route.hops() == 0 {
             a.set_capability_mask(a.capability_mask() | CAP_IS_SM);
         }
-        pend.push((
+        port_sets.push((
             c.guid,
+            c.port,
             "PortInfo (CA LID)",
             submit(tp, &c.route, METHOD_SET, ATTR_PORT_INFO, c.port, &a.raw)?,
         ));
@@ -193,6 +197,19 @@ pub(super) async fn configure_lids(inner: &Inner, fabric: &Fabric, lids: &LidPla
             "SwitchInfo (LinearFDBTop)",
             submit(tp, &s.route, METHOD_SET, ATTR_SWITCH_INFO, 0, &set.raw)?,
         ));
+    }
+    let mut refused = Vec::new();
+    for (g, port, op, rx) in port_sets {
+        let r = transport::wait(rx)
+            .await
+            .map_err(|e| tp_err(g, op, e))
+            .and_then(|r| check_status(g, op, &r));
+        if let Err(e) = r {
+            refused.push((g, port, e));
+        }
+    }
+    if let Some(e) = refused_error(inner.cfg.m_key != 0, refused) {
+        return Err(e);
     }
     for (g, op, rx) in pend {
         let r = transport::wait(rx).await.map_err(|e| tp_err(g, op, e))?;
@@ -249,6 +266,31 @@ pub(super) async fn configure_lids(inner: &Inner, fabric: &Fabric, lids: &LidPla
     // its LFT upload. `escape_vl_ready` programs them (the daemon asks for it after the
     // first commit).
     Ok(())
+}
+
+/// The error of the LID configuration when ports refused their PortInfo Set. Without an M_Key
+/// it is the first failure as it came; with one (`keyed`), every refusing port is listed by
+/// GUID and port in one error: a port protected with another M_Key does not answer a Set
+/// carrying ours (or answers it with a bad status).
+fn refused_error(keyed: bool, refused: Vec<(Guid, u32, DriverError)>) -> Option<DriverError> {
+    let (first_guid, _, _) = refused.first()?;
+    let first_guid = *first_guid;
+    if !keyed {
+        return refused.into_iter().next().map(|(_, _, e)| e);
+    }
+    let n = refused.len();
+    let list: Vec<String> = refused
+        .iter()
+        .map(|(g, p, e)| format!("{} port {p} ({e})", fabric_topology::fmt_guid(*g)))
+        .collect();
+    Some(DriverError::Protocol {
+        guid: Some(first_guid),
+        message: format!(
+            "M_Key: {n} port(s) refused the PortInfo Set carrying this manager's M_Key (protected with \
+             another key?): {}",
+            list.join(", ")
+        ),
+    })
 }
 
 /// ARMED on every listed port, then ACTIVE (both ends of a link must be armed before either is
@@ -418,6 +460,43 @@ mod tests {
         beyond.end_port_base[0] = 0xc000;
         let e = plan(&st, &f, &beyond).err().unwrap();
         assert!(e.to_string().contains("0x0000000000000100"), "{e}");
+    }
+
+    #[test]
+    fn refusing_ports_are_all_named_when_an_m_key_is_set() {
+        let refused = || {
+            vec![
+                (
+                    0x11,
+                    0,
+                    DriverError::Transient {
+                        guid: 0x11,
+                        op: "PortInfo (switch LID)",
+                        attempts: 4,
+                    },
+                ),
+                (
+                    0x22,
+                    1,
+                    DriverError::Protocol {
+                        guid: Some(0x22),
+                        message: "PortInfo (CA LID): MAD status 0x001c".into(),
+                    },
+                ),
+            ]
+        };
+        assert!(refused_error(true, Vec::new()).is_none());
+        let e = refused_error(true, refused()).unwrap().to_string();
+        assert!(e.contains("M_Key: 2 port(s)"), "{e}");
+        assert!(
+            e.contains("0x0000000000000011 port 0") && e.contains("0x0000000000000022 port 1"),
+            "{e}"
+        );
+        // Without a key the first failure comes as it was (retry semantics unchanged).
+        assert!(matches!(
+            refused_error(false, refused()),
+            Some(DriverError::Transient { guid: 0x11, .. })
+        ));
     }
 
     #[test]

@@ -34,6 +34,13 @@
 //!   which the light sweep starts when it reports them.
 //! * **LFTs** ([`SouthboundDriver::write_lft_blocks`]): one directed-route Set per block, skipping
 //!   blocks equal to what the switch is known to hold, bounded by LinearFDBCap.
+//! * **MFTs and P_Key tables** ([`SouthboundDriver::write_mft_blocks`],
+//!   [`SouthboundDriver::write_pkey_blocks`]): the same upload, bounded by MulticastFDBCap,
+//!   PartitionCap and PartitionEnforcementCap; partition enforcement bits on the switch ports
+//!   given tables; MulticastFDBTop where switches advertise it.
+//! * **M_Key** ([`UmadConfig::m_key`]): every SMP carries the key, and every PortInfo Set
+//!   (LID configuration of switch port 0 and every CA port, activation) writes the key,
+//!   protect bits and lease period; ports that refuse are reported naming GUID and port.
 //! * **Changes**: trap 128 and a light sweep (SwitchInfo.PortStateChange, then PortInfo of the
 //!   flagged switch's ports) feed [`FabricEvent`]s; relinked ports are armed and activated again.
 //! * **SA snapshot** ([`SouthboundDriver::attach_sa`]): the attached service gets a new
@@ -87,6 +94,7 @@ mod sl2vl;
 mod sm;
 mod state;
 mod sweep;
+mod tables;
 mod upload;
 
 use std::sync::atomic::Ordering;
@@ -96,7 +104,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use fabric_routing::{LidPlan, BLOCK_SIZE};
 use fabric_southbound::{
-    DriverCaps, DriverError, DriverStats, EscapeVlStatus, LftBlockWrite, SouthboundDriver, WriteReport,
+    DriverCaps, DriverError, DriverStats, EscapeVlStatus, LftBlockWrite, MftBlockWrite, PkeyBlockWrite, PkeyPort,
+    SouthboundDriver, WriteReport, MFT_BLOCK_SIZE, PKEY_BLOCK_SIZE,
 };
 use fabric_topology::{Fabric, FabricEvent, Guid, Lid, PortNum};
 use tokio::sync::{mpsc, oneshot};
@@ -178,6 +187,22 @@ impl UmadDriver {
     /// Opens the device of `cfg`, registers the SM agents (classes 0x81 and 0x01) and starts the
     /// transport thread. Errors say when the device is missing or not accessible.
     pub fn open(cfg: UmadConfig) -> Result<Self, DriverError> {
+        Self::open_with_m_key(cfg, None)
+    }
+
+    /// [`UmadDriver::open`] with the M_Key in force on the fabric: `Some(key)` replaces
+    /// [`UmadConfig::m_key`] (protect bits and lease stay the configured ones). The daemon
+    /// passes the key it persisted in its state directory, so that after a restart or a
+    /// takeover (a standby becoming master) the driver manages the ports with the key the
+    /// previous master set on them, whatever the config file says now. `Some(0)` means "no
+    /// key in force" and turns M_Key protection off.
+    pub fn open_with_m_key(mut cfg: UmadConfig, m_key_in_force: Option<u64>) -> Result<Self, DriverError> {
+        if let Some(k) = m_key_in_force {
+            cfg.m_key = k;
+            if k == 0 {
+                cfg.m_key_protect = 0;
+            }
+        }
         cfg.validate().map_err(DriverError::Config)?;
         let dev = UmadDevice::open(&cfg.device).map_err(|e| match e {
             OpenError::Os(_, io) => DriverError::Io(io),
@@ -238,6 +263,12 @@ impl UmadDriver {
                 }
             }
         }
+    }
+
+    /// The M_Key every SMP carries and LID configuration writes into every managed port (0:
+    /// none), for the daemon to persist in its state directory. Never log it.
+    pub fn m_key(&self) -> u64 {
+        self.inner.cfg.m_key
     }
 
     /// Counters of the transport (SMPs, retries, failures, traps, SA answers, RMPP, Reports).
@@ -325,6 +356,27 @@ impl SouthboundDriver for UmadDriver {
 
     async fn read_lft_block(&self, switch: Guid, block: u32) -> Result<[u8; BLOCK_SIZE], DriverError> {
         upload::read_lft_block(&self.inner, switch, block).await
+    }
+
+    async fn write_mft_blocks(&self, blocks: &[MftBlockWrite]) -> Result<WriteReport, DriverError> {
+        tables::write_mft_blocks(&self.inner, blocks).await
+    }
+
+    async fn read_mft_block(
+        &self,
+        switch: Guid,
+        block: u32,
+        position: u8,
+    ) -> Result<[u16; MFT_BLOCK_SIZE], DriverError> {
+        tables::read_mft_block(&self.inner, switch, block, position).await
+    }
+
+    async fn write_pkey_blocks(&self, blocks: &[PkeyBlockWrite]) -> Result<WriteReport, DriverError> {
+        tables::write_pkey_blocks(&self.inner, blocks).await
+    }
+
+    async fn read_pkey_block(&self, port: PkeyPort, block: u16) -> Result<[u16; PKEY_BLOCK_SIZE], DriverError> {
+        tables::read_pkey_block(&self.inner, port, block).await
     }
 
     async fn set_port_state(&self, switch: Guid, port: PortNum, up: bool) -> Result<(), DriverError> {

@@ -165,6 +165,9 @@ fn lft_image(s: &SwitchRec) -> Vec<u8> {
 fn port_image(raw: &[u8; 64]) -> [u8; PORT_INFO_SIZE] {
     let mut a = [0u8; PORT_INFO_SIZE];
     a.copy_from_slice(&raw[..PORT_INFO_SIZE]);
+    // The M_Key (read back from ports protected with the manager's key) never leaves the
+    // driver: the SA would zero it for untrusted requesters anyway.
+    a[..8].fill(0);
     a
 }
 
@@ -392,6 +395,16 @@ mod tests {
 
     fn node(s: &Subnet, g: Guid) -> &Node {
         &s.nodes[s.node_index_by_guid(g).expect("node") as usize]
+    }
+
+    #[test]
+    fn the_m_key_of_a_port_never_reaches_the_snapshot() {
+        let mut pi = PortInfo::decode(&[0; 64]);
+        pi.set_m_key(0x1122_3344_5566_7788);
+        pi.set_lid(0x42);
+        let img = port_image(&pi.raw);
+        assert!(img[..8].iter().all(|&b| b == 0));
+        assert_eq!(&img[16..18], &[0, 0x42], "the rest is kept");
     }
 
     #[test]

@@ -20,11 +20,14 @@ use crate::mad::*;
 use crate::transport::{self, Transport};
 
 /// Sets the identity the transport answers SMInfo with before the first sweep: the configured
-/// priority and SM_Key, state DISCOVERING.
+/// priority, SM_Key and M_Key protection (carried by every SMP from now on), state DISCOVERING.
 pub(super) fn init_identity(tp: &Transport, cfg: &UmadConfig) {
     let sm = tp.sm_identity();
     sm.priority.store(cfg.sm_priority, Ordering::Relaxed);
     sm.sm_key.store(cfg.sm_key, Ordering::Relaxed);
+    sm.m_key.store(cfg.m_key, Ordering::Relaxed);
+    sm.m_key_protect.store(cfg.m_key_protect, Ordering::Relaxed);
+    sm.m_key_lease_s.store(cfg.m_key_lease_s, Ordering::Relaxed);
     sm.state.store(SM_STATE_DISCOVERING, Ordering::Relaxed);
 }
 

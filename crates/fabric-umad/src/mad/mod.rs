@@ -7,15 +7,18 @@
 //! never panic; encoders write into a 64-byte buffer.
 //!
 //! Layout: `smp` (header constants, [`Route`], [`Smp`], hex images), `attr` (the attributes),
+//! `tables` (MFT and P_Key blocks, M_Key and partition enforcement fields),
 //! `bytes` (big-endian field access). Everything is re-exported here: `crate::mad::*` is the
 //! codec's one path.
 
 mod attr;
 mod bytes;
 mod smp;
+mod tables;
 
 pub use attr::*;
 pub use smp::*;
+pub use tables::*;
 
 #[cfg(test)]
 mod tests {

@@ -47,7 +47,7 @@ use std::time::{Duration, Instant, SystemTime};
 use fabric_sa::{Requester, SaService};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::mad::{Route, Smp, CLASS_SMP_DR, CLASS_SMP_LID, MAD_SIZE, METHOD_TRAP};
+use crate::mad::{stamp_m_key, Route, Smp, CLASS_SMP_DR, CLASS_SMP_LID, MAD_SIZE, METHOD_TRAP};
 pub use client_port::{read_sysfs, ClientPort};
 pub use device::{OpenError, RawPort, UmadDevice, UMAD_HDR_LEN};
 use responder::SmResponder;
@@ -375,6 +375,8 @@ fn run<P: RawPort>(
             *next_tid = next_tid.wrapping_add(1).max(1);
             let mut f = f;
             f.req.smp.set_tid(TID_HIGH | u64::from(tid));
+            // Every SMP carries the manager's M_Key (and every PortInfo Set its protection).
+            stamp_m_key(&mut f.req.smp, &sm.m_key_protection());
             f.attempts += 1;
             f.deadline = Instant::now() + params.timeout;
             encode_packet(&mut out, &port, &f.req);
@@ -670,6 +672,47 @@ mod tests {
             assert_eq!(wait(rx).await.unwrap().smp.attr_mod(), i as u32);
         }
         assert_eq!(t.stats().sent.load(Ordering::Relaxed), 6);
+    }
+
+    #[tokio::test]
+    async fn every_smp_and_every_resend_carries_the_m_key() {
+        // The fake echoes what was written: the replies show the SMPs as sent. The first
+        // write is lost, so the first SMP is a re-send.
+        let (f, _) = fake(1, 0);
+        let (ttx, _trx) = mpsc::unbounded_channel();
+        let t = Transport::start(f, params(2, 4), ttx);
+        let sm = t.sm_identity();
+        sm.m_key.store(0x005e_c2e7, Ordering::Relaxed);
+        sm.m_key_protect.store(3, Ordering::Relaxed);
+        sm.m_key_lease_s.store(15, Ordering::Relaxed);
+        let mut pi = PortInfo::decode(&[0; 64]);
+        pi.set_lid(4);
+        let sent = [
+            (METHOD_GET, ATTR_NODE_INFO, [0; 64]),
+            (METHOD_SET, ATTR_PORT_INFO, pi.raw),
+            (METHOD_SET, ATTR_MFT, [0xab; 64]),
+        ];
+        let mut rxs = Vec::new();
+        for (m, a, d) in sent {
+            let smp = Smp::request(&Route::Directed(vec![1, 2]), m, a, 0, &d).unwrap();
+            rxs.push(t.submit(Route::Directed(vec![1, 2]), smp));
+        }
+        let mut attempts = Vec::new();
+        for ((_, a, d), rx) in sent.into_iter().zip(rxs) {
+            let r = wait(rx).await.unwrap();
+            attempts.push(r.attempts);
+            assert_eq!(r.smp.m_key(), 0x005e_c2e7, "attribute {a:#06x}");
+            if a == ATTR_PORT_INFO {
+                let got = PortInfo::decode(r.smp.data());
+                assert_eq!(
+                    (got.m_key(), got.m_key_protect(), got.m_key_lease(), got.lid()),
+                    (0x005e_c2e7, 3, 15, 4)
+                );
+            } else {
+                assert_eq!(r.smp.data(), &d, "only PortInfo data gets the protection");
+            }
+        }
+        assert_eq!(attempts[0], 2, "the first SMP was re-sent");
     }
 
     #[tokio::test]

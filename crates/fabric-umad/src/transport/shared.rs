@@ -2,7 +2,7 @@
 //! SMInfo the manager answers with ([`SmIdentity`]) and the Subnet Administration service it
 //! answers SA MADs with once the driver attaches one ([`SaSlot`]).
 
-use std::sync::atomic::{AtomicU64, AtomicU8};
+use std::sync::atomic::{AtomicU16, AtomicU64, AtomicU8};
 use std::sync::{Arc, OnceLock};
 
 /// The SA service of the transport thread: empty until the driver attaches one (set once;
@@ -81,4 +81,19 @@ pub struct SmIdentity {
     /// carry the SM_Key only to a request that passes the M_Key check (its M_Key equals this
     /// one, or this one is 0); everyone else reads SM_Key 0.
     pub m_key: AtomicU64,
+    /// M_KeyProtectBits the driver writes with [`SmIdentity::m_key`].
+    pub m_key_protect: AtomicU8,
+    /// M_KeyLeasePeriod (seconds) the driver writes with [`SmIdentity::m_key`].
+    pub m_key_lease_s: AtomicU16,
+}
+
+impl SmIdentity {
+    /// The M_Key protection every outgoing SMP carries (see [`crate::mad::stamp_m_key`]).
+    pub fn m_key_protection(&self) -> crate::mad::MKeyProtection {
+        crate::mad::MKeyProtection {
+            key: self.m_key.load(std::sync::atomic::Ordering::Relaxed),
+            protect: self.m_key_protect.load(std::sync::atomic::Ordering::Relaxed),
+            lease_s: self.m_key_lease_s.load(std::sync::atomic::Ordering::Relaxed),
+        }
+    }
 }
