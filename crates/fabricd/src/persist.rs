@@ -27,6 +27,8 @@ use serde::{Deserialize, Serialize};
 
 /// File of the LID assignments (OpenSM `guid2lid` format).
 pub const GUID2LID_FILE: &str = "guid2lid";
+/// File of the M_Key in force on the fabric's ports (umad; mode 0600, never logged).
+pub const M_KEY_FILE: &str = "m-key";
 /// File of the job mappings (JSON).
 pub const JOBS_FILE: &str = "jobs.json";
 /// File of the virtual faults (JSON).
@@ -389,13 +391,27 @@ impl StateDir {
     /// Replaces a file atomically: write a new temporary (see [`Self::create_temporary`]),
     /// fsync it, rename it over `name`, fsync the directory.
     pub fn write_atomic(&self, name: &str, contents: &[u8]) -> Result<(), PersistError> {
+        self.write_atomic_mode(name, contents, None)
+    }
+
+    /// [`Self::write_atomic`], the file readable by its owner only (`0600`, set before any
+    /// byte is written): for secrets.
+    pub fn write_atomic_private(&self, name: &str, contents: &[u8]) -> Result<(), PersistError> {
+        self.write_atomic_mode(name, contents, Some(0o600))
+    }
+
+    fn write_atomic_mode(&self, name: &str, contents: &[u8], mode: Option<u32>) -> Result<(), PersistError> {
         let path = self.file(name);
         let io = |p: &Path| {
             let p = p.to_path_buf();
             move |source| PersistError::Io { path: p, source }
         };
         let (tmp, mut f) = self.create_temporary(name)?;
-        let written = f.write_all(contents).and_then(|()| f.sync_all());
+        let restricted = match mode {
+            Some(m) => f.set_permissions(fs::Permissions::from_mode(m)),
+            None => Ok(()),
+        };
+        let written = restricted.and_then(|()| f.write_all(contents)).and_then(|()| f.sync_all());
         drop(f);
         if let Err(e) = written {
             let _ = fs::remove_file(&tmp);
@@ -423,6 +439,28 @@ impl StateDir {
                 })
             }
         }
+    }
+
+    /// The M_Key in force on the fabric's ports (`m-key`, owner-readable only), if one was
+    /// saved: the key a restarted or standby manager must use (the ports refuse any other).
+    pub fn load_m_key(&self) -> Result<Option<u64>, PersistError> {
+        let Some(text) = self.read(M_KEY_FILE)? else {
+            return Ok(None);
+        };
+        let t = text.trim();
+        let parsed = t
+            .strip_prefix("0x")
+            .and_then(|h| u64::from_str_radix(h, 16).ok());
+        parsed.map(Some).ok_or_else(|| PersistError::Corrupt {
+            path: self.file(M_KEY_FILE),
+            // Never the content: it is a secret.
+            message: "not a 0x-prefixed 64-bit hexadecimal M_Key".into(),
+        })
+    }
+
+    /// Saves the M_Key in force (see [`Self::load_m_key`]).
+    pub fn save_m_key(&self, key: u64) -> Result<(), PersistError> {
+        self.write_atomic_private(M_KEY_FILE, format!("0x{key:016x}\n").as_bytes())
     }
 
     pub fn save_guid2lid(&self, g: &Guid2Lid) -> Result<(), PersistError> {

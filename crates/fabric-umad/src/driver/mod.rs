@@ -233,12 +233,17 @@ impl UmadDriver {
     /// once the simulator starts. The future can be dropped meanwhile (the daemon stops on
     /// SIGTERM): the thread is then left blocked inside `open()` and ends with the process.
     pub async fn open_waiting(cfg: UmadConfig) -> Result<Self, DriverError> {
+        Self::open_waiting_with_m_key(cfg, None).await
+    }
+
+    /// [`UmadDriver::open_waiting`] with the M_Key in force (see [`UmadDriver::open_with_m_key`]).
+    pub async fn open_waiting_with_m_key(cfg: UmadConfig, m_key_in_force: Option<u64>) -> Result<Self, DriverError> {
         let device = cfg.device.clone();
         let (tx, mut rx) = oneshot::channel();
         std::thread::Builder::new()
             .name("fabric-umad-open".into())
             .spawn(move || {
-                let _ = tx.send(Self::open(cfg));
+                let _ = tx.send(Self::open_with_m_key(cfg, m_key_in_force));
             })
             .map_err(DriverError::Io)?;
         let t0 = tokio::time::Instant::now();

@@ -68,13 +68,14 @@ pub type OpenedDriver = (Arc<dyn SouthboundDriver>, Option<Arc<MockFabric>>);
 /// opened, the oob inventory read). The second value is the simulated fabric when the driver is
 /// `mock` (it serves the packet-level RPCs Trace and VerifyReachability).
 pub async fn open_driver(cfg: &Config) -> Result<OpenedDriver, DaemonError> {
-    open_driver_counted(cfg).await.map(|(d, _)| d)
+    open_driver_counted(cfg, &cfg.daemon.state_dir).await.map(|(d, _)| d)
 }
 
 /// [`open_driver`], and the umad driver itself when it is the one selected (for its SMP
 /// counters).
 pub(super) async fn open_driver_counted(
     cfg: &Config,
+    state_path: &std::path::Path,
 ) -> Result<(OpenedDriver, Option<Arc<fabric_umad::UmadDriver>>), DaemonError> {
     match cfg.driver.kind {
         DriverKind::Mock => {
@@ -83,14 +84,31 @@ pub(super) async fn open_driver_counted(
         }
         DriverKind::Umad => {
             let u = &cfg.driver.umad;
+            // The M_Key in force (the state directory's, written by this manager or the
+            // master it took over from with the same directory): the ports refuse any other.
+            let state = crate::persist::StateDir::open(state_path)?;
+            // A recorded 0 is "no key in force": the configured key (if any) is set at bring-up.
+            let in_force = state.load_m_key()?.filter(|&k| k != 0);
+            if let Some(k) = in_force {
+                if k != u.m_key && u.m_key != 0 {
+                    tracing::warn!(
+                        "driver.umad.m_key differs from the M_Key in force on the ports (state directory \
+                         file m-key): managing with the key in force; changing the key of a protected \
+                         fabric is not supported (turn protection off with the old key first)"
+                    );
+                }
+            }
             // Off the runtime: the open can block until the device (or the simulator) answers.
-            let d = fabric_umad::UmadDriver::open_waiting(u.clone())
+            let d = fabric_umad::UmadDriver::open_waiting_with_m_key(u.clone(), in_force)
                 .await
                 .map_err(|source| DaemonError::DriverOpen {
                     kind: "umad",
                     what: format!("driver.umad.device = {}", u.device.display()),
                     source,
                 })?;
+            if d.m_key() != 0 && in_force != Some(d.m_key()) {
+                state.save_m_key(d.m_key())?;
+            }
             let d = Arc::new(d);
             Ok(((d.clone(), None), Some(d)))
         }

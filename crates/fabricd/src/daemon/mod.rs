@@ -140,7 +140,7 @@ pub async fn run(opts: RunOptions, mut control: mpsc::Receiver<Control>) -> Resu
     // request ends the start wherever it is.
     let kind = config.driver.kind.name();
     let start = async {
-        let ((driver, mock), umad) = open_driver_counted(&config).await?;
+        let ((driver, mock), umad) = open_driver_counted(&config, &state_path).await?;
         let physical = driver
             .discover()
             .await
