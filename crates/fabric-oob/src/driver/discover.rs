@@ -8,6 +8,7 @@ use fabric_southbound::DriverError;
 use fabric_topology::{fmt_guid, Fabric, FabricBuilder, Guid, LinkState, NodeType, PortNum, Remote};
 use tokio::task::JoinSet;
 
+use super::mkey::KeyState;
 use super::agents::{
     cable_key, describe_agent, inventory_guids, lock, neighbour, port_num, port_up, sweep_one, Discovered, Health,
     Inner, Known,
@@ -94,6 +95,8 @@ pub(super) async fn discover(inner: &Arc<Inner>) -> Result<Fabric, DriverError> 
             }
         }
     }
+
+    install_keys(inner, &view, &mut warnings).await;
 
     let mut b = FabricBuilder::new();
     for (k, reached) in view.iter().flatten() {
@@ -252,4 +255,33 @@ pub(super) async fn discover(inner: &Arc<Inner>) -> Result<Fabric, DriverError> 
         });
     }
     Ok(fabric)
+}
+
+/// Sets the management key on every agent this discovery reached (again: an administrator may
+/// have reset it); a refusal (the switch is protected by another manager) or an agent without
+/// the call becomes a warning naming the switch. Discovery itself goes on: the switch is in the
+/// fabric, its writes fail naming it.
+async fn install_keys(inner: &Arc<Inner>, view: &[Option<(Known, bool)>], warnings: &mut Vec<String>) {
+    if inner.cfg.management_key == 0 {
+        return;
+    }
+    let mut set = JoinSet::new();
+    for (idx, v) in view.iter().enumerate() {
+        if let Some((k, true)) = v {
+            *lock(&inner.agents[idx].key_state) = KeyState::Pending;
+            let (i, name) = (inner.clone(), format!("{} \"{}\"", fmt_guid(k.info.guid), k.info.description));
+            set.spawn(async move { (name, i.ensure_key(idx).await) });
+        }
+    }
+    let mut found = Vec::new();
+    while let Some(r) = set.join_next().await {
+        match r {
+            Ok((name, Err(e))) => found.push(format!("switch {name}: management key not set: {e}")),
+            Ok((_, Ok(()))) => {}
+            Err(e) => found.push(format!("management key task failed: {e}")),
+        }
+    }
+    found.sort();
+    warnings.extend(found);
+    warnings.extend(inner.key_warnings().into_iter().filter(|w| w.contains("does not implement")));
 }

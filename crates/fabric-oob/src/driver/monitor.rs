@@ -122,7 +122,8 @@ async fn monitor(weak: Weak<Inner>, idx: usize, mut stop: watch::Receiver<()>) {
         let stream = async {
             let ch = inner.channel(&inner.agents[idx]).await.map_err(|_| ())?;
             let mut c = Inner::client(ch);
-            let r = tokio::time::timeout(inner.cfg.request_timeout, c.watch_ports(proto::WatchPortsRequest {}))
+            let req = inner.read_request(proto::WatchPortsRequest {});
+            let r = tokio::time::timeout(inner.cfg.request_timeout, c.watch_ports(req))
                 .await
                 .map_err(|_| ())?
                 .map_err(|_| ())?;
@@ -166,8 +167,12 @@ async fn monitor(weak: Weak<Inner>, idx: usize, mut stop: watch::Receiver<()>) {
                     if let Some(s) = lock(&inner.agents[idx].setup).as_mut() {
                         s.done = false;
                     }
+                    inner.key_lost(idx);
                 }
             }
+            // The management key at once (an agent that restarted lost it): a refusal is
+            // recorded and reported (`management_key_refusals`), not retried here.
+            let _ = inner.ensure_key(idx).await;
             let guid = inner.agents[idx].guid();
             let deadline = inner.cfg.unreachable_deadline;
             drop(inner);
