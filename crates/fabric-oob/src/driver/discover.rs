@@ -259,21 +259,33 @@ pub(super) async fn discover(inner: &Arc<Inner>) -> Result<Fabric, DriverError> 
 
 /// Sets the management key on every agent this discovery reached (again: an administrator may
 /// have reset it); a refusal (the switch is protected by another manager) or an agent without
-/// the call becomes a warning naming the switch. Discovery itself goes on: the switch is in the
-/// fabric, its writes fail naming it.
+/// the call becomes a warning naming the switch. Without a configured key, the switches whose
+/// agent reports a key are recorded as refusing (their writes will be). Discovery itself goes
+/// on: the switch is in the fabric, its writes fail naming it.
 async fn install_keys(inner: &Arc<Inner>, view: &[Option<(Known, bool)>], warnings: &mut Vec<String>) {
-    if inner.cfg.management_key == 0 {
-        return;
-    }
+    let key = inner.cfg.management_key;
     let mut set = JoinSet::new();
-    for (idx, v) in view.iter().enumerate() {
-        if let Some((k, true)) = v {
-            *lock(&inner.agents[idx].key_state) = KeyState::Pending;
-            let (i, name) = (inner.clone(), format!("{} \"{}\"", fmt_guid(k.info.guid), k.info.description));
-            set.spawn(async move { (name, i.ensure_key(idx).await) });
-        }
-    }
     let mut found = Vec::new();
+    for (idx, v) in view.iter().enumerate() {
+        let Some((k, true)) = v else { continue };
+        let name = format!("{} \"{}\"", fmt_guid(k.info.guid), k.info.description);
+        let mut st = lock(&inner.agents[idx].key_state);
+        if key == 0 {
+            *st = if k.info.management_key_set {
+                found.push(format!(
+                    "switch {name} is protected by a management key (another manager's) and none is configured \
+                     ([driver.oob] management_key): its writes will be refused"
+                ));
+                KeyState::Refused
+            } else {
+                KeyState::Pending
+            };
+            continue;
+        }
+        *st = KeyState::Pending;
+        let i = inner.clone();
+        set.spawn(async move { (name, i.ensure_key(idx).await) });
+    }
     while let Some(r) = set.join_next().await {
         match r {
             Ok((name, Err(e))) => found.push(format!("switch {name}: management key not set: {e}")),

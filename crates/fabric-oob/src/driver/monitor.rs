@@ -8,6 +8,7 @@ use fabric_southbound::TopologyGap;
 use fabric_topology::{FabricEvent, Guid, PortNum};
 use tokio::sync::watch;
 
+use super::mkey::KeyState;
 use super::agents::{cable_key, lock, neighbour, port_num, port_up, sweep_one, Inner};
 use crate::proto::{self, NeighbourKind};
 
@@ -170,9 +171,12 @@ async fn monitor(weak: Weak<Inner>, idx: usize, mut stop: watch::Receiver<()>) {
                     inner.key_lost(idx);
                 }
             }
-            // The management key at once (an agent that restarted lost it): a refusal is
-            // recorded and reported (`management_key_refusals`), not retried here.
-            let _ = inner.ensure_key(idx).await;
+            // The management key at once where it may have been lost (the agent restarted).
+            // An agent that refused it is not asked again here (each refusal is counted as a
+            // violation by the agent): discovery and the switch's next write try again.
+            if *lock(&inner.agents[idx].key_state) == KeyState::Pending {
+                let _ = inner.ensure_key(idx).await;
+            }
             let guid = inner.agents[idx].guid();
             let deadline = inner.cfg.unreachable_deadline;
             drop(inner);
