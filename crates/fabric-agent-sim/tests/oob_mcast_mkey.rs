@@ -110,7 +110,11 @@ async fn mft_blocks_through_the_driver_read_back_and_multicast_verify() {
     let mut members = Vec::new();
     for i in 0..f.num_end_ports() as u32 {
         let leaf = f.end_port(EndPortId(i)).attach.unwrap().0;
-        if members.len() < 3 && members.iter().all(|&m: &EndPortId| f.end_port(m).attach.unwrap().0 != leaf) {
+        if members.len() < 3
+            && members
+                .iter()
+                .all(|&m: &EndPortId| f.end_port(m).attach.unwrap().0 != leaf)
+        {
             members.push(EndPortId(i));
         }
     }
@@ -140,7 +144,12 @@ async fn mft_blocks_through_the_driver_read_back_and_multicast_verify() {
     assert_eq!(c.mft_blocks_written, blocks.len() as u64);
 
     let r = mcast(&sim).await;
-    assert_eq!((r.mlids_checked, r.floods, r.failure_count), (1, 3, 0), "{:?}", r.failures);
+    assert_eq!(
+        (r.mlids_checked, r.floods, r.failure_count),
+        (1, 3, 0),
+        "{:?}",
+        r.failures
+    );
     // The all-pairs verification carries the same multicast check.
     let all = ctl
         .verify_all_pairs(VerifyAllPairsRequest { use_escape: false })
@@ -230,16 +239,27 @@ async fn a_second_manager_without_the_key_cannot_change_a_switch() {
     let key = 0x8000_0000_0000_00a5;
     let first = OobDriver::open(keyed(&sim, key, 1)).unwrap();
     let f = first.discover().await.unwrap();
-    assert!(first.discovery_warnings().is_empty(), "{:?}", first.discovery_warnings());
+    assert!(
+        first.discovery_warnings().is_empty(),
+        "{:?}",
+        first.discovery_warnings()
+    );
     let mut agents = sim.agents().await;
     for (g, c) in &mut agents {
         let d = c.describe(DescribeRequest {}).await.unwrap().into_inner();
         assert!(d.management_key_set, "{g:#x}");
-        assert_eq!((d.management_protect, d.management_key), (1, 0), "{g:#x}: level 1 never shows the key");
+        assert_eq!(
+            (d.management_protect, d.management_key),
+            (1, 0),
+            "{g:#x}: level 1 never shows the key"
+        );
     }
     let (lids, lfts) = common::route(&f, 0xFF_FFFF);
     first.configure_lids(&f, &lids).await.unwrap();
-    assert_eq!(upload_all(&first, &f, &lfts).await, f.num_switches() * lfts.num_blocks());
+    assert_eq!(
+        upload_all(&first, &f, &lfts).await,
+        f.num_switches() * lfts.num_blocks()
+    );
     let mut ctl = sim.control().await;
     let ok = |r: fabric_oob::proto::VerifyAllPairsReply| r.unreachable_count == 0 && r.pairs_checked > 0;
     assert!(ok(ctl
@@ -296,7 +316,8 @@ async fn a_second_manager_without_the_key_cannot_change_a_switch() {
     let w = third.discovery_warnings();
     for s in f.switches() {
         assert!(
-            w.iter().any(|m| m.contains(&fmt_guid(s.guid)) && m.contains("management key")),
+            w.iter()
+                .any(|m| m.contains(&fmt_guid(s.guid)) && m.contains("management key")),
             "{} not reported: {w:?}",
             fmt_guid(s.guid)
         );
@@ -351,13 +372,20 @@ async fn a_second_manager_without_the_key_cannot_change_a_switch() {
         .await
         .unwrap()
         .into_inner()));
-    assert_eq!(upload_all(&first, &f, &lfts).await, f.num_switches() * lfts.num_blocks());
+    assert_eq!(
+        upload_all(&first, &f, &lfts).await,
+        f.num_switches() * lfts.num_blocks()
+    );
     assert!(first.management_key_refusals().is_empty());
 
     // Protect level 2: reads need the key too (metadata), except Describe.
     let strict = OobDriver::open(keyed(&sim, key, 2)).unwrap();
     strict.discover().await.unwrap();
-    assert!(strict.discovery_warnings().is_empty(), "{:?}", strict.discovery_warnings());
+    assert!(
+        strict.discovery_warnings().is_empty(),
+        "{:?}",
+        strict.discovery_warnings()
+    );
     assert_eq!(
         &strict.read_lft_block(leaf_guid, 0).await.unwrap()[..],
         lfts.block(leaf, 0)
@@ -368,13 +396,26 @@ async fn a_second_manager_without_the_key_cannot_change_a_switch() {
     let mut r = tonic::Request::new(ReadLftBlockRequest { block: 0 });
     r.metadata_mut()
         .insert(READ_KEY_METADATA, format!("{key:016x}").parse().unwrap());
-    assert_eq!(c.read_lft_block(r).await.unwrap().into_inner().entries, lfts.block(leaf, 0));
-    assert_eq!(c.describe(DescribeRequest {}).await.unwrap().into_inner().management_protect, 2);
+    assert_eq!(
+        c.read_lft_block(r).await.unwrap().into_inner().entries,
+        lfts.block(leaf, 0)
+    );
+    assert_eq!(
+        c.describe(DescribeRequest {})
+            .await
+            .unwrap()
+            .into_inner()
+            .management_protect,
+        2
+    );
     // GetPorts is refused to the keyless manager: it sees every switch down, and says why.
     let f3 = second.discover().await.unwrap();
     assert!(f3.switches().iter().all(|s| !s.up));
     assert!(
-        second.discovery_warnings().iter().any(|w| w.contains(&fmt_guid(leaf_guid)) && w.contains("another manager")),
+        second
+            .discovery_warnings()
+            .iter()
+            .any(|w| w.contains(&fmt_guid(leaf_guid)) && w.contains("another manager")),
         "{:?}",
         second.discovery_warnings()
     );

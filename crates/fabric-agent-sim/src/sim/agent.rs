@@ -253,7 +253,10 @@ impl SwitchAgent for AgentSvc {
         }))
     }
 
-    async fn read_mft_block(&self, req: Request<proto::ReadMftBlockRequest>) -> Result<Response<proto::MftBlock>, Status> {
+    async fn read_mft_block(
+        &self,
+        req: Request<proto::ReadMftBlockRequest>,
+    ) -> Result<Response<proto::MftBlock>, Status> {
         self.gate().await?;
         let a = self.ctl();
         check_read(a, "ReadMftBlock", req.metadata())?;
@@ -314,7 +317,10 @@ impl SwitchAgent for AgentSvc {
         Ok(Response::new(proto::SetSlToVlReply {}))
     }
 
-    async fn get_sl_to_vl(&self, req: Request<proto::GetSlToVlRequest>) -> Result<Response<proto::SlToVlTable>, Status> {
+    async fn get_sl_to_vl(
+        &self,
+        req: Request<proto::GetSlToVlRequest>,
+    ) -> Result<Response<proto::SlToVlTable>, Status> {
         self.gate().await?;
         self.sl_to_vl_supported()?;
         check_read(self.ctl(), "GetSlToVl", req.metadata())?;

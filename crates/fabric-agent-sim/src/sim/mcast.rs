@@ -258,7 +258,10 @@ pub(super) fn verify(f: &Fabric, mfts: &[Mft]) -> proto::McastReport {
                         guid(m),
                         0,
                         copies,
-                        format!("MLID {mlid:#06x}: the packet of {sender} {what} member {}", fmt_guid(guid(m))),
+                        format!(
+                            "MLID {mlid:#06x}: the packet of {sender} {what} member {}",
+                            fmt_guid(guid(m))
+                        ),
                     );
                 }
             }
@@ -310,7 +313,10 @@ pub(super) fn summary(r: &proto::McastReport) -> String {
         r.failed_mlids,
         r.failure_count,
         r.members_down,
-        r.failures.first().map(|f| format!("; first: {}", f.reason)).unwrap_or_default()
+        r.failures
+            .first()
+            .map(|f| format!("; first: {}", f.reason))
+            .unwrap_or_default()
     )
 }
 

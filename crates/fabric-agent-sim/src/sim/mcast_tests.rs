@@ -79,14 +79,45 @@ fn blocks_round_trip_and_bad_blocks_are_refused_naming_block_position_and_mlid()
     assert!(m.has(7 * 32 + 3, 1) && m.has(7 * 32 + 3, 3) && !m.has(7 * 32 + 3, 2));
     assert_eq!(m.in_use().collect::<Vec<_>>(), vec![7 * 32 + 3]);
     // Writing zeros removes the MLID.
-    m.apply(&[Mft::validate(&proto::MftBlock { entries: vec![0; 32], ..b.clone() }, 8).unwrap()]);
+    m.apply(&[Mft::validate(
+        &proto::MftBlock {
+            entries: vec![0; 32],
+            ..b.clone()
+        },
+        8,
+    )
+    .unwrap()]);
     assert_eq!(m.in_use().count(), 0);
 
-    let e = Mft::validate(&proto::MftBlock { block: MFT_BLOCKS, ..b.clone() }, 8).err().unwrap();
+    let e = Mft::validate(
+        &proto::MftBlock {
+            block: MFT_BLOCKS,
+            ..b.clone()
+        },
+        8,
+    )
+    .err()
+    .unwrap();
     assert_eq!(e.code(), tonic::Code::OutOfRange);
-    let e = Mft::validate(&proto::MftBlock { position: 1, ..b.clone() }, 8).err().unwrap();
+    let e = Mft::validate(
+        &proto::MftBlock {
+            position: 1,
+            ..b.clone()
+        },
+        8,
+    )
+    .err()
+    .unwrap();
     assert!(e.message().contains("position 1"), "{e}");
-    let e = Mft::validate(&proto::MftBlock { entries: vec![0; 31], ..b.clone() }, 8).err().unwrap();
+    let e = Mft::validate(
+        &proto::MftBlock {
+            entries: vec![0; 31],
+            ..b.clone()
+        },
+        8,
+    )
+    .err()
+    .unwrap();
     assert!(e.message().contains("31 entries"), "{e}");
     // Port 9 on an 8-port switch; the MLID is named.
     let mut bad = b.clone();
@@ -135,7 +166,10 @@ fn a_loop_through_a_second_spine_is_reported_with_duplicates_naming_mlid_and_end
         .expect("b gets duplicates of a's packet");
     assert_eq!(dup.copies, 2);
     assert!(dup.reason.contains("0xc005") && dup.reason.contains(&fmt_guid(f.end_port(b).port_guid)));
-    assert!(r.failures.iter().any(|x| x.switch_guid != 0 && x.reason.contains("more than once")));
+    assert!(r
+        .failures
+        .iter()
+        .any(|x| x.switch_guid != 0 && x.reason.contains("more than once")));
 }
 
 #[test]

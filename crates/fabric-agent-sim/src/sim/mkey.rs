@@ -120,7 +120,10 @@ mod tests {
             protect: 1,
         };
         let s = format!("{k:?}");
-        assert!(!s.contains("123456789abcdef0") && !s.to_lowercase().contains("9abc"), "{s}");
+        assert!(
+            !s.contains("123456789abcdef0") && !s.to_lowercase().contains("9abc"),
+            "{s}"
+        );
     }
 
     proptest! {

@@ -189,7 +189,9 @@ mod key {
             Raw::Int(k) => Ok(k),
             // The value is not echoed: it is a secret.
             Raw::Text(t) => parse(&t).ok_or_else(|| {
-                serde::de::Error::custom("invalid management_key (expected an integer, a \"0x\" string of up to 16 hex digits, or decimal)")
+                serde::de::Error::custom(
+                    "invalid management_key (expected an integer, a \"0x\" string of up to 16 hex digits, or decimal)",
+                )
             }),
         }
     }
@@ -268,13 +270,17 @@ mod tests {
     fn management_key_from_toml_and_never_in_debug() {
         let c: OobConfig = toml::from_str("inventory = \"x\"\n").unwrap();
         assert_eq!((c.management_key, c.management_key_protect), (0, 1));
-        let c: OobConfig =
-            toml::from_str("inventory = \"x\"\nmanagement_key = \"0xFEDC_BA98_7654_3210\"\nmanagement_key_protect = 2\n")
-                .unwrap();
+        let c: OobConfig = toml::from_str(
+            "inventory = \"x\"\nmanagement_key = \"0xFEDC_BA98_7654_3210\"\nmanagement_key_protect = 2\n",
+        )
+        .unwrap();
         assert_eq!((c.management_key, c.management_key_protect), (0xFEDC_BA98_7654_3210, 2));
         assert!(c.validate().is_ok());
         let dbg = format!("{c:?}");
-        assert!(dbg.contains("<redacted>") && !dbg.to_lowercase().contains("fedc"), "{dbg}");
+        assert!(
+            dbg.contains("<redacted>") && !dbg.to_lowercase().contains("fedc"),
+            "{dbg}"
+        );
         // Written as a hex string, read back the same.
         let text = toml::to_string(&c).unwrap();
         assert_eq!(toml::from_str::<OobConfig>(&text).unwrap(), c);

@@ -8,11 +8,11 @@ use fabric_southbound::DriverError;
 use fabric_topology::{fmt_guid, Fabric, FabricBuilder, Guid, LinkState, NodeType, PortNum, Remote};
 use tokio::task::JoinSet;
 
-use super::mkey::KeyState;
 use super::agents::{
     cable_key, describe_agent, inventory_guids, lock, neighbour, port_num, port_up, sweep_one, Discovered, Health,
     Inner, Known,
 };
+use super::mkey::KeyState;
 use crate::proto::NeighbourKind;
 
 /// Asks every agent for its description and port table concurrently and builds the fabric from
@@ -295,5 +295,10 @@ async fn install_keys(inner: &Arc<Inner>, view: &[Option<(Known, bool)>], warnin
     }
     found.sort();
     warnings.extend(found);
-    warnings.extend(inner.key_warnings().into_iter().filter(|w| w.contains("does not implement")));
+    warnings.extend(
+        inner
+            .key_warnings()
+            .into_iter()
+            .filter(|w| w.contains("does not implement")),
+    );
 }

@@ -70,7 +70,12 @@ impl Inner {
     /// unprotected.
     pub(super) async fn ensure_key(&self, idx: usize) -> Result<(), DriverError> {
         let key = self.cfg.management_key;
-        if key == 0 || matches!(*lock(&self.agents[idx].key_state), KeyState::Installed | KeyState::Unsupported) {
+        if key == 0
+            || matches!(
+                *lock(&self.agents[idx].key_state),
+                KeyState::Installed | KeyState::Unsupported
+            )
+        {
             return Ok(());
         }
         let req = proto::SetManagementKeyRequest {
@@ -81,7 +86,7 @@ impl Inner {
         };
         let (supported, _) = self
             .call(idx, "set management key", |mut c| {
-                let r = req.clone();
+                let r = req;
                 async move {
                     match c.set_management_key(r).await {
                         Ok(_) => Ok(tonic::Response::new(true)),

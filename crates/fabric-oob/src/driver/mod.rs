@@ -26,8 +26,8 @@ use tokio::sync::{watch, Semaphore};
 use tonic::transport::Endpoint;
 
 use self::agents::{inventory_guids, lock, Agent, Discovered, Health, Inner};
-use self::mkey::KeyState;
 pub use self::config::{sl_to_vl_table, OobConfig, ESCAPE_SL, MAX_MANAGEMENT_KEY_PROTECT};
+use self::mkey::KeyState;
 pub use self::mkey::READ_KEY_METADATA;
 use crate::inventory::Inventory;
 use crate::proto;
@@ -131,7 +131,7 @@ impl OobDriver {
             .agents
             .iter()
             .filter(|a| *lock(&a.key_state) == KeyState::Refused)
-            .filter_map(|a| a.guid())
+            .filter_map(Agent::guid)
             .collect()
     }
 

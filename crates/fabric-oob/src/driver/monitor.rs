@@ -8,8 +8,8 @@ use fabric_southbound::TopologyGap;
 use fabric_topology::{FabricEvent, Guid, PortNum};
 use tokio::sync::watch;
 
-use super::mkey::KeyState;
 use super::agents::{cable_key, lock, neighbour, port_num, port_up, sweep_one, Inner};
+use super::mkey::KeyState;
 use crate::proto::{self, NeighbourKind};
 
 /// Starts one monitor task per agent, once (the first discovery starts them); they stop when the

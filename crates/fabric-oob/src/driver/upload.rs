@@ -292,7 +292,11 @@ pub(super) async fn write_mft_blocks(inner: &Arc<Inner>, blocks: &[MftBlockWrite
                 message: if n == 0 {
                     "the agent reports no multicast forwarding table (SwitchInfo.mft_blocks = 0)".to_string()
                 } else {
-                    format!("switch {} has no MFT block {} (supports {n} blocks)", fmt_guid(w.switch), w.block)
+                    format!(
+                        "switch {} has no MFT block {} (supports {n} blocks)",
+                        fmt_guid(w.switch),
+                        w.block
+                    )
                 },
             }),
             _ => Ok(proto::MftBlock {
