@@ -218,6 +218,32 @@ async fn mft_blocks_through_the_driver_read_back_and_multicast_verify() {
         .await
         .unwrap_err();
     assert!(e.to_string().contains(&fmt_guid(s0)), "{e}");
+    // One switch whose agent is down fails only its own blocks (the LFT path's rule): the
+    // others are written, the error names it.
+    let spine_guid = f.switch(spines[0]).guid;
+    ctl.command(CommandRequest {
+        line: format!("kill {spine_guid:#x}"),
+    })
+    .await
+    .unwrap();
+    let other = tree(&f, &members, spines[0], mlid + 1).blocks();
+    let e = driver.write_mft_blocks(&other).await.unwrap_err();
+    assert!(e.to_string().contains(&fmt_guid(spine_guid)), "{e}");
+    for b in other.iter().filter(|b| b.switch != spine_guid) {
+        assert_eq!(
+            driver.read_mft_block(b.switch, b.block, b.position).await.unwrap(),
+            b.entries
+        );
+    }
+    ctl.command(CommandRequest {
+        line: format!("restore {spine_guid:#x}"),
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        driver.write_mft_blocks(&other).await.unwrap().blocks_written,
+        other.len()
+    );
     // BXI has no partitions: P_Key tables stay unsupported.
     assert!(matches!(
         driver.write_pkey_blocks(&[]).await,

@@ -308,12 +308,14 @@ pub(super) fn describe_agent(a: &Agent) -> String {
 /// Asks agent `idx` for its description and port table, and checks them (GUID as listed,
 /// port numbers within the port count).
 pub(super) async fn sweep_one(inner: &Inner, idx: usize) -> Result<Known, DriverError> {
-    let (info, _) = inner
+    let (mut info, _) = inner
         .call(idx, "describe", |mut c| {
             let r = inner.read_request(proto::DescribeRequest {});
             async move { c.describe(r).await }
         })
         .await?;
+    // An agent at protect level 0 reports its key: the driver never keeps (or logs) it.
+    info.management_key = 0;
     let (table, _) = inner
         .call(idx, "get ports", |mut c| {
             let r = inner.read_request(proto::GetPortsRequest {});
