@@ -458,3 +458,59 @@ async fn a_second_manager_without_the_key_cannot_change_a_switch() {
     second.set_port_state(leaf_guid, 1, true).await.unwrap();
     assert!(second.management_key_refusals().is_empty());
 }
+
+/// A restarted simulator (its agents come back with no key) gets the key again from the driver
+/// as soon as each agent answers, without a new discovery.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_key_is_set_again_on_agents_that_restarted() {
+    let sim = Sim::start(&["--generate", SPEC], "mkey-restart", false);
+    let driver = OobDriver::open(keyed(&sim, 0x0bad_cafe, 1)).unwrap();
+    let f = driver.discover().await.unwrap();
+    let mut rx = driver.subscribe_events();
+    let inventory = sim.inventory.clone();
+    drop(sim);
+    let mut down = 0;
+    while down < f.num_switches() {
+        match tokio::time::timeout(Duration::from_secs(10), rx.recv()).await {
+            Ok(Some(fabric_topology::FabricEvent::SwitchDown(_))) => down += 1,
+            Ok(Some(_)) => {}
+            other => panic!("only {down} switches reported down: {other:?}"),
+        }
+    }
+    let sim = Sim::start_at(&["--generate", SPEC, "--reuse-inventory"], inventory);
+    let end = tokio::time::Instant::now() + Duration::from_secs(15);
+    let mut agents = sim.agents().await;
+    loop {
+        let mut keyed = 0;
+        for (_, c) in &mut agents {
+            if c.describe(DescribeRequest {})
+                .await
+                .unwrap()
+                .into_inner()
+                .management_key_set
+            {
+                keyed += 1;
+            }
+        }
+        if keyed == f.num_switches() {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < end,
+            "{keyed} of {} agents got the key back",
+            f.num_switches()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // A keyless write is refused again.
+    let (g, c) = &mut agents[0];
+    let e = c
+        .set_port_state(SetPortStateRequest {
+            port: 1,
+            up: true,
+            management_key: 0,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::PermissionDenied, "{g:#x}");
+}

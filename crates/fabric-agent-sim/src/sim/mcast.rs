@@ -121,16 +121,19 @@ impl Mft {
 
     /// Whether `port` is in the mask of MLID offset `off`.
     pub(super) fn has(&self, off: u32, port: PortNum) -> bool {
-        self.masks.get(&off).is_some_and(|m| {
-            let p = usize::from(port);
-            m[p / MFT_PORTS_PER_POSITION] & (1 << (p % MFT_PORTS_PER_POSITION)) != 0
-        })
+        self.masks.get(&off).is_some_and(|m| bit(m, port))
     }
 
     /// MLID offsets with a non-zero mask.
     pub(super) fn in_use(&self) -> impl Iterator<Item = u32> + '_ {
         self.masks.keys().copied()
     }
+}
+
+/// Whether `port` is in port mask `m`.
+fn bit(m: &[u16; POSITIONS], port: PortNum) -> bool {
+    let p = usize::from(port);
+    m[p / MFT_PORTS_PER_POSITION] & (1 << (p % MFT_PORTS_PER_POSITION)) != 0
 }
 
 fn mlid_of(block: u32, i: usize) -> Lid {
@@ -167,8 +170,11 @@ pub(super) fn flood(f: &Fabric, mfts: &[Mft], src: EndPortId, off: u32) -> Flood
         if again {
             out.reached_again.insert(sw);
         }
+        let Some(mask) = mfts[sw.idx()].masks.get(&off) else {
+            continue;
+        };
         for port in 1..=s.nports {
-            if port == arrival || !mfts[sw.idx()].has(off, port) {
+            if port == arrival || !bit(mask, port) {
                 continue;
             }
             match s.ports[usize::from(port)].remote {

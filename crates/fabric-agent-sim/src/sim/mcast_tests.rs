@@ -239,3 +239,43 @@ proptest! {
         }
     }
 }
+
+/// Cost of the multicast verification (run by hand: `cargo test -p fabric-agent-sim --bins
+/// --release -- --ignored verify_cost --nocapture`): 1 024 end ports, 200 groups of 64.
+#[test]
+#[ignore]
+fn verify_cost() {
+    let f = gen::generate_str("PGFT(2;32,32;1,32;1,1)", None).unwrap();
+    let sp = spines(&f);
+    let n = f.num_end_ports() as u64;
+    let mut mfts = vec![Mft::default(); f.num_switches()];
+    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+    for g in 0..200u32 {
+        let mut members = BTreeSet::new();
+        while members.len() < 64 {
+            x = x
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            members.insert(EndPortId(((x >> 33) % n) as u32));
+        }
+        let members: Vec<EndPortId> = members.into_iter().collect();
+        let t = tree(&f, &members, sp[g as usize % sp.len()], g);
+        for (m, add) in mfts.iter_mut().zip(t) {
+            for off in add.in_use().collect::<Vec<_>>() {
+                m.masks.insert(off, add.masks[&off]);
+            }
+        }
+    }
+    let t0 = std::time::Instant::now();
+    let r = verify(&f, &mfts);
+    let dt = t0.elapsed();
+    assert_eq!((r.mlids_checked, r.floods, r.failure_count), (200, 200 * 64, 0));
+    println!(
+        "verify: {} switches, {} end ports, {} MLIDs, {} floods in {:?}",
+        f.num_switches(),
+        n,
+        r.mlids_checked,
+        r.floods,
+        dt
+    );
+}
