@@ -32,6 +32,23 @@
 //! `GetSlToVl`; all VL 0 until set), and reports `--vls` virtual lanes in `Describe`. The table
 //! is switch configuration: it survives `kill`/`restore` of the agent.
 //!
+//! # Multicast
+//!
+//! Each agent holds its switch's multicast forwarding table (`WriteMftBlocks` /
+//! `ReadMftBlock`, blocks of 32 MLIDs from 0xC000 times 16 ports per position; 512 blocks).
+//! `verify` also floods every MLID in use: its receivers are the live end ports whose bit is
+//! set on their switch's port; the packet of each receiver (a switch forwards a copy out of
+//! every port of the mask but the arrival port; dead links drop it) must reach every other
+//! receiver exactly once, no other end port, and no switch twice (a loop or a second path).
+//! Failures name the MLID, the sender and the end port or switch.
+//!
+//! # Management key
+//!
+//! `SetManagementKey` sets a key and a protect level (0..=2; see `agent.proto`): with a
+//! non-zero key, writes without it are refused (PERMISSION_DENIED naming the switch), and so
+//! are reads at level 2. Refusals are counted per agent (`GetCounters.refusals`, `status`).
+//! The key is switch configuration: it survives `kill`/`restore`; `mkey-clear` resets it.
+//!
 //! # Control
 //!
 //! Console commands (stdin lines) and the `SimControl.Command` RPC share one grammar; switches
@@ -46,7 +63,9 @@
 //! | `drop SW\|all` | close the agent's connections (it keeps listening) |
 //! | `delay SW\|all MS` | delay every reply of the agent by MS milliseconds |
 //! | `write-delay SW\|all MS` | delay every `WriteLftBlocks` call by MS milliseconds before its blocks are applied |
-//! | `verify [escape]` | trace every connected pair of live end ports |
+//! | `verify [escape]` | trace every connected pair of live end ports, then check multicast (below) |
+//! | `verify-mcast` | check multicast only, listing the first failures |
+//! | `mkey-clear SW\|all` | reset the management key (an administrator's reset of the switch) |
 //! | `trace SRCPORTGUID LID` | trace one packet |
 //! | `status` | counts |
 //! | `quit` | exit |

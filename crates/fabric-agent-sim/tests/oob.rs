@@ -278,7 +278,10 @@ async fn every_agent_maps_sl1_to_the_escape_vl_after_bring_up() {
     let (g, c) = &mut agents[0];
     for bad in [vec![4u8; 16], vec![0u8; 15]] {
         let e = c
-            .set_sl_to_vl(SlToVlTable { vl_of_sl: bad.clone() })
+            .set_sl_to_vl(SlToVlTable {
+                vl_of_sl: bad.clone(),
+                management_key: 0,
+            })
             .await
             .expect_err("invalid table");
         assert_eq!(e.code(), tonic::Code::InvalidArgument, "{bad:?}: {e}");

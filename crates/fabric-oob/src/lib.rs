@@ -25,7 +25,16 @@
 //!   switch rather than per port pair as in InfiniBand): SL 0 (base LIDs) on data VL 0, SL 1
 //!   (escape LIDs) on the escape VL `n - 1`, `n` the smallest VL count the switches report
 //!   ([`OobDriver::escape_vl`], also in `caps().escape_vl`). End nodes choose the SL of a packet
-//!   (`GetPath`); their NIC's own SL-to-VL mapping is the host's business.
+//!   (`GetPath`); their NIC's own SL-to-VL mapping is the host's business;
+//! * **multicast**: MFT blocks ([`fabric_southbound::MftBlockWrite`]) go through the same
+//!   per-switch batching, bounded concurrency and retries as the LFT blocks (`WriteMftBlocks`,
+//!   `ReadMftBlock`); P_Key tables are not supported (BXI has no partitions:
+//!   `write_pkey_blocks` answers [`DriverError::Unsupported`](fabric_southbound::DriverError));
+//! * **management key** (`management_key`, `management_key_protect` in [`OobConfig`]): set on
+//!   every agent at discovery and again on an agent that was lost, carried by every write, so
+//!   that another manager without it can no longer change a switch; an agent protected by
+//!   someone else's key is reported naming the switch
+//!   ([`OobDriver::management_key_refusals`], [`OobDriver::configuration_warnings`]).
 //!
 //! The generated protocol code (client and server) is in [`proto`]; the agent simulator
 //! (`fabric-agent-sim`) serves it.
@@ -35,5 +44,5 @@ pub mod proto;
 
 mod driver;
 
-pub use driver::{sl_to_vl_table, OobConfig, OobDriver, ESCAPE_SL};
+pub use driver::{sl_to_vl_table, OobConfig, OobDriver, ESCAPE_SL, MAX_MANAGEMENT_KEY_PROTECT, READ_KEY_METADATA};
 pub use inventory::{AgentKey, Inventory, InventoryEntry, InventoryError};

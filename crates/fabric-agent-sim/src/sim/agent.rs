@@ -16,6 +16,8 @@ use tonic::transport::Server;
 use tonic::{Request, Response, Status};
 
 use super::io::KillableIo;
+use super::mcast::{Mft, MFT_BLOCKS};
+use super::mkey::{check_read, check_write, ManagementKey, MAX_PROTECT};
 use super::state::{lock, AgentCtl, Sim};
 
 /// Largest message an agent or the control service accepts or sends.
@@ -75,6 +77,7 @@ impl SwitchAgent for AgentSvc {
         let a = self.ctl();
         let st = self.sim.state.lock().await;
         let s = st.switch(a.sid);
+        let mkey = *lock(&a.mkey);
         Ok(Response::new(proto::SwitchInfo {
             guid: s.guid,
             description: s.desc.clone(),
@@ -86,12 +89,17 @@ impl SwitchAgent for AgentSvc {
             lft_generation: a.lft_generation.load(Ordering::SeqCst),
             powered: s.up,
             vls: u32::from(self.sim.vls),
+            mft_blocks: MFT_BLOCKS,
+            management_key_set: mkey.key != 0,
+            management_protect: u32::from(mkey.protect),
+            management_key: mkey.reported(),
         }))
     }
 
-    async fn get_ports(&self, _: Request<proto::GetPortsRequest>) -> Result<Response<proto::PortTable>, Status> {
+    async fn get_ports(&self, req: Request<proto::GetPortsRequest>) -> Result<Response<proto::PortTable>, Status> {
         self.gate().await?;
         let a = self.ctl();
+        check_read(a, "GetPorts", req.metadata())?;
         let st = self.sim.state.lock().await;
         let n = st.switch(a.sid).nports;
         Ok(Response::new(proto::PortTable {
@@ -107,6 +115,7 @@ impl SwitchAgent for AgentSvc {
         self.gate().await?;
         let r = req.into_inner();
         let a = self.ctl();
+        check_write(a, "SetAddresses", r.management_key)?;
         let max = self.sim.max_lid;
         if r.lmc > 1 {
             return Err(Status::invalid_argument(format!("LMC {} not supported", r.lmc)));
@@ -158,6 +167,7 @@ impl SwitchAgent for AgentSvc {
         self.gate().await?;
         let r = req.into_inner();
         let a = self.ctl();
+        check_write(a, "WriteLftBlocks", r.management_key)?;
         let mut writes = Vec::with_capacity(r.blocks.len());
         for b in &r.blocks {
             let entries = <[u8; 64]>::try_from(b.entries.as_slice()).map_err(|_| {
@@ -197,6 +207,7 @@ impl SwitchAgent for AgentSvc {
         req: Request<proto::ReadLftBlockRequest>,
     ) -> Result<Response<proto::LftBlock>, Status> {
         self.gate().await?;
+        check_read(self.ctl(), "ReadLftBlock", req.metadata())?;
         let block = req.into_inner().block;
         let e = self
             .sim
@@ -211,10 +222,88 @@ impl SwitchAgent for AgentSvc {
         }))
     }
 
+    async fn write_mft_blocks(
+        &self,
+        req: Request<proto::WriteMftBlocksRequest>,
+    ) -> Result<Response<proto::WriteMftBlocksReply>, Status> {
+        self.gate().await?;
+        let r = req.into_inner();
+        let a = self.ctl();
+        check_write(a, "WriteMftBlocks", r.management_key)?;
+        let nports = self.sim.cabling.switch(a.sid).nports;
+        // Every block is checked before any is applied.
+        let writes = r
+            .blocks
+            .iter()
+            .map(|b| Mft::validate(b, nports))
+            .collect::<Result<Vec<_>, _>>()?;
+        let d = a.write_delay_ms.load(Ordering::SeqCst);
+        if d > 0 {
+            tokio::time::sleep(Duration::from_millis(d)).await;
+            if a.killed.load(Ordering::SeqCst) {
+                return Err(Status::unavailable("agent killed"));
+            }
+        }
+        lock(&a.mft).apply(&writes);
+        let c = &self.sim.counters;
+        c.mft_write_calls.fetch_add(1, Ordering::SeqCst);
+        c.mft_blocks_written.fetch_add(writes.len() as u64, Ordering::SeqCst);
+        Ok(Response::new(proto::WriteMftBlocksReply {
+            written: writes.len() as u32,
+        }))
+    }
+
+    async fn read_mft_block(
+        &self,
+        req: Request<proto::ReadMftBlockRequest>,
+    ) -> Result<Response<proto::MftBlock>, Status> {
+        self.gate().await?;
+        let a = self.ctl();
+        check_read(a, "ReadMftBlock", req.metadata())?;
+        let r = req.into_inner();
+        let probe = proto::MftBlock {
+            block: r.block,
+            position: r.position,
+            entries: vec![0; fabric_southbound::MFT_BLOCK_SIZE],
+        };
+        Mft::validate(&probe, self.sim.cabling.switch(a.sid).nports)?;
+        let entries = lock(&a.mft).read(r.block, r.position as u8);
+        self.sim.counters.mft_block_reads.fetch_add(1, Ordering::SeqCst);
+        Ok(Response::new(proto::MftBlock {
+            block: r.block,
+            position: r.position,
+            entries: entries.iter().map(|&e| u32::from(e)).collect(),
+        }))
+    }
+
+    async fn set_management_key(
+        &self,
+        req: Request<proto::SetManagementKeyRequest>,
+    ) -> Result<Response<proto::SetManagementKeyReply>, Status> {
+        self.gate().await?;
+        let r = req.into_inner();
+        let a = self.ctl();
+        check_write(a, "SetManagementKey", r.management_key)?;
+        if r.protect > u32::from(MAX_PROTECT) {
+            return Err(Status::invalid_argument(format!(
+                "switch {}: protect level {} (levels 0..={MAX_PROTECT})",
+                fmt_guid(a.guid),
+                r.protect
+            )));
+        }
+        *lock(&a.mkey) = ManagementKey {
+            key: r.key,
+            protect: r.protect as u8,
+        };
+        Ok(Response::new(proto::SetManagementKeyReply {}))
+    }
+
     async fn set_sl_to_vl(&self, req: Request<proto::SlToVlTable>) -> Result<Response<proto::SetSlToVlReply>, Status> {
         self.gate().await?;
         self.sl_to_vl_supported()?;
-        let v = req.into_inner().vl_of_sl;
+        let r = req.into_inner();
+        check_write(self.ctl(), "SetSlToVl", r.management_key)?;
+        let v = r.vl_of_sl;
         let table = <[u8; 16]>::try_from(v.as_slice())
             .map_err(|_| Status::invalid_argument(format!("SL-to-VL table has {} entries, expected 16", v.len())))?;
         let vls = self.sim.vls;
@@ -228,11 +317,16 @@ impl SwitchAgent for AgentSvc {
         Ok(Response::new(proto::SetSlToVlReply {}))
     }
 
-    async fn get_sl_to_vl(&self, _: Request<proto::GetSlToVlRequest>) -> Result<Response<proto::SlToVlTable>, Status> {
+    async fn get_sl_to_vl(
+        &self,
+        req: Request<proto::GetSlToVlRequest>,
+    ) -> Result<Response<proto::SlToVlTable>, Status> {
         self.gate().await?;
         self.sl_to_vl_supported()?;
+        check_read(self.ctl(), "GetSlToVl", req.metadata())?;
         Ok(Response::new(proto::SlToVlTable {
             vl_of_sl: lock(&self.ctl().sl2vl).to_vec(),
+            management_key: 0,
         }))
     }
 
@@ -242,6 +336,7 @@ impl SwitchAgent for AgentSvc {
     ) -> Result<Response<proto::SetPortStateReply>, Status> {
         self.gate().await?;
         let r = req.into_inner();
+        check_write(self.ctl(), "SetPortState", r.management_key)?;
         let port = PortNum::try_from(r.port).map_err(|_| Status::invalid_argument(format!("no port {}", r.port)))?;
         self.sim
             .mock
@@ -254,9 +349,11 @@ impl SwitchAgent for AgentSvc {
 
     async fn set_power(&self, req: Request<proto::SetPowerRequest>) -> Result<Response<proto::SetPowerReply>, Status> {
         self.gate().await?;
+        let r = req.into_inner();
+        check_write(self.ctl(), "SetPower", r.management_key)?;
         self.sim
             .mock
-            .set_switch_state(self.ctl().guid, req.into_inner().on)
+            .set_switch_state(self.ctl().guid, r.on)
             .await
             .map_err(driver_status)?;
         self.sim.refresh().await.map_err(|e| Status::internal(e.to_string()))?;
@@ -265,9 +362,10 @@ impl SwitchAgent for AgentSvc {
 
     type WatchPortsStream = EventStream;
 
-    async fn watch_ports(&self, _: Request<proto::WatchPortsRequest>) -> Result<Response<EventStream>, Status> {
+    async fn watch_ports(&self, req: Request<proto::WatchPortsRequest>) -> Result<Response<EventStream>, Status> {
         self.gate().await?;
         let a = self.ctl();
+        check_read(a, "WatchPorts", req.metadata())?;
         let (tx, rx) = mpsc::channel(256);
         // Subscribe before the snapshot, under the state lock: no change is lost in between.
         let st = self.sim.state.lock().await;

@@ -9,6 +9,8 @@ use fabric_topology::{fmt_guid, parse_guid, Guid, Lid, PortNum};
 use tokio::net::TcpListener;
 
 use super::agent::spawn_agent;
+use super::mcast::summary;
+use super::mkey::ManagementKey;
 use super::state::{lock, Sim, SimError};
 
 impl Sim {
@@ -115,12 +117,28 @@ impl Sim {
             "verify" => {
                 let r = self.verify(w.get(1) == Some(&"escape")).await?;
                 Ok(format!(
-                    "pairs checked {}, unreachable {}, disconnected {}{}",
+                    "pairs checked {}, unreachable {}, disconnected {}{}\n{}",
                     r.pairs_checked,
                     r.unreachable_count,
                     r.disconnected,
-                    r.unreachable.first().map(|u| format!("; first: {}", u.reason)).unwrap_or_default()
+                    r.unreachable.first().map(|u| format!("; first: {}", u.reason)).unwrap_or_default(),
+                    r.multicast.as_ref().map(summary).unwrap_or_default()
                 ))
+            }
+            "verify-mcast" => {
+                let r = self.verify_multicast().await?;
+                let mut out = summary(&r);
+                for f in r.failures.iter().take(20) {
+                    out.push_str(&format!("\n  {}", f.reason));
+                }
+                Ok(out)
+            }
+            "mkey-clear" => {
+                let v = self.find_switches(arg(1)?)?;
+                for &i in &v {
+                    *lock(&self.agents[i].mkey) = ManagementKey::default();
+                }
+                Ok(format!("cleared the management key of {} agent(s)", v.len()))
             }
             "trace" => {
                 let (src, lid) = (guid(arg(1)?)?, arg(2)?.parse::<Lid>().map_err(|_| SimError::Command("invalid LID".into()))?);
@@ -131,10 +149,17 @@ impl Sim {
             }
             "status" => {
                 let killed = self.agents.iter().filter(|a| a.killed.load(Ordering::SeqCst)).count();
+                let keyed = self.agents.iter().filter(|a| lock(&a.mkey).key != 0).count();
+                let refused: u64 = self
+                    .agents
+                    .iter()
+                    .map(|a| a.refused_writes.load(Ordering::SeqCst) + a.refused_reads.load(Ordering::SeqCst))
+                    .sum();
                 let st = self.state.lock().await;
                 let (total, live) = st.count_links();
                 Ok(format!(
-                    "{} agents ({} killed), {} end ports, links {live}/{total} up, address bits {}",
+                    "{} agents ({} killed, {keyed} with a management key, {refused} calls refused for the key), {} end \
+                     ports, links {live}/{total} up, address bits {}",
                     self.agents.len(),
                     killed,
                     st.num_end_ports(),
@@ -142,7 +167,7 @@ impl Sim {
                 ))
             }
             "quit" | "exit" => std::process::exit(0),
-            "help" => Ok("commands: link-down|link-up SW PORT, switch-down|switch-up SW, node-down|node-up PORTGUID, kill|restore|drop SW|all, delay SW|all MS, write-delay SW|all MS, verify [escape], trace SRCPORTGUID LID, status, quit".into()),
+            "help" => Ok("commands: link-down|link-up SW PORT, switch-down|switch-up SW, node-down|node-up PORTGUID, kill|restore|drop SW|all, delay SW|all MS, write-delay SW|all MS, verify [escape], verify-mcast, mkey-clear SW|all, trace SRCPORTGUID LID, status, quit".into()),
             other => Err(SimError::Command(format!("unknown command `{other}` (try `help`)"))),
         }
     }

@@ -1,4 +1,4 @@
-//! The `SimControl` service: traces, all-pairs verification, commands and counters.
+//! The `SimControl` service: traces, all-pairs and multicast verification, commands and counters.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -33,6 +33,16 @@ impl SimControl for ControlSvc {
             .map(Response::new)
             .map_err(|e| Status::failed_precondition(e.to_string()))
     }
+    async fn verify_multicast(
+        &self,
+        _: Request<proto::VerifyMulticastRequest>,
+    ) -> Result<Response<proto::McastReport>, Status> {
+        self.sim
+            .verify_multicast()
+            .await
+            .map(Response::new)
+            .map_err(|e| Status::failed_precondition(e.to_string()))
+    }
     async fn command(&self, req: Request<proto::CommandRequest>) -> Result<Response<proto::CommandReply>, Status> {
         self.sim
             .command(&req.into_inner().line)
@@ -42,10 +52,26 @@ impl SimControl for ControlSvc {
     }
     async fn get_counters(&self, _: Request<proto::GetCountersRequest>) -> Result<Response<proto::Counters>, Status> {
         let c = &self.sim.counters;
+        let refusals: Vec<proto::AgentRefusals> = self
+            .sim
+            .agents
+            .iter()
+            .map(|a| proto::AgentRefusals {
+                switch_guid: a.guid,
+                writes: a.refused_writes.load(Ordering::SeqCst),
+                reads: a.refused_reads.load(Ordering::SeqCst),
+            })
+            .filter(|r| r.writes + r.reads > 0)
+            .collect();
         Ok(Response::new(proto::Counters {
             lft_write_calls: c.lft_write_calls.load(Ordering::SeqCst),
             lft_blocks_written: c.lft_blocks_written.load(Ordering::SeqCst),
             lft_block_reads: c.lft_block_reads.load(Ordering::SeqCst),
+            mft_write_calls: c.mft_write_calls.load(Ordering::SeqCst),
+            mft_blocks_written: c.mft_blocks_written.load(Ordering::SeqCst),
+            mft_block_reads: c.mft_block_reads.load(Ordering::SeqCst),
+            management_key_refusals: refusals.iter().map(|r| r.writes + r.reads).sum(),
+            refusals,
         }))
     }
 }

@@ -2,17 +2,19 @@
 //! service and the console.
 //!
 //! `state` holds the simulator's state, `io` the connections it can cut, `agent` the agent
-//! servers, `command` the console grammar, `control` the control service; this module starts
-//! them all.
+//! servers, `mcast` the multicast forwarding tables and their verification, `mkey` the
+//! management key checks, `command` the console grammar, `control` the control service; this
+//! module starts them all.
 
 mod agent;
 mod command;
 mod control;
 mod io;
+mod mcast;
+mod mkey;
 mod state;
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Mutex};
 
 use fabric_mock::{MockConfig, MockFabric};
@@ -22,7 +24,6 @@ use fabric_southbound::SouthboundDriver;
 use fabric_topology::{fmt_guid, Lid, SwitchId};
 use tokio::io::AsyncBufReadExt;
 use tokio::net::TcpListener;
-use tokio::sync::{broadcast, watch};
 use tokio_stream::wrappers::TcpListenerStream;
 use tonic::transport::Server;
 
@@ -98,21 +99,12 @@ pub async fn run(args: Args) -> Result<(), SimError> {
             what: "local address".into(),
             err,
         })?;
-        let (epoch_tx, _) = watch::channel(0);
-        agents.push(AgentCtl {
-            guid: cabling.switches()[i].guid,
-            sid: SwitchId(i as u32),
+        agents.push(AgentCtl::new(
+            cabling.switches()[i].guid,
+            SwitchId(i as u32),
             addr,
-            killed: AtomicBool::new(false),
-            delay_ms: AtomicU64::new(0),
-            write_delay_ms: AtomicU64::new(args.write_delay_ms),
-            epoch: Arc::new(AtomicU64::new(0)),
-            epoch_tx,
-            events: broadcast::channel(1024).0,
-            server: Mutex::new(None),
-            lft_generation: AtomicU64::new(0),
-            sl2vl: Mutex::new([0; 16]),
-        });
+            args.write_delay_ms,
+        ));
     }
     let state = mock.discover().await?;
     let sim = Arc::new(Sim {

@@ -14,6 +14,9 @@ use fabric_topology::{Fabric, Guid, Lid, PortNum, Remote, SwitchId};
 use tokio::sync::{broadcast, watch};
 use tokio::task::JoinHandle;
 
+use super::mcast::Mft;
+use super::mkey::ManagementKey;
+
 pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
@@ -51,6 +54,40 @@ pub(super) struct AgentCtl {
     pub(super) lft_generation: AtomicU64,
     /// VL of each SL (one table for every port pair of the switch).
     pub(super) sl2vl: Mutex<[u8; 16]>,
+    /// The switch's multicast forwarding table (switch configuration: survives `kill`).
+    pub(super) mft: Mutex<Mft>,
+    /// The management key and its protect level (switch configuration: survives `kill`;
+    /// `mkey-clear` resets it, as an administrator's reset of the switch would).
+    pub(super) mkey: Mutex<ManagementKey>,
+    /// Write calls refused for a missing or wrong management key.
+    pub(super) refused_writes: AtomicU64,
+    /// Read calls refused (protect level 2) for a missing or wrong management key.
+    pub(super) refused_reads: AtomicU64,
+}
+
+impl AgentCtl {
+    /// A control block with no delays, an empty MFT, no management key.
+    pub(super) fn new(guid: Guid, sid: SwitchId, addr: SocketAddr, write_delay_ms: u64) -> Self {
+        let (epoch_tx, _) = watch::channel(0);
+        AgentCtl {
+            guid,
+            sid,
+            addr,
+            killed: AtomicBool::new(false),
+            delay_ms: AtomicU64::new(0),
+            write_delay_ms: AtomicU64::new(write_delay_ms),
+            epoch: Arc::new(AtomicU64::new(0)),
+            epoch_tx,
+            events: broadcast::channel(1024).0,
+            server: Mutex::new(None),
+            lft_generation: AtomicU64::new(0),
+            sl2vl: Mutex::new([0; 16]),
+            mft: Mutex::new(Mft::default()),
+            mkey: Mutex::new(ManagementKey::default()),
+            refused_writes: AtomicU64::new(0),
+            refused_reads: AtomicU64::new(0),
+        }
+    }
 }
 
 /// Addresses set through the agents.
@@ -84,6 +121,9 @@ pub(super) struct Counters {
     pub(super) lft_write_calls: AtomicU64,
     pub(super) lft_blocks_written: AtomicU64,
     pub(super) lft_block_reads: AtomicU64,
+    pub(super) mft_write_calls: AtomicU64,
+    pub(super) mft_blocks_written: AtomicU64,
+    pub(super) mft_block_reads: AtomicU64,
 }
 
 impl Sim {
@@ -209,13 +249,16 @@ impl Sim {
         let _ = a.epoch_tx.send(e);
     }
 
+    /// Traces every pair (unicast) and floods every MLID in use (multicast).
     pub(super) async fn verify(&self, escape: bool) -> Result<proto::VerifyAllPairsReply, SimError> {
         self.commit_addresses().await?;
         let mock = self.mock.clone();
         let r = tokio::task::spawn_blocking(move || mock.verify_all_pairs(escape))
             .await
             .map_err(|e| SimError::Command(format!("verification task failed: {e}")))?;
+        let multicast = self.verify_multicast().await?;
         Ok(proto::VerifyAllPairsReply {
+            multicast: Some(multicast),
             pairs_checked: r.pairs_checked as u64,
             unreachable_count: r.unreachable_count as u64,
             disconnected: r.disconnected as u64,

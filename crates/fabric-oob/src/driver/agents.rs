@@ -15,6 +15,7 @@ use tonic::transport::{Channel, Endpoint};
 use tonic::{Code, Status};
 
 use super::config::OobConfig;
+use super::mkey::KeyState;
 use crate::inventory::AgentKey;
 use crate::proto::switch_agent_client::SwitchAgentClient;
 use crate::proto::{self, NeighbourKind, PortState};
@@ -87,6 +88,8 @@ pub(super) struct Agent {
     pub(super) health: Mutex<Health>,
     /// `None` before the first [`SouthboundDriver::configure_lids`](fabric_southbound::SouthboundDriver::configure_lids).
     pub(super) setup: Mutex<Option<AddressSetup>>,
+    /// Whether the configured management key is set on the agent.
+    pub(super) key_state: Mutex<KeyState>,
 }
 
 impl Agent {
@@ -228,6 +231,9 @@ impl Inner {
             }
             let g = guid.unwrap_or(0);
             if let (false, Failure::Status(s)) = (transient, &fail) {
+                if s.code() == Code::PermissionDenied {
+                    return Err(self.key_refused(idx, op, s));
+                }
                 return Err(status_error(guid, op, s));
             }
             if attempt > self.cfg.max_retries {
@@ -264,7 +270,7 @@ fn backoff(attempt: u32) -> Duration {
     Duration::from_millis((25u64 << attempt.min(6)).min(1000))
 }
 
-fn status_error(guid: Option<Guid>, op: &'static str, s: &Status) -> DriverError {
+pub(super) fn status_error(guid: Option<Guid>, op: &'static str, s: &Status) -> DriverError {
     DriverError::Protocol {
         guid,
         message: format!("{op}: agent answered {:?}: {}", s.code(), s.message()),
@@ -302,14 +308,18 @@ pub(super) fn describe_agent(a: &Agent) -> String {
 /// Asks agent `idx` for its description and port table, and checks them (GUID as listed,
 /// port numbers within the port count).
 pub(super) async fn sweep_one(inner: &Inner, idx: usize) -> Result<Known, DriverError> {
-    let (info, _) = inner
-        .call(idx, "describe", |mut c| async move {
-            c.describe(proto::DescribeRequest {}).await
+    let (mut info, _) = inner
+        .call(idx, "describe", |mut c| {
+            let r = inner.read_request(proto::DescribeRequest {});
+            async move { c.describe(r).await }
         })
         .await?;
+    // An agent at protect level 0 reports its key: the driver never keeps (or logs) it.
+    info.management_key = 0;
     let (table, _) = inner
-        .call(idx, "get ports", |mut c| async move {
-            c.get_ports(proto::GetPortsRequest {}).await
+        .call(idx, "get ports", |mut c| {
+            let r = inner.read_request(proto::GetPortsRequest {});
+            async move { c.get_ports(r).await }
         })
         .await?;
     let a = &inner.agents[idx];

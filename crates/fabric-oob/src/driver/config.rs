@@ -26,7 +26,10 @@ pub fn sl_to_vl_table(escape_vl: Option<u8>) -> [u8; 16] {
 /// Configuration of the `oob` driver (the daemon embeds it in its TOML config).
 ///
 /// Durations are strings with a unit (`"500ms"`, `"2s"`, `"1m"`) or integer milliseconds.
-#[derive(Clone, Debug, PartialEq, Eq, Deserialize, Serialize)]
+/// `management_key` is an integer or a string (`"0x8000000000000001"`: TOML integers are
+/// signed, so keys above `0x7fff_ffff_ffff_ffff` need the string form). `Debug` never shows
+/// the key.
+#[derive(Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct OobConfig {
     /// Inventory file mapping switch GUIDs (or names) to agent addresses (see [`Inventory`](crate::Inventory)).
@@ -50,6 +53,36 @@ pub struct OobConfig {
     /// Retries of a failed request (transient failures only) before giving up.
     #[serde(default = "d_retries")]
     pub max_retries: u32,
+    /// Management key (the agents' M_Key; 0 = off): set on every agent at discovery (and again
+    /// on an agent that restarted) and carried by every write, so that another manager without
+    /// it can no longer change a switch. Never logged.
+    #[serde(default, with = "key")]
+    pub management_key: u64,
+    /// Protect level of the key on the agents: 0 = writes need the key, reads are open and
+    /// report it; 1 = writes need the key, reads are open, the key is never reported; 2 =
+    /// every read but `Describe` needs the key too.
+    #[serde(default = "d_protect")]
+    pub management_key_protect: u8,
+}
+
+/// Every field, the management key redacted.
+impl std::fmt::Debug for OobConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OobConfig")
+            .field("inventory", &self.inventory)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("request_timeout", &self.request_timeout)
+            .field("max_connections", &self.max_connections)
+            .field("unreachable_deadline", &self.unreachable_deadline)
+            .field("max_lid", &self.max_lid)
+            .field("max_retries", &self.max_retries)
+            .field(
+                "management_key",
+                &if self.management_key == 0 { "off" } else { "<redacted>" },
+            )
+            .field("management_key_protect", &self.management_key_protect)
+            .finish()
+    }
 }
 
 fn d_connect() -> Duration {
@@ -70,6 +103,12 @@ fn d_max_lid() -> Lid {
 fn d_retries() -> u32 {
     3
 }
+fn d_protect() -> u8 {
+    1
+}
+
+/// Highest protect level of the management key.
+pub const MAX_MANAGEMENT_KEY_PROTECT: u8 = 2;
 
 /// Every default and an empty inventory path (which [`OobDriver::open`](crate::OobDriver::open) refuses): what an
 /// embedding configuration holds when no `oob` table is given.
@@ -90,6 +129,8 @@ impl OobConfig {
             unreachable_deadline: d_deadline(),
             max_lid: d_max_lid(),
             max_retries: d_retries(),
+            management_key: 0,
+            management_key_protect: d_protect(),
         }
     }
 
@@ -105,10 +146,53 @@ impl OobConfig {
         if self.max_lid == 0 {
             p.push("max_lid must be at least 1".to_string());
         }
+        if self.management_key_protect > MAX_MANAGEMENT_KEY_PROTECT {
+            p.push(format!(
+                "management_key_protect {} out of range 0..={MAX_MANAGEMENT_KEY_PROTECT}",
+                self.management_key_protect
+            ));
+        }
         if p.is_empty() {
             Ok(())
         } else {
             Err(DriverError::Config(p.join("; ")))
+        }
+    }
+}
+
+/// The management key: an integer, or a string in hex (`0x...`) or decimal; written as a hex
+/// string.
+mod key {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Raw {
+        Int(u64),
+        Text(String),
+    }
+
+    pub fn parse(s: &str) -> Option<u64> {
+        let s = s.trim().replace('_', "");
+        match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+            Some(h) => u64::from_str_radix(h, 16).ok(),
+            None => s.parse().ok(),
+        }
+    }
+
+    pub fn serialize<S: Serializer>(k: &u64, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&format!("{k:#018x}"))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+        match Raw::deserialize(d)? {
+            Raw::Int(k) => Ok(k),
+            // The value is not echoed: it is a secret.
+            Raw::Text(t) => parse(&t).ok_or_else(|| {
+                serde::de::Error::custom(
+                    "invalid management_key (expected an integer, a \"0x\" string of up to 16 hex digits, or decimal)",
+                )
+            }),
         }
     }
 }
@@ -180,6 +264,35 @@ mod tests {
         let mut bad = OobConfig::new("x");
         bad.max_connections = 0;
         assert!(matches!(bad.validate(), Err(DriverError::Config(_))));
+    }
+
+    #[test]
+    fn management_key_from_toml_and_never_in_debug() {
+        let c: OobConfig = toml::from_str("inventory = \"x\"\n").unwrap();
+        assert_eq!((c.management_key, c.management_key_protect), (0, 1));
+        let c: OobConfig = toml::from_str(
+            "inventory = \"x\"\nmanagement_key = \"0xFEDC_BA98_7654_3210\"\nmanagement_key_protect = 2\n",
+        )
+        .unwrap();
+        assert_eq!((c.management_key, c.management_key_protect), (0xFEDC_BA98_7654_3210, 2));
+        assert!(c.validate().is_ok());
+        let dbg = format!("{c:?}");
+        assert!(
+            dbg.contains("<redacted>") && !dbg.to_lowercase().contains("fedc"),
+            "{dbg}"
+        );
+        // Written as a hex string, read back the same.
+        let text = toml::to_string(&c).unwrap();
+        assert_eq!(toml::from_str::<OobConfig>(&text).unwrap(), c);
+        let c: OobConfig = toml::from_str("inventory = \"x\"\nmanagement_key = 4660\n").unwrap();
+        assert_eq!(c.management_key, 0x1234);
+        // A bad key is refused without echoing it; a protect level above 2 is refused.
+        let e = toml::from_str::<OobConfig>("inventory = \"x\"\nmanagement_key = \"0xnothex\"\n").unwrap_err();
+        assert!(e.to_string().contains("invalid management_key"), "{e}");
+        let mut bad = OobConfig::new("x");
+        bad.management_key_protect = 3;
+        let e = bad.validate().unwrap_err().to_string();
+        assert!(e.contains("management_key_protect 3"), "{e}");
     }
 
     #[test]

@@ -12,6 +12,7 @@ use super::agents::{
     cable_key, describe_agent, inventory_guids, lock, neighbour, port_num, port_up, sweep_one, Discovered, Health,
     Inner, Known,
 };
+use super::mkey::KeyState;
 use crate::proto::NeighbourKind;
 
 /// Asks every agent for its description and port table concurrently and builds the fabric from
@@ -94,6 +95,8 @@ pub(super) async fn discover(inner: &Arc<Inner>) -> Result<Fabric, DriverError> 
             }
         }
     }
+
+    install_keys(inner, &view, &mut warnings).await;
 
     let mut b = FabricBuilder::new();
     for (k, reached) in view.iter().flatten() {
@@ -252,4 +255,50 @@ pub(super) async fn discover(inner: &Arc<Inner>) -> Result<Fabric, DriverError> 
         });
     }
     Ok(fabric)
+}
+
+/// Sets the management key on every agent this discovery reached (again: an administrator may
+/// have reset it); a refusal (the switch is protected by another manager) or an agent without
+/// the call becomes a warning naming the switch. Without a configured key, the switches whose
+/// agent reports a key are recorded as refusing (their writes will be). Discovery itself goes
+/// on: the switch is in the fabric, its writes fail naming it.
+async fn install_keys(inner: &Arc<Inner>, view: &[Option<(Known, bool)>], warnings: &mut Vec<String>) {
+    let key = inner.cfg.management_key;
+    let mut set = JoinSet::new();
+    let mut found = Vec::new();
+    for (idx, v) in view.iter().enumerate() {
+        let Some((k, true)) = v else { continue };
+        let name = format!("{} \"{}\"", fmt_guid(k.info.guid), k.info.description);
+        let mut st = lock(&inner.agents[idx].key_state);
+        if key == 0 {
+            *st = if k.info.management_key_set {
+                found.push(format!(
+                    "switch {name} is protected by a management key (another manager's) and none is configured \
+                     ([driver.oob] management_key): its writes will be refused"
+                ));
+                KeyState::Refused
+            } else {
+                KeyState::Pending
+            };
+            continue;
+        }
+        *st = KeyState::Pending;
+        let i = inner.clone();
+        set.spawn(async move { (name, i.ensure_key(idx).await) });
+    }
+    while let Some(r) = set.join_next().await {
+        match r {
+            Ok((name, Err(e))) => found.push(format!("switch {name}: management key not set: {e}")),
+            Ok((_, Ok(()))) => {}
+            Err(e) => found.push(format!("management key task failed: {e}")),
+        }
+    }
+    found.sort();
+    warnings.extend(found);
+    warnings.extend(
+        inner
+            .key_warnings()
+            .into_iter()
+            .filter(|w| w.contains("does not implement")),
+    );
 }

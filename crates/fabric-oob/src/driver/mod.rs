@@ -7,6 +7,7 @@
 mod agents;
 mod config;
 mod discover;
+mod mkey;
 mod monitor;
 mod upload;
 
@@ -16,14 +17,18 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use fabric_routing::{LidPlan, BLOCK_SIZE};
-use fabric_southbound::{DriverCaps, DriverError, LftBlockWrite, SouthboundDriver, TopologyGap, WriteReport};
+use fabric_southbound::{
+    DriverCaps, DriverError, LftBlockWrite, MftBlockWrite, SouthboundDriver, TopologyGap, WriteReport, MFT_BLOCK_SIZE,
+};
 use fabric_topology::{Fabric, FabricEvent, Guid, PortNum};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
 use tokio::sync::{watch, Semaphore};
 use tonic::transport::Endpoint;
 
 use self::agents::{inventory_guids, lock, Agent, Discovered, Health, Inner};
-pub use self::config::{sl_to_vl_table, OobConfig, ESCAPE_SL};
+pub use self::config::{sl_to_vl_table, OobConfig, ESCAPE_SL, MAX_MANAGEMENT_KEY_PROTECT};
+use self::mkey::KeyState;
+pub use self::mkey::READ_KEY_METADATA;
 use crate::inventory::Inventory;
 use crate::proto;
 
@@ -65,6 +70,7 @@ impl OobDriver {
                 known: Mutex::new(None),
                 health: Mutex::new(Health::default()),
                 setup: Mutex::new(None),
+                key_state: Mutex::new(KeyState::Pending),
             });
         }
         let by_guid = inventory_guids(&agents);
@@ -109,9 +115,24 @@ impl OobDriver {
 
     /// Problems of the last [`SouthboundDriver::configure_lids`]: agents that do not implement
     /// `SetSlToVl`, or a fabric whose switches operate a single VL (escape traffic then shares
-    /// VL 0 with the data). Each message names the switch.
+    /// VL 0 with the data); and, at any time, agents that refuse the management key (protected
+    /// by another manager) or cannot take one. Each message names the switch.
     pub fn configuration_warnings(&self) -> Vec<String> {
-        lock(&self.inner.config_warnings).clone()
+        let mut w = lock(&self.inner.config_warnings).clone();
+        w.extend(self.inner.key_warnings());
+        w
+    }
+
+    /// Switches whose agent refused a call for the management key: protected by another
+    /// manager's key (or by a key while this driver has none configured). Cleared for a switch
+    /// when the key is set on it again (discovery, or the agent answering after a loss).
+    pub fn management_key_refusals(&self) -> Vec<Guid> {
+        self.inner
+            .agents
+            .iter()
+            .filter(|a| *lock(&a.key_state) == KeyState::Refused)
+            .filter_map(Agent::guid)
+            .collect()
     }
 
     /// The VL escape-LID traffic (SL 1) is mapped to: `n - 1` where `n` is the smallest number
@@ -126,8 +147,9 @@ impl OobDriver {
         let idx = self.inner.agent_of(switch)?;
         let (t, _) = self
             .inner
-            .call(idx, "SL-to-VL read", |mut c| async move {
-                c.get_sl_to_vl(proto::GetSlToVlRequest {}).await
+            .call(idx, "SL-to-VL read", |mut c| {
+                let r = self.inner.read_request(proto::GetSlToVlRequest {});
+                async move { c.get_sl_to_vl(r).await }
             })
             .await?;
         <[u8; 16]>::try_from(t.vl_of_sl.as_slice()).map_err(|_| DriverError::Protocol {
@@ -185,8 +207,9 @@ impl SouthboundDriver for OobDriver {
         let idx = self.inner.agent_of(switch)?;
         let (b, _) = self
             .inner
-            .call(idx, "LFT block read", |mut c| async move {
-                c.read_lft_block(proto::ReadLftBlockRequest { block }).await
+            .call(idx, "LFT block read", |mut c| {
+                let r = self.inner.read_request(proto::ReadLftBlockRequest { block });
+                async move { c.read_lft_block(r).await }
             })
             .await?;
         <[u8; BLOCK_SIZE]>::try_from(b.entries.as_slice()).map_err(|_| DriverError::Protocol {
@@ -198,14 +221,52 @@ impl SouthboundDriver for OobDriver {
         })
     }
 
+    async fn write_mft_blocks(&self, blocks: &[MftBlockWrite]) -> Result<WriteReport, DriverError> {
+        upload::write_mft_blocks(&self.inner, blocks).await
+    }
+
+    async fn read_mft_block(
+        &self,
+        switch: Guid,
+        block: u32,
+        position: u8,
+    ) -> Result<[u16; MFT_BLOCK_SIZE], DriverError> {
+        let idx = self.inner.agent_of(switch)?;
+        let (b, _) = self
+            .inner
+            .call(idx, "MFT block read", |mut c| {
+                let r = self.inner.read_request(proto::ReadMftBlockRequest {
+                    block,
+                    position: u32::from(position),
+                });
+                async move { c.read_mft_block(r).await }
+            })
+            .await?;
+        let bad = |why: String| DriverError::Protocol {
+            guid: Some(switch),
+            message: format!("MFT block {block} position {position}: {why}"),
+        };
+        if b.entries.len() != MFT_BLOCK_SIZE {
+            return Err(bad(format!("{} entries, expected {MFT_BLOCK_SIZE}", b.entries.len())));
+        }
+        let mut out = [0u16; MFT_BLOCK_SIZE];
+        for (o, &e) in out.iter_mut().zip(&b.entries) {
+            *o = u16::try_from(e).map_err(|_| bad(format!("port mask {e:#x} wider than 16 bits")))?;
+        }
+        Ok(out)
+    }
+
     async fn set_port_state(&self, switch: Guid, port: PortNum, up: bool) -> Result<(), DriverError> {
         let idx = self.inner.agent_of(switch)?;
+        self.inner.ensure_key(idx).await?;
+        let management_key = self.inner.write_key();
         let r = self
             .inner
             .call(idx, "set port state", |mut c| async move {
                 c.set_port_state(proto::SetPortStateRequest {
                     port: u32::from(port),
                     up,
+                    management_key,
                 })
                 .await
             })
@@ -225,9 +286,11 @@ impl SouthboundDriver for OobDriver {
 
     async fn set_switch_state(&self, switch: Guid, up: bool) -> Result<(), DriverError> {
         let idx = self.inner.agent_of(switch)?;
+        self.inner.ensure_key(idx).await?;
+        let management_key = self.inner.write_key();
         self.inner
             .call(idx, "set power", |mut c| async move {
-                c.set_power(proto::SetPowerRequest { on: up }).await
+                c.set_power(proto::SetPowerRequest { on: up, management_key }).await
             })
             .await
             .map(|_| ())

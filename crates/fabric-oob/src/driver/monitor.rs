@@ -9,6 +9,7 @@ use fabric_topology::{FabricEvent, Guid, PortNum};
 use tokio::sync::watch;
 
 use super::agents::{cable_key, lock, neighbour, port_num, port_up, sweep_one, Inner};
+use super::mkey::KeyState;
 use crate::proto::{self, NeighbourKind};
 
 /// Starts one monitor task per agent, once (the first discovery starts them); they stop when the
@@ -122,7 +123,8 @@ async fn monitor(weak: Weak<Inner>, idx: usize, mut stop: watch::Receiver<()>) {
         let stream = async {
             let ch = inner.channel(&inner.agents[idx]).await.map_err(|_| ())?;
             let mut c = Inner::client(ch);
-            let r = tokio::time::timeout(inner.cfg.request_timeout, c.watch_ports(proto::WatchPortsRequest {}))
+            let req = inner.read_request(proto::WatchPortsRequest {});
+            let r = tokio::time::timeout(inner.cfg.request_timeout, c.watch_ports(req))
                 .await
                 .map_err(|_| ())?
                 .map_err(|_| ())?;
@@ -166,7 +168,14 @@ async fn monitor(weak: Weak<Inner>, idx: usize, mut stop: watch::Receiver<()>) {
                     if let Some(s) = lock(&inner.agents[idx].setup).as_mut() {
                         s.done = false;
                     }
+                    inner.key_lost(idx);
                 }
+            }
+            // The management key at once where it may have been lost (the agent restarted).
+            // An agent that refused it is not asked again here (each refusal is counted as a
+            // violation by the agent): discovery and the switch's next write try again.
+            if *lock(&inner.agents[idx].key_state) == KeyState::Pending {
+                let _ = inner.ensure_key(idx).await;
             }
             let guid = inner.agents[idx].guid();
             let deadline = inner.cfg.unreachable_deadline;

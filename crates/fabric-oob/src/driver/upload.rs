@@ -1,38 +1,117 @@
-//! Programming the switches: address set-up (addresses and SL-to-VL table) per switch and LFT
-//! block uploads.
+//! Programming the switches: address set-up (addresses and SL-to-VL table) per switch and
+//! table block uploads (LFT and MFT blocks share one path: [`write_blocks`]).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::future::Future;
 use std::sync::Arc;
 
 use fabric_routing::LidPlan;
-use fabric_southbound::{DriverError, LftBlockWrite, WriteReport};
-use fabric_topology::{fmt_guid, Fabric, Remote};
+use fabric_southbound::{DriverError, LftBlockWrite, MftBlockWrite, WriteReport};
+use fabric_topology::{fmt_guid, Fabric, Guid, Remote};
 use tokio::task::JoinSet;
-use tonic::Code;
+use tonic::transport::Channel;
+use tonic::{Code, Status};
 
 use super::agents::{lock, AddressSetup, Inner};
 use super::config::{sl_to_vl_table, ESCAPE_SL};
 use crate::proto;
+use crate::proto::switch_agent_client::SwitchAgentClient;
 
-/// Blocks per `WriteLftBlocks` request (64 bytes each: ~140 KiB per message).
-const BLOCKS_PER_REQUEST: usize = 2048;
+/// One kind of table whose blocks the agents take in batches.
+pub(super) trait TableBlocks: 'static {
+    /// A block as the agent protocol carries it.
+    type Block: Clone + Send + Sync + 'static;
+    /// Operation name in errors.
+    const OP: &'static str;
+    /// Table name in errors.
+    const TABLE: &'static str;
+    /// Blocks per request.
+    const PER_REQUEST: usize;
+    /// Sends one request; answers the number of blocks the agent wrote.
+    fn send(
+        c: SwitchAgentClient<Channel>,
+        generation: u64,
+        management_key: u64,
+        blocks: Vec<Self::Block>,
+    ) -> impl Future<Output = Result<tonic::Response<u32>, Status>> + Send;
+}
+
+/// LFT blocks (`WriteLftBlocks`).
+pub(super) struct Lft;
+
+impl TableBlocks for Lft {
+    type Block = proto::LftBlock;
+    const OP: &'static str = "LFT block write";
+    const TABLE: &'static str = "LFT";
+    /// 64 bytes each: ~140 KiB per message.
+    const PER_REQUEST: usize = 2048;
+    async fn send(
+        mut c: SwitchAgentClient<Channel>,
+        generation: u64,
+        management_key: u64,
+        blocks: Vec<proto::LftBlock>,
+    ) -> Result<tonic::Response<u32>, Status> {
+        let r = c
+            .write_lft_blocks(proto::WriteLftBlocksRequest {
+                generation,
+                blocks,
+                management_key,
+            })
+            .await?;
+        Ok(tonic::Response::new(r.into_inner().written))
+    }
+}
+
+/// MFT blocks (`WriteMftBlocks`).
+pub(super) struct Mft;
+
+impl TableBlocks for Mft {
+    type Block = proto::MftBlock;
+    const OP: &'static str = "MFT block write";
+    const TABLE: &'static str = "MFT";
+    /// 32 masks of at most 3 bytes each: ~200 KiB per message.
+    const PER_REQUEST: usize = 2048;
+    async fn send(
+        mut c: SwitchAgentClient<Channel>,
+        generation: u64,
+        management_key: u64,
+        blocks: Vec<proto::MftBlock>,
+    ) -> Result<tonic::Response<u32>, Status> {
+        let r = c
+            .write_mft_blocks(proto::WriteMftBlocksRequest {
+                generation,
+                blocks,
+                management_key,
+            })
+            .await?;
+        Ok(tonic::Response::new(r.into_inner().written))
+    }
+}
 
 impl Inner {
     /// Installs switch `idx`'s address set-up if it is not (yet, or any more) on the agent.
     /// An error names the switch; only this switch's blocks fail with it.
     async fn ensure_addresses(&self, idx: usize) -> Result<(), DriverError> {
+        self.ensure_key(idx).await?;
         let Some(setup) = lock(&self.agents[idx].setup).clone().filter(|s| !s.done) else {
             return Ok(());
         };
+        let key = self.write_key();
         self.call(idx, "set addresses", |mut c| {
-            let r = setup.addresses.clone();
+            let r = proto::SetAddressesRequest {
+                management_key: key,
+                ..setup.addresses.clone()
+            };
             async move { c.set_addresses(r).await }
         })
         .await?;
         // SL-to-VL with the addresses: an agent without the RPC is reported, not fatal.
         let (supported, _) = self
             .call(idx, "set SL-to-VL", |mut c| {
-                let r = setup.sl_to_vl.clone();
+                let r = proto::SlToVlTable {
+                    management_key: key,
+                    ..setup.sl_to_vl.clone()
+                };
                 async move {
                     match c.set_sl_to_vl(r).await {
                         Ok(_) => Ok(tonic::Response::new(true)),
@@ -106,6 +185,7 @@ pub(super) async fn configure_lids(inner: &Arc<Inner>, fabric: &Fabric, lids: &L
     *lock(&inner.generation) = generation;
     let sl_to_vl = proto::SlToVlTable {
         vl_of_sl: sl_to_vl_table(inner.escape_vl()).to_vec(),
+        management_key: 0,
     };
     // Every switch of the plan gets its set-up; the agents that answer get it now, the
     // others before their switch's next LFT write (one switch that is down does not stop
@@ -121,6 +201,7 @@ pub(super) async fn configure_lids(inner: &Arc<Inner>, fabric: &Fabric, lids: &L
             lmc: u32::from(lids.lmc),
             switch_address: lids.switch_lid(sid),
             end_ports: Vec::new(),
+            management_key: 0,
         };
         for (_, p) in s.external_ports() {
             if let Remote::EndPort(ep) = p.remote {
@@ -179,60 +260,115 @@ pub(super) async fn write_lft_blocks(
     blocks: &[LftBlockWrite],
     max_blocks: u32,
 ) -> Result<WriteReport, DriverError> {
-    let mut per: HashMap<usize, Vec<proto::LftBlock>> = HashMap::new();
+    if let Some(w) = blocks.iter().find(|w| w.block >= max_blocks) {
+        return Err(DriverError::BlockOutOfRange {
+            guid: w.switch,
+            block: w.block,
+            max_blocks,
+        });
+    }
+    let items = blocks.iter().map(|w| {
+        let b = proto::LftBlock {
+            block: w.block,
+            entries: w.entries.to_vec(),
+        };
+        (w.switch, Ok(b))
+    });
+    write_blocks::<Lft>(inner, items).await
+}
+
+/// Writes MFT blocks to all switches concurrently, through the same path as the LFT blocks. A
+/// block beyond what a switch's agent reports (`SwitchInfo.mft_blocks`; 0 = no multicast
+/// support) fails that switch's blocks only, naming it.
+pub(super) async fn write_mft_blocks(inner: &Arc<Inner>, blocks: &[MftBlockWrite]) -> Result<WriteReport, DriverError> {
+    let items = blocks.iter().map(|w| {
+        let limit = inner
+            .agent_of(w.switch)
+            .ok()
+            .and_then(|idx| lock(&inner.agents[idx].known).as_ref().map(|k| k.info.mft_blocks));
+        let b = match limit {
+            Some(n) if w.block >= n => Err(DriverError::Protocol {
+                guid: Some(w.switch),
+                message: if n == 0 {
+                    "the agent reports no multicast forwarding table (SwitchInfo.mft_blocks = 0)".to_string()
+                } else {
+                    format!(
+                        "switch {} has no MFT block {} (supports {n} blocks)",
+                        fmt_guid(w.switch),
+                        w.block
+                    )
+                },
+            }),
+            _ => Ok(proto::MftBlock {
+                block: w.block,
+                position: u32::from(w.position),
+                entries: w.entries.iter().map(|&e| u32::from(e)).collect(),
+            }),
+        };
+        (w.switch, b)
+    });
+    write_blocks::<Mft>(inner, items).await
+}
+
+/// Groups blocks per switch and writes each switch's blocks concurrently with the others (at
+/// most `max_connections` requests in flight, each retried), after the switch's management key
+/// and addresses when its agent does not have them. A block that failed its own checks, or of
+/// an unknown switch, fails only that switch's blocks; the first error is returned after every
+/// other switch was written.
+pub(super) async fn write_blocks<K: TableBlocks>(
+    inner: &Arc<Inner>,
+    blocks: impl Iterator<Item = (Guid, Result<K::Block, DriverError>)>,
+) -> Result<WriteReport, DriverError> {
+    let mut per: HashMap<usize, Vec<K::Block>> = HashMap::new();
     let mut order = Vec::new();
     let mut first_err = None;
-    for w in blocks {
-        if w.block >= max_blocks {
-            return Err(DriverError::BlockOutOfRange {
-                guid: w.switch,
-                block: w.block,
-                max_blocks,
-            });
-        }
+    let mut failed = HashSet::new();
+    for (switch, b) in blocks {
         // An unknown switch fails its own blocks; the other switches are written.
-        let idx = match inner.agent_of(w.switch) {
+        let idx = match inner.agent_of(switch) {
             Ok(i) => i,
             Err(e) => {
                 first_err.get_or_insert(e);
                 continue;
             }
         };
-        let v = per.entry(idx).or_insert_with(|| {
-            order.push(idx);
-            Vec::new()
-        });
-        v.push(proto::LftBlock {
-            block: w.block,
-            entries: w.entries.to_vec(),
-        });
+        match b {
+            Ok(b) => per
+                .entry(idx)
+                .or_insert_with(|| {
+                    order.push(idx);
+                    Vec::new()
+                })
+                .push(b),
+            Err(e) => {
+                failed.insert(idx);
+                first_err.get_or_insert(e);
+            }
+        }
     }
     let generation = *lock(&inner.generation);
+    let key = inner.write_key();
     let mut set = JoinSet::new();
     for idx in order {
-        let Some(mut rest) = per.remove(&idx) else { continue };
+        let Some(mut rest) = per.remove(&idx).filter(|_| !failed.contains(&idx)) else {
+            continue;
+        };
         let inner = inner.clone();
         set.spawn(async move {
-            // The switch's addresses first, if its agent has not taken them yet.
+            // The switch's key and addresses first, if its agent does not have them yet.
             inner.ensure_addresses(idx).await?;
             let (mut written, mut retries) = (0, 0);
             while !rest.is_empty() {
-                let tail = rest.split_off(rest.len().min(BLOCKS_PER_REQUEST));
-                let req = proto::WriteLftBlocksRequest {
-                    generation,
-                    blocks: std::mem::replace(&mut rest, tail),
-                };
-                let n = req.blocks.len();
-                let (reply, r) = inner
-                    .call(idx, "LFT block write", |mut c| {
-                        let r = req.clone();
-                        async move { c.write_lft_blocks(r).await }
-                    })
+                let tail = rest.split_off(rest.len().min(K::PER_REQUEST));
+                let req = std::mem::replace(&mut rest, tail);
+                let n = req.len();
+                let (w, r) = inner
+                    .call(idx, K::OP, |c| K::send(c, generation, key, req.clone()))
                     .await?;
-                if reply.written as usize != n {
+                if w as usize != n {
                     return Err(DriverError::Protocol {
                         guid: inner.agents[idx].guid(),
-                        message: format!("agent wrote {} of {n} LFT blocks", reply.written),
+                        message: format!("agent wrote {w} of {n} {} blocks", K::TABLE),
                     });
                 }
                 written += n;
