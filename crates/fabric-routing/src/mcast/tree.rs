@@ -52,6 +52,41 @@ impl Below {
     }
 }
 
+/// The live cables of every up-neighbour of every oriented switch, flat: for neighbour entry
+/// `k` of [`Oriented::nbr`] (up entries only), `pairs[start[k]..start[k + 1]]` are its
+/// (local port, remote port) pairs in port order. Read in the hot loop instead of the fabric's
+/// per-switch port records.
+struct UpLinks {
+    start: Vec<u32>,
+    pairs: Vec<(PortNum, PortNum)>,
+}
+
+impl UpLinks {
+    fn new(fabric: &Fabric, o: &Oriented) -> Self {
+        let mut start = Vec::with_capacity(o.nbr.len() + 1);
+        let mut pairs = Vec::new();
+        for p in 0..o.len() {
+            let sw = o.order[p];
+            for k in o.start[p] as usize..o.start[p + 1] as usize {
+                start.push(pairs.len() as u32);
+                if k < o.split[p] as usize {
+                    for &lp in &fabric.port_groups(sw)[o.nbr[k].group as usize].ports {
+                        if let Some((_, rp)) = fabric.switch_link_live(sw, lp) {
+                            pairs.push((lp, rp));
+                        }
+                    }
+                }
+            }
+        }
+        start.push(pairs.len() as u32);
+        UpLinks { start, pairs }
+    }
+    #[inline]
+    fn of(&self, k: usize) -> &[(PortNum, PortNum)] {
+        &self.pairs[self.start[k] as usize..self.start[k + 1] as usize]
+    }
+}
+
 /// A validated group: its members split into reachable-by-some-tree and unreachable.
 struct Prepared<'g> {
     group: &'g McastGroup,
@@ -111,10 +146,14 @@ pub fn route_multicast(fabric: &Fabric, ranking: &Ranking, groups: &[McastGroup]
     let level: Vec<Option<u32>> = (0..ns).map(|i| ranking.level.get(i).copied().flatten()).collect();
     let o = Oriented::new(fabric, &level);
     let below = Below::new(&o);
+    let up_links = UpLinks::new(fabric, &o);
 
     let mut prepared: Vec<Prepared<'_>> = order
         .par_iter()
-        .map(|&i| prepare(fabric, &o, &below, &groups[i]))
+        .map_init(
+            || (vec![0u64; nep.div_ceil(64)], vec![0u64; o.len().div_ceil(64)]),
+            |marks, &i| prepare(fabric, &o, &below, &groups[i], marks),
+        )
         .collect();
 
     // Roots, in MLID order: the least loaded candidate, ties from a rotation by slot.
@@ -144,7 +183,7 @@ pub fn route_multicast(fabric: &Fabric, ranking: &Ranking, groups: &[McastGroup]
         .zip(roots.par_iter())
         .map_init(
             || (vec![NONE; o.len()], vec![0u32; o.len()], vec![NONE; o.len()]),
-            |scratch, (p, &root)| build(fabric, &o, &below, p, root, scratch),
+            |scratch, (p, &root)| build(&o, &below, &up_links, p, root, scratch),
         )
         .collect();
 
@@ -162,15 +201,14 @@ pub fn route_multicast(fabric: &Fabric, ranking: &Ranking, groups: &[McastGroup]
 }
 
 /// Members, leaves and root candidates of one group.
-fn prepare<'g>(fabric: &Fabric, o: &Oriented, below: &Below, g: &'g McastGroup) -> Prepared<'g> {
+fn prepare<'g>(
+    fabric: &Fabric,
+    o: &Oriented,
+    below: &Below,
+    g: &'g McastGroup,
+    (ep_mark, leaf_mark): &mut (Vec<u64>, Vec<u64>),
+) -> Prepared<'g> {
     let mut unreachable = Vec::new();
-    let mut recv: Vec<EndPortId> = g.receivers.clone();
-    recv.sort_unstable();
-    recv.dedup();
-    let mut send: Vec<EndPortId> = g.senders.clone();
-    send.sort_unstable();
-    send.dedup();
-    send.retain(|e| recv.binary_search(e).is_err());
     let place = |e: EndPortId| -> Option<(u32, PortNum)> {
         if !fabric.end_port_live(e) {
             return None;
@@ -179,29 +217,55 @@ fn prepare<'g>(fabric: &Fabric, o: &Oriented, below: &Below, g: &'g McastGroup) 
         let p = o.pos[leaf.idx()];
         (p != NONE).then_some((p, port))
     };
-    let mut receivers = Vec::with_capacity(recv.len());
-    let mut leaves = Vec::new();
-    for e in recv {
-        match place(e) {
-            Some((p, port)) => {
-                receivers.push((e, p, port));
-                leaves.push(p);
+    // Duplicates (and senders that are receivers too) are skipped with a bit per end port.
+    let mut first = |e: EndPortId| -> bool {
+        let (w, b) = (e.idx() / 64, 1u64 << (e.idx() % 64));
+        let new = ep_mark[w] & b == 0;
+        ep_mark[w] |= b;
+        new
+    };
+    let mut receivers = Vec::with_capacity(g.receivers.len());
+    let mut senders = Vec::with_capacity(g.senders.len());
+    let mut nleaves = 0usize;
+    let mut mark_leaf = |p: u32| {
+        let (w, b) = (p as usize / 64, 1u64 << (p % 64));
+        nleaves += usize::from(leaf_mark[w] & b == 0);
+        leaf_mark[w] |= b;
+    };
+    for &e in &g.receivers {
+        if first(e) {
+            match place(e) {
+                Some((p, port)) => {
+                    receivers.push((e, p, port));
+                    mark_leaf(p);
+                }
+                None => unreachable.push(e),
             }
-            None => unreachable.push(e),
         }
     }
-    let mut senders = Vec::with_capacity(send.len());
-    for e in send {
-        match place(e) {
-            Some((p, _)) => {
-                senders.push((e, p));
-                leaves.push(p);
+    for &e in &g.senders {
+        if first(e) {
+            match place(e) {
+                Some((p, _)) => {
+                    senders.push((e, p));
+                    mark_leaf(p);
+                }
+                None => unreachable.push(e),
             }
-            None => unreachable.push(e),
         }
     }
-    leaves.sort_unstable();
-    leaves.dedup();
+    for &e in g.receivers.iter().chain(&g.senders) {
+        ep_mark[e.idx() / 64] = 0;
+    }
+    // Distinct member leaves, ascending (and the marks cleared).
+    let mut leaves = Vec::with_capacity(nleaves);
+    for (wi, word) in leaf_mark.iter_mut().enumerate() {
+        let mut bits = std::mem::take(word);
+        while bits != 0 {
+            leaves.push((wi * 64) as u32 + bits.trailing_zeros());
+            bits &= bits - 1;
+        }
+    }
     unreachable.sort_unstable();
     let candidates = candidates(o, below, &leaves);
     Prepared {
@@ -257,9 +321,9 @@ fn candidates(o: &Oriented, below: &Below, leaves: &[u32]) -> Vec<u32> {
 /// Builds the tree of one group rooted at position `root` and its port masks. `scratch` holds
 /// per-position parent / receiver count / node index, all reset before returning.
 fn build(
-    fabric: &Fabric,
     o: &Oriented,
     below: &Below,
+    up_links: &UpLinks,
     p: &Prepared<'_>,
     root: u32,
     scratch: &mut (Vec<u32>, Vec<u32>, Vec<u32>),
@@ -294,6 +358,7 @@ fn build(
         while parent[cur] == NONE {
             // Up-neighbours inside the root's down-closure: one exists since the root reaches
             // `cur` downwards and `cur` is not the root.
+            let first = o.start[cur] as usize;
             let ups = o.ups(cur);
             let k = ups.iter().filter(|nb| below.has(r, nb.pos as usize)).count();
             if k == 0 {
@@ -301,14 +366,19 @@ fn build(
             }
             let h = mix(((p.slot as u64) << 32) | cur as u64);
             let pick = (h % k as u64) as usize;
-            let nb = ups.iter().filter(|nb| below.has(r, nb.pos as usize)).nth(pick).copied();
-            let Some(nb) = nb else { break };
-            let sw = o.order[cur];
-            let ports = &fabric.port_groups(sw)[nb.group as usize].ports;
-            let cport = ports[((h >> 32) % ports.len() as u64) as usize];
-            let Some((_, pport)) = fabric.switch_link_live(sw, cport) else {
+            let Some((i, nb)) = ups
+                .iter()
+                .enumerate()
+                .filter(|(_, nb)| below.has(r, nb.pos as usize))
+                .nth(pick)
+            else {
                 break;
             };
+            let pairs = up_links.of(first + i);
+            if pairs.is_empty() {
+                break;
+            }
+            let (cport, pport) = pairs[((h >> 32) % pairs.len() as u64) as usize];
             parent[cur] = nb.pos;
             links.push((cur as u32, cport, nb.pos, pport));
             nodes.push(cur as u32);
@@ -331,44 +401,62 @@ fn build(
     unreachable.extend(p.receivers.iter().filter(|x| node[x.1 as usize] == NONE).map(|x| x.0));
     unreachable.extend(p.senders.iter().filter(|x| node[x.1 as usize] == NONE).map(|x| x.0));
     unreachable.sort_unstable();
-    // Children before parents: a parent is at a higher level, hence at a higher position, so
-    // ascending child positions see every link into a switch before the link out of it.
-    links.sort_unstable_by_key(|l| l.0);
-    for &(c, cport, par, pport) in &links {
-        let (nc, np) = (node[c as usize], node[par as usize]);
-        if nc == NONE || np == NONE {
+    // Receivers in each subtree (by node index): every member leaf adds its own count to
+    // itself and its ancestors.
+    let mut sub = vec![0u32; nodes.len()];
+    for &l in &p.leaves {
+        let own = recv[l as usize];
+        if own == 0 || node[l as usize] == NONE {
             continue;
         }
-        let rc = recv[c as usize];
-        recv[par as usize] += rc;
+        let mut cur = l as usize;
+        loop {
+            sub[node[cur] as usize] += own;
+            match parent[cur] {
+                ROOT | NONE => break,
+                up => cur = up as usize,
+            }
+        }
+    }
+    // nodes[i + 1] is the child of links[i].
+    for (i, &(_, cport, par, pport)) in links.iter().enumerate() {
+        let np = node[par as usize];
+        if np == NONE {
+            continue;
+        }
+        let rc = sub[i + 1];
         if rc > 0 {
             set_port(&mut masks[np as usize], pport);
         }
         if rc < total {
-            set_port(&mut masks[nc as usize], cport);
+            set_port(&mut masks[i + 1], cport);
         }
     }
-    let mut entries: Vec<(SwitchId, PortMask)> = nodes
-        .iter()
-        .zip(&masks)
-        .map(|(&n, &m)| (o.order[n as usize], m))
-        .collect();
-    entries.sort_unstable_by_key(|e| e.0);
-    let mut tl: Vec<McastTreeLink> = links
-        .iter()
-        .map(|&(c, cp, par, pp)| McastTreeLink {
-            child: o.order[c as usize],
-            child_port: cp,
-            parent: o.order[par as usize],
-            parent_port: pp,
-        })
-        .collect();
-    tl.sort_unstable_by_key(|l| l.child);
     for &n in &nodes {
         parent[n as usize] = NONE;
         recv[n as usize] = 0;
         node[n as usize] = NONE;
     }
+    // By switch id: the root (no link), then each node with its link to its parent.
+    let mut by_id: Vec<(SwitchId, PortMask, Option<McastTreeLink>)> = nodes
+        .iter()
+        .enumerate()
+        .map(|(i, &n)| {
+            let link = i.checked_sub(1).map(|j| {
+                let (c, cp, par, pp) = links[j];
+                McastTreeLink {
+                    child: o.order[c as usize],
+                    child_port: cp,
+                    parent: o.order[par as usize],
+                    parent_port: pp,
+                }
+            });
+            (o.order[n as usize], masks[i], link)
+        })
+        .collect();
+    by_id.sort_unstable_by_key(|e| e.0);
+    let tl: Vec<McastTreeLink> = by_id.iter().filter_map(|e| e.2).collect();
+    let entries: Vec<(SwitchId, PortMask)> = by_id.iter().map(|e| (e.0, e.1)).collect();
     let tree = McastTree {
         mlid,
         root: Some(o.order[r]),
