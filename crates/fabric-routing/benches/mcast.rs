@@ -95,10 +95,10 @@ fn bench_mcast(c: &mut Criterion) {
             mft_diff(&Mfts::default(), &out.mfts, &f).len()
         );
         g.bench_function(format!("{name}/mft_diff_from_empty"), |b| {
-            b.iter(|| mft_diff(&Mfts::default(), &out.mfts, &f))
+            b.iter(|| mft_diff(&Mfts::default(), &out.mfts, &f));
         });
         g.bench_function(format!("{name}/flood_broadcast"), |b| {
-            b.iter(|| flood(&f, &out.mfts, EndPortId(0), 0xC000).expect("flood"))
+            b.iter(|| flood(&f, &out.mfts, EndPortId(0), 0xC000).expect("flood"));
         });
     }
     g.finish();

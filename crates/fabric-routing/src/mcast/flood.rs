@@ -6,6 +6,9 @@ use fabric_topology::{fmt_guid, EndPortId, Fabric, Guid, Lid, PortNum, Remote, S
 
 use super::mft::{is_mlid, mask_ports, Mfts};
 
+/// A copy's position: the switch it is at and the port it arrived through.
+type State = (SwitchId, PortNum);
+
 /// Copies a flood may make before it gives up ([`FloodError::TooManyCopies`]).
 pub const FLOOD_MAX_COPIES: u64 = 1 << 24;
 
@@ -65,7 +68,7 @@ pub fn flood(fabric: &Fabric, mfts: &Mfts, src: EndPortId, mlid: Lid) -> Result<
     let ns = fabric.num_switches();
     let mut colour = vec![0u8; ns * 256];
     let key = |(s, p): (SwitchId, PortNum)| s.idx() * 256 + p as usize;
-    let mut stack: Vec<((SwitchId, PortNum), Vec<(SwitchId, PortNum)>)> = Vec::new();
+    let mut stack: Vec<(State, Vec<State>)> = Vec::new();
     let succ = |st: (SwitchId, PortNum)| -> Vec<(SwitchId, PortNum)> {
         next(st).filter_map(|q| fabric.switch_link_live(st.0, q)).collect()
     };
