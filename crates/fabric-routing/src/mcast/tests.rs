@@ -262,3 +262,58 @@ fn a_down_up_multicast_loop_is_caught_by_flood_and_the_cdg() {
         Err(FloodError::NotMulticast { .. })
     ));
 }
+
+#[test]
+fn a_pod_cut_from_the_tops_roots_its_groups_lower_and_reports_the_rest() {
+    // Pod 0 (nodes 0..4, leaves 0 and 1) loses every uplink of its middle switches.
+    let t = pgft(&[2, 2, 3], &[1, 2, 2], &[1, 2, 1]);
+    let f0 = &t.fabric;
+    let r0 = ranking(f0);
+    let pod0: Vec<SwitchId> = vec![leaf_of(f0, 0), leaf_of(f0, 2)];
+    assert_ne!(pod0[0], pod0[1]);
+    let middles: Vec<SwitchId> = f0.port_groups(pod0[0]).iter().map(|g| g.remote).collect();
+    let mut cut = Vec::new();
+    for &m in &middles {
+        for g in f0.port_groups(m) {
+            if r0.level[g.remote.idx()] > r0.level[m.idx()] {
+                cut.extend(g.ports.iter().map(|&p| FabricEvent::LinkDown {
+                    switch: f0.switch(m).guid,
+                    port: p,
+                }));
+            }
+        }
+    }
+    let f = f0.apply(&cut).unwrap();
+    let r = ranking(&f);
+    let out = route_multicast(&f, &r, &[group(0xC000, &[0, 2], &[]), group(0xC001, &[0, 4, 8], &[])]);
+    // Both pod-0 leaves: rooted at a pod-0 middle switch, the highest level reaching both.
+    let a = out.tree(0xC000).unwrap();
+    assert!(middles.contains(&a.root.unwrap()), "{a:?}");
+    assert!(a.unreachable.is_empty());
+    assert_tree(&f, &r, a);
+    assert_flood(&f, &out.mfts, 0, 0xC000, &[0, 2]);
+    // Across pods: no switch reaches all; the root reaches two of three, node 0 is reported.
+    let b = out.tree(0xC001).unwrap();
+    assert_eq!(b.unreachable, vec![EndPortId(0)]);
+    assert_tree(&f, &r, b);
+    assert_flood(&f, &out.mfts, 4, 0xC001, &[4, 8]);
+}
+
+#[test]
+fn groups_spread_over_parallel_cables_and_top_switches() {
+    // Leaf-to-middle links are doubled (p2 = 2): over many groups, both cables of a leaf's
+    // link to its parent carry trees.
+    let t = pgft(&[2, 2, 3], &[1, 2, 2], &[1, 2, 1]);
+    let f = &t.fabric;
+    let r = ranking(f);
+    let groups: Vec<McastGroup> = (0..32).map(|i| group(0xC000 + i, &[0, 11], &[])).collect();
+    let out = route_multicast(f, &r, &groups);
+    let mut used = std::collections::BTreeSet::new();
+    for tr in &out.trees {
+        assert_tree(f, &r, tr);
+        let l = tr.links.iter().find(|l| l.child == leaf_of(f, 0)).unwrap();
+        used.insert((l.parent, l.child_port));
+    }
+    // Two middle switches above the leaf, two cables each.
+    assert_eq!(used.len(), 4, "{used:?}");
+}
