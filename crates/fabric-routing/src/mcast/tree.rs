@@ -147,12 +147,20 @@ pub fn route_multicast(fabric: &Fabric, ranking: &Ranking, groups: &[McastGroup]
     let o = Oriented::new(fabric, &level);
     let below = Below::new(&o);
     let up_links = UpLinks::new(fabric, &o);
+    // Per end port: its leaf's position and port, or NONE (down, not cabled, unranked leaf).
+    let places: Vec<(u32, PortNum)> = fabric
+        .end_port_ids()
+        .map(|e| match fabric.end_port(e).attach {
+            Some((leaf, port)) if fabric.end_port_live(e) => (o.pos[leaf.idx()], port),
+            _ => (NONE, 0),
+        })
+        .collect();
 
     let mut prepared: Vec<Prepared<'_>> = order
         .par_iter()
         .map_init(
             || (vec![0u64; nep.div_ceil(64)], vec![0u64; o.len().div_ceil(64)]),
-            |marks, &i| prepare(fabric, &o, &below, &groups[i], marks),
+            |marks, &i| prepare(&places, &o, &below, &groups[i], marks),
         )
         .collect();
 
@@ -187,22 +195,33 @@ pub fn route_multicast(fabric: &Fabric, ranking: &Ranking, groups: &[McastGroup]
         )
         .collect();
 
+    // Masks: the rows are written in parallel by blocks of switches (two blocks per worker:
+    // each block binary-searches every tree's entries, sorted by switch, for its part). Each
+    // (switch, slot) has one writer, so the bytes do not depend on the thread count.
     let slots = prepared.last().map_or(0, |p| p.slot + 1);
     let mut mfts = Mfts::new(ns, slots);
-    let masks = mfts.masks_mut();
-    let mut trees = Vec::with_capacity(outs.len());
-    for ((tree, entries), p) in outs.into_iter().zip(&prepared) {
-        for (sw, m) in entries {
-            masks[sw.idx() * slots + p.slot] = m;
-        }
-        trees.push(tree);
+    if slots > 0 && ns > 0 {
+        let per = ns.div_ceil(2 * rayon::current_num_threads());
+        mfts.masks_mut()
+            .par_chunks_mut(per * slots)
+            .enumerate()
+            .for_each(|(ci, rows)| {
+                let (lo, hi) = (ci * per, (ci + 1) * per);
+                for ((_, entries), p) in outs.iter().zip(&prepared) {
+                    let a = entries.partition_point(|e| e.0.idx() < lo);
+                    for &(sw, m) in entries[a..].iter().take_while(|e| e.0.idx() < hi) {
+                        rows[(sw.idx() - lo) * slots + p.slot] = m;
+                    }
+                }
+            });
     }
+    let trees = outs.into_iter().map(|(t, _)| t).collect();
     McastRouting { mfts, trees, rejected }
 }
 
 /// Members, leaves and root candidates of one group.
 fn prepare<'g>(
-    fabric: &Fabric,
+    places: &[(u32, PortNum)],
     o: &Oriented,
     below: &Below,
     g: &'g McastGroup,
@@ -210,11 +229,7 @@ fn prepare<'g>(
 ) -> Prepared<'g> {
     let mut unreachable = Vec::new();
     let place = |e: EndPortId| -> Option<(u32, PortNum)> {
-        if !fabric.end_port_live(e) {
-            return None;
-        }
-        let (leaf, port) = fabric.end_port(e).attach?;
-        let p = o.pos[leaf.idx()];
+        let (p, port) = places[e.idx()];
         (p != NONE).then_some((p, port))
     };
     // Duplicates (and senders that are receivers too) are skipped with a bit per end port.
