@@ -108,6 +108,27 @@ fn check_group(f: &Fabric, r: &Ranking, m: &Mfts, g: &McastGroup, t: &McastTree)
     }
     // Spans every reachable member's leaf; unreachable members really are.
     let below = down_closure(f, r, root);
+    // No switch reaches more live member leaves downwards than the root.
+    let mut leaves: Vec<SwitchId> = members
+        .iter()
+        .filter(|&&e| f.end_port_live(e))
+        .filter_map(|&e| f.end_port(e).attach.map(|a| a.0))
+        .collect();
+    leaves.sort();
+    leaves.dedup();
+    let covered = |b: &[bool]| leaves.iter().filter(|l| b[l.idx()]).count();
+    let best = f
+        .switch_ids()
+        .filter(|s| r.level[s.idx()].is_some() && f.switch(*s).up)
+        .map(|s| covered(&down_closure(f, r, s)))
+        .max()
+        .unwrap_or(0);
+    if covered(&below) != best {
+        return Err(format!(
+            "root reaches {} member leaves, another switch {best}",
+            covered(&below)
+        ));
+    }
     for &e in &members {
         let unreachable = t.unreachable.contains(&e);
         let leaf = f.end_port(e).attach.map(|a| a.0);
