@@ -88,9 +88,18 @@ fn bench_mcast(c: &mut Criterion) {
             .switch_ids()
             .map(|s| out.mfts.row(s).iter().filter(|m| **m != [0; 4]).count())
             .sum();
+        let top = ranking.level.iter().flatten().max().copied();
+        let per_top: Vec<usize> = f
+            .switch_ids()
+            .filter(|s| ranking.level[s.idx()] == top)
+            .map(|s| out.trees.iter().filter(|t| t.root == Some(s)).count())
+            .collect();
         eprintln!(
-            "{name}: {} trees, {} rejected, {unreachable} unreachable members, {entries} non-empty MFT entries, {} blocks to write from empty",
+            "{name}: {} trees, roots per top switch {}..={} ({} tops), {} rejected, {unreachable} unreachable members, {entries} non-empty MFT entries, {} blocks to write from empty",
             out.trees.len(),
+            per_top.iter().min().unwrap_or(&0),
+            per_top.iter().max().unwrap_or(&0),
+            per_top.len(),
             out.rejected.len(),
             mft_diff(&Mfts::default(), &out.mfts, &f).len()
         );

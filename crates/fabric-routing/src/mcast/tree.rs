@@ -164,27 +164,30 @@ pub fn route_multicast(fabric: &Fabric, ranking: &Ranking, groups: &[McastGroup]
         )
         .collect();
 
-    // Roots, in MLID order: the least loaded candidate, ties from a rotation by slot.
+    // Roots: the least loaded candidate (ties from a rotation by slot), the most constrained
+    // groups first (fewest candidates, then MLID order), so that the groups only a few
+    // switches can root do not find those already loaded by the others.
     let mut load = vec![0u32; o.len()];
-    let roots: Vec<u32> = prepared
-        .iter_mut()
-        .map(|p| {
-            let c = std::mem::take(&mut p.candidates);
-            if c.is_empty() {
-                return NONE;
+    let mut roots = vec![NONE; prepared.len()];
+    let mut by_freedom: Vec<usize> = (0..prepared.len()).collect();
+    by_freedom.sort_by_key(|&i| (prepared[i].candidates.len(), prepared[i].slot));
+    for i in by_freedom {
+        let p = &mut prepared[i];
+        let c = std::mem::take(&mut p.candidates);
+        if c.is_empty() {
+            continue;
+        }
+        let start = p.slot % c.len();
+        let mut best = c[start];
+        for k in 1..c.len() {
+            let x = c[(start + k) % c.len()];
+            if load[x as usize] < load[best as usize] {
+                best = x;
             }
-            let start = p.slot % c.len();
-            let mut best = c[start];
-            for k in 1..c.len() {
-                let x = c[(start + k) % c.len()];
-                if load[x as usize] < load[best as usize] {
-                    best = x;
-                }
-            }
-            load[best as usize] += 1;
-            best
-        })
-        .collect();
+        }
+        load[best as usize] += 1;
+        roots[i] = best;
+    }
 
     let outs: Vec<(McastTree, Vec<(SwitchId, PortMask)>)> = prepared
         .par_iter()
