@@ -7,8 +7,8 @@
 //!   up then down (up*-down*) and cannot close a cycle with up*-down* unicast routes on the
 //!   same VL. The root is a top switch reaching every member leaf downwards (on a degraded
 //!   fabric, the highest level that does; failing that, the switches reaching the most member
-//!   leaves); among the candidates the least loaded so far, in MLID order, so groups spread
-//!   over the top switches. A group whose members all sit on one leaf is rooted at that leaf
+//!   leaves); among the candidates the least loaded so far, the most constrained groups first
+//!   (fewest candidates, then MLID), so groups spread over the top switches. A group whose members all sit on one leaf is rooted at that leaf
 //!   (no uplink is used). Each switch climbs to a parent chosen by a hash of (MLID, switch)
 //!   among its up-neighbours inside the root's down-closure (and a port among parallel
 //!   cables the same way), spreading groups over the middle levels.
@@ -19,7 +19,7 @@
 //!   invalid MLID, an unknown end port or a repeated MLID in [`McastRouting::rejected`].
 //!
 //! Deterministic: the trees are built in parallel (rayon, over groups) but each from its own
-//! input and the root choice is sequential in MLID order, so the bytes do not depend on the
+//! input and the root choice is sequential in a fixed order, so the bytes do not depend on the
 //! thread count.
 //!
 //! [`Oriented`]: crate::prep::Oriented
