@@ -2,7 +2,7 @@
 //! their block diff, the reference data plane, and deadlock freedom together with unicast.
 //!
 //! * [`route_multicast`]: per group ([`McastGroup`]) a tree over the live switches and links,
-//!   oriented by the ranking (the one Dmodc uses, through the same [`Oriented`] preprocessing):
+//!   oriented by the ranking (the one Dmodc uses, through the same `prep::Oriented` preprocessing):
 //!   every tree link goes up from child to parent, so every path between two members goes
 //!   up then down (up*-down*) and cannot close a cycle with up*-down* unicast routes on the
 //!   same VL. The root is a top switch reaching every member leaf downwards (on a degraded
@@ -21,8 +21,6 @@
 //! Deterministic: the trees are built in parallel (rayon, over groups) but each from its own
 //! input and the root choice is sequential in a fixed order, so the bytes do not depend on the
 //! thread count.
-//!
-//! [`Oriented`]: crate::prep::Oriented
 
 mod cdg;
 mod flood;
