@@ -2,16 +2,17 @@
 //! their block diff, the reference data plane, and deadlock freedom together with unicast.
 //!
 //! * [`route_multicast`]: per group ([`McastGroup`]) a tree over the live switches and links,
-//!   oriented by the ranking (the one Dmodc uses, through the same `prep::Oriented` preprocessing):
-//!   every tree link goes up from child to parent, so every path between two members goes
-//!   up then down (up*-down*) and cannot close a cycle with up*-down* unicast routes on the
-//!   same VL. The root is a top switch reaching every member leaf downwards (on a degraded
-//!   fabric, the highest level that does; failing that, the switches reaching the most member
-//!   leaves); among the candidates the least loaded so far, the most constrained groups first
-//!   (fewest candidates, then MLID), so groups spread over the top switches. A group whose members all sit on one leaf is rooted at that leaf
-//!   (no uplink is used). Each switch climbs to a parent chosen by a hash of (MLID, switch)
-//!   among its up-neighbours inside the root's down-closure (and a port among parallel
-//!   cables the same way), spreading groups over the middle levels.
+//!   oriented by the ranking (the one Dmodc uses, through the same `prep::Oriented`
+//!   preprocessing): every tree link goes up from child to parent, so every path between two
+//!   members goes up then down (up*-down*) and cannot close a cycle with up*-down* unicast
+//!   routes on the same VL. The root is a top switch reaching every member leaf downwards (on
+//!   a degraded fabric, the highest level that does; failing that, the switches reaching the
+//!   most member leaves); among the candidates the least loaded so far, the most constrained
+//!   groups first (fewest candidates, then MLID), so groups spread over the top switches. A
+//!   group whose members all sit on one leaf is rooted at that leaf (no uplink is used). Each
+//!   switch climbs to a parent chosen by a hash of (MLID, switch) among its up-neighbours
+//!   inside the root's down-closure (and a port among parallel cables the same way),
+//!   spreading groups over the middle levels.
 //! * Masks: a receiver's leaf port bit; for each tree link, the parent's down port when the
 //!   child's subtree holds a receiver, and the child's up port when a receiver is outside it.
 //!   A send-only member's port bit is never set, but its leaf is in the tree.
