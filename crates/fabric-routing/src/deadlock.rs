@@ -33,10 +33,41 @@ fn set_lids(fabric: &Fabric, lids: &LidPlan, set: LidSet) -> Vec<Lid> {
 /// LID of the set is forwarded by `s` to `t` and by `t` to `u`. Every live switch counts as a
 /// source (switches originate LID-routed traffic too), so every LFT entry of the set is used.
 pub fn cdg_acyclic(fabric: &Fabric, lids: &LidPlan, lfts: &Lfts, set: LidSet) -> bool {
-    use std::sync::atomic::{AtomicU64, Ordering};
     if set == LidSet::Escape && lids.lmc == 0 {
         return true;
     }
+    let cdg = unicast_cdg(fabric, lids, lfts, set);
+    edges_acyclic(cdg.nchan, &cdg.edges)
+}
+
+/// A channel-dependency graph: dense ids of the directed live switch-to-switch channels and
+/// the dependency edges between them. Shared by the unicast check and the multicast one
+/// ([`crate::mcast::mcast_deadlock_free`]), which adds its own edges.
+pub(crate) struct Cdg {
+    /// Number of switches covered (`chan` has `ns * 256` entries).
+    pub ns: usize,
+    /// `chan[s * 256 + p]`: channel id of switch `s` port `p`, or `u32::MAX`.
+    pub chan: Vec<u32>,
+    /// Number of channels.
+    pub nchan: usize,
+    /// Dependencies `(from, to)` between channel ids (may repeat).
+    pub edges: Vec<(u32, u32)>,
+}
+
+impl Cdg {
+    /// Channel id of switch `s` port `p` (`None` when not a live switch-to-switch port).
+    pub fn channel(&self, s: usize, p: u8) -> Option<u32> {
+        if s >= self.ns {
+            return None;
+        }
+        let c = self.chan[s * 256 + p as usize];
+        (c != u32::MAX).then_some(c)
+    }
+}
+
+/// The channel-dependency graph of the destination LIDs of `set` (see [`cdg_acyclic`]).
+pub(crate) fn unicast_cdg(fabric: &Fabric, lids: &LidPlan, lfts: &Lfts, set: LidSet) -> Cdg {
+    use std::sync::atomic::{AtomicU64, Ordering};
     let ns = fabric.num_switches().min(lfts.num_switches());
     let hops = Hops::new(fabric);
     let dl: Vec<Lid> = set_lids(fabric, lids, set)
@@ -139,9 +170,18 @@ pub fn cdg_acyclic(fabric: &Fabric, lids: &LidPlan, lfts: &Lfts, set: LidSet) ->
             }
         }
     }
-    let n = nchan as usize;
+    Cdg {
+        ns,
+        chan,
+        nchan: nchan as usize,
+        edges,
+    }
+}
+
+/// Kahn's algorithm: whether the graph of `n` nodes and `edges` is acyclic.
+pub(crate) fn edges_acyclic(n: usize, edges: &[(u32, u32)]) -> bool {
     let mut start = vec![0u32; n + 1];
-    for &(a, _) in &edges {
+    for &(a, _) in edges {
         start[a as usize + 1] += 1;
     }
     for i in 0..n {
@@ -150,7 +190,7 @@ pub fn cdg_acyclic(fabric: &Fabric, lids: &LidPlan, lfts: &Lfts, set: LidSet) ->
     let mut fill = start.clone();
     let mut adj = vec![0u32; edges.len()];
     let mut indeg = vec![0u32; n];
-    for &(a, b) in &edges {
+    for &(a, b) in edges {
         adj[fill[a as usize] as usize] = b;
         fill[a as usize] += 1;
         indeg[b as usize] += 1;

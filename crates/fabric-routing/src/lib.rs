@@ -1,6 +1,6 @@
 //! Routing core: LID plan ([`lid`]), linear forwarding tables and their diffs ([`lft`]),
 //! routing engines (Dmodc, Dmodk, Up*/Down*), validity / deadlock checks ([`check`]) and the
-//! OpenSM LFT dump format ([`opensm`]).
+//! OpenSM LFT dump format ([`opensm`]), and multicast trees / MFTs ([`mcast`]).
 //!
 //! * [`Dmodc`] (default): thesis §4.2 — costs, dividers, topological NIDs, closer port groups
 //!   ordered by remote GUID; every route is up*-down* for the ranking.
@@ -34,6 +34,7 @@ mod groups;
 mod hops;
 pub mod lft;
 pub mod lid;
+pub mod mcast;
 pub mod opensm;
 mod prep;
 mod route;
@@ -50,6 +51,10 @@ pub use fallback::{check_and_repair, route_all_checked, Fallback, RoutingCheck};
 pub use groups::NodeGroups;
 pub use lft::{LftBlockDiff, Lfts, BLOCK_SIZE, NO_ROUTE};
 pub use lid::{assign_lids, Guid2Lid, LidError, LidOwner, LidOwners, LidPlan, PlanMismatch, IB_MAX_UNICAST_LID};
+pub use mcast::{
+    flood, mcast_deadlock_free, mft_diff, route_multicast, FloodError, McastGroup, McastInputError, McastRouting,
+    McastTree, McastTreeLink, MftBlockDiff, Mfts,
+};
 pub use opensm::{parse_opensm_lfts, write_opensm_lfts, LftDumpError, OpensmLfts, SwitchLftDump};
 pub use route::{engine, route_all, route_all_grouped, EngineKind, RoutedFabric, UnknownEngine};
 pub use updown::UpDown;
