@@ -98,7 +98,7 @@ pub enum McastInputError {
 }
 
 /// The result of [`route_multicast`].
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct McastRouting {
     /// The tables: every switch × MLIDs `0xC000 ..=` the highest routed MLID.
     pub mfts: Mfts,
