@@ -39,8 +39,8 @@ pub mod service;
 pub mod subnet;
 pub mod wire;
 
-pub use request::{Request, Requester, SaResponse};
-pub use service::{SaCounters, SaService};
 pub use mcast::{McGroup, McMember};
 pub use partitions::{IpoibGroupSpec, Partitions};
+pub use request::{Request, Requester, SaResponse};
+pub use service::{SaCounters, SaService};
 pub use subnet::Subnet;

@@ -12,12 +12,12 @@
 //! A LID component matches every LID of the port's LMC range (the record carries the base
 //! LID), as OpenSM; a switch is addressed by its port-0 LID on all its ports.
 
+use crate::partitions::PkeyTables;
+use crate::records::pkey_table::{PkeyTableRecord, PKEYS_PER_BLOCK};
 use crate::records::{
     self, ClassPortInfo, GuidInfoRecord, LftRecord, LinkRecord, McMemberRecord, NodeRecord, PortInfoRecord, Record,
     SmInfoRecord, SwitchInfoRecord,
 };
-use crate::partitions::PkeyTables;
-use crate::records::pkey_table::{PkeyTableRecord, PKEYS_PER_BLOCK};
 use crate::request::{error_response, records_response, Request, SaResponse};
 use crate::subnet::{Node, Port, Subnet, NODE_DESC_SIZE, NODE_INFO_SIZE, PORT_INFO_SIZE};
 use crate::wire::{self, attr, status, SA_DATA_SIZE};

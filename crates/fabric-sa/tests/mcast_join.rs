@@ -29,13 +29,19 @@ fn a_full_member_join_creates_the_group_with_the_ports_mtu_and_rate() {
     assert_eq!(m.mgid, mgid(1));
     assert_eq!(m.port_gid, gid(ca_guid(0)));
     assert_eq!((m.mlid, m.qkey, m.pkey, m.join_state), (MLID_START, QKEY, 0xffff, FULL));
-    assert_eq!((m.mtu_selector, m.mtu, m.rate_selector, m.rate), (2, PORT_MTU, 2, PORT_RATE));
+    assert_eq!(
+        (m.mtu_selector, m.mtu, m.rate_selector, m.rate),
+        (2, PORT_MTU, 2, PORT_RATE)
+    );
     assert_eq!((m.pkt_life_selector, m.pkt_life, m.scope), (2, 18, 5));
     let groups = sa.mcast_groups();
     assert_eq!(groups.len(), 1);
     assert_eq!((groups[0].mlid, groups[0].well_known), (MLID_START, false));
     assert_eq!(groups[0].members.len(), 1);
-    assert_eq!((groups[0].members[0].port_guid, groups[0].members[0].join_state), (ca_guid(0), FULL));
+    assert_eq!(
+        (groups[0].members[0].port_guid, groups[0].members[0].join_state),
+        (ca_guid(0), FULL)
+    );
     assert!(sa.mcast_version() > v0);
 }
 
@@ -68,19 +74,59 @@ fn creates_are_refused_with_opensms_statuses_and_leave_no_group() {
     let mtu_sel = 1 << comp::MTU_SELECTOR | 1 << comp::MTU;
     let rate_sel = 1 << comp::RATE_SELECTOR | 1 << comp::RATE;
     let cases: Vec<(&str, u64, McMemberRecord, u16)> = vec![
-        ("no JoinState", CREATE & !(1 << comp::JOIN_STATE), rec(mgid(2), 0, FULL), status::INSUFFICIENT_COMPONENTS),
-        ("no PortGID", CREATE & !(1 << comp::PORT_GID), rec(mgid(2), 0, FULL), status::INSUFFICIENT_COMPONENTS),
+        (
+            "no JoinState",
+            CREATE & !(1 << comp::JOIN_STATE),
+            rec(mgid(2), 0, FULL),
+            status::INSUFFICIENT_COMPONENTS,
+        ),
+        (
+            "no PortGID",
+            CREATE & !(1 << comp::PORT_GID),
+            rec(mgid(2), 0, FULL),
+            status::INSUFFICIENT_COMPONENTS,
+        ),
         ("NonMember create", CREATE, rec(mgid(2), 0, NON), status::REQ_INVALID),
-        ("SendOnly create", CREATE, rec(mgid(2), 0, SEND_ONLY_NON), status::REQ_INVALID),
-        ("no Q_Key", CREATE & !(1 << comp::QKEY), rec(mgid(2), 0, FULL), status::INSUFFICIENT_COMPONENTS),
-        ("no SL", CREATE & !(1 << comp::SL), rec(mgid(2), 0, FULL), status::INSUFFICIENT_COMPONENTS),
+        (
+            "SendOnly create",
+            CREATE,
+            rec(mgid(2), 0, SEND_ONLY_NON),
+            status::REQ_INVALID,
+        ),
+        (
+            "no Q_Key",
+            CREATE & !(1 << comp::QKEY),
+            rec(mgid(2), 0, FULL),
+            status::INSUFFICIENT_COMPONENTS,
+        ),
+        (
+            "no SL",
+            CREATE & !(1 << comp::SL),
+            rec(mgid(2), 0, FULL),
+            status::INSUFFICIENT_COMPONENTS,
+        ),
         ("other prefix", CREATE, other_prefix, status::INVALID_GID),
         ("unknown port", CREATE, unknown, status::REQ_INVALID),
         ("invalid P_Key", CREATE, bad_pkey, status::REQ_INVALID),
-        ("not 0xFF", CREATE, rec(bad_mgid([0xfe, 0x15]), 0, FULL), status::REQ_INVALID),
-        ("reserved flag", CREATE, rec(bad_mgid([0xff, 0x35]), 0, FULL), status::REQ_INVALID),
+        (
+            "not 0xFF",
+            CREATE,
+            rec(bad_mgid([0xfe, 0x15]), 0, FULL),
+            status::REQ_INVALID,
+        ),
+        (
+            "reserved flag",
+            CREATE,
+            rec(bad_mgid([0xff, 0x35]), 0, FULL),
+            status::REQ_INVALID,
+        ),
         ("A01B link-local", CREATE, rec(sa_signed, 0, FULL), status::REQ_INVALID),
-        ("IPoIB without broadcast group", CREATE, rec(ipoib_other, 0, FULL), status::REQ_INVALID),
+        (
+            "IPoIB without broadcast group",
+            CREATE,
+            rec(ipoib_other, 0, FULL),
+            status::REQ_INVALID,
+        ),
         ("MTU > port", CREATE | mtu_sel, too_big_mtu, status::REQ_INVALID),
         ("rate > port", CREATE | rate_sel, too_fast, status::REQ_INVALID),
     ];
@@ -123,7 +169,10 @@ fn joins_of_an_existing_group_follow_the_iba_rules() {
     // NonMember and SendOnlyNonMember joins need only MGID, PortGID, JoinState.
     let m = one(&join(&sa, JOIN, &rec(g, 1, NON), 1));
     assert_eq!((m.join_state, m.mlid, m.qkey, m.mtu), (NON, MLID_START, QKEY, PORT_MTU));
-    assert_eq!(one(&join(&sa, JOIN, &rec(g, 2, SEND_ONLY_NON), 2)).join_state, SEND_ONLY_NON);
+    assert_eq!(
+        one(&join(&sa, JOIN, &rec(g, 2, SEND_ONLY_NON), 2)).join_state,
+        SEND_ONLY_NON
+    );
     // Joining again adds bits.
     assert_eq!(one(&join(&sa, JOIN, &rec(g, 1, FULL), 1)).join_state, FULL | NON);
     let with = |f: &dyn Fn(&mut McMemberRecord)| {
@@ -135,22 +184,133 @@ fn joins_of_an_existing_group_follow_the_iba_rules() {
     let mtu_sel = bit(comp::MTU_SELECTOR) | bit(comp::MTU);
     let rate_sel = bit(comp::RATE_SELECTOR) | bit(comp::RATE);
     let cases: Vec<(&str, u64, McMemberRecord, usize, u16)> = vec![
-        ("Q_Key differs", JOIN | bit(comp::QKEY), with(&|r| r.qkey = 7), 3, status::REQ_INVALID),
-        ("P_Key of another partition", JOIN | bit(comp::PKEY), with(&|r| r.pkey = 0x8001), 3, status::REQ_INVALID),
-        ("SL differs", JOIN | bit(comp::SL), with(&|r| r.sl = 3), 3, status::REQ_INVALID),
-        ("TClass differs", JOIN | bit(comp::TCLASS), with(&|r| r.tclass = 1), 3, status::REQ_INVALID),
-        ("FlowLabel differs", JOIN | bit(comp::FLOW_LABEL), with(&|r| r.flow_label = 5), 3, status::REQ_INVALID),
-        ("MTU exactly 2048", JOIN | mtu_sel, with(&|r| { r.mtu_selector = 2; r.mtu = 4 }), 3, status::REQ_INVALID),
-        ("MTU less than 4096", JOIN | mtu_sel, with(&|r| { r.mtu_selector = 1; r.mtu = 5 }), 3, status::REQ_INVALID),
-        ("rate exactly 10 Gb/s", JOIN | rate_sel, with(&|r| { r.rate_selector = 2; r.rate = 3 }), 3, status::REQ_INVALID),
-        ("rate less than 40", JOIN | rate_sel, with(&|r| { r.rate_selector = 1; r.rate = 7 }), 3, status::REQ_INVALID),
+        (
+            "Q_Key differs",
+            JOIN | bit(comp::QKEY),
+            with(&|r| r.qkey = 7),
+            3,
+            status::REQ_INVALID,
+        ),
+        (
+            "P_Key of another partition",
+            JOIN | bit(comp::PKEY),
+            with(&|r| r.pkey = 0x8001),
+            3,
+            status::REQ_INVALID,
+        ),
+        (
+            "SL differs",
+            JOIN | bit(comp::SL),
+            with(&|r| r.sl = 3),
+            3,
+            status::REQ_INVALID,
+        ),
+        (
+            "TClass differs",
+            JOIN | bit(comp::TCLASS),
+            with(&|r| r.tclass = 1),
+            3,
+            status::REQ_INVALID,
+        ),
+        (
+            "FlowLabel differs",
+            JOIN | bit(comp::FLOW_LABEL),
+            with(&|r| r.flow_label = 5),
+            3,
+            status::REQ_INVALID,
+        ),
+        (
+            "MTU exactly 2048",
+            JOIN | mtu_sel,
+            with(&|r| {
+                r.mtu_selector = 2;
+                r.mtu = 4;
+            }),
+            3,
+            status::REQ_INVALID,
+        ),
+        (
+            "MTU less than 4096",
+            JOIN | mtu_sel,
+            with(&|r| {
+                r.mtu_selector = 1;
+                r.mtu = 5;
+            }),
+            3,
+            status::REQ_INVALID,
+        ),
+        (
+            "rate exactly 10 Gb/s",
+            JOIN | rate_sel,
+            with(&|r| {
+                r.rate_selector = 2;
+                r.rate = 3;
+            }),
+            3,
+            status::REQ_INVALID,
+        ),
+        (
+            "rate less than 40",
+            JOIN | rate_sel,
+            with(&|r| {
+                r.rate_selector = 1;
+                r.rate = 7;
+            }),
+            3,
+            status::REQ_INVALID,
+        ),
         ("JoinState 0", JOIN, with(&|r| r.join_state = 0), 3, status::REQ_INVALID),
-        ("port MTU below the group's", JOIN, rec(g, 4, FULL), 4, status::REQ_INVALID),
-        ("limited P_Key of the group's partition", JOIN | bit(comp::PKEY), with(&|r| r.pkey = 0x7fff), 3, ST_OK),
-        ("MTU greater than 2048", JOIN | mtu_sel, with(&|r| { r.mtu_selector = 0; r.mtu = 4 }), 3, ST_OK),
-        ("rate greater than 10", JOIN | rate_sel, with(&|r| { r.rate_selector = 0; r.rate = 3 }), 3, ST_OK),
-        ("rate largest", JOIN | rate_sel, with(&|r| { r.rate_selector = 3; r.rate = 3 }), 3, ST_OK),
-        ("Q_Key the group's", JOIN | bit(comp::QKEY), with(&|r| r.qkey = QKEY), 3, ST_OK),
+        (
+            "port MTU below the group's",
+            JOIN,
+            rec(g, 4, FULL),
+            4,
+            status::REQ_INVALID,
+        ),
+        (
+            "limited P_Key of the group's partition",
+            JOIN | bit(comp::PKEY),
+            with(&|r| r.pkey = 0x7fff),
+            3,
+            ST_OK,
+        ),
+        (
+            "MTU greater than 2048",
+            JOIN | mtu_sel,
+            with(&|r| {
+                r.mtu_selector = 0;
+                r.mtu = 4;
+            }),
+            3,
+            ST_OK,
+        ),
+        (
+            "rate greater than 10",
+            JOIN | rate_sel,
+            with(&|r| {
+                r.rate_selector = 0;
+                r.rate = 3;
+            }),
+            3,
+            ST_OK,
+        ),
+        (
+            "rate largest",
+            JOIN | rate_sel,
+            with(&|r| {
+                r.rate_selector = 3;
+                r.rate = 3;
+            }),
+            3,
+            ST_OK,
+        ),
+        (
+            "Q_Key the group's",
+            JOIN | bit(comp::QKEY),
+            with(&|r| r.qkey = QKEY),
+            3,
+            ST_OK,
+        ),
     ];
     for (what, mask, r, ca, want) in cases {
         assert_eq!(status_of(&join(&sa, mask, &r, ca)), want, "{what}");
@@ -159,7 +319,12 @@ fn joins_of_an_existing_group_follow_the_iba_rules() {
     let members: Vec<(u64, u8)> = groups[0].members.iter().map(|m| (m.port_guid, m.join_state)).collect();
     assert_eq!(
         members,
-        [(ca_guid(0), FULL), (ca_guid(1), FULL | NON), (ca_guid(2), SEND_ONLY_NON), (ca_guid(3), FULL)]
+        [
+            (ca_guid(0), FULL),
+            (ca_guid(1), FULL | NON),
+            (ca_guid(2), SEND_ONLY_NON),
+            (ca_guid(3), FULL)
+        ]
     );
 }
 
@@ -174,7 +339,10 @@ fn a_port_outside_the_groups_partition_cannot_join() {
     let mut r = rec(mgid(1), 0, FULL);
     r.pkey = 0x8001;
     one(&join(&sa, CREATE, &r, 0));
-    assert_eq!(status_of(&join(&sa, JOIN, &rec(mgid(1), 1, FULL), 1)), status::REQ_INVALID);
+    assert_eq!(
+        status_of(&join(&sa, JOIN, &rec(mgid(1), 1, FULL), 1)),
+        status::REQ_INVALID
+    );
     // A limited member of the partition may join (OpenSM checks membership of any kind).
     assert_eq!(one(&join(&sa, JOIN, &rec(mgid(1), 2, FULL), 2)).pkey, 0x8001);
     // Creating a group in a partition the port is not in.
@@ -205,7 +373,10 @@ fn proxy_joins_only_for_trusted_requesters_and_modifications_by_the_rightful_por
     assert_eq!(status_of(&r), status::REQ_INVALID);
     // The daemon (LID 0, gRPC) acts for the port.
     let local = Requester::default();
-    assert_eq!(one(&mc(&sa, wire::METHOD_SET, JOIN, &rec(g, 1, NON), &local)).join_state, NON);
+    assert_eq!(
+        one(&mc(&sa, wire::METHOD_SET, JOIN, &rec(g, 1, NON), &local)).join_state,
+        NON
+    );
     // A requester LID of no port: refused.
     let ghost = Requester { lid: 900, ..from_ca(0) };
     assert_eq!(
@@ -221,7 +392,13 @@ fn leaves_follow_o15_0_1_14() {
     one(&join(&sa, CREATE, &rec(g, 0, FULL), 0));
     one(&join(&sa, JOIN, &rec(g, 1, FULL | NON | SEND_ONLY_NON), 1));
     let cases: Vec<(&str, u64, McMemberRecord, usize, u16)> = vec![
-        ("no JoinState", JOIN & !(1 << comp::JOIN_STATE), rec(g, 1, NON), 1, status::INSUFFICIENT_COMPONENTS),
+        (
+            "no JoinState",
+            JOIN & !(1 << comp::JOIN_STATE),
+            rec(g, 1, NON),
+            1,
+            status::INSUFFICIENT_COMPONENTS,
+        ),
         ("no such group", JOIN, rec(mgid(7), 1, NON), 1, status::REQ_INVALID),
         ("not a member", JOIN, rec(g, 2, FULL), 2, status::REQ_INVALID),
         ("a bit not held", JOIN, rec(g, 0, FULL | NON), 0, status::REQ_INVALID),
@@ -271,11 +448,18 @@ fn get_and_get_table_show_untrusted_requesters_groups_and_trusted_ones_members()
     assert_eq!(mine.iter().map(|r| r.mgid).collect::<Vec<_>>(), [mgid(1)]);
     // Trusted without PortGID: one record per member.
     let members = table(0, &McMemberRecord::default(), 0x5eed, 3);
-    let mut seen: Vec<(Gid, u64, u8)> = members.iter().map(|r| (r.mgid, r.port_gid.guid(), r.join_state)).collect();
+    let mut seen: Vec<(Gid, u64, u8)> = members
+        .iter()
+        .map(|r| (r.mgid, r.port_gid.guid(), r.join_state))
+        .collect();
     seen.sort();
     assert_eq!(
         seen,
-        [(mgid(1), ca_guid(0), FULL), (mgid(1), ca_guid(1), NON), (mgid(2), ca_guid(1), FULL)]
+        [
+            (mgid(1), ca_guid(0), FULL),
+            (mgid(1), ca_guid(1), NON),
+            (mgid(2), ca_guid(1), FULL)
+        ]
     );
     // JoinState in the mask selects members.
     let non = table(1 << comp::JOIN_STATE, &rec(Gid::default(), 0, NON), 0x5eed, 3);
@@ -284,9 +468,15 @@ fn get_and_get_table_show_untrusted_requesters_groups_and_trusted_ones_members()
     let get = |mask: u64, r: &McMemberRecord| mc(&sa, wire::METHOD_GET, mask, r, &from_ca(3));
     assert_eq!(one(&get(1 << comp::MGID, &rec(mgid(2), 0, 0))).mlid, MLID_START + 1);
     assert_eq!(status_of(&get(0, &McMemberRecord::default())), status::TOO_MANY_RECORDS);
-    assert_eq!(status_of(&get(1 << comp::MGID, &rec(mgid(9), 0, 0))), status::NO_RECORDS);
+    assert_eq!(
+        status_of(&get(1 << comp::MGID, &rec(mgid(9), 0, 0))),
+        status::NO_RECORDS
+    );
     // MLID selects.
-    let by_mlid = McMemberRecord { mlid: MLID_START, ..Default::default() };
+    let by_mlid = McMemberRecord {
+        mlid: MLID_START,
+        ..Default::default()
+    };
     assert_eq!(one(&get(1 << comp::MLID, &by_mlid)).mgid, mgid(1));
 }
 
@@ -304,7 +494,10 @@ fn requesters_see_only_the_groups_of_their_partitions() {
     one(&join(&sa, CREATE, &rec(mgid(2), 0, FULL), 0));
     let seen = |ca: usize| {
         let resp = mc(&sa, wire::METHOD_GET_TABLE, 0, &McMemberRecord::default(), &from_ca(ca));
-        records::<McMemberRecord>(&resp).iter().map(|r| r.mgid).collect::<Vec<_>>()
+        records::<McMemberRecord>(&resp)
+            .iter()
+            .map(|r| r.mgid)
+            .collect::<Vec<_>>()
     };
     assert_eq!(seen(0), [mgid(1), mgid(2)]);
     assert_eq!(seen(1), [mgid(2)]);
@@ -317,6 +510,12 @@ fn other_methods_are_unsupported() {
     let r = mc(&sa, wire::METHOD_GET_MULTI, 0, &McMemberRecord::default(), &from_ca(0));
     assert_eq!(status_of(&r), status::UNSUPPORTED_METHOD_ATTR);
     // A component bit beyond ProxyJoin.
-    let r = mc(&sa, wire::METHOD_GET_TABLE, 1 << 18, &McMemberRecord::default(), &from_ca(0));
+    let r = mc(
+        &sa,
+        wire::METHOD_GET_TABLE,
+        1 << 18,
+        &McMemberRecord::default(),
+        &from_ca(0),
+    );
     assert_eq!(status_of(&r), status::REQ_INVALID);
 }

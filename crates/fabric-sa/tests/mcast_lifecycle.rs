@@ -106,7 +106,13 @@ fn ipoib_broadcast_groups_are_created_kept_without_members_and_removed_with_thei
     assert_eq!(groups.len(), 2);
     assert_eq!(groups[0].mgid.to_string(), "ff12:401b:ffff::ffff:ffff");
     assert_eq!(
-        (groups[0].mlid, groups[0].pkey, groups[0].qkey, groups[0].mtu, groups[0].well_known),
+        (
+            groups[0].mlid,
+            groups[0].pkey,
+            groups[0].qkey,
+            groups[0].mtu,
+            groups[0].well_known
+        ),
         (MLID_START, 0xffff, IPOIB_QKEY, 4, true)
     );
     assert_eq!((&groups[1].mgid.0[4..6], groups[1].pkey), (&[0x80u8, 0x02][..], 0x8002));
@@ -147,7 +153,10 @@ struct MemStore(Arc<Mutex<Vec<String>>>);
 
 impl RegistryStore for MemStore {
     fn save(&self, r: &Registry) -> Result<(), String> {
-        self.0.lock().unwrap().push(serde_json::to_string(r).map_err(|e| e.to_string())?);
+        self.0
+            .lock()
+            .unwrap()
+            .push(serde_json::to_string(r).map_err(|e| e.to_string())?);
         Ok(())
     }
 }
@@ -161,7 +170,11 @@ fn groups_are_saved_before_the_answer_and_come_back_after_a_restart() {
     sa.set_trusted_key(9);
     one(&join(&sa, CREATE, &rec(mgid(1), 0, FULL), 0));
     let proxy = sa
-        .handle(&mc_mad(fabric_sa::wire::METHOD_SET, JOIN, &rec(mgid(1), 2, SEND_ONLY_NON), 9), &registry_support::from_ca(1), t0())
+        .handle(
+            &mc_mad(fabric_sa::wire::METHOD_SET, JOIN, &rec(mgid(1), 2, SEND_ONLY_NON), 9),
+            &registry_support::from_ca(1),
+            t0(),
+        )
         .unwrap();
     assert_eq!(one(&proxy).proxy_join, 1);
     one(&join(&sa, CREATE, &rec(Gid::default(), 1, FULL), 1));
@@ -174,7 +187,10 @@ fn groups_are_saved_before_the_answer_and_come_back_after_a_restart() {
     again.publish(mc_subnet(3, &[]));
     again.set_serving(true);
     assert_eq!(again.mcast_groups(), sa.mcast_groups());
-    assert_eq!(one(&join(&again, CREATE, &rec(mgid(3), 0, FULL), 0)).mlid, MLID_START + 2);
+    assert_eq!(
+        one(&join(&again, CREATE, &rec(mgid(3), 0, FULL), 0)).mlid,
+        MLID_START + 2
+    );
     let fresh = one(&join(&again, CREATE, &rec(Gid::default(), 1, FULL), 1)).mgid;
     assert!(sa.mcast_groups().iter().all(|g| g.mgid != fresh));
     // The member joined by a proxy is still one.
@@ -193,7 +209,10 @@ fn a_bad_group_in_the_file_names_the_entry_and_field() {
     let good = serde_json::to_value(sa.registry()).unwrap();
     type Edit = Box<dyn Fn(&mut serde_json::Value)>;
     let cases: Vec<(Edit, &str)> = vec![
-        (Box::new(|v| v["mcast_groups"][0]["record"] = "00".into()), "mcast_groups[0].record: 2 hex digits"),
+        (
+            Box::new(|v| v["mcast_groups"][0]["record"] = "00".into()),
+            "mcast_groups[0].record: 2 hex digits",
+        ),
         (
             Box::new(|v| v["mcast_groups"][1]["members"][0]["join_state"] = 0.into()),
             "mcast_groups[1].members[0].join_state: 0",
@@ -235,7 +254,10 @@ fn members_of_ports_that_go_out_of_service_are_removed_and_empty_groups_deleted(
         .iter()
         .map(|g| (g.mlid, g.members.iter().map(|m| m.port_guid).collect()))
         .collect();
-    assert_eq!(view, [(MLID_START, vec![ca_guid(0)]), (MLID_START + 1, vec![ca_guid(0)])]);
+    assert_eq!(
+        view,
+        [(MLID_START, vec![ca_guid(0)]), (MLID_START + 1, vec![ca_guid(0)])]
+    );
     // CA 0 goes down: group 1 goes; the well-known broadcast group stays, empty.
     sa.publish(mc_subnet(3, &[0, 1]));
     let g = sa.mcast_groups();

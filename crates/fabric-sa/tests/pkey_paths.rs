@@ -102,11 +102,20 @@ fn a_requested_pkey_must_be_shared_and_is_answered_as_asked() {
     assert_eq!(records(&pr(&r, &parts, get, pair(a, b), Some(0x7fff)))[0].pkey, 0x7fff);
     assert_eq!(records(&pr(&r, &parts, get, pair(a, b), Some(0xffff)))[0].pkey, 0xffff);
     // B and C in the default partition: both limited.
-    assert_eq!(pr(&r, &parts, get, pair(b, c), Some(0xffff)).header.status, status::NO_RECORDS);
+    assert_eq!(
+        pr(&r, &parts, get, pair(b, c), Some(0xffff)).header.status,
+        status::NO_RECORDS
+    );
     // A and D in partition 2: A is not in it.
-    assert_eq!(pr(&r, &parts, get, pair(a, d), Some(0x8002)).header.status, status::NO_RECORDS);
+    assert_eq!(
+        pr(&r, &parts, get, pair(a, d), Some(0x8002)).header.status,
+        status::NO_RECORDS
+    );
     // Limited-limited in partition 1 (C with itself: a loopback needs a full member too).
-    assert_eq!(pr(&r, &parts, get, pair(c, c), Some(0x0001)).header.status, status::NO_RECORDS);
+    assert_eq!(
+        pr(&r, &parts, get, pair(c, c), Some(0x0001)).header.status,
+        status::NO_RECORDS
+    );
     assert_eq!(records(&pr(&r, &parts, get, pair(b, b), Some(0x8001)))[0].pkey, 0x8001);
 }
 
@@ -136,7 +145,11 @@ fn the_whole_table_and_multipath_leave_out_pairs_across_partitions() {
         data[24 + 16 * i..40 + 16 * i].copy_from_slice(&gid(g));
     }
     let mask = 1 << 19 | 1 << 20;
-    let resp = ask_in(&r, &parts, &mad(wire::METHOD_GET_MULTI, attr::MULTI_PATH_RECORD, mask, &data));
+    let resp = ask_in(
+        &r,
+        &parts,
+        &mad(wire::METHOD_GET_MULTI, attr::MULTI_PATH_RECORD, mask, &data),
+    );
     let mut got: Vec<(u64, u64)> = records(&resp).iter().map(|p| (p.sgid_guid, p.dgid_guid)).collect();
     got.dedup();
     assert_eq!(got, [(a, b), (a, d), (c, b)]);
@@ -185,7 +198,11 @@ fn pkey_table_records_for_trusted_requesters_from_the_tables_in_force() {
     assert_eq!(ask(wire::METHOD_GET_TABLE, 1, &t, 0).header.status, status::REQ_INVALID);
     let resp = ask(wire::METHOD_GET_TABLE, 1, &t, 0x77);
     assert_eq!(resp.header.status, 0);
-    let recs: Vec<PkeyTableRecord> = resp.data.chunks(72).map(|c| PkeyTableRecord::decode(c).unwrap()).collect();
+    let recs: Vec<PkeyTableRecord> = resp
+        .data
+        .chunks(72)
+        .map(|c| PkeyTableRecord::decode(c).unwrap())
+        .collect();
     assert_eq!(recs.len(), 2, "40 P_Keys: two blocks");
     assert_eq!((recs[0].lid, recs[0].block_num, recs[1].block_num), (lid, 0, 1));
     assert_eq!(recs[0].pkeys[0], 0x8001);

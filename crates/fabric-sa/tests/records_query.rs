@@ -383,11 +383,7 @@ fn class_port_info_answers_get_only() {
 #[test]
 fn unknown_attributes_are_unsupported_method_attribute() {
     let sa = service();
-    for a in [
-        attr::SL_TO_VL_RECORD,
-        attr::TRACE_RECORD,
-        0x7777,
-    ] {
+    for a in [attr::SL_TO_VL_RECORD, attr::TRACE_RECORD, 0x7777] {
         let resp = ask(&sa, &request(GET, a, 0, 0, &[]));
         assert_eq!(resp.header.status, status::UNSUPPORTED_METHOD_ATTR, "attribute {a:#x}");
         assert_eq!(resp.header.attr_id, a);

@@ -22,7 +22,7 @@
 //! 6. a member joining again: by itself, or (stored as a proxy join) by a port of the group's
 //!    partition (ERR_REQ_INVALID otherwise); its JoinState becomes the union of both.
 
-use super::{join_state, mlid_limit, AddError, Ctx, Member, McastState};
+use super::{join_state, mlid_limit, AddError, Ctx, McastState, Member};
 use crate::partitions::{ipoib_signature, ipv4_broadcast_mgid, pkey_invalid};
 use crate::path::walk::{port_rate, rate_code_below, rate_mbps, FALLBACK_RATE};
 use crate::query::request_error;
@@ -306,7 +306,8 @@ pub(super) fn more_fields_match(r: &McMemberRecord, mask: u64, g: &McMemberRecor
 /// OpenSM's `validate_port_caps`: the port's MTUCap and rate reach the group's (a value the
 /// port image does not give is not checked).
 fn port_caps(p: &Port, g: &McMemberRecord) -> bool {
-    port_mtu_cap(p).is_none_or(|m| m >= g.mtu) && port_rate(&p.port_info).is_none_or(|r| rate_mbps(r) >= rate_mbps(g.rate))
+    port_mtu_cap(p).is_none_or(|m| m >= g.mtu)
+        && port_rate(&p.port_info).is_none_or(|r| rate_mbps(r) >= rate_mbps(g.rate))
 }
 
 #[cfg(test)]

@@ -209,7 +209,12 @@ impl McastState {
     }
 
     /// Adds group `rec` (its MLID allocated here), empty.
-    pub(crate) fn add_group(&mut self, mut rec: McMemberRecord, well_known: bool, limit: usize) -> Result<(), AddError> {
+    pub(crate) fn add_group(
+        &mut self,
+        mut rec: McMemberRecord,
+        well_known: bool,
+        limit: usize,
+    ) -> Result<(), AddError> {
         let mlid = self.free_mlid(limit).ok_or(AddError::NoMlid)?;
         rec.mlid = mlid;
         self.mlids.insert(mlid, rec.mgid);
@@ -271,12 +276,7 @@ impl McastState {
         let hits: Vec<(Gid, Guid)> = self
             .groups
             .iter()
-            .flat_map(|(mgid, g)| {
-                g.members
-                    .keys()
-                    .filter(|k| gone.contains(k))
-                    .map(move |&k| (*mgid, k))
-            })
+            .flat_map(|(mgid, g)| g.members.keys().filter(|k| gone.contains(k)).map(move |&k| (*mgid, k)))
             .collect();
         for (mgid, guid) in hits {
             self.leave(&mgid, guid, 0x0f);

@@ -13,11 +13,11 @@ use fabric_sa::{Partitions, Requester, SaResponse, SaService, Subnet};
 
 use crate::registry_support::{ca_guid, from_ca, gid, image, records, subnet, t0};
 
-
 /// MGID, PortGID, JoinState.
 pub const JOIN: u64 = 1 << comp::MGID | 1 << comp::PORT_GID | 1 << comp::JOIN_STATE;
 /// What a create needs on top: Q_Key, TClass, P_Key, FlowLabel, SL.
-pub const CREATE: u64 = JOIN | 1 << comp::QKEY | 1 << comp::TCLASS | 1 << comp::PKEY | 1 << comp::FLOW_LABEL | 1 << comp::SL;
+pub const CREATE: u64 =
+    JOIN | 1 << comp::QKEY | 1 << comp::TCLASS | 1 << comp::PKEY | 1 << comp::FLOW_LABEL | 1 << comp::SL;
 pub const QKEY: u32 = 0x0b1b;
 /// MTU code 4096 and rate code 40 Gb/s of the fixture's ports.
 pub const PORT_MTU: u8 = 5;
