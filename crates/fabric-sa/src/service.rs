@@ -302,11 +302,21 @@ impl SaService {
     /// [`SaCounters::mcast_groups_not_created`]); a well-known group it no longer lists becomes
     /// an ordinary group, deleted at once unless it has a full member; members whose port is
     /// no longer in their group's partition leave it.
+    ///
+    /// While not serving (a standby, which must not write the registry file a master may
+    /// share) only the tables are installed; the groups follow when serving starts.
     pub fn set_partitions(&self, partitions: Arc<Partitions>) {
         self.partitions.store(Some(Arc::clone(&partitions)));
+        if self.serving() {
+            self.apply_partitions(&partitions);
+        }
+    }
+
+    /// The group side of [`SaService::set_partitions`].
+    fn apply_partitions(&self, partitions: &Partitions) {
         let limit = mcast::mlid_limit(&self.subnet.load());
         self.change_mcast(|st, c| {
-            let (changed, failed) = st.apply_partitions(&partitions, limit);
+            let (changed, failed) = st.apply_partitions(partitions, limit);
             c.mcast_groups_not_created += failed.len() as u64;
             changed
         });
@@ -333,9 +343,16 @@ impl SaService {
         *lock(&self.mcast_listener) = Some(Arc::from(listener));
     }
 
-    /// Whether this manager answers (master) or not (standby, not yet configured).
+    /// Whether this manager answers (master) or not (standby, not yet configured). When it
+    /// starts serving, the partitions set meanwhile are applied to the groups
+    /// ([`SaService::set_partitions`]).
     pub fn set_serving(&self, on: bool) {
-        self.serving.store(on, Ordering::Relaxed);
+        let was = self.serving.swap(on, Ordering::AcqRel);
+        if on && !was {
+            if let Some(p) = self.partitions.load_full() {
+                self.apply_partitions(&p);
+            }
+        }
     }
     /// See [`SaService::set_serving`].
     pub fn serving(&self) -> bool {

@@ -307,3 +307,20 @@ proptest! {
         prop_assert_eq!(sa.registry().mcast().mlids_in_use(), 0);
     }
 }
+
+#[test]
+fn a_standby_installs_the_tables_and_creates_the_groups_when_it_starts_serving() {
+    let store = MemStore::default();
+    let sa = SaService::new(Registry::default(), Some(Box::new(store.clone())));
+    sa.publish(mc_subnet(2, &[]));
+    sa.set_partitions(Arc::new(Partitions {
+        tables: (0..2).map(|i| (ca_guid(i), vec![0xffff])).collect(),
+        ipoib_groups: vec![ipoib(0x7fff)],
+    }));
+    assert!(sa.partitions().is_some());
+    assert!(sa.mcast_groups().is_empty(), "a standby creates nothing");
+    assert!(store.0.lock().unwrap().is_empty(), "and writes nothing");
+    sa.set_serving(true);
+    assert_eq!(mlids(&sa), [MLID_START]);
+    assert_eq!(store.0.lock().unwrap().len(), 1);
+}
