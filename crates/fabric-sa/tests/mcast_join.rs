@@ -502,6 +502,14 @@ fn requesters_see_only_the_groups_of_their_partitions() {
     assert_eq!(seen(0), [mgid(1), mgid(2)]);
     assert_eq!(seen(1), [mgid(2)]);
     assert_eq!(seen(2), [mgid(1)]);
+    // A requester of no known port sees nothing; the daemon (LID 0) sees everything.
+    let ghost = Requester { lid: 900, ..from_ca(0) };
+    let table = |from: &Requester| {
+        let resp = mc(&sa, wire::METHOD_GET_TABLE, 0, &McMemberRecord::default(), from);
+        records::<McMemberRecord>(&resp).len()
+    };
+    assert_eq!(table(&ghost), 0);
+    assert_eq!(table(&Requester::default()), 2);
 }
 
 #[test]

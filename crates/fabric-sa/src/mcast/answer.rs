@@ -9,7 +9,8 @@
 //! (0 when it left the group).
 //!
 //! Get / GetTable: every group whose MGID, MLID, Q_Key, P_Key, TClass, SL, FlowLabel,
-//! HopLimit, ProxyJoin, MTU and rate selectors match and whose partition the requester is in;
+//! HopLimit, ProxyJoin, MTU and rate selectors match and whose partition the requester is in
+//! (a requester of no known port sees none; LID 0, the daemon's gRPC, sees all);
 //! with PortGID in the mask only groups that port is a member of (the member's JoinState);
 //! Scope and JoinState compared when in the mask. A trusted requester asking without PortGID
 //! gets one record per matching member; everyone else one per group, with PortGID, JoinState
@@ -100,10 +101,11 @@ pub(crate) fn query(st: &McastState, cx: &Ctx<'_, '_>) -> SaResponse {
         if sel(mask, comp::MGID) && t.mgid != g.rec.mgid || sel(mask, comp::MLID) && t.mlid != g.rec.mlid {
             continue;
         }
-        if let RequesterPort::Port(r) = requester {
-            if !cx.pkeys.has_pkey(r, g.rec.pkey) {
-                continue;
-            }
+        match requester {
+            RequesterPort::Port(r) if !cx.pkeys.has_pkey(r, g.rec.pkey) => continue,
+            // OpenSM does not answer a requester it cannot place; nothing is shown to it.
+            RequesterPort::Unknown => continue,
+            _ => {}
         }
         if !other_fields_match(&t, mask, &g.rec)
             || sel(mask, comp::PROXY_JOIN) && t.proxy_join != g.rec.proxy_join

@@ -439,12 +439,16 @@ impl Query<'_> {
         let Some((d0, nd)) = self.lid_range(d, pr_mask::DLID, self.t.dlid) else {
             return;
         };
+        // Across a partition boundary: no path, and no walk either.
+        let Some(pkey) = self.path_pkey(s, d) else {
+            return;
+        };
         let mut found = 0u32;
         for i in 0..ns.min(nd) {
             if found >= self.per_pair || out.full() {
                 return;
             }
-            found += u32::from(self.lid_pair(w, s, d, s0 + i, d0 + i, 0, out));
+            found += u32::from(self.lid_pair(w, (s, d, pkey), s0 + i, d0 + i, 0, out));
         }
         for so in 0..ns {
             for dof in 0..nd {
@@ -454,25 +458,37 @@ impl Query<'_> {
                 if found >= self.per_pair || out.full() {
                     return;
                 }
-                found += u32::from(self.lid_pair(w, s, d, s0 + so, d0 + dof, 2, out));
+                found += u32::from(self.lid_pair(w, (s, d, pkey), s0 + so, d0 + dof, 2, out));
             }
         }
     }
 
-    /// One path from `slid` (of end port `s`) to `dlid` (of end port `d`), if the tables
-    /// deliver it and it meets the query; written to `out`.
-    #[allow(clippy::too_many_arguments)]
+    /// The P_Key of the paths between end ports `s` and `d` ([`answer_in`]): 0 for raw
+    /// traffic, the asked one when both share it, else the first they share; `None`: no path.
+    fn path_pkey(&self, s: u32, d: u32) -> Option<u16> {
+        let (m, t) = (self.mask, &self.t);
+        if m & pr_mask::RAW_TRAFFIC != 0 && t.raw_traffic {
+            return Some(0);
+        }
+        let (sg, dg) = (self.subnet.ports[s as usize].guid, self.subnet.ports[d as usize].guid);
+        if m & pr_mask::PKEY != 0 {
+            return self.pkeys.share_this_pkey(sg, dg, t.pkey).then_some(t.pkey);
+        }
+        self.pkeys.common_pkey(sg, dg)
+    }
+
+    /// One path from `slid` (of end port `s`) to `dlid` (of end port `d`) with P_Key `pkey`
+    /// (`(s, d, pkey)`), if the tables deliver it and it meets the query; written to `out`.
     fn lid_pair(
         &self,
         w: &mut impl Walker,
-        s: u32,
-        d: u32,
+        (s, d, pkey): (u32, u32, u16),
         slid: u16,
         dlid: u16,
         preference: u8,
         out: &mut Out,
     ) -> bool {
-        match self.lid_path(w, s, d, slid, dlid, preference) {
+        match self.lid_path(w, (s, d, pkey), slid, dlid, preference) {
             Some((r, _)) => {
                 out.push(&r);
                 true
@@ -485,8 +501,7 @@ impl Query<'_> {
     fn lid_path(
         &self,
         w: &mut impl Walker,
-        s: u32,
-        d: u32,
+        (s, d, pkey): (u32, u32, u16),
         slid: u16,
         dlid: u16,
         preference: u8,
@@ -514,16 +529,6 @@ impl Query<'_> {
         }
         let raw = m & pr_mask::RAW_TRAFFIC != 0 && t.raw_traffic;
         let sp = &subnet.ports[s as usize];
-        let pkey = if raw {
-            0
-        } else if m & pr_mask::PKEY != 0 {
-            if !self.pkeys.share_this_pkey(sp.guid, dp.guid, t.pkey) {
-                return None;
-            }
-            t.pkey
-        } else {
-            self.pkeys.common_pkey(sp.guid, dp.guid)?
-        };
         let loopback = s == d;
         let mtu = self.select_mtu(fwd.mtu)?;
         let rate = self.select_rate(fwd.rate)?;
@@ -608,11 +613,12 @@ impl Query<'_> {
         }
         let (s0, ns) = self.lid_range(s, 0, 0)?;
         let (d0, nd) = self.lid_range(d, 0, 0)?;
+        let pkey = self.path_pkey(s, d)?;
         let (so, dof) = (offs % u32::from(ns), offs % u32::from(nd));
         (0..u32::from(ns.min(nd))).find_map(|i| {
             let slid = s0 + ((so + i) % u32::from(ns)) as u16;
             let dlid = d0 + ((dof + i) % u32::from(nd)) as u16;
-            self.lid_path(&mut Direct, s, d, slid, dlid, 0)
+            self.lid_path(&mut Direct, (s, d, pkey), slid, dlid, 0)
         })
     }
 
