@@ -14,6 +14,10 @@
 //! * [`subnet`]: [`Subnet`], the read-only snapshot of the fabric the answers are built from
 //!   (raw SMP attributes per node and port, LIDs, the installed LFTs), and
 //!   [`subnet::from_model`] for drivers that read no SMP attributes.
+//! * [`partitions`]: [`Partitions`], the P_Key tables and IPoIB groups the SA enforces, and
+//!   OpenSM's membership rules (share, has, common P_Key).
+//! * [`mcast`]: multicast groups (MCMemberRecord joins, leaves, queries), MLIDs, the IPoIB
+//!   well-known groups.
 //! * [`path`]: PathRecords and MultiPathRecords by walking the installed LFTs.
 //! * [`registry`]: what clients register (ServiceRecords with leases, InformInfo
 //!   subscriptions), its persisted form, and the Reports of traps 64/65 it owes subscribers.
@@ -23,6 +27,8 @@
 //! * [`service`]: [`SaService`], the object transports share: the current snapshot (arc-swap,
 //!   answering never waits for the event loop), the registry, the counters.
 
+pub mod mcast;
+pub mod partitions;
 pub mod path;
 pub mod query;
 pub mod records;
@@ -33,6 +39,8 @@ pub mod service;
 pub mod subnet;
 pub mod wire;
 
+pub use mcast::{McGroup, McMember};
+pub use partitions::{IpoibGroupSpec, Partitions};
 pub use request::{Request, Requester, SaResponse};
 pub use service::{SaCounters, SaService};
 pub use subnet::Subnet;

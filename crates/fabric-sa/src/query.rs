@@ -12,6 +12,8 @@
 //! A LID component matches every LID of the port's LMC range (the record carries the base
 //! LID), as OpenSM; a switch is addressed by its port-0 LID on all its ports.
 
+use crate::partitions::PkeyTables;
+use crate::records::pkey_table::{PkeyTableRecord, PKEYS_PER_BLOCK};
 use crate::records::{
     self, ClassPortInfo, GuidInfoRecord, LftRecord, LinkRecord, McMemberRecord, NodeRecord, PortInfoRecord, Record,
     SmInfoRecord, SwitchInfoRecord,
@@ -27,11 +29,19 @@ pub const PIR_ENHANCED_CAPMASK: u32 = 1 << 31;
 const CAP_HAS_EXT_SPEEDS: u32 = 0x0000_4000;
 
 /// The answer to a request for a read-only attribute (every attribute but those of the
-/// registry: ServiceRecord, InformInfo, InformInfoRecord). PathRecord and MultiPathRecord go
-/// to [`crate::path::answer`].
+/// registry: ServiceRecord, InformInfo, InformInfoRecord) with the default P_Key tables.
+/// PathRecord and MultiPathRecord go to [`crate::path::answer`].
 pub fn answer(subnet: &Subnet, req: &Request<'_>) -> SaResponse {
+    answer_in(subnet, PkeyTables::default(), req)
+}
+
+/// [`answer`] under the P_Key tables `pkeys` (PathRecord, MultiPathRecord,
+/// P_KeyTableRecord). MCMemberRecord is answered here as an empty table: the groups are the
+/// [`crate::SaService`]'s, which answers them before coming here.
+pub fn answer_in(subnet: &Subnet, pkeys: PkeyTables<'_>, req: &Request<'_>) -> SaResponse {
     match req.header.attr_id {
-        attr::PATH_RECORD | attr::MULTI_PATH_RECORD => crate::path::answer(subnet, req),
+        attr::PATH_RECORD | attr::MULTI_PATH_RECORD => crate::path::answer_in(subnet, pkeys, req),
+        attr::P_KEY_TABLE_RECORD => pkey_table_records(subnet, pkeys, req),
         attr::CLASS_PORT_INFO => class_port_info(req),
         attr::NODE_RECORD => records_answer(req, |t, mask| node_records(subnet, t, mask)),
         attr::PORT_INFO_RECORD => {
@@ -42,7 +52,6 @@ pub fn answer(subnet: &Subnet, req: &Request<'_>) -> SaResponse {
         attr::SM_INFO_RECORD => records_answer(req, |t, mask| sm_info_records(subnet, t, mask)),
         attr::LINK_RECORD => records_answer(req, |t, mask| link_records(subnet, t, mask)),
         attr::GUID_INFO_RECORD => records_answer(req, |t, mask| guid_info_records(subnet, t, mask)),
-        // Multicast groups come with the multicast issue: no group exists yet.
         attr::MC_MEMBER_RECORD => records_answer(req, |_: &McMemberRecord, _| Vec::new()),
         _ => request_error(req, status::UNSUPPORTED_METHOD_ATTR),
     }
@@ -344,4 +353,50 @@ fn guid_info_records(subnet: &Subnet, t: &GuidInfoRecord, mask: u64) -> Vec<Guid
             (lid_selected(mask, 0, t.lid, p.lid(), p.lmc()) && r.matches(t, mask & !1)).then_some(r)
         })
         .collect()
+}
+
+/// P_KeyTableRecords (OpenSM's `osm_pkey_rec_rcv_process`): only for trusted requesters (IBA
+/// p922; ERR_REQ_INVALID otherwise); one record per block of the P_Key table of every end port
+/// (a CA port with its base LID and port number, a switch's port 0 with the switch LID),
+/// from the tables in force ([`PkeyTables`]: the partitions set, or 0xFFFF alone). Switch
+/// external ports are not listed (their enforcement tables are not the SA's); a block beyond
+/// the table is no record.
+fn pkey_table_records(subnet: &Subnet, pkeys: PkeyTables<'_>, req: &Request<'_>) -> SaResponse {
+    use records::pkey_table::comp;
+    let h = &req.header;
+    if h.method != wire::METHOD_GET && h.method != wire::METHOD_GET_TABLE {
+        return request_error(req, status::UNSUPPORTED_METHOD_ATTR);
+    }
+    if !req.trusted {
+        return request_error(req, status::REQ_INVALID);
+    }
+    records_answer(req, |t: &PkeyTableRecord, mask| {
+        let lid = records::sel(mask, comp::LID).then_some(t.lid);
+        let mut out = Vec::new();
+        for p in end_ports(subnet, lid) {
+            let table = pkeys.table(p.guid);
+            let blocks = table.len().div_ceil(PKEYS_PER_BLOCK) as u16;
+            let range = if records::sel(mask, comp::BLOCK) {
+                t.block_num..t.block_num.saturating_add(1).min(blocks)
+            } else {
+                0..blocks
+            };
+            for block in range {
+                let from = usize::from(block) * PKEYS_PER_BLOCK;
+                let mut entries = [0u16; PKEYS_PER_BLOCK];
+                let n = (table.len() - from).min(PKEYS_PER_BLOCK);
+                entries[..n].copy_from_slice(&table[from..from + n]);
+                let r = PkeyTableRecord {
+                    lid: p.lid(),
+                    block_num: block,
+                    port_num: p.port_num,
+                    pkeys: entries,
+                };
+                if lid_selected(mask, comp::LID, t.lid, p.lid(), p.lmc()) && r.matches(t, mask & !(1 << comp::LID)) {
+                    out.push(r);
+                }
+            }
+        }
+        out
+    })
 }

@@ -12,9 +12,11 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::SystemTime;
 
-use arc_swap::ArcSwap;
+use arc_swap::{ArcSwap, ArcSwapOption};
 use fabric_topology::Guid;
 
+use crate::mcast::{self, McGroup, McastState};
+use crate::partitions::{Partitions, PkeyTables};
 use crate::registry::{self, Registry};
 use crate::request::{Request, Requester, SaResponse};
 use crate::subnet::Subnet;
@@ -46,6 +48,9 @@ pub struct SaCounters {
     pub persist_failures: u64,
     /// The last such error (the daemon logs it; this crate has no logger).
     pub last_persist_error: Option<String>,
+    /// IPoIB groups of the partitions configuration that could not be created (no MLID left
+    /// under the switches' MulticastFDBCap).
+    pub mcast_groups_not_created: u64,
     /// Reports (traps 64/65) queued for subscribers by [`SaService::publish`].
     pub reports_queued: u64,
     /// Reports dropped because the queue held [`MAX_QUEUED_REPORTS`] not yet taken.
@@ -71,7 +76,19 @@ pub struct SaService {
     /// The registry's subscriptions as of its last change, for [`SaService::publish`]: it
     /// never waits for the registry lock (held across a save, i.e. fsyncs).
     subscriptions: ArcSwap<Vec<registry::Subscription>>,
+    /// The partitions in force (`None`: every port full member of 0xFFFF only).
+    partitions: ArcSwapOption<Partitions>,
+    /// The multicast state as of its last change: Get/GetTable answer from it without the
+    /// registry lock (held across saves).
+    mcast: ArcSwap<McastState>,
+    /// [`SaService::mcast_groups`], built once per change.
+    mcast_groups: ArcSwap<Vec<McGroup>>,
+    mcast_version: AtomicU64,
+    mcast_listener: Mutex<Option<McastListener>>,
 }
+
+/// What [`SaService::set_mcast_listener`] installs.
+type McastListener = Arc<dyn Fn() + Send + Sync>;
 
 impl std::fmt::Debug for SaService {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -116,6 +133,8 @@ impl SaService {
     /// through `store`. It answers once [`SaService::set_serving`] is called with `true`.
     pub fn new(registry: Registry, store: Option<Box<dyn RegistryStore>>) -> SaService {
         let subscriptions = ArcSwap::from_pointee(registry.subscriptions().to_vec());
+        let mcast = ArcSwap::from_pointee(registry.mcast().clone());
+        let mcast_groups = ArcSwap::from_pointee(registry.mcast_groups());
         SaService {
             subnet: ArcSwap::from_pointee(Subnet::default()),
             registry: Mutex::new(registry),
@@ -126,6 +145,11 @@ impl SaService {
             reports: Mutex::new(VecDeque::new()),
             next_report_tid: AtomicU32::new(1),
             subscriptions,
+            partitions: ArcSwapOption::empty(),
+            mcast,
+            mcast_groups,
+            mcast_version: AtomicU64::new(0),
+            mcast_listener: Mutex::new(None),
         }
     }
 
@@ -138,12 +162,17 @@ impl SaService {
     /// serving, queues the Reports it owes: one per (trap, subscriber) for every end port
     /// that went out of service (trap 65) or in service (trap 64) since the previous
     /// snapshot (see [`registry::reports`]; the first snapshot owes none).
+    ///
+    /// While serving, the multicast members whose port went out of service leave their
+    /// groups (all JoinState bits), as OpenSM drops them with the port; a group left without
+    /// full member is deleted and its MLID released (well-known groups stay).
     pub fn publish(&self, subnet: Subnet) {
         let new = Arc::new(subnet);
         let old = self.subnet.swap(Arc::clone(&new));
         if !self.serving() {
             return;
         }
+        self.drop_members_out_of_service(&old, &new);
         let notices = registry::reports::gid_change_notices(&old, &new);
         if notices.is_empty() {
             return;
@@ -196,9 +225,134 @@ impl SaService {
         });
     }
 
-    /// Whether this manager answers (master) or not (standby, not yet configured).
+    /// Removes the members whose port left service between `old` and `new` (see
+    /// [`SaService::publish`]).
+    fn drop_members_out_of_service(&self, old: &Subnet, new: &Subnet) {
+        if old.nodes.is_empty() || new.nodes.is_empty() {
+            return;
+        }
+        let any_member = self.mcast.load().groups.values().any(|g| !g.members.is_empty());
+        if !any_member {
+            return;
+        }
+        let after = registry::reports::in_service_end_ports(new);
+        let gone: std::collections::BTreeSet<Guid> = registry::reports::in_service_end_ports(old)
+            .into_iter()
+            .filter(|g| !after.contains(g))
+            .collect();
+        if gone.is_empty() {
+            return;
+        }
+        self.change_mcast(|st, _| st.remove_ports(&gone));
+    }
+
+    /// Applies `f` to the multicast state under the registry lock; when it reports a change,
+    /// saves the registry (a failure is counted: the change stays, the next save writes it),
+    /// publishes the new state and calls the listener once the lock is released.
+    fn change_mcast(&self, f: impl FnOnce(&mut McastState, &mut SaCounters) -> bool) {
+        let mut reg = lock(&self.registry);
+        let mut counters = SaCounters::default();
+        if !f(reg.mcast_mut(), &mut counters) {
+            drop(reg);
+            self.count_mcast(&counters);
+            return;
+        }
+        if let Err(e) = self.persist(&reg) {
+            counters.persist_failures += 1;
+            counters.last_persist_error = Some(e);
+        }
+        self.publish_mcast(&reg);
+        drop(reg);
+        self.count_mcast(&counters);
+        self.notify_mcast();
+    }
+
+    fn count_mcast(&self, d: &SaCounters) {
+        if d.persist_failures == 0 && d.mcast_groups_not_created == 0 {
+            return;
+        }
+        let mut c = lock(&self.counters);
+        c.persist_failures += d.persist_failures;
+        c.mcast_groups_not_created += d.mcast_groups_not_created;
+        if d.last_persist_error.is_some() {
+            c.last_persist_error.clone_from(&d.last_persist_error);
+        }
+    }
+
+    /// Publishes the multicast state of `reg` (called under the registry lock, so that the
+    /// snapshots follow the changes in order) and bumps the version.
+    fn publish_mcast(&self, reg: &Registry) {
+        self.mcast.store(Arc::new(reg.mcast().clone()));
+        self.mcast_groups.store(Arc::new(reg.mcast_groups()));
+        self.mcast_version.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Calls the multicast listener (never under a lock of the service).
+    fn notify_mcast(&self) {
+        let l = lock(&self.mcast_listener).clone();
+        if let Some(l) = l {
+            l();
+        }
+    }
+
+    /// Installs the partitions in force (a reload swaps a new one in; no new [`Subnet`] is
+    /// needed): P_Key-aware PathRecords, MultiPathRecords and joins, P_KeyTableRecords. The
+    /// IPoIB groups it lists are created (well-known, kept without members; MLIDs from
+    /// 0xC000, lowest free first; those beyond the MLID limit are counted in
+    /// [`SaCounters::mcast_groups_not_created`]); a well-known group it no longer lists becomes
+    /// an ordinary group, deleted at once unless it has a full member; members whose port is
+    /// no longer in their group's partition leave it.
+    ///
+    /// While not serving (a standby, which must not write the registry file a master may
+    /// share) only the tables are installed; the groups follow when serving starts.
+    pub fn set_partitions(&self, partitions: Arc<Partitions>) {
+        self.partitions.store(Some(Arc::clone(&partitions)));
+        if self.serving() {
+            self.apply_partitions(&partitions);
+        }
+    }
+
+    /// The group side of [`SaService::set_partitions`].
+    fn apply_partitions(&self, partitions: &Partitions) {
+        let limit = mcast::mlid_limit(&self.subnet.load());
+        self.change_mcast(|st, c| {
+            let (changed, failed) = st.apply_partitions(partitions, limit);
+            c.mcast_groups_not_created += failed.len() as u64;
+            changed
+        });
+    }
+
+    /// The partitions in force (`None` until [`SaService::set_partitions`]).
+    pub fn partitions(&self) -> Option<Arc<Partitions>> {
+        self.partitions.load_full()
+    }
+
+    /// The multicast groups, in MLID order (a new `Arc` after every change).
+    pub fn mcast_groups(&self) -> Arc<Vec<McGroup>> {
+        self.mcast_groups.load_full()
+    }
+
+    /// Bumped by every change of the multicast groups (joins, leaves, partitions, ports out).
+    pub fn mcast_version(&self) -> u64 {
+        self.mcast_version.load(Ordering::Acquire)
+    }
+
+    /// Installs the function called after every change of the multicast groups (outside any
+    /// lock of the service; it must not block: the daemon schedules a generation).
+    pub fn set_mcast_listener(&self, listener: Box<dyn Fn() + Send + Sync>) {
+        *lock(&self.mcast_listener) = Some(Arc::from(listener));
+    }
+
+    /// Whether this manager answers (master) or not (standby, not yet configured). When it
+    /// starts serving, the partitions set meanwhile are applied to the groups
+    /// ([`SaService::set_partitions`]).
     pub fn set_serving(&self, on: bool) {
-        self.serving.store(on, Ordering::Relaxed);
+        let was = self.serving.swap(on, Ordering::AcqRel);
+        if on && !was {
+            if let Some(p) = self.partitions.load_full() {
+                self.apply_partitions(&p);
+            }
+        }
     }
     /// See [`SaService::set_serving`].
     pub fn serving(&self) -> bool {
@@ -241,10 +395,14 @@ impl SaService {
                     trusted: self.trusts(h.sm_key),
                 };
                 let subnet = self.subnet.load();
+                let parts = self.partitions.load();
+                let pkeys = PkeyTables::new(parts.as_deref());
                 if registry::is_registry_attr(h.attr_id) {
-                    self.answer_registry(&subnet, &req)
+                    self.answer_registry(&req, |reg| reg.answer(&subnet, &req))
+                } else if h.attr_id == wire::attr::MC_MEMBER_RECORD {
+                    self.answer_mcast(&subnet, pkeys, &req)
                 } else {
-                    crate::query::answer(&subnet, &req)
+                    crate::query::answer_in(&subnet, pkeys, &req)
                 }
             }
         };
@@ -275,19 +433,22 @@ impl SaService {
     /// ERR_NO_RESOURCES (nothing is acknowledged that would not survive a restart); a Get
     /// that only dropped expired leases is answered anyway (the file keeps records that
     /// the next load drops as expired).
-    fn answer_registry(&self, subnet: &Subnet, req: &Request<'_>) -> SaResponse {
+    fn answer_registry(&self, req: &Request<'_>, f: impl FnOnce(&mut Registry) -> (SaResponse, bool)) -> SaResponse {
         let h = &req.header;
         let mut reg = lock(&self.registry);
         // Only what can fail to be saved needs undoing.
         let mutating = matches!(h.method, wire::METHOD_SET | wire::METHOD_DELETE);
         let before = (mutating && self.store.is_some()).then(|| reg.clone());
-        let (resp, changed) = reg.answer(subnet, req);
+        let (resp, changed) = f(&mut reg);
         if !changed {
             return resp;
         }
         let saved = self.persist(&reg);
         if saved.is_ok() || before.is_none() {
             self.subscriptions.store(Arc::new(reg.subscriptions().to_vec()));
+            if h.attr_id == wire::attr::MC_MEMBER_RECORD {
+                self.publish_mcast(&reg);
+            }
         }
         let Err(e) = saved else {
             return resp;
@@ -309,6 +470,25 @@ impl SaService {
                 r
             }
             None => resp,
+        }
+    }
+
+    /// An MCMemberRecord request: Get/GetTable from the published state, Set/Delete under the
+    /// registry lock (saved before the answer, undone and answered ERR_NO_RESOURCES when the
+    /// save fails), the listener called after a change once the lock is released.
+    fn answer_mcast(&self, subnet: &Subnet, pkeys: PkeyTables<'_>, req: &Request<'_>) -> SaResponse {
+        let cx = mcast::Ctx { subnet, pkeys, req };
+        match req.header.method {
+            wire::METHOD_GET | wire::METHOD_GET_TABLE => mcast::query(&self.mcast.load(), &cx),
+            wire::METHOD_SET | wire::METHOD_DELETE => {
+                let before = self.mcast_version();
+                let resp = self.answer_registry(req, |reg| mcast::change(reg.mcast_mut(), &cx));
+                if self.mcast_version() != before {
+                    self.notify_mcast();
+                }
+                resp
+            }
+            _ => crate::query::request_error(req, wire::status::UNSUPPORTED_METHOD_ATTR),
         }
     }
 

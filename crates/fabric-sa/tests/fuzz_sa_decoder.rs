@@ -119,7 +119,34 @@ fn seeds() -> Vec<Vec<u8>> {
             ..Default::default()
         }),
         vec![0u8; 200],
+        img(&mc_join(mc_mgid(1), H1 + 1, 1)),
+        img(&mc_join(
+            Gid(fabric_sa::partitions::ipv4_broadcast_mgid(0xffff, 2)),
+            H2 + 2,
+            4,
+        )),
     ]
+}
+
+/// A site-local MGID `ff15::n`.
+fn mc_mgid(n: u8) -> Gid {
+    let mut m = [0u8; 16];
+    m[0] = 0xff;
+    m[1] = 0x15;
+    m[15] = n;
+    Gid(m)
+}
+
+/// A join/leave record of port `guid` for `mgid` with `state`, default partition.
+fn mc_join(mgid: Gid, guid: u64, state: u8) -> McMemberRecord {
+    McMemberRecord {
+        mgid,
+        port_gid: Gid::new(0xfe80_0000_0000_0000, guid),
+        qkey: 0x0b1b,
+        pkey: 0xffff,
+        join_state: state,
+        ..Default::default()
+    }
 }
 
 /// A structure-aware request: a header with chosen fields, a seed template with byte
@@ -171,7 +198,7 @@ fn mutation() -> impl Strategy<Value = Mutation> {
         mask,
         rmpp,
         any::<u16>(),
-        0usize..9,
+        0usize..11,
         prop::collection::vec((0usize..200, any::<u8>()), 0..6),
         len,
     )
@@ -318,6 +345,121 @@ proptest! {
         // The service still answers after whatever it was sent.
         let after = ask(&sa, &request(wire::METHOD_GET, attr::CLASS_PORT_INFO, 0, 0, &[]));
         prop_assert_eq!(after.header.status, status::OK);
+    }
+}
+
+/// One MCMemberRecord request of [`mc_sequences_keep_the_groups_consistent`].
+#[derive(Debug, Clone)]
+struct McOp {
+    method: u8,
+    mask: u64,
+    mgid: u8,
+    port: usize,
+    state: u8,
+    from: usize,
+    trusted: bool,
+    flips: Vec<(usize, u8)>,
+}
+
+const MC_PORTS: [u64; 4] = [H1 + 1, H2 + 1, H2 + 2, H3 + 1];
+const MC_LIDS: [u16; 5] = [3, 4, 6, 7, 0];
+
+fn mc_op() -> impl Strategy<Value = McOp> {
+    let method = prop_oneof![
+        4 => Just(wire::METHOD_SET),
+        3 => Just(wire::METHOD_DELETE),
+        1 => Just(wire::METHOD_GET_TABLE),
+        1 => Just(wire::METHOD_GET),
+    ];
+    let mask = prop_oneof![
+        3 => Just(0x1_30c7u64), // the create components
+        3 => Just(0x1_0003u64),                         // MGID, PortGID, JoinState
+        1 => any::<u64>().prop_map(|m| m & 0x3_ffff),
+        1 => any::<u64>(),
+    ];
+    (
+        method,
+        mask,
+        0u8..4,
+        0usize..4,
+        any::<u8>(),
+        0usize..5,
+        any::<bool>(),
+        prop::collection::vec((0usize..56, any::<u8>()), 0..3),
+    )
+        .prop_map(|(method, mask, mgid, port, state, from, trusted, flips)| McOp {
+            method,
+            mask,
+            mgid,
+            port,
+            state,
+            from,
+            trusted,
+            flips,
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(cases() / 8))]
+
+    /// Random MCMemberRecord Set / Delete / Get sequences (MGID 0 included, random masks,
+    /// JoinStates, requesters, trusted or not, partitions set, byte flips): no panic, only
+    /// documented statuses, and after each request every group has its own MLID.
+    #[test]
+    fn mc_sequences_keep_the_groups_consistent(ops in prop::collection::vec(mc_op(), 1..40)) {
+        let sa = service();
+        sa.set_trusted_key(0xabc);
+        sa.set_partitions(std::sync::Arc::new(fabric_sa::Partitions {
+            tables: [
+                (H1 + 1, vec![0xffff, 0x8001]),
+                (H2 + 1, vec![0x7fff]),
+                (H2 + 2, vec![0x7fff, 0x0001]),
+                (H3 + 1, vec![0xffff]),
+            ]
+            .into_iter()
+            .collect(),
+            ipoib_groups: vec![fabric_sa::IpoibGroupSpec {
+                pkey: 0x7fff,
+                mtu: 4,
+                rate: 3,
+                qkey: 0x0b1b,
+                ..Default::default()
+            }],
+        }));
+        for op in &ops {
+            let mgid = if op.mgid == 0 { Gid::default() } else { mc_mgid(op.mgid) };
+            let mut t = [0u8; McMemberRecord::SIZE];
+            mc_join(mgid, MC_PORTS[op.port], op.state).encode(&mut t);
+            for &(at, v) in &op.flips {
+                t[at] ^= v;
+            }
+            let mut mad = request(op.method, attr::MC_MEMBER_RECORD, 0, op.mask, &t);
+            if op.trusted {
+                mad[36..44].copy_from_slice(&0xabcu64.to_be_bytes());
+            }
+            let from = fabric_sa::Requester { lid: MC_LIDS[op.from], qpn: 1, ..Default::default() };
+            let resp = sa.handle(&mad, &from, SystemTime::UNIX_EPOCH);
+            let r = resp.expect("an MCMemberRecord request is answered");
+            prop_assert!(
+                [
+                    status::OK,
+                    status::NO_RESOURCES,
+                    status::REQ_INVALID,
+                    status::NO_RECORDS,
+                    status::TOO_MANY_RECORDS,
+                    status::INVALID_GID,
+                    status::INSUFFICIENT_COMPONENTS,
+                ]
+                .contains(&r.header.status),
+                "{r:?}"
+            );
+            let groups = sa.mcast_groups();
+            let mut mlids: Vec<u16> = groups.iter().map(|g| g.mlid).collect();
+            mlids.dedup();
+            prop_assert_eq!(mlids.len(), groups.len());
+            prop_assert_eq!(sa.registry().mcast().mlids_in_use(), groups.len());
+            prop_assert!(groups.iter().all(|g| g.members.iter().all(|m| m.join_state != 0)));
+        }
     }
 }
 

@@ -348,8 +348,8 @@ fn class_port_info_is_opensms_with_our_capabilities() {
     assert_eq!(&b[0..2], &[1, 2], "base version 1, class version 2");
     assert_eq!(
         &b[2..4],
-        &[0x24, 0x00],
-        "IsMultiPathSupported | IsPortInfoCapMaskMatchSupported"
+        &[0x26, 0x00],
+        "IsUDMulticastSupported | IsMultiPathSupported | IsPortInfoCapMaskMatchSupported"
     );
     // CapabilityMask2 bits 6 and 10 sit above the 5-bit RespTimeValue (16).
     assert_eq!(

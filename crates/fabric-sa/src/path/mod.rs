@@ -25,6 +25,7 @@ pub use walk::{walk, PathWalk, WalkError};
 
 use fabric_topology::Guid;
 
+use crate::partitions::PkeyTables;
 use crate::request::{error_response, response_header, Request, SaResponse};
 use crate::subnet::Subnet;
 use crate::wire::{self, attr, status};
@@ -33,7 +34,7 @@ use walk::{end_port_live, lid_owner, rate_code_below, rate_mbps, Columns};
 /// PacketLifeTime of every non-loopback path: OpenSM's default `subnet_timeout` (18, i.e.
 /// 4.096 µs × 2^18 ≈ 1.07 s); a loopback path has 0.
 pub const PACKET_LIFE_TIME: u8 = 18;
-/// P_Key of every path: the default partition, full member (the partitions issue restricts).
+/// P_Key of every path when no partitions are set: the default partition, full member.
 pub const DEFAULT_PKEY: u16 = 0xffff;
 /// Paths a GetMulti answers without NumbPath (OpenSM's `OSM_SA_MPR_MAX_NUM_PATH`).
 pub const MULTI_PATH_DEFAULT_NUM: u32 = 127;
@@ -45,12 +46,24 @@ pub const MAX_TABLE_RECORDS: u32 = 4 << 20;
 /// Selector "exactly" (the selector written in every answered MTU, rate and packet lifetime).
 const SELECTOR_EXACTLY: u8 = 2;
 
-/// The answer to a PathRecord (Get, GetTable) or MultiPathRecord (GetMulti) request.
+/// The answer to a PathRecord (Get, GetTable) or MultiPathRecord (GetMulti) request with the
+/// default P_Key tables (every port full member of 0xFFFF only).
 pub fn answer(subnet: &Subnet, req: &Request<'_>) -> SaResponse {
+    answer_in(subnet, PkeyTables::default(), req)
+}
+
+/// The answer to a PathRecord or MultiPathRecord request under the P_Key tables `pkeys`: a
+/// path exists only between ports sharing a partition, one of them at least as a full member
+/// (OpenSM's `pr_rcv_get_path_parms`): with P_Key in the mask, both ports must share that
+/// one and it is answered as asked; otherwise the first P_Key they share is answered (OpenSM's
+/// order, the source's entry). A raw-traffic path is not partitioned (P_Key 0).
+pub fn answer_in(subnet: &Subnet, pkeys: PkeyTables<'_>, req: &Request<'_>) -> SaResponse {
     let h = &req.header;
     match (h.attr_id, h.method) {
-        (attr::PATH_RECORD, wire::METHOD_GET | wire::METHOD_GET_TABLE) => path_records(subnet, req),
-        (attr::MULTI_PATH_RECORD, wire::METHOD_GET_MULTI) => multi_path_records(subnet, req),
+        (attr::PATH_RECORD, wire::METHOD_GET | wire::METHOD_GET_TABLE) => {
+            path_records_bounded(subnet, pkeys, req, MAX_TABLE_RECORDS)
+        }
+        (attr::MULTI_PATH_RECORD, wire::METHOD_GET_MULTI) => multi_path_records(subnet, pkeys, req),
         _ => error_response(h, req.data, status::UNSUPPORTED_METHOD_ATTR),
     }
 }
@@ -78,23 +91,20 @@ impl Out<'_> {
 /// The request's constraints: a PathRecord template and its component mask.
 struct Query<'s> {
     subnet: &'s Subnet,
+    pkeys: PkeyTables<'s>,
     t: PathRecord,
     mask: u64,
     /// Paths per (source, destination) port pair.
     per_pair: u32,
 }
 
-fn path_records(subnet: &Subnet, req: &Request<'_>) -> SaResponse {
-    path_records_bounded(subnet, req, MAX_TABLE_RECORDS)
-}
-
-fn path_records_bounded(subnet: &Subnet, req: &Request<'_>, max: u32) -> SaResponse {
+fn path_records_bounded(subnet: &Subnet, pkeys: PkeyTables<'_>, req: &Request<'_>, max: u32) -> SaResponse {
     let h = &req.header;
     let get = h.method == wire::METHOD_GET;
     let mut data = Vec::new();
     let mut sink = |b: &[u8; PATH_RECORD_SIZE]| data.extend_from_slice(b);
     let limit = if get { 1 } else { max.saturating_add(1) };
-    match run(subnet, req.data, h.component_mask, get, limit, &mut sink) {
+    match run(subnet, pkeys, req.data, h.component_mask, get, limit, &mut sink) {
         Ok(count) if count > max => error_response(h, req.data, status::NO_RESOURCES),
         Ok(count) => respond(h, data, count, get),
         Err(st) => error_response(h, req.data, st),
@@ -111,11 +121,23 @@ pub fn for_each_record(
     mask: u64,
     f: &mut dyn FnMut(&[u8; PATH_RECORD_SIZE]),
 ) -> Result<u32, u16> {
-    run(subnet, template, mask, false, u32::MAX, f)
+    run(subnet, PkeyTables::default(), template, mask, false, u32::MAX, f)
+}
+
+/// [`for_each_record`] under the P_Key tables `pkeys` (see [`answer_in`]).
+pub fn for_each_record_in(
+    subnet: &Subnet,
+    pkeys: PkeyTables<'_>,
+    template: &[u8],
+    mask: u64,
+    f: &mut dyn FnMut(&[u8; PATH_RECORD_SIZE]),
+) -> Result<u32, u16> {
+    run(subnet, pkeys, template, mask, false, u32::MAX, f)
 }
 
 fn run(
     subnet: &Subnet,
+    pkeys: PkeyTables<'_>,
     template: &[u8],
     mask: u64,
     get: bool,
@@ -132,6 +154,7 @@ fn run(
     };
     let q = Query {
         subnet,
+        pkeys,
         t,
         mask,
         per_pair,
@@ -159,7 +182,7 @@ fn respond(h: &wire::SaHeader, data: Vec<u8>, count: u32, get: bool) -> SaRespon
     SaResponse { header, data }
 }
 
-fn multi_path_records(subnet: &Subnet, req: &Request<'_>) -> SaResponse {
+fn multi_path_records(subnet: &Subnet, pkeys: PkeyTables<'_>, req: &Request<'_>) -> SaResponse {
     let h = &req.header;
     let r = match MultiPathRequest::decode(req.data, h.component_mask) {
         Ok(r) => r,
@@ -167,6 +190,7 @@ fn multi_path_records(subnet: &Subnet, req: &Request<'_>) -> SaResponse {
     };
     let q = Query {
         subnet,
+        pkeys,
         t: r.template,
         mask: r.pr_mask,
         per_pair: u32::MAX,
@@ -415,12 +439,16 @@ impl Query<'_> {
         let Some((d0, nd)) = self.lid_range(d, pr_mask::DLID, self.t.dlid) else {
             return;
         };
+        // Across a partition boundary: no path, and no walk either.
+        let Some(pkey) = self.path_pkey(s, d) else {
+            return;
+        };
         let mut found = 0u32;
         for i in 0..ns.min(nd) {
             if found >= self.per_pair || out.full() {
                 return;
             }
-            found += u32::from(self.lid_pair(w, s, d, s0 + i, d0 + i, 0, out));
+            found += u32::from(self.lid_pair(w, (s, d, pkey), s0 + i, d0 + i, 0, out));
         }
         for so in 0..ns {
             for dof in 0..nd {
@@ -430,25 +458,37 @@ impl Query<'_> {
                 if found >= self.per_pair || out.full() {
                     return;
                 }
-                found += u32::from(self.lid_pair(w, s, d, s0 + so, d0 + dof, 2, out));
+                found += u32::from(self.lid_pair(w, (s, d, pkey), s0 + so, d0 + dof, 2, out));
             }
         }
     }
 
-    /// One path from `slid` (of end port `s`) to `dlid` (of end port `d`), if the tables
-    /// deliver it and it meets the query; written to `out`.
-    #[allow(clippy::too_many_arguments)]
+    /// The P_Key of the paths between end ports `s` and `d` ([`answer_in`]): 0 for raw
+    /// traffic, the asked one when both share it, else the first they share; `None`: no path.
+    fn path_pkey(&self, s: u32, d: u32) -> Option<u16> {
+        let (m, t) = (self.mask, &self.t);
+        if m & pr_mask::RAW_TRAFFIC != 0 && t.raw_traffic {
+            return Some(0);
+        }
+        let (sg, dg) = (self.subnet.ports[s as usize].guid, self.subnet.ports[d as usize].guid);
+        if m & pr_mask::PKEY != 0 {
+            return self.pkeys.share_this_pkey(sg, dg, t.pkey).then_some(t.pkey);
+        }
+        self.pkeys.common_pkey(sg, dg)
+    }
+
+    /// One path from `slid` (of end port `s`) to `dlid` (of end port `d`) with P_Key `pkey`
+    /// (`(s, d, pkey)`), if the tables deliver it and it meets the query; written to `out`.
     fn lid_pair(
         &self,
         w: &mut impl Walker,
-        s: u32,
-        d: u32,
+        (s, d, pkey): (u32, u32, u16),
         slid: u16,
         dlid: u16,
         preference: u8,
         out: &mut Out,
     ) -> bool {
-        match self.lid_path(w, s, d, slid, dlid, preference) {
+        match self.lid_path(w, (s, d, pkey), slid, dlid, preference) {
             Some((r, _)) => {
                 out.push(&r);
                 true
@@ -461,8 +501,7 @@ impl Query<'_> {
     fn lid_path(
         &self,
         w: &mut impl Walker,
-        s: u32,
-        d: u32,
+        (s, d, pkey): (u32, u32, u16),
         slid: u16,
         dlid: u16,
         preference: u8,
@@ -489,22 +528,11 @@ impl Query<'_> {
             return None;
         }
         let raw = m & pr_mask::RAW_TRAFFIC != 0 && t.raw_traffic;
-        let pkey = if raw {
-            0
-        } else if m & pr_mask::PKEY != 0 {
-            // Only the default partition exists (full or limited membership).
-            if t.pkey & 0x7fff != 0x7fff {
-                return None;
-            }
-            t.pkey
-        } else {
-            DEFAULT_PKEY
-        };
+        let sp = &subnet.ports[s as usize];
         let loopback = s == d;
         let mtu = self.select_mtu(fwd.mtu)?;
         let rate = self.select_rate(fwd.rate)?;
         let pkt_life = self.select_pkt_life(if loopback { 0 } else { PACKET_LIFE_TIME })?;
-        let sp = &subnet.ports[s as usize];
         let r = PathRecord {
             // ServiceID, FlowLabel, HopLimit and TClass select no path: answered 0 even when in
             // the mask, as OpenSM (a HopLimit > 1 would make clients add a GRH).
@@ -585,11 +613,12 @@ impl Query<'_> {
         }
         let (s0, ns) = self.lid_range(s, 0, 0)?;
         let (d0, nd) = self.lid_range(d, 0, 0)?;
+        let pkey = self.path_pkey(s, d)?;
         let (so, dof) = (offs % u32::from(ns), offs % u32::from(nd));
         (0..u32::from(ns.min(nd))).find_map(|i| {
             let slid = s0 + ((so + i) % u32::from(ns)) as u16;
             let dlid = d0 + ((dof + i) % u32::from(nd)) as u16;
-            self.lid_path(&mut Direct, s, d, slid, dlid, 0)
+            self.lid_path(&mut Direct, (s, d, pkey), slid, dlid, 0)
         })
     }
 
@@ -677,11 +706,11 @@ mod tests {
             trusted: false,
         };
         // 4 CAs: 16 pairs x 4 LID pairs; the switch: 1 + 2 x 4 x 2.
-        let all = path_records(&s, &req);
+        let all = path_records_bounded(&s, PkeyTables::default(), &req, MAX_TABLE_RECORDS);
         assert_eq!((all.header.status, all.data.len() / 64), (0, 64 + 17));
-        let at = path_records_bounded(&s, &req, 81);
+        let at = path_records_bounded(&s, PkeyTables::default(), &req, 81);
         assert_eq!((at.header.status, at.data.len()), (0, 81 * 64));
-        let over = path_records_bounded(&s, &req, 80);
+        let over = path_records_bounded(&s, PkeyTables::default(), &req, 80);
         assert_eq!(over.header.status, status::NO_RESOURCES);
     }
 }

@@ -21,6 +21,8 @@ use crate::wire::attr;
 
 /// CapabilityMask bit: MultiPathRecord supported.
 pub const CAP_MULTIPATH: u16 = 1 << 10;
+/// CapabilityMask IsUDMulticastSupported: MCMemberRecord joins are served.
+pub const CAP_UD_MULTICAST: u16 = 1 << 9;
 /// CapabilityMask bit: PortInfoRecord CapabilityMask matched as "all these bits".
 pub const CAP_PORT_INFO_CAPMASK_MATCH: u16 = 1 << 13;
 /// CapabilityMask2 bit: PortInfoRecords for every switch port.
@@ -66,7 +68,7 @@ impl ClassPortInfo {
         ClassPortInfo {
             base_version: 1,
             class_version: crate::wire::SA_CLASS_VERSION,
-            capability_mask: CapMask(CAP_MULTIPATH | CAP_PORT_INFO_CAPMASK_MATCH),
+            capability_mask: CapMask(CAP_UD_MULTICAST | CAP_MULTIPATH | CAP_PORT_INFO_CAPMASK_MATCH),
             capability_mask2: CAP2_FULL_PORTINFO_REC | CAP2_PORT_INFO_CAPMASK2_MATCH,
             resp_time_value: 16,
             redirect_qp: 1,

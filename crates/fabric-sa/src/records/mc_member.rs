@@ -1,14 +1,36 @@
 //! MCMemberRecord (attribute 0x0038, IBA 15.2.5.17), 56 bytes (52 and 4 of padding):
-//! codec and component mask only; the multicast issue serves joins and groups.
+//! codec and component mask; joins, leaves and queries are `crate::mcast`'s.
 //!
 //! Components (OpenSM `IB_MCR_COMPMASK_*`): 0 MGID, 1 PortGID, 2 Q_Key, 3 MLID,
 //! 4 MTUSelector, 5 MTU, 6 TClass, 7 P_Key, 8 RateSelector, 9 Rate,
 //! 10 PacketLifeTimeSelector, 11 PacketLifeTime, 12 SL, 13 FlowLabel, 14 HopLimit,
-//! 15 Scope, 16 JoinState, 17 ProxyJoin. Selectors are matched as equalities here (the
-//! multicast issue decides their meaning for joins).
+//! 15 Scope, 16 JoinState, 17 ProxyJoin. Selectors are matched as equalities by
+//! [`Record::matches`](super::Record::matches); `crate::mcast` gives them their meaning.
 
 use super::{record_image, ExtraMatch, Gid};
 use crate::wire::attr;
+
+/// Component bits of an MCMemberRecord (OpenSM `IB_MCR_COMPMASK_*`).
+pub mod comp {
+    pub const MGID: u32 = 0;
+    pub const PORT_GID: u32 = 1;
+    pub const QKEY: u32 = 2;
+    pub const MLID: u32 = 3;
+    pub const MTU_SELECTOR: u32 = 4;
+    pub const MTU: u32 = 5;
+    pub const TCLASS: u32 = 6;
+    pub const PKEY: u32 = 7;
+    pub const RATE_SELECTOR: u32 = 8;
+    pub const RATE: u32 = 9;
+    pub const PKT_LIFE_SELECTOR: u32 = 10;
+    pub const PKT_LIFE: u32 = 11;
+    pub const SL: u32 = 12;
+    pub const FLOW_LABEL: u32 = 13;
+    pub const HOP_LIMIT: u32 = 14;
+    pub const SCOPE: u32 = 15;
+    pub const JOIN_STATE: u32 = 16;
+    pub const PROXY_JOIN: u32 = 17;
+}
 
 record_image! {
     /// One MCMemberRecord.

@@ -19,6 +19,7 @@ pub mod multi_path;
 pub mod node;
 pub mod notice;
 pub mod path;
+pub mod pkey_table;
 pub mod port_info;
 pub mod service;
 pub mod sm_info;
@@ -35,6 +36,7 @@ pub use multi_path::MultiPathRecord;
 pub use node::NodeRecord;
 pub use notice::Notice;
 pub use path::PathRecord;
+pub use pkey_table::PkeyTableRecord;
 pub use port_info::PortInfoRecord;
 pub use service::ServiceRecord;
 pub use sm_info::SmInfoRecord;
@@ -596,6 +598,7 @@ pub enum AnyRecord {
     Service(ServiceRecord),
     McMember(McMemberRecord),
     Path(PathRecord),
+    PkeyTable(PkeyTableRecord),
     InformInfo(InformInfo),
     InformInfoRecord(InformInfoRecord),
     Notice(Notice),
@@ -617,6 +620,7 @@ pub fn decode_any(attr: u16, raw: &[u8]) -> Option<AnyRecord> {
         a::SERVICE_RECORD => AnyRecord::Service(ServiceRecord::decode(raw).ok()?),
         a::MC_MEMBER_RECORD => AnyRecord::McMember(McMemberRecord::decode(raw).ok()?),
         a::PATH_RECORD | a::MULTI_PATH_RECORD => AnyRecord::Path(PathRecord::decode(raw).ok()?),
+        a::P_KEY_TABLE_RECORD => AnyRecord::PkeyTable(PkeyTableRecord::decode(raw).ok()?),
         a::INFORM_INFO => AnyRecord::InformInfo(InformInfo::decode(raw).ok()?),
         a::INFORM_INFO_RECORD => AnyRecord::InformInfoRecord(InformInfoRecord::decode(raw).ok()?),
         a::NOTICE => AnyRecord::Notice(Notice::decode(raw).ok()?),

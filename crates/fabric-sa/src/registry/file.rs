@@ -9,6 +9,18 @@
 //!                        "lid": 12, "qpn": 1, "sl": 0, "pkey_index": 0 } ] }
 //! ```
 //!
+//! With multicast groups the file is version 2 and has two more keys (version 1 files, and
+//! files of version 2 without them, read as no group; a registry without groups is still
+//! written as version 1, so that an older fabricd reads it):
+//!
+//! ```json
+//!   "mcast_groups": [ { "record": "<112 hex digits: the group's MCMemberRecord image>",
+//!                       "well_known": true,
+//!                       "members": [ { "port_gid": "<32 hex digits>", "join_state": 1,
+//!                                      "proxy": false } ] } ],
+//!   "mcast_next_mgid": 0
+//! ```
+//!
 //! `expires_unix_ms` is absent (or null) for an infinite lease. Unknown keys are ignored (as
 //! in the daemon's other state files). Loading checks everything and names the entry and
 //! field at fault: version, hex images, QPN range, duplicate keys, the bounds.
@@ -18,10 +30,13 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::{Registry, ServiceEntry, Subscription, MAX_SERVICE_RECORDS, MAX_SUBSCRIPTIONS};
-use crate::records::{Gid, InformInfo, Record, ServiceRecord};
+use crate::mcast::{self, Group, McastState, Member};
+use crate::records::{Gid, InformInfo, McMemberRecord, Record, ServiceRecord};
 
-/// Version of the format this code reads and writes.
-pub const REGISTRY_FILE_VERSION: u32 = 1;
+/// Version of the format this code writes when there are multicast groups (it reads 1 and 2).
+pub const REGISTRY_FILE_VERSION: u32 = 2;
+/// Version written without multicast groups (readable by a fabricd without multicast).
+pub const REGISTRY_FILE_VERSION_NO_MCAST: u32 = 1;
 
 #[derive(Clone, Serialize, Deserialize)]
 pub(super) struct RegistryFile {
@@ -30,6 +45,31 @@ pub(super) struct RegistryFile {
     service_records: Vec<ServiceRecordEntry>,
     #[serde(default)]
     subscriptions: Vec<SubscriptionEntry>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    mcast_groups: Vec<McGroupEntry>,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    mcast_next_mgid: u32,
+}
+
+fn is_zero(v: &u32) -> bool {
+    *v == 0
+}
+
+#[derive(Clone, Serialize, Deserialize)]
+struct McGroupEntry {
+    record: String,
+    #[serde(default)]
+    well_known: bool,
+    #[serde(default)]
+    members: Vec<McMemberEntry>,
+}
+
+#[derive(Clone, Serialize, Deserialize)]
+struct McMemberEntry {
+    port_gid: String,
+    join_state: u8,
+    #[serde(default)]
+    proxy: bool,
 }
 
 #[derive(Clone, Serialize, Deserialize)]
@@ -88,8 +128,36 @@ fn unhex(s: &str, n: usize, what: &str) -> Result<Vec<u8>, String> {
 
 impl From<Registry> for RegistryFile {
     fn from(r: Registry) -> Self {
+        let mcast_groups: Vec<McGroupEntry> = r
+            .mcast
+            .groups
+            .values()
+            .map(|g| {
+                let mut b = [0u8; McMemberRecord::SIZE];
+                g.rec.encode(&mut b);
+                McGroupEntry {
+                    record: hex(&b),
+                    well_known: g.well_known,
+                    members: g
+                        .members
+                        .values()
+                        .map(|m| McMemberEntry {
+                            port_gid: hex(&m.port_gid.0),
+                            join_state: m.join_state,
+                            proxy: m.proxy,
+                        })
+                        .collect(),
+                }
+            })
+            .collect();
         RegistryFile {
-            version: REGISTRY_FILE_VERSION,
+            version: if mcast_groups.is_empty() {
+                REGISTRY_FILE_VERSION_NO_MCAST
+            } else {
+                REGISTRY_FILE_VERSION
+            },
+            mcast_next_mgid: if mcast_groups.is_empty() { 0 } else { r.mcast.next_mgid },
+            mcast_groups,
             service_records: r
                 .services
                 .values()
@@ -127,9 +195,9 @@ impl TryFrom<RegistryFile> for Registry {
     type Error = String;
 
     fn try_from(f: RegistryFile) -> Result<Self, String> {
-        if f.version != REGISTRY_FILE_VERSION {
+        if f.version != REGISTRY_FILE_VERSION && f.version != REGISTRY_FILE_VERSION_NO_MCAST {
             return Err(format!(
-                "version: {} (this fabricd reads version {REGISTRY_FILE_VERSION})",
+                "version: {} (this fabricd reads versions {REGISTRY_FILE_VERSION_NO_MCAST} and {REGISTRY_FILE_VERSION})",
                 f.version
             ));
         }
@@ -188,11 +256,82 @@ impl TryFrom<RegistryFile> for Registry {
                 pkey_index: s.pkey_index,
             });
         }
+        let mcast = mcast_from_file(&f.mcast_groups, f.mcast_next_mgid)?;
         Ok(Registry {
             services,
             subscriptions,
+            mcast,
         })
     }
+}
+
+/// The multicast state of a file: every group's image, distinct MGIDs and MLIDs (in
+/// 0xC000..=0xFFFE), members with a JoinState of 1..=15.
+fn mcast_from_file(groups: &[McGroupEntry], next_mgid: u32) -> Result<McastState, String> {
+    if groups.len() > mcast::MAX_GROUPS {
+        return Err(format!(
+            "mcast_groups: {} entries (at most {})",
+            groups.len(),
+            mcast::MAX_GROUPS
+        ));
+    }
+    let mut st = McastState {
+        next_mgid,
+        ..Default::default()
+    };
+    let mut first_at = BTreeMap::new();
+    for (i, e) in groups.iter().enumerate() {
+        let b = unhex(&e.record, McMemberRecord::SIZE, &format!("mcast_groups[{i}].record"))?;
+        let rec = McMemberRecord::decode(&b).map_err(|e| format!("mcast_groups[{i}].record: {e}"))?;
+        if !(mcast::MLID_START..=mcast::MLID_END).contains(&rec.mlid) {
+            return Err(format!(
+                "mcast_groups[{i}].record: MLID {:#06x} is not a multicast LID",
+                rec.mlid
+            ));
+        }
+        if let Some(j) = first_at.insert(rec.mgid, i) {
+            return Err(format!("mcast_groups[{i}]: same MGID as mcast_groups[{j}]"));
+        }
+        if let Some(other) = st.mlids.insert(rec.mlid, rec.mgid) {
+            let j = first_at.get(&other).copied().unwrap_or_default();
+            return Err(format!(
+                "mcast_groups[{i}]: MLID {:#06x} also held by mcast_groups[{j}]",
+                rec.mlid
+            ));
+        }
+        let mut members = BTreeMap::new();
+        for (k, m) in e.members.iter().enumerate() {
+            let what = format!("mcast_groups[{i}].members[{k}]");
+            let g = unhex(&m.port_gid, 16, &format!("{what}.port_gid"))?;
+            let mut port_gid = Gid::default();
+            port_gid.0.copy_from_slice(&g);
+            if !(1..=15).contains(&m.join_state) {
+                return Err(format!("{what}.join_state: {} (1 to 15)", m.join_state));
+            }
+            if members
+                .insert(
+                    port_gid.guid(),
+                    Member {
+                        port_gid,
+                        join_state: m.join_state,
+                        proxy: m.proxy,
+                    },
+                )
+                .is_some()
+            {
+                return Err(format!("{what}: the port is already a member of this group"));
+            }
+        }
+        st.groups.insert(
+            rec.mgid,
+            Group {
+                rec,
+                well_known: e.well_known,
+                members,
+            },
+        );
+    }
+    Ok(st)
 }
 
 #[cfg(test)]
@@ -270,7 +409,7 @@ mod tests {
         let good = serde_json::to_value(sample()).unwrap();
         type Edit = Box<dyn Fn(&mut serde_json::Value)>;
         let cases: Vec<(Edit, &str)> = vec![
-            (Box::new(|v| v["version"] = 2.into()), "version: 2"),
+            (Box::new(|v| v["version"] = 3.into()), "version: 3"),
             (
                 Box::new(|v| v["service_records"][1]["record"] = "00".into()),
                 "service_records[1].record: 2 hex digits (expected 352)",

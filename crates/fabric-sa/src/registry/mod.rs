@@ -9,7 +9,8 @@
 //! * `inform`: Set(InformInfo) (subscribe, unsubscribe), InformInfoRecord Get / GetTable.
 //! * [`reports`]: which end ports went in or out of service between two snapshots, the
 //!   Notices of traps 64/65 and the subscribers they go to.
-//! * `file`: the persisted form (versioned JSON through serde), validated on load.
+//! * `file`: the persisted form (versioned JSON through serde), validated on load; the
+//!   multicast groups ([`crate::mcast`]) are persisted with the registry.
 //!
 //! Behaviour follows OpenSM (`osm_sa_service_record.c`, `osm_sa_informinfo.c`,
 //! `osm_inform.c`) except where `docs/subnet-administration.md` ("Registrations") says
@@ -24,6 +25,7 @@ mod services;
 use std::collections::BTreeMap;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use crate::mcast::{McGroup, McastState};
 use crate::records::{Gid, InformInfo, ServiceRecord};
 use crate::request::{error_response, Request, SaResponse};
 use crate::subnet::Subnet;
@@ -69,6 +71,8 @@ pub struct Subscription {
 pub struct Registry {
     services: BTreeMap<ServiceKeyId, ServiceEntry>,
     subscriptions: Vec<Subscription>,
+    /// Multicast groups and their members (changed by [`crate::SaService`]).
+    mcast: McastState,
 }
 
 /// Whether an attribute is the registry's (ServiceRecord, InformInfo, InformInfoRecord).
@@ -121,8 +125,22 @@ impl Registry {
         &self.subscriptions
     }
 
-    /// No registration at all.
+    /// No registration at all (no multicast group either).
     pub fn is_empty(&self) -> bool {
-        self.services.is_empty() && self.subscriptions.is_empty()
+        self.services.is_empty() && self.subscriptions.is_empty() && self.mcast.is_empty()
+    }
+
+    /// The multicast groups, in MLID order.
+    pub fn mcast_groups(&self) -> Vec<McGroup> {
+        self.mcast.groups()
+    }
+
+    /// The multicast state.
+    pub fn mcast(&self) -> &McastState {
+        &self.mcast
+    }
+
+    pub(crate) fn mcast_mut(&mut self) -> &mut McastState {
+        &mut self.mcast
     }
 }
