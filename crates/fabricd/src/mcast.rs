@@ -38,7 +38,7 @@ pub fn routing_groups(fabric: &Fabric, groups: &[fabric_sa::McGroup]) -> Vec<Mca
                 }
             }
             McastGroup {
-                mlid: g.mlid,
+                mlid: u32::from(g.mlid),
                 receivers,
                 senders,
             }

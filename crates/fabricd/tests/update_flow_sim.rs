@@ -319,6 +319,8 @@ fn start(five_phase: bool) -> Daemon {
             enabled: true,
             allow_physical: false,
         },
+        multicast: true,
+        partitions: Arc::default(),
     };
     let (notices, _) = broadcast::channel(1024);
     let (lp, tx) = EventLoop::new(
@@ -339,6 +341,8 @@ fn start(five_phase: bool) -> Daemon {
             watchdog: None,
             on_ready: None,
             sa: None,
+            sa_service: None,
+            mcast_changes: None,
         },
         LoopInit {
             physical,

@@ -381,6 +381,12 @@ impl EventLoop {
     /// retries a failed batch `upload_retries` times with backoff (transient errors end
     /// written); blocks still failing stay dirty and the next generation writes them again.
     fn spawn_upload(&mut self, writes: Vec<LftBlockDiff>, lids_first: bool, escape: bool) {
+        // The MFT and P_Key blocks go with the final stage (direct upload or the base stage of
+        // the five-phase update): multicast and partitions do not depend on the escape LIDs.
+        let side = match self.install.as_ref().and_then(|i| i.computed()) {
+            Some(c) if !escape => self.side_writes(&c.side),
+            _ => SideWrites::default(),
+        };
         let Some(inst) = self.install.as_mut() else {
             return;
         };
@@ -392,9 +398,6 @@ impl EventLoop {
         let fabric = c.physical.clone();
         let lids = c.lids.clone();
         let lids_changed = c.lids_changed && lids_first;
-        // The MFT and P_Key blocks go with the final stage (direct upload or the base stage of
-        // the five-phase update): multicast and partitions do not depend on the escape LIDs.
-        let side = if escape { SideWrites::default() } else { self.side_writes(&c.side) };
         let u = &self.settings.update;
         let params = UploadParams {
             batch_blocks: u.upload_batch_blocks,

@@ -96,7 +96,7 @@ impl FabricService {
         Ok((m, true))
     }
 
-    fn simulator(&self) -> Result<&Arc<dyn PacketSimulator>, Status> {
+    pub(super) fn simulator(&self) -> Result<&Arc<dyn PacketSimulator>, Status> {
         let p = self.snapshot();
         self.shared.simulator.as_ref().ok_or_else(|| {
             Status::failed_precondition(format!(

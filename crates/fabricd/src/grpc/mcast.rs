@@ -45,7 +45,7 @@ fn not_programmed(p: &Published, what: &str) -> String {
 }
 
 fn tree_of(g: &Generation, mlid: u16) -> Option<pb::McastTree> {
-    let t = g.mcast.tree(mlid)?;
+    let t = g.mcast.tree(u32::from(mlid))?;
     let f = &g.fabric;
     let root = t.root.map(|r| f.switch(r));
     Some(pb::McastTree {
@@ -58,7 +58,7 @@ fn tree_of(g: &Generation, mlid: u16) -> Option<pb::McastTree> {
                 guid: f.switch(sw).guid,
                 name: f.switch(sw).desc.clone(),
                 level: g.ranking.level_of(sw).unwrap_or(0),
-                ports: g.mcast.mfts.ports(sw, mlid).map(u32::from).collect(),
+                ports: g.mcast.mfts.ports(sw, u32::from(mlid)).map(u32::from).collect(),
             })
             .collect(),
         unreachable: t.unreachable.iter().map(|&e| f.end_port(e).port_guid).collect(),
@@ -214,7 +214,7 @@ pub fn verify_groups(sim: &dyn PacketSimulator, groups: &[fabric_sa::McGroup]) -
             .map(|m| (m.port_guid, ()))
             .collect();
         for sender in &g.members {
-            let d = match sim.flood_multicast(sender.port_guid, g.mlid) {
+            let d = match sim.flood_multicast(sender.port_guid, u32::from(g.mlid)) {
                 Ok(d) => d,
                 Err(e) => {
                     fail(
