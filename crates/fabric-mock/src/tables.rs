@@ -242,11 +242,12 @@ impl MockFabric {
             }
             PkeyPort::SwitchPort(guid, p) => {
                 let sw = self.switch_id(guid)?;
-                if p == 0 || p > self.topo.switch(sw).nports {
+                // Port 0 is the switch's management port (its own P_Key table, IBA 14.2.5.7).
+                if p > self.topo.switch(sw).nports {
                     return Err(DriverError::InvalidPort {
                         guid,
                         port: p,
-                        reason: "no such external port (P_Key table)",
+                        reason: "no such port (P_Key table)",
                     });
                 }
                 if block >= max {

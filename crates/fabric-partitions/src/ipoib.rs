@@ -89,10 +89,8 @@ impl IpoibGroup {
     }
 }
 
-/// Formats an MGID as IPv6 text with 16-bit groups (`ff12:401b:ffff:0:0:0:ffff:ffff`).
+/// Formats an MGID as IPv6 text, the longest run of zero groups compressed, as `saquery`
+/// (`inet_ntop`) prints it: `ff12:401b:ffff::ffff:ffff`.
 pub fn fmt_mgid(mgid: &[u8; 16]) -> String {
-    mgid.chunks(2)
-        .map(|c| format!("{:x}", u16::from_be_bytes([c[0], c[1]])))
-        .collect::<Vec<_>>()
-        .join(":")
+    std::net::Ipv6Addr::from(*mgid).to_string()
 }

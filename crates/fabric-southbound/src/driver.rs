@@ -330,6 +330,13 @@ pub trait SouthboundDriver: Send + Sync {
         Vec::new()
     }
 
+    /// The port the manager itself manages the fabric from (its CA port GUID, or its switch's
+    /// GUID), when the fabric has one: OpenSM's `SELF` in a partitions file, and a full member
+    /// of every partition so that every node reaches the SA. Default: none (mock, oob).
+    fn sm_port_guid(&self) -> Option<Guid> {
+        None
+    }
+
     /// What the driver learnt after its last discovery that the discovered fabric lacks (end
     /// ports or cables listed by a switch that was not fully discovered), one entry per switch.
     /// The daemon cannot route them without a new discovery and reports the fabric as not

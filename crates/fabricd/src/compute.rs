@@ -73,6 +73,9 @@ pub struct ComputeInput {
     pub previous_partitions: Option<Arc<PartitionTables>>,
     /// Also program the switch ports facing end ports (partition enforcement).
     pub enforce_switch_ports: bool,
+    /// The manager's own port ([`fabric_southbound::SouthboundDriver::sm_port_guid`]): `SELF`
+    /// in the partitions file, a full member of the default partition.
+    pub sm_port: Option<fabric_topology::Guid>,
     /// The P_Key tables the ports hold (as far as the daemon knows).
     pub installed_pkeys: Arc<PkeyState>,
     /// Ports whose whole P_Key table must be written.
@@ -108,6 +111,7 @@ impl ComputeInput {
             partitions: Arc::new(PartitionConfig::default_opensm()),
             previous_partitions: None,
             enforce_switch_ports: true,
+            sm_port: None,
             installed_pkeys: Arc::new(PkeyState::new()),
             pkey_resync: Arc::new(BTreeSet::new()),
         }
@@ -286,7 +290,7 @@ pub fn compute(input: ComputeInput) -> Result<Computed, ComputeError> {
     let partitions = fabric_partitions::resolve_with(
         &input.partitions,
         &fabric,
-        None,
+        input.sm_port,
         &fabric_partitions::ResolveOptions::default(),
         input.previous_partitions.as_deref(),
     );

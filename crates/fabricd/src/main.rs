@@ -63,6 +63,11 @@ fn main() -> ExitCode {
             eprintln!("fabricd: {}: {e}", args.config.display());
             return ExitCode::from(2);
         }
+        // And the partitions file (partitions.file), parsed as a start parses it.
+        if let Err(e) = fabricd::daemon::partition_settings(&config) {
+            eprintln!("fabricd: {}: {e}", args.config.display());
+            return ExitCode::from(2);
+        }
         // The gRPC TLS files (certificate, key, client CA) too.
         let tcp = match fabricd::daemon::check_grpc(&config) {
             Ok(t) => t.map(|t| format!(", {t}")).unwrap_or_default(),

@@ -14,10 +14,17 @@ use fabric_topology::Fabric;
 /// Per port, its whole P_Key table (bit 15 = full member; 0 = empty entry).
 pub type PkeyState = BTreeMap<PkeyPort, Vec<u16>>;
 
-/// The P_Key tables a generation programs: every end port's table and, with `enforce`, the
-/// enforcement table of the switch port facing each end port.
+/// The P_Key tables a generation programs: every end port's table, every switch's management
+/// port 0 table and, with `enforce`, the enforcement table of the switch port facing each end
+/// port.
 pub fn target(partitions: &PartitionTables, fabric: &Fabric, enforce: bool) -> PkeyState {
     let mut out = PkeyState::new();
+    for s in fabric.switch_ids() {
+        let g = fabric.switch(s).guid;
+        if let Some(t) = partitions.table(g) {
+            out.insert(PkeyPort::SwitchPort(g, 0), t.to_vec());
+        }
+    }
     for e in fabric.end_port_ids() {
         let ep = fabric.end_port(e);
         if let Some(t) = partitions.table(ep.port_guid) {
@@ -47,8 +54,10 @@ pub fn port_reachable(physical: &Fabric, port: PkeyPort) -> bool {
 }
 
 /// The blocks of `target` to write: those that differ from `installed` (a shorter table
-/// compares as zeros beyond its end), every block of the `resync` ports, nothing for ports the
-/// driver cannot reach now (returned in the second list: they stay to be written).
+/// compares as zeros beyond its end), every block of the `resync` ports, zeroed blocks for the
+/// installed ports `target` no longer programs (enforcement turned off: the driver clears the
+/// port's enforcement with its table), nothing for ports the driver cannot reach now (returned
+/// in the second list: they stay to be written).
 pub fn select_pkey_writes(
     physical: &Fabric,
     installed: &PkeyState,
@@ -58,7 +67,11 @@ pub fn select_pkey_writes(
     let mut writes = Vec::new();
     let mut skipped = Vec::new();
     let empty: Vec<u16> = Vec::new();
-    for (&port, table) in target {
+    let dropped = installed
+        .keys()
+        .filter(|p| !target.contains_key(p))
+        .map(|&p| (p, &empty));
+    for (port, table) in target.iter().map(|(&p, t)| (p, t)).chain(dropped) {
         let old = installed.get(&port).unwrap_or(&empty);
         let full = resync.contains(&port) || !installed.contains_key(&port);
         let blocks = table.len().max(old.len()).div_ceil(PKEY_BLOCK_SIZE).max(1);
@@ -100,6 +113,8 @@ fn block_of(table: &[u16], b: usize) -> [u16; PKEY_BLOCK_SIZE] {
 /// of the written ports become their target ones.
 pub fn fold_written(installed: &PkeyState, target: &PkeyState, failed: &BTreeSet<PkeyPort>, skipped: &[PkeyPort]) -> PkeyState {
     let mut out = installed.clone();
+    // Ports no longer programmed whose zeroed table went through are forgotten.
+    out.retain(|p, _| target.contains_key(p) || failed.contains(p) || skipped.contains(p));
     for (port, table) in target {
         if failed.contains(port) || skipped.contains(port) {
             continue;
@@ -142,6 +157,24 @@ mod tests {
         assert!(w.is_empty());
         let (w, _) = select_pkey_writes(&f, &target, &target, &[port].into_iter().collect());
         assert_eq!(w.len(), 1);
+    }
+
+    #[test]
+    fn ports_no_longer_programmed_get_zeroed_tables_and_are_forgotten() {
+        let f = fabric();
+        let sw = f.switch(fabric_topology::SwitchId(0)).guid;
+        let port = PkeyPort::SwitchPort(sw, 1);
+        let mut installed = PkeyState::new();
+        installed.insert(port, vec![0xffff, 0x8001]);
+        let (w, skipped) = select_pkey_writes(&f, &installed, &PkeyState::new(), &BTreeSet::new());
+        assert!(skipped.is_empty());
+        assert_eq!(w.len(), 1);
+        assert_eq!(w[0].port, port);
+        assert!(w[0].entries.iter().all(|&e| e == 0));
+        assert!(fold_written(&installed, &PkeyState::new(), &BTreeSet::new(), &[]).is_empty());
+        // Not written (failed): still known as installed, written again next time.
+        let failed: BTreeSet<PkeyPort> = [port].into_iter().collect();
+        assert_eq!(fold_written(&installed, &PkeyState::new(), &failed, &[]), installed);
     }
 
     #[test]

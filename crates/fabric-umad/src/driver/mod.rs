@@ -420,6 +420,10 @@ impl SouthboundDriver for UmadDriver {
         lids::lids_in_force(&lock(&self.inner.state))
     }
 
+    fn sm_port_guid(&self) -> Option<Guid> {
+        Some(lock(&self.inner.state).local_guid()).filter(|&g| g != 0)
+    }
+
     fn attach_sa(&self, sa: Arc<fabric_sa::SaService>) -> bool {
         sa_snapshot::attach(&self.inner, sa)
     }

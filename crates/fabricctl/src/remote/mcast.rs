@@ -202,6 +202,7 @@ pub(super) async fn partitions(c: &mut fabric_proto::Client, a: PartitionsArgs) 
             "source": r.source,
             "enforce_switch_ports": r.enforce_switch_ports,
             "not_programmed": r.not_programmed,
+            "issues": r.issues,
             "partitions": r.partitions.iter().map(|p| json!({
                 "name": p.name,
                 "pkey": format!("{:#06x}", p.pkey),
@@ -225,6 +226,9 @@ pub(super) async fn partitions(c: &mut fabric_proto::Client, a: PartitionsArgs) 
     );
     if !r.not_programmed.is_empty() {
         outln!("NOT PROGRAMMED   {}", r.not_programmed);
+    }
+    for i in &r.issues {
+        outln!("issue            {i}");
     }
     outln!("{:<24}  {:>6}  {:>5}  {:>6}  {:>7}", "PARTITION", "P_KEY", "IPOIB", "FULL", "LIMITED");
     for p in &r.partitions {

@@ -15,7 +15,9 @@ mod checks;
 mod driver;
 mod listen;
 
-pub use checks::{check_fabric_fits, check_grpc, check_recorded_lids, effective_max_lid, load_grpc_tls, rank_options};
+pub use checks::{
+    check_fabric_fits, check_grpc, check_recorded_lids, effective_max_lid, load_grpc_tls, partition_settings, rank_options,
+};
 pub use driver::{build_mock, check_driver, mock_config, open_driver, OpenedDriver};
 
 use std::path::{Path, PathBuf};
@@ -134,6 +136,8 @@ pub async fn run(opts: RunOptions, mut control: mpsc::Receiver<Control>) -> Resu
     let notifier = opts.notifier.clone();
     // TLS files first: a bad one stops the start before the fabric is touched.
     let grpc_tls = load_grpc_tls(&config)?;
+    // So does a partitions file that does not parse (read again with the loop's settings).
+    checks::partition_settings(&config)?;
 
     // Driver and discovery. Both can wait on the fabric for long (a umad device under the
     // simulator shim does not open until ibsim runs; SMPs to a dead fabric time out), so a stop

@@ -27,6 +27,9 @@ impl EventLoop {
                 self.resync.insert(id.0);
                 self.side.mft_resync.insert(id.0);
             }
+            // Its P_Key tables (port 0, enforcement on its ports) are written again too.
+            let pkeys = std::sync::Arc::make_mut(&mut self.side.installed_pkeys);
+            pkeys.retain(|p, _| !matches!(p, fabric_southbound::PkeyPort::SwitchPort(s, _) if *s == g));
         }
         if let FabricEvent::EndPortUp(g) = fe {
             // A node that comes back may have been reset: its P_Key table is written again.

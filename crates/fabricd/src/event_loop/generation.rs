@@ -97,6 +97,7 @@ impl EventLoop {
             partitions: Arc::new(self.settings.partitions.config.clone()),
             previous_partitions: self.current.as_ref().map(|g| g.partitions.clone()),
             enforce_switch_ports: self.settings.partitions.enforce_switch_ports,
+            sm_port: self.io.driver.sm_port_guid(),
             installed_pkeys: self.side.installed_pkeys.clone(),
             pkey_resync: Arc::new(self.side.pkey_resync.clone()),
         }
@@ -130,6 +131,11 @@ impl EventLoop {
             resync.clone(),
             restarted,
         );
+        self.side.routed_groups = input
+            .mcast_groups
+            .as_deref()
+            .map(|g| super::side::routing_view(g))
+            .unwrap_or_default();
         let flight = InFlight {
             job,
             seq: start.seq,
@@ -222,8 +228,14 @@ impl EventLoop {
                 // The five-phase update needs escape LIDs and tables that already hold a
                 // generation with the same LIDs (the first upload and a LID change carry no
                 // traffic that could be kept consistent: direct upload).
+                // A generation that changes no LFT entry (a multicast join, a partitions reload)
+                // moves no unicast traffic: no Unpath/Repath for the subscribers.
                 let five_phase = restarted
-                    || (self.lmc >= 1 && self.settings.update.five_phase && !c.lids_changed && self.current.is_some());
+                    || (self.lmc >= 1
+                        && self.settings.update.five_phase
+                        && !c.lids_changed
+                        && self.current.is_some()
+                        && !c.writes.is_empty());
                 if five_phase && !self.io.driver.escape_vl_status().ready {
                     // Still Prepare: the escape VL must be programmed before any traffic moves
                     // to the escape LIDs. The driver finishes (or retries) its SL-to-VL tables

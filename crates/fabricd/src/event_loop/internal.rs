@@ -33,6 +33,8 @@ pub(crate) enum Internal {
     ReadBack(ReadBack),
     /// The stages of a given-up attempt are folded into a copy of the installed tables.
     Folded(Folded),
+    /// The SA took the partitions of a committed generation.
+    PartitionsHanded,
 }
 
 /// A computation's result.

@@ -392,6 +392,7 @@ impl EventLoop {
             Internal::Persisted(p) => self.on_persisted(p),
             Internal::ReadBack(r) => self.on_read_back(r),
             Internal::Folded(f) => self.on_folded(f),
+            Internal::PartitionsHanded => self.on_partitions_handed(),
         }
     }
 

@@ -10,6 +10,8 @@ use fabric_routing::mcast::McastRouting;
 use fabric_southbound::PkeyPort;
 use fabric_topology::{fmt_guid, Guid};
 
+use super::internal::Internal;
+use super::tasks::Task;
 use super::EventLoop;
 use crate::compute::Computed;
 use crate::pkeys::PkeyState;
@@ -36,6 +38,11 @@ pub(super) struct SideTables {
     pub pkey_pending: BTreeMap<PkeyPort, String>,
     /// The partitions last handed to the SA.
     pub sa_partitions: Option<Arc<fabric_partitions::PartitionTables>>,
+    /// What routing saw of the SA's groups in the last computation ([`routing_view`]).
+    pub routed_groups: Vec<(u16, Vec<(Guid, bool)>)>,
+    /// The hand-over to the SA running, and the partitions to hand over after it.
+    pub sa_task: Option<Task>,
+    pub sa_pending: Option<Arc<fabric_partitions::PartitionTables>>,
 }
 
 impl SideTables {
@@ -69,6 +76,23 @@ impl SideTables {
         }
         why
     }
+}
+
+/// What routing sees of the SA's groups: per group with members, its MLID and its members
+/// with whether they receive.
+pub(super) fn routing_view(groups: &[fabric_sa::McGroup]) -> Vec<(u16, Vec<(Guid, bool)>)> {
+    groups
+        .iter()
+        .filter(|g| !g.members.is_empty())
+        .map(|g| {
+            let members = g
+                .members
+                .iter()
+                .map(|m| (m.port_guid, m.join_state & crate::mcast::RECEIVING_JOIN_STATES != 0))
+                .collect();
+            (g.mlid, members)
+        })
+        .collect()
 }
 
 /// `0x... ` (end port) or `0x...[port]` (switch port).
@@ -159,18 +183,52 @@ impl EventLoop {
         }
         // The SA answers PathRecords and joins with the partitions now in force (and creates
         // the IPoIB groups of new partitions) once they changed.
-        if let Some(sa) = &self.io.sa_service {
-            if self.side.sa_partitions.as_deref() != Some(&*c.partitions) {
-                sa.set_partitions(Arc::new(crate::partitions::sa_partitions(&c.partitions)));
-                self.side.sa_partitions = Some(c.partitions.clone());
+        if self.side.sa_partitions.as_deref() != Some(&*c.partitions) {
+            for issue in c.partitions.issues() {
+                tracing::warn!("partitions: {issue}");
             }
+            self.side.sa_partitions = Some(c.partitions.clone());
+            self.hand_partitions_to_sa(c.partitions.clone());
+        }
+    }
+
+    /// Hands the partitions to the SA on a blocking thread (the SA saves its registry when the
+    /// IPoIB groups change: an fsync, never on the loop), one hand-over at a time, in order.
+    fn hand_partitions_to_sa(&mut self, partitions: Arc<fabric_partitions::PartitionTables>) {
+        let Some(sa) = self.io.sa_service.clone() else {
+            return;
+        };
+        if self.side.sa_task.is_some() {
+            self.side.sa_pending = Some(partitions);
+            return;
+        }
+        self.side.sa_task = Some(self.tasks.spawn_blocking(move || {
+            sa.set_partitions(Arc::new(crate::partitions::sa_partitions(&partitions)));
+            Internal::PartitionsHanded
+        }));
+    }
+
+    /// The SA took the partitions: the next ones, if any, follow.
+    pub(super) fn on_partitions_handed(&mut self) {
+        self.side.sa_task = None;
+        if let Some(p) = self.side.sa_pending.take() {
+            self.hand_partitions_to_sa(p);
         }
     }
 
     /// The SA's multicast groups changed (a join, a leave, a group removed): a generation
-    /// routes them (coalesced like any other change).
+    /// routes them (coalesced like any other change) when what routing sees of them changed
+    /// (members and whether they receive; a group created without members, or a change of
+    /// its parameters, changes no table).
     pub(super) fn on_mcast_changed(&mut self) {
         if !self.settings.multicast || self.shutting_down.is_some() {
+            return;
+        }
+        let Some(sa) = &self.io.sa_service else {
+            return;
+        };
+        let routed = routing_view(&sa.mcast_groups());
+        if routed == self.side.routed_groups {
             return;
         }
         tracing::debug!("multicast groups changed");

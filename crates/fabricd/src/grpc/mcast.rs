@@ -189,6 +189,7 @@ impl FabricService {
             partitions,
             not_programmed: not_programmed(&p, "P_Key"),
             generation: g.number,
+            issues: g.partitions.issues().iter().map(ToString::to_string).collect(),
         }))
     }
 }
