@@ -630,6 +630,23 @@ mod tests {
     }
 
     #[test]
+    fn the_m_key_is_kept_owner_readable_only_and_a_corrupt_file_names_no_key() {
+        let d = tempfile::tempdir().unwrap();
+        let s = StateDir::open(&d.path().join("state")).unwrap();
+        assert_eq!(s.load_m_key().unwrap(), None);
+        s.save_m_key(0x7fff_0000_1234_abcd).unwrap();
+        assert_eq!(s.load_m_key().unwrap(), Some(0x7fff_0000_1234_abcd));
+        let mode = fs::metadata(s.path().join(M_KEY_FILE)).unwrap().mode() & 0o777;
+        assert_eq!(mode, 0o600, "the M_Key file is the owner's only");
+        // A later save keeps the mode (the temporary is restricted before it is written).
+        s.save_m_key(0x42).unwrap();
+        assert_eq!(fs::metadata(s.path().join(M_KEY_FILE)).unwrap().mode() & 0o777, 0o600);
+        fs::write(s.path().join(M_KEY_FILE), "0xnot-hex secret-ish\n").unwrap();
+        let e = s.load_m_key().unwrap_err().to_string();
+        assert!(e.contains("m-key") && !e.contains("secret-ish"), "{e}");
+    }
+
+    #[test]
     fn jobs_and_faults_round_trip() {
         let d = tempfile::tempdir().unwrap();
         let s = StateDir::open(d.path()).unwrap();
