@@ -1,7 +1,10 @@
 //! PathRecord answers on 648- and 3 456-node fat-trees (RLFT of 36- and 24-port switches,
 //! LMC 1), routed by Dmodc: the whole-fabric table (every end port to every end port, over the
 //! LMC ranges: streamed, not held), the table of one source, single Gets, and the snapshot
-//! update of one acknowledged LFT block. Throughput is in records (criterion's elements/s).
+//! update of one acknowledged LFT block; the whole table again with partitions (every port
+//! full member of the default partition and of one of two tenant partitions: the P_Key of
+//! each pair is looked up); a multicast send-only join + leave through the service.
+//! Throughput is in records (criterion's elements/s), or requests for the joins.
 
 use std::hint::black_box;
 use std::time::{Duration, SystemTime};
@@ -9,10 +12,13 @@ use std::time::{Duration, SystemTime};
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use fabric_ranking::{rank, RankOptions};
 use fabric_routing::{assign_lids, route_all_checked, EngineKind, Guid2Lid, RoutingContext, IB_MAX_UNICAST_LID};
+use fabric_sa::mcast::join_state;
+use fabric_sa::partitions::PkeyTables;
+use fabric_sa::records::{Gid, McMemberRecord, Record};
 use fabric_sa::registry::Registry;
 use fabric_sa::subnet::{from_model, Escape, SmData};
 use fabric_sa::wire::{self, attr, SaHeader, MAD_SIZE, SA_HEADER_SIZE};
-use fabric_sa::{path, Request, Requester, SaService, Subnet};
+use fabric_sa::{path, Partitions, Request, Requester, SaService, Subnet};
 use fabric_topology::gen::generate_str;
 
 fn subnet(spec: &str) -> (Subnet, Vec<(u64, u16)>) {
@@ -76,6 +82,38 @@ fn bench(c: &mut Criterion) {
             });
         });
 
+        // The same with partitions: half the ports in tenant 1, half in tenant 2, all in the
+        // default partition as limited members but the switches' port 0 (full).
+        let parts = Partitions {
+            tables: s
+                .ports
+                .iter()
+                .enumerate()
+                .map(|(i, p)| {
+                    let sw = s.nodes[p.node as usize].is_switch();
+                    (
+                        p.guid,
+                        if sw {
+                            vec![0xffff]
+                        } else {
+                            vec![0x7fff, 0x8001 + (i % 2) as u16]
+                        },
+                    )
+                })
+                .collect(),
+            ipoib_groups: Vec::new(),
+        };
+        let pk = PkeyTables::new(Some(&parts));
+        let split = path::for_each_record_in(&s, pk, &[0; 64], 0, &mut |_| {}).unwrap();
+        g.throughput(Throughput::Elements(u64::from(split)));
+        g.bench_function("whole_fabric_partitioned", |b| {
+            b.iter(|| {
+                let mut sum = 0u64;
+                let n = path::for_each_record_in(&s, pk, &[0; 64], 0, &mut |r| sum += u64::from(r[51])).unwrap();
+                black_box((n, sum))
+            });
+        });
+
         // All paths from one source (SGID given), the answer built as the transport gets it.
         let mut t = [0u8; 64];
         t[24..32].copy_from_slice(&0xfe80_0000_0000_0000u64.to_be_bytes());
@@ -111,6 +149,52 @@ fn bench(c: &mut Criterion) {
         g.throughput(Throughput::Elements(1));
         g.bench_function("apply_one_lft_block", |b| {
             b.iter(|| sa.apply_lft_blocks(&[(guid, 0, [1; 64])]));
+        });
+
+        // A send-only member joins a group (one full member) and leaves: two requests.
+        sa.set_serving(true);
+        let (a, b) = (eps[0], eps[1]);
+        let mut mgid = [0u8; 16];
+        mgid[..2].copy_from_slice(&[0xff, 0x15]);
+        mgid[15] = 1;
+        let rec = |guid: u64, state: u8| McMemberRecord {
+            mgid: Gid(mgid),
+            port_gid: Gid::new(0xfe80_0000_0000_0000, guid),
+            qkey: 0x0b1b,
+            pkey: 0xffff,
+            join_state: state,
+            ..Default::default()
+        };
+        let mc = |method: u8, mask: u64, r: &McMemberRecord| {
+            let h = SaHeader {
+                class_version: wire::SA_CLASS_VERSION,
+                method,
+                attr_id: attr::MC_MEMBER_RECORD,
+                component_mask: mask,
+                ..SaHeader::default()
+            };
+            let mut m = [0u8; MAD_SIZE];
+            h.encode(&mut m);
+            r.encode(&mut m[SA_HEADER_SIZE..]);
+            m
+        };
+        let from = |lid: u16| Requester {
+            lid,
+            qpn: 1,
+            ..Default::default()
+        };
+        let create = mc(wire::METHOD_SET, 0x1_30c7, &rec(a.0, join_state::FULL));
+        let r = sa.handle(&create, &from(a.1), SystemTime::UNIX_EPOCH).unwrap();
+        assert_eq!(r.header.status, 0);
+        let join = mc(wire::METHOD_SET, 0x1_0003, &rec(b.0, join_state::SEND_ONLY_NON));
+        let leave = mc(wire::METHOD_DELETE, 0x1_0003, &rec(b.0, join_state::SEND_ONLY_NON));
+        g.throughput(Throughput::Elements(2));
+        g.bench_function("mcast_send_only_join_leave", |bn| {
+            bn.iter(|| {
+                let j = sa.handle(&join, &from(b.1), SystemTime::UNIX_EPOCH).unwrap();
+                let l = sa.handle(&leave, &from(b.1), SystemTime::UNIX_EPOCH).unwrap();
+                black_box((j.header.status, l.header.status))
+            });
         });
         g.finish();
     }

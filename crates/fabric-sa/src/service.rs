@@ -165,7 +165,8 @@ impl SaService {
     ///
     /// While serving, the multicast members whose port went out of service leave their
     /// groups (all JoinState bits), as OpenSM drops them with the port; a group left without
-    /// full member is deleted and its MLID released (well-known groups stay).
+    /// full member is deleted and its MLID released (well-known groups stay). The registry is
+    /// then saved on the caller's thread (the publisher waits for that save, never a reader).
     pub fn publish(&self, subnet: Subnet) {
         let new = Arc::new(subnet);
         let old = self.subnet.swap(Arc::clone(&new));
