@@ -337,6 +337,14 @@ pub trait SouthboundDriver: Send + Sync {
         None
     }
 
+    /// Problems of the fabric's configuration the driver found that do not stop it (one line
+    /// each, naming the switch): oob agents without VLs for the escape traffic, agents that
+    /// refuse or cannot take the management key. Polled by the daemon after every commit; a
+    /// new line is logged as a warning. Default: none.
+    fn configuration_warnings(&self) -> Vec<String> {
+        Vec::new()
+    }
+
     /// What the driver learnt after its last discovery that the discovered fabric lacks (end
     /// ports or cables listed by a switch that was not fully discovered), one entry per switch.
     /// The daemon cannot route them without a new discovery and reports the fabric as not

@@ -161,6 +161,10 @@ impl OobDriver {
 
 #[async_trait]
 impl SouthboundDriver for OobDriver {
+    fn configuration_warnings(&self) -> Vec<String> {
+        OobDriver::configuration_warnings(self)
+    }
+
     fn caps(&self) -> DriverCaps {
         let from_agents = self
             .inner

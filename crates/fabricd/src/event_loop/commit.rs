@@ -341,6 +341,7 @@ impl EventLoop {
             timings: timings.clone(),
         });
         self.poll_topology_gaps();
+        self.poll_configuration_warnings();
         let status = self.installation().status_line(number);
         if first {
             if let Some(f) = self.io.on_ready.take() {

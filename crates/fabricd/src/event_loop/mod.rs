@@ -257,8 +257,10 @@ impl EventLoop {
             installed_lids: None,
             dirty: BTreeSet::new(),
             side: side::SideTables {
-                // The first generation writes every MFT whole (stale groups of an earlier
-                // manager are cleared); every P_Key table is written (none known installed).
+                // The first generation writes every switch's MFT blocks in use whole (entries an
+                // earlier manager left there are overwritten; blocks beyond the highest MLID in
+                // use are not read nor cleared); every P_Key table is written (none known
+                // installed).
                 mft_resync: all_switches.clone(),
                 ..side::SideTables::default()
             },

@@ -38,6 +38,8 @@ pub(super) struct SideTables {
     pub pkey_pending: BTreeMap<PkeyPort, String>,
     /// The partitions last handed to the SA.
     pub sa_partitions: Option<Arc<fabric_partitions::PartitionTables>>,
+    /// The driver's configuration warnings last logged.
+    pub config_warnings: Vec<String>,
     /// What routing saw of the SA's groups in the last computation ([`routing_view`]).
     pub routed_groups: Vec<(u16, Vec<(Guid, bool)>)>,
     /// The hand-over to the SA running, and the partitions to hand over after it.
@@ -214,6 +216,16 @@ impl EventLoop {
         if let Some(p) = self.side.sa_pending.take() {
             self.hand_partitions_to_sa(p);
         }
+    }
+
+    /// Logs the driver's configuration warnings that are new since the last poll (an oob
+    /// agent that refuses the management key, or has no VL for the escape traffic).
+    pub(super) fn poll_configuration_warnings(&mut self) {
+        let now = self.io.driver.configuration_warnings();
+        for w in now.iter().filter(|w| !self.side.config_warnings.contains(w)) {
+            tracing::warn!(driver = self.driver_name, "{w}");
+        }
+        self.side.config_warnings = now;
     }
 
     /// The SA's multicast groups changed (a join, a leave, a group removed): a generation
