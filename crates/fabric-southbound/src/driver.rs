@@ -265,7 +265,12 @@ pub trait SouthboundDriver: Send + Sync {
 
     /// Reads one MFT block (one position) back from a switch; never written reads as all 0.
     /// Default: unsupported.
-    async fn read_mft_block(&self, switch: Guid, block: u32, position: u8) -> Result<[u16; MFT_BLOCK_SIZE], DriverError> {
+    async fn read_mft_block(
+        &self,
+        switch: Guid,
+        block: u32,
+        position: u8,
+    ) -> Result<[u16; MFT_BLOCK_SIZE], DriverError> {
         let _ = (switch, block, position);
         Err(DriverError::Unsupported("multicast forwarding tables"))
     }

@@ -11,13 +11,13 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Instant;
 
+use fabric_partitions::{PartitionConfig, PartitionTables};
 use fabric_ranking::{rank, RankOptions, Ranking};
+use fabric_routing::mcast::McastRouting;
 use fabric_routing::{
     assign_lids, check, route_all_checked, EngineKind, Guid2Lid, LftBlockDiff, Lfts, LidPlan, NodeGroups, RoutingCheck,
     RoutingContext, BLOCK_SIZE,
 };
-use fabric_partitions::{PartitionConfig, PartitionTables};
-use fabric_routing::mcast::McastRouting;
 use fabric_southbound::PkeyPort;
 use fabric_topology::{Fabric, FabricEvent, Lid, SwitchId};
 
@@ -286,7 +286,8 @@ pub fn compute(input: ComputeInput) -> Result<Computed, ComputeError> {
         Some(groups) => crate::mcast::route(&fabric, &ranking, groups),
         None => McastRouting::default(),
     };
-    let (mft, mft_skipped) = crate::mcast::select_mft_writes(&physical, &input.installed_mcast.mfts, &mcast.mfts, &input.mft_resync);
+    let (mft, mft_skipped) =
+        crate::mcast::select_mft_writes(&physical, &input.installed_mcast.mfts, &mcast.mfts, &input.mft_resync);
     let partitions = fabric_partitions::resolve_with(
         &input.partitions,
         &fabric,

@@ -411,7 +411,9 @@ impl StateDir {
             Some(m) => f.set_permissions(fs::Permissions::from_mode(m)),
             None => Ok(()),
         };
-        let written = restricted.and_then(|()| f.write_all(contents)).and_then(|()| f.sync_all());
+        let written = restricted
+            .and_then(|()| f.write_all(contents))
+            .and_then(|()| f.sync_all());
         drop(f);
         if let Err(e) = written {
             let _ = fs::remove_file(&tmp);
@@ -448,9 +450,7 @@ impl StateDir {
             return Ok(None);
         };
         let t = text.trim();
-        let parsed = t
-            .strip_prefix("0x")
-            .and_then(|h| u64::from_str_radix(h, 16).ok());
+        let parsed = t.strip_prefix("0x").and_then(|h| u64::from_str_radix(h, 16).ok());
         parsed.map(Some).ok_or_else(|| PersistError::Corrupt {
             path: self.file(M_KEY_FILE),
             // Never the content: it is a secret.

@@ -111,7 +111,12 @@ fn block_of(table: &[u16], b: usize) -> [u16; PKEY_BLOCK_SIZE] {
 
 /// `installed` after `writes` went through but for the ports listed in `failed`: the tables
 /// of the written ports become their target ones.
-pub fn fold_written(installed: &PkeyState, target: &PkeyState, failed: &BTreeSet<PkeyPort>, skipped: &[PkeyPort]) -> PkeyState {
+pub fn fold_written(
+    installed: &PkeyState,
+    target: &PkeyState,
+    failed: &BTreeSet<PkeyPort>,
+    skipped: &[PkeyPort],
+) -> PkeyState {
     let mut out = installed.clone();
     // Ports no longer programmed whose zeroed table went through are forgotten.
     out.retain(|p, _| target.contains_key(p) || failed.contains(p) || skipped.contains(p));
@@ -182,9 +187,7 @@ mod tests {
         let f = fabric();
         let e = fabric_topology::EndPortId(1);
         let g = f.end_port(e).port_guid;
-        let down = f
-            .apply(&[fabric_topology::FabricEvent::EndPortDown(g)])
-            .unwrap();
+        let down = f.apply(&[fabric_topology::FabricEvent::EndPortDown(g)]).unwrap();
         let mut target = PkeyState::new();
         target.insert(PkeyPort::EndPort(g), vec![0xffff]);
         let (w, skipped) = select_pkey_writes(&down, &PkeyState::new(), &target, &BTreeSet::new());

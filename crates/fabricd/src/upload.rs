@@ -218,7 +218,10 @@ pub async fn upload_side(driver: Arc<dyn SouthboundDriver>, writes: SideWrites, 
         let (driver, sem, p) = (driver.clone(), sem.clone(), p.clone());
         let h = set.spawn(async move {
             let _permit = sem.acquire_owned().await.ok();
-            (key, with_retries(&p, "P_Key", || driver.write_pkey_blocks(&batch)).await)
+            (
+                key,
+                with_retries(&p, "P_Key", || driver.write_pkey_blocks(&batch)).await,
+            )
         });
         tasks.insert(h.id(), key);
     }

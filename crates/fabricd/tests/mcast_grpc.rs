@@ -73,7 +73,13 @@ async fn join(c: &mut Client, mgid: [u8; 16], port: u64, join_state: u8) -> pb::
 
 async fn leave(c: &mut Client, mgid: [u8; 16], port: u64, join_state: u8) -> pb::SaQueryResponse {
     let mask = comp::MGID | comp::PORT_GID | comp::JOIN_STATE;
-    sa(c, pb::SaMethod::Delete, mask, member_record(mgid, port, join_state, 0, 0)).await
+    sa(
+        c,
+        pb::SaMethod::Delete,
+        mask,
+        member_record(mgid, port, join_state, 0, 0),
+    )
+    .await
 }
 
 async fn groups(c: &mut Client, trees: bool) -> pb::ListMulticastGroupsResponse {
@@ -145,7 +151,11 @@ fn joins_make_trees_that_deliver_exactly_once_and_leaves_free_the_mlid() {
             .find(|g| g.mgid.starts_with("ff12:401b:ffff"))
             .unwrap_or_else(|| panic!("no IPoIB broadcast group: {r:?}"));
         assert!(bcast.well_known && bcast.members.is_empty(), "{bcast:?}");
-        assert_eq!((bcast.mlid, bcast.pkey, bcast.qkey), (0xc000, 0xffff, 0x0b1b), "{bcast:?}");
+        assert_eq!(
+            (bcast.mlid, bcast.pkey, bcast.qkey),
+            (0xc000, 0xffff, 0x0b1b),
+            "{bcast:?}"
+        );
         let bcast_mgid = bcast.mgid.clone();
 
         // Ten full members and two send-only members join the broadcast group.
@@ -174,7 +184,9 @@ fn joins_make_trees_that_deliver_exactly_once_and_leaves_free_the_mlid() {
             .next()
             .expect("a top switch port in the tree");
         let before = status(&mut c).await.generation;
-        c.inject_fault(link_req(sw, port, false, true, true)).await.expect("link down");
+        c.inject_fault(link_req(sw, port, false, true, true))
+            .await
+            .expect("link down");
         wait_status(&d, &mut c, "generation after the fault", Duration::from_secs(30), |s| {
             s.generation > before
         })
@@ -238,7 +250,10 @@ fn joins_make_trees_that_deliver_exactly_once_and_leaves_free_the_mlid() {
             .unwrap_or_else(|| panic!("fabricctl mcast does not list {}: {j}", created.mgid))
             .clone();
         assert_eq!(listed["members"].as_array().map(Vec::len), Some(2), "{listed}");
-        assert!(listed["tree"]["switches"].as_array().is_some_and(|s| !s.is_empty()), "{listed}");
+        assert!(
+            listed["tree"]["switches"].as_array().is_some_and(|s| !s.is_empty()),
+            "{listed}"
+        );
 
         // Both leave: the group is gone and its MLID free; the broadcast group's members leave
         // too, the group stays (well-known) with an empty tree.
@@ -259,7 +274,11 @@ fn joins_make_trees_that_deliver_exactly_once_and_leaves_free_the_mlid() {
         loop {
             let r = groups(&mut c, true).await;
             let gone = !r.groups.iter().any(|g| g.mlid == created.mlid);
-            let b = r.groups.iter().find(|g| g.mgid == bcast_mgid).expect("broadcast group stays");
+            let b = r
+                .groups
+                .iter()
+                .find(|g| g.mgid == bcast_mgid)
+                .expect("broadcast group stays");
             let empty = b.members.is_empty() && b.tree.as_ref().is_none_or(|t| t.switches.is_empty());
             if gone && empty {
                 break;
@@ -351,7 +370,12 @@ fn partitions_separate_tenants_and_a_reload_moves_a_node() {
         // Tenants: blue {a, b}, red {x, y}; everybody only a limited member of Default (the
         // SM's port would be full; the mock has none), so blue and red share nothing.
         let conf = |blue: &[u64], red: &[u64]| {
-            let list = |v: &[u64]| v.iter().map(|g| format!("{g:#018x}=full")).collect::<Vec<_>>().join(", ");
+            let list = |v: &[u64]| {
+                v.iter()
+                    .map(|g| format!("{g:#018x}=full"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
             format!(
                 "Default=0x7fff : ALL=limited ;\nblue=0x0b01, ipoib : {} ;\nred=0x0b02 : {} ;\n",
                 list(blue),
@@ -361,9 +385,13 @@ fn partitions_separate_tenants_and_a_reload_moves_a_node() {
         std::fs::write(&file, conf(&[a, b], &[x, y])).expect("write partitions");
         let g0 = status(&mut c).await.generation;
         d.signal(libc_sighup());
-        wait_status(&d, &mut c, "generation after the reload", Duration::from_secs(30), |s| {
-            s.generation > g0 && s.phase == pb::Phase::Idle as i32 && s.ready
-        })
+        wait_status(
+            &d,
+            &mut c,
+            "generation after the reload",
+            Duration::from_secs(30),
+            |s| s.generation > g0 && s.phase == pb::Phase::Idle as i32 && s.ready,
+        )
         .await;
         let t = Instant::now();
         loop {
@@ -382,12 +410,18 @@ fn partitions_separate_tenants_and_a_reload_moves_a_node() {
         }
         // The mock's data plane enforces the P_Key tables the daemon programmed.
         let (ok, out) = fabricctl(&d, &["trace", &format!("{a:#018x}"), &format!("{x:#018x}")]);
-        assert!(!ok && out.contains("share no partition"), "a -> x must be refused by the ports: {out}");
+        assert!(
+            !ok && out.contains("share no partition"),
+            "a -> x must be refused by the ports: {out}"
+        );
         let (ok, out) = fabricctl(&d, &["trace", &format!("{a:#018x}"), &format!("{b:#018x}")]);
         assert!(ok, "a -> b: {out}");
         // `fabricctl partitions` lists them; the blue IPoIB group exists.
         let (ok, out) = fabricctl(&d, &["partitions", "--members"]);
-        assert!(ok && out.contains("blue") && out.contains("0xb01") && out.contains("red"), "{out}");
+        assert!(
+            ok && out.contains("blue") && out.contains("0xb01") && out.contains("red"),
+            "{out}"
+        );
         let r = groups(&mut c, false).await;
         assert!(r.groups.iter().any(|g| g.mgid.starts_with("ff12:401b:8b01")), "{r:?}");
 
@@ -395,9 +429,13 @@ fn partitions_separate_tenants_and_a_reload_moves_a_node() {
         std::fs::write(&file, conf(&[a, b, x], &[y])).expect("write partitions");
         let g1 = status(&mut c).await.generation;
         d.signal(libc_sighup());
-        wait_status(&d, &mut c, "generation after the second reload", Duration::from_secs(30), |s| {
-            s.generation > g1 && s.phase == pb::Phase::Idle as i32 && s.ready
-        })
+        wait_status(
+            &d,
+            &mut c,
+            "generation after the second reload",
+            Duration::from_secs(30),
+            |s| s.generation > g1 && s.phase == pb::Phase::Idle as i32 && s.ready,
+        )
         .await;
         let t = Instant::now();
         loop {
@@ -420,10 +458,18 @@ fn partitions_separate_tenants_and_a_reload_moves_a_node() {
         d.signal(libc_sighup());
         let t = Instant::now();
         while !d.log_text().contains("reload refused") {
-            assert!(t.elapsed() < Duration::from_secs(20), "no refusal logged:\n{}", d.log_text());
+            assert!(
+                t.elapsed() < Duration::from_secs(20),
+                "no refusal logged:\n{}",
+                d.log_text()
+            );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        assert!(d.log_text().contains("partitions.conf:2"), "the error names file and line:\n{}", d.log_text());
+        assert!(
+            d.log_text().contains("partitions.conf:2"),
+            "the error names file and line:\n{}",
+            d.log_text()
+        );
         let (_, pk_ax) = path_pkeys(&mut c, a, x).await;
         assert!(!pk_ax.is_empty(), "the partitions in force stay");
     });

@@ -168,7 +168,12 @@ pub(super) async fn mcast(c: &mut fabric_proto::Client, a: McastArgs) -> Result<
         );
         if a.mlid.is_some() || a.trees {
             for m in &g.members {
-                outln!("    member {} {} ({})", guid(m.port_guid), m.name, join_state_text(m.join_state));
+                outln!(
+                    "    member {} {} ({})",
+                    guid(m.port_guid),
+                    m.name,
+                    join_state_text(m.join_state)
+                );
             }
         }
         if let Some(t) = &g.tree {
@@ -230,7 +235,14 @@ pub(super) async fn partitions(c: &mut fabric_proto::Client, a: PartitionsArgs) 
     for i in &r.issues {
         outln!("issue            {i}");
     }
-    outln!("{:<24}  {:>6}  {:>5}  {:>6}  {:>7}", "PARTITION", "P_KEY", "IPOIB", "FULL", "LIMITED");
+    outln!(
+        "{:<24}  {:>6}  {:>5}  {:>6}  {:>7}",
+        "PARTITION",
+        "P_KEY",
+        "IPOIB",
+        "FULL",
+        "LIMITED"
+    );
     for p in &r.partitions {
         let full = p.members.iter().filter(|m| m.full).count();
         outln!(

@@ -16,7 +16,8 @@ mod driver;
 mod listen;
 
 pub use checks::{
-    check_fabric_fits, check_grpc, check_recorded_lids, effective_max_lid, load_grpc_tls, partition_settings, rank_options,
+    check_fabric_fits, check_grpc, check_recorded_lids, effective_max_lid, load_grpc_tls, partition_settings,
+    rank_options,
 };
 pub use driver::{build_mock, check_driver, mock_config, open_driver, OpenedDriver};
 

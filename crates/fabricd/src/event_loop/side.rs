@@ -181,7 +181,8 @@ impl EventLoop {
         if !s.mft_pending.is_empty() || !s.pkey_pending.is_empty() {
             let why = s.not_programmed().join("; ");
             tracing::error!("{why}; retrying");
-            self.schedule.retry_later(tokio::time::Instant::now(), &self.settings.update);
+            self.schedule
+                .retry_later(tokio::time::Instant::now(), &self.settings.update);
         }
         // The SA answers PathRecords and joins with the partitions now in force (and creates
         // the IPoIB groups of new partitions) once they changed.

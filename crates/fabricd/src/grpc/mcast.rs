@@ -117,7 +117,10 @@ impl FabricService {
             });
         }
         if r.mlid != 0 && out.is_empty() {
-            return Err(Status::not_found(format!("no multicast group with MLID {:#06x}", r.mlid)));
+            return Err(Status::not_found(format!(
+                "no multicast group with MLID {:#06x}",
+                r.mlid
+            )));
         }
         Ok(Response::new(pb::ListMulticastGroupsResponse {
             generation: p.generation(),
@@ -254,7 +257,11 @@ pub fn verify_groups(sim: &dyn PacketSimulator, groups: &[fabric_sa::McGroup]) -
                 if *port == sender.port_guid {
                     fail(
                         &mut out,
-                        format!("MLID {:#06x}: {n} cop(ies) came back to the sender {}", g.mlid, fmt_guid(*port)),
+                        format!(
+                            "MLID {:#06x}: {n} cop(ies) came back to the sender {}",
+                            g.mlid,
+                            fmt_guid(*port)
+                        ),
                     );
                 } else if !receivers.contains_key(port) {
                     fail(
