@@ -78,6 +78,11 @@ pub struct ComputeInput {
     pub sm_port: Option<fabric_topology::Guid>,
     /// The P_Key tables the ports hold (as far as the daemon knows).
     pub installed_pkeys: Arc<PkeyState>,
+    /// The resolved partitions and P_Key tables of the installed generation, when they were
+    /// computed from the same partitions, manager port and enforcement: they depend on nothing
+    /// else (the model keeps every port, live or not, and its cabling), so a fault does not
+    /// pay for resolving them again.
+    pub reuse_partitions: Option<(Arc<PartitionTables>, Arc<PkeyState>)>,
     /// Ports whose whole P_Key table must be written.
     pub pkey_resync: Arc<BTreeSet<PkeyPort>>,
 }
@@ -113,9 +118,18 @@ impl ComputeInput {
             enforce_switch_ports: true,
             sm_port: None,
             installed_pkeys: Arc::new(PkeyState::new()),
+            reuse_partitions: None,
             pkey_resync: Arc::new(BTreeSet::new()),
         }
     }
+}
+
+/// What the resolved partitions and P_Key tables of a generation depend on.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PartitionsKey {
+    pub config: Arc<PartitionConfig>,
+    pub sm_port: Option<fabric_topology::Guid>,
+    pub enforce_switch_ports: bool,
 }
 
 /// Result of the optional checks (`[routing] validate`) of a new generation.
@@ -173,6 +187,8 @@ pub struct Computed {
     pub mft_skipped: Vec<u32>,
     /// Ports whose P_Key table changed but cannot be reached now (written when they are back).
     pub pkey_skipped: Vec<PkeyPort>,
+    /// What [`Computed::partitions`] and [`Computed::pkeys`] were computed from.
+    pub partitions_key: PartitionsKey,
     /// The switches whose whole MFT this generation writes ([`ComputeInput::mft_resync`]).
     pub mft_resync_covered: Arc<BTreeSet<u32>>,
     /// The ports whose whole P_Key table this generation writes.
@@ -288,14 +304,20 @@ pub fn compute(input: ComputeInput) -> Result<Computed, ComputeError> {
     };
     let (mft, mft_skipped) =
         crate::mcast::select_mft_writes(&physical, &input.installed_mcast.mfts, &mcast.mfts, &input.mft_resync);
-    let partitions = fabric_partitions::resolve_with(
-        &input.partitions,
-        &fabric,
-        input.sm_port,
-        &fabric_partitions::ResolveOptions::default(),
-        input.previous_partitions.as_deref(),
-    );
-    let pkeys = crate::pkeys::target(&partitions, &fabric, input.enforce_switch_ports);
+    let (partitions, pkeys) = match &input.reuse_partitions {
+        Some((p, k)) => (p.clone(), k.clone()),
+        None => {
+            let p = fabric_partitions::resolve_with(
+                &input.partitions,
+                &fabric,
+                input.sm_port,
+                &fabric_partitions::ResolveOptions::default(),
+                input.previous_partitions.as_deref(),
+            );
+            let k = crate::pkeys::target(&p, &fabric, input.enforce_switch_ports);
+            (Arc::new(p), Arc::new(k))
+        }
+    };
     let (pkey, pkey_skipped) =
         crate::pkeys::select_pkey_writes(&physical, &input.installed_pkeys, &pkeys, &input.pkey_resync);
     Ok(Computed {
@@ -315,8 +337,13 @@ pub fn compute(input: ComputeInput) -> Result<Computed, ComputeError> {
         routing_check: Arc::new(routing_check),
         ports_in_use,
         mcast: Arc::new(mcast),
-        partitions: Arc::new(partitions),
-        pkeys: Arc::new(pkeys),
+        partitions,
+        pkeys,
+        partitions_key: PartitionsKey {
+            config: input.partitions.clone(),
+            sm_port: input.sm_port,
+            enforce_switch_ports: input.enforce_switch_ports,
+        },
         side: SideWrites { mft, pkey },
         mft_skipped,
         pkey_skipped,

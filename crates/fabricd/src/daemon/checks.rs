@@ -170,7 +170,7 @@ pub fn partition_settings(cfg: &Config) -> Result<PartitionSettings, DaemonError
         }
     };
     Ok(PartitionSettings {
-        config,
+        config: Arc::new(config),
         file: cfg.partitions.file.clone(),
         enforce_switch_ports: cfg.partitions.enforce_switch_ports,
     })

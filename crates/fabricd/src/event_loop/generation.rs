@@ -94,10 +94,11 @@ impl EventLoop {
             },
             installed_mcast: self.side.installed_mcast.clone(),
             mft_resync: Arc::new(self.side.mft_resync.clone()),
-            partitions: Arc::new(self.settings.partitions.config.clone()),
+            partitions: self.settings.partitions.config.clone(),
             previous_partitions: self.current.as_ref().map(|g| g.partitions.clone()),
             enforce_switch_ports: self.settings.partitions.enforce_switch_ports,
             sm_port: self.io.driver.sm_port_guid(),
+            reuse_partitions: self.reusable_partitions(),
             installed_pkeys: self.side.installed_pkeys.clone(),
             pkey_resync: Arc::new(self.side.pkey_resync.clone()),
         }

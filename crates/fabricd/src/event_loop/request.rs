@@ -177,7 +177,7 @@ pub struct LoopSettings {
 /// The partitions in force and where they come from.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PartitionSettings {
-    pub config: fabric_partitions::PartitionConfig,
+    pub config: Arc<fabric_partitions::PartitionConfig>,
     /// The file read, or `None` for OpenSM's default partition.
     pub file: Option<std::path::PathBuf>,
     /// Program the switch ports facing end ports too (partition enforcement).
@@ -187,7 +187,7 @@ pub struct PartitionSettings {
 impl Default for PartitionSettings {
     fn default() -> Self {
         PartitionSettings {
-            config: fabric_partitions::PartitionConfig::default_opensm(),
+            config: Arc::new(fabric_partitions::PartitionConfig::default_opensm()),
             file: None,
             enforce_switch_ports: true,
         }

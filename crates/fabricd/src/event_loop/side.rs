@@ -38,6 +38,13 @@ pub(super) struct SideTables {
     pub pkey_pending: BTreeMap<PkeyPort, String>,
     /// The partitions last handed to the SA.
     pub sa_partitions: Option<Arc<fabric_partitions::PartitionTables>>,
+    /// The partitions and P_Key tables of the last committed generation and what they were
+    /// resolved from (reused while that does not change).
+    pub resolved: Option<(
+        crate::compute::PartitionsKey,
+        Arc<fabric_partitions::PartitionTables>,
+        Arc<PkeyState>,
+    )>,
     /// The driver's configuration warnings last logged.
     pub config_warnings: Vec<String>,
     /// What routing saw of the SA's groups in the last computation ([`routing_view`]).
@@ -184,6 +191,7 @@ impl EventLoop {
             self.schedule
                 .retry_later(tokio::time::Instant::now(), &self.settings.update);
         }
+        s.resolved = Some((c.partitions_key.clone(), c.partitions.clone(), c.pkeys.clone()));
         // The SA answers PathRecords and joins with the partitions now in force (and creates
         // the IPoIB groups of new partitions) once they changed.
         if self.side.sa_partitions.as_deref() != Some(&*c.partitions) {
@@ -227,6 +235,17 @@ impl EventLoop {
             tracing::warn!(driver = self.driver_name, "{w}");
         }
         self.side.config_warnings = now;
+    }
+
+    /// The installed generation's partitions and P_Key tables when the next computation would
+    /// resolve the same ones (same partitions, manager port and enforcement).
+    pub(super) fn reusable_partitions(&self) -> Option<(Arc<fabric_partitions::PartitionTables>, Arc<PkeyState>)> {
+        let (key, partitions, pkeys) = self.side.resolved.as_ref()?;
+        let s = &self.settings.partitions;
+        let same = *key.config == *s.config
+            && key.enforce_switch_ports == s.enforce_switch_ports
+            && key.sm_port == self.io.driver.sm_port_guid();
+        same.then(|| (partitions.clone(), pkeys.clone()))
     }
 
     /// The SA's multicast groups changed (a join, a leave, a group removed): a generation
