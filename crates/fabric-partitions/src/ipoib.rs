@@ -92,5 +92,26 @@ impl IpoibGroup {
 /// Formats an MGID as IPv6 text, the longest run of zero groups compressed, as `saquery`
 /// (`inet_ntop`) prints it: `ff12:401b:ffff::ffff:ffff`.
 pub fn fmt_mgid(mgid: &[u8; 16]) -> String {
-    std::net::Ipv6Addr::from(*mgid).to_string()
+    let g: Vec<u16> = mgid.chunks(2).map(|c| u16::from_be_bytes([c[0], c[1]])).collect();
+    // The longest run of two or more zero groups (the first of equal runs) becomes `::`
+    // (RFC 5952).
+    let (mut best, mut run) = ((0, 0), (0, 0));
+    for (i, &v) in g.iter().enumerate() {
+        if v == 0 {
+            if run.1 == 0 {
+                run.0 = i;
+            }
+            run.1 += 1;
+            if run.1 > best.1 {
+                best = run;
+            }
+        } else {
+            run.1 = 0;
+        }
+    }
+    let hex = |r: &[u16]| r.iter().map(|v| format!("{v:x}")).collect::<Vec<_>>().join(":");
+    if best.1 < 2 {
+        return hex(&g);
+    }
+    format!("{}::{}", hex(&g[..best.0]), hex(&g[best.0 + best.1..]))
 }

@@ -64,6 +64,18 @@ fn opensm_default_config() {
     );
     assert_eq!(fmt_mgid(&g.broadcast_mgid()), "ff12:401b:ffff::ffff:ffff");
     assert_eq!(fmt_mgid(&g.ipv6_all_nodes_mgid()), "ff12:601b:ffff::1");
+    // RFC 5952, as inet_ntop (saquery) prints: the longest zero run, a lone zero kept.
+    assert_eq!(fmt_mgid(&[0; 16]), "::");
+    let mut m = [0u8; 16];
+    m[0] = 0xff;
+    m[1] = 0x12;
+    assert_eq!(fmt_mgid(&m), "ff12::");
+    m[15] = 1;
+    assert_eq!(fmt_mgid(&m), "ff12::1");
+    let all: [u8; 16] = [0, 1, 0, 0, 0, 2, 0, 3, 0, 4, 0, 5, 0, 6, 0, 7];
+    assert_eq!(fmt_mgid(&all), "1:0:2:3:4:5:6:7");
+    let two: [u8; 16] = [0, 1, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 3];
+    assert_eq!(fmt_mgid(&two), "1:0:0:2::3");
     assert_eq!(g.mgids(), vec![g.broadcast_mgid()]);
 }
 

@@ -2,6 +2,8 @@
 //! MultiPathRecord and MCMemberRecord answer only within a partition, and the IPoIB broadcast
 //! groups of every IPoIB partition exist).
 
+use std::sync::Arc;
+
 use fabric_partitions::PartitionTables;
 
 /// What the SA needs of the partitions in force: every port's P_Key table (end ports and
@@ -26,5 +28,25 @@ pub fn sa_partitions(tables: &PartitionTables) -> fabric_sa::Partitions {
                 flow_label: g.flow_label,
             })
             .collect(),
+    }
+}
+
+/// The partitions in force and where they come from.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PartitionSettings {
+    pub config: Arc<fabric_partitions::PartitionConfig>,
+    /// The file read, or `None` for OpenSM's default partition.
+    pub file: Option<std::path::PathBuf>,
+    /// Program the switch ports facing end ports too (partition enforcement).
+    pub enforce_switch_ports: bool,
+}
+
+impl Default for PartitionSettings {
+    fn default() -> Self {
+        PartitionSettings {
+            config: Arc::new(fabric_partitions::PartitionConfig::default_opensm()),
+            file: None,
+            enforce_switch_ports: true,
+        }
     }
 }

@@ -112,7 +112,7 @@ pub struct SideStatus {
     /// `[multicast] enabled`.
     pub multicast: bool,
     /// The partitions in force and where they come from.
-    pub partitions: Arc<crate::event_loop::PartitionSettings>,
+    pub partitions: Arc<crate::partitions::PartitionSettings>,
     /// The driver cannot program MFTs (its error): multicast is not forwarded.
     pub mft_unsupported: Option<String>,
     /// The driver cannot program P_Key tables (its error): partitions are not enforced.

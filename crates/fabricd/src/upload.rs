@@ -51,7 +51,7 @@ pub struct UploadOutcome {
     pub switch_errors: BTreeMap<u32, String>,
     pub elapsed: Duration,
     /// The MFT and P_Key blocks written after the LFT blocks (final upload stage only).
-    pub side: SideOutcome,
+    pub side: Box<SideOutcome>,
 }
 
 /// Uploads `writes` (switch-major) through `driver`.
@@ -198,7 +198,8 @@ pub async fn upload_side(driver: Arc<dyn SouthboundDriver>, writes: SideWrites, 
     let mut out = SideOutcome::default();
     let sem = Arc::new(Semaphore::new(p.parallelism.max(1)));
     type Key = Result<Guid, PkeyPort>;
-    let mut set: JoinSet<(Key, Result<(u64, u64), (DriverError, u64)>)> = JoinSet::new();
+    type Written = Result<(u64, u64), (DriverError, u64)>;
+    let mut set: JoinSet<(Key, Written)> = JoinSet::new();
     let mut tasks: HashMap<tokio::task::Id, Key> = HashMap::new();
     for chunk in writes.mft.chunk_by(|a, b| a.switch == b.switch) {
         for batch in chunk.chunks(p.batch_blocks.max(1)) {

@@ -1072,7 +1072,7 @@ fn the_unsafe_search_sees_blocks_fns_and_impls_not_words() {
 
 /// The `async fn`s the event loop may have: its `run` (the `select!`) and the two timer futures
 /// it selects on. Everything else of `fabricd::event_loop` is a synchronous handler or a task body.
-const LOOP_ASYNC_FNS: &[&str] = &["run", "sleep_until_opt", "tick_opt"];
+const LOOP_ASYNC_FNS: &[&str] = &["run", "sleep_until_opt", "tick_opt", "changed_opt"];
 
 #[test]
 fn event_loop_handlers_are_synchronous() {

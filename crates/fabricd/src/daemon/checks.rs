@@ -8,7 +8,8 @@ use fabric_routing::{Dmodk, EngineKind, Guid2Lid};
 use fabric_topology::{parse_guid, Fabric, Lid};
 
 use crate::config::{Config, RoleName};
-use crate::event_loop::{LoopSettings, PartitionSettings};
+use crate::event_loop::LoopSettings;
+use crate::partitions::PartitionSettings;
 
 use super::DaemonError;
 

@@ -433,7 +433,7 @@ impl EventLoop {
                 upload(driver.clone(), fabric, writes, params.clone()).await
             };
             if !side.is_empty() {
-                outcome.side = upload_side(driver, side, params).await;
+                outcome.side = Box::new(upload_side(driver, side, params).await);
             }
             let u = Uploaded { job, outcome };
             if escape {

@@ -77,7 +77,7 @@ use tasks::{Task, Tasks};
 use request::Reply;
 pub use request::{
     event_kind, FaultAccepted, FaultRequest, FaultTarget, LoopError, LoopInit, LoopIo, LoopParams, LoopSettings,
-    PartitionSettings, Request, UpdateNotice,
+    Request, UpdateNotice,
 };
 
 /// A change of the job mappings waiting for its turn (they are written one at a time).

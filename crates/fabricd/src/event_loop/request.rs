@@ -171,27 +171,7 @@ pub struct LoopSettings {
     /// Route the SA's multicast groups and program the MFTs (`[multicast] enabled`).
     pub multicast: bool,
     /// The partitions in force (`[partitions]`, the file read at start or reload).
-    pub partitions: Arc<PartitionSettings>,
-}
-
-/// The partitions in force and where they come from.
-#[derive(Clone, Debug, PartialEq)]
-pub struct PartitionSettings {
-    pub config: Arc<fabric_partitions::PartitionConfig>,
-    /// The file read, or `None` for OpenSM's default partition.
-    pub file: Option<std::path::PathBuf>,
-    /// Program the switch ports facing end ports too (partition enforcement).
-    pub enforce_switch_ports: bool,
-}
-
-impl Default for PartitionSettings {
-    fn default() -> Self {
-        PartitionSettings {
-            config: Arc::new(fabric_partitions::PartitionConfig::default_opensm()),
-            file: None,
-            enforce_switch_ports: true,
-        }
-    }
+    pub partitions: Arc<crate::partitions::PartitionSettings>,
 }
 
 /// Fixed parameters of the loop.
