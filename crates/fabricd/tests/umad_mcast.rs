@@ -31,10 +31,10 @@
 //! `ibroute`, `smpquery`); a missing one fails the test with an installation hint.
 
 mod common;
-#[path = "umad_sa/mod.rs"]
-mod support;
 #[path = "umad_mcast/mod.rs"]
 mod mcast;
+#[path = "umad_sa/mod.rs"]
+mod support;
 mod umad_sim;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -94,13 +94,22 @@ fn wait_sa(sim: &Ibsim, host_id: &str, within: Duration) {
         if r.ok && r.text.contains("SMInfoRecord") {
             return;
         }
-        assert!(t0.elapsed() < within, "the SA does not answer saquery SMIR within {within:?}:\n{}", r.text);
+        assert!(
+            t0.elapsed() < within,
+            "the SA does not answer saquery SMIR within {within:?}:\n{}",
+            r.text
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
 }
 
 /// `saquery -g` until `ok` holds for its groups (at most `within`).
-fn wait_saquery_groups(sim: &Ibsim, host_id: &str, within: Duration, ok: impl Fn(&[SaqueryRecord]) -> bool) -> Vec<SaqueryRecord> {
+fn wait_saquery_groups(
+    sim: &Ibsim,
+    host_id: &str,
+    within: Duration,
+    ok: impl Fn(&[SaqueryRecord]) -> bool,
+) -> Vec<SaqueryRecord> {
     let t0 = Instant::now();
     loop {
         let r = saquery(sim, host_id, &["-g"]);
@@ -108,7 +117,11 @@ fn wait_saquery_groups(sim: &Ibsim, host_id: &str, within: Duration, ok: impl Fn
         if ok(&groups) {
             return groups;
         }
-        assert!(t0.elapsed() < within, "saquery -g not as expected within {within:?}:\n{}", r.text);
+        assert!(
+            t0.elapsed() < within,
+            "saquery -g not as expected within {within:?}:\n{}",
+            r.text
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
 }
@@ -236,7 +249,11 @@ fn saquery_lists_the_ipoib_groups_as_opensm_does_plus_the_ipv6_one() {
         (g, recs)
     };
     let osm_by = by_mgid(&osm_groups);
-    assert_eq!(osm_by.keys().collect::<Vec<_>>(), [IPOIB_V4], "OpenSM's groups: {osm_groups:#?}");
+    assert_eq!(
+        osm_by.keys().collect::<Vec<_>>(),
+        [IPOIB_V4],
+        "OpenSM's groups: {osm_groups:#?}"
+    );
     assert_eq!(osm_by[IPOIB_V4].n("Mlid"), 0xc000);
 
     // fabricd on a fresh simulator of the same fabric.
@@ -257,7 +274,10 @@ fn saquery_lists_the_ipoib_groups_as_opensm_does_plus_the_ipv6_one() {
             "fabricd's groups: {fd_groups:#?}"
         );
         // The IPv4 broadcast group: every field saquery prints equals OpenSM's.
-        assert_eq!(fd_by[IPOIB_V4].fields, osm_by[IPOIB_V4].fields, "IPv4 broadcast group vs OpenSM");
+        assert_eq!(
+            fd_by[IPOIB_V4].fields, osm_by[IPOIB_V4].fields,
+            "IPv4 broadcast group vs OpenSM"
+        );
         let v6 = &fd_by[IPOIB_V6];
         assert_eq!(v6.n("Mlid"), 0xc001, "the IPv6 group takes the next MLID");
         for k in ["Mtu", "pkey", "Rate", "SL"] {
@@ -273,12 +293,28 @@ fn saquery_lists_the_ipoib_groups_as_opensm_does_plus_the_ipv6_one() {
             proxy_join: 0,
             ..r.clone()
         };
-        let osm_v4 = osm_records.iter().find(|r| mgid_text(r) == IPOIB_V4).expect("OpenSM's IPv4 record");
-        let fd_v4 = recs.iter().find(|r| mgid_text(r) == IPOIB_V4).expect("fabricd's IPv4 record");
-        assert_eq!(norm(fd_v4), norm(osm_v4), "MCMemberRecord of the IPv4 broadcast group vs OpenSM");
+        let osm_v4 = osm_records
+            .iter()
+            .find(|r| mgid_text(r) == IPOIB_V4)
+            .expect("OpenSM's IPv4 record");
+        let fd_v4 = recs
+            .iter()
+            .find(|r| mgid_text(r) == IPOIB_V4)
+            .expect("fabricd's IPv4 record");
+        assert_eq!(
+            norm(fd_v4),
+            norm(osm_v4),
+            "MCMemberRecord of the IPv4 broadcast group vs OpenSM"
+        );
         assert_eq!(fd_v4.qkey, 0x0b1b);
-        let fd_v6 = recs.iter().find(|r| mgid_text(r) == IPOIB_V6).expect("fabricd's IPv6 record");
-        assert_eq!((fd_v6.qkey, fd_v6.pkey, fd_v6.mtu, fd_v6.rate), (fd_v4.qkey, fd_v4.pkey, fd_v4.mtu, fd_v4.rate));
+        let fd_v6 = recs
+            .iter()
+            .find(|r| mgid_text(r) == IPOIB_V6)
+            .expect("fabricd's IPv6 record");
+        assert_eq!(
+            (fd_v6.qkey, fd_v6.pkey, fd_v6.mtu, fd_v6.rate),
+            (fd_v4.qkey, fd_v4.pkey, fd_v4.mtu, fd_v4.rate)
+        );
 
         // The daemon lists both as well-known groups without members.
         let g = groups(&mut c, false).await;
@@ -289,7 +325,10 @@ fn saquery_lists_the_ipoib_groups_as_opensm_does_plus_the_ipv6_one() {
             .collect();
         assert_eq!(
             listed,
-            BTreeMap::from([(0xc000, (IPOIB_V4.to_string(), true, 0)), (0xc001, (IPOIB_V6.to_string(), true, 0))]),
+            BTreeMap::from([
+                (0xc000, (IPOIB_V4.to_string(), true, 0)),
+                (0xc001, (IPOIB_V6.to_string(), true, 0))
+            ]),
             "ListMulticastGroups"
         );
         assert!(g.enabled && g.not_programmed.is_empty(), "{g:?}");
@@ -306,7 +345,9 @@ fn a_join_and_a_leave_from_the_client_create_and_remove_a_group() {
     let f = generate(SMALL);
     let tool = tool_port(&f);
     let th = host(&f, tool);
-    let [x, y] = on_other_leaves(&f, &[EndPortId(0), tool], 2)[..] else { unreachable!() };
+    let [x, y] = on_other_leaves(&f, &[EndPortId(0), tool], 2)[..] else {
+        unreachable!()
+    };
     let (xg, yg) = (f.end_port(x).port_guid, f.end_port(y).port_guid);
     let (sim, d) = start_fabricd(&dir, &f, "", "");
     let level = levels(&f);
@@ -328,10 +369,17 @@ fn a_join_and_a_leave_from_the_client_create_and_remove_a_group() {
         let r = &recs[0];
         let mlid = r.mlid;
         assert_eq!(mgid_text(r), TEST_MGID);
-        assert_eq!((r.port_gid.guid(), r.join_state, r.qkey, r.pkey), (xg, 1, 0x0b1b, 0xffff));
+        assert_eq!(
+            (r.port_gid.guid(), r.join_state, r.qkey, r.pkey),
+            (xg, 1, 0x0b1b, 0xffff)
+        );
         assert_eq!(mlid, 0xc002, "the lowest MLID after the two IPoIB groups'");
         let seen = wait_saquery_groups(&sim, &th, Duration::from_secs(10), |g| g.len() == 3);
-        assert_eq!(by_mgid(&seen)[TEST_MGID].n("Mlid"), u64::from(mlid), "saquery -g: {seen:#?}");
+        assert_eq!(
+            by_mgid(&seen)[TEST_MGID].n("Mlid"),
+            u64::from(mlid),
+            "saquery -g: {seen:#?}"
+        );
         let listed = fabricctl_json(&d, &["mcast", "--json"]);
         let group = listed["groups"]
             .as_array()
@@ -365,10 +413,17 @@ fn a_join_and_a_leave_from_the_client_create_and_remove_a_group() {
         assert_eq!(st, 0, "X's leave");
         let seen = wait_saquery_groups(&sim, &th, Duration::from_secs(10), |g| g.len() == 2);
         assert!(!by_mgid(&seen).contains_key(TEST_MGID), "{seen:#?}");
-        wait_groups(&d, &mut c, "group removed", Duration::from_secs(10), |g| g.groups.len() == 2).await;
+        wait_groups(&d, &mut c, "group removed", Duration::from_secs(10), |g| {
+            g.groups.len() == 2
+        })
+        .await;
         let listed = fabricctl_json(&d, &["mcast", "--json"]);
         assert!(
-            listed["groups"].as_array().expect("groups").iter().all(|g| g["mgid"].as_str().map(mgid_norm).as_deref() != Some(TEST_MGID)),
+            listed["groups"]
+                .as_array()
+                .expect("groups")
+                .iter()
+                .all(|g| g["mgid"].as_str().map(mgid_norm).as_deref() != Some(TEST_MGID)),
             "{listed:#}"
         );
         wait_mfts(&sim, &th, &f, tool, &no_dead, Duration::from_secs(10), |m| {
@@ -425,6 +480,20 @@ fn check_all(
         }
     }
     Ok(out)
+}
+
+/// One line per tree: MLID, switches by level, links, root.
+fn shapes_text(shapes: &[(u16, mcast::TreeShape)]) -> String {
+    shapes
+        .iter()
+        .map(|(m, t)| {
+            format!(
+                "  MLID {m:#06x}: {} switches (by level from the leaves {:?}), {} links, root 0x{:016x}",
+                t.switches, t.per_level, t.links, t.root
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// The daemon's committed trees equal the tables read back from the switches.
@@ -499,7 +568,12 @@ fn mfts_form_one_tree_spanning_the_members_also_after_cables_are_removed() {
             within,
         );
         assert_eq!(answer(&r).0, 0, "proxy join of the manager's port:\n{}", r.stdout);
-        eprintln!("{} joins from {} hosts in {:?}", 2 + 30 + 128, 2 + 30 + 127, t0.elapsed());
+        eprintln!(
+            "{} joins from {} hosts in {:?}",
+            2 + 30 + 128,
+            2 + 30 + 127,
+            t0.elapsed()
+        );
 
         let set = |v: &[EndPortId]| -> BTreeSet<Guid> { v.iter().map(|&e| guid(e)).collect() };
         let g = wait_groups(&d, &mut c, "every member joined", Duration::from_secs(20), |g| {
@@ -520,14 +594,18 @@ fn mfts_form_one_tree_spanning_the_members_also_after_cables_are_removed() {
             (mlid_of(&g, IPOIB_V4), set(&all)),
         ];
         for (m, r) in &want {
-            assert_eq!(members_of(&g, u32::from(*m)).keys().copied().collect::<BTreeSet<_>>(), *r, "{m:#x}");
+            assert_eq!(
+                members_of(&g, u32::from(*m)).keys().copied().collect::<BTreeSet<_>>(),
+                *r,
+                "{m:#x}"
+            );
         }
         let no_dead = Dead::new();
         let t0 = Instant::now();
         let (mfts, shapes) = wait_mfts(&sim, &th, &f, tool, &no_dead, Duration::from_secs(20), |m| {
             check_all(&f, m, &want, &no_dead, &level)
         });
-        eprintln!("trees checked in {:?}: {shapes:x?}", t0.elapsed());
+        eprintln!("trees checked in {:?}:\n{}", t0.elapsed(), shapes_text(&shapes));
         let g = groups(&mut c, true).await;
         same_as_daemon(&g, &mfts).unwrap_or_else(|e| panic!("{e}"));
         // The group of 30 spreads over more than one leaf: its root is above the leaves.
@@ -543,9 +621,15 @@ fn mfts_form_one_tree_spanning_the_members_also_after_cables_are_removed() {
                 .filter(|s| level[s] == lower_level)
                 .flat_map(|s| f.switch(s).external_ports().map(move |(p, port)| (s, p, port.remote)))
                 .find_map(|(s, p, r)| {
-                    let Remote::Switch { sw: t, port: q } = r else { return None };
-                    let on = |x, y: u8| mfts.get(&f.switch(x).guid).and_then(|m| m.get(&u64::from(mlid))).is_some_and(|v| v.contains(&u32::from(y)));
-                    (on(s, p) && on(t, q) && !avoid.contains(&(f.switch(s).guid, p)))
+                    let Remote::Switch { sw: t, port: q } = r else {
+                        return None;
+                    };
+                    let on = |x, y: u8| {
+                        mfts.get(&f.switch(x).guid)
+                            .and_then(|m| m.get(&u64::from(mlid)))
+                            .is_some_and(|v| v.contains(&u32::from(y)))
+                    };
+                    (level[&t] > lower_level && on(s, p) && on(t, q) && !avoid.contains(&(f.switch(s).guid, p)))
                         .then(|| ((f.switch(s).guid, p), (f.switch(t).guid, q)))
                 })
                 .unwrap_or_else(|| panic!("no tree link of {mlid:#x} above level {lower_level}"))
@@ -553,13 +637,18 @@ fn mfts_form_one_tree_spanning_the_members_also_after_cables_are_removed() {
         let (a, b) = tree_link(want[1].0, 0, &dead);
         dead.extend([a, b]);
         let (a2, b2) = tree_link(want[2].0, 1, &dead);
+        assert_ne!(a.0, a2.0);
         dead.extend([a2, b2]);
-        let victim = *thirty.iter().find(|e| !pair.contains(e) && **e != tool).expect("a member");
+        let victim = *thirty
+            .iter()
+            .find(|e| !pair.contains(e) && **e != tool)
+            .expect("a member");
         let (vleaf, vport) = attach(&f, victim);
         dead.insert((f.switch(vleaf).guid, vport));
         for (g, p) in [a, a2, (f.switch(vleaf).guid, vport)] {
             cmds.push(format!("Unlink \"S-{g:016x}\"[{p}]"));
         }
+        eprintln!("unlinking: {cmds:?}");
         let t0 = Instant::now();
         for cmd in &cmds {
             sim.console(cmd);
@@ -569,14 +658,26 @@ fn mfts_form_one_tree_spanning_the_members_also_after_cables_are_removed() {
         want[1].1.remove(&vg);
         want[2].1.remove(&vg);
         let want2 = want.clone();
-        let g = wait_groups(&d, &mut c, "the unlinked member left its groups", Duration::from_secs(30), |g| {
-            want2.iter().all(|(m, r)| members_of(g, u32::from(*m)).keys().copied().collect::<BTreeSet<_>>() == *r)
-        })
+        let g = wait_groups(
+            &d,
+            &mut c,
+            "the unlinked member left its groups",
+            Duration::from_secs(30),
+            |g| {
+                want2
+                    .iter()
+                    .all(|(m, r)| members_of(g, u32::from(*m)).keys().copied().collect::<BTreeSet<_>>() == *r)
+            },
+        )
         .await;
         let (mfts, shapes) = wait_mfts(&sim, &th, &f, tool, &dead, Duration::from_secs(30), |m| {
             check_all(&f, m, &want, &dead, &level)
         });
-        eprintln!("after {cmds:?}: trees checked {:?} after the unlinks: {shapes:x?}", t0.elapsed());
+        eprintln!(
+            "trees checked {:?} after the unlinks:\n{}",
+            t0.elapsed(),
+            shapes_text(&shapes)
+        );
         let g2 = groups(&mut c, true).await;
         assert_eq!(g2.generation, g.generation.max(g2.generation));
         same_as_daemon(&g2, &mfts).unwrap_or_else(|e| panic!("{e}"));
@@ -605,7 +706,9 @@ fn ten_thousand_send_only_join_and_partial_leave_cycles_leave_no_mlid_allocated(
     let f = generate(SMALL);
     let tool = tool_port(&f);
     let th = host(&f, tool);
-    let [x] = on_other_leaves(&f, &[EndPortId(0), tool], 1)[..] else { unreachable!() };
+    let [x] = on_other_leaves(&f, &[EndPortId(0), tool], 1)[..] else {
+        unreachable!()
+    };
     let (sim, d) = start_fabricd(&dir, &f, "", "");
     let n = CYCLES.to_string();
     run_with_deadline(900, async {
@@ -617,7 +720,10 @@ fn ten_thousand_send_only_join_and_partial_leave_cycles_leave_no_mlid_allocated(
             assert_eq!(v["cycles"], count, "{what}: {v:#}");
             assert_eq!(v["join_statuses"], want, "{what}: {v:#}");
             assert_eq!(v["leave_statuses"], want, "{what}: {v:#}");
-            assert_eq!(v["distinct_mlids"], 1, "{what}: every join answered with one MLID: {v:#}");
+            assert_eq!(
+                v["distinct_mlids"], 1,
+                "{what}: every join answered with one MLID: {v:#}"
+            );
             eprintln!(
                 "{what}: {count} cycles in {:.1} s ({:.0}/s); join p50 {} µs p99 {} µs, leave p50 {} µs p99 {} µs",
                 v["seconds"].as_f64().unwrap_or(0.0),
@@ -636,26 +742,59 @@ fn ten_thousand_send_only_join_and_partial_leave_cycles_leave_no_mlid_allocated(
         let v = cycles(
             &sim,
             &th,
-            &["--count", &n, "--mgid", "ff12:e01b::7:0", "--fresh-mgid", "--create",
-              "--join-state", "full+send-only-full", "--leave-state", "full"],
+            &[
+                "--count",
+                &n,
+                "--mgid",
+                "ff12:e01b::7:0",
+                "--fresh-mgid",
+                "--create",
+                "--join-state",
+                "full+send-only-full",
+                "--leave-state",
+                "full",
+            ],
             Duration::from_secs(600),
         );
-        ok_all(&v, CYCLES, "FullMember+SendOnlyFullMember create, partial leave, new MGID each cycle");
+        ok_all(
+            &v,
+            CYCLES,
+            "FullMember+SendOnlyFullMember create, partial leave, new MGID each cycle",
+        );
         assert_eq!(v["min_mlid"], "0xc002", "{v:#}");
         // The same with SendOnlyNonMember.
         let m = PARTIAL_CYCLES.to_string();
         let v = cycles(
             &sim,
             &th,
-            &["--count", &m, "--mgid", "ff12:e01b::7:0", "--fresh-mgid", "--create",
-              "--join-state", "full+send-only", "--leave-state", "full"],
+            &[
+                "--count",
+                &m,
+                "--mgid",
+                "ff12:e01b::7:0",
+                "--fresh-mgid",
+                "--create",
+                "--join-state",
+                "full+send-only",
+                "--leave-state",
+                "full",
+            ],
             Duration::from_secs(600),
         );
-        ok_all(&v, PARTIAL_CYCLES, "FullMember+SendOnlyNonMember create, partial leave, new MGID each cycle");
+        ok_all(
+            &v,
+            PARTIAL_CYCLES,
+            "FullMember+SendOnlyNonMember create, partial leave, new MGID each cycle",
+        );
         assert_eq!(v["min_mlid"], "0xc002", "{v:#}");
 
         // SendOnlyNonMember join and leave of an existing group (X's).
-        let r = fabric_saquery(&sim, &host(&f, x), &["join", "--mgid", TEST_MGID, "--create"], Duration::from_secs(10));
+        let r = fabric_saquery(
+            &sim,
+            &host(&f, x),
+            &["join", "--mgid", TEST_MGID, "--create"],
+            Duration::from_secs(10),
+        );
         let (st, recs) = answer(&r);
         assert_eq!(st, 0, "X creates {TEST_MGID}");
         let mlid = recs[0].mlid;
@@ -667,12 +806,20 @@ fn ten_thousand_send_only_join_and_partial_leave_cycles_leave_no_mlid_allocated(
         );
         ok_all(&v, CYCLES, "SendOnlyNonMember join + leave of an existing group");
         assert_eq!(v["min_mlid"], format!("{mlid:#06x}"), "{v:#}");
-        let r = fabric_saquery(&sim, &host(&f, x), &["leave", "--mgid", TEST_MGID], Duration::from_secs(10));
+        let r = fabric_saquery(
+            &sim,
+            &host(&f, x),
+            &["leave", "--mgid", TEST_MGID],
+            Duration::from_secs(10),
+        );
         assert_eq!(answer(&r).0, 0, "X leaves");
 
         // Nothing but the two IPoIB groups is allocated: the daemon, fabricctl, saquery and
         // the switches agree, and fabricd still serves.
-        let g = wait_groups(&d, &mut c, "only the IPoIB groups", Duration::from_secs(20), |g| g.groups.len() == 2).await;
+        let g = wait_groups(&d, &mut c, "only the IPoIB groups", Duration::from_secs(20), |g| {
+            g.groups.len() == 2
+        })
+        .await;
         let mlids: Vec<u32> = g.groups.iter().map(|x| x.mlid).collect();
         assert_eq!(mlids, [0xc000, 0xc001], "{g:#?}");
         let listed = fabricctl_json(&d, &["mcast", "--json"]);
@@ -688,13 +835,19 @@ fn ten_thousand_send_only_join_and_partial_leave_cycles_leave_no_mlid_allocated(
             by_mgid(&seen).keys().map(String::as_str).collect::<BTreeSet<_>>(),
             BTreeSet::from([IPOIB_V4, IPOIB_V6])
         );
-        wait_mfts(&sim, &th, &f, tool, &Dead::new(), Duration::from_secs(20), |m| {
-            match m.iter().find(|(_, t)| !t.is_empty()) {
-                Some((g, t)) => Err(format!("switch 0x{g:016x} still forwards {t:?}")),
-                None => Ok(()),
-            }
+        wait_mfts(&sim, &th, &f, tool, &Dead::new(), Duration::from_secs(20), |m| match m
+            .iter()
+            .find(|(_, t)| !t.is_empty())
+        {
+            Some((g, t)) => Err(format!("switch 0x{g:016x} still forwards {t:?}")),
+            None => Ok(()),
         });
-        let r = fabric_saquery(&sim, &th, &["join", "--mgid", "ff12:e01b::8:1", "--create"], Duration::from_secs(10));
+        let r = fabric_saquery(
+            &sim,
+            &th,
+            &["join", "--mgid", "ff12:e01b::8:1", "--create"],
+            Duration::from_secs(10),
+        );
         let (st, recs) = answer(&r);
         assert_eq!((st, recs[0].mlid), (0, 0xc002), "a create after the cycles");
         let s = status(&mut c).await;
@@ -724,7 +877,12 @@ fn path_pkey(sim: &Ibsim, host_id: &str, a: u64, b: u64) -> Option<u64> {
 /// ports (limited there, so that a blue and a red port share no partition), `blue` (IPoIB)
 /// and `red` with their GUIDs.
 fn partitions_file(blue: &[Guid], red: &[Guid]) -> String {
-    let list = |v: &[Guid], m: &str| v.iter().map(|g| format!("0x{g:016x}={m}")).collect::<Vec<_>>().join(", ");
+    let list = |v: &[Guid], m: &str| {
+        v.iter()
+            .map(|g| format!("0x{g:016x}={m}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
     let limited: Vec<Guid> = blue.iter().chain(red).copied().collect();
     format!(
         "# umad_mcast acceptance\nDefault=0x7fff, ipoib : ALL=full, {} ;\nblue=0x8001, ipoib :\n  {} ;\nred=0x8002 : {} ;\n",
@@ -736,7 +894,14 @@ fn partitions_file(blue: &[Guid], red: &[Guid]) -> String {
 
 /// Every CA's P_Key table (`smpquery pkeys`) equals the model: blue ports 0x7fff and 0x8001,
 /// red ports 0x7fff and 0x8002, every other one 0xffff only.
-fn check_pkeys(sim: &Ibsim, host_id: &str, f: &Fabric, lids: &support::Lids, blue: &[Guid], red: &[Guid]) -> Result<(), String> {
+fn check_pkeys(
+    sim: &Ibsim,
+    host_id: &str,
+    f: &Fabric,
+    lids: &support::Lids,
+    blue: &[Guid],
+    red: &[Guid],
+) -> Result<(), String> {
     let mut wrong = Vec::new();
     for e in f.end_ports() {
         let want: BTreeSet<u16> = if blue.contains(&e.port_guid) {
@@ -748,10 +913,17 @@ fn check_pkeys(sim: &Ibsim, host_id: &str, f: &Fabric, lids: &support::Lids, blu
         };
         let got = pkeys(sim, host_id, lids.base(e.port_guid), e.port_num);
         if got != want {
-            wrong.push(format!("0x{:016x}: smpquery pkeys {got:x?}, configured {want:x?}", e.port_guid));
+            wrong.push(format!(
+                "0x{:016x}: smpquery pkeys {got:x?}, configured {want:x?}",
+                e.port_guid
+            ));
         }
     }
-    if wrong.is_empty() { Ok(()) } else { Err(wrong.join("\n")) }
+    if wrong.is_empty() {
+        Ok(())
+    } else {
+        Err(wrong.join("\n"))
+    }
 }
 
 #[test]
@@ -763,7 +935,13 @@ fn partitions_program_pkeys_on_members_only_and_a_reload_moves_a_node() {
     let th = host(&f, tool);
     let guid = |e: EndPortId| f.end_port(e).port_guid;
     let ports = on_other_leaves(&f, &[EndPortId(0), tool], 5);
-    let (b1, b2, r1, r2, other) = (guid(ports[0]), guid(ports[1]), guid(ports[2]), guid(ports[3]), guid(ports[4]));
+    let (b1, b2, r1, r2, other) = (
+        guid(ports[0]),
+        guid(ports[1]),
+        guid(ports[2]),
+        guid(ports[3]),
+        guid(ports[4]),
+    );
     let file = dir.join("partitions.conf");
     std::fs::write(&file, partitions_file(&[b1, b2], &[r1, r2])).expect("write partitions");
     let extra = format!("[partitions]\nfile = \"{}\"\n", file.display());
@@ -782,15 +960,27 @@ fn partitions_program_pkeys_on_members_only_and_a_reload_moves_a_node() {
             std::thread::sleep(Duration::from_millis(200));
             last = check_pkeys(&sim, &th, &f, &lids, &[b1, b2], &[r1, r2]);
         }
-        eprintln!("smpquery pkeys on {} CAs as configured after {:?}", f.num_end_ports(), t0.elapsed());
+        eprintln!(
+            "smpquery pkeys on {} CAs as configured after {:?}",
+            f.num_end_ports(),
+            t0.elapsed()
+        );
         // Paths: within blue with its P_Key; none between blue and red; limited to full
         // through the default partition (the source's own entry).
         assert_eq!(path_pkey(&sim, &th, lid(b1), lid(b2)), Some(0x8001), "blue to blue");
         assert_eq!(path_pkey(&sim, &th, lid(r1), lid(r2)), Some(0x8002), "red to red");
         assert_eq!(path_pkey(&sim, &th, lid(b1), lid(r1)), None, "blue to red");
         assert_eq!(path_pkey(&sim, &th, lid(r2), lid(b2)), None, "red to blue");
-        assert_eq!(path_pkey(&sim, &th, lid(b1), lid(other)), Some(0x7fff), "blue (limited) to a full member");
-        assert_eq!(path_pkey(&sim, &th, lid(other), lid(r1)), Some(0xffff), "a full member to red (limited)");
+        assert_eq!(
+            path_pkey(&sim, &th, lid(b1), lid(other)),
+            Some(0x7fff),
+            "blue (limited) to a full member"
+        );
+        assert_eq!(
+            path_pkey(&sim, &th, lid(other), lid(r1)),
+            Some(0xffff),
+            "a full member to red (limited)"
+        );
         // Blue is an IPoIB partition: its broadcast groups exist; red's do not.
         let g = groups(&mut c, false).await;
         let mgids: BTreeSet<String> = g.groups.iter().map(|x| mgid_norm(&x.mgid)).collect();
@@ -814,21 +1004,35 @@ fn partitions_program_pkeys_on_members_only_and_a_reload_moves_a_node() {
         d.signal(libc::SIGHUP);
         let mut last = check_pkeys(&sim, &th, &f, &lids, &[b1, b2, r1], &[r2]);
         while let Err(e) = &last {
-            assert!(t0.elapsed() < Duration::from_secs(20), "P_Key tables after the reload:\n{e}\n{}", d.log_text());
+            assert!(
+                t0.elapsed() < Duration::from_secs(20),
+                "P_Key tables after the reload:\n{e}\n{}",
+                d.log_text()
+            );
             std::thread::sleep(Duration::from_millis(200));
             last = check_pkeys(&sim, &th, &f, &lids, &[b1, b2, r1], &[r2]);
         }
         eprintln!("reload: P_Key tables as configured {:?} after SIGHUP", t0.elapsed());
         let t0 = Instant::now();
         loop {
-            let now = (path_pkey(&sim, &th, lid(b1), lid(r1)), path_pkey(&sim, &th, lid(r1), lid(r2)));
+            let now = (
+                path_pkey(&sim, &th, lid(b1), lid(r1)),
+                path_pkey(&sim, &th, lid(r1), lid(r2)),
+            );
             if now == (Some(0x8001), None) {
                 break;
             }
-            assert!(t0.elapsed() < Duration::from_secs(10), "PathRecords after the reload: {now:x?}");
+            assert!(
+                t0.elapsed() < Duration::from_secs(10),
+                "PathRecords after the reload: {now:x?}"
+            );
             std::thread::sleep(Duration::from_millis(100));
         }
-        assert_eq!(path_pkey(&sim, &th, lid(r2), lid(b2)), None, "red to blue after the reload");
+        assert_eq!(
+            path_pkey(&sim, &th, lid(r2), lid(b2)),
+            None,
+            "red to blue after the reload"
+        );
         // The same process all along (uptime kept; the gRPC connection still answers).
         let s = status(&mut c).await;
         assert_eq!(s.phase, pb::Phase::Idle as i32);

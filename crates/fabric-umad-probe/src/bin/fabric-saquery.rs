@@ -359,13 +359,19 @@ fn main() -> Result<()> {
         Cmd::Classportinfo => ask(&c, templates::class_port_info()),
         Cmd::Join(a) => {
             for g in saquery::mcast::port_gids(&c, &a.member)? {
-                ask(&c, saquery::mcast::join_request(&a, g)?.query(fabric_sa::wire::METHOD_SET))?;
+                ask(
+                    &c,
+                    saquery::mcast::join_request(&a, g)?.query(fabric_sa::wire::METHOD_SET),
+                )?;
             }
             Ok(())
         }
         Cmd::Leave(m) => {
             for g in saquery::mcast::port_gids(&c, &m)? {
-                ask(&c, saquery::mcast::leave_request(&m, g)?.query(fabric_sa::wire::METHOD_DELETE))?;
+                ask(
+                    &c,
+                    saquery::mcast::leave_request(&m, g)?.query(fabric_sa::wire::METHOD_DELETE),
+                )?;
             }
             Ok(())
         }

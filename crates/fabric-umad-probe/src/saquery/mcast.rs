@@ -130,9 +130,10 @@ pub fn parse_join_state(s: &str) -> Result<u8> {
                 let v = parse_u64(n).with_context(|| {
                     format!("join state {n:?}: full, non, send-only, send-only-full, joined with +, or a number")
                 })?;
-                u8::try_from(v).ok().filter(|v| *v <= 0x0f).with_context(|| {
-                    format!("join state {n} does not fit the 4 JoinState bits")
-                })?
+                u8::try_from(v)
+                    .ok()
+                    .filter(|v| *v <= 0x0f)
+                    .with_context(|| format!("join state {n} does not fit the 4 JoinState bits"))?
             }
         };
     }
@@ -205,7 +206,12 @@ pub fn join_request(a: &JoinArgs, port_gid: [u8; 16]) -> Result<Request> {
     put(comp::RATE, rate);
     put(comp::RATE_SELECTOR, rate);
     let rec = &mut r.rec;
-    rec.qkey = a.qkey.as_deref().map(|q| num("qkey", q)).transpose()?.unwrap_or(DEFAULT_QKEY);
+    rec.qkey = a
+        .qkey
+        .as_deref()
+        .map(|q| num("qkey", q))
+        .transpose()?
+        .unwrap_or(DEFAULT_QKEY);
     rec.tclass = a.tclass.unwrap_or(0);
     rec.flow_label = a.flow_label.unwrap_or(0);
     if rec.flow_label >= 1 << 20 {
@@ -328,7 +334,9 @@ pub fn cycles(c: &SaClient, a: &CyclesArgs) -> Result<Value> {
             l.rec.mgid = j.rec.mgid;
         }
         let c0 = Instant::now();
-        let ja = c.query(j.query(METHOD_SET)).with_context(|| format!("cycle {i}: join"))?;
+        let ja = c
+            .query(j.query(METHOD_SET))
+            .with_context(|| format!("cycle {i}: join"))?;
         join_lat.push(c0.elapsed());
         *join_status.entry(format!("{:#06x}", ja.status())).or_default() += 1;
         if ja.status() == status::OK {
@@ -339,7 +347,9 @@ pub fn cycles(c: &SaClient, a: &CyclesArgs) -> Result<Value> {
             first_error = json!({ "cycle": i, "request": "join", "status": ja.status() });
         }
         let l0 = Instant::now();
-        let la = c.query(l.query(METHOD_DELETE)).with_context(|| format!("cycle {i}: leave"))?;
+        let la = c
+            .query(l.query(METHOD_DELETE))
+            .with_context(|| format!("cycle {i}: leave"))?;
         leave_lat.push(l0.elapsed());
         cycle_lat.push(c0.elapsed());
         *leave_status.entry(format!("{:#06x}", la.status())).or_default() += 1;
@@ -409,7 +419,10 @@ mod tests {
         assert_eq!(parse_join_state("send-only-full").unwrap(), 8);
         assert_eq!(parse_join_state("0x3").unwrap(), 3);
         assert!(parse_join_state("0").unwrap_err().to_string().contains("empty"));
-        assert!(parse_join_state("16").unwrap_err().to_string().contains("4 JoinState bits"));
+        assert!(parse_join_state("16")
+            .unwrap_err()
+            .to_string()
+            .contains("4 JoinState bits"));
         assert!(parse_join_state("member").is_err());
     }
 
@@ -420,7 +433,10 @@ mod tests {
         let want = 1 << comp::MGID | 1 << comp::PORT_GID | 1 << comp::JOIN_STATE | 1 << comp::PKEY;
         assert_eq!(r.mask, want);
         let q = r.query(METHOD_SET);
-        assert_eq!((q.method, q.attr_id, q.data.len()), (METHOD_SET, attr::MC_MEMBER_RECORD, 56));
+        assert_eq!(
+            (q.method, q.attr_id, q.data.len()),
+            (METHOD_SET, attr::MC_MEMBER_RECORD, 56)
+        );
         // IBA 15.2.5.17: MGID @0, PortGID @16, P_Key @40, JoinState low nibble of byte 48.
         assert_eq!(&q.data[0..4], &[0xff, 0x12, 0x40, 0x1b]);
         assert_eq!(&q.data[16..32], &g);

@@ -65,6 +65,8 @@ pub fn levels(f: &Fabric) -> HashMap<SwitchId, u32> {
 /// What a multicast tree checked by [`check_tree`] looks like.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TreeShape {
+    /// Switches in the tree by level (leaves first).
+    pub per_level: Vec<usize>,
     pub switches: usize,
     pub links: usize,
     /// The switch no tree link goes up from (the root), by GUID.
@@ -112,7 +114,9 @@ pub fn check_tree(
                 Some(Remote::EndPort(e)) => {
                     let pg = f.end_port(e).port_guid;
                     if dead.contains(&(g, p)) {
-                        errors.push(format!("{mlid:#x}: switch 0x{g:016x} port {p} to CA 0x{pg:016x} is down"));
+                        errors.push(format!(
+                            "{mlid:#x}: switch 0x{g:016x} port {p} to CA 0x{pg:016x} is down"
+                        ));
                     }
                     if receivers.contains(&pg) {
                         seen_receivers.insert(pg);
@@ -125,7 +129,9 @@ pub fn check_tree(
                 Some(Remote::Switch { sw: t, port: q }) => {
                     let tg = f.switch(t).guid;
                     if dead.contains(&(g, p)) || dead.contains(&(tg, q)) {
-                        errors.push(format!("{mlid:#x}: switch 0x{g:016x} port {p} leads into an unlinked cable"));
+                        errors.push(format!(
+                            "{mlid:#x}: switch 0x{g:016x} port {p} leads into an unlinked cable"
+                        ));
                     } else if !mask(t).contains(&u32::from(q)) {
                         errors.push(format!(
                             "{mlid:#x}: half link: switch 0x{g:016x} port {p} forwards to 0x{tg:016x} port {q}, which does not forward back"
@@ -217,7 +223,16 @@ pub fn check_tree(
             [] => 0,
             _ => return Err(format!("{mlid:#x}: {} switches without a link up", roots.len())),
         };
+        let mut per_level = Vec::new();
+        for s in &in_tree {
+            let l = level[s] as usize;
+            if per_level.len() <= l {
+                per_level.resize(l + 1, 0);
+            }
+            per_level[l] += 1;
+        }
         Ok(TreeShape {
+            per_level,
             switches: in_tree.len(),
             links: links.len(),
             root,
@@ -231,7 +246,13 @@ pub fn check_tree(
 /// Floods a packet of `mlid` sent by end port `src` through the installed tables (a copy out
 /// of every mask port but the arrival one; unlinked cables drop it): how many copies each CA
 /// port (by port GUID) gets, or the switch reached twice (a loop or a second path).
-pub fn flood(f: &Fabric, mfts: &HashMap<Guid, Mft>, mlid: u64, src: EndPortId, dead: &Dead) -> Result<BTreeMap<Guid, usize>, String> {
+pub fn flood(
+    f: &Fabric,
+    mfts: &HashMap<Guid, Mft>,
+    mlid: u64,
+    src: EndPortId,
+    dead: &Dead,
+) -> Result<BTreeMap<Guid, usize>, String> {
     let (leaf, port) = f.end_port(src).attach.ok_or("source not cabled")?;
     let mut got = BTreeMap::new();
     let mut visited = BTreeSet::new();
@@ -271,16 +292,22 @@ pub fn check_delivery(
     dead: &Dead,
 ) -> Result<(), String> {
     for &r in receivers {
-        let e = f.end_port_by_guid(r).ok_or_else(|| format!("receiver 0x{r:016x} not in the fabric"))?;
+        let e = f
+            .end_port_by_guid(r)
+            .ok_or_else(|| format!("receiver 0x{r:016x} not in the fabric"))?;
         let got = flood(f, mfts, mlid, e, dead)?;
         for &o in receivers.iter().filter(|&&o| o != r) {
             let n = got.get(&o).copied().unwrap_or(0);
             if n != 1 {
-                return Err(format!("{mlid:#x}: 0x{o:016x} gets {n} copies of a packet from 0x{r:016x}"));
+                return Err(format!(
+                    "{mlid:#x}: 0x{o:016x} gets {n} copies of a packet from 0x{r:016x}"
+                ));
             }
         }
         if let Some((o, n)) = got.iter().find(|(o, _)| !receivers.contains(o) || **o == r) {
-            return Err(format!("{mlid:#x}: 0x{o:016x} (not another receiver) gets {n} copies from 0x{r:016x}"));
+            return Err(format!(
+                "{mlid:#x}: 0x{o:016x} (not another receiver) gets {n} copies from 0x{r:016x}"
+            ));
         }
     }
     Ok(())
@@ -346,8 +373,13 @@ pub fn on_each_host(
     within: Duration,
     args: impl Fn(EndPortId) -> Vec<String>,
 ) {
-    let mut running: VecDeque<(EndPortId, std::process::Child, std::path::PathBuf, std::path::PathBuf, Instant)> =
-        VecDeque::new();
+    let mut running: VecDeque<(
+        EndPortId,
+        std::process::Child,
+        std::path::PathBuf,
+        std::path::PathBuf,
+        Instant,
+    )> = VecDeque::new();
     let mut next = ports.iter();
     loop {
         while running.len() < parallel {
@@ -364,7 +396,11 @@ pub fn on_each_host(
             if let Some(st) = child.try_wait().expect("wait fabric-saquery") {
                 let stdout = std::fs::read_to_string(&out).unwrap_or_default();
                 let stderr = std::fs::read_to_string(&err).unwrap_or_default();
-                assert!(st.success(), "fabric-saquery on {}: {st}\n{stdout}\n{stderr}", host(f, e));
+                assert!(
+                    st.success(),
+                    "fabric-saquery on {}: {st}\n{stdout}\n{stderr}",
+                    host(f, e)
+                );
                 for l in stdout.lines().filter(|l| l.starts_with('{')) {
                     let v: serde_json::Value = serde_json::from_str(l).expect("JSON");
                     assert_eq!(v["status"], 0, "fabric-saquery on {}: {l}", host(f, e));
