@@ -37,20 +37,24 @@ mod mcast;
 mod support;
 mod umad_sim;
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{run_with_deadline, status, test_dir, Daemon};
-use fabric_ibsim_harness::saquery::{gid, saquery, OpenSm, SaqueryRecord};
+use common::{run_with_deadline, status, test_dir};
+use fabric_ibsim_harness::saquery::{gid, OpenSm, SaqueryRecord};
 use fabric_ibsim_harness::{find_tool, Ibsim, SHIM};
 use fabric_proto::v1 as pb;
 use fabric_sa::records::McMemberRecord;
 use fabric_topology::{EndPortId, Fabric, Guid, Remote};
-use mcast::{check_delivery, check_tree, levels, mc_records, on_each_host, pkeys, wait_mfts, Dead, IPOIB_V4, IPOIB_V6};
-use support::{attach, fabric_saquery, host, read_lids, tool_port, ClientRun, PREFIX};
-use umad_sim::{config, next_generation};
+use mcast::sim::{check_pkeys, cycles, on_each_host, partitions_file, path_pkey, wait_mfts};
+use mcast::tree::{check_all, check_delivery, check_tree, levels, same_as_daemon, shapes_text};
+use mcast::{
+    answer, by_mgid, fabricctl_json, groups, members_of, mgid_norm, mgid_text, on_other_leaves, record, sample,
+    start_fabricd, wait_groups, wait_sa, wait_saquery_groups, Dead, IPOIB_V4, IPOIB_V6,
+};
+use support::{attach, fabric_saquery, host, read_lids, tool_port, PREFIX};
+use umad_sim::next_generation;
 
 /// 8 leaves × 8 CAs, 4 spines: 64 CAs, 12 switches.
 const SMALL: &str = "PGFT(2;8,8;1,4;1,1)";
@@ -73,159 +77,6 @@ fn require_tools() {
 
 fn generate(spec: &str) -> Fabric {
     fabric_topology::gen::generate_str(spec, None).expect("generate the fat-tree")
-}
-
-/// fabricd on end port 0 of a fresh simulator of `f`, in `dir`; `umad` is added to
-/// `[driver.umad]`, `extra` appended.
-fn start_fabricd(dir: &Path, f: &Fabric, umad: &str, extra: &str) -> (Ibsim, Daemon) {
-    let sim = Ibsim::start(dir, &fabric_topology::ibnet::write(f), host(f, EndPortId(0)));
-    let cfg = dir.join("fabricd.toml");
-    let text = config(extra).replace("window = 16", &format!("window = 16\n{umad}"));
-    std::fs::write(&cfg, text).expect("write config");
-    let d = umad_sim::spawn_daemon(dir, &cfg, &sim.env());
-    (sim, d)
-}
-
-/// Waits until `saquery SMIR` from `host_id` is answered.
-fn wait_sa(sim: &Ibsim, host_id: &str, within: Duration) {
-    let t0 = Instant::now();
-    loop {
-        let r = saquery(sim, host_id, &["SMIR"]);
-        if r.ok && r.text.contains("SMInfoRecord") {
-            return;
-        }
-        assert!(
-            t0.elapsed() < within,
-            "the SA does not answer saquery SMIR within {within:?}:\n{}",
-            r.text
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
-/// `saquery -g` until `ok` holds for its groups (at most `within`).
-fn wait_saquery_groups(
-    sim: &Ibsim,
-    host_id: &str,
-    within: Duration,
-    ok: impl Fn(&[SaqueryRecord]) -> bool,
-) -> Vec<SaqueryRecord> {
-    let t0 = Instant::now();
-    loop {
-        let r = saquery(sim, host_id, &["-g"]);
-        let groups = if r.ok { r.real_records() } else { Vec::new() };
-        if ok(&groups) {
-            return groups;
-        }
-        assert!(
-            t0.elapsed() < within,
-            "saquery -g not as expected within {within:?}:\n{}",
-            r.text
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
-/// The groups of `saquery -g` by MGID.
-fn by_mgid(groups: &[SaqueryRecord]) -> BTreeMap<String, SaqueryRecord> {
-    groups
-        .iter()
-        .map(|g| (g.get("MGID").expect("MGID field").to_string(), g.clone()))
-        .collect()
-}
-
-/// The daemon's multicast groups (gRPC `ListMulticastGroups`, what `fabricctl mcast` shows).
-async fn groups(c: &mut fabric_proto::Client, trees: bool) -> pb::ListMulticastGroupsResponse {
-    c.list_multicast_groups(pb::ListMulticastGroupsRequest { mlid: 0, trees })
-        .await
-        .expect("ListMulticastGroups")
-        .into_inner()
-}
-
-/// Waits until the daemon's groups satisfy `ok` and it is idle with nothing pending.
-async fn wait_groups(
-    d: &Daemon,
-    c: &mut fabric_proto::Client,
-    what: &str,
-    within: Duration,
-    ok: impl Fn(&pb::ListMulticastGroupsResponse) -> bool,
-) -> pb::ListMulticastGroupsResponse {
-    let t0 = Instant::now();
-    loop {
-        let g = groups(c, true).await;
-        let s = status(c).await;
-        if ok(&g) && s.phase == pb::Phase::Idle as i32 && s.pending_faults == 0 {
-            return g;
-        }
-        assert!(
-            t0.elapsed() < within,
-            "{what}: not within {within:?}: groups {:#?}\nlog:\n{}",
-            g.groups,
-            d.log_text()
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-/// Members of the daemon's group `mlid` as port GUID → JoinState (empty when no group).
-fn members_of(g: &pb::ListMulticastGroupsResponse, mlid: u32) -> BTreeMap<Guid, u32> {
-    g.groups
-        .iter()
-        .filter(|x| x.mlid == mlid)
-        .flat_map(|x| x.members.iter().map(|m| (m.port_guid, m.join_state)))
-        .collect()
-}
-
-/// `fabricctl --socket <daemon> <args>` (must succeed), its JSON output.
-fn fabricctl_json(d: &Daemon, args: &[&str]) -> serde_json::Value {
-    let out = Command::new(common::fabricctl_binary())
-        .arg("--socket")
-        .arg(&d.socket)
-        .args(args)
-        .output()
-        .expect("run fabricctl");
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "fabricctl {args:?}: {}\n{text}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("fabricctl {args:?}: not JSON ({e}):\n{text}"))
-}
-
-/// The one answer of a `fabric-saquery` run (exit 0), with its status and records.
-fn answer(r: &ClientRun) -> (u64, Vec<McMemberRecord>) {
-    assert!(r.ok, "fabric-saquery {:?} failed:\n{}\n{}", r.args, r.stdout, r.stderr);
-    (r.status(), mc_records(r))
-}
-
-/// An MGID as `saquery` prints it (compressed IPv6 text); the daemon prints every group.
-fn mgid_norm(s: &str) -> String {
-    s.parse::<std::net::Ipv6Addr>()
-        .unwrap_or_else(|e| panic!("MGID {s:?}: {e}"))
-        .to_string()
-}
-
-/// The MGID text of a record, as `saquery` prints it.
-fn mgid_text(r: &McMemberRecord) -> String {
-    std::net::Ipv6Addr::from(r.mgid.0).to_string()
-}
-
-/// End ports on pairwise different leaves, other than `avoid`'s leaves, in leaf order.
-fn on_other_leaves(f: &Fabric, avoid: &[EndPortId], n: usize) -> Vec<EndPortId> {
-    let mut leaves: BTreeSet<_> = avoid.iter().map(|&e| attach(f, e).0).collect();
-    let mut out = Vec::new();
-    for e in f.end_port_ids() {
-        if out.len() == n {
-            break;
-        }
-        if leaves.insert(attach(f, e).0) {
-            out.push(e);
-        }
-    }
-    assert_eq!(out.len(), n, "not enough leaves");
-    out
 }
 
 #[test]
@@ -360,13 +211,11 @@ fn a_join_and_a_leave_from_the_client_create_and_remove_a_group() {
             let t0 = Instant::now();
             let r = fabric_saquery(&sim, &host(&f, e), args, Duration::from_secs(10));
             eprintln!("fabric-saquery {args:?}: {:?}", t0.elapsed());
-            answer(&r)
+            r
         };
 
         // X creates the group.
-        let (st, recs) = run(x, &["join", "--mgid", TEST_MGID, "--create"]);
-        assert_eq!(st, 0, "create");
-        let r = &recs[0];
+        let r = &record(&run(x, &["join", "--mgid", TEST_MGID, "--create"]), "X's create");
         let mlid = r.mlid;
         assert_eq!(mgid_text(r), TEST_MGID);
         assert_eq!(
@@ -392,8 +241,11 @@ fn a_join_and_a_leave_from_the_client_create_and_remove_a_group() {
         assert_eq!(group["members"][0]["join_state"], 1);
 
         // Y joins as NonMember: both receive, through one tree.
-        let (st, recs) = run(y, &["join", "--mgid", TEST_MGID, "--join-state", "non"]);
-        assert_eq!((st, recs[0].mlid, recs[0].join_state), (0, mlid, 2));
+        let r = record(
+            &run(y, &["join", "--mgid", TEST_MGID, "--join-state", "non"]),
+            "Y's join",
+        );
+        assert_eq!((r.mlid, r.join_state), (mlid, 2));
         wait_groups(&d, &mut c, "two members", Duration::from_secs(10), |g| {
             members_of(g, u32::from(mlid)) == BTreeMap::from([(xg, 1), (yg, 2)])
         })
@@ -407,10 +259,12 @@ fn a_join_and_a_leave_from_the_client_create_and_remove_a_group() {
         assert_eq!(shape.switches, 3, "two leaves and one spine: {shape:?}");
 
         // Y leaves (DeleteResp: the JoinState kept, none), then X: the group goes.
-        let (st, recs) = run(y, &["leave", "--mgid", TEST_MGID, "--join-state", "non"]);
-        assert_eq!((st, recs[0].join_state), (0, 0), "Y's leave");
-        let (st, _) = run(x, &["leave", "--mgid", TEST_MGID]);
-        assert_eq!(st, 0, "X's leave");
+        let r = record(
+            &run(y, &["leave", "--mgid", TEST_MGID, "--join-state", "non"]),
+            "Y's leave",
+        );
+        assert_eq!(r.join_state, 0, "Y's leave: the JoinState kept");
+        record(&run(x, &["leave", "--mgid", TEST_MGID]), "X's leave");
         let seen = wait_saquery_groups(&sim, &th, Duration::from_secs(10), |g| g.len() == 2);
         assert!(!by_mgid(&seen).contains_key(TEST_MGID), "{seen:#?}");
         wait_groups(&d, &mut c, "group removed", Duration::from_secs(10), |g| {
@@ -434,90 +288,12 @@ fn a_join_and_a_leave_from_the_client_create_and_remove_a_group() {
         });
 
         // Its MLID was released: the next create gets it again; leaving twice is refused.
-        let (st, recs) = run(y, &["join", "--mgid", "ff12:e01b::1:3", "--create"]);
-        assert_eq!((st, recs[0].mlid), (0, mlid), "MLID reuse");
-        let (st, _) = run(y, &["leave", "--mgid", "ff12:e01b::1:3"]);
-        assert_eq!(st, 0);
-        let (st, _) = run(y, &["leave", "--mgid", "ff12:e01b::1:3"]);
+        let r = record(&run(y, &["join", "--mgid", "ff12:e01b::1:3", "--create"]), "Y's create");
+        assert_eq!(r.mlid, mlid, "MLID reuse");
+        record(&run(y, &["leave", "--mgid", "ff12:e01b::1:3"]), "Y's leave");
+        let (st, _) = answer(&run(y, &["leave", "--mgid", "ff12:e01b::1:3"]));
         assert_eq!(st, 0x0200, "leaving a group that is gone: ERR_REQ_INVALID");
     });
-}
-
-/// Pseudo-random distinct end ports (fixed seed), none of `avoid`.
-fn sample(f: &Fabric, n: usize, avoid: &[EndPortId]) -> Vec<EndPortId> {
-    let len = f.num_end_ports() as u64;
-    let mut x: u64 = 0x2545_f491_4f6c_dd1d;
-    let mut out: Vec<EndPortId> = Vec::new();
-    while out.len() < n {
-        x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-        let e = EndPortId(((x >> 33) % len) as u32);
-        if !avoid.contains(&e) && !out.contains(&e) {
-            out.push(e);
-        }
-    }
-    out
-}
-
-/// Every group's tree checked (`check_tree`) and flooded (`check_delivery`): (MLID, shape).
-fn check_all(
-    f: &Fabric,
-    mfts: &HashMap<Guid, mcast::Mft>,
-    want: &[(u16, BTreeSet<Guid>)],
-    dead: &Dead,
-    level: &HashMap<fabric_topology::SwitchId, u32>,
-) -> Result<Vec<(u16, mcast::TreeShape)>, String> {
-    let mut out = Vec::new();
-    for (mlid, receivers) in want {
-        let shape = check_tree(f, mfts, u64::from(*mlid), receivers, dead, level)?;
-        check_delivery(f, mfts, u64::from(*mlid), receivers, dead)?;
-        out.push((*mlid, shape));
-    }
-    // No entry of another MLID anywhere.
-    let known: BTreeSet<u64> = want.iter().map(|(m, _)| u64::from(*m)).collect();
-    for (g, t) in mfts {
-        if let Some(m) = t.keys().find(|m| !known.contains(m)) {
-            return Err(format!("switch 0x{g:016x} has an entry for MLID {m:#x}, no such group"));
-        }
-    }
-    Ok(out)
-}
-
-/// One line per tree: MLID, switches by level, links, root.
-fn shapes_text(shapes: &[(u16, mcast::TreeShape)]) -> String {
-    shapes
-        .iter()
-        .map(|(m, t)| {
-            format!(
-                "  MLID {m:#06x}: {} switches (by level from the leaves {:?}), {} links, root 0x{:016x}",
-                t.switches, t.per_level, t.links, t.root
-            )
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
-/// The daemon's committed trees equal the tables read back from the switches.
-fn same_as_daemon(g: &pb::ListMulticastGroupsResponse, mfts: &HashMap<Guid, mcast::Mft>) -> Result<(), String> {
-    for grp in &g.groups {
-        let Some(t) = &grp.tree else { continue };
-        let daemon: BTreeMap<Guid, Vec<u32>> = t
-            .switches
-            .iter()
-            .filter(|s| !s.ports.is_empty())
-            .map(|s| (s.guid, s.ports.clone()))
-            .collect();
-        let read: BTreeMap<Guid, Vec<u32>> = mfts
-            .iter()
-            .filter_map(|(sw, m)| m.get(&u64::from(grp.mlid)).map(|p| (*sw, p.clone())))
-            .collect();
-        if daemon != read {
-            return Err(format!(
-                "MLID {:#x}: fabricd's tree {daemon:x?} but the switches hold {read:x?}",
-                grp.mlid
-            ));
-        }
-    }
-    Ok(())
 }
 
 #[test]
@@ -567,7 +343,7 @@ fn mfts_form_one_tree_spanning_the_members_also_after_cables_are_removed() {
             &["join", "--mgid", IPOIB_V4, "--port-gid", &sm_gid, "--sm-key", &sm_key],
             within,
         );
-        assert_eq!(answer(&r).0, 0, "proxy join of the manager's port:\n{}", r.stdout);
+        record(&r, "proxy join of the manager's port");
         eprintln!(
             "{} joins from {} hosts in {:?}",
             2 + 30 + 128,
@@ -685,15 +461,6 @@ fn mfts_form_one_tree_spanning_the_members_also_after_cables_are_removed() {
     });
 }
 
-/// `fabric-saquery mcast-cycles <args>` on `host_id`: its `mcast_cycles` document.
-fn cycles(sim: &Ibsim, host_id: &str, args: &[&str], within: Duration) -> serde_json::Value {
-    let mut a = vec!["mcast-cycles"];
-    a.extend_from_slice(args);
-    let r = fabric_saquery(sim, host_id, &a, within);
-    assert!(r.ok, "fabric-saquery {a:?} failed:\n{}\n{}", r.stdout, r.stderr);
-    r.json()["mcast_cycles"].clone()
-}
-
 /// Join/leave cycles of the acceptance.
 const CYCLES: usize = 10_000;
 /// Cycles of the variant with SendOnlyNonMember (the same code path as CYCLES's).
@@ -795,9 +562,7 @@ fn ten_thousand_send_only_join_and_partial_leave_cycles_leave_no_mlid_allocated(
             &["join", "--mgid", TEST_MGID, "--create"],
             Duration::from_secs(10),
         );
-        let (st, recs) = answer(&r);
-        assert_eq!(st, 0, "X creates {TEST_MGID}");
-        let mlid = recs[0].mlid;
+        let mlid = record(&r, "X's create").mlid;
         let v = cycles(
             &sim,
             &th,
@@ -812,7 +577,7 @@ fn ten_thousand_send_only_join_and_partial_leave_cycles_leave_no_mlid_allocated(
             &["leave", "--mgid", TEST_MGID],
             Duration::from_secs(10),
         );
-        assert_eq!(answer(&r).0, 0, "X leaves");
+        record(&r, "X's leave");
 
         // Nothing but the two IPoIB groups is allocated: the daemon, fabricctl, saquery and
         // the switches agree, and fabricd still serves.
@@ -848,82 +613,14 @@ fn ten_thousand_send_only_join_and_partial_leave_cycles_leave_no_mlid_allocated(
             &["join", "--mgid", "ff12:e01b::8:1", "--create"],
             Duration::from_secs(10),
         );
-        let (st, recs) = answer(&r);
-        assert_eq!((st, recs[0].mlid), (0, 0xc002), "a create after the cycles");
+        assert_eq!(
+            record(&r, "a create after the cycles").mlid,
+            0xc002,
+            "a create after the cycles"
+        );
         let s = status(&mut c).await;
         assert_eq!(s.phase, pb::Phase::Idle as i32, "{s:?}");
     });
-}
-
-/// The P_Key of a PathRecord `saquery --src-to-dst a:b` answers, `None` when it answers none.
-fn path_pkey(sim: &Ibsim, host_id: &str, a: u64, b: u64) -> Option<u64> {
-    let arg = format!("{a}:{b}");
-    let r = saquery(sim, host_id, &["--src-to-dst", &arg]);
-    if !r.ok {
-        // An error status instead of an empty table: only "no records" means no path.
-        assert!(
-            r.text.contains("0x0300") || r.text.to_ascii_lowercase().contains("no records"),
-            "saquery --src-to-dst {arg} failed:\n{}",
-            r.text
-        );
-        return None;
-    }
-    let recs = r.real_records();
-    assert!(recs.len() <= 1, "saquery --src-to-dst {arg}: {recs:?}");
-    recs.first().map(|p| p.n("pkey"))
-}
-
-/// The partitions file: every CA a full member of the default partition but the blue and red
-/// ports (limited there, so that a blue and a red port share no partition), `blue` (IPoIB)
-/// and `red` with their GUIDs.
-fn partitions_file(blue: &[Guid], red: &[Guid]) -> String {
-    let list = |v: &[Guid], m: &str| {
-        v.iter()
-            .map(|g| format!("0x{g:016x}={m}"))
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    let limited: Vec<Guid> = blue.iter().chain(red).copied().collect();
-    format!(
-        "# umad_mcast acceptance\nDefault=0x7fff, ipoib : ALL=full, {} ;\nblue=0x8001, ipoib :\n  {} ;\nred=0x8002 : {} ;\n",
-        list(&limited, "limited"),
-        list(blue, "full"),
-        list(red, "full")
-    )
-}
-
-/// Every CA's P_Key table (`smpquery pkeys`) equals the model: blue ports 0x7fff and 0x8001,
-/// red ports 0x7fff and 0x8002, every other one 0xffff only.
-fn check_pkeys(
-    sim: &Ibsim,
-    host_id: &str,
-    f: &Fabric,
-    lids: &support::Lids,
-    blue: &[Guid],
-    red: &[Guid],
-) -> Result<(), String> {
-    let mut wrong = Vec::new();
-    for e in f.end_ports() {
-        let want: BTreeSet<u16> = if blue.contains(&e.port_guid) {
-            [0x7fff, 0x8001].into()
-        } else if red.contains(&e.port_guid) {
-            [0x7fff, 0x8002].into()
-        } else {
-            [0xffff].into()
-        };
-        let got = pkeys(sim, host_id, lids.base(e.port_guid), e.port_num);
-        if got != want {
-            wrong.push(format!(
-                "0x{:016x}: smpquery pkeys {got:x?}, configured {want:x?}",
-                e.port_guid
-            ));
-        }
-    }
-    if wrong.is_empty() {
-        Ok(())
-    } else {
-        Err(wrong.join("\n"))
-    }
 }
 
 #[test]
