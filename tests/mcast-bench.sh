@@ -122,6 +122,7 @@ start_opensm() {
   [ -s "$osm/opensm.conf" ] || die "opensm -c did not write a config"
   sed -i -e "s|^log_file .*|log_file $osm/opensm.log|" \
     -e "s|^accum_log_file .*|accum_log_file FALSE|" \
+    -e "s|^force_log_flush .*|force_log_flush TRUE|" \
     -e "s|^dump_files_dir .*|dump_files_dir $osm/|" \
     -e "s|^sm_priority .*|sm_priority 15|" \
     "$osm/opensm.conf"

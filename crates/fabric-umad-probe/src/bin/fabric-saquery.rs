@@ -1,7 +1,9 @@
 //! `fabric-saquery`: the project's own Subnet Administration client. It asks the master SM's
 //! SA (fabricd's or OpenSM's) from an end node and prints one JSON document per answer
 //! (`{"attribute", "method", "status", "records", "raw_records_hex", ...}`), reading whole
-//! tables with RMPP in user space ([`fabric_umad::client::SaClient`]).
+//! tables with RMPP in user space ([`fabric_umad::client::SaClient`]). It also acts as a
+//! multicast end node: `join` / `leave` (MCMemberRecord Set / Delete) and `mcast-cycles`
+//! (many join/leave round trips in one process: MLID allocation and release, join latency).
 //!
 //! Under the ibsim simulator run it like the infiniband-diags tools:
 //! `LD_PRELOAD=/usr/lib/x86_64-linux-gnu/umad2sim/libumad2sim.so SIM_HOST=<node>
