@@ -1,7 +1,9 @@
 //! `fabric-saquery`: the project's own Subnet Administration client. It asks the master SM's
 //! SA (fabricd's or OpenSM's) from an end node and prints one JSON document per answer
 //! (`{"attribute", "method", "status", "records", "raw_records_hex", ...}`), reading whole
-//! tables with RMPP in user space ([`fabric_umad::client::SaClient`]).
+//! tables with RMPP in user space ([`fabric_umad::client::SaClient`]). It also acts as a
+//! multicast end node: `join` / `leave` (MCMemberRecord Set / Delete) and `mcast-cycles`
+//! (many join/leave round trips in one process: MLID allocation and release, join latency).
 //!
 //! Under the ibsim simulator run it like the infiniband-diags tools:
 //! `LD_PRELOAD=/usr/lib/x86_64-linux-gnu/umad2sim/libumad2sim.so SIM_HOST=<node>
@@ -70,6 +72,12 @@ enum Cmd {
     Iir,
     /// MCMemberRecords.
     Mcmr,
+    /// Joins a multicast group or creates it (Set MCMemberRecord), one request per port GID.
+    Join(saquery::mcast::JoinArgs),
+    /// Leaves a multicast group (Delete MCMemberRecord), one request per port GID.
+    Leave(saquery::mcast::MemberArgs),
+    /// N join/leave round trips of one member (MLID allocation and release, join latency).
+    McastCycles(saquery::mcast::CyclesArgs),
     /// The SA's ClassPortInfo.
     Classportinfo,
     /// PathRecords (GetTable as `saquery` asks; no arguments: the whole table).
@@ -351,6 +359,29 @@ fn main() -> Result<()> {
         Cmd::Iir => ask(&c, templates::table(attr::INFORM_INFO_RECORD, 0)),
         Cmd::Mcmr => ask(&c, templates::table(attr::MC_MEMBER_RECORD, 0)),
         Cmd::Classportinfo => ask(&c, templates::class_port_info()),
+        Cmd::Join(a) => {
+            for g in saquery::mcast::port_gids(&c, &a.member)? {
+                ask(
+                    &c,
+                    saquery::mcast::join_request(&a, g)?.query(fabric_sa::wire::METHOD_SET),
+                )?;
+            }
+            Ok(())
+        }
+        Cmd::Leave(m) => {
+            for g in saquery::mcast::port_gids(&c, &m)? {
+                ask(
+                    &c,
+                    saquery::mcast::leave_request(&m, g)?.query(fabric_sa::wire::METHOD_DELETE),
+                )?;
+            }
+            Ok(())
+        }
+        Cmd::McastCycles(a) => {
+            let v = saquery::mcast::cycles(&c, &a)?;
+            print(&json!({ "mcast_cycles": v, "local_lid": c.local().lid, "sm_lid": c.local().sm_lid }));
+            Ok(())
+        }
         Cmd::Pr {
             slid,
             dlid,
