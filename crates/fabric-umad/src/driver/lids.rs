@@ -107,9 +107,15 @@ fn plan(st: &State, fabric: &Fabric, lids: &LidPlan) -> Result<LidTargets, Drive
     Ok(t)
 }
 
-/// The PortInfo Set image giving a CA port its base LID, LMC and master SM LID.
+/// The subnet prefix written into every managed port's GidPrefix (OpenSM's default
+/// `subnet_prefix`, the link-local `fe80::/64`): the ports' GIDs, and the PortGIDs the SA
+/// accepts in joins and PathRecords, carry it.
+const SUBNET_PREFIX: u64 = fabric_sa::subnet::DEFAULT_SUBNET_PREFIX;
+
+/// The PortInfo Set image giving a CA port its base LID, LMC, master SM LID and GidPrefix.
 fn ca_lid_image(info: &PortInfo, base: u16, sm_lid: u16, lmc: u8) -> PortInfo {
     let mut a = info.for_set();
+    a.set_gid_prefix(SUBNET_PREFIX);
     a.set_lid(base);
     a.set_master_sm_lid(sm_lid);
     a.set_lmc(lmc);
@@ -133,6 +139,7 @@ fn record_lids(st: &mut State, t: &LidTargets, top: u16, lmc: u8) {
         if let Some(&i) = st.sw_by_guid.get(&s.guid) {
             st.switches[i].lid = s.lid;
             if let Some(p0) = st.switches[i].ports[0].info.as_mut() {
+                p0.set_gid_prefix(SUBNET_PREFIX);
                 p0.set_lid(s.lid);
                 p0.set_master_sm_lid(t.sm_lid);
             }
@@ -141,6 +148,7 @@ fn record_lids(st: &mut State, t: &LidTargets, top: u16, lmc: u8) {
     }
     for c in &t.cas {
         if let Some(&ci) = st.ca_by_guid.get(&c.guid) {
+            st.cas[ci].info.set_gid_prefix(SUBNET_PREFIX);
             st.cas[ci].info.set_lid(c.base);
             st.cas[ci].info.set_lmc(lmc);
             st.cas[ci].info.set_master_sm_lid(t.sm_lid);
@@ -165,6 +173,7 @@ pub(super) async fn configure_lids(inner: &Inner, fabric: &Fabric, lids: &LidPla
     let mut pend = Vec::new();
     for s in &t.switches {
         let mut a = s.port0.for_set();
+        a.set_gid_prefix(SUBNET_PREFIX);
         a.set_lid(s.lid);
         a.set_master_sm_lid(sm_lid);
         a.set_lmc(0);
@@ -416,6 +425,26 @@ mod tests {
             switch_lid: (1..=fabric.num_switches() as Lid).collect(),
             end_port_base: (0..fabric.num_end_ports() as Lid).map(|k| base + 2 * k).collect(),
         }
+    }
+
+    #[test]
+    fn lid_sets_give_ports_the_subnet_prefix() {
+        let mut st = two_by_two();
+        recompute_paths(&mut st);
+        let f = build_fabric(&st).unwrap();
+        let t = plan(&st, &f, &plan_for(&f, 0x10)).unwrap();
+        let a = ca_lid_image(&t.cas[0].info, 0x10, 0x10, 1);
+        assert_eq!((a.gid_prefix(), a.lid(), a.lmc()), (0xfe80_0000_0000_0000, 0x10, 1));
+        record_lids(&mut st, &t, 0x20, 1);
+        assert_eq!(st.cas[st.ca_by_guid[&CA]].info.gid_prefix(), SUBNET_PREFIX);
+        assert!(st
+            .switches
+            .iter()
+            .filter(|s| t.switches.iter().any(|x| x.guid == s.guid))
+            .all(|s| s.ports[0]
+                .info
+                .as_ref()
+                .is_some_and(|p| p.gid_prefix() == SUBNET_PREFIX)));
     }
 
     #[test]

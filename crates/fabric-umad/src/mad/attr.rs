@@ -168,6 +168,14 @@ impl PortInfo {
     pub fn decode(d: &[u8; SMP_DATA_SIZE]) -> PortInfo {
         PortInfo { raw: *d }
     }
+    /// GidPrefix (the subnet prefix of the port's GIDs, bytes 8..16).
+    pub fn gid_prefix(&self) -> u64 {
+        be64(&self.raw, 8)
+    }
+    /// Sets GidPrefix.
+    pub fn set_gid_prefix(&mut self, prefix: u64) {
+        put64(&mut self.raw, 8, prefix);
+    }
     /// Base LID.
     pub fn lid(&self) -> u16 {
         be16(&self.raw, 16)
