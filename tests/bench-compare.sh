@@ -4,8 +4,9 @@
 #
 #   tests/bench-compare.sh BASE_REV [ROUNDS]
 #
-# BASE_REV is built in a temporary `git worktree` sharing this tree's target directory (the
-# dependencies are built once; the workspace crates of both trees coexist, their paths differ).
+# BASE_REV is built in a temporary `git worktree` into a target directory of its own
+# (`$CARGO_TARGET_DIR-bench-base`, or BASE_TARGET_DIR; kept between runs): in a shared one, the
+# workspace crates of the two trees would take each other's artifacts as up to date.
 # Both bench binaries are built first, then run interleaved: base, new, base, new, … ROUNDS times
 # each (default 2): the machine is noisy, so a slow phase hits both sides. Each run's medians are
 # taken from the bench's own output (these benches are harness-less: they print median, p99 and
@@ -62,7 +63,10 @@ for line in sys.stdin:
 echo "bench-compare: base $BASE ($BASE_SHA), new = working tree of $ROOT; raw output in $OUT"
 git worktree add --detach "$WT" "$BASE_SHA" >/dev/null
 echo "bench-compare: building base…"
-build "$WT" base
+# The base tree builds into a target directory of its own: cargo names a workspace crate's
+# artifacts by its path relative to the workspace root, the same in both trees, so in a shared
+# directory the second build would take the first one's crates as up to date.
+CARGO_TARGET_DIR="${BASE_TARGET_DIR:-$CARGO_TARGET_DIR-bench-base}" build "$WT" base
 echo "bench-compare: building new…"
 build "$ROOT" new
 
