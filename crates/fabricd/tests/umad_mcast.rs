@@ -745,3 +745,59 @@ fn partitions_program_pkeys_on_members_only_and_a_reload_moves_a_node() {
         assert_eq!(blue_members, Some(3), "{listed:#}");
     });
 }
+
+/// M_Key on the daemon: the key in force is written to the state directory (`m-key`, mode 0600)
+/// and never to the log; a restart whose configuration names no key manages the fabric with the
+/// key in force (ibsim 0.10 stores no M_Key, so enforcement itself is shown on the agent
+/// simulator: `fabric-agent-sim/tests/oob_mcast_mkey.rs`).
+#[test]
+fn the_m_key_in_force_is_kept_in_the_state_directory_across_a_restart() {
+    use std::os::unix::fs::PermissionsExt;
+    require_tools();
+    let dir = test_dir("umad-mcast-mkey");
+    let f = generate(SMALL);
+    let key = "0x00001234abcd5678";
+    let (sim, mut d) = start_fabricd(
+        &dir,
+        &f,
+        "m_key = 0x00001234abcd5678\nm_key_protect = 2\nm_key_lease_s = 60",
+        "",
+    );
+    let file = d.state.join("m-key");
+    run_with_deadline(120, async {
+        let mut c = d.ready().await;
+        next_generation(&d, &mut c, 0, Duration::from_secs(30)).await;
+    });
+    let text = std::fs::read_to_string(&file).expect("the M_Key is in the state directory");
+    assert_eq!(text.trim(), key);
+    let mode = std::fs::metadata(&file).expect("stat m-key").permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "the M_Key file is its owner's only");
+    assert!(
+        !d.log_text().to_lowercase().contains("1234abcd5678"),
+        "the key is never logged"
+    );
+
+    // Restart with a configuration that names no key: the key in force is used and kept.
+    d.kill9();
+    let cfg = dir.join("fabricd.toml");
+    std::fs::write(&cfg, crate::umad_sim::config("")).expect("write config");
+    let d2 = crate::umad_sim::spawn_daemon(&dir, &cfg, &sim.env());
+    run_with_deadline(120, async {
+        let mut c = d2.ready().await;
+        next_generation(&d2, &mut c, 0, Duration::from_secs(30)).await;
+        let s = status(&mut c).await;
+        assert!(
+            s.ready,
+            "the restarted manager manages the fabric with the key in force: {s:?}"
+        );
+    });
+    assert_eq!(
+        std::fs::read_to_string(&file).expect("m-key").trim(),
+        key,
+        "the key in force stays"
+    );
+    assert!(
+        !d2.log_text().to_lowercase().contains("1234abcd5678"),
+        "the key is never logged"
+    );
+}
