@@ -5,7 +5,7 @@
 #   tests/bench-compare.sh BASE_REV [ROUNDS]
 #
 # BASE_REV is built in a temporary `git worktree` into a target directory of its own
-# (`$CARGO_TARGET_DIR-bench-base`, or BASE_TARGET_DIR; kept between runs): in a shared one, the
+# (`$CARGO_TARGET_DIR/bench-base`, or BASE_TARGET_DIR; kept between runs): in a shared one, the
 # workspace crates of the two trees would take each other's artifacts as up to date.
 # Both bench binaries are built first, then run interleaved: base, new, base, new, … ROUNDS times
 # each (default 2): the machine is noisy, so a slow phase hits both sides. Each run's medians are
@@ -66,7 +66,7 @@ echo "bench-compare: building base…"
 # The base tree builds into a target directory of its own: cargo names a workspace crate's
 # artifacts by its path relative to the workspace root, the same in both trees, so in a shared
 # directory the second build would take the first one's crates as up to date.
-CARGO_TARGET_DIR="${BASE_TARGET_DIR:-$CARGO_TARGET_DIR-bench-base}" build "$WT" base
+CARGO_TARGET_DIR="${BASE_TARGET_DIR:-$CARGO_TARGET_DIR/bench-base}" build "$WT" base
 echo "bench-compare: building new…"
 build "$ROOT" new
 
