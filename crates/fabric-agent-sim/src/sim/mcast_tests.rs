@@ -243,7 +243,7 @@ proptest! {
 /// Cost of the multicast verification (run by hand: `cargo test -p fabric-agent-sim --bins
 /// --release -- --ignored verify_cost --nocapture`): 1 024 end ports, 200 groups of 64.
 #[test]
-#[ignore]
+#[ignore = "measurement, run by hand in release"]
 fn verify_cost() {
     let f = gen::generate_str("PGFT(2;32,32;1,32;1,1)", None).unwrap();
     let sp = spines(&f);
