@@ -76,26 +76,6 @@ case " $sms " in *" fabricd "*) [ -x "$fabricd" ] || die "$fabricd not found" ;;
 
 work_dir
 
-now_ms() { echo $(($(date +%s%N) / 1000000)); }
-
-# start_ibsim DIR NET: a fresh simulator, console on a FIFO held open; sets sim_pid, sock.
-start_ibsim() {
-  local dir=$1 net=$2
-  sock="mcbench-$$-$(basename "$dir")"
-  mkfifo "$dir/console"
-  (cd "$dir" && IBSIM_SOCKNAME=$sock exec ibsim -s "$net" <"$dir/console" >ibsim.log 2>&1) &
-  sim_pid=$!
-  pids+=("$sim_pid")
-  exec {console_fd}>"$dir/console"
-  local t0
-  t0=$(now_ms)
-  until grep -q "Network simulator ready." "$dir/ibsim.log" 2>/dev/null; do
-    kill -0 "$sim_pid" 2>/dev/null || die "ibsim exited: $(tail -5 "$dir/ibsim.log")"
-    [ $(($(now_ms) - t0)) -lt 60000 ] || die "ibsim not ready after 60 s"
-    sleep 0.05
-  done
-}
-
 # stop_all: stops the manager and the simulator of one run.
 stop_all() {
   exec {console_fd}>&-
@@ -105,38 +85,6 @@ stop_all() {
     wait "$p" 2>/dev/null || true
   done
   pids=()
-}
-
-# under_sim DIR HOST CMD...: CMD as a client of the simulator on node HOST, in DIR.
-under_sim() {
-  local dir=$1 on=$2
-  shift 2
-  (cd "$dir" && IBSIM_SOCKNAME=$sock SIM_HOST=$on LD_PRELOAD=$shim exec timeout "$deadline" "$@")
-}
-
-# start_opensm DIR: OpenSM master on $host, waits for SUBNET UP.
-start_opensm() {
-  local dir=$1 osm=$1/osm
-  mkdir -p "$osm"
-  opensm -c "$osm/opensm.conf" >/dev/null 2>&1 || true
-  [ -s "$osm/opensm.conf" ] || die "opensm -c did not write a config"
-  sed -i -e "s|^log_file .*|log_file $osm/opensm.log|" \
-    -e "s|^accum_log_file .*|accum_log_file FALSE|" \
-    -e "s|^force_log_flush .*|force_log_flush TRUE|" \
-    -e "s|^dump_files_dir .*|dump_files_dir $osm/|" \
-    -e "s|^sm_priority .*|sm_priority 15|" \
-    "$osm/opensm.conf"
-  (cd "$osm" && IBSIM_SOCKNAME=$sock SIM_HOST=$host LD_PRELOAD=$shim OSM_CACHE_DIR=$osm \
-    exec opensm -F "$osm/opensm.conf" >"$osm/stdout" 2>&1) &
-  pids+=($!)
-  local t0
-  t0=$(now_ms)
-  until grep -q "SUBNET UP" "$osm/opensm.log" 2>/dev/null; do
-    [ $(($(now_ms) - t0)) -lt $((deadline * 1000)) ] || die "opensm: no SUBNET UP within $deadline s"
-    sleep 0.05
-  done
-  version="$(opensm --version 2>/dev/null | grep -m1 'OpenSM' | tr -d '\r')"
-  log "$version up after $(($(now_ms) - t0)) ms"
 }
 
 # start_fabricd DIR: fabricd master on $host (umad driver), waits for its first commit.
@@ -173,16 +121,6 @@ EOF
   done
   version="fabricd $(git describe --always --dirty 2>/dev/null || echo '?')"
   log "fabricd up after $(($(now_ms) - t0)) ms"
-}
-
-# wait_sa DIR: until the SA answers saquery SMIR.
-wait_sa() {
-  local dir=$1 t0
-  t0=$(now_ms)
-  until under_sim "$dir" "$tool_host" saquery SMIR 2>/dev/null | grep -q "SMInfoRecord"; do
-    [ $(($(now_ms) - t0)) -lt 30000 ] || die "the SA does not answer saquery SMIR within 30 s"
-    sleep 0.2
-  done
 }
 
 # row SM WHAT JSONFILE: one Markdown row of a `fabric-saquery mcast-cycles` result.

@@ -99,82 +99,6 @@ esac
 
 work_dir
 
-now_ms() { echo $(($(date +%s%N) / 1000000)); }
-
-# stop_pid PID: stops one of our processes and forgets it.
-stop_pid() {
-  kill "$1" 2>/dev/null || true
-  wait "$1" 2>/dev/null || true
-  local rest=() p
-  for p in "${pids[@]}"; do
-    [ "$p" = "$1" ] || rest+=("$p")
-  done
-  pids=("${rest[@]}")
-}
-
-# start_ibsim DIR NET: a fresh simulator, console on a FIFO (DIR/console); sets sim_pid, sock.
-start_ibsim() {
-  local dir=$1 net=$2
-  sock="sabench-$$-$(basename "$dir")"
-  read -r nnodes nswitches nports < <(awk '
-    /^Switch[ \t]/ { n++; s++; p += $2 + 1 }
-    /^(Ca|Hca|Rt)[ \t]/ { n++; p += $2 }
-    END { print n + 16, s + 16, p + 256 }' "$net")
-  mkfifo "$dir/console"
-  (cd "$dir" && IBSIM_SOCKNAME=$sock exec ibsim -s -N "$nnodes" -S "$nswitches" -P "$nports" "$net" \
-    <"$dir/console" >ibsim.log 2>&1) &
-  sim_pid=$!
-  pids+=("$sim_pid")
-  # Hold the console open for the simulator's lifetime.
-  exec {console_fd}>"$dir/console"
-  local t0
-  t0=$(now_ms)
-  until grep -q "Network simulator ready." "$dir/ibsim.log" 2>/dev/null; do
-    kill -0 "$sim_pid" 2>/dev/null || die "ibsim exited: $(tail -5 "$dir/ibsim.log")"
-    [ $(($(now_ms) - t0)) -lt 60000 ] || die "ibsim not ready after 60 s"
-    sleep 0.05
-  done
-}
-
-stop_ibsim() {
-  exec {console_fd}>&-
-  stop_pid "$sim_pid"
-}
-
-# under_sim DIR HOST CMD...: CMD as a client of the simulator on node HOST, in DIR.
-under_sim() {
-  local dir=$1 on=$2
-  shift 2
-  (cd "$dir" && IBSIM_SOCKNAME=$sock SIM_HOST=$on LD_PRELOAD=$shim exec timeout "$deadline" "$@")
-}
-
-# start_opensm DIR: OpenSM master on $host (LMC 1 like fabricd), waits for SUBNET UP.
-start_opensm() {
-  local dir=$1 osm=$1/osm
-  mkdir -p "$osm"
-  opensm -c "$osm/opensm.conf" >/dev/null 2>&1 || true
-  [ -s "$osm/opensm.conf" ] || die "opensm -c did not write a config"
-  sed -i -e "s|^log_file .*|log_file $osm/opensm.log|" \
-    -e "s|^accum_log_file .*|accum_log_file FALSE|" \
-    -e "s|^force_log_flush .*|force_log_flush TRUE|" \
-    -e "s|^dump_files_dir .*|dump_files_dir $osm/|" \
-    -e "s|^lmc .*|lmc 1|" \
-    -e "s|^sm_priority .*|sm_priority 15|" \
-    "$osm/opensm.conf"
-  (cd "$osm" && IBSIM_SOCKNAME=$sock SIM_HOST=$host LD_PRELOAD=$shim OSM_CACHE_DIR=$osm \
-    exec opensm -F "$osm/opensm.conf" >"$osm/stdout" 2>&1) &
-  sm_pid=$!
-  pids+=("$sm_pid")
-  local t0
-  t0=$(now_ms)
-  until grep -q "SUBNET UP" "$osm/opensm.log" 2>/dev/null; do
-    kill -0 "$sm_pid" 2>/dev/null || die "opensm exited: $(tail -5 "$osm/stdout")"
-    [ $(($(now_ms) - t0)) -lt $((deadline * 1000)) ] || die "opensm: no SUBNET UP within $deadline s"
-    sleep 0.05
-  done
-  log "OpenSM ($(opensm --version 2>/dev/null | grep -m1 'OpenSM' | tr -d '\r')) up after $(($(now_ms) - t0)) ms"
-}
-
 # start_fabricd DIR: fabricd master on $host (umad driver), waits for its first commit.
 start_fabricd() {
   local dir=$1
@@ -223,16 +147,6 @@ generation() {
   "$fabricctl" --socket "$1/s.sock" status --json 2>/dev/null \
     | python3 -c 'import json,sys; s=json.load(sys.stdin); print(s.get("generation", 0) if s.get("phase") == "idle" else 0)' \
     2>/dev/null || echo 0
-}
-
-# wait_sa DIR: until the SA answers saquery SMIR (fabricd serves once its first generation is in).
-wait_sa() {
-  local dir=$1 t0
-  t0=$(now_ms)
-  until under_sim "$dir" "$tool_host" saquery SMIR 2>/dev/null | grep -q "SMInfoRecord"; do
-    [ $(($(now_ms) - t0)) -lt 30000 ] || die "the SA does not answer saquery SMIR within 30 s"
-    sleep 0.2
-  done
 }
 
 # lid_pairs DIR N: N random (source, destination) base-LID pairs of CAs, from ibroute of the tool
@@ -389,7 +303,7 @@ for spec in $specs; do
     mkdir -p "$dir"
     start_ibsim "$dir" "$net"
     case "$sm" in
-      opensm) start_opensm "$dir" ;;
+      opensm) start_opensm "$dir" "s|^lmc .*|lmc 1|" ;;
       fabricd) start_fabricd "$dir" ;;
       *) die "unknown manager $sm (opensm or fabricd)" ;;
     esac
