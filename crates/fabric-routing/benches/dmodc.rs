@@ -15,6 +15,8 @@
 //! (switches × LIDs) and the peak resident memory growth (`VmHWM`, reset through
 //! `/proc/self/clear_refs`), and one-shot timings of the validity and CDG checks.
 
+mod support;
+
 use criterion::{criterion_group, criterion_main, Criterion};
 
 use fabric_ranking::{rank, RankOptions};
@@ -22,35 +24,8 @@ use fabric_routing::{
     assign_lids, engine, EngineKind, GroupedDmodc, Guid2Lid, Lfts, LidPlan, LidSet, NodeGroups, RoutingContext,
     RoutingEngine, IB_MAX_UNICAST_LID,
 };
-use fabric_topology::gen::{degrade, generate, Degrade};
 use fabric_topology::Fabric;
-
-const PGFT_8640: &str = "PGFT(3;24,12,30;1,12,12;1,2,1)";
-const PGFT_34992: &str = "PGFT(4;18,3,18,36;1,3,18,18;1,6,1,1)";
-
-fn fabric(spec: &str, link_pct: usize) -> Fabric {
-    let g = generate(&spec.parse().expect("spec")).expect("generate").fabric;
-    if link_pct == 0 {
-        return g;
-    }
-    let links = g.count_links().0 * link_pct / 100;
-    degrade(
-        &g,
-        &Degrade {
-            remove_links: links,
-            remove_switches: 0,
-            seed: 1,
-        },
-    )
-    .expect("degrade")
-}
-
-fn pool(threads: usize) -> rayon::ThreadPool {
-    rayon::ThreadPoolBuilder::new()
-        .num_threads(threads)
-        .build()
-        .expect("thread pool")
-}
+use support::{fabric, pool, PGFT_34992, PGFT_8640};
 
 /// Ranking + Dmodc base routing, the unit of work of one generation.
 fn dmodc_full(f: &Fabric, lids: &LidPlan, lfts: &mut Lfts) {

@@ -7,40 +7,16 @@
 //! (roots, trees, masks, table allocation); `mft_diff/*` times the diff against empty tables
 //! (the first programming) and `flood_broadcast` one reference flood of the broadcast group.
 
+mod support;
+
 use criterion::{criterion_group, criterion_main, Criterion};
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 
 use fabric_ranking::{rank, RankOptions};
 use fabric_routing::{flood, mft_diff, route_multicast, McastGroup, Mfts};
-use fabric_topology::gen::{degrade, generate, Degrade};
 use fabric_topology::{EndPortId, Fabric};
-
-const PGFT_8640: &str = "PGFT(3;24,12,30;1,12,12;1,2,1)";
-
-fn fabric(spec: &str, link_pct: usize) -> Fabric {
-    let g = generate(&spec.parse().expect("spec")).expect("generate").fabric;
-    if link_pct == 0 {
-        return g;
-    }
-    let links = g.count_links().0 * link_pct / 100;
-    degrade(
-        &g,
-        &Degrade {
-            remove_links: links,
-            remove_switches: 0,
-            seed: 1,
-        },
-    )
-    .expect("degrade")
-}
-
-fn pool(threads: usize) -> rayon::ThreadPool {
-    rayon::ThreadPoolBuilder::new()
-        .num_threads(threads)
-        .build()
-        .expect("thread pool")
-}
+use support::{fabric, pool, PGFT_8640};
 
 /// One broadcast group and `n - 1` groups of 2..=512 random members.
 fn groups(f: &Fabric, n: usize, seed: u64) -> Vec<McastGroup> {

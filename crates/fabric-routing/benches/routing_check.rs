@@ -11,33 +11,16 @@
 //!
 //! Complete and with 2 % of its cables removed; on 1 and 2 worker threads.
 
+mod support;
+
 use criterion::{criterion_group, criterion_main, Criterion};
 
 use fabric_ranking::{rank, RankOptions, Ranking};
 use fabric_routing::{
     assign_lids, check_and_repair, route_all, EngineKind, Guid2Lid, LidPlan, RoutingContext, IB_MAX_UNICAST_LID,
 };
-use fabric_topology::gen::{degrade, generate, Degrade};
 use fabric_topology::{Fabric, FabricEvent};
-
-const PGFT_8640: &str = "PGFT(3;24,12,30;1,12,12;1,2,1)";
-
-fn fabric(link_pct: usize) -> Fabric {
-    let g = generate(&PGFT_8640.parse().expect("spec")).expect("generate").fabric;
-    if link_pct == 0 {
-        return g;
-    }
-    let links = g.count_links().0 * link_pct / 100;
-    degrade(
-        &g,
-        &Degrade {
-            remove_links: links,
-            remove_switches: 0,
-            seed: 1,
-        },
-    )
-    .expect("degrade")
-}
+use support::{fabric, pool, PGFT_8640};
 
 /// Two leaves keep one up-link each, to different parents: Dmodc leaves them unreachable from
 /// each other although the fabric stays connected.
@@ -55,13 +38,6 @@ fn split_two_leaves(f: &Fabric) -> Fabric {
     f.apply(&ev).expect("apply")
 }
 
-fn pool(threads: usize) -> rayon::ThreadPool {
-    rayon::ThreadPoolBuilder::new()
-        .num_threads(threads)
-        .build()
-        .expect("thread pool")
-}
-
 fn setup(f: &Fabric) -> (Ranking, LidPlan) {
     let ranking = rank(f, &RankOptions::default());
     let lids = assign_lids(f, &Guid2Lid::default(), 1, IB_MAX_UNICAST_LID).expect("lids");
@@ -70,9 +46,9 @@ fn setup(f: &Fabric) -> (Ranking, LidPlan) {
 
 fn bench(c: &mut Criterion) {
     for (name, f) in [
-        ("8640_complete", fabric(0)),
-        ("8640_minus2pct_links", fabric(2)),
-        ("8640_two_leaves_split", split_two_leaves(&fabric(0))),
+        ("8640_complete", fabric(PGFT_8640, 0)),
+        ("8640_minus2pct_links", fabric(PGFT_8640, 2)),
+        ("8640_two_leaves_split", split_two_leaves(&fabric(PGFT_8640, 0))),
     ] {
         let (ranking, lids) = setup(&f);
         let ctx = RoutingContext {
