@@ -5,7 +5,8 @@
 # `work_dir` sets `work` (the `--keep` directory, or a fresh temporary one removed on exit) and
 # arms the clean-up: every process id appended to `pids` is stopped when the script exits.
 # The simulator helpers (sa-bench.sh, mcast-bench.sh): `start_ibsim`, `stop_ibsim`, `under_sim`,
-# `start_opensm`, `wait_sa`; they read `deadline`, `host` (the manager's node) and `tool_host`.
+# `start_opensm`, `start_fabricd`, `generation`, `wait_sa`; they read `deadline`, `host` (the
+# manager's node), `tool_host`, `fabricd` and `fabricctl` (the binaries).
 
 script_name=$1
 log() { echo "$script_name: $*" >&2; }
@@ -136,4 +137,47 @@ wait_sa() {
     [ $(($(now_ms) - t0)) -lt 30000 ] || die "the SA does not answer saquery SMIR within 30 s"
     sleep 0.2
   done
+}
+
+# start_fabricd DIR: fabricd master on $host (umad driver), waits for its first commit; sets
+# `sm_pid` and `version`.
+start_fabricd() {
+  local dir=$1
+  cat >"$dir/fabricd.toml" <<'EOF'
+[log]
+level = "info"
+timestamps = true
+
+[driver]
+kind = "umad"
+
+[driver.umad]
+# ibsim does not simulate link training: re-enable ports straight to LinkUp.
+enable_phys_state = 5
+
+[metrics]
+random_perms = 0
+shifts = false
+all_to_all = false
+EOF
+  (cd "$dir" && IBSIM_SOCKNAME=$sock SIM_HOST=$host LD_PRELOAD=$shim exec "$fabricd" --config fabricd.toml \
+    --state-dir state --socket "$dir/s.sock" >fabricd.log 2>&1) &
+  sm_pid=$!
+  pids+=("$sm_pid")
+  local t0
+  t0=$(now_ms)
+  until [ "$(generation "$dir")" -ge 1 ]; do
+    kill -0 "$sm_pid" 2>/dev/null || die "fabricd exited: $(tail -5 "$dir/fabricd.log")"
+    [ $(($(now_ms) - t0)) -lt $((deadline * 1000)) ] || die "fabricd: no generation within $deadline s"
+    sleep 0.05
+  done
+  version="fabricd $(git describe --always --dirty 2>/dev/null || echo '?')"
+  log "fabricd up after $(($(now_ms) - t0)) ms"
+}
+
+# generation DIR: fabricd's committed generation once idle (0 when it does not answer yet).
+generation() {
+  "$fabricctl" --socket "$1/s.sock" status --json 2>/dev/null \
+    | python3 -c 'import json,sys; s=json.load(sys.stdin); print(s.get("generation", 0) if s.get("phase") == "idle" else 0)' \
+    2>/dev/null || echo 0
 }

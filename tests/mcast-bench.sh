@@ -87,42 +87,6 @@ stop_all() {
   pids=()
 }
 
-# start_fabricd DIR: fabricd master on $host (umad driver), waits for its first commit.
-start_fabricd() {
-  local dir=$1
-  cat >"$dir/fabricd.toml" <<'EOF'
-[log]
-level = "info"
-
-[driver]
-kind = "umad"
-
-[driver.umad]
-# ibsim does not simulate link training: re-enable ports straight to LinkUp.
-enable_phys_state = 5
-
-[metrics]
-random_perms = 0
-shifts = false
-all_to_all = false
-EOF
-  (cd "$dir" && IBSIM_SOCKNAME=$sock SIM_HOST=$host LD_PRELOAD=$shim exec "$fabricd" --config fabricd.toml \
-    --state-dir state --socket "$dir/s.sock" >fabricd.log 2>&1) &
-  pids+=($!)
-  local t0 g
-  t0=$(now_ms)
-  while :; do
-    g=$("$fabricctl" --socket "$dir/s.sock" status --json 2>/dev/null \
-      | python3 -c 'import json,sys; s=json.load(sys.stdin); print(s.get("generation", 0) if s.get("phase") == "idle" else 0)' \
-      2>/dev/null || echo 0)
-    [ "$g" -ge 1 ] && break
-    [ $(($(now_ms) - t0)) -lt $((deadline * 1000)) ] || die "fabricd: no generation within $deadline s"
-    sleep 0.05
-  done
-  version="fabricd $(git describe --always --dirty 2>/dev/null || echo '?')"
-  log "fabricd up after $(($(now_ms) - t0)) ms"
-}
-
 # row SM WHAT JSONFILE: one Markdown row of a `fabric-saquery mcast-cycles` result.
 row() {
   python3 - "$1" "$2" "$3" <<'PY'
