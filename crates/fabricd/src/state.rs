@@ -117,6 +117,10 @@ pub struct SideStatus {
     pub mft_unsupported: Option<String>,
     /// The driver cannot program P_Key tables (its error): partitions are not enforced.
     pub pkey_unsupported: Option<String>,
+    /// MFTs of the committed generation some switch did not take (retried), in words.
+    pub mft_pending: Option<String>,
+    /// P_Key tables of the committed generation some port did not take (retried), in words.
+    pub pkey_pending: Option<String>,
 }
 
 /// A switch of the routed fabric that does not hold every LFT block of the committed

@@ -63,27 +63,36 @@ impl SideTables {
         self.installed_pkeys = Arc::new(PkeyState::new());
     }
 
+    /// Why the MFTs of the committed generation are not all on the switches (the driver could
+    /// program them but some switch did not take them), if so.
+    pub fn mft_not_programmed(&self) -> Option<String> {
+        let (g, e) = self.mft_pending.iter().next()?;
+        Some(format!(
+            "multicast forwarding tables not programmed on {} switch{} (first {}: {e})",
+            self.mft_pending.len(),
+            if self.mft_pending.len() == 1 { "" } else { "es" },
+            fmt_guid(*g)
+        ))
+    }
+
+    /// Why the P_Key tables of the committed generation are not all on the ports, if so.
+    pub fn pkey_not_programmed(&self) -> Option<String> {
+        let (p, e) = self.pkey_pending.iter().next()?;
+        Some(format!(
+            "P_Key tables not programmed on {} port{} (first {}: {e})",
+            self.pkey_pending.len(),
+            if self.pkey_pending.len() == 1 { "" } else { "s" },
+            port_name(*p)
+        ))
+    }
+
     /// The lines that keep the daemon from being ready: tables the driver could program but
     /// did not take.
     pub fn not_programmed(&self) -> Vec<String> {
-        let mut why = Vec::new();
-        if let Some((g, e)) = self.mft_pending.iter().next() {
-            why.push(format!(
-                "multicast forwarding tables not programmed on {} switch{} (first {}: {e})",
-                self.mft_pending.len(),
-                if self.mft_pending.len() == 1 { "" } else { "es" },
-                fmt_guid(*g)
-            ));
-        }
-        if let Some((p, e)) = self.pkey_pending.iter().next() {
-            why.push(format!(
-                "P_Key tables not programmed on {} port{} (first {}: {e})",
-                self.pkey_pending.len(),
-                if self.pkey_pending.len() == 1 { "" } else { "s" },
-                port_name(*p)
-            ));
-        }
-        why
+        self.mft_not_programmed()
+            .into_iter()
+            .chain(self.pkey_not_programmed())
+            .collect()
     }
 }
 

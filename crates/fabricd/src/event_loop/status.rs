@@ -39,6 +39,8 @@ impl EventLoop {
                 partitions: self.settings.partitions.clone(),
                 mft_unsupported: self.side.mft_unsupported.clone(),
                 pkey_unsupported: self.side.pkey_unsupported.clone(),
+                mft_pending: self.side.mft_not_programmed(),
+                pkey_pending: self.side.pkey_not_programmed(),
             },
         };
         self.io.telemetry.set_readiness(p.installation.not_ready.clone());

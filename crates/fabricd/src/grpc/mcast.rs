@@ -24,23 +24,14 @@ fn port_name(f: &Fabric, port: Guid) -> String {
         .unwrap_or_default()
 }
 
-/// Why multicast or partitions are not (wholly) programmed, from the published state.
-fn not_programmed(p: &Published, what: &str) -> String {
-    let mut why: Vec<String> = p
-        .installation
-        .side_pending
-        .iter()
-        .filter(|l| l.contains(what))
-        .cloned()
-        .collect();
-    let unsupported = if what == "multicast" {
-        &p.side.mft_unsupported
-    } else {
-        &p.side.pkey_unsupported
-    };
+/// Why multicast or partitions are not (wholly) programmed: the driver cannot program them,
+/// or tables it could program are still pending.
+fn not_programmed(p: &Published, unsupported: &Option<String>, pending: &Option<String>) -> String {
+    let mut why = Vec::new();
     if let Some(e) = unsupported {
-        why.insert(0, format!("driver {} cannot program them: {e}", p.driver));
+        why.push(format!("driver {} cannot program them: {e}", p.driver));
     }
+    why.extend(pending.iter().cloned());
     why.join("; ")
 }
 
@@ -126,7 +117,7 @@ impl FabricService {
             generation: p.generation(),
             groups: out,
             not_programmed: if p.side.multicast {
-                not_programmed(&p, "multicast")
+                not_programmed(&p, &p.side.mft_unsupported, &p.side.mft_pending)
             } else {
                 "multicast routing is disabled ([multicast] enabled = false)".into()
             },
@@ -190,7 +181,7 @@ impl FabricService {
                 .map_or_else(|| "default".to_string(), |f| f.display().to_string()),
             enforce_switch_ports: settings.enforce_switch_ports,
             partitions,
-            not_programmed: not_programmed(&p, "P_Key"),
+            not_programmed: not_programmed(&p, &p.side.pkey_unsupported, &p.side.pkey_pending),
             generation: g.number,
             issues: g.partitions.issues().iter().map(ToString::to_string).collect(),
         }))
