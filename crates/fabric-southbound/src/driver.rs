@@ -22,6 +22,8 @@ use async_trait::async_trait;
 use fabric_routing::{LidPlan, BLOCK_SIZE};
 use fabric_topology::{fmt_guid, Fabric, FabricEvent, Guid, Lid, PortNum};
 
+use crate::counters::{CounterPort, CountersReading};
+
 /// One 64-entry LFT block to write to one switch (block `b` covers LIDs `64b..64b+63`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LftBlockWrite {
@@ -367,6 +369,16 @@ pub trait SouthboundDriver: Send + Sync {
     fn attach_sa(&self, sa: std::sync::Arc<fabric_sa::SaService>) -> bool {
         let _ = sa;
         false
+    }
+
+    /// Reads the counters of `ports` (the port-health monitor's periodic poll). One answer per
+    /// port, in the order asked; a port that cannot be read has its own error and does not fail
+    /// the batch (`Err` only when the driver cannot read counters at all). The driver bounds its
+    /// own parallelism so that routing traffic keeps priority (umad: a separate, small window
+    /// of PerfMgt GMPs; oob: the agent connections' spare capacity). Default: unsupported.
+    async fn read_port_counters(&self, ports: &[CounterPort]) -> Result<Vec<CountersReading>, DriverError> {
+        let _ = ports;
+        Err(DriverError::Unsupported("port counters"))
     }
 }
 

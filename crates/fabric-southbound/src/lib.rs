@@ -8,9 +8,11 @@
 //!
 //! **Architecture invariant:** drivers are addressed by GUID and never see routing algorithms.
 
+pub mod counters;
 pub mod driver;
 pub mod simulator;
 
+pub use counters::{Counter, CounterPort, CountersReading, PortCounters};
 pub use driver::{
     DriverCaps, DriverError, DriverStats, EscapeVlStatus, LftBlockWrite, MftBlockWrite, PkeyBlockWrite, PkeyPort,
     SouthboundDriver, TopologyGap, WriteReport, MFT_BLOCK_SIZE, MFT_PORTS_PER_POSITION, MLID_BASE, PKEY_BLOCK_SIZE,

@@ -29,6 +29,14 @@ pub trait PacketSimulator: Send + Sync {
         let _ = (src_port_guid, mlid);
         Err(TraceError::Unsupported("multicast"))
     }
+
+    /// Adds `delta` to the counters of `port` (saturating as the hardware does), so that a
+    /// drill can raise error counters that the port-health monitor then reads through
+    /// [`crate::SouthboundDriver::read_port_counters`]. Default: unsupported.
+    fn add_port_errors(&self, port: crate::CounterPort, delta: &crate::PortCounters) -> Result<(), TraceError> {
+        let _ = (port, delta);
+        Err(TraceError::Unsupported("port counters"))
+    }
 }
 
 /// What one multicast packet reached ([`PacketSimulator::flood_multicast`]).
