@@ -63,7 +63,8 @@
 //! This file holds the configuration, the counters and the state ([`MockFabric`], its
 //! constructors and accessors); `driver` the [`SouthboundDriver`](fabric_southbound::SouthboundDriver)
 //! implementation (sweeps, LIDs, block writes with injected errors, drills); `tables` the MFT
-//! and P_Key tables; `mcast` the multicast flood and the partition check; `reach` the
+//! and P_Key tables; `counters` the port counters (drills raise them, link losses count in
+//! `link_downed`, reads honour latency and reachability); `mcast` the multicast flood and the partition check; `reach` the
 //! packet-level checks (traces, all-pairs reachability, the
 //! [`PacketSimulator`](fabric_southbound::PacketSimulator) implementation); `trace` the hop-by-hop
 //! walk they share.
@@ -71,6 +72,7 @@
 //! [`SouthboundDriver::configure_lids`]: fabric_southbound::SouthboundDriver::configure_lids
 //! [`WriteReport::retries`]: fabric_southbound::WriteReport::retries
 
+mod counters;
 mod driver;
 mod mcast;
 mod reach;
@@ -117,7 +119,8 @@ pub struct MockConfig {
     pub max_lid: Lid,
     /// Escape VL reported in the capabilities.
     pub escape_vl: Option<u8>,
-    /// Whether powering a switch back on loses its LFT and LID, as a real switch reboot does.
+    /// Whether powering a switch back on loses its LFT and LID (and its ports' counters go back
+    /// to 0), as a real switch reboot does.
     pub reset_on_power_cycle: bool,
     /// Switches (GUIDs) that refuse every LFT block write with [`DriverError::Unreachable`]
     /// while staying up in the topology (a management path that is down, an agent that is
@@ -318,6 +321,8 @@ pub struct MockFabric {
     warnings: Vec<String>,
     /// Called after every block write that took effect.
     observer: RwLock<Option<WriteObserver>>,
+    /// Port counters of every switch port and end port (see the `counters` module).
+    port_counters: Mutex<counters::CounterStore>,
 }
 
 impl std::fmt::Debug for MockFabric {
@@ -365,6 +370,7 @@ impl MockFabric {
             .collect();
         let ep_pkeys = fabric.end_ports().iter().map(|_| RwLock::new(Vec::new())).collect();
         let lids = LidTable::unassigned(fabric.num_switches(), fabric.num_end_ports());
+        let port_counters = Mutex::new(counters::new_store(port_up.len(), fabric.num_end_ports()));
         MockFabric {
             topo: fabric.with_generation(0),
             port_offset,
@@ -380,6 +386,7 @@ impl MockFabric {
             counters: Counters::default(),
             warnings: Vec::new(),
             observer: RwLock::new(None),
+            port_counters,
         }
     }
 
@@ -548,6 +555,9 @@ impl MockFabric {
             .end_port_by_guid(port_guid)
             .ok_or(DriverError::UnknownEndPort(port_guid))?;
         let _g = lock(&self.drill);
+        if !up && self.end_port_up[ep.idx()].load(Ordering::SeqCst) {
+            self.count_end_port_loss(ep);
+        }
         if self.end_port_up[ep.idx()].swap(up, Ordering::SeqCst) != up {
             bump(&self.counters.state_changes, 1);
             self.emit(if up {
@@ -583,6 +593,8 @@ impl MockFabric {
     }
 }
 
+#[cfg(test)]
+mod counters_tests;
 #[cfg(test)]
 mod mcast_proptests;
 #[cfg(test)]
