@@ -163,20 +163,18 @@ impl MockFabric {
     /// The answer for one port of a counters read: its counters, or why it cannot be read.
     fn read_one_counter(&self, port: CounterPort) -> Result<PortCounters, DriverError> {
         let s = self.counter_slot(port)?;
-        match (s, port) {
-            (Slot::Switch(sw, _), CounterPort::Switch { switch, .. }) => {
-                if !self.switch_up[sw.idx()].load(Ordering::SeqCst)
-                    || read(&self.config).unreachable_switches.contains(&switch)
-                {
-                    return Err(DriverError::Unreachable { guid: switch });
-                }
-            }
+        let down = match (s, port) {
+            (Slot::Switch(sw, _), CounterPort::Switch { switch, .. }) => (!self.switch_up[sw.idx()]
+                .load(Ordering::SeqCst)
+                || read(&self.config).unreachable_switches.contains(&switch))
+            .then_some(switch),
             (Slot::End(ep), CounterPort::EndPort(g)) => {
-                if !self.end_port_up[ep.idx()].load(Ordering::SeqCst) {
-                    return Err(DriverError::Unreachable { guid: g });
-                }
+                (!self.end_port_up[ep.idx()].load(Ordering::SeqCst)).then_some(g)
             }
-            _ => {}
+            _ => None,
+        };
+        if let Some(guid) = down {
+            return Err(DriverError::Unreachable { guid });
         }
         Ok(*lock(&self.port_counters).get_mut(s))
     }
