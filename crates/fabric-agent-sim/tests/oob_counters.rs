@@ -327,3 +327,31 @@ async fn counter_reads_have_their_own_small_limit_and_do_not_delay_uploads() {
         "upload took {upload:?} while the counter reads took {read_took:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn at_protect_level_2_counter_reads_need_the_key() {
+    let sim = Sim::start(&["--generate", SPEC], "counters-key", false);
+    let mut c = cfg(&sim);
+    c.management_key = 0x5eed_0000_0000_0001;
+    c.management_key_protect = 2;
+    let driver = OobDriver::open(c).unwrap();
+    let fabric = driver.discover().await.unwrap();
+    let ports = switch_ports(&fabric);
+    // The driver that set the key reads every port (the key goes in the read metadata).
+    let r = driver.read_port_counters(&ports).await.unwrap();
+    assert!(r.iter().all(|r| r.counters.is_ok()));
+    // A manager without the key is refused on every port, naming the switch.
+    let other = OobDriver::open(cfg(&sim)).unwrap();
+    let r = other.read_port_counters(&ports).await.unwrap();
+    for reading in &r {
+        let e = reading.counters.as_ref().expect_err("read without the key").to_string();
+        assert!(e.contains(&fmt_guid(switch_of(&reading.port))), "{e}");
+    }
+    // So is a bare agent client.
+    let (_, mut agent) = sim.agents().await.remove(0);
+    let e = agent
+        .read_port_counters(ReadPortCountersRequest { ports: vec![1] })
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), tonic::Code::PermissionDenied, "{e}");
+}
