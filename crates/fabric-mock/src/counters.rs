@@ -13,6 +13,9 @@
 //!   powered off), as LinkDownedCounter does;
 //! * **reboots**: when [`MockConfig::reset_on_power_cycle`](crate::MockConfig) is set, powering a
 //!   switch back on resets its ports' counters to 0, with its tables;
+//! * **background errors** ([`MockConfig::port_error_rates`](crate::MockConfig)): listed ports
+//!   gain errors at a configured rate, accrued with the mock's clock and added when the
+//!   port's counters are read (see [`PortErrorRate`]);
 //! * nothing else: the mock moves no traffic (traces are checks, not packets), so the data,
 //!   packet and `xmit_wait` counters stay 0 unless a drill adds to them.
 //!
@@ -24,16 +27,48 @@
 
 use std::sync::atomic::Ordering;
 
-use fabric_southbound::{CounterPort, CountersReading, DriverError, PortCounters};
+use fabric_southbound::{Counter, CounterPort, CountersReading, DriverError, PortCounters};
 use fabric_topology::{EndPortId, Remote, SwitchId};
+use rand::Rng;
+use rand_chacha::ChaCha8Rng;
+use tokio::time::Instant;
 
 use crate::{lock, read, MockFabric};
+
+/// One port that gains errors by itself ([`MockConfig::port_error_rates`](crate::MockConfig)).
+///
+/// Over an interval of `t` seconds the port gains `per_second · t` errors of `counter` on
+/// average: the whole part, plus one more with the probability of the fractional part, drawn
+/// from a generator seeded by [`MockConfig::seed`](crate::MockConfig) and the port. Errors
+/// accrue on the mock's clock (tokio time: paused test clocks advance it) from the moment the
+/// rate is configured, and are added (saturating) whenever counters are read. The port counts
+/// whatever the state of its link or switch.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct PortErrorRate {
+    /// The port that gains errors.
+    pub port: CounterPort,
+    /// The counter it gains (usually an error counter, e.g. [`Counter::SymbolErrors`]).
+    pub counter: Counter,
+    /// Mean count per second (finite, at least 0).
+    pub per_second: f64,
+}
+
+/// Accrual state of one [`PortErrorRate`].
+#[derive(Debug)]
+struct Background {
+    slot: Slot,
+    counter: Counter,
+    per_second: f64,
+    since: Instant,
+    rng: ChaCha8Rng,
+}
 
 /// The counters of every port (switch ports indexed like `MockFabric::port_up`).
 #[derive(Debug, Default)]
 pub(crate) struct CounterStore {
     pub(crate) switch: Vec<PortCounters>,
     pub(crate) end: Vec<PortCounters>,
+    background: Vec<Background>,
 }
 
 /// Where one port's counters are kept.
@@ -56,6 +91,24 @@ impl CounterStore {
         match s {
             Slot::Switch(_, i) => &mut self.switch[i],
             Slot::End(ep) => &mut self.end[ep.idx()],
+        }
+    }
+
+    /// Adds the background errors accrued until `now`.
+    fn accrue(&mut self, now: Instant) {
+        let mut gained = Vec::with_capacity(self.background.len());
+        for b in &mut self.background {
+            let mean = b.per_second * now.saturating_duration_since(b.since).as_secs_f64();
+            b.since = now;
+            let whole = mean.floor();
+            let extra = u64::from(b.rng.gen::<f64>() < mean - whole);
+            let mut delta = PortCounters::default();
+            // `as` saturates for floats beyond u64.
+            *delta.get_mut(b.counter) = (whole as u64).saturating_add(extra);
+            gained.push((b.slot, delta));
+        }
+        for (slot, delta) in gained {
+            self.get_mut(slot).add_saturating(&delta);
         }
     }
 }
@@ -86,7 +139,36 @@ impl MockFabric {
     /// The counters of one port now, whatever the state of its switch (tests and simulators).
     pub fn port_counters(&self, port: CounterPort) -> Result<PortCounters, DriverError> {
         let s = self.counter_slot(port)?;
-        Ok(*lock(&self.port_counters).get_mut(s))
+        let mut store = lock(&self.port_counters);
+        store.accrue(Instant::now());
+        Ok(*store.get_mut(s))
+    }
+
+    /// Replaces the background error sources (from [`MockConfig::port_error_rates`](crate::MockConfig));
+    /// an unknown port is a configuration error naming it. Accrual restarts now.
+    pub(crate) fn set_background_errors(&self, rates: &[crate::PortErrorRate], seed: u64) -> Result<(), DriverError> {
+        let now = Instant::now();
+        let mut background = Vec::with_capacity(rates.len());
+        for (i, r) in rates.iter().enumerate() {
+            let slot = self
+                .counter_slot(r.port)
+                .map_err(|e| DriverError::Config(format!("port_error_rates[{i}]: {}: {e}", r.port)))?;
+            let key = match r.port {
+                CounterPort::Switch { switch, port } => switch.rotate_left(8) ^ u64::from(port),
+                CounterPort::EndPort(g) => g,
+            };
+            background.push(Background {
+                slot,
+                counter: r.counter,
+                per_second: r.per_second,
+                since: now,
+                rng: crate::switch_rng(seed ^ i as u64, key),
+            });
+        }
+        let mut store = lock(&self.port_counters);
+        store.accrue(now);
+        store.background = background;
+        Ok(())
     }
 
     /// Adds `delta` to the counters of one port (saturating each field at its IBA width) and
@@ -183,6 +265,7 @@ impl MockFabric {
     /// of the mock: one latency for the batch, one answer per port in the order asked.
     pub(crate) async fn read_counters(&self, ports: &[CounterPort]) -> Vec<CountersReading> {
         self.sleep_op().await;
+        lock(&self.port_counters).accrue(Instant::now());
         ports
             .iter()
             .map(|&port| CountersReading {
@@ -199,5 +282,6 @@ pub(crate) fn new_store(switch_ports: usize, end_ports: usize) -> CounterStore {
     CounterStore {
         switch: vec![PortCounters::default(); switch_ports],
         end: vec![PortCounters::default(); end_ports],
+        background: Vec::new(),
     }
 }

@@ -232,3 +232,89 @@ proptest! {
         }
     }
 }
+
+fn with_rates(rates: Vec<PortErrorRate>, seed: u64) -> MockFabric {
+    MockFabric::new(two_level())
+        .with_config(MockConfig {
+            port_error_rates: rates,
+            seed,
+            ..MockConfig::default()
+        })
+        .unwrap()
+}
+
+#[tokio::test(start_paused = true)]
+async fn background_errors_accrue_at_their_rate_on_their_port_only() {
+    let rate = |port, counter, per_second| PortErrorRate {
+        port,
+        counter,
+        per_second,
+    };
+    let m = with_rates(
+        vec![
+            rate(sw(L0, 3), Counter::SymbolErrors, 10.0),
+            rate(CounterPort::EndPort(N1), Counter::RcvErrors, 0.5),
+        ],
+        7,
+    );
+    tokio::time::advance(Duration::from_millis(2500)).await;
+    assert_eq!(read_ok(&m, sw(L0, 3)).await.symbol_errors, 25);
+    // A fractional mean: whole part plus a seeded draw; over many reads the mean holds.
+    for _ in 0..999 {
+        tokio::time::advance(Duration::from_secs(1)).await;
+        m.read_port_counters(&[sw(L1, 1)]).await.unwrap();
+    }
+    let n1 = m.port_counters(CounterPort::EndPort(N1)).unwrap().rcv_errors;
+    assert!((400..=600).contains(&n1), "{n1} errors in 1001.5 s at 0.5/s");
+    // No other port moved.
+    for p in every_port(&m) {
+        if p != sw(L0, 3) && p != CounterPort::EndPort(N1) {
+            assert_eq!(m.port_counters(p).unwrap(), PortCounters::default(), "{p}");
+        }
+    }
+    // Saturation: symbol errors stop at 65535.
+    tokio::time::advance(Duration::from_secs(100_000)).await;
+    assert_eq!(read_ok(&m, sw(L0, 3)).await.symbol_errors, 65535);
+}
+
+#[tokio::test(start_paused = true)]
+async fn background_errors_are_deterministic_for_a_seed() {
+    let run = |seed| async move {
+        let m = with_rates(
+            vec![PortErrorRate {
+                port: sw(S0, 2),
+                counter: Counter::LinkErrorRecovery,
+                per_second: 0.3,
+            }],
+            seed,
+        );
+        let mut seen = Vec::new();
+        for _ in 0..50 {
+            tokio::time::advance(Duration::from_secs(1)).await;
+            seen.push(read_ok(&m, sw(S0, 2)).await.link_error_recovery);
+        }
+        seen
+    };
+    assert_eq!(run(3).await, run(3).await);
+    assert_ne!(run(3).await, run(4).await);
+}
+
+#[test]
+fn bad_background_error_ports_and_rates_are_refused_naming_them() {
+    let m = MockFabric::new(two_level());
+    let mut cfg = m.config();
+    cfg.port_error_rates = vec![PortErrorRate {
+        port: sw(L0, 40),
+        counter: Counter::SymbolErrors,
+        per_second: 1.0,
+    }];
+    let e = m.set_config(cfg.clone()).unwrap_err().to_string();
+    assert!(
+        e.contains("port_error_rates[0]") && e.contains("0x0000000000000010[40]"),
+        "{e}"
+    );
+    cfg.port_error_rates[0].port = sw(L0, 4);
+    cfg.port_error_rates[0].per_second = f64::NAN;
+    let e = m.set_config(cfg).unwrap_err().to_string();
+    assert!(e.contains("symbol_errors") && e.contains("NaN"), "{e}");
+}

@@ -79,6 +79,7 @@ mod reach;
 mod tables;
 mod trace;
 
+pub use counters::PortErrorRate;
 pub use fabric_southbound::{Hop, ReachReport, TraceError, REACH_REPORT_MAX_LISTED};
 
 use std::collections::HashMap;
@@ -134,6 +135,9 @@ pub struct MockConfig {
     /// entries of its P_Key table. P_Key blocks at or beyond `⌈cap / 32⌉` are refused.
     /// Default 128 entries (4 blocks).
     pub partition_cap: u16,
+    /// Background port errors: ports that gain errors by themselves (a bad cable for the
+    /// port-health monitor to find without a drill); see [`PortErrorRate`]. Default: none.
+    pub port_error_rates: Vec<PortErrorRate>,
 }
 
 impl Default for MockConfig {
@@ -150,6 +154,7 @@ impl Default for MockConfig {
             unreachable_switches: Vec::new(),
             mcast_fdb_cap: DEFAULT_MCAST_FDB_CAP,
             partition_cap: DEFAULT_PARTITION_CAP,
+            port_error_rates: Vec::new(),
         }
     }
 }
@@ -182,6 +187,16 @@ impl MockConfig {
         }
         if self.partition_cap == 0 {
             problems.push("partition_cap must be at least 1".to_string());
+        }
+        for r in &self.port_error_rates {
+            if !(r.per_second.is_finite() && r.per_second >= 0.0) {
+                problems.push(format!(
+                    "port_error_rates: {} {} rate {} is not a finite rate >= 0",
+                    r.port,
+                    r.counter.name(),
+                    r.per_second
+                ));
+            }
         }
         if problems.is_empty() {
             Ok(())
@@ -458,6 +473,9 @@ impl MockFabric {
     pub fn set_config(&self, config: MockConfig) -> Result<(), DriverError> {
         config.validate()?;
         let mut cur = write(&self.config);
+        if cur.seed != config.seed || cur.port_error_rates != config.port_error_rates {
+            self.set_background_errors(&config.port_error_rates, config.seed)?;
+        }
         if cur.seed != config.seed {
             for (cell, s) in self.cells.iter().zip(self.topo.switches()) {
                 write(cell).rng = switch_rng(config.seed, s.guid);
