@@ -1,0 +1,210 @@
+//! Port counters ([`SouthboundDriver::read_port_counters`](fabric_southbound::SouthboundDriver::read_port_counters)):
+//! Performance Management GMPs from the manager's port to the agent of each port.
+//!
+//! * **Addressing:** a switch port is read at the switch's LID with PortSelect = the port; an
+//!   end port at its own LID with PortSelect = its port number. Both come from the records
+//!   of the last sweep and LID configuration (a port without a LID cannot be read yet).
+//! * **Capabilities:** each agent's ClassPortInfo is read once (cached per switch GUID or end
+//!   port GUID, forgotten when a read of that agent times out, since the device may have been
+//!   replaced). With [`CAP_EXT_WIDTH`](crate::mad::CAP_EXT_WIDTH) or its NoIETF variant the
+//!   data and packet counters come from PortCountersExtended (64 bits), otherwise from
+//!   PortCounters (32 bits, saturating); the error counters always come from PortCounters.
+//! * **Budget:** every MAD goes through the transport's PerfMgt lane (`perf_window` in
+//!   flight, apart from the SMPs, and only while no SMP waits); all of a batch is queued at
+//!   once and the lane paces it.
+//! * **Errors per port:** a port that cannot be read (unknown, no LID, timeout, MAD status)
+//!   gets its own error naming its GUID; the others are still read.
+
+use std::collections::HashMap;
+
+use fabric_southbound::{CounterPort, CountersReading, DriverError, PortCounters};
+use fabric_topology::{fmt_guid, Guid};
+
+use super::inner::{lock, Inner};
+use crate::mad::*;
+use crate::transport::{wait_perf, PerfReply, TransportError};
+
+/// Where a port's counters are read: the agent's key (switch GUID or end-port GUID), its LID
+/// and the PortSelect.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Target {
+    pub(super) agent: Guid,
+    pub(super) lid: u16,
+    pub(super) port: u8,
+}
+
+/// Reads the counters of `ports`, one answer per port in the order asked.
+pub(super) async fn read_port_counters(inner: &Inner, ports: &[CounterPort]) -> Vec<CountersReading> {
+    let targets: Vec<Result<Target, DriverError>> = {
+        let st = lock(&inner.state);
+        ports.iter().map(|p| resolve(&st, *p)).collect()
+    };
+    // ClassPortInfo of the agents not known yet, all queued at once.
+    let mut agents: HashMap<Guid, u16> = HashMap::new();
+    for t in targets.iter().flatten() {
+        agents.entry(t.agent).or_insert(t.lid);
+    }
+    let cached: HashMap<Guid, u16> = lock(&inner.perf_caps).clone();
+    let asked: Vec<(Guid, u16, _)> = agents
+        .iter()
+        .filter(|(g, _)| !cached.contains_key(g))
+        .map(|(&g, &lid)| (g, lid, inner.tp.submit_perf(lid, PerfMad::get(ATTR_CLASS_PORT_INFO, 0))))
+        .collect();
+    let mut caps: HashMap<Guid, Result<u16, (TransportError, u16)>> =
+        cached.into_iter().map(|(g, c)| (g, Ok(c))).collect();
+    for (g, lid, rx) in asked {
+        let r = match wait_perf(rx).await {
+            Ok(r) if r.mad.status() == 0 => Ok(class_port_info_cap_mask(r.mad.data())),
+            Ok(r) => Err((TransportError::Mad(format!("MAD status {:#06x}", r.mad.status())), lid)),
+            Err(e) => Err((e, lid)),
+        };
+        if let Ok(c) = r {
+            lock(&inner.perf_caps).insert(g, c);
+        }
+        caps.insert(g, r);
+    }
+    // PortCounters (and PortCountersExtended) of every port, all queued at once.
+    let pending: Vec<_> = targets
+        .into_iter()
+        .map(|t| {
+            let t = t?;
+            let cap = match &caps[&t.agent] {
+                Ok(c) => *c,
+                Err((e, _)) => return Err(perf_err(t, "ClassPortInfo", e.clone())),
+            };
+            let pc = inner.tp.submit_perf(t.lid, PerfMad::get(ATTR_PORT_COUNTERS, t.port));
+            let ext = has_extended_counters(cap)
+                .then(|| inner.tp.submit_perf(t.lid, PerfMad::get(ATTR_PORT_COUNTERS_EXT, t.port)));
+            Ok((t, cap, pc, ext))
+        })
+        .collect();
+    let mut out = Vec::with_capacity(ports.len());
+    for (&port, p) in ports.iter().zip(pending) {
+        let counters = match p {
+            Err(e) => Err(e),
+            Ok((t, cap, pc, ext)) => {
+                let pc = wait_perf(pc).await;
+                let ext = match ext {
+                    Some(rx) => Some(wait_perf(rx).await),
+                    None => None,
+                };
+                let r = assemble(t, cap, pc, ext);
+                if matches!(r, Err(DriverError::Transient { .. })) {
+                    lock(&inner.perf_caps).remove(&t.agent);
+                }
+                r
+            }
+        };
+        out.push(CountersReading { port, counters });
+    }
+    out
+}
+
+/// The agent, LID and PortSelect of `port` in the driver's records.
+pub(super) fn resolve(st: &super::state::State, port: CounterPort) -> Result<Target, DriverError> {
+    match port {
+        CounterPort::Switch { switch, port } => {
+            let s = st
+                .sw_by_guid
+                .get(&switch)
+                .map(|&i| &st.switches[i])
+                .ok_or(DriverError::UnknownSwitch(switch))?;
+            if port == 0 || port > s.nports {
+                return Err(DriverError::InvalidPort {
+                    guid: switch,
+                    port,
+                    reason: "not an external port of the switch (counters are read for ports 1..=N)",
+                });
+            }
+            if !s.up {
+                return Err(DriverError::Unreachable { guid: switch });
+            }
+            if s.lid == 0 {
+                return Err(DriverError::Protocol {
+                    guid: Some(switch),
+                    message: format!("counters of port {port}: the switch has no LID yet (LIDs not configured)"),
+                });
+            }
+            Ok(Target {
+                agent: switch,
+                lid: s.lid,
+                port,
+            })
+        }
+        CounterPort::EndPort(g) => {
+            let c = st
+                .ca_by_guid
+                .get(&g)
+                .map(|&i| &st.cas[i])
+                .ok_or(DriverError::UnknownEndPort(g))?;
+            let lid = c.info.lid();
+            if !c.up || lid == 0 {
+                return Err(DriverError::Protocol {
+                    guid: Some(g),
+                    message: format!(
+                        "counters of end port {} (port {}): {}",
+                        fmt_guid(g),
+                        c.port_num,
+                        if c.up { "no LID yet (LIDs not configured)" } else { "the port is down" }
+                    ),
+                });
+            }
+            Ok(Target {
+                agent: g,
+                lid,
+                port: c.port_num,
+            })
+        }
+    }
+}
+
+/// The counters of one port from its PortCounters reply and, when the agent has extended
+/// counters, its PortCountersExtended reply.
+pub(super) fn assemble(
+    t: Target,
+    cap: u16,
+    pc: Result<PerfReply, TransportError>,
+    ext: Option<Result<PerfReply, TransportError>>,
+) -> Result<PortCounters, DriverError> {
+    let data = |r: Result<PerfReply, TransportError>, what: &'static str| -> Result<PerfMad, DriverError> {
+        let r = r.map_err(|e| perf_err(t, what, e))?;
+        if r.mad.status() != 0 {
+            return Err(DriverError::Protocol {
+                guid: Some(t.agent),
+                message: format!("{what} of port {}: MAD status {:#06x}", t.port, r.mad.status()),
+            });
+        }
+        if r.mad.port_select() != t.port {
+            return Err(DriverError::Protocol {
+                guid: Some(t.agent),
+                message: format!("{what} of port {}: the answer is for port {}", t.port, r.mad.port_select()),
+            });
+        }
+        Ok(r.mad)
+    };
+    let mut c = port_counters(data(pc, "PortCounters")?.data(), cap);
+    if let Some(ext) = ext {
+        apply_extended(&mut c, data(ext, "PortCountersExtended")?.data());
+    }
+    Ok(c)
+}
+
+/// A transport failure reading `what` of `t` as a driver error naming the agent's GUID (and
+/// the port where the message has room for it).
+fn perf_err(t: Target, what: &'static str, e: TransportError) -> DriverError {
+    match e {
+        TransportError::Timeout { attempts } => DriverError::Transient {
+            guid: t.agent,
+            op: what,
+            attempts,
+        },
+        TransportError::Closed => DriverError::Protocol {
+            guid: Some(t.agent),
+            message: format!("{what} of port {}: umad transport closed", t.port),
+        },
+        TransportError::Mad(m) => DriverError::Protocol {
+            guid: Some(t.agent),
+            message: format!("{what} of port {}: {m}", t.port),
+        },
+    }
+}
