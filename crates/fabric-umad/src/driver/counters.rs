@@ -208,3 +208,95 @@ fn perf_err(t: Target, what: &'static str, e: TransportError) -> DriverError {
         },
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::state::tests::{two_by_two, CA, L0, S1};
+    use super::*;
+
+    #[test]
+    fn ports_resolve_to_their_agent_lid_and_port_select() {
+        let mut st = two_by_two();
+        let sw = |g: Guid, port: u8| CounterPort::Switch { switch: g, port };
+        // No LIDs yet: a clear error naming the switch and port.
+        let e = resolve(&st, sw(L0, 2)).unwrap_err();
+        assert!(e.to_string().contains("port 2") && e.to_string().contains("no LID"), "{e}");
+        st.switches[st.sw_by_guid[&L0]].lid = 7;
+        let mut ca = st.cas[0].info.clone();
+        ca.set_lid(12);
+        st.cas[0].info = ca;
+        assert_eq!(
+            resolve(&st, sw(L0, 3)).unwrap(),
+            Target {
+                agent: L0,
+                lid: 7,
+                port: 3
+            }
+        );
+        assert_eq!(
+            resolve(&st, CounterPort::EndPort(CA)).unwrap(),
+            Target {
+                agent: CA,
+                lid: 12,
+                port: 1
+            }
+        );
+        assert!(matches!(resolve(&st, sw(L0, 0)), Err(DriverError::InvalidPort { port: 0, .. })));
+        assert!(matches!(resolve(&st, sw(L0, 5)), Err(DriverError::InvalidPort { port: 5, .. })));
+        assert!(matches!(resolve(&st, sw(0x99, 1)), Err(DriverError::UnknownSwitch(0x99))));
+        assert!(matches!(
+            resolve(&st, CounterPort::EndPort(0x98)),
+            Err(DriverError::UnknownEndPort(0x98))
+        ));
+        st.switches[st.sw_by_guid[&S1]].up = false;
+        assert!(matches!(resolve(&st, sw(S1, 1)), Err(DriverError::Unreachable { guid: S1 })));
+        st.cas[0].up = false;
+        let e = resolve(&st, CounterPort::EndPort(CA)).unwrap_err();
+        assert!(e.to_string().contains("down"), "{e}");
+    }
+
+    fn reply(attr: u16, port: u8, status: u16, data: &[u8; PERF_DATA_SIZE]) -> Result<PerfReply, TransportError> {
+        Ok(PerfReply {
+            mad: PerfMad::get(attr, port).response(status, data),
+            attempts: 1,
+        })
+    }
+
+    #[test]
+    fn replies_assemble_into_counters_or_a_port_error() {
+        let t = Target {
+            agent: L0,
+            lid: 7,
+            port: 3,
+        };
+        let c = PortCounters {
+            rcv_errors: 41,
+            xmit_data: 0xffff_ffff,
+            xmit_wait: 9,
+            ..PortCounters::default()
+        };
+        let wide = PortCounters {
+            xmit_data: 1 << 40,
+            ..c
+        };
+        // 32-bit counters only, no XmitWait capability.
+        let got = assemble(t, 0, reply(ATTR_PORT_COUNTERS, 3, 0, &encode_port_counters(&c, 3)), None).unwrap();
+        assert_eq!((got.rcv_errors, got.xmit_data, got.xmit_wait), (41, 0xffff_ffff, 0));
+        // Extended: the 64-bit data counter.
+        let got = assemble(
+            t,
+            CAP_EXT_WIDTH | CAP_XMIT_WAIT,
+            reply(ATTR_PORT_COUNTERS, 3, 0, &encode_port_counters(&c, 3)),
+            Some(reply(ATTR_PORT_COUNTERS_EXT, 3, 0, &encode_port_counters_ext(&wide, 3))),
+        )
+        .unwrap();
+        assert_eq!(got, wide);
+        // Errors name the GUID and the port.
+        let e = assemble(t, 0, reply(ATTR_PORT_COUNTERS, 3, 0x1c, &[0; 64]), None).unwrap_err();
+        assert!(e.to_string().contains("port 3") && e.to_string().contains("0x001c"), "{e}");
+        let e = assemble(t, 0, reply(ATTR_PORT_COUNTERS, 4, 0, &encode_port_counters(&c, 4)), None).unwrap_err();
+        assert!(e.to_string().contains("for port 4"), "{e}");
+        let e = assemble(t, 0, Err(TransportError::Timeout { attempts: 4 }), None).unwrap_err();
+        assert!(e.is_transient() && e.to_string().contains(&fmt_guid(L0)), "{e}");
+    }
+}
