@@ -31,6 +31,8 @@ pub(super) struct Target {
     pub(super) agent: Guid,
     pub(super) lid: u16,
     pub(super) port: u8,
+    /// The agent is a switch's (else an end port's).
+    pub(super) switch: bool,
 }
 
 /// Reads the counters of `ports`, one answer per port in the order asked.
@@ -129,6 +131,7 @@ pub(super) fn resolve(st: &super::state::State, port: CounterPort) -> Result<Tar
                 agent: switch,
                 lid: s.lid,
                 port,
+                switch: true,
             })
         }
         CounterPort::EndPort(g) => {
@@ -153,6 +156,7 @@ pub(super) fn resolve(st: &super::state::State, port: CounterPort) -> Result<Tar
                 agent: g,
                 lid,
                 port: c.port_num,
+                switch: false,
             })
         }
     }
@@ -189,10 +193,19 @@ pub(super) fn assemble(
     Ok(c)
 }
 
-/// A transport failure reading `what` of `t` as a driver error naming the agent's GUID (and
-/// the port where the message has room for it).
+/// A transport failure reading `what` of `t` as a driver error naming the agent's GUID and the
+/// port (a switch's timeout is [`DriverError::Transient`], whose text has no room for the port:
+/// the reading names it).
 fn perf_err(t: Target, what: &'static str, e: TransportError) -> DriverError {
     match e {
+        TransportError::Timeout { attempts } if !t.switch => DriverError::Protocol {
+            guid: Some(t.agent),
+            message: format!(
+                "{what} of end port {} (port {}): no reply after {attempts} attempt(s)",
+                fmt_guid(t.agent),
+                t.port
+            ),
+        },
         TransportError::Timeout { attempts } => DriverError::Transient {
             guid: t.agent,
             op: what,
@@ -230,7 +243,8 @@ mod tests {
             Target {
                 agent: L0,
                 lid: 7,
-                port: 3
+                port: 3,
+                switch: true
             }
         );
         assert_eq!(
@@ -238,7 +252,8 @@ mod tests {
             Target {
                 agent: CA,
                 lid: 12,
-                port: 1
+                port: 1,
+                switch: false
             }
         );
         assert!(matches!(resolve(&st, sw(L0, 0)), Err(DriverError::InvalidPort { port: 0, .. })));
@@ -268,6 +283,7 @@ mod tests {
             agent: L0,
             lid: 7,
             port: 3,
+            switch: true,
         };
         let c = PortCounters {
             rcv_errors: 41,
@@ -298,5 +314,16 @@ mod tests {
         assert!(e.to_string().contains("for port 4"), "{e}");
         let e = assemble(t, 0, Err(TransportError::Timeout { attempts: 4 }), None).unwrap_err();
         assert!(e.is_transient() && e.to_string().contains(&fmt_guid(L0)), "{e}");
+        let ca = Target {
+            agent: CA,
+            lid: 12,
+            port: 1,
+            switch: false,
+        };
+        let e = assemble(ca, 0, Err(TransportError::Timeout { attempts: 4 }), None).unwrap_err();
+        assert!(
+            e.to_string().contains("end port 0x0000000000000100 (port 1): no reply after 4"),
+            "{e}"
+        );
     }
 }
