@@ -334,8 +334,13 @@ impl Ibsim {
     /// the port's PMA (`field` as `perfquery` names it: `SymbolErrorCounter`,
     /// `LinkDownedCounter`, ...); ibsim saturates the value at the field's width.
     pub fn set_port_counter(&mut self, node: &str, port: u8, field: &str, value: u64) {
-        let text = self.console_checked(&format!("PerformanceSet \"{node}\"[{port}] PortCounters.{field}={value}"));
-        assert!(text.contains("has been set to"), "PerformanceSet {node}[{port}] {field}: {text}");
+        let text = self.console_checked(&format!(
+            "PerformanceSet \"{node}\"[{port}] PortCounters.{field}={value}"
+        ));
+        assert!(
+            text.contains("has been set to"),
+            "PerformanceSet {node}[{port}] {field}: {text}"
+        );
     }
 
     /// `perfquery [-x] <lid> <port>` run on node `host` of this simulator: the counters it
@@ -407,7 +412,9 @@ impl Ibsim {
 pub fn parse_perfquery(text: &str) -> BTreeMap<String, u64> {
     let mut out = BTreeMap::new();
     for l in text.lines() {
-        let Some((name, value)) = l.split_once(':') else { continue };
+        let Some((name, value)) = l.split_once(':') else {
+            continue;
+        };
         let value = value.trim_start_matches('.').trim();
         let v = match value.strip_prefix("0x") {
             Some(h) => u64::from_str_radix(h, 16).ok(),

@@ -49,7 +49,10 @@ impl Probe {
             .expect("spawn probe");
         let (tx, lines) = mpsc::channel();
         for (tag, s) in [
-            ("", Box::new(child.stdout.take().expect("stdout")) as Box<dyn std::io::Read + Send>),
+            (
+                "",
+                Box::new(child.stdout.take().expect("stdout")) as Box<dyn std::io::Read + Send>,
+            ),
             ("stderr: ", Box::new(child.stderr.take().expect("stderr"))),
         ] {
             let tx = tx.clone();
@@ -99,7 +102,12 @@ impl Reading {
         Counter::ERRORS.iter().map(|&c| self.get(key, c)).sum()
     }
     fn keys(&self) -> Vec<String> {
-        self.0["counters"].as_object().expect("counters").keys().cloned().collect()
+        self.0["counters"]
+            .as_object()
+            .expect("counters")
+            .keys()
+            .cloned()
+            .collect()
     }
     fn errors(&self) -> &serde_json::Map<String, Value> {
         self.0["errors"].as_object().expect("errors")
@@ -233,9 +241,17 @@ fn every_port_is_read_and_each_field_matches_perfquery() {
     }
     // Data and packet counters: the 64-bit extended ones (ibsim's PMA advertises them), read
     // before perfquery's, which the traffic since can only have raised.
-    for c in [Counter::XmitData, Counter::RcvData, Counter::XmitPackets, Counter::RcvPackets] {
+    for c in [
+        Counter::XmitData,
+        Counter::RcvData,
+        Counter::XmitPackets,
+        Counter::RcvPackets,
+    ] {
         let (ours, theirs) = (r.get(&k, c), pqx[names[&c]]);
-        assert!(ours > 0 && ours <= theirs, "{c:?} of {k}: driver {ours}, perfquery -x {theirs}");
+        assert!(
+            ours > 0 && ours <= theirs,
+            "{c:?} of {k}: driver {ours}, perfquery -x {theirs}"
+        );
     }
     // An end port the same way (its own LID and port number).
     let e = f.end_port(EndPortId(1));
@@ -287,7 +303,11 @@ fn error_injection_raises_the_receive_errors_of_that_port_only() {
     }
     // perfquery reads the same count once the injection stopped.
     let pq = sim.perfquery(&other_host(&f), switch_lid(&out, spine), port, false);
-    assert_eq!(pq["PortRcvErrors"], after.get(&k, Counter::RcvErrors), "perfquery of {k}");
+    assert_eq!(
+        pq["PortRcvErrors"],
+        after.get(&k, Counter::RcvErrors),
+        "perfquery of {k}"
+    );
     eprintln!(
         "Error \"{}\"[{port}] 30 for 1.5 s: PortRcvErrors +{rose}; {} PerfMgt MADs, {} re-sent",
         switch_node(spine),

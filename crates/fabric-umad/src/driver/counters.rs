@@ -75,8 +75,11 @@ pub(super) async fn read_port_counters(inner: &Inner, ports: &[CounterPort]) -> 
                 Err((e, _)) => return Err(perf_err(t, "ClassPortInfo", e.clone())),
             };
             let pc = inner.tp.submit_perf(t.lid, PerfMad::get(ATTR_PORT_COUNTERS, t.port));
-            let ext = has_extended_counters(cap)
-                .then(|| inner.tp.submit_perf(t.lid, PerfMad::get(ATTR_PORT_COUNTERS_EXT, t.port)));
+            let ext = has_extended_counters(cap).then(|| {
+                inner
+                    .tp
+                    .submit_perf(t.lid, PerfMad::get(ATTR_PORT_COUNTERS_EXT, t.port))
+            });
             Ok((t, cap, pc, ext))
         })
         .collect();
@@ -148,7 +151,11 @@ pub(super) fn resolve(st: &super::state::State, port: CounterPort) -> Result<Tar
                         "counters of end port {} (port {}): {}",
                         fmt_guid(g),
                         c.port_num,
-                        if c.up { "no LID yet (LIDs not configured)" } else { "the port is down" }
+                        if c.up {
+                            "no LID yet (LIDs not configured)"
+                        } else {
+                            "the port is down"
+                        }
                     ),
                 });
             }
@@ -181,7 +188,11 @@ pub(super) fn assemble(
         if r.mad.port_select() != t.port {
             return Err(DriverError::Protocol {
                 guid: Some(t.agent),
-                message: format!("{what} of port {}: the answer is for port {}", t.port, r.mad.port_select()),
+                message: format!(
+                    "{what} of port {}: the answer is for port {}",
+                    t.port,
+                    r.mad.port_select()
+                ),
             });
         }
         Ok(r.mad)
@@ -233,7 +244,10 @@ mod tests {
         let sw = |g: Guid, port: u8| CounterPort::Switch { switch: g, port };
         // No LIDs yet: a clear error naming the switch and port.
         let e = resolve(&st, sw(L0, 2)).unwrap_err();
-        assert!(e.to_string().contains("port 2") && e.to_string().contains("no LID"), "{e}");
+        assert!(
+            e.to_string().contains("port 2") && e.to_string().contains("no LID"),
+            "{e}"
+        );
         st.switches[st.sw_by_guid[&L0]].lid = 7;
         let mut ca = st.cas[0].info.clone();
         ca.set_lid(12);
@@ -256,15 +270,27 @@ mod tests {
                 switch: false
             }
         );
-        assert!(matches!(resolve(&st, sw(L0, 0)), Err(DriverError::InvalidPort { port: 0, .. })));
-        assert!(matches!(resolve(&st, sw(L0, 5)), Err(DriverError::InvalidPort { port: 5, .. })));
-        assert!(matches!(resolve(&st, sw(0x99, 1)), Err(DriverError::UnknownSwitch(0x99))));
+        assert!(matches!(
+            resolve(&st, sw(L0, 0)),
+            Err(DriverError::InvalidPort { port: 0, .. })
+        ));
+        assert!(matches!(
+            resolve(&st, sw(L0, 5)),
+            Err(DriverError::InvalidPort { port: 5, .. })
+        ));
+        assert!(matches!(
+            resolve(&st, sw(0x99, 1)),
+            Err(DriverError::UnknownSwitch(0x99))
+        ));
         assert!(matches!(
             resolve(&st, CounterPort::EndPort(0x98)),
             Err(DriverError::UnknownEndPort(0x98))
         ));
         st.switches[st.sw_by_guid[&S1]].up = false;
-        assert!(matches!(resolve(&st, sw(S1, 1)), Err(DriverError::Unreachable { guid: S1 })));
+        assert!(matches!(
+            resolve(&st, sw(S1, 1)),
+            Err(DriverError::Unreachable { guid: S1 })
+        ));
         st.cas[0].up = false;
         let e = resolve(&st, CounterPort::EndPort(CA)).unwrap_err();
         assert!(e.to_string().contains("down"), "{e}");
@@ -296,7 +322,13 @@ mod tests {
             ..c
         };
         // 32-bit counters only, no XmitWait capability.
-        let got = assemble(t, 0, reply(ATTR_PORT_COUNTERS, 3, 0, &encode_port_counters(&c, 3)), None).unwrap();
+        let got = assemble(
+            t,
+            0,
+            reply(ATTR_PORT_COUNTERS, 3, 0, &encode_port_counters(&c, 3)),
+            None,
+        )
+        .unwrap();
         assert_eq!((got.rcv_errors, got.xmit_data, got.xmit_wait), (41, 0xffff_ffff, 0));
         // Extended: the 64-bit data counter.
         let got = assemble(
@@ -309,8 +341,17 @@ mod tests {
         assert_eq!(got, wide);
         // Errors name the GUID and the port.
         let e = assemble(t, 0, reply(ATTR_PORT_COUNTERS, 3, 0x1c, &[0; 64]), None).unwrap_err();
-        assert!(e.to_string().contains("port 3") && e.to_string().contains("0x001c"), "{e}");
-        let e = assemble(t, 0, reply(ATTR_PORT_COUNTERS, 4, 0, &encode_port_counters(&c, 4)), None).unwrap_err();
+        assert!(
+            e.to_string().contains("port 3") && e.to_string().contains("0x001c"),
+            "{e}"
+        );
+        let e = assemble(
+            t,
+            0,
+            reply(ATTR_PORT_COUNTERS, 4, 0, &encode_port_counters(&c, 4)),
+            None,
+        )
+        .unwrap_err();
         assert!(e.to_string().contains("for port 4"), "{e}");
         let e = assemble(t, 0, Err(TransportError::Timeout { attempts: 4 }), None).unwrap_err();
         assert!(e.is_transient() && e.to_string().contains(&fmt_guid(L0)), "{e}");
@@ -322,7 +363,8 @@ mod tests {
         };
         let e = assemble(ca, 0, Err(TransportError::Timeout { attempts: 4 }), None).unwrap_err();
         assert!(
-            e.to_string().contains("end port 0x0000000000000100 (port 1): no reply after 4"),
+            e.to_string()
+                .contains("end port 0x0000000000000100 (port 1): no reply after 4"),
             "{e}"
         );
     }

@@ -48,11 +48,13 @@ use std::time::{Duration, Instant, SystemTime};
 use fabric_sa::{Requester, SaService};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::mad::{stamp_m_key, PerfMad, Route, Smp, CLASS_PERF_MGT, CLASS_SMP_DR, CLASS_SMP_LID, MAD_SIZE, METHOD_TRAP};
+use crate::mad::{
+    stamp_m_key, PerfMad, Route, Smp, CLASS_PERF_MGT, CLASS_SMP_DR, CLASS_SMP_LID, MAD_SIZE, METHOD_TRAP,
+};
 pub use client_port::{read_sysfs, ClientPort};
 pub use device::{OpenError, RawPort, UmadDevice, UMAD_HDR_LEN};
-use perf::{PerfLane, PerfRequest};
 pub use perf::PerfReply;
+use perf::{PerfLane, PerfRequest};
 use responder::SmResponder;
 pub use sa_agent::{Outgoing, SaAgent, SaAgentParams, SaEndpoint};
 pub use shared::{SaSlot, SmIdentity, Stats};
@@ -291,9 +293,7 @@ impl Transport {
 }
 
 /// Waits on a submitted PerfMgt request.
-pub async fn wait_perf(
-    rx: oneshot::Receiver<Result<PerfReply, TransportError>>,
-) -> Result<PerfReply, TransportError> {
+pub async fn wait_perf(rx: oneshot::Receiver<Result<PerfReply, TransportError>>) -> Result<PerfReply, TransportError> {
     rx.await.unwrap_or(Err(TransportError::Closed))
 }
 

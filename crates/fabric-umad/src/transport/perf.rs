@@ -301,7 +301,10 @@ mod tests {
             assert_eq!(port_counters(r.mad.data(), 0).symbol_errors, 10 + i as u64);
         }
         let max = seen.perf_max.load(Ordering::SeqCst);
-        assert!((1..=3).contains(&max), "{max} PerfMgt MADs in flight with a window of 3");
+        assert!(
+            (1..=3).contains(&max),
+            "{max} PerfMgt MADs in flight with a window of 3"
+        );
         assert_eq!(t.stats().perf_sent.load(Ordering::Relaxed), 60);
         assert_eq!(t.stats().sent.load(Ordering::Relaxed), 0, "PerfMgt MADs are not SMPs");
     }
