@@ -235,8 +235,140 @@ fn perf_err(t: Target, what: &'static str, e: TransportError) -> DriverError {
 
 #[cfg(test)]
 mod tests {
-    use super::super::state::tests::{two_by_two, CA, L0, S1};
+    use std::collections::VecDeque;
+    use std::sync::{Arc, Mutex};
+    use std::time::Duration;
+
+    use tokio::sync::mpsc;
+
+    use super::super::state::tests::{two_by_two, CA, L0, L1, S0, S1};
     use super::*;
+    use crate::config::UmadConfig;
+    use crate::transport::{RawPort, Transport, TransportParams, UMAD_HDR_LEN};
+
+    /// Performance Management Agents by LID: the CapabilityMask each advertises (`None`: the
+    /// agent never answers). PortCounters answers carry SymbolErrorCounter = LID * 100 + port,
+    /// PortCountersExtended ones PortXmitData = 2^40 + port. Counts the ClassPortInfo Gets per
+    /// LID.
+    struct Pmas {
+        caps: HashMap<u16, Option<u16>>,
+        asked_cap: Arc<Mutex<HashMap<u16, usize>>>,
+        answers: VecDeque<Vec<u8>>,
+    }
+
+    impl RawPort for Pmas {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<()> {
+            let lid = u16::from_be_bytes([buf[28], buf[29]]);
+            let req = PerfMad::parse(&buf[UMAD_HDR_LEN..]).expect("a PerfMgt MAD");
+            let Some(Some(cap)) = self.caps.get(&lid).copied() else {
+                return Ok(());
+            };
+            let port = req.port_select();
+            let data = match req.attr_id() {
+                ATTR_CLASS_PORT_INFO => {
+                    *self.asked_cap.lock().unwrap().entry(lid).or_default() += 1;
+                    encode_class_port_info(cap)
+                }
+                ATTR_PORT_COUNTERS => encode_port_counters(
+                    &PortCounters {
+                        symbol_errors: u64::from(lid) * 100 + u64::from(port),
+                        ..PortCounters::default()
+                    },
+                    port,
+                ),
+                _ => encode_port_counters_ext(
+                    &PortCounters {
+                        xmit_data: (1 << 40) + u64::from(port),
+                        ..PortCounters::default()
+                    },
+                    port,
+                ),
+            };
+            let mut p = buf.to_vec();
+            p[UMAD_HDR_LEN..].copy_from_slice(&req.response(0, &data).bytes);
+            self.answers.push_back(p);
+            Ok(())
+        }
+        fn read(&mut self, buf: &mut [u8]) -> Option<usize> {
+            let p = self.answers.pop_front()?;
+            buf[..p.len()].copy_from_slice(&p);
+            Some(p.len())
+        }
+        fn wait(&mut self, _: Duration) {}
+        fn agent(&self, class: u8) -> u32 {
+            u32::from(class)
+        }
+    }
+
+    #[tokio::test]
+    async fn a_batch_reads_every_agent_and_fails_only_the_silent_one() {
+        let mut st = two_by_two();
+        for (g, lid) in [(L0, 7), (L1, 8), (S0, 9), (S1, 10)] {
+            st.switches[st.sw_by_guid[&g]].lid = lid;
+        }
+        let mut ca = st.cas[0].info.clone();
+        ca.set_lid(12);
+        st.cas[0].info = ca;
+        let asked_cap = Arc::new(Mutex::new(HashMap::new()));
+        let pmas = Pmas {
+            // L0 extended, L1 32-bit only, S0 silent, S1 extended (NoIETF), the CA extended.
+            caps: [
+                (7, Some(0x1300)),
+                (8, Some(0)),
+                (9, None),
+                (10, Some(0x0400)),
+                (12, Some(0x1200)),
+            ]
+            .into(),
+            asked_cap: asked_cap.clone(),
+            answers: VecDeque::new(),
+        };
+        let (ttx, trx) = mpsc::unbounded_channel();
+        let params = TransportParams {
+            timeout: Duration::from_millis(20),
+            retries: 1,
+            window: 4,
+            perf_window: 2,
+        };
+        let inner = Inner::new(UmadConfig::default(), Transport::start(pmas, params, ttx), trx);
+        *lock(&inner.state) = st;
+        let sw = |g: Guid, port: u8| CounterPort::Switch { switch: g, port };
+        let ports = [
+            sw(L0, 1),
+            sw(L1, 2),
+            sw(S0, 1),
+            sw(S1, 2),
+            CounterPort::EndPort(CA),
+            sw(L0, 3),
+        ];
+        for round in 0..2 {
+            let got = read_port_counters(&inner, &ports).await;
+            assert_eq!(
+                got.iter().map(|r| r.port).collect::<Vec<_>>(),
+                ports,
+                "in the order asked"
+            );
+            let c = |i: usize| got[i].counters.as_ref().map_err(ToString::to_string).cloned();
+            assert_eq!(c(0).unwrap().symbol_errors, 701);
+            assert_eq!(c(0).unwrap().xmit_data, (1 << 40) + 1, "extended width");
+            assert_eq!(
+                (c(1).unwrap().symbol_errors, c(1).unwrap().xmit_data),
+                (802, 0),
+                "32-bit only"
+            );
+            let e = c(2).unwrap_err();
+            assert!(e.contains(&fmt_guid(S0)) && e.contains("ClassPortInfo"), "{e}");
+            assert_eq!(c(3).unwrap().xmit_data, (1 << 40) + 2, "NoIETF extended width");
+            assert_eq!(c(4).unwrap().symbol_errors, 1201, "end port: its LID, its port");
+            assert_eq!(c(5).unwrap().symbol_errors, 703);
+            // ClassPortInfo once per agent that answered; the silent one is asked every batch.
+            let asked = asked_cap.lock().unwrap().clone();
+            assert_eq!(asked, [(7, 1), (8, 1), (10, 1), (12, 1)].into(), "round {round}");
+        }
+        let s = inner.tp.stats();
+        assert_eq!(s.perf_failures.load(std::sync::atomic::Ordering::Relaxed), 2);
+        assert_eq!(s.sent.load(std::sync::atomic::Ordering::Relaxed), 0, "no SMP");
+    }
 
     #[test]
     fn ports_resolve_to_their_agent_lid_and_port_select() {
