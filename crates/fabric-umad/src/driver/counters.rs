@@ -47,18 +47,17 @@ pub(super) async fn read_port_counters(inner: &Inner, ports: &[CounterPort]) -> 
         agents.entry(t.agent).or_insert(t.lid);
     }
     let cached: HashMap<Guid, u16> = lock(&inner.perf_caps).clone();
-    let asked: Vec<(Guid, u16, _)> = agents
+    let asked: Vec<(Guid, _)> = agents
         .iter()
         .filter(|(g, _)| !cached.contains_key(g))
-        .map(|(&g, &lid)| (g, lid, inner.tp.submit_perf(lid, PerfMad::get(ATTR_CLASS_PORT_INFO, 0))))
+        .map(|(&g, &lid)| (g, inner.tp.submit_perf(lid, PerfMad::get(ATTR_CLASS_PORT_INFO, 0))))
         .collect();
-    let mut caps: HashMap<Guid, Result<u16, (TransportError, u16)>> =
-        cached.into_iter().map(|(g, c)| (g, Ok(c))).collect();
-    for (g, lid, rx) in asked {
+    let mut caps: HashMap<Guid, Result<u16, TransportError>> = cached.into_iter().map(|(g, c)| (g, Ok(c))).collect();
+    for (g, rx) in asked {
         let r = match wait_perf(rx).await {
             Ok(r) if r.mad.status() == 0 => Ok(class_port_info_cap_mask(r.mad.data())),
-            Ok(r) => Err((TransportError::Mad(format!("MAD status {:#06x}", r.mad.status())), lid)),
-            Err(e) => Err((e, lid)),
+            Ok(r) => Err(TransportError::Mad(format!("MAD status {:#06x}", r.mad.status()))),
+            Err(e) => Err(e),
         };
         if let Ok(c) = r {
             lock(&inner.perf_caps).insert(g, c);
@@ -70,9 +69,11 @@ pub(super) async fn read_port_counters(inner: &Inner, ports: &[CounterPort]) -> 
         .into_iter()
         .map(|t| {
             let t = t?;
-            let cap = match &caps[&t.agent] {
-                Ok(c) => *c,
-                Err((e, _)) => return Err(perf_err(t, "ClassPortInfo", e.clone())),
+            let cap = match caps.get(&t.agent) {
+                Some(Ok(c)) => *c,
+                Some(Err(e)) => return Err(perf_err(t, "ClassPortInfo", e.clone())),
+                // Every target's agent was asked or cached above.
+                None => return Err(perf_err(t, "ClassPortInfo", TransportError::Mad("not asked".into()))),
             };
             let pc = inner.tp.submit_perf(t.lid, PerfMad::get(ATTR_PORT_COUNTERS, t.port));
             let ext = has_extended_counters(cap).then(|| {
