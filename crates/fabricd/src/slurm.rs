@@ -207,9 +207,17 @@ pub fn spawn(
         w.on_commit(&published.load_full()).await;
         loop {
             match notices.recv().await {
-                Ok(Notice::GenerationCommitted { .. }) | Err(broadcast::error::RecvError::Lagged(_)) => {
+                Ok(Notice::GenerationCommitted { generation, .. }) => {
+                    // The notice goes out just before the snapshot that holds the generation.
+                    for _ in 0..500 {
+                        if published.load().current.as_ref().is_some_and(|g| g.number >= generation) {
+                            break;
+                        }
+                        tokio::time::sleep(Duration::from_millis(10)).await;
+                    }
                     w.on_commit(&published.load_full()).await;
                 }
+                Err(broadcast::error::RecvError::Lagged(_)) => w.on_commit(&published.load_full()).await,
                 Ok(_) => {}
                 Err(broadcast::error::RecvError::Closed) => return,
             }
