@@ -39,13 +39,19 @@ pub fn expand(expr: &str) -> Result<Vec<String>, HostlistError> {
         match b {
             b'[' => {
                 if depth > 0 {
-                    return Err(HostlistError::Unbalanced { expr: expr.into(), at: i });
+                    return Err(HostlistError::Unbalanced {
+                        expr: expr.into(),
+                        at: i,
+                    });
                 }
                 depth = 1;
             }
             b']' => {
                 if depth == 0 {
-                    return Err(HostlistError::Unbalanced { expr: expr.into(), at: i });
+                    return Err(HostlistError::Unbalanced {
+                        expr: expr.into(),
+                        at: i,
+                    });
                 }
                 depth = 0;
             }
@@ -82,10 +88,13 @@ fn expand_item(expr: &str, item: &str, out: &mut Vec<String>) -> Result<(), Host
                 rest = "";
             }
             Some(open) => {
-                let close = rest[open..].find(']').map(|c| open + c).ok_or_else(|| HostlistError::Unbalanced {
-                    expr: expr.into(),
-                    at: expr.len(),
-                })?;
+                let close = rest[open..]
+                    .find(']')
+                    .map(|c| open + c)
+                    .ok_or_else(|| HostlistError::Unbalanced {
+                        expr: expr.into(),
+                        at: expr.len(),
+                    })?;
                 let literal = &rest[..open];
                 let numbers = ranges(expr, &rest[open + 1..close])?;
                 if partial.len().saturating_mul(numbers.len()) + out.len() > MAX_NAMES {
@@ -124,7 +133,10 @@ fn ranges(expr: &str, group: &str) -> Result<Vec<String>, HostlistError> {
         if !digits(lo) || !digits(hi) {
             return Err(bad(r));
         }
-        let (a, b) = (lo.parse::<u64>().map_err(|_| bad(r))?, hi.parse::<u64>().map_err(|_| bad(r))?);
+        let (a, b) = (
+            lo.parse::<u64>().map_err(|_| bad(r))?,
+            hi.parse::<u64>().map_err(|_| bad(r))?,
+        );
         if a > b {
             return Err(bad(r));
         }
@@ -218,7 +230,10 @@ mod tests {
 
     #[test]
     fn expands_slurm_forms() {
-        assert_eq!(expand("node[001-003,010]").unwrap(), ["node001", "node002", "node003", "node010"]);
+        assert_eq!(
+            expand("node[001-003,010]").unwrap(),
+            ["node001", "node002", "node003", "node010"]
+        );
         assert_eq!(expand("n[9-10],login").unwrap(), ["n9", "n10", "login"]);
         assert_eq!(expand("r[1-2]n[1-2]").unwrap(), ["r1n1", "r1n2", "r2n1", "r2n2"]);
         assert_eq!(expand("a b,,c").unwrap(), ["a", "b", "c"]);
@@ -232,9 +247,15 @@ mod tests {
         assert!(matches!(expand("n1-3]"), Err(HostlistError::Unbalanced { at: 4, .. })));
         assert!(matches!(expand("n[[1]]"), Err(HostlistError::Unbalanced { at: 2, .. })));
         let e = expand("n[5-3]").unwrap_err();
-        assert_eq!(e.to_string(), "hostlist \"n[5-3]\": bad range \"5-3\" (expected N or LO-HI with LO <= HI, decimal digits)");
+        assert_eq!(
+            e.to_string(),
+            "hostlist \"n[5-3]\": bad range \"5-3\" (expected N or LO-HI with LO <= HI, decimal digits)"
+        );
         assert!(matches!(expand("n[a-b]"), Err(HostlistError::BadRange { .. })));
         assert!(matches!(expand("n[0-99999999]"), Err(HostlistError::TooMany { .. })));
-        assert!(matches!(expand("a[0-2000]b[0-2000]"), Err(HostlistError::TooMany { .. })));
+        assert!(matches!(
+            expand("a[0-2000]b[0-2000]"),
+            Err(HostlistError::TooMany { .. })
+        ));
     }
 }

@@ -152,7 +152,10 @@ mod tests {
     #[test]
     fn switch_descriptions_cleaned() {
         assert_eq!(clean_switch_desc("MF0;ib5:SX6036/U1"), "MF0_ib5_SX6036_U1");
-        assert_eq!(clean_switch_desc("Voltaire 4036 # 4036-369C"), "Voltaire_4036_4036-369C");
+        assert_eq!(
+            clean_switch_desc("Voltaire 4036 # 4036-369C"),
+            "Voltaire_4036_4036-369C"
+        );
         assert_eq!(clean_switch_desc("PGFT L0 S(0,3)"), "PGFT_L0_S_0_3");
         assert_eq!(clean_switch_desc(" \"=,é "), "");
     }

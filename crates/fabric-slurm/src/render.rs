@@ -84,7 +84,12 @@ impl SlurmTopology {
             None => out.push_str("    block_sizes: []\n    blocks: []\n"),
         }
         for b in &self.blocks {
-            let _ = writeln!(out, "      - block: \"{}\"\n        nodes: \"{}\"", b.name, hl(&b.nodes));
+            let _ = writeln!(
+                out,
+                "      - block: \"{}\"\n        nodes: \"{}\"",
+                b.name,
+                hl(&b.nodes)
+            );
         }
     }
 }

@@ -117,8 +117,11 @@ impl SlurmTopology {
         let (blocks, block_warnings) = blocks(fabric, ranking, &sw_names, &leaves_of);
         warnings.extend(block_warnings);
         let written: BTreeSet<String> = switches.iter().flat_map(|s| s.nodes.iter().cloned()).collect();
-        let unplaced: BTreeSet<String> =
-            leaves_of.keys().filter(|h| !written.contains(**h)).map(|h| (*h).to_string()).collect();
+        let unplaced: BTreeSet<String> = leaves_of
+            .keys()
+            .filter(|h| !written.contains(**h))
+            .map(|h| (*h).to_string())
+            .collect();
         if !unplaced.is_empty() {
             warnings.push(format!(
                 "{} live host(s) only on switches without a level, left out: {}",
@@ -256,7 +259,11 @@ fn blocks(
     let mut members: BTreeMap<SwitchId, Vec<String>> = BTreeMap::new();
     let mut multi: BTreeSet<String> = BTreeSet::new();
     for (host, leaves) in leaves_of {
-        let ranked: Vec<SwitchId> = leaves.iter().copied().filter(|&l| ranking.level_of(l).is_some()).collect();
+        let ranked: Vec<SwitchId> = leaves
+            .iter()
+            .copied()
+            .filter(|&l| ranking.level_of(l).is_some())
+            .collect();
         let Some(&first) = ranked.first() else { continue };
         if ranked.len() > 1 {
             multi.insert((*host).to_string());

@@ -12,12 +12,16 @@ use fabric_topology::gen::generate_str;
 use fabric_topology::{ibnet, Fabric, FabricEvent};
 
 fn real(name: &str) -> Fabric {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fabric-topology/tests/data/real").join(name);
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../fabric-topology/tests/data/real")
+        .join(name);
     ibnet::read_file(&p).expect("dump").fabric
 }
 
 fn valid_name(n: &str) -> bool {
-    !n.is_empty() && n.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+    !n.is_empty()
+        && n.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
 }
 
 /// Checks the structure and reads the tree file back: switch → (nodes, switches).
@@ -70,15 +74,30 @@ fn real_dumps_export_every_live_host() {
     // (file, hosts, tree switches, warnings containing)
     let cases: &[(&str, usize, usize, &[&str])] = &[
         ("switchib-edr-6sw-flat.ibnet", 96, 6, &[]),
-        ("loginoff-sx6036-fdr10-8sw.ibnet", 144, 9, &["hosts on switches above the leaves"]),
+        (
+            "loginoff-sx6036-fdr10-8sw.ibnet",
+            144,
+            9,
+            &["hosts on switches above the leaves"],
+        ),
         ("mlunacek-qdr-3xIS5600-214sw.ibnet", 1356, 214, &[]),
-        ("psmn-x5-voltaire4036-qdr.ibnet", 89, 0, &["89 end nodes without a host name"]),
+        (
+            "psmn-x5-voltaire4036-qdr.ibnet",
+            89,
+            0,
+            &["89 end nodes without a host name"],
+        ),
         ("ibtopotool-ufm-lab-degraded.ibnet", 0, 0, &[]),
     ];
     for (file, hosts, switches, warns) in cases {
         let f = real(file);
         let (t, _) = check(&f);
-        eprintln!("{file}: {} hosts, {} switches, {} blocks", t.hosts.len(), t.switches.len(), t.blocks.len());
+        eprintln!(
+            "{file}: {} hosts, {} switches, {} blocks",
+            t.hosts.len(),
+            t.switches.len(),
+            t.blocks.len()
+        );
         for w in &t.warnings {
             eprintln!("  warning: {w}");
         }
@@ -89,7 +108,11 @@ fn real_dumps_export_every_live_host() {
             assert_eq!(t.switches.len(), *switches, "{file}");
         }
         for w in *warns {
-            assert!(t.warnings.iter().any(|x| x.contains(w)), "{file}: no warning {w:?} in {:?}", t.warnings);
+            assert!(
+                t.warnings.iter().any(|x| x.contains(w)),
+                "{file}: no warning {w:?} in {:?}",
+                t.warnings
+            );
         }
     }
 }
@@ -119,15 +142,31 @@ fn generated_fat_trees_and_faults_are_reported_not_dropped() {
     assert_eq!(t.blocks.len(), 16);
     assert_eq!(t.block_size(), Some(4));
     // GUID names, said once.
-    assert!(t.warnings[0].contains("64 end nodes without a host name"), "{:?}", t.warnings);
+    assert!(
+        t.warnings[0].contains("64 end nodes without a host name"),
+        "{:?}",
+        t.warnings
+    );
     // A leaf down: its hosts and the leaf are reported.
     let leaf = f.switch_ids().find(|&s| f.is_leaf(s)).unwrap();
     let g = f.switch(leaf).guid;
     let down = f.apply(&[FabricEvent::SwitchDown(g)]).unwrap();
     let (t2, _) = check(&down);
     assert_eq!(t2.hosts.len(), 60);
-    assert!(t2.warnings.iter().any(|w| w.contains("4 hosts without a live end port")), "{:?}", t2.warnings);
-    assert!(t2.warnings.iter().any(|w| w.contains("switch(es) down, left out: PGFT_L0")), "{:?}", t2.warnings);
+    assert!(
+        t2.warnings
+            .iter()
+            .any(|w| w.contains("4 hosts without a live end port")),
+        "{:?}",
+        t2.warnings
+    );
+    assert!(
+        t2.warnings
+            .iter()
+            .any(|w| w.contains("switch(es) down, left out: PGFT_L0")),
+        "{:?}",
+        t2.warnings
+    );
     assert_ne!(t.render(Format::Tree), t2.render(Format::Tree));
     // Same topology, same bytes.
     assert_eq!(t.render(Format::Yaml), check(&f).0.render(Format::Yaml));
@@ -142,11 +181,17 @@ fn block_and_yaml_follow_the_documented_grammar() {
     let body: Vec<&str> = block.lines().filter(|l| !l.starts_with('#')).collect();
     assert_eq!(body.len(), 5, "{block}");
     for l in &body[..4] {
-        assert!(l.starts_with("BlockName=b-PGFT_L0_") && l.contains(" Nodes=guid-"), "{l}");
+        assert!(
+            l.starts_with("BlockName=b-PGFT_L0_") && l.contains(" Nodes=guid-"),
+            "{l}"
+        );
     }
     assert_eq!(body[4], "BlockSizes=4");
     let yaml = t.render(Format::Yaml);
     assert!(yaml.contains("- topology: \"fabric-tree\"\n  cluster_default: true\n  tree:\n    switches:\n      - switch: \"PGFT_L0_S_0_0\"\n        nodes: \"guid-"), "{yaml}");
     assert!(yaml.contains("        children: \"PGFT_L0_S_0_[0-3]\""), "{yaml}");
-    assert!(yaml.contains("  block:\n    block_sizes:\n      - 4\n    blocks:\n      - block: \"b-PGFT_L0_S_0_0\""), "{yaml}");
+    assert!(
+        yaml.contains("  block:\n    block_sizes:\n      - 4\n    blocks:\n      - block: \"b-PGFT_L0_S_0_0\""),
+        "{yaml}"
+    );
 }

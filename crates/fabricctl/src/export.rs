@@ -122,15 +122,23 @@ fn from_daemon(target: &Target) -> Result<(Fabric, Ranking)> {
     let mut events = Vec::new();
     for s in &t.switches {
         for p in s.ports.iter().filter(|p| p.excluded) {
-            let port = u8::try_from(p.port).map_err(|_| anyhow!("switch {}: port {} out of range", fmt_guid(s.guid), p.port))?;
+            let port = u8::try_from(p.port)
+                .map_err(|_| anyhow!("switch {}: port {} out of range", fmt_guid(s.guid), p.port))?;
             events.push(FabricEvent::LinkDown { switch: s.guid, port });
         }
     }
-    events.extend(t.end_ports.iter().filter(|e| !e.up).map(|e| FabricEvent::EndPortDown(e.guid)));
+    events.extend(
+        t.end_ports
+            .iter()
+            .filter(|e| !e.up)
+            .map(|e| FabricEvent::EndPortDown(e.guid)),
+    );
     let fabric = if events.is_empty() {
         fabric
     } else {
-        fabric.apply(&events).context("virtual faults and end nodes of the live topology")?
+        fabric
+            .apply(&events)
+            .context("virtual faults and end nodes of the live topology")?
     };
     let mut level = vec![None; fabric.num_switches()];
     for s in &t.switches {
@@ -151,7 +159,9 @@ fn from_daemon(target: &Target) -> Result<(Fabric, Ranking)> {
 
 /// Writes `text` to `path` through a temporary file in the same directory and a rename.
 fn write_atomic(path: &Path, text: &str) -> Result<()> {
-    let name = path.file_name().ok_or_else(|| anyhow!("{}: not a file name", path.display()))?;
+    let name = path
+        .file_name()
+        .ok_or_else(|| anyhow!("{}: not a file name", path.display()))?;
     let tmp = path.with_file_name(format!(".{}.tmp{}", name.to_string_lossy(), std::process::id()));
     std::fs::write(&tmp, text).with_context(|| format!("cannot write {}", tmp.display()))?;
     std::fs::rename(&tmp, path).with_context(|| {
@@ -203,7 +213,9 @@ pub fn hostlist(a: HostlistArgs, target: &Target) -> Result<()> {
         HostlistCmd::Compress { names } => {
             let names = if names.is_empty() {
                 let mut s = String::new();
-                std::io::stdin().read_to_string(&mut s).context("cannot read standard input")?;
+                std::io::stdin()
+                    .read_to_string(&mut s)
+                    .context("cannot read standard input")?;
                 vec![s]
             } else {
                 names
@@ -239,7 +251,10 @@ pub fn hostlist(a: HostlistArgs, target: &Target) -> Result<()> {
                 );
             }
             if found == 0 {
-                bail!("no end port found for the hosts {}", compress(wanted.iter().map(String::as_str)));
+                bail!(
+                    "no end port found for the hosts {}",
+                    compress(wanted.iter().map(String::as_str))
+                );
             }
         }
     }

@@ -16,8 +16,15 @@ use std::time::{Duration, Instant};
 use fabric_slurm::hostlist::expand;
 
 fn fabricctl(args: &[&str]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_fabricctl")).args(args).output().expect("run fabricctl");
-    assert!(out.status.success(), "fabricctl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    let out = Command::new(env!("CARGO_BIN_EXE_fabricctl"))
+        .args(args)
+        .output()
+        .expect("run fabricctl");
+    assert!(
+        out.status.success(),
+        "fabricctl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8(out.stdout).unwrap()
 }
 
@@ -104,7 +111,11 @@ fn slurm_show_topology(dir: &Path, hosts: &str) -> String {
             let log = std::fs::read_to_string(dir.join("slurmctld.log")).unwrap_or_default();
             panic!("slurmctld exited ({st}) on {}:\n{log}", dir.display());
         }
-        assert!(t.elapsed() < Duration::from_secs(60), "scontrol: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            t.elapsed() < Duration::from_secs(60),
+            "scontrol: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         std::thread::sleep(Duration::from_millis(200));
     }
 }
@@ -114,21 +125,39 @@ fn accept(name: &str, topology_file: &Path) {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let conf = dir.join("topology.conf");
-    fabricctl(&["export", "slurm", "--format", "tree", "--topology", topology_file.to_str().unwrap(), "-o", conf.to_str().unwrap()]);
+    fabricctl(&[
+        "export",
+        "slurm",
+        "--format",
+        "tree",
+        "--topology",
+        topology_file.to_str().unwrap(),
+        "-o",
+        conf.to_str().unwrap(),
+    ]);
     let written = std::fs::read_to_string(&conf).unwrap();
     let want = switches(&written);
     assert!(!want.is_empty(), "{name}: nothing exported");
     let hosts: BTreeSet<String> = want.values().flat_map(|v| v.0.iter().cloned()).collect();
-    let hostlist = fabricctl(&["hostlist", "compress", &hosts.iter().cloned().collect::<Vec<_>>().join(",")]);
+    let hostlist = fabricctl(&[
+        "hostlist",
+        "compress",
+        &hosts.iter().cloned().collect::<Vec<_>>().join(","),
+    ]);
     let shown = slurm_show_topology(&dir, hostlist.trim());
     let got = switches(&shown);
-    assert_eq!(got, want, "{name}: scontrol show topology differs from the export:\n{shown}");
+    assert_eq!(
+        got, want,
+        "{name}: scontrol show topology differs from the export:\n{shown}"
+    );
     eprintln!("{name}: slurmctld loaded {} switches, {} hosts", got.len(), hosts.len());
     let _ = std::fs::remove_dir_all(&dir);
 }
 
 fn real(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../fabric-topology/tests/data/real").join(name)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../fabric-topology/tests/data/real")
+        .join(name)
 }
 
 #[test]
@@ -148,13 +177,26 @@ fn slurmctld_loads_the_export_of_every_real_dump() {
 fn slurmctld_loads_the_export_of_generated_fat_trees() {
     let dir = std::env::temp_dir().join(format!("fabricctl-slurm-gen-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    for (i, spec) in ["PGFT(2;18,36;1,18;1,1)", "PGFT(3;4,4,4;1,2,2;1,2,1)"].iter().enumerate() {
+    for (i, spec) in ["PGFT(2;18,36;1,18;1,1)", "PGFT(3;4,4,4;1,2,2;1,2,1)"]
+        .iter()
+        .enumerate()
+    {
         let f = dir.join(format!("gen{i}.topo"));
         fabricctl(&["topo", "gen", spec, "-o", f.to_str().unwrap()]);
         accept(&format!("gen{i}"), &f);
     }
     let f = dir.join("degraded.topo");
-    fabricctl(&["topo", "gen", "PGFT(3;4,4,4;1,2,2;1,2,1)", "-o", f.to_str().unwrap(), "--remove-links", "30", "--seed", "7"]);
+    fabricctl(&[
+        "topo",
+        "gen",
+        "PGFT(3;4,4,4;1,2,2;1,2,1)",
+        "-o",
+        f.to_str().unwrap(),
+        "--remove-links",
+        "30",
+        "--seed",
+        "7",
+    ]);
     accept("degraded", &f);
     let _ = std::fs::remove_dir_all(&dir);
 }

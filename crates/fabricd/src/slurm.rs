@@ -77,7 +77,10 @@ impl SlurmConfig {
         let mut v = Vec::new();
         if let Some(p) = &self.topology_file {
             if !p.is_absolute() {
-                v.push(("slurm.topology_file".into(), format!("{} is not an absolute path", p.display())));
+                v.push((
+                    "slurm.topology_file".into(),
+                    format!("{} is not an absolute path", p.display()),
+                ));
             }
         }
         if self.command.first().is_some_and(String::is_empty) {
@@ -97,7 +100,10 @@ pub fn write_atomic(path: &Path, text: &[u8]) -> std::io::Result<()> {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => PathBuf::from("."),
     };
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
     let tmp = dir.join(format!(".{name}.fabricd-{}.tmp", std::process::id()));
     let written = std::fs::File::create(&tmp).and_then(|mut f| {
         f.write_all(text)?;
@@ -123,7 +129,9 @@ struct Writer {
 impl Writer {
     /// Renders the committed generation; rewrites and runs the command when the text changed.
     async fn on_commit(&mut self, published: &Published) {
-        let Some(generation) = published.current.clone() else { return };
+        let Some(generation) = published.current.clone() else {
+            return;
+        };
         if generation.number == self.rendered {
             return;
         }
@@ -134,7 +142,9 @@ impl Writer {
             (t.render(format), t.warnings.len(), t.hosts.len(), t.switches.len())
         })
         .await;
-        let Ok((text, warnings, hosts, switches)) = topo else { return };
+        let Ok((text, warnings, hosts, switches)) = topo else {
+            return;
+        };
         if self.current.as_deref() == Some(text.as_bytes()) {
             return;
         }
@@ -166,15 +176,17 @@ impl Writer {
     }
 
     async fn run_command(&self) {
-        let Some((program, args)) = self.config.command.split_first() else { return };
+        let Some((program, args)) = self.config.command.split_first() else {
+            return;
+        };
         let timeout = Duration::from_secs(self.config.command_timeout_s);
         let mut cmd = tokio::process::Command::new(program);
-        cmd.args(args)
-            .stdin(std::process::Stdio::null())
-            .kill_on_drop(true);
+        cmd.args(args).stdin(std::process::Stdio::null()).kill_on_drop(true);
         let line = self.config.command.join(" ");
         match tokio::time::timeout(timeout, cmd.output()).await {
-            Err(_) => tracing::warn!(command = %line, timeout_s = self.config.command_timeout_s, "slurm: command timed out, killed"),
+            Err(_) => {
+                tracing::warn!(command = %line, timeout_s = self.config.command_timeout_s, "slurm: command timed out, killed")
+            }
             Ok(Err(e)) => tracing::warn!(command = %line, error = %e, "slurm: cannot run the command"),
             Ok(Ok(out)) if out.status.success() => tracing::info!(command = %line, "slurm: command done"),
             Ok(Ok(out)) => tracing::warn!(
@@ -210,7 +222,12 @@ pub fn spawn(
                 Ok(Notice::GenerationCommitted { generation, .. }) => {
                     // The notice goes out just before the snapshot that holds the generation.
                     for _ in 0..500 {
-                        if published.load().current.as_ref().is_some_and(|g| g.number >= generation) {
+                        if published
+                            .load()
+                            .current
+                            .as_ref()
+                            .is_some_and(|g| g.number >= generation)
+                        {
                             break;
                         }
                         tokio::time::sleep(Duration::from_millis(10)).await;

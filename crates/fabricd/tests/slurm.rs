@@ -19,7 +19,9 @@ fn dump() -> PathBuf {
 }
 
 fn script(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/slurm").join(name)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../deploy/slurm")
+        .join(name)
 }
 
 fn config(dir: &Path, slurm: &str) -> PathBuf {
@@ -58,7 +60,11 @@ fn fabricctl(d: &Daemon, args: &[&str]) -> Output {
 
 fn ok(d: &Daemon, args: &[&str]) -> String {
     let out = fabricctl(d, args);
-    assert!(out.status.success(), "fabricctl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "fabricctl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8(out.stdout).unwrap()
 }
 
@@ -111,8 +117,14 @@ fn the_topology_file_follows_topology_changes_only_and_the_command_runs_after_ea
         ok(&d, &["inject", "node-down", "--node", "node001 HCA-1", "--wait"]);
         wait_for("rewrite after node-down", &d, || lines(&ran) == 2);
         let second = std::fs::read_to_string(&file).unwrap();
-        assert!(!hosts(&second).contains("node001") && hosts(&second).len() == 95, "{second}");
-        assert!(second.contains("# warning: 1 host without a live end port (node, link or switch down), left out: node001"), "{second}");
+        assert!(
+            !hosts(&second).contains("node001") && hosts(&second).len() == 95,
+            "{second}"
+        );
+        assert!(
+            second.contains("# warning: 1 host without a live end port (node, link or switch down), left out: node001"),
+            "{second}"
+        );
 
         // A reroute without a topology change: neither file nor command.
         let g = status(&mut c).await.generation;
@@ -150,9 +162,14 @@ fn a_hanging_command_is_killed_and_logged_and_the_daemon_goes_on() {
     let d = Daemon::spawn_with_config(&dir, &cfg, &[]);
     run_with_deadline(120, async {
         let mut c = d.ready().await;
-        wait_for("timeout logged", &d, || d.log_text().contains("slurm: command timed out, killed"));
+        wait_for("timeout logged", &d, || {
+            d.log_text().contains("slurm: command timed out, killed")
+        });
         let text = std::fs::read_to_string(&file).unwrap();
-        assert!(text.contains("- topology: \"fabric-tree\"") && text.contains("- topology: \"fabric-block\""), "{text}");
+        assert!(
+            text.contains("- topology: \"fabric-tree\"") && text.contains("- topology: \"fabric-block\""),
+            "{text}"
+        );
         // Still serving and routing.
         ok(&d, &["inject", "node-down", "--node", "gpu001 HCA-1", "--wait"]);
         assert!(status(&mut c).await.generation >= 2);
@@ -172,7 +189,11 @@ fn run_script(name: &str, env: &[(&str, &str)]) -> Output {
 }
 
 async fn jobs(c: &mut fabric_proto::Client) -> Vec<pb::Job> {
-    c.list_jobs(pb::ListJobsRequest {}).await.expect("ListJobs").into_inner().jobs
+    c.list_jobs(pb::ListJobsRequest {})
+        .await
+        .expect("ListJobs")
+        .into_inner()
+        .jobs
 }
 
 #[test]
@@ -196,7 +217,10 @@ fn prolog_and_epilog_set_and_clear_the_job_mapping_and_fail_soft() {
         assert_eq!(j.len(), 1, "{err}");
         assert_eq!(j[0].job_id, "4242");
         let names: BTreeSet<&str> = j[0].end_ports.iter().map(|e| e.name.as_str()).collect();
-        assert_eq!(names, BTreeSet::from(["node001 HCA-1", "node002 HCA-1", "node003 HCA-1", "gpu001 HCA-1"]));
+        assert_eq!(
+            names,
+            BTreeSet::from(["node001 HCA-1", "node002 HCA-1", "node003 HCA-1", "gpu001 HCA-1"])
+        );
 
         let out = run_script("epilog.sh", &env);
         assert!(out.status.success());
@@ -208,11 +232,23 @@ fn prolog_and_epilog_set_and_clear_the_job_mapping_and_fail_soft() {
 
         // fabricd unreachable, a bad node list, no Slurm environment: all exit 0 with a reason.
         let gone = dir.join("nothing.sock");
-        let down = [("SLURM_JOB_ID", "7"), ("SLURM_JOB_NODELIST", "node001"), ("FABRICD_SOCKET", gone.to_str().unwrap())];
+        let down = [
+            ("SLURM_JOB_ID", "7"),
+            ("SLURM_JOB_NODELIST", "node001"),
+            ("FABRICD_SOCKET", gone.to_str().unwrap()),
+        ];
         for (name, env, says) in [
             ("prolog.sh", &down[..], "job not mapped"),
             ("epilog.sh", &down[..], "jobs clear failed"),
-            ("prolog.sh", &[("SLURM_JOB_ID", "8"), ("SLURM_JOB_NODELIST", "node[1-"), ("FABRICD_SOCKET", sock.as_str())][..], "cannot expand"),
+            (
+                "prolog.sh",
+                &[
+                    ("SLURM_JOB_ID", "8"),
+                    ("SLURM_JOB_NODELIST", "node[1-"),
+                    ("FABRICD_SOCKET", sock.as_str()),
+                ][..],
+                "cannot expand",
+            ),
             ("prolog.sh", &[][..], "not set"),
         ] {
             let out = run_script(name, env);
