@@ -24,12 +24,15 @@ fn valid_name(n: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
 }
 
-/// Checks the structure and reads the tree file back: switch → (nodes, switches).
-fn check(fabric: &Fabric) -> (SlurmTopology, HashMap<String, (Vec<String>, Vec<String>)>) {
+/// Switch name → (nodes, child switches) of a tree file.
+type Lines = HashMap<String, (Vec<String>, Vec<String>)>;
+
+/// Checks the structure and reads the tree file back.
+fn check(fabric: &Fabric) -> (SlurmTopology, Lines) {
     let ranking = rank(fabric, &RankOptions::default());
     let t = SlurmTopology::build(fabric, &ranking);
     let text = t.render(Format::Tree);
-    let mut lines: HashMap<String, (Vec<String>, Vec<String>)> = HashMap::new();
+    let mut lines: Lines = HashMap::new();
     for line in text.lines().filter(|l| !l.starts_with('#')) {
         let mut name = None;
         let mut entry = (Vec::new(), Vec::new());

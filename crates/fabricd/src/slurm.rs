@@ -185,7 +185,7 @@ impl Writer {
         let line = self.config.command.join(" ");
         match tokio::time::timeout(timeout, cmd.output()).await {
             Err(_) => {
-                tracing::warn!(command = %line, timeout_s = self.config.command_timeout_s, "slurm: command timed out, killed")
+                tracing::warn!(command = %line, timeout_s = self.config.command_timeout_s, "slurm: command timed out, killed");
             }
             Ok(Err(e)) => tracing::warn!(command = %line, error = %e, "slurm: cannot run the command"),
             Ok(Ok(out)) if out.status.success() => tracing::info!(command = %line, "slurm: command done"),
