@@ -125,6 +125,7 @@ fn the_topology_file_follows_topology_changes_only_and_the_command_runs_after_ea
             second.contains("# warning: 1 host without a live end port (node, link or switch down), left out: node001"),
             "{second}"
         );
+        assert_eq!(ok(&d, &["export", "slurm", "--format", "tree"]), second);
 
         // A reroute without a topology change: neither file nor command.
         let g = status(&mut c).await.generation;
