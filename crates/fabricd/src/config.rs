@@ -39,6 +39,7 @@ pub struct Config {
     pub prometheus: PrometheusConfig,
     pub partitions: PartitionsConfig,
     pub multicast: MulticastConfig,
+    pub slurm: crate::slurm::SlurmConfig,
 }
 
 /// `[daemon]`: where state lives.

@@ -60,6 +60,7 @@ impl Config {
         cmp!(need_restart, "prometheus", prometheus);
         cmp!(applied, "partitions", partitions);
         cmp!(applied, "multicast", multicast);
+        cmp!(need_restart, "slurm", slurm);
         d
     }
 
@@ -83,6 +84,7 @@ impl Config {
         c.routing.max_lid = self.routing.max_lid;
         c.routing.threads = self.routing.threads;
         c.prometheus = self.prometheus.clone();
+        c.slurm = self.slurm.clone();
         c
     }
 }
