@@ -25,6 +25,7 @@ pub mod authority;
 pub mod compute;
 pub mod config;
 pub mod connlimit;
+pub mod dashboard;
 pub mod daemon;
 pub mod event_loop;
 pub mod grpc;
