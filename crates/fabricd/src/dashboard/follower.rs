@@ -105,11 +105,7 @@ pub(super) async fn run(d: Weak<Dashboard>, mut rx: broadcast::Receiver<Notice>)
             Ok(n) => {
                 if matches!(
                     n,
-                    Notice::GenerationCommitted { .. }
-                        | Notice::PhaseChanged {
-                            phase: Phase::Idle,
-                            ..
-                        }
+                    Notice::GenerationCommitted { .. } | Notice::PhaseChanged { phase: Phase::Idle, .. }
                 ) {
                     d.refresh_loads();
                 }
@@ -139,10 +135,7 @@ mod tests {
     #[test]
     fn notices_read_as_timeline_events() {
         let n = Notice::TopologyChange {
-            event: fabric_topology::FabricEvent::LinkDown {
-                switch: 0x10,
-                port: 3,
-            },
+            event: fabric_topology::FabricEvent::LinkDown { switch: 0x10, port: 3 },
             physical: false,
         };
         let e = timeline_event(&n, 4, 7);
@@ -160,12 +153,25 @@ mod tests {
             4,
             8,
         );
-        assert_eq!(c.text, "generation 5 committed: 1 change, 12.3 ms from the first change, 0 LFT blocks written");
+        assert_eq!(
+            c.text,
+            "generation 5 committed: 1 change, 12.3 ms from the first change, 0 LFT blocks written"
+        );
         assert!(c.timings.is_some());
         let subscribers: Vec<String> = (0..10).map(|i| format!("s{i} (unpath)")).collect();
-        let m = timeline_event(&Notice::AcksMissed { generation: 6, subscribers }, 5, 9);
+        let m = timeline_event(
+            &Notice::AcksMissed {
+                generation: 6,
+                subscribers,
+            },
+            5,
+            9,
+        );
         assert!(m.text.ends_with("s7 (unpath), and 2 more"), "{}", m.text);
         let s = sse_text("notice", &m);
-        assert!(s.starts_with("event: notice\ndata: {") && s.ends_with("}\n\n") && s.lines().count() == 2, "{s}");
+        assert!(
+            s.starts_with("event: notice\ndata: {") && s.ends_with("}\n\n") && s.lines().count() == 2,
+            "{s}"
+        );
     }
 }

@@ -226,9 +226,10 @@ impl Dashboard {
                 l.ready = Some(Arc::new(view));
                 l.computing = None;
             }
-            let _ = me
-                .events
-                .send(follower::sse_text("loads", &serde_json::json!({ "generation": generation })));
+            let _ = me.events.send(follower::sse_text(
+                "loads",
+                &serde_json::json!({ "generation": generation }),
+            ));
             // A newer generation may have been committed meanwhile.
             me.refresh_loads();
         });
