@@ -170,7 +170,7 @@ mod tests {
         assert!(m.text.ends_with("s7 (unpath), and 2 more"), "{}", m.text);
         let s = sse_text("notice", &m);
         assert!(
-            s.starts_with("event: notice\ndata: {") && s.ends_with("}\n\n") && s.lines().count() == 2,
+            s.starts_with("event: notice\ndata: {") && s.ends_with("}\n\n") && s.matches('\n').count() == 3,
             "{s}"
         );
     }
