@@ -50,9 +50,10 @@ function renderStatus(s) {
 // ---- grids (health and heatmap): one canvas per level, switches × ports ----
 function cellSize(maxPorts, rows) {
   const width = Math.max(300, document.querySelector("main").clientWidth - 260);
+  // A level takes at most ~480 px of height; cells stay about square.
   const w = Math.max(3, Math.min(16, Math.floor(width / Math.max(1, maxPorts))));
-  const h = Math.max(2, Math.min(16, Math.floor(2400 / Math.max(1, rows))));
-  return [w, Math.min(w, h)];
+  const h = Math.max(3, Math.min(16, Math.floor(480 / Math.max(1, rows))));
+  return [Math.min(w, Math.max(h, 6)), Math.min(w, h)];
 }
 
 function drawGrid(container, fabric, colorOf, tipOf) {
