@@ -84,8 +84,17 @@ fn page_follows_a_link_down_without_reload() {
             "the installed generation, live",
             Duration::from_secs(30),
             PAGE_STATE,
-            |v| v["generation"] == Value::String(g0.to_string()) && v["live"] == "live" && v["canvases"] == 2,
+            |v| {
+                v["generation"] == Value::String(g0.to_string())
+                    && v["live"] == "live"
+                    && v["canvases"] == 2
+                    && v["loads"]
+                        .as_str()
+                        .is_some_and(|l| l.contains(&format!("generation {g0},")))
+            },
         );
+        // The first refreshes are over: what changes from now on comes from the events.
+        std::thread::sleep(Duration::from_millis(500));
         assert!(v["problems"].as_array().is_some_and(Vec::is_empty), "{v}");
         // Set in the page: a reload would lose it.
         s.eval("window.__fabricdTestMarker = 42; return 0;");

@@ -135,7 +135,7 @@ function renderHeatmap() {
   const max = shift ? L.max_worst_shift : L.max_all_to_all;
   const byPort = new Map(L.ports.map(([g, p, a, s]) => [g + ":" + p, shift ? s : a]));
   note.textContent = "— generation " + L.generation + ", " + L.end_ports + " end ports, max " + max + " paths" +
-    (L.generation !== F.generation ? " (generation " + F.generation + " being computed)" : "") +
+    (L.generation < F.generation ? " (generation " + F.generation + " being computed)" : "") +
     (state.pattern === "shift" && !L.shifts ? " (shifts are off: [metrics] shifts)" : "");
   drawGrid(box, F, (s, p) => {
     const v = byPort.get(s.guid + ":" + p.port);
