@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test of the project on a fresh Debian machine: installs the system packages the
 # tests need (the InfiniBand simulator and diagnostics, OpenSM for comparisons, protoc for the
-# gRPC code, python3 for the OpenSM comparison script), then builds and runs the whole workspace test suite, then rustfmt and clippy (whole runs only).
+# gRPC code, python3 for the OpenSM comparison script, headless chromium + chromedriver for the dashboard's browser test), then builds and runs the whole workspace test suite, then rustfmt and clippy (whole runs only).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -12,6 +12,8 @@ command -v opensm >/dev/null 2>&1 || need+=(opensm)
 command -v protoc >/dev/null 2>&1 || need+=(protobuf-compiler)
 command -v python3 >/dev/null 2>&1 || need+=(python3)
 command -v slurmctld >/dev/null 2>&1 || need+=(slurmctld slurm-client)
+command -v chromium >/dev/null 2>&1 || need+=(chromium)
+command -v chromedriver >/dev/null 2>&1 || need+=(chromium-driver)
 if [ ${#need[@]} -gt 0 ]; then
   echo "installing: ${need[*]}"
   SUDO=""

@@ -35,6 +35,7 @@
 mod floor;
 mod index;
 mod job;
+mod loads;
 mod stats;
 
 use rayon::prelude::*;
@@ -46,6 +47,7 @@ pub use floor::{rp_floor, RpFloor};
 pub use index::SwitchPort;
 use index::{PathIndex, RoutedBits};
 pub use job::{job_metrics, job_shift_metrics, jobs_metrics, mu_of_pairs, JobMetrics, JobShiftMetrics, PairMetrics};
+pub use loads::{port_loads, PortLoad, PortLoads};
 pub use stats::quantile;
 
 /// Random permutation number `index` of `0..n` (over live end ports in global order) that

@@ -452,3 +452,35 @@ fn effective_diameter_of_thesis_pgft() {
     // Same thesis paragraph: mu^SP(Dmodk) = 2 (blocking factor 2 at the top level).
     assert_eq!(m.mu_sp, 2);
 }
+
+#[test]
+fn port_loads_count_the_paths_of_each_port() {
+    let (f, lids) = two_level();
+    let good = port_loads(&f, &lids, &good_lfts(), true);
+    assert_eq!(good.end_ports, 4);
+    // 8 directed switch-to-switch ports, 8 cross-leaf ordered pairs of 2 hops each.
+    assert_eq!(good.ports.len(), 8);
+    assert!(
+        good.ports.iter().all(|p| p.all_to_all == 2 && p.worst_shift == 1),
+        "{good:?}"
+    );
+    let bad = port_loads(&f, &lids, &bad_lfts(), true);
+    let load = |sw: SwitchId, port: u8| {
+        bad.ports
+            .iter()
+            .find(|p| p.port.switch == sw && p.port.port == port)
+            .unwrap_or_else(|| panic!("no port {sw:?}/{port} in {bad:?}"))
+            .clone()
+    };
+    assert_eq!((load(L0, 3).all_to_all, load(L0, 3).worst_shift), (4, 2));
+    assert_eq!((load(S0, 2).all_to_all, load(S0, 2).worst_shift), (4, 2));
+    assert_eq!((load(L0, 4).all_to_all, load(L0, 4).worst_shift), (0, 0));
+    // The maxima are the fabric's xi and mu_sp.
+    let m = compute(&f, &lids, &bad_lfts(), &opts(0));
+    assert_eq!(bad.ports.iter().map(|p| p.all_to_all).max(), Some(m.xi));
+    assert_eq!(bad.ports.iter().map(|p| p.worst_shift).max(), Some(m.mu_sp));
+    // Without shifts only the all-to-all loads are computed.
+    let a2a = port_loads(&f, &lids, &bad_lfts(), false);
+    assert!(!a2a.shifts && a2a.ports.iter().all(|p| p.worst_shift == 0));
+    assert_eq!(load(L0, 3).port.guid, 0x10);
+}

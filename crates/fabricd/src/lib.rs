@@ -26,6 +26,7 @@ pub mod compute;
 pub mod config;
 pub mod connlimit;
 pub mod daemon;
+pub mod dashboard;
 pub mod event_loop;
 pub mod grpc;
 pub mod logging;

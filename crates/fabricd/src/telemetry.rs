@@ -1,6 +1,7 @@
 //! Prometheus metrics of the daemon (`prometheus-client`) and the HTTP endpoint serving them:
 //! `GET /metrics` (OpenMetrics text), `GET /ready` (200 once the first routing is installed),
-//! `GET /live` (200 while the process runs). Off unless `[prometheus] listen` is set.
+//! `GET /live` (200 while the process runs), and the live dashboard ([`crate::dashboard`]) when
+//! one is attached. Off unless `[prometheus] listen` is set.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -139,6 +140,8 @@ pub struct Telemetry {
     not_ready: Arc<Mutex<Option<String>>>,
     validity: ValidityGauges,
     sa: SaMetrics,
+    /// The live dashboard's routes, served on the same listener.
+    dashboard: Arc<std::sync::OnceLock<Arc<crate::dashboard::Dashboard>>>,
 }
 
 /// Validity of the installed routing (`fabricd_routing_*`): set at every commit.
@@ -356,6 +359,7 @@ impl Telemetry {
             not_ready: Arc::new(Mutex::new(Some("not ready: no generation installed".into()))),
             validity,
             sa,
+            dashboard: Arc::default(),
         };
         t.set_phase(Phase::Idle);
         t
@@ -482,6 +486,11 @@ impl Telemetry {
         let _ = self.sa.service.set(sa);
     }
 
+    /// The dashboard whose routes the endpoint also serves. The first one attached stays.
+    pub fn attach_dashboard(&self, d: Arc<crate::dashboard::Dashboard>) {
+        let _ = self.dashboard.set(d);
+    }
+
     /// The OpenMetrics text exposition.
     pub fn encode(&self) -> String {
         self.sa.refresh();
@@ -537,7 +546,10 @@ impl Telemetry {
             let me = self.clone();
             tokio::spawn(async move {
                 let svc = hyper::service::service_fn(move |req| {
-                    let resp = me.respond(&req);
+                    let resp = match me.dashboard.get().and_then(|d| d.route(&req)) {
+                        Some(r) => r,
+                        None => me.respond(&req).map(http_body_util::BodyExt::boxed),
+                    };
                     async move { Ok::<_, Infallible>(resp) }
                 });
                 let io = hyper_util::rt::TokioIo::new(stream);

@@ -342,10 +342,19 @@ pub async fn run(opts: RunOptions, mut control: mpsc::Receiver<Control>) -> Resu
         // The old master's tables are in the switches: write only what differs.
         event_loop.read_back_first();
     }
+    // The dashboard follows the notices from the first generation on.
+    let metrics_config = Arc::new(ArcSwap::from_pointee(config.metrics.clone()));
+    if !config.prometheus.listen.is_empty() {
+        telemetry.attach_dashboard(crate::dashboard::Dashboard::start(
+            published.clone(),
+            &notices,
+            analysis_pool.clone(),
+            metrics_config.clone(),
+        ));
+    }
     let loop_task = tokio::spawn(event_loop.run());
 
     // gRPC.
-    let metrics_config = Arc::new(ArcSwap::from_pointee(config.metrics.clone()));
     let shared = Arc::new(
         Shared::new(
             published.clone(),
