@@ -452,3 +452,17 @@ fn effective_diameter_of_thesis_pgft() {
     // Same thesis paragraph: mu^SP(Dmodk) = 2 (blocking factor 2 at the top level).
     assert_eq!(m.mu_sp, 2);
 }
+
+#[test]
+fn progress_counts_every_unit_and_changes_nothing() {
+    let (f, lids) = two_level();
+    let lfts = good_lfts();
+    let p = Progress::new();
+    let with = compute_with_progress(&f, &lids, &lfts, &opts(25), &p);
+    let without = compute(&f, &lids, &lfts, &opts(25));
+    assert_eq!(with.mu_sp, without.mu_sp);
+    assert_eq!(with.mu_rp.counts, without.mu_rp.counts);
+    // Two leaves, N - 1 = 3 shifts, 25 random permutations.
+    assert_eq!(p.total(), 2 + 3 + 25);
+    assert_eq!(p.done(), p.total());
+}

@@ -185,7 +185,7 @@ async fn live_fabric(target: &crate::remote::Target) -> Result<Fabric> {
     let t = c
         .get_topology(pb::GetTopologyRequest {})
         .await
-        .map_err(|s| anyhow!("GetTopology: {}", fabric_proto::describe_status(&s)))?
+        .map_err(|s| anyhow::Error::new(crate::exit::DaemonError(s)).context("GetTopology"))?
         .into_inner();
     fabric_from_topology(&t)
 }
