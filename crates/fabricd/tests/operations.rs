@@ -612,7 +612,7 @@ fn what_if_predicts_a_maintenance_and_changes_nothing() {
                 down: vec![what_if(pb::FaultKind::Switch, "nosuch", 0, "")],
             })
             .await,
-            Code::InvalidArgument,
+            Code::NotFound,
             "nosuch",
         );
         expect_err(
