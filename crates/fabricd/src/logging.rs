@@ -52,7 +52,10 @@ pub fn stderr_is_journal() -> bool {
     let Ok(st) = rustix::fs::fstat(std::io::stderr()) else {
         return false;
     };
-    journal_stream_matches(&v.to_string_lossy(), st.st_dev as u64, st.st_ino as u64)
+    // dev_t and ino_t are u64 on Linux but not on every target.
+    #[allow(clippy::unnecessary_cast)]
+    let (dev, ino) = (st.st_dev as u64, st.st_ino as u64);
+    journal_stream_matches(&v.to_string_lossy(), dev, ino)
 }
 
 /// `$JOURNAL_STREAM`'s `DEVICE:INODE` (decimal) against a file's device and inode.

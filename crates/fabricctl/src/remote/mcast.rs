@@ -54,16 +54,12 @@ fn parse_mlid(s: &str) -> Result<u32> {
     };
     match v {
         Ok(m) if (0xC000..=0xFFFE).contains(&m) => Ok(m),
-        Ok(m) => {
-            return Err(crate::exit::usage(format!(
-                "--mlid {m:#06x} is not a multicast LID (0xc000..=0xfffe)"
-            )))
-        }
-        Err(_) => {
-            return Err(crate::exit::usage(format!(
-                "--mlid {s:?} is not a number (0xc000 or 49152)"
-            )))
-        }
+        Ok(m) => Err(crate::exit::usage(format!(
+            "--mlid {m:#06x} is not a multicast LID (0xc000..=0xfffe)"
+        ))),
+        Err(_) => Err(crate::exit::usage(format!(
+            "--mlid {s:?} is not a number (0xc000 or 49152)"
+        ))),
     }
 }
 

@@ -123,7 +123,7 @@ fn query(cmd: &SaCmd) -> Result<(&'static str, pb::SaMethod, Template)> {
         SaCmd::Nr { lid } => ("NodeRecord", GetTable, by_lid(lid)),
         SaCmd::Pir { lid, port } => {
             if port.is_some() && lid.is_none() {
-                return Err(crate::exit::usage(format!("pir: a PORT needs a LID")));
+                return Err(crate::exit::usage("pir: a PORT needs a LID"));
             }
             // EndportLID (0..2, bit 0), PortNum (2, bit 1).
             let mut t = by_lid(lid);
@@ -136,7 +136,7 @@ fn query(cmd: &SaCmd) -> Result<(&'static str, pb::SaMethod, Template)> {
         SaCmd::Lr => ("LinkRecord", GetTable, Template::default()),
         SaCmd::Lftr { lid, block } => {
             if block.is_some() && lid.is_none() {
-                return Err(crate::exit::usage(format!("lftr: a BLOCK needs a LID")));
+                return Err(crate::exit::usage("lftr: a BLOCK needs a LID"));
             }
             // LID (0..2, bit 0), BlockNum (2..4, bit 1).
             let mut t = by_lid(lid);

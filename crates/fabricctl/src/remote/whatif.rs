@@ -66,9 +66,9 @@ fn request(a: &WhatIfArgs) -> Result<pb::WhatIfRequest> {
         });
     }
     if down.is_empty() {
-        return Err(crate::exit::usage(format!(
-            "name what to take down: --link SWITCH:PORT, --switch SWITCH or --node NODE (repeatable)"
-        )));
+        return Err(crate::exit::usage(
+            "name what to take down: --link SWITCH:PORT, --switch SWITCH or --node NODE (repeatable)",
+        ));
     }
     Ok(pb::WhatIfRequest { down })
 }

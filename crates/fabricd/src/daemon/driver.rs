@@ -218,50 +218,6 @@ pub(super) async fn report_umad_counters(d: std::sync::Weak<fabric_umad::UmadDri
     }
 }
 
-#[cfg(test)]
-mod counter_log_tests {
-    use super::*;
-
-    fn stats(smps: u64) -> UmadStats {
-        UmadStats {
-            smps_sent: smps,
-            ..UmadStats::default()
-        }
-    }
-
-    #[test]
-    fn changes_every_second_give_one_info_summary_per_period() {
-        let t0 = Instant::now();
-        let mut log = CounterLog::default();
-        assert_eq!(log.observe(UmadStats::default(), t0), CounterLine::Nothing);
-        assert_eq!(
-            log.observe(stats(10), t0),
-            CounterLine::Summary {
-                previous: UmadStats::default(),
-                since: None
-            }
-        );
-        // A subnet manager's polls change the counters every second: DEBUG only.
-        let mut infos = 0;
-        for sec in 1..=(2 * SMP_SUMMARY_EVERY.as_secs()) {
-            match log.observe(stats(10 + sec), t0 + Duration::from_secs(sec)) {
-                CounterLine::Summary { previous, since } => {
-                    infos += 1;
-                    assert_eq!(since, Some(SMP_SUMMARY_EVERY));
-                    assert!(previous.smps_sent < 10 + sec);
-                }
-                CounterLine::Debug => {}
-                CounterLine::Nothing => panic!("the counters changed at {sec} s"),
-            }
-        }
-        assert_eq!(infos, 2);
-        // Unchanged counters: nothing, even after the period.
-        let later = t0 + 3 * SMP_SUMMARY_EVERY;
-        let s = stats(10 + 2 * SMP_SUMMARY_EVERY.as_secs());
-        assert_eq!(log.observe(s, later), CounterLine::Nothing);
-    }
-}
-
 /// What `--check-config` verifies beyond the configuration text: the selected driver's files
 /// (the mock topology file or generator, the umad device, the oob inventory) without opening
 /// the fabric. Returns a one-line description of the driver on success.
@@ -303,5 +259,49 @@ pub fn check_driver(cfg: &Config) -> Result<String, DaemonError> {
                 cfg.driver.oob.inventory.display()
             ))
         }
+    }
+}
+
+#[cfg(test)]
+mod counter_log_tests {
+    use super::*;
+
+    fn stats(smps: u64) -> UmadStats {
+        UmadStats {
+            smps_sent: smps,
+            ..UmadStats::default()
+        }
+    }
+
+    #[test]
+    fn changes_every_second_give_one_info_summary_per_period() {
+        let t0 = Instant::now();
+        let mut log = CounterLog::default();
+        assert_eq!(log.observe(UmadStats::default(), t0), CounterLine::Nothing);
+        assert_eq!(
+            log.observe(stats(10), t0),
+            CounterLine::Summary {
+                previous: UmadStats::default(),
+                since: None
+            }
+        );
+        // A subnet manager's polls change the counters every second: DEBUG only.
+        let mut infos = 0;
+        for sec in 1..=(2 * SMP_SUMMARY_EVERY.as_secs()) {
+            match log.observe(stats(10 + sec), t0 + Duration::from_secs(sec)) {
+                CounterLine::Summary { previous, since } => {
+                    infos += 1;
+                    assert_eq!(since, Some(SMP_SUMMARY_EVERY));
+                    assert!(previous.smps_sent < 10 + sec);
+                }
+                CounterLine::Debug => {}
+                CounterLine::Nothing => panic!("the counters changed at {sec} s"),
+            }
+        }
+        assert_eq!(infos, 2);
+        // Unchanged counters: nothing, even after the period.
+        let later = t0 + 3 * SMP_SUMMARY_EVERY;
+        let s = stats(10 + 2 * SMP_SUMMARY_EVERY.as_secs());
+        assert_eq!(log.observe(s, later), CounterLine::Nothing);
     }
 }
