@@ -42,7 +42,8 @@ pub fn bar<T: Send>(message: &str, work: impl FnOnce(&Progress) -> T + Send) -> 
     if !enabled() {
         return work(&progress);
     }
-    let pb = ProgressBar::with_draw_target(Some(0), ProgressDrawTarget::stderr());
+    // Drawn from the first announced unit on (no empty "0/0" bar).
+    let pb = ProgressBar::with_draw_target(Some(0), ProgressDrawTarget::hidden());
     pb.set_style(
         ProgressStyle::with_template("{msg} [{bar:40}] {pos}/{len} ({elapsed}, eta {eta})")
             .unwrap_or_else(|_| ProgressStyle::default_bar())
@@ -52,9 +53,14 @@ pub fn bar<T: Send>(message: &str, work: impl FnOnce(&Progress) -> T + Send) -> 
     let finished = AtomicBool::new(false);
     let out = std::thread::scope(|s| {
         s.spawn(|| {
+            let mut shown = false;
             while !finished.load(Ordering::Relaxed) {
                 pb.set_length(progress.total());
                 pb.set_position(progress.done());
+                if !shown && progress.total() > 0 {
+                    pb.set_draw_target(ProgressDrawTarget::stderr());
+                    shown = true;
+                }
                 std::thread::sleep(TICK);
             }
         });
