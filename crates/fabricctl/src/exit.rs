@@ -93,7 +93,7 @@ impl fmt::Display for DaemonError {
 
 impl std::error::Error for DaemonError {}
 
-/// `return Err(difference!(...))`-style helper: a [`Difference`] as an `anyhow::Error`.
+/// A [`Difference`] as an `anyhow::Error` (`return Err(difference(...))`).
 pub fn difference(msg: impl Into<String>) -> anyhow::Error {
     anyhow::Error::new(Difference(msg.into()))
 }
