@@ -36,6 +36,7 @@ mod floor;
 mod index;
 mod job;
 mod loads;
+mod progress;
 mod stats;
 
 use rayon::prelude::*;
@@ -48,6 +49,7 @@ pub use index::SwitchPort;
 use index::{PathIndex, RoutedBits};
 pub use job::{job_metrics, job_shift_metrics, jobs_metrics, mu_of_pairs, JobMetrics, JobShiftMetrics, PairMetrics};
 pub use loads::{port_loads, PortLoad, PortLoads};
+pub use progress::Progress;
 pub use stats::quantile;
 
 /// Random permutation number `index` of `0..n` (over live end ports in global order) that
@@ -155,9 +157,23 @@ pub struct Metrics {
 /// LFTs for fewer switches than the fabric) show up as unrouted pairs, and unrouted pairs
 /// contribute to no metric other than `unrouted_pairs`.
 pub fn compute(fabric: &Fabric, lids: &LidPlan, lfts: &Lfts, opts: &MetricsOptions) -> Metrics {
+    compute_with_progress(fabric, lids, lfts, opts, &Progress::new())
+}
+
+/// [`compute`], reporting its progress in `progress` (see [`Progress`] for the units) for a
+/// caller that shows it from another thread.
+pub fn compute_with_progress(
+    fabric: &Fabric,
+    lids: &LidPlan,
+    lfts: &Lfts,
+    opts: &MetricsOptions,
+    progress: &Progress,
+) -> Metrics {
     let idx = PathIndex::new(fabric, lids, lfts);
     let n = idx.num_live();
-    let scan = scan_leaves(&idx, opts.all_to_all);
+    let shift_units = if opts.shifts && n >= 2 { n as u64 - 1 } else { 0 };
+    progress.add_total(idx.leaves.len() as u64 + shift_units + opts.random_perms as u64);
+    let scan = scan_leaves(&idx, opts.all_to_all, progress);
     let mut m = Metrics {
         end_ports: n,
         switch_ports: idx.num_channels(),
@@ -180,7 +196,11 @@ pub fn compute(fabric: &Fabric, lids: &LidPlan, lfts: &Lfts, opts: &MetricsOptio
             .into_par_iter()
             .map_init(
                 || vec![0u32; idx.num_channels()],
-                |counts, k| (permutation_mu(&idx, &scan.bits, counts, |s| (s + k) % n as u32), k),
+                |counts, k| {
+                    let mu = permutation_mu(&idx, &scan.bits, counts, |s| (s + k) % n as u32);
+                    progress.advance(1);
+                    (mu, k)
+                },
             )
             .reduce(
                 || (0, 0),
@@ -203,7 +223,9 @@ pub fn compute(fabric: &Fabric, lids: &LidPlan, lfts: &Lfts, opts: &MetricsOptio
                 |(counts, perm), i| {
                     stats::random_permutation(perm, n as u32, opts.seed, i);
                     let perm: &Vec<u32> = perm;
-                    permutation_mu(&idx, &scan.bits, counts, |s| perm[s as usize])
+                    let mu = permutation_mu(&idx, &scan.bits, counts, |s| perm[s as usize]);
+                    progress.advance(1);
+                    mu
                 },
             )
             .collect();
@@ -309,7 +331,7 @@ impl ScanAcc {
 /// per-channel path counts and distinct-source counts (a leaf's sources all cross a channel as
 /// soon as one path from the leaf does, since a path between two end ports of the same leaf
 /// crosses no channel).
-fn scan_leaves(idx: &PathIndex<'_>, a2a: bool) -> Scan {
+fn scan_leaves(idx: &PathIndex<'_>, a2a: bool, progress: &Progress) -> Scan {
     let n = idx.num_live();
     let nch = idx.num_channels();
     let mut bits = RoutedBits::new(idx.leaves.len(), n);
@@ -351,6 +373,7 @@ fn scan_leaves(idx: &PathIndex<'_>, a2a: bool) -> Scan {
                     }
                     acc.buf = buf;
                 }
+                progress.advance(1);
                 acc
             },
         )

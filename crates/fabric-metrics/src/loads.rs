@@ -39,7 +39,7 @@ pub fn port_loads(fabric: &Fabric, lids: &LidPlan, lfts: &Lfts, shifts: bool) ->
     let idx = PathIndex::new(fabric, lids, lfts);
     let n = idx.num_live();
     let nch = idx.num_channels();
-    let scan = scan_leaves(&idx, true);
+    let scan = scan_leaves(&idx, true, &crate::Progress::new());
     let worst = if shifts && n >= 2 {
         shift_maxima(&idx, &scan.bits)
     } else {

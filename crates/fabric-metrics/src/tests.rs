@@ -484,3 +484,17 @@ fn port_loads_count_the_paths_of_each_port() {
     assert!(!a2a.shifts && a2a.ports.iter().all(|p| p.worst_shift == 0));
     assert_eq!(load(L0, 3).port.guid, 0x10);
 }
+
+#[test]
+fn progress_counts_every_unit_and_changes_nothing() {
+    let (f, lids) = two_level();
+    let lfts = good_lfts();
+    let p = Progress::new();
+    let with = compute_with_progress(&f, &lids, &lfts, &opts(25), &p);
+    let without = compute(&f, &lids, &lfts, &opts(25));
+    assert_eq!(with.mu_sp, without.mu_sp);
+    assert_eq!(with.mu_rp.counts, without.mu_rp.counts);
+    // Two leaves, N - 1 = 3 shifts, 25 random permutations.
+    assert_eq!(p.total(), 2 + 3 + 25);
+    assert_eq!(p.done(), p.total());
+}

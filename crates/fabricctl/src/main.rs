@@ -1,16 +1,27 @@
 //! `fabricctl`: the fabricd operator CLI (talks gRPC to a running daemon) and offline analysis
 //! tool (generate, inspect, route and analyse topology files without a daemon).
+//!
+//! Exit codes: see [`exit`] (0 ok, 1 difference found, 2 usage, 3 daemon unreachable, 4 not
+//! found, 5 refused, 6 other failure).
 // `status_json` builds one object of every Status field with `json!`.
 #![recursion_limit = "256"]
 
+mod cli;
+mod exit;
 mod export;
+mod human;
 mod offline;
+mod progress;
 mod remote;
 mod validate;
 
-use anyhow::Result;
-use clap::{Parser, Subcommand};
+use std::path::PathBuf;
 
+use anyhow::Result;
+use clap::{FromArgMatches, Parser, Subcommand};
+
+/// The derived command line; [`cli::command`] adds the connection options to the daemon
+/// commands.
 #[derive(Parser, Debug)]
 #[command(
     name = "fabricctl",
@@ -18,25 +29,6 @@ use clap::{Parser, Subcommand};
     about = "fabricd operator CLI and offline fabric analysis"
 )]
 struct Cli {
-    /// The running fabricd: its Unix socket, http://host:port (plaintext TCP) or https://host:port
-    /// (TLS; see --tls-ca).
-    #[arg(long, global = true, default_value = "/run/fabricd/fabricd.sock")]
-    socket: String,
-    /// https:// only: PEM CA certificate(s) to trust for the daemon's certificate (default: the
-    /// system trust store).
-    #[arg(long, global = true, value_name = "FILE")]
-    tls_ca: Option<std::path::PathBuf>,
-    /// https:// only: PEM client certificate, for a daemon that requires one (mutual TLS,
-    /// grpc.tls_client_ca); needs --tls-key.
-    #[arg(long, global = true, value_name = "FILE", requires = "tls_key")]
-    tls_cert: Option<std::path::PathBuf>,
-    /// https:// only: PEM private key of --tls-cert.
-    #[arg(long, global = true, value_name = "FILE", requires = "tls_cert")]
-    tls_key: Option<std::path::PathBuf>,
-    /// https:// only: name to verify in the daemon's certificate instead of the host of
-    /// --socket (when connecting by an IP address the certificate does not list).
-    #[arg(long, global = true, value_name = "NAME")]
-    tls_domain: Option<String>,
     #[command(subcommand)]
     cmd: Command,
 }
@@ -58,36 +50,50 @@ enum Command {
     Export(export::ExportArgs),
     /// Slurm hostlist expressions: expand, compress, and the end ports of hosts (`ports`).
     Hostlist(export::HostlistArgs),
+    /// Print a shell completion script on standard output (e.g. `fabricctl completions bash >
+    /// /usr/share/bash-completion/completions/fabricctl`).
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+    /// Write the man pages: fabricctl.1 and one page per subcommand (fabricctl-status.1, ...).
+    Man {
+        /// Directory to write the pages to (created if missing).
+        #[arg(long, value_name = "DIR")]
+        out_dir: PathBuf,
+    },
     #[command(flatten)]
     Remote(remote::RemoteCmd),
 }
 
 fn main() {
-    let cli = Cli::parse();
-    let target = remote::Target {
-        addr: cli.socket,
-        tls: fabric_proto::tls::ClientTlsOptions {
-            ca: cli.tls_ca,
-            cert: cli.tls_cert,
-            key: cli.tls_key,
-            domain: cli.tls_domain,
-        },
+    let matches = cli::command().get_matches();
+    let cli = match Cli::from_arg_matches(&matches) {
+        Ok(c) => c,
+        Err(e) => e.exit(),
     };
+    let target = || cli::target(&matches);
     let res: Result<()> = match cli.cmd {
-        Command::Topo(a) => offline::topo(a, &target),
+        Command::Topo(a) => offline::topo(a, &target()),
         Command::Route(a) => offline::route(a),
         Command::Analyze(a) => offline::analyze(a),
-        Command::Remote(r) => remote::run(r, &target),
-        Command::Export(a) => export::export(a, &target),
-        Command::Hostlist(a) => export::hostlist(a, &target),
-        Command::Validate(a) => match validate::run(a, &target) {
+        Command::Remote(r) => remote::run(r, &target()),
+        Command::Export(a) => export::export(a, &target()),
+        Command::Hostlist(a) => export::hostlist(a, &target()),
+        Command::Validate(a) => match validate::run(a, &target()) {
             Ok(true) => Ok(()),
-            Ok(false) => std::process::exit(1),
+            Ok(false) => std::process::exit(exit::DIFFERENCE),
             Err(e) => Err(e),
         },
+        Command::Completions { shell } => cli::completions(shell),
+        Command::Man { out_dir } => cli::write_man_pages(&out_dir).map(|files| {
+            for f in files {
+                println!("{}", f.display());
+            }
+        }),
     };
     if let Err(e) = res {
         eprintln!("fabricctl: {e:#}");
-        std::process::exit(1);
+        std::process::exit(exit::exit_code(&e));
     }
 }

@@ -15,6 +15,8 @@ use fabric_topology::{fmt_guid, gen, ibnet, Fabric};
 use rayon::prelude::*;
 use serde_json::json;
 
+use crate::human::{num, pct};
+
 #[derive(Args, Debug)]
 pub struct TopoArgs {
     #[command(subcommand)]
@@ -28,6 +30,7 @@ pub struct TopoArgs {
 enum TopoCmd {
     /// Generate a fat-tree topology file: PGFT(h;m..;w..;p..), XGFT(h;m..;w..), KARY(k,n), QFT(h;m..;w..;p..).
     Gen {
+        /// The fat-tree, e.g. `PGFT(3;4,4,6;1,4,4;1,1,1)`, `KARY(4,3)`.
         spec: String,
         /// Output file (default: standard output).
         #[arg(short = 'o', long)]
@@ -44,10 +47,12 @@ enum TopoCmd {
     },
     /// Parse and rank a topology file; print counts, levels and diagnostics.
     Info {
+        /// Topology file (ibnetdiscover / ibsim format).
         file: PathBuf,
         /// OpenSM root_guid_file (one GUID per line): rank downward from these switches.
         #[arg(long)]
         roots: Option<PathBuf>,
+        /// JSON output (for scripts) instead of text.
         #[arg(long)]
         json: bool,
     },
@@ -55,10 +60,12 @@ enum TopoCmd {
 
 #[derive(Args, Debug)]
 pub struct RouteArgs {
+    /// Topology file (ibnetdiscover / ibsim format).
     file: PathBuf,
     /// Routing engine for the base LIDs: dmodc, dmodk, updown, updown-random.
     #[arg(long, default_value = "dmodc")]
     engine: String,
+    /// OpenSM root_guid_file (one GUID per line): rank downward from these switches.
     #[arg(long)]
     roots: Option<PathBuf>,
     /// Write the LFTs in OpenSM `opensm-lfts.dump` format to this path ("-" = stdout).
@@ -80,22 +87,29 @@ pub struct RouteArgs {
 
 #[derive(Args, Debug)]
 pub struct AnalyzeArgs {
+    /// Topology file (ibnetdiscover / ibsim format).
     file: PathBuf,
+    /// Routing engine for the base LIDs: dmodc, dmodk, updown, updown-random (ignored with
+    /// --lfts).
     #[arg(long, default_value = "dmodc")]
     engine: String,
+    /// OpenSM root_guid_file (one GUID per line): rank downward from these switches.
     #[arg(long)]
     roots: Option<PathBuf>,
     /// Number of random permutations for mu_rp (at most 100000, as `metrics.random_perms` of
     /// the daemon).
     #[arg(long, default_value_t = 40, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(0..=MAX_RANDOM_PERMS))]
     rp: usize,
+    /// Seed of the random permutations (same seed, same permutations).
     #[arg(long, default_value_t = 1)]
     seed: u64,
     /// Skip the all-to-all metrics (mu_a2a, xi), which are quadratic in the node count.
     #[arg(long)]
     no_a2a: bool,
+    /// LIDs per end port: 1 (base + escape, LMC 1) or 0 (one LID, LMC 0). Default: LMC 1 if it fits.
     #[arg(long)]
     lmc: Option<u8>,
+    /// Highest usable LID (InfiniBand unicast: 0xBFFF).
     #[arg(long, default_value = "0xBFFF", value_parser = parse_u32)]
     max_lid: u32,
     /// Analyse these LFTs instead of routing FILE: an OpenSM `opensm-lfts.dump`, or `ibroute`
@@ -120,6 +134,7 @@ pub struct AnalyzeArgs {
     /// `[routing] job_aware`.
     #[arg(long, requires = "jobs", conflicts_with = "lfts")]
     job_aware: bool,
+    /// JSON output (for scripts) instead of text.
     #[arg(long)]
     json: bool,
 }
@@ -274,7 +289,7 @@ struct Loaded {
 }
 
 fn load(file: &Path, roots: Option<&Path>) -> Result<Loaded> {
-    let parsed = ibnet::read_file(file)?;
+    let parsed = crate::progress::spinner(&format!("reading {}", file.display()), || ibnet::read_file(file))?;
     let mut opts = RankOptions::default();
     if let Some(r) = roots {
         let text = read_small(r)?;
@@ -369,7 +384,7 @@ fn route_loaded(
         lids: &lids,
     };
     let t = Instant::now();
-    let (routed, rc) = route_all_checked(&ctx, kind, groups)?;
+    let (routed, rc) = crate::progress::spinner("routing", || route_all_checked(&ctx, kind, groups))?;
     let ms = t.elapsed().as_secs_f64() * 1e3;
     if !rc.reason.is_empty() {
         eprintln!("fabricctl: warning: routing validity: {}", rc.reason);
@@ -386,12 +401,13 @@ pub fn route(a: RouteArgs) -> Result<()> {
     };
     let (lids, routed, ms, _) = route_loaded(&l, kind, &previous, a.lmc, a.max_lid, None)?;
     eprintln!(
-        "routed {} switches, {} end ports with {} in {ms:.1} ms (base {:.1} ms, escape {:.1} ms)",
+        "routed {} switches, {} end ports with {} in {} ms (base {} ms, escape {} ms)",
         l.fabric.num_switches(),
         l.fabric.num_end_ports(),
         a.engine,
-        routed.base_ms,
-        routed.escape_ms
+        num(ms),
+        num(routed.base_ms),
+        num(routed.escape_ms)
     );
     if let Some(p) = &a.guid2lid_out {
         write_atomic(p, Guid2Lid::from_plan(&l.fabric, &lids).to_text().as_bytes())?;
@@ -580,23 +596,30 @@ pub fn analyze(a: AnalyzeArgs) -> Result<()> {
     };
     let (lids, lfts, route_ms, routing_check) = analyze_tables(&a, &l, &jobs)?;
     // Each job on its own (its shifts, its all-to-all), in parallel over jobs.
-    let job_rows = jobs
-        .par_iter()
-        .map(|j| {
-            let shift = fabric_metrics::job_shift_metrics(&l.fabric, &lids, &lfts, &j.end_ports)?;
-            let a2a = fabric_metrics::job_metrics(&l.fabric, &lids, &lfts, &j.end_ports)?;
-            Ok((shift, a2a))
-        })
-        .collect::<Result<Vec<_>, fabric_metrics::MetricsError>>()?;
-    let validity = check::validity(&l.fabric, &lids, &lfts);
-    let deadlock_free = check::deadlock_free(&l.fabric, &l.ranking, &lids, &lfts);
+    let job_rows = crate::progress::spinner("job metrics", || {
+        jobs.par_iter()
+            .map(|j| {
+                let shift = fabric_metrics::job_shift_metrics(&l.fabric, &lids, &lfts, &j.end_ports)?;
+                let a2a = fabric_metrics::job_metrics(&l.fabric, &lids, &lfts, &j.end_ports)?;
+                Ok((shift, a2a))
+            })
+            .collect::<Result<Vec<_>, fabric_metrics::MetricsError>>()
+    })?;
+    let (validity, deadlock_free) = crate::progress::spinner("checking validity and deadlock freedom", || {
+        (
+            check::validity(&l.fabric, &lids, &lfts),
+            check::deadlock_free(&l.fabric, &l.ranking, &lids, &lfts),
+        )
+    });
     let opts = MetricsOptions {
         random_perms: a.rp,
         seed: a.seed,
         all_to_all: !a.no_a2a,
         shifts: true,
     };
-    let m = fabric_metrics::compute(&l.fabric, &lids, &lfts, &opts);
+    let m = crate::progress::bar("metrics (paths, shifts, random permutations)", |p| {
+        fabric_metrics::compute_with_progress(&l.fabric, &lids, &lfts, &opts, p)
+    });
     let worst = worst_shift_port(&l, &lids, &lfts, m.worst_shift);
     let floor = fabric_metrics::rp_floor(&l.fabric, &l.ranking.level);
     // P(mu >= k) around the floor's median: estimated best possible, and measured.
@@ -699,40 +722,43 @@ pub fn analyze(a: AnalyzeArgs) -> Result<()> {
         }
         println!(
             "mu_rp              median {} q1 {} q39 {} (r = {})",
-            m.mu_rp.median, m.mu_rp.q1, m.mu_rp.q39, a.rp
+            num(m.mu_rp.median),
+            num(m.mu_rp.q1),
+            num(m.mu_rp.q39),
+            a.rp
         );
-        let pct = |f: &dyn Fn(u32) -> f64| {
+        let p_mu = |f: &dyn Fn(u32) -> f64| {
             ks.iter()
-                .map(|&k| format!(">={k} {:.1}%", 100.0 * f(k)))
+                .map(|&k| format!(">={k} {}", pct(f(k))))
                 .collect::<Vec<_>>()
                 .join("  ")
         };
         if m.mu_rp.samples > 0 {
-            println!("mu_rp P(mu)        {}", pct(&|k| m.mu_rp.share_at_least(k)));
+            println!("mu_rp P(mu)        {}", p_mu(&|k| m.mu_rp.share_at_least(k)));
         }
         println!(
             "mu_rp_floor        median {}  P(mu) {} (estimated best any destination-based routing can do)",
             floor.median,
-            pct(&|k| floor.p_at_least(k))
+            p_mu(&|k| floor.p_at_least(k))
         );
         println!("mu_a2a             {}", m.mu_a2a);
         println!("xi                 {}", m.xi);
-        println!("nu                 {:.3}", m.nu);
+        println!("nu                 {}", num(m.nu));
         if let Some(ms) = route_ms {
-            println!("route_ms           {ms:.1}");
+            println!("route_ms           {}", num(ms));
         }
         if !jobs.is_empty() {
             println!("job_aware          {}", a.job_aware);
             println!("jobs               name: end ports, job-local mu_sp (worst shift), effective xi, dark share");
             for (j, (sh, a2a)) in jobs.iter().zip(&job_rows) {
                 println!(
-                    "  {}: {} end ports, mu_sp {} (shift {}), effective_xi {}, dark {:.1}%{}",
+                    "  {}: {} end ports, mu_sp {} (shift {}), effective_xi {}, dark {}{}",
                     j.name,
                     sh.end_ports,
                     sh.mu_sp,
                     sh.worst_shift,
                     a2a.effective_xi,
-                    100.0 * a2a.dark_share,
+                    pct(a2a.dark_share),
                     match sh.unrouted_pairs + a2a.unrouted_pairs {
                         0 => String::new(),
                         u => format!(", {u} unrouted pairs"),

@@ -16,10 +16,13 @@ mod render;
 mod sa;
 mod whatif;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 use fabric_proto::v1 as pb;
 use serde_json::{json, Value};
+
+use crate::exit::{difference, usage};
+use crate::human::{num, pct};
 
 pub use self::jobs::JobsArgs;
 pub use self::mcast::{McastArgs, PartitionsArgs};
@@ -51,6 +54,7 @@ pub struct InjectArgs {
     /// Return once the fault is part of a committed generation.
     #[arg(long)]
     pub wait: bool,
+    /// JSON output (for scripts) instead of text.
     #[arg(long)]
     pub json: bool,
 }
@@ -60,6 +64,7 @@ pub struct InjectArgs {
 pub enum RemoteCmd {
     /// Daemon status: generation, phase, counts, timings of the last reroute.
     Status {
+        /// JSON output (for scripts) instead of text.
         #[arg(long)]
         json: bool,
     },
@@ -68,11 +73,13 @@ pub enum RemoteCmd {
         /// One switch (GUID or name); default all.
         #[arg(long)]
         switch: Option<String>,
+        /// JSON output (for scripts) instead of text.
         #[arg(long)]
         json: bool,
     },
     /// Congestion metrics of the installed routing, and per-job metrics.
     Metrics {
+        /// JSON output (for scripts) instead of text.
         #[arg(long)]
         json: bool,
     },
@@ -90,6 +97,7 @@ pub enum RemoteCmd {
         /// Rewrite every LFT block, not only the changed ones.
         #[arg(long)]
         resync: bool,
+        /// JSON output (for scripts) instead of text.
         #[arg(long)]
         json: bool,
     },
@@ -100,6 +108,7 @@ pub enum RemoteCmd {
         /// Stop after this many notices.
         #[arg(long)]
         count: Option<u64>,
+        /// JSON output (for scripts) instead of text.
         #[arg(long)]
         json: bool,
     },
@@ -113,6 +122,7 @@ pub enum RemoteCmd {
         /// To the destination's escape LID.
         #[arg(long)]
         escape: bool,
+        /// JSON output (for scripts) instead of text.
         #[arg(long)]
         json: bool,
     },
@@ -134,6 +144,7 @@ pub enum RemoteCmd {
         /// Stop after this many notices (the first one, which names the subscriber, counts).
         #[arg(long)]
         count: Option<u64>,
+        /// JSON output (for scripts) instead of text.
         #[arg(long)]
         json: bool,
     },
@@ -152,6 +163,7 @@ pub enum RemoteCmd {
         /// The escape LIDs instead of the base LIDs.
         #[arg(long)]
         escape: bool,
+        /// JSON output (for scripts) instead of text.
         #[arg(long)]
         json: bool,
     },
@@ -305,11 +317,11 @@ async fn run_async(cmd: RemoteCmd, target: &Target) -> Result<()> {
             }
             if let Some(t) = &s.last_reroute {
                 outln!(
-                    "last reroute     generation {}: {} faults, routed {:.1} ms, committed {:.1} ms, {} blocks written",
+                    "last reroute     generation {}: {} faults, routed {} ms, committed {} ms, {} blocks written",
                     t.generation,
                     t.faults,
-                    t.routed_ms,
-                    t.committed_ms,
+                    num(t.routed_ms),
+                    num(t.committed_ms),
                     t.blocks_written
                 );
             }
@@ -347,24 +359,24 @@ async fn run_async(cmd: RemoteCmd, target: &Target) -> Result<()> {
             outln!("deadlock_free      {}", m.deadlock_free);
             outln!("mu_sp              {}", m.mu_sp);
             outln!(
-                "mu_rp              median {:.1} (q1 {:.1}, q39 {:.1})",
-                rp.median,
-                rp.q1,
-                rp.q39
+                "mu_rp              median {} (q1 {}, q39 {})",
+                num(rp.median),
+                num(rp.q1),
+                num(rp.q39)
             );
             if let Some(f) = m.mu_rp_floor {
                 outln!(
-                    "mu_rp_floor        median {}: P(mu > {}) best possible {:.1}%, this routing {:.1}%",
+                    "mu_rp_floor        median {}: P(mu > {}) best possible {}, this routing {}",
                     f.median,
                     f.median,
-                    100.0 * f.p_above_median,
-                    100.0 * f.measured_p_above_median
+                    pct(f.p_above_median),
+                    pct(f.measured_p_above_median)
                 );
             }
             outln!("mu_a2a             {}", m.mu_a2a);
             outln!("xi                 {}", m.xi);
-            outln!("nu                 {:.3}", m.nu);
-            outln!("route_ms           {:.1}", m.route_ms);
+            outln!("nu                 {}", num(m.nu));
+            outln!("route_ms           {}", num(m.route_ms));
             if !m.jobs.is_empty() {
                 outln!(
                     "{:<24}  {:>9}  {:>12}  {:>10}  {:>6}",
@@ -376,11 +388,11 @@ async fn run_async(cmd: RemoteCmd, target: &Target) -> Result<()> {
                 );
                 for jm in &m.jobs {
                     outln!(
-                        "{:<24}  {:>9}  {:>12}  {:>9.1}%  {:>6}",
+                        "{:<24}  {:>9}  {:>12}  {:>10}  {:>6}",
                         jm.job_id,
                         jm.end_ports,
                         jm.effective_xi,
-                        jm.dark_share * 100.0,
+                        pct(jm.dark_share),
                         jm.mu_sp
                     );
                 }
@@ -395,15 +407,21 @@ async fn run_async(cmd: RemoteCmd, target: &Target) -> Result<()> {
                 "node-down" => (pb::FaultKind::Node, false),
                 "node-up" => (pb::FaultKind::Node, true),
                 other => {
-                    bail!("unknown action {other:?} (link-down, link-up, switch-down, switch-up, node-down, node-up)")
+                    return Err(usage(format!(
+                        "unknown action {other:?} (link-down, link-up, switch-down, switch-up, node-down, node-up)"
+                    )))
                 }
             };
             match kind {
                 pb::FaultKind::Link if a.switch.is_none() || a.port.is_none() => {
-                    bail!("{} needs --switch GUID|NAME and --port N", a.action)
+                    return Err(usage(format!("{} needs --switch GUID|NAME and --port N", a.action)))
                 }
-                pb::FaultKind::Switch if a.switch.is_none() => bail!("{} needs --switch GUID|NAME", a.action),
-                pb::FaultKind::Node if a.node.is_none() => bail!("{} needs --node GUID|NAME", a.action),
+                pb::FaultKind::Switch if a.switch.is_none() => {
+                    return Err(usage(format!("{} needs --switch GUID|NAME", a.action)))
+                }
+                pb::FaultKind::Node if a.node.is_none() => {
+                    return Err(usage(format!("{} needs --node GUID|NAME", a.action)))
+                }
                 _ => {}
             }
             let r = ask(c.inject_fault(pb::InjectFaultRequest {
@@ -481,7 +499,7 @@ async fn run_async(cmd: RemoteCmd, target: &Target) -> Result<()> {
             if r.reached {
                 outln!("reached");
             } else {
-                bail!("not reached: {}", r.error);
+                return Err(difference(format!("not reached: {}", r.error)));
             }
         }
         RemoteCmd::Verify { escape, json: j } => {
@@ -506,7 +524,7 @@ async fn run_async(cmd: RemoteCmd, target: &Target) -> Result<()> {
                 outln!("  {} -> {}: {}", guid(u.src), guid(u.dst), u.reason);
             }
             if r.unreachable_count > 0 {
-                bail!("{} pairs unreachable", r.unreachable_count);
+                return Err(difference(format!("{} pairs unreachable", r.unreachable_count)));
             }
         }
     }

@@ -2,7 +2,7 @@
 //! fabric with the expected one (`fabric_topology::validate::compare`) and lists missing, extra
 //! and miswired cables, links that are down and missing/extra switches, naming switches and
 //! ports. Without `--actual` the live topology of the running daemon (`GetTopology`) is the
-//! actual fabric. Exit code 0 = clean, 1 = differences (or an error).
+//! actual fabric. Exit code 0 = clean, 1 = differences; errors have the codes of [`crate::exit`].
 
 use std::path::{Path, PathBuf};
 
@@ -185,7 +185,7 @@ async fn live_fabric(target: &crate::remote::Target) -> Result<Fabric> {
     let t = c
         .get_topology(pb::GetTopologyRequest {})
         .await
-        .map_err(|s| anyhow!("GetTopology: {}", fabric_proto::describe_status(&s)))?
+        .map_err(|s| anyhow::Error::new(crate::exit::DaemonError(s)).context("GetTopology"))?
         .into_inner();
     fabric_from_topology(&t)
 }

@@ -82,9 +82,9 @@ fn offline_degraded_file_lists_missing_cables_and_exits_1() {
     let c = &v["extra"][0];
     assert_eq!(c["a"]["kind"], "switch");
     assert!(c["a"]["port"].as_u64().unwrap() >= 1);
-    // A missing file is an error naming it.
+    // A missing file is an error naming it: exit code 6 (a failure, not a difference).
     let out = fabricctl(&["validate", "--expected", &d.file("nope.topo"), "--actual", &full]);
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(6));
     assert!(String::from_utf8_lossy(&out.stderr).contains("nope.topo"));
 }
 

@@ -51,7 +51,7 @@ fn bad_requests_get_precise_errors_and_the_daemon_keeps_serving() {
 
         expect_err(
             c.inject_fault(link_req(0x1234, 1, false, false, false)).await,
-            Code::InvalidArgument,
+            Code::NotFound,
             "unknown switch GUID 0x0000000000001234",
         );
         let mut r = link_req(leaf.guid, 99, false, false, false);
@@ -68,7 +68,7 @@ fn bad_requests_get_precise_errors_and_the_daemon_keeps_serving() {
         r.switch = "no-such-switch".into();
         expect_err(
             c.inject_fault(r).await,
-            Code::InvalidArgument,
+            Code::NotFound,
             "unknown switch \"no-such-switch\"",
         );
         let mut r = link_req(leaf.guid, 1, false, false, false);
@@ -81,7 +81,7 @@ fn bad_requests_get_precise_errors_and_the_daemon_keeps_serving() {
         };
         expect_err(
             c.inject_fault(r).await,
-            Code::InvalidArgument,
+            Code::NotFound,
             "unknown end port GUID 0x00000000deadbeef",
         );
 
@@ -127,7 +127,7 @@ fn bad_requests_get_precise_errors_and_the_daemon_keeps_serving() {
                 format: 0,
             })
             .await,
-            Code::InvalidArgument,
+            Code::NotFound,
             "unknown switch GUID 0x0000000000000099",
         );
         expect_err(
@@ -137,7 +137,7 @@ fn bad_requests_get_precise_errors_and_the_daemon_keeps_serving() {
                 escape: false,
             })
             .await,
-            Code::InvalidArgument,
+            Code::NotFound,
             "src: unknown end port \"ghost\"",
         );
 
@@ -612,7 +612,7 @@ fn what_if_predicts_a_maintenance_and_changes_nothing() {
                 down: vec![what_if(pb::FaultKind::Switch, "nosuch", 0, "")],
             })
             .await,
-            Code::InvalidArgument,
+            Code::NotFound,
             "nosuch",
         );
         expect_err(

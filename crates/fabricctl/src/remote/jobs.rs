@@ -12,6 +12,7 @@ use super::output::{ask, guid, print_json, status_err};
 pub struct JobsArgs {
     #[command(subcommand)]
     pub cmd: Option<JobsCmd>,
+    /// JSON output (for scripts) instead of text.
     #[arg(long, global = true)]
     pub json: bool,
 }
@@ -22,12 +23,17 @@ pub enum JobsCmd {
     List,
     /// Create or replace a job mapping: JOB_ID then end ports (GUIDs or names).
     Set {
+        /// Job id: 1 to 128 characters from letters, digits, '.', '_', ':', '-'.
         job_id: String,
+        /// The job's end ports: port GUIDs, node GUIDs or node names.
         #[arg(required = true)]
         end_ports: Vec<String>,
     },
     /// Remove a job mapping.
-    Clear { job_id: String },
+    Clear {
+        /// The job id to remove.
+        job_id: String,
+    },
 }
 
 /// JSON of one job mapping: `job_id` and its `end_ports` (`guid`, `name`).

@@ -1,7 +1,7 @@
 //! `fabricctl mcast` (multicast groups, members, trees; `verify` on the simulated fabric) and
 //! `fabricctl partitions` (the partitions in force and their members).
 
-use anyhow::{bail, Result};
+use anyhow::Result;
 use clap::{Args, Subcommand};
 use fabric_proto::v1 as pb;
 use serde_json::{json, Value};
@@ -19,6 +19,7 @@ pub struct McastArgs {
     /// Also print each group's spanning tree (switches and MFT ports).
     #[arg(long)]
     pub trees: bool,
+    /// JSON output (for scripts) instead of text.
     #[arg(long)]
     pub json: bool,
 }
@@ -29,6 +30,7 @@ pub enum McastCmd {
     /// Flood a packet from every member of every group through the simulated fabric's MFTs
     /// (mock driver): each receiving member must get it exactly once, nobody else.
     Verify {
+        /// JSON output (for scripts) instead of text.
         #[arg(long)]
         json: bool,
     },
@@ -40,6 +42,7 @@ pub struct PartitionsArgs {
     /// List every member (default: counts only).
     #[arg(long)]
     pub members: bool,
+    /// JSON output (for scripts) instead of text.
     #[arg(long)]
     pub json: bool,
 }
@@ -51,8 +54,12 @@ fn parse_mlid(s: &str) -> Result<u32> {
     };
     match v {
         Ok(m) if (0xC000..=0xFFFE).contains(&m) => Ok(m),
-        Ok(m) => bail!("--mlid {m:#06x} is not a multicast LID (0xc000..=0xfffe)"),
-        Err(_) => bail!("--mlid {s:?} is not a number (0xc000 or 49152)"),
+        Ok(m) => Err(crate::exit::usage(format!(
+            "--mlid {m:#06x} is not a multicast LID (0xc000..=0xfffe)"
+        ))),
+        Err(_) => Err(crate::exit::usage(format!(
+            "--mlid {s:?} is not a number (0xc000 or 49152)"
+        ))),
     }
 }
 
@@ -124,7 +131,10 @@ pub(super) async fn mcast(c: &mut fabric_proto::Client, a: McastArgs) -> Result<
             outln!("FAIL {f}");
         }
         if !r.failures.is_empty() {
-            bail!("multicast verification failed ({} failures)", r.failures.len());
+            return Err(crate::exit::difference(format!(
+                "multicast verification failed ({} failures)",
+                r.failures.len()
+            )));
         }
         return Ok(());
     }

@@ -32,10 +32,11 @@ pub(super) fn guid(g: u64) -> String {
     format!("0x{g:016x}")
 }
 
-/// A gRPC error as a one-line message (`InvalidArgument: unknown switch ...`); a transport
-/// failure carries its cause and, for TLS, what to check.
+/// A gRPC error, shown as a one-line message (`InvalidArgument: unknown switch ...`; a
+/// transport failure carries its cause and, for TLS, what to check) and kept whole for the
+/// exit code ([`crate::exit::exit_code`]).
 pub(super) fn status_err(s: tonic::Status) -> anyhow::Error {
-    anyhow::anyhow!("{}", fabric_proto::describe_status(&s))
+    anyhow::Error::new(crate::exit::DaemonError(s))
 }
 
 pub(super) fn print_json(v: &Value) -> Result<()> {

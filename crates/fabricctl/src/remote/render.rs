@@ -5,6 +5,7 @@ use fabric_proto::v1 as pb;
 use serde_json::{json, Value};
 
 use super::output::guid;
+use crate::human::num;
 
 pub(super) fn phase_name(p: i32) -> &'static str {
     match pb::Phase::try_from(p).unwrap_or(pb::Phase::Unspecified) {
@@ -300,8 +301,12 @@ pub(super) fn notice_line(n: &pb::FabricNotice) -> String {
         Some(N::GenerationCommitted(g)) => {
             let t = g.timings.unwrap_or_default();
             format!(
-                "commit     generation {} faults {} routed {:.1} ms committed {:.1} ms blocks {}",
-                g.generation, t.faults, t.routed_ms, t.committed_ms, t.blocks_written
+                "commit     generation {} faults {} routed {} ms committed {} ms blocks {}",
+                g.generation,
+                t.faults,
+                num(t.routed_ms),
+                num(t.committed_ms),
+                t.blocks_written
             )
         }
         Some(N::Lagged(k)) => format!("lagged     {k} notices dropped"),

@@ -30,18 +30,37 @@ pub struct SaArgs {
 #[derive(Subcommand, Debug)]
 pub enum SaCmd {
     /// NodeRecords: one per channel-adapter port and one per switch; all, or those of LID.
-    Nr { lid: Option<u16> },
+    Nr {
+        /// Only the records of this LID (default: all).
+        lid: Option<u16>,
+    },
     /// PortInfoRecords: every port (switch external ports with the switch's LID); or of LID
     /// (and PORT).
-    Pir { lid: Option<u16>, port: Option<u8> },
+    Pir {
+        /// Only the ports of this LID (default: all).
+        lid: Option<u16>,
+        /// Only this port of LID.
+        port: Option<u8>,
+    },
     /// SwitchInfoRecords: every switch, or the one of LID.
-    Swir { lid: Option<u16> },
+    Swir {
+        /// Only the switch of this LID (default: all).
+        lid: Option<u16>,
+    },
     /// LinkRecords: every live link, in both directions.
     Lr,
     /// LinearForwardingTableRecords: every (switch, block) installed, or of LID (and BLOCK).
-    Lftr { lid: Option<u16>, block: Option<u16> },
+    Lftr {
+        /// Only the switch of this LID (default: all).
+        lid: Option<u16>,
+        /// Only this LFT block (64 LIDs each) of LID.
+        block: Option<u16>,
+    },
     /// GUIDInfoRecords.
-    Gir { lid: Option<u16> },
+    Gir {
+        /// Only the records of this LID (default: all).
+        lid: Option<u16>,
+    },
     /// SMInfoRecord of the master subnet manager.
     Smir,
     /// ServiceRecords registered.
@@ -51,13 +70,16 @@ pub enum SaCmd {
     /// PathRecords: between two LIDs (--slid/--dlid), two GIDs (--sgid/--dgid), from one source,
     /// or the whole table.
     Pr {
+        /// Source LID.
         #[arg(long)]
         slid: Option<u16>,
+        /// Destination LID.
         #[arg(long)]
         dlid: Option<u16>,
         /// Source GID (IPv6 notation, e.g. fe80::2:c903:0:1).
         #[arg(long)]
         sgid: Option<Ipv6Addr>,
+        /// Destination GID (IPv6 notation).
         #[arg(long)]
         dgid: Option<Ipv6Addr>,
     },
@@ -101,7 +123,7 @@ fn query(cmd: &SaCmd) -> Result<(&'static str, pb::SaMethod, Template)> {
         SaCmd::Nr { lid } => ("NodeRecord", GetTable, by_lid(lid)),
         SaCmd::Pir { lid, port } => {
             if port.is_some() && lid.is_none() {
-                bail!("pir: a PORT needs a LID");
+                return Err(crate::exit::usage("pir: a PORT needs a LID"));
             }
             // EndportLID (0..2, bit 0), PortNum (2, bit 1).
             let mut t = by_lid(lid);
@@ -114,7 +136,7 @@ fn query(cmd: &SaCmd) -> Result<(&'static str, pb::SaMethod, Template)> {
         SaCmd::Lr => ("LinkRecord", GetTable, Template::default()),
         SaCmd::Lftr { lid, block } => {
             if block.is_some() && lid.is_none() {
-                bail!("lftr: a BLOCK needs a LID");
+                return Err(crate::exit::usage("lftr: a BLOCK needs a LID"));
             }
             // LID (0..2, bit 0), BlockNum (2..4, bit 1).
             let mut t = by_lid(lid);

@@ -6,13 +6,14 @@
 //! `mu_sp`, `mu_rp {median, q1, q39}`, `mu_rp_floor {median, p_above_median,
 //! measured_p_above_median}`, `mu_a2a`.
 
-use anyhow::{bail, Result};
+use anyhow::Result;
 use clap::Args;
 use fabric_proto::v1 as pb;
 use serde_json::{json, Value};
 
 use super::output::{ask, print_json};
 use super::render::rp_floor_json;
+use crate::human::num;
 
 /// `fabricctl what-if`.
 #[derive(Args, Debug)]
@@ -26,6 +27,7 @@ pub struct WhatIfArgs {
     /// An end node to take down (end port GUID, node GUID or name); repeatable.
     #[arg(long = "node", value_name = "NODE")]
     pub nodes: Vec<String>,
+    /// JSON output (for scripts) instead of text.
     #[arg(long)]
     pub json: bool,
 }
@@ -35,11 +37,11 @@ fn request(a: &WhatIfArgs) -> Result<pb::WhatIfRequest> {
     let mut down = Vec::new();
     for l in &a.links {
         let Some((sw, port)) = l.rsplit_once(':') else {
-            bail!("--link {l:?}: expected SWITCH:PORT");
+            return Err(crate::exit::usage(format!("--link {l:?}: expected SWITCH:PORT")));
         };
         let port: u32 = port
             .parse()
-            .map_err(|_| anyhow::anyhow!("--link {l:?}: port {port:?} is not a number"))?;
+            .map_err(|_| crate::exit::usage(format!("--link {l:?}: port {port:?} is not a number")))?;
         down.push(pb::WhatIfChange {
             kind: pb::FaultKind::Link as i32,
             switch: sw.to_string(),
@@ -64,7 +66,9 @@ fn request(a: &WhatIfArgs) -> Result<pb::WhatIfRequest> {
         });
     }
     if down.is_empty() {
-        bail!("name what to take down: --link SWITCH:PORT, --switch SWITCH or --node NODE (repeatable)");
+        return Err(crate::exit::usage(
+            "name what to take down: --link SWITCH:PORT, --switch SWITCH or --node NODE (repeatable)",
+        ));
     }
     Ok(pb::WhatIfRequest { down })
 }
@@ -138,17 +142,17 @@ pub async fn run(c: &mut fabric_proto::Client, a: WhatIfArgs) -> Result<()> {
         r.deadlock_free
     );
     outln!(
-        "upload             {} LFT blocks on {} switches (routed in {:.1} ms)",
+        "upload             {} LFT blocks on {} switches (routed in {} ms)",
         r.lft_blocks,
         r.switches_rewritten,
-        r.route_ms
+        num(r.route_ms)
     );
     let (b, f) = (r.before.unwrap_or_default(), r.after.unwrap_or_default());
     let (brp, frp) = (b.mu_rp.unwrap_or_default(), f.mu_rp.unwrap_or_default());
     outln!("                   {:>10}  {:>10}", "now", "planned");
     outln!("mu_sp              {:>10}  {:>10}", b.mu_sp, f.mu_sp);
-    outln!("mu_rp median       {:>10.1}  {:>10.1}", brp.median, frp.median);
-    outln!("mu_rp q39          {:>10.1}  {:>10.1}", brp.q39, frp.q39);
+    outln!("mu_rp median       {:>10}  {:>10}", num(brp.median), num(frp.median));
+    outln!("mu_rp q39          {:>10}  {:>10}", num(brp.q39), num(frp.q39));
     if let (Some(bf), Some(ff)) = (b.mu_rp_floor, f.mu_rp_floor) {
         outln!("mu_rp floor median {:>10}  {:>10}", bf.median, ff.median);
     }

@@ -1,12 +1,13 @@
 //! The southbound driver selected by `[driver]`, and the umad driver's counters.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use fabric_mock::{MockConfig, MockFabric};
 use fabric_routing::Guid2Lid;
 use fabric_southbound::SouthboundDriver;
 use fabric_topology::Fabric;
+use fabric_umad::UmadStats;
 
 use crate::config::{Config, DriverKind, MockDriverConfig};
 use crate::telemetry::Telemetry;
@@ -124,13 +125,62 @@ pub(super) async fn open_driver_counted(
     }
 }
 
+/// At most how often the umad SMP counters are summarised at INFO (when they changed).
+pub(super) const SMP_SUMMARY_EVERY: Duration = Duration::from_secs(15 * 60);
+
+/// Which umad counter readings reach the log: every change at DEBUG; at INFO the first
+/// change, then a summary at most every [`SMP_SUMMARY_EVERY`] when the counters changed since
+/// the last one (a subnet manager's periodic SMPs and SMInfo polls change them every second).
+#[derive(Debug, Default)]
+pub(super) struct CounterLog {
+    last: UmadStats,
+    /// When and with what the last INFO summary was written.
+    summarised: Option<(Instant, UmadStats)>,
+}
+
+/// What [`CounterLog::observe`] decides for one reading.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum CounterLine {
+    /// Unchanged: nothing.
+    Nothing,
+    /// Changed: a DEBUG line.
+    Debug,
+    /// Changed and a summary is due: an INFO line, with the counters of the previous summary
+    /// (zero at the first) and the time since it.
+    Summary {
+        previous: UmadStats,
+        since: Option<Duration>,
+    },
+}
+
+impl CounterLog {
+    /// Decides the line of reading `s` at `now`.
+    pub(super) fn observe(&mut self, s: UmadStats, now: Instant) -> CounterLine {
+        if s == self.last {
+            return CounterLine::Nothing;
+        }
+        self.last = s;
+        match self.summarised {
+            Some((at, _)) if now.duration_since(at) < SMP_SUMMARY_EVERY => CounterLine::Debug,
+            prev => {
+                self.summarised = Some((now, s));
+                CounterLine::Summary {
+                    previous: prev.map(|(_, p)| p).unwrap_or_default(),
+                    since: prev.map(|(at, _)| now.duration_since(at)),
+                }
+            }
+        }
+    }
+}
+
 /// Reports the umad driver's SMP counters once a second, until the driver is dropped: to the
 /// Prometheus counters (`fabricd_driver_smps_total`, `fabricd_driver_smp_retries_total`,
-/// `fabricd_driver_smp_failures_total`), and to the log (sent, retries, failures, traps, SMInfo
-/// and SA requests answered) when they changed. Retries under SMP loss (discovery, LID
-/// assignment, LFT upload) are visible there.
+/// `fabricd_driver_smp_failures_total`) every second, and to the log as [`CounterLog`] decides
+/// (sent, retries, failures, traps, SMInfo and SA requests answered): every change at DEBUG, a
+/// summary with the increments at INFO at most every [`SMP_SUMMARY_EVERY`]. Retries under SMP
+/// loss (discovery, LID assignment, LFT upload) are visible there.
 pub(super) async fn report_umad_counters(d: std::sync::Weak<fabric_umad::UmadDriver>, telemetry: Telemetry) {
-    let mut last = fabric_umad::UmadStats::default();
+    let mut log = CounterLog::default();
     loop {
         let Some(drv) = d.upgrade() else { return };
         let s = drv.stats();
@@ -138,8 +188,9 @@ pub(super) async fn report_umad_counters(d: std::sync::Weak<fabric_umad::UmadDri
         drop(drv);
         telemetry.driver_smp_counters(s.smps_sent, s.retries, s.failures);
         telemetry.set_escape_vl_ready(vl.ready);
-        if s != last {
-            tracing::info!(
+        match log.observe(s, Instant::now()) {
+            CounterLine::Nothing => {}
+            CounterLine::Debug => tracing::debug!(
                 smps = s.smps_sent,
                 retries = s.retries,
                 failures = s.failures,
@@ -147,8 +198,21 @@ pub(super) async fn report_umad_counters(d: std::sync::Weak<fabric_umad::UmadDri
                 sm_requests = s.sm_requests,
                 sa_requests = s.sa_requests,
                 "umad SMP counters"
-            );
-            last = s;
+            ),
+            CounterLine::Summary { previous: p, since } => tracing::info!(
+                smps = s.smps_sent,
+                retries = s.retries,
+                failures = s.failures,
+                traps = s.traps,
+                sm_requests = s.sm_requests,
+                sa_requests = s.sa_requests,
+                new_smps = s.smps_sent - p.smps_sent,
+                new_retries = s.retries - p.retries,
+                new_failures = s.failures - p.failures,
+                since_s = since.map_or(0, |d| d.as_secs()),
+                "umad SMP counters (summary at most every {} min; every change at debug level)",
+                SMP_SUMMARY_EVERY.as_secs() / 60
+            ),
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
@@ -195,5 +259,49 @@ pub fn check_driver(cfg: &Config) -> Result<String, DaemonError> {
                 cfg.driver.oob.inventory.display()
             ))
         }
+    }
+}
+
+#[cfg(test)]
+mod counter_log_tests {
+    use super::*;
+
+    fn stats(smps: u64) -> UmadStats {
+        UmadStats {
+            smps_sent: smps,
+            ..UmadStats::default()
+        }
+    }
+
+    #[test]
+    fn changes_every_second_give_one_info_summary_per_period() {
+        let t0 = Instant::now();
+        let mut log = CounterLog::default();
+        assert_eq!(log.observe(UmadStats::default(), t0), CounterLine::Nothing);
+        assert_eq!(
+            log.observe(stats(10), t0),
+            CounterLine::Summary {
+                previous: UmadStats::default(),
+                since: None
+            }
+        );
+        // A subnet manager's polls change the counters every second: DEBUG only.
+        let mut infos = 0;
+        for sec in 1..=(2 * SMP_SUMMARY_EVERY.as_secs()) {
+            match log.observe(stats(10 + sec), t0 + Duration::from_secs(sec)) {
+                CounterLine::Summary { previous, since } => {
+                    infos += 1;
+                    assert_eq!(since, Some(SMP_SUMMARY_EVERY));
+                    assert!(previous.smps_sent < 10 + sec);
+                }
+                CounterLine::Debug => {}
+                CounterLine::Nothing => panic!("the counters changed at {sec} s"),
+            }
+        }
+        assert_eq!(infos, 2);
+        // Unchanged counters: nothing, even after the period.
+        let later = t0 + 3 * SMP_SUMMARY_EVERY;
+        let s = stats(10 + 2 * SMP_SUMMARY_EVERY.as_secs());
+        assert_eq!(log.observe(s, later), CounterLine::Nothing);
     }
 }

@@ -321,8 +321,9 @@ impl EventLoop {
         tracing::info!(
             generation = number,
             faults = timings.faults,
-            routed_ms = format_args!("{:.1}", timings.routed_ms),
-            committed_ms = format_args!("{:.1}", timings.committed_ms),
+            // Numbers (JSON logs keep them numbers), to 0.1 ms.
+            routed_ms = (timings.routed_ms * 10.0).round() / 10.0,
+            committed_ms = (timings.committed_ms * 10.0).round() / 10.0,
             blocks_written = timings.blocks_written,
             "generation committed"
         );

@@ -13,7 +13,7 @@ use tokio::sync::oneshot;
 use tonic::{Request, Response, Status};
 
 use super::convert::{count, rp_floor, rp_stats};
-use super::request::{resolve_end_port, resolve_target, MAX_WHAT_IF_CHANGES};
+use super::request::{end_port_or_status, resolve_target, MAX_WHAT_IF_CHANGES};
 use super::FabricService;
 use crate::config::MetricsConfig;
 use crate::event_loop::Request as LoopRequest;
@@ -236,7 +236,7 @@ impl FabricService {
         let simulator = self.shared.simulator.clone();
         let (_, g) = self.current()?;
         let f = &g.fabric;
-        let src = resolve_end_port(f, &req.src).map_err(|m| Status::invalid_argument(format!("src: {m}")))?;
+        let src = end_port_or_status(f, &req.src, "src: ")?;
         let dst = req.dst.trim();
         let dlid: Lid = if let Some(l) = dst.strip_prefix("lid:") {
             let l = l.trim();
@@ -246,7 +246,7 @@ impl FabricService {
             };
             parsed.ok_or_else(|| Status::invalid_argument(format!("dst: {l:?} is not a LID")))?
         } else {
-            let ep = resolve_end_port(f, dst).map_err(|m| Status::invalid_argument(format!("dst: {m}")))?;
+            let ep = end_port_or_status(f, dst, "dst: ")?;
             if req.escape {
                 g.lids
                     .escape_lid(ep)

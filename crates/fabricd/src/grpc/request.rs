@@ -87,7 +87,7 @@ pub(super) fn resolve_target(
         }
         pb::FaultKind::Switch => Ok(FaultTarget::Switch(f.switch(resolve_switch(f, switch)?).guid)),
         pb::FaultKind::Node => {
-            let ep = resolve_end_port(f, node).map_err(Status::invalid_argument)?;
+            let ep = end_port_or_status(f, node, "")?;
             Ok(FaultTarget::Node(f.end_port(ep).port_guid))
         }
         pb::FaultKind::Unspecified => Err(Status::invalid_argument(
@@ -103,8 +103,8 @@ pub(super) fn resolve_switch(f: &Fabric, key: &str) -> Result<fabric_topology::S
         return Err(Status::invalid_argument("a switch (GUID or name) is required"));
     }
     f.find_switch(key).ok_or_else(|| match parse_guid(key) {
-        Some(g) => Status::invalid_argument(format!("unknown switch GUID {}", fmt_guid(g))),
-        None => Status::invalid_argument(format!(
+        Some(g) => Status::not_found(format!("unknown switch GUID {}", fmt_guid(g))),
+        None => Status::not_found(format!(
             "unknown switch {} (neither a switch GUID nor a switch name)",
             quoted_key(key)
         )),
@@ -123,6 +123,18 @@ pub(super) fn resolve_end_port(f: &Fabric, key: &str) -> Result<EndPortId, Strin
             "unknown end port {} (neither a port/node GUID nor a node name)",
             quoted_key(key)
         ),
+    })
+}
+
+/// [`resolve_end_port`] for a request that names one end port: an empty key is
+/// `INVALID_ARGUMENT`, an unknown one `NOT_FOUND`; `prefix` (e.g. `"src: "`) starts the message.
+pub(super) fn end_port_or_status(f: &Fabric, key: &str, prefix: &str) -> Result<EndPortId, Status> {
+    resolve_end_port(f, key).map_err(|m| {
+        if key.trim().is_empty() {
+            Status::invalid_argument(format!("{prefix}{m}"))
+        } else {
+            Status::not_found(format!("{prefix}{m}"))
+        }
     })
 }
 

@@ -8,7 +8,7 @@ use fabric_topology::{fmt_guid, Fabric, LinkState, Remote};
 use tonic::{Request, Response, Status};
 
 use super::convert::{count, phase_pb, timings_pb};
-use super::request::{resolve_end_port, resolve_switch};
+use super::request::{end_port_or_status, resolve_switch};
 use super::FabricService;
 
 /// Service level of the base LIDs (data VLs).
@@ -265,7 +265,7 @@ impl FabricService {
         req: Request<pb::GetPathRequest>,
     ) -> Result<Response<pb::PathInfo>, Status> {
         let (_, g) = self.current()?;
-        let dst = resolve_end_port(&g.fabric, &req.into_inner().dst).map_err(Status::invalid_argument)?;
+        let dst = end_port_or_status(&g.fabric, &req.into_inner().dst, "")?;
         Ok(Response::new(pb::PathInfo {
             base_lid: g.lids.base_lid(dst),
             base_sl: BASE_SL,

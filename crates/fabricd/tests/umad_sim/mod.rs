@@ -38,7 +38,8 @@ pub fn config(extra: &str) -> String {
     format!(
         r#"
 [log]
-level = "info"
+# The driver's per-change SMP counter lines are at debug level (the tests read them).
+level = "info,fabricd::daemon::driver=debug"
 timestamps = false
 
 [driver]
