@@ -28,6 +28,7 @@ pub mod connlimit;
 pub mod daemon;
 pub mod event_loop;
 pub mod grpc;
+pub mod health;
 pub mod logging;
 pub mod mcast;
 pub mod notify;

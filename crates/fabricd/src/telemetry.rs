@@ -19,6 +19,9 @@ use tokio::net::TcpListener;
 
 use crate::state::Phase;
 
+mod health;
+pub use health::{HealthGauges, PortRate};
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct FaultLabels {
     kind: String,
@@ -139,6 +142,7 @@ pub struct Telemetry {
     not_ready: Arc<Mutex<Option<String>>>,
     validity: ValidityGauges,
     sa: SaMetrics,
+    health: health::HealthMetrics,
 }
 
 /// Validity of the installed routing (`fabricd_routing_*`): set at every commit.
@@ -329,6 +333,7 @@ impl Telemetry {
         );
         let validity = ValidityGauges::register(&mut r);
         let sa = SaMetrics::register(&mut r);
+        let health = health::HealthMetrics::register(&mut r);
         let t = Telemetry {
             registry: Arc::new(r),
             routed_seconds,
@@ -356,9 +361,20 @@ impl Telemetry {
             not_ready: Arc::new(Mutex::new(Some("not ready: no generation installed".into()))),
             validity,
             sa,
+            health,
         };
         t.set_phase(Phase::Idle);
         t
+    }
+
+    /// The port-health state after a poll (fabric counts, error rates, isolated links).
+    pub fn health_state(&self, g: &HealthGauges) {
+        self.health.set(g);
+    }
+
+    /// The port-health monitor isolated one more link.
+    pub fn health_isolated(&self) {
+        self.health.isolated_one();
     }
 
     /// Counts a topology change (`kind`: link, switch, node; `source`: driver, virtual).

@@ -200,6 +200,7 @@ impl Config {
                 Ok(_) => {}
             }
         }
+        v.extend(self.health.check());
         v
     }
 }
