@@ -53,7 +53,7 @@ async fn health(c: &mut Client) -> pb::HealthReport {
         .into_inner()
 }
 
-fn port_of<'a>(r: &'a pb::HealthReport, switch: u64, port: u32) -> Option<&'a pb::PortHealth> {
+fn port_of(r: &pb::HealthReport, switch: u64, port: u32) -> Option<&pb::PortHealth> {
     r.ports.iter().find(|p| p.switch_guid == switch && p.port == port)
 }
 
@@ -165,7 +165,7 @@ fn port_errors_are_seen_isolated_routed_around_persisted_and_cleared() {
         })
         .await;
         inject(&mut c, sw, port, "symbol_errors", 300).await;
-        let r = wait_health(&d, &mut c, "the rate of the injected errors", |r| {
+        wait_health(&d, &mut c, "the rate of the injected errors", |r| {
             port_of(r, sw, port)
                 .and_then(|p| counter(p, "symbol_errors"))
                 .is_some_and(|v| v.value == 300 && v.has_rate && v.rate > 10.0)

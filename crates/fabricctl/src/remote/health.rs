@@ -88,7 +88,7 @@ fn port_key(p: &pb::PortHealth) -> String {
 }
 
 fn report_json(r: &pb::HealthReport) -> Value {
-    let s = r.summary.clone().unwrap_or_default();
+    let s = r.summary.unwrap_or_default();
     let ports: Vec<Value> = r
         .ports
         .iter()
@@ -221,7 +221,7 @@ pub async fn run(c: &mut fabric_proto::Client, a: HealthArgs) -> Result<()> {
             if a.json {
                 return print_json(&report_json(&r));
             }
-            let s = r.summary.clone().unwrap_or_default();
+            let s = r.summary.unwrap_or_default();
             outln!(
                 "fabric health report (generation {}, driver {})",
                 r.generation,

@@ -249,7 +249,7 @@ impl Monitor {
             if self.port_isolation(cabling, port).is_some() {
                 continue;
             }
-            if self.breaches.get(port).is_none() {
+            if !self.breaches.contains_key(port) {
                 tracing::warn!(port = %port_name(cabling, port), reason = %text, action = ?cfg.action, "port health: policy broken");
             }
             if cfg.action != HealthAction::Isolate {
