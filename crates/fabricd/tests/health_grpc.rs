@@ -305,7 +305,7 @@ fn the_drill_is_refused_without_fault_injection_and_names_bad_input() {
             .unwrap_err();
         assert_eq!(e.code(), tonic::Code::InvalidArgument, "{e}");
         assert!(e.message().contains("no-such-switch"), "{e}");
-        let r = health(&mut c).await;
+        let r = wait_health(&d, &mut c, "a first poll", |r| r.polls >= 1).await;
         assert!(r.enabled);
         assert!(r.summary.is_some_and(|s| s.switches_up == t.switches.len() as u64));
     });

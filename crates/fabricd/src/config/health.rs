@@ -161,4 +161,19 @@ mod tests {
             ]
         );
     }
+
+    #[test]
+    fn a_bad_health_key_is_named_with_its_file_and_line() {
+        let text =
+            "[health]\ninterval_s = 0\naction = \"isolate\"\n\n[health.thresholds]\nsymbol_errors = 2.0\nnope = 1.0\n";
+        let e = crate::config::Config::parse(text, "f.toml").unwrap_err().to_string();
+        assert!(e.contains("f.toml:2: health.interval_s"), "{e}");
+        assert!(e.contains("f.toml:7: health.thresholds.nope: unknown counter"), "{e}");
+        let e = crate::config::Config::parse("[health]\naction = \"quarantine\"\n", "f.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("f.toml:2") && e.contains("quarantine"), "{e}");
+        let ok = crate::config::Config::parse("[health]\naction = \"isolate\"\nmax_isolated = 2\n", "f.toml").unwrap();
+        assert_eq!(ok.health.action, HealthAction::Isolate);
+    }
 }

@@ -87,6 +87,7 @@ struct Monitor {
 
 impl Monitor {
     async fn run(mut self) {
+        self.publish();
         // The isolations of a previous run: the virtual link-downs are persisted by the event
         // loop too; asserting them again costs nothing ("no change") and covers a lost file.
         for i in self.isolated.clone() {
