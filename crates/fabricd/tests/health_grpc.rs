@@ -310,3 +310,42 @@ fn the_drill_is_refused_without_fault_injection_and_names_bad_input() {
         assert!(r.summary.is_some_and(|s| s.switches_up == t.switches.len() as u64));
     });
 }
+
+#[test]
+fn a_flapping_link_is_isolated_from_the_link_events_alone() {
+    run_with_deadline(120, async {
+        let dir = test_dir("health-flap");
+        let prom = free_port();
+        let cfg_path = dir.join("fabricd.toml");
+        let text =
+            config_text(prom, "isolate", true).replace("[health]\n", "[health]\nflap_count = 3\nflap_window_s = 60\n");
+        std::fs::write(&cfg_path, text).unwrap();
+        let d = Daemon::spawn_with_config(&dir, &cfg_path, &[]);
+        let mut c = d.ready().await;
+        let t = topology(&mut c).await;
+        let (sw, port) = common::switch_links(&t)[1];
+        for _ in 0..3 {
+            for up in [false, true] {
+                c.inject_fault(common::link_req(sw, port, up, true, true))
+                    .await
+                    .expect("physical link flap");
+            }
+        }
+        let r = wait_health(&d, &mut c, "the flapping link isolated", |r| r.isolated.len() == 1).await;
+        let iso = &r.isolated[0];
+        assert_eq!(iso.cause, "flapping", "{iso:?}");
+        assert!(iso.reason.contains("3 link-downs within 60 s"), "{}", iso.reason);
+        let p = port_of(&r, sw, port).expect("the port is listed");
+        assert_eq!(p.state, pb::PortHealthState::Isolated as i32, "{p:?}");
+        assert!(p.flaps >= 3, "{p:?}");
+        assert!(r
+            .summary
+            .is_some_and(|s| s.flapping_ports >= 1 && s.isolated_links == 1));
+        wait_status(&d, &mut c, "the generation without it", Duration::from_secs(20), |s| {
+            s.virtual_faults == 1 && s.phase == pb::Phase::Idle as i32
+        })
+        .await;
+        let (_, l) = lfts(&mut c).await;
+        assert!(!forwards_through(&l, sw, port), "the flapping link is not used");
+    });
+}
