@@ -11,6 +11,7 @@ command -v ibnetdiscover >/dev/null 2>&1 || need+=(infiniband-diags)
 command -v opensm >/dev/null 2>&1 || need+=(opensm)
 command -v protoc >/dev/null 2>&1 || need+=(protobuf-compiler)
 command -v python3 >/dev/null 2>&1 || need+=(python3)
+command -v slurmctld >/dev/null 2>&1 || need+=(slurmctld slurm-client)
 if [ ${#need[@]} -gt 0 ]; then
   echo "installing: ${need[*]}"
   SUDO=""

@@ -49,6 +49,25 @@
 //! are reads at level 2. Refusals are counted per agent (`GetCounters.refusals`, `status`).
 //! The key is switch configuration: it survives `kill`/`restore`; `mkey-clear` resets it.
 //!
+//! # Port counters
+//!
+//! Every switch port has the counters of `fabric_southbound::PortCounters`, kept by the data
+//! plane (the mock) and served by `ReadPortCounters` (all ports or a list; one entry per port,
+//! a port that cannot be read has its own error). They move only through:
+//!
+//! * drills: the control call `AddPortErrors` (switch GUID, port, counter deltas) and the
+//!   command `port-errors`, saturating each counter at its IBA field's width as the hardware
+//!   does;
+//! * link losses: `link-down`, `switch-down` and `node-down` add 1 to `link_downed` on the
+//!   surviving ends of each live link they cut.
+//!
+//! The simulator moves no traffic (traces are checks), so data, packet and `xmit_wait` counters
+//! stay 0 unless a drill adds to them. The counters belong to the switch, not to its agent:
+//! `kill`/`restore` of the agent keeps them (a real switch's ASIC keeps counting while its
+//! management agent restarts), and so does `switch-down`/`switch-up`, which in this simulator
+//! keeps the switch's tables too (no reboot). Ports of a powered-off switch answer an error.
+//! `GetCounters.port_counter_reads` counts the `ReadPortCounters` calls.
+//!
 //! # Control
 //!
 //! Console commands (stdin lines) and the `SimControl.Command` RPC share one grammar; switches
@@ -67,6 +86,8 @@
 //! | `verify-mcast` | check multicast only, listing the first failures |
 //! | `mkey-clear SW\|all` | reset the management key (an administrator's reset of the switch) |
 //! | `trace SRCPORTGUID LID` | trace one packet |
+//! | `port-errors SW PORT COUNTER=N...` | add to a port's counters (e.g. `symbol_errors=10 link_downed=1`; names as in `fabric_southbound::Counter::name`) |
+//! | `port-counters SW [PORT]` | print the non-zero counters of a port (or of every port) |
 //! | `status` | counts |
 //! | `quit` | exit |
 

@@ -11,6 +11,8 @@
 //!   ([`Ibsim::command`], [`Ibsim::env`]);
 //! * parsers of what those tools print ([`parse_ibroute`], [`parse_ibtracert`],
 //!   [`parse_route`]) and of ibsim node ids ([`node_guid`]);
+//! * error injection and counters: [`Ibsim::set_error_rate`], [`Ibsim::set_port_counter`],
+//!   [`Ibsim::perfquery`] ([`parse_perfquery`]);
 //! * [`TempDir`], a private directory removed on drop, and [`find_tool`];
 //! * [`tables`]: parsers of `ibroute -M`, `smpquery pkeys` and `smpquery portinfo` fields;
 //! * [`saquery`]: `saquery` run under the shim and its records read into field maps, and
@@ -304,6 +306,60 @@ impl Ibsim {
         Ok(parse_route(&text).unwrap_or_else(|e| panic!("ibsim Route {from} {to}: {e}:\n{text}")))
     }
 
+    /// Sends console `commands` (one per line) and waits until ibsim has run them (a comment
+    /// line after them comes back); returns what they printed.
+    ///
+    /// # Panics
+    /// When ibsim reports a problem with one of them (a `# ...` line: unknown node, bad port,
+    /// bad value).
+    pub fn console_checked(&mut self, commands: &str) -> String {
+        let marker = format!("# fabric-harness-done-{}", unique());
+        let text = self.console_output(&format!("{commands}\n{marker}"), |l| l.contains(&marker));
+        let complaints: Vec<&str> = text
+            .lines()
+            .map(|l| l.trim_start_matches("sim> ").trim())
+            .filter(|l| l.starts_with('#') && !l.contains(&marker))
+            .collect();
+        assert!(complaints.is_empty(), "ibsim refused {commands:?}: {complaints:?}");
+        text
+    }
+
+    /// Console `Error "node"[port] rate`: from now on ibsim drops `rate` % of the packets that
+    /// enter that port (and counts each in the port's PortRcvErrors); 0 stops it.
+    pub fn set_error_rate(&mut self, node: &str, port: u8, rate: u8) {
+        self.console_checked(&format!("Error \"{node}\"[{port}] {rate}"));
+    }
+
+    /// Console `PerformanceSet "node"[port] PortCounters.<field>=<value>`: sets one counter of
+    /// the port's PMA (`field` as `perfquery` names it: `SymbolErrorCounter`,
+    /// `LinkDownedCounter`, ...); ibsim saturates the value at the field's width.
+    pub fn set_port_counter(&mut self, node: &str, port: u8, field: &str, value: u64) {
+        let text = self.console_checked(&format!(
+            "PerformanceSet \"{node}\"[{port}] PortCounters.{field}={value}"
+        ));
+        assert!(
+            text.contains("has been set to"),
+            "PerformanceSet {node}[{port}] {field}: {text}"
+        );
+    }
+
+    /// `perfquery [-x] <lid> <port>` run on node `host` of this simulator: the counters it
+    /// prints, by its names (`PortRcvErrors`, `PortXmitData`, ...).
+    ///
+    /// # Panics
+    /// When perfquery fails or prints no counter (with its output).
+    pub fn perfquery(&self, host: &str, lid: u16, port: u8, extended: bool) -> BTreeMap<String, u64> {
+        let (l, p) = (lid.to_string(), port.to_string());
+        let mut args = vec![l.as_str(), p.as_str()];
+        if extended {
+            args.insert(0, "-x");
+        }
+        let (ok, text) = self.tool_on(host, "perfquery", &args);
+        let got = parse_perfquery(&text);
+        assert!(ok && !got.is_empty(), "perfquery {args:?} on {host} failed:\n{text}");
+        got
+    }
+
     /// The environment that puts a process on this simulator as node [`Ibsim::host`].
     pub fn env(&self) -> [(&str, &str); 3] {
         [
@@ -349,6 +405,26 @@ impl Ibsim {
         let _ = std::fs::remove_file(&out);
         (ok, text)
     }
+}
+
+/// The `Name:.....value` lines `perfquery` prints, as name -> value (decimal or `0x` hex);
+/// other lines are skipped.
+pub fn parse_perfquery(text: &str) -> BTreeMap<String, u64> {
+    let mut out = BTreeMap::new();
+    for l in text.lines() {
+        let Some((name, value)) = l.split_once(':') else {
+            continue;
+        };
+        let value = value.trim_start_matches('.').trim();
+        let v = match value.strip_prefix("0x") {
+            Some(h) => u64::from_str_radix(h, 16).ok(),
+            None => value.parse().ok(),
+        };
+        if let (Some(v), false) = (v, name.contains(' ')) {
+            out.insert(name.to_string(), v);
+        }
+    }
+    out
 }
 
 /// Node GUID in an ibsim node id (`S-0002c90000000000`, `H-...`), if it is one of ours (the
@@ -473,6 +549,19 @@ pub fn parse_route(text: &str) -> Result<Vec<(String, u32, u32)>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn perfquery_lines_are_read_by_name() {
+        let text = "# Port counters: Lid 1 port 3 (CapMask: 0x1300)\n\
+                    PortSelect:......................3\n\
+                    CounterSelect:...................0x0100\n\
+                    PortRcvErrors:...................10\n\
+                    PortXmitData:....................5328\n";
+        let got = parse_perfquery(text);
+        assert_eq!(got.len(), 4, "{got:?}");
+        assert_eq!((got["PortSelect"], got["CounterSelect"]), (3, 0x100));
+        assert_eq!((got["PortRcvErrors"], got["PortXmitData"]), (10, 5328));
+    }
 
     #[test]
     fn node_ids_of_generated_nets_carry_the_guid() {

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use fabric_routing::{LidPlan, BLOCK_SIZE, NO_ROUTE};
 use fabric_southbound::{
-    DriverCaps, DriverError, LftBlockWrite, MftBlockWrite, PkeyBlockWrite, PkeyPort, SouthboundDriver, WriteReport,
-    MFT_BLOCK_SIZE, PKEY_BLOCK_SIZE,
+    CounterPort, CountersReading, DriverCaps, DriverError, LftBlockWrite, MftBlockWrite, PkeyBlockWrite, PkeyPort,
+    SouthboundDriver, WriteReport, MFT_BLOCK_SIZE, PKEY_BLOCK_SIZE,
 };
 use fabric_topology::{fmt_guid, Fabric, FabricEvent, Guid, Lid, LinkState, PortNum, Remote, SwitchId};
 use rand::Rng;
@@ -301,6 +301,10 @@ impl SouthboundDriver for MockFabric {
         self.read_pkey(port, block).await
     }
 
+    async fn read_port_counters(&self, ports: &[CounterPort]) -> Result<Vec<CountersReading>, DriverError> {
+        Ok(self.read_counters(ports).await)
+    }
+
     async fn set_port_state(&self, switch: Guid, port: PortNum, up: bool) -> Result<(), DriverError> {
         self.sleep_op().await;
         let sw = self.switch_id(switch)?;
@@ -327,6 +331,9 @@ impl SouthboundDriver for MockFabric {
         if let Remote::Switch { sw: r, port: rp } = remote {
             self.port_up[self.port_idx(r, rp)].store(up, Ordering::SeqCst);
         }
+        if !up {
+            self.count_link_down(sw, port);
+        }
         bump(&self.counters.state_changes, 1);
         self.emit(if up {
             FabricEvent::LinkUp { switch, port }
@@ -344,7 +351,11 @@ impl SouthboundDriver for MockFabric {
         if self.switch_up[sw.idx()].load(Ordering::SeqCst) == up {
             return Ok(());
         }
+        if !up {
+            self.count_switch_loss(sw);
+        }
         if up && reset {
+            self.reset_switch_counters(sw);
             {
                 let mut cell = write(&self.cells[sw.idx()]);
                 cell.lft.clear();

@@ -63,7 +63,8 @@
 //! This file holds the configuration, the counters and the state ([`MockFabric`], its
 //! constructors and accessors); `driver` the [`SouthboundDriver`](fabric_southbound::SouthboundDriver)
 //! implementation (sweeps, LIDs, block writes with injected errors, drills); `tables` the MFT
-//! and P_Key tables; `mcast` the multicast flood and the partition check; `reach` the
+//! and P_Key tables; `counters` the port counters (drills raise them, link losses count in
+//! `link_downed`, reads honour latency and reachability); `mcast` the multicast flood and the partition check; `reach` the
 //! packet-level checks (traces, all-pairs reachability, the
 //! [`PacketSimulator`](fabric_southbound::PacketSimulator) implementation); `trace` the hop-by-hop
 //! walk they share.
@@ -71,12 +72,14 @@
 //! [`SouthboundDriver::configure_lids`]: fabric_southbound::SouthboundDriver::configure_lids
 //! [`WriteReport::retries`]: fabric_southbound::WriteReport::retries
 
+mod counters;
 mod driver;
 mod mcast;
 mod reach;
 mod tables;
 mod trace;
 
+pub use counters::PortErrorRate;
 pub use fabric_southbound::{Hop, ReachReport, TraceError, REACH_REPORT_MAX_LISTED};
 
 use std::collections::HashMap;
@@ -117,7 +120,8 @@ pub struct MockConfig {
     pub max_lid: Lid,
     /// Escape VL reported in the capabilities.
     pub escape_vl: Option<u8>,
-    /// Whether powering a switch back on loses its LFT and LID, as a real switch reboot does.
+    /// Whether powering a switch back on loses its LFT and LID (and its ports' counters go back
+    /// to 0), as a real switch reboot does.
     pub reset_on_power_cycle: bool,
     /// Switches (GUIDs) that refuse every LFT block write with [`DriverError::Unreachable`]
     /// while staying up in the topology (a management path that is down, an agent that is
@@ -131,6 +135,9 @@ pub struct MockConfig {
     /// entries of its P_Key table. P_Key blocks at or beyond `⌈cap / 32⌉` are refused.
     /// Default 128 entries (4 blocks).
     pub partition_cap: u16,
+    /// Background port errors: ports that gain errors by themselves (a bad cable for the
+    /// port-health monitor to find without a drill); see [`PortErrorRate`]. Default: none.
+    pub port_error_rates: Vec<PortErrorRate>,
 }
 
 impl Default for MockConfig {
@@ -147,6 +154,7 @@ impl Default for MockConfig {
             unreachable_switches: Vec::new(),
             mcast_fdb_cap: DEFAULT_MCAST_FDB_CAP,
             partition_cap: DEFAULT_PARTITION_CAP,
+            port_error_rates: Vec::new(),
         }
     }
 }
@@ -179,6 +187,16 @@ impl MockConfig {
         }
         if self.partition_cap == 0 {
             problems.push("partition_cap must be at least 1".to_string());
+        }
+        for r in &self.port_error_rates {
+            if !(r.per_second.is_finite() && r.per_second >= 0.0) {
+                problems.push(format!(
+                    "port_error_rates: {} {} rate {} is not a finite rate >= 0",
+                    r.port,
+                    r.counter.name(),
+                    r.per_second
+                ));
+            }
         }
         if problems.is_empty() {
             Ok(())
@@ -318,6 +336,8 @@ pub struct MockFabric {
     warnings: Vec<String>,
     /// Called after every block write that took effect.
     observer: RwLock<Option<WriteObserver>>,
+    /// Port counters of every switch port and end port (see the `counters` module).
+    port_counters: Mutex<counters::CounterStore>,
 }
 
 impl std::fmt::Debug for MockFabric {
@@ -365,6 +385,7 @@ impl MockFabric {
             .collect();
         let ep_pkeys = fabric.end_ports().iter().map(|_| RwLock::new(Vec::new())).collect();
         let lids = LidTable::unassigned(fabric.num_switches(), fabric.num_end_ports());
+        let port_counters = Mutex::new(counters::new_store(port_up.len(), fabric.num_end_ports()));
         MockFabric {
             topo: fabric.with_generation(0),
             port_offset,
@@ -380,6 +401,7 @@ impl MockFabric {
             counters: Counters::default(),
             warnings: Vec::new(),
             observer: RwLock::new(None),
+            port_counters,
         }
     }
 
@@ -451,6 +473,9 @@ impl MockFabric {
     pub fn set_config(&self, config: MockConfig) -> Result<(), DriverError> {
         config.validate()?;
         let mut cur = write(&self.config);
+        if cur.seed != config.seed || cur.port_error_rates != config.port_error_rates {
+            self.set_background_errors(&config.port_error_rates, config.seed)?;
+        }
         if cur.seed != config.seed {
             for (cell, s) in self.cells.iter().zip(self.topo.switches()) {
                 write(cell).rng = switch_rng(config.seed, s.guid);
@@ -548,6 +573,9 @@ impl MockFabric {
             .end_port_by_guid(port_guid)
             .ok_or(DriverError::UnknownEndPort(port_guid))?;
         let _g = lock(&self.drill);
+        if !up && self.end_port_up[ep.idx()].load(Ordering::SeqCst) {
+            self.count_end_port_loss(ep);
+        }
         if self.end_port_up[ep.idx()].swap(up, Ordering::SeqCst) != up {
             bump(&self.counters.state_changes, 1);
             self.emit(if up {
@@ -583,6 +611,8 @@ impl MockFabric {
     }
 }
 
+#[cfg(test)]
+mod counters_tests;
 #[cfg(test)]
 mod mcast_proptests;
 #[cfg(test)]

@@ -5,7 +5,9 @@ use std::sync::atomic::Ordering;
 use std::sync::RwLockReadGuard;
 
 use fabric_routing::NO_ROUTE;
-use fabric_southbound::{Hop, McastDelivery, PacketSimulator, ReachReport, TraceError, REACH_REPORT_MAX_LISTED};
+use fabric_southbound::{
+    CounterPort, Hop, McastDelivery, PacketSimulator, PortCounters, ReachReport, TraceError, REACH_REPORT_MAX_LISTED,
+};
 use fabric_topology::{EndPortId, Guid, Lid, PortNum, Remote, SwitchId};
 use rayon::prelude::*;
 
@@ -290,5 +292,12 @@ impl PacketSimulator for MockFabric {
     }
     fn flood_multicast(&self, src_port_guid: Guid, mlid: Lid) -> Result<McastDelivery, TraceError> {
         MockFabric::flood_multicast(self, src_port_guid, mlid)
+    }
+    /// Adds `delta` to the port's counters ([`MockFabric::add_port_counters`]); an unknown
+    /// switch, end port or port number is [`TraceError::NoCounterPort`] naming it.
+    fn add_port_errors(&self, port: CounterPort, delta: &PortCounters) -> Result<(), TraceError> {
+        self.add_port_counters(port, delta)
+            .map(|_| ())
+            .map_err(|e| TraceError::NoCounterPort(format!("{port}: {e}")))
     }
 }

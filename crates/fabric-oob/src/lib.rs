@@ -34,7 +34,11 @@
 //!   every agent at discovery and again on an agent that was lost, carried by every write, so
 //!   that another manager without it can no longer change a switch; an agent protected by
 //!   someone else's key is reported naming the switch
-//!   ([`OobDriver::management_key_refusals`], [`OobDriver::configuration_warnings`]).
+//!   ([`OobDriver::management_key_refusals`], [`OobDriver::configuration_warnings`]);
+//! * **port counters** (`ReadPortCounters`): the asked switch ports grouped per agent, one
+//!   request per agent, at most `max_counter_reads` in flight (a limit of their own, so the
+//!   port-health poll never delays an upload); an agent that does not answer fails only its
+//!   own ports; end ports answer `Unsupported` (the agents manage switch ports only).
 //!
 //! The generated protocol code (client and server) is in [`proto`]; the agent simulator
 //! (`fabric-agent-sim`) serves it.

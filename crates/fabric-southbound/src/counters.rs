@@ -123,11 +123,15 @@ impl Counter {
     /// values never reaching the maximum; a reader only needs this to recognise saturation.
     pub fn width(self) -> u32 {
         match self {
-            Counter::SymbolErrors | Counter::RcvErrors | Counter::XmitDiscards | Counter::Vl15Dropped => 16,
-            Counter::LinkErrorRecovery
-            | Counter::LinkDowned
+            // IBA 16.1.3.5 (libibmad `IB_PC_ERR_PHYSRCV_F`, `IB_PC_ERR_SWITCH_REL_F`: 16 bits).
+            Counter::SymbolErrors
+            | Counter::RcvErrors
             | Counter::RcvRemotePhysicalErrors
             | Counter::RcvSwitchRelayErrors
+            | Counter::XmitDiscards
+            | Counter::Vl15Dropped => 16,
+            Counter::LinkErrorRecovery
+            | Counter::LinkDowned
             | Counter::XmitConstraintErrors
             | Counter::RcvConstraintErrors => 8,
             Counter::LocalLinkIntegrityErrors | Counter::ExcessiveBufferOverrunErrors => 4,

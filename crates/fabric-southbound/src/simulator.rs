@@ -115,6 +115,10 @@ pub enum TraceError {
     /// A multicast flood was asked for a LID below the multicast range (`0xC000`).
     #[error("LID {0:#06x} is not a multicast LID (multicast LIDs start at 0xc000)")]
     NotMulticastLid(Lid),
+    /// [`PacketSimulator::add_port_errors`] named a port the simulator does not have (unknown
+    /// switch or end port, or no such external port); the message says which.
+    #[error("no port to count errors on: {0}")]
+    NoCounterPort(String),
 }
 
 /// Result of [`PacketSimulator::verify_all_pairs`] (and of the mock's check of switch LIDs).

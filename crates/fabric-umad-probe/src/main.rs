@@ -3,12 +3,15 @@
 //! JSON document on stdout. With `--watch SECONDS` it then prints every fabric event as one JSON
 //! line until the time is up. With `--capture DIR` it stores raw SMP replies as hex files. With
 //! `--tables SEED` it also writes and reads back MFT and P_Key blocks ([`tables`]). `--m-key K`,
-//! `--m-key-protect P`, `--m-key-lease S` set the driver's M_Key protection.
+//! `--m-key-protect P`, `--m-key-lease S` set the driver's M_Key protection. With `--counters`
+//! it then prints the port counters of every switch port and end port (JSON, [`counters`]),
+//! again for each line read on stdin; `--perf-window N` sets the PerfMgt window.
 //!
 //! Usage: `fabric-umad-probe [--device PATH] [--retries N] [--timeout-ms N] [--window N]
 //! [--sweep-ms N] [--watch SECONDS] [--capture DIR] [--no-program] [--tables SEED]
-//! [--m-key K] [--m-key-protect P] [--m-key-lease S]`
+//! [--m-key K] [--m-key-protect P] [--m-key-lease S] [--counters] [--perf-window N]`
 
+mod counters;
 mod tables;
 
 use std::collections::BTreeMap;
@@ -30,6 +33,7 @@ struct Args {
     capture: Option<PathBuf>,
     program: bool,
     tables: Option<u64>,
+    counters: bool,
 }
 
 fn parse_args() -> Result<Args> {
@@ -39,6 +43,7 @@ fn parse_args() -> Result<Args> {
         capture: None,
         program: true,
         tables: None,
+        counters: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(k) = it.next() {
@@ -53,6 +58,8 @@ fn parse_args() -> Result<Args> {
             "--capture" => a.capture = Some(PathBuf::from(val()?)),
             "--no-program" => a.program = false,
             "--tables" => a.tables = Some(val()?.parse()?),
+            "--counters" => a.counters = true,
+            "--perf-window" => a.cfg.perf_window = val()?.parse()?,
             "--m-key" => {
                 let v = val()?;
                 a.cfg.m_key = match v.strip_prefix("0x") {
@@ -160,6 +167,9 @@ async fn main() -> Result<()> {
     out["retries"] = json!(st.retries);
     out["failures"] = json!(st.failures);
     println!("{out}");
+    if args.counters {
+        counters::run(&drv, &fabric).await?;
+    }
     if let Some(secs) = args.watch {
         println!("{}", json!({"ready": true}));
         let end = tokio::time::Instant::now() + Duration::from_secs(secs);

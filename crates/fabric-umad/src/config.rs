@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 /// timeout_ms = 200                   # deadline of one SMP attempt
 /// retries = 3                        # re-sends after the first attempt
 /// window = 16                        # SMPs in flight (1..=32)
+/// perf_window = 4                    # PerfMgt MADs (port counters) in flight, apart from the SMPs (1..=16)
 /// sweep_interval_ms = 250            # light sweep period (0 = off)
 /// enable_phys_state = 2              # PortPhysicalState written to re-enable a port
 /// sm_poll_interval_ms = 1000         # standby: SMInfo poll period of the master
@@ -46,6 +47,9 @@ pub struct UmadConfig {
     pub retries: u32,
     /// Maximum number of SMPs in flight (the simulator deadlocks beyond ~32).
     pub window: usize,
+    /// Maximum number of PerfMgt MADs (port counter reads) in flight, counted apart from the
+    /// SMP `window`; they are sent only while no subnet management SMP waits for a slot.
+    pub perf_window: usize,
     /// Period of the light sweep (SwitchInfo.PortStateChange polling), in milliseconds; 0 turns
     /// it off (traps only).
     #[serde(rename = "sweep_interval_ms")]
@@ -89,6 +93,7 @@ impl std::fmt::Debug for UmadConfig {
             .field("timeout_ms", &self.timeout_ms)
             .field("retries", &self.retries)
             .field("window", &self.window)
+            .field("perf_window", &self.perf_window)
             .field("sweep_interval_ms", &self.sweep_interval_ms)
             .field("enable_phys_state", &self.enable_phys_state)
             .field("sm_poll_interval_ms", &self.sm_poll_interval_ms)
@@ -113,6 +118,7 @@ impl Default for UmadConfig {
             timeout_ms: 200,
             retries: 3,
             window: 16,
+            perf_window: 4,
             sweep_interval_ms: 250,
             enable_phys_state: crate::mad::PHYS_POLLING,
             sm_poll_interval_ms: 1000,
@@ -126,6 +132,9 @@ impl Default for UmadConfig {
 
 /// Largest window accepted.
 pub const MAX_WINDOW: usize = 32;
+/// Largest PerfMgt window accepted (with [`MAX_WINDOW`] SMPs, below the ~64 outstanding MADs
+/// at which the simulator shim was seen to stall).
+pub const MAX_PERF_WINDOW: usize = 16;
 
 impl UmadConfig {
     /// Deadline of one SMP attempt.
@@ -182,6 +191,12 @@ impl UmadConfig {
         if self.window == 0 || self.window > MAX_WINDOW {
             errs.push(format!("window {} is not in 1..={MAX_WINDOW}", self.window));
         }
+        if self.perf_window == 0 || self.perf_window > MAX_PERF_WINDOW {
+            errs.push(format!(
+                "perf_window {} is not in 1..={MAX_PERF_WINDOW}",
+                self.perf_window
+            ));
+        }
         if errs.is_empty() {
             Ok(())
         } else {
@@ -211,6 +226,9 @@ mod tests {
         };
         let msg = bad.validate().unwrap_err();
         assert!(msg.contains("window 0") && msg.contains("sm_priority 16"), "{msg}");
+        assert_eq!(c.perf_window, 4, "PerfMgt window default");
+        let perf: UmadConfig = toml::from_str("perf_window = 17\n").unwrap();
+        assert!(perf.validate().unwrap_err().contains("perf_window 17"));
         assert!(msg.contains("enable_phys_state 3"), "{msg}");
         let sim: UmadConfig = toml::from_str("enable_phys_state = 5\n").unwrap();
         assert!(sim.validate().is_ok());

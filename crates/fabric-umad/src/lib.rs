@@ -3,14 +3,18 @@
 //!
 //! * [`mad`]: SMP encode/decode (NodeInfo, NodeDescription, PortInfo, SwitchInfo,
 //!   LinearForwardingTable, MulticastForwardingTable, PartitionTable, SLtoVLMappingTable,
-//!   Notice), directed-route and LID-routed; the M_Key fields and [`mad::stamp_m_key`].
+//!   Notice), directed-route and LID-routed; the M_Key fields and [`mad::stamp_m_key`]; the
+//!   Performance Management GMPs ([`mad::PerfMad`]: ClassPortInfo, PortCounters,
+//!   PortCountersExtended).
 //! * [`transport`]: one OS thread per umad descriptor, a window of outstanding SMPs, transaction
 //!   ids, deadlines and retries, bridged to tokio by channels; traps on a separate channel; the
 //!   device's ioctl layer (all the `unsafe` code) and the SMInfo answers of the manager's port.
 //! * [`driver`]: [`UmadDriver`], the [`fabric_southbound::SouthboundDriver`], one module per
 //!   subsystem over one pure state module: sweep and light sweep (trap 128), LIDs and port
 //!   activation (with the M_Key protection), SL-to-VL, SM election, LFT upload and, through
-//!   the same upload, MFT and P_Key tables with partition enforcement. Its locks are listed in one place
+//!   the same upload, MFT and P_Key tables with partition enforcement, and the port counters
+//!   (PerfMgt PortCounters / PortCountersExtended on the transport's PerfMgt lane, its own small
+//!   window behind the SMPs). Its locks are listed in one place
 //!   ("Lock order" in [`driver`]).
 //! * [`sa`]: the Subnet Administration class (0x03) on the manager's port ("not supported"
 //!   until an SA service is attached; then the transport's SA agent answers with it, RMPP and

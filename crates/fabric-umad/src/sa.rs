@@ -53,9 +53,10 @@ pub use fabric_sa::wire::{CLASS_SUBN_ADM, SA_CLASS_VERSION};
 /// The well-known Q_Key of QP1 (GSI), used to answer GSI requests.
 pub const QP1_QKEY: u32 = 0x8001_0000;
 
-/// GSI classes (class, class version) registered with no methods only so that the simulator
-/// shim has a receiver for them: PerfMgt (attributes ibsim does not simulate), BM, DevMgt, CM,
-/// SNMP tunnelling, congestion control.
+/// GSI classes (class, class version) registered with no methods so that the simulator shim has
+/// a receiver for them: PerfMgt (attributes ibsim does not simulate; the same agent sends the
+/// driver's own PerfMgt requests and gets their answers, matched by TID), BM, DevMgt, CM, SNMP
+/// tunnelling, congestion control.
 pub const GUARD_CLASSES: [(u8, u8); 6] = [(0x04, 1), (0x05, 1), (0x06, 1), (0x07, 2), (0x08, 1), (0x21, 2)];
 
 /// Only the first 232 MAD bytes of a packet received through the simulator are valid.

@@ -3,6 +3,7 @@
 // `status_json` builds one object of every Status field with `json!`.
 #![recursion_limit = "256"]
 
+mod export;
 mod offline;
 mod remote;
 mod validate;
@@ -52,6 +53,11 @@ enum Command {
     /// Compare the cabling with an expected topology file (the daemon's live topology, or
     /// --actual FILE); exit code 1 when they differ.
     Validate(validate::ValidateArgs),
+    /// Files for other tools: `export slurm` writes Slurm's topology file (from a topology file
+    /// or the live daemon).
+    Export(export::ExportArgs),
+    /// Slurm hostlist expressions: expand, compress, and the end ports of hosts (`ports`).
+    Hostlist(export::HostlistArgs),
     #[command(flatten)]
     Remote(remote::RemoteCmd),
 }
@@ -72,6 +78,8 @@ fn main() {
         Command::Route(a) => offline::route(a),
         Command::Analyze(a) => offline::analyze(a),
         Command::Remote(r) => remote::run(r, &target),
+        Command::Export(a) => export::export(a, &target),
+        Command::Hostlist(a) => export::hostlist(a, &target),
         Command::Validate(a) => match validate::run(a, &target) {
             Ok(true) => Ok(()),
             Ok(false) => std::process::exit(1),

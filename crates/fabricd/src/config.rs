@@ -43,6 +43,7 @@ pub struct Config {
     pub partitions: PartitionsConfig,
     pub multicast: MulticastConfig,
     pub health: HealthConfig,
+    pub slurm: crate::slurm::SlurmConfig,
 }
 
 /// `[daemon]`: where state lives.

@@ -37,6 +37,7 @@ pub mod persist;
 pub mod pkeys;
 pub mod sa;
 pub mod sa_store;
+pub mod slurm;
 pub mod state;
 pub mod telemetry;
 pub mod upload;

@@ -38,6 +38,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("fabric-ranking", 1),
     ("fabric-partitions", 1),
     ("fabric-routing", 2),
+    ("fabric-slurm", 2),
     ("fabric-metrics", 3),
     ("fabric-update", 3),
     ("fabric-sa", 3),
@@ -67,6 +68,7 @@ const ALLOWED_EDGES: &[(&str, &[&str])] = &[
     ("fabric-ranking", &["fabric-topology"]),
     ("fabric-partitions", &["fabric-topology"]),
     ("fabric-routing", &["fabric-topology", "fabric-ranking"]),
+    ("fabric-slurm", &["fabric-topology", "fabric-ranking"]),
     ("fabric-metrics", &["fabric-topology", "fabric-routing"]),
     ("fabric-update", &["fabric-topology", "fabric-routing"]),
     ("fabric-sa", &["fabric-topology", "fabric-routing"]),
@@ -94,6 +96,7 @@ const ALLOWED_EDGES: &[(&str, &[&str])] = &[
             "fabric-update",
             "fabric-sa",
             "fabric-partitions",
+            "fabric-slurm",
             "fabric-southbound",
             "fabric-mock",
             "fabric-umad",
@@ -110,6 +113,7 @@ const ALLOWED_EDGES: &[(&str, &[&str])] = &[
             "fabric-metrics",
             "fabric-sa",
             "fabric-partitions",
+            "fabric-slurm",
             "fabric-proto",
         ],
     ),
@@ -150,6 +154,7 @@ const ALGORITHM_CRATES: &[&str] = &[
     "fabric-update",
     "fabric-sa",
     "fabric-partitions",
+    "fabric-slurm",
 ];
 
 /// Crates that bring async or I/O (or their runtimes and protocols) into a crate.

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use fabric_oob::proto;
 use fabric_oob::proto::switch_agent_server::{SwitchAgent, SwitchAgentServer};
-use fabric_southbound::{DriverError, LftBlockWrite, SouthboundDriver};
+use fabric_southbound::{CounterPort, DriverError, LftBlockWrite, SouthboundDriver};
 use fabric_topology::{fmt_guid, PortNum};
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
@@ -358,6 +358,64 @@ impl SwitchAgent for AgentSvc {
             .map_err(driver_status)?;
         self.sim.refresh().await.map_err(|e| Status::internal(e.to_string()))?;
         Ok(Response::new(proto::SetPowerReply {}))
+    }
+
+    async fn read_port_counters(
+        &self,
+        req: Request<proto::ReadPortCountersRequest>,
+    ) -> Result<Response<proto::PortCountersTable>, Status> {
+        self.gate().await?;
+        let a = self.ctl();
+        check_read(a, "ReadPortCounters", req.metadata())?;
+        let nports = self.sim.cabling.switch(a.sid).nports;
+        let asked = req.into_inner().ports;
+        let asked: Vec<u32> = if asked.is_empty() {
+            (1..=u32::from(nports)).collect()
+        } else {
+            asked
+        };
+        // The data plane (the mock) keeps the counters; a port number beyond 8 bits is answered
+        // here, the others by the mock (no such port, powered off).
+        let readable: Vec<CounterPort> = asked
+            .iter()
+            .filter_map(|&p| PortNum::try_from(p).ok())
+            .map(|port| CounterPort::Switch { switch: a.guid, port })
+            .collect();
+        let mut read = self
+            .sim
+            .mock
+            .read_port_counters(&readable)
+            .await
+            .map_err(driver_status)?
+            .into_iter();
+        let ports = asked
+            .iter()
+            .map(|&port| {
+                let answer = match PortNum::try_from(port) {
+                    Err(_) => None,
+                    Ok(_) => read.next().map(|r| r.counters),
+                };
+                match answer {
+                    Some(Ok(c)) => proto::PortCountersEntry {
+                        port,
+                        counters: Some(c.into()),
+                        error: String::new(),
+                    },
+                    Some(Err(e)) => proto::PortCountersEntry {
+                        port,
+                        counters: None,
+                        error: format!("port {port}: {e}"),
+                    },
+                    None => proto::PortCountersEntry {
+                        port,
+                        counters: None,
+                        error: format!("port {port}: no such port (the switch has ports 1..={nports})"),
+                    },
+                }
+            })
+            .collect();
+        self.sim.counters.port_counter_reads.fetch_add(1, Ordering::SeqCst);
+        Ok(Response::new(proto::PortCountersTable { guid: a.guid, ports }))
     }
 
     type WatchPortsStream = EventStream;

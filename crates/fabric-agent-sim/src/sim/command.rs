@@ -4,7 +4,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use fabric_southbound::SouthboundDriver;
+use fabric_southbound::{Counter, CounterPort, PortCounters, SouthboundDriver};
 use fabric_topology::{fmt_guid, parse_guid, Guid, Lid, PortNum};
 use tokio::net::TcpListener;
 
@@ -166,9 +166,58 @@ impl Sim {
                     self.address_bits
                 ))
             }
+            "port-errors" => {
+                let (g, p) = (one(arg(1)?)?, port(arg(2)?)?);
+                if w.len() < 4 {
+                    return Err(SimError::Command("port-errors SW PORT COUNTER=N...: no counter given".into()));
+                }
+                let mut delta = PortCounters::default();
+                for kv in &w[3..] {
+                    let (name, n) = kv.split_once('=').ok_or_else(|| {
+                        SimError::Command(format!("`{kv}`: expected COUNTER=N (e.g. symbol_errors=10)"))
+                    })?;
+                    let c = Counter::from_name(name).ok_or_else(|| {
+                        let names: Vec<&str> = Counter::ALL.iter().map(|c| c.name()).collect();
+                        SimError::Command(format!("unknown counter `{name}` (one of {})", names.join(", ")))
+                    })?;
+                    *delta.get_mut(c) = n
+                        .parse()
+                        .map_err(|_| SimError::Command(format!("`{kv}`: invalid count `{n}`")))?;
+                }
+                let c = self.mock.add_port_counters(CounterPort::Switch { switch: g, port: p }, &delta)?;
+                Ok(format!("{}[{p}] {}", fmt_guid(g), show_counters(&c)))
+            }
+            "port-counters" => {
+                let g = one(arg(1)?)?;
+                let nports = self.cabling.switch_by_guid(g).map_or(0, |s| self.cabling.switch(s).nports);
+                let ports: Vec<PortNum> = match w.get(2) {
+                    Some(s) => vec![port(s)?],
+                    None => (1..=nports).collect(),
+                };
+                let mut out = Vec::new();
+                for p in ports {
+                    let c = self.mock.port_counters(CounterPort::Switch { switch: g, port: p })?;
+                    out.push(format!("{}[{p}] {}", fmt_guid(g), show_counters(&c)));
+                }
+                Ok(out.join("\n"))
+            }
             "quit" | "exit" => std::process::exit(0),
-            "help" => Ok("commands: link-down|link-up SW PORT, switch-down|switch-up SW, node-down|node-up PORTGUID, kill|restore|drop SW|all, delay SW|all MS, write-delay SW|all MS, verify [escape], verify-mcast, mkey-clear SW|all, trace SRCPORTGUID LID, status, quit".into()),
+            "help" => Ok("commands: link-down|link-up SW PORT, switch-down|switch-up SW, node-down|node-up PORTGUID, kill|restore|drop SW|all, delay SW|all MS, write-delay SW|all MS, verify [escape], verify-mcast, mkey-clear SW|all, trace SRCPORTGUID LID, port-errors SW PORT COUNTER=N..., port-counters SW [PORT], status, quit".into()),
             other => Err(SimError::Command(format!("unknown command `{other}` (try `help`)"))),
         }
+    }
+}
+
+/// The non-zero counters of a port as `name=value` pairs (`all zero` when none).
+fn show_counters(c: &PortCounters) -> String {
+    let set: Vec<String> = Counter::ALL
+        .iter()
+        .filter(|&&k| c.get(k) != 0)
+        .map(|&k| format!("{}={}", k.name(), c.get(k)))
+        .collect();
+    if set.is_empty() {
+        "all zero".into()
+    } else {
+        set.join(" ")
     }
 }

@@ -1,10 +1,13 @@
-//! The `SimControl` service: traces, all-pairs and multicast verification, commands and counters.
+//! The `SimControl` service: traces, all-pairs and multicast verification, commands, counters
+//! and port error drills.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use fabric_oob::proto;
 use fabric_oob::proto::sim_control_server::SimControl;
+use fabric_southbound::{CounterPort, DriverError, PortCounters};
+use fabric_topology::{fmt_guid, PortNum};
 use tonic::{Request, Response, Status};
 
 use super::state::Sim;
@@ -72,6 +75,35 @@ impl SimControl for ControlSvc {
             mft_block_reads: c.mft_block_reads.load(Ordering::SeqCst),
             management_key_refusals: refusals.iter().map(|r| r.writes + r.reads).sum(),
             refusals,
+            port_counter_reads: c.port_counter_reads.load(Ordering::SeqCst),
+        }))
+    }
+    async fn add_port_errors(
+        &self,
+        req: Request<proto::AddPortErrorsRequest>,
+    ) -> Result<Response<proto::AddPortErrorsReply>, Status> {
+        let r = req.into_inner();
+        let delta: PortCounters = r.delta.map(PortCounters::from).unwrap_or_default();
+        let port = PortNum::try_from(r.port).map_err(|_| {
+            Status::invalid_argument(format!("switch {} has no port {}", fmt_guid(r.switch_guid), r.port))
+        })?;
+        // The data plane keeps the counters: they count whether the agent is alive or killed.
+        let counters = self
+            .sim
+            .mock
+            .add_port_counters(
+                CounterPort::Switch {
+                    switch: r.switch_guid,
+                    port,
+                },
+                &delta,
+            )
+            .map_err(|e| match e {
+                DriverError::UnknownSwitch(_) => Status::not_found(e.to_string()),
+                _ => Status::invalid_argument(e.to_string()),
+            })?;
+        Ok(Response::new(proto::AddPortErrorsReply {
+            counters: Some(counters.into()),
         }))
     }
 }

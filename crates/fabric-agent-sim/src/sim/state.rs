@@ -124,6 +124,7 @@ pub(super) struct Counters {
     pub(super) mft_write_calls: AtomicU64,
     pub(super) mft_blocks_written: AtomicU64,
     pub(super) mft_block_reads: AtomicU64,
+    pub(super) port_counter_reads: AtomicU64,
 }
 
 impl Sim {

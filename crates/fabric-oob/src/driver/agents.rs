@@ -109,6 +109,9 @@ pub(super) struct Inner {
     pub(super) agents: Vec<Agent>,
     pub(super) by_guid: RwLock<HashMap<Guid, usize>>,
     pub(super) permits: Semaphore,
+    /// The separate, smaller limit of counter reads (`max_counter_reads`): they never take a
+    /// permit that an upload waits for.
+    pub(super) counter_permits: Semaphore,
     pub(super) subscribers: Mutex<Vec<UnboundedSender<FabricEvent>>>,
     /// Last known state per cable (keyed by its lower (GUID, port) end) and per end port.
     pub(super) link_up: Mutex<HashMap<(Guid, PortNum), bool>>,
@@ -124,6 +127,17 @@ pub(super) struct Inner {
     /// Dropped with the driver: stops the monitors.
     pub(super) _stop: watch::Sender<()>,
     pub(super) stop: watch::Receiver<()>,
+}
+
+/// How [`Inner::call_as`] sends a request.
+pub(super) struct CallKind<'a> {
+    /// The concurrency limit it takes a permit of.
+    pub(super) permits: &'a Semaphore,
+    /// Retries of transient failures.
+    pub(super) max_retries: u32,
+    /// Whether giving up marks the agent (`Health::gave_up`): what could not be written there
+    /// is written again when it answers. Reads that the next poll repeats do not.
+    pub(super) marks_give_up: bool,
 }
 
 /// Why one request attempt failed.
@@ -188,10 +202,26 @@ impl Inner {
 
     /// One request with bounded concurrency and retries of transient failures. Returns the reply
     /// and the number of retries.
-    pub(super) async fn call<T, F, Fut>(
+    pub(super) async fn call<T, F, Fut>(&self, idx: usize, op: &'static str, f: F) -> Result<(T, usize), DriverError>
+    where
+        F: FnMut(SwitchAgentClient<Channel>) -> Fut,
+        Fut: Future<Output = Result<tonic::Response<T>, Status>>,
+    {
+        let how = CallKind {
+            permits: &self.permits,
+            max_retries: self.cfg.max_retries,
+            marks_give_up: true,
+        };
+        self.call_as(idx, op, how, f).await
+    }
+
+    /// [`Inner::call`] with its own concurrency limit, retries, and whether giving up counts as
+    /// a loss that the agent's next answer reports (`SwitchUp`).
+    pub(super) async fn call_as<T, F, Fut>(
         &self,
         idx: usize,
         op: &'static str,
+        how: CallKind<'_>,
         mut f: F,
     ) -> Result<(T, usize), DriverError>
     where
@@ -200,7 +230,7 @@ impl Inner {
     {
         let a = &self.agents[idx];
         let guid = a.guid();
-        let _permit = self.permits.acquire().await.map_err(|_| DriverError::Protocol {
+        let _permit = how.permits.acquire().await.map_err(|_| DriverError::Protocol {
             guid,
             message: "driver is shutting down".into(),
         })?;
@@ -236,8 +266,10 @@ impl Inner {
                 }
                 return Err(status_error(guid, op, s));
             }
-            if attempt > self.cfg.max_retries {
-                lock(&a.health).gave_up = true;
+            if attempt > how.max_retries {
+                if how.marks_give_up {
+                    lock(&a.health).gave_up = true;
+                }
                 return Err(match fail {
                     Failure::Connect => DriverError::Unreachable { guid: g },
                     Failure::Timeout => DriverError::Timeout { guid: g, op },

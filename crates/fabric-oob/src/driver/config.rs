@@ -44,6 +44,10 @@ pub struct OobConfig {
     /// port-event streams (one long-lived stream per agent) are not counted.
     #[serde(default = "d_max_conn")]
     pub max_connections: usize,
+    /// Counter reads (`ReadPortCounters`, one per switch) in flight at once. A limit of their
+    /// own, on top of `max_connections`: the port-health poll never delays an upload.
+    #[serde(default = "d_max_counter_reads")]
+    pub max_counter_reads: usize,
     /// How long an agent may stay unreachable before its switch is reported down.
     #[serde(default = "d_deadline", with = "duration")]
     pub unreachable_deadline: Duration,
@@ -73,6 +77,7 @@ impl std::fmt::Debug for OobConfig {
             .field("connect_timeout", &self.connect_timeout)
             .field("request_timeout", &self.request_timeout)
             .field("max_connections", &self.max_connections)
+            .field("max_counter_reads", &self.max_counter_reads)
             .field("unreachable_deadline", &self.unreachable_deadline)
             .field("max_lid", &self.max_lid)
             .field("max_retries", &self.max_retries)
@@ -93,6 +98,9 @@ fn d_request() -> Duration {
 }
 fn d_max_conn() -> usize {
     64
+}
+fn d_max_counter_reads() -> usize {
+    4
 }
 fn d_deadline() -> Duration {
     Duration::from_secs(10)
@@ -126,6 +134,7 @@ impl OobConfig {
             connect_timeout: d_connect(),
             request_timeout: d_request(),
             max_connections: d_max_conn(),
+            max_counter_reads: d_max_counter_reads(),
             unreachable_deadline: d_deadline(),
             max_lid: d_max_lid(),
             max_retries: d_retries(),
@@ -139,6 +148,9 @@ impl OobConfig {
         let mut p = Vec::new();
         if self.max_connections == 0 {
             p.push("max_connections must be at least 1".to_string());
+        }
+        if self.max_counter_reads == 0 {
+            p.push("max_counter_reads must be at least 1".to_string());
         }
         if self.connect_timeout.is_zero() || self.request_timeout.is_zero() {
             p.push("connect_timeout and request_timeout must be positive".to_string());
@@ -258,6 +270,7 @@ mod tests {
         assert_eq!(c.unreachable_deadline, Duration::from_secs(3));
         assert_eq!(c.max_lid, 0xFF_FFFF);
         assert_eq!(c.max_connections, 64);
+        assert_eq!(c.max_counter_reads, 4);
         assert!(toml::from_str::<OobConfig>("inventory = \"x\"\nbogus = 1\n").is_err());
         assert!(toml::from_str::<OobConfig>("inventory = \"x\"\nconnect_timeout = \"5 parsecs\"\n").is_err());
         assert!(toml::from_str::<OobConfig>("connect_timeout = 1\n").is_err());

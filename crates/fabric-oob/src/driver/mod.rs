@@ -2,10 +2,12 @@
 //!
 //! `config` holds the configuration, `agents` what the driver knows of each agent and one
 //! request to it, `discover` the fabric built from the agents' neighbour tables, `monitor` the
-//! per-agent health watch and its events, `upload` the address set-up and the LFT writes.
+//! per-agent health watch and its events, `upload` the address set-up and the LFT writes,
+//! `counters` the port counter reads.
 
 mod agents;
 mod config;
+mod counters;
 mod discover;
 mod mkey;
 mod monitor;
@@ -18,7 +20,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use fabric_routing::{LidPlan, BLOCK_SIZE};
 use fabric_southbound::{
-    DriverCaps, DriverError, LftBlockWrite, MftBlockWrite, SouthboundDriver, TopologyGap, WriteReport, MFT_BLOCK_SIZE,
+    CounterPort, CountersReading, DriverCaps, DriverError, LftBlockWrite, MftBlockWrite, SouthboundDriver, TopologyGap,
+    WriteReport, MFT_BLOCK_SIZE,
 };
 use fabric_topology::{Fabric, FabricEvent, Guid, PortNum};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
@@ -78,6 +81,7 @@ impl OobDriver {
         Ok(OobDriver {
             inner: Arc::new(Inner {
                 permits: Semaphore::new(cfg.max_connections),
+                counter_permits: Semaphore::new(cfg.max_counter_reads),
                 cfg,
                 agents,
                 by_guid: RwLock::new(by_guid),
@@ -258,6 +262,33 @@ impl SouthboundDriver for OobDriver {
             *o = u16::try_from(e).map_err(|_| bad(format!("port mask {e:#x} wider than 16 bits")))?;
         }
         Ok(out)
+    }
+
+    /// Port counters through the agents' `ReadPortCounters`:
+    ///
+    /// * the switch ports asked are grouped by switch: **one request per agent** (all its asked
+    ///   ports at once), the agents asked concurrently with at most
+    ///   [`OobConfig::max_counter_reads`] requests in flight, a limit of its own on top of
+    ///   `max_connections`, so that a poll never holds a permit an LFT upload waits for; over
+    ///   the driver's existing agent connections;
+    /// * an agent that does not answer (down, killed, timed out) gives **each of its ports**
+    ///   an error naming the switch GUID ([`DriverError::Unreachable`], `Timeout`, ...); the
+    ///   other agents' ports are still read. An agent the health monitor already knows
+    ///   unreachable is not asked. A read is retried once at most and, unlike a write, giving
+    ///   it up does not mark the agent as lost (the next poll is the retry);
+    /// * a port the agent refuses (no such port, data plane powered off) is a
+    ///   [`DriverError::Protocol`] naming the switch and port; a switch absent from the
+    ///   inventory is [`DriverError::UnknownSwitch`];
+    /// * **end ports** ([`CounterPort::EndPort`]) answer [`DriverError::Unsupported`]: the
+    ///   agents manage switches only and see a CA port only as the neighbour of a leaf port.
+    ///   The leaf switch port facing it is the other end of the link (its receive errors are
+    ///   what the end port sent, its transmit counters what the end port received), not the
+    ///   end port's own counters, so the driver does not pass it off as them: a caller that
+    ///   wants that link's health reads the leaf port (`CounterPort::Switch`).
+    ///
+    /// The batch itself never fails (`Ok` always).
+    async fn read_port_counters(&self, ports: &[CounterPort]) -> Result<Vec<CountersReading>, DriverError> {
+        Ok(counters::read_port_counters(&self.inner, ports).await)
     }
 
     async fn set_port_state(&self, switch: Guid, port: PortNum, up: bool) -> Result<(), DriverError> {

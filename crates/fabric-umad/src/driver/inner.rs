@@ -48,6 +48,10 @@ pub(super) struct Inner {
     /// Serialises the SA snapshot's producers (lock `sa_publish`, taken before `state`; holds
     /// the version of the last snapshot published).
     pub(super) sa_publish: Mutex<u64>,
+    /// PerfMgt ClassPortInfo CapabilityMask per agent (switch GUID or end-port GUID), read
+    /// once by [`super::counters`] (lock `perf_caps`: short, never nested, never across an
+    /// `.await`).
+    pub(super) perf_caps: Mutex<std::collections::HashMap<Guid, u16>>,
 }
 
 impl Inner {
@@ -69,6 +73,7 @@ impl Inner {
             standby: AtomicBool::new(false),
             sa: OnceLock::new(),
             sa_publish: Mutex::new(0),
+            perf_caps: Mutex::new(std::collections::HashMap::new()),
         }
     }
 }

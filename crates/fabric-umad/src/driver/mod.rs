@@ -10,6 +10,7 @@
 //! | `sl2vl` | SL-to-VL (escape VL) programming |
 //! | `sm` | SM election: SMInfo identity, standby while another master answers, takeover |
 //! | `upload` | LFT block writes and reads |
+//! | `counters` | port counters: PerfMgt PortCounters / PortCountersExtended reads on the transport's PerfMgt lane |
 //! | `sa_snapshot` | the Subnet Administration snapshot built from `state` (pure builder), published to the attached [`fabric_sa::SaService`]; the service serving only while master |
 //!
 //! * **Sweep** ([`SouthboundDriver::discover`]): breadth-first directed-route discovery, one
@@ -80,6 +81,9 @@
 //!    one or to send (unbounded channels: sending never waits).
 //! 6. `traps` (`std::sync::Mutex<Option<Receiver>>`): held once, to take the trap channel when
 //!    the background tasks start.
+//! 7. `perf_caps` (`std::sync::Mutex<HashMap<Guid, u16>>`): the PerfMgt CapabilityMask of each
+//!    counter agent, taken by [`SouthboundDriver::read_port_counters`] only to copy, insert or
+//!    remove (never nested with another lock, never across an `.await`).
 //!
 //! The rest is lock-free: `sa` (a `OnceLock`, set once by `attach_sa`), `standby` and
 //! `sweeper_started` (atomic flags), `sweeps` (a
@@ -87,6 +91,7 @@
 //! (atomics shared with the transport thread), which owns the descriptor and every SMP in
 //! flight by itself (requests reach it over a channel).
 
+mod counters;
 mod inner;
 mod lids;
 mod sa_snapshot;
@@ -104,8 +109,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use fabric_routing::{LidPlan, BLOCK_SIZE};
 use fabric_southbound::{
-    DriverCaps, DriverError, DriverStats, EscapeVlStatus, LftBlockWrite, MftBlockWrite, PkeyBlockWrite, PkeyPort,
-    SouthboundDriver, WriteReport, MFT_BLOCK_SIZE, PKEY_BLOCK_SIZE,
+    CounterPort, CountersReading, DriverCaps, DriverError, DriverStats, EscapeVlStatus, LftBlockWrite, MftBlockWrite,
+    PkeyBlockWrite, PkeyPort, SouthboundDriver, WriteReport, MFT_BLOCK_SIZE, PKEY_BLOCK_SIZE,
 };
 use fabric_topology::{Fabric, FabricEvent, Guid, Lid, PortNum};
 use tokio::sync::{mpsc, oneshot};
@@ -151,6 +156,12 @@ pub struct UmadStats {
     pub reports_sent: u64,
     /// Reports acknowledged by a ReportResp.
     pub reports_acknowledged: u64,
+    /// PerfMgt MADs written (port counter reads, re-sends included; not in `smps_sent`).
+    pub perf_sent: u64,
+    /// Re-sends of PerfMgt MADs.
+    pub perf_retries: u64,
+    /// PerfMgt MADs given up after all attempts.
+    pub perf_failures: u64,
 }
 
 /// The `umad` southbound driver. Construct with [`UmadDriver::open`].
@@ -215,6 +226,7 @@ impl UmadDriver {
                 timeout: cfg.timeout(),
                 retries: cfg.retries,
                 window: cfg.window,
+                perf_window: cfg.perf_window,
             },
             ttx,
         );
@@ -295,6 +307,9 @@ impl UmadDriver {
             rmpp_segments_resent: s.rmpp_segments_resent.load(Ordering::Relaxed),
             reports_sent: s.reports_sent.load(Ordering::Relaxed),
             reports_acknowledged: s.reports_acknowledged.load(Ordering::Relaxed),
+            perf_sent: s.perf_sent.load(Ordering::Relaxed),
+            perf_retries: s.perf_retries.load(Ordering::Relaxed),
+            perf_failures: s.perf_failures.load(Ordering::Relaxed),
         }
     }
 
@@ -426,5 +441,9 @@ impl SouthboundDriver for UmadDriver {
 
     fn attach_sa(&self, sa: Arc<fabric_sa::SaService>) -> bool {
         sa_snapshot::attach(&self.inner, sa)
+    }
+
+    async fn read_port_counters(&self, ports: &[CounterPort]) -> Result<Vec<CountersReading>, DriverError> {
+        Ok(counters::read_port_counters(&self.inner, ports).await)
     }
 }

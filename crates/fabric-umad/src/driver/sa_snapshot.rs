@@ -550,6 +550,7 @@ mod tests {
             timeout: Duration::from_millis(20),
             retries: 0,
             window: 4,
+            perf_window: 4,
         };
         let inner = Inner::new(UmadConfig::default(), Transport::start(Silent, params, ttx), trx);
         *lock(&inner.state) = st;

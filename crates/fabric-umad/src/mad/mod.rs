@@ -7,16 +7,19 @@
 //! never panic; encoders write into a 64-byte buffer.
 //!
 //! Layout: `smp` (header constants, [`Route`], [`Smp`], hex images), `attr` (the attributes),
-//! `tables` (MFT and P_Key blocks, M_Key and partition enforcement fields),
+//! `tables` (MFT and P_Key blocks, M_Key and partition enforcement fields), `perf`
+//! (Performance Management GMPs: PortCounters, PortCountersExtended, ClassPortInfo),
 //! `bytes` (big-endian field access). Everything is re-exported here: `crate::mad::*` is the
 //! codec's one path.
 
 mod attr;
 mod bytes;
+mod perf;
 mod smp;
 mod tables;
 
 pub use attr::*;
+pub use perf::*;
 pub use smp::*;
 pub use tables::*;
 

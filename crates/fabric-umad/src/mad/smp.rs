@@ -74,6 +74,9 @@ pub enum MadError {
     /// The MAD is not an SMP of a version this driver speaks.
     #[error("not an SMP: base version {base}, class {class:#04x}, class version {version}")]
     NotSmp { base: u8, class: u8, version: u8 },
+    /// The MAD is not a Performance Management MAD of a version this driver speaks.
+    #[error("not a PerfMgt MAD: base version {base}, class {class:#04x}, class version {version}")]
+    NotPerfMgt { base: u8, class: u8, version: u8 },
 }
 
 /// How an SMP is addressed.

@@ -32,6 +32,7 @@
 
 mod client_port;
 mod device;
+mod perf;
 mod responder;
 mod sa_agent;
 #[cfg(test)]
@@ -47,9 +48,13 @@ use std::time::{Duration, Instant, SystemTime};
 use fabric_sa::{Requester, SaService};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::mad::{stamp_m_key, Route, Smp, CLASS_SMP_DR, CLASS_SMP_LID, MAD_SIZE, METHOD_TRAP};
+use crate::mad::{
+    stamp_m_key, PerfMad, Route, Smp, CLASS_PERF_MGT, CLASS_SMP_DR, CLASS_SMP_LID, MAD_SIZE, METHOD_TRAP,
+};
 pub use client_port::{read_sysfs, ClientPort};
 pub use device::{OpenError, RawPort, UmadDevice, UMAD_HDR_LEN};
+pub use perf::PerfReply;
+use perf::{PerfLane, PerfRequest};
 use responder::SmResponder;
 pub use sa_agent::{Outgoing, SaAgent, SaAgentParams, SaEndpoint};
 pub use shared::{SaSlot, SmIdentity, Stats};
@@ -92,6 +97,8 @@ pub struct TransportParams {
     pub retries: u32,
     /// SMPs in flight.
     pub window: usize,
+    /// PerfMgt MADs in flight, apart from the SMPs (see the `perf` lane).
+    pub perf_window: usize,
 }
 
 struct Request {
@@ -136,6 +143,23 @@ impl<T> Queues<T> {
     }
 }
 
+/// What the request channel carries: an SMP, or a PerfMgt MAD for the PerfMgt lane.
+enum Job {
+    Smp(Request),
+    Perf(PerfRequest),
+}
+
+/// Queues a job on its lane.
+fn intake(job: Job, queue: &mut Queues<Request>, perf: &mut PerfLane) {
+    match job {
+        Job::Smp(r) => {
+            let b = r.background;
+            queue.push(r, b);
+        }
+        Job::Perf(r) => perf.push(r),
+    }
+}
+
 struct InFlight {
     req: Request,
     attempts: u32,
@@ -148,7 +172,7 @@ struct InFlight {
 /// blocked inside the device for longer than [`STOP_WAIT`] (a `write()` to a simulator that
 /// stopped reading) is left behind rather than waited for.
 pub struct Transport {
-    tx: std_mpsc::Sender<Request>,
+    tx: std_mpsc::Sender<Job>,
     stats: Arc<Stats>,
     sm: Arc<SmIdentity>,
     sa: Arc<SaSlot>,
@@ -236,12 +260,21 @@ impl Transport {
         let (reply, rx) = oneshot::channel();
         // On a closed channel the request (and its sender) is dropped: the receiver then yields
         // an error that `wait` maps to `Closed`.
-        let _ = self.tx.send(Request {
+        let _ = self.tx.send(Job::Smp(Request {
             route,
             smp,
             reply,
             background,
-        });
+        }));
+        rx
+    }
+
+    /// Queues a PerfMgt MAD for the agent at `lid` on the PerfMgt lane (its own window; sent
+    /// only while no normal SMP waits); the receiver yields its reply (or why there is none).
+    pub fn submit_perf(&self, lid: u16, mad: PerfMad) -> oneshot::Receiver<Result<PerfReply, TransportError>> {
+        let (reply, rx) = oneshot::channel();
+        // On a closed channel the receiver yields an error that `wait_perf` maps to `Closed`.
+        let _ = self.tx.send(Job::Perf(PerfRequest { lid, mad, reply }));
         rx
     }
 
@@ -257,6 +290,11 @@ impl Transport {
         let smp = Smp::request(&route, method, attr, modifier, data).map_err(|e| TransportError::Mad(e.to_string()))?;
         wait(self.submit(route, smp)).await
     }
+}
+
+/// Waits on a submitted PerfMgt request.
+pub async fn wait_perf(rx: oneshot::Receiver<Result<PerfReply, TransportError>>) -> Result<PerfReply, TransportError> {
+    rx.await.unwrap_or(Err(TransportError::Closed))
 }
 
 /// Waits on a submitted request.
@@ -314,7 +352,7 @@ fn requester(rx: &[u8]) -> Requester {
 fn run<P: RawPort>(
     mut port: P,
     params: TransportParams,
-    rx: std_mpsc::Receiver<Request>,
+    rx: std_mpsc::Receiver<Job>,
     traps: mpsc::UnboundedSender<Smp>,
     shared: Shared,
 ) {
@@ -323,6 +361,7 @@ fn run<P: RawPort>(
     // Slots kept for normal SMPs: an eighth of the window (at least one).
     let background_cap = window.saturating_sub((window / 8).max(1)).max(1);
     let mut queue: Queues<Request> = Queues::new();
+    let mut perf = PerfLane::new(params.perf_window);
     let mut inflight: HashMap<u32, InFlight> = HashMap::with_capacity(window * 2);
     let mut next_tid: u32 = 1;
     let mut open = true;
@@ -338,15 +377,13 @@ fn run<P: RawPort>(
             return;
         }
         // Intake: block briefly when idle, otherwise drain what is queued.
-        if open && inflight.is_empty() && queue.is_empty() && sa.get().is_some() {
+        let idle = inflight.is_empty() && queue.is_empty() && perf.is_idle();
+        if open && idle && sa.get().is_some() {
             // Idle with an SA attached: wait for a MAD; the channel is drained below.
             port.wait(Duration::from_millis(1));
-        } else if open && inflight.is_empty() && queue.is_empty() {
+        } else if open && idle {
             match rx.recv_timeout(Duration::from_millis(2)) {
-                Ok(r) => {
-                    let b = r.background;
-                    queue.push(r, b);
-                }
+                Ok(j) => intake(j, &mut queue, &mut perf),
                 Err(std_mpsc::RecvTimeoutError::Timeout) => {}
                 Err(std_mpsc::RecvTimeoutError::Disconnected) => open = false,
             }
@@ -354,10 +391,7 @@ fn run<P: RawPort>(
         if open {
             loop {
                 match rx.try_recv() {
-                    Ok(r) => {
-                        let b = r.background;
-                        queue.push(r, b);
-                    }
+                    Ok(j) => intake(j, &mut queue, &mut perf),
                     Err(std_mpsc::TryRecvError::Empty) => break,
                     Err(std_mpsc::TryRecvError::Disconnected) => {
                         open = false;
@@ -366,7 +400,7 @@ fn run<P: RawPort>(
                 }
             }
         }
-        if !open && inflight.is_empty() && queue.is_empty() {
+        if !open && inflight.is_empty() && queue.is_empty() && perf.is_idle() {
             return;
         }
         // Re-sends first, then new requests, within the window.
@@ -401,7 +435,9 @@ fn run<P: RawPort>(
             };
             send(f, &mut inflight, &mut next_tid);
         }
-        if !inflight.is_empty() {
+        // PerfMgt MADs: their own window, new ones only while no normal SMP waits for a slot.
+        perf.send(&mut port, !queue.normal.is_empty(), &mut next_tid, &params, &stats);
+        if !inflight.is_empty() || perf.in_flight() > 0 {
             port.wait(Duration::from_millis(1));
         }
         // Receive everything queued.
@@ -413,6 +449,9 @@ fn run<P: RawPort>(
             // Only the first 232 MAD bytes of a received packet are valid.
             let end = n.min(UMAD_HDR_LEN + 232);
             let class = buf[UMAD_HDR_LEN + 1];
+            if class == CLASS_PERF_MGT && perf.on_packet(&buf[..end], status, &params, &stats) {
+                continue;
+            }
             if class != CLASS_SMP_DR && class != CLASS_SMP_LID {
                 // A GSI MAD addressed to the manager's port: an SA query, an RMPP ACK of one of
                 // our answers, a ReportResp, or a guard class. A non-zero status is one of our
@@ -501,6 +540,7 @@ fn run<P: RawPort>(
                 fail_or_retry(f, &params, &stats, &mut retry);
             }
         }
+        perf.expire(now, &params, &stats);
         // RMPP deadlines and Reports.
         agent.poll(sa.get().map(Arc::as_ref), now, &stats, &mut gsi_out);
         for o in gsi_out.drain(..) {
@@ -632,6 +672,7 @@ mod tests {
             timeout: Duration::from_millis(20),
             retries,
             window,
+            perf_window: 4,
         }
     }
 
@@ -964,6 +1005,7 @@ mod tests {
                 timeout: Duration::from_secs(600),
                 retries: 5,
                 window: 4,
+                perf_window: 4,
             },
             ttx,
         );
@@ -1093,6 +1135,7 @@ mod tests {
             timeout: Duration::from_secs(30),
             retries: 3,
             window: 4,
+            perf_window: 4,
         };
         let t = Transport::start(f, p, ttx);
         let t0 = Instant::now();

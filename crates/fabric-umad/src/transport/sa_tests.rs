@@ -63,6 +63,7 @@ fn params() -> TransportParams {
         timeout: Duration::from_millis(20),
         retries: 0,
         window: 4,
+        perf_window: 4,
     }
 }
 

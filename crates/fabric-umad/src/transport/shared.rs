@@ -18,6 +18,12 @@ pub struct Stats {
     pub retries: AtomicU64,
     /// SMPs given up after all attempts.
     pub failures: AtomicU64,
+    /// PerfMgt MADs written (port counters; re-sends included). Not counted in `sent`.
+    pub perf_sent: AtomicU64,
+    /// Re-sends of PerfMgt MADs.
+    pub perf_retries: AtomicU64,
+    /// PerfMgt MADs given up after all attempts.
+    pub perf_failures: AtomicU64,
     /// Unsolicited MADs received (traps).
     pub traps: AtomicU64,
     /// TrapRepress MADs sent back to the trap senders.

@@ -12,6 +12,7 @@ impl Config {
     /// Semantic checks: (key path, reason) for every bad value.
     pub(super) fn validate(&self) -> Vec<(String, String)> {
         let mut v: Vec<(String, String)> = Vec::new();
+        v.extend(self.slurm.validate());
         let mut bad = |p: &str, m: String| v.push((p.to_string(), m));
         if self.daemon.state_dir.as_os_str().is_empty() {
             bad("daemon.state_dir", "must not be empty".into());

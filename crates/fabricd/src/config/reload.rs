@@ -61,6 +61,7 @@ impl Config {
         cmp!(applied, "partitions", partitions);
         cmp!(applied, "multicast", multicast);
         cmp!(applied, "health", health);
+        cmp!(need_restart, "slurm", slurm);
         d
     }
 
@@ -84,6 +85,7 @@ impl Config {
         c.routing.max_lid = self.routing.max_lid;
         c.routing.threads = self.routing.threads;
         c.prometheus = self.prometheus.clone();
+        c.slurm = self.slurm.clone();
         c
     }
 }

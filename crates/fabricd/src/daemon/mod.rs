@@ -252,6 +252,8 @@ pub async fn run(opts: RunOptions, mut control: mpsc::Receiver<Control>) -> Resu
         config.routing.lmc,
     )));
     let (notices, _) = broadcast::channel(1024);
+    // [slurm]: a task of its own, fed by the notices (subscribed before the first commit).
+    let _slurm = crate::slurm::spawn(&config.slurm, published.clone(), notices.subscribe());
     let telemetry = Telemetry::new();
     // Subnet Administration: one service for the driver (umad answers SA MADs itself and keeps
     // its snapshot) and gRPC SaQuery; for the other drivers the loop keeps the snapshot.
