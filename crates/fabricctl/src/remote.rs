@@ -10,6 +10,7 @@
 #[macro_use]
 mod output;
 mod events;
+mod health;
 mod jobs;
 mod mcast;
 mod render;
@@ -23,6 +24,7 @@ use serde_json::{json, Value};
 
 use crate::exit::{difference, usage};
 use crate::human::{num, pct};
+pub use self::health::HealthArgs;
 
 pub use self::jobs::JobsArgs;
 pub use self::mcast::{McastArgs, PartitionsArgs};
@@ -37,7 +39,8 @@ pub use self::whatif::WhatIfArgs;
 /// `fabricctl inject`.
 #[derive(Args, Debug)]
 pub struct InjectArgs {
-    /// What to do: link-down, link-up, switch-down, switch-up, node-down, node-up.
+    /// What to do: link-down, link-up, switch-down, switch-up, node-down, node-up, or
+    /// port-errors (adds --counter values to a port's simulated counters; mock driver).
     pub action: String,
     /// Switch GUID or name (link and switch faults).
     #[arg(long)]
@@ -54,6 +57,10 @@ pub struct InjectArgs {
     /// Return once the fault is part of a committed generation.
     #[arg(long)]
     pub wait: bool,
+    /// port-errors: NAME=COUNT to add to the port's counter NAME (symbol_errors,
+    /// link_error_recovery, link_downed, rcv_errors, ...); repeatable.
+    #[arg(long = "counter", value_name = "NAME=COUNT")]
+    pub counters: Vec<String>,
     /// JSON output (for scripts) instead of text.
     #[arg(long)]
     pub json: bool,
@@ -158,6 +165,9 @@ pub enum RemoteCmd {
     /// The partitions in force (partitions file or OpenSM's default), their members and whether
     /// their P_Key tables are programmed.
     Partitions(PartitionsArgs),
+    /// Port health: error counters, rates, flapping links, isolated links (worst ports first);
+    /// `health report` for the whole fabric, `health clear` to restore a port.
+    Health(HealthArgs),
     /// Check every pair of end ports through the simulated fabric's LFTs (mock driver).
     Verify {
         /// The escape LIDs instead of the base LIDs.
@@ -398,6 +408,10 @@ async fn run_async(cmd: RemoteCmd, target: &Target) -> Result<()> {
                 }
             }
         }
+        RemoteCmd::Inject(a) if a.action == "port-errors" => {
+            health::inject_port_errors(&mut c, a.switch, a.port, a.node, &a.counters, a.json).await?;
+        }
+        RemoteCmd::Health(a) => health::run(&mut c, a).await?,
         RemoteCmd::Inject(a) => {
             let (kind, up) = match a.action.as_str() {
                 "link-down" => (pb::FaultKind::Link, false),
@@ -408,7 +422,7 @@ async fn run_async(cmd: RemoteCmd, target: &Target) -> Result<()> {
                 "node-up" => (pb::FaultKind::Node, true),
                 other => {
                     return Err(usage(format!(
-                        "unknown action {other:?} (link-down, link-up, switch-down, switch-up, node-down, node-up)"
+                        "unknown action {other:?} (link-down, link-up, switch-down, switch-up, node-down, node-up, port-errors)"
                     )))
                 }
             };

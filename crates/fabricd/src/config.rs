@@ -10,8 +10,11 @@
 //! applies; this module holds the keys, their defaults and the error types.
 
 mod check;
+mod health;
 mod parse;
 mod reload;
+
+pub use health::{HealthAction, HealthConfig};
 
 use std::fmt;
 use std::path::PathBuf;
@@ -39,6 +42,7 @@ pub struct Config {
     pub prometheus: PrometheusConfig,
     pub partitions: PartitionsConfig,
     pub multicast: MulticastConfig,
+    pub health: HealthConfig,
     pub slurm: crate::slurm::SlurmConfig,
 }
 

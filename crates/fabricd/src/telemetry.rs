@@ -20,6 +20,9 @@ use tokio::net::TcpListener;
 
 use crate::state::Phase;
 
+mod health;
+pub use health::{HealthGauges, PortRate};
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct FaultLabels {
     kind: String,
@@ -142,6 +145,7 @@ pub struct Telemetry {
     sa: SaMetrics,
     /// The live dashboard's routes, served on the same listener.
     dashboard: Arc<std::sync::OnceLock<Arc<crate::dashboard::Dashboard>>>,
+    health: health::HealthMetrics,
 }
 
 /// Validity of the installed routing (`fabricd_routing_*`): set at every commit.
@@ -332,6 +336,7 @@ impl Telemetry {
         );
         let validity = ValidityGauges::register(&mut r);
         let sa = SaMetrics::register(&mut r);
+        let health = health::HealthMetrics::register(&mut r);
         let t = Telemetry {
             registry: Arc::new(r),
             routed_seconds,
@@ -360,9 +365,20 @@ impl Telemetry {
             validity,
             sa,
             dashboard: Arc::default(),
+            health,
         };
         t.set_phase(Phase::Idle);
         t
+    }
+
+    /// The port-health state after a poll (fabric counts, error rates, isolated links).
+    pub fn health_state(&self, g: &HealthGauges) {
+        self.health.set(g);
+    }
+
+    /// The port-health monitor isolated one more link.
+    pub fn health_isolated(&self) {
+        self.health.isolated_one();
     }
 
     /// Counts a topology change (`kind`: link, switch, node; `source`: driver, virtual).

@@ -201,6 +201,7 @@ impl Config {
                 Ok(_) => {}
             }
         }
+        v.extend(self.health.check());
         v
     }
 }

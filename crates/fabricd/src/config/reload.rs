@@ -60,6 +60,7 @@ impl Config {
         cmp!(need_restart, "prometheus", prometheus);
         cmp!(applied, "partitions", partitions);
         cmp!(applied, "multicast", multicast);
+        cmp!(applied, "health", health);
         cmp!(need_restart, "slurm", slurm);
         d
     }

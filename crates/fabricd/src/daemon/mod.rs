@@ -317,7 +317,7 @@ pub async fn run(opts: RunOptions, mut control: mpsc::Receiver<Control>) -> Resu
         },
         LoopIo {
             driver: driver.clone(),
-            state_dir,
+            state_dir: state_dir.clone(),
             pool: routing_pool,
             published: published.clone(),
             notices: notices.clone(),
@@ -353,6 +353,20 @@ pub async fn run(opts: RunOptions, mut control: mpsc::Receiver<Control>) -> Resu
         ));
     }
     let loop_task = tokio::spawn(event_loop.run());
+    // The port-health monitor: a task of its own beside the loop (docs/port-health.md).
+    let (health, health_task) = crate::health::start(
+        config.health.clone(),
+        config.fault_injection.enabled,
+        crate::health::MonitorIo {
+            driver: driver.clone(),
+            driver_name: caps.name,
+            published: published.clone(),
+            notices: notices.clone(),
+            events: events.clone(),
+            state_dir,
+            telemetry: telemetry.clone(),
+        },
+    )?;
 
     // gRPC.
     let shared = Arc::new(
@@ -365,7 +379,8 @@ pub async fn run(opts: RunOptions, mut control: mpsc::Receiver<Control>) -> Resu
             analysis_pool,
         )
         .with_driver(driver.clone())
-        .with_sa(sa),
+        .with_sa(sa)
+        .with_health(health.clone()),
     );
     // Requests are bounded by grpc.max_request_bytes; answers (whole-fabric LFT dumps) are not.
     let service = FabricManagerServer::new(FabricService::new(shared))
@@ -519,6 +534,7 @@ pub async fn run(opts: RunOptions, mut control: mpsc::Receiver<Control>) -> Resu
                                     }
                                 }
                                 metrics_config.store(Arc::new(merged.metrics.clone()));
+                                health.reload(merged.health.clone(), merged.fault_injection.enabled);
                                 let _ = events.send(Request::Reload(Box::new(s))).await;
                                 tracing::info!(applied = ?diff.applied, "configuration reloaded");
                                 config = merged;
@@ -545,6 +561,7 @@ pub async fn run(opts: RunOptions, mut control: mpsc::Receiver<Control>) -> Resu
     health_reporter
         .set_not_serving::<FabricManagerServer<FabricService>>()
         .await;
+    health_task.abort();
     let _ = events.send(Request::Shutdown).await;
     if let Err(e) = loop_task.await {
         tracing::error!(error = %e, "event loop task failed");

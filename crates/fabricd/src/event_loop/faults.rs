@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use fabric_topology::{fmt_guid, Fabric, FabricEvent, PortNum, Remote};
+use fabric_topology::{fmt_guid, Fabric, FabricEvent, Guid, PortNum, Remote};
 use fabric_update::Input as UInput;
 
 use super::exclusion::{canonical_link, Exclusion};
@@ -107,6 +107,33 @@ impl EventLoop {
             self.start_physical_fault(req, reply, before);
             return;
         }
+        self.virtual_fault(req, reply, before);
+    }
+
+    /// The port-health monitor isolates or restores a link (a virtual fault that is no drill:
+    /// no `[fault_injection]` gate).
+    pub(super) fn on_isolate(&mut self, switch: Guid, port: PortNum, isolate: bool, reply: Reply<FaultAccepted>) {
+        if self.shutting_down.is_some() {
+            let _ = reply.send(Err(LoopError::ShuttingDown));
+            return;
+        }
+        let req = FaultRequest {
+            target: FaultTarget::Link { switch, port },
+            up: !isolate,
+            physical: false,
+            wait: false,
+        };
+        if let Err(e) = self.cabling.check_event(&req.target.event(req.up)) {
+            let _ = reply.send(Err(LoopError::InvalidArgument(e.to_string())));
+            return;
+        }
+        let before = self.schedule.change_seq();
+        self.virtual_fault(req, reply, before);
+    }
+
+    /// Adds or removes a virtual fault (an exclusion) and answers.
+    fn virtual_fault(&mut self, req: FaultRequest, reply: Reply<FaultAccepted>, before: u64) {
+        let event = req.target.event(req.up);
         let x = self.exclusion_of(&req.target);
         let changed = if req.up {
             self.exclusions.remove(&x)

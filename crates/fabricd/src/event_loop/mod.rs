@@ -359,6 +359,12 @@ impl EventLoop {
     fn on_request(&mut self, ev: Request) {
         match ev {
             Request::Inject { req, reply } => self.on_inject(req, reply),
+            Request::Isolate {
+                switch,
+                port,
+                isolate,
+                reply,
+            } => self.on_isolate(switch, port, isolate, reply),
             Request::WhatIf { down, reply } => drop(reply.send(self.what_if_input(&down))),
             Request::Reroute { resync, wait, reply } => self.on_reroute(resync, wait, reply),
             Request::SetJob { id, ports, reply } => self.on_job_change(id, Some(ports), reply),

@@ -100,6 +100,14 @@ pub enum Request {
         req: FaultRequest,
         reply: Reply<FaultAccepted>,
     },
+    /// The port-health monitor isolates (`isolate`) or restores a link: a virtual link-down
+    /// like an injected one, accepted whether fault injection is enabled or not (not a drill).
+    Isolate {
+        switch: Guid,
+        port: PortNum,
+        isolate: bool,
+        reply: Reply<FaultAccepted>,
+    },
     /// Forced reroute (gRPC, SIGUSR2). `resync` rewrites every block of every switch. With
     /// `wait` the reply comes after the commit.
     Reroute {

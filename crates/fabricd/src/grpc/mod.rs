@@ -16,11 +16,13 @@
 //! * `subscribe`: Subscribe, Ack (the update protocol's subscribers), WatchEvents;
 //! * `analysis`: GetMetrics, WhatIf, Trace, VerifyReachability;
 //! * `sa`: SaQuery (Subnet Administration queries through the daemon's SA service);
-//! * `mcast`: ListMulticastGroups, VerifyMulticast, ListPartitions.
+//! * `mcast`: ListMulticastGroups, VerifyMulticast, ListPartitions;
+//! * `health`: GetHealth, ClearHealth, InjectPortErrors (the port-health monitor).
 
 mod analysis;
 mod convert;
 mod faults;
+mod health;
 mod jobs;
 mod mcast;
 mod request;
@@ -65,6 +67,8 @@ pub struct Shared {
     pub driver: Option<Arc<dyn fabric_southbound::SouthboundDriver>>,
     /// The Subnet Administration service (SaQuery).
     pub sa: Option<Arc<fabric_sa::SaService>>,
+    /// The port-health monitor (GetHealth, ClearHealth, InjectPortErrors).
+    pub health: Option<Arc<crate::health::HealthHandle>>,
     metrics_cache: tokio::sync::Mutex<Option<(u64, MetricsConfig, Arc<CoreMetrics>)>>,
     /// One maintenance plan (`WhatIf`) is computed at a time.
     what_if: tokio::sync::Mutex<()>,
@@ -88,6 +92,7 @@ impl Shared {
             analysis_pool,
             driver: None,
             sa: None,
+            health: None,
             metrics_cache: tokio::sync::Mutex::new(None),
             what_if: tokio::sync::Mutex::new(()),
         }
@@ -96,6 +101,12 @@ impl Shared {
     /// Attaches the southbound driver (Status reports its SMP counters and escape-VL state).
     pub fn with_driver(mut self, driver: Arc<dyn fabric_southbound::SouthboundDriver>) -> Shared {
         self.driver = Some(driver);
+        self
+    }
+
+    /// Attaches the port-health monitor.
+    pub fn with_health(mut self, health: Arc<crate::health::HealthHandle>) -> Shared {
+        self.health = Some(health);
         self
     }
 
@@ -259,6 +270,24 @@ impl FabricManager for FabricService {
         req: Request<pb::ListPartitionsRequest>,
     ) -> Result<Response<pb::ListPartitionsResponse>, Status> {
         self.handle_list_partitions(req).await
+    }
+
+    async fn get_health(&self, req: Request<pb::GetHealthRequest>) -> Result<Response<pb::HealthReport>, Status> {
+        self.handle_get_health(req).await
+    }
+
+    async fn clear_health(
+        &self,
+        req: Request<pb::ClearHealthRequest>,
+    ) -> Result<Response<pb::ClearHealthResponse>, Status> {
+        self.handle_clear_health(req).await
+    }
+
+    async fn inject_port_errors(
+        &self,
+        req: Request<pb::InjectPortErrorsRequest>,
+    ) -> Result<Response<pb::InjectPortErrorsResponse>, Status> {
+        self.handle_inject_port_errors(req).await
     }
 }
 
