@@ -82,9 +82,7 @@ pub fn command() -> clap::Command {
         });
     }
     // `export slurm` reads the live daemon without --topology; of `hostlist`, only `ports` does.
-    root = root.mut_subcommand("export", |s| {
-        s.mut_subcommand("slurm", |s| Connection::augment_args(s))
-    });
+    root = root.mut_subcommand("export", |s| s.mut_subcommand("slurm", |s| Connection::augment_args(s)));
     root = root.mut_subcommand("hostlist", |s| {
         s.mut_subcommand("ports", |s| Connection::augment_args(s))
     });

@@ -22,9 +22,9 @@ use clap::{Args, Subcommand};
 use fabric_proto::v1 as pb;
 use serde_json::{json, Value};
 
+pub use self::health::HealthArgs;
 use crate::exit::{difference, usage};
 use crate::human::{num, pct};
-pub use self::health::HealthArgs;
 
 pub use self::jobs::JobsArgs;
 pub use self::mcast::{McastArgs, PartitionsArgs};

@@ -23,6 +23,15 @@ use crate::state::Phase;
 mod health;
 pub use health::{HealthGauges, PortRate};
 
+/// The port-health monitor's per-port view for the dashboard ([`Telemetry::health_ports`]).
+#[derive(Clone, Debug, Default)]
+pub struct HealthPorts {
+    /// Highest error rate per second, by switch GUID and port (ports with a nonzero rate).
+    pub error_rates: std::collections::HashMap<(fabric_topology::Guid, fabric_topology::PortNum), f64>,
+    /// Why the link on a port is isolated, on both ends of every isolated link.
+    pub isolation_reasons: std::collections::HashMap<(fabric_topology::Guid, fabric_topology::PortNum), String>,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct FaultLabels {
     kind: String,
@@ -505,6 +514,15 @@ impl Telemetry {
     /// The dashboard whose routes the endpoint also serves. The first one attached stays.
     pub fn attach_dashboard(&self, d: Arc<crate::dashboard::Dashboard>) {
         let _ = self.dashboard.set(d);
+    }
+
+    /// Hands the port-health monitor's per-port view to the dashboard (when one is attached):
+    /// error rates and isolation reasons by switch GUID and port.
+    pub fn health_ports(&self, view: HealthPorts) {
+        if let Some(d) = self.dashboard.get() {
+            d.set_port_error_rates(view.error_rates);
+            d.set_isolation_reasons(view.isolation_reasons);
+        }
     }
 
     /// The OpenMetrics text exposition.

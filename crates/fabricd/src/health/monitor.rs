@@ -469,6 +469,7 @@ impl Monitor {
         self.io
             .telemetry
             .health_state(&gauges(&snapshot, cfg.metrics_top_ports));
+        self.io.telemetry.health_ports(dashboard_view(cabling, &snapshot));
         self.handle.snapshot.store(Arc::new(snapshot));
     }
 
@@ -550,7 +551,7 @@ fn gauges(s: &HealthSnapshot, top: usize) -> HealthGauges {
                 (r > 0.0).then_some((p, r))
             })
             .collect();
-        totals.push((c.name(), rates.iter().map(|(_, r)| r).sum()));
+        totals.push((c.name(), rates.iter().map(|(_, r)| r).fold(0.0, |a, r| a + r)));
         rates.sort_by(|a, b| b.1.total_cmp(&a.1));
         worst.extend(rates.into_iter().take(top).map(|(p, r)| PortRate {
             port: p.port.to_string(),
@@ -576,4 +577,24 @@ fn unix_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as i64)
+}
+
+/// What the dashboard colours ports with: the highest error rate of every switch port with
+/// one, and the reason of every isolated link on both its ends.
+fn dashboard_view(cabling: &Fabric, snapshot: &HealthSnapshot) -> crate::telemetry::HealthPorts {
+    let mut view = crate::telemetry::HealthPorts::default();
+    for p in &snapshot.ports {
+        if let (CounterPort::Switch { switch, port }, true) = (p.port, p.max_error_rate > 0.0) {
+            view.error_rates.insert((switch, port), p.max_error_rate);
+        }
+    }
+    for iso in &snapshot.isolated {
+        let Some((g, n)) = iso.link() else { continue };
+        for end in link_ends(cabling, g, n) {
+            if let CounterPort::Switch { switch, port } = end {
+                view.isolation_reasons.insert((switch, port), iso.reason.clone());
+            }
+        }
+    }
+    view
 }
