@@ -104,7 +104,12 @@ fn install_stages_a_production_tree_that_systemd_accepts() {
             docs.push(PathBuf::from(p.file_name().unwrap()));
         }
     }
-    for name in ["routing.md", "update-protocol.md", "subnet-administration.md", "multicast-partitions.md"] {
+    for name in [
+        "routing.md",
+        "update-protocol.md",
+        "subnet-administration.md",
+        "multicast-partitions.md",
+    ] {
         assert!(docs.iter().any(|d| d == Path::new(name)), "docs/{name} is gone");
     }
     for d in docs.iter().map(PathBuf::as_path).chain([
@@ -129,18 +134,29 @@ fn install_stages_a_production_tree_that_systemd_accepts() {
     // The unit follows --prefix; the umad drop-in and its module and udev rule are there.
     let unit = read(&staged(&root, "/etc/systemd/system/fabricd.service"));
     assert!(unit.contains(&format!("ExecStart={PREFIX}/bin/fabricd ")), "{unit}");
-    assert!(unit.contains(&format!("Documentation=file:{PREFIX}/share/doc/fabricd/operations.md")), "{unit}");
+    assert!(
+        unit.contains(&format!("Documentation=file:{PREFIX}/share/doc/fabricd/operations.md")),
+        "{unit}"
+    );
     assert!(!unit.contains("/usr/bin/fabricd"), "{unit}");
     let dropin = read(&staged(&root, "/etc/systemd/system/fabricd.service.d/umad.conf"));
     assert!(dropin.contains("DeviceAllow=char-infiniband_mad rw"), "{dropin}");
     assert!(dropin.contains("PrivateDevices=no"), "{dropin}");
-    assert_eq!(read(&staged(&root, "/etc/modules-load.d/fabricd.conf")).lines().last(), Some("ib_umad"));
+    assert_eq!(
+        read(&staged(&root, "/etc/modules-load.d/fabricd.conf")).lines().last(),
+        Some("ib_umad")
+    );
     assert!(read(&staged(&root, "/etc/udev/rules.d/90-fabricd-umad.rules")).contains("KERNEL==\"issm*\""));
 
     // systemd-analyze verify: the staged unit and its drop-in, binaries pointed into the destdir.
     let verify = dir.join("verify");
     std::fs::create_dir_all(verify.join("fabricd.service.d")).unwrap();
-    let to_staged = |text: String| text.replace(&format!("{PREFIX}/bin/"), &format!("{}/", fabricd.parent().unwrap().display()));
+    let to_staged = |text: String| {
+        text.replace(
+            &format!("{PREFIX}/bin/"),
+            &format!("{}/", fabricd.parent().unwrap().display()),
+        )
+    };
     std::fs::write(verify.join("fabricd.service"), to_staged(unit)).unwrap();
     std::fs::write(verify.join("fabricd.service.d/umad.conf"), to_staged(dropin)).unwrap();
     let out = Command::new("systemd-analyze")
@@ -149,7 +165,10 @@ fn install_stages_a_production_tree_that_systemd_accepts() {
         .output()
         .expect("systemd-analyze (Debian package systemd) must be installed");
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success() && stderr.trim().is_empty(), "systemd-analyze verify:\n{stderr}");
+    assert!(
+        out.status.success() && stderr.trim().is_empty(),
+        "systemd-analyze verify:\n{stderr}"
+    );
 
     // A second install keeps the operator's files and puts the shipped ones beside them.
     std::fs::write(&prod_path, "# edited by the operator\n").unwrap();

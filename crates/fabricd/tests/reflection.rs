@@ -15,7 +15,9 @@ async fn list_v1(channel: Channel) -> Vec<String> {
     let mut c = v1::server_reflection_client::ServerReflectionClient::new(channel);
     let req = v1::ServerReflectionRequest {
         host: String::new(),
-        message_request: Some(v1::server_reflection_request::MessageRequest::ListServices(String::new())),
+        message_request: Some(v1::server_reflection_request::MessageRequest::ListServices(
+            String::new(),
+        )),
     };
     let mut stream = c
         .server_reflection_info(tokio_stream::iter(vec![req]))
@@ -75,13 +77,22 @@ fn reflection_lists_the_services_on_the_socket_and_on_tcp() {
         for (name, ch) in [("unix socket", unix.clone()), ("tcp", tcp)] {
             let services = list_v1(ch.clone()).await;
             for s in expected {
-                assert!(services.iter().any(|x| x == s), "{name}: {s} not listed in {services:?}");
+                assert!(
+                    services.iter().any(|x| x == s),
+                    "{name}: {s} not listed in {services:?}"
+                );
             }
             let files = file_containing_v1(ch, "fabricd.v1.FabricManager").await;
             assert!(!files.is_empty(), "{name}: no descriptor of fabricd.v1.FabricManager");
             let text = String::from_utf8_lossy(&files.concat()).to_string();
-            assert!(text.contains("fabricd/v1/fabricd.proto"), "{name}: descriptor names no file");
-            assert!(text.contains("GetStatus"), "{name}: descriptor lacks the GetStatus method");
+            assert!(
+                text.contains("fabricd/v1/fabricd.proto"),
+                "{name}: descriptor names no file"
+            );
+            assert!(
+                text.contains("GetStatus"),
+                "{name}: descriptor lacks the GetStatus method"
+            );
         }
 
         // Older clients (grpcurl before 1.8.8) ask v1alpha.
