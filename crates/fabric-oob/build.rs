@@ -1,5 +1,6 @@
 //! Generates the agent protocol code (client and server) from the workspace's top-level
-//! `proto/fabric/agent/v1/agent.proto` with the system `protoc` (set `PROTOC` to use another one).
+//! `proto/fabric/agent/v1/agent.proto`. The `.proto` file is compiled in Rust by `protox` (no
+//! system `protoc` is needed) and the descriptor set feeds `tonic-prost-build`.
 
 use std::path::PathBuf;
 
@@ -7,6 +8,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let root = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR")?).join("../../proto");
     let file = root.join("fabric/agent/v1/agent.proto");
     println!("cargo:rerun-if-changed={}", file.display());
-    tonic_prost_build::configure().compile_protos(&[file], &[root])?;
+    let fds = protox::compile([&file], [&root])?;
+    tonic_prost_build::configure().compile_fds(fds)?;
     Ok(())
 }

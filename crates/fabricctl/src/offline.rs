@@ -268,18 +268,15 @@ pub fn topo(a: TopoArgs, target: &crate::remote::Target) -> Result<()> {
     }
 }
 
+/// Replaces `path` with `bytes` atomically (the workspace's `atomic-write-file`: temporary in
+/// the same directory, fsync, rename, fsync of the directory; the old file's mode is kept).
 fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let tmp = dir.join(format!(
-        ".{}.tmp",
-        path.file_name().and_then(|n| n.to_str()).unwrap_or("out")
-    ));
-    std::fs::write(&tmp, bytes).with_context(|| format!("writing {}", tmp.display()))?;
-    std::fs::rename(&tmp, path).with_context(|| format!("renaming to {}", path.display()))?;
-    Ok(())
+    use std::io::Write as _;
+    let mut f = atomic_write_file::AtomicWriteFile::open(path)
+        .with_context(|| format!("creating a temporary beside {}", path.display()))?;
+    f.write_all(bytes)
+        .and_then(|()| f.commit())
+        .with_context(|| format!("writing {}", path.display()))
 }
 
 struct Loaded {

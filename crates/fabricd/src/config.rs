@@ -852,6 +852,27 @@ roots = ["zz"]
     }
 
     #[test]
+    fn production_config_is_umad_without_fault_injection() {
+        // config/fabricd-production.toml: what deploy/install.sh installs as
+        // /etc/fabricd/fabricd.toml (the simulator config above goes beside it).
+        let text = include_str!("../../../config/fabricd-production.toml");
+        let c = Config::parse(text, "config/fabricd-production.toml").unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(c.driver.kind, DriverKind::Umad);
+        assert!(!c.fault_injection.enabled && !c.fault_injection.allow_physical);
+        assert_eq!(c.grpc.socket, PathBuf::from("/run/fabricd/fabricd.sock"));
+        assert_eq!(c.daemon.state_dir, PathBuf::from("/var/lib/fabricd"));
+        assert!(c.grpc.tcp_listen.is_empty(), "no TCP listener without TLS by default");
+        // Every key it sets is one of the reference's (config/fabricd.toml).
+        let mut keys = std::collections::BTreeSet::new();
+        key_paths("", &toml::Value::Table(text.parse().unwrap()), &mut keys);
+        let reference = include_str!("../../../config/fabricd.toml");
+        let mut documented = std::collections::BTreeSet::new();
+        key_paths("", &toml::Value::Table(reference.parse().unwrap()), &mut documented);
+        let unknown: Vec<_> = keys.difference(&documented).collect();
+        assert!(unknown.is_empty(), "not in config/fabricd.toml: {unknown:?}");
+    }
+
+    #[test]
     fn shipped_config_is_valid() {
         // The documented sample config of the repository (config/fabricd.toml).
         let text = include_str!("../../../config/fabricd.toml");

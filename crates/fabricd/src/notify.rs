@@ -1,132 +1,111 @@
-//! systemd notification protocol (`sd_notify`) over `$NOTIFY_SOCKET`, in a few lines: `READY=1`
-//! after the first routing is installed, `WATCHDOG=1` pings from the event loop, `STOPPING=1` on
-//! shutdown, `STATUS=...` lines for `systemctl status`.
+//! systemd notifications through the `sd-notify` crate: `READY=1` after the first routing is
+//! installed, `WATCHDOG=1` pings from the event loop, `STOPPING=1` on shutdown, `RELOADING=1`
+//! on SIGHUP, `STATUS=...` lines for `systemctl status`.
 //!
-//! Without `$NOTIFY_SOCKET` (not started by systemd) every call is a no-op.
+//! Without `$NOTIFY_SOCKET` (not started by systemd) every call is a no-op. The socket is the
+//! one in the environment at each call (`sd_notify::notify`); a Linux abstract socket
+//! (`@name`, which `sd-notify` does not address) is reached directly.
 
 use std::io;
-use std::os::unix::net::UnixDatagram;
-use std::path::PathBuf;
 use std::time::Duration;
 
-/// Where notifications go.
-#[derive(Clone, Debug, PartialEq, Eq)]
-enum Target {
-    Path(PathBuf),
-    /// Linux abstract socket (`@name` in `$NOTIFY_SOCKET`).
-    Abstract(Vec<u8>),
-}
+use sd_notify::NotifyState;
 
 /// A handle on the service manager's notification socket.
 #[derive(Clone, Debug, Default)]
 pub struct Notifier {
-    target: Option<Target>,
+    /// `$NOTIFY_SOCKET` when the notifier was made (`None`: a no-op notifier).
+    socket: Option<String>,
 }
 
 impl Notifier {
-    /// From `$NOTIFY_SOCKET` (absent: a no-op notifier).
+    /// From `$NOTIFY_SOCKET` (absent or empty: a no-op notifier).
     pub fn from_env() -> Notifier {
-        Notifier::from_socket(std::env::var_os("NOTIFY_SOCKET").map(PathBuf::from))
-    }
-
-    /// From an explicit socket address (`@name` = abstract).
-    pub fn from_socket(socket: Option<PathBuf>) -> Notifier {
-        let target = socket.and_then(|p| {
-            let s = p.as_os_str().as_encoded_bytes();
-            match s.first() {
-                None => None,
-                Some(b'@') => Some(Target::Abstract(s[1..].to_vec())),
-                Some(_) => Some(Target::Path(p)),
-            }
-        });
-        Notifier { target }
+        let socket = std::env::var("NOTIFY_SOCKET").ok().filter(|s| !s.is_empty());
+        Notifier { socket }
     }
 
     /// Whether a service manager listens.
     pub fn enabled(&self) -> bool {
-        self.target.is_some()
+        self.socket.is_some()
     }
 
-    /// Sends one notification message (newline-separated `KEY=VALUE` assignments).
-    pub fn notify(&self, msg: &str) -> io::Result<()> {
-        let Some(t) = &self.target else { return Ok(()) };
-        let sock = UnixDatagram::unbound()?;
-        match t {
-            Target::Path(p) => sock.send_to(msg.as_bytes(), p)?,
-            Target::Abstract(name) => {
-                use std::os::linux::net::SocketAddrExt;
-                let addr = std::os::unix::net::SocketAddr::from_abstract_name(name)?;
-                sock.send_to_addr(msg.as_bytes(), &addr)?
-            }
-        };
-        Ok(())
+    /// Sends the given state changes in one datagram.
+    pub fn send(&self, states: &[NotifyState<'_>]) -> io::Result<()> {
+        match self.socket.as_deref() {
+            None => Ok(()),
+            Some(s) if s.starts_with('@') => send_abstract(&s[1..], &message(states)),
+            Some(_) => sd_notify::notify(states),
+        }
     }
 
-    /// `READY=1` with a status line.
+    /// `READY=1` with a status line and the main pid.
     pub fn ready(&self, status: &str) -> io::Result<()> {
-        self.notify(&format!("READY=1\nSTATUS={status}\nMAINPID={}", std::process::id()))
+        self.send(&[
+            NotifyState::Ready,
+            NotifyState::Status(status),
+            NotifyState::MainPid(std::process::id()),
+        ])
+    }
+
+    /// `READY=1` with a status line (the end of a reload).
+    pub fn reloaded(&self, status: &str) -> io::Result<()> {
+        self.send(&[NotifyState::Ready, NotifyState::Status(status)])
     }
 
     /// `STOPPING=1`.
     pub fn stopping(&self) -> io::Result<()> {
-        self.notify("STOPPING=1\nSTATUS=stopping")
+        self.send(&[NotifyState::Stopping, NotifyState::Status("stopping")])
     }
 
-    /// `RELOADING=1` (the caller sends [`Notifier::ready`] when done).
+    /// `RELOADING=1` with the monotonic time systemd requires of `Type=notify-reload` (the
+    /// caller sends [`Notifier::reloaded`] when done).
     pub fn reloading(&self) -> io::Result<()> {
-        self.notify("RELOADING=1")
+        let now = NotifyState::monotonic_usec_now()?;
+        self.send(&[NotifyState::Reloading, now])
     }
 
     /// `WATCHDOG=1`.
     pub fn watchdog(&self) -> io::Result<()> {
-        self.notify("WATCHDOG=1")
+        self.send(&[NotifyState::Watchdog])
     }
 
     /// `STATUS=...`.
     pub fn status(&self, status: &str) -> io::Result<()> {
-        self.notify(&format!("STATUS={status}"))
+        self.send(&[NotifyState::Status(status)])
     }
+}
+
+/// The datagram `sd_notify` sends: one `KEY=VALUE` line per state.
+fn message(states: &[NotifyState<'_>]) -> String {
+    states.iter().map(|s| format!("{s}\n")).collect()
+}
+
+fn send_abstract(name: &str, msg: &str) -> io::Result<()> {
+    use std::os::linux::net::SocketAddrExt;
+    let addr = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes())?;
+    std::os::unix::net::UnixDatagram::unbound()?.send_to_addr(msg.as_bytes(), &addr)?;
+    Ok(())
 }
 
 /// The watchdog ping period: half of `$WATCHDOG_USEC` when the watchdog is enabled for this
-/// process (`$WATCHDOG_PID` absent or equal to our pid).
+/// process (`$WATCHDOG_PID` absent or equal to our pid; `sd_notify::watchdog_enabled`).
 pub fn watchdog_interval() -> Option<Duration> {
-    watchdog_interval_from(
-        std::env::var("WATCHDOG_USEC").ok().as_deref(),
-        std::env::var("WATCHDOG_PID").ok().as_deref(),
-        std::process::id(),
-    )
-}
-
-fn watchdog_interval_from(usec: Option<&str>, pid: Option<&str>, me: u32) -> Option<Duration> {
-    if let Some(pid) = pid {
-        if pid.trim().parse::<u32>().ok()? != me {
-            return None;
-        }
-    }
-    let usec: u64 = usec?.trim().parse().ok()?;
-    (usec > 0).then(|| Duration::from_micros(usec / 2))
+    sd_notify::watchdog_enabled().filter(|d| !d.is_zero()).map(|d| d / 2)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::net::UnixDatagram;
 
     #[test]
-    fn messages_reach_a_bound_socket() {
-        let d = tempfile::tempdir().unwrap();
-        let path = d.path().join("notify.sock");
-        let rx = UnixDatagram::bind(&path).unwrap();
-        let n = Notifier::from_socket(Some(path));
-        assert!(n.enabled());
-        n.ready("routing installed").unwrap();
-        n.stopping().unwrap();
-        let mut buf = [0u8; 256];
-        let len = rx.recv(&mut buf).unwrap();
-        let msg = std::str::from_utf8(&buf[..len]).unwrap();
-        assert!(msg.starts_with("READY=1\nSTATUS=routing installed\nMAINPID="), "{msg}");
-        let len = rx.recv(&mut buf).unwrap();
-        assert_eq!(&buf[..len], b"STOPPING=1\nSTATUS=stopping");
+    fn messages_are_one_line_per_state() {
+        assert_eq!(
+            message(&[NotifyState::Ready, NotifyState::Status("routing installed")]),
+            "READY=1\nSTATUS=routing installed\n"
+        );
+        assert_eq!(message(&[NotifyState::Watchdog]), "WATCHDOG=1\n");
     }
 
     #[test]
@@ -135,34 +114,23 @@ mod tests {
         let name = format!("fabricd-test-{}", std::process::id());
         let addr = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes()).unwrap();
         let rx = UnixDatagram::bind_addr(&addr).unwrap();
-        Notifier::from_socket(Some(PathBuf::from(format!("@{name}"))))
-            .watchdog()
-            .unwrap();
+        let n = Notifier {
+            socket: Some(format!("@{name}")),
+        };
+        assert!(n.enabled());
+        n.watchdog().unwrap();
+        n.stopping().unwrap();
         let mut buf = [0u8; 64];
         let len = rx.recv(&mut buf).unwrap();
-        assert_eq!(&buf[..len], b"WATCHDOG=1");
+        assert_eq!(&buf[..len], b"WATCHDOG=1\n");
+        let len = rx.recv(&mut buf).unwrap();
+        assert_eq!(&buf[..len], b"STOPPING=1\nSTATUS=stopping\n");
     }
 
     #[test]
     fn disabled_without_socket() {
-        let n = Notifier::from_socket(None);
+        let n = Notifier::default();
         assert!(!n.enabled());
         n.ready("x").unwrap();
-    }
-
-    #[test]
-    fn watchdog_period_is_half_and_pid_checked() {
-        assert_eq!(
-            watchdog_interval_from(Some("2000000"), None, 5),
-            Some(Duration::from_secs(1))
-        );
-        assert_eq!(
-            watchdog_interval_from(Some("2000000"), Some("5"), 5),
-            Some(Duration::from_secs(1))
-        );
-        assert_eq!(watchdog_interval_from(Some("2000000"), Some("6"), 5), None);
-        assert_eq!(watchdog_interval_from(Some("0"), None, 5), None);
-        assert_eq!(watchdog_interval_from(None, None, 5), None);
-        assert_eq!(watchdog_interval_from(Some("x"), None, 5), None);
     }
 }

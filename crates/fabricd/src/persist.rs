@@ -11,15 +11,14 @@
 //! must not be writable by group or others, and its parent not either unless it is sticky
 //! (`/tmp`). Files are read without following symlinks, and only when owned by the daemon's
 //! uid or root and not writable by others (nor by a group other than the daemon's).
-//! Temporaries are created with `O_CREAT|O_EXCL|O_NOFOLLOW` under a unique name, so a symlink
-//! planted at a temporary path is never followed. [`check_private_dir`] is the same check for the socket directory.
+//! Temporaries are unnamed (`O_TMPFILE`, through the `atomic-write-file` crate), so no path
+//! planted in the directory is ever opened for writing. [`check_private_dir`] is the same check for the socket directory.
 
 use std::collections::BTreeMap;
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, OpenOptions};
 use std::io::{self, Write};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use fabric_routing::Guid2Lid;
 use fabric_topology::{fmt_guid, parse_guid, Guid};
@@ -168,17 +167,19 @@ pub fn check_private_dir(dir: &Path) -> Result<(), PersistError> {
 
 /// Creates a new file (mode 0640) with `O_CREAT|O_EXCL|O_NOFOLLOW`: fails with
 /// `AlreadyExists` when anything, a symlink included, is at `path`; never opens it.
-fn create_new_nofollow(path: &Path) -> io::Result<File> {
-    OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o640)
-        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
-        .open(path)
+/// Replaces `path` atomically with `contents` and the given mode (set before any byte is
+/// written): `atomic_write_file` with the old file's mode and owner not carried over.
+fn write_file_atomically(path: &Path, contents: &[u8], mode: u32) -> io::Result<()> {
+    use atomic_write_file::unix::OpenOptionsExt as _;
+    let mut f = atomic_write_file::OpenOptions::new()
+        .preserve_mode(false)
+        .preserve_owner(false)
+        .mode(mode)
+        .open(path)?;
+    f.as_file().set_permissions(fs::Permissions::from_mode(mode))?;
+    f.write_all(contents)?;
+    f.commit()
 }
-
-/// Sequence number of temporaries (unique names within the process).
-static TMP_SEQ: AtomicU64 = AtomicU64::new(0);
 
 /// Name of the file [`StateDir::probe_writable`] creates and removes.
 pub const PROBE_FILE: &str = ".fabricd-write-probe";
@@ -359,24 +360,6 @@ impl StateDir {
         }
     }
 
-    /// Creates a new temporary for `name` (`.NAME.PID.N.tmp`, mode 0640) with
-    /// `O_CREAT|O_EXCL|O_NOFOLLOW`: whatever already exists at that path (a planted symlink,
-    /// a file) is never opened; the next name is tried.
-    fn create_temporary(&self, name: &str) -> Result<(PathBuf, File), PersistError> {
-        let mut last = None;
-        for _ in 0..16 {
-            let seq = TMP_SEQ.fetch_add(1, Ordering::Relaxed);
-            let tmp = self.file(&format!(".{name}.{}.{seq}.tmp", std::process::id()));
-            match create_new_nofollow(&tmp) {
-                Ok(f) => return Ok((tmp, f)),
-                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => last = Some((tmp, e)),
-                Err(source) => return Err(PersistError::Io { path: tmp, source }),
-            }
-        }
-        let (path, source) = last.expect("at least one attempt");
-        Err(PersistError::Io { path, source })
-    }
-
     /// Writes `value` as pretty JSON and a final newline into `name`, atomically (see
     /// [`Self::write_atomic`]).
     fn write_json<T: Serialize>(&self, name: &str, value: &T) -> Result<(), PersistError> {
@@ -388,45 +371,23 @@ impl StateDir {
         self.write_atomic(name, text.as_bytes())
     }
 
-    /// Replaces a file atomically: write a new temporary (see [`Self::create_temporary`]),
-    /// fsync it, rename it over `name`, fsync the directory.
+    /// Replaces a file atomically with [`atomic_write_file`] (the workspace's one atomic write):
+    /// an unnamed temporary in the same directory (`O_TMPFILE`, so a crash leaves nothing and no
+    /// planted path is ever opened), fsync, link and rename over `name`, fsync of the directory.
+    /// The file gets mode 0640 and the daemon's ownership, whatever the old file had.
     pub fn write_atomic(&self, name: &str, contents: &[u8]) -> Result<(), PersistError> {
-        self.write_atomic_mode(name, contents, None)
+        self.write_atomic_mode(name, contents, 0o640)
     }
 
     /// [`Self::write_atomic`], the file readable by its owner only (`0600`, set before any
     /// byte is written): for secrets.
     pub fn write_atomic_private(&self, name: &str, contents: &[u8]) -> Result<(), PersistError> {
-        self.write_atomic_mode(name, contents, Some(0o600))
+        self.write_atomic_mode(name, contents, 0o600)
     }
 
-    fn write_atomic_mode(&self, name: &str, contents: &[u8], mode: Option<u32>) -> Result<(), PersistError> {
+    fn write_atomic_mode(&self, name: &str, contents: &[u8], mode: u32) -> Result<(), PersistError> {
         let path = self.file(name);
-        let io = |p: &Path| {
-            let p = p.to_path_buf();
-            move |source| PersistError::Io { path: p, source }
-        };
-        let (tmp, mut f) = self.create_temporary(name)?;
-        let restricted = match mode {
-            Some(m) => f.set_permissions(fs::Permissions::from_mode(m)),
-            None => Ok(()),
-        };
-        let written = restricted
-            .and_then(|()| f.write_all(contents))
-            .and_then(|()| f.sync_all());
-        drop(f);
-        if let Err(e) = written {
-            let _ = fs::remove_file(&tmp);
-            return Err(io(&tmp)(e));
-        }
-        if let Err(e) = fs::rename(&tmp, &path) {
-            let _ = fs::remove_file(&tmp);
-            return Err(io(&path)(e));
-        }
-        File::open(&self.dir)
-            .and_then(|d| d.sync_all())
-            .map_err(io(&self.dir))?;
-        Ok(())
+        write_file_atomically(&path, contents, mode).map_err(|source| PersistError::Io { path, source })
     }
 
     /// The persisted LID assignments (empty when none were saved).
@@ -844,12 +805,8 @@ mod tests {
         );
         let planted = s.path().join(".x.tmp");
         std::os::unix::fs::symlink(&v, &planted).unwrap();
-        let e = create_new_nofollow(&planted).unwrap_err();
-        assert_eq!(e.kind(), io::ErrorKind::AlreadyExists, "{e}");
-        let dangling = s.path().join(".y.tmp");
-        std::os::unix::fs::symlink(d.path().join("absent"), &dangling).unwrap();
-        assert!(create_new_nofollow(&dangling).is_err());
-        assert!(!d.path().join("absent").exists(), "a dangling symlink was followed");
+        s.write_atomic("x", b"new\n").unwrap();
+        assert_eq!(fs::read_to_string(s.path().join("x")).unwrap(), "new\n");
         assert_eq!(fs::read_to_string(&v).unwrap(), "precious\n");
     }
 

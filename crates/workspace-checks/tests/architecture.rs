@@ -176,6 +176,8 @@ const IO_CRATES: &[&str] = &[
     "rustix",
     "socket2",
     "tempfile",
+    "atomic-write-file",
+    "sd-notify",
 ];
 
 /// `std` modules doing I/O, not to be used by the algorithm crates' production code.

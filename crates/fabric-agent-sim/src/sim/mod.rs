@@ -152,15 +152,16 @@ pub async fn run(args: Args) -> Result<(), SimError> {
             })
             .collect(),
     };
-    let tmp = args.inventory.with_extension("tmp");
-    std::fs::write(&tmp, inv.to_text()).map_err(|err| SimError::Io {
-        what: tmp.display().to_string(),
-        err,
-    })?;
-    std::fs::rename(&tmp, &args.inventory).map_err(|err| SimError::Io {
-        what: args.inventory.display().to_string(),
-        err,
-    })?;
+    // Atomically: the daemon may read the inventory while it is replaced.
+    atomic_write_file::AtomicWriteFile::open(&args.inventory)
+        .and_then(|mut f| {
+            std::io::Write::write_all(&mut f, inv.to_text().as_bytes())?;
+            f.commit()
+        })
+        .map_err(|err| SimError::Io {
+            what: args.inventory.display().to_string(),
+            err,
+        })?;
     println!("ready {}", args.inventory.display());
 
     if !args.no_console {

@@ -221,25 +221,20 @@ mod duration {
         Text(String),
     }
 
-    /// Parses `"250ms"`, `"2s"`, `"1m"` or a bare number of milliseconds.
+    /// Parses a `humantime` duration (`"250ms"`, `"2s"`, `"1m 30s"`, `"1h"`) or a bare number
+    /// of milliseconds (`"10"`).
     pub fn parse(s: &str) -> Option<Duration> {
         let s = s.trim();
-        let split = s.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(s.len());
-        let (n, unit) = s.split_at(split);
-        let n: f64 = n.parse().ok()?;
-        let secs = match unit.trim() {
-            "" | "ms" => n / 1e3,
-            "s" => n,
-            "m" | "min" => n * 60.0,
-            _ => return None,
-        };
-        // Beyond `Duration`'s range (e.g. "99999999999999999999999s") is an error, not a panic.
-        Duration::try_from_secs_f64(secs).ok()
+        if let Ok(ms) = s.parse::<u64>() {
+            return Some(Duration::from_millis(ms));
+        }
+        humantime_serde::re::humantime::parse_duration(s).ok()
     }
 
-    /// Writes a duration as `"<n>ms"` (what [`deserialize`] reads back).
+    /// Writes a duration the `humantime` way (`"2s"`, `"1m 30s"`: what [`deserialize`] reads
+    /// back).
     pub fn serialize<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&format!("{}ms", d.as_millis()))
+        humantime_serde::serialize(d, s)
     }
 
     /// Reads a number of milliseconds or a string with a unit (see [`parse`]).
@@ -248,7 +243,7 @@ mod duration {
             Raw::Ms(ms) => Ok(Duration::from_millis(ms)),
             Raw::Text(t) => parse(&t).ok_or_else(|| {
                 serde::de::Error::custom(format!(
-                    "invalid duration `{t}` (expected e.g. \"500ms\", \"2s\", \"1m\")"
+                    "invalid duration `{t}` (expected e.g. \"500ms\", \"2s\", \"1m 30s\")"
                 ))
             }),
         }
@@ -322,6 +317,8 @@ mod tests {
         assert_eq!(duration::parse("2s"), Some(Duration::from_secs(2)));
         assert_eq!(duration::parse("1m"), Some(Duration::from_secs(60)));
         assert_eq!(duration::parse("10"), Some(Duration::from_millis(10)));
+        assert_eq!(duration::parse("1m 30s"), Some(Duration::from_secs(90)));
+        assert_eq!(duration::parse("250ms"), Some(Duration::from_millis(250)));
         assert_eq!(duration::parse("x"), None);
         // Beyond the range of Duration (found by the configuration fuzz target): refused, no panic.
         assert_eq!(duration::parse("99999999999999999999999s"), None);

@@ -70,3 +70,21 @@ pub(super) fn server_builder(cfg: &crate::config::GrpcConfig) -> tonic::transpor
         .http2_max_header_list_size(64 * 1024)
         .max_concurrent_streams(Some(128))
 }
+
+/// Adds the gRPC server reflection services (`grpc.reflection.v1` and the `v1alpha` older
+/// clients still ask for) to a listener's router: they describe `fabricd.v1.FabricManager`,
+/// `grpc.health.v1.Health` and themselves from the descriptor sets compiled into the binary,
+/// so `grpcurl` works without the `.proto` files.
+pub(super) fn add_reflection<L>(
+    router: tonic::transport::server::Router<L>,
+) -> Result<tonic::transport::server::Router<L>, DaemonError> {
+    use tonic_reflection::server::Builder;
+    let configure = || {
+        Builder::configure()
+            .register_encoded_file_descriptor_set(fabric_proto::FILE_DESCRIPTOR_SET)
+            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+    };
+    Ok(router
+        .add_service(configure().build_v1()?)
+        .add_service(configure().build_v1alpha()?))
+}

@@ -42,7 +42,7 @@ use crate::state::Published;
 use crate::telemetry::Telemetry;
 use checks::{loop_settings, pool, routing_threads};
 use driver::{open_driver_counted, report_umad_counters};
-use listen::{bind_socket, server_builder};
+use listen::{add_reflection, bind_socket, server_builder};
 
 /// Errors that stop the daemon from starting.
 #[derive(Debug, thiserror::Error)]
@@ -78,6 +78,8 @@ pub enum DaemonError {
     Pool(&'static str, String),
     #[error("gRPC server: {0}")]
     Grpc(#[from] tonic::transport::Error),
+    #[error("gRPC reflection: {0}")]
+    Reflection(#[from] tonic_reflection::server::Error),
     /// A TLS file of `[grpc]` is unusable: names the key (`grpc.tls_key`) and the path, never
     /// the content.
     #[error("gRPC TLS: {0}")]
@@ -404,9 +406,11 @@ pub async fn run(opts: RunOptions, mut control: mpsc::Receiver<Control>) -> Resu
     };
     let mut servers = tokio::task::JoinSet::new();
     {
-        let router = server_builder(&config.grpc)
-            .add_service(health_service.clone())
-            .add_service(service.clone());
+        let router = add_reflection(
+            server_builder(&config.grpc)
+                .add_service(health_service.clone())
+                .add_service(service.clone()),
+        )?;
         // Within the limits; the :authority grpcio / grpc-java send over a Unix socket made
         // acceptable to the HTTP/2 layer (authority.rs).
         let incoming = tokio_stream::StreamExt::map(
@@ -444,7 +448,7 @@ pub async fn run(opts: RunOptions, mut control: mpsc::Receiver<Control>) -> Resu
             }
             None => tracing::warn!(addr = %config.grpc.tcp_listen, "gRPC also listening on plaintext TCP"),
         }
-        let router = builder.add_service(health_service).add_service(service);
+        let router = add_reflection(builder.add_service(health_service).add_service(service))?;
         let stop = stopped(stop_rx.clone());
         let incoming = crate::connlimit::limit(
             TcpListenerStream::new(l),
@@ -546,7 +550,7 @@ pub async fn run(opts: RunOptions, mut control: mpsc::Receiver<Control>) -> Resu
                 let p = published.load();
                 let status = p.installation.status_line(p.generation());
                 if p.current.is_some() {
-                    let _ = notifier.notify(&format!("READY=1\nSTATUS={status}"));
+                    let _ = notifier.reloaded(&status);
                 } else {
                     let _ = notifier.status(&status);
                 }
