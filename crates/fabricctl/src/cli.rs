@@ -82,10 +82,8 @@ pub fn command() -> clap::Command {
         });
     }
     // `export slurm` reads the live daemon without --topology; of `hostlist`, only `ports` does.
-    root = root.mut_subcommand("export", |s| s.mut_subcommand("slurm", |s| Connection::augment_args(s)));
-    root = root.mut_subcommand("hostlist", |s| {
-        s.mut_subcommand("ports", |s| Connection::augment_args(s))
-    });
+    root = root.mut_subcommand("export", |s| s.mut_subcommand("slurm", Connection::augment_args));
+    root = root.mut_subcommand("hostlist", |s| s.mut_subcommand("ports", Connection::augment_args));
     let mut root = Connection::augment_args(root);
     for id in CONNECTION_IDS {
         root = root.mut_arg(*id, |a| a.hide(true));
