@@ -103,7 +103,16 @@ fn pick<T: Clone + Send + Sync + 'static>(top: &ArgMatches, sub: &ArgMatches, id
 
 /// The daemon target of a parsed command line whose subcommand has the connection options.
 pub fn target(top: &ArgMatches) -> Target {
-    let sub = top.subcommand().map_or(top, |(_, m)| m);
+    // The deepest subcommand that has the options (`export slurm`, `hostlist ports` have them
+    // one level down).
+    let mut sub = top;
+    let mut m = top;
+    while let Some((_, next)) = m.subcommand() {
+        if next.try_get_one::<String>("socket").is_ok() {
+            sub = next;
+        }
+        m = next;
+    }
     Target {
         addr: pick::<String>(top, sub, "socket").unwrap_or_else(|| DEFAULT_SOCKET.to_string()),
         tls: fabric_proto::tls::ClientTlsOptions {
@@ -246,6 +255,22 @@ mod tests {
         assert_eq!(t.addr, "https://h:1");
         assert!(command()
             .try_get_matches_from(["fabricctl", "topo", "gen", "KARY(2,2)", "--socket", "/x"])
+            .is_err());
+        // One level down: `export slurm` and `hostlist ports`, not `hostlist expand`.
+        assert_eq!(
+            target_of(&["fabricctl", "export", "slurm", "--socket", "/d"]).addr,
+            "/d"
+        );
+        assert_eq!(
+            target_of(&["fabricctl", "--socket", "/e", "export", "slurm"]).addr,
+            "/e"
+        );
+        assert_eq!(
+            target_of(&["fabricctl", "hostlist", "ports", "--socket", "/f", "n1"]).addr,
+            "/f"
+        );
+        assert!(command()
+            .try_get_matches_from(["fabricctl", "hostlist", "expand", "--socket", "/x", "n[1-2]"])
             .is_err());
     }
 
