@@ -12,20 +12,13 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use common::{
-    fabricctl_binary, lfts, run_with_deadline, status, test_dir, topology, verify, wait_status, Daemon, Opts,
+    fabricctl_binary, free_port, http_get, lfts, run_with_deadline, status, test_dir, topology, verify, wait_status,
+    Daemon, Opts,
 };
 use fabric_proto::v1 as pb;
 use fabric_proto::Client;
 
 const SMALL: &str = "PGFT(2;4,6;1,3;1,1)";
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .expect("bind")
-        .local_addr()
-        .expect("addr")
-        .port()
-}
 
 fn config_text(prom: u16, action: &str, fault_injection: bool) -> String {
     let mut opts = Opts::new(SMALL);
@@ -35,15 +28,6 @@ fn config_text(prom: u16, action: &str, fault_injection: bool) -> String {
          thresholds = {{ symbol_errors = 10.0, rcv_errors = 5.0 }}\nmetrics_top_ports = 5\n"
     );
     opts.config_text()
-}
-
-fn http_get(port: u16, path: &str) -> String {
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect prometheus");
-    write!(s, "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").expect("write");
-    let mut out = String::new();
-    s.read_to_string(&mut out).expect("read");
-    out
 }
 
 async fn health(c: &mut Client) -> pb::HealthReport {

@@ -14,7 +14,7 @@ mod umad_sim;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use common::{fabricctl_binary, run_with_deadline, status, test_dir, topology, Daemon};
+use common::{fabricctl_binary, free_port, http_get, run_with_deadline, status, test_dir, topology, Daemon};
 use fabric_ibsim_harness::{parse_ibroute, Ibsim};
 use fabric_proto::v1 as pb;
 use serde_json::Value;
@@ -22,23 +22,6 @@ use umad_sim::{config, next_generation};
 
 /// 4 leaves of 4 end ports, 2 spines: every leaf has two up-links (one may be isolated).
 const SPEC: &str = "PGFT(2;4,4;1,2;1,1)";
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .expect("bind")
-        .local_addr()
-        .expect("addr")
-        .port()
-}
-
-fn http_get(port: u16, path: &str) -> String {
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect prometheus");
-    write!(s, "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").expect("write");
-    let mut out = String::new();
-    s.read_to_string(&mut out).expect("read");
-    out
-}
 
 /// `fabricctl --socket S ARGS...`: (success, stdout, stderr).
 async fn fabricctl(d: &Daemon, args: &[&str]) -> (bool, String, String) {
