@@ -287,7 +287,7 @@ fn the_drill_is_refused_without_fault_injection_and_names_bad_input() {
             })
             .await
             .unwrap_err();
-        assert_eq!(e.code(), tonic::Code::InvalidArgument, "{e}");
+        assert_eq!(e.code(), tonic::Code::NotFound, "{e}");
         assert!(e.message().contains("no-such-switch"), "{e}");
         let r = wait_health(&d, &mut c, "a first poll", |r| r.polls >= 1).await;
         assert!(r.enabled);
