@@ -259,7 +259,7 @@ pub fn topo(a: TopoArgs, target: &crate::remote::Target) -> Result<()> {
             let text = ibnet::write(&fabric);
             match output {
                 Some(p) => write_atomic(&p, text.as_bytes())?,
-                None => print!("{text}"),
+                None => crate::remote::write_stdout(format_args!("{text}")),
             }
             Ok(())
         }
@@ -412,7 +412,7 @@ pub fn route(a: RouteArgs) -> Result<()> {
     if let Some(p) = &a.lft_out {
         let text = fabric_routing::write_opensm_lfts(&l.fabric, &lids, &routed.lfts);
         if p.as_os_str() == "-" {
-            print!("{text}");
+            crate::remote::write_stdout(format_args!("{text}"));
         } else {
             write_atomic(p, text.as_bytes())?;
         }

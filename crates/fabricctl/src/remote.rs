@@ -9,6 +9,7 @@
 
 #[macro_use]
 mod output;
+pub(crate) use self::output::write_stdout;
 mod events;
 mod health;
 mod jobs;

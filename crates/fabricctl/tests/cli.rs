@@ -669,3 +669,27 @@ fn inputs_that_are_not_regular_files_are_refused() {
     let err = fails(&["topo", "info", "/dev/zero"]);
     assert!(err.contains("/dev/zero") && err.contains("not a regular file"), "{err}");
 }
+
+#[test]
+fn a_closed_stdout_ends_topo_gen_quietly() {
+    use std::io::{BufRead, BufReader};
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_fabricctl"))
+        .args(["topo", "gen", "PGFT(3;18,9,36;1,9,18;1,2,1)"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start fabricctl");
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().expect("stdout"))
+        .read_line(&mut first)
+        .expect("read");
+    // The reader is dropped: the rest of the (large) file meets a closed pipe (`| head -1`).
+    let out = child.wait_with_output().expect("wait");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(first.starts_with('#'), "{first}");
+    assert!(
+        out.status.success() && !err.contains("panicked"),
+        "{:?}: {err}",
+        out.status
+    );
+}

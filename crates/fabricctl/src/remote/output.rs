@@ -9,16 +9,21 @@ use serde_json::Value;
 /// Writes to stdout; a closed stdout (`fabricctl ... | head`) ends the program quietly instead
 /// of panicking like `println!`.
 macro_rules! out {
-    ($($t:tt)*) => {{
-        use std::io::Write as _;
-        if let Err(e) = write!(std::io::stdout().lock(), $($t)*) {
-            if e.kind() == std::io::ErrorKind::BrokenPipe {
-                std::process::exit(0);
-            }
-            eprintln!("fabricctl: cannot write to stdout: {e}");
-            std::process::exit(1);
+    ($($t:tt)*) => {
+        $crate::remote::write_stdout(format_args!($($t)*))
+    };
+}
+
+/// What [`out!`] does, for the offline commands too (`fabricctl topo gen | head`).
+pub(crate) fn write_stdout(args: std::fmt::Arguments<'_>) {
+    use std::io::Write as _;
+    if let Err(e) = std::io::stdout().lock().write_fmt(args) {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(0);
         }
-    }};
+        eprintln!("fabricctl: cannot write to stdout: {e}");
+        std::process::exit(1);
+    }
 }
 
 macro_rules! outln {
