@@ -24,7 +24,8 @@ pub const DEFAULT_SOCKET: &str = "/run/fabricd/fabricd.sock";
 /// Top-level commands that get the connection options besides the remote subcommands.
 pub const CONNECTED: &[&str] = &["topo", "validate"];
 
-/// Where the daemon is and how to reach it over TLS.
+// Where the daemon is and how to reach it over TLS. (A plain comment: clap takes a flattened
+// struct's doc comment as the `about` of every command that flattens it.)
 #[derive(Args, Debug, Clone)]
 pub struct Connection {
     /// The running fabricd: its Unix socket, http://host:port (plaintext TCP) or https://host:port
@@ -205,6 +206,29 @@ mod tests {
         let mut missing = Vec::new();
         walk(&root, "fabricctl", &mut missing);
         assert!(missing.is_empty(), "no help text: {missing:#?}");
+    }
+
+    /// Sibling subcommands describe themselves, not a shared option group: no two siblings
+    /// have the same one-line help (a flattened struct's doc comment once became the `about`
+    /// of every daemon command).
+    #[test]
+    fn sibling_subcommands_have_distinct_help() {
+        fn walk(cmd: &clap::Command, path: &str, dup: &mut Vec<String>) {
+            let mut seen = std::collections::HashMap::new();
+            for s in cmd.get_subcommands() {
+                if let Some(about) = s.get_about().map(ToString::to_string) {
+                    if let Some(other) = seen.insert(about.clone(), s.get_name().to_string()) {
+                        dup.push(format!("{path}: {other} and {} both say {about:?}", s.get_name()));
+                    }
+                }
+                walk(s, &format!("{path} {}", s.get_name()), dup);
+            }
+        }
+        let mut root = command();
+        root.build();
+        let mut dup = Vec::new();
+        walk(&root, "fabricctl", &mut dup);
+        assert!(dup.is_empty(), "{dup:#?}");
     }
 
     #[test]
