@@ -10,10 +10,11 @@ use fabric_topology::{fmt_guid, EndPortId, Fabric, Lid, PortNum, Remote, SwitchI
 
 pub use crate::deadlock::{cdg_acyclic, deadlock_free, updown_violations};
 use crate::engine::LidSet;
-use crate::hops::{components, Hops, DEAD, END};
+use crate::hops::{components, END};
 use crate::lft::{Lfts, NO_ROUTE};
 use crate::lid::LidPlan;
 use crate::prep::{self, Oriented, INF};
+use crate::walk;
 
 /// Where a [`trace`] ended.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
@@ -256,9 +257,20 @@ impl DestinationCheck {
 /// which switches deliver to it (each switch is visited once per destination); the sources
 /// attached to the others are counted. Blocks run in parallel (rayon).
 pub fn destination_check(fabric: &Fabric, lids: &LidPlan, lfts: &Lfts, set: LidSet) -> DestinationCheck {
+    destination_check_ids(fabric, lids, lfts, set, false)
+}
+
+/// [`destination_check`]; `wide`: `u32` next hops even when the switch ids fit in `u16` (tests
+/// compare both).
+pub(crate) fn destination_check_ids(
+    fabric: &Fabric,
+    lids: &LidPlan,
+    lfts: &Lfts,
+    set: LidSet,
+    wide: bool,
+) -> DestinationCheck {
     use crate::lft::BLOCK_SIZE;
     let ns = fabric.num_switches();
-    let hops = Hops::new(fabric);
     let comp = components(fabric);
     let live: Vec<EndPortId> = fabric.end_port_ids().filter(|&e| fabric.end_port_live(e)).collect();
     let attach = |e: EndPortId| fabric.end_port(e).attach.map_or(0, |(s, _)| s.idx());
@@ -309,124 +321,74 @@ pub fn destination_check(fabric: &Fabric, lids: &LidPlan, lfts: &Lfts, set: LidS
         rest = &rest[n..];
     }
 
-    struct Scratch {
-        /// The block's 64 entries of every switch, `gathered[s * 64 + j]`.
-        gathered: Vec<u8>,
-        /// Per switch: `stamp << 3 | verdict` (stale stamps mean unknown).
-        state: Vec<u32>,
-        stamp: u32,
-        stack: Vec<usize>,
-    }
     let source_switches: Vec<usize> = (0..ns).filter(|&s| per_switch[s] > 0).collect();
-    // (unreachable end-port pairs, of which loops, unreachable (end port, switch) pairs)
-    let (bad, loops, sw_bad, failing) = blocks
-        .par_iter()
-        .map_init(
-            || Scratch {
-                gathered: vec![0u8; ns * BLOCK_SIZE],
-                state: vec![0u32; ns],
-                stamp: 0,
-                stack: Vec::new(),
-            },
-            |scr, block| {
-                let b0 = block[0].0 as usize / BLOCK_SIZE;
-                for s in 0..ns {
-                    scr.gathered[s * BLOCK_SIZE..(s + 1) * BLOCK_SIZE]
-                        .copy_from_slice(lfts.block(SwitchId(s as u32), b0));
-                }
-                let (mut bad, mut loops, mut sw_bad) = (0u64, 0u64, 0u64);
-                let mut failing: Vec<FailingDestination> = Vec::new();
-                for &(lid, target, dcomp) in *block {
-                    let mut dest_bad = 0u64;
-                    let j = lid as usize % BLOCK_SIZE;
-                    let own = if target & END != 0 {
-                        attach(EndPortId(target & !END))
+    let block_dests: Vec<Vec<walk::Dest>> = blocks
+        .iter()
+        .map(|b| {
+            b.iter()
+                .map(|&(lid, target, comp)| {
+                    let (switch, leaf) = if target & END != 0 {
+                        let e = fabric.end_port(EndPortId(target & !END));
+                        (u32::MAX, e.attach.map_or((u32::MAX, 0), |(s, p)| (s.0, p)))
                     } else {
-                        usize::MAX
+                        (target, (u32::MAX, 0))
                     };
-                    // A new stamp per destination forgets every verdict of the previous one
-                    // (the counter wraps after 2^29 destinations: clear then).
-                    scr.stamp = (scr.stamp + 1) & (u32::MAX >> 3);
-                    if scr.stamp == 0 {
-                        scr.state.iter_mut().for_each(|x| *x = 0);
-                        scr.stamp = 1;
+                    walk::Dest {
+                        lid,
+                        comp,
+                        switch,
+                        leaf,
                     }
-                    let stamp = scr.stamp << 3;
-                    // Walk from every switch with sources, memoised; verdict: 1 delivers,
-                    // 2 fails, 3 on the current walk, 4 fails by loop.
-                    for &s0 in &source_switches {
-                        if comp[s0] != dcomp {
-                            continue;
-                        }
-                        let mut s = s0;
-                        let verdict = loop {
-                            let st = scr.state[s];
-                            if st & !7 == stamp {
-                                match st & 7 {
-                                    3 => break 4,
-                                    v => break v,
-                                }
-                            }
-                            scr.state[s] = stamp | 3;
-                            scr.stack.push(s);
-                            let port = scr.gathered[s * BLOCK_SIZE + j];
-                            if port == 0 {
-                                // Delivered to this switch: right only for a switch destination.
-                                break if s as u32 == target { 1 } else { 2 };
-                            }
-                            if port == NO_ROUTE {
-                                break 2;
-                            }
-                            let n = hops.get(s, port);
-                            if n == DEAD {
-                                break 2;
-                            }
-                            if n & END != 0 {
-                                break if n == target { 1 } else { 2 };
-                            }
-                            s = n as usize;
-                        };
-                        for &x in &scr.stack {
-                            scr.state[x] = stamp | verdict;
-                        }
-                        scr.stack.clear();
-                        // Sources on s0 that do not arrive (the destination itself is not a
-                        // source of its own LID).
-                        if verdict != 1 {
-                            let n = per_switch[s0] - u64::from(s0 == own);
-                            if target & END != 0 {
-                                bad += n;
-                                dest_bad += n;
-                                if verdict == 4 {
-                                    loops += n;
-                                }
-                            } else {
-                                sw_bad += n;
-                            }
-                        }
-                    }
-                    if dest_bad > 0 {
-                        failing.push(FailingDestination {
-                            lid,
-                            end_port: EndPortId(target & !END),
-                            unreachable_sources: dest_bad,
-                        });
-                    }
-                }
-                (bad, loops, sw_bad, failing)
-            },
-        )
-        .reduce(
-            || (0, 0, 0, Vec::new()),
-            |mut a, b| {
-                a.3.extend(b.3);
-                (a.0 + b.0, a.1 + b.1, a.2 + b.2, a.3)
-            },
-        );
-    let mut failing = failing;
+                })
+                .collect()
+        })
+        .collect();
+    // The walks, with u16 next hops when the switch ids fit.
+    fn run<T: walk::Id>(
+        fabric: &Fabric,
+        lfts: &Lfts,
+        comp: &[u32],
+        per_switch: &[u64],
+        sources: &[usize],
+        blocks: &[Vec<walk::Dest>],
+    ) -> Vec<Vec<walk::Outcome>> {
+        let next = walk::NextHops::<T>::new(fabric);
+        blocks
+            .par_iter()
+            .map_init(walk::Scratch::default, |scr, b| {
+                let mut out = Vec::with_capacity(b.len());
+                walk::walk_block(lfts, &next, comp, per_switch, sources, b, scr, &mut out);
+                out
+            })
+            .collect()
+    }
+    let outcomes = if !wide && ns < u16::MAX as usize - 1 {
+        run::<u16>(fabric, lfts, &comp, &per_switch, &source_switches, &block_dests)
+    } else {
+        run::<u32>(fabric, lfts, &comp, &per_switch, &source_switches, &block_dests)
+    };
+    // (unreachable end-port pairs, of which loops, unreachable (end port, switch) pairs)
+    let (mut bad, mut loops, mut sw_bad) = (0u64, 0u64, 0u64);
+    let mut failing: Vec<FailingDestination> = Vec::new();
+    for (b, o) in blocks.iter().zip(&outcomes) {
+        for (&(lid, target, _), o) in b.iter().zip(o) {
+            if target & END == 0 {
+                sw_bad += o.unreachable;
+                continue;
+            }
+            bad += o.unreachable;
+            loops += o.loops;
+            if o.unreachable > 0 {
+                failing.push(FailingDestination {
+                    lid,
+                    end_port: EndPortId(target & !END),
+                    unreachable_sources: o.unreachable,
+                });
+            }
+        }
+    }
     // Destinations without a LID or beyond the tables are unreachable from their component.
     let others = |c: u32| per_comp.get(c as usize).copied().unwrap_or(0);
-    let (mut bad, mut sw_bad) = (bad, sw_bad);
     let mut unreached: Vec<(Lid, EndPortId, u32)> = Vec::new();
     for &(lid, target, c) in &dests[covered..] {
         if target & END != 0 {

@@ -18,12 +18,23 @@ pub struct Lfts {
 
 impl Lfts {
     /// All-`NO_ROUTE` tables for `num_switches` switches covering LIDs `0..=top`.
+    ///
+    /// Large tables are written in parallel (rayon, 1 MiB chunks): a fresh table is mostly
+    /// first-touch page faults, which then spread over the worker threads.
     pub fn new(num_switches: usize, top: Lid) -> Self {
+        use rayon::iter::ParallelIterator;
+        use rayon::slice::ParallelSliceMut;
+        const CHUNK: usize = 1 << 20;
         let row_len = (top as usize + 1).div_ceil(BLOCK_SIZE) * BLOCK_SIZE;
-        Lfts {
-            row_len,
-            data: vec![NO_ROUTE; row_len * num_switches],
-        }
+        let len = row_len * num_switches;
+        let data = if len < 4 * CHUNK {
+            vec![NO_ROUTE; len]
+        } else {
+            let mut data = vec![0u8; len];
+            data.par_chunks_mut(CHUNK).for_each(|c| c.fill(NO_ROUTE));
+            data
+        };
+        Lfts { row_len, data }
     }
     /// Number of switches (rows).
     pub fn num_switches(&self) -> usize {

@@ -42,6 +42,7 @@ mod swlid;
 #[cfg(test)]
 mod testutil;
 mod updown;
+mod walk;
 
 pub use check::{trace, TraceEnd, TraceError};
 pub use dmodc::{Dmodc, GroupedDmodc};
