@@ -260,6 +260,21 @@ pub fn destination_check(fabric: &Fabric, lids: &LidPlan, lfts: &Lfts, set: LidS
     destination_check_ids(fabric, lids, lfts, set, false)
 }
 
+/// [`destination_check`] of the base LIDs and, with LMC 1, of the escape LIDs (LMC 0: an
+/// empty, valid check), in one pass over the tables: both sets' destinations share the LFT
+/// blocks they are gathered from.
+pub fn destination_check_both(fabric: &Fabric, lids: &LidPlan, lfts: &Lfts) -> (DestinationCheck, DestinationCheck) {
+    if lids.lmc == 0 {
+        return (
+            destination_check(fabric, lids, lfts, LidSet::Base),
+            DestinationCheck::default(),
+        );
+    }
+    let mut v = destination_checks(fabric, lids, lfts, &[LidSet::Base, LidSet::Escape], false);
+    let escape = v.pop().unwrap_or_default();
+    (v.pop().unwrap_or_default(), escape)
+}
+
 /// [`destination_check`]; `wide`: `u32` next hops even when the switch ids fit in `u16` (tests
 /// compare both).
 pub(crate) fn destination_check_ids(
@@ -269,6 +284,19 @@ pub(crate) fn destination_check_ids(
     set: LidSet,
     wide: bool,
 ) -> DestinationCheck {
+    destination_checks(fabric, lids, lfts, &[set], wide)
+        .pop()
+        .unwrap_or_default()
+}
+
+/// [`destination_check`] of each of `sets` (distinct), in one pass over the tables.
+fn destination_checks(
+    fabric: &Fabric,
+    lids: &LidPlan,
+    lfts: &Lfts,
+    sets: &[LidSet],
+    wide: bool,
+) -> Vec<DestinationCheck> {
     use crate::lft::BLOCK_SIZE;
     let ns = fabric.num_switches();
     let comp = components(fabric);
@@ -289,22 +317,23 @@ pub(crate) fn destination_check_ids(
     let components = per_comp.iter().filter(|&&c| c > 0).count();
     let total = live.len() as u64;
     let disconnected_pairs = per_comp.iter().map(|&c| c * (total - c)).sum::<u64>();
-    let usable = set == LidSet::Base || lids.lmc >= 1;
+    let usable = |set: LidSet| set == LidSet::Base || lids.lmc >= 1;
 
-    // Destinations: (LID, target, component). Target: END | end port, or a switch id.
-    let mut dests: Vec<(Lid, u32, u32)> = Vec::new();
-    if usable {
+    // Destinations: (LID, target, component, index of the set in `sets`). Target: END | end
+    // port, or a switch id.
+    let mut dests: Vec<(Lid, u32, u32, usize)> = Vec::new();
+    for (si, &set) in sets.iter().enumerate().filter(|(_, &set)| usable(set)) {
         for &e in &live {
             let b = lids.base_lid(e);
             if b != 0 {
-                dests.push((b + set.offset(), END | e.0, comp[attach(e)]));
+                dests.push((b + set.offset(), END | e.0, comp[attach(e)], si));
             }
         }
         if set == LidSet::Base {
             for t in fabric.switch_ids().filter(|&t| fabric.switch(t).up) {
                 let l = lids.switch_lid(t);
                 if l != 0 {
-                    dests.push((l, t.0, comp[t.idx()]));
+                    dests.push((l, t.0, comp[t.idx()], si));
                 }
             }
         }
@@ -312,9 +341,9 @@ pub(crate) fn destination_check_ids(
     dests.sort_unstable();
     // Destinations beyond the tables' coverage reach nobody.
     let covered = dests.partition_point(|d| lfts.covers(d.0) && lfts.num_switches() >= ns);
-    let mut blocks: Vec<&[(Lid, u32, u32)]> = Vec::new();
+    let mut blocks: Vec<&[(Lid, u32, u32, usize)]> = Vec::new();
     let mut rest = &dests[..covered];
-    while let Some(&(l, _, _)) = rest.first() {
+    while let Some(&(l, _, _, _)) = rest.first() {
         let b = l as usize / BLOCK_SIZE;
         let n = rest.partition_point(|d| d.0 as usize / BLOCK_SIZE == b);
         blocks.push(&rest[..n]);
@@ -326,7 +355,7 @@ pub(crate) fn destination_check_ids(
         .iter()
         .map(|b| {
             b.iter()
-                .map(|&(lid, target, comp)| {
+                .map(|&(lid, target, comp, _)| {
                     let (switch, leaf) = if target & END != 0 {
                         let e = fabric.end_port(EndPortId(target & !END));
                         (u32::MAX, e.attach.map_or((u32::MAX, 0), |(s, p)| (s.0, p)))
@@ -367,19 +396,20 @@ pub(crate) fn destination_check_ids(
     } else {
         run::<u32>(fabric, lfts, &comp, &per_switch, &source_switches, &block_dests)
     };
-    // (unreachable end-port pairs, of which loops, unreachable (end port, switch) pairs)
-    let (mut bad, mut loops, mut sw_bad) = (0u64, 0u64, 0u64);
-    let mut failing: Vec<FailingDestination> = Vec::new();
+    // Per set: (unreachable end-port pairs, of which loops, unreachable (end port, switch)
+    // pairs, failing destinations).
+    let mut acc: Vec<(u64, u64, u64, Vec<FailingDestination>)> = sets.iter().map(|_| (0, 0, 0, Vec::new())).collect();
     for (b, o) in blocks.iter().zip(&outcomes) {
-        for (&(lid, target, _), o) in b.iter().zip(o) {
+        for (&(lid, target, _, si), o) in b.iter().zip(o) {
+            let a = &mut acc[si];
             if target & END == 0 {
-                sw_bad += o.unreachable;
+                a.2 += o.unreachable;
                 continue;
             }
-            bad += o.unreachable;
-            loops += o.loops;
+            a.0 += o.unreachable;
+            a.1 += o.loops;
             if o.unreachable > 0 {
-                failing.push(FailingDestination {
+                a.3.push(FailingDestination {
                     lid,
                     end_port: EndPortId(target & !END),
                     unreachable_sources: o.unreachable,
@@ -389,49 +419,59 @@ pub(crate) fn destination_check_ids(
     }
     // Destinations without a LID or beyond the tables are unreachable from their component.
     let others = |c: u32| per_comp.get(c as usize).copied().unwrap_or(0);
-    let mut unreached: Vec<(Lid, EndPortId, u32)> = Vec::new();
-    for &(lid, target, c) in &dests[covered..] {
+    let mut unreached: Vec<(Lid, EndPortId, u32, usize)> = Vec::new();
+    for &(lid, target, c, si) in &dests[covered..] {
         if target & END != 0 {
-            unreached.push((lid, EndPortId(target & !END), c));
+            unreached.push((lid, EndPortId(target & !END), c, si));
         } else {
-            sw_bad += others(c);
+            acc[si].2 += others(c);
         }
     }
-    for &e in &live {
-        if lids.base_lid(e) == 0 || !usable {
-            let lid = if usable { 0 } else { lids.base_lid(e) + set.offset() };
-            unreached.push((lid, e, comp[attach(e)]));
+    for (si, &set) in sets.iter().enumerate() {
+        for &e in &live {
+            if lids.base_lid(e) == 0 || !usable(set) {
+                let lid = if usable(set) {
+                    0
+                } else {
+                    lids.base_lid(e) + set.offset()
+                };
+                unreached.push((lid, e, comp[attach(e)], si));
+            }
         }
     }
-    for (lid, end_port, c) in unreached {
+    for (lid, end_port, c, si) in unreached {
         let n = others(c) - 1;
-        bad += n;
+        acc[si].0 += n;
         if n > 0 {
-            failing.push(FailingDestination {
+            acc[si].3.push(FailingDestination {
                 lid,
                 end_port,
                 unreachable_sources: n,
             });
         }
     }
-    failing.sort_unstable_by_key(|f| (f.lid, f.end_port.0));
-    if set == LidSet::Base {
-        for t in fabric
-            .switch_ids()
-            .filter(|&t| fabric.switch(t).up && lids.switch_lid(t) == 0)
-        {
-            sw_bad += others(comp[t.idx()]);
-        }
-    }
-
-    DestinationCheck {
-        failing,
-        unreachable_pairs: bad,
-        loop_pairs: loops,
-        switch_unreachable_pairs: sw_bad,
-        disconnected_pairs,
-        components,
-    }
+    sets.iter()
+        .zip(acc)
+        .map(|(&set, (bad, loops, mut sw_bad, mut failing))| {
+            failing.sort_unstable_by_key(|f| (f.lid, f.end_port.0));
+            if set == LidSet::Base {
+                for t in fabric
+                    .switch_ids()
+                    .filter(|&t| fabric.switch(t).up && lids.switch_lid(t) == 0)
+                {
+                    sw_bad += others(comp[t.idx()]);
+                }
+            }
+            DestinationCheck {
+                failing,
+                unreachable_pairs: bad,
+                loop_pairs: loops,
+                switch_unreachable_pairs: sw_bad,
+                disconnected_pairs,
+                components,
+            }
+        })
+        .collect()
 }
 
 /// Whether every pair of live, ranked leaves has an up-down path for the ranking (finite

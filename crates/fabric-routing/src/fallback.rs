@@ -111,16 +111,7 @@ pub fn check_and_repair(ctx: &RoutingContext<'_>, engine: &str, lfts: &mut Lfts)
     check_lfts(ctx, lfts)?;
     let (fabric, lids) = (ctx.fabric, ctx.lids);
     let t = Instant::now();
-    let (base, escape) = rayon::join(
-        || check::destination_check(fabric, lids, lfts, LidSet::Base),
-        || {
-            if lids.lmc >= 1 {
-                check::destination_check(fabric, lids, lfts, LidSet::Escape)
-            } else {
-                DestinationCheck::default()
-            }
-        },
-    );
+    let (base, escape) = check::destination_check_both(fabric, lids, lfts);
     let check_ms = t.elapsed().as_secs_f64() * 1e3;
     let mut r = RoutingCheck {
         engine: engine.to_string(),

@@ -214,7 +214,9 @@ mod tests {
 
     use rand::{Rng, SeedableRng};
 
-    use crate::check::{destination_check, destination_check_ids, trace, DestinationCheck, TraceEnd, TraceError};
+    use crate::check::{
+        destination_check, destination_check_both, destination_check_ids, trace, DestinationCheck, TraceEnd, TraceError,
+    };
     use crate::hops::components;
     use crate::testutil::*;
     use crate::{EngineKind, LidSet, NO_ROUTE};
@@ -289,6 +291,16 @@ mod tests {
                 };
                 lfts.set(s, lid, port);
             }
+            // Both sets in one pass give what each set alone gives.
+            let both = destination_check_both(&f, &lids, &lfts);
+            assert_eq!(
+                both,
+                (
+                    destination_check(&f, &lids, &lfts, LidSet::Base),
+                    destination_check(&f, &lids, &lfts, LidSet::Escape)
+                ),
+                "seed {seed}"
+            );
             for set in [LidSet::Base, LidSet::Escape] {
                 let narrow = destination_check(&f, &lids, &lfts, set);
                 let wide = destination_check_ids(&f, &lids, &lfts, set, true);
