@@ -180,6 +180,17 @@ mod tests {
         assert!(a.diff(&b).is_empty());
     }
 
+    #[test]
+    fn large_tables_are_initialised_in_parallel_to_no_route() {
+        // 100 × 50 048 bytes: above the parallel threshold (4 MiB).
+        let l = Lfts::new(100, 50_000);
+        assert_eq!((l.num_switches(), l.row_len()), (100, 50_048));
+        assert!(l.as_bytes().len() >= 4 << 20);
+        assert!(l.as_bytes().iter().all(|&b| b == NO_ROUTE));
+        let small = Lfts::new(3, 100);
+        assert!(small.as_bytes().iter().all(|&b| b == NO_ROUTE));
+    }
+
     /// A random LFT set: `switches × lids`, a mix of ports, 0 and `NO_ROUTE`.
     fn arb_lfts(switches: usize, top: Lid) -> impl Strategy<Value = Lfts> {
         let len = Lfts::new(switches, top).as_bytes().len();
