@@ -245,3 +245,64 @@ fn unreadable_inventory_exits_with_the_reason() {
         "{log}"
     );
 }
+
+/// 4 226 switches (4 096 leaves of one node with two up-links, 128 + 2 upper switches): more
+/// agents than the simulator's old fixed cap of 4 096, and more descriptors than the usual soft
+/// limit of 1 024 in both processes (each raises its soft limit to the hard one at start).
+const ABOVE_OLD_CAP: &str = "PGFT(3;1,64,64;1,2,1;1,1,1)";
+
+#[test]
+fn more_agents_than_the_old_cap_are_discovered_routed_programmed_and_rerouted() {
+    let dir = test_dir("oob-4k");
+    // No --max-agents: the limit is the open-file limit. 24-bit addresses.
+    let sim = Sim::start(&dir, ABOVE_OLD_CAP);
+    let inv = fabric_oob::Inventory::read_file(&sim.inventory).expect("inventory");
+    assert_eq!(inv.entries.len(), 4226);
+    let config = dir.join("fabricd.toml");
+    let text = oob_config(&sim.inventory)
+        .replace("request_timeout = \"2s\"", "request_timeout = \"20s\"")
+        .replace("unreachable_deadline = \"800ms\"", "unreachable_deadline = \"30s\"")
+        .replace("max_connections = 16", "max_connections = 64")
+        .replace(
+            "[metrics]\nrandom_perms = 4",
+            "[metrics]\nrandom_perms = 0\nshifts = false\nall_to_all = false\n[health]\nenabled = false",
+        );
+    std::fs::write(&config, text).expect("write config");
+    let d = Daemon::spawn_with_config(&dir, &config, &[]);
+    run_with_deadline(170, async {
+        let mut c = d.ready().await;
+        let mut ctl = sim.control().await;
+        let s = next_generation(&d, &mut c, 0, Duration::from_secs(120)).await;
+        assert_eq!((s.switches, s.nodes, s.lmc), (4226, 4096, 1));
+        assert!(s.last_error.is_empty(), "{}", s.last_error);
+        // The daemon raised its own limit (one connection per agent).
+        let limit =
+            std::fs::read_to_string(format!("/proc/{}/limits", d.child.as_ref().expect("child").id())).expect("limits");
+        let soft: u64 = limit
+            .lines()
+            .find(|l| l.starts_with("Max open files"))
+            .and_then(|l| l.split_whitespace().nth(3))
+            .and_then(|v| v.parse().ok())
+            .expect("Max open files");
+        assert!(soft >= fabric_oob::fds::driver_fds(4226), "daemon soft limit {soft}");
+        let n = 4096u64;
+        assert_eq!(unreachable(&mut ctl, false).await, (n * (n - 1), 0));
+
+        // A leaf loses one of its two up-links in the simulator: rerouted through the other.
+        let topo = topology(&mut c).await;
+        let (leaf, port) = topo
+            .switches
+            .iter()
+            .filter(|s| s.level == Some(0))
+            .flat_map(|s| s.ports.iter().map(move |p| (s.guid, p)))
+            .find(|(_, p)| p.remote_kind == pb::RemoteKind::Switch as i32)
+            .map(|(g, p)| (g, p.port))
+            .expect("a leaf up-link");
+        command(&mut ctl, format!("link-down {leaf:#x} {port}")).await;
+        let s1 = next_generation(&d, &mut c, s.generation, Duration::from_secs(30)).await;
+        assert!(s1.last_error.is_empty(), "{}", s1.last_error);
+        assert_eq!(s1.links_up + 1, s1.links);
+        assert_eq!(unreachable(&mut ctl, false).await, (n * (n - 1), 0));
+        assert_eq!(unreachable(&mut ctl, true).await.1, 0);
+    });
+}
