@@ -18,9 +18,11 @@
 //! and a reserve), naming the limit to raise, rather than failing with `EMFILE` later; it also
 //! warns when the ephemeral port range is too narrow for the listeners and a driver on the same
 //! host. `--max-agents N` is an explicit cap on top of that. The 6 804 switches of
-//! `PGFT(4;18,3,18,36;1,3,18,18;1,6,1,1)` need about 13 900 descriptors. When every agent is bound, the simulator writes the
-//! **inventory** (`GUID address  # name` lines plus `!control ADDRESS`, see
-//! `fabric_oob::Inventory`) atomically and prints `ready INVENTORY` on stdout.
+//! `PGFT(4;18,3,18,36;1,3,18,18;1,6,1,1)` need about 13 900 descriptors.
+//!
+//! When every agent is bound, the simulator writes the **inventory** (`GUID address  # name`
+//! lines plus `!control ADDRESS`, see `fabric_oob::Inventory`) atomically and prints `ready
+//! INVENTORY` on stdout.
 //! `--reuse-inventory` binds the addresses of an existing inventory instead (a restarted
 //! simulator comes back where the driver expects it).
 //!

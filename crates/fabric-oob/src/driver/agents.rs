@@ -154,8 +154,8 @@ enum Failure {
 /// What the known agents' descriptions give for the whole fabric.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct AgentLimits {
-    /// The smallest LFT size (blocks) an agent reports (0 = not reported); `None` before any
-    /// agent is known.
+    /// The smallest LFT size (blocks) the agents report; `None` while no known agent reports
+    /// one (0 in `SwitchInfo.lft_blocks`).
     pub(super) lft_blocks: Option<u32>,
     /// See [`OobDriver::escape_vl`](crate::OobDriver::escape_vl).
     pub(super) escape_vl: Option<u8>,
