@@ -219,7 +219,7 @@ mod tests {
         assert!(m.contains("including the hard limit"), "{m}");
         // A hard limit that would suffice: only the soft one is to raise.
         let l = FdLimits { soft: 1024, hard: None };
-        let m = check_fds(600, driver_fds(600), l).unwrap_err().to_string();
+        let m = check_fds(900, driver_fds(900), l).unwrap_err().to_string();
         assert!(m.contains("(hard limit unlimited)") && !m.contains("including"), "{m}");
     }
 
