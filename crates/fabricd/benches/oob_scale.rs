@@ -455,7 +455,7 @@ fn measure(spec: &str, five_phase: bool, a: &Args, sim_bin: &Path, verify: bool)
         lines.push(format!("  fault seen -> routed (daemon)      {}", stats(&mut routed)));
         lines.push(format!("  upload (daemon)                    {}", stats(&mut upload)));
         lines.push(format!("  sim command -> commit notice       {}", stats(&mut client)));
-        for (p, v) in in_phase.iter_mut() {
+        for (p, v) in &mut in_phase {
             lines.push(format!("  in phase {:<25} {}", phase_name(*p), stats(v)));
         }
         let mean = blocks.iter().sum::<f64>() / blocks.len().max(1) as f64;
