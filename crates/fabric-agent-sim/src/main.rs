@@ -11,12 +11,18 @@
 //! Every simulated switch gets **its own tonic server on `127.0.0.1:0`** (an ephemeral port),
 //! exactly as a real BXI-like switch is its own management endpoint: the driver under test opens
 //! one connection per switch, bounds them, times them out and reconnects them individually, and
-//! killing one agent really closes one listener and its connections. The cost (one listening
-//! socket and one HTTP/2 connection per switch, a few kB each) is fine up to a few thousand
-//! switches on one host; beyond `--max-agents` (default 4096) the simulator refuses to start
-//! rather than exhausting file descriptors. When every agent is bound, the simulator writes the
-//! **inventory** (`GUID address  # name` lines plus `!control ADDRESS`, see
-//! `fabric_oob::Inventory`) atomically and prints `ready INVENTORY` on stdout.
+//! killing one agent really closes one listener and its connections. The cost is one listening
+//! socket and one HTTP/2 connection per switch (two file descriptors, a few kB each): at start
+//! the simulator raises its soft open-file limit to the hard limit and refuses to start when
+//! the agents would not fit in it (`fabric_oob::fds::simulator_fds`: two descriptors per agent
+//! and a reserve), naming the limit to raise, rather than failing with `EMFILE` later; it also
+//! warns when the ephemeral port range is too narrow for the listeners and a driver on the same
+//! host. `--max-agents N` is an explicit cap on top of that. The 6 804 switches of
+//! `PGFT(4;18,3,18,36;1,3,18,18;1,6,1,1)` need about 13 900 descriptors.
+//!
+//! When every agent is bound, the simulator writes the **inventory** (`GUID address  # name`
+//! lines plus `!control ADDRESS`, see `fabric_oob::Inventory`) atomically and prints `ready
+//! INVENTORY` on stdout.
 //! `--reuse-inventory` binds the addresses of an existing inventory instead (a restarted
 //! simulator comes back where the driver expects it).
 //!
@@ -117,9 +123,10 @@ pub struct Args {
     /// Address width in bits (highest address = 2^bits - 1).
     #[arg(long, default_value_t = 24, value_parser = clap::value_parser!(u32).range(8..=31))]
     pub address_bits: u32,
-    /// Refuse to start above this many switches.
-    #[arg(long, default_value_t = 4096)]
-    pub max_agents: usize,
+    /// Refuse to start above this many switches (default: as many as the open-file limit
+    /// allows, two descriptors per agent).
+    #[arg(long)]
+    pub max_agents: Option<usize>,
     /// Do not read console commands from stdin.
     #[arg(long)]
     pub no_console: bool,

@@ -43,6 +43,7 @@
 //! The generated protocol code (client and server) is in [`proto`]; the agent simulator
 //! (`fabric-agent-sim`) serves it.
 
+pub mod fds;
 pub mod inventory;
 pub mod proto;
 

@@ -145,6 +145,10 @@ fn serve(args: Args, config: Config) -> anyhow::Result<()> {
             }
         });
         tracing::info!(version = env!("CARGO_PKG_VERSION"), config = %args.config.display(), "fabricd starting");
+        // One connection per switch agent (oob), gRPC clients, state files: the usual soft
+        // limit of 1024 open files is too few for thousands of switches.
+        let fds = fabric_oob::fds::raise_fd_limit();
+        tracing::info!(soft = fds.soft, hard = ?fds.hard, "open-file limit");
         let opts = RunOptions {
             config_path: Some(args.config.clone()),
             config,

@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex};
 
 use fabric_mock::{MockConfig, MockFabric};
 use fabric_oob::proto::sim_control_server::SimControlServer;
-use fabric_oob::{AgentKey, Inventory, InventoryEntry};
+use fabric_oob::{fds, AgentKey, Inventory, InventoryEntry};
 use fabric_southbound::SouthboundDriver;
 use fabric_topology::{fmt_guid, Lid, SwitchId};
 use tokio::io::AsyncBufReadExt;
@@ -40,6 +40,26 @@ async fn bind(addr: SocketAddr) -> Result<TcpListener, SimError> {
     })
 }
 
+/// Raises the open-file limit to the hard limit and checks that `n` agents fit in it (a
+/// listener and the driver's connection each) and, listening on ephemeral ports (not
+/// `--reuse-inventory`), in the ephemeral port range (an error when the listeners alone do not
+/// fit, a warning when a driver on this host may lack ports to connect to all of them).
+fn check_budget(name: &str, n: usize, reuse_inventory: bool) -> Result<(), SimError> {
+    let limits = fds::raise_fd_limit();
+    fds::check_fds(n, fds::simulator_fds(n), limits).map_err(|e| SimError::Topology(format!("{name}: {e}")))?;
+    if reuse_inventory {
+        return Ok(());
+    }
+    match fds::ephemeral_port_range().map(|r| fds::check_ports(n, r)) {
+        Some(fds::PortBudget::TooSmall(m)) => Err(SimError::Topology(format!("{name}: {m}"))),
+        Some(fds::PortBudget::Tight(m)) => {
+            eprintln!("warning: {m}");
+            Ok(())
+        }
+        Some(fds::PortBudget::Fits) | None => Ok(()),
+    }
+}
+
 /// Starts everything, writes the inventory, then serves until `quit`, SIGTERM or Ctrl-C.
 pub async fn run(args: Args) -> Result<(), SimError> {
     let (mock, name) = match (&args.topology, &args.generate) {
@@ -58,12 +78,12 @@ pub async fn run(args: Args) -> Result<(), SimError> {
     })?;
     let cabling = mock.cabling().clone();
     let n = cabling.num_switches();
-    if n > args.max_agents {
+    if let Some(max) = args.max_agents.filter(|&m| n > m) {
         return Err(SimError::Topology(format!(
-            "{name}: {n} switches exceed --max-agents {} (one listening socket per agent)",
-            args.max_agents
+            "{name}: {n} switches exceed --max-agents {max}"
         )));
     }
+    check_budget(&name, n, args.reuse_inventory)?;
     let previous = if args.reuse_inventory {
         Some(Inventory::read_file(&args.inventory)?)
     } else {
@@ -99,11 +119,13 @@ pub async fn run(args: Args) -> Result<(), SimError> {
             what: "local address".into(),
             err,
         })?;
+        let s = &cabling.switches()[i];
         agents.push(AgentCtl::new(
-            cabling.switches()[i].guid,
+            s.guid,
             SwitchId(i as u32),
             addr,
             args.write_delay_ms,
+            s.nports,
         ));
     }
     let state = mock.discover().await?;

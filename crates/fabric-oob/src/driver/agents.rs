@@ -123,6 +123,10 @@ pub(super) struct Inner {
     /// Problems of the address configuration (SL-to-VL not supported, single VL).
     pub(super) config_warnings: Mutex<Vec<String>>,
     pub(super) generation: Mutex<u64>,
+    /// What the agents' descriptions give for the whole fabric, computed on first use after
+    /// an agent's description changed ([`Inner::known_changed`]): every upload asks for it,
+    /// and computing it locks every agent.
+    pub(super) limits: Mutex<Option<AgentLimits>>,
     pub(super) monitors_started: Mutex<bool>,
     /// Dropped with the driver: stops the monitors.
     pub(super) _stop: watch::Sender<()>,
@@ -147,21 +151,51 @@ enum Failure {
     Timeout,
 }
 
+/// What the known agents' descriptions give for the whole fabric.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct AgentLimits {
+    /// The smallest LFT size (blocks) the agents report; `None` while no known agent reports
+    /// one (0 in `SwitchInfo.lft_blocks`).
+    pub(super) lft_blocks: Option<u32>,
+    /// See [`OobDriver::escape_vl`](crate::OobDriver::escape_vl).
+    pub(super) escape_vl: Option<u8>,
+}
+
+impl AgentLimits {
+    fn of(agents: &[Agent]) -> AgentLimits {
+        let (mut blocks, mut vls) = (None::<u32>, None::<u32>);
+        for a in agents {
+            if let Some(k) = lock(&a.known).as_ref() {
+                if k.info.lft_blocks > 0 {
+                    blocks = Some(blocks.map_or(k.info.lft_blocks, |b| b.min(k.info.lft_blocks)));
+                }
+                let v = if k.info.vls == 0 { DEFAULT_VLS } else { k.info.vls };
+                vls = Some(vls.map_or(v, |m| m.min(v)));
+            }
+        }
+        // VL 15 is the management VL of InfiniBand: data and escape VLs are 0..=14.
+        let escape_vl = vls.map(|n| n.min(15)).filter(|&n| n >= 2).map(|n| (n - 1) as u8);
+        AgentLimits {
+            lft_blocks: blocks,
+            escape_vl,
+        }
+    }
+}
+
 impl Inner {
+    /// See [`AgentLimits`].
+    pub(super) fn limits(&self) -> AgentLimits {
+        *lock(&self.limits).get_or_insert_with(|| AgentLimits::of(&self.agents))
+    }
+
+    /// To call after an agent's `known` description was replaced.
+    pub(super) fn known_changed(&self) {
+        *lock(&self.limits) = None;
+    }
+
     /// See [`OobDriver::escape_vl`](crate::OobDriver::escape_vl).
     pub(super) fn escape_vl(&self) -> Option<u8> {
-        let n = self
-            .agents
-            .iter()
-            .filter_map(|a| {
-                lock(&a.known)
-                    .as_ref()
-                    .map(|k| if k.info.vls == 0 { DEFAULT_VLS } else { k.info.vls })
-            })
-            .min()?;
-        // VL 15 is the management VL of InfiniBand: data and escape VLs are 0..=14.
-        let n = n.min(15);
-        (n >= 2).then(|| (n - 1) as u8)
+        self.limits().escape_vl
     }
 
     pub(super) fn emit(&self, ev: FabricEvent) {

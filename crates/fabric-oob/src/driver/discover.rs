@@ -66,6 +66,7 @@ pub(super) async fn discover(inner: &Arc<Inner>) -> Result<Fabric, DriverError> 
             None => view.push(None),
         }
     }
+    inner.known_changed();
     {
         // Agents listed by GUID stay their switch's agent while they do not answer; what
         // the agents themselves report wins.

@@ -32,6 +32,7 @@ use self::agents::{inventory_guids, lock, Agent, Discovered, Health, Inner};
 pub use self::config::{sl_to_vl_table, OobConfig, ESCAPE_SL, MAX_MANAGEMENT_KEY_PROTECT};
 use self::mkey::KeyState;
 pub use self::mkey::READ_KEY_METADATA;
+use crate::fds;
 use crate::inventory::Inventory;
 use crate::proto;
 
@@ -54,8 +55,21 @@ impl OobDriver {
     }
 
     /// Like [`OobDriver::open`] with an inventory already in memory (`cfg.inventory` is ignored).
+    ///
+    /// The driver holds one connection per agent: when the agents need more descriptors than
+    /// the soft open-file limit allows ([`fds::driver_fds`]), the soft limit is raised to the
+    /// hard one; if that is still too few, the driver is not created (a [`DriverError::Config`]
+    /// saying what to raise) rather than failing agents with `EMFILE` later.
     pub fn with_inventory(cfg: OobConfig, inv: Inventory) -> Result<Self, DriverError> {
         cfg.validate()?;
+        let n = inv.entries.len();
+        let needed = fds::driver_fds(n);
+        let mut limits = fds::fd_limits();
+        if needed > limits.soft {
+            limits = fds::raise_fd_limit();
+        }
+        fds::check_fds(n, needed, limits)
+            .map_err(|e| DriverError::Config(format!("inventory {}: {e}", cfg.inventory.display())))?;
         let mut agents = Vec::with_capacity(inv.entries.len());
         for e in inv.entries {
             let endpoint = Endpoint::from_shared(format!("http://{}", e.address))
@@ -93,6 +107,7 @@ impl OobDriver {
                 warnings: Mutex::new(Vec::new()),
                 config_warnings: Mutex::new(Vec::new()),
                 generation: Mutex::new(0),
+                limits: Mutex::new(None),
                 monitors_started: Mutex::new(false),
                 _stop: stop_tx,
                 stop: stop_rx,
@@ -170,19 +185,13 @@ impl SouthboundDriver for OobDriver {
     }
 
     fn caps(&self) -> DriverCaps {
-        let from_agents = self
-            .inner
-            .agents
-            .iter()
-            .filter_map(|a| lock(&a.known).as_ref().map(|k| k.info.lft_blocks))
-            .filter(|&b| b > 0)
-            .min();
+        let limits = self.inner.limits();
         let from_lid = (u64::from(self.inner.cfg.max_lid) + 1).div_ceil(BLOCK_SIZE as u64) as u32;
         DriverCaps {
             name: "oob",
             max_lid: self.inner.cfg.max_lid,
-            max_lft_blocks: Some(from_agents.map_or(from_lid, |b| b.min(from_lid))),
-            escape_vl: self.inner.escape_vl(),
+            max_lft_blocks: Some(limits.lft_blocks.map_or(from_lid, |b| b.min(from_lid))),
+            escape_vl: limits.escape_vl,
         }
     }
 

@@ -148,6 +148,7 @@ async fn monitor(weak: Weak<Inner>, idx: usize, mut stop: watch::Receiver<()>) {
                         lock(&inner.agents[idx].health).undiscovered = false;
                     }
                     *lock(&inner.agents[idx].known) = Some(k);
+                    inner.known_changed();
                 }
             }
             if let Some(g) = inner.agents[idx].guid() {

@@ -93,8 +93,13 @@ impl Inner {
     /// An error names the switch; only this switch's blocks fail with it.
     async fn ensure_addresses(&self, idx: usize) -> Result<(), DriverError> {
         self.ensure_key(idx).await?;
-        let Some(setup) = lock(&self.agents[idx].setup).clone().filter(|s| !s.done) else {
-            return Ok(());
+        // (Checked before cloning: every write of every switch passes here.)
+        let setup = {
+            let cur = lock(&self.agents[idx].setup);
+            match cur.as_ref() {
+                Some(s) if !s.done => s.clone(),
+                _ => return Ok(()),
+            }
         };
         let key = self.write_key();
         self.call(idx, "set addresses", |mut c| {
@@ -121,18 +126,25 @@ impl Inner {
                 }
             })
             .await?;
-        {
+        let support_changed = {
             let mut cur = lock(&self.agents[idx].setup);
             // A newer plan configured meanwhile is installed by its own set-up.
-            if let Some(c) = cur
+            match cur
                 .as_mut()
                 .filter(|c| c.addresses == setup.addresses && c.sl_to_vl == setup.sl_to_vl)
             {
-                c.done = true;
-                c.sl_to_vl_unsupported = !supported;
+                Some(c) => {
+                    c.done = true;
+                    std::mem::replace(&mut c.sl_to_vl_unsupported, !supported) == supported
+                }
+                None => false,
             }
+        };
+        // The warnings look at every switch: rebuilt only when this one's support changed
+        // (`configure_lids` rebuilds them once after setting up every switch).
+        if support_changed {
+            self.refresh_config_warnings();
         }
-        self.refresh_config_warnings();
         Ok(())
     }
 
