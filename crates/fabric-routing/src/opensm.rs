@@ -86,6 +86,10 @@ fn parse_num(s: &str) -> Option<u64> {
     }
 }
 
+/// Longest line [`read_opensm_lfts`] accepts (a dump line is ~100 bytes; a file without line
+/// breaks is refused, not read whole).
+pub const MAX_LINE_BYTES: usize = 64 * 1024;
+
 /// Parses an `opensm-lfts.dump` (or `ibroute` output). `source` names it in errors.
 pub fn parse_opensm_lfts(text: &str, source: &str) -> Result<OpensmLfts, LftDumpError> {
     read_opensm_lfts(text.as_bytes(), source)
@@ -95,6 +99,7 @@ pub fn parse_opensm_lfts(text: &str, source: &str) -> Result<OpensmLfts, LftDump
 /// gigabytes is never held whole (the result keeps 8 bytes per entry). `source` names it in
 /// errors; a read error or a line that is not UTF-8 is a [`LftDumpError::Parse`] of its line.
 pub fn read_opensm_lfts<R: std::io::BufRead>(mut r: R, source: &str) -> Result<OpensmLfts, LftDumpError> {
+    use std::io::{BufRead as _, Read as _};
     let mut out = OpensmLfts {
         source: source.to_string(),
         switches: Vec::new(),
@@ -104,13 +109,23 @@ pub fn read_opensm_lfts<R: std::io::BufRead>(mut r: R, source: &str) -> Result<O
     loop {
         line += 1;
         buf.clear();
-        let n = r.read_until(b'\n', &mut buf).map_err(|e| LftDumpError::Parse {
-            file: source.to_string(),
-            line,
-            message: format!("cannot read: {e}"),
-        })?;
+        let n = (&mut r)
+            .take(MAX_LINE_BYTES as u64 + 1)
+            .read_until(b'\n', &mut buf)
+            .map_err(|e| LftDumpError::Parse {
+                file: source.to_string(),
+                line,
+                message: format!("cannot read: {e}"),
+            })?;
         if n == 0 {
             return Ok(out);
+        }
+        if n > MAX_LINE_BYTES {
+            return Err(LftDumpError::Parse {
+                file: source.to_string(),
+                line,
+                message: format!("line longer than {MAX_LINE_BYTES} bytes"),
+            });
         }
         let l = std::str::from_utf8(&buf).map_err(|e| LftDumpError::Parse {
             file: source.to_string(),
@@ -323,6 +338,9 @@ mod tests {
         let bad = b"Unicast lids [0-3] of switch Lid 1 guid 0x1 ('a'):\n0x0002 001 # \xff\n";
         let e = read_opensm_lfts(&bad[..], "r").unwrap_err();
         assert!(e.to_string().starts_with("r:2: invalid UTF-8 text"), "{e}");
+        let long = format!("\n{}", "x".repeat(MAX_LINE_BYTES + 1));
+        let e = read_opensm_lfts(long.as_bytes(), "r").unwrap_err();
+        assert_eq!(e.to_string(), format!("r:2: line longer than {MAX_LINE_BYTES} bytes"));
     }
 
     #[test]

@@ -522,6 +522,7 @@ fn analyze_tables(
             )?;
             // Read line by line: a dump is ~76 bytes per (switch, LID), ~10x its parsed form.
             let file = std::fs::File::open(p).with_context(|| format!("reading {}", p.display()))?;
+            fabric_topology::textfile::regular_file_metadata(&file, p)?;
             let dump = fabric_routing::read_opensm_lfts(
                 std::io::BufReader::with_capacity(1 << 20, file),
                 &p.display().to_string(),
