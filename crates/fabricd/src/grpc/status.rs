@@ -3,11 +3,11 @@
 use std::sync::Arc;
 
 use fabric_proto::v1 as pb;
-use fabric_topology::{fmt_guid, Fabric, LinkState, Remote};
+use fabric_topology::{Fabric, LinkState, Remote};
 use tonic::{Request, Response, Status};
 
 use super::convert::{count, phase_pb, timings_pb};
-use super::request::{end_port_or_status, resolve_switch};
+use super::request::end_port_or_status;
 use super::FabricService;
 
 /// Service level of the base LIDs (data VLs).
