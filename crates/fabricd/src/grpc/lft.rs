@@ -87,6 +87,11 @@ impl io::Write for Capped {
 #[error("the reply exceeds one message")]
 struct TooBig;
 
+fn is_too_big(e: &io::Error) -> bool {
+    e.get_ref()
+        .is_some_and(<dyn std::error::Error + Send + Sync>::is::<TooBig>)
+}
+
 fn too_big(what: &str) -> Status {
     Status::resource_exhausted(format!(
         "the {what} exceeds one gRPC message ({} MiB): use StreamLft (`fabricctl lft` streams)",
@@ -167,9 +172,12 @@ impl FabricService {
                 })
                 .await
                 .map_err(|e| Status::internal(format!("dump task failed: {e}")))?
-                .map_err(|e| match e.get_ref().is_some_and(|i| i.is::<TooBig>()) {
-                    true => too_big("OpenSM dump"),
-                    false => Status::internal(format!("dump failed: {e}")),
+                .map_err(|e| {
+                    if is_too_big(&e) {
+                        too_big("OpenSM dump")
+                    } else {
+                        Status::internal(format!("dump failed: {e}"))
+                    }
                 })?;
                 let opensm_dump =
                     String::from_utf8(dump).map_err(|e| Status::internal(format!("dump is not UTF-8: {e}")))?;
@@ -232,7 +240,7 @@ mod tests {
         };
         c.write_all(b"12345").unwrap();
         let e = c.write_all(b"6789").unwrap_err();
-        assert!(e.get_ref().is_some_and(|i| i.is::<TooBig>()));
+        assert!(is_too_big(&e));
         assert_eq!(c.out, b"12345");
         assert!(too_big("OpenSM dump").message().contains("use StreamLft"));
     }
