@@ -56,6 +56,9 @@ pub use mcast::{
     flood, mcast_deadlock_free, mft_diff, route_multicast, FloodError, McastGroup, McastInputError, McastRouting,
     McastTree, McastTreeLink, MftBlockDiff, Mfts,
 };
-pub use opensm::{parse_opensm_lfts, write_opensm_lfts, LftDumpError, OpensmLfts, SwitchLftDump};
+pub use opensm::{
+    parse_opensm_lfts, read_opensm_lfts, write_opensm_lfts, write_opensm_lfts_to, LftDumpError, OpensmLftWriter,
+    OpensmLfts, SwitchLftDump,
+};
 pub use route::{engine, route_all, route_all_grouped, EngineKind, RoutedFabric, UnknownEngine};
 pub use updown::UpDown;

@@ -13,69 +13,13 @@
 //! number of lines. The reader also accepts `ibroute`'s variant (`0x0-0x..` ranges,
 //! `: (...)` comments, `N valid lids dumped`).
 
-use fabric_topology::{fmt_guid, parse_guid, Fabric, Guid, Lid, PortNum, SwitchId};
+use fabric_topology::{fmt_guid, parse_guid, Fabric, Guid, Lid, PortNum};
 
 use crate::lft::{Lfts, NO_ROUTE};
-use crate::lid::LidPlan;
-use crate::lid::{LidOwner, LidOwners};
 
-/// Writes the LFTs of every live switch that has a LID, in OpenSM's dump format.
-pub fn write_opensm_lfts(fabric: &Fabric, lids: &LidPlan, lfts: &Lfts) -> String {
-    let owners = LidOwners::new(lids);
-    let top = lids.top().min(lfts.row_len().saturating_sub(1) as Lid);
-    let mut order: Vec<SwitchId> = fabric
-        .switch_ids()
-        .filter(|&s| {
-            fabric.switch(s).up
-                && s.idx() < lfts.num_switches()
-                && lids.switch_lid.get(s.idx()).is_some_and(|&l| l != 0)
-        })
-        .collect();
-    order.sort_by_key(|&s| fabric.switch(s).guid);
-    // Comment text per LID, computed once.
-    let comment: Vec<String> = (0..=top)
-        .map(|lid| match owners.get(lid) {
-            Some(LidOwner::EndPort { ep, .. }) => {
-                let e = fabric.end_port(ep);
-                format!(
-                    "Channel Adapter portguid {}: '{}'",
-                    fmt_guid(e.port_guid),
-                    clean(&e.desc)
-                )
-            }
-            Some(LidOwner::Switch(s)) => {
-                let sw = fabric.switch(s);
-                format!("Switch portguid {}: '{}'", fmt_guid(sw.guid), clean(&sw.desc))
-            }
-            None => "unknown node and type".to_string(),
-        })
-        .collect();
-    let mut out = String::new();
-    for s in order {
-        let sw = fabric.switch(s);
-        out.push_str(&format!(
-            "Unicast lids [0-{top}] of switch Lid {} guid {} ('{}'):\n",
-            lids.switch_lid(s),
-            fmt_guid(sw.guid),
-            clean(&sw.desc)
-        ));
-        let row = lfts.row(s);
-        for lid in 0..=top {
-            let port = row[lid as usize];
-            if port == NO_ROUTE || port > sw.nports {
-                continue;
-            }
-            out.push_str(&format!("0x{lid:04x} {port:03} # {}\n", comment[lid as usize]));
-        }
-        out.push_str(&format!("{top} lids dumped\n"));
-    }
-    out
-}
+mod write;
 
-/// Node descriptions on one line.
-fn clean(s: &str) -> String {
-    s.replace(['\n', '\r'], " ")
-}
+pub use write::{write_opensm_lfts, write_opensm_lfts_to, OpensmLftWriter, FLUSH_BYTES};
 
 /// Errors of [`parse_opensm_lfts`] and [`OpensmLfts::to_lfts`].
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -142,8 +86,59 @@ fn parse_num(s: &str) -> Option<u64> {
     }
 }
 
+/// Longest line [`read_opensm_lfts`] accepts (a dump line is ~100 bytes; a file without line
+/// breaks is refused, not read whole).
+pub const MAX_LINE_BYTES: usize = 64 * 1024;
+
 /// Parses an `opensm-lfts.dump` (or `ibroute` output). `source` names it in errors.
 pub fn parse_opensm_lfts(text: &str, source: &str) -> Result<OpensmLfts, LftDumpError> {
+    read_opensm_lfts(text.as_bytes(), source)
+}
+
+/// Parses an `opensm-lfts.dump` (or `ibroute` output) line by line from `r`: a dump of many
+/// gigabytes is never held whole (the result keeps 8 bytes per entry). `source` names it in
+/// errors; a read error or a line that is not UTF-8 is a [`LftDumpError::Parse`] of its line.
+pub fn read_opensm_lfts<R: std::io::BufRead>(mut r: R, source: &str) -> Result<OpensmLfts, LftDumpError> {
+    use std::io::{BufRead as _, Read as _};
+    let mut out = OpensmLfts {
+        source: source.to_string(),
+        switches: Vec::new(),
+    };
+    let mut buf = Vec::new();
+    let mut line = 0;
+    loop {
+        line += 1;
+        buf.clear();
+        let n = (&mut r)
+            .take(MAX_LINE_BYTES as u64 + 1)
+            .read_until(b'\n', &mut buf)
+            .map_err(|e| LftDumpError::Parse {
+                file: source.to_string(),
+                line,
+                message: format!("cannot read: {e}"),
+            })?;
+        if n == 0 {
+            return Ok(out);
+        }
+        if n > MAX_LINE_BYTES {
+            return Err(LftDumpError::Parse {
+                file: source.to_string(),
+                line,
+                message: format!("line longer than {MAX_LINE_BYTES} bytes"),
+            });
+        }
+        let l = std::str::from_utf8(&buf).map_err(|e| LftDumpError::Parse {
+            file: source.to_string(),
+            line,
+            message: format!("invalid UTF-8 text: {e}"),
+        })?;
+        parse_line(&mut out, line, l)?;
+    }
+}
+
+/// One line of a dump into `out`.
+fn parse_line(out: &mut OpensmLfts, line: usize, raw: &str) -> Result<(), LftDumpError> {
+    let source = out.source.as_str();
     let err = |line: usize, message: String| LftDumpError::Parse {
         file: source.to_string(),
         line,
@@ -162,72 +157,65 @@ pub fn parse_opensm_lfts(text: &str, source: &str) -> Result<OpensmLfts, LftDump
             Ok(())
         }
     };
-    let mut out = OpensmLfts {
-        source: source.to_string(),
-        switches: Vec::new(),
-    };
-    for (i, raw) in text.lines().enumerate() {
-        let line = i + 1;
-        let l = raw.trim();
-        if l.is_empty() || l.ends_with("lids dumped") || l.starts_with("Lid") || l.starts_with("Port") {
-            continue;
-        }
-        if let Some(rest) = l.strip_prefix("Unicast lids [") {
-            let bad = || err(line, format!("malformed switch header `{l}`"));
-            let (range, rest) = rest.split_once(']').ok_or_else(bad)?;
-            let (_, hi) = range.split_once('-').ok_or_else(bad)?;
-            let max_lid = parse_num(hi.trim()).ok_or_else(bad)?;
-            check_lid(max_lid, line)?;
-            let rest = rest.trim_start().strip_prefix("of switch ").ok_or_else(bad)?;
-            let (lid, rest) = match rest.strip_prefix("Lid ") {
-                Some(r) => {
-                    let (n, r) = r.split_once(' ').ok_or_else(bad)?;
-                    (parse_num(n).ok_or_else(bad)?, r)
-                }
-                None => (0, rest),
-            };
-            let gpos = rest.find("guid ").ok_or_else(bad)?;
-            let rest = &rest[gpos + 5..];
-            let (g, rest) = rest.split_once(' ').ok_or_else(bad)?;
-            let guid = parse_guid(g).ok_or_else(bad)?;
-            let desc = rest
-                .trim()
-                .trim_end_matches(':')
-                .trim()
-                .trim_start_matches('(')
-                .trim_end_matches(')');
-            let desc = desc
-                .strip_prefix('\'')
-                .and_then(|d| d.strip_suffix('\''))
-                .unwrap_or(desc);
-            out.switches.push(SwitchLftDump {
-                guid,
-                lid: u32::try_from(lid).map_err(|_| bad())?,
-                desc: desc.to_string(),
-                max_lid: u32::try_from(max_lid).map_err(|_| bad())?,
-                entries: Vec::new(),
-                line,
-            });
-            continue;
-        }
-        let bad = || err(line, format!("expected `0xLID PORT # ...`, found `{l}`"));
-        let mut it = l.split_whitespace();
-        let lid = it
-            .next()
-            .filter(|t| t.starts_with("0x"))
-            .and_then(parse_num)
-            .ok_or_else(bad)?;
-        let port = it.next().and_then(|t| t.parse::<u16>().ok()).ok_or_else(bad)?;
-        check_lid(lid, line)?;
-        let lid = u32::try_from(lid).map_err(|_| bad())?;
-        let port = u8::try_from(port).ok().filter(|&p| p != NO_ROUTE).ok_or_else(bad)?;
-        let sw = out
-            .switches
-            .last_mut()
-            .ok_or_else(|| err(line, "LFT entry before any switch header".into()))?;
-        sw.entries.push((lid, port));
+    let l = raw.trim();
+    if l.is_empty() || l.ends_with("lids dumped") || l.starts_with("Lid") || l.starts_with("Port") {
+        return Ok(());
     }
-    Ok(out)
+    if let Some(rest) = l.strip_prefix("Unicast lids [") {
+        let bad = || err(line, format!("malformed switch header `{l}`"));
+        let (range, rest) = rest.split_once(']').ok_or_else(bad)?;
+        let (_, hi) = range.split_once('-').ok_or_else(bad)?;
+        let max_lid = parse_num(hi.trim()).ok_or_else(bad)?;
+        check_lid(max_lid, line)?;
+        let rest = rest.trim_start().strip_prefix("of switch ").ok_or_else(bad)?;
+        let (lid, rest) = match rest.strip_prefix("Lid ") {
+            Some(r) => {
+                let (n, r) = r.split_once(' ').ok_or_else(bad)?;
+                (parse_num(n).ok_or_else(bad)?, r)
+            }
+            None => (0, rest),
+        };
+        let gpos = rest.find("guid ").ok_or_else(bad)?;
+        let rest = &rest[gpos + 5..];
+        let (g, rest) = rest.split_once(' ').ok_or_else(bad)?;
+        let guid = parse_guid(g).ok_or_else(bad)?;
+        let desc = rest
+            .trim()
+            .trim_end_matches(':')
+            .trim()
+            .trim_start_matches('(')
+            .trim_end_matches(')');
+        let desc = desc
+            .strip_prefix('\'')
+            .and_then(|d| d.strip_suffix('\''))
+            .unwrap_or(desc);
+        out.switches.push(SwitchLftDump {
+            guid,
+            lid: u32::try_from(lid).map_err(|_| bad())?,
+            desc: desc.to_string(),
+            max_lid: u32::try_from(max_lid).map_err(|_| bad())?,
+            entries: Vec::new(),
+            line,
+        });
+        return Ok(());
+    }
+    let bad = || err(line, format!("expected `0xLID PORT # ...`, found `{l}`"));
+    let mut it = l.split_whitespace();
+    let lid = it
+        .next()
+        .filter(|t| t.starts_with("0x"))
+        .and_then(parse_num)
+        .ok_or_else(bad)?;
+    let port = it.next().and_then(|t| t.parse::<u16>().ok()).ok_or_else(bad)?;
+    check_lid(lid, line)?;
+    let lid = u32::try_from(lid).map_err(|_| bad())?;
+    let port = u8::try_from(port).ok().filter(|&p| p != NO_ROUTE).ok_or_else(bad)?;
+    let sw = out
+        .switches
+        .last_mut()
+        .ok_or_else(|| err(line, "LFT entry before any switch header".into()))?;
+    sw.entries.push((lid, port));
+    Ok(())
 }
 
 impl OpensmLfts {
@@ -290,6 +278,7 @@ mod tests {
     use super::*;
     use crate::testutil::*;
     use crate::{EngineKind, IB_MAX_UNICAST_LID};
+    use fabric_topology::SwitchId;
 
     #[test]
     fn dump_matches_opensm_layout_and_reads_back() {
@@ -333,6 +322,25 @@ mod tests {
         assert_eq!(parsed.switches[0].desc, sw0.desc);
         let back = parsed.to_lfts(f, IB_MAX_UNICAST_LID).unwrap();
         assert_eq!(back, lfts);
+    }
+
+    #[test]
+    fn reads_from_a_reader_line_by_line() {
+        let t = pgft(&[2, 2], &[1, 2], &[1, 1]);
+        let (_, lids, lfts) = routed(&t.fabric, EngineKind::Dmodc, 1);
+        let text = write_opensm_lfts(&t.fabric, &lids, &lfts);
+        // A tiny buffer: lines span many reads.
+        let r = std::io::BufReader::with_capacity(7, text.as_bytes());
+        assert_eq!(
+            read_opensm_lfts(r, "d").unwrap(),
+            parse_opensm_lfts(&text, "d").unwrap()
+        );
+        let bad = b"Unicast lids [0-3] of switch Lid 1 guid 0x1 ('a'):\n0x0002 001 # \xff\n";
+        let e = read_opensm_lfts(&bad[..], "r").unwrap_err();
+        assert!(e.to_string().starts_with("r:2: invalid UTF-8 text"), "{e}");
+        let long = format!("\n{}", "x".repeat(MAX_LINE_BYTES + 1));
+        let e = read_opensm_lfts(long.as_bytes(), "r").unwrap_err();
+        assert_eq!(e.to_string(), format!("r:2: line longer than {MAX_LINE_BYTES} bytes"));
     }
 
     #[test]

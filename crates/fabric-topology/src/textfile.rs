@@ -73,7 +73,35 @@ pub fn read_open_text_file(file: std::fs::File, path: &Path, limit: u64) -> Resu
         path: path.to_path_buf(),
         source,
     };
-    let meta = file.metadata().map_err(io)?;
+    let meta = regular_file_metadata(&file, path)?;
+    if meta.len() > limit {
+        return Err(TextFileError::TooLarge {
+            path: path.to_path_buf(),
+            limit,
+        });
+    }
+    // The file may grow between the check and the read: never read more than the limit.
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    file.take(limit + 1).read_to_end(&mut bytes).map_err(io)?;
+    if bytes.len() as u64 > limit {
+        return Err(TextFileError::TooLarge {
+            path: path.to_path_buf(),
+            limit,
+        });
+    }
+    String::from_utf8(bytes).map_err(|e| TextFileError::Utf8 {
+        path: path.to_path_buf(),
+        line: utf8_error_line(e.as_bytes(), e.utf8_error().valid_up_to()),
+    })
+}
+
+/// The metadata of an open file that must be a regular file (a device, FIFO or directory is
+/// refused, never read): for readers that stream a file themselves.
+pub fn regular_file_metadata(file: &std::fs::File, path: &Path) -> Result<std::fs::Metadata, TextFileError> {
+    let meta = file.metadata().map_err(|source| TextFileError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
     let ft = meta.file_type();
     if !ft.is_file() {
         use std::os::unix::fs::FileTypeExt;
@@ -95,25 +123,7 @@ pub fn read_open_text_file(file: std::fs::File, path: &Path, limit: u64) -> Resu
             kind,
         });
     }
-    if meta.len() > limit {
-        return Err(TextFileError::TooLarge {
-            path: path.to_path_buf(),
-            limit,
-        });
-    }
-    // The file may grow between the check and the read: never read more than the limit.
-    let mut bytes = Vec::with_capacity(meta.len() as usize);
-    file.take(limit + 1).read_to_end(&mut bytes).map_err(io)?;
-    if bytes.len() as u64 > limit {
-        return Err(TextFileError::TooLarge {
-            path: path.to_path_buf(),
-            limit,
-        });
-    }
-    String::from_utf8(bytes).map_err(|e| TextFileError::Utf8 {
-        path: path.to_path_buf(),
-        line: utf8_error_line(e.as_bytes(), e.utf8_error().valid_up_to()),
-    })
+    Ok(meta)
 }
 
 /// 1-based line of the byte at `offset`.

@@ -271,10 +271,15 @@ pub fn topo(a: TopoArgs, target: &crate::remote::Target) -> Result<()> {
 /// Replaces `path` with `bytes` atomically (the workspace's `atomic-write-file`: temporary in
 /// the same directory, fsync, rename, fsync of the directory; the old file's mode is kept).
 fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    use std::io::Write as _;
+    write_atomic_with(path, |f| f.write_all(bytes))
+}
+
+/// Like [`write_atomic`], the content streamed by `fill` (the temporary is only renamed into
+/// place once `fill` succeeded).
+fn write_atomic_with(path: &Path, fill: impl FnOnce(&mut dyn std::io::Write) -> std::io::Result<()>) -> Result<()> {
     let mut f = atomic_write_file::AtomicWriteFile::open(path)
         .with_context(|| format!("creating a temporary beside {}", path.display()))?;
-    f.write_all(bytes)
+    fill(&mut f)
         .and_then(|()| f.commit())
         .with_context(|| format!("writing {}", path.display()))
 }
@@ -410,11 +415,12 @@ pub fn route(a: RouteArgs) -> Result<()> {
         write_atomic(p, Guid2Lid::from_plan(&l.fabric, &lids).to_text().as_bytes())?;
     }
     if let Some(p) = &a.lft_out {
-        let text = fabric_routing::write_opensm_lfts(&l.fabric, &lids, &routed.lfts);
+        // Streamed: the dump is ~76 bytes per (switch, LID), far more than the tables.
+        let dump = fabric_routing::OpensmLftWriter::new(&l.fabric, &lids, &routed.lfts);
         if p.as_os_str() == "-" {
-            crate::remote::write_stdout(format_args!("{text}"));
+            crate::remote::write_stdout_with(|out| dump.write_all(out));
         } else {
-            write_atomic(p, text.as_bytes())?;
+            write_atomic_with(p, |f| dump.write_all(f))?;
         }
     }
     Ok(())
@@ -514,8 +520,13 @@ fn analyze_tables(
                 &g.display().to_string(),
                 a.max_lid,
             )?;
-            let text = read_text(p, fabric_topology::textfile::LARGE_TEXT_LIMIT)?;
-            let dump = fabric_routing::parse_opensm_lfts(&text, &p.display().to_string())?;
+            // Read line by line: a dump is ~76 bytes per (switch, LID), ~10x its parsed form.
+            let file = std::fs::File::open(p).with_context(|| format!("reading {}", p.display()))?;
+            fabric_topology::textfile::regular_file_metadata(&file, p)?;
+            let dump = fabric_routing::read_opensm_lfts(
+                std::io::BufReader::with_capacity(1 << 20, file),
+                &p.display().to_string(),
+            )?;
             let lfts = dump.to_lfts(&l.fabric, a.max_lid)?;
             // A header's switch LID (when it names one) must be the recorded one: tables read
             // back under other LIDs would be analysed against the wrong destinations.

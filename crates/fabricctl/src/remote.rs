@@ -9,10 +9,11 @@
 
 #[macro_use]
 mod output;
-pub(crate) use self::output::write_stdout;
+pub(crate) use self::output::{write_stdout, write_stdout_with};
 mod events;
 mod health;
 mod jobs;
+mod lft;
 mod mcast;
 mod render;
 mod sa;
@@ -21,7 +22,7 @@ mod whatif;
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 use fabric_proto::v1 as pb;
-use serde_json::{json, Value};
+use serde_json::json;
 
 pub use self::health::HealthArgs;
 use crate::exit::{difference, usage};
@@ -341,23 +342,7 @@ async fn run_async(cmd: RemoteCmd, target: &Target) -> Result<()> {
             }
             outln!("uptime           {} s", s.uptime_s);
         }
-        RemoteCmd::Lft { switch, json: j } => {
-            let format = if j { pb::LftFormat::Raw } else { pb::LftFormat::Opensm };
-            let r = ask(c.get_lft(pb::GetLftRequest {
-                switch: switch.unwrap_or_default(),
-                format: format as i32,
-            }))
-            .await?;
-            if j {
-                let switches: Vec<Value> = r
-                    .switches
-                    .iter()
-                    .map(|s| json!({ "guid": guid(s.guid), "name": s.name, "lid": s.lid, "lft": s.lft }))
-                    .collect();
-                return print_json(&json!({ "generation": r.generation, "switches": switches }));
-            }
-            out!("{}", r.opensm_dump);
-        }
+        RemoteCmd::Lft { switch, json: j } => lft::lft(&mut c, switch, j).await?,
         RemoteCmd::Metrics { json: j } => {
             let m = ask(c.get_metrics(pb::GetMetricsRequest {})).await?;
             if j {

@@ -254,6 +254,24 @@ fn a_live_daemon_answers_with_the_documented_codes() {
         .to_string();
     code(&run(&["status"]), 0);
     code(&run(&["verify"]), 0);
+    // `lft` (StreamLft): one section per switch, a switch's own section is part of the whole
+    // dump, `--json` has every switch's raw table.
+    let o = run(&["lft"]);
+    code(&o, 0);
+    let all = String::from_utf8(o.stdout).unwrap();
+    let nswitches = topo["switches"].as_array().unwrap().len();
+    assert_eq!(all.matches("Unicast lids [0-").count(), nswitches, "{all}");
+    let o = run(&["lft", "--switch", &leaf]);
+    code(&o, 0);
+    let one = String::from_utf8(o.stdout).unwrap();
+    assert!(one.starts_with("Unicast lids [0-") && all.contains(&one), "{one}");
+    let o = run(&["lft", "--json"]);
+    code(&o, 0);
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let raw = j["switches"].as_array().unwrap();
+    assert_eq!(raw.len(), nswitches);
+    assert!(raw.iter().all(|s| s["lft"].as_array().unwrap().len() % 64 == 0), "{j}");
+    assert!(j["generation"].as_u64().unwrap() >= 1);
     // 4: unknown switch, end port, job.
     let o = run(&["inject", "link-down", "--switch", "no-such-switch", "--port", "1"]);
     code(&o, 4);

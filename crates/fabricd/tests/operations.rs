@@ -155,6 +155,63 @@ fn bad_requests_get_precise_errors_and_the_daemon_keeps_serving() {
         assert!(dump.contains(&format!("guid {leaf_guid} ")), "{dump}");
         assert_eq!(dump.matches("Unicast lids").count(), 1);
 
+        // StreamLft gives the same tables in bounded messages: one switch, all, raw.
+        let client = c.clone();
+        let stream = |switch: &str, format: pb::LftFormat| {
+            let req = pb::GetLftRequest {
+                switch: switch.to_string(),
+                format: format as i32,
+            };
+            let mut c = client.clone();
+            async move {
+                let mut s = c.stream_lft(req).await.expect("StreamLft").into_inner();
+                let mut all = Vec::new();
+                while let Some(m) = s.message().await.expect("StreamLft message") {
+                    assert_eq!(m.generation, 1);
+                    assert!(m.opensm_dump.is_empty() || m.opensm_dump.ends_with('\n'));
+                    all.push(m);
+                }
+                all
+            }
+        };
+        let one = stream(&leaf.name, pb::LftFormat::Opensm).await;
+        assert_eq!(one.iter().map(|m| m.opensm_dump.as_str()).collect::<String>(), dump);
+        let whole = c
+            .get_lft(pb::GetLftRequest {
+                switch: String::new(),
+                format: pb::LftFormat::Opensm as i32,
+            })
+            .await
+            .expect("opensm dump")
+            .into_inner()
+            .opensm_dump;
+        let streamed = stream("", pb::LftFormat::Opensm).await;
+        assert_eq!(
+            streamed.iter().map(|m| m.opensm_dump.as_str()).collect::<String>(),
+            whole
+        );
+        let raw = c
+            .get_lft(pb::GetLftRequest {
+                switch: String::new(),
+                format: pb::LftFormat::Raw as i32,
+            })
+            .await
+            .expect("raw")
+            .into_inner()
+            .switches;
+        let streamed = stream("", pb::LftFormat::Raw).await;
+        assert!(streamed.iter().all(|m| m.switches.len() == 1));
+        assert_eq!(streamed.into_iter().flat_map(|m| m.switches).collect::<Vec<_>>(), raw);
+        expect_err(
+            c.stream_lft(pb::GetLftRequest {
+                switch: "0x99".into(),
+                format: 0,
+            })
+            .await,
+            Code::NotFound,
+            "unknown switch GUID 0x0000000000000099",
+        );
+
         // Still serving, nothing changed.
         let s = status(&mut c).await;
         assert_eq!(s.generation, 1);

@@ -17,7 +17,19 @@ macro_rules! out {
 /// What [`out!`] does, for the offline commands too (`fabricctl topo gen | head`).
 pub(crate) fn write_stdout(args: std::fmt::Arguments<'_>) {
     use std::io::Write as _;
-    if let Err(e) = std::io::stdout().lock().write_fmt(args) {
+    stdout_result(std::io::stdout().lock().write_fmt(args));
+}
+
+/// [`write_stdout`] of content streamed by `fill` (big dumps), flushed: a closed pipe ends
+/// quietly.
+pub(crate) fn write_stdout_with(fill: impl FnOnce(&mut dyn std::io::Write) -> std::io::Result<()>) {
+    use std::io::Write as _;
+    let mut out = std::io::stdout().lock();
+    stdout_result(fill(&mut out).and_then(|()| out.flush()));
+}
+
+fn stdout_result(r: std::io::Result<()>) {
+    if let Err(e) = r {
         if e.kind() == std::io::ErrorKind::BrokenPipe {
             std::process::exit(0);
         }

@@ -11,7 +11,8 @@
 //!
 //! * `request`: limits and validation of client input (names, GUIDs, job ids, fault targets);
 //! * `convert`: model → protobuf conversions (phases, timings, notices, metric summaries);
-//! * `status`: Status, GetTopology, GetLft, GetPath;
+//! * `status`: Status, GetTopology, GetPath;
+//! * `lft`: GetLft, StreamLft;
 //! * `faults`: InjectFault, Reroute; `jobs`: SetJobMapping, ClearJob, ListJobs;
 //! * `subscribe`: Subscribe, Ack (the update protocol's subscribers), WatchEvents;
 //! * `analysis`: GetMetrics, WhatIf, Trace, VerifyReachability;
@@ -24,6 +25,7 @@ mod convert;
 mod faults;
 mod health;
 mod jobs;
+mod lft;
 mod mcast;
 mod request;
 mod sa;
@@ -49,6 +51,7 @@ use crate::config::MetricsConfig;
 use crate::event_loop::{LoopError, Request as LoopRequest};
 use crate::state::{Generation, Notice, Published};
 use analysis::CoreMetrics;
+use lft::LftStream;
 use subscribe::{NoticeStream, UpdateStream};
 
 /// State shared by every handler.
@@ -180,6 +183,12 @@ impl FabricManager for FabricService {
 
     async fn get_lft(&self, req: Request<pb::GetLftRequest>) -> Result<Response<pb::GetLftResponse>, Status> {
         self.handle_get_lft(req).await
+    }
+
+    type StreamLftStream = LftStream;
+
+    async fn stream_lft(&self, req: Request<pb::GetLftRequest>) -> Result<Response<Self::StreamLftStream>, Status> {
+        self.handle_stream_lft(req).await
     }
 
     async fn get_metrics(&self, req: Request<pb::GetMetricsRequest>) -> Result<Response<pb::MetricsReport>, Status> {

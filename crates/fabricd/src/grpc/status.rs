@@ -1,37 +1,19 @@
-//! Status, GetTopology, GetLft and GetPath: answered from the published snapshot.
+//! Status, GetTopology and GetPath: answered from the published snapshot.
 
 use std::sync::Arc;
 
 use fabric_proto::v1 as pb;
-use fabric_routing::write_opensm_lfts;
-use fabric_topology::{fmt_guid, Fabric, LinkState, Remote};
+use fabric_topology::{Fabric, LinkState, Remote};
 use tonic::{Request, Response, Status};
 
 use super::convert::{count, phase_pb, timings_pb};
-use super::request::{end_port_or_status, resolve_switch};
+use super::request::end_port_or_status;
 use super::FabricService;
 
 /// Service level of the base LIDs (data VLs).
 pub const BASE_SL: u32 = 0;
 /// Service level of the escape LIDs (mapped to the escape VL, n - 1).
 pub const ESCAPE_SL: u32 = 1;
-
-/// Splits an OpenSM dump into the section of one switch.
-fn opensm_section(dump: &str, guid: u64) -> String {
-    let needle = format!("guid {} ", fmt_guid(guid));
-    let mut out = String::new();
-    let mut inside = false;
-    for line in dump.lines() {
-        if line.starts_with("Unicast lids ") {
-            inside = line.contains(&needle);
-        }
-        if inside {
-            out.push_str(line);
-            out.push('\n');
-        }
-    }
-    out
-}
 
 impl FabricService {
     pub(super) async fn handle_get_status(
@@ -203,63 +185,6 @@ impl FabricService {
         }))
     }
 
-    pub(super) async fn handle_get_lft(
-        &self,
-        req: Request<pb::GetLftRequest>,
-    ) -> Result<Response<pb::GetLftResponse>, Status> {
-        let req = req.into_inner();
-        let (_, g) = self.current()?;
-        let one = if req.switch.trim().is_empty() {
-            None
-        } else {
-            Some(resolve_switch(&g.fabric, &req.switch)?)
-        };
-        let format = pb::LftFormat::try_from(req.format)
-            .map_err(|_| Status::invalid_argument(format!("unknown LFT format {}", req.format)))?;
-        match format {
-            pb::LftFormat::Raw => {
-                let ids: Vec<_> = match one {
-                    Some(s) => vec![s],
-                    None => g.fabric.switch_ids().collect(),
-                };
-                let switches = ids
-                    .into_iter()
-                    .map(|s| {
-                        let sw = g.fabric.switch(s);
-                        pb::SwitchLft {
-                            guid: sw.guid,
-                            name: sw.desc.clone(),
-                            lid: g.lids.switch_lid(s),
-                            lft: g.lfts.row(s).to_vec(),
-                        }
-                    })
-                    .collect();
-                Ok(Response::new(pb::GetLftResponse {
-                    generation: g.number,
-                    switches,
-                    opensm_dump: String::new(),
-                }))
-            }
-            pb::LftFormat::Opensm => {
-                let g2 = g.clone();
-                let dump = tokio::task::spawn_blocking(move || {
-                    let all = write_opensm_lfts(&g2.fabric, &g2.lids, &g2.lfts);
-                    match one {
-                        Some(s) => opensm_section(&all, g2.fabric.switch(s).guid),
-                        None => all,
-                    }
-                })
-                .await
-                .map_err(|e| Status::internal(format!("dump task failed: {e}")))?;
-                Ok(Response::new(pb::GetLftResponse {
-                    generation: g.number,
-                    switches: Vec::new(),
-                    opensm_dump: dump,
-                }))
-            }
-        }
-    }
-
     pub(super) async fn handle_get_path(
         &self,
         req: Request<pb::GetPathRequest>,
@@ -273,20 +198,5 @@ impl FabricService {
             escape_sl: ESCAPE_SL,
             generation: g.number,
         }))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn opensm_section_picks_one_switch() {
-        let dump = "Unicast lids [0-3] of switch Lid 1 guid 0x0000000000000010 ('a'):\n0x0001 000 # x\n3 lids dumped\n\
-                    Unicast lids [0-3] of switch Lid 2 guid 0x0000000000000011 ('b'):\n0x0002 000 # y\n3 lids dumped\n";
-        let s = opensm_section(dump, 0x11);
-        assert!(s.starts_with("Unicast lids [0-3] of switch Lid 2"), "{s}");
-        assert_eq!(s.lines().count(), 3);
-        assert_eq!(opensm_section(dump, 0x99), "");
     }
 }
