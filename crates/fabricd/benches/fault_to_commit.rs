@@ -9,7 +9,8 @@
 //! fault-seen → routed and → committed latency (median, p99, max), the client-observed round
 //! trip, the LFT blocks written per fault, and the process memory (VmRSS when the first
 //! generation is installed, after the first fault, after the 10th and after the last; VmHWM
-//! over the start and over the faults alone), next to the LFT bytes of one table set
+//! over the start and over the faults alone), the process CPU time (user + system, all threads)
+//! of each fault's two generations (the figure to compare on a loaded machine), next to the LFT bytes of one table set
 //! (switches × (top LID + 1)). The process is the daemon and the simulated fabric, which holds
 //! its own copy of every switch's table.
 //!
@@ -100,6 +101,18 @@ fn memory() -> (u64, u64) {
             * 1024
     };
     (field("VmRSS:"), field("VmHWM:"))
+}
+
+/// CPU time this process used so far (user + system, all threads), seconds, from
+/// `/proc/self/stat` (clock ticks of 10 ms): robust to a loaded machine where wall times are not.
+fn cpu_seconds() -> f64 {
+    let text = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // Fields after the command name (which may hold spaces) ends with ')'.
+    let rest = text.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let tick = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    // utime and stime are fields 14 and 15 of the line, 12 and 13 after the name and state.
+    (tick(11) + tick(12)) / 100.0
 }
 
 /// Resets VmHWM to the current RSS (Linux `clear_refs` 5), so that the next reading is the peak
@@ -255,7 +268,9 @@ five_phase = {five}
         let mut client = Vec::new();
         let mut blocks = Vec::new();
         let mut rss_after = Vec::new();
+        let mut cpu = Vec::new();
         for i in 0..a.faults {
+            let cpu0 = cpu_seconds();
             let (sw, port) = links[(i * step) % links.len()];
             for up in [false, true] {
                 let req = pb::InjectFaultRequest {
@@ -283,6 +298,7 @@ five_phase = {five}
                 }
             }
             rss_after.push(memory().0);
+            cpu.push((cpu_seconds() - cpu0) * 1e3);
         }
         let (rss_end, hwm_faults) = memory();
         let v = c
@@ -294,7 +310,7 @@ five_phase = {five}
             "{} pairs unreachable after the drill",
             v.unreachable_count
         );
-        for x in [&mut committed, &mut routed, &mut computed, &mut client, &mut blocks] {
+        for x in [&mut committed, &mut routed, &mut computed, &mut client, &mut blocks, &mut cpu] {
             x.sort_by(f64::total_cmp);
         }
         let mean_blocks = blocks.iter().sum::<f64>() / blocks.len().max(1) as f64;
@@ -314,6 +330,7 @@ five_phase = {five}
         row("fault seen -> committed", &committed);
         row("compute (routing pool)", &computed);
         row("client inject -> commit", &client);
+        row("process CPU per fault", &cpu);
         println!(
             "  LFT blocks written per fault: mean {mean_blocks:.1}, median {}, max {}",
             quantile(&blocks, 0.5),
