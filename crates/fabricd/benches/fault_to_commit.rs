@@ -249,7 +249,11 @@ five_phase = {five}
             s.links,
             s.top_lid,
             u8::from(s.dual_lids),
-            if a.five_phase { "five-phase update" } else { "direct upload" },
+            if a.five_phase {
+                "five-phase update"
+            } else {
+                "direct upload"
+            },
             a.subscribers
         );
         println!(
@@ -310,7 +314,14 @@ five_phase = {five}
             "{} pairs unreachable after the drill",
             v.unreachable_count
         );
-        for x in [&mut committed, &mut routed, &mut computed, &mut client, &mut blocks, &mut cpu] {
+        for x in [
+            &mut committed,
+            &mut routed,
+            &mut computed,
+            &mut client,
+            &mut blocks,
+            &mut cpu,
+        ] {
             x.sort_by(f64::total_cmp);
         }
         let mean_blocks = blocks.iter().sum::<f64>() / blocks.len().max(1) as f64;
@@ -340,7 +351,12 @@ five_phase = {five}
             "  reachability after the drill: {} pairs, 0 unreachable",
             v.pairs_checked
         );
-        let at = |n: usize| rss_after.get(n.min(rss_after.len()).saturating_sub(1)).copied().unwrap_or(0);
+        let at = |n: usize| {
+            rss_after
+                .get(n.min(rss_after.len()).saturating_sub(1))
+                .copied()
+                .unwrap_or(0)
+        };
         println!(
             "  memory: LFT table set {:.1} MiB (switches x (top LID + 1)); VmRSS ready {:.1} MiB, after fault 1 \
              {:.1}, 10 {:.1}, {} {:.1} MiB; VmHWM start {:.1} MiB, faults {:.1} MiB ({:.2} table sets)",

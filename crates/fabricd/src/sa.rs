@@ -680,23 +680,33 @@ mod tests {
         let fabric = fabric_topology::gen::generate_str("PGFT(2;2,2;1,2;1,1)", None).unwrap();
         let lids = fabric_routing::assign_lids(&fabric, &fabric_routing::Guid2Lid::default(), 1, 0xbfff).unwrap();
         let built = |lfts: &fabric_routing::Lfts, current: &Subnet, keep: &Keep| {
-            let mut s = fabric_sa::subnet::from_model(&fabric, &lids, &fabric_routing::Lfts::new(0, 0), local_sm(), None);
+            let mut s =
+                fabric_sa::subnet::from_model(&fabric, &lids, &fabric_routing::Lfts::new(0, 0), local_sm(), None);
             attach_tables(&mut s, &fabric, lfts, current, keep);
             s
         };
         let one = tables(&fabric, 1);
         let first = built(&one, &Subnet::default(), &Keep::Switches(vec![]));
         // The same as building from the tables row by row.
-        assert_eq!(first, fabric_sa::subnet::from_model(&fabric, &lids, &one, local_sm(), None));
+        assert_eq!(
+            first,
+            fabric_sa::subnet::from_model(&fabric, &lids, &one, local_sm(), None)
+        );
         // The next generation changes switch 0's row only: the others are shared.
         let mut two = one.clone();
         two.row_mut(fabric_topology::SwitchId(0)).fill(9);
         let second = built(&two, &first, &Keep::Switches(vec![]));
-        assert_eq!(second, fabric_sa::subnet::from_model(&fabric, &lids, &two, local_sm(), None));
+        assert_eq!(
+            second,
+            fabric_sa::subnet::from_model(&fabric, &lids, &two, local_sm(), None)
+        );
         for (i, sw) in fabric.switches().iter().enumerate() {
             let n = second.node_index_by_guid(sw.guid).unwrap() as usize;
             let m = first.node_index_by_guid(sw.guid).unwrap() as usize;
-            let (a, b) = (second.nodes[n].lft.as_ref().unwrap(), first.nodes[m].lft.as_ref().unwrap());
+            let (a, b) = (
+                second.nodes[n].lft.as_ref().unwrap(),
+                first.nodes[m].lft.as_ref().unwrap(),
+            );
             assert_eq!(Arc::ptr_eq(a, b), i != 0, "switch {i}");
         }
         // A physical change keeps every table of the snapshot in force, whatever the build's.
@@ -710,7 +720,13 @@ mod tests {
         let service = Arc::new(SaService::new(Registry::default(), None));
         let p = Arc::new(SaPublisher::new(service.clone(), local_sm(), None));
         let lids = fabric_routing::assign_lids(&fabric, &fabric_routing::Guid2Lid::default(), 1, 0xbfff).unwrap();
-        service.publish(fabric_sa::subnet::from_model(&fabric, &lids, &tables(&fabric, 0), local_sm(), None));
+        service.publish(fabric_sa::subnet::from_model(
+            &fabric,
+            &lids,
+            &tables(&fabric, 0),
+            local_sm(),
+            None,
+        ));
         let guids: Vec<Guid> = fabric.switches().iter().map(|s| s.guid).collect();
         // Each thread owns one switch and writes its block 0 with 1, 2, ..., 50 in turn.
         std::thread::scope(|sc| {
@@ -731,7 +747,11 @@ mod tests {
         let s = service.subnet();
         for g in guids {
             let n = s.node_index_by_guid(g).unwrap() as usize;
-            assert_eq!(&s.nodes[n].lft.as_ref().unwrap()[..64], &[50u8; 64][..], "switch {g:#x}");
+            assert_eq!(
+                &s.nodes[n].lft.as_ref().unwrap()[..64],
+                &[50u8; 64][..],
+                "switch {g:#x}"
+            );
         }
         let a = lock(&p.acks);
         assert!(a.pending.is_empty() && !a.applying);

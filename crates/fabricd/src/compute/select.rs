@@ -119,7 +119,10 @@ pub fn select(
                 (true, _, _) => row_ports(row),
             };
             let full = resync.contains(&(s as u32));
-            let due: Vec<u32> = dirty.range((s as u32, 0)..=(s as u32, u32::MAX)).map(|&(_, b)| b).collect();
+            let due: Vec<u32> = dirty
+                .range((s as u32, 0)..=(s as u32, u32::MAX))
+                .map(|&(_, b)| b)
+                .collect();
             let mut writes = Vec::new();
             let mut skipped = Vec::new();
             if unchanged && !full && due.is_empty() {

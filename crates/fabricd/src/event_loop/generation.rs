@@ -545,8 +545,8 @@ impl EventLoop {
     /// installed tables, with the ports they forward through when `c` computed them.
     pub(super) fn set_installed(&mut self, c: &Computed) {
         self.installed = c.lfts.clone();
-        self.installed_ports = (c.ports_in_use.num_switches() == c.lfts.num_switches())
-            .then(|| (c.lfts.clone(), c.ports_in_use.clone()));
+        self.installed_ports =
+            (c.ports_in_use.num_switches() == c.lfts.num_switches()).then(|| (c.lfts.clone(), c.ports_in_use.clone()));
     }
 
     /// The protocol's `Commit`: the generation in Repath is committed (the protocol hears
