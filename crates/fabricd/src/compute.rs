@@ -16,13 +16,17 @@ use fabric_ranking::{rank, RankOptions, Ranking};
 use fabric_routing::mcast::McastRouting;
 use fabric_routing::{
     assign_lids, check, route_all_checked, EngineKind, Guid2Lid, LftBlockDiff, Lfts, LidPlan, NodeGroups, RoutingCheck,
-    RoutingContext, BLOCK_SIZE,
+    RoutingContext,
 };
 use fabric_southbound::PkeyPort;
-use fabric_topology::{Fabric, FabricEvent, Lid, SwitchId};
+use fabric_topology::{Fabric, FabricEvent, Lid};
 
 use crate::pkeys::PkeyState;
 use crate::upload::SideWrites;
+
+mod select;
+
+pub use select::{select, PortUse, PortsWanted, Selected};
 
 /// Everything one computation reads.
 #[derive(Clone, Debug)]
@@ -60,6 +64,9 @@ pub struct ComputeInput {
     pub resync: Arc<BTreeSet<u32>>,
     /// Build [`Computed::ports_in_use`] (needed by the five-phase update only; empty when false).
     pub ports_in_use: bool,
+    /// The [`PortUse`] of exactly `installed` (the generation that computed it), when known:
+    /// the rows a generation leaves unchanged take their port set from it instead of a scan.
+    pub installed_ports_in_use: Option<Arc<PortUse>>,
     /// Multicast groups to route (the SA's, members by port GUID); `None`: multicast is off.
     pub mcast_groups: Option<Arc<Vec<fabric_sa::McGroup>>>,
     /// The multicast routing whose tables the switches hold (as far as the daemon knows).
@@ -110,6 +117,7 @@ impl ComputeInput {
             dirty: Arc::new(BTreeSet::new()),
             resync: Arc::new(BTreeSet::new()),
             ports_in_use: true,
+            installed_ports_in_use: None,
             mcast_groups: Some(Arc::new(Vec::new())),
             installed_mcast: Arc::new(McastRouting::default()),
             mft_resync: Arc::new(BTreeSet::new()),
@@ -195,46 +203,6 @@ pub struct Computed {
     pub pkey_resync_covered: Arc<BTreeSet<PkeyPort>>,
 }
 
-/// Per switch, per port: whether some LFT entry of a routing forwards through the port
-/// (port 0, the switch itself, and [`fabric_routing::NO_ROUTE`] excluded). One 256-bit set per
-/// switch, indexed by dense switch id.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct PortUse {
-    bits: Vec<[u64; 4]>,
-}
-
-impl PortUse {
-    /// The ports `lfts` forwards through (one rayon task per switch).
-    pub fn of(lfts: &Lfts) -> PortUse {
-        use rayon::prelude::*;
-        let bits = (0..lfts.num_switches())
-            .into_par_iter()
-            .map(|s| {
-                // Branch-free scan of the row (LID 0 is not a LID), then the bit set.
-                let mut seen = [false; 256];
-                for &port in lfts.row(SwitchId(s as u32)).iter().skip(1) {
-                    seen[port as usize] = true;
-                }
-                seen[0] = false;
-                seen[fabric_routing::NO_ROUTE as usize] = false;
-                let mut set = [0u64; 4];
-                for (port, _) in seen.iter().enumerate().filter(|(_, &u)| u) {
-                    set[port >> 6] |= 1 << (port & 63);
-                }
-                set
-            })
-            .collect();
-        PortUse { bits }
-    }
-
-    /// Whether some entry of switch `sw` forwards through `port` (false for unknown switches).
-    pub fn in_use(&self, sw: SwitchId, port: fabric_topology::PortNum) -> bool {
-        self.bits
-            .get(sw.idx())
-            .is_some_and(|set| set[(port >> 6) as usize] & (1 << (port & 63)) != 0)
-    }
-}
-
 /// Errors that prevent a generation from being computed.
 #[derive(Debug, thiserror::Error)]
 pub enum ComputeError {
@@ -292,12 +260,17 @@ pub fn compute(input: ComputeInput) -> Result<Computed, ComputeError> {
         unreachable_pairs: routing_check.unreachable_pairs + routing_check.escape_unreachable_pairs,
         deadlock_free: check::deadlock_free(&fabric, &ranking, &lids, &lfts),
     });
-    let (writes, skipped) = select_writes(&physical, &input.installed, &lfts, &input.dirty, &input.resync);
-    let ports_in_use = Arc::new(if input.ports_in_use {
-        PortUse::of(&lfts)
-    } else {
-        PortUse::default()
-    });
+    let wanted = match (input.ports_in_use, &input.installed_ports_in_use) {
+        (false, _) => PortsWanted::No,
+        (true, Some(u)) => PortsWanted::Reuse(u),
+        (true, None) => PortsWanted::Scan,
+    };
+    let Selected {
+        writes,
+        skipped,
+        ports_in_use,
+    } = select(&physical, &input.installed, &lfts, &input.dirty, &input.resync, wanted);
+    let ports_in_use = Arc::new(ports_in_use);
     let mcast = match &input.mcast_groups {
         Some(groups) => crate::mcast::route(&fabric, &ranking, groups),
         None => McastRouting::default(),
@@ -352,65 +325,10 @@ pub fn compute(input: ComputeInput) -> Result<Computed, ComputeError> {
     })
 }
 
-/// The blocks of `new` to upload: those that differ from `installed`, the dirty ones and every
-/// block of the resync switches; blocks of physically dead switches are skipped.
-pub fn select_writes(
-    physical: &Fabric,
-    installed: &Lfts,
-    new: &Lfts,
-    dirty: &BTreeSet<(u32, u32)>,
-    resync: &BTreeSet<u32>,
-) -> (Vec<LftBlockDiff>, Vec<(u32, u32)>) {
-    use rayon::prelude::*;
-    let empty = [fabric_routing::NO_ROUTE; BLOCK_SIZE];
-    let nb = new.num_blocks();
-    // One task per switch (rows are independent), results concatenated in switch order.
-    type SwitchWrites = (Vec<LftBlockDiff>, Vec<(u32, u32)>);
-    let per_switch: Vec<SwitchWrites> = (0..new.num_switches())
-        .into_par_iter()
-        .map(|s| {
-            let mut writes = Vec::new();
-            let mut skipped = Vec::new();
-            let sw = SwitchId(s as u32);
-            let up = s < physical.num_switches() && physical.switch(sw).up;
-            let full = resync.contains(&(s as u32));
-            for b in 0..nb {
-                let nblk = new.block(sw, b);
-                let old = if s < installed.num_switches() && b < installed.num_blocks() {
-                    installed.block(sw, b)
-                } else {
-                    &empty[..]
-                };
-                if full || nblk != old || dirty.contains(&(s as u32, b as u32)) {
-                    if up {
-                        let mut entries = [0u8; BLOCK_SIZE];
-                        entries.copy_from_slice(nblk);
-                        writes.push(LftBlockDiff {
-                            switch: sw,
-                            block: b as u32,
-                            entries,
-                        });
-                    } else {
-                        skipped.push((s as u32, b as u32));
-                    }
-                }
-            }
-            (writes, skipped)
-        })
-        .collect();
-    let mut writes = Vec::new();
-    let mut skipped = Vec::new();
-    for (w, k) in per_switch {
-        writes.extend(w);
-        skipped.extend(k);
-    }
-    (writes, skipped)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use fabric_topology::{FabricBuilder, NodeType};
+    use fabric_topology::{FabricBuilder, NodeType, SwitchId};
 
     /// Two leaves and two spines, one node per leaf.
     fn tiny() -> Fabric {

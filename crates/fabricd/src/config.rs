@@ -27,6 +27,9 @@ use serde::{Deserialize, Serialize};
 /// Most threads `routing.threads` may ask for.
 pub const MAX_ROUTING_THREADS: usize = 1024;
 
+/// Highest `driver.mock.max_lid`: 24-bit addresses (as the `oob` driver's widest).
+pub const MOCK_MAX_LID_LIMIT: u32 = 0xFF_FFFF;
+
 /// The whole configuration file.
 #[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
@@ -217,6 +220,9 @@ pub struct MockDriverConfig {
     /// Switch GUIDs (`0x...`) whose LFT block writes fail as unreachable while the switch stays
     /// up (the partial-upload drill). Reloadable.
     pub unreachable_switches: Vec<String>,
+    /// Highest unicast address of the simulated fabric: InfiniBand's `0xBFFF` by default, up
+    /// to `0xFFFFFF` to simulate a fabric with 24-bit addresses (as the `oob` driver's).
+    pub max_lid: u32,
 }
 
 impl Default for MockDriverConfig {
@@ -233,6 +239,7 @@ impl Default for MockDriverConfig {
             max_parallel: 64,
             max_retries: 3,
             unreachable_switches: Vec::new(),
+            max_lid: fabric_mock::IB_MAX_UNICAST_LID,
         }
     }
 }

@@ -112,6 +112,8 @@ pub struct SaPublisher {
     sm: SmData,
     escape: Option<Escape>,
     state: Mutex<PublishState>,
+    /// Acknowledged blocks not applied yet (see [`SaPublisher::lft_blocks_acknowledged`]).
+    acks: Mutex<Acks>,
     /// The number of the last build stored (tests and logs wait on it).
     stored: watch::Sender<u64>,
 }
@@ -179,6 +181,7 @@ impl SaPublisher {
             sm,
             escape,
             state: Mutex::new(PublishState::default()),
+            acks: Mutex::new(Acks::default()),
             stored: watch::Sender::new(0),
         }
     }
@@ -278,7 +281,11 @@ impl SaPublisher {
             };
             match physical {
                 Ok(f) => {
-                    let subnet = fabric_sa::subnet::from_model(&f, &b.lids, &b.lfts, self.sm, self.escape);
+                    // Built without tables, then given them (`attach_tables`): a snapshot does
+                    // not copy every switch's row, only the rows that changed.
+                    let no_tables = fabric_routing::Lfts::new(0, 0);
+                    let mut subnet = fabric_sa::subnet::from_model(&f, &b.lids, &no_tables, self.sm, self.escape);
+                    attach_tables(&mut subnet, &f, &b.lfts, &self.service.subnet(), &b.keep);
                     self.store(b.seq, &b.what, subnet, &b.keep);
                 }
                 // Checked by the loop before it queued them: not expected.
@@ -336,17 +343,70 @@ impl SaPublisher {
 
     /// LFT blocks a switch acknowledged (the upload, after each batch written): the SA's
     /// tables follow them at once.
+    ///
+    /// Applying blocks copies the snapshot's node and port lists (`SaService::apply_lft_blocks`,
+    /// a copy-on-write), so concurrent acknowledgements are applied together: a caller that
+    /// finds another one applying leaves its blocks to it (in acknowledgement order), and the
+    /// applier goes on until none is left. Once no call is running (every batch of an upload
+    /// has returned), every acknowledged block is applied.
     pub fn lft_blocks_acknowledged(&self, writes: &[LftBlockWrite]) {
         if writes.is_empty() {
             return;
         }
-        let blocks: Vec<SaBlock> = writes.iter().map(|w| (w.switch, w.block, w.entries)).collect();
-        let mut st = lock(&self.state);
-        self.service.apply_lft_blocks(&blocks);
-        if st.requested > st.stored {
-            st.since_request.extend(blocks);
+        {
+            let mut a = lock(&self.acks);
+            a.pending.extend(writes.iter().map(|w| (w.switch, w.block, w.entries)));
+            if a.applying {
+                return;
+            }
+            a.applying = true;
+        }
+        // A panic below must not leave `applying` set (no block would be applied again).
+        let mut applier = Applier {
+            acks: &self.acks,
+            done: false,
+        };
+        loop {
+            let blocks = {
+                let mut a = lock(&self.acks);
+                if a.pending.is_empty() {
+                    // Under the lock the blocks are pushed under: none is left behind.
+                    a.applying = false;
+                    applier.done = true;
+                    return;
+                }
+                std::mem::take(&mut a.pending)
+            };
+            let mut st = lock(&self.state);
+            self.service.apply_lft_blocks(&blocks);
+            if st.requested > st.stored {
+                st.since_request.extend(blocks);
+            }
         }
     }
+}
+
+/// The caller applying acknowledged blocks: clears [`Acks::applying`] if it unwinds.
+struct Applier<'a> {
+    acks: &'a Mutex<Acks>,
+    /// Returned normally (`applying` cleared with the queue seen empty).
+    done: bool,
+}
+
+impl Drop for Applier<'_> {
+    fn drop(&mut self) {
+        if !self.done {
+            lock(self.acks).applying = false;
+        }
+    }
+}
+
+/// Acknowledged blocks waiting for the one caller that applies them.
+#[derive(Default)]
+struct Acks {
+    pending: Vec<SaBlock>,
+    /// A caller of [`SaPublisher::lft_blocks_acknowledged`] is applying blocks.
+    applying: bool,
 }
 
 #[cfg(test)]
@@ -363,6 +423,31 @@ impl SaPublisher {
             .iter()
             .map(|&(g, b, _)| (g, b))
             .collect()
+    }
+}
+
+/// Gives every switch of `subnet` (built without tables) its LFT: the row of `lfts` (the
+/// switch's dense id in `fabric`; empty beyond it), shared with `current` (the snapshot in
+/// force) where `current` holds the same bytes, a copy otherwise. With [`Keep::All`] a switch
+/// that has a table in `current` takes it as is ([`keep_tables`] under the lock takes the
+/// latest one again). The result is the same as building from `lfts` row by row; a snapshot
+/// after a fault allocates only the rows that changed, and none after a physical change.
+fn attach_tables(subnet: &mut Subnet, fabric: &Fabric, lfts: &fabric_routing::Lfts, current: &Subnet, keep: &Keep) {
+    let keep_all = matches!(keep, Keep::All);
+    for node in subnet.nodes.iter_mut().filter(|n| n.is_switch()) {
+        let guid = node.guid();
+        let row: &[u8] = match fabric.switch_by_guid(guid) {
+            Some(id) if id.idx() < lfts.num_switches() => lfts.row(id),
+            _ => &[],
+        };
+        let old = current
+            .node_index_by_guid(guid)
+            .and_then(|j| current.nodes.get(j as usize))
+            .and_then(|n| n.lft.clone());
+        node.lft = Some(match old {
+            Some(t) if keep_all || t.as_slice() == row => t,
+            _ => Arc::new(row.to_vec()),
+        });
     }
 }
 
@@ -578,5 +663,97 @@ mod tests {
         p.store(4, "new", Subnet::default(), &Keep::All);
         assert_eq!(service.subnet().version, 4);
         assert!(lock(&p.state).since_request.is_empty(), "replayed");
+    }
+
+    /// Tables of `fabric` with every entry of switch `s` set to `s + port`.
+    fn tables(fabric: &Fabric, port: u8) -> fabric_routing::Lfts {
+        let lids = fabric_routing::assign_lids(fabric, &fabric_routing::Guid2Lid::default(), 1, 0xbfff).expect("LIDs");
+        let mut t = fabric_routing::Lfts::new(fabric.num_switches(), lids.top());
+        for s in fabric.switch_ids() {
+            t.row_mut(s).fill(s.0 as u8 + port);
+        }
+        t
+    }
+
+    #[test]
+    fn attached_tables_equal_the_rows_and_share_the_unchanged_ones() {
+        let fabric = fabric_topology::gen::generate_str("PGFT(2;2,2;1,2;1,1)", None).unwrap();
+        let lids = fabric_routing::assign_lids(&fabric, &fabric_routing::Guid2Lid::default(), 1, 0xbfff).unwrap();
+        let built = |lfts: &fabric_routing::Lfts, current: &Subnet, keep: &Keep| {
+            let mut s =
+                fabric_sa::subnet::from_model(&fabric, &lids, &fabric_routing::Lfts::new(0, 0), local_sm(), None);
+            attach_tables(&mut s, &fabric, lfts, current, keep);
+            s
+        };
+        let one = tables(&fabric, 1);
+        let first = built(&one, &Subnet::default(), &Keep::Switches(vec![]));
+        // The same as building from the tables row by row.
+        assert_eq!(
+            first,
+            fabric_sa::subnet::from_model(&fabric, &lids, &one, local_sm(), None)
+        );
+        // The next generation changes switch 0's row only: the others are shared.
+        let mut two = one.clone();
+        two.row_mut(fabric_topology::SwitchId(0)).fill(9);
+        let second = built(&two, &first, &Keep::Switches(vec![]));
+        assert_eq!(
+            second,
+            fabric_sa::subnet::from_model(&fabric, &lids, &two, local_sm(), None)
+        );
+        for (i, sw) in fabric.switches().iter().enumerate() {
+            let n = second.node_index_by_guid(sw.guid).unwrap() as usize;
+            let m = first.node_index_by_guid(sw.guid).unwrap() as usize;
+            let (a, b) = (
+                second.nodes[n].lft.as_ref().unwrap(),
+                first.nodes[m].lft.as_ref().unwrap(),
+            );
+            assert_eq!(Arc::ptr_eq(a, b), i != 0, "switch {i}");
+        }
+        // A physical change keeps every table of the snapshot in force, whatever the build's.
+        let kept = built(&tables(&fabric, 5), &second, &Keep::All);
+        assert_eq!(kept, second);
+    }
+
+    #[test]
+    fn blocks_acknowledged_from_many_threads_are_all_applied_in_order_per_thread() {
+        let fabric = Arc::new(fabric_topology::gen::generate_str("PGFT(2;2,2;1,2;1,1)", None).unwrap());
+        let service = Arc::new(SaService::new(Registry::default(), None));
+        let p = Arc::new(SaPublisher::new(service.clone(), local_sm(), None));
+        let lids = fabric_routing::assign_lids(&fabric, &fabric_routing::Guid2Lid::default(), 1, 0xbfff).unwrap();
+        service.publish(fabric_sa::subnet::from_model(
+            &fabric,
+            &lids,
+            &tables(&fabric, 0),
+            local_sm(),
+            None,
+        ));
+        let guids: Vec<Guid> = fabric.switches().iter().map(|s| s.guid).collect();
+        // Each thread owns one switch and writes its block 0 with 1, 2, ..., 50 in turn.
+        std::thread::scope(|sc| {
+            for &g in &guids {
+                let p = p.clone();
+                sc.spawn(move || {
+                    for v in 1..=50u8 {
+                        let w = LftBlockWrite {
+                            switch: g,
+                            block: 0,
+                            entries: [v; 64],
+                        };
+                        p.lft_blocks_acknowledged(std::slice::from_ref(&w));
+                    }
+                });
+            }
+        });
+        let s = service.subnet();
+        for g in guids {
+            let n = s.node_index_by_guid(g).unwrap() as usize;
+            assert_eq!(
+                &s.nodes[n].lft.as_ref().unwrap()[..64],
+                &[50u8; 64][..],
+                "switch {g:#x}"
+            );
+        }
+        let a = lock(&p.acks);
+        assert!(a.pending.is_empty() && !a.applying);
     }
 }

@@ -6,7 +6,7 @@ use std::str::FromStr;
 
 use fabric_topology::parse_guid;
 
-use super::{Config, DriverKind, MAX_ROUTING_THREADS};
+use super::{Config, DriverKind, MAX_ROUTING_THREADS, MOCK_MAX_LID_LIMIT};
 
 impl Config {
     /// Semantic checks: (key path, reason) for every bad value.
@@ -106,6 +106,12 @@ impl Config {
             }
             if m.max_parallel == 0 {
                 bad("driver.mock.max_parallel", "must be at least 1".into());
+            }
+            if !(1..=MOCK_MAX_LID_LIMIT).contains(&m.max_lid) {
+                bad(
+                    "driver.mock.max_lid",
+                    format!("{:#x} is not in 1..={MOCK_MAX_LID_LIMIT:#x}", m.max_lid),
+                );
             }
             for g in &m.unreachable_switches {
                 if fabric_topology::parse_guid(g).is_none() {

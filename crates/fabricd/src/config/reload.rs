@@ -33,6 +33,7 @@ impl Config {
         cmp!(need_restart, "driver.mock.remove_links", driver.mock.remove_links);
         cmp!(need_restart, "driver.mock.remove_switches", driver.mock.remove_switches);
         cmp!(need_restart, "driver.mock.degrade_seed", driver.mock.degrade_seed);
+        cmp!(need_restart, "driver.mock.max_lid", driver.mock.max_lid);
         cmp!(applied, "driver.mock.op_latency_us", driver.mock.op_latency_us);
         cmp!(applied, "driver.mock.error_rate", driver.mock.error_rate);
         cmp!(applied, "driver.mock.error_seed", driver.mock.error_seed);
@@ -79,6 +80,7 @@ impl Config {
         c.driver.mock.remove_links = self.driver.mock.remove_links;
         c.driver.mock.remove_switches = self.driver.mock.remove_switches;
         c.driver.mock.degrade_seed = self.driver.mock.degrade_seed;
+        c.driver.mock.max_lid = self.driver.mock.max_lid;
         c.driver.umad = self.driver.umad.clone();
         c.driver.oob = self.driver.oob.clone();
         c.routing.lmc = self.routing.lmc;

@@ -58,6 +58,7 @@ pub fn mock_config(cfg: &MockDriverConfig) -> MockConfig {
             .iter()
             .filter_map(|g| fabric_topology::parse_guid(g))
             .collect(),
+        max_lid: cfg.max_lid,
         ..MockConfig::default()
     }
 }

@@ -160,7 +160,7 @@ impl EventLoop {
         self.physical = c.physical.clone();
         let k = inst.flight.physical_events.min(self.pending_physical.len());
         self.pending_physical.drain(..k);
-        self.installed = c.lfts.clone();
+        self.set_installed(&c);
         self.installed_lids = Some(c.lids.clone());
         self.dirty.extend(outcome.failed.iter().copied());
         self.dirty.extend(c.skipped.iter().copied());

@@ -87,6 +87,11 @@ impl EventLoop {
             resync,
             // Only a five-phase update classifies the changes arriving while it installs.
             ports_in_use: restarted || (self.lmc >= 1 && self.settings.update.five_phase && self.current.is_some()),
+            installed_ports_in_use: self
+                .installed_ports
+                .as_ref()
+                .filter(|(tables, _)| Arc::ptr_eq(tables, &self.installed))
+                .map(|(_, ports)| ports.clone()),
             mcast_groups: if self.settings.multicast {
                 self.io.sa_service.as_ref().map(|sa| sa.mcast_groups())
             } else {
@@ -521,7 +526,7 @@ impl EventLoop {
             // Every selected block is now written with the new tables (escape-only blocks by
             // the escape stage): the switches hold `c.lfts`, but for the failed blocks and
             // those of dead switches, which stay dirty.
-            self.installed = c.lfts.clone();
+            self.set_installed(&c);
             self.dirty.extend(outcome.failed.iter().copied());
             self.dirty.extend(c.skipped.iter().copied());
             inst.stages.escape_written.clear();
@@ -534,6 +539,14 @@ impl EventLoop {
             return;
         }
         self.commit(inst, *c, outcome, None);
+    }
+
+    /// The switches hold the tables of `c` (but for the blocks left dirty): they are the
+    /// installed tables, with the ports they forward through when `c` computed them.
+    pub(super) fn set_installed(&mut self, c: &Computed) {
+        self.installed = c.lfts.clone();
+        self.installed_ports =
+            (c.ports_in_use.num_switches() == c.lfts.num_switches()).then(|| (c.lfts.clone(), c.ports_in_use.clone()));
     }
 
     /// The protocol's `Commit`: the generation in Repath is committed (the protocol hears

@@ -114,6 +114,9 @@ pub struct EventLoop {
     schedule: Scheduler,
     current: Option<Arc<Generation>>,
     installed: Arc<Lfts>,
+    /// The ports the tables of a computed generation forward through, with those tables: the
+    /// next computation reuses it while they are still `installed` (the same `Arc`).
+    installed_ports: Option<(Arc<Lfts>, Arc<crate::compute::PortUse>)>,
     installed_lids: Option<Arc<LidPlan>>,
     dirty: BTreeSet<(u32, u32)>,
     resync: BTreeSet<u32>,
@@ -254,6 +257,7 @@ impl EventLoop {
             schedule: Scheduler::new(now),
             current: None,
             installed: Arc::new(Lfts::new(0, 0)),
+            installed_ports: None,
             installed_lids: None,
             dirty: BTreeSet::new(),
             side: side::SideTables {
