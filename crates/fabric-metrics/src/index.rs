@@ -159,6 +159,10 @@ impl<'a> PathIndex<'a> {
     pub fn num_live(&self) -> usize {
         self.live.len()
     }
+    /// Number of switches of the fabric.
+    pub fn num_switches(&self) -> usize {
+        self.num_switches
+    }
     /// Number of directed live switch-to-switch ports (channels).
     pub fn num_channels(&self) -> usize {
         self.ch_to.len()
@@ -170,7 +174,7 @@ impl<'a> PathIndex<'a> {
 
     /// What output `port` of switch `sw` leads to.
     #[inline]
-    fn next(&self, sw: u32, lid: Lid) -> u32 {
+    pub(crate) fn next(&self, sw: u32, lid: Lid) -> u32 {
         let port = self.rows[sw as usize].get(lid as usize).copied().unwrap_or(NO_ROUTE);
         self.slot[sw as usize * PORT_SLOTS + port as usize]
     }

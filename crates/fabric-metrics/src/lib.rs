@@ -267,7 +267,7 @@ pub fn compute_cancellable(
 fn shift_mu(idx: &PathIndex<'_>, bits: &RoutedBits, progress: &Progress, cancel: &AtomicBool) -> Option<(u32, u32)> {
     let runs = shifts::leaf_runs(idx);
     if shifts::ranges_pay_off(idx, runs.len()) {
-        let r = shifts::all_shifts(idx, &runs, false, false, shifts::RANGE_BUDGET, progress, cancel)?;
+        let r = shifts::all_shifts(idx, bits, &runs, false, false, shifts::RANGE_BUDGET, progress, cancel)?;
         return Some((r.mu, r.worst_shift));
     }
     Some(reference::shift_walks(idx, bits, progress, cancel))

@@ -52,6 +52,7 @@ pub fn port_loads(fabric: &Fabric, lids: &LidPlan, lfts: &Lfts, shifts: bool) ->
     } else if crate::shifts::ranges_pay_off(&idx, runs.len()) {
         crate::shifts::all_shifts(
             &idx,
+            &scan.bits,
             &runs,
             true,
             false,

@@ -118,16 +118,10 @@ pub fn shift_profile_reference(fabric: &Fabric, lids: &LidPlan, lfts: &Lfts) -> 
 pub fn shift_profile_ranges(fabric: &Fabric, lids: &LidPlan, lfts: &Lfts, budget: usize) -> ShiftProfile {
     let idx = PathIndex::new(fabric, lids, lfts);
     let runs = shifts::leaf_runs(&idx);
-    let r = shifts::all_shifts(
-        &idx,
-        &runs,
-        true,
-        true,
-        budget,
-        &Progress::new(),
-        &AtomicBool::new(false),
-    )
-    .unwrap_or_default();
+    let (progress, cancel) = (Progress::new(), AtomicBool::new(false));
+    let r = crate::scan::scan_destinations(&idx, false, &progress, &cancel)
+        .and_then(|scan| shifts::all_shifts(&idx, &scan.bits, &runs, true, true, budget, &progress, &cancel))
+        .unwrap_or_default();
     ShiftProfile {
         mu_sp: r.mu,
         worst_shift: r.worst_shift,

@@ -495,8 +495,8 @@ fn progress_counts_every_unit_and_changes_nothing() {
     assert_eq!(with.mu_sp, without.mu_sp);
     assert_eq!(with.mu_rp.counts, without.mu_rp.counts);
     // 25 random permutations, one block of 64 destinations for the path scan, and the shift
-    // pass: one block to count the ranges, one per channel group to gather them, one per
-    // channel (4 cables, 8 channels).
-    assert_eq!(p.total(), 25 + 1 + 1 + 1 + 8);
+    // pass: one block to count the transit ranges, one per switch group to gather them, one
+    // per switch (4).
+    assert_eq!(p.total(), 25 + 1 + 1 + 1 + 4);
     assert_eq!(p.done(), p.total());
 }
