@@ -137,7 +137,9 @@ pub(crate) fn scan_destinations(
             bits.bits[li * words + w] = word;
         }
     }
-    let src: Vec<u64> = if a2a {
+    let src: Vec<u64> = if a2a && leaf_words == 0 {
+        vec![0; nch]
+    } else if a2a {
         marks
             .par_chunks(leaf_words)
             .map(|words| {
