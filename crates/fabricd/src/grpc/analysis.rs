@@ -132,7 +132,7 @@ impl FabricService {
                         }
                     }
                     // A newer generation committed meanwhile: this computation is stale.
-                    _ = tokio::time::sleep(std::time::Duration::from_millis(50)) => {
+                    () = tokio::time::sleep(std::time::Duration::from_millis(50)) => {
                         if self.snapshot().current.as_ref().is_some_and(|c| c.number > g.number) {
                             cancel.store(true, Ordering::Relaxed);
                         }
@@ -153,7 +153,11 @@ impl FabricService {
     /// The receiver of the computation for `(g, cfg)`: the one in flight, or a new one started
     /// on the analysis pool (cancelling one for another generation or other settings).
     fn metrics_job_for(&self, g: &Arc<Generation>, cfg: &MetricsConfig) -> (JobOutcome, Arc<AtomicBool>) {
-        let mut job = self.shared.metrics_job.lock().unwrap_or_else(|e| e.into_inner());
+        let mut job = self
+            .shared
+            .metrics_job
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         if let Some(j) = job.as_ref() {
             let finished = j.done.borrow().is_some();
             if !finished && j.generation == g.number && j.cfg == *cfg {
