@@ -159,6 +159,10 @@ impl<'a> PathIndex<'a> {
     pub fn num_live(&self) -> usize {
         self.live.len()
     }
+    /// Number of switches of the fabric.
+    pub fn num_switches(&self) -> usize {
+        self.num_switches
+    }
     /// Number of directed live switch-to-switch ports (channels).
     pub fn num_channels(&self) -> usize {
         self.ch_to.len()
@@ -170,7 +174,7 @@ impl<'a> PathIndex<'a> {
 
     /// What output `port` of switch `sw` leads to.
     #[inline]
-    fn next(&self, sw: u32, lid: Lid) -> u32 {
+    pub(crate) fn next(&self, sw: u32, lid: Lid) -> u32 {
         let port = self.rows[sw as usize].get(lid as usize).copied().unwrap_or(NO_ROUTE);
         self.slot[sw as usize * PORT_SLOTS + port as usize]
     }
@@ -214,6 +218,93 @@ impl<'a> PathIndex<'a> {
             }
             f(s);
             sw = self.ch_to[s as usize];
+        }
+    }
+}
+
+/// Destinations per [`BlockTable`]: one LFT cache line of every switch holds their entries
+/// when their LIDs are consecutive.
+pub(crate) const BLOCK: u32 = 64;
+
+/// The next hops of every switch towards a block of up to [`BLOCK`] consecutive live end ports,
+/// copied out of the LFTs once (reading each switch's row sequentially), so that the many walks
+/// towards these destinations read a small table instead of one LFT cache line per hop.
+pub(crate) struct BlockTable {
+    d0: u32,
+    len: u32,
+    num_switches: usize,
+    /// Per destination of the block × switch: the slot value of the LFT entry.
+    slot: Vec<u32>,
+    /// Per destination of the block × switch: the switch the channel leads to (when a channel).
+    to: Vec<u32>,
+}
+
+impl BlockTable {
+    pub fn new() -> Self {
+        BlockTable {
+            d0: 0,
+            len: 0,
+            num_switches: 0,
+            slot: Vec::new(),
+            to: Vec::new(),
+        }
+    }
+
+    /// [`PathIndex::trace`] for a destination `dst` of the block.
+    #[inline]
+    pub fn trace(&self, idx: &PathIndex<'_>, from: u32, dst: u32, buf: &mut Vec<u32>) -> bool {
+        buf.clear();
+        if idx.lid[dst as usize] == 0 {
+            return false;
+        }
+        let base = (dst - self.d0) as usize * self.num_switches;
+        let (slot, to) = (
+            &self.slot[base..base + self.num_switches],
+            &self.to[base..base + self.num_switches],
+        );
+        let mut sw = from as usize;
+        loop {
+            let s = slot[sw];
+            if s < END {
+                if buf.len() >= self.num_switches {
+                    return false;
+                }
+                buf.push(s);
+                sw = to[sw] as usize;
+            } else {
+                return s == (END | dst);
+            }
+        }
+    }
+
+    /// The destinations of the block.
+    pub fn destinations(&self) -> std::ops::Range<u32> {
+        self.d0..self.d0 + self.len
+    }
+}
+
+impl PathIndex<'_> {
+    /// Fills `t` with the next hops towards live end ports `d0 .. d0 + BLOCK` (clipped to `N`).
+    pub fn fill_block(&self, d0: u32, t: &mut BlockTable) {
+        let ns = self.num_switches;
+        let len = BLOCK.min(self.num_live() as u32 - d0);
+        t.d0 = d0;
+        t.len = len;
+        t.num_switches = ns;
+        t.slot.resize(len as usize * ns, DEAD);
+        t.to.resize(len as usize * ns, 0);
+        let lids = &self.lid[d0 as usize..(d0 + len) as usize];
+        for sw in 0..ns {
+            let row = self.rows[sw];
+            let slots = &self.slot[sw * PORT_SLOTS..(sw + 1) * PORT_SLOTS];
+            for (j, &lid) in lids.iter().enumerate() {
+                let port = row.get(lid as usize).copied().unwrap_or(NO_ROUTE);
+                let v = slots[port as usize];
+                t.slot[j * ns + sw] = v;
+                if v < END {
+                    t.to[j * ns + sw] = self.ch_to[v as usize];
+                }
+            }
         }
     }
 }

@@ -37,7 +37,13 @@ mod index;
 mod job;
 mod loads;
 mod progress;
+#[doc(hidden)]
+pub mod reference;
+mod scan;
+mod shifts;
 mod stats;
+
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use rayon::prelude::*;
 
@@ -169,11 +175,24 @@ pub fn compute_with_progress(
     opts: &MetricsOptions,
     progress: &Progress,
 ) -> Metrics {
+    compute_cancellable(fabric, lids, lfts, opts, progress, &AtomicBool::new(false)).unwrap_or_default()
+}
+
+/// [`compute_with_progress`] that gives up (returns `None`) soon after `cancel` is raised
+/// by another thread: it is checked between groups of destinations, channels and permutations,
+/// so a long computation on a big fabric stops within a fraction of a second.
+pub fn compute_cancellable(
+    fabric: &Fabric,
+    lids: &LidPlan,
+    lfts: &Lfts,
+    opts: &MetricsOptions,
+    progress: &Progress,
+    cancel: &AtomicBool,
+) -> Option<Metrics> {
     let idx = PathIndex::new(fabric, lids, lfts);
     let n = idx.num_live();
-    let shift_units = if opts.shifts && n >= 2 { n as u64 - 1 } else { 0 };
-    progress.add_total(idx.leaves.len() as u64 + shift_units + opts.random_perms as u64);
-    let scan = scan_leaves(&idx, opts.all_to_all, progress);
+    progress.add_total(opts.random_perms as u64);
+    let scan = scan::scan_destinations(&idx, opts.all_to_all, progress, cancel)?;
     let mut m = Metrics {
         end_ports: n,
         switch_ports: idx.num_channels(),
@@ -187,48 +206,42 @@ pub fn compute_with_progress(
         ..Metrics::default()
     };
     if opts.all_to_all {
-        let dst = a2a_destinations(&idx, &scan.bits);
-        m.mu_a2a = scan.src.iter().zip(&dst).map(|(&s, &d)| s.min(d)).max().unwrap_or(0) as u32;
+        m.mu_a2a = scan
+            .src
+            .iter()
+            .zip(&scan.dst)
+            .map(|(&s, &d)| s.min(d))
+            .max()
+            .unwrap_or(0) as u32;
         m.xi = scan.xi.iter().copied().max().unwrap_or(0);
     }
     if opts.shifts && n >= 2 {
-        let (mu, k) = (1..n as u32)
-            .into_par_iter()
-            .map_init(
-                || vec![0u32; idx.num_channels()],
-                |counts, k| {
-                    let mu = permutation_mu(&idx, &scan.bits, counts, |s| (s + k) % n as u32);
-                    progress.advance(1);
-                    (mu, k)
-                },
-            )
-            .reduce(
-                || (0, 0),
-                |a, b| {
-                    if b.0 > a.0 || (b.0 == a.0 && b.0 > 0 && b.1 < a.1) {
-                        b
-                    } else {
-                        a
-                    }
-                },
-            );
+        let (mu, k) = shift_mu(&idx, &scan.bits, progress, cancel)?;
         m.mu_sp = mu;
-        m.worst_shift = if mu > 0 { k } else { 0 };
+        m.worst_shift = k;
     }
     if opts.random_perms > 0 {
         let mut values: Vec<u32> = (0..opts.random_perms as u64)
             .into_par_iter()
             .map_init(
-                || (vec![0u32; idx.num_channels()], Vec::with_capacity(n)),
-                |(counts, perm), i| {
+                || (vec![0u32; idx.num_channels()], Vec::with_capacity(n), vec![0u32; n]),
+                |(counts, perm, inverse), i| {
+                    if cancel.load(Ordering::Relaxed) {
+                        return 0;
+                    }
                     stats::random_permutation(perm, n as u32, opts.seed, i);
-                    let perm: &Vec<u32> = perm;
-                    let mu = permutation_mu(&idx, &scan.bits, counts, |s| perm[s as usize]);
+                    for (s, &d) in perm.iter().enumerate() {
+                        inverse[d as usize] = s as u32;
+                    }
+                    let mu = permutation_mu_by_destination(&idx, &scan.bits, counts, inverse);
                     progress.advance(1);
                     mu
                 },
             )
             .collect();
+        if cancel.load(Ordering::Relaxed) {
+            return None;
+        }
         values.sort_unstable();
         let as_f: Vec<f64> = values.iter().map(|&v| f64::from(v)).collect();
         let mut counts = vec![0u32; values.last().map_or(0, |&v| v as usize + 1)];
@@ -245,17 +258,29 @@ pub fn compute_with_progress(
             counts,
         };
     }
-    m
+    Some(m)
 }
 
-/// `mu` of a permutation pattern `s -> dest(s)` over live indices: the largest number of routed
-/// paths crossing one channel (fixed points and unrouted pairs carry no path). `counts` is a
-/// reused per-thread scratch array of one counter per channel.
-fn permutation_mu(idx: &PathIndex<'_>, bits: &RoutedBits, counts: &mut [u32], dest: impl Fn(u32) -> u32) -> u32 {
+/// `(mu_sp, worst shift)`: the destination-major range pass when the live order keeps the
+/// leaves' end ports in few runs (see `shifts`), else one walk per path of every shift. `None`
+/// when cancelled.
+fn shift_mu(idx: &PathIndex<'_>, bits: &RoutedBits, progress: &Progress, cancel: &AtomicBool) -> Option<(u32, u32)> {
+    let runs = shifts::leaf_runs(idx);
+    if shifts::ranges_pay_off(idx, runs.len()) {
+        let r = shifts::all_shifts(idx, bits, &runs, false, false, shifts::RANGE_BUDGET, progress, cancel)?;
+        return Some((r.mu, r.worst_shift));
+    }
+    Some(reference::shift_walks(idx, bits, progress, cancel))
+}
+
+/// `mu` of a permutation given by its inverse (`inverse[d]` = the source sending to `d`),
+/// walked destination by destination: consecutive destinations read the same LFT cache lines
+/// of the switches they cross, unlike a source-major walk that jumps across the tables.
+fn permutation_mu_by_destination(idx: &PathIndex<'_>, bits: &RoutedBits, counts: &mut [u32], inverse: &[u32]) -> u32 {
     counts.fill(0);
     let mut max = 0;
-    for s in 0..idx.num_live() as u32 {
-        let d = dest(s);
+    for (d, &s) in inverse.iter().enumerate() {
+        let d = d as u32;
         if d == s {
             continue;
         }
@@ -271,13 +296,16 @@ fn permutation_mu(idx: &PathIndex<'_>, bits: &RoutedBits, counts: &mut [u32], de
     max
 }
 
-/// Result of the leaf-major pass over all `leaves × N` paths.
-struct Scan {
+/// Result of a pass over all `leaves × N` paths.
+pub(crate) struct Scan {
     bits: RoutedBits,
     /// Per channel: all-to-all paths crossing it (empty unless all-to-all was asked).
     xi: Vec<u64>,
     /// Per channel: distinct all-to-all sources crossing it (empty unless asked).
     src: Vec<u64>,
+    /// Per channel: distinct all-to-all destinations crossing it (empty unless asked; the
+    /// leaf-major pass leaves it to [`a2a_destinations`]).
+    dst: Vec<u64>,
     edge_sum: u64,
     routed: u64,
     unrouted: u64,
@@ -326,7 +354,7 @@ impl ScanAcc {
     }
 }
 
-/// Traces every `leaf -> d` path once, weighted by the number of sources on the leaf (minus `d`
+/// Leaf-major (the reference; `scan` is the cache-friendly pass): traces every `leaf -> d` path once, weighted by the number of sources on the leaf (minus `d`
 /// itself when it sits there): routed bits, `nu`, unrouted pairs and, for all-to-all, the
 /// per-channel path counts and distinct-source counts (a leaf's sources all cross a channel as
 /// soon as one path from the leaf does, since a path between two end ports of the same leaf
@@ -382,6 +410,7 @@ fn scan_leaves(idx: &PathIndex<'_>, a2a: bool, progress: &Progress) -> Scan {
         bits,
         xi: acc.xi,
         src: acc.src,
+        dst: Vec::new(),
         edge_sum: acc.edge_sum,
         routed: acc.routed,
         unrouted: acc.unrouted,

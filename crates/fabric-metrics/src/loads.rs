@@ -1,13 +1,15 @@
 //! Per-port loads of the installed routing: how many paths of a pattern cross each directed
 //! switch-to-switch port (the congestion heatmap of the daemon's dashboard).
 
+use std::sync::atomic::AtomicBool;
+
 use rayon::prelude::*;
 
 use fabric_routing::{Lfts, LidPlan};
 use fabric_topology::Fabric;
 
 use crate::index::{PathIndex, RoutedBits};
-use crate::{scan_leaves, SwitchPort};
+use crate::SwitchPort;
 
 /// The load of one directed switch-to-switch port.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -39,11 +41,29 @@ pub fn port_loads(fabric: &Fabric, lids: &LidPlan, lfts: &Lfts, shifts: bool) ->
     let idx = PathIndex::new(fabric, lids, lfts);
     let n = idx.num_live();
     let nch = idx.num_channels();
-    let scan = scan_leaves(&idx, true, &crate::Progress::new());
-    let worst = if shifts && n >= 2 {
-        shift_maxima(&idx, &scan.bits)
-    } else {
+    let (progress, cancel) = (crate::Progress::new(), AtomicBool::new(false));
+    // Never cancelled: `None` cannot happen.
+    let Some(scan) = crate::scan::scan_destinations(&idx, true, &progress, &cancel) else {
+        return PortLoads::default();
+    };
+    let runs = crate::shifts::leaf_runs(&idx);
+    let worst = if !shifts || n < 2 {
         vec![0; nch]
+    } else if crate::shifts::ranges_pay_off(&idx, runs.len()) {
+        crate::shifts::all_shifts(
+            &idx,
+            &scan.bits,
+            &runs,
+            true,
+            false,
+            crate::shifts::RANGE_BUDGET,
+            &progress,
+            &cancel,
+        )
+        .map(|r| r.per_channel)
+        .unwrap_or_else(|| vec![0; nch])
+    } else {
+        shift_maxima(&idx, &scan.bits)
     };
     let mut ports: Vec<PortLoad> = (0..nch as u32)
         .map(|c| PortLoad {

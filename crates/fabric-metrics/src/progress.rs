@@ -6,9 +6,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Work units done out of a total, shared between the computation and its observer.
 ///
-/// [`crate::compute_with_progress`] adds its units to `total` when it starts (one per leaf of
-/// the path scan, one per shift permutation, one per random permutation) and advances `done`
-/// as they finish; `done() <= total()` at every moment.
+/// [`crate::compute_with_progress`] adds its units to `total` as it learns them (one per random
+/// permutation and one per block of 64 destinations of the path scan at the start; for
+/// `mu_sp`, one per block of 64 destinations per pass over the destinations plus one per
+/// switch, announced once the first pass has sized the channel groups, or one per shift when
+/// it walks every shift) and
+/// advances `done` as they finish; `done() <= total()` at every moment.
 #[derive(Debug, Default)]
 pub struct Progress {
     done: AtomicU64,

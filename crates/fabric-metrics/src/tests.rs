@@ -494,7 +494,9 @@ fn progress_counts_every_unit_and_changes_nothing() {
     let without = compute(&f, &lids, &lfts, &opts(25));
     assert_eq!(with.mu_sp, without.mu_sp);
     assert_eq!(with.mu_rp.counts, without.mu_rp.counts);
-    // Two leaves, N - 1 = 3 shifts, 25 random permutations.
-    assert_eq!(p.total(), 2 + 3 + 25);
+    // 25 random permutations, one block of 64 destinations for the path scan, and the shift
+    // pass: one block to count the transit ranges, one per switch group to gather them, one
+    // per switch (4).
+    assert_eq!(p.total(), 25 + 1 + 1 + 1 + 4);
     assert_eq!(p.done(), p.total());
 }

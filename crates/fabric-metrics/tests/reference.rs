@@ -8,6 +8,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashSet, VecDeque};
 
+use fabric_metrics::reference::{compute_reference, shift_profile_ranges, shift_profile_reference};
 use fabric_metrics::{compute, jobs_metrics, mu_of_pairs, quantile, rp_permutation, MetricsOptions};
 use fabric_routing::{Lfts, LidPlan, NO_ROUTE};
 use fabric_topology::{EndPortId, Fabric, FabricBuilder, FabricEvent, NodeType, PortNum, Remote, SwitchId};
@@ -302,6 +303,14 @@ fn check_against_reference(c: &Case) -> Result<(), TestCaseError> {
     prop_assert_eq!(m.mu_rp.median, quantile(&rp, 0.5));
     prop_assert_eq!(m.mu_rp.q1, quantile(&rp, 1.0 / 40.0));
     prop_assert_eq!(m.mu_rp.q39, quantile(&rp, 39.0 / 40.0));
+
+    // The fast passes against the straightforward implementation (arbitrary end-port orders
+    // here: the leaves' end ports interleave), with one channel per range group.
+    prop_assert_eq!(&m, &compute_reference(&f, &lids, &lfts, &opts));
+    prop_assert_eq!(
+        shift_profile_ranges(&f, &lids, &lfts, 16),
+        shift_profile_reference(&f, &lids, &lfts)
+    );
     Ok(())
 }
 

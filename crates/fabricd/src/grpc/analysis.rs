@@ -9,7 +9,9 @@ use fabric_proto::v1 as pb;
 use fabric_routing::check;
 use fabric_southbound::PacketSimulator;
 use fabric_topology::{EndPortId, Fabric, Lid, Remote};
-use tokio::sync::oneshot;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use tokio::sync::{oneshot, watch};
 use tonic::{Request, Response, Status};
 
 use super::convert::{count, rp_floor, rp_stats};
@@ -30,6 +32,18 @@ pub(super) struct CoreMetrics {
     compute_ms: f64,
 }
 
+/// Where a metrics computation's outcome appears: `Some(None)` = cancelled.
+type JobOutcome = watch::Receiver<Option<Option<(Arc<Generation>, Arc<CoreMetrics>)>>>;
+
+/// The congestion metrics computation in flight: for which generation and settings, its
+/// cancel flag, and where its outcome appears (`Some(None)` = cancelled).
+pub(super) struct MetricsJob {
+    generation: u64,
+    cfg: MetricsConfig,
+    cancel: Arc<AtomicBool>,
+    done: JobOutcome,
+}
+
 impl CoreMetrics {
     /// Validity, deadlock freedom, the static metrics and the `mu_rp` floor of one routing.
     fn compute(
@@ -39,19 +53,34 @@ impl CoreMetrics {
         lfts: &fabric_routing::Lfts,
         opts: &fabric_metrics::MetricsOptions,
     ) -> CoreMetrics {
+        let never = AtomicBool::new(false);
+        let none = "never cancelled";
+        Self::compute_cancellable(fabric, ranking, lids, lfts, opts, &never).expect(none)
+    }
+
+    /// [`CoreMetrics::compute`] that gives up (`None`) soon after `cancel` is raised.
+    fn compute_cancellable(
+        fabric: &Fabric,
+        ranking: &fabric_ranking::Ranking,
+        lids: &fabric_routing::LidPlan,
+        lfts: &fabric_routing::Lfts,
+        opts: &fabric_metrics::MetricsOptions,
+        cancel: &AtomicBool,
+    ) -> Option<CoreMetrics> {
         let t = Instant::now();
         let v = check::validity(fabric, lids, lfts);
         let deadlock_free = check::deadlock_free(fabric, ranking, lids, lfts);
-        let metrics = fabric_metrics::compute(fabric, lids, lfts, opts);
+        let progress = fabric_metrics::Progress::new();
+        let metrics = fabric_metrics::compute_cancellable(fabric, lids, lfts, opts, &progress, cancel)?;
         let floor = fabric_metrics::rp_floor(fabric, &ranking.level);
-        CoreMetrics {
+        Some(CoreMetrics {
             valid: v.valid,
             unreachable_pairs: v.unreachable_count + v.escape_unreachable_count,
             deadlock_free,
             metrics,
             floor,
             compute_ms: t.elapsed().as_secs_f64() * 1e3,
-        }
+        })
     }
 
     fn summary(&self) -> pb::MetricsSummary {
@@ -75,25 +104,96 @@ fn metrics_options(cfg: &MetricsConfig) -> fabric_metrics::MetricsOptions {
 }
 
 impl FabricService {
-    /// The congestion metrics of generation `g` (cached per generation and settings; computed
-    /// on the analysis pool), and whether they were computed now.
-    async fn core_metrics(&self, g: &Arc<Generation>) -> Result<(Arc<CoreMetrics>, bool), Status> {
-        let cfg = (*self.shared.metrics_config.load_full()).clone();
-        let mut cache = self.shared.metrics_cache.lock().await;
-        if let Some((n, c, m)) = cache.as_ref() {
-            if *n == g.number && *c == cfg {
-                return Ok((m.clone(), false));
+    /// The congestion metrics of the current generation (cached per generation and settings;
+    /// computed on the analysis pool, without holding any lock meanwhile), and whether they
+    /// were computed now. A computation for an older generation still in flight is cancelled
+    /// when a newer generation's starts; its waiters move on to the newer generation, so the
+    /// figures returned always belong to the generation committed last (or to a newer one than
+    /// the caller's `g`: the returned generation says which). Generations are never delayed:
+    /// routing and commits run on other threads and never wait for metrics.
+    async fn core_metrics(&self, g: &Arc<Generation>) -> Result<(Arc<Generation>, Arc<CoreMetrics>, bool), Status> {
+        let mut g = g.clone();
+        loop {
+            let cfg = (*self.shared.metrics_config.load_full()).clone();
+            if let Some((n, c, m)) = self.shared.metrics_cache.lock().await.as_ref() {
+                if *n == g.number && *c == cfg {
+                    return Ok((g, m.clone(), false));
+                }
+            }
+            let (mut done, cancel) = self.metrics_job_for(&g, &cfg);
+            let outcome = loop {
+                if let Some(o) = done.borrow_and_update().clone() {
+                    break o;
+                }
+                tokio::select! {
+                    r = done.changed() => {
+                        if r.is_err() {
+                            return Err(Status::internal("metrics computation failed"));
+                        }
+                    }
+                    // A newer generation committed meanwhile: this computation is stale.
+                    () = tokio::time::sleep(std::time::Duration::from_millis(50)) => {
+                        if self.snapshot().current.as_ref().is_some_and(|c| c.number > g.number) {
+                            cancel.store(true, Ordering::Relaxed);
+                        }
+                    }
+                }
+            };
+            match outcome {
+                Some((g, m)) => return Ok((g, m, true)),
+                // Cancelled by a newer generation's computation: follow it.
+                None => {
+                    let (_, newer) = self.current()?;
+                    g = newer;
+                }
             }
         }
-        let g2 = g.clone();
-        let opts = metrics_options(&cfg);
-        let (tx, rx) = oneshot::channel();
-        self.shared.analysis_pool.spawn(move || {
-            let _ = tx.send(CoreMetrics::compute(&g2.fabric, &g2.ranking, &g2.lids, &g2.lfts, &opts));
+    }
+
+    /// The receiver of the computation for `(g, cfg)`: the one in flight, or a new one started
+    /// on the analysis pool (cancelling one for another generation or other settings).
+    fn metrics_job_for(&self, g: &Arc<Generation>, cfg: &MetricsConfig) -> (JobOutcome, Arc<AtomicBool>) {
+        let mut job = self
+            .shared
+            .metrics_job
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(j) = job.as_ref() {
+            let finished = j.done.borrow().is_some();
+            if !finished && j.generation == g.number && j.cfg == *cfg {
+                return (j.done.clone(), j.cancel.clone());
+            }
+            if !finished && j.generation <= g.number {
+                j.cancel.store(true, Ordering::Relaxed);
+            } else if !finished {
+                // In flight for a newer generation than the caller's: join it.
+                return (j.done.clone(), j.cancel.clone());
+            }
+        }
+        let (tx, rx) = watch::channel(None);
+        let cancel = Arc::new(AtomicBool::new(false));
+        let cancel_out = cancel.clone();
+        *job = Some(MetricsJob {
+            generation: g.number,
+            cfg: cfg.clone(),
+            cancel: cancel.clone(),
+            done: rx.clone(),
         });
-        let m = Arc::new(rx.await.map_err(|_| Status::internal("metrics computation failed"))?);
-        *cache = Some((g.number, cfg, m.clone()));
-        Ok((m, true))
+        let (g2, opts, cfg2) = (g.clone(), metrics_options(cfg), cfg.clone());
+        let shared = self.shared.clone();
+        self.shared.analysis_pool.spawn(move || {
+            let out = CoreMetrics::compute_cancellable(&g2.fabric, &g2.ranking, &g2.lids, &g2.lfts, &opts, &cancel)
+                .map(|m| (g2.clone(), Arc::new(m)));
+            if let Some((_, m)) = &out {
+                // Published as the last complete result unless a newer generation's already is.
+                let mut cache = shared.metrics_cache.blocking_lock();
+                if cache.as_ref().is_none_or(|(n, _, _)| *n <= g2.number) {
+                    *cache = Some((g2.number, cfg2, m.clone()));
+                }
+            }
+            let _ = tx.send(Some(out));
+        });
+        (rx, cancel_out)
     }
 
     pub(super) fn simulator(&self) -> Result<&Arc<dyn PacketSimulator>, Status> {
@@ -111,7 +211,8 @@ impl FabricService {
         _: Request<pb::GetMetricsRequest>,
     ) -> Result<Response<pb::MetricsReport>, Status> {
         let (p, g) = self.current()?;
-        let (core, fresh) = self.core_metrics(&g).await?;
+        // The figures may belong to a newer generation than `g` (committed meanwhile).
+        let (g, core, fresh) = self.core_metrics(&g).await?;
         // Job metrics: computed per request (jobs change independently of generations).
         let jobs: Vec<(String, Vec<EndPortId>)> = p
             .jobs
@@ -189,7 +290,7 @@ impl FabricService {
         let events: Vec<String> = down.iter().map(|t| t.event(false).to_string()).collect();
         let _one_at_a_time = self.shared.what_if.lock().await;
         let input = self.ask(|reply| LoopRequest::WhatIf { down, reply }).await?;
-        let (before, _) = self.core_metrics(&g).await?;
+        let (_, before, _) = self.core_metrics(&g).await?;
         let opts = metrics_options(&self.shared.metrics_config.load());
         let (tx, rx) = oneshot::channel();
         self.shared.analysis_pool.spawn(move || {

@@ -72,7 +72,10 @@ pub struct Shared {
     pub sa: Option<Arc<fabric_sa::SaService>>,
     /// The port-health monitor (GetHealth, ClearHealth, InjectPortErrors).
     pub health: Option<Arc<crate::health::HealthHandle>>,
+    /// The last complete congestion metrics: (generation, settings, figures).
     metrics_cache: tokio::sync::Mutex<Option<(u64, MetricsConfig, Arc<CoreMetrics>)>>,
+    /// The metrics computation in flight, if any (cancelled when a newer generation's starts).
+    metrics_job: std::sync::Mutex<Option<analysis::MetricsJob>>,
     /// One maintenance plan (`WhatIf`) is computed at a time.
     what_if: tokio::sync::Mutex<()>,
 }
@@ -97,6 +100,7 @@ impl Shared {
             sa: None,
             health: None,
             metrics_cache: tokio::sync::Mutex::new(None),
+            metrics_job: std::sync::Mutex::new(None),
             what_if: tokio::sync::Mutex::new(()),
         }
     }
