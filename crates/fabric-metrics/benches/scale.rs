@@ -8,7 +8,9 @@
 //! numbers are wall-clock seconds of this process, to be read with the machine load.
 //!
 //! Run: `cargo bench -p fabric-metrics --bench scale` (`SCALE_SKIP_BASELINE=1` skips the
-//! reference run on the 8 640-node fabric, which takes a few minutes).
+//! reference runs on the 8 640-node fabric, which take a few minutes; `SCALE_ONLY=rp,sp` runs
+//! only some 35k figures: `validity`, `scan`, `sp`, `rp`, `a2a`; `SCALE_THREADS=2` only some
+//! thread counts).
 
 use std::time::Instant;
 
@@ -57,6 +59,14 @@ fn main() {
         });
         assert_eq!((r.mu_sp, r.worst_shift), (m.mu_sp, m.worst_shift));
         eprintln!("  reference / fast on 8640: {:.1}x", slow8 / fast8);
+        let (fast_rp, m) = timed("fast mu_rp(1000) 8640", 2, || {
+            compute(&t.fabric, &t.lids, &lfts, &only(false, 1000, false))
+        });
+        let (slow_rp, r) = timed("reference mu_rp(1000) 8640", 2, || {
+            compute_reference(&t.fabric, &t.lids, &lfts, &only(false, 1000, false))
+        });
+        assert_eq!(r.mu_rp.counts, m.mu_rp.counts);
+        eprintln!("  reference / fast mu_rp on 8640: {:.1}x", slow_rp / fast_rp);
     }
     drop((t, lfts));
 
@@ -67,29 +77,47 @@ fn main() {
         t.fabric.num_end_ports(),
         t.fabric.num_switches()
     );
-    for threads in [2, 1] {
-        let (_, v) = timed("validity (check::validity)", threads, || {
-            check::validity(&t.fabric, &t.lids, &lfts)
-        });
-        eprintln!("  valid {} unreachable {}", v.valid, v.unreachable_count);
-        let (_, m) = timed("nu + routed pairs (path scan)", threads, || {
-            compute(&t.fabric, &t.lids, &lfts, &only(false, 0, false))
-        });
-        eprintln!("  nu {:.4} unrouted {}", m.nu, m.unrouted_pairs);
-        let (_, m) = timed("mu_sp (all 34991 shifts)", threads, || {
-            compute(&t.fabric, &t.lids, &lfts, &only(true, 0, false))
-        });
-        eprintln!("  mu_sp {} worst shift {}", m.mu_sp, m.worst_shift);
-        let (_, m) = timed("mu_rp(1000)", threads, || {
-            compute(&t.fabric, &t.lids, &lfts, &only(false, 1000, false))
-        });
-        eprintln!(
-            "  mu_rp median {} q1 {} q39 {}",
-            m.mu_rp.median, m.mu_rp.q1, m.mu_rp.q39
-        );
-        let (_, m) = timed("mu_a2a + xi", threads, || {
-            compute(&t.fabric, &t.lids, &lfts, &only(false, 0, true))
-        });
-        eprintln!("  mu_a2a {} xi {}", m.mu_a2a, m.xi);
+    let only_env = std::env::var("SCALE_ONLY").unwrap_or_default();
+    let wanted = |what: &str| only_env.is_empty() || only_env.split(',').any(|w| w.trim() == what);
+    let threads_env = std::env::var("SCALE_THREADS").unwrap_or_default();
+    let thread_counts: Vec<usize> = if threads_env.is_empty() {
+        vec![2, 1]
+    } else {
+        threads_env.split(',').filter_map(|t| t.trim().parse().ok()).collect()
+    };
+    for threads in thread_counts {
+        if wanted("validity") {
+            let (_, v) = timed("validity (check::validity)", threads, || {
+                check::validity(&t.fabric, &t.lids, &lfts)
+            });
+            eprintln!("  valid {} unreachable {}", v.valid, v.unreachable_count);
+        }
+        if wanted("scan") {
+            let (_, m) = timed("nu + routed pairs (path scan)", threads, || {
+                compute(&t.fabric, &t.lids, &lfts, &only(false, 0, false))
+            });
+            eprintln!("  nu {:.4} unrouted {}", m.nu, m.unrouted_pairs);
+        }
+        if wanted("sp") {
+            let (_, m) = timed("mu_sp (all 34991 shifts)", threads, || {
+                compute(&t.fabric, &t.lids, &lfts, &only(true, 0, false))
+            });
+            eprintln!("  mu_sp {} worst shift {}", m.mu_sp, m.worst_shift);
+        }
+        if wanted("rp") {
+            let (_, m) = timed("mu_rp(1000)", threads, || {
+                compute(&t.fabric, &t.lids, &lfts, &only(false, 1000, false))
+            });
+            eprintln!(
+                "  mu_rp median {} q1 {} q39 {}",
+                m.mu_rp.median, m.mu_rp.q1, m.mu_rp.q39
+            );
+        }
+        if wanted("a2a") {
+            let (_, m) = timed("mu_a2a + xi", threads, || {
+                compute(&t.fabric, &t.lids, &lfts, &only(false, 0, true))
+            });
+            eprintln!("  mu_a2a {} xi {}", m.mu_a2a, m.xi);
+        }
     }
 }

@@ -233,9 +233,10 @@ pub(crate) struct BlockTable {
     d0: u32,
     len: u32,
     num_switches: usize,
-    /// Per destination of the block × switch: the slot value of the LFT entry.
+    /// Per switch × destination of the block ([`BLOCK`] entries per switch): the slot value of
+    /// the LFT entry.
     slot: Vec<u32>,
-    /// Per destination of the block × switch: the switch the channel leads to (when a channel).
+    /// Per switch × destination of the block: the switch the channel leads to (when a channel).
     to: Vec<u32>,
 }
 
@@ -257,23 +258,35 @@ impl BlockTable {
         if idx.lid[dst as usize] == 0 {
             return false;
         }
-        let base = (dst - self.d0) as usize * self.num_switches;
-        let (slot, to) = (
-            &self.slot[base..base + self.num_switches],
-            &self.to[base..base + self.num_switches],
-        );
+        let j = (dst - self.d0) as usize;
         let mut sw = from as usize;
         loop {
-            let s = slot[sw];
+            let s = self.slot[sw * BLOCK as usize + j];
             if s < END {
                 if buf.len() >= self.num_switches {
                     return false;
                 }
                 buf.push(s);
-                sw = to[sw] as usize;
+                sw = self.to[sw * BLOCK as usize + j] as usize;
             } else {
                 return s == (END | dst);
             }
+        }
+    }
+
+    /// [`PathIndex::walk`] for a destination `dst` of the block (a pair known to be routed):
+    /// calls `f` on every channel crossed. Bounded by the switch count.
+    #[inline]
+    pub fn walk(&self, from: u32, dst: u32, mut f: impl FnMut(u32)) {
+        let j = (dst - self.d0) as usize;
+        let mut sw = from as usize;
+        for _ in 0..self.num_switches {
+            let s = self.slot[sw * BLOCK as usize + j];
+            if s >= END {
+                return;
+            }
+            f(s);
+            sw = self.to[sw * BLOCK as usize + j] as usize;
         }
     }
 
@@ -291,18 +304,20 @@ impl PathIndex<'_> {
         t.d0 = d0;
         t.len = len;
         t.num_switches = ns;
-        t.slot.resize(len as usize * ns, DEAD);
-        t.to.resize(len as usize * ns, 0);
+        let b = BLOCK as usize;
+        t.slot.resize(ns * b, DEAD);
+        t.to.resize(ns * b, 0);
         let lids = &self.lid[d0 as usize..(d0 + len) as usize];
-        for sw in 0..ns {
+        // Switch-major: each switch's entries are contiguous, so the copy writes sequentially.
+        for (sw, (slot_out, to_out)) in t.slot.chunks_exact_mut(b).zip(t.to.chunks_exact_mut(b)).enumerate() {
             let row = self.rows[sw];
             let slots = &self.slot[sw * PORT_SLOTS..(sw + 1) * PORT_SLOTS];
             for (j, &lid) in lids.iter().enumerate() {
                 let port = row.get(lid as usize).copied().unwrap_or(NO_ROUTE);
                 let v = slots[port as usize];
-                t.slot[j * ns + sw] = v;
+                slot_out[j] = v;
                 if v < END {
-                    t.to[j * ns + sw] = self.ch_to[v as usize];
+                    to_out[j] = self.ch_to[v as usize];
                 }
             }
         }

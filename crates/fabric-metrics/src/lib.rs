@@ -36,6 +36,7 @@ mod floor;
 mod index;
 mod job;
 mod loads;
+mod perms;
 mod progress;
 #[doc(hidden)]
 pub mod reference;
@@ -43,7 +44,7 @@ mod scan;
 mod shifts;
 mod stats;
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 
 use rayon::prelude::*;
 
@@ -221,27 +222,7 @@ pub fn compute_cancellable(
         m.worst_shift = k;
     }
     if opts.random_perms > 0 {
-        let mut values: Vec<u32> = (0..opts.random_perms as u64)
-            .into_par_iter()
-            .map_init(
-                || (vec![0u32; idx.num_channels()], Vec::with_capacity(n), vec![0u32; n]),
-                |(counts, perm, inverse), i| {
-                    if cancel.load(Ordering::Relaxed) {
-                        return 0;
-                    }
-                    stats::random_permutation(perm, n as u32, opts.seed, i);
-                    for (s, &d) in perm.iter().enumerate() {
-                        inverse[d as usize] = s as u32;
-                    }
-                    let mu = permutation_mu_by_destination(&idx, &scan.bits, counts, inverse);
-                    progress.advance(1);
-                    mu
-                },
-            )
-            .collect();
-        if cancel.load(Ordering::Relaxed) {
-            return None;
-        }
+        let mut values = perms::permutation_mus(&idx, &scan.bits, opts.random_perms, opts.seed, progress, cancel)?;
         values.sort_unstable();
         let as_f: Vec<f64> = values.iter().map(|&v| f64::from(v)).collect();
         let mut counts = vec![0u32; values.last().map_or(0, |&v| v as usize + 1)];
@@ -271,29 +252,6 @@ fn shift_mu(idx: &PathIndex<'_>, bits: &RoutedBits, progress: &Progress, cancel:
         return Some((r.mu, r.worst_shift));
     }
     Some(reference::shift_walks(idx, bits, progress, cancel))
-}
-
-/// `mu` of a permutation given by its inverse (`inverse[d]` = the source sending to `d`),
-/// walked destination by destination: consecutive destinations read the same LFT cache lines
-/// of the switches they cross, unlike a source-major walk that jumps across the tables.
-fn permutation_mu_by_destination(idx: &PathIndex<'_>, bits: &RoutedBits, counts: &mut [u32], inverse: &[u32]) -> u32 {
-    counts.fill(0);
-    let mut max = 0;
-    for (d, &s) in inverse.iter().enumerate() {
-        let d = d as u32;
-        if d == s {
-            continue;
-        }
-        let li = idx.leaf_of[s as usize];
-        if bits.get(li, d) {
-            idx.walk(idx.leaves[li as usize], d, |c| {
-                let v = &mut counts[c as usize];
-                *v += 1;
-                max = max.max(*v);
-            });
-        }
-    }
-    max
 }
 
 /// Result of a pass over all `leaves × N` paths.
