@@ -123,6 +123,25 @@ pub struct RpStats {
 }
 
 impl RpStats {
+    /// The statistics of the sampled `mu` values (in any order).
+    pub(crate) fn from_values(mut values: Vec<u32>) -> RpStats {
+        values.sort_unstable();
+        let as_f: Vec<f64> = values.iter().map(|&v| f64::from(v)).collect();
+        let mut counts = vec![0u32; values.last().map_or(0, |&v| v as usize + 1)];
+        for &v in &values {
+            counts[v as usize] += 1;
+        }
+        RpStats {
+            median: quantile(&as_f, 0.5),
+            q1: quantile(&as_f, 1.0 / 40.0),
+            q39: quantile(&as_f, 39.0 / 40.0),
+            min: values.first().copied().unwrap_or(0),
+            max: values.last().copied().unwrap_or(0),
+            samples: values.len(),
+            counts,
+        }
+    }
+
     /// Share of the sampled permutations with `mu ≥ k` (0 when none were sampled).
     pub fn share_at_least(&self, k: u32) -> f64 {
         if self.samples == 0 {
@@ -222,22 +241,8 @@ pub fn compute_cancellable(
         m.worst_shift = k;
     }
     if opts.random_perms > 0 {
-        let mut values = perms::permutation_mus(&idx, &scan.bits, opts.random_perms, opts.seed, progress, cancel)?;
-        values.sort_unstable();
-        let as_f: Vec<f64> = values.iter().map(|&v| f64::from(v)).collect();
-        let mut counts = vec![0u32; values.last().map_or(0, |&v| v as usize + 1)];
-        for &v in &values {
-            counts[v as usize] += 1;
-        }
-        m.mu_rp = RpStats {
-            median: quantile(&as_f, 0.5),
-            q1: quantile(&as_f, 1.0 / 40.0),
-            q39: quantile(&as_f, 39.0 / 40.0),
-            min: values.first().copied().unwrap_or(0),
-            max: values.last().copied().unwrap_or(0),
-            samples: values.len(),
-            counts,
-        };
+        let values = perms::permutation_mus(&idx, &scan.bits, opts.random_perms, opts.seed, progress, cancel)?;
+        m.mu_rp = RpStats::from_values(values);
     }
     Some(m)
 }

@@ -11,7 +11,7 @@ use fabric_routing::{Lfts, LidPlan};
 use fabric_topology::Fabric;
 
 use crate::index::{PathIndex, RoutedBits};
-use crate::{a2a_destinations, quantile, scan_leaves, shifts, stats, Metrics, MetricsOptions, Progress, RpStats};
+use crate::{a2a_destinations, scan_leaves, shifts, stats, Metrics, MetricsOptions, Progress, RpStats};
 
 /// `mu` of a permutation pattern `s -> dest(s)` over live indices: the largest number of routed
 /// paths crossing one channel (fixed points and unrouted pairs carry no path). `counts` is a
@@ -159,7 +159,7 @@ pub fn compute_reference(fabric: &Fabric, lids: &LidPlan, lfts: &Lfts, opts: &Me
         (m.mu_sp, m.worst_shift) = shift_walks(&idx, &scan.bits, &progress, &cancel);
     }
     if opts.random_perms > 0 {
-        let mut values: Vec<u32> = (0..opts.random_perms as u64)
+        let values: Vec<u32> = (0..opts.random_perms as u64)
             .into_par_iter()
             .map_init(
                 || (vec![0u32; idx.num_channels()], Vec::with_capacity(n)),
@@ -170,21 +170,7 @@ pub fn compute_reference(fabric: &Fabric, lids: &LidPlan, lfts: &Lfts, opts: &Me
                 },
             )
             .collect();
-        values.sort_unstable();
-        let as_f: Vec<f64> = values.iter().map(|&v| f64::from(v)).collect();
-        let mut counts = vec![0u32; values.last().map_or(0, |&v| v as usize + 1)];
-        for &v in &values {
-            counts[v as usize] += 1;
-        }
-        m.mu_rp = RpStats {
-            median: quantile(&as_f, 0.5),
-            q1: quantile(&as_f, 1.0 / 40.0),
-            q39: quantile(&as_f, 39.0 / 40.0),
-            min: values.first().copied().unwrap_or(0),
-            max: values.last().copied().unwrap_or(0),
-            samples: values.len(),
-            counts,
-        };
+        m.mu_rp = RpStats::from_values(values);
     }
     m
 }
