@@ -8,7 +8,8 @@ mod common;
 use common::*;
 use fabric_proto::v1 as pb;
 
-/// 512 end ports; 20 000 random permutations take seconds in a debug build.
+/// 512 end ports; 100 000 random permutations (the most the config allows) take seconds in the
+/// test profile, long enough for a generation to commit while they are computed.
 const FABRIC: &str = "XGFT(3;8,8,8;1,4,4)";
 
 #[test]
@@ -17,8 +18,8 @@ fn a_generation_commits_while_metrics_compute_and_replaces_them() {
         let dir = test_dir("metrics-background");
         let text = Opts::new(FABRIC)
             .config_text()
-            .replace("random_perms = 4", "random_perms = 20000");
-        assert!(text.contains("random_perms = 20000"));
+            .replace("random_perms = 4", "random_perms = 100000");
+        assert!(text.contains("random_perms = 100000"));
         let config = dir.join("fabricd.toml");
         std::fs::write(&config, text).expect("config");
         let d = Daemon::spawn_with_config(&dir, &config, &[]);
