@@ -8,9 +8,9 @@ mod common;
 use common::*;
 use fabric_proto::v1 as pb;
 
-/// 512 end ports; 100 000 random permutations (the most the config allows) take seconds in the
+/// 1 024 end ports; 100 000 random permutations (the most the config allows) take seconds in the
 /// test profile, long enough for a generation to commit while they are computed.
-const FABRIC: &str = "XGFT(3;8,8,8;1,4,4)";
+const FABRIC: &str = "XGFT(3;8,8,16;1,4,4)";
 
 #[test]
 fn a_generation_commits_while_metrics_compute_and_replaces_them() {
@@ -34,7 +34,7 @@ fn a_generation_commits_while_metrics_compute_and_replaces_them() {
                 .expect("metrics")
                 .into_inner()
         });
-        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
 
         // A fault meanwhile: its generation is committed without waiting for the metrics.
         let (sw, port) = switch_links(&topology(&mut c).await)[0];
