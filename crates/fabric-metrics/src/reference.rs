@@ -11,7 +11,7 @@ use fabric_routing::{Lfts, LidPlan};
 use fabric_topology::Fabric;
 
 use crate::index::{PathIndex, RoutedBits};
-use crate::{a2a_destinations, scan_leaves, shifts, stats, Metrics, MetricsOptions, Progress, RpStats};
+use crate::{shifts, stats, Metrics, MetricsOptions, Progress, RpStats, Scan};
 
 /// `mu` of a permutation pattern `s -> dest(s)` over live indices: the largest number of routed
 /// paths crossing one channel (fixed points and unrouted pairs carry no path). `counts` is a
@@ -173,4 +173,147 @@ pub fn compute_reference(fabric: &Fabric, lids: &LidPlan, lfts: &Lfts, opts: &Me
         m.mu_rp = RpStats::from_values(values);
     }
     m
+}
+
+/// Per-thread accumulator of [`scan_leaves`].
+struct ScanAcc {
+    xi: Vec<u64>,
+    src: Vec<u64>,
+    /// Per channel: last leaf that counted its sources there.
+    stamp: Vec<u32>,
+    buf: Vec<u32>,
+    edge_sum: u64,
+    routed: u64,
+    unrouted: u64,
+    diameter: u32,
+}
+
+impl ScanAcc {
+    fn new(channels: usize, a2a: bool) -> Self {
+        let len = if a2a { channels } else { 0 };
+        ScanAcc {
+            xi: vec![0; len],
+            src: vec![0; len],
+            stamp: vec![u32::MAX; len],
+            buf: Vec::new(),
+            edge_sum: 0,
+            routed: 0,
+            unrouted: 0,
+            diameter: 0,
+        }
+    }
+    fn merge(mut self, o: ScanAcc) -> ScanAcc {
+        for (a, b) in self.xi.iter_mut().zip(&o.xi) {
+            *a += b;
+        }
+        for (a, b) in self.src.iter_mut().zip(&o.src) {
+            *a += b;
+        }
+        self.edge_sum += o.edge_sum;
+        self.routed += o.routed;
+        self.unrouted += o.unrouted;
+        self.diameter = self.diameter.max(o.diameter);
+        self
+    }
+}
+
+/// Leaf-major (the reference; `scan` is the cache-friendly pass): traces every `leaf -> d` path once, weighted by the number of sources on the leaf (minus `d`
+/// itself when it sits there): routed bits, `nu`, unrouted pairs and, for all-to-all, the
+/// per-channel path counts and distinct-source counts (a leaf's sources all cross a channel as
+/// soon as one path from the leaf does, since a path between two end ports of the same leaf
+/// crosses no channel).
+fn scan_leaves(idx: &PathIndex<'_>, a2a: bool, progress: &Progress) -> Scan {
+    let n = idx.num_live();
+    let nch = idx.num_channels();
+    let mut bits = RoutedBits::new(idx.leaves.len(), n);
+    let words = bits.words_per_row;
+    let acc = bits
+        .bits
+        .par_chunks_mut(words)
+        .enumerate()
+        .fold(
+            || ScanAcc::new(nch, a2a),
+            |mut acc, (li, row)| {
+                let li = li as u32;
+                let size = u64::from(idx.leaf_size[li as usize]);
+                let from = idx.leaves[li as usize];
+                for d in 0..n as u32 {
+                    let mult = size - u64::from(idx.leaf_of[d as usize] == li);
+                    if mult == 0 {
+                        continue;
+                    }
+                    let mut buf = std::mem::take(&mut acc.buf);
+                    if idx.trace(from, d, &mut buf) {
+                        RoutedBits::set_in_row(row, d);
+                        let edges = buf.len() as u32 + 2;
+                        acc.routed += mult;
+                        acc.edge_sum += mult * u64::from(edges);
+                        acc.diameter = acc.diameter.max(edges);
+                        if a2a {
+                            for &c in &buf {
+                                let c = c as usize;
+                                acc.xi[c] += mult;
+                                if acc.stamp[c] != li {
+                                    acc.stamp[c] = li;
+                                    acc.src[c] += size;
+                                }
+                            }
+                        }
+                    } else {
+                        acc.unrouted += mult;
+                    }
+                    acc.buf = buf;
+                }
+                progress.advance(1);
+                acc
+            },
+        )
+        .reduce(|| ScanAcc::new(nch, a2a), ScanAcc::merge);
+    Scan {
+        bits,
+        xi: acc.xi,
+        src: acc.src,
+        dst: Vec::new(),
+        edge_sum: acc.edge_sum,
+        routed: acc.routed,
+        unrouted: acc.unrouted,
+        diameter: acc.diameter,
+    }
+}
+
+/// Destination-major pass of the all-to-all pattern: per channel, the number of distinct
+/// destinations whose routed paths from some other end port cross it.
+fn a2a_destinations(idx: &PathIndex<'_>, bits: &RoutedBits) -> Vec<u64> {
+    let nch = idx.num_channels();
+    (0..idx.num_live() as u32)
+        .into_par_iter()
+        .fold(
+            || (vec![0u64; nch], vec![u32::MAX; nch]),
+            |(mut dst, mut stamp), d| {
+                for (li, &from) in idx.leaves.iter().enumerate() {
+                    // Not set for unrouted pairs nor for a leaf whose only source is `d` itself.
+                    if !bits.get(li as u32, d) {
+                        continue;
+                    }
+                    idx.walk(from, d, |c| {
+                        let c = c as usize;
+                        if stamp[c] != d {
+                            stamp[c] = d;
+                            dst[c] += 1;
+                        }
+                    });
+                }
+                (dst, stamp)
+            },
+        )
+        .map(|(dst, _)| dst)
+        .reduce(
+            || vec![0u64; nch],
+            |mut a, b| {
+                for (x, y) in a.iter_mut().zip(&b) {
+                    *x += y;
+                }
+                a
+            },
+        )
 }
