@@ -2,8 +2,9 @@
 # Runs every test of the project on a fresh Debian machine: installs the system packages the
 # tests need (the InfiniBand simulator and diagnostics, OpenSM for comparisons, python3 for the
 # OpenSM comparison script, systemd's systemd-analyze for the install test, Slurm's slurmctld
-# for the topology export, headless chromium + chromedriver for the dashboard; the gRPC code
-# needs no protoc: protox compiles the .proto files), builds the release binaries (the ones
+# for the topology export, headless chromium + chromedriver for the dashboard, etcd for the
+# high-availability tests, protoc for the etcd client crate's build; fabricd's own gRPC code
+# needs no protoc: protox compiles its .proto files), builds the release binaries (the ones
 # deploy/run-sim.sh, deploy/install.sh and the README use: one build, the same command), then
 # builds and runs the whole workspace test suite, then rustfmt and clippy (whole runs only).
 set -euo pipefail
@@ -18,6 +19,8 @@ command -v python3 >/dev/null 2>&1 || need+=(python3)
 command -v slurmctld >/dev/null 2>&1 || need+=(slurmctld slurm-client)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
 command -v chromedriver >/dev/null 2>&1 || need+=(chromium-driver)
+command -v etcd >/dev/null 2>&1 || need+=(etcd-server)
+command -v protoc >/dev/null 2>&1 || need+=(protobuf-compiler)
 if [ ${#need[@]} -gt 0 ]; then
   echo "installing: ${need[*]}"
   SUDO=""

@@ -142,6 +142,10 @@ pub enum DriverError {
     /// Operating-system I/O error (device file, socket).
     #[error("I/O error: {0}")]
     Io(#[from] std::io::Error),
+    /// This manager may not write (high availability: not the leader, lease not renewed, or a
+    /// switch has seen a newer leader epoch); `reason` says which ([`crate::Fence`]).
+    #[error("{op} refused: this manager is fenced: {reason}")]
+    Fenced { op: &'static str, reason: String },
 }
 
 impl DriverError {

@@ -49,6 +49,8 @@ const LAYERS: &[(&str, u8)] = &[
     ("fabric-umad", 5),
     ("fabric-oob", 5),
     ("fabric-proto", 5),
+    // High availability: leader election, lease and shared state on etcd.
+    ("fabric-ha", 5),
     // Binaries (the daemon's library exists for its tests and benches).
     ("fabricd", 6),
     ("fabricctl", 6),
@@ -56,11 +58,12 @@ const LAYERS: &[(&str, u8)] = &[
     ("fabric-umad-probe", 6),
     // Test support: dev-dependencies only, or no dependents at all.
     ("fabric-ibsim-harness", 7),
+    ("fabric-etcd-harness", 7),
     ("workspace-checks", 7),
 ];
 
 /// Crates that may only ever be dev-dependencies of other crates.
-const DEV_ONLY: &[&str] = &["fabric-ibsim-harness"];
+const DEV_ONLY: &[&str] = &["fabric-ibsim-harness", "fabric-etcd-harness"];
 
 /// Every allowed normal (and build) dependency edge between workspace crates.
 const ALLOWED_EDGES: &[(&str, &[&str])] = &[
@@ -86,6 +89,7 @@ const ALLOWED_EDGES: &[(&str, &[&str])] = &[
         &["fabric-southbound", "fabric-topology", "fabric-routing"],
     ),
     ("fabric-proto", &[]),
+    ("fabric-ha", &["fabric-southbound"]),
     (
         "fabricd",
         &[
@@ -102,6 +106,7 @@ const ALLOWED_EDGES: &[(&str, &[&str])] = &[
             "fabric-umad",
             "fabric-oob",
             "fabric-proto",
+            "fabric-ha",
         ],
     ),
     (
@@ -139,6 +144,7 @@ const ALLOWED_EDGES: &[(&str, &[&str])] = &[
         ],
     ),
     ("fabric-ibsim-harness", &[]),
+    ("fabric-etcd-harness", &[]),
     ("workspace-checks", &[]),
 ];
 
