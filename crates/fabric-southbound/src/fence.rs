@@ -19,6 +19,12 @@
 //! Without `[ha]` the driver has no fence (or an [`open`](Fence::open) one: epoch 0, never
 //! refuses), and nothing changes.
 //!
+//! **Test failpoint.** [`set_self_fencing(false)`](Fence::set_self_fencing) makes a leader
+//! ignore its own lease deadline and revocation (only an agent's refusal closes the fence):
+//! what a manager whose clock or lease check failed would do. fabricd sets it only from the
+//! environment variable `FABRICD_TEST_HA_NO_SELF_FENCE=1`, with a warning, so that the tests
+//! can show the agents' epoch check stopping such a manager. Never in production.
+//!
 //! Time is `std::time::Instant` (monotonic, and it advances while the process is stopped: a
 //! leader frozen by SIGSTOP past its deadline is fenced the moment it runs again).
 
@@ -59,6 +65,7 @@ pub struct Fence {
     superseded_by: AtomicU64,
     superseded: AtomicBool,
     refused: AtomicU64,
+    self_fencing: AtomicBool,
     inner: Mutex<Inner>,
 }
 
@@ -70,6 +77,7 @@ impl Fence {
             superseded_by: AtomicU64::new(0),
             superseded: AtomicBool::new(false),
             refused: AtomicU64::new(0),
+            self_fencing: AtomicBool::new(true),
             inner: Mutex::new(Inner {
                 lease: None,
                 revoked: false,
@@ -138,20 +146,32 @@ impl Fence {
         self.refused.load(Ordering::SeqCst)
     }
 
+    /// Test failpoint (see the module documentation): `false` ignores the lease deadline and
+    /// revocation; only [`superseded`](Self::superseded) closes the fence.
+    pub fn set_self_fencing(&self, on: bool) {
+        self.self_fencing.store(on, Ordering::SeqCst);
+    }
+
+    /// Whether the leader fences itself on its own lease (true but under the test failpoint).
+    pub fn self_fencing(&self) -> bool {
+        self.self_fencing.load(Ordering::SeqCst)
+    }
+
     /// The state at `now`.
     pub fn state_at(&self, now: Instant) -> FenceState {
         let g = self.lock();
         let epoch = self.epoch();
+        let own = self.self_fencing();
         match g.lease {
             None => FenceState::Open,
             Some(None) => FenceState::Standby,
             Some(Some(deadline)) => {
-                if g.revoked || self.superseded.load(Ordering::SeqCst) {
+                if self.superseded.load(Ordering::SeqCst) || (own && g.revoked) {
                     FenceState::Lost {
                         epoch,
                         by: self.superseded_by.load(Ordering::SeqCst),
                     }
-                } else if now >= deadline {
+                } else if own && now >= deadline {
                     FenceState::Expired { epoch }
                 } else {
                     FenceState::Leading { epoch, deadline }
@@ -245,5 +265,16 @@ mod tests {
         assert_eq!(f.check("w").unwrap(), 11);
         f.revoke();
         assert_eq!(f.state(), FenceState::Lost { epoch: 11, by: 0 });
+    }
+
+    #[test]
+    fn without_self_fencing_only_an_agent_closes_the_fence() {
+        let f = Fence::standby();
+        f.set_self_fencing(false);
+        f.grant(3, Instant::now());
+        f.revoke();
+        assert_eq!(f.check("w").unwrap(), 3);
+        f.superseded(4);
+        assert!(f.check("w").is_err());
     }
 }
