@@ -107,7 +107,7 @@
 //! | `verify-mcast` | check multicast only, listing the first failures |
 //! | `mkey-clear SW\|all` | reset the management key (an administrator's reset of the switch) |
 //! | `epochs` | per switch: the highest manager epoch seen, writes accepted and refused for a stale epoch, the last refused epoch |
-//! | `epoch-forget SW\|all` | forget the manager epoch (an agent that restarted without persisting it) |
+//! | `epoch-forget SW\|all` | forget the manager epoch, counts kept (an agent that restarted without persisting it) |
 //! | `trace SRCPORTGUID LID` | trace one packet |
 //! | `port-errors SW PORT COUNTER=N...` | add to a port's counters (e.g. `symbol_errors=10 link_downed=1`; names as in `fabric_southbound::Counter::name`) |
 //! | `port-counters SW [PORT]` | print the non-zero counters of a port (or of every port) |

@@ -15,7 +15,7 @@ use fabric_oob::proto::sim_control_client::SimControlClient;
 use fabric_oob::proto::switch_agent_client::SwitchAgentClient;
 use fabric_oob::proto::{
     CommandRequest, DescribeRequest, GetCountersRequest, GetEpochStatsRequest, ReadLftBlockRequest,
-    SetManagementKeyRequest, SetPortStateRequest, SwitchEpochStats, VerifyAllPairsRequest,
+    SetManagementKeyRequest, SetPortStateRequest, SwitchEpochStats, VerifyAllPairsRequest, WatchPortsRequest,
 };
 use fabric_oob::{OobConfig, OobDriver, MANAGER_EPOCH_METADATA};
 use fabric_southbound::{DriverError, Fence, FenceState, SouthboundDriver};
@@ -353,4 +353,11 @@ async fn the_agent_protocol_raw_epoch_metadata_and_the_key_first() {
     command(&mut ctl, &format!("epoch-forget {}", fmt_guid(g))).await;
     assert_eq!(describe_with(c, "1").await.unwrap(), 1);
     assert_eq!(epoch_stats(&mut ctl).await[&g].refused_writes, 3);
+
+    // Opening a port event stream raises it too.
+    let mut r = tonic::Request::new(WatchPortsRequest {});
+    r.metadata_mut().insert(MANAGER_EPOCH_METADATA, "12".parse().unwrap());
+    let mut events = c.watch_ports(r).await.unwrap().into_inner();
+    assert!(events.message().await.unwrap().unwrap().snapshot);
+    assert_eq!(epoch_stats(&mut ctl).await[&g].manager_epoch, 12);
 }
