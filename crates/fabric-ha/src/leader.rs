@@ -71,6 +71,8 @@ struct Ctx {
     renewal: Mutex<Renewal>,
     /// Resigned or dropped: the tasks stop touching the status.
     stopped: AtomicBool,
+    /// Leadership is ending (set once, by the first loss).
+    ending: AtomicBool,
 }
 
 struct Renewal {
@@ -86,7 +88,7 @@ struct Renewal {
 
 impl Ctx {
     fn is_lost(&self) -> bool {
-        self.stopped.load(Ordering::SeqCst) || self.lost.borrow().is_some()
+        self.stopped.load(Ordering::SeqCst) || self.ending.load(Ordering::SeqCst)
     }
 
     fn renewal(&self) -> std::sync::MutexGuard<'_, Renewal> {
@@ -112,14 +114,9 @@ impl Ctx {
         if self.stopped.load(Ordering::SeqCst) {
             return true;
         }
-        let first = self.lost.send_if_modified(|l| {
-            if l.is_some() {
-                return false;
-            }
-            *l = Some(reason.clone());
-            true
-        });
-        if first {
+        // The first caller ends leadership: fence revoked and status updated before `lost()`
+        // resolves.
+        if !self.ending.swap(true, Ordering::SeqCst) {
             fence.revoke();
             tracing::warn!(
                 node = %self.me.node_name,
@@ -138,6 +135,7 @@ impl Ctx {
                 }
                 s.message = format!("stepping down from epoch {}: {reason}", self.me.epoch);
             });
+            self.lost.send_replace(Some(reason));
             // Give the lease back (if it still exists) so that the key goes at once.
             let sh = Arc::clone(&self.shared);
             let id = self.lease_id;
@@ -190,6 +188,10 @@ impl Ctx {
         let reachable = r.failing.is_none();
         drop(r);
         self.shared.update(|s| {
+            // Serialized with the step-down's update (the status lock): never overwrite it.
+            if self.is_lost() {
+                return;
+            }
             s.role = Role::Leader;
             s.epoch = epoch;
             s.lease_id = self.lease_id;
@@ -265,6 +267,7 @@ impl Leadership {
             ttl,
             lost: tx,
             stopped: AtomicBool::new(false),
+            ending: AtomicBool::new(false),
             renewal: Mutex::new(Renewal {
                 last_ok: granted_at,
                 failing: None,
