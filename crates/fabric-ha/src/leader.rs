@@ -9,7 +9,8 @@ use etcd_client::{EventType, LeaseKeepAliveStream, LeaseKeeper, WatchOptions};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::coordinator::{epoch_of, Shared};
+use crate::client::epoch_of;
+use crate::shared::Shared;
 use crate::state::SharedState;
 use crate::{FenceState, HaError, LeaderInfo, Role};
 
