@@ -239,8 +239,9 @@ impl Ctx {
 }
 
 /// This node's leadership: the lease kept alive, the fence renewed, until lost or resigned.
-/// Dropping it without [`resign`](Self::resign) stops the keep-alives and revokes the fence
-/// (the lease then expires at the server within its TTL).
+/// Dropping it without [`resign`](Self::resign) stops the keep-alives, revokes the fence and
+/// gives the lease back in the background (inside a tokio runtime; otherwise the lease
+/// expires at the server within its TTL).
 pub struct Leadership {
     /// The epoch (the leader key's create revision).
     pub epoch: u64,
@@ -362,11 +363,33 @@ impl Leadership {
 
 impl Drop for Leadership {
     fn drop(&mut self) {
-        self.ctx.stopped.store(true, Ordering::SeqCst);
+        let resigned = self.ctx.stopped.swap(true, Ordering::SeqCst);
         for t in &self.tasks {
             t.abort();
         }
-        self.ctx.shared.fence.revoke();
+        let sh = Arc::clone(&self.ctx.shared);
+        sh.fence.revoke();
+        if resigned || self.ctx.ending.load(Ordering::SeqCst) {
+            return; // lease already given back (or gone) and status already set
+        }
+        let (epoch, id) = (self.epoch, self.lease_id);
+        let message = format!("standby: leadership of epoch {epoch} given up (dropped)");
+        tracing::info!(node = %self.ctx.me.node_name, "HA: {message}");
+        sh.update(|s| {
+            s.role = Role::Standby;
+            s.leader = None;
+            s.lease_id = 0;
+            s.lease_remaining_ms = 0;
+            s.fenced = false;
+            s.message = message;
+        });
+        // Give the lease back when a runtime is at hand; otherwise it expires within its TTL.
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(async move {
+                let mut lease = sh.client.lease_client();
+                let _ = sh.call("lease revoke", lease.revoke(id)).await;
+            });
+        }
     }
 }
 
