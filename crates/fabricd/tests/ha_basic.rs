@@ -196,3 +196,81 @@ fn a_standby_names_the_leader_and_takes_over_after_kill9_with_the_same_lids() {
     });
     drop(etcd);
 }
+
+/// The step-down path in one process: a leader frozen (SIGSTOP) past its lease is replaced;
+/// thawed, it learns it lost the lease, stops its loop and stands by behind the new leader
+/// (same process, its socket answering). A clean stop (SIGTERM) of the new leader resigns:
+/// the old one is elected again before the lease would have run out.
+#[test]
+fn a_thawed_leader_stands_by_in_the_same_process_and_a_clean_stop_hands_over_at_once() {
+    common::fabricctl_binary();
+    let dir = test_dir("ha-stepdown");
+    let etcd = EtcdCluster::start(1);
+    etcd.wait_healthy(Duration::from_secs(20));
+    let endpoints = etcd.endpoints();
+    let sim = AgentSim::start(&dir, SPEC, &[]);
+    let a = spawn(&dir, "a", &sim, &endpoints);
+    let mut b: Option<Daemon> = None;
+    run_with_deadline(90, async {
+        let mut ca = a.client().await;
+        let sa = wait_status(&a, &mut ca, "a leads", Duration::from_secs(30), |s| {
+            is_leader(s) && s.generation >= 1
+        })
+        .await;
+        let epoch_a = ha(&sa).epoch;
+        let bd = b.insert(spawn(&dir, "b", &sim, &endpoints));
+        let mut cb = bd.client().await;
+        wait_status(bd, &mut cb, "b stands by", Duration::from_secs(20), |s| {
+            s.ha.as_ref()
+                .is_some_and(|h| h.role == pb::HaRole::Standby as i32 && h.epoch == epoch_a)
+        })
+        .await;
+
+        // Frozen past its lease: b takes over.
+        a.signal(libc::SIGSTOP);
+        let sb = wait_status(
+            bd,
+            &mut cb,
+            "b takes over from the frozen a",
+            Duration::from_secs(30),
+            |s| is_leader(s) && s.generation >= 1 && s.phase == pb::Phase::Idle as i32,
+        )
+        .await;
+        let epoch_b = ha(&sb).epoch;
+        assert!(epoch_b > epoch_a);
+        // Thawed: a steps down and stands by behind b, in the same process.
+        let pid = a.pid();
+        a.signal(libc::SIGCONT);
+        let sa = wait_status(&a, &mut ca, "a stands by behind b", Duration::from_secs(30), |s| {
+            s.ha.as_ref()
+                .is_some_and(|h| h.role == pb::HaRole::Standby as i32 && h.leader_node == "b" && h.epoch == epoch_b)
+        })
+        .await;
+        assert_eq!(a.pid(), pid);
+        assert!(!sa.ready && ha(&sa).fenced, "{sa:?}");
+        assert!(a.log_text().contains("leadership lost"), "{}", a.log_text());
+        let refused = ca
+            .list_jobs(pb::ListJobsRequest {})
+            .await
+            .expect_err("a standby again refuses ListJobs");
+        assert_eq!(refused.code(), tonic::Code::Unavailable);
+
+        // A clean stop of b resigns: a is elected at once, not after the lease TTL.
+        bd.signal(libc::SIGTERM);
+        let stopped = Instant::now();
+        let sa = wait_status(&a, &mut ca, "a leads again", Duration::from_secs(30), is_leader).await;
+        let elected = stopped.elapsed();
+        eprintln!("clean stop of the leader → the standby elected: {elected:?}");
+        assert!(ha(&sa).epoch > epoch_b);
+        assert!(
+            elected < Duration::from_secs(LEASE_TTL_S),
+            "a was elected {elected:?} after b's SIGTERM: a resigned lease hands over before its TTL ({LEASE_TTL_S} s)"
+        );
+        assert_eq!(bd.wait_exit(Duration::from_secs(20)), Some(0));
+        wait_status(&a, &mut ca, "a routes again", Duration::from_secs(30), |s| {
+            is_leader(s) && s.generation >= 1 && s.ready
+        })
+        .await;
+    });
+    drop(etcd);
+}
