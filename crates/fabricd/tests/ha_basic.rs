@@ -22,7 +22,7 @@ use fabric_proto::v1 as pb;
 const SPEC: &str = "PGFT(2;4,8;1,4;1,1)";
 const LEASE_TTL_S: u64 = 2;
 
-fn config(inventory: &Path, endpoints: &[String], node: &str) -> String {
+fn config(inventory: &Path, endpoints: &[String], node: &str, prometheus_port: u16) -> String {
     let endpoints: Vec<String> = endpoints.iter().map(|e| format!("{e:?}")).collect();
     oob_config(
         inventory,
@@ -36,6 +36,9 @@ failed_generation_backoff_ms = 200
 
 [fault_injection]
 enabled = true
+
+[prometheus]
+listen = "127.0.0.1:{prometheus_port}"
 
 [ha]
 etcd_endpoints = [{}]
@@ -58,14 +61,27 @@ fn is_leader(s: &pb::Status) -> bool {
     s.ha.as_ref().is_some_and(|h| h.role == pb::HaRole::Leader as i32)
 }
 
-/// A daemon with its own directory (state, socket, log) under `dir/name`.
-fn spawn(dir: &Path, name: &str, sim: &AgentSim, endpoints: &[String]) -> Daemon {
+/// A daemon with its own directory (state, socket, log) under `dir/name`, and its Prometheus
+/// port.
+fn spawn_env(dir: &Path, name: &str, sim: &AgentSim, endpoints: &[String], env: &[(&str, &str)]) -> (Daemon, u16) {
     let d = dir.join(name);
     std::fs::create_dir_all(&d).expect("daemon dir");
     std::fs::set_permissions(&d, std::os::unix::fs::PermissionsExt::from_mode(0o755)).expect("chmod");
     let cfg = d.join("fabricd.toml");
-    std::fs::write(&cfg, config(&sim.inventory, endpoints, name)).expect("write config");
-    Daemon::spawn_with_config(&d, &cfg, &[])
+    let port = common::free_port();
+    std::fs::write(&cfg, config(&sim.inventory, endpoints, name, port)).expect("write config");
+    (Daemon::spawn_with_config(&d, &cfg, env), port)
+}
+
+fn spawn(dir: &Path, name: &str, sim: &AgentSim, endpoints: &[String]) -> Daemon {
+    spawn_env(dir, name, sim, endpoints, &[]).0
+}
+
+/// `GET path` on a Prometheus port (off the runtime's threads).
+async fn http(port: u16, path: &'static str) -> String {
+    tokio::task::spawn_blocking(move || common::http_get(port, path))
+        .await
+        .expect("http task")
 }
 
 /// `fabricctl --socket S status` (off the runtime's threads).
@@ -120,7 +136,8 @@ fn a_standby_names_the_leader_and_takes_over_after_kill9_with_the_same_lids() {
         assert!(!lids_before.is_empty());
 
         // The second stands by: Status names the leader and its epoch, the rest is refused.
-        let bd = b.insert(spawn(&dir, "b", &sim, &endpoints));
+        let (bdaemon, bport) = spawn_env(&dir, "b", &sim, &endpoints, &[]);
+        let bd = b.insert(bdaemon);
         let mut cb = bd.client().await;
         let sb = wait_status(bd, &mut cb, "b stands by behind a", Duration::from_secs(20), |s| {
             s.ha.as_ref()
@@ -140,6 +157,22 @@ fn a_standby_names_the_leader_and_takes_over_after_kill9_with_the_same_lids() {
             refused.message(),
             format!("standby: the leader is a (epoch {})", ha_a.epoch)
         );
+        // The standby's Prometheus endpoint: not ready (naming the leader), the HA metrics.
+        let ready = http(bport, "/ready").await;
+        assert!(
+            ready.starts_with("HTTP/1.1 503")
+                && ready.contains(&format!("standby: the leader is a (epoch {})", ha_a.epoch)),
+            "{ready}"
+        );
+        let metrics = http(bport, "/metrics").await;
+        for line in [
+            "fabricd_ha_leader 0".to_string(),
+            format!("fabricd_ha_epoch {}", ha_a.epoch),
+            "fabricd_ha_fenced 1".into(),
+            "fabricd_ha_etcd_reachable 1".into(),
+        ] {
+            assert!(metrics.contains(&line), "{line}: {metrics}");
+        }
         // fabricctl status shows both roles and the same leader and epoch.
         let ta = fabricctl_status(&a).await;
         let tb = fabricctl_status(bd).await;
@@ -196,6 +229,12 @@ fn a_standby_names_the_leader_and_takes_over_after_kill9_with_the_same_lids() {
         assert!(s.ready, "{s:?}");
         let tb = fabricctl_status(bd).await;
         assert!(tb.contains("leader on b, leader b"), "{tb}");
+        let metrics = http(bport, "/metrics").await;
+        assert!(
+            metrics.contains("fabricd_ha_leader 1") && metrics.contains(&format!("fabricd_ha_epoch {}", ha_b.epoch)),
+            "{metrics}"
+        );
+        assert!(http(bport, "/ready").await.starts_with("HTTP/1.1 200"));
     });
     drop(etcd);
 }
@@ -360,6 +399,33 @@ fn a_leader_without_etcd_says_fenced_writes_nothing_and_resumes_when_etcd_return
         )
         .await;
         eprintln!("etcd back → the fault's generation committed: {:?}", thawed.elapsed());
+    });
+    drop(etcd);
+}
+
+/// The test failpoint is announced: `FABRICD_TEST_HA_NO_SELF_FENCE=1` logs a warning at start
+/// (the behaviour itself, a leader ignoring its own lease, is the acceptance suite's).
+#[test]
+fn the_no_self_fence_failpoint_is_logged_at_start() {
+    let dir = test_dir("ha-failpoint");
+    let etcd = EtcdCluster::start(1);
+    etcd.wait_healthy(Duration::from_secs(20));
+    let sim = AgentSim::start(&dir, SPEC, &[]);
+    let (a, _) = spawn_env(
+        &dir,
+        "a",
+        &sim,
+        &etcd.endpoints(),
+        &[(fabricd::daemon::NO_SELF_FENCE_ENV, "1")],
+    );
+    run_with_deadline(60, async {
+        let mut c = a.client().await;
+        wait_status(&a, &mut c, "a leads", Duration::from_secs(30), is_leader).await;
+        let log = a.log_text();
+        assert!(
+            log.contains("WARN") && log.contains("FABRICD_TEST_HA_NO_SELF_FENCE=1: TEST FAILPOINT"),
+            "{log}"
+        );
     });
     drop(etcd);
 }
