@@ -429,3 +429,37 @@ fn the_no_self_fence_failpoint_is_logged_at_start() {
     });
     drop(etcd);
 }
+
+/// etcd down when fabricd starts: the socket answers at once (standby, etcd unreachable, no
+/// leader known; every other call UNAVAILABLE), and the manager leads once etcd is back.
+#[test]
+fn with_etcd_down_at_start_the_status_says_so_and_the_manager_leads_when_it_returns() {
+    let dir = test_dir("ha-etcd-down");
+    let mut etcd = EtcdCluster::start(1);
+    etcd.wait_healthy(Duration::from_secs(20));
+    let endpoints = etcd.endpoints();
+    etcd.kill(0);
+    let sim = AgentSim::start(&dir, SPEC, &[]);
+    let a = spawn(&dir, "a", &sim, &endpoints);
+    run_with_deadline(60, async {
+        let mut c = a.client().await;
+        let s = wait_status(&a, &mut c, "standby, etcd unreachable", Duration::from_secs(20), |s| {
+            s.ha.as_ref().is_some_and(|h| {
+                h.role == pb::HaRole::Standby as i32 && !h.etcd_reachable && h.message.contains("etcd unreachable")
+            })
+        })
+        .await;
+        assert!(
+            !s.ready && s.not_ready_reason.contains("no leader known (etcd unreachable)"),
+            "{s:?}"
+        );
+        let refused = c.get_topology(pb::GetTopologyRequest {}).await.expect_err("standby");
+        assert_eq!(refused.code(), tonic::Code::Unavailable);
+        etcd.restart(0);
+        wait_status(&a, &mut c, "a leads once etcd is back", Duration::from_secs(30), |s| {
+            is_leader(s) && s.generation >= 1 && s.ready
+        })
+        .await;
+    });
+    drop(etcd);
+}
