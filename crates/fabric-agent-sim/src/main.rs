@@ -159,6 +159,10 @@ pub struct Args {
     /// Answer `SetSlToVl` and `GetSlToVl` with UNIMPLEMENTED, as an agent that predates them.
     #[arg(long)]
     pub without_sl_to_vl: bool,
+    /// Answer `ReadLftBlocks` with UNIMPLEMENTED, as an agent that predates it (managers fall
+    /// back to one `ReadLftBlock` per block).
+    #[arg(long)]
+    pub without_read_lft_blocks: bool,
 }
 
 fn main() -> ExitCode {

@@ -56,6 +56,6 @@ mod driver;
 
 pub use driver::{
     sl_to_vl_table, OobConfig, OobDriver, ESCAPE_SL, MANAGER_EPOCH_METADATA, MAX_MANAGEMENT_KEY_PROTECT,
-    READ_KEY_METADATA,
+    MAX_READ_LFT_BLOCKS, READ_KEY_METADATA,
 };
 pub use inventory::{AgentKey, Inventory, InventoryEntry, InventoryError};

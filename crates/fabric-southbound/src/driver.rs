@@ -262,6 +262,23 @@ pub trait SouthboundDriver: Send + Sync {
     /// Reads one LFT block back from a switch (blocks never written read as all 255).
     async fn read_lft_block(&self, switch: Guid, block: u32) -> Result<[u8; BLOCK_SIZE], DriverError>;
 
+    /// Reads `count` consecutive LFT blocks from `first` back from one switch, in order (the
+    /// takeover's and crash recovery's read-back). Fails as [`SouthboundDriver::read_lft_block`]
+    /// fails for the first block that cannot be read. Default: one `read_lft_block` per block;
+    /// drivers with a bulk read override it.
+    async fn read_lft_blocks(
+        &self,
+        switch: Guid,
+        first: u32,
+        count: u32,
+    ) -> Result<Vec<[u8; BLOCK_SIZE]>, DriverError> {
+        let mut out = Vec::with_capacity(count as usize);
+        for b in first..first.saturating_add(count) {
+            out.push(self.read_lft_block(switch, b).await?);
+        }
+        Ok(out)
+    }
+
     /// Writes a batch of multicast forwarding table blocks (same retry contract as
     /// [`SouthboundDriver::write_lft_blocks`]). Default: unsupported.
     async fn write_mft_blocks(&self, blocks: &[MftBlockWrite]) -> Result<WriteReport, DriverError> {

@@ -4,8 +4,8 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use fabric_oob::proto;
 use fabric_oob::proto::switch_agent_server::{SwitchAgent, SwitchAgentServer};
+use fabric_oob::{proto, MAX_READ_LFT_BLOCKS};
 use fabric_southbound::{CounterPort, DriverError, LftBlockWrite, SouthboundDriver};
 use fabric_topology::{fmt_guid, PortNum};
 use tokio::net::TcpListener;
@@ -247,6 +247,50 @@ impl SwitchAgent for AgentSvc {
             block,
             entries: e.to_vec(),
         }))
+    }
+
+    async fn read_lft_blocks(
+        &self,
+        req: Request<proto::ReadLftBlocksRequest>,
+    ) -> Result<Response<proto::LftBlocks>, Status> {
+        if self.sim.without_read_lft_blocks {
+            return Err(Status::unimplemented(
+                "ReadLftBlocks is not supported by this agent (--without-read-lft-blocks)",
+            ));
+        }
+        self.gate().await?;
+        self.read_checks("ReadLftBlocks", req.metadata())?;
+        let proto::ReadLftBlocksRequest { first, count } = req.into_inner();
+        if count == 0 || count > MAX_READ_LFT_BLOCKS {
+            return Err(Status::invalid_argument(format!(
+                "switch {}: ReadLftBlocks count {count} (1..={MAX_READ_LFT_BLOCKS} blocks per call)",
+                fmt_guid(self.ctl().guid)
+            )));
+        }
+        let mut blocks = Vec::with_capacity(count as usize);
+        for block in (0..count).map(|i| first.checked_add(i)) {
+            let Some(block) = block else {
+                return Err(Status::out_of_range(format!(
+                    "switch {}: ReadLftBlocks from block {first} count {count} passes block {}",
+                    fmt_guid(self.ctl().guid),
+                    u32::MAX
+                )));
+            };
+            let e = self
+                .sim
+                .mock
+                .read_lft_block(self.ctl().guid, block)
+                .await
+                .map_err(driver_status)?;
+            blocks.push(proto::LftBlock {
+                block,
+                entries: e.to_vec(),
+            });
+        }
+        let c = &self.sim.counters;
+        c.lft_multi_reads.fetch_add(1, Ordering::SeqCst);
+        c.lft_multi_blocks_read.fetch_add(u64::from(count), Ordering::SeqCst);
+        Ok(Response::new(proto::LftBlocks { blocks }))
     }
 
     async fn write_mft_blocks(

@@ -76,6 +76,8 @@ impl SimControl for ControlSvc {
             management_key_refusals: refusals.iter().map(|r| r.writes + r.reads).sum(),
             refusals,
             port_counter_reads: c.port_counter_reads.load(Ordering::SeqCst),
+            lft_multi_reads: c.lft_multi_reads.load(Ordering::SeqCst),
+            lft_multi_blocks_read: c.lft_multi_blocks_read.load(Ordering::SeqCst),
         }))
     }
     async fn get_epoch_stats(

@@ -144,6 +144,7 @@ pub async fn run(args: Args) -> Result<(), SimError> {
         address_bits: args.address_bits,
         vls: args.vls,
         without_sl_to_vl: args.without_sl_to_vl,
+        without_read_lft_blocks: args.without_read_lft_blocks,
         counters: Counters::default(),
         refusal_log: Default::default(),
         cabling,

@@ -126,6 +126,8 @@ pub struct Sim {
     pub(super) vls: u8,
     /// SL-to-VL RPCs answer UNIMPLEMENTED (`--without-sl-to-vl`).
     pub(super) without_sl_to_vl: bool,
+    /// `ReadLftBlocks` answers UNIMPLEMENTED (`--without-read-lft-blocks`).
+    pub(super) without_read_lft_blocks: bool,
     pub(super) counters: Counters,
     /// Writes refused for a stale manager epoch, logged at a bounded rate.
     pub(super) refusal_log: RefusalLog,
@@ -137,6 +139,8 @@ pub(super) struct Counters {
     pub(super) lft_write_calls: AtomicU64,
     pub(super) lft_blocks_written: AtomicU64,
     pub(super) lft_block_reads: AtomicU64,
+    pub(super) lft_multi_reads: AtomicU64,
+    pub(super) lft_multi_blocks_read: AtomicU64,
     pub(super) mft_write_calls: AtomicU64,
     pub(super) mft_blocks_written: AtomicU64,
     pub(super) mft_block_reads: AtomicU64,

@@ -35,6 +35,7 @@ use self::epoch::with_epoch;
 pub use self::epoch::MANAGER_EPOCH_METADATA;
 use self::mkey::KeyState;
 pub use self::mkey::READ_KEY_METADATA;
+pub use self::upload::MAX_READ_LFT_BLOCKS;
 use crate::fds;
 use crate::inventory::Inventory;
 use crate::proto;
@@ -262,6 +263,33 @@ impl SouthboundDriver for OobDriver {
                 b.entries.len()
             ),
         })
+    }
+
+    async fn read_lft_blocks(
+        &self,
+        switch: Guid,
+        first: u32,
+        count: u32,
+    ) -> Result<Vec<[u8; BLOCK_SIZE]>, DriverError> {
+        let idx = self.inner.agent_of(switch)?;
+        let mut out = Vec::with_capacity(count as usize);
+        let end = first.saturating_add(count);
+        let mut next = first;
+        while next < end {
+            let n = (end - next).min(MAX_READ_LFT_BLOCKS);
+            match upload::read_lft_blocks(&self.inner, idx, switch, next, n).await? {
+                Some(blocks) => out.extend(blocks),
+                // An agent that predates ReadLftBlocks: one call per block.
+                None => {
+                    for b in next..end {
+                        out.push(self.read_lft_block(switch, b).await?);
+                    }
+                    return Ok(out);
+                }
+            }
+            next += n;
+        }
+        Ok(out)
     }
 
     async fn write_mft_blocks(&self, blocks: &[MftBlockWrite]) -> Result<WriteReport, DriverError> {

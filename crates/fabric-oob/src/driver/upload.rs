@@ -5,7 +5,7 @@ use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::sync::Arc;
 
-use fabric_routing::LidPlan;
+use fabric_routing::{LidPlan, BLOCK_SIZE};
 use fabric_southbound::{DriverError, LftBlockWrite, MftBlockWrite, WriteReport};
 use fabric_topology::{fmt_guid, Fabric, Guid, Remote};
 use tokio::task::JoinSet;
@@ -423,4 +423,58 @@ pub(super) async fn write_blocks<K: TableBlocks>(
         Some(e) => Err(e),
         None => Ok(report),
     }
+}
+
+/// The most blocks one `ReadLftBlocks` request may ask for (agents refuse more with
+/// INVALID_ARGUMENT).
+pub const MAX_READ_LFT_BLOCKS: u32 = 1024;
+
+/// One `ReadLftBlocks` call to agent `idx` (`count` ≤ [`MAX_READ_LFT_BLOCKS`]): the blocks in
+/// order, or `None` when the agent predates the RPC (UNIMPLEMENTED).
+pub(super) async fn read_lft_blocks(
+    inner: &Inner,
+    idx: usize,
+    switch: Guid,
+    first: u32,
+    count: u32,
+) -> Result<Option<Vec<[u8; BLOCK_SIZE]>>, DriverError> {
+    let (reply, _) = inner
+        .call(idx, "LFT blocks read", |mut c, epoch| {
+            let r = inner.read_request(proto::ReadLftBlocksRequest { first, count }, epoch);
+            async move {
+                match c.read_lft_blocks(r).await {
+                    Ok(r) => Ok(tonic::Response::new(Some(r.into_inner()))),
+                    Err(s) if s.code() == Code::Unimplemented => Ok(tonic::Response::new(None)),
+                    Err(s) => Err(s),
+                }
+            }
+        })
+        .await?;
+    let Some(reply) = reply else { return Ok(None) };
+    let protocol = |message: String| DriverError::Protocol {
+        guid: Some(switch),
+        message,
+    };
+    if reply.blocks.len() != count as usize {
+        return Err(protocol(format!(
+            "ReadLftBlocks from block {first}: {} blocks answered, {count} asked",
+            reply.blocks.len()
+        )));
+    }
+    let mut out = Vec::with_capacity(count as usize);
+    for (b, want) in reply.blocks.iter().zip(first..) {
+        if b.block != want {
+            return Err(protocol(format!(
+                "ReadLftBlocks from block {first}: block {} answered where block {want} was due",
+                b.block
+            )));
+        }
+        out.push(<[u8; BLOCK_SIZE]>::try_from(b.entries.as_slice()).map_err(|_| {
+            protocol(format!(
+                "LFT block {want} has {} entries, expected {BLOCK_SIZE}",
+                b.entries.len()
+            ))
+        })?);
+    }
+    Ok(Some(out))
 }

@@ -80,6 +80,10 @@ pub use request::{
     Request, UpdateNotice,
 };
 
+/// Switches whose LFTs are read back at the same time (the driver bounds its own connections
+/// below that).
+const READ_BACK_SWITCHES: usize = 64;
+
 /// A change of the job mappings waiting for its turn (they are written one at a time).
 #[derive(Debug)]
 struct JobChange {
@@ -634,7 +638,9 @@ impl EventLoop {
     /// After a restart that interrupted an update (or when taking over): what the switches
     /// really hold becomes the installed tables, so the first generation writes exactly the
     /// blocks that differ from the target (switches that cannot be read are rewritten whole).
-    /// The switches are read by a task; no generation starts before it answers.
+    /// The switches are read by a task, [`READ_BACK_SWITCHES`] at a time, each with
+    /// [`SouthboundDriver::read_lft_blocks`](fabric_southbound::SouthboundDriver::read_lft_blocks);
+    /// no generation starts before it answers.
     fn start_read_back(&mut self) {
         let f = self.physical.clone();
         let driver = self.io.driver.clone();
@@ -644,29 +650,36 @@ impl EventLoop {
             let nb = lfts.num_blocks() as u32;
             let mut read_whole = Vec::new();
             let mut blocks = 0u64;
-            for sid in f.switch_ids() {
-                let sw = f.switch(sid);
-                if !sw.up {
-                    continue;
+            let mut up = f.switch_ids().filter(|&sid| f.switch(sid).up);
+            let mut reads = tokio::task::JoinSet::new();
+            loop {
+                while reads.len() < READ_BACK_SWITCHES {
+                    let Some(sid) = up.next() else { break };
+                    let (driver, guid) = (driver.clone(), f.switch(sid).guid);
+                    reads.spawn(async move { (sid, guid, driver.read_lft_blocks(guid, 0, nb).await) });
                 }
-                let mut ok = true;
-                for b in 0..nb {
-                    match driver.read_lft_block(sw.guid, b).await {
-                        Ok(entries) => {
-                            lfts.block_mut(sid, b as usize).copy_from_slice(&entries);
-                            blocks += 1;
+                let Some(done) = reads.join_next().await else { break };
+                let (sid, guid, read) = match done {
+                    Ok(r) => r,
+                    Err(e) => std::panic::resume_unwind(e.into_panic()),
+                };
+                match read {
+                    Ok(entries) if entries.len() == nb as usize => {
+                        for (b, e) in entries.iter().enumerate() {
+                            lfts.block_mut(sid, b).copy_from_slice(e);
                         }
-                        Err(e) => {
-                            tracing::warn!(switch = %fmt_guid(sw.guid), block = b, error = %e, "cannot read an LFT block back");
-                            ok = false;
-                            break;
-                        }
+                        blocks += u64::from(nb);
+                        read_whole.push(sid.0);
+                    }
+                    Ok(entries) => {
+                        tracing::warn!(switch = %fmt_guid(guid), blocks = entries.len(), expected = nb, "cannot read an LFT block back: the driver answered a short read");
+                    }
+                    Err(e) => {
+                        tracing::warn!(switch = %fmt_guid(guid), blocks = nb, error = %e, "cannot read an LFT block back");
                     }
                 }
-                if ok {
-                    read_whole.push(sid.0);
-                }
             }
+            read_whole.sort_unstable();
             Internal::ReadBack(ReadBack {
                 lfts,
                 read_whole,
