@@ -91,8 +91,8 @@ async fn read_lft_blocks_equal_per_block_reads_within_the_limit() {
     let got = driver.read_lft_blocks(g, 0, long).await.unwrap();
     assert_eq!(got.len(), long as usize);
     let s0 = f.switch_ids().next().unwrap();
-    for b in 0..nb as usize {
-        assert_eq!(&got[b][..], lfts.block(s0, b));
+    for (b, e) in got.iter().enumerate().take(nb as usize) {
+        assert_eq!(&e[..], lfts.block(s0, b));
     }
     let chunked = ctl.get_counters(GetCountersRequest {}).await.unwrap().into_inner();
     assert_eq!(chunked.lft_multi_reads - after.lft_multi_reads, 3);
