@@ -55,6 +55,21 @@
 //! are reads at level 2. Refusals are counted per agent (`GetCounters.refusals`, `status`).
 //! The key is switch configuration: it survives `kill`/`restore`; `mkey-clear` resets it.
 //!
+//! # Manager epoch (write fencing)
+//!
+//! Each agent keeps the highest manager epoch it has seen (request metadata
+//! `fabric-manager-epoch`, see `agent.proto`): any request that passes the management key check
+//! raises it, reads included (`Describe` reports it); a write with a lower epoch is refused
+//! (FAILED_PRECONDITION `stale manager epoch N: this switch follows epoch M`, response metadata
+//! `fabric-manager-epoch: M`), nothing of it applied, counted and logged on stderr (at most 20
+//! lines a second, the rest summed up). `WriteLftBlocks` and `WriteMftBlocks` check the epoch
+//! again just before their blocks are applied (after `write-delay`). Missing metadata is epoch
+//! 0; a value that is not a decimal u64 is INVALID_ARGUMENT naming the entry.
+//! `SimControl.GetEpochStats` (and the `epochs` command) reports per switch the epoch, the writes
+//! accepted and refused and the last refused epoch. The epoch is kept in the simulator's memory
+//! only: it survives `kill`/`restore` of an agent (as a real agent keeping it in non-volatile
+//! memory would) and is forgotten when the simulator restarts; `epoch-forget` resets it.
+//!
 //! # Port counters
 //!
 //! Every switch port has the counters of `fabric_southbound::PortCounters`, kept by the data
@@ -91,6 +106,8 @@
 //! | `verify [escape]` | trace every connected pair of live end ports, then check multicast (below) |
 //! | `verify-mcast` | check multicast only, listing the first failures |
 //! | `mkey-clear SW\|all` | reset the management key (an administrator's reset of the switch) |
+//! | `epochs` | per switch: the highest manager epoch seen, writes accepted and refused for a stale epoch, the last refused epoch |
+//! | `epoch-forget SW\|all` | forget the manager epoch, counts kept (an agent that restarted without persisting it) |
 //! | `trace SRCPORTGUID LID` | trace one packet |
 //! | `port-errors SW PORT COUNTER=N...` | add to a port's counters (e.g. `symbol_errors=10 link_downed=1`; names as in `fabric_southbound::Counter::name`) |
 //! | `port-counters SW [PORT]` | print the non-zero counters of a port (or of every port) |

@@ -35,6 +35,11 @@
 //!   that another manager without it can no longer change a switch; an agent protected by
 //!   someone else's key is reported naming the switch
 //!   ([`OobDriver::management_key_refusals`], [`OobDriver::configuration_warnings`]);
+//! * **write fencing** (high availability, [`OobDriver::set_fence`]): every request carries the
+//!   manager epoch (request metadata [`MANAGER_EPOCH_METADATA`]); every write is checked against
+//!   the [`Fence`](fabric_southbound::Fence) right before it is sent and refused locally
+//!   ([`DriverError::Fenced`](fabric_southbound::DriverError)) once this manager may not write; a
+//!   switch that has seen a newer epoch refuses the write and closes the fence;
 //! * **port counters** (`ReadPortCounters`): the asked switch ports grouped per agent, one
 //!   request per agent, at most `max_counter_reads` in flight (a limit of their own, so the
 //!   port-health poll never delays an upload); an agent that does not answer fails only its
@@ -49,5 +54,8 @@ pub mod proto;
 
 mod driver;
 
-pub use driver::{sl_to_vl_table, OobConfig, OobDriver, ESCAPE_SL, MAX_MANAGEMENT_KEY_PROTECT, READ_KEY_METADATA};
+pub use driver::{
+    sl_to_vl_table, OobConfig, OobDriver, ESCAPE_SL, MANAGER_EPOCH_METADATA, MAX_MANAGEMENT_KEY_PROTECT,
+    READ_KEY_METADATA,
+};
 pub use inventory::{AgentKey, Inventory, InventoryEntry, InventoryError};

@@ -15,6 +15,7 @@ use tokio_stream::StreamExt;
 use tonic::transport::Server;
 use tonic::{Request, Response, Status};
 
+use super::epoch::{check_write_epoch, observe, request_epoch};
 use super::io::KillableIo;
 use super::mcast::{Mft, MFT_BLOCKS};
 use super::mkey::{check_read, check_write, ManagementKey, MAX_PROTECT};
@@ -54,6 +55,25 @@ impl AgentSvc {
         Ok(())
     }
 
+    /// Prologue of a read: the request's manager epoch (INVALID_ARGUMENT when malformed), the
+    /// management key (protect level 2), then the epoch raised.
+    fn read_checks(&self, what: &str, md: &tonic::metadata::MetadataMap) -> Result<(), Status> {
+        let a = self.ctl();
+        let epoch = request_epoch(a, what, md)?;
+        check_read(a, what, md)?;
+        observe(a, epoch);
+        Ok(())
+    }
+
+    /// Checks of a write (its `epoch` read from the metadata before the message is taken):
+    /// the management key first (a refused call does not raise the epoch), then the epoch (a
+    /// stale one is refused; `last`: this is the last check before the write is applied).
+    fn write_checks(&self, what: &str, epoch: u64, key: u64, last: bool) -> Result<(), Status> {
+        let a = self.ctl();
+        check_write(a, what, key)?;
+        check_write_epoch(a, &self.sim.refusal_log, what, epoch, last)
+    }
+
     /// Common prologue: refuse when killed, apply the configured delay.
     async fn gate(&self) -> Result<(), Status> {
         let a = self.ctl();
@@ -72,9 +92,11 @@ type EventStream = ReceiverStream<Result<proto::PortEvent, Status>>;
 
 #[tonic::async_trait]
 impl SwitchAgent for AgentSvc {
-    async fn describe(&self, _: Request<proto::DescribeRequest>) -> Result<Response<proto::SwitchInfo>, Status> {
+    async fn describe(&self, req: Request<proto::DescribeRequest>) -> Result<Response<proto::SwitchInfo>, Status> {
         self.gate().await?;
         let a = self.ctl();
+        // Always open (no key check): a new leader's discovery fences the switch here.
+        let manager_epoch = observe(a, request_epoch(a, "Describe", req.metadata())?);
         let st = self.sim.state.lock().await;
         let s = st.switch(a.sid);
         let mkey = *lock(&a.mkey);
@@ -93,13 +115,14 @@ impl SwitchAgent for AgentSvc {
             management_key_set: mkey.key != 0,
             management_protect: u32::from(mkey.protect),
             management_key: mkey.reported(),
+            manager_epoch,
         }))
     }
 
     async fn get_ports(&self, req: Request<proto::GetPortsRequest>) -> Result<Response<proto::PortTable>, Status> {
         self.gate().await?;
         let a = self.ctl();
-        check_read(a, "GetPorts", req.metadata())?;
+        self.read_checks("GetPorts", req.metadata())?;
         let st = self.sim.state.lock().await;
         let n = st.switch(a.sid).nports;
         Ok(Response::new(proto::PortTable {
@@ -113,9 +136,10 @@ impl SwitchAgent for AgentSvc {
         req: Request<proto::SetAddressesRequest>,
     ) -> Result<Response<proto::SetAddressesReply>, Status> {
         self.gate().await?;
+        let epoch = request_epoch(self.ctl(), "SetAddresses", req.metadata())?;
         let r = req.into_inner();
         let a = self.ctl();
-        check_write(a, "SetAddresses", r.management_key)?;
+        self.write_checks("SetAddresses", epoch, r.management_key, true)?;
         let max = self.sim.max_lid;
         if r.lmc > 1 {
             return Err(Status::invalid_argument(format!("LMC {} not supported", r.lmc)));
@@ -165,9 +189,10 @@ impl SwitchAgent for AgentSvc {
         req: Request<proto::WriteLftBlocksRequest>,
     ) -> Result<Response<proto::WriteLftBlocksReply>, Status> {
         self.gate().await?;
+        let epoch = request_epoch(self.ctl(), "WriteLftBlocks", req.metadata())?;
         let r = req.into_inner();
         let a = self.ctl();
-        check_write(a, "WriteLftBlocks", r.management_key)?;
+        self.write_checks("WriteLftBlocks", epoch, r.management_key, false)?;
         let mut writes = Vec::with_capacity(r.blocks.len());
         for b in &r.blocks {
             let entries = <[u8; 64]>::try_from(b.entries.as_slice()).map_err(|_| {
@@ -191,6 +216,8 @@ impl SwitchAgent for AgentSvc {
                 return Err(Status::unavailable("agent killed"));
             }
         }
+        // Again just before the blocks are applied: a newer manager may have come meanwhile.
+        check_write_epoch(a, &self.sim.refusal_log, "WriteLftBlocks", epoch, true)?;
         let rep = self.sim.mock.write_lft_blocks(&writes).await.map_err(driver_status)?;
         a.lft_generation.store(r.generation, Ordering::SeqCst);
         let c = &self.sim.counters;
@@ -207,7 +234,7 @@ impl SwitchAgent for AgentSvc {
         req: Request<proto::ReadLftBlockRequest>,
     ) -> Result<Response<proto::LftBlock>, Status> {
         self.gate().await?;
-        check_read(self.ctl(), "ReadLftBlock", req.metadata())?;
+        self.read_checks("ReadLftBlock", req.metadata())?;
         let block = req.into_inner().block;
         let e = self
             .sim
@@ -227,9 +254,10 @@ impl SwitchAgent for AgentSvc {
         req: Request<proto::WriteMftBlocksRequest>,
     ) -> Result<Response<proto::WriteMftBlocksReply>, Status> {
         self.gate().await?;
+        let epoch = request_epoch(self.ctl(), "WriteMftBlocks", req.metadata())?;
         let r = req.into_inner();
         let a = self.ctl();
-        check_write(a, "WriteMftBlocks", r.management_key)?;
+        self.write_checks("WriteMftBlocks", epoch, r.management_key, false)?;
         let nports = self.sim.cabling.switch(a.sid).nports;
         // Every block is checked before any is applied.
         let writes = r
@@ -244,6 +272,8 @@ impl SwitchAgent for AgentSvc {
                 return Err(Status::unavailable("agent killed"));
             }
         }
+        // Again just before the blocks are applied: a newer manager may have come meanwhile.
+        check_write_epoch(a, &self.sim.refusal_log, "WriteMftBlocks", epoch, true)?;
         lock(&a.mft).apply(&writes);
         let c = &self.sim.counters;
         c.mft_write_calls.fetch_add(1, Ordering::SeqCst);
@@ -259,7 +289,7 @@ impl SwitchAgent for AgentSvc {
     ) -> Result<Response<proto::MftBlock>, Status> {
         self.gate().await?;
         let a = self.ctl();
-        check_read(a, "ReadMftBlock", req.metadata())?;
+        self.read_checks("ReadMftBlock", req.metadata())?;
         let r = req.into_inner();
         let probe = proto::MftBlock {
             block: r.block,
@@ -281,9 +311,10 @@ impl SwitchAgent for AgentSvc {
         req: Request<proto::SetManagementKeyRequest>,
     ) -> Result<Response<proto::SetManagementKeyReply>, Status> {
         self.gate().await?;
+        let epoch = request_epoch(self.ctl(), "SetManagementKey", req.metadata())?;
         let r = req.into_inner();
         let a = self.ctl();
-        check_write(a, "SetManagementKey", r.management_key)?;
+        self.write_checks("SetManagementKey", epoch, r.management_key, true)?;
         if r.protect > u32::from(MAX_PROTECT) {
             return Err(Status::invalid_argument(format!(
                 "switch {}: protect level {} (levels 0..={MAX_PROTECT})",
@@ -301,8 +332,9 @@ impl SwitchAgent for AgentSvc {
     async fn set_sl_to_vl(&self, req: Request<proto::SlToVlTable>) -> Result<Response<proto::SetSlToVlReply>, Status> {
         self.gate().await?;
         self.sl_to_vl_supported()?;
+        let epoch = request_epoch(self.ctl(), "SetSlToVl", req.metadata())?;
         let r = req.into_inner();
-        check_write(self.ctl(), "SetSlToVl", r.management_key)?;
+        self.write_checks("SetSlToVl", epoch, r.management_key, true)?;
         let v = r.vl_of_sl;
         let table = <[u8; 16]>::try_from(v.as_slice())
             .map_err(|_| Status::invalid_argument(format!("SL-to-VL table has {} entries, expected 16", v.len())))?;
@@ -323,7 +355,7 @@ impl SwitchAgent for AgentSvc {
     ) -> Result<Response<proto::SlToVlTable>, Status> {
         self.gate().await?;
         self.sl_to_vl_supported()?;
-        check_read(self.ctl(), "GetSlToVl", req.metadata())?;
+        self.read_checks("GetSlToVl", req.metadata())?;
         Ok(Response::new(proto::SlToVlTable {
             vl_of_sl: lock(&self.ctl().sl2vl).to_vec(),
             management_key: 0,
@@ -335,8 +367,9 @@ impl SwitchAgent for AgentSvc {
         req: Request<proto::SetPortStateRequest>,
     ) -> Result<Response<proto::SetPortStateReply>, Status> {
         self.gate().await?;
+        let epoch = request_epoch(self.ctl(), "SetPortState", req.metadata())?;
         let r = req.into_inner();
-        check_write(self.ctl(), "SetPortState", r.management_key)?;
+        self.write_checks("SetPortState", epoch, r.management_key, true)?;
         let port = PortNum::try_from(r.port).map_err(|_| Status::invalid_argument(format!("no port {}", r.port)))?;
         self.sim
             .mock
@@ -349,8 +382,9 @@ impl SwitchAgent for AgentSvc {
 
     async fn set_power(&self, req: Request<proto::SetPowerRequest>) -> Result<Response<proto::SetPowerReply>, Status> {
         self.gate().await?;
+        let epoch = request_epoch(self.ctl(), "SetPower", req.metadata())?;
         let r = req.into_inner();
-        check_write(self.ctl(), "SetPower", r.management_key)?;
+        self.write_checks("SetPower", epoch, r.management_key, true)?;
         self.sim
             .mock
             .set_switch_state(self.ctl().guid, r.on)
@@ -366,7 +400,7 @@ impl SwitchAgent for AgentSvc {
     ) -> Result<Response<proto::PortCountersTable>, Status> {
         self.gate().await?;
         let a = self.ctl();
-        check_read(a, "ReadPortCounters", req.metadata())?;
+        self.read_checks("ReadPortCounters", req.metadata())?;
         let nports = self.sim.cabling.switch(a.sid).nports;
         let asked = req.into_inner().ports;
         let asked: Vec<u32> = if asked.is_empty() {
@@ -423,7 +457,7 @@ impl SwitchAgent for AgentSvc {
     async fn watch_ports(&self, req: Request<proto::WatchPortsRequest>) -> Result<Response<EventStream>, Status> {
         self.gate().await?;
         let a = self.ctl();
-        check_read(a, "WatchPorts", req.metadata())?;
+        self.read_checks("WatchPorts", req.metadata())?;
         let (tx, rx) = mpsc::channel(256);
         // Subscribe before the snapshot, under the state lock: no change is lost in between.
         let st = self.sim.state.lock().await;

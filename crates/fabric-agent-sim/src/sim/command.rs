@@ -140,6 +140,29 @@ impl Sim {
                 }
                 Ok(format!("cleared the management key of {} agent(s)", v.len()))
             }
+            "epoch-forget" => {
+                let v = self.find_switches(arg(1)?)?;
+                for &i in &v {
+                    lock(&self.agents[i].manager).highest = 0;
+                }
+                Ok(format!("forgot the manager epoch of {} agent(s)", v.len()))
+            }
+            "epochs" => Ok(self
+                .agents
+                .iter()
+                .map(|a| {
+                    let m = *lock(&a.manager);
+                    format!(
+                        "{} epoch {} accepted {} refused {} last refused {}",
+                        fmt_guid(a.guid),
+                        m.highest,
+                        m.accepted,
+                        m.refused,
+                        m.last_refused
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join("\n")),
             "trace" => {
                 let (src, lid) = (guid(arg(1)?)?, arg(2)?.parse::<Lid>().map_err(|_| SimError::Command("invalid LID".into()))?);
                 let r = self.trace(src, false, lid).await?;
@@ -155,11 +178,16 @@ impl Sim {
                     .iter()
                     .map(|a| a.refused_writes.load(Ordering::SeqCst) + a.refused_reads.load(Ordering::SeqCst))
                     .sum();
+                let (epoch, stale) = self.agents.iter().fold((0, 0), |(e, r), a| {
+                    let m = *lock(&a.manager);
+                    (e.max(m.highest), r + m.refused)
+                });
                 let st = self.state.lock().await;
                 let (total, live) = st.count_links();
                 Ok(format!(
-                    "{} agents ({} killed, {keyed} with a management key, {refused} calls refused for the key), {} end \
-                     ports, links {live}/{total} up, address bits {}",
+                    "{} agents ({} killed, {keyed} with a management key, {refused} calls refused for the key, \
+                     highest manager epoch {epoch}, {stale} writes refused for a stale epoch), {} end ports, links \
+                     {live}/{total} up, address bits {}",
                     self.agents.len(),
                     killed,
                     st.num_end_ports(),
@@ -202,7 +230,7 @@ impl Sim {
                 Ok(out.join("\n"))
             }
             "quit" | "exit" => std::process::exit(0),
-            "help" => Ok("commands: link-down|link-up SW PORT, switch-down|switch-up SW, node-down|node-up PORTGUID, kill|restore|drop SW|all, delay SW|all MS, write-delay SW|all MS, verify [escape], verify-mcast, mkey-clear SW|all, trace SRCPORTGUID LID, port-errors SW PORT COUNTER=N..., port-counters SW [PORT], status, quit".into()),
+            "help" => Ok("commands: link-down|link-up SW PORT, switch-down|switch-up SW, node-down|node-up PORTGUID, kill|restore|drop SW|all, delay SW|all MS, write-delay SW|all MS, verify [escape], verify-mcast, mkey-clear SW|all, epochs, epoch-forget SW|all, trace SRCPORTGUID LID, port-errors SW PORT COUNTER=N..., port-counters SW [PORT], status, quit".into()),
             other => Err(SimError::Command(format!("unknown command `{other}` (try `help`)"))),
         }
     }

@@ -1,5 +1,5 @@
-//! The `SimControl` service: traces, all-pairs and multicast verification, commands, counters
-//! and port error drills.
+//! The `SimControl` service: traces, all-pairs and multicast verification, commands, counters,
+//! port error drills and the manager epochs.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -10,7 +10,7 @@ use fabric_southbound::{CounterPort, DriverError, PortCounters};
 use fabric_topology::{fmt_guid, PortNum};
 use tonic::{Request, Response, Status};
 
-use super::state::Sim;
+use super::state::{lock, Sim};
 
 pub(super) struct ControlSvc {
     pub(super) sim: Arc<Sim>,
@@ -77,6 +77,27 @@ impl SimControl for ControlSvc {
             refusals,
             port_counter_reads: c.port_counter_reads.load(Ordering::SeqCst),
         }))
+    }
+    async fn get_epoch_stats(
+        &self,
+        _: Request<proto::GetEpochStatsRequest>,
+    ) -> Result<Response<proto::EpochStats>, Status> {
+        let switches = self
+            .sim
+            .agents
+            .iter()
+            .map(|a| {
+                let m = *lock(&a.manager);
+                proto::SwitchEpochStats {
+                    guid: a.guid,
+                    manager_epoch: m.highest,
+                    accepted_writes: m.accepted,
+                    refused_writes: m.refused,
+                    last_refused_epoch: m.last_refused,
+                }
+            })
+            .collect();
+        Ok(Response::new(proto::EpochStats { switches }))
     }
     async fn add_port_errors(
         &self,

@@ -3,12 +3,13 @@
 //!
 //! `state` holds the simulator's state, `io` the connections it can cut, `agent` the agent
 //! servers, `mcast` the multicast forwarding tables and their verification, `mkey` the
-//! management key checks, `command` the console grammar, `control` the control service; this
-//! module starts them all.
+//! management key checks, `epoch` the manager epoch checks (write fencing), `command` the
+//! console grammar, `control` the control service; this module starts them all.
 
 mod agent;
 mod command;
 mod control;
+mod epoch;
 mod io;
 mod mcast;
 mod mkey;
@@ -144,6 +145,7 @@ pub async fn run(args: Args) -> Result<(), SimError> {
         vls: args.vls,
         without_sl_to_vl: args.without_sl_to_vl,
         counters: Counters::default(),
+        refusal_log: Default::default(),
         cabling,
     });
     for (i, l) in listeners.into_iter().enumerate() {

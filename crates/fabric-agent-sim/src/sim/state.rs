@@ -14,6 +14,7 @@ use fabric_topology::{Fabric, Guid, Lid, PortNum, Remote, SwitchId};
 use tokio::sync::{broadcast, watch};
 use tokio::task::JoinHandle;
 
+use super::epoch::{ManagerEpoch, RefusalLog};
 use super::mcast::Mft;
 use super::mkey::ManagementKey;
 
@@ -63,6 +64,9 @@ pub(super) struct AgentCtl {
     pub(super) refused_writes: AtomicU64,
     /// Read calls refused (protect level 2) for a missing or wrong management key.
     pub(super) refused_reads: AtomicU64,
+    /// The highest manager epoch seen and the write fencing counts (simulator memory: survives
+    /// `kill`/`restore`; `epoch-forget` resets it).
+    pub(super) manager: Mutex<ManagerEpoch>,
 }
 
 impl AgentCtl {
@@ -87,6 +91,7 @@ impl AgentCtl {
             mkey: Mutex::new(ManagementKey::default()),
             refused_writes: AtomicU64::new(0),
             refused_reads: AtomicU64::new(0),
+            manager: Mutex::new(ManagerEpoch::default()),
         }
     }
 }
@@ -122,6 +127,8 @@ pub struct Sim {
     /// SL-to-VL RPCs answer UNIMPLEMENTED (`--without-sl-to-vl`).
     pub(super) without_sl_to_vl: bool,
     pub(super) counters: Counters,
+    /// Writes refused for a stale manager epoch, logged at a bounded rate.
+    pub(super) refusal_log: RefusalLog,
 }
 
 /// What the agents did (the `GetCounters` control RPC).

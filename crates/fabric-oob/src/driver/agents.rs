@@ -4,10 +4,10 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::future::Future;
-use std::sync::{Mutex, MutexGuard, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
-use fabric_southbound::{DriverError, TopologyGap};
+use fabric_southbound::{DriverError, Fence, TopologyGap};
 use fabric_topology::{fmt_guid, FabricEvent, Guid, PortNum};
 use tokio::sync::mpsc::UnboundedSender;
 use tokio::sync::{watch, Semaphore};
@@ -15,6 +15,7 @@ use tonic::transport::{Channel, Endpoint};
 use tonic::{Code, Status};
 
 use super::config::OobConfig;
+use super::epoch::refused_epoch;
 use super::mkey::KeyState;
 use crate::inventory::AgentKey;
 use crate::proto::switch_agent_client::SwitchAgentClient;
@@ -128,6 +129,8 @@ pub(super) struct Inner {
     /// and computing it locks every agent.
     pub(super) limits: Mutex<Option<AgentLimits>>,
     pub(super) monitors_started: Mutex<bool>,
+    /// The write fence (high availability); `None`: epoch 0, writes never fenced.
+    pub(super) fence: RwLock<Option<Arc<Fence>>>,
     /// Dropped with the driver: stops the monitors.
     pub(super) _stop: watch::Sender<()>,
     pub(super) stop: watch::Receiver<()>,
@@ -142,6 +145,9 @@ pub(super) struct CallKind<'a> {
     /// Whether giving up marks the agent (`Health::gave_up`): what could not be written there
     /// is written again when it answers. Reads that the next poll repeats do not.
     pub(super) marks_give_up: bool,
+    /// A write: the fence is checked before every attempt (its epoch is what the request
+    /// carries); a read carries the fence's epoch unchecked.
+    pub(super) write: bool,
 }
 
 /// Why one request attempt failed.
@@ -234,17 +240,41 @@ impl Inner {
             .max_encoding_message_size(MAX_MESSAGE)
     }
 
-    /// One request with bounded concurrency and retries of transient failures. Returns the reply
-    /// and the number of retries.
+    /// One read request with bounded concurrency and retries of transient failures. `f` builds
+    /// the request from a client and the manager epoch to carry. Returns the reply and the
+    /// number of retries.
     pub(super) async fn call<T, F, Fut>(&self, idx: usize, op: &'static str, f: F) -> Result<(T, usize), DriverError>
     where
-        F: FnMut(SwitchAgentClient<Channel>) -> Fut,
+        F: FnMut(SwitchAgentClient<Channel>, u64) -> Fut,
         Fut: Future<Output = Result<tonic::Response<T>, Status>>,
     {
         let how = CallKind {
             permits: &self.permits,
             max_retries: self.cfg.max_retries,
             marks_give_up: true,
+            write: false,
+        };
+        self.call_as(idx, op, how, f).await
+    }
+
+    /// [`Inner::call`] for a write: the fence is checked before every attempt
+    /// ([`DriverError::Fenced`]: nothing is sent), and an agent's refusal of a stale epoch
+    /// closes it.
+    pub(super) async fn call_write<T, F, Fut>(
+        &self,
+        idx: usize,
+        op: &'static str,
+        f: F,
+    ) -> Result<(T, usize), DriverError>
+    where
+        F: FnMut(SwitchAgentClient<Channel>, u64) -> Fut,
+        Fut: Future<Output = Result<tonic::Response<T>, Status>>,
+    {
+        let how = CallKind {
+            permits: &self.permits,
+            max_retries: self.cfg.max_retries,
+            marks_give_up: true,
+            write: true,
         };
         self.call_as(idx, op, how, f).await
     }
@@ -259,7 +289,7 @@ impl Inner {
         mut f: F,
     ) -> Result<(T, usize), DriverError>
     where
-        F: FnMut(SwitchAgentClient<Channel>) -> Fut,
+        F: FnMut(SwitchAgentClient<Channel>, u64) -> Fut,
         Fut: Future<Output = Result<tonic::Response<T>, Status>>,
     {
         let a = &self.agents[idx];
@@ -273,11 +303,19 @@ impl Inner {
             attempt += 1;
             let res = match self.channel(a).await {
                 Err(_) => Err(Failure::Connect),
-                Ok(ch) => match tokio::time::timeout(self.cfg.request_timeout, f(Self::client(ch))).await {
-                    Err(_) => Err(Failure::Timeout),
-                    Ok(Err(s)) => Err(Failure::Status(s)),
-                    Ok(Ok(r)) => Ok(r.into_inner()),
-                },
+                Ok(ch) => {
+                    // Right before the attempt is sent (a retry is checked again).
+                    let epoch = if how.write {
+                        self.write_epoch(op)?
+                    } else {
+                        self.read_epoch()
+                    };
+                    match tokio::time::timeout(self.cfg.request_timeout, f(Self::client(ch), epoch)).await {
+                        Err(_) => Err(Failure::Timeout),
+                        Ok(Err(s)) => Err(Failure::Status(s)),
+                        Ok(Ok(r)) => Ok(r.into_inner()),
+                    }
+                }
             };
             let fail = match res {
                 Ok(v) => return Ok((v, attempt as usize - 1)),
@@ -297,6 +335,10 @@ impl Inner {
             if let (false, Failure::Status(s)) = (transient, &fail) {
                 if s.code() == Code::PermissionDenied {
                     return Err(self.key_refused(idx, op, s));
+                }
+                // Superseded: never retried, and the agent answered (it is not lost).
+                if let Some(newer) = refused_epoch(s) {
+                    return Err(self.epoch_refused(idx, op, newer, s));
                 }
                 return Err(status_error(guid, op, s));
             }
@@ -375,16 +417,16 @@ pub(super) fn describe_agent(a: &Agent) -> String {
 /// port numbers within the port count).
 pub(super) async fn sweep_one(inner: &Inner, idx: usize) -> Result<Known, DriverError> {
     let (mut info, _) = inner
-        .call(idx, "describe", |mut c| {
-            let r = inner.read_request(proto::DescribeRequest {});
+        .call(idx, "describe", |mut c, epoch| {
+            let r = inner.read_request(proto::DescribeRequest {}, epoch);
             async move { c.describe(r).await }
         })
         .await?;
     // An agent at protect level 0 reports its key: the driver never keeps (or logs) it.
     info.management_key = 0;
     let (table, _) = inner
-        .call(idx, "get ports", |mut c| {
-            let r = inner.read_request(proto::GetPortsRequest {});
+        .call(idx, "get ports", |mut c, epoch| {
+            let r = inner.read_request(proto::GetPortsRequest {}, epoch);
             async move { c.get_ports(r).await }
         })
         .await?;

@@ -102,11 +102,12 @@ async fn read_agent(
         permits: &inner.counter_permits,
         max_retries: inner.cfg.max_retries.min(COUNTER_READ_RETRIES),
         marks_give_up: false,
+        write: false,
     };
     let asked: Vec<u32> = ports.iter().map(|&p| u32::from(p)).collect();
     let reply = inner
-        .call_as(idx, "port counters read", how, |mut c| {
-            let r = inner.read_request(proto::ReadPortCountersRequest { ports: asked.clone() });
+        .call_as(idx, "port counters read", how, |mut c, epoch| {
+            let r = inner.read_request(proto::ReadPortCountersRequest { ports: asked.clone() }, epoch);
             async move { c.read_port_counters(r).await }
         })
         .await;

@@ -284,6 +284,10 @@ async fn install_keys(inner: &Arc<Inner>, view: &[Option<(Known, bool)>], warnin
             continue;
         }
         *st = KeyState::Pending;
+        // Fenced (a standby, or a leader whose lease lapsed): set before its next write.
+        if !inner.may_write() {
+            continue;
+        }
         let i = inner.clone();
         set.spawn(async move { (name, i.ensure_key(idx).await) });
     }

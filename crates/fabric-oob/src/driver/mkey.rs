@@ -9,6 +9,7 @@ use tonic::metadata::MetadataValue;
 use tonic::{Code, Status};
 
 use super::agents::{describe_agent, lock, Inner};
+use super::epoch::with_epoch;
 use crate::proto;
 
 /// Request metadata entry carrying the key of a read call (the agents' protect level 2).
@@ -33,9 +34,10 @@ impl Inner {
         self.cfg.management_key
     }
 
-    /// A read request, with the key in its metadata when one is configured.
-    pub(super) fn read_request<T>(&self, msg: T) -> tonic::Request<T> {
-        let mut r = tonic::Request::new(msg);
+    /// A read request carrying the manager `epoch` and, when one is configured, the key in
+    /// its metadata.
+    pub(super) fn read_request<T>(&self, msg: T, epoch: u64) -> tonic::Request<T> {
+        let mut r = with_epoch(msg, epoch);
         let key = self.cfg.management_key;
         if key != 0 {
             if let Ok(v) = MetadataValue::try_from(format!("{key:016x}")) {
@@ -85,8 +87,8 @@ impl Inner {
             management_key: key,
         };
         let (supported, _) = self
-            .call(idx, "set management key", |mut c| {
-                let r = req;
+            .call_write(idx, "set management key", |mut c, epoch| {
+                let r = with_epoch(req, epoch);
                 async move {
                     match c.set_management_key(r).await {
                         Ok(_) => Ok(tonic::Response::new(true)),

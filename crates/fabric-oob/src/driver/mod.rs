@@ -9,6 +9,7 @@ mod agents;
 mod config;
 mod counters;
 mod discover;
+mod epoch;
 mod mkey;
 mod monitor;
 mod upload;
@@ -20,8 +21,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use fabric_routing::{LidPlan, BLOCK_SIZE};
 use fabric_southbound::{
-    CounterPort, CountersReading, DriverCaps, DriverError, LftBlockWrite, MftBlockWrite, SouthboundDriver, TopologyGap,
-    WriteReport, MFT_BLOCK_SIZE,
+    CounterPort, CountersReading, DriverCaps, DriverError, Fence, LftBlockWrite, MftBlockWrite, SouthboundDriver,
+    TopologyGap, WriteReport, MFT_BLOCK_SIZE,
 };
 use fabric_topology::{Fabric, FabricEvent, Guid, PortNum};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
@@ -30,6 +31,8 @@ use tonic::transport::Endpoint;
 
 use self::agents::{inventory_guids, lock, Agent, Discovered, Health, Inner};
 pub use self::config::{sl_to_vl_table, OobConfig, ESCAPE_SL, MAX_MANAGEMENT_KEY_PROTECT};
+use self::epoch::with_epoch;
+pub use self::epoch::MANAGER_EPOCH_METADATA;
 use self::mkey::KeyState;
 pub use self::mkey::READ_KEY_METADATA;
 use crate::fds;
@@ -109,10 +112,33 @@ impl OobDriver {
                 generation: Mutex::new(0),
                 limits: Mutex::new(None),
                 monitors_started: Mutex::new(false),
+                fence: RwLock::new(None),
                 _stop: stop_tx,
                 stop: stop_rx,
             }),
         })
+    }
+
+    /// Sets the write fence of a high-availability manager (replacing any earlier one; the
+    /// driver's clones share it). From then on every write call checks
+    /// [`Fence::check`] right before each attempt is sent: a refusal is
+    /// [`DriverError::Fenced`] and nothing reaches the agent; the epoch it answers goes in the
+    /// request metadata [`MANAGER_EPOCH_METADATA`], and every other request (discovery, reads,
+    /// `WatchPorts`, counters) carries [`Fence::epoch`]. An agent that refuses a write for a
+    /// stale epoch closes the fence ([`Fence::superseded`]) and the write fails with
+    /// [`DriverError::Fenced`] (never retried; the agent is not counted as lost). Without a
+    /// fence (the default) the epoch is 0, no metadata is sent and nothing is fenced.
+    pub fn set_fence(&self, fence: Arc<Fence>) {
+        *self
+            .inner
+            .fence
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(fence);
+    }
+
+    /// The fence set by [`OobDriver::set_fence`], if any.
+    pub fn fence(&self) -> Option<Arc<Fence>> {
+        self.inner.fence()
     }
 
     /// The configuration.
@@ -166,8 +192,8 @@ impl OobDriver {
         let idx = self.inner.agent_of(switch)?;
         let (t, _) = self
             .inner
-            .call(idx, "SL-to-VL read", |mut c| {
-                let r = self.inner.read_request(proto::GetSlToVlRequest {});
+            .call(idx, "SL-to-VL read", |mut c, epoch| {
+                let r = self.inner.read_request(proto::GetSlToVlRequest {}, epoch);
                 async move { c.get_sl_to_vl(r).await }
             })
             .await?;
@@ -224,8 +250,8 @@ impl SouthboundDriver for OobDriver {
         let idx = self.inner.agent_of(switch)?;
         let (b, _) = self
             .inner
-            .call(idx, "LFT block read", |mut c| {
-                let r = self.inner.read_request(proto::ReadLftBlockRequest { block });
+            .call(idx, "LFT block read", |mut c, epoch| {
+                let r = self.inner.read_request(proto::ReadLftBlockRequest { block }, epoch);
                 async move { c.read_lft_block(r).await }
             })
             .await?;
@@ -251,11 +277,14 @@ impl SouthboundDriver for OobDriver {
         let idx = self.inner.agent_of(switch)?;
         let (b, _) = self
             .inner
-            .call(idx, "MFT block read", |mut c| {
-                let r = self.inner.read_request(proto::ReadMftBlockRequest {
-                    block,
-                    position: u32::from(position),
-                });
+            .call(idx, "MFT block read", |mut c, epoch| {
+                let r = self.inner.read_request(
+                    proto::ReadMftBlockRequest {
+                        block,
+                        position: u32::from(position),
+                    },
+                    epoch,
+                );
                 async move { c.read_mft_block(r).await }
             })
             .await?;
@@ -302,17 +331,18 @@ impl SouthboundDriver for OobDriver {
 
     async fn set_port_state(&self, switch: Guid, port: PortNum, up: bool) -> Result<(), DriverError> {
         let idx = self.inner.agent_of(switch)?;
+        self.inner.write_epoch("set port state")?;
         self.inner.ensure_key(idx).await?;
         let management_key = self.inner.write_key();
         let r = self
             .inner
-            .call(idx, "set port state", |mut c| async move {
-                c.set_port_state(proto::SetPortStateRequest {
+            .call_write(idx, "set port state", |mut c, epoch| async move {
+                let r = proto::SetPortStateRequest {
                     port: u32::from(port),
                     up,
                     management_key,
-                })
-                .await
+                };
+                c.set_port_state(with_epoch(r, epoch)).await
             })
             .await;
         match r {
@@ -330,11 +360,13 @@ impl SouthboundDriver for OobDriver {
 
     async fn set_switch_state(&self, switch: Guid, up: bool) -> Result<(), DriverError> {
         let idx = self.inner.agent_of(switch)?;
+        self.inner.write_epoch("set power")?;
         self.inner.ensure_key(idx).await?;
         let management_key = self.inner.write_key();
         self.inner
-            .call(idx, "set power", |mut c| async move {
-                c.set_power(proto::SetPowerRequest { on: up, management_key }).await
+            .call_write(idx, "set power", |mut c, epoch| async move {
+                let r = proto::SetPowerRequest { on: up, management_key };
+                c.set_power(with_epoch(r, epoch)).await
             })
             .await
             .map(|_| ())

@@ -123,7 +123,7 @@ async fn monitor(weak: Weak<Inner>, idx: usize, mut stop: watch::Receiver<()>) {
         let stream = async {
             let ch = inner.channel(&inner.agents[idx]).await.map_err(|_| ())?;
             let mut c = Inner::client(ch);
-            let req = inner.read_request(proto::WatchPortsRequest {});
+            let req = inner.read_request(proto::WatchPortsRequest {}, inner.read_epoch());
             let r = tokio::time::timeout(inner.cfg.request_timeout, c.watch_ports(req))
                 .await
                 .map_err(|_| ())?
@@ -175,7 +175,8 @@ async fn monitor(weak: Weak<Inner>, idx: usize, mut stop: watch::Receiver<()>) {
             // The management key at once where it may have been lost (the agent restarted).
             // An agent that refused it is not asked again here (each refusal is counted as a
             // violation by the agent): discovery and the switch's next write try again.
-            if *lock(&inner.agents[idx].key_state) == KeyState::Pending {
+            // A fenced manager sets it before its next write instead.
+            if *lock(&inner.agents[idx].key_state) == KeyState::Pending && inner.may_write() {
                 let _ = inner.ensure_key(idx).await;
             }
             let guid = inner.agents[idx].guid();

@@ -14,6 +14,7 @@ use tonic::{Code, Status};
 
 use super::agents::{lock, AddressSetup, Inner};
 use super::config::{sl_to_vl_table, ESCAPE_SL};
+use super::epoch::with_epoch;
 use crate::proto;
 use crate::proto::switch_agent_client::SwitchAgentClient;
 
@@ -33,6 +34,7 @@ pub(super) trait TableBlocks: 'static {
         generation: u64,
         management_key: u64,
         blocks: Vec<Self::Block>,
+        epoch: u64,
     ) -> impl Future<Output = Result<tonic::Response<u32>, Status>> + Send;
 }
 
@@ -50,14 +52,14 @@ impl TableBlocks for Lft {
         generation: u64,
         management_key: u64,
         blocks: Vec<proto::LftBlock>,
+        epoch: u64,
     ) -> Result<tonic::Response<u32>, Status> {
-        let r = c
-            .write_lft_blocks(proto::WriteLftBlocksRequest {
-                generation,
-                blocks,
-                management_key,
-            })
-            .await?;
+        let req = proto::WriteLftBlocksRequest {
+            generation,
+            blocks,
+            management_key,
+        };
+        let r = c.write_lft_blocks(with_epoch(req, epoch)).await?;
         Ok(tonic::Response::new(r.into_inner().written))
     }
 }
@@ -76,14 +78,14 @@ impl TableBlocks for Mft {
         generation: u64,
         management_key: u64,
         blocks: Vec<proto::MftBlock>,
+        epoch: u64,
     ) -> Result<tonic::Response<u32>, Status> {
-        let r = c
-            .write_mft_blocks(proto::WriteMftBlocksRequest {
-                generation,
-                blocks,
-                management_key,
-            })
-            .await?;
+        let req = proto::WriteMftBlocksRequest {
+            generation,
+            blocks,
+            management_key,
+        };
+        let r = c.write_mft_blocks(with_epoch(req, epoch)).await?;
         Ok(tonic::Response::new(r.into_inner().written))
     }
 }
@@ -102,21 +104,27 @@ impl Inner {
             }
         };
         let key = self.write_key();
-        self.call(idx, "set addresses", |mut c| {
-            let r = proto::SetAddressesRequest {
-                management_key: key,
-                ..setup.addresses.clone()
-            };
+        self.call_write(idx, "set addresses", |mut c, epoch| {
+            let r = with_epoch(
+                proto::SetAddressesRequest {
+                    management_key: key,
+                    ..setup.addresses.clone()
+                },
+                epoch,
+            );
             async move { c.set_addresses(r).await }
         })
         .await?;
         // SL-to-VL with the addresses: an agent without the RPC is reported, not fatal.
         let (supported, _) = self
-            .call(idx, "set SL-to-VL", |mut c| {
-                let r = proto::SlToVlTable {
-                    management_key: key,
-                    ..setup.sl_to_vl.clone()
-                };
+            .call_write(idx, "set SL-to-VL", |mut c, epoch| {
+                let r = with_epoch(
+                    proto::SlToVlTable {
+                        management_key: key,
+                        ..setup.sl_to_vl.clone()
+                    },
+                    epoch,
+                );
                 async move {
                     match c.set_sl_to_vl(r).await {
                         Ok(_) => Ok(tonic::Response::new(true)),
@@ -186,6 +194,8 @@ impl Inner {
 pub(super) async fn configure_lids(inner: &Arc<Inner>, fabric: &Fabric, lids: &LidPlan) -> Result<(), DriverError> {
     lids.check_covers(fabric)
         .map_err(|e| DriverError::InvalidLidPlan(e.to_string()))?;
+    // Fenced: refused once here (each switch's calls are checked again when sent).
+    inner.write_epoch("set addresses")?;
     let max = inner.cfg.max_lid;
     let top = lids.top();
     if top > max {
@@ -358,6 +368,8 @@ pub(super) async fn write_blocks<K: TableBlocks>(
             }
         }
     }
+    // Fenced: refused once here, before any switch (each call is checked again when sent).
+    inner.write_epoch(K::OP)?;
     let generation = *lock(&inner.generation);
     let key = inner.write_key();
     let mut set = JoinSet::new();
@@ -375,7 +387,7 @@ pub(super) async fn write_blocks<K: TableBlocks>(
                 let req = std::mem::replace(&mut rest, tail);
                 let n = req.len();
                 let (w, r) = inner
-                    .call(idx, K::OP, |c| K::send(c, generation, key, req.clone()))
+                    .call_write(idx, K::OP, |c, epoch| K::send(c, generation, key, req.clone(), epoch))
                     .await?;
                 if w as usize != n {
                     return Err(DriverError::Protocol {

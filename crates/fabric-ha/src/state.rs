@@ -1,0 +1,256 @@
+//! The leader's shared state in etcd: `<prefix>/state/<name>`, every write one transaction
+//! guarded by the leader key's create revision (== our epoch) and the key's mod revision
+//! (== the one last seen by this node).
+
+use std::collections::{BTreeMap, HashMap};
+use std::pin::Pin;
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use etcd_client::{Client, Compare, CompareOp, ConnectOptions, GetOptions, Txn, TxnOp, TxnOpResponse};
+
+use crate::coordinator::{build_client, classify, epoch_of, Shared};
+use crate::{HaConfig, HaError, LeaderInfo};
+
+type Job = Box<dyn FnOnce(Client) -> Pin<Box<dyn std::future::Future<Output = ()> + Send>> + Send>;
+
+/// The coordinator's own thread with a current-thread runtime and its own etcd client: the
+/// blocking calls run there, so they work from any thread, a tokio worker included (even of
+/// a current-thread runtime, which they block meanwhile).
+pub(crate) struct BlockingWorker {
+    jobs: Mutex<mpsc::Sender<Job>>,
+}
+
+impl BlockingWorker {
+    pub(crate) async fn start(cfg: &HaConfig, opts: ConnectOptions) -> Result<BlockingWorker, HaError> {
+        let (tx, rx) = mpsc::channel::<Job>();
+        let (ready_tx, ready_rx) = tokio::sync::oneshot::channel::<Result<(), HaError>>();
+        let cfg = cfg.clone();
+        let spawn_err = |e: std::io::Error| HaError::Blocking(format!("cannot start the thread: {e}"));
+        std::thread::Builder::new()
+            .name("fabric-ha-etcd".into())
+            .spawn(move || {
+                let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+                    Ok(rt) => rt,
+                    Err(e) => {
+                        let _ = ready_tx.send(Err(spawn_err(e)));
+                        return;
+                    }
+                };
+                // Its own client (no I/O yet): its background tasks run on this runtime.
+                let client = match rt.block_on(build_client(&cfg, opts)) {
+                    Ok(c) => c,
+                    Err(e) => {
+                        let _ = ready_tx.send(Err(e));
+                        return;
+                    }
+                };
+                let _ = ready_tx.send(Ok(()));
+                while let Ok(job) = rx.recv() {
+                    rt.block_on(job(client.clone()));
+                }
+            })
+            .map_err(spawn_err)?;
+        ready_rx
+            .await
+            .map_err(|_| HaError::Blocking("the coordinator's thread stopped at start".into()))??;
+        Ok(BlockingWorker { jobs: Mutex::new(tx) })
+    }
+
+    /// Runs `f` on the worker; waits at most `bound`.
+    fn run<T, F, Fut>(&self, bound: Duration, f: F) -> Result<T, HaError>
+    where
+        T: Send + 'static,
+        F: FnOnce(Client, Instant) -> Fut + Send + 'static,
+        Fut: std::future::Future<Output = Result<T, HaError>> + Send + 'static,
+    {
+        let deadline = Instant::now() + bound;
+        let (reply_tx, reply_rx) = mpsc::sync_channel::<Result<T, HaError>>(1);
+        let job: Job = Box::new(move |client| {
+            Box::pin(async move {
+                let _ = reply_tx.send(f(client, deadline).await);
+            })
+        });
+        self.jobs
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .send(job)
+            .map_err(|_| HaError::Blocking("the coordinator's thread has stopped".into()))?;
+        reply_rx
+            .recv_timeout(bound + Duration::from_millis(250))
+            .map_err(|_| HaError::Blocking(format!("no answer within {bound:?}")))?
+    }
+}
+
+struct Inner {
+    shared: Arc<Shared>,
+    epoch: u64,
+    prefix: String,
+    /// Mod revision of every key as last read or written by this node (0: absent).
+    revisions: Mutex<HashMap<String, i64>>,
+}
+
+/// The leader's state in etcd (see the module documentation). Writes are refused by etcd
+/// itself — not by a local check — once this node is not the leader of its epoch any more.
+#[derive(Clone)]
+pub struct SharedState {
+    inner: Arc<Inner>,
+}
+
+impl SharedState {
+    pub(crate) fn new(shared: Arc<Shared>, epoch: u64) -> SharedState {
+        SharedState {
+            inner: Arc::new(Inner {
+                prefix: shared.cfg.state_prefix(),
+                shared,
+                epoch,
+                revisions: Mutex::new(HashMap::new()),
+            }),
+        }
+    }
+
+    /// The epoch that guards the writes.
+    pub fn epoch(&self) -> u64 {
+        self.inner.epoch
+    }
+
+    /// Every state key (`name` → bytes); remembers their mod revisions for the next writes.
+    pub async fn load(&self) -> Result<BTreeMap<String, Vec<u8>>, HaError> {
+        let sh = &self.inner.shared;
+        let mut kv = sh.client.kv_client();
+        let got = sh
+            .call(
+                &format!("get of {}*", self.inner.prefix),
+                kv.get(self.inner.prefix.clone(), Some(GetOptions::new().with_prefix())),
+            )
+            .await?;
+        let mut out = BTreeMap::new();
+        let mut revs = HashMap::new();
+        for k in got.kvs() {
+            let Some(name) = k.key().strip_prefix(self.inner.prefix.as_bytes()) else {
+                continue;
+            };
+            let name = String::from_utf8_lossy(name).into_owned();
+            revs.insert(name.clone(), k.mod_revision());
+            out.insert(name, k.value().to_vec());
+        }
+        *self.revisions() = revs;
+        Ok(out)
+    }
+
+    /// Writes `name` (one guarded transaction; see the module documentation).
+    pub async fn put(&self, name: &str, bytes: &[u8]) -> Result<(), HaError> {
+        let client = self.inner.shared.client.clone();
+        let deadline = Instant::now() + self.inner.shared.cfg.request_timeout;
+        self.inner.write(client, name, Some(bytes.to_vec()), deadline).await
+    }
+
+    /// Deletes `name` (one guarded transaction; deleting an absent key is no error).
+    pub async fn delete(&self, name: &str) -> Result<(), HaError> {
+        let client = self.inner.shared.client.clone();
+        let deadline = Instant::now() + self.inner.shared.cfg.request_timeout;
+        self.inner.write(client, name, None, deadline).await
+    }
+
+    /// [`put`](Self::put) from any thread, a tokio worker included (runs on the
+    /// coordinator's own thread and runtime), bounded by `request_timeout`.
+    pub fn put_blocking(&self, name: &str, bytes: &[u8]) -> Result<(), HaError> {
+        self.blocking(name, Some(bytes.to_vec()))
+    }
+
+    /// [`delete`](Self::delete) from any thread (see [`put_blocking`](Self::put_blocking)).
+    pub fn delete_blocking(&self, name: &str) -> Result<(), HaError> {
+        self.blocking(name, None)
+    }
+
+    fn blocking(&self, name: &str, bytes: Option<Vec<u8>>) -> Result<(), HaError> {
+        let inner = Arc::clone(&self.inner);
+        let name = name.to_string();
+        let bound = inner.shared.cfg.request_timeout;
+        let worker = &self.inner.shared.blocking;
+        worker.run(bound, move |client, deadline| async move {
+            inner.write(client, &name, bytes, deadline).await
+        })
+    }
+
+    fn revisions(&self) -> std::sync::MutexGuard<'_, HashMap<String, i64>> {
+        self.inner.revisions()
+    }
+}
+
+impl Inner {
+    fn revisions(&self) -> std::sync::MutexGuard<'_, HashMap<String, i64>> {
+        self.revisions.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    async fn write(
+        &self,
+        mut client: Client,
+        name: &str,
+        bytes: Option<Vec<u8>>,
+        deadline: Instant,
+    ) -> Result<(), HaError> {
+        let sh = &self.shared;
+        if name.is_empty() || name.contains('/') || name.contains('\0') {
+            return Err(HaError::Config {
+                field: "state key",
+                reason: format!("{name:?}: a state key is a non-empty file name"),
+            });
+        }
+        let key = format!("{}{name}", self.prefix);
+        let expected = self.revisions().get(name).copied().unwrap_or(0);
+        let epoch = i64::try_from(self.epoch).unwrap_or(i64::MAX);
+        let put = bytes.is_some();
+        let op = match bytes {
+            Some(b) => TxnOp::put(key.clone(), b, None),
+            None => TxnOp::delete(key.clone(), None),
+        };
+        let txn = Txn::new()
+            .when([
+                Compare::create_revision(sh.leader_key.clone(), CompareOp::Equal, epoch),
+                Compare::mod_revision(key.clone(), CompareOp::Equal, expected),
+            ])
+            .and_then([op])
+            .or_else([TxnOp::get(sh.leader_key.clone(), None), TxnOp::get(key.clone(), None)]);
+        let what = format!("txn on {key}");
+        let resp = match tokio::time::timeout_at(deadline.into(), client.txn(txn)).await {
+            Ok(Ok(r)) => r,
+            Ok(Err(e)) => return Err(classify(&sh.endpoints, &what, &e)),
+            Err(_) => return Err(sh.timeout_error(&what)),
+        };
+        if resp.succeeded() {
+            let revision = resp.header().map_or(0, etcd_client::ResponseHeader::revision);
+            self.revisions()
+                .insert(name.to_string(), if put { revision } else { 0 });
+            return Ok(());
+        }
+        let gets: Vec<_> = resp
+            .op_responses()
+            .into_iter()
+            .filter_map(|r| match r {
+                TxnOpResponse::Get(g) => Some(g),
+                _ => None,
+            })
+            .collect();
+        let leader = gets.first().and_then(|g| g.kvs().first().cloned());
+        let state = gets.get(1).and_then(|g| g.kvs().first().cloned());
+        match leader {
+            Some(l) if l.create_revision() == epoch => Err(HaError::Conflict {
+                key,
+                revision: state.map_or(0, |k| k.mod_revision()),
+                expected,
+            }),
+            other => Err(HaError::NotLeader {
+                key,
+                epoch: self.epoch,
+                current: other.map_or_else(
+                    || "no leader now".to_string(),
+                    |l| {
+                        let i = LeaderInfo::from_kv(l.value(), epoch_of(l.create_revision()));
+                        format!("leader now {} with epoch {}", i.node_name, i.epoch)
+                    },
+                ),
+            }),
+        }
+    }
+}
