@@ -1,185 +1,16 @@
-//! The etcd client, the standby loop and the election (see the crate documentation).
+//! The coordinator: the standby loop and the election (see the crate documentation).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use etcd_client::{
-    Certificate, Client, Compare, CompareOp, ConnectOptions, EventType, Identity, PutOptions, TlsOptions, Txn, TxnOp,
-    TxnOpResponse, WatchOptions,
-};
+use etcd_client::{Compare, CompareOp, EventType, PutOptions, Txn, TxnOp, TxnOpResponse, WatchOptions};
 use tokio::sync::watch;
-use tokio::time::timeout;
 
+use crate::blocking::BlockingWorker;
+use crate::client::{build_client, connect_options, epoch_of};
 use crate::leader::Leadership;
-use crate::state::BlockingWorker;
-use crate::{now_unix_ms, Fence, HaConfig, HaError, HaStatus, HaTls, LeaderInfo, Role};
-
-/// What the coordinator, its leadership tasks and the shared state share.
-pub(crate) struct Shared {
-    pub(crate) cfg: HaConfig,
-    pub(crate) client: Client,
-    pub(crate) fence: Arc<Fence>,
-    pub(crate) status: watch::Sender<HaStatus>,
-    pub(crate) endpoints: String,
-    pub(crate) leader_key: String,
-    pub(crate) blocking: BlockingWorker,
-}
-
-impl Shared {
-    /// `Unreachable` for transport errors and timeouts, `Etcd` for the server's refusals.
-    pub(crate) fn etcd_error(&self, op: &str, e: &etcd_client::Error) -> HaError {
-        classify(&self.endpoints, op, e)
-    }
-
-    pub(crate) fn timeout_error(&self, op: &str) -> HaError {
-        HaError::Unreachable {
-            endpoints: self.endpoints.clone(),
-            reason: format!("{op}: no answer within {:?}", self.cfg.request_timeout),
-        }
-    }
-
-    /// One etcd request bounded by `request_timeout`.
-    pub(crate) async fn call<T, F>(&self, op: &str, f: F) -> Result<T, HaError>
-    where
-        F: std::future::Future<Output = Result<T, etcd_client::Error>>,
-    {
-        match timeout(self.cfg.request_timeout, f).await {
-            Ok(Ok(v)) => Ok(v),
-            Ok(Err(e)) => Err(self.etcd_error(op, &e)),
-            Err(_) => Err(self.timeout_error(op)),
-        }
-    }
-
-    pub(crate) fn update(&self, f: impl FnOnce(&mut HaStatus)) {
-        self.status.send_modify(f);
-    }
-
-    /// Records the leader seen (`leader_changes` counts changes of epoch).
-    fn saw_leader(&self, info: Option<LeaderInfo>, message: String) {
-        self.update(|s| {
-            let epoch = info.as_ref().map_or(0, |l| l.epoch);
-            if epoch != 0 && epoch != s.epoch {
-                s.leader_changes += 1;
-            }
-            if s.message != message {
-                tracing::info!(node = %s.node_name, "HA: {message}");
-            }
-            s.role = Role::Standby;
-            s.epoch = epoch;
-            s.leader = info;
-            s.lease_id = 0;
-            s.lease_remaining_ms = 0;
-            s.etcd_reachable = true;
-            s.fenced = false;
-            s.message = message;
-        });
-    }
-
-    fn unreachable(&self, e: &HaError, retry_in: Duration) {
-        self.update(|s| {
-            let message = format!("standby: {e}; retrying in {retry_in:?}");
-            if s.etcd_reachable {
-                tracing::warn!(node = %s.node_name, "HA: {message}");
-            }
-            s.role = Role::Standby;
-            s.etcd_reachable = false;
-            s.message = message;
-        });
-    }
-}
-
-pub(crate) fn classify(endpoints: &str, op: &str, e: &etcd_client::Error) -> HaError {
-    use etcd_client::Error as E;
-    let transient = match e {
-        E::TransportError(_) | E::IoError(_) => true,
-        E::GRpcStatus(s) => matches!(
-            s.code(),
-            tonic::Code::Unavailable
-                | tonic::Code::DeadlineExceeded
-                | tonic::Code::Unknown
-                | tonic::Code::Cancelled
-                | tonic::Code::Aborted
-                | tonic::Code::ResourceExhausted
-                | tonic::Code::Internal
-        ),
-        _ => false,
-    };
-    if transient {
-        HaError::Unreachable {
-            endpoints: endpoints.to_string(),
-            reason: format!("{op}: {e}"),
-        }
-    } else {
-        HaError::Etcd {
-            op: op.to_string(),
-            endpoints: endpoints.to_string(),
-            reason: e.to_string(),
-        }
-    }
-}
-
-fn read_pem(what: &'static str, path: &std::path::Path) -> Result<Vec<u8>, HaError> {
-    let err = |reason: String| HaError::TlsFile {
-        what,
-        path: path.to_path_buf(),
-        reason,
-    };
-    let bytes = std::fs::read(path).map_err(|e| err(e.to_string()))?;
-    if !String::from_utf8_lossy(&bytes).contains("-----BEGIN ") {
-        return Err(err("not a PEM file (no \"-----BEGIN\" line)".into()));
-    }
-    Ok(bytes)
-}
-
-fn tls_options(tls: &HaTls) -> Result<TlsOptions, HaError> {
-    let ca = read_pem("CA certificate", &tls.ca)?;
-    let mut o = TlsOptions::new().ca_certificate(Certificate::from_pem(ca));
-    if let (Some(cert), Some(key)) = (&tls.cert, &tls.key) {
-        let c = read_pem("client certificate", cert)?;
-        let k = read_pem("client key", key)?;
-        o = o.identity(Identity::from_pem(c, k));
-    }
-    Ok(o)
-}
-
-/// The connection options of every client of `cfg` (TLS files read here).
-pub(crate) fn connect_options(cfg: &HaConfig) -> Result<ConnectOptions, HaError> {
-    for e in &cfg.endpoints {
-        let https = e.starts_with("https://");
-        if cfg.tls.is_some() && e.starts_with("http://") {
-            return Err(HaError::Config {
-                field: "etcd_endpoints",
-                reason: format!("{e}: [ha.tls] is set, use an https:// endpoint"),
-            });
-        }
-        if https && cfg.tls.is_none() {
-            return Err(HaError::Config {
-                field: "etcd_endpoints",
-                reason: format!("{e}: https needs [ha.tls] (ca, and cert/key for client auth)"),
-            });
-        }
-    }
-    let mut o = ConnectOptions::new()
-        .with_connect_timeout(cfg.request_timeout)
-        .with_keep_alive(cfg.request_timeout, cfg.request_timeout)
-        .with_keep_alive_while_idle(true)
-        // A member without a raft leader answers at once (and cancels watches) instead of
-        // holding requests: a partitioned member looks like an unreachable one.
-        .with_require_leader(true);
-    if let Some(tls) = &cfg.tls {
-        o = o.with_tls(tls_options(tls)?);
-    }
-    Ok(o)
-}
-
-pub(crate) async fn build_client(cfg: &HaConfig, opts: ConnectOptions) -> Result<Client, HaError> {
-    Client::connect(&cfg.endpoints, Some(opts))
-        .await
-        .map_err(|e| HaError::Config {
-            field: "etcd_endpoints",
-            reason: format!("{}: {e}", cfg.endpoints_text()),
-        })
-}
+use crate::shared::Shared;
+use crate::{now_unix_ms, Fence, HaConfig, HaError, HaStatus, LeaderInfo, Role};
 
 /// The HA coordinator of one manager (cheap to clone).
 #[derive(Clone)]
@@ -428,8 +259,4 @@ impl Coordinator {
             }
         }
     }
-}
-
-pub(crate) fn epoch_of(revision: i64) -> u64 {
-    u64::try_from(revision).unwrap_or(0)
 }

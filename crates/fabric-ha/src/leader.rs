@@ -9,7 +9,8 @@ use etcd_client::{EventType, LeaseKeepAliveStream, LeaseKeeper, WatchOptions};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::coordinator::{epoch_of, Shared};
+use crate::client::epoch_of;
+use crate::shared::Shared;
 use crate::state::SharedState;
 use crate::{FenceState, HaError, LeaderInfo, Role};
 
@@ -71,6 +72,8 @@ struct Ctx {
     renewal: Mutex<Renewal>,
     /// Resigned or dropped: the tasks stop touching the status.
     stopped: AtomicBool,
+    /// Leadership is ending (set once, by the first loss).
+    ending: AtomicBool,
 }
 
 struct Renewal {
@@ -86,7 +89,7 @@ struct Renewal {
 
 impl Ctx {
     fn is_lost(&self) -> bool {
-        self.stopped.load(Ordering::SeqCst) || self.lost.borrow().is_some()
+        self.stopped.load(Ordering::SeqCst) || self.ending.load(Ordering::SeqCst)
     }
 
     fn renewal(&self) -> std::sync::MutexGuard<'_, Renewal> {
@@ -112,14 +115,9 @@ impl Ctx {
         if self.stopped.load(Ordering::SeqCst) {
             return true;
         }
-        let first = self.lost.send_if_modified(|l| {
-            if l.is_some() {
-                return false;
-            }
-            *l = Some(reason.clone());
-            true
-        });
-        if first {
+        // The first caller ends leadership: fence revoked and status updated before `lost()`
+        // resolves.
+        if !self.ending.swap(true, Ordering::SeqCst) {
             fence.revoke();
             tracing::warn!(
                 node = %self.me.node_name,
@@ -138,6 +136,7 @@ impl Ctx {
                 }
                 s.message = format!("stepping down from epoch {}: {reason}", self.me.epoch);
             });
+            self.lost.send_replace(Some(reason));
             // Give the lease back (if it still exists) so that the key goes at once.
             let sh = Arc::clone(&self.shared);
             let id = self.lease_id;
@@ -190,6 +189,10 @@ impl Ctx {
         let reachable = r.failing.is_none();
         drop(r);
         self.shared.update(|s| {
+            // Serialized with the step-down's update (the status lock): never overwrite it.
+            if self.is_lost() {
+                return;
+            }
             s.role = Role::Leader;
             s.epoch = epoch;
             s.lease_id = self.lease_id;
@@ -236,8 +239,9 @@ impl Ctx {
 }
 
 /// This node's leadership: the lease kept alive, the fence renewed, until lost or resigned.
-/// Dropping it without [`resign`](Self::resign) stops the keep-alives and revokes the fence
-/// (the lease then expires at the server within its TTL).
+/// Dropping it without [`resign`](Self::resign) stops the keep-alives, revokes the fence and
+/// gives the lease back in the background (inside a tokio runtime; otherwise the lease
+/// expires at the server within its TTL).
 pub struct Leadership {
     /// The epoch (the leader key's create revision).
     pub epoch: u64,
@@ -265,6 +269,7 @@ impl Leadership {
             ttl,
             lost: tx,
             stopped: AtomicBool::new(false),
+            ending: AtomicBool::new(false),
             renewal: Mutex::new(Renewal {
                 last_ok: granted_at,
                 failing: None,
@@ -358,11 +363,33 @@ impl Leadership {
 
 impl Drop for Leadership {
     fn drop(&mut self) {
-        self.ctx.stopped.store(true, Ordering::SeqCst);
+        let resigned = self.ctx.stopped.swap(true, Ordering::SeqCst);
         for t in &self.tasks {
             t.abort();
         }
-        self.ctx.shared.fence.revoke();
+        let sh = Arc::clone(&self.ctx.shared);
+        sh.fence.revoke();
+        if resigned || self.ctx.ending.load(Ordering::SeqCst) {
+            return; // lease already given back (or gone) and status already set
+        }
+        let (epoch, id) = (self.epoch, self.lease_id);
+        let message = format!("standby: leadership of epoch {epoch} given up (dropped)");
+        tracing::info!(node = %self.ctx.me.node_name, "HA: {message}");
+        sh.update(|s| {
+            s.role = Role::Standby;
+            s.leader = None;
+            s.lease_id = 0;
+            s.lease_remaining_ms = 0;
+            s.fenced = false;
+            s.message = message;
+        });
+        // Give the lease back when a runtime is at hand; otherwise it expires within its TTL.
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(async move {
+                let mut lease = sh.client.lease_client();
+                let _ = sh.call("lease revoke", lease.revoke(id)).await;
+            });
+        }
     }
 }
 

@@ -23,8 +23,11 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+mod blocking;
+mod client;
 mod coordinator;
 mod leader;
+mod shared;
 mod state;
 
 pub use coordinator::Coordinator;

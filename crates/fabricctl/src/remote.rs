@@ -32,8 +32,8 @@ pub use self::jobs::JobsArgs;
 pub use self::mcast::{McastArgs, PartitionsArgs};
 use self::output::{ask, guid, print_json};
 use self::render::{
-    driver_smps_text, escape_vl_text, installed_text, metrics_json, phase_name, routing_validity_text, status_json,
-    topology_json,
+    driver_smps_text, escape_vl_text, ha_text, installed_text, metrics_json, phase_name, routing_validity_text,
+    status_json, topology_json,
 };
 pub use self::sa::SaArgs;
 pub use self::whatif::WhatIfArgs;
@@ -266,6 +266,9 @@ async fn run_async(cmd: RemoteCmd, target: &Target) -> Result<()> {
             let s = ask(c.get_status(pb::GetStatusRequest {})).await?;
             if j {
                 return print_json(&status_json(&s));
+            }
+            if let Some(t) = ha_text(&s) {
+                outln!("HA:              {t}");
             }
             outln!("generation       {}", s.generation);
             outln!("phase            {}", phase_name(s.phase));

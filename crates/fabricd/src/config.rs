@@ -10,10 +10,12 @@
 //! applies; this module holds the keys, their defaults and the error types.
 
 mod check;
+mod ha;
 mod health;
 mod parse;
 mod reload;
 
+pub use ha::{host_name, HaConfig, DEFAULT_HA_KEY_PREFIX, DEFAULT_HA_LEASE_TTL_S, DEFAULT_HA_REQUEST_TIMEOUT_MS};
 pub use health::{HealthAction, HealthConfig};
 
 use std::fmt;
@@ -47,6 +49,8 @@ pub struct Config {
     pub multicast: MulticastConfig,
     pub health: HealthConfig,
     pub slurm: crate::slurm::SlurmConfig,
+    /// `[ha]`: leader election and shared state on etcd (oob driver only; empty: off).
+    pub ha: HaConfig,
 }
 
 /// `[daemon]`: where state lives.
@@ -845,7 +849,14 @@ roots = ["zz"]
         let missing: Vec<_> = all.difference(&shipped).collect();
         assert!(missing.is_empty(), "config/fabricd.toml does not list {missing:?}");
         // Optional keys are documented as comments.
-        for k in ["topology_file", "roots_file", "tls_cert", "tls_key", "tls_client_ca"] {
+        for k in [
+            "topology_file",
+            "roots_file",
+            "tls_cert",
+            "tls_key",
+            "tls_client_ca",
+            "tls_ca",
+        ] {
             assert!(text.contains(&format!("# {k} = ")), "{k} is not documented");
         }
         // Same defaults, except what the sample deliberately changes for the simulator.

@@ -29,6 +29,7 @@ pub mod daemon;
 pub mod dashboard;
 pub mod event_loop;
 pub mod grpc;
+pub mod ha;
 pub mod health;
 pub mod logging;
 pub mod mcast;

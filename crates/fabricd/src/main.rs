@@ -14,7 +14,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::Parser;
 use fabricd::config::Config;
-use fabricd::daemon::{run, Control, RunOptions};
+use fabricd::daemon::{run_as, Control, HaNode, RunOptions, RunOutcome};
 use fabricd::notify::Notifier;
 use tokio::signal::unix::{signal, SignalKind};
 
@@ -76,8 +76,16 @@ fn main() -> ExitCode {
                 return ExitCode::from(2);
             }
         };
+        // [ha]: its TLS files readable (etcd itself is not contacted).
+        let ha = match fabricd::daemon::check_ha(&config) {
+            Ok(h) => h.map(|h| format!(", {h}")).unwrap_or_default(),
+            Err(e) => {
+                eprintln!("fabricd: {}: {e}", args.config.display());
+                return ExitCode::from(2);
+            }
+        };
         println!(
-            "{}: configuration OK (driver {}, engine {}, socket {}{tcp})",
+            "{}: configuration OK (driver {}, engine {}, socket {}{tcp}{ha})",
             args.config.display(),
             driver,
             config.routing.engine,
@@ -149,7 +157,7 @@ fn serve(args: Args, config: Config) -> anyhow::Result<()> {
         // limit of 1024 open files is too few for thousands of switches.
         let fds = fabric_oob::fds::raise_fd_limit();
         tracing::info!(soft = fds.soft, hard = ?fds.hard, "open-file limit");
-        let opts = RunOptions {
+        let mut opts = RunOptions {
             config_path: Some(args.config.clone()),
             config,
             state_dir: args.state_dir,
@@ -157,6 +165,26 @@ fn serve(args: Args, config: Config) -> anyhow::Result<()> {
             log,
             notifier: Notifier::from_env(),
         };
-        run(opts, rx).await.map_err(anyhow::Error::from)
+        let mut rx = rx;
+        // [ha]: stand by until elected, lead until stopped or leadership is lost, then stand
+        // by again (the same process, the same control channel).
+        let Some(ha) = HaNode::start(&opts, &mut rx).await? else {
+            if opts.config.ha.enabled() {
+                return Ok(()); // stopped while connecting to etcd
+            }
+            run_as(&mut opts, &mut rx, None).await?;
+            return Ok(());
+        };
+        loop {
+            let Some(leadership) = ha.standby(&mut opts, &mut rx).await? else {
+                return Ok(());
+            };
+            match run_as(&mut opts, &mut rx, Some((&ha, leadership))).await? {
+                RunOutcome::Stopped => return Ok(()),
+                RunOutcome::SteppedDown(reason) => {
+                    tracing::warn!("HA: stepped down ({reason}); standing by");
+                }
+            }
+        }
     })
 }

@@ -81,6 +81,10 @@ pub enum PersistError {
     Io { path: PathBuf, source: io::Error },
     #[error("{path}: {message}")]
     Corrupt { path: PathBuf, message: String },
+    /// The shared copy of a state file (`[ha]`: etcd) could not be written: the local file was
+    /// left unchanged.
+    #[error("{name}: not recorded in the shared state, the local file is unchanged: {message}")]
+    Mirror { name: String, message: String },
     #[error("{dir} is not writable ({file}: {source})")]
     NotWritable {
         dir: PathBuf,
@@ -240,10 +244,42 @@ struct FaultsFile {
 /// Version of the [`UPDATE_PROGRESS_FILE`] format this daemon reads and writes.
 pub const UPDATE_PROGRESS_VERSION: u32 = 1;
 
+/// The state files two managers share under `[ha]` (kept in etcd; the state directory is the
+/// local cache): the LID plan, jobs, virtual faults, update progress, generation number, the
+/// SA registry (`sa_store`) and port health (`health::store`). Never the M_Key (`m-key`): a
+/// secret stays on its machine.
+pub const SHARED_FILES: &[&str] = &[
+    GUID2LID_FILE,
+    JOBS_FILE,
+    VIRTUAL_FAULTS_FILE,
+    UPDATE_PROGRESS_FILE,
+    GENERATION_FILE,
+    "sa-registry.json",
+    "health.json",
+];
+
+/// Whether `name` is one of the [`SHARED_FILES`].
+pub fn is_shared_file(name: &str) -> bool {
+    SHARED_FILES.contains(&name)
+}
+
+/// Where the shared state files go before the local file (`[ha]`: etcd through
+/// `fabric_ha::SharedState`). Called from blocking code (the state directory's callers run on
+/// blocking threads or accept a short block); an error is the write's error, and the local file
+/// is then left unchanged.
+pub trait StateMirror: Send + Sync + std::fmt::Debug {
+    /// Records `bytes` as the content of the shared file `name`.
+    fn put(&self, name: &str, bytes: &[u8]) -> Result<(), String>;
+    /// Removes the shared file `name` (absent: success).
+    fn delete(&self, name: &str) -> Result<(), String>;
+}
+
 /// The daemon's state directory.
 #[derive(Clone, Debug)]
 pub struct StateDir {
     dir: PathBuf,
+    /// `[ha]`: the shared files go there first (see [`StateMirror`]).
+    mirror: Option<std::sync::Arc<dyn StateMirror>>,
 }
 
 impl StateDir {
@@ -266,9 +302,81 @@ impl StateDir {
         if meta.mode() & 0o007 != 0 && meta.uid() == effective_uid() {
             fs::set_permissions(dir, fs::Permissions::from_mode(0o750)).map_err(io)?;
         }
-        let s = StateDir { dir: dir.to_path_buf() };
+        let s = StateDir {
+            dir: dir.to_path_buf(),
+            mirror: None,
+        };
         s.remove_stale_temporaries();
         Ok(s)
+    }
+
+    /// The same directory, every write and removal of a [shared file](SHARED_FILES) going to
+    /// `mirror` first (`[ha]`, while leader).
+    pub fn with_mirror(&self, mirror: std::sync::Arc<dyn StateMirror>) -> StateDir {
+        StateDir {
+            dir: self.dir.clone(),
+            mirror: Some(mirror),
+        }
+    }
+
+    /// Whether writes of shared files go to a mirror.
+    pub fn is_mirrored(&self) -> bool {
+        self.mirror.is_some()
+    }
+
+    /// The shared files present in the directory, by name (their bytes; read as [`Self::read`]
+    /// reads): what a first leader uploads when the shared state is empty.
+    pub fn read_shared_files(&self) -> Result<BTreeMap<String, Vec<u8>>, PersistError> {
+        let mut out = BTreeMap::new();
+        for &name in SHARED_FILES {
+            if let Some(text) = self.read(name)? {
+                out.insert(name.to_string(), text.into_bytes());
+            }
+        }
+        Ok(out)
+    }
+
+    /// Makes the local shared files what `files` holds (the shared state a new leader loaded):
+    /// each written atomically, the shared files absent from `files` removed; never mirrored.
+    /// Names that are not shared files are refused (an error naming them).
+    pub fn replace_shared_files(&self, files: &BTreeMap<String, Vec<u8>>) -> Result<(), PersistError> {
+        if let Some(name) = files.keys().find(|n| !is_shared_file(n)) {
+            return Err(PersistError::Corrupt {
+                path: self.file(name),
+                message: format!("not a shared state file (expected one of {SHARED_FILES:?})"),
+            });
+        }
+        for &name in SHARED_FILES {
+            match files.get(name) {
+                Some(bytes) => self.write_local(name, bytes, 0o640)?,
+                None => self.remove_local(name)?,
+            }
+        }
+        Ok(())
+    }
+
+    fn mirror_of(&self, name: &str) -> Option<&dyn StateMirror> {
+        self.mirror.as_deref().filter(|_| is_shared_file(name))
+    }
+
+    /// Removes a file of the directory (absent: success), from the mirror first when shared.
+    pub fn remove(&self, name: &str) -> Result<(), PersistError> {
+        if let Some(m) = self.mirror_of(name) {
+            m.delete(name).map_err(|message| PersistError::Mirror {
+                name: name.to_string(),
+                message,
+            })?;
+        }
+        self.remove_local(name)
+    }
+
+    fn remove_local(&self, name: &str) -> Result<(), PersistError> {
+        let path = self.file(name);
+        match fs::remove_file(&path) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+            Err(source) => Err(PersistError::Io { path, source }),
+        }
     }
 
     /// Removes `.NAME.*.tmp` files a crash left (unlinking never follows a symlink).
@@ -380,12 +488,24 @@ impl StateDir {
     }
 
     /// [`Self::write_atomic`], the file readable by its owner only (`0600`, set before any
-    /// byte is written): for secrets.
+    /// byte is written): for secrets, never mirrored.
     pub fn write_atomic_private(&self, name: &str, contents: &[u8]) -> Result<(), PersistError> {
-        self.write_atomic_mode(name, contents, 0o600)
+        self.write_local(name, contents, 0o600)
     }
 
+    /// A shared file goes to the mirror first (its failure is the write's error, the local file
+    /// unchanged), then to the local file.
     fn write_atomic_mode(&self, name: &str, contents: &[u8], mode: u32) -> Result<(), PersistError> {
+        if let Some(m) = self.mirror_of(name) {
+            m.put(name, contents).map_err(|message| PersistError::Mirror {
+                name: name.to_string(),
+                message,
+            })?;
+        }
+        self.write_local(name, contents, mode)
+    }
+
+    fn write_local(&self, name: &str, contents: &[u8], mode: u32) -> Result<(), PersistError> {
         let path = self.file(name);
         write_file_atomically(&path, contents, mode).map_err(|source| PersistError::Io { path, source })
     }
@@ -510,12 +630,7 @@ impl StateDir {
 
     /// Removes the progress file (the update committed or was aborted).
     pub fn clear_update_progress(&self) -> Result<(), PersistError> {
-        let path = self.file(UPDATE_PROGRESS_FILE);
-        match fs::remove_file(&path) {
-            Ok(()) => Ok(()),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
-            Err(source) => Err(PersistError::Io { path, source }),
-        }
+        self.remove(UPDATE_PROGRESS_FILE)
     }
 
     /// The last committed routing generation; `None` when none was ever committed with this
@@ -896,5 +1011,150 @@ mod tests {
         let e = s.load_last_generation().unwrap_err();
         assert!(matches!(e, PersistError::Io { .. }), "{e:?}");
         assert!(e.to_string().contains(GENERATION_FILE), "{e}");
+    }
+
+    /// A mirror that records every call (in order, with the local file's content at the time)
+    /// and fails while `fail` is set.
+    #[derive(Debug, Default)]
+    struct FakeMirror {
+        dir: PathBuf,
+        log: std::sync::Mutex<Vec<String>>,
+        fail: std::sync::atomic::AtomicBool,
+    }
+
+    impl FakeMirror {
+        fn local(&self, name: &str) -> String {
+            fs::read_to_string(self.dir.join(name)).unwrap_or_else(|_| "<absent>".into())
+        }
+        fn failing(&self) -> Result<(), String> {
+            if self.fail.load(std::sync::atomic::Ordering::SeqCst) {
+                Err("etcd 127.0.0.1:1: unreachable".into())
+            } else {
+                Ok(())
+            }
+        }
+    }
+
+    impl StateMirror for FakeMirror {
+        fn put(&self, name: &str, bytes: &[u8]) -> Result<(), String> {
+            let local = self.local(name);
+            self.log.lock().unwrap().push(format!(
+                "put {name} {} (local: {})",
+                String::from_utf8_lossy(bytes).trim(),
+                local.trim()
+            ));
+            self.failing()
+        }
+        fn delete(&self, name: &str) -> Result<(), String> {
+            let local = self.local(name);
+            self.log
+                .lock()
+                .unwrap()
+                .push(format!("delete {name} (local: {})", local.trim()));
+            self.failing()
+        }
+    }
+
+    fn mirrored() -> (tempfile::TempDir, StateDir, std::sync::Arc<FakeMirror>) {
+        let d = tempfile::tempdir().unwrap();
+        let plain = StateDir::open(&d.path().join("state")).unwrap();
+        let m = std::sync::Arc::new(FakeMirror {
+            dir: plain.path().to_path_buf(),
+            ..FakeMirror::default()
+        });
+        let s = plain.with_mirror(m.clone());
+        (d, s, m)
+    }
+
+    #[test]
+    fn shared_files_go_to_the_mirror_before_the_local_file() {
+        let (_d, s, m) = mirrored();
+        assert!(s.is_mirrored());
+        s.write_atomic(GENERATION_FILE, b"one").unwrap();
+        s.write_atomic(GENERATION_FILE, b"two").unwrap();
+        s.write_atomic("not-shared", b"x").unwrap();
+        s.save_m_key(0x1234).unwrap();
+        s.write_atomic(UPDATE_PROGRESS_FILE, b"p").unwrap();
+        s.clear_update_progress().unwrap();
+        let log = m.log.lock().unwrap().clone();
+        assert_eq!(
+            log,
+            vec![
+                // The mirror saw each write while the local file still had the old content.
+                "put generation.json one (local: <absent>)",
+                "put generation.json two (local: one)",
+                "put update-progress.json p (local: <absent>)",
+                "delete update-progress.json (local: p)",
+            ]
+        );
+        assert_eq!(s.read(GENERATION_FILE).unwrap().as_deref(), Some("two"));
+        assert_eq!(s.read(UPDATE_PROGRESS_FILE).unwrap(), None);
+        assert_eq!(s.load_m_key().unwrap(), Some(0x1234));
+    }
+
+    #[test]
+    fn the_m_key_is_never_mirrored_and_the_sa_registry_and_health_are() {
+        assert!(!is_shared_file(M_KEY_FILE));
+        assert!(is_shared_file(crate::sa_store::SA_REGISTRY_FILE));
+        assert!(is_shared_file(crate::health::store::HEALTH_FILE));
+        for f in [
+            GUID2LID_FILE,
+            JOBS_FILE,
+            VIRTUAL_FAULTS_FILE,
+            UPDATE_PROGRESS_FILE,
+            GENERATION_FILE,
+        ] {
+            assert!(is_shared_file(f), "{f}");
+        }
+        let (_d, s, m) = mirrored();
+        // Even through the plain write (a mistaken caller): the name decides.
+        s.write_atomic(M_KEY_FILE, b"0x0000000000000001\n").unwrap();
+        s.save_m_key(7).unwrap();
+        s.remove(M_KEY_FILE).unwrap();
+        assert!(m.log.lock().unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_failing_mirror_leaves_the_local_file_unchanged_and_names_the_file() {
+        let (_d, s, m) = mirrored();
+        s.save_jobs(&Jobs::new()).unwrap();
+        s.write_atomic(UPDATE_PROGRESS_FILE, b"p").unwrap();
+        let before = fs::read(s.path().join(JOBS_FILE)).unwrap();
+        m.fail.store(true, std::sync::atomic::Ordering::SeqCst);
+        let mut jobs = Jobs::new();
+        jobs.insert("j1".into(), vec![JobPort::new(0x10, "n1")]);
+        let e = s.save_jobs(&jobs).unwrap_err().to_string();
+        assert!(
+            e.contains("jobs.json") && e.contains("not recorded in the shared state") && e.contains("unreachable"),
+            "{e}"
+        );
+        assert_eq!(fs::read(s.path().join(JOBS_FILE)).unwrap(), before);
+        // A removal too: the local progress file stays.
+        assert!(s.clear_update_progress().is_err());
+        assert_eq!(s.read(UPDATE_PROGRESS_FILE).unwrap().as_deref(), Some("p"));
+        // Back: the write goes through.
+        m.fail.store(false, std::sync::atomic::Ordering::SeqCst);
+        s.save_jobs(&jobs).unwrap();
+        assert_eq!(s.load_jobs().unwrap(), jobs);
+    }
+
+    #[test]
+    fn the_shared_files_are_replaced_and_read_locally_without_the_mirror() {
+        let (_d, s, m) = mirrored();
+        fs::write(s.path().join(UPDATE_PROGRESS_FILE), b"stale").unwrap();
+        s.save_m_key(9).unwrap();
+        let mut files = BTreeMap::new();
+        files.insert(GUID2LID_FILE.to_string(), b"0x10 1 1\n".to_vec());
+        files.insert(GENERATION_FILE.to_string(), b"{}".to_vec());
+        s.replace_shared_files(&files).unwrap();
+        assert!(m.log.lock().unwrap().is_empty(), "never mirrored");
+        // What the shared state lacks is removed locally (a stale progress file would recover a
+        // finished update); the M_Key stays.
+        assert_eq!(s.read(UPDATE_PROGRESS_FILE).unwrap(), None);
+        assert_eq!(s.load_m_key().unwrap(), Some(9));
+        assert_eq!(s.read_shared_files().unwrap(), files);
+        files.insert("m-key".into(), b"0x1".to_vec());
+        let e = s.replace_shared_files(&files).unwrap_err().to_string();
+        assert!(e.contains("m-key") && e.contains("not a shared state file"), "{e}");
     }
 }

@@ -20,7 +20,9 @@ use tokio::net::TcpListener;
 
 use crate::state::Phase;
 
+mod ha;
 mod health;
+pub use ha::{HaGauges, HaSource};
 pub use health::{HealthGauges, PortRate};
 
 /// The port-health monitor's per-port view for the dashboard ([`Telemetry::health_ports`]).
@@ -155,6 +157,8 @@ pub struct Telemetry {
     /// The live dashboard's routes, served on the same listener.
     dashboard: Arc<std::sync::OnceLock<Arc<crate::dashboard::Dashboard>>>,
     health: health::HealthMetrics,
+    /// `fabricd_ha_*`: only with `[ha]` ([`Telemetry::with_ha`]).
+    ha: Option<ha::HaMetrics>,
 }
 
 /// Validity of the installed routing (`fabricd_routing_*`): set at every commit.
@@ -224,6 +228,16 @@ fn latency_buckets() -> impl Iterator<Item = f64> {
 
 impl Telemetry {
     pub fn new() -> Telemetry {
+        Telemetry::build(false)
+    }
+
+    /// [`Telemetry::new`] with the `fabricd_ha_*` metrics (`[ha]`); their values come from
+    /// the source given to [`Telemetry::attach_ha`].
+    pub fn with_ha() -> Telemetry {
+        Telemetry::build(true)
+    }
+
+    fn build(with_ha: bool) -> Telemetry {
         let mut r = Registry::with_prefix("fabricd");
         let routed_seconds = Histogram::new(latency_buckets());
         let committed_seconds = Histogram::new(latency_buckets());
@@ -346,6 +360,7 @@ impl Telemetry {
         let validity = ValidityGauges::register(&mut r);
         let sa = SaMetrics::register(&mut r);
         let health = health::HealthMetrics::register(&mut r);
+        let ha = with_ha.then(|| ha::HaMetrics::register(&mut r));
         let t = Telemetry {
             registry: Arc::new(r),
             routed_seconds,
@@ -375,6 +390,7 @@ impl Telemetry {
             sa,
             dashboard: Arc::default(),
             health,
+            ha,
         };
         t.set_phase(Phase::Idle);
         t
@@ -525,9 +541,29 @@ impl Telemetry {
         }
     }
 
+    /// The source of the `fabricd_ha_*` metrics (read at every scrape; also decides `/ready`
+    /// while it reports a reason). Ignored without [`Telemetry::with_ha`]; the first stays.
+    pub fn attach_ha(&self, source: HaSource) {
+        if let Some(h) = &self.ha {
+            h.attach(source);
+        }
+    }
+
+    /// What `/ready` answers: `None` = 200, else the reason of the 503 (HA first: a standby or
+    /// a fenced leader is not ready whatever its tables).
+    pub fn not_ready(&self) -> Option<String> {
+        if let Some(why) = self.ha.as_ref().and_then(ha::HaMetrics::read).and_then(|v| v.not_ready) {
+            return Some(why);
+        }
+        self.not_ready.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
     /// The OpenMetrics text exposition.
     pub fn encode(&self) -> String {
         self.sa.refresh();
+        if let Some(h) = &self.ha {
+            h.refresh();
+        }
         let mut s = String::new();
         // Writing to a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut s, &self.registry);
@@ -542,7 +578,7 @@ impl Telemetry {
                 self.encode(),
             ),
             (&Method::GET, "/live") => (StatusCode::OK, "text/plain", "live\n".into()),
-            (&Method::GET, "/ready") => match self.not_ready.lock().unwrap_or_else(PoisonError::into_inner).clone() {
+            (&Method::GET, "/ready") => match self.not_ready() {
                 None => (StatusCode::OK, "text/plain", "ready\n".into()),
                 Some(why) => (StatusCode::SERVICE_UNAVAILABLE, "text/plain", format!("{why}\n")),
             },
@@ -608,6 +644,44 @@ pub async fn bind(listen: &str) -> std::io::Result<(TcpListener, SocketAddr)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ha_metrics_only_with_ha_and_ready_follows_the_fence() {
+        assert!(!Telemetry::new().encode().contains("fabricd_ha_"));
+        let t = Telemetry::with_ha();
+        t.set_readiness(None);
+        let fenced = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let f = fenced.clone();
+        t.attach_ha(Arc::new(move || {
+            let fenced = f.load(std::sync::atomic::Ordering::SeqCst);
+            HaGauges {
+                leader: true,
+                epoch: 42,
+                lease_remaining_s: 3.5,
+                fenced,
+                etcd_reachable: !fenced,
+                fenced_writes: 7,
+                leader_changes: 2,
+                not_ready: fenced.then(|| "fenced: the lease of epoch 42 was not renewed".into()),
+            }
+        }));
+        assert_eq!(t.not_ready(), None);
+        let s = t.encode();
+        for line in [
+            "fabricd_ha_leader 1",
+            "fabricd_ha_epoch 42",
+            "fabricd_ha_lease_remaining_seconds 3.5",
+            "fabricd_ha_fenced 0",
+            "fabricd_ha_etcd_reachable 1",
+            "fabricd_ha_fenced_writes_total 7",
+            "fabricd_ha_leader_changes_total 2",
+        ] {
+            assert!(s.contains(line), "{line}:\n{s}");
+        }
+        fenced.store(true, std::sync::atomic::Ordering::SeqCst);
+        assert!(t.not_ready().unwrap().starts_with("fenced"));
+        assert!(t.encode().contains("fabricd_ha_fenced 1"));
+    }
 
     #[test]
     fn exposition_has_every_family() {

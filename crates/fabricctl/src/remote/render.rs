@@ -83,7 +83,81 @@ pub fn status_json(s: &pb::Status) -> Value {
         "routing_fallback_reason": s.routing_fallback_reason,
         "unreachable_pairs": s.unreachable_pairs,
         "disconnected_pairs": s.disconnected_pairs,
+        "ha": s.ha.as_ref().map(ha_json),
     })
+}
+
+/// Lower-case name of an HA role (`standby`, `leader`, `stepping-down`).
+pub fn ha_role_name(r: i32) -> &'static str {
+    match pb::HaRole::try_from(r).unwrap_or(pb::HaRole::Unspecified) {
+        pb::HaRole::Standby => "standby",
+        pb::HaRole::Leader => "leader",
+        pb::HaRole::SteppingDown => "stepping-down",
+        pb::HaRole::Unspecified => "unknown",
+    }
+}
+
+/// JSON of the HA part of a status reply.
+fn ha_json(h: &pb::HaStatus) -> Value {
+    json!({
+        "role": ha_role_name(h.role),
+        "node_name": h.node_name,
+        "leader_node": h.leader_node,
+        "leader_advertise": h.leader_advertise,
+        "epoch": h.epoch,
+        "lease_id": h.lease_id,
+        "lease_ttl_s": h.lease_ttl_s,
+        "lease_remaining_ms": h.lease_remaining_ms,
+        "etcd_reachable": h.etcd_reachable,
+        "fenced": h.fenced,
+        "fenced_writes": h.fenced_writes,
+        "leader_changes": h.leader_changes,
+        "leader_since_unix_ms": h.leader_since_unix_ms,
+        "message": h.message,
+    })
+}
+
+/// The `HA:` line of `fabricctl status` (`None` without `[ha]`): role, this node, the leader,
+/// epoch, lease, etcd, fence.
+pub fn ha_text(s: &pb::Status) -> Option<String> {
+    let h = s.ha.as_ref()?;
+    let leader = if h.leader_node.is_empty() {
+        "none known".to_string()
+    } else if h.leader_advertise.is_empty() {
+        h.leader_node.clone()
+    } else {
+        format!("{} ({})", h.leader_node, h.leader_advertise)
+    };
+    let lease = if h.lease_id != 0 {
+        format!(
+            "lease {:x} ({} s TTL, {:.1} s left)",
+            h.lease_id,
+            h.lease_ttl_s,
+            h.lease_remaining_ms as f64 / 1000.0
+        )
+    } else {
+        format!("no lease ({} s TTL)", h.lease_ttl_s)
+    };
+    let mut t = format!(
+        "{} on {}, leader {leader}, epoch {}, {lease}, etcd {}, {}",
+        ha_role_name(h.role),
+        h.node_name,
+        h.epoch,
+        if h.etcd_reachable { "reachable" } else { "UNREACHABLE" },
+        if h.fenced {
+            "FENCED (switch writes refused)"
+        } else {
+            "writes allowed"
+        },
+    );
+    if h.fenced_writes > 0 {
+        t.push_str(&format!(", {} writes refused", h.fenced_writes));
+    }
+    t.push_str(&format!(", {} leader changes", h.leader_changes));
+    if !h.message.is_empty() {
+        t.push_str(&format!(": {}", h.message));
+    }
+    Some(t)
 }
 
 /// JSON of the unprogrammed switches of a status reply.
@@ -371,6 +445,37 @@ mod tests {
         assert_eq!(v["dual_lids"], true);
         assert_eq!(v["subscribers"], 64);
         assert_eq!(v["missed_acks"][0], "job-7 (unpath)");
+    }
+
+    #[test]
+    fn the_ha_line_and_json_show_role_leader_epoch_and_fence() {
+        assert_eq!(ha_text(&pb::Status::default()), None);
+        assert!(status_json(&pb::Status::default())["ha"].is_null());
+        let s = pb::Status {
+            ha: Some(pb::HaStatus {
+                role: pb::HaRole::Standby as i32,
+                node_name: "mgmt2".into(),
+                leader_node: "mgmt1".into(),
+                leader_advertise: "mgmt1:50051".into(),
+                epoch: 42,
+                lease_ttl_s: 5,
+                etcd_reachable: true,
+                fenced: true,
+                leader_changes: 1,
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let t = ha_text(&s).unwrap();
+        assert_eq!(
+            t,
+            "standby on mgmt2, leader mgmt1 (mgmt1:50051), epoch 42, no lease (5 s TTL), etcd reachable, \
+             FENCED (switch writes refused), 1 leader changes"
+        );
+        let v = status_json(&s);
+        assert_eq!(v["ha"]["role"], "standby");
+        assert_eq!(v["ha"]["epoch"], 42);
+        assert_eq!(v["ha"]["leader_node"], "mgmt1");
     }
 
     #[test]

@@ -208,6 +208,7 @@ impl Config {
             }
         }
         v.extend(self.health.check());
+        v.extend(self.ha.check(self.driver.kind));
         v
     }
 }

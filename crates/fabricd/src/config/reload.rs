@@ -63,6 +63,7 @@ impl Config {
         cmp!(applied, "multicast", multicast);
         cmp!(applied, "health", health);
         cmp!(need_restart, "slurm", slurm);
+        cmp!(need_restart, "ha", ha);
         d
     }
 
@@ -88,6 +89,7 @@ impl Config {
         c.routing.threads = self.routing.threads;
         c.prometheus = self.prometheus.clone();
         c.slurm = self.slurm.clone();
+        c.ha = self.ha.clone();
         c
     }
 }

@@ -46,6 +46,41 @@ pub fn check_grpc(cfg: &Config) -> Result<Option<String>, DaemonError> {
     }))
 }
 
+/// `[ha]` for `--check-config` (the configuration checked its values): its TLS files can be
+/// read (the error names the key and the path, never the content). etcd is not contacted.
+/// `None` without `[ha]`, else a summary for the "configuration OK" line.
+pub fn check_ha(cfg: &Config) -> Result<Option<String>, DaemonError> {
+    let h = &cfg.ha;
+    if !h.enabled() {
+        return Ok(None);
+    }
+    for (key, path) in [
+        ("ha.tls_ca", &h.tls_ca),
+        ("ha.tls_cert", &h.tls_cert),
+        ("ha.tls_key", &h.tls_key),
+    ] {
+        if let Some(p) = path {
+            std::fs::File::open(p).map_err(|source| DaemonError::Io {
+                what: match key {
+                    "ha.tls_ca" => "ha.tls_ca: cannot read",
+                    "ha.tls_cert" => "ha.tls_cert: cannot read",
+                    _ => "ha.tls_key: cannot read",
+                },
+                path: p.display().to_string(),
+                source,
+            })?;
+        }
+    }
+    Ok(Some(format!(
+        "HA node {} on etcd {} (prefix {}, lease {} s{})",
+        h.effective_node_name(),
+        h.etcd_endpoints.join(", "),
+        h.key_prefix,
+        h.lease_ttl_s,
+        if h.tls_ca.is_some() { ", TLS" } else { "" }
+    )))
+}
+
 /// Ranking inputs from `[routing]` (reads `roots_file`).
 pub fn rank_options(cfg: &Config) -> Result<RankOptions, DaemonError> {
     let mut roots = Vec::new();

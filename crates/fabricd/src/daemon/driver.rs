@@ -70,14 +70,18 @@ pub type OpenedDriver = (Arc<dyn SouthboundDriver>, Option<Arc<MockFabric>>);
 /// opened, the oob inventory read). The second value is the simulated fabric when the driver is
 /// `mock` (it serves the packet-level RPCs Trace and VerifyReachability).
 pub async fn open_driver(cfg: &Config) -> Result<OpenedDriver, DaemonError> {
-    open_driver_counted(cfg, &cfg.daemon.state_dir).await.map(|(d, _)| d)
+    open_driver_counted(cfg, &cfg.daemon.state_dir, None)
+        .await
+        .map(|(d, _)| d)
 }
 
 /// [`open_driver`], and the umad driver itself when it is the one selected (for its SMP
-/// counters).
+/// counters). `fence` (`[ha]`, oob only): every agent request carries its epoch, every write
+/// is checked against it.
 pub(super) async fn open_driver_counted(
     cfg: &Config,
     state_path: &std::path::Path,
+    fence: Option<Arc<fabric_southbound::Fence>>,
 ) -> Result<(OpenedDriver, Option<Arc<fabric_umad::UmadDriver>>), DaemonError> {
     match cfg.driver.kind {
         DriverKind::Mock => {
@@ -121,6 +125,9 @@ pub(super) async fn open_driver_counted(
                 what: format!("driver.oob.inventory = {}", o.inventory.display()),
                 source,
             })?;
+            if let Some(f) = fence {
+                d.set_fence(f);
+            }
             Ok(((Arc::new(d), None), None))
         }
     }

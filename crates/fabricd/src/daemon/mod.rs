@@ -9,23 +9,30 @@
 //!   inventory read) and the umad counters' reporter;
 //! * `checks`: what the start and `--check-config` verify (TLS files, ranking inputs, LID
 //!   range) and the loop settings and thread pools derived from the configuration;
-//! * `listen`: the Unix socket and the gRPC server builder.
+//! * `listen`: the Unix socket and the gRPC server builder;
+//! * `ha`: `[ha]`: the write fence, the etcd coordinator, the standby's status-only service.
+//!
+//! With `[ha]` the binary alternates [`HaNode::standby`] (until elected) and [`run_as`] with
+//! the [`Leadership`] (until stopped, or leadership lost: [`RunOutcome::SteppedDown`]).
 
 mod checks;
 mod driver;
+mod ha;
 mod listen;
 
 pub use checks::{
-    check_fabric_fits, check_grpc, check_recorded_lids, effective_max_lid, load_grpc_tls, partition_settings,
+    check_fabric_fits, check_grpc, check_ha, check_recorded_lids, effective_max_lid, load_grpc_tls, partition_settings,
     rank_options,
 };
 pub use driver::{build_mock, check_driver, mock_config, open_driver, OpenedDriver};
+pub use ha::{HaNode, NO_SELF_FENCE_ENV};
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
+use fabric_ha::Leadership;
 use fabric_proto::v1::fabric_manager_server::FabricManagerServer;
 use fabric_routing::{Dmodk, EngineKind};
 use fabric_topology::Lid;
@@ -84,6 +91,18 @@ pub enum DaemonError {
     /// the content.
     #[error("gRPC TLS: {0}")]
     Tls(#[from] fabric_proto::tls::TlsFileError),
+    /// High availability (`[ha]`): etcd refused the coordinator (names the endpoints).
+    #[error("high availability: {0}")]
+    Ha(String),
+}
+
+/// How a run of the daemon ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RunOutcome {
+    /// Shutdown requested (or the control channel closed): the process exits.
+    Stopped,
+    /// `[ha]`: leadership lost (the reason); the loop stopped, the process stands by again.
+    SteppedDown(String),
 }
 
 /// What the binary tells the daemon (from signals).
@@ -128,8 +147,18 @@ async fn unless_stopped<T>(
     }
 }
 
-/// Runs the daemon until [`Control::Shutdown`] arrives on `control`.
-pub async fn run(opts: RunOptions, mut control: mpsc::Receiver<Control>) -> Result<(), DaemonError> {
+/// Runs the daemon until [`Control::Shutdown`] arrives on `control` (without `[ha]`).
+pub async fn run(mut opts: RunOptions, mut control: mpsc::Receiver<Control>) -> Result<(), DaemonError> {
+    run_as(&mut opts, &mut control, None).await.map(|_| ())
+}
+
+/// Runs the daemon until [`Control::Shutdown`] arrives on `control`, or, as the `[ha]` leader
+/// (`ha`), until leadership is lost. Reloads applied are kept in `opts.config`.
+pub async fn run_as(
+    opts: &mut RunOptions,
+    control: &mut mpsc::Receiver<Control>,
+    ha: Option<(&HaNode, Leadership)>,
+) -> Result<RunOutcome, DaemonError> {
     let mut config = opts.config.clone();
     let state_path = opts
         .state_dir
@@ -141,26 +170,42 @@ pub async fn run(opts: RunOptions, mut control: mpsc::Receiver<Control>) -> Resu
     let grpc_tls = load_grpc_tls(&config)?;
     // So does a partitions file that does not parse (read again with the loop's settings).
     checks::partition_settings(&config)?;
+    // [ha] leader: etcd's shared state becomes the state directory's, before anything reads it.
+    let (ha_node, mut leadership) = match ha {
+        Some((node, l)) => (Some(node), Some(l)),
+        None => (None, None),
+    };
+    if let Some(l) = &leadership {
+        if let Err(e) = ha::take_over_state(l, &state_path).await {
+            tracing::error!("HA: {e}: giving the leadership up");
+            let _ = notifier.status(&format!("stepping down: {e}"));
+            if let Some(l) = leadership.take() {
+                l.resign().await;
+            }
+            return Ok(RunOutcome::SteppedDown(e));
+        }
+    }
+    let fence = ha_node.map(|n| n.fence.clone());
 
     // Driver and discovery. Both can wait on the fabric for long (a umad device under the
     // simulator shim does not open until ibsim runs; SMPs to a dead fabric time out), so a stop
     // request ends the start wherever it is.
     let kind = config.driver.kind.name();
     let start = async {
-        let ((driver, mock), umad) = open_driver_counted(&config, &state_path).await?;
+        let ((driver, mock), umad) = open_driver_counted(&config, &state_path, fence.clone()).await?;
         let physical = driver
             .discover()
             .await
             .map_err(|source| DaemonError::Discovery { kind, source })?;
         Ok::<_, DaemonError>((driver, mock, umad, Arc::new(physical)))
     };
-    let Some(started) = unless_stopped(start, &mut control).await else {
+    let Some(started) = unless_stopped(start, control).await else {
         tracing::warn!(
             driver = kind,
             "stopped while starting (the driver was still opening its device or discovering the fabric): no generation installed"
         );
         let _ = notifier.stopping();
-        return Ok(());
+        return Ok(RunOutcome::Stopped);
     };
     let (driver, mock, umad, physical) = started?;
     // Subnet-manager election: while another manager with precedence is master, stand by
@@ -173,17 +218,17 @@ pub async fn run(opts: RunOptions, mut control: mpsc::Receiver<Control>) -> Resu
             let _ = notifier.ready(&msg);
         }
     };
-    let Some(was_standby) = unless_stopped(driver.standby_while_master(&on_standby), &mut control).await else {
+    let Some(was_standby) = unless_stopped(driver.standby_while_master(&on_standby), control).await else {
         tracing::info!("stopped while standby");
         let _ = notifier.stopping();
-        return Ok(());
+        return Ok(RunOutcome::Stopped);
     };
     let was_standby = was_standby.map_err(|source| DaemonError::Discovery { kind, source })?;
     let physical = if was_standby {
-        let Some(found) = unless_stopped(driver.discover(), &mut control).await else {
+        let Some(found) = unless_stopped(driver.discover(), control).await else {
             tracing::info!("stopped while discovering the fabric to take it over");
             let _ = notifier.stopping();
-            return Ok(());
+            return Ok(RunOutcome::Stopped);
         };
         Arc::new(found.map_err(|source| DaemonError::Discovery { kind, source })?)
     } else {
@@ -200,8 +245,12 @@ pub async fn run(opts: RunOptions, mut control: mpsc::Receiver<Control>) -> Resu
         "fabric discovered"
     );
 
-    // State directory.
+    // State directory ([ha]: every shared file goes to etcd first).
     let state_dir = StateDir::open(&state_path)?;
+    let state_dir = match &leadership {
+        Some(l) => state_dir.with_mirror(Arc::new(crate::ha::EtcdMirror::new(l.shared_state()))),
+        None => state_dir,
+    };
     // A directory that cannot take the state files would let every commit go unrecorded.
     state_dir.probe_writable()?;
     let max_lid: Lid = effective_max_lid(&config, caps.max_lid);
@@ -256,7 +305,7 @@ pub async fn run(opts: RunOptions, mut control: mpsc::Receiver<Control>) -> Resu
     let (notices, _) = broadcast::channel(1024);
     // [slurm]: a task of its own, fed by the notices (subscribed before the first commit).
     let _slurm = crate::slurm::spawn(&config.slurm, published.clone(), notices.subscribe());
-    let telemetry = Telemetry::new();
+    let telemetry = ha_node.map_or_else(Telemetry::new, HaNode::telemetry);
     // Subnet Administration: one service for the driver (umad answers SA MADs itself and keeps
     // its snapshot) and gRPC SaQuery; for the other drivers the loop keeps the snapshot.
     let sa = crate::sa::open_service(&state_dir)?;
@@ -303,7 +352,10 @@ pub async fn run(opts: RunOptions, mut control: mpsc::Receiver<Control>) -> Resu
     if let Some(w) = config.grpc.socket_mode_warning() {
         tracing::warn!("{w}");
     }
-    let listener = bind_socket(&socket_path, mode).await?;
+    let listener = match ha_node {
+        Some(n) => n.unix_listener()?,
+        None => bind_socket(&socket_path, mode).await?,
+    };
 
     let (ready_tx, ready_rx) = tokio::sync::oneshot::channel::<(u64, String)>();
     let watchdog = watchdog_interval();
@@ -340,8 +392,9 @@ pub async fn run(opts: RunOptions, mut control: mpsc::Receiver<Control>) -> Resu
             virtual_faults,
         },
     );
-    if was_standby {
-        // The old master's tables are in the switches: write only what differs.
+    if was_standby || leadership.is_some() {
+        // The old master's tables are in the switches: write only what differs. ([ha]: the
+        // previous leader's, always.)
         event_loop.read_back_first();
     }
     // The dashboard follows the notices from the first generation on.
@@ -371,19 +424,21 @@ pub async fn run(opts: RunOptions, mut control: mpsc::Receiver<Control>) -> Resu
     )?;
 
     // gRPC.
-    let shared = Arc::new(
-        Shared::new(
-            published.clone(),
-            events.clone(),
-            notices.clone(),
-            mock.clone().map(|m| m as Arc<dyn fabric_southbound::PacketSimulator>),
-            metrics_config.clone(),
-            analysis_pool,
-        )
-        .with_driver(driver.clone())
-        .with_sa(sa)
-        .with_health(health.clone()),
-    );
+    let shared = Shared::new(
+        published.clone(),
+        events.clone(),
+        notices.clone(),
+        mock.clone().map(|m| m as Arc<dyn fabric_southbound::PacketSimulator>),
+        metrics_config.clone(),
+        analysis_pool,
+    )
+    .with_driver(driver.clone())
+    .with_sa(sa)
+    .with_health(health.clone());
+    let shared = Arc::new(match ha_node {
+        Some(n) => shared.with_ha(n.view.clone(), false),
+        None => shared,
+    });
     // Requests are bounded by grpc.max_request_bytes; answers (whole-fabric LFT dumps) are not.
     let service = FabricManagerServer::new(FabricService::new(shared))
         .max_decoding_message_size(config.grpc.max_request_bytes as usize)
@@ -458,7 +513,10 @@ pub async fn run(opts: RunOptions, mut control: mpsc::Receiver<Control>) -> Resu
         servers.spawn(async move { router.serve_with_incoming_shutdown(incoming, stop).await });
     }
     let mut prom_task = None;
-    if !config.prometheus.listen.is_empty() {
+    if let Some(l) = ha_node.map(HaNode::prometheus_listener).transpose()?.flatten() {
+        // [ha]: bound once for every term.
+        prom_task = Some(tokio::spawn(telemetry.clone().serve(l, stopped(stop_rx.clone()))));
+    } else if !config.prometheus.listen.is_empty() && ha_node.is_none() {
         let (l, addr) = crate::telemetry::bind(&config.prometheus.listen)
             .await
             .map_err(|source| DaemonError::Io {
@@ -489,9 +547,27 @@ pub async fn run(opts: RunOptions, mut control: mpsc::Receiver<Control>) -> Resu
         });
     }
 
-    // Control channel.
+    // [ha]: fence transitions reach the log and systemd's STATUS; writes refused while fenced
+    // are retried at once when the fence reopens.
+    let fence_watch = ha_node.map(|n| tokio::spawn(ha::watch_fence(n.view.clone(), events.clone(), notifier.clone())));
+
+    // Control channel ([ha]: and the leadership).
+    let mut outcome = RunOutcome::Stopped;
     loop {
-        match control.recv().await {
+        let c = match leadership.as_mut() {
+            Some(l) => tokio::select! {
+                c = control.recv() => c,
+                reason = l.lost() => {
+                    let msg = format!("leadership lost: {reason}; stopping the event loop and standing by");
+                    tracing::error!("HA: {msg}");
+                    let _ = notifier.status(&format!("stepping down: {msg}"));
+                    outcome = RunOutcome::SteppedDown(reason.to_string());
+                    break;
+                }
+            },
+            None => control.recv().await,
+        };
+        match c {
             Some(Control::Reroute) => {
                 let _ = events
                     .send(Request::Reroute {
@@ -560,8 +636,15 @@ pub async fn run(opts: RunOptions, mut control: mpsc::Receiver<Control>) -> Resu
     }
 
     // Shutdown: stop accepting changes, let the running upload finish, then close listeners.
-    tracing::info!("shutting down");
-    let _ = notifier.stopping();
+    // ([ha] step-down: the fence already refuses writes; the socket stays for the standby.)
+    opts.config = config.clone();
+    if let Some(t) = fence_watch {
+        t.abort();
+    }
+    if outcome == RunOutcome::Stopped {
+        tracing::info!("shutting down");
+        let _ = notifier.stopping();
+    }
     health_reporter
         .set_not_serving::<FabricManagerServer<FabricService>>()
         .await;
@@ -590,9 +673,21 @@ pub async fn run(opts: RunOptions, mut control: mpsc::Receiver<Control>) -> Resu
     if let Some(t) = prom_task {
         t.abort();
     }
+    match (&outcome, leadership) {
+        (RunOutcome::Stopped, Some(l)) => {
+            // A clean shutdown of the leader: the standby takes over at once.
+            l.resign().await;
+        }
+        // Lost: dropping it stops the keep-alives (the fence is revoked already).
+        (_, l) => drop(l),
+    }
+    if outcome != RunOutcome::Stopped {
+        tracing::info!("event loop stopped; standing by");
+        return Ok(outcome);
+    }
     if let Err(e) = std::fs::remove_file(&socket_path) {
         tracing::debug!(error = %e, "socket already gone");
     }
     tracing::info!("stopped");
-    Ok(())
+    Ok(outcome)
 }

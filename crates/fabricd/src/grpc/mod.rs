@@ -72,6 +72,11 @@ pub struct Shared {
     pub sa: Option<Arc<fabric_sa::SaService>>,
     /// The port-health monitor (GetHealth, ClearHealth, InjectPortErrors).
     pub health: Option<Arc<crate::health::HealthHandle>>,
+    /// `[ha]`: the coordinator's status and the fence (Status.ha, readiness).
+    pub ha: Option<crate::ha::HaView>,
+    /// `[ha]` standby: no event loop behind this service; every call but Status is refused
+    /// with `UNAVAILABLE` naming the leader.
+    pub standby: bool,
     /// The last complete congestion metrics: (generation, settings, figures).
     metrics_cache: tokio::sync::Mutex<Option<(u64, MetricsConfig, Arc<CoreMetrics>)>>,
     /// The metrics computation in flight, if any (cancelled when a newer generation's starts).
@@ -99,6 +104,8 @@ impl Shared {
             driver: None,
             sa: None,
             health: None,
+            ha: None,
+            standby: false,
             metrics_cache: tokio::sync::Mutex::new(None),
             metrics_job: std::sync::Mutex::new(None),
             what_if: tokio::sync::Mutex::new(()),
@@ -114,6 +121,13 @@ impl Shared {
     /// Attaches the port-health monitor.
     pub fn with_health(mut self, health: Arc<crate::health::HealthHandle>) -> Shared {
         self.health = Some(health);
+        self
+    }
+
+    /// Attaches the HA state (`[ha]`); `standby`: the service of a standby (no event loop).
+    pub fn with_ha(mut self, ha: crate::ha::HaView, standby: bool) -> Shared {
+        self.ha = Some(ha);
+        self.standby = standby;
         self
     }
 
@@ -133,6 +147,14 @@ pub struct FabricService {
 impl FabricService {
     pub fn new(shared: Arc<Shared>) -> FabricService {
         FabricService { shared }
+    }
+
+    /// A standby refuses every call but Status: `UNAVAILABLE`, naming the leader and epoch.
+    fn serving(&self) -> Result<(), Status> {
+        match &self.shared.ha {
+            Some(h) if self.shared.standby => Err(Status::unavailable(h.standby_message())),
+            _ => Ok(()),
+        }
     }
 
     fn snapshot(&self) -> Arc<Published> {
@@ -182,20 +204,24 @@ impl FabricManager for FabricService {
     }
 
     async fn get_topology(&self, req: Request<pb::GetTopologyRequest>) -> Result<Response<pb::Topology>, Status> {
+        self.serving()?;
         self.handle_get_topology(req).await
     }
 
     async fn get_lft(&self, req: Request<pb::GetLftRequest>) -> Result<Response<pb::GetLftResponse>, Status> {
+        self.serving()?;
         self.handle_get_lft(req).await
     }
 
     type StreamLftStream = LftStream;
 
     async fn stream_lft(&self, req: Request<pb::GetLftRequest>) -> Result<Response<Self::StreamLftStream>, Status> {
+        self.serving()?;
         self.handle_stream_lft(req).await
     }
 
     async fn get_metrics(&self, req: Request<pb::GetMetricsRequest>) -> Result<Response<pb::MetricsReport>, Status> {
+        self.serving()?;
         self.handle_get_metrics(req).await
     }
 
@@ -203,40 +229,49 @@ impl FabricManager for FabricService {
         &self,
         req: Request<pb::InjectFaultRequest>,
     ) -> Result<Response<pb::InjectFaultResponse>, Status> {
+        self.serving()?;
         self.handle_inject_fault(req).await
     }
 
     async fn what_if(&self, req: Request<pb::WhatIfRequest>) -> Result<Response<pb::WhatIfReport>, Status> {
+        self.serving()?;
         self.handle_what_if(req).await
     }
 
     async fn reroute(&self, req: Request<pb::RerouteRequest>) -> Result<Response<pb::RerouteResponse>, Status> {
+        self.serving()?;
         self.handle_reroute(req).await
     }
 
     async fn set_job_mapping(&self, req: Request<pb::SetJobMappingRequest>) -> Result<Response<pb::Job>, Status> {
+        self.serving()?;
         self.handle_set_job_mapping(req).await
     }
 
     async fn clear_job(&self, req: Request<pb::ClearJobRequest>) -> Result<Response<pb::ClearJobResponse>, Status> {
+        self.serving()?;
         self.handle_clear_job(req).await
     }
 
     async fn list_jobs(&self, req: Request<pb::ListJobsRequest>) -> Result<Response<pb::ListJobsResponse>, Status> {
+        self.serving()?;
         self.handle_list_jobs(req).await
     }
 
     type SubscribeStream = UpdateStream;
 
     async fn subscribe(&self, req: Request<pb::SubscribeRequest>) -> Result<Response<Self::SubscribeStream>, Status> {
+        self.serving()?;
         self.handle_subscribe(req).await
     }
 
     async fn ack(&self, req: Request<pb::AckRequest>) -> Result<Response<pb::AckResponse>, Status> {
+        self.serving()?;
         self.handle_ack(req).await
     }
 
     async fn get_path(&self, req: Request<pb::GetPathRequest>) -> Result<Response<pb::PathInfo>, Status> {
+        self.serving()?;
         self.handle_get_path(req).await
     }
 
@@ -246,10 +281,12 @@ impl FabricManager for FabricService {
         &self,
         req: Request<pb::WatchEventsRequest>,
     ) -> Result<Response<Self::WatchEventsStream>, Status> {
+        self.serving()?;
         self.handle_watch_events(req).await
     }
 
     async fn trace(&self, req: Request<pb::TraceRequest>) -> Result<Response<pb::TraceResponse>, Status> {
+        self.serving()?;
         self.handle_trace(req).await
     }
 
@@ -257,10 +294,12 @@ impl FabricManager for FabricService {
         &self,
         req: Request<pb::VerifyReachabilityRequest>,
     ) -> Result<Response<pb::VerifyReachabilityResponse>, Status> {
+        self.serving()?;
         self.handle_verify_reachability(req).await
     }
 
     async fn sa_query(&self, req: Request<pb::SaQueryRequest>) -> Result<Response<pb::SaQueryResponse>, Status> {
+        self.serving()?;
         self.handle_sa_query(req).await
     }
 
@@ -268,6 +307,7 @@ impl FabricManager for FabricService {
         &self,
         req: Request<pb::ListMulticastGroupsRequest>,
     ) -> Result<Response<pb::ListMulticastGroupsResponse>, Status> {
+        self.serving()?;
         self.handle_list_multicast_groups(req).await
     }
 
@@ -275,6 +315,7 @@ impl FabricManager for FabricService {
         &self,
         req: Request<pb::VerifyMulticastRequest>,
     ) -> Result<Response<pb::VerifyMulticastResponse>, Status> {
+        self.serving()?;
         self.handle_verify_multicast(req).await
     }
 
@@ -282,10 +323,12 @@ impl FabricManager for FabricService {
         &self,
         req: Request<pb::ListPartitionsRequest>,
     ) -> Result<Response<pb::ListPartitionsResponse>, Status> {
+        self.serving()?;
         self.handle_list_partitions(req).await
     }
 
     async fn get_health(&self, req: Request<pb::GetHealthRequest>) -> Result<Response<pb::HealthReport>, Status> {
+        self.serving()?;
         self.handle_get_health(req).await
     }
 
@@ -293,6 +336,7 @@ impl FabricManager for FabricService {
         &self,
         req: Request<pb::ClearHealthRequest>,
     ) -> Result<Response<pb::ClearHealthResponse>, Status> {
+        self.serving()?;
         self.handle_clear_health(req).await
     }
 
@@ -300,6 +344,7 @@ impl FabricManager for FabricService {
         &self,
         req: Request<pb::InjectPortErrorsRequest>,
     ) -> Result<Response<pb::InjectPortErrorsResponse>, Status> {
+        self.serving()?;
         self.handle_inject_port_errors(req).await
     }
 }

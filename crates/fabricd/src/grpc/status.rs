@@ -37,7 +37,12 @@ impl FabricService {
                 fabric_southbound::DriverStats::default(),
             ),
         };
+        // [ha]: a standby, or a leader whose fence refuses writes, is not ready whatever its
+        // tables (what /ready answers too).
+        let ha_not_ready = self.shared.ha.as_ref().and_then(crate::ha::HaView::not_ready);
+        let not_ready = ha_not_ready.or_else(|| p.installation.not_ready.clone());
         Ok(Response::new(pb::Status {
+            ha: self.shared.ha.as_ref().map(crate::ha::HaView::pb),
             generation: p.generation(),
             phase: phase_pb(p.phase) as i32,
             engine: p.engine.clone(),
@@ -86,8 +91,8 @@ impl FabricService {
             tables_installed: p.installation.tables_installed(p.generation()),
             persistence_error: p.installation.persistence_error.clone(),
             topology_incomplete: p.installation.topology_incomplete.clone(),
-            ready: p.installation.not_ready.is_none(),
-            not_ready_reason: p.installation.not_ready.clone().unwrap_or_default(),
+            ready: not_ready.is_none(),
+            not_ready_reason: not_ready.unwrap_or_default(),
             routing_valid: g.is_some_and(|g| g.routing_check.valid),
             fallback_destinations: g.map_or(0, |g| g.routing_check.fallback_destinations),
             routing_fallback_reason: g.map_or_else(String::new, |g| g.routing_check.reason.clone()),
