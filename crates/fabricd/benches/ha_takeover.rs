@@ -31,7 +31,7 @@
 //! (`tests/ha_*.rs`) run on three members.
 //!
 //! ```text
-//! cargo bench -p fabricd --bench ha_takeover -- [--rounds 10] [--ttl 2] [--spec 'PGFT(...)']
+//! cargo bench -p fabricd --bench ha_takeover -- [--rounds 10] [--ttl 2] [--spec 'PGFT(...)'] [--keep]
 //! ```
 
 use std::io::{BufRead, BufReader, Read};
@@ -51,6 +51,8 @@ struct Args {
     spec: String,
     rounds: usize,
     ttl_s: u64,
+    /// Keep the directory (configs, managers' logs) after a successful run.
+    keep: bool,
 }
 
 fn args() -> anyhow::Result<Args> {
@@ -58,6 +60,7 @@ fn args() -> anyhow::Result<Args> {
         spec: BASELINE.into(),
         rounds: 10,
         ttl_s: 2,
+        keep: false,
     };
     let mut it = std::env::args().skip(1);
     let num = |v: Option<String>, name: &str| -> anyhow::Result<u64> {
@@ -69,6 +72,7 @@ fn args() -> anyhow::Result<Args> {
             "--spec" => a.spec = it.next().context("--spec needs a generator string")?,
             "--rounds" => a.rounds = usize::try_from(num(it.next(), "--rounds")?)?,
             "--ttl" => a.ttl_s = num(it.next(), "--ttl")?,
+            "--keep" => a.keep = true,
             _ => {} // cargo bench passes --bench
         }
     }
@@ -536,6 +540,10 @@ fn main() -> anyhow::Result<()> {
     drop(managers);
     drop(etcd);
     drop(sim);
-    let _ = std::fs::remove_dir_all(&dir);
+    if a.keep {
+        println!("files kept in {}", dir.display());
+    } else {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
     Ok(())
 }
