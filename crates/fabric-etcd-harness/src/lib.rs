@@ -63,7 +63,10 @@ fn free_port() -> u16 {
 }
 
 fn signal(pid: u32, sig: &str) {
-    let _ = Command::new("kill").arg(format!("-{sig}")).arg(pid.to_string()).status();
+    let _ = Command::new("kill")
+        .arg(format!("-{sig}"))
+        .arg(pid.to_string())
+        .status();
 }
 
 /// GET `path` on `127.0.0.1:port` (HTTP/1.0): the status line and body, or `None`.

@@ -188,6 +188,11 @@ impl Ctx {
         }
         let reachable = r.failing.is_none();
         drop(r);
+        let message = if self.shared.fence.self_fencing() {
+            message
+        } else {
+            format!("TEST FAILPOINT (no self-fencing, only a switch's refusal fences): {message}")
+        };
         self.shared.update(|s| {
             // Serialized with the step-down's update (the status lock): never overwrite it.
             if self.is_lost() {

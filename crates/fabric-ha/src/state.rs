@@ -18,6 +18,11 @@ struct Inner {
     prefix: String,
     /// Mod revision of every key as last read or written by this node (0: absent).
     revisions: Mutex<HashMap<String, i64>>,
+    /// Writes whose outcome is unknown (the request failed or timed out: etcd may have applied
+    /// it): the value written (`None`: a delete). The next write of the key reads it first and
+    /// adopts its revision if it holds exactly that value, so an applied write whose answer was
+    /// lost is not taken for a concurrent writer.
+    uncertain: Mutex<HashMap<String, Option<Vec<u8>>>>,
 }
 
 /// The leader's state in etcd (see the module documentation). Writes are refused by etcd
@@ -35,6 +40,7 @@ impl SharedState {
                 shared,
                 epoch,
                 revisions: Mutex::new(HashMap::new()),
+                uncertain: Mutex::new(HashMap::new()),
             }),
         }
     }
@@ -113,6 +119,44 @@ impl Inner {
         self.revisions.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
+    fn uncertain(&self) -> std::sync::MutexGuard<'_, HashMap<String, Option<Vec<u8>>>> {
+        self.uncertain.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// After a write of `name` whose outcome is unknown: reads the key; if it holds exactly
+    /// what that write wrote (or is absent after a delete), that write was applied and its
+    /// revision becomes the expected one. Anything else keeps the last known revision (the
+    /// guarded transaction then reports the conflict).
+    async fn settle_uncertain(
+        &self,
+        client: &mut Client,
+        name: &str,
+        key: &str,
+        deadline: Instant,
+    ) -> Result<(), HaError> {
+        let Some(written) = self.uncertain().get(name).cloned() else {
+            return Ok(());
+        };
+        let what = format!("get of {key}");
+        let got = match tokio::time::timeout_at(deadline.into(), client.get(key, None)).await {
+            Ok(Ok(r)) => r,
+            Ok(Err(e)) => return Err(classify(&self.shared.endpoints, &what, &e)),
+            Err(_) => return Err(self.shared.timeout_error(&what)),
+        };
+        let current = got.kvs().first();
+        let applied = match (&written, current) {
+            (Some(b), Some(k)) => k.value() == b.as_slice(),
+            (None, None) => true,
+            _ => false,
+        };
+        if applied {
+            self.revisions()
+                .insert(name.to_string(), current.map_or(0, etcd_client::KeyValue::mod_revision));
+        }
+        self.uncertain().remove(name);
+        Ok(())
+    }
+
     async fn write(
         &self,
         mut client: Client,
@@ -128,9 +172,11 @@ impl Inner {
             });
         }
         let key = format!("{}{name}", self.prefix);
+        self.settle_uncertain(&mut client, name, &key, deadline).await?;
         let expected = self.revisions().get(name).copied().unwrap_or(0);
         let epoch = i64::try_from(self.epoch).unwrap_or(i64::MAX);
         let put = bytes.is_some();
+        let sent = bytes.clone();
         let op = match bytes {
             Some(b) => TxnOp::put(key.clone(), b, None),
             None => TxnOp::delete(key.clone(), None),
@@ -145,8 +191,14 @@ impl Inner {
         let what = format!("txn on {key}");
         let resp = match tokio::time::timeout_at(deadline.into(), client.txn(txn)).await {
             Ok(Ok(r)) => r,
-            Ok(Err(e)) => return Err(classify(&sh.endpoints, &what, &e)),
-            Err(_) => return Err(sh.timeout_error(&what)),
+            Ok(Err(e)) => {
+                self.uncertain().insert(name.to_string(), sent);
+                return Err(classify(&sh.endpoints, &what, &e));
+            }
+            Err(_) => {
+                self.uncertain().insert(name.to_string(), sent);
+                return Err(sh.timeout_error(&what));
+            }
         };
         if resp.succeeded() {
             let revision = resp.header().map_or(0, etcd_client::ResponseHeader::revision);

@@ -250,6 +250,53 @@ async fn shared_state_round_trip_and_concurrent_change() {
     l1.resign().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_whose_answer_was_lost_is_recognised_by_its_value() {
+    // One member, frozen while a put is in flight: the put fails (timeout), its outcome unknown.
+    let mut etcd = EtcdCluster::start(1);
+    let c = cfg(etcd.endpoints(), "uncertain", "n1", 6);
+    let (c1, _f1) = connect(c.clone()).await;
+    let l1 = c1.campaign().await.unwrap();
+    let st = l1.shared_state();
+    st.put("lids", b"plan v1").await.unwrap();
+    let key = format!("{}lids", c.state_prefix());
+
+    // The put times out; then the key holds exactly its value, as if etcd had applied it and
+    // the answer was lost: the next put adopts that revision instead of reporting a conflict.
+    etcd.freeze(0);
+    assert!(
+        st.put("lids", b"plan v2").await.is_err(),
+        "a put to a frozen etcd must fail"
+    );
+    etcd.thaw(0);
+    let mut raw = etcd_client::Client::connect(etcd.endpoints(), None).await.unwrap();
+    raw.put(key.clone(), "plan v2", None).await.unwrap();
+    st.put("lids", b"plan v3")
+        .await
+        .expect("our own applied write is no conflict");
+
+    // Same failure, but the key then holds another value: a real concurrent change, refused.
+    etcd.freeze(0);
+    assert!(st.put("lids", b"plan v4").await.is_err());
+    etcd.thaw(0);
+    raw.put(key.clone(), "intruder", None).await.unwrap();
+    assert!(
+        matches!(st.put("lids", b"plan v5").await, Err(HaError::Conflict { .. })),
+        "a value that is not ours must stay a conflict"
+    );
+
+    // Same failure, and the write was not applied at all: the next put goes through.
+    assert_eq!(st.load().await.unwrap()["lids"], b"intruder");
+    etcd.freeze(0);
+    assert!(st.put("lids", b"plan v6").await.is_err());
+    etcd.thaw(0);
+    st.put("lids", b"plan v7")
+        .await
+        .expect("an unapplied write leaves the revision as it was");
+    assert_eq!(st.load().await.unwrap()["lids"], b"plan v7");
+    l1.resign().await;
+}
+
 #[tokio::test(flavor = "current_thread")]
 async fn blocking_calls_from_inside_a_runtime() {
     // One member. A current-thread runtime: put_blocking called on its only thread must not

@@ -236,12 +236,21 @@ mod tests {
         let t0 = Instant::now();
         f.grant(42, t0 + Duration::from_secs(60));
         assert_eq!(f.check("w").unwrap(), 42);
-        assert_eq!(f.state_at(t0 + Duration::from_secs(61)), FenceState::Expired { epoch: 42 });
+        assert_eq!(
+            f.state_at(t0 + Duration::from_secs(61)),
+            FenceState::Expired { epoch: 42 }
+        );
         // A late renewal never moves the deadline back.
         f.renew(t0, Duration::from_secs(1));
-        assert!(matches!(f.state_at(t0 + Duration::from_secs(59)), FenceState::Leading { .. }));
+        assert!(matches!(
+            f.state_at(t0 + Duration::from_secs(59)),
+            FenceState::Leading { .. }
+        ));
         f.renew(t0 + Duration::from_secs(30), Duration::from_secs(60));
-        assert!(matches!(f.state_at(t0 + Duration::from_secs(61)), FenceState::Leading { .. }));
+        assert!(matches!(
+            f.state_at(t0 + Duration::from_secs(61)),
+            FenceState::Leading { .. }
+        ));
     }
 
     #[test]

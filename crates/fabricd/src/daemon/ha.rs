@@ -88,6 +88,19 @@ impl HaNode {
             )
         };
         let cfg = ha_config(&config.ha);
+        // Until etcd answers, the socket answers Status (standby, etcd unreachable) already.
+        let (status_tx, status_rx) = watch::channel(fabric_ha::HaStatus {
+            node_name: cfg.node_name.clone(),
+            lease_ttl_s: cfg.lease_ttl.as_secs(),
+            message: "connecting to etcd".into(),
+            ..fabric_ha::HaStatus::default()
+        });
+        let (early_stop, early_servers) = serve_standby(
+            config,
+            &HaView::new(status_rx, fence.clone()),
+            &socket,
+            prometheus.as_ref(),
+        )?;
         tracing::info!(
             node = %cfg.node_name,
             endpoints = %cfg.endpoints.join(", "),
@@ -104,6 +117,7 @@ impl HaNode {
                         let msg = format!("standby: etcd unreachable, retrying in {} ms: {e}", backoff.as_millis());
                         tracing::warn!("HA: {msg}");
                         let _ = opts.notifier.status(&msg);
+                        status_tx.send_modify(|s| s.message = e.to_string());
                         tokio::time::sleep(backoff).await;
                         backoff = (backoff * 2).min(Duration::from_secs(5));
                     }
@@ -111,7 +125,10 @@ impl HaNode {
                 }
             }
         };
-        let Some(coordinator) = unless_stopped(connect, control).await else {
+        let connected = unless_stopped(connect, control).await;
+        let _ = early_stop.send(true);
+        stop_servers(early_servers).await;
+        let Some(coordinator) = connected else {
             let _ = std::fs::remove_file(&socket_path);
             return Ok(None);
         };
@@ -128,35 +145,17 @@ impl HaNode {
 
     /// A server's own handle on the Unix socket.
     pub(super) fn unix_listener(&self) -> Result<tokio::net::UnixListener, DaemonError> {
-        let l = self
-            .socket
-            .try_clone()
-            .and_then(|l| {
-                l.set_nonblocking(true)?;
-                tokio::net::UnixListener::from_std(l)
-            })
-            .map_err(io_err("cannot use the socket", String::new()))?;
-        Ok(l)
+        clone_unix(&self.socket)
     }
 
     /// A server's own handle on the Prometheus listener, if configured.
     pub(super) fn prometheus_listener(&self) -> Result<Option<tokio::net::TcpListener>, DaemonError> {
-        let Some(l) = &self.prometheus else { return Ok(None) };
-        l.try_clone()
-            .and_then(|l| {
-                l.set_nonblocking(true)?;
-                tokio::net::TcpListener::from_std(l)
-            })
-            .map(Some)
-            .map_err(io_err("cannot use prometheus.listen", String::new()))
+        clone_tcp(self.prometheus.as_ref())
     }
 
     /// The telemetry of a term (leader or standby) with the `fabricd_ha_*` metrics.
     pub(super) fn telemetry(&self) -> Telemetry {
-        let t = Telemetry::with_ha();
-        let view = self.view.clone();
-        t.attach_ha(Arc::new(move || view.gauges()));
-        t
+        ha_telemetry(&self.view)
     }
 
     /// Stands by until elected (`Some`) or stopped (`None`: the socket is removed): serves
@@ -169,7 +168,7 @@ impl HaNode {
     ) -> Result<Option<Leadership>, DaemonError> {
         let notifier = opts.notifier.clone();
         let socket_path = opts.socket.clone().unwrap_or_else(|| opts.config.grpc.socket.clone());
-        let (stop_tx, servers) = self.serve_standby(&opts.config)?;
+        let (stop_tx, servers) = serve_standby(&opts.config, &self.view, &self.socket, self.prometheus.as_ref())?;
         let summary = self.view.standby_message();
         tracing::info!(node = %self.view.status().node_name, "HA: {summary}; campaigning");
         if let Err(e) = notifier.ready(&summary) {
@@ -229,70 +228,106 @@ impl HaNode {
             }
         }
     }
+}
 
-    /// The standby's servers: the status-only gRPC on the Unix socket, Prometheus.
-    fn serve_standby(&self, config: &Config) -> Result<(watch::Sender<bool>, tokio::task::JoinSet<()>), DaemonError> {
-        let empty = Arc::new(fabric_topology::FabricBuilder::new().build());
-        let published = Arc::new(ArcSwap::from_pointee(Published::starting(
-            empty,
-            config.routing.engine.clone(),
-            config.routing.job_aware,
-            "oob",
-            config.routing.lmc,
-        )));
-        // No event loop behind a standby: the service refuses every call but Status.
-        let (events, _) = mpsc::channel(1);
-        let (notices, _) = broadcast::channel(1);
-        let shared = Shared::new(
-            published,
-            events,
-            notices,
-            None,
-            Arc::new(ArcSwap::from_pointee(config.metrics.clone())),
-            pool("standby-analysis", 1)?,
-        )
-        .with_ha(self.view.clone(), true);
-        let service = FabricManagerServer::new(FabricService::new(Arc::new(shared)))
-            .max_decoding_message_size(config.grpc.max_request_bytes as usize);
-        let (health_reporter, health_service) = tonic_health::server::health_reporter();
-        let (stop_tx, stop_rx) = watch::channel(false);
-        let stopped = |mut rx: watch::Receiver<bool>| async move {
-            let _ = rx.wait_for(|s| *s).await;
-        };
-        let mut servers = tokio::task::JoinSet::new();
-        let router = add_reflection(
-            server_builder(&config.grpc)
-                .add_service(health_service)
-                .add_service(service),
-        )?;
-        let limits = crate::connlimit::ConnLimits::new(
-            config.grpc.max_connections,
-            Duration::from_secs(config.grpc.idle_timeout_s),
-        );
-        let incoming = tokio_stream::StreamExt::map(
-            crate::connlimit::limit(
-                UnixListenerStream::new(self.unix_listener()?),
-                limits,
-                config.grpc.socket.display().to_string(),
-            ),
-            |r| r.map(crate::authority::UnixAuthority::new),
-        );
-        let stop = stopped(stop_rx.clone());
-        servers.spawn(async move {
-            // Not serving: the gRPC health check says so; Status answers.
-            health_reporter
-                .set_not_serving::<FabricManagerServer<FabricService>>()
-                .await;
-            if let Err(e) = router.serve_with_incoming_shutdown(incoming, stop).await {
-                tracing::error!(error = %e, "standby gRPC server error");
-            }
-        });
-        if let Some(l) = self.prometheus_listener()? {
-            let t = self.telemetry();
-            servers.spawn(t.serve(l, stopped(stop_rx)));
+/// The standby's servers: the status-only gRPC on the Unix socket, Prometheus.
+fn serve_standby(
+    config: &Config,
+    view: &HaView,
+    socket: &std::os::unix::net::UnixListener,
+    prometheus: Option<&std::net::TcpListener>,
+) -> Result<(watch::Sender<bool>, tokio::task::JoinSet<()>), DaemonError> {
+    let empty = Arc::new(fabric_topology::FabricBuilder::new().build());
+    let published = Arc::new(ArcSwap::from_pointee(Published::starting(
+        empty,
+        config.routing.engine.clone(),
+        config.routing.job_aware,
+        "oob",
+        config.routing.lmc,
+    )));
+    // No event loop behind a standby: the service refuses every call but Status.
+    let (events, _) = mpsc::channel(1);
+    let (notices, _) = broadcast::channel(1);
+    let shared = Shared::new(
+        published,
+        events,
+        notices,
+        None,
+        Arc::new(ArcSwap::from_pointee(config.metrics.clone())),
+        pool("standby-analysis", 1)?,
+    )
+    .with_ha(view.clone(), true);
+    let service = FabricManagerServer::new(FabricService::new(Arc::new(shared)))
+        .max_decoding_message_size(config.grpc.max_request_bytes as usize);
+    let (health_reporter, health_service) = tonic_health::server::health_reporter();
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let stopped = |mut rx: watch::Receiver<bool>| async move {
+        let _ = rx.wait_for(|s| *s).await;
+    };
+    let mut servers = tokio::task::JoinSet::new();
+    let router = add_reflection(
+        server_builder(&config.grpc)
+            .add_service(health_service)
+            .add_service(service),
+    )?;
+    let limits = crate::connlimit::ConnLimits::new(
+        config.grpc.max_connections,
+        Duration::from_secs(config.grpc.idle_timeout_s),
+    );
+    let incoming = tokio_stream::StreamExt::map(
+        crate::connlimit::limit(
+            UnixListenerStream::new(clone_unix(socket)?),
+            limits,
+            config.grpc.socket.display().to_string(),
+        ),
+        |r| r.map(crate::authority::UnixAuthority::new),
+    );
+    let stop = stopped(stop_rx.clone());
+    servers.spawn(async move {
+        // Not serving: the gRPC health check says so; Status answers.
+        health_reporter
+            .set_not_serving::<FabricManagerServer<FabricService>>()
+            .await;
+        if let Err(e) = router.serve_with_incoming_shutdown(incoming, stop).await {
+            tracing::error!(error = %e, "standby gRPC server error");
         }
-        Ok((stop_tx, servers))
+    });
+    if let Some(l) = clone_tcp(prometheus)? {
+        let t = ha_telemetry(view);
+        servers.spawn(t.serve(l, stopped(stop_rx)));
     }
+    Ok((stop_tx, servers))
+}
+
+/// A server's own handle on the Unix socket.
+fn clone_unix(socket: &std::os::unix::net::UnixListener) -> Result<tokio::net::UnixListener, DaemonError> {
+    socket
+        .try_clone()
+        .and_then(|l| {
+            l.set_nonblocking(true)?;
+            tokio::net::UnixListener::from_std(l)
+        })
+        .map_err(io_err("cannot use the socket", String::new()))
+}
+
+/// A server's own handle on the Prometheus listener, if configured.
+fn clone_tcp(l: Option<&std::net::TcpListener>) -> Result<Option<tokio::net::TcpListener>, DaemonError> {
+    let Some(l) = l else { return Ok(None) };
+    l.try_clone()
+        .and_then(|l| {
+            l.set_nonblocking(true)?;
+            tokio::net::TcpListener::from_std(l)
+        })
+        .map(Some)
+        .map_err(io_err("cannot use prometheus.listen", String::new()))
+}
+
+/// Telemetry with the `fabricd_ha_*` metrics read from `view`.
+fn ha_telemetry(view: &HaView) -> Telemetry {
+    let t = Telemetry::with_ha();
+    let view = view.clone();
+    t.attach_ha(Arc::new(move || view.gauges()));
+    t
 }
 
 /// A reload while standby: the new configuration is checked and kept for the takeover (the
