@@ -18,7 +18,9 @@
 //!   the upload of the blocks that differ (none: the fabric did not change), with the daemon's
 //!   own compute and upload times of that generation (`Status.last_reroute`).
 //!
-//! The time to the standby's status saying leader is printed too (its leader server answers
+//! The read-back of every LFT block by the new leader (from its log's timestamps: `gRPC
+//! listening` → `LFTs read back`) is printed apart. The time to the standby's status saying
+//! leader is printed too (its leader server answers
 //! once the state is loaded and the fabric discovered).
 //!
 //! Median, min and max of each are printed, with the load average. After the last round every
@@ -182,6 +184,29 @@ impl Manager {
             );
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
+    }
+
+    /// The read-back of the tables in this manager's last term, ms: from its last `gRPC
+    /// listening` line (state loaded, fabric discovered) to the next `LFTs read back` line,
+    /// by the logs' timestamps (RFC 3339, UTC).
+    fn read_back_ms(&self) -> Option<f64> {
+        let log = std::fs::read_to_string(self.dir.join("fabricd.log")).ok()?;
+        let lines: Vec<&str> = log.lines().collect();
+        let end = lines.iter().rposition(|l| l.contains("LFTs read back"))?;
+        let start = lines[..end].iter().rposition(|l| l.contains("gRPC listening"))?;
+        // `2026-11-27T04:52:46.898448Z ...`: seconds of the day.
+        let secs = |l: &str| -> Option<f64> {
+            let t = l.split_whitespace().next()?.split('T').nth(1)?.trim_end_matches('Z');
+            let mut f = t.split(':');
+            let (h, m, s): (f64, f64, f64) = (
+                f.next()?.parse().ok()?,
+                f.next()?.parse().ok()?,
+                f.next()?.parse().ok()?,
+            );
+            Some(h * 3600.0 + m * 60.0 + s)
+        };
+        let d = secs(lines[end])? - secs(lines[start])?;
+        Some(if d < 0.0 { d + 86_400.0 } else { d } * 1e3)
     }
 
     fn log_tail(&self) -> String {
@@ -442,6 +467,7 @@ fn main() -> anyhow::Result<()> {
         let key_events = watch_leader_key(etcd.members()[0].client_port, "/fabricd-bench/leader".to_string());
         let (mut total, mut expiry, mut election, mut work, mut to_status, mut compute, mut upload) =
             (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let mut read_back = Vec::new();
         let mut leader = 0;
         let mut generation = s.generation;
         for round in 1..=a.rounds {
@@ -473,9 +499,11 @@ fn main() -> anyhow::Result<()> {
             // A deletion between two polls may be missed: the election then bounds it.
             let gone = gone.unwrap_or(elected);
             let r = s.last_reroute.unwrap_or_default();
+            let rb = managers[standby].read_back_ms().unwrap_or(f64::NAN);
             println!(
                 "round {round:>2}: {} epoch {epoch}: key deleted {:.0} ms, elected {:.0} ms, status leader {:.0} ms, \
-                 generation {} committed {:.0} ms after the kill (compute {:.0} ms, upload {:.0} ms, {} blocks); load {}",
+                 generation {} committed {:.0} ms after the kill (read-back {rb:.0} ms, compute {:.0} ms, upload {:.0} ms, \
+                 {} blocks); load {}",
                 managers[standby].name,
                 ms(gone),
                 ms(elected),
@@ -487,6 +515,7 @@ fn main() -> anyhow::Result<()> {
                 r.blocks_written,
                 load()
             );
+            read_back.push(rb);
             total.push(ms(t_commit));
             expiry.push(ms(gone));
             election.push(ms(elected) - ms(gone));
@@ -510,6 +539,7 @@ fn main() -> anyhow::Result<()> {
         println!("  lease wait (kill -> leader key deleted)  {}", summary(&expiry));
         println!("  election (deleted -> new leader key)     {}", summary(&election));
         println!("  state + discovery + routing + upload     {}", summary(&work));
+        println!("    of which reading the tables back       {}", summary(&read_back));
         println!("    of which compute (daemon)              {}", summary(&compute));
         println!("    of which upload (daemon)               {}", summary(&upload));
         println!("  (kill -> the standby's status says leader {})", summary(&to_status));
