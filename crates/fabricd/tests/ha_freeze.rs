@@ -16,7 +16,11 @@
 //!   (`ha_frozen_leader_without_self_fencing_is_refused_by_the_agents`) it ignores its own
 //!   lease and writes: every agent it writes to refuses (`GetEpochStats`: refused writes
 //!   counted per agent, the last refused epoch is `mgr-a`'s), no table changes, and it steps
-//!   down because an agent reported the newer epoch.
+//!   down because an agent reported the newer epoch;
+//! * with every agent's epoch forgotten while it slept (`epoch-forget all`: agents restarted
+//!   without keeping it; `ha_frozen_leader_fences_itself_when_the_agents_forgot_the_epoch`) its
+//!   own fence alone keeps every write in: nothing accepted, nothing refused, tables unchanged;
+//!   the new leader's next fault is written and accepted everywhere.
 
 mod common;
 
@@ -52,9 +56,25 @@ fn idle(s: &pb::Status) -> bool {
     s.phase == pb::Phase::Idle as i32 && s.pending_faults == 0
 }
 
-fn freeze_leader(self_fencing: bool) {
+/// What protects the switches from the woken old leader in each test.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Case {
+    /// Its own lease deadline (and the agents' epoch as well).
+    SelfFencing,
+    /// Only the agents' epoch check (test failpoint).
+    NoSelfFence,
+    /// Only its own lease deadline: every agent forgot the epoch while it was stopped.
+    AgentsForgot,
+}
+
+fn freeze_leader(case: Case) {
     let _serial = serial();
-    let name = if self_fencing { "ha-freeze" } else { "ha-freeze-nofence" };
+    let self_fencing = case != Case::NoSelfFence;
+    let name = match case {
+        Case::SelfFencing => "ha-freeze",
+        Case::NoSelfFence => "ha-freeze-nofence",
+        Case::AgentsForgot => "ha-freeze-forgot",
+    };
     let mut rig = HaRig::new(name, 3, SPEC, &["--vls", "4"], "", EXTRA);
     if !self_fencing {
         rig.nodes[0]
@@ -134,6 +154,14 @@ fn freeze_leader(self_fencing: bool) {
             );
         }
 
+        if case == Case::AgentsForgot {
+            // Agents restarted without keeping the epoch: only mgr-a's own fence is left.
+            ctl.command("epoch-forget all").await;
+            for (g, st) in epoch_stats(&mut ctl).await {
+                assert_eq!(st.manager_epoch, 0, "switch {g:#x} forgot the epoch: {st:?}");
+            }
+        }
+
         // Thaw the old leader and give it something to write.
         rig.nodes[0].thaw();
         let (leaf2, port2) = links[4];
@@ -169,7 +197,9 @@ fn freeze_leader(self_fencing: bool) {
         let mut refused_by = Vec::new();
         for (g, st) in &after {
             let b = &before[g];
-            assert_eq!(st.manager_epoch, epoch1, "switch {g:#x} still follows mgr-b: {st:?}");
+            if case != Case::AgentsForgot {
+                assert_eq!(st.manager_epoch, epoch1, "switch {g:#x} still follows mgr-b: {st:?}");
+            }
             assert_eq!(
                 st.accepted_writes, b.accepted_writes,
                 "switch {g:#x}: no write accepted: {st:?}"
@@ -208,6 +238,32 @@ fn freeze_leader(self_fencing: bool) {
             "{s:?}"
         );
         verify_all_pairs(&mut ctl, topo.end_ports.len() as u64, "after the old leader woke").await;
+        if case == Case::AgentsForgot {
+            // The agents that forgot follow mgr-b again from its next request: a cable fault.
+            let (leaf3, port3) = links[8];
+            ctl.command(&format!("link-down {leaf3:#x} {port3}")).await;
+            wait_ha(
+                &rig.nodes[1],
+                &mut cb,
+                "the second cable fault committed",
+                Duration::from_secs(20),
+                |s, _| s.generation > sb.generation && s.links_up == s.links - 2 && idle(s),
+            )
+            .await;
+            let tables = want.routing(&[(leaf, port), (leaf3, port3)]);
+            wait_agents(
+                &mut agents,
+                want.blocks,
+                &tables,
+                "mgr-b's routing after the agents forgot",
+                Duration::from_secs(10),
+            )
+            .await;
+            for (g, st) in epoch_stats(&mut ctl).await {
+                assert_eq!(st.refused_writes, 0, "switch {g:#x} refused nothing of mgr-b: {st:?}");
+            }
+            verify_all_pairs(&mut ctl, topo.end_ports.len() as u64, "after the second fault").await;
+        }
         acker_a.abort();
         acker_b.abort();
     });
@@ -215,10 +271,15 @@ fn freeze_leader(self_fencing: bool) {
 
 #[test]
 fn ha_frozen_leader_fences_itself_then_steps_down() {
-    freeze_leader(true);
+    freeze_leader(Case::SelfFencing);
 }
 
 #[test]
 fn ha_frozen_leader_without_self_fencing_is_refused_by_the_agents() {
-    freeze_leader(false);
+    freeze_leader(Case::NoSelfFence);
+}
+
+#[test]
+fn ha_frozen_leader_fences_itself_when_the_agents_forgot_the_epoch() {
+    freeze_leader(Case::AgentsForgot);
 }
