@@ -5,6 +5,7 @@
 #![allow(dead_code)]
 
 pub mod agent_sim;
+pub mod ha;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
