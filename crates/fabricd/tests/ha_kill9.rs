@@ -19,8 +19,9 @@
 //!
 //! Phases reached: Idle, Prepare (killed in the middle of the escape-stage upload, the agents
 //! writing slowly), Unpath and Repath (held by the subscriber), Update (killed in the middle of
-//! the base-stage upload, checked through the agents). Commit is not reached: it lasts the
-//! time of a few etcd writes and no subscriber or agent delay can hold the daemon there.
+//! the base-stage upload, checked through the agents) and Commit (the leader runs with the test
+//! failpoint `FABRICD_TEST_COMMIT_DELAY_MS`: its commit waits before writing the state files,
+//! after the progress says Commit; nothing else can hold a daemon there).
 
 mod common;
 
@@ -39,6 +40,8 @@ use tonic::Streaming;
 const SPEC: &str = "PGFT(2;4,8;1,4;1,1)";
 /// Per `WriteLftBlocks` call while the kill is aimed at an upload.
 const WRITE_DELAY_MS: u64 = 150;
+/// How long the Commit test's leader holds each commit (the failpoint).
+const COMMIT_HOLD_MS: u64 = 4000;
 
 const EXTRA: &str = r#"
 [routing]
@@ -101,6 +104,11 @@ fn kill9_leader_in(phase: pb::Phase, fault: Fault) {
         "max_connections = 1",
         EXTRA,
     );
+    if phase == pb::Phase::Commit {
+        rig.nodes[0]
+            .env
+            .push((fabricd::event_loop::COMMIT_DELAY_ENV.to_string(), COMMIT_HOLD_MS.to_string()));
+    }
     run_with_deadline(120, async {
         let (s0, _) = rig.start_pair(Duration::from_secs(30)).await;
         let epoch0 = ha_of(&s0).epoch;
@@ -261,6 +269,27 @@ fn kill9_leader_in(phase: pb::Phase, fault: Fault) {
                 rig.nodes[0].kill9();
                 t
             }
+            pb::Phase::Commit => {
+                // The leader was started with the commit failpoint: it holds the Commit phase
+                // (progress persisted, state files not yet written) long enough to be killed there.
+                let unpath = notice(&mut stream).await;
+                interrupted = unpath.generation;
+                sc.ack(ack(&unpath)).await.expect("ack unpath");
+                let repath = notice(&mut stream).await;
+                assert_eq!(
+                    (repath.generation, repath.phase),
+                    (interrupted, pb::Phase::Repath as i32)
+                );
+                sc.ack(ack(&repath)).await.expect("ack repath");
+                common::wait_status(rig.nodes[0].d(), &mut c, "commit", Duration::from_secs(5), |s| {
+                    s.phase == pb::Phase::Commit as i32
+                })
+                .await;
+                assert_eq!(agents.lfts(want.blocks).await, new, "everything is installed in Commit");
+                let t = Instant::now();
+                rig.nodes[0].kill9();
+                t
+            }
             other => unreachable!("no kill test in {other:?}"),
         };
         drop(stream);
@@ -395,4 +424,9 @@ fn ha_kill9_leader_in_update_mid_upload() {
 #[test]
 fn ha_kill9_leader_in_repath() {
     kill9_leader_in(pb::Phase::Repath, Fault::Cable);
+}
+
+#[test]
+fn ha_kill9_leader_in_commit() {
+    kill9_leader_in(pb::Phase::Commit, Fault::Cable);
 }

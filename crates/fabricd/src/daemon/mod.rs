@@ -160,6 +160,14 @@ pub async fn run_as(
     ha: Option<(&HaNode, Leadership)>,
 ) -> Result<RunOutcome, DaemonError> {
     let mut config = opts.config.clone();
+    if let Some(d) = crate::event_loop::commit_delay() {
+        tracing::warn!(
+            "{}={}: TEST FAILPOINT: every commit waits {} ms before writing its state files. Never in production",
+            crate::event_loop::COMMIT_DELAY_ENV,
+            d.as_millis(),
+            d.as_millis()
+        );
+    }
     let state_path = opts
         .state_dir
         .clone()

@@ -21,6 +21,23 @@ use crate::persist::{CommittedGeneration, UpdateProgress};
 use crate::state::{Generation, Notice, Phase, RerouteTimings};
 use crate::upload::UploadOutcome;
 
+/// Test failpoint: `FABRICD_TEST_COMMIT_DELAY_MS=N` holds every commit N ms (on the blocking
+/// thread, before its state files are written), so that a test can kill the daemon in the
+/// Commit phase (`tests/ha_kill9.rs`). Logged at start; never in production.
+pub const COMMIT_DELAY_ENV: &str = "FABRICD_TEST_COMMIT_DELAY_MS";
+
+/// The failpoint's delay, read once.
+pub fn commit_delay() -> Option<std::time::Duration> {
+    static DELAY: std::sync::OnceLock<Option<std::time::Duration>> = std::sync::OnceLock::new();
+    *DELAY.get_or_init(|| {
+        std::env::var(COMMIT_DELAY_ENV)
+            .ok()
+            .and_then(|v| v.parse::<u64>().ok())
+            .filter(|&ms| ms > 0)
+            .map(std::time::Duration::from_millis)
+    })
+}
+
 impl EventLoop {
     /// Persists the progress of the five-phase update (the phase just entered).
     pub(super) fn save_progress(&mut self, at: fabric_update::AttemptId, phase: fabric_update::Phase) {
@@ -200,6 +217,9 @@ impl EventLoop {
         let dir = self.io.state_dir.clone();
         let job = inst.flight.job;
         inst.wait_for(self.tasks.spawn_blocking(move || {
+            if let Some(d) = commit_delay() {
+                std::thread::sleep(d);
+            }
             let mut errors = Vec::new();
             let mut faults_saved = false;
             if lids_changed || !dir.path().join(crate::persist::GUID2LID_FILE).exists() {

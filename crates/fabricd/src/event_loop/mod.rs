@@ -75,6 +75,7 @@ use subscribers::{Subscribers, Waiters};
 use tasks::{Task, Tasks};
 
 use request::Reply;
+pub use commit::{commit_delay, COMMIT_DELAY_ENV};
 pub use request::{
     event_kind, FaultAccepted, FaultRequest, FaultTarget, LoopError, LoopInit, LoopIo, LoopParams, LoopSettings,
     Request, UpdateNotice,
