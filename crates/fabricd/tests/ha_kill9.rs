@@ -105,9 +105,10 @@ fn kill9_leader_in(phase: pb::Phase, fault: Fault) {
         EXTRA,
     );
     if phase == pb::Phase::Commit {
-        rig.nodes[0]
-            .env
-            .push((fabricd::event_loop::COMMIT_DELAY_ENV.to_string(), COMMIT_HOLD_MS.to_string()));
+        rig.nodes[0].env.push((
+            fabricd::event_loop::COMMIT_DELAY_ENV.to_string(),
+            COMMIT_HOLD_MS.to_string(),
+        ));
     }
     run_with_deadline(120, async {
         let (s0, _) = rig.start_pair(Duration::from_secs(30)).await;

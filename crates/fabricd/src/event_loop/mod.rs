@@ -74,8 +74,8 @@ use scheduler::Scheduler;
 use subscribers::{Subscribers, Waiters};
 use tasks::{Task, Tasks};
 
-use request::Reply;
 pub use commit::{commit_delay, COMMIT_DELAY_ENV};
+use request::Reply;
 pub use request::{
     event_kind, FaultAccepted, FaultRequest, FaultTarget, LoopError, LoopInit, LoopIo, LoopParams, LoopSettings,
     Request, UpdateNotice,
