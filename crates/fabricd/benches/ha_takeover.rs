@@ -36,9 +36,14 @@
 //! cargo bench -p fabricd --bench ha_takeover -- [--rounds 10] [--ttl 2] [--spec 'PGFT(...)'] [--keep]
 //! ```
 
+#[path = "support/mod.rs"]
+mod support;
+
+use support::{sim_binary, Proc};
+
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure, Context};
@@ -80,47 +85,6 @@ fn args() -> anyhow::Result<Args> {
     }
     ensure!(a.rounds >= 1 && a.ttl_s >= 1, "--rounds and --ttl must be at least 1");
     Ok(a)
-}
-
-/// `target/<profile>/fabric-agent-sim`, built with this bench's profile first (a no-op when
-/// fresh): binaries of other packages are not built for benches.
-fn sim_binary() -> anyhow::Result<PathBuf> {
-    let exe = std::env::current_exe()?;
-    let profile_dir = exe
-        .parent()
-        .and_then(Path::parent)
-        .context("the bench executable is in target/<profile>/deps")?
-        .to_path_buf();
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let mut cmd = Command::new(cargo);
-    cmd.args([
-        "build",
-        "--quiet",
-        "-p",
-        "fabric-agent-sim",
-        "--bin",
-        "fabric-agent-sim",
-    ])
-    .current_dir(env!("CARGO_MANIFEST_DIR"));
-    if profile_dir.file_name().is_some_and(|n| n == "release") {
-        cmd.arg("--release");
-    }
-    if let Some(target) = profile_dir.parent() {
-        cmd.env("CARGO_TARGET_DIR", target);
-    }
-    let st = cmd.status().context("cargo build -p fabric-agent-sim")?;
-    ensure!(st.success(), "building fabric-agent-sim failed");
-    Ok(profile_dir.join("fabric-agent-sim"))
-}
-
-/// A child process killed on drop.
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 /// The manager's HA role as `GetStatus` reports it, its epoch and the leader it knows.
