@@ -24,12 +24,12 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::agent_sim::{oob_config, AgentSim, Agents, SimCtl};
+use common::ha::{pad, part, routing};
 use common::subscribe;
 use common::{lfts, link_req, run_with_deadline, status, switch_links, test_dir, topology, wait_status, Daemon};
 use fabric_proto::v1 as pb;
-use fabric_ranking::{rank, RankOptions};
-use fabric_routing::{assign_lids, route_all, EngineKind, Guid2Lid, LidPlan, RoutingContext};
-use fabric_topology::{gen, Fabric, FabricEvent};
+use fabric_routing::{assign_lids, Guid2Lid};
+use fabric_topology::{gen, FabricEvent};
 use tonic::Streaming;
 
 /// 8 leaves x 4 nodes = 32 end ports, 4 spines: 12 agents.
@@ -72,39 +72,6 @@ coalesce_max_ms = 200
 failed_generation_backoff_ms = 200
 "#,
     )
-}
-
-/// Full routing (base + escape LIDs) of `fabric` with `lids`, by switch GUID, rows of `len`.
-fn routing(fabric: &Fabric, lids: &LidPlan, len: usize) -> HashMap<u64, Vec<u8>> {
-    let ranking = rank(fabric, &RankOptions::default());
-    let routed = route_all(
-        &RoutingContext {
-            fabric,
-            ranking: &ranking,
-            lids,
-        },
-        EngineKind::Dmodc,
-    )
-    .expect("route");
-    fabric
-        .switch_ids()
-        .map(|s| (fabric.switch(s).guid, pad(routed.lfts.row(s), len)))
-        .collect()
-}
-
-fn pad(row: &[u8], len: usize) -> Vec<u8> {
-    let mut v = row.to_vec();
-    v.resize(len, 255);
-    v
-}
-
-/// Entries of `row` on the escape LIDs (`escape == true`) or on every other LID.
-fn part(row: &[u8], mask: &[bool], escape: bool) -> Vec<u8> {
-    row.iter()
-        .zip(mask)
-        .filter(|(_, &m)| m == escape)
-        .map(|(&e, _)| e)
-        .collect()
 }
 
 fn idle(s: &pb::Status) -> bool {

@@ -343,7 +343,7 @@ pub async fn epoch_stats(ctl: &mut SimCtl) -> HashMap<u64, SwitchEpochStats> {
 }
 
 /// Full routing (base + escape LIDs) of `fabric` with `lids`, by switch GUID, rows padded to
-/// `len` with 255 (as `crash_kill9.rs`).
+/// `len` with 255 (also used by `crash_kill9.rs`).
 pub fn routing(fabric: &Fabric, lids: &LidPlan, len: usize) -> HashMap<u64, Vec<u8>> {
     let ranking = rank(fabric, &RankOptions::default());
     let routed = route_all(
