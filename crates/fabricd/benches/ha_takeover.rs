@@ -39,14 +39,14 @@
 #[path = "support/mod.rs"]
 mod support;
 
-use support::{sim_binary, Proc};
+use support::{sim_binary, start_sim, Proc};
 
-use std::io::{BufRead, BufReader, Read};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, ensure, Context};
+use anyhow::{ensure, Context};
 use fabric_etcd_harness::EtcdCluster;
 use fabric_oob::proto::sim_control_client::SimControlClient;
 use fabric_oob::proto::VerifyAllPairsRequest;
@@ -356,32 +356,7 @@ fn main() -> anyhow::Result<()> {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir)?;
     let inventory = dir.join("agents.inv");
-    let mut sim = Proc(
-        Command::new(&sim_bin)
-            .args([
-                "--generate",
-                &a.spec,
-                "--address-bits",
-                "24",
-                "--no-console",
-                "--inventory",
-            ])
-            .arg(&inventory)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .context("start fabric-agent-sim")?,
-    );
-    let mut line = String::new();
-    BufReader::new(sim.0.stdout.take().context("sim stdout")?).read_line(&mut line)?;
-    if !line.starts_with("ready") {
-        let mut err = String::new();
-        if let Some(mut e) = sim.0.stderr.take() {
-            let _ = e.read_to_string(&mut err);
-        }
-        bail!("simulator did not start: {line:?} {err}");
-    }
+    let sim = start_sim(&sim_bin, &a.spec, &inventory)?;
     let etcd = EtcdCluster::start(1);
     let mut managers = Vec::new();
     for n in ["a", "b"] {

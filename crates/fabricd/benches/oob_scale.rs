@@ -28,9 +28,8 @@
 #[path = "support/mod.rs"]
 mod support;
 
-use support::{sim_binary, Proc};
+use support::{sim_binary, start_sim, Proc};
 
-use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -245,32 +244,7 @@ fn measure(spec: &str, five_phase: bool, a: &Args, sim_bin: &Path, verify: bool)
     let inventory = dir.join("agents.inv");
 
     let t0 = Instant::now();
-    let mut sim = Proc(
-        Command::new(sim_bin)
-            .args([
-                "--generate",
-                spec,
-                "--address-bits",
-                "24",
-                "--no-console",
-                "--inventory",
-            ])
-            .arg(&inventory)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .context("start fabric-agent-sim")?,
-    );
-    let mut line = String::new();
-    BufReader::new(sim.0.stdout.take().context("sim stdout")?).read_line(&mut line)?;
-    if !line.starts_with("ready") {
-        let mut err = String::new();
-        if let Some(mut e) = sim.0.stderr.take() {
-            let _ = e.read_to_string(&mut err);
-        }
-        bail!("simulator did not start: {line:?} {err}");
-    }
+    let sim = start_sim(sim_bin, spec, &inventory)?;
     let sim_ready = t0.elapsed().as_secs_f64();
     let sim_pid = sim.0.id();
     let (sim_hwm0, _) = rss_mib(sim_pid);

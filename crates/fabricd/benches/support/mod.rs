@@ -1,10 +1,11 @@
 //! What the oob benches share (included by `#[path]`: a bench is one file): the agent
 //! simulator's binary, built with the bench's profile, and child processes killed on drop.
 
+use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command};
+use std::process::{Child, Command, Stdio};
 
-use anyhow::{ensure, Context};
+use anyhow::{bail, ensure, Context};
 
 /// `target/<profile>/fabric-agent-sim`, built with this bench's profile first (a no-op when
 /// fresh): binaries of other packages are not built for benches.
@@ -45,4 +46,36 @@ impl Drop for Proc {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
+}
+
+/// Starts the agent simulator on `spec` (24-bit addresses, no console), its inventory written
+/// to `inventory`, and waits for its `ready` line (the error carries its stderr).
+pub fn start_sim(sim_bin: &Path, spec: &str, inventory: &Path) -> anyhow::Result<Proc> {
+    let mut sim = Proc(
+        Command::new(sim_bin)
+            .args([
+                "--generate",
+                spec,
+                "--address-bits",
+                "24",
+                "--no-console",
+                "--inventory",
+            ])
+            .arg(inventory)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .context("start fabric-agent-sim")?,
+    );
+    let mut line = String::new();
+    BufReader::new(sim.0.stdout.take().context("sim stdout")?).read_line(&mut line)?;
+    if !line.starts_with("ready") {
+        let mut err = String::new();
+        if let Some(mut e) = sim.0.stderr.take() {
+            let _ = e.read_to_string(&mut err);
+        }
+        bail!("simulator did not start: {line:?} {err}");
+    }
+    Ok(sim)
 }
