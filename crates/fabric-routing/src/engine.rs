@@ -66,6 +66,10 @@ pub enum RoutingError {
     #[error("node groups cover {groups} end ports but the fabric has {end_ports}")]
     /// The node groups were made for another fabric.
     GroupsMismatch { groups: usize, end_ports: usize },
+    #[error("{engine} cannot route this fabric: {reason}")]
+    /// The engine does not route this kind of fabric (e.g. PQFT on a fabric that is not a
+    /// quasi fat-tree); `reason` says what it needs.
+    Unsupported { engine: &'static str, reason: String },
     #[error("Dmodk needs a complete PGFT: {0}")]
     /// Dmodk was asked to route a fabric that is not a complete generated PGFT (why).
     NotCompletePgft(String),

@@ -25,19 +25,25 @@
 pub mod check;
 mod deadlock;
 mod dmodc;
+mod dmodc_lb;
 mod dmodk;
 mod engine;
 pub mod fallback;
 mod fastdiv;
 mod fill;
+mod ftree;
 mod groups;
 mod hops;
 pub mod lft;
 pub mod lid;
 pub mod mcast;
 pub mod opensm;
+mod pqft;
 mod prep;
+mod randsp;
 mod route;
+mod smodk;
+mod sssp;
 mod swlid;
 #[cfg(test)]
 mod testutil;
@@ -46,9 +52,11 @@ mod walk;
 
 pub use check::{trace, TraceEnd, TraceError};
 pub use dmodc::{Dmodc, GroupedDmodc};
+pub use dmodc_lb::DmodcLb;
 pub use dmodk::{Dmodk, GroupedDmodk};
 pub use engine::{LidSet, RoutingContext, RoutingEngine, RoutingError};
 pub use fallback::{check_and_repair, route_all_checked, Fallback, RoutingCheck};
+pub use ftree::{Directions, Ftree, FtreeVariant};
 pub use groups::NodeGroups;
 pub use lft::{LftBlockDiff, Lfts, BLOCK_SIZE, NO_ROUTE};
 pub use lid::{assign_lids, Guid2Lid, LidError, LidOwner, LidOwners, LidPlan, PlanMismatch, IB_MAX_UNICAST_LID};
@@ -60,5 +68,9 @@ pub use opensm::{
     parse_opensm_lfts, read_opensm_lfts, write_opensm_lfts, write_opensm_lfts_to, LftDumpError, OpensmLftWriter,
     OpensmLfts, SwitchLftDump,
 };
-pub use route::{engine, route_all, route_all_grouped, EngineKind, RoutedFabric, UnknownEngine};
+pub use pqft::Pqft;
+pub use randsp::RandSp;
+pub use route::{engine, route_all, route_all_grouped, EngineKind, RoutedFabric, UnknownEngine, ENGINE_NAMES};
+pub use smodk::Smodk;
+pub use sssp::Sssp;
 pub use updown::UpDown;

@@ -7,10 +7,16 @@ use std::str::FromStr;
 use std::time::Instant;
 
 use crate::dmodc::{Dmodc, GroupedDmodc};
+use crate::dmodc_lb::DmodcLb;
 use crate::dmodk::{Dmodk, GroupedDmodk};
 use crate::engine::{validate_context, LidSet, RoutingContext, RoutingEngine, RoutingError};
+use crate::ftree::{Directions, Ftree, FtreeVariant};
 use crate::groups::NodeGroups;
 use crate::lft::Lfts;
+use crate::pqft::Pqft;
+use crate::randsp::RandSp;
+use crate::smodk::Smodk;
+use crate::sssp::Sssp;
 use crate::updown::UpDown;
 
 /// The routing engines that can be selected for the base LIDs.
@@ -21,49 +27,168 @@ pub enum EngineKind {
     Dmodc,
     /// Dmodk closed form; complete PGFTs only.
     Dmodk,
-    /// Up*/Down* over a BFS spanning tree with Dmodc-style selection (Alg. 12).
+    /// Up*/Down* over a BFS spanning tree with Dmodc-style selection (Alg. 12, BFS-Dmodc).
     UpDown,
-    /// Up*/Down* over a BFS spanning tree with seeded random selection (Alg. 11).
+    /// Up*/Down* over a BFS spanning tree with seeded random selection (Alg. 11, BFS-Random).
     UpDownRandom {
         /// Seed of the per-switch generators (ChaCha8 seeded by seed and switch GUID).
         seed: u64,
     },
+    /// Ftree (thesis Alg. 1), link directions from the ranking.
+    Ftree,
+    /// Ftree2 (thesis Alg. 9): remote switch usage before local port usage.
+    Ftree2,
+    /// Ftree-Random (thesis Alg. 8): Ftree's traversal with seeded random choices.
+    FtreeRandom {
+        /// Seed of the random choices.
+        seed: u64,
+    },
+    /// BFS-Ftree (thesis §5.1.3): Ftree on the BFS link directions of Alg. 10.
+    BfsFtree,
+    /// BFS-Ftree2 (thesis §5.1.3): Ftree2 on the BFS link directions of Alg. 10.
+    BfsFtree2,
+    /// BFS-Ftree-Random (thesis §5.1.3): Ftree-Random on the BFS link directions of Alg. 10.
+    BfsFtreeRandom {
+        /// Seed of the random choices.
+        seed: u64,
+    },
+    /// RandSP (thesis §1.4.4): seeded uniformly random choice among shortest paths.
+    RandSp {
+        /// Seed of the random choices.
+        seed: u64,
+    },
+    /// Smodk (thesis §1.4.3): the source-based counterpart of Dmodk.
+    Smodk,
+    /// SSSP: balanced shortest paths on any topology.
+    Sssp,
+    /// PQFT (QFT paper Sec. IV–V): closed-form routing of quasi fat-trees, fault-resilient.
+    Pqft,
+    /// Load-aware Dmodc: Dmodc's closed form where the fabric is intact, balanced by load where
+    /// it is not.
+    DmodcLb,
 }
+
+/// Every engine name [`EngineKind::from_str`] accepts, seeded ones without their `:SEED`.
+pub const ENGINE_NAMES: &[&str] = &[
+    "dmodc",
+    "dmodk",
+    "updown",
+    "updown-random",
+    "ftree",
+    "ftree2",
+    "ftree-random",
+    "bfs-ftree",
+    "bfs-ftree2",
+    "bfs-ftree-random",
+    "randsp",
+    "smodk",
+    "sssp",
+    "pqft",
+    "dmodc-lb",
+];
 
 /// Error of [`EngineKind::from_str`].
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
-#[error("unknown routing engine `{0}` (expected dmodc, dmodk, updown, updown-random or updown-random:SEED)")]
+#[error(
+    "unknown routing engine `{0}` (expected one of dmodc, dmodk, updown (bfs-dmodc), updown-random (bfs-random), \
+     ftree, ftree2, ftree-random, bfs-ftree, bfs-ftree2, bfs-ftree-random, randsp, smodk, sssp, pqft, dmodc-lb; \
+     the random ones take an optional `:SEED`)"
+)]
 pub struct UnknownEngine(
     /// The text that was not recognised.
     pub String,
 );
 
+impl EngineKind {
+    /// The seed of a seeded engine (`None` for deterministic engines).
+    pub fn seed(self) -> Option<u64> {
+        match self {
+            EngineKind::UpDownRandom { seed }
+            | EngineKind::FtreeRandom { seed }
+            | EngineKind::BfsFtreeRandom { seed }
+            | EngineKind::RandSp { seed } => Some(seed),
+            _ => None,
+        }
+    }
+
+    /// The same engine with `seed` (unchanged for deterministic engines).
+    pub fn with_seed(self, seed: u64) -> Self {
+        match self {
+            EngineKind::UpDownRandom { .. } => EngineKind::UpDownRandom { seed },
+            EngineKind::FtreeRandom { .. } => EngineKind::FtreeRandom { seed },
+            EngineKind::BfsFtreeRandom { .. } => EngineKind::BfsFtreeRandom { seed },
+            EngineKind::RandSp { .. } => EngineKind::RandSp { seed },
+            k => k,
+        }
+    }
+
+    /// The engine's name without its seed.
+    pub fn name(self) -> &'static str {
+        match self {
+            EngineKind::Dmodc => "dmodc",
+            EngineKind::Dmodk => "dmodk",
+            EngineKind::UpDown => "updown",
+            EngineKind::UpDownRandom { .. } => "updown-random",
+            EngineKind::Ftree => "ftree",
+            EngineKind::Ftree2 => "ftree2",
+            EngineKind::FtreeRandom { .. } => "ftree-random",
+            EngineKind::BfsFtree => "bfs-ftree",
+            EngineKind::BfsFtree2 => "bfs-ftree2",
+            EngineKind::BfsFtreeRandom { .. } => "bfs-ftree-random",
+            EngineKind::RandSp { .. } => "randsp",
+            EngineKind::Smodk => "smodk",
+            EngineKind::Sssp => "sssp",
+            EngineKind::Pqft => "pqft",
+            EngineKind::DmodcLb => "dmodc-lb",
+        }
+    }
+}
+
 impl FromStr for EngineKind {
     type Err = UnknownEngine;
-    /// `dmodc`, `dmodk`, `updown`, `updown-random` (seed 0) or `updown-random:SEED`.
+    /// An engine name of [`ENGINE_NAMES`] (or an alias: `updn`/`bfs-dmodc` for `updown`,
+    /// `bfs-random` for `updown-random`, `rand-sp` for `randsp`), seeded engines with an
+    /// optional `:SEED` (default 0).
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let t = s.trim().to_ascii_lowercase();
-        match t.as_str() {
-            "dmodc" => Ok(EngineKind::Dmodc),
-            "dmodk" => Ok(EngineKind::Dmodk),
-            "updown" | "updn" | "bfs-dmodc" => Ok(EngineKind::UpDown),
-            "updown-random" | "bfs-random" => Ok(EngineKind::UpDownRandom { seed: 0 }),
-            _ => match t.strip_prefix("updown-random:").map(str::parse::<u64>) {
-                Some(Ok(seed)) => Ok(EngineKind::UpDownRandom { seed }),
-                _ => Err(UnknownEngine(s.to_string())),
+        let (name, seed) = match t.split_once(':') {
+            None => (t.as_str(), None),
+            Some((n, v)) => match v.parse::<u64>() {
+                Ok(v) => (n, Some(v)),
+                Err(_) => return Err(UnknownEngine(s.to_string())),
             },
+        };
+        let kind = match name {
+            "dmodc" => EngineKind::Dmodc,
+            "dmodk" => EngineKind::Dmodk,
+            "updown" | "updn" | "bfs-dmodc" => EngineKind::UpDown,
+            "updown-random" | "bfs-random" => EngineKind::UpDownRandom { seed: 0 },
+            "ftree" => EngineKind::Ftree,
+            "ftree2" => EngineKind::Ftree2,
+            "ftree-random" => EngineKind::FtreeRandom { seed: 0 },
+            "bfs-ftree" => EngineKind::BfsFtree,
+            "bfs-ftree2" => EngineKind::BfsFtree2,
+            "bfs-ftree-random" => EngineKind::BfsFtreeRandom { seed: 0 },
+            "randsp" | "rand-sp" => EngineKind::RandSp { seed: 0 },
+            "smodk" => EngineKind::Smodk,
+            "sssp" => EngineKind::Sssp,
+            "pqft" => EngineKind::Pqft,
+            "dmodc-lb" => EngineKind::DmodcLb,
+            _ => return Err(UnknownEngine(s.to_string())),
+        };
+        match seed {
+            None => Ok(kind),
+            Some(v) if kind.seed().is_some() => Ok(kind.with_seed(v)),
+            Some(_) => Err(UnknownEngine(s.to_string())),
         }
     }
 }
 
 impl fmt::Display for EngineKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            EngineKind::Dmodc => write!(f, "dmodc"),
-            EngineKind::Dmodk => write!(f, "dmodk"),
-            EngineKind::UpDown => write!(f, "updown"),
-            EngineKind::UpDownRandom { seed: 0 } => write!(f, "updown-random"),
-            EngineKind::UpDownRandom { seed } => write!(f, "updown-random:{seed}"),
+        match self.seed() {
+            None | Some(0) => write!(f, "{}", self.name()),
+            Some(seed) => write!(f, "{}:{seed}", self.name()),
         }
     }
 }
@@ -77,6 +202,17 @@ pub fn engine(kind: EngineKind) -> Box<dyn RoutingEngine> {
         EngineKind::UpDownRandom { seed } => Box::new(UpDown {
             random_seed: Some(seed),
         }),
+        EngineKind::Ftree => Box::new(Ftree::new(FtreeVariant::Ftree, Directions::Ranking)),
+        EngineKind::Ftree2 => Box::new(Ftree::new(FtreeVariant::Ftree2, Directions::Ranking)),
+        EngineKind::FtreeRandom { seed } => Box::new(Ftree::new(FtreeVariant::Random { seed }, Directions::Ranking)),
+        EngineKind::BfsFtree => Box::new(Ftree::new(FtreeVariant::Ftree, Directions::Bfs)),
+        EngineKind::BfsFtree2 => Box::new(Ftree::new(FtreeVariant::Ftree2, Directions::Bfs)),
+        EngineKind::BfsFtreeRandom { seed } => Box::new(Ftree::new(FtreeVariant::Random { seed }, Directions::Bfs)),
+        EngineKind::RandSp { seed } => Box::new(RandSp { seed }),
+        EngineKind::Smodk => Box::new(Smodk),
+        EngineKind::Sssp => Box::new(Sssp),
+        EngineKind::Pqft => Box::new(Pqft),
+        EngineKind::DmodcLb => Box::new(DmodcLb),
     }
 }
 
@@ -140,13 +276,25 @@ mod tests {
             ("updown", EngineKind::UpDown),
             ("updown-random", EngineKind::UpDownRandom { seed: 0 }),
             ("updown-random:42", EngineKind::UpDownRandom { seed: 42 }),
+            ("ftree-random:7", EngineKind::FtreeRandom { seed: 7 }),
+            ("randsp", EngineKind::RandSp { seed: 0 }),
+            ("dmodc-lb", EngineKind::DmodcLb),
         ] {
             let got: EngineKind = s.parse().unwrap();
             assert_eq!(got, k);
             assert_eq!(got.to_string().parse::<EngineKind>().unwrap(), k);
         }
-        assert_eq!("ftree".parse::<EngineKind>(), Err(UnknownEngine("ftree".into())));
+        assert_eq!("fttree".parse::<EngineKind>(), Err(UnknownEngine("fttree".into())));
         assert!("updown-random:x".parse::<EngineKind>().is_err());
+        assert!(
+            "dmodc:3".parse::<EngineKind>().is_err(),
+            "a deterministic engine takes no seed"
+        );
+        for name in ENGINE_NAMES {
+            let k: EngineKind = name.parse().unwrap();
+            assert_eq!(k.name(), *name);
+            assert_eq!(engine(k).name(), *name);
+        }
         assert_eq!(engine(EngineKind::Dmodc).name(), "dmodc");
     }
 }

@@ -518,11 +518,11 @@ impl Config {
     pub fn engine_kind(&self) -> Result<EngineKind, String> {
         let name = self.routing.engine.trim();
         let kind = EngineKind::from_str(name).map_err(|e| format!("{name:?}: {e}"))?;
-        Ok(match kind {
-            EngineKind::UpDownRandom { .. } => EngineKind::UpDownRandom {
-                seed: self.routing.seed,
-            },
-            k => k,
+        // The seeded engines take `routing.seed` unless the name carries one (`NAME:SEED`).
+        Ok(if name.contains(':') {
+            kind
+        } else {
+            kind.with_seed(self.routing.seed)
         })
     }
 }
