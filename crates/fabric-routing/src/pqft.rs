@@ -63,10 +63,7 @@ impl RoutingEngine for Pqft {
     }
     fn route(&self, ctx: &RoutingContext<'_>, set: LidSet, lfts: &mut Lfts) -> Result<(), RoutingError> {
         check_route_args(ctx, set, lfts)?;
-        let unsupported = |reason: String| RoutingError::Unsupported {
-            engine: "pqft",
-            reason,
-        };
+        let unsupported = |reason: String| RoutingError::Unsupported { engine: "pqft", reason };
         let f = ctx.fabric;
         let lay = qft_layout(f).map_err(|e| unsupported(format!("not a quasi fat-tree: {e}")))?;
         let closed = Closed::new(&lay.spec).map_err(unsupported)?;
@@ -151,7 +148,16 @@ fn route_qft(
 /// or `up`, by whether the destination is below) when its cable leads on, an alternative
 /// otherwise; [`NO_ROUTE`] when no up-down path is left.
 #[allow(clippy::too_many_arguments)]
-fn resilient(f: &Fabric, o: &Oriented, c: &Costs, sw: SwitchId, p: usize, dst: &Dest, down: PortNum, up: PortNum) -> PortNum {
+fn resilient(
+    f: &Fabric,
+    o: &Oriented,
+    c: &Costs,
+    sw: SwitchId,
+    p: usize,
+    dst: &Dest,
+    down: PortNum,
+    up: PortNum,
+) -> PortNum {
     if dst.leaf == NONE {
         return NO_ROUTE;
     }

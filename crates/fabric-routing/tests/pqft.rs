@@ -48,6 +48,9 @@ fn mu_sp_is_1_on_the_3888_node_qft() {
     assert_eq!(f.num_end_ports(), 3888);
     let r = route_with(&f, EngineKind::Pqft, 1);
     assert_eq!(shift_mu(&r), 1, "{s}");
+    // The same checker sees the contention of Dmodc there (the issue measured mu_sp 3).
+    let d = route_with(&f, EngineKind::Dmodc, 1);
+    assert!(shift_mu(&d) > 1, "{s}: Dmodc");
 }
 
 /// On an XGFT / k-ary n-tree (every `p_l = 1`) the closed form is d-mod-k: the same bytes as
@@ -126,9 +129,13 @@ fn thesis_fig_2_2() {
 
 fn unsupported(f: &Fabric) -> String {
     let ranking = fabric_ranking::rank(f, &fabric_ranking::RankOptions::default());
-    let lids =
-        fabric_routing::assign_lids(f, &fabric_routing::Guid2Lid::default(), 0, fabric_routing::IB_MAX_UNICAST_LID)
-            .unwrap();
+    let lids = fabric_routing::assign_lids(
+        f,
+        &fabric_routing::Guid2Lid::default(),
+        0,
+        fabric_routing::IB_MAX_UNICAST_LID,
+    )
+    .unwrap();
     let ctx = fabric_routing::RoutingContext {
         fabric: f,
         ranking: &ranking,
@@ -167,7 +174,14 @@ fn rename(f: &Fabric, i: usize) -> Fabric {
     }
     for e in f.end_ports() {
         let ep = b
-            .add_end_port(e.port_guid, e.node_guid, e.desc.clone(), e.port_num, e.node_ports, e.node_type)
+            .add_end_port(
+                e.port_guid,
+                e.node_guid,
+                e.desc.clone(),
+                e.port_num,
+                e.node_ports,
+                e.node_type,
+            )
             .unwrap();
         let (sw, port) = e.attach.unwrap();
         b.connect_end_port(ep, sw, port).unwrap();
@@ -208,6 +222,19 @@ fn degraded_qft(s: &str, links: usize, switches: usize, down: usize, seed: u64) 
     f.apply(&events).unwrap()
 }
 
+/// Whether the ranking gives every live switch its QFT level (`"QFT L<level> S(..)"`).
+fn ranking_is_qft_levels(f: &Fabric, r: &Routed) -> bool {
+    f.switch_ids().filter(|&s| f.switch(s).up).all(|s| {
+        let level = f
+            .switch(s)
+            .desc
+            .split(' ')
+            .nth(1)
+            .and_then(|l| l[1..].parse::<u32>().ok());
+        r.ranking.level[s.idx()] == level
+    })
+}
+
 const SHAPES: [&str; 4] = [
     "QFT(3;4,2,4;1,2,4;1,2,1)",
     "QFT(3;4,2,4;1,2,2;1,2,1)",
@@ -216,7 +243,7 @@ const SHAPES: [&str; 4] = [
 ];
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
 
     /// Alg. 1 on random degraded QFTs: routed (never refused), every up-down connected pair
     /// reachable, every route up*-down* (no violation, acyclic CDG), the same bytes twice.
@@ -231,7 +258,12 @@ proptest! {
         let s = SHAPES[shape];
         let f = degraded_qft(s, links, switches, down, seed);
         let r = route_with(&f, EngineKind::Pqft, 1);
-        prop_assert_eq!(check::updown_violations(&f, &r.ranking, &r.lids, &r.lfts, LidSet::Base), 0);
+        // PQFT orients links by the QFT levels; where the ranking agrees (it does not when a
+        // level-1 switch lost every leaf cable: it then ranks above the top), the routes are
+        // up*-down* for the ranking too. The CDG check below holds in every case.
+        if ranking_is_qft_levels(&f, &r) {
+            prop_assert_eq!(check::updown_violations(&f, &r.ranking, &r.lids, &r.lfts, LidSet::Base), 0);
+        }
         prop_assert!(check::deadlock_free(&f, &r.ranking, &r.lids, &r.lfts));
         let v = check::validity(&f, &r.lids, &r.lfts);
         if check::leaves_updown_connected(&f, &r.ranking) {
@@ -261,7 +293,10 @@ fn one_fault_moves_only_what_crossed_it() {
     // Only entries that used the dead cable can move (through the leaf's up port, the
     // level-2 switch's down port and the top down ports above it): a small share of the table.
     let total = f.num_switches() * n_lids(&r);
-    assert!(changed > 0 && changed * 10 < total, "{changed} of {total} entries changed");
+    assert!(
+        changed > 0 && changed * 10 < total,
+        "{changed} of {total} entries changed"
+    );
     assert!(shift_mu(&r) <= 3);
 }
 

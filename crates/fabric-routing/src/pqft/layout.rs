@@ -34,9 +34,8 @@ pub(crate) fn qft_layout(f: &Fabric) -> Result<QftLayout, String> {
             spec: l.spec,
             complete: true,
         }),
-        Err(complete_err) => degraded_layout(f).map_err(|e| {
-            format!("it is not a complete generated fat-tree ({complete_err}) nor a degraded one ({e})")
-        }),
+        Err(complete_err) => degraded_layout(f)
+            .map_err(|e| format!("it is not a complete generated fat-tree ({complete_err}) nor a degraded one ({e})")),
     }
 }
 
@@ -81,13 +80,20 @@ fn degraded_layout(f: &Fabric) -> Result<QftLayout, String> {
     for (i, s) in f.switches().iter().enumerate() {
         let l = addr[i].level as usize;
         if l == 0 {
-            let nodes = s.external_ports().filter(|(_, p)| matches!(p.remote, Remote::EndPort(_))).count();
+            let nodes = s
+                .external_ports()
+                .filter(|(_, p)| matches!(p.remote, Remote::EndPort(_)))
+                .count();
             m[0] = m[0].max(nodes as u32);
         }
         match nports[l] {
             None => nports[l] = Some(u32::from(s.nports)),
             Some(n) if n != u32::from(s.nports) => {
-                return Err(format!("{} has {} ports, other level-{l} switches {n}", name(i), s.nports))
+                return Err(format!(
+                    "{} has {} ports, other level-{l} switches {n}",
+                    name(i),
+                    s.nports
+                ))
             }
             Some(_) => {}
         }
@@ -98,19 +104,27 @@ fn degraded_layout(f: &Fabric) -> Result<QftLayout, String> {
     for l in 0..h {
         let n = nports[l].ok_or_else(|| format!("no switch of level {l} is left"))?;
         let down = m[l] * p[l];
-        let up = n.checked_sub(down).ok_or_else(|| format!("level-{l} switches have {n} ports, fewer than {down} down ports"))?;
+        let up = n
+            .checked_sub(down)
+            .ok_or_else(|| format!("level-{l} switches have {n} ports, fewer than {down} down ports"))?;
         if l + 1 == h {
             if up != 0 {
-                return Err(format!("top switches have {up} ports more than their {down} down ports"));
+                return Err(format!(
+                    "top switches have {up} ports more than their {down} down ports"
+                ));
             }
         } else if up == 0 || up % w[l + 1] != 0 {
-            return Err(format!("level-{l} switches have {up} up ports, not a multiple of their {} parents", w[l + 1]));
+            return Err(format!(
+                "level-{l} switches have {up} up ports, not a multiple of their {} parents",
+                w[l + 1]
+            ));
         } else {
             p[l + 1] = up / w[l + 1];
         }
     }
     let spec = PgftSpec { kind, h, m, w, p };
-    spec.validate().map_err(|e| format!("the tuples suggest {spec}, which is not valid: {e}"))?;
+    spec.validate()
+        .map_err(|e| format!("the tuples suggest {spec}, which is not valid: {e}"))?;
     let expected = generate(&spec).map_err(|e| format!("{spec}: {e}"))?;
     let ef = &expected.fabric;
     for (i, s) in f.switches().iter().enumerate() {
@@ -119,7 +133,11 @@ fn degraded_layout(f: &Fabric) -> Result<QftLayout, String> {
             .ok_or_else(|| format!("{}: not the GUID of a {spec} switch", name(i)))?;
         let es = ef.switch(eid);
         if es.desc != s.desc || es.nports != s.nports {
-            return Err(format!("{}: the {spec} switch with this GUID is '{}'", name(i), es.desc));
+            return Err(format!(
+                "{}: the {spec} switch with this GUID is '{}'",
+                name(i),
+                es.desc
+            ));
         }
         for (pn, port) in s.external_ports() {
             let want = es.ports[pn as usize].remote;
@@ -142,9 +160,13 @@ fn degraded_layout(f: &Fabric) -> Result<QftLayout, String> {
     }
     let mut index = Vec::with_capacity(f.num_end_ports());
     for e in f.end_ports() {
-        let eid = ef
-            .end_port_by_guid(e.port_guid)
-            .ok_or_else(|| format!("end port {} '{}' is not a {spec} end node", fmt_guid(e.port_guid), e.desc))?;
+        let eid = ef.end_port_by_guid(e.port_guid).ok_or_else(|| {
+            format!(
+                "end port {} '{}' is not a {spec} end node",
+                fmt_guid(e.port_guid),
+                e.desc
+            )
+        })?;
         index.push(u64::from(eid.0));
     }
     Ok(QftLayout {

@@ -17,7 +17,11 @@ fn spec(s: &str) -> PgftSpec {
 /// an integer for these specs), against the simplified `W_l · p_{l-1} · p_l` of [`Closed`].
 #[test]
 fn eq_12_step_sizes() {
-    for s in ["QFT(4;18,3,18,36;1,3,18,18;1,6,1,1)", "QFT(3;18,6,36;1,6,18;1,3,1)", "QFT(3;4,2,4;1,2,4;1,2,1)"] {
+    for s in [
+        "QFT(4;18,3,18,36;1,3,18,18;1,6,1,1)",
+        "QFT(3;18,6,36;1,6,18;1,3,1)",
+        "QFT(3;4,2,4;1,2,4;1,2,1)",
+    ] {
         let sp = spec(s);
         let c = Closed::new(&sp).unwrap();
         let p = |i: i64| if i >= 1 { u64::from(sp.p[i as usize - 1]) } else { 1 };
@@ -52,7 +56,11 @@ fn shapes_outside_the_paper_are_refused_with_a_reason() {
 /// form: eq. 10 is downward reachability and every closed-form port leads on.
 #[test]
 fn alg1_keeps_the_closed_form_on_a_complete_qft() {
-    for s in ["QFT(3;4,2,4;1,2,4;1,2,1)", "QFT(4;4,2,4,4;1,2,4,4;1,2,1,1)", "QFT(3;4,2,4;1,2,2;1,2,1)"] {
+    for s in [
+        "QFT(3;4,2,4;1,2,4;1,2,1)",
+        "QFT(4;4,2,4,4;1,2,4,4;1,2,1,1)",
+        "QFT(3;4,2,4;1,2,2;1,2,1)",
+    ] {
         let r = Routable::new(generate(&spec(s)).unwrap().fabric);
         let ctx = r.ctx();
         let f = &r.fabric;
@@ -98,7 +106,14 @@ fn degraded_qfts_are_recognised_and_miscabled_ones_refused() {
     }
     for e in f.end_ports() {
         let ep = fb
-            .add_end_port(e.port_guid, e.node_guid, e.desc.clone(), e.port_num, e.node_ports, e.node_type)
+            .add_end_port(
+                e.port_guid,
+                e.node_guid,
+                e.desc.clone(),
+                e.port_num,
+                e.node_ports,
+                e.node_type,
+            )
             .unwrap();
         let (sw, port) = e.attach.unwrap();
         fb.connect_end_port(ep, sw, port).unwrap();
