@@ -144,6 +144,9 @@ fn route_qft(
     });
 }
 
+/// One cost row of a switch (downward-only or up-down costs).
+type CostRow = fn(&Costs, usize) -> &[u8];
+
 /// Alg. 1 at switch `sw` (row position `p`) for one destination: the closed-form port (`down`
 /// or `up`, by whether the destination is below) when its cable leads on, an alternative
 /// otherwise; [`NO_ROUTE`] when no up-down path is left.
@@ -163,7 +166,7 @@ fn resilient(
     }
     let li = dst.leaf as usize;
     let dc = c.down_row(p)[li];
-    let (want, ideal, nbrs, row): (u8, PortNum, _, fn(&Costs, usize) -> &[u8]) = if dc != INF {
+    let (want, ideal, nbrs, row): (u8, PortNum, _, CostRow) = if dc != INF {
         if dc == 0 {
             return dst.leaf_port;
         }

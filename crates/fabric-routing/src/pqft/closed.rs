@@ -56,7 +56,7 @@ impl<'s> Closed<'s> {
                      (Sec. IV) needs the cross-connections below the top (p_2 > 1 in every known QFT)"
                 ));
             }
-            if lc + 2 <= h && spec.w[lc + 1] % spec.p[lc - 1] != 0 {
+            if lc + 2 <= h && !spec.w[lc + 1].is_multiple_of(spec.p[lc - 1]) {
                 return Err(format!(
                     "{spec}: w_{} = {} is not divisible by p_{lc} = {} (QFT paper Sec. III)",
                     lc + 2,

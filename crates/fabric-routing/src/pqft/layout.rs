@@ -113,7 +113,7 @@ fn degraded_layout(f: &Fabric) -> Result<QftLayout, String> {
                     "top switches have {up} ports more than their {down} down ports"
                 ));
             }
-        } else if up == 0 || up % w[l + 1] != 0 {
+        } else if up == 0 || !up.is_multiple_of(w[l + 1]) {
             return Err(format!(
                 "level-{l} switches have {up} up ports, not a multiple of their {} parents",
                 w[l + 1]
