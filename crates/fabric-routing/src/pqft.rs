@@ -127,6 +127,16 @@ fn route_qft(
         let addr = &lay.addr[s];
         let lv = addr.level as usize;
         let sw = SwitchId(s as u32);
+        // Row position of the switch behind each live port (NONE: no live cable).
+        let mut behind = [NONE; 256];
+        if c.is_some() {
+            let groups = f.port_groups(sw);
+            for nb in o.ups(p as usize).iter().chain(o.downs(p as usize)) {
+                for &port in &groups[nb.group as usize].ports {
+                    behind[port as usize] = nb.pos;
+                }
+            }
+        }
         for dst in &dests {
             let a = &digits[dst.first..dst.first + h];
             let port = match &c {
@@ -137,7 +147,10 @@ fn route_qft(
                         up[dst.first + lv]
                     }
                 }
-                Some(c) => resilient(f, o, c, sw, p as usize, dst, down[dst.first + lv], up[dst.first + lv]),
+                Some(c) => {
+                    let ideal = (down[dst.first + lv], up[dst.first + lv]);
+                    resilient(f, o, c, sw, p as usize, &behind, dst, ideal)
+                }
             };
             row[dst.lid as usize] = port;
         }
@@ -147,9 +160,10 @@ fn route_qft(
 /// One cost row of a switch (downward-only or up-down costs).
 type CostRow = fn(&Costs, usize) -> &[u8];
 
-/// Alg. 1 at switch `sw` (row position `p`) for one destination: the closed-form port (`down`
-/// or `up`, by whether the destination is below) when its cable leads on, an alternative
-/// otherwise; [`NO_ROUTE`] when no up-down path is left.
+/// Alg. 1 at switch `sw` (row position `p`, `behind[port]` the row position behind each live
+/// port) for one destination: the closed-form port (`ideal.0` down or `ideal.1` up, by whether
+/// the destination is below) when its cable leads on, an alternative otherwise; [`NO_ROUTE`]
+/// when no up-down path is left.
 #[allow(clippy::too_many_arguments)]
 fn resilient(
     f: &Fabric,
@@ -157,9 +171,9 @@ fn resilient(
     c: &Costs,
     sw: SwitchId,
     p: usize,
+    behind: &[u32; 256],
     dst: &Dest,
-    down: PortNum,
-    up: PortNum,
+    (down, up): (PortNum, PortNum),
 ) -> PortNum {
     if dst.leaf == NONE {
         return NO_ROUTE;
@@ -180,11 +194,11 @@ fn resilient(
     };
     let groups = f.port_groups(sw);
     let leads = |q: u32| row(c, q as usize)[li] == want;
-    // The closed-form port, if it is live and its remote still leads on.
-    if let Some(nb) = nbrs.iter().find(|nb| groups[nb.group as usize].ports.contains(&ideal)) {
-        if leads(nb.pos) {
-            return ideal;
-        }
+    // The closed-form port, if it is live and its remote still leads on (a down port of the
+    // closed form always leads down, an up port up: the cabling was checked against eqs. 7–8).
+    let q = behind[ideal as usize];
+    if q != NONE && leads(q) {
+        return ideal;
     }
     let count: usize = nbrs
         .iter()
