@@ -11,10 +11,10 @@ use fabric_routing::check::{self, leaves_updown_connected};
 use fabric_routing::{trace, EngineKind, LidSet, TraceEnd};
 use fabric_topology::gen::{degrade, generate, Degrade, PgftSpec};
 
-/// All-to-all over the live end ports, per directed switch-to-switch port (`sw * 256 + port`):
-/// the number of paths, of distinct sources and of distinct destinations crossing it.
+/// All-to-all over the live end ports: per directed switch-to-switch port (`sw * 256 + port`)
+/// the number of paths (max: `xi`) and `min(distinct sources, distinct destinations)` (max:
+/// `mu_a2a`), as `fabric-metrics` defines them (thesis §2.3).
 struct A2a {
-    paths: Vec<u32>,
     mu: u32,
     xi: u32,
 }
@@ -49,12 +49,12 @@ fn a2a(r: &Routed) -> A2a {
     let count = |v: &[u64], c: usize| v[c * words..(c + 1) * words].iter().map(|w| w.count_ones()).sum::<u32>();
     let mu = (0..nch).map(|c| count(&srcs, c).min(count(&dsts, c))).max().unwrap_or(0);
     let xi = paths.iter().copied().max().unwrap_or(0);
-    A2a { paths, mu, xi }
+    A2a { mu, xi }
 }
 
-/// On complete PGFTs every switch-to-switch port carries exactly the all-to-all paths of
-/// Dmodk (the optimum: on a complete PGFT Dmodk spreads every level's paths evenly over its
-/// ports), so `mu_a2a` and `xi` equal Dmodk's; `mu_sp` stays small.
+/// On complete PGFTs the busiest switch-to-switch port carries no more all-to-all paths than
+/// Dmodk's (the optimum of a complete PGFT: Dmodk spreads every level's paths evenly over its
+/// port groups), so `mu_a2a` and `xi` equal Dmodk's.
 #[test]
 fn sssp_balances_all_to_all_like_dmodk_on_complete_pgfts() {
     for s in [
@@ -71,11 +71,6 @@ fn sssp_balances_all_to_all_like_dmodk_on_complete_pgfts() {
         let (a, b) = (a2a(&sssp), a2a(&dmodk));
         assert_eq!(a.mu, b.mu, "{s}: mu_a2a");
         assert_eq!(a.xi, b.xi, "{s}: xi");
-        let mut pa: Vec<u32> = a.paths.iter().copied().filter(|&x| x > 0).collect();
-        let mut pb: Vec<u32> = b.paths.iter().copied().filter(|&x| x > 0).collect();
-        pa.sort_unstable();
-        pb.sort_unstable();
-        assert_eq!(pa, pb, "{s}: every port's all-to-all load");
         println!("{s}: mu_a2a {} xi {} mu_sp sssp {} dmodk {}", a.mu, a.xi, mu_sp(&sssp), mu_sp(&dmodk));
     }
 }
@@ -140,6 +135,27 @@ fn check_engine(f: &fabric_topology::Fabric, kind: EngineKind, what: &str) -> Re
     Ok(r)
 }
 
+/// RandSP is checked with seeds 1 and 2; when they write the same tables, either another seed
+/// differs, or no switch has a choice: then every end-port entry is the one the deterministic
+/// selection over the same closer ports writes (Dmodc on the ranking's directions, BFS-Dmodc
+/// on BFS directions).
+fn seeds_matter(f: &fabric_topology::Fabric, what: &str) -> Result<(), TestCaseError> {
+    let a = check_engine(f, EngineKind::RandSp { seed: 1 }, what)?;
+    let b = check_engine(f, EngineKind::RandSp { seed: 2 }, what)?;
+    if a.lfts != b.lfts || (3..=24).any(|seed| route_with(f, EngineKind::RandSp { seed }, 1).lfts != a.lfts) {
+        return Ok(());
+    }
+    let det = if leaves_updown_connected(f, &a.ranking) { EngineKind::Dmodc } else { EngineKind::UpDown };
+    let d = route_with(f, det, 1);
+    for s in f.switch_ids() {
+        for e in f.end_port_ids() {
+            let lid = a.lids.base_lid(e);
+            prop_assert_eq!(a.lfts.get(s, lid), d.lfts.get(s, lid), "{}: 24 seeds agree but there is a choice", what);
+        }
+    }
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
 
@@ -155,9 +171,7 @@ proptest! {
         let f = degraded(s, links, switches, seed);
         let what = format!("{s} -{links} links -{switches} switches seed {seed}");
         check_engine(&f, EngineKind::Sssp, &what)?;
-        let a = check_engine(&f, EngineKind::RandSp { seed: 1 }, &what)?;
-        let b = check_engine(&f, EngineKind::RandSp { seed: 2 }, &what)?;
-        prop_assert!(a.lfts != b.lfts, "{}: seeds 1 and 2 give the same tables", what);
+        seeds_matter(&f, &what)?;
     }
 
     /// Randomly degraded QFTs.
@@ -166,8 +180,6 @@ proptest! {
         let f = qft(links, seed);
         let what = format!("QFT -{links} links seed {seed}");
         check_engine(&f, EngineKind::Sssp, &what)?;
-        let a = check_engine(&f, EngineKind::RandSp { seed: 1 }, &what)?;
-        let b = check_engine(&f, EngineKind::RandSp { seed: 2 }, &what)?;
-        prop_assert!(a.lfts != b.lfts, "{}: seeds 1 and 2 give the same tables", what);
+        seeds_matter(&f, &what)?;
     }
 }
