@@ -125,12 +125,13 @@ pub(crate) struct Balanced {
 }
 
 /// The candidate DAG of one destination leaf: switches in an order where every candidate's
-/// remote end comes first (the leaf itself excluded), and each switch's candidate channels.
+/// remote end comes first (the leaf itself excluded), and each switch's candidate channels as
+/// `(remote switch, channel)`.
 #[derive(Default)]
 struct Dag {
     order: Vec<u32>,
     cstart: Vec<u32>,
-    cands: Vec<u32>,
+    cands: Vec<(u32, u32)>,
 }
 
 impl Dag {
@@ -144,9 +145,9 @@ impl Dag {
     }
 }
 
-/// Hop count dominates the load sum: one hop weighs `2^HOP_SHIFT`.
-const HOP_SHIFT: u32 = 48;
-const LOAD_MAX: u64 = (1 << HOP_SHIFT) - 1;
+/// Hop count dominates the load sum: one hop weighs `2^48` (a load sum, at most the
+/// number of pairs times the hops, stays far below it; 2^15 hops fit above it).
+const HOP: u64 = 1 << 48;
 
 /// Routes every destination end port in turn (leaves by decreasing number of live end ports,
 /// then GUID; end ports in port order, as OpenSM orders its destinations), calling
@@ -201,9 +202,8 @@ pub(crate) fn route_paths(fabric: &Fabric, paths: PathSet<'_>, mut sink: impl Fn
             for (i, &s) in dag.order.iter().enumerate() {
                 let mut best = u64::MAX;
                 let mut bc = u32::MAX;
-                for &c in &dag.cands[dag.cstart[i] as usize..dag.cstart[i + 1] as usize] {
-                    let v = key[ch.remote[c as usize] as usize]
-                        .saturating_add((1 << HOP_SHIFT) + load[c as usize].min(LOAD_MAX));
+                for &(t, c) in &dag.cands[dag.cstart[i] as usize..dag.cstart[i + 1] as usize] {
+                    let v = key[t as usize] + load[c as usize] + HOP;
                     if v < best {
                         best = v;
                         bc = c;
@@ -262,8 +262,9 @@ fn shortest_dag(ch: &Channels, leaf: u32, hop: &mut [u32], queue: &mut Vec<u32>,
         dag.order.push(s as u32);
         dag.cstart.push(dag.cands.len() as u32);
         for c in ch.of_switch(s) {
-            if hop[ch.remote[c as usize] as usize] + 1 == hop[s] {
-                dag.cands.push(c);
+            let t = ch.remote[c as usize];
+            if hop[t as usize] + 1 == hop[s] {
+                dag.cands.push((t, c));
             }
         }
     }
@@ -300,13 +301,15 @@ fn updown_dag(ch: &Channels, o: &Oriented, c: &Costs, li: u32, buf: &mut Vec<u32
         if down(p) != INF {
             for nb in o.downs(p) {
                 if down(nb.pos as usize) < down(p) {
-                    dag.cands.extend(ch.of_group(s, nb.group as usize));
+                    let t = o.order[nb.pos as usize].0;
+                    dag.cands.extend(ch.of_group(s, nb.group as usize).map(|c| (t, c)));
                 }
             }
         } else {
             for nb in o.ups(p) {
                 if full(nb.pos as usize) < full(p) {
-                    dag.cands.extend(ch.of_group(s, nb.group as usize));
+                    let t = o.order[nb.pos as usize].0;
+                    dag.cands.extend(ch.of_group(s, nb.group as usize).map(|c| (t, c)));
                 }
             }
         }
