@@ -46,8 +46,16 @@ fn a2a(r: &Routed) -> A2a {
             }
         }
     }
-    let count = |v: &[u64], c: usize| v[c * words..(c + 1) * words].iter().map(|w| w.count_ones()).sum::<u32>();
-    let mu = (0..nch).map(|c| count(&srcs, c).min(count(&dsts, c))).max().unwrap_or(0);
+    let count = |v: &[u64], c: usize| {
+        v[c * words..(c + 1) * words]
+            .iter()
+            .map(|w| w.count_ones())
+            .sum::<u32>()
+    };
+    let mu = (0..nch)
+        .map(|c| count(&srcs, c).min(count(&dsts, c)))
+        .max()
+        .unwrap_or(0);
     let xi = paths.iter().copied().max().unwrap_or(0);
     A2a { mu, xi }
 }
@@ -71,7 +79,13 @@ fn sssp_balances_all_to_all_like_dmodk_on_complete_pgfts() {
         let (a, b) = (a2a(&sssp), a2a(&dmodk));
         assert_eq!(a.mu, b.mu, "{s}: mu_a2a");
         assert_eq!(a.xi, b.xi, "{s}: xi");
-        println!("{s}: mu_a2a {} xi {} mu_sp sssp {} dmodk {}", a.mu, a.xi, mu_sp(&sssp), mu_sp(&dmodk));
+        println!(
+            "{s}: mu_a2a {} xi {} mu_sp sssp {} dmodk {}",
+            a.mu,
+            a.xi,
+            mu_sp(&sssp),
+            mu_sp(&dmodk)
+        );
     }
 }
 
@@ -127,9 +141,20 @@ fn check_engine(f: &fabric_topology::Fabric, kind: EngineKind, what: &str) -> Re
     let connected = leaves_updown_connected(f, &r.ranking);
     if connected {
         prop_assert!(v.valid, "{} {}: {:?}", kind, what, v);
-        prop_assert_eq!(check::updown_violations(f, &r.ranking, &r.lids, &r.lfts, LidSet::Base), 0, "{} {}", kind, what);
+        prop_assert_eq!(
+            check::updown_violations(f, &r.ranking, &r.lids, &r.lfts, LidSet::Base),
+            0,
+            "{} {}",
+            kind,
+            what
+        );
     }
-    prop_assert!(check::deadlock_free(f, &r.ranking, &r.lids, &r.lfts), "{} {}", kind, what);
+    prop_assert!(
+        check::deadlock_free(f, &r.ranking, &r.lids, &r.lfts),
+        "{} {}",
+        kind,
+        what
+    );
     let again = route_with(f, kind, 1);
     prop_assert!(again.lfts == r.lfts, "{} {}: not deterministic", kind, what);
     Ok(r)
@@ -145,12 +170,21 @@ fn seeds_matter(f: &fabric_topology::Fabric, what: &str) -> Result<(), TestCaseE
     if a.lfts != b.lfts || (3..=24).any(|seed| route_with(f, EngineKind::RandSp { seed }, 1).lfts != a.lfts) {
         return Ok(());
     }
-    let det = if leaves_updown_connected(f, &a.ranking) { EngineKind::Dmodc } else { EngineKind::UpDown };
+    let det = if leaves_updown_connected(f, &a.ranking) {
+        EngineKind::Dmodc
+    } else {
+        EngineKind::UpDown
+    };
     let d = route_with(f, det, 1);
     for s in f.switch_ids() {
         for e in f.end_port_ids() {
             let lid = a.lids.base_lid(e);
-            prop_assert_eq!(a.lfts.get(s, lid), d.lfts.get(s, lid), "{}: 24 seeds agree but there is a choice", what);
+            prop_assert_eq!(
+                a.lfts.get(s, lid),
+                d.lfts.get(s, lid),
+                "{}: 24 seeds agree but there is a choice",
+                what
+            );
         }
     }
     Ok(())

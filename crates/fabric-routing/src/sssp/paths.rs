@@ -154,7 +154,11 @@ const HOP: u64 = 1 << 48;
 /// `sink(d, next)` with `next[s]` = output port of switch `s` towards `d` (the end port's leaf
 /// port on its leaf, [`NO_ROUTE`] where `s` has no path). Sequential by nature: each
 /// destination sees the loads of the previous ones.
-pub(crate) fn route_paths(fabric: &Fabric, paths: PathSet<'_>, mut sink: impl FnMut(EndPortId, &[PortNum])) -> Balanced {
+pub(crate) fn route_paths(
+    fabric: &Fabric,
+    paths: PathSet<'_>,
+    mut sink: impl FnMut(EndPortId, &[PortNum]),
+) -> Balanced {
     let ns = fabric.num_switches();
     let ch = Channels::new(fabric);
     let mut load = vec![0u64; ch.len()];
@@ -174,7 +178,10 @@ pub(crate) fn route_paths(fabric: &Fabric, paths: PathSet<'_>, mut sink: impl Fn
     };
     leaves.sort_by_key(|&(s, _)| {
         let sw = SwitchId(s);
-        (std::cmp::Reverse(fabric.attached_end_ports(sw).len()), fabric.switch(sw).guid)
+        (
+            std::cmp::Reverse(fabric.attached_end_ports(sw).len()),
+            fabric.switch(sw).guid,
+        )
     });
     // Sources per switch: its live end ports.
     let own: Vec<u64> = fabric

@@ -21,7 +21,14 @@ fn two_by_two() -> Fabric {
     }
     for (i, (leaf, port)) in [(a, 1u8), (bb, 1), (bb, 2)].into_iter().enumerate() {
         let e = b
-            .add_end_port(0x100 + i as u64, 0x200 + i as u64, format!("n{i}"), 1, 1, NodeType::Compute)
+            .add_end_port(
+                0x100 + i as u64,
+                0x200 + i as u64,
+                format!("n{i}"),
+                1,
+                1,
+                NodeType::Compute,
+            )
             .unwrap();
         b.connect_end_port(e, leaf, port).unwrap();
     }
@@ -89,7 +96,14 @@ fn ring(n: u32) -> Fabric {
     b.connect_switches(s[0], 3, s[n as usize / 2], 3).unwrap();
     for (i, &sw) in s.iter().enumerate() {
         let e = b
-            .add_end_port(0x1000 + i as u64, 0x2000 + i as u64, format!("n{i}"), 1, 1, NodeType::Compute)
+            .add_end_port(
+                0x1000 + i as u64,
+                0x2000 + i as u64,
+                format!("n{i}"),
+                1,
+                1,
+                NodeType::Compute,
+            )
             .unwrap();
         b.connect_end_port(e, sw, 5).unwrap();
     }
