@@ -22,7 +22,10 @@ fn variants(seed: u64) -> [EngineKind; 6] {
 }
 
 fn uses_ranking(kind: EngineKind) -> bool {
-    matches!(kind, EngineKind::Ftree | EngineKind::Ftree2 | EngineKind::FtreeRandom { .. })
+    matches!(
+        kind,
+        EngineKind::Ftree | EngineKind::Ftree2 | EngineKind::FtreeRandom { .. }
+    )
 }
 
 /// Ftree on complete PGFTs balances shifts perfectly: `mu_sp = 1`, like Dmodk (thesis §1.4.1).

@@ -247,16 +247,13 @@ fn route_end_ports(
                 }
             }
             FtreeVariant::Random { seed } => {
-                dests
-                    .par_iter()
-                    .zip(cols.par_chunks_mut(np))
-                    .for_each_init(
-                        || (Walk::new(g, Rule::Random), Usage::new(&Graph::empty())),
-                        |(walk, usage), (d, col)| {
-                            walk.rng = Some(ChaCha8Rng::seed_from_u64(mix(seed, d.guid)));
-                            walk.route(d.leaf, d.port, usage, col);
-                        },
-                    );
+                dests.par_iter().zip(cols.par_chunks_mut(np)).for_each_init(
+                    || (Walk::new(g, Rule::Random), Usage::new(&Graph::empty())),
+                    |(walk, usage), (d, col)| {
+                        walk.rng = Some(ChaCha8Rng::seed_from_u64(mix(seed, d.guid)));
+                        walk.route(d.leaf, d.port, usage, col);
+                    },
+                );
             }
         }
     }
@@ -266,11 +263,7 @@ fn route_end_ports(
         }
         let p = o.pos[s];
         for (i, d) in dests.iter().enumerate() {
-            row[d.lid as usize] = if p == NONE {
-                NO_ROUTE
-            } else {
-                cols[i * np + p as usize]
-            };
+            row[d.lid as usize] = if p == NONE { NO_ROUTE } else { cols[i * np + p as usize] };
         }
     });
 }

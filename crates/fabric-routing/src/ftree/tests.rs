@@ -91,7 +91,11 @@ fn ftree_on_g_d_matches_fig_1_7b() {
     assert_eq!(path(&f, &lids, &lfts, 0, 3), vec![sw(1, 0), sw(2, 0), sw(1, 1)]);
     // Three of the first four destinations go from L1-2 and L1-3 up to L2-2, one to L2-3.
     for leaf in [2, 3] {
-        assert_eq!(first_four_via(&f, &lids, &lfts, leaf, sw(2, 2)), vec![0, 1, 2], "L1-{leaf}");
+        assert_eq!(
+            first_four_via(&f, &lids, &lfts, leaf, sw(2, 2)),
+            vec![0, 1, 2],
+            "L1-{leaf}"
+        );
         assert_eq!(first_four_via(&f, &lids, &lfts, leaf, sw(2, 3)), vec![3], "L1-{leaf}");
     }
     // The thesis states μ(A2A(Ftree)) = 3 on G_d; this traversal gives 2 (see the module
@@ -105,8 +109,16 @@ fn ftree2_on_g_d_matches_fig_5_2() {
     let f = g_d();
     let (_, lids, lfts) = routed(&f, EngineKind::Ftree2, 0);
     for leaf in [2, 3] {
-        assert_eq!(first_four_via(&f, &lids, &lfts, leaf, sw(2, 2)), vec![0, 1], "L1-{leaf}");
-        assert_eq!(first_four_via(&f, &lids, &lfts, leaf, sw(2, 3)), vec![2, 3], "L1-{leaf}");
+        assert_eq!(
+            first_four_via(&f, &lids, &lfts, leaf, sw(2, 2)),
+            vec![0, 1],
+            "L1-{leaf}"
+        );
+        assert_eq!(
+            first_four_via(&f, &lids, &lfts, leaf, sw(2, 3)),
+            vec![2, 3],
+            "L1-{leaf}"
+        );
     }
     assert_eq!(mu_a2a(&f, &lids, &lfts), 2);
 }
@@ -118,8 +130,9 @@ fn ftree_computes_primary_routes_only_on_a_complete_pgft() {
     let t = pgft(&[2, 2, 2], &[1, 2, 2], &[1, 1, 1]);
     let (_, lids, lfts) = routed(&t.fabric, EngineKind::Ftree, 0);
     let lid0 = lids.base_lid(EndPortId(0));
-    let unset = (0..12).filter(|&i| lfts.get(SwitchId(i), lid0) == crate::NO_ROUTE).count();
+    let unset = (0..12)
+        .filter(|&i| lfts.get(SwitchId(i), lid0) == crate::NO_ROUTE)
+        .count();
     // Reached: L1-0..3, L2-0 (above L1-0), one top switch and L2-2 below it: 7 of 12.
     assert_eq!(unset, 5);
 }
-
