@@ -8,6 +8,15 @@
 //! is decremented when a leaf is reached, and every loop stops once it is 0 (so in a complete
 //! PGFT only the primary routes are computed, as the thesis notes).
 //!
+//! Usage counters: Alg. 1 increments an up port's usage only on the primary iteration (the
+//! first up port of the loop); §5.1.2 says Ftree2's up port counters work "like Ftree", and its
+//! asc-usage counts the same primary ascents: the secondary routes of the fault-tolerant loop
+//! are computed but never used (Fig. 1.7b, 5.2). Counting them as well (a literal reading of
+//! Alg. 9) ruins Ftree2 under degradation: on `PGFT(3;24,12,30;1,12,12;1,2,1)` with 2 % of
+//! the cables removed, mu_sp 29 and mu_rp median 31 instead of 10 and 9. `Descend` routes are
+//! all used; they always count (for Ftree: the least used parallel port of a down group, as
+//! OpenSM's `counter_up`).
+//!
 //! One guard makes the traversal complete on any orientation: `Descend` never enters a switch
 //! that has a downward path to the destination's leaf (finite downcost). Such a switch is
 //! reachable upward from the leaf, so `Ascend` reaches it and routes it *down*; descending into
@@ -174,8 +183,12 @@ impl<'g> Walk<'g> {
                     }
                 }
                 Rule::Ftree2 => {
-                    usage.up[i] += 1;
-                    usage.asc[a] += 1;
+                    // Primary iteration only, as Ftree's counters (§5.1.2: "like Ftree"):
+                    // secondary routes are computed but never used, so they are no usage.
+                    if k == 0 {
+                        usage.up[i] += 1;
+                        usage.asc[a] += 1;
+                    }
                 }
                 Rule::Random => {}
             }
