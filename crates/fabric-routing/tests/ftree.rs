@@ -98,8 +98,46 @@ fn random_variants_differ_between_seeds() {
     }
 }
 
+/// Where the ranking leaves some leaves without an up-down path, the ranking variants leave
+/// those destinations unrouted (never a route that breaks up*/down*), and `route_all_checked`
+/// re-routes them by Up*/Down*: the installed routing is valid and deadlock-free.
+#[test]
+fn unroutable_destinations_are_repaired_by_route_all_checked() {
+    let mut seen = 0;
+    for seed in 0..40u64 {
+        let f = degraded("PGFT(3;4,4,6;1,4,4;1,1,1)", 60, 2, seed);
+        let ranking = fabric_ranking::rank(&f, &fabric_ranking::RankOptions::default());
+        if leaves_updown_connected(&f, &ranking) {
+            continue;
+        }
+        seen += 1;
+        let lids = fabric_routing::assign_lids(&f, &Default::default(), 1, 0xBFFF).unwrap();
+        let ctx = fabric_routing::RoutingContext {
+            fabric: &f,
+            ranking: &ranking,
+            lids: &lids,
+        };
+        for kind in [EngineKind::Ftree, EngineKind::Ftree2, EngineKind::FtreeRandom { seed }] {
+            let raw = fabric_routing::route_all(&ctx, kind).unwrap();
+            assert_eq!(
+                check::updown_violations(&f, &ranking, &lids, &raw.lfts, LidSet::Base),
+                0,
+                "{kind} seed {seed}"
+            );
+            let (routed, rc) = fabric_routing::route_all_checked(&ctx, kind, None).unwrap();
+            assert!(rc.valid, "{kind} seed {seed}: {rc:?}");
+            assert!(check::validity(&f, &lids, &routed.lfts).valid, "{kind} seed {seed}");
+            assert!(
+                check::cdg_acyclic(&f, &lids, &routed.lfts, LidSet::Base),
+                "{kind} seed {seed}"
+            );
+        }
+    }
+    assert!(seen > 0, "no fabric without up-down connectivity was generated");
+}
+
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
 
     /// On random degraded PGFTs and QFTs: every variant valid whenever the fabric allows it
     /// (ranking variants: leaves up-down connected for the ranking; BFS variants: always, a
