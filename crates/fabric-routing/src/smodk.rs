@@ -34,8 +34,8 @@ pub struct Smodk;
 /// Why Smodk cannot fill LFTs.
 pub const SMODK_UNSUPPORTED: &str = "Smodk chooses each output port from the packet's input port (its source), \
      but InfiniBand linear forwarding tables forward by destination LID only, so it cannot be \
-     programmed into LFTs; its congestion equals Dmodk's on the transposed traffic pattern \
-     (thesis §3.4), use dmodk (or SmodkPaths for per-pair paths)";
+     programmed into LFTs; by the symmetry of thesis §3.4 (exact on k-ary n-trees) its \
+     congestion on a pattern is Dmodk's on the transposed pattern, so analyse dmodk instead";
 
 impl RoutingEngine for Smodk {
     fn name(&self) -> &'static str {
