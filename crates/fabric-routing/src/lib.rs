@@ -70,7 +70,9 @@ pub use opensm::{
 };
 pub use pqft::Pqft;
 pub use randsp::RandSp;
-pub use route::{engine, route_all, route_all_grouped, EngineKind, RoutedFabric, UnknownEngine, ENGINE_NAMES};
+pub use route::{
+    engine, engine_fits, route_all, route_all_grouped, EngineKind, RoutedFabric, UnknownEngine, ENGINE_NAMES,
+};
 pub use smodk::{Smodk, SmodkPathError, SmodkPaths, SMODK_UNSUPPORTED};
 pub use sssp::Sssp;
 pub use updown::UpDown;

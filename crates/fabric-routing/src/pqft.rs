@@ -44,6 +44,17 @@ use layout::{qft_layout, QftLayout};
 #[derive(Copy, Clone, Debug, Default)]
 pub struct Pqft;
 
+impl Pqft {
+    /// Whether PQFT can route `fabric` (a complete or degraded QFT of a shape the paper's
+    /// routing covers): the reason when it cannot (for a configuration check or a start).
+    pub fn check_fabric(fabric: &Fabric) -> Result<(), RoutingError> {
+        let unsupported = |reason: String| RoutingError::Unsupported { engine: "pqft", reason };
+        let lay = qft_layout(fabric).map_err(|e| unsupported(format!("not a quasi fat-tree: {e}")))?;
+        Closed::new(&lay.spec).map_err(unsupported)?;
+        Ok(())
+    }
+}
+
 /// One destination: its LID in the set, and its closed-form ports per generator level.
 struct Dest {
     lid: Lid,

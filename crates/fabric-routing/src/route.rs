@@ -216,6 +216,22 @@ pub fn engine(kind: EngineKind) -> Box<dyn RoutingEngine> {
     }
 }
 
+/// Whether the engine `kind` can route `fabric` at all: Dmodk needs a complete PGFT, PQFT a
+/// (complete or degraded) quasi fat-tree, and Smodk cannot be written into LFTs; every other
+/// engine routes any fabric (destinations it cannot reach are reported by the validity check).
+/// The error says why, for a configuration check, a start or a reload.
+pub fn engine_fits(kind: EngineKind, fabric: &fabric_topology::Fabric) -> Result<(), RoutingError> {
+    match kind {
+        EngineKind::Dmodk => Dmodk::check_fabric(fabric),
+        EngineKind::Pqft => Pqft::check_fabric(fabric),
+        EngineKind::Smodk => Err(RoutingError::Unsupported {
+            engine: "smodk",
+            reason: crate::smodk::SMODK_UNSUPPORTED.to_string(),
+        }),
+        _ => Ok(()),
+    }
+}
+
 /// The LFTs of one snapshot, with the time spent on each LID set.
 #[derive(Clone, Debug)]
 pub struct RoutedFabric {

@@ -82,6 +82,38 @@ fn check_config_rejects_dmodk_on_a_degraded_fabric() {
     assert_eq!(code, Some(0), "{out}");
 }
 
+/// Every engine is checked against the fabric: smodk cannot be written into LFTs at all; pqft
+/// needs a quasi fat-tree (a PGFT without parallel cables is the QFT without cross-connections,
+/// one with parallel cables is refused); the other engines route any fabric.
+#[test]
+fn check_config_checks_every_engine_against_the_fabric() {
+    let dir = test_dir("cc-engines");
+    rejected(
+        &dir,
+        "smodk",
+        &format!("{}[routing]\nengine = \"smodk\"\n", mock("")),
+        &["routing.engine = \"smodk\"", "input port", "engine = \"dmodc\""],
+    );
+    for engine in ["ftree", "ftree2", "sssp", "randsp:3", "dmodc-lb", "bfs-ftree2", "pqft"] {
+        let ok = dir.join(format!("{}.toml", engine.replace(':', "-")));
+        std::fs::write(&ok, format!("{}[routing]\nengine = \"{engine}\"\n", mock(""))).unwrap();
+        let (code, out) = check_config(&ok);
+        assert_eq!(code, Some(0), "{engine}: {out}");
+    }
+    rejected(
+        &dir,
+        "pqft-parallel",
+        &format!("[driver.mock]\ngenerator = \"PGFT(2;4,4;1,2;1,2)\"\n[routing]\nengine = \"pqft\"\n"),
+        &["routing.engine = \"pqft\"", "parallel", "engine = \"dmodc\""],
+    );
+    rejected(
+        &dir,
+        "unknown",
+        &format!("{}[routing]\nengine = \"fttree\"\n", mock("")),
+        &["routing.engine", "fttree", "ftree2"],
+    );
+}
+
 #[test]
 fn check_config_rejects_absurd_routing_threads() {
     let dir = test_dir("cc-threads");

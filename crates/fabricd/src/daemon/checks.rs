@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use fabric_ranking::{RankOptions, Role};
-use fabric_routing::{Dmodk, EngineKind, Guid2Lid};
+use fabric_routing::Guid2Lid;
 use fabric_topology::{parse_guid, Fabric, Lid};
 
 use crate::config::{Config, RoleName};
@@ -124,7 +124,8 @@ pub fn effective_max_lid(cfg: &Config, driver_max: Lid) -> Lid {
 
 /// What a start would otherwise fail on forever (no generation ever committed) once the fabric
 /// is known: the LID plan (keeping the `recorded` LIDs that fit) must fit the highest LID, and
-/// `routing.engine = "dmodk"` needs a complete PGFT. Used at start (the discovered
+/// the engine must be able to route the fabric ([`fabric_routing::engine_fits`]: dmodk needs a
+/// complete PGFT, pqft a quasi fat-tree, smodk cannot be written into LFTs). Used at start (the discovered
 /// fabric and the state directory's record) and by `--check-config` (the mock fabric).
 pub fn check_fabric_fits(cfg: &Config, fabric: &Fabric, recorded: &Guid2Lid, max_lid: Lid) -> Result<(), DaemonError> {
     fabric_routing::assign_lids(fabric, recorded, cfg.routing.lmc, max_lid).map_err(|e| {
@@ -135,11 +136,11 @@ pub fn check_fabric_fits(cfg: &Config, fabric: &Fabric, recorded: &Guid2Lid, max
             fabric.num_end_ports()
         ))
     })?;
-    if cfg.engine_kind() == Ok(EngineKind::Dmodk) {
-        Dmodk::check_fabric(fabric).map_err(|e| {
+    if let Ok(kind) = cfg.engine_kind() {
+        fabric_routing::engine_fits(kind, fabric).map_err(|e| {
             DaemonError::Config(format!(
-                "routing.engine = \"dmodk\": {e}; Dmodk routes only complete fat-trees: use \
-                 engine = \"dmodc\" (the same tables on a complete PGFT, and it routes degraded fabrics)"
+                "routing.engine = \"{kind}\": {e}; use engine = \"dmodc\" (the same tables as \
+                 dmodk on a complete PGFT, and it routes degraded and irregular fat-trees)"
             ))
         })?;
     }

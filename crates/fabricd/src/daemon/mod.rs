@@ -34,7 +34,6 @@ use std::time::Duration;
 use arc_swap::ArcSwap;
 use fabric_ha::Leadership;
 use fabric_proto::v1::fabric_manager_server::FabricManagerServer;
-use fabric_routing::{Dmodk, EngineKind};
 use fabric_topology::Lid;
 use tokio::sync::{broadcast, mpsc, watch};
 use tokio_stream::wrappers::{TcpListenerStream, UnixListenerStream};
@@ -599,18 +598,18 @@ pub async fn run_as(
                             tracing::warn!(keys = ?diff.need_restart, "changed keys need a restart; keeping their running values");
                         }
                         let merged = config.merge_reload(&new);
-                        // Dmodk on a fabric it cannot route would fail every generation from now on.
-                        let dmodk_unfit = if merged.engine_kind() == Ok(EngineKind::Dmodk) {
-                            Dmodk::check_fabric(&published.load().cabling).err()
-                        } else {
-                            None
-                        };
+                        // An engine that cannot route the fabric (dmodk off a complete PGFT, pqft off
+                        // a QFT, smodk anywhere) would fail every generation from now on.
+                        let engine_unfit = merged
+                            .engine_kind()
+                            .ok()
+                            .and_then(|k| fabric_routing::engine_fits(k, &published.load().cabling).err());
                         match loop_settings(&merged) {
                             Err(e) => tracing::error!("reload refused: {e}"),
-                            Ok(_) if dmodk_unfit.is_some() => tracing::error!(
-                                "reload refused, keeping the running configuration: routing.engine = \"dmodk\": {}; \
-                                 Dmodk routes only complete fat-trees: use engine = \"dmodc\"",
-                                dmodk_unfit.as_ref().map(ToString::to_string).unwrap_or_default()
+                            Ok(_) if engine_unfit.is_some() => tracing::error!(
+                                "reload refused, keeping the running configuration: routing.engine = \"{}\": {}",
+                                merged.routing.engine,
+                                engine_unfit.as_ref().map(ToString::to_string).unwrap_or_default()
                             ),
                             Ok(s) => {
                                 if let Err(e) = opts.log.set_level(&merged.log.level) {
