@@ -38,8 +38,21 @@ pub(crate) fn fill_set(
     select: Select<'_>,
     lfts: &mut Lfts,
 ) {
-    let prep = Prepared::new(ctx.fabric, level);
-    fill_end_ports(ctx.fabric, ctx.lids, &prep, set, select, lfts, TABLE_MAX);
+    fill_prepared(ctx, &Prepared::new(ctx.fabric, level), set, select, lfts);
+}
+
+/// [`fill_set`] on costs prepared by the caller (Up*/Down* computes its own: shortest legal
+/// paths, [`crate::updown`]). The selection reads `prep.costs` through the up-down rule of
+/// this module, so `down` must be finite only where every closer down neighbour also has a
+/// finite `down` (true of Alg. 5's downcosts and of Up*/Down*'s down-mode costs).
+pub(crate) fn fill_prepared(
+    ctx: &RoutingContext<'_>,
+    prep: &Prepared,
+    set: LidSet,
+    select: Select<'_>,
+    lfts: &mut Lfts,
+) {
+    fill_end_ports(ctx.fabric, ctx.lids, prep, set, select, lfts, TABLE_MAX);
     if set == LidSet::Base {
         swlid::fill_switch_lids(ctx.fabric, ctx.lids, &prep.o, lfts);
     }

@@ -1,29 +1,63 @@
-//! Up*/Down* over a BFS spanning tree (thesis §5.1.3): link directions from a breadth-first
-//! search started at a leaf (Alg. 10), costs, downcosts and dividers for those directions
-//! (Alg. 6), then BFS-Dmodc (Alg. 12) or BFS-Random (Alg. 11) selection.
+//! Up*/Down* over a BFS spanning tree (thesis §5.1.3: BFS directions of Alg. 10, then
+//! BFS-Dmodc, Alg. 12, or BFS-Random, Alg. 11), routed on shortest *legal* paths as OpenSM's
+//! `updn` does. This is also the escape routing of every five-phase update.
 //!
-//! Directions: a link is *up* towards the BFS root (smaller depth); links between switches of
-//! equal depth are not used ("only strictly oriented links"). Any route that goes up, then
-//! down, is deadlock-free on one VL (no down→up turn means the channel dependencies follow a
-//! strict order), on any topology — this is what makes Up*/Down* the escape routing.
+//! Directions: every live link is oriented. A switch's key is (BFS depth from its component's
+//! root, GUID) and a link is *up* towards the smaller key: towards the root, and between
+//! switches of equal depth towards the smaller GUID (OpenSM `updn`'s rank + GUID rule). A route
+//! that never turns up after going down is deadlock-free on one VL, on any topology (the
+//! channel dependencies follow the strict order of the keys) — this is what makes Up*/Down* the
+//! escape routing. Alg. 10 as printed keeps only the links between different depths; keeping
+//! the others too is what lets the fabric's shortest paths through them be used.
 //!
 //! A disconnected fabric gets one BFS per connected component, so every component is routed.
 //! The root of a component is its leaf with the smallest GUID (its switch with the smallest
 //! GUID when it has no leaf), which keeps the root stable while that leaf lives.
 //!
-//! Route selection uses the same up-down guarantee as Dmodc (see [`crate::fill`]): down groups
-//! with a smaller downcost when a downward path exists, otherwise up groups with a smaller cost.
+//! Hop counts (the "costs" of Alg. 11–12): per destination leaf `λ`, a breadth-first search
+//! from `λ` over the switches, level-synchronous for all leaves at once. Each switch `s` is
+//! settled at the first distance `L(s)` where a neighbour offers it a legal continuation, in one
+//! of two modes: *down* (`s` forwards down, to neighbours settled in down mode at `L(s) − 1`)
+//! or *up* (`s` forwards up, to neighbours settled in any mode at `L(s) − 1`); when both are
+//! offered at the same distance, down mode wins. Only a switch in down mode accepts packets
+//! arriving from above, so every route is up*-down*. This is OpenSM `updn`'s
+//! `updn_bfs_by_node` (a BFS from the destination in which a switch takes the direction of
+//! the step that first reached it and illegal down→up steps are skipped) with two
+//! differences: a tie goes to down mode instead of to the first neighbour in port order, and a
+//! switch forwards only through neighbours consistent with its own mode (OpenSM's min-hop
+//! table may mix both, which can put an up hop after a down one).
+//!
+//! What is guaranteed, exactly (all checked in `tests/updown_minimal.rs`):
+//! * no route turns up after going down;
+//! * every switch has a route to every leaf of its component (a switch on a BFS-tree path from
+//!   the root down to `λ` is settled in down mode at its depth difference, so the root is);
+//! * **no pair that has a legal minimal path is routed non-minimally**: when a shortest path
+//!   of the graph from `s` to `λ` has no down→up turn, the route from `s` is that long (by
+//!   induction from `λ` along such a path: its down part is settled in down mode at the graph
+//!   distance, thanks to the tie rule, its up part at the graph distance at most).
+//!
+//! What is not: a pair whose shortest paths all turn up after going down may be routed longer
+//! than its shortest legal path. A table indexed by destination only cannot always avoid it
+//! (a switch that some sources reach going down must forward down, even when its own shortest
+//! legal path goes up); like OpenSM, the switch nearer to the destination gets its shortest path.
+//!
+//! Selection among the neighbours at `L(s) − 1`: Dmodc's (eqs. 4.7–4.8 on topological NIDs,
+//! dividers from the links between different depths) for BFS-Dmodc, a seeded random port for
+//! BFS-Random ([`crate::fill`]).
 
 use std::collections::VecDeque;
+
+use rayon::prelude::*;
 
 use fabric_topology::{Fabric, SwitchId};
 
 use crate::engine::{check_route_args, LidSet, RoutingContext, RoutingEngine, RoutingError};
-use crate::fill::{fill_set, Select};
+use crate::fill::{fill_prepared, Prepared, Select};
 use crate::lft::Lfts;
+use crate::prep::{self, Costs, Oriented, INF};
 
 /// The Up*/Down* engine. `random_seed: None` = BFS-Dmodc (Alg. 12), `Some(seed)` = BFS-Random
-/// (Alg. 11, deterministic for a seed).
+/// (Alg. 11, deterministic for a seed). Both route on shortest legal paths (module doc).
 #[derive(Copy, Clone, Debug, Default)]
 pub struct UpDown {
     /// `None`: Dmodc-style selection; `Some(seed)`: seeded random selection.
@@ -43,7 +77,7 @@ impl RoutingEngine for UpDown {
             None => Select::Dmodc,
             Some(seed) => Select::Random { seed },
         };
-        fill_set(ctx, &bfs_levels(ctx.fabric), set, select, lfts);
+        fill_prepared(ctx, &prepare(ctx.fabric), set, select, lfts);
         Ok(())
     }
 }
@@ -79,6 +113,147 @@ pub(crate) fn bfs_levels(fabric: &Fabric) -> Vec<Option<u32>> {
         .into_iter()
         .map(|d| (d != u32::MAX).then(|| max_depth - d))
         .collect()
+}
+
+/// Levels that orient every link of `bfs` (levels of [`bfs_levels`]): the BFS level is the
+/// major key; inside one BFS level, the links between its switches are oriented towards the
+/// smaller GUID and layered (a switch is one above the highest of its same-level neighbours
+/// with a larger GUID). Every link then joins two different levels, "up" = towards the higher,
+/// and there are as many levels as BFS levels when no link joins two switches of equal depth
+/// (always the case in a fat-tree, whose switch graph is bipartite).
+pub(crate) fn oriented_levels(fabric: &Fabric, bfs: &[Option<u32>]) -> Vec<Option<u32>> {
+    let n = fabric.num_switches();
+    let mut order: Vec<SwitchId> = fabric
+        .switch_ids()
+        .filter(|&s| bfs.get(s.idx()).copied().flatten().is_some())
+        .collect();
+    let guid = |s: SwitchId| fabric.switch(s).guid;
+    // Ascending BFS level, then descending GUID: the lower end of a same-level link first.
+    order.sort_by_key(|&s| (bfs[s.idx()], std::cmp::Reverse(guid(s))));
+    let mut sub = vec![0u32; n];
+    let mut out = vec![None; n];
+    let mut base = 0u32;
+    let mut i = 0;
+    while i < order.len() {
+        let lv = bfs[order[i].idx()];
+        let mut j = i;
+        let mut top = 0;
+        while j < order.len() && bfs[order[j].idx()] == lv {
+            let s = order[j];
+            let mut v = 0;
+            for g in fabric.port_groups(s) {
+                if bfs[g.remote.idx()] == lv && g.remote_guid > guid(s) {
+                    v = v.max(sub[g.remote.idx()] + 1);
+                }
+            }
+            sub[s.idx()] = v;
+            top = top.max(v);
+            j += 1;
+        }
+        for &s in &order[i..j] {
+            out[s.idx()] = Some(base + sub[s.idx()]);
+        }
+        base += top + 1;
+        i = j;
+    }
+    out
+}
+
+/// Everything the selection needs: the complete orientation, the shortest-legal-path costs,
+/// dividers (Alg. 5) over the links between different BFS depths (the fat-tree-like part; the
+/// other links would multiply Π along every same-depth chain) and topological NIDs (Alg. 7) on
+/// the route lengths.
+pub(crate) fn prepare(fabric: &Fabric) -> Prepared {
+    let bfs = bfs_levels(fabric);
+    let o = Oriented::new(fabric, &oriented_levels(fabric, &bfs));
+    let costs = legal_costs(&o);
+    let strict = Oriented::new(fabric, &bfs);
+    let sdiv = prep::dividers(&strict);
+    let div = o.order.iter().map(|s| sdiv[strict.pos[s.idx()] as usize]).collect();
+    let tn = prep::topological_nids(fabric, &o, &costs);
+    Prepared { o, costs, div, tn }
+}
+
+/// Route lengths and modes of every oriented switch towards every leaf (module doc): `full` =
+/// `L(s)`, `down` = `L(s)` in down mode and ∞ in up mode. Level-synchronous BFS from all leaves
+/// at once: at step `k`, an unsettled `s` is settled at `k + 1` in down mode when a down
+/// neighbour has `down = k`, else in up mode when an up neighbour has `full = k`. Rows are
+/// computed in parallel from the previous step's matrices (double-buffered), each step is a
+/// vectorisable pass over the neighbours' rows; a row with nothing left to settle is copied.
+pub(crate) fn legal_costs(o: &Oriented) -> Costs {
+    let nl = o.num_leaves();
+    let np = o.len();
+    if nl == 0 {
+        return Costs {
+            nleaves: 0,
+            down: Vec::new(),
+            full: Vec::new(),
+        };
+    }
+    let mut full = vec![INF; np * nl];
+    let mut down = vec![INF; np * nl];
+    for (li, &p) in o.leaves.iter().enumerate() {
+        full[p as usize * nl + li] = 0;
+        down[p as usize * nl + li] = 0;
+    }
+    let mut next_full = full.clone();
+    let mut next_down = down.clone();
+    let mut open = vec![true; np];
+    for k in 0..INF - 1 {
+        let (cf, cd): (&[u8], &[u8]) = (&full, &down);
+        let changed = next_full
+            .par_chunks_mut(nl)
+            .zip(next_down.par_chunks_mut(nl))
+            .zip(open.par_iter_mut())
+            .enumerate()
+            .map_init(
+                || (Vec::new(), Vec::new()),
+                |(dn, up): &mut (Vec<u8>, Vec<u8>), (p, ((nf, nd), op))| {
+                    let of = &cf[p * nl..(p + 1) * nl];
+                    let od = &cd[p * nl..(p + 1) * nl];
+                    if !*op {
+                        nf.copy_from_slice(of);
+                        nd.copy_from_slice(od);
+                        return false;
+                    }
+                    dn.clear();
+                    dn.resize(nl, 0);
+                    up.clear();
+                    up.resize(nl, 0);
+                    for nb in o.downs(p) {
+                        let r = &cd[nb.pos as usize * nl..(nb.pos as usize + 1) * nl];
+                        dn.iter_mut().zip(r).for_each(|(a, &b)| *a |= u8::from(b == k));
+                    }
+                    for nb in o.ups(p) {
+                        let r = &cf[nb.pos as usize * nl..(nb.pos as usize + 1) * nl];
+                        up.iter_mut().zip(r).for_each(|(a, &b)| *a |= u8::from(b == k));
+                    }
+                    let (mut any, mut left) = (0u8, 0u8);
+                    for l in 0..nl {
+                        let unset = u8::from(of[l] == INF);
+                        let by_down = unset & dn[l];
+                        let by_up = unset & up[l] & !by_down;
+                        nf[l] = if (by_down | by_up) != 0 { k + 1 } else { of[l] };
+                        nd[l] = if by_down != 0 { k + 1 } else { od[l] };
+                        any |= by_down | by_up;
+                        left |= unset & !(by_down | by_up) & 1;
+                    }
+                    *op = left != 0;
+                    any != 0
+                },
+            )
+            .reduce(|| false, |a, b| a || b);
+        std::mem::swap(&mut full, &mut next_full);
+        std::mem::swap(&mut down, &mut next_down);
+        if !changed {
+            break;
+        }
+    }
+    Costs {
+        nleaves: nl,
+        down,
+        full,
+    }
 }
 
 #[cfg(test)]
