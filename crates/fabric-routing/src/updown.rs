@@ -54,7 +54,7 @@ use fabric_topology::{Fabric, SwitchId};
 use crate::engine::{check_route_args, LidSet, RoutingContext, RoutingEngine, RoutingError};
 use crate::fill::{fill_prepared, Prepared, Select};
 use crate::lft::Lfts;
-use crate::prep::{self, Costs, Oriented, INF};
+use crate::prep::{self, Costs, Oriented, INF, NONE};
 
 /// The Up*/Down* engine. `random_seed: None` = BFS-Dmodc (Alg. 12), `Some(seed)` = BFS-Random
 /// (Alg. 11, deterministic for a seed). Both route on shortest legal paths (module doc).
@@ -83,21 +83,110 @@ impl RoutingEngine for UpDown {
 }
 
 /// Alg. 10 per connected component of the live switches: BFS depth from the root, turned into
-/// a level (`max depth − depth`, so the root is the top and "up" means towards it).
+/// a level (`max depth − depth`, so the root is the top and "up" means towards it). These are
+/// the directions of the BFS-Ftree family; Up*/Down* itself ranks from its roots
+/// ([`prepare`]).
+#[cfg_attr(not(test), allow(dead_code))]
 pub(crate) fn bfs_levels(fabric: &Fabric) -> Vec<Option<u32>> {
+    bfs_levels_from(fabric, &[])
+}
+
+/// The roots of Up*/Down* (OpenSM `updn`'s automatic root detection,
+/// `updn_find_root_nodes_by_min_hop`, made robust): per switch, the histogram of the hop
+/// counts to the live end ports of its component; a switch is a candidate when one bar holds
+/// more than 90 % of those end ports and no other bar more than 5 %. OpenSM takes every
+/// candidate; on large fat-trees that includes the leaves and the pod switches (their own end
+/// ports are under 5 %), which it then joins by links that are "up" both ways (not
+/// deadlock-free in general). Here only the non-leaf candidates whose dominant hop count is the
+/// smallest of the component are roots: the top switches of a fat-tree, equidistant from every
+/// end port. Returns the roots and, per leaf (dense order of live leaves), the hop counts from
+/// every switch (`u8::MAX` = unreachable), reused to check connectivity.
+fn detect_roots(fabric: &Fabric) -> (Vec<SwitchId>, Vec<(SwitchId, u32)>, Vec<Vec<u8>>) {
+    let n = fabric.num_switches();
+    let leaves: Vec<(SwitchId, u32)> = fabric
+        .switch_ids()
+        .filter(|&s| fabric.switch(s).up && fabric.is_leaf(s))
+        .map(|s| (s, fabric.attached_end_ports(s).len() as u32))
+        .collect();
+    let dist: Vec<Vec<u8>> = leaves
+        .par_iter()
+        .map(|&(l, _)| {
+            let mut d = vec![INF; n];
+            d[l.idx()] = 0;
+            let mut q = VecDeque::from([l]);
+            while let Some(s) = q.pop_front() {
+                let next = d[s.idx()].saturating_add(1);
+                if next == INF {
+                    continue;
+                }
+                for g in fabric.port_groups(s) {
+                    if d[g.remote.idx()] == INF {
+                        d[g.remote.idx()] = next;
+                        q.push_back(g.remote);
+                    }
+                }
+            }
+            d
+        })
+        .collect();
+    // Per switch: Some((dominant hop count, component key)) when it is a non-leaf candidate.
+    let cand: Vec<Option<(u8, usize)>> = (0..n)
+        .into_par_iter()
+        .map(|s| {
+            let sid = SwitchId(s as u32);
+            if !fabric.switch(sid).up || fabric.is_leaf(sid) {
+                return None;
+            }
+            let mut hist = [0u64; 256];
+            let mut total = 0u64;
+            // Component key: the first leaf it reaches.
+            let mut comp = usize::MAX;
+            for (i, &(_, k)) in leaves.iter().enumerate() {
+                let d = dist[i][s];
+                if d != INF {
+                    hist[d as usize] += u64::from(k);
+                    total += u64::from(k);
+                    comp = comp.min(i);
+                }
+            }
+            let over = |pct: u64| hist.iter().filter(|&&h| h * 100 > total * pct).count();
+            if total == 0 || over(90) != 1 || over(5) != 1 {
+                return None;
+            }
+            let bar = hist.iter().position(|&h| h * 100 > total * 90)? as u8;
+            Some((bar, comp))
+        })
+        .collect();
+    let mut best: std::collections::HashMap<usize, u8> = std::collections::HashMap::new();
+    for &(bar, comp) in cand.iter().flatten() {
+        let b = best.entry(comp).or_insert(bar);
+        *b = (*b).min(bar);
+    }
+    let roots = (0..n)
+        .filter(|&s| matches!(cand[s], Some((bar, comp)) if best[&comp] == bar))
+        .map(|s| SwitchId(s as u32))
+        .collect();
+    (roots, leaves, dist)
+}
+
+/// BFS levels from `first` (all at depth 0, one multi-source search), then from the root of
+/// Alg. 10 (leaf with the smallest GUID, else switch with the smallest GUID) of every component
+/// not reached.
+fn bfs_levels_from(fabric: &Fabric, first: &[SwitchId]) -> Vec<Option<u32>> {
     let n = fabric.num_switches();
     let mut depth: Vec<u32> = vec![u32::MAX; n];
-    let mut roots: Vec<SwitchId> = fabric.switch_ids().filter(|&s| fabric.switch(s).up).collect();
+    let mut rest: Vec<SwitchId> = fabric.switch_ids().filter(|&s| fabric.switch(s).up).collect();
     // Leaves first, each class by GUID.
-    roots.sort_by_key(|&s| (!fabric.is_leaf(s), fabric.switch(s).guid));
+    rest.sort_by_key(|&s| (!fabric.is_leaf(s), fabric.switch(s).guid));
     let mut queue = VecDeque::new();
     let mut max_depth = 0;
-    for root in roots {
-        if depth[root.idx()] != u32::MAX {
-            continue;
+    let mut search = |seeds: &[SwitchId], depth: &mut Vec<u32>| {
+        for &r in seeds {
+            if depth[r.idx()] == u32::MAX {
+                depth[r.idx()] = 0;
+                queue.push_back(r);
+            }
         }
-        depth[root.idx()] = 0;
-        queue.push_back(root);
         while let Some(s) = queue.pop_front() {
             let d = depth[s.idx()];
             max_depth = max_depth.max(d);
@@ -107,6 +196,12 @@ pub(crate) fn bfs_levels(fabric: &Fabric) -> Vec<Option<u32>> {
                     queue.push_back(g.remote);
                 }
             }
+        }
+    };
+    search(first, &mut depth);
+    for root in rest {
+        if depth[root.idx()] == u32::MAX {
+            search(&[root], &mut depth);
         }
     }
     depth
@@ -163,10 +258,33 @@ pub(crate) fn oriented_levels(fabric: &Fabric, bfs: &[Option<u32>]) -> Vec<Optio
 /// dividers (Alg. 5) over the links between different BFS depths (the fat-tree-like part; the
 /// other links would multiply Π along every same-depth chain) and topological NIDs (Alg. 7) on
 /// the route lengths.
+///
+/// The BFS starts from the roots of [`detect_roots`] (one multi-source search; components
+/// without a root get the root of Alg. 10). Several roots can leave a switch without any legal
+/// path to a leaf of its component (a root that reaches it only through another root); then the
+/// whole fabric is oriented from single roots (Alg. 10), which always connects every pair.
 pub(crate) fn prepare(fabric: &Fabric) -> Prepared {
-    let bfs = bfs_levels(fabric);
-    let o = Oriented::new(fabric, &oriented_levels(fabric, &bfs));
-    let costs = legal_costs(&o);
+    let (roots, leaves, dist) = detect_roots(fabric);
+    let attempt = |first: &[SwitchId]| {
+        let bfs = bfs_levels_from(fabric, first);
+        let o = Oriented::new(fabric, &oriented_levels(fabric, &bfs));
+        let costs = legal_costs(&o);
+        (bfs, o, costs)
+    };
+    let (mut bfs, mut o, mut costs) = attempt(&roots);
+    if roots.len() > 1 {
+        let nl = costs.nleaves;
+        let connected = leaves.iter().zip(&dist).all(|(&(l, _), d)| {
+            let li = o.leaf_idx[o.pos[l.idx()] as usize] as usize;
+            (0..fabric.num_switches()).all(|s| {
+                let p = o.pos[s];
+                d[s] == INF || p == NONE || costs.full[p as usize * nl + li] != INF
+            })
+        });
+        if !connected {
+            (bfs, o, costs) = attempt(&[]);
+        }
+    }
     let strict = Oriented::new(fabric, &bfs);
     let sdiv = prep::dividers(&strict);
     let div = o.order.iter().map(|s| sdiv[strict.pos[s.idx()] as usize]).collect();

@@ -22,20 +22,18 @@ use fabric_topology::{Fabric, FabricBuilder, NodeType, SwitchId};
 
 const INF: u32 = u32::MAX;
 
-/// The orientation key of every live switch: (BFS depth from its component's root, GUID); the
-/// root of a component is its leaf with the smallest GUID (its switch with the smallest GUID
-/// when it has no leaf). A link is up from the larger key to the smaller.
-fn orientation(f: &Fabric) -> Vec<Option<(u32, u64)>> {
-    let n = f.num_switches();
-    let mut depth = vec![INF; n];
-    let mut roots: Vec<SwitchId> = f.switch_ids().filter(|&s| f.switch(s).up).collect();
-    roots.sort_by_key(|&s| (!f.is_leaf(s), f.switch(s).guid));
-    for r in roots {
-        if depth[r.idx()] != INF {
-            continue;
+/// BFS depths from `seeds` (one multi-source search), then from the Alg. 10 root (leaf with
+/// the smallest GUID, else switch with the smallest GUID) of every component not reached.
+fn depths(f: &Fabric, seeds: &[SwitchId]) -> Vec<u32> {
+    let mut depth = vec![INF; f.num_switches()];
+    let bfs = |seeds: &[SwitchId], depth: &mut Vec<u32>| {
+        let mut q = VecDeque::new();
+        for &r in seeds {
+            if depth[r.idx()] == INF {
+                depth[r.idx()] = 0;
+                q.push_back(r);
+            }
         }
-        depth[r.idx()] = 0;
-        let mut q = VecDeque::from([r]);
         while let Some(s) = q.pop_front() {
             for g in f.port_groups(s) {
                 if depth[g.remote.idx()] == INF {
@@ -44,21 +42,70 @@ fn orientation(f: &Fabric) -> Vec<Option<(u32, u64)>> {
                 }
             }
         }
+    };
+    bfs(seeds, &mut depth);
+    let mut roots: Vec<SwitchId> = f.switch_ids().filter(|&s| f.switch(s).up).collect();
+    roots.sort_by_key(|&s| (!f.is_leaf(s), f.switch(s).guid));
+    for r in roots {
+        bfs(&[r], &mut depth);
     }
-    f.switch_ids()
-        .map(|s| (depth[s.idx()] != INF).then(|| (depth[s.idx()], f.switch(s).guid)))
-        .collect()
+    depth
 }
 
-fn is_up(key: &[Option<(u32, u64)>], a: SwitchId, b: SwitchId) -> bool {
-    key[b.idx()] < key[a.idx()]
+/// The orientation key of every live switch: (BFS depth, GUID); a link is up from the larger
+/// key to the smaller. The roots: the non-leaf switches with one hop-count bar over 90 % of
+/// their component's end ports and no other over 5 %, that bar being the component's lowest
+/// among such switches; if that leaves some switch without a legal path to a leaf of its
+/// component, single Alg. 10 roots instead.
+fn orientation(f: &Fabric) -> Vec<Option<(u32, u64)>> {
+    let leaves: Vec<SwitchId> = f.switch_ids().filter(|&s| f.switch(s).up && f.is_leaf(s)).collect();
+    let plain: Vec<Vec<u32>> = f.switch_ids().map(|s| distances_plain(f, s)).collect();
+    let mut cand: Vec<Option<(u32, SwitchId)>> = vec![None; f.num_switches()];
+    for s in f.switch_ids().filter(|&s| f.switch(s).up && !f.is_leaf(s)) {
+        let mut hist = std::collections::BTreeMap::new();
+        let mut total = 0usize;
+        let mut comp = None;
+        for &l in &leaves {
+            let d = plain[s.idx()][l.idx()];
+            if d != INF {
+                let k = f.attached_end_ports(l).len();
+                *hist.entry(d).or_insert(0usize) += k;
+                total += k;
+                comp = comp.or(Some(l));
+            }
+        }
+        let big: Vec<u32> = hist.iter().filter(|(_, &h)| h * 100 > total * 90).map(|(&d, _)| d).collect();
+        let mid = hist.values().filter(|&&h| h * 100 > total * 5).count();
+        if total > 0 && big.len() == 1 && mid == 1 {
+            cand[s.idx()] = Some((big[0], comp.unwrap()));
+        }
+    }
+    let roots: Vec<SwitchId> = f
+        .switch_ids()
+        .filter(|&s| match cand[s.idx()] {
+            Some((bar, comp)) => cand.iter().flatten().all(|&(b, c)| c != comp || b >= bar),
+            None => false,
+        })
+        .collect();
+    let key_of = |depth: &[u32]| -> Vec<Option<(u32, u64)>> {
+        f.switch_ids()
+            .map(|s| (depth[s.idx()] != INF).then(|| (depth[s.idx()], f.switch(s).guid)))
+            .collect()
+    };
+    let multi = key_of(&depths(f, &roots));
+    if roots.len() > 1 {
+        for s in f.switch_ids().filter(|&s| f.switch(s).up) {
+            let (_, legal) = distances(f, &multi, s);
+            if leaves.iter().any(|&l| plain[s.idx()][l.idx()] != INF && legal[l.idx()] == INF) {
+                return key_of(&depths(f, &[]));
+            }
+        }
+    }
+    multi
 }
 
-/// Hop counts from `src` to every switch: plain (any path) and legal (no down→up turn), the
-/// latter by BFS over (switch, phase): phase 0 = only up hops so far, phase 1 = went down.
-fn distances(f: &Fabric, key: &[Option<(u32, u64)>], src: SwitchId) -> (Vec<u32>, Vec<u32>) {
-    let n = f.num_switches();
-    let mut plain = vec![INF; n];
+fn distances_plain(f: &Fabric, src: SwitchId) -> Vec<u32> {
+    let mut plain = vec![INF; f.num_switches()];
     plain[src.idx()] = 0;
     let mut q = VecDeque::from([src]);
     while let Some(s) = q.pop_front() {
@@ -69,6 +116,18 @@ fn distances(f: &Fabric, key: &[Option<(u32, u64)>], src: SwitchId) -> (Vec<u32>
             }
         }
     }
+    plain
+}
+
+fn is_up(key: &[Option<(u32, u64)>], a: SwitchId, b: SwitchId) -> bool {
+    key[b.idx()] < key[a.idx()]
+}
+
+/// Hop counts from `src` to every switch: plain (any path) and legal (no down→up turn), the
+/// latter by BFS over (switch, phase): phase 0 = only up hops so far, phase 1 = went down.
+fn distances(f: &Fabric, key: &[Option<(u32, u64)>], src: SwitchId) -> (Vec<u32>, Vec<u32>) {
+    let n = f.num_switches();
+    let plain = distances_plain(f, src);
     let mut st = vec![INF; 2 * n];
     st[2 * src.idx()] = 0;
     let mut q = VecDeque::from([(src, 0usize)]);
@@ -174,6 +233,7 @@ fn check_updown(name: &str, f: &Fabric) -> Census {
     let lfts = route_all(&ctx, EngineKind::UpDown).unwrap().lfts;
     let base = census(f, &lids, &lfts, 0);
     let escape = census(f, &lids, &lfts, 1);
+    eprintln!("{name}: base {base:?}");
     for (set, c) in [("base", &base), ("escape", &escape)] {
         assert_eq!(c.unreachable, 0, "{name} {set}: {c:?}");
         assert_eq!(c.illegal, 0, "{name} {set}: {c:?}");
