@@ -2,17 +2,21 @@
 //! BFS-Dmodc, Alg. 12, or BFS-Random, Alg. 11), routed on shortest *legal* paths as OpenSM's
 //! `updn` does. This is also the escape routing of every five-phase update.
 //!
-//! Directions: every live link is oriented. A switch's key is (BFS depth from its component's
-//! root, GUID) and a link is *up* towards the smaller key: towards the root, and between
-//! switches of equal depth towards the smaller GUID (OpenSM `updn`'s rank + GUID rule). A route
-//! that never turns up after going down is deadlock-free on one VL, on any topology (the
-//! channel dependencies follow the strict order of the keys) — this is what makes Up*/Down* the
-//! escape routing. Alg. 10 as printed keeps only the links between different depths; keeping
-//! the others too is what lets the fabric's shortest paths through them be used.
+//! Directions: every live link is oriented. A switch's key is (BFS depth from the roots, GUID)
+//! and a link is *up* towards the smaller key: towards the roots, and between switches of
+//! equal depth towards the smaller GUID (OpenSM `updn`'s rank + GUID rule). A route that never
+//! turns up after going down is deadlock-free on one VL, on any topology (the channel
+//! dependencies follow the strict order of the keys) — this is what makes Up*/Down* the escape
+//! routing. Alg. 10 as printed keeps only the links between different depths; keeping the
+//! others too is what lets the fabric's shortest paths through them be used.
 //!
-//! A disconnected fabric gets one BFS per connected component, so every component is routed.
-//! The root of a component is its leaf with the smallest GUID (its switch with the smallest
-//! GUID when it has no leaf), which keeps the root stable while that leaf lives.
+//! Roots ([`prepare`]): the switches OpenSM `updn` would detect (one hop-count bar to the end
+//! ports above 90 %), restricted to the most central non-leaf ones — the top switches of a
+//! fat-tree — searched from all at once, as OpenSM ranks from all its roots. Alg. 10's single
+//! root (the leaf with the smallest GUID of each component, stable while that leaf lives) is
+//! used for a component without such a switch, and for the whole fabric when several roots
+//! would leave two leaves without a legal path. A disconnected fabric gets one search per
+//! component, so every component is routed.
 //!
 //! Hop counts (the "costs" of Alg. 11–12): per destination leaf `λ`, a breadth-first search
 //! from `λ` over the switches, level-synchronous for all leaves at once. Each switch `s` is
@@ -29,8 +33,9 @@
 //!
 //! What is guaranteed, exactly (all checked in `tests/updown_minimal.rs`):
 //! * no route turns up after going down;
-//! * every switch has a route to every leaf of its component (a switch on a BFS-tree path from
-//!   the root down to `λ` is settled in down mode at its depth difference, so the root is);
+//! * every leaf has a route to every leaf of its component (checked, else single roots: then
+//!   every switch has, since a switch on a BFS-tree path from the root down to `λ` is settled
+//!   in down mode at its depth difference, so the root is and everything can go up to it);
 //! * **no pair that has a legal minimal path is routed non-minimally**: when a shortest path
 //!   of the graph from `s` to `λ` has no down→up turn, the route from `s` is that long (by
 //!   induction from `λ` along such a path: its down part is settled in down mode at the graph
@@ -260,9 +265,11 @@ pub(crate) fn oriented_levels(fabric: &Fabric, bfs: &[Option<u32>]) -> Vec<Optio
 /// the route lengths.
 ///
 /// The BFS starts from the roots of [`detect_roots`] (one multi-source search; components
-/// without a root get the root of Alg. 10). Several roots can leave a switch without any legal
-/// path to a leaf of its component (a root that reaches it only through another root); then the
-/// whole fabric is oriented from single roots (Alg. 10), which always connects every pair.
+/// without a root get the root of Alg. 10). Several roots can leave a leaf without any legal
+/// path to another leaf of its component (through roots that reach each other only through
+/// other roots); then the whole fabric is oriented from single roots (Alg. 10), which always
+/// connects every pair. A switch that no leaf's route crosses may keep no route to a leaf
+/// (e.g. a top switch that lost its cables to that leaf's pod: it has nowhere to go up).
 pub(crate) fn prepare(fabric: &Fabric) -> Prepared {
     let (roots, leaves, dist) = detect_roots(fabric);
     let attempt = |first: &[SwitchId]| {
@@ -276,9 +283,9 @@ pub(crate) fn prepare(fabric: &Fabric) -> Prepared {
         let nl = costs.nleaves;
         let connected = leaves.iter().zip(&dist).all(|(&(l, _), d)| {
             let li = o.leaf_idx[o.pos[l.idx()] as usize] as usize;
-            (0..fabric.num_switches()).all(|s| {
-                let p = o.pos[s];
-                d[s] == INF || p == NONE || costs.full[p as usize * nl + li] != INF
+            leaves.iter().all(|&(s, _)| {
+                let p = o.pos[s.idx()];
+                d[s.idx()] == INF || p == NONE || costs.full[p as usize * nl + li] != INF
             })
         });
         if !connected {

@@ -55,7 +55,7 @@ fn depths(f: &Fabric, seeds: &[SwitchId]) -> Vec<u32> {
 /// The orientation key of every live switch: (BFS depth, GUID); a link is up from the larger
 /// key to the smaller. The roots: the non-leaf switches with one hop-count bar over 90 % of
 /// their component's end ports and no other over 5 %, that bar being the component's lowest
-/// among such switches; if that leaves some switch without a legal path to a leaf of its
+/// among such switches; if that leaves some leaf without a legal path to a leaf of its
 /// component, single Alg. 10 roots instead.
 fn orientation(f: &Fabric) -> Vec<Option<(u32, u64)>> {
     let leaves: Vec<SwitchId> = f.switch_ids().filter(|&s| f.switch(s).up && f.is_leaf(s)).collect();
@@ -94,7 +94,7 @@ fn orientation(f: &Fabric) -> Vec<Option<(u32, u64)>> {
     };
     let multi = key_of(&depths(f, &roots));
     if roots.len() > 1 {
-        for s in f.switch_ids().filter(|&s| f.switch(s).up) {
+        for &s in &leaves {
             let (_, legal) = distances(f, &multi, s);
             if leaves.iter().any(|&l| plain[s.idx()][l.idx()] != INF && legal[l.idx()] == INF) {
                 return key_of(&depths(f, &[]));
