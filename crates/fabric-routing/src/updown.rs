@@ -106,7 +106,7 @@ pub(crate) fn bfs_levels(fabric: &Fabric) -> Vec<Option<u32>> {
 /// smallest of the component are roots: the top switches of a fat-tree, equidistant from every
 /// end port. Returns the roots and, per leaf (dense order of live leaves), the hop counts from
 /// every switch (`u8::MAX` = unreachable), reused to check connectivity.
-fn detect_roots(fabric: &Fabric) -> (Vec<SwitchId>, Vec<(SwitchId, u32)>, Vec<Vec<u8>>) {
+fn detect_roots(fabric: &Fabric) -> Roots {
     let n = fabric.num_switches();
     let leaves: Vec<(SwitchId, u32)> = fabric
         .switch_ids()
@@ -171,7 +171,16 @@ fn detect_roots(fabric: &Fabric) -> (Vec<SwitchId>, Vec<(SwitchId, u32)>, Vec<Ve
         .filter(|&s| matches!(cand[s], Some((bar, comp)) if best[&comp] == bar))
         .map(|s| SwitchId(s as u32))
         .collect();
-    (roots, leaves, dist)
+    Roots { roots, leaves, dist }
+}
+
+/// What [`detect_roots`] found.
+struct Roots {
+    roots: Vec<SwitchId>,
+    /// Live leaves with their number of live end ports.
+    leaves: Vec<(SwitchId, u32)>,
+    /// Per leaf of `leaves`: hop counts from every switch (`u8::MAX` = unreachable).
+    dist: Vec<Vec<u8>>,
 }
 
 /// BFS levels from `first` (all at depth 0, one multi-source search), then from the root of
@@ -271,7 +280,7 @@ pub(crate) fn oriented_levels(fabric: &Fabric, bfs: &[Option<u32>]) -> Vec<Optio
 /// connects every pair. A switch that no leaf's route crosses may keep no route to a leaf
 /// (e.g. a top switch that lost its cables to that leaf's pod: it has nowhere to go up).
 pub(crate) fn prepare(fabric: &Fabric) -> Prepared {
-    let (roots, leaves, dist) = detect_roots(fabric);
+    let Roots { roots, leaves, dist } = detect_roots(fabric);
     let attempt = |first: &[SwitchId]| {
         let bfs = bfs_levels_from(fabric, first);
         let o = Oriented::new(fabric, &oriented_levels(fabric, &bfs));

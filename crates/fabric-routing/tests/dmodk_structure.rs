@@ -43,7 +43,9 @@ fn disguise(f: &Fabric, seed: u64, keep_order: bool) -> Fabric {
         perm.shuffle(&mut rng);
         // port_map[s][old port] = new port.
         port_map[s.idx()] = std::iter::once(0).chain(perm).collect();
-        new_id[s.idx()] = b.add_switch(new_guid[s.idx()], format!("MF0;ib-sw{k:03}:IS5030/U1"), nports).unwrap();
+        new_id[s.idx()] = b
+            .add_switch(new_guid[s.idx()], format!("MF0;ib-sw{k:03}:IS5030/U1"), nports)
+            .unwrap();
     }
     let mut eps: Vec<_> = f.end_port_ids().collect();
     eps.shuffle(&mut rng);
@@ -98,8 +100,7 @@ fn check_disguised(spec: &str, seed: u64) {
         // Not recognisable by name any more, but by structure.
         assert!(PgftLayout::recognize(&f).is_err(), "{spec}");
         let ranking = rank(&f, &RankOptions::default());
-        let layout =
-            PgftLayout::recognize_structure(&f, &ranking.level).unwrap_or_else(|e| panic!("{spec}: {e}"));
+        let layout = PgftLayout::recognize_structure(&f, &ranking.level).unwrap_or_else(|e| panic!("{spec}: {e}"));
         assert_eq!(layout.spec.m, g.layout.spec.m, "{spec}");
         assert_eq!(layout.spec.w, g.layout.spec.w, "{spec}");
         assert_eq!(layout.spec.p, g.layout.spec.p, "{spec}");
@@ -113,7 +114,10 @@ fn check_disguised(spec: &str, seed: u64) {
         let lids = assign_lids(&f, &Guid2Lid::default(), 1, fabric_routing::IB_MAX_UNICAST_LID).unwrap();
         let v = fabric_routing::check::validity(&f, &lids, &dmodk);
         assert!(v.valid, "{spec} seed {seed} keep_order {keep_order}: {v:?}");
-        assert!(fabric_routing::check::deadlock_free(&f, &ranking, &lids, &dmodk), "{spec}");
+        assert!(
+            fabric_routing::check::deadlock_free(&f, &ranking, &lids, &dmodk),
+            "{spec}"
+        );
     }
 }
 

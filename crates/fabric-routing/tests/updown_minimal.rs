@@ -15,7 +15,7 @@ use proptest::prelude::*;
 use fabric_ranking::{rank, RankOptions};
 use fabric_routing::check::{self, TraceEnd};
 use fabric_routing::{
-    assign_lids, route_all, trace, EngineKind, Guid2Lid, LidPlan, LidSet, Lfts, RoutingContext, IB_MAX_UNICAST_LID,
+    assign_lids, route_all, trace, EngineKind, Guid2Lid, Lfts, LidPlan, LidSet, RoutingContext, IB_MAX_UNICAST_LID,
 };
 use fabric_topology::gen::{degrade, generate, Degrade};
 use fabric_topology::{Fabric, FabricBuilder, NodeType, SwitchId};
@@ -74,7 +74,11 @@ fn orientation(f: &Fabric) -> Vec<Option<(u32, u64)>> {
                 comp = comp.or(Some(l));
             }
         }
-        let big: Vec<u32> = hist.iter().filter(|(_, &h)| h * 100 > total * 90).map(|(&d, _)| d).collect();
+        let big: Vec<u32> = hist
+            .iter()
+            .filter(|(_, &h)| h * 100 > total * 90)
+            .map(|(&d, _)| d)
+            .collect();
         let mid = hist.values().filter(|&&h| h * 100 > total * 5).count();
         if total > 0 && big.len() == 1 && mid == 1 {
             cand[s.idx()] = Some((big[0], comp.unwrap()));
@@ -96,7 +100,10 @@ fn orientation(f: &Fabric) -> Vec<Option<(u32, u64)>> {
     if roots.len() > 1 {
         for &s in &leaves {
             let (_, legal) = distances(f, &multi, s);
-            if leaves.iter().any(|&l| plain[s.idx()][l.idx()] != INF && legal[l.idx()] == INF) {
+            if leaves
+                .iter()
+                .any(|&l| plain[s.idx()][l.idx()] != INF && legal[l.idx()] == INF)
+            {
                 return key_of(&depths(f, &[]));
             }
         }

@@ -268,9 +268,9 @@ impl PgftLayout {
                 let mut stack: Vec<SwitchId> = Vec::new();
                 let mut new = Vec::with_capacity(members[l - 1][t as usize].len());
                 for &x in &members[l - 1][t as usize] {
-                    let to = map.get(&wdigits[x.idx()]).ok_or_else(|| {
-                        fail(format!("{} has no parent above its subtree's leaves", name(x)))
-                    })?;
+                    let to = map
+                        .get(&wdigits[x.idx()])
+                        .ok_or_else(|| fail(format!("{} has no parent above its subtree's leaves", name(x))))?;
                     new.push((x, to.clone()));
                 }
                 for (x, to) in new {
@@ -475,7 +475,9 @@ mod tests {
             },
         )
         .unwrap();
-        let e = PgftLayout::recognize_structure(&d, &levels(&g)).unwrap_err().to_string();
+        let e = PgftLayout::recognize_structure(&d, &levels(&g))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("children") || e.contains("down"), "{e}");
         // A QFT with cross-connected groups has the port-group counts of a PGFT, not its cabling.
         let q = generate(&"QFT(3;4,4,4;1,2,2;1,2,1)".parse().unwrap()).unwrap();
