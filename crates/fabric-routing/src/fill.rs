@@ -84,6 +84,10 @@ pub(crate) enum Select<'a> {
     Dmodc,
     /// Uniformly random port of `C` (Alg. 11), from a generator seeded by `(seed, switch GUID)`.
     Random { seed: u64 },
+    /// The least loaded port of `C` (ports of `C` in order, first one on ties), counting the
+    /// destinations already given to each port of the switch, destinations in topological NID
+    /// order: OpenSM's port balancing among its min-hop ports (`osm_switch_recommend_path`).
+    Balanced,
     /// Eqs. 4.7–4.8 on the topological NIDs re-indexed by group (thesis Alg. 4, Gxmodk): every
     /// end port's gNID from [`NodeGroups::reindex`] ([`NONE`] where it has no topological NID).
     Grouped(&'a NodeGroups),
@@ -106,6 +110,8 @@ struct Scratch {
     /// Whether `table` is indexed by `d mod period` (else by `q mod period`).
     table_of_d: bool,
     table_div: FastDiv,
+    /// [`Select::Balanced`]: destinations given to each port of the switch so far.
+    load: Vec<u32>,
 }
 
 /// `mask[l]` gets bit `j` set where `rows[j][l] < own[l]` (at most 64 rows). Eight rows at a
@@ -193,7 +199,7 @@ fn fill_end_ports(
     // Grouped selection: the gNID of every end port.
     let gnid = match select {
         Select::Grouped(g) => g.reindex(&p.tn.of_end_port),
-        Select::Dmodc | Select::Random { .. } => Vec::new(),
+        Select::Dmodc | Select::Random { .. } | Select::Balanced => Vec::new(),
     };
     let lid_of = |ep: fabric_topology::EndPortId| -> Lid {
         let b = lids.base_lid(ep);
@@ -266,6 +272,7 @@ fn fill_end_ports(
             }
             let sp = sp as usize;
             let sid = SwitchId(s as u32);
+            scr.load.iter_mut().for_each(|x| *x = 0);
             let groups = fabric.port_groups(sid);
             scr.gports.clear();
             scr.gmeta.clear();
@@ -300,7 +307,7 @@ fn fill_end_ports(
                 Select::Random { seed } => Some(rand_chacha::ChaCha8Rng::seed_from_u64(
                     seed ^ fabric.switch(sid).guid.wrapping_mul(0x9E37_79B9_7F4A_7C15),
                 )),
-                Select::Dmodc | Select::Grouped(_) => None,
+                Select::Dmodc | Select::Grouped(_) | Select::Balanced => None,
             };
             // C of the previous leaf as (kind, mask); kind 2 = none yet.
             let mut prev: (u8, u64) = (2, 0);
@@ -364,6 +371,26 @@ fn fill_end_ports(
                     continue;
                 }
                 let (gports, gmeta) = (&scr.gports, &scr.gmeta);
+                if let Select::Balanced = select {
+                    if scr.load.is_empty() {
+                        scr.load.resize(256, 0);
+                    }
+                    for &lid in lids_here {
+                        let (mut best, mut least) = (NO_ROUTE, u32::MAX);
+                        for &g in cset {
+                            let (start, len) = gmeta[g as usize];
+                            for &pt in &gports[start as usize..(start + len.d) as usize] {
+                                let n = scr.load[pt as usize];
+                                if n < least {
+                                    (best, least) = (pt, n);
+                                }
+                            }
+                        }
+                        scr.load[best as usize] += 1;
+                        put(row, lid, best);
+                    }
+                    continue;
+                }
                 if let Some(rng) = rng.as_mut() {
                     // Alg. 11: a uniformly random port among the ports of C.
                     let total: u32 = cset.iter().map(|&g| gmeta[g as usize].1.d).sum();
