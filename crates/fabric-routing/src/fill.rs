@@ -84,9 +84,9 @@ pub(crate) enum Select<'a> {
     Dmodc,
     /// Uniformly random port of `C` (Alg. 11), from a generator seeded by `(seed, switch GUID)`.
     Random { seed: u64 },
-    /// The least loaded port of `C` (ports of `C` in order, first one on ties), counting the
-    /// destinations already given to each port of the switch, destinations in topological NID
-    /// order: OpenSM's port balancing among its min-hop ports (`osm_switch_recommend_path`).
+    /// A least loaded port of `C`, counting the destinations already given to each port of the
+    /// switch (destinations in topological NID order; ties in round robin over the ports of `C`
+    /// in order): OpenSM's port balancing among its min-hop ports (`osm_switch_recommend_path`).
     Balanced,
     /// Eqs. 4.7–4.8 on the topological NIDs re-indexed by group (thesis Alg. 4, Gxmodk): every
     /// end port's gNID from [`NodeGroups::reindex`] ([`NONE`] where it has no topological NID).
@@ -110,8 +110,12 @@ struct Scratch {
     /// Whether `table` is indexed by `d mod period` (else by `q mod period`).
     table_of_d: bool,
     table_div: FastDiv,
-    /// [`Select::Balanced`]: destinations given to each port of the switch so far.
+    /// [`Select::Balanced`]: destinations given to each port of the switch so far, the ports of
+    /// the current C, a lower bound of their loads and the round-robin cursor.
     load: Vec<u32>,
+    cports: Vec<PortNum>,
+    cmin: u32,
+    cur: usize,
 }
 
 /// `mask[l]` gets bit `j` set where `rows[j][l] < own[l]` (at most 64 rows). Eight rows at a
@@ -273,6 +277,7 @@ fn fill_end_ports(
             let sp = sp as usize;
             let sid = SwitchId(s as u32);
             scr.load.iter_mut().for_each(|x| *x = 0);
+            scr.cports.clear();
             let groups = fabric.port_groups(sid);
             scr.gports.clear();
             scr.gmeta.clear();
@@ -372,22 +377,36 @@ fn fill_end_ports(
                 }
                 let (gports, gmeta) = (&scr.gports, &scr.gmeta);
                 if let Select::Balanced = select {
+                    // Round robin over the ports of C at the least load: the cursor moves on
+                    // from the last port given; a full turn without a port at `cmin` raises it.
                     if scr.load.is_empty() {
                         scr.load.resize(256, 0);
                     }
-                    for &lid in lids_here {
-                        let (mut best, mut least) = (NO_ROUTE, u32::MAX);
+                    if changed || scr.cports.is_empty() {
+                        scr.cports.clear();
                         for &g in cset {
                             let (start, len) = gmeta[g as usize];
-                            for &pt in &gports[start as usize..(start + len.d) as usize] {
-                                let n = scr.load[pt as usize];
-                                if n < least {
-                                    (best, least) = (pt, n);
-                                }
+                            scr.cports
+                                .extend_from_slice(&gports[start as usize..(start + len.d) as usize]);
+                        }
+                        scr.cmin = scr.cports.iter().map(|&pt| scr.load[pt as usize]).min().unwrap_or(0);
+                        scr.cur = 0;
+                    }
+                    let k = scr.cports.len();
+                    for &lid in lids_here {
+                        let mut scanned = 0;
+                        while scr.load[scr.cports[scr.cur] as usize] != scr.cmin {
+                            scr.cur = if scr.cur + 1 == k { 0 } else { scr.cur + 1 };
+                            scanned += 1;
+                            if scanned == k {
+                                scr.cmin += 1;
+                                scanned = 0;
                             }
                         }
-                        scr.load[best as usize] += 1;
-                        put(row, lid, best);
+                        let pt = scr.cports[scr.cur];
+                        scr.load[pt as usize] += 1;
+                        scr.cur = if scr.cur + 1 == k { 0 } else { scr.cur + 1 };
+                        put(row, lid, pt);
                     }
                     continue;
                 }

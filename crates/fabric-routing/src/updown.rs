@@ -465,6 +465,25 @@ mod tests {
     }
 
     #[test]
+    fn balanced_selection_spreads_destinations_evenly_on_a_complete_pgft() {
+        let f = pgft(&[4, 4, 6], &[1, 4, 4], &[1, 2, 1]).fabric;
+        let (lids, lfts) = route_set(&f, EngineKind::UpDown, LidSet::Escape);
+        for s in f.switch_ids().filter(|&s| f.is_leaf(s)) {
+            let mut per_port = std::collections::BTreeMap::new();
+            for ep in f.end_port_ids() {
+                if f.end_port(ep).attach.map(|a| a.0) != Some(s) {
+                    let port = lfts.get(s, lids.base_lid(ep) + 1);
+                    *per_port.entry(port).or_insert(0u32) += 1;
+                }
+            }
+            // Every up port (4 parents, 2 cables each) gets its share, within one.
+            assert_eq!(per_port.len(), 8, "{s:?}: {per_port:?}");
+            let (lo, hi) = (per_port.values().min().unwrap(), per_port.values().max().unwrap());
+            assert!(hi - lo <= 1, "{s:?}: {per_port:?}");
+        }
+    }
+
+    #[test]
     fn random_selection_depends_on_the_seed_only() {
         let f = pgft(&[4, 4], &[1, 4], &[1, 2]).fabric;
         let a = route_set(&f, EngineKind::UpDownRandom { seed: 1 }, LidSet::Escape).1;
