@@ -8,8 +8,15 @@
 //!   cable `⌊q / w_{L+2}⌋`,
 //!
 //! with `W_L = w_1 ⋯ w_{L+1}` (notation indices, 1-based) — the product of up-arities below,
-//! which is what Dmodc's divider Π reproduces. Parents are indexed by their digit, which is
-//! their GUID order in a generated fabric, so Dmodk and Dmodc give the same bytes there.
+//! which is what Dmodc's divider Π reproduces.
+//!
+//! The fabric is recognised from its structure ([`PgftLayout::recognize_structure`] on the
+//! ranking's levels), not from the names fabricctl's generator writes: a complete PGFT read
+//! from an `ibnetdiscover` dump, with any names, GUIDs and port numbers, is routed too. Ports
+//! are taken from the cabling: child `c` (parent `j`) is the port group whose remote has that
+//! digit, parallel cable `k` its `k`-th port in port order, and a leaf's end node its own port.
+//! The recognition numbers parents in GUID order and end nodes in Dmodc's topological order
+//! (Alg. 7), so Dmodk and Dmodc give the same bytes on every complete PGFT.
 //!
 //! Switch LIDs are routed like Dmodc's (any up-down path for the PGFT levels).
 //!
@@ -18,8 +25,8 @@
 
 use rayon::prelude::*;
 
-use fabric_topology::gen::{PgftLayout, SpecKind};
-use fabric_topology::Lid;
+use fabric_topology::gen::PgftLayout;
+use fabric_topology::{Lid, PortNum, SwitchId};
 
 use crate::engine::{check_route_args, LidSet, RoutingContext, RoutingEngine, RoutingError};
 use crate::groups::NodeGroups;
@@ -27,9 +34,9 @@ use crate::lft::{Lfts, NO_ROUTE};
 use crate::prep::Oriented;
 use crate::swlid;
 
-/// The Dmodk engine; fails with [`RoutingError::NotCompletePgft`] unless the fabric is a
-/// complete generated PGFT/XGFT/k-ary n-tree/RLFT (recognised by
-/// [`PgftLayout::recognize`]).
+/// The Dmodk engine; fails with [`RoutingError::NotCompletePgft`] (and the reason) unless the
+/// fabric is a complete, live PGFT/XGFT/k-ary n-tree/RLFT, recognised from its structure by
+/// [`PgftLayout::recognize_structure`].
 #[derive(Copy, Clone, Debug, Default)]
 pub struct Dmodk;
 
@@ -58,21 +65,16 @@ impl RoutingEngine for GroupedDmodk<'_> {
 }
 
 impl Dmodk {
-    /// Whether Dmodk can route `fabric` (a complete PGFT with every link up): the reason when it
-    /// cannot, e.g. a degraded fabric (for a configuration check or a start).
+    /// Whether Dmodk can route `fabric` (a complete PGFT with every link up, recognised on the
+    /// levels of a default ranking): the reason when it cannot, e.g. a degraded fabric (for a
+    /// configuration check or a start).
     pub fn check_fabric(fabric: &fabric_topology::Fabric) -> Result<(), RoutingError> {
-        Self::layout(fabric).map(|_| ())
+        let ranking = fabric_ranking::rank(fabric, &fabric_ranking::RankOptions::default());
+        Self::layout(fabric, &ranking.level).map(|_| ())
     }
 
-    fn layout(f: &fabric_topology::Fabric) -> Result<PgftLayout, RoutingError> {
-        let layout = PgftLayout::recognize(f).map_err(|e| RoutingError::NotCompletePgft(e.to_string()))?;
-        let spec = &layout.spec;
-        if spec.kind == SpecKind::Qft && spec.p.iter().any(|&p| p > 1) {
-            return Err(RoutingError::NotCompletePgft(format!(
-                "{spec} is a quasi fat-tree with cross-connected groups, not a PGFT"
-            )));
-        }
-        Ok(layout)
+    fn layout(f: &fabric_topology::Fabric, level: &[Option<u32>]) -> Result<PgftLayout, RoutingError> {
+        PgftLayout::recognize_structure(f, level).map_err(|e| RoutingError::NotCompletePgft(e.to_string()))
     }
 
     /// Dmodk, or Gdmodk when `groups` is given (end-node indices re-indexed by Alg. 4).
@@ -85,7 +87,7 @@ impl Dmodk {
     ) -> Result<(), RoutingError> {
         check_route_args(ctx, set, lfts)?;
         let f = ctx.fabric;
-        let layout = Self::layout(f)?;
+        let layout = Self::layout(f, &ctx.ranking.level)?;
         let spec = &layout.spec;
         let h = spec.h;
         // Per end port: LID of the set, generator index and digits (flat, h per end port).
@@ -107,32 +109,59 @@ impl Dmodk {
         let div: Vec<u64> = (0..h)
             .map(|l| spec.w[..=l].iter().map(|&x| u64::from(x)).product::<u64>().max(1))
             .collect();
-        lfts.par_rows_mut().enumerate().for_each(|(s, row)| {
-            let addr = &layout.switch_addr[s];
-            let l = addr.level as usize;
-            for (i, &(lid, d)) in dest.iter().enumerate() {
-                if lid == 0 {
-                    continue;
-                }
-                let a = &digits[i * h..(i + 1) * h];
-                let below = (l + 1..h).all(|j| addr.digits[j] == a[j]);
-                let q = d / div[l];
-                let port = if below {
-                    if l == 0 {
-                        (a[0] + 1) as u8
+        // The leaf port of every end port.
+        let attach: Vec<PortNum> = f
+            .end_port_ids()
+            .map(|ep| f.end_port(ep).attach.map_or(NO_ROUTE, |(_, pn)| pn))
+            .collect();
+        lfts.par_rows_mut().enumerate().for_each_init(
+            || (Vec::new(), Vec::new()),
+            |(down, up): &mut (Vec<usize>, Vec<usize>), (s, row)| {
+                let addr = &layout.switch_addr[s];
+                let l = addr.level as usize;
+                let groups = f.port_groups(SwitchId(s as u32));
+                // Port group of every child digit (index l of the child's address) and of every
+                // parent digit (index l + 1 of the parent's).
+                down.clear();
+                up.clear();
+                for (gi, g) in groups.iter().enumerate() {
+                    let r = &layout.switch_addr[g.remote.idx()];
+                    let (v, at) = if r.level as usize + 1 == l {
+                        (&mut *down, l)
                     } else {
-                        spec.down_port(l as u32, a[l], (q % u64::from(spec.p[l])) as u32)
+                        (&mut *up, l + 1)
+                    };
+                    let dg = r.digits[at] as usize;
+                    if v.len() <= dg {
+                        v.resize(dg + 1, usize::MAX);
                     }
-                } else if l + 1 < h {
-                    let wu = u64::from(spec.w[l + 1]);
-                    let q = q % (wu * u64::from(spec.p[l + 1]));
-                    spec.up_port(l as u32, (q % wu) as u32, (q / wu) as u32)
-                } else {
-                    NO_ROUTE
-                };
-                row[lid as usize] = port;
-            }
-        });
+                    v[dg] = gi;
+                }
+                for (i, &(lid, d)) in dest.iter().enumerate() {
+                    if lid == 0 {
+                        continue;
+                    }
+                    let a = &digits[i * h..(i + 1) * h];
+                    let below = (l + 1..h).all(|j| addr.digits[j] == a[j]);
+                    let q = d / div[l];
+                    let port = if below {
+                        if l == 0 {
+                            attach[i]
+                        } else {
+                            let ports = &groups[down[a[l] as usize]].ports;
+                            ports[(q % ports.len() as u64) as usize]
+                        }
+                    } else if l + 1 < h {
+                        let wu = u64::from(spec.w[l + 1]);
+                        let q = q % (wu * u64::from(spec.p[l + 1]));
+                        groups[up[(q % wu) as usize]].ports[(q / wu) as usize]
+                    } else {
+                        NO_ROUTE
+                    };
+                    row[lid as usize] = port;
+                }
+            },
+        );
         if set == LidSet::Base {
             let level: Vec<Option<u32>> = layout.switch_addr.iter().map(|a| Some(a.level)).collect();
             swlid::fill_switch_lids(f, ctx.lids, &Oriented::new(f, &level), lfts);

@@ -71,7 +71,8 @@ pub enum RoutingError {
     /// quasi fat-tree); `reason` says what it needs.
     Unsupported { engine: &'static str, reason: String },
     #[error("Dmodk needs a complete PGFT: {0}")]
-    /// Dmodk was asked to route a fabric that is not a complete generated PGFT (why).
+    /// Dmodk was asked to route a fabric that is not a complete PGFT (why; recognised from its
+    /// structure, [`fabric_topology::gen::PgftLayout::recognize_structure`]).
     NotCompletePgft(String),
 }
 

@@ -38,8 +38,21 @@ pub(crate) fn fill_set(
     select: Select<'_>,
     lfts: &mut Lfts,
 ) {
-    let prep = Prepared::new(ctx.fabric, level);
-    fill_end_ports(ctx.fabric, ctx.lids, &prep, set, select, lfts, TABLE_MAX);
+    fill_prepared(ctx, &Prepared::new(ctx.fabric, level), set, select, lfts);
+}
+
+/// [`fill_set`] on costs prepared by the caller (Up*/Down* computes its own: shortest legal
+/// paths, [`crate::updown`]). The selection reads `prep.costs` through the up-down rule of
+/// this module, so `down` must be finite only where every closer down neighbour also has a
+/// finite `down` (true of Alg. 5's downcosts and of Up*/Down*'s down-mode costs).
+pub(crate) fn fill_prepared(
+    ctx: &RoutingContext<'_>,
+    prep: &Prepared,
+    set: LidSet,
+    select: Select<'_>,
+    lfts: &mut Lfts,
+) {
+    fill_end_ports(ctx.fabric, ctx.lids, prep, set, select, lfts, TABLE_MAX);
     if set == LidSet::Base {
         swlid::fill_switch_lids(ctx.fabric, ctx.lids, &prep.o, lfts);
     }
@@ -71,6 +84,10 @@ pub(crate) enum Select<'a> {
     Dmodc,
     /// Uniformly random port of `C` (Alg. 11), from a generator seeded by `(seed, switch GUID)`.
     Random { seed: u64 },
+    /// A least loaded port of `C`, counting the destinations already given to each port of the
+    /// switch (destinations in topological NID order; ties in round robin over the ports of `C`
+    /// in order): OpenSM's port balancing among its min-hop ports (`osm_switch_recommend_path`).
+    Balanced,
     /// Eqs. 4.7–4.8 on the topological NIDs re-indexed by group (thesis Alg. 4, Gxmodk): every
     /// end port's gNID from [`NodeGroups::reindex`] ([`NONE`] where it has no topological NID).
     Grouped(&'a NodeGroups),
@@ -93,6 +110,12 @@ struct Scratch {
     /// Whether `table` is indexed by `d mod period` (else by `q mod period`).
     table_of_d: bool,
     table_div: FastDiv,
+    /// [`Select::Balanced`]: destinations given to each port of the switch so far, the ports of
+    /// the current C, a lower bound of their loads and the round-robin cursor.
+    load: Vec<u32>,
+    cports: Vec<PortNum>,
+    cmin: u32,
+    cur: usize,
 }
 
 /// `mask[l]` gets bit `j` set where `rows[j][l] < own[l]` (at most 64 rows). Eight rows at a
@@ -180,7 +203,7 @@ fn fill_end_ports(
     // Grouped selection: the gNID of every end port.
     let gnid = match select {
         Select::Grouped(g) => g.reindex(&p.tn.of_end_port),
-        Select::Dmodc | Select::Random { .. } => Vec::new(),
+        Select::Dmodc | Select::Random { .. } | Select::Balanced => Vec::new(),
     };
     let lid_of = |ep: fabric_topology::EndPortId| -> Lid {
         let b = lids.base_lid(ep);
@@ -253,6 +276,8 @@ fn fill_end_ports(
             }
             let sp = sp as usize;
             let sid = SwitchId(s as u32);
+            scr.load.iter_mut().for_each(|x| *x = 0);
+            scr.cports.clear();
             let groups = fabric.port_groups(sid);
             scr.gports.clear();
             scr.gmeta.clear();
@@ -287,7 +312,7 @@ fn fill_end_ports(
                 Select::Random { seed } => Some(rand_chacha::ChaCha8Rng::seed_from_u64(
                     seed ^ fabric.switch(sid).guid.wrapping_mul(0x9E37_79B9_7F4A_7C15),
                 )),
-                Select::Dmodc | Select::Grouped(_) => None,
+                Select::Dmodc | Select::Grouped(_) | Select::Balanced => None,
             };
             // C of the previous leaf as (kind, mask); kind 2 = none yet.
             let mut prev: (u8, u64) = (2, 0);
@@ -351,6 +376,40 @@ fn fill_end_ports(
                     continue;
                 }
                 let (gports, gmeta) = (&scr.gports, &scr.gmeta);
+                if let Select::Balanced = select {
+                    // Round robin over the ports of C at the least load: the cursor moves on
+                    // from the last port given; a full turn without a port at `cmin` raises it.
+                    if scr.load.is_empty() {
+                        scr.load.resize(256, 0);
+                    }
+                    if changed || scr.cports.is_empty() {
+                        scr.cports.clear();
+                        for &g in cset {
+                            let (start, len) = gmeta[g as usize];
+                            scr.cports
+                                .extend_from_slice(&gports[start as usize..(start + len.d) as usize]);
+                        }
+                        scr.cmin = scr.cports.iter().map(|&pt| scr.load[pt as usize]).min().unwrap_or(0);
+                        scr.cur = 0;
+                    }
+                    let k = scr.cports.len();
+                    for &lid in lids_here {
+                        let mut scanned = 0;
+                        while scr.load[scr.cports[scr.cur] as usize] != scr.cmin {
+                            scr.cur = if scr.cur + 1 == k { 0 } else { scr.cur + 1 };
+                            scanned += 1;
+                            if scanned == k {
+                                scr.cmin += 1;
+                                scanned = 0;
+                            }
+                        }
+                        let pt = scr.cports[scr.cur];
+                        scr.load[pt as usize] += 1;
+                        scr.cur = if scr.cur + 1 == k { 0 } else { scr.cur + 1 };
+                        put(row, lid, pt);
+                    }
+                    continue;
+                }
                 if let Some(rng) = rng.as_mut() {
                     // Alg. 11: a uniformly random port among the ports of C.
                     let total: u32 = cset.iter().map(|&g| gmeta[g as usize].1.d).sum();

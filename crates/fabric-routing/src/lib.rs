@@ -5,8 +5,9 @@
 //! * [`Dmodc`] (default): thesis §4.2 — costs, dividers, topological NIDs, closer port groups
 //!   ordered by remote GUID; every route is up*-down* for the ranking.
 //! * [`Dmodk`]: the closed form on complete PGFTs (thesis §1.4.2); equal to Dmodc there.
-//! * [`UpDown`]: Up*/Down* over a BFS spanning tree (thesis §5.1.3, Alg. 10) with Dmodc-style
-//!   (Alg. 12) or seeded random (Alg. 11) selection; deadlock-free on one VL for any topology.
+//! * [`UpDown`]: Up*/Down* over a BFS spanning tree (thesis §5.1.3, Alg. 10–12) on shortest
+//!   legal paths (OpenSM `updn`'s rule) with balanced (OpenSM) or seeded random (Alg. 11)
+//!   selection; deadlock-free on one VL for any topology.
 //!   It routes the escape LIDs.
 //!
 //! [`route_all`] routes a snapshot: base LIDs (and switch LIDs) by the selected engine, escape

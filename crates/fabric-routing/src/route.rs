@@ -27,7 +27,8 @@ pub enum EngineKind {
     Dmodc,
     /// Dmodk closed form; complete PGFTs only.
     Dmodk,
-    /// Up*/Down* over a BFS spanning tree with Dmodc-style selection (Alg. 12, BFS-Dmodc).
+    /// Up*/Down* over a BFS spanning tree (Alg. 12's family) on shortest legal paths, with
+    /// OpenSM `updn`'s port balancing (see [`crate::updown`]).
     UpDown,
     /// Up*/Down* over a BFS spanning tree with seeded random selection (Alg. 11, BFS-Random).
     UpDownRandom {
@@ -244,7 +245,7 @@ pub struct RoutedFabric {
 }
 
 /// Whole routing for a snapshot: base LIDs by `kind`, escape LIDs (when lmc == 1) by Up*/Down*
-/// (BFS, Dmodc-style selection). The tables cover LIDs `0..=lids.top()`; every other entry is
+/// (shortest legal paths, balanced ports). The tables cover LIDs `0..=lids.top()`; every other entry is
 /// [`NO_ROUTE`](crate::NO_ROUTE).
 pub fn route_all(ctx: &RoutingContext<'_>, kind: EngineKind) -> Result<RoutedFabric, RoutingError> {
     route_all_grouped(ctx, kind, None)

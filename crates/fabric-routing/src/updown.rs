@@ -1,32 +1,75 @@
-//! Up*/Down* over a BFS spanning tree (thesis §5.1.3): link directions from a breadth-first
-//! search started at a leaf (Alg. 10), costs, downcosts and dividers for those directions
-//! (Alg. 6), then BFS-Dmodc (Alg. 12) or BFS-Random (Alg. 11) selection.
+//! Up*/Down* over a BFS spanning tree (thesis §5.1.3: BFS directions of Alg. 10, then
+//! BFS-Dmodc, Alg. 12, or BFS-Random, Alg. 11), routed on shortest *legal* paths as OpenSM's
+//! `updn` does. This is also the escape routing of every five-phase update.
 //!
-//! Directions: a link is *up* towards the BFS root (smaller depth); links between switches of
-//! equal depth are not used ("only strictly oriented links"). Any route that goes up, then
-//! down, is deadlock-free on one VL (no down→up turn means the channel dependencies follow a
-//! strict order), on any topology — this is what makes Up*/Down* the escape routing.
+//! Directions: every live link is oriented. A switch's key is (BFS depth from the roots, GUID)
+//! and a link is *up* towards the smaller key: towards the roots, and between switches of
+//! equal depth towards the smaller GUID (OpenSM `updn`'s rank + GUID rule). A route that never
+//! turns up after going down is deadlock-free on one VL, on any topology (the channel
+//! dependencies follow the strict order of the keys) — this is what makes Up*/Down* the escape
+//! routing. Alg. 10 as printed keeps only the links between different depths; keeping the
+//! others too is what lets the fabric's shortest paths through them be used.
 //!
-//! A disconnected fabric gets one BFS per connected component, so every component is routed.
-//! The root of a component is its leaf with the smallest GUID (its switch with the smallest
-//! GUID when it has no leaf), which keeps the root stable while that leaf lives.
+//! Roots ([`prepare`]): the switches OpenSM `updn` would detect (one hop-count bar to the end
+//! ports above 90 %), restricted to the most central non-leaf ones — the top switches of a
+//! fat-tree — searched from all at once, as OpenSM ranks from all its roots. Alg. 10's single
+//! root (the leaf with the smallest GUID of each component, stable while that leaf lives) is
+//! used for a component without such a switch, and for the whole fabric when several roots
+//! would leave two leaves without a legal path. A disconnected fabric gets one search per
+//! component, so every component is routed.
 //!
-//! Route selection uses the same up-down guarantee as Dmodc (see [`crate::fill`]): down groups
-//! with a smaller downcost when a downward path exists, otherwise up groups with a smaller cost.
+//! Hop counts (the "costs" of Alg. 11–12): per destination leaf `λ`, a breadth-first search
+//! from `λ` over the switches, level-synchronous for all leaves at once. Each switch `s` is
+//! settled at the first distance `L(s)` where a neighbour offers it a legal continuation, in one
+//! of two modes: *down* (`s` forwards down, to neighbours settled in down mode at `L(s) − 1`)
+//! or *up* (`s` forwards up, to neighbours settled in any mode at `L(s) − 1`); when both are
+//! offered at the same distance, down mode wins. Only a switch in down mode accepts packets
+//! arriving from above, so every route is up*-down*. This is OpenSM `updn`'s
+//! `updn_bfs_by_node` (a BFS from the destination in which a switch takes the direction of
+//! the step that first reached it and illegal down→up steps are skipped) with two
+//! differences: a tie goes to down mode instead of to the first neighbour in port order, and a
+//! switch forwards only through neighbours consistent with its own mode (OpenSM's min-hop
+//! table may mix both, which can put an up hop after a down one).
+//!
+//! What is guaranteed, exactly (all checked in `tests/updown_minimal.rs`):
+//! * no route turns up after going down;
+//! * every leaf has a route to every leaf of its component (checked, else single roots: then
+//!   every switch has, since a switch on a BFS-tree path from the root down to `λ` is settled
+//!   in down mode at its depth difference, so the root is and everything can go up to it);
+//! * **no pair that has a legal minimal path is routed non-minimally**: when a shortest path
+//!   of the graph from `s` to `λ` has no down→up turn, the route from `s` is that long (by
+//!   induction from `λ` along such a path: its down part is settled in down mode at the graph
+//!   distance, thanks to the tie rule, its up part at the graph distance at most).
+//!
+//! What is not: a pair whose shortest paths all turn up after going down may be routed longer
+//! than its shortest legal path. A table indexed by destination only cannot always avoid it
+//! (a switch that some sources reach going down must forward down, even when its own shortest
+//! legal path goes up); like OpenSM, the switch nearer to the destination gets its shortest path.
+//!
+//! Selection among the neighbours at `L(s) − 1`: for `updown`, OpenSM's port balancing (the
+//! least loaded port among them, destinations in topological NID order, [`Select::Balanced`])
+//! instead of Alg. 12's eqs. 4.7–4.8: on the real JANUS dump the Dmodc arithmetic gives mu_rp
+//! median 9 / q39 12 on these paths (exactly Dmodc's), the balancing 8 / 11 (OpenSM `updn`:
+//! 8 / 10). `updown-random` keeps Alg. 11's seeded random port ([`crate::fill`]).
 
 use std::collections::VecDeque;
+
+use rayon::prelude::*;
 
 use fabric_topology::{Fabric, SwitchId};
 
 use crate::engine::{check_route_args, LidSet, RoutingContext, RoutingEngine, RoutingError};
-use crate::fill::{fill_set, Select};
+use crate::fill::{fill_prepared, Prepared, Select};
 use crate::lft::Lfts;
+use crate::prep::{self, Costs, Oriented, INF, NONE};
 
-/// The Up*/Down* engine. `random_seed: None` = BFS-Dmodc (Alg. 12), `Some(seed)` = BFS-Random
-/// (Alg. 11, deterministic for a seed).
+/// The Up*/Down* engine (thesis §5.1.3 with OpenSM `updn`'s path rule, module doc).
+/// `random_seed: None` = BFS directions with OpenSM's port balancing (where Alg. 12, BFS-Dmodc,
+/// has Dmodc's arithmetic), `Some(seed)` = BFS-Random (Alg. 11, deterministic for a seed).
+/// Both route on shortest legal paths.
 #[derive(Copy, Clone, Debug, Default)]
 pub struct UpDown {
-    /// `None`: Dmodc-style selection; `Some(seed)`: seeded random selection.
+    /// `None`: balanced selection; `Some(seed)`: seeded random selection.
     pub random_seed: Option<u64>,
 }
 
@@ -40,30 +83,128 @@ impl RoutingEngine for UpDown {
     fn route(&self, ctx: &RoutingContext<'_>, set: LidSet, lfts: &mut Lfts) -> Result<(), RoutingError> {
         check_route_args(ctx, set, lfts)?;
         let select = match self.random_seed {
-            None => Select::Dmodc,
+            None => Select::Balanced,
             Some(seed) => Select::Random { seed },
         };
-        fill_set(ctx, &bfs_levels(ctx.fabric), set, select, lfts);
+        fill_prepared(ctx, &prepare(ctx.fabric), set, select, lfts);
         Ok(())
     }
 }
 
 /// Alg. 10 per connected component of the live switches: BFS depth from the root, turned into
-/// a level (`max depth − depth`, so the root is the top and "up" means towards it).
+/// a level (`max depth − depth`, so the root is the top and "up" means towards it). These are
+/// the directions of the BFS-Ftree family; Up*/Down* itself ranks from its roots
+/// ([`prepare`]).
+#[cfg_attr(not(test), allow(dead_code))]
 pub(crate) fn bfs_levels(fabric: &Fabric) -> Vec<Option<u32>> {
+    bfs_levels_from(fabric, &[])
+}
+
+/// The roots of Up*/Down* (OpenSM `updn`'s automatic root detection,
+/// `updn_find_root_nodes_by_min_hop`, made robust): per switch, the histogram of the hop
+/// counts to the live end ports of its component; a switch is a candidate when one bar holds
+/// more than 90 % of those end ports and no other bar more than 5 %. OpenSM takes every
+/// candidate; on large fat-trees that includes the leaves and the pod switches (their own end
+/// ports are under 5 %), which it then joins by links that are "up" both ways (not
+/// deadlock-free in general). Here only the non-leaf candidates whose dominant hop count is the
+/// smallest of the component are roots: the top switches of a fat-tree, equidistant from every
+/// end port. Returns the roots and, per leaf (dense order of live leaves), the hop counts from
+/// every switch (`u8::MAX` = unreachable), reused to check connectivity.
+fn detect_roots(fabric: &Fabric) -> Roots {
+    let n = fabric.num_switches();
+    let leaves: Vec<(SwitchId, u32)> = fabric
+        .switch_ids()
+        .filter(|&s| fabric.switch(s).up && fabric.is_leaf(s))
+        .map(|s| (s, fabric.attached_end_ports(s).len() as u32))
+        .collect();
+    let dist: Vec<Vec<u8>> = leaves
+        .par_iter()
+        .map(|&(l, _)| {
+            let mut d = vec![INF; n];
+            d[l.idx()] = 0;
+            let mut q = VecDeque::from([l]);
+            while let Some(s) = q.pop_front() {
+                let next = d[s.idx()].saturating_add(1);
+                if next == INF {
+                    continue;
+                }
+                for g in fabric.port_groups(s) {
+                    if d[g.remote.idx()] == INF {
+                        d[g.remote.idx()] = next;
+                        q.push_back(g.remote);
+                    }
+                }
+            }
+            d
+        })
+        .collect();
+    // Per switch: Some((dominant hop count, component key)) when it is a non-leaf candidate.
+    let cand: Vec<Option<(u8, usize)>> = (0..n)
+        .into_par_iter()
+        .map(|s| {
+            let sid = SwitchId(s as u32);
+            if !fabric.switch(sid).up || fabric.is_leaf(sid) {
+                return None;
+            }
+            let mut hist = [0u64; 256];
+            let mut total = 0u64;
+            // Component key: the first leaf it reaches.
+            let mut comp = usize::MAX;
+            for (i, &(_, k)) in leaves.iter().enumerate() {
+                let d = dist[i][s];
+                if d != INF {
+                    hist[d as usize] += u64::from(k);
+                    total += u64::from(k);
+                    comp = comp.min(i);
+                }
+            }
+            let over = |pct: u64| hist.iter().filter(|&&h| h * 100 > total * pct).count();
+            if total == 0 || over(90) != 1 || over(5) != 1 {
+                return None;
+            }
+            let bar = hist.iter().position(|&h| h * 100 > total * 90)? as u8;
+            Some((bar, comp))
+        })
+        .collect();
+    let mut best: std::collections::HashMap<usize, u8> = std::collections::HashMap::new();
+    for &(bar, comp) in cand.iter().flatten() {
+        let b = best.entry(comp).or_insert(bar);
+        *b = (*b).min(bar);
+    }
+    let roots = (0..n)
+        .filter(|&s| matches!(cand[s], Some((bar, comp)) if best[&comp] == bar))
+        .map(|s| SwitchId(s as u32))
+        .collect();
+    Roots { roots, leaves, dist }
+}
+
+/// What [`detect_roots`] found.
+struct Roots {
+    roots: Vec<SwitchId>,
+    /// Live leaves with their number of live end ports.
+    leaves: Vec<(SwitchId, u32)>,
+    /// Per leaf of `leaves`: hop counts from every switch (`u8::MAX` = unreachable).
+    dist: Vec<Vec<u8>>,
+}
+
+/// BFS levels from `first` (all at depth 0, one multi-source search), then from the root of
+/// Alg. 10 (leaf with the smallest GUID, else switch with the smallest GUID) of every component
+/// not reached.
+fn bfs_levels_from(fabric: &Fabric, first: &[SwitchId]) -> Vec<Option<u32>> {
     let n = fabric.num_switches();
     let mut depth: Vec<u32> = vec![u32::MAX; n];
-    let mut roots: Vec<SwitchId> = fabric.switch_ids().filter(|&s| fabric.switch(s).up).collect();
+    let mut rest: Vec<SwitchId> = fabric.switch_ids().filter(|&s| fabric.switch(s).up).collect();
     // Leaves first, each class by GUID.
-    roots.sort_by_key(|&s| (!fabric.is_leaf(s), fabric.switch(s).guid));
+    rest.sort_by_key(|&s| (!fabric.is_leaf(s), fabric.switch(s).guid));
     let mut queue = VecDeque::new();
     let mut max_depth = 0;
-    for root in roots {
-        if depth[root.idx()] != u32::MAX {
-            continue;
+    let mut search = |seeds: &[SwitchId], depth: &mut Vec<u32>| {
+        for &r in seeds {
+            if depth[r.idx()] == u32::MAX {
+                depth[r.idx()] = 0;
+                queue.push_back(r);
+            }
         }
-        depth[root.idx()] = 0;
-        queue.push_back(root);
         while let Some(s) = queue.pop_front() {
             let d = depth[s.idx()];
             max_depth = max_depth.max(d);
@@ -74,11 +215,183 @@ pub(crate) fn bfs_levels(fabric: &Fabric) -> Vec<Option<u32>> {
                 }
             }
         }
+    };
+    search(first, &mut depth);
+    for root in rest {
+        if depth[root.idx()] == u32::MAX {
+            search(&[root], &mut depth);
+        }
     }
     depth
         .into_iter()
         .map(|d| (d != u32::MAX).then(|| max_depth - d))
         .collect()
+}
+
+/// Levels that orient every link of `bfs` (levels of [`bfs_levels`]): the BFS level is the
+/// major key; inside one BFS level, the links between its switches are oriented towards the
+/// smaller GUID and layered (a switch is one above the highest of its same-level neighbours
+/// with a larger GUID). Every link then joins two different levels, "up" = towards the higher,
+/// and there are as many levels as BFS levels when no link joins two switches of equal depth
+/// (always the case in a fat-tree, whose switch graph is bipartite).
+pub(crate) fn oriented_levels(fabric: &Fabric, bfs: &[Option<u32>]) -> Vec<Option<u32>> {
+    let n = fabric.num_switches();
+    let mut order: Vec<SwitchId> = fabric
+        .switch_ids()
+        .filter(|&s| bfs.get(s.idx()).copied().flatten().is_some())
+        .collect();
+    let guid = |s: SwitchId| fabric.switch(s).guid;
+    // Ascending BFS level, then descending GUID: the lower end of a same-level link first.
+    order.sort_by_key(|&s| (bfs[s.idx()], std::cmp::Reverse(guid(s))));
+    let mut sub = vec![0u32; n];
+    let mut out = vec![None; n];
+    let mut base = 0u32;
+    let mut i = 0;
+    while i < order.len() {
+        let lv = bfs[order[i].idx()];
+        let mut j = i;
+        let mut top = 0;
+        while j < order.len() && bfs[order[j].idx()] == lv {
+            let s = order[j];
+            let mut v = 0;
+            for g in fabric.port_groups(s) {
+                if bfs[g.remote.idx()] == lv && g.remote_guid > guid(s) {
+                    v = v.max(sub[g.remote.idx()] + 1);
+                }
+            }
+            sub[s.idx()] = v;
+            top = top.max(v);
+            j += 1;
+        }
+        for &s in &order[i..j] {
+            out[s.idx()] = Some(base + sub[s.idx()]);
+        }
+        base += top + 1;
+        i = j;
+    }
+    out
+}
+
+/// Everything the selection needs: the complete orientation, the shortest-legal-path costs,
+/// dividers (Alg. 5) over the links between different BFS depths (the fat-tree-like part; the
+/// other links would multiply Π along every same-depth chain) and topological NIDs (Alg. 7) on
+/// the route lengths.
+///
+/// The BFS starts from the roots of [`detect_roots`] (one multi-source search; components
+/// without a root get the root of Alg. 10). Several roots can leave a leaf without any legal
+/// path to another leaf of its component (through roots that reach each other only through
+/// other roots); then the whole fabric is oriented from single roots (Alg. 10), which always
+/// connects every pair. A switch that no leaf's route crosses may keep no route to a leaf
+/// (e.g. a top switch that lost its cables to that leaf's pod: it has nowhere to go up).
+pub(crate) fn prepare(fabric: &Fabric) -> Prepared {
+    let Roots { roots, leaves, dist } = detect_roots(fabric);
+    let attempt = |first: &[SwitchId]| {
+        let bfs = bfs_levels_from(fabric, first);
+        let o = Oriented::new(fabric, &oriented_levels(fabric, &bfs));
+        let costs = legal_costs(&o);
+        (bfs, o, costs)
+    };
+    let (mut bfs, mut o, mut costs) = attempt(&roots);
+    if roots.len() > 1 {
+        let nl = costs.nleaves;
+        let connected = leaves.iter().zip(&dist).all(|(&(l, _), d)| {
+            let li = o.leaf_idx[o.pos[l.idx()] as usize] as usize;
+            leaves.iter().all(|&(s, _)| {
+                let p = o.pos[s.idx()];
+                d[s.idx()] == INF || p == NONE || costs.full[p as usize * nl + li] != INF
+            })
+        });
+        if !connected {
+            (bfs, o, costs) = attempt(&[]);
+        }
+    }
+    let strict = Oriented::new(fabric, &bfs);
+    let sdiv = prep::dividers(&strict);
+    let div = o.order.iter().map(|s| sdiv[strict.pos[s.idx()] as usize]).collect();
+    let tn = prep::topological_nids(fabric, &o, &costs);
+    Prepared { o, costs, div, tn }
+}
+
+/// Route lengths and modes of every oriented switch towards every leaf (module doc): `full` =
+/// `L(s)`, `down` = `L(s)` in down mode and ∞ in up mode. Level-synchronous BFS from all leaves
+/// at once: at step `k`, an unsettled `s` is settled at `k + 1` in down mode when a down
+/// neighbour has `down = k`, else in up mode when an up neighbour has `full = k`. Rows are
+/// computed in parallel from the previous step's matrices (double-buffered), each step is a
+/// vectorisable pass over the neighbours' rows; a row with nothing left to settle is copied.
+pub(crate) fn legal_costs(o: &Oriented) -> Costs {
+    let nl = o.num_leaves();
+    let np = o.len();
+    if nl == 0 {
+        return Costs {
+            nleaves: 0,
+            down: Vec::new(),
+            full: Vec::new(),
+        };
+    }
+    let mut full = vec![INF; np * nl];
+    let mut down = vec![INF; np * nl];
+    for (li, &p) in o.leaves.iter().enumerate() {
+        full[p as usize * nl + li] = 0;
+        down[p as usize * nl + li] = 0;
+    }
+    let mut next_full = full.clone();
+    let mut next_down = down.clone();
+    let mut open = vec![true; np];
+    for k in 0..INF - 1 {
+        let (cf, cd): (&[u8], &[u8]) = (&full, &down);
+        let changed = next_full
+            .par_chunks_mut(nl)
+            .zip(next_down.par_chunks_mut(nl))
+            .zip(open.par_iter_mut())
+            .enumerate()
+            .map_init(
+                || (Vec::new(), Vec::new()),
+                |(dn, up): &mut (Vec<u8>, Vec<u8>), (p, ((nf, nd), op))| {
+                    let of = &cf[p * nl..(p + 1) * nl];
+                    let od = &cd[p * nl..(p + 1) * nl];
+                    if !*op {
+                        nf.copy_from_slice(of);
+                        nd.copy_from_slice(od);
+                        return false;
+                    }
+                    dn.clear();
+                    dn.resize(nl, 0);
+                    up.clear();
+                    up.resize(nl, 0);
+                    for nb in o.downs(p) {
+                        let r = &cd[nb.pos as usize * nl..(nb.pos as usize + 1) * nl];
+                        dn.iter_mut().zip(r).for_each(|(a, &b)| *a |= u8::from(b == k));
+                    }
+                    for nb in o.ups(p) {
+                        let r = &cf[nb.pos as usize * nl..(nb.pos as usize + 1) * nl];
+                        up.iter_mut().zip(r).for_each(|(a, &b)| *a |= u8::from(b == k));
+                    }
+                    let (mut any, mut left) = (0u8, 0u8);
+                    for l in 0..nl {
+                        let unset = u8::from(of[l] == INF);
+                        let by_down = unset & dn[l];
+                        let by_up = unset & up[l] & !by_down;
+                        nf[l] = if (by_down | by_up) != 0 { k + 1 } else { of[l] };
+                        nd[l] = if by_down != 0 { k + 1 } else { od[l] };
+                        any |= by_down | by_up;
+                        left |= unset & !(by_down | by_up) & 1;
+                    }
+                    *op = left != 0;
+                    any != 0
+                },
+            )
+            .reduce(|| false, |a, b| a || b);
+        std::mem::swap(&mut full, &mut next_full);
+        std::mem::swap(&mut down, &mut next_down);
+        if !changed {
+            break;
+        }
+    }
+    Costs {
+        nleaves: nl,
+        down,
+        full,
+    }
 }
 
 #[cfg(test)]
@@ -148,6 +461,25 @@ mod tests {
                     assert!(check::cdg_acyclic(&f, &lids, &lfts, set), "{kind} {set:?}");
                 }
             }
+        }
+    }
+
+    #[test]
+    fn balanced_selection_spreads_destinations_evenly_on_a_complete_pgft() {
+        let f = pgft(&[4, 4, 6], &[1, 4, 4], &[1, 2, 1]).fabric;
+        let (lids, lfts) = route_set(&f, EngineKind::UpDown, LidSet::Escape);
+        for s in f.switch_ids().filter(|&s| f.is_leaf(s)) {
+            let mut per_port = std::collections::BTreeMap::new();
+            for ep in f.end_port_ids() {
+                if f.end_port(ep).attach.map(|a| a.0) != Some(s) {
+                    let port = lfts.get(s, lids.base_lid(ep) + 1);
+                    *per_port.entry(port).or_insert(0u32) += 1;
+                }
+            }
+            // Every up port (4 parents, 2 cables each) gets its share, within one.
+            assert_eq!(per_port.len(), 8, "{s:?}: {per_port:?}");
+            let (lo, hi) = (per_port.values().min().unwrap(), per_port.values().max().unwrap());
+            assert!(hi - lo <= 1, "{s:?}: {per_port:?}");
         }
     }
 

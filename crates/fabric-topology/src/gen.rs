@@ -67,7 +67,8 @@
 //! Switch descriptions are `"<KIND> L<level> S(<digits>)"`, e.g. `"PGFT L1 S(0,3,1)"`, digits in
 //! notation order (index 1 first); end nodes are `"n(<a1>,..,<ah>)"`. [`PgftLayout::recognize`]
 //! reads the switch names back, infers the spec, regenerates it and accepts the fabric only if it
-//! is that complete, fully live fat-tree.
+//! is that complete, fully live fat-tree. [`PgftLayout::recognize_structure`] recognises a
+//! complete PGFT from its levels and cabling alone (any names, GUIDs and port numbers).
 //!
 //! # Degradation
 //!
@@ -85,6 +86,7 @@ mod layout;
 mod limits;
 mod recognize;
 mod spec;
+mod structure;
 
 pub use addr::SwitchAddr;
 pub use build::{generate, generate_str, Generated};
