@@ -23,6 +23,7 @@
 //! from a module that imports from it (the dependencies form a tree rooted at `route` and
 //! `fallback`).
 
+mod bfs;
 pub mod check;
 mod deadlock;
 mod dmodc;
@@ -51,6 +52,7 @@ mod testutil;
 mod updown;
 mod walk;
 
+pub use bfs::BfsUpDown;
 pub use check::{trace, TraceEnd, TraceError};
 pub use dmodc::{Dmodc, GroupedDmodc};
 pub use dmodc_lb::DmodcLb;

@@ -6,6 +6,7 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::Instant;
 
+use crate::bfs::BfsUpDown;
 use crate::dmodc::{Dmodc, GroupedDmodc};
 use crate::dmodc_lb::DmodcLb;
 use crate::dmodk::{Dmodk, GroupedDmodk};
@@ -27,12 +28,19 @@ pub enum EngineKind {
     Dmodc,
     /// Dmodk closed form; complete PGFTs only.
     Dmodk,
-    /// Up*/Down* over a BFS spanning tree (Alg. 12's family) on shortest legal paths, with
-    /// OpenSM `updn`'s port balancing (see [`crate::updown`]).
+    /// Up*/Down* as OpenSM `updn` (its roots, every link oriented, shortest legal paths,
+    /// balanced ports; see [`crate::updown`]); the escape routing.
     UpDown,
-    /// Up*/Down* over a BFS spanning tree with seeded random selection (Alg. 11, BFS-Random).
+    /// [`EngineKind::UpDown`]'s paths with a seeded random port (Alg. 11's selection).
     UpDownRandom {
         /// Seed of the per-switch generators (ChaCha8 seeded by seed and switch GUID).
+        seed: u64,
+    },
+    /// BFS-Dmodc exactly as the thesis (Alg. 10 directions, Alg. 12 selection).
+    BfsDmodc,
+    /// BFS-Random exactly as the thesis (Alg. 10 directions, Alg. 11 selection).
+    BfsRandom {
+        /// Seed of the per-switch generators.
         seed: u64,
     },
     /// Ftree (thesis Alg. 1), link directions from the ranking.
@@ -75,6 +83,8 @@ pub const ENGINE_NAMES: &[&str] = &[
     "dmodk",
     "updown",
     "updown-random",
+    "bfs-dmodc",
+    "bfs-random",
     "ftree",
     "ftree2",
     "ftree-random",
@@ -91,7 +101,7 @@ pub const ENGINE_NAMES: &[&str] = &[
 /// Error of [`EngineKind::from_str`].
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 #[error(
-    "unknown routing engine `{0}` (expected one of dmodc, dmodk, updown (bfs-dmodc), updown-random (bfs-random), \
+    "unknown routing engine `{0}` (expected one of dmodc, dmodk, updown, updown-random, bfs-dmodc, bfs-random, \
      ftree, ftree2, ftree-random, bfs-ftree, bfs-ftree2, bfs-ftree-random, randsp, smodk, sssp, pqft, dmodc-lb; \
      the random ones take an optional `:SEED`)"
 )]
@@ -105,6 +115,7 @@ impl EngineKind {
     pub fn seed(self) -> Option<u64> {
         match self {
             EngineKind::UpDownRandom { seed }
+            | EngineKind::BfsRandom { seed }
             | EngineKind::FtreeRandom { seed }
             | EngineKind::BfsFtreeRandom { seed }
             | EngineKind::RandSp { seed } => Some(seed),
@@ -116,6 +127,7 @@ impl EngineKind {
     pub fn with_seed(self, seed: u64) -> Self {
         match self {
             EngineKind::UpDownRandom { .. } => EngineKind::UpDownRandom { seed },
+            EngineKind::BfsRandom { .. } => EngineKind::BfsRandom { seed },
             EngineKind::FtreeRandom { .. } => EngineKind::FtreeRandom { seed },
             EngineKind::BfsFtreeRandom { .. } => EngineKind::BfsFtreeRandom { seed },
             EngineKind::RandSp { .. } => EngineKind::RandSp { seed },
@@ -130,6 +142,8 @@ impl EngineKind {
             EngineKind::Dmodk => "dmodk",
             EngineKind::UpDown => "updown",
             EngineKind::UpDownRandom { .. } => "updown-random",
+            EngineKind::BfsDmodc => "bfs-dmodc",
+            EngineKind::BfsRandom { .. } => "bfs-random",
             EngineKind::Ftree => "ftree",
             EngineKind::Ftree2 => "ftree2",
             EngineKind::FtreeRandom { .. } => "ftree-random",
@@ -162,8 +176,10 @@ impl FromStr for EngineKind {
         let kind = match name {
             "dmodc" => EngineKind::Dmodc,
             "dmodk" => EngineKind::Dmodk,
-            "updown" | "updn" | "bfs-dmodc" => EngineKind::UpDown,
-            "updown-random" | "bfs-random" => EngineKind::UpDownRandom { seed: 0 },
+            "updown" | "updn" => EngineKind::UpDown,
+            "updown-random" => EngineKind::UpDownRandom { seed: 0 },
+            "bfs-dmodc" => EngineKind::BfsDmodc,
+            "bfs-random" => EngineKind::BfsRandom { seed: 0 },
             "ftree" => EngineKind::Ftree,
             "ftree2" => EngineKind::Ftree2,
             "ftree-random" => EngineKind::FtreeRandom { seed: 0 },
@@ -201,6 +217,10 @@ pub fn engine(kind: EngineKind) -> Box<dyn RoutingEngine> {
         EngineKind::Dmodk => Box::new(Dmodk),
         EngineKind::UpDown => Box::new(UpDown { random_seed: None }),
         EngineKind::UpDownRandom { seed } => Box::new(UpDown {
+            random_seed: Some(seed),
+        }),
+        EngineKind::BfsDmodc => Box::new(BfsUpDown { random_seed: None }),
+        EngineKind::BfsRandom { seed } => Box::new(BfsUpDown {
             random_seed: Some(seed),
         }),
         EngineKind::Ftree => Box::new(Ftree::new(FtreeVariant::Ftree, Directions::Ranking)),

@@ -95,7 +95,6 @@ impl RoutingEngine for UpDown {
 /// a level (`max depth − depth`, so the root is the top and "up" means towards it). These are
 /// the directions of the BFS-Ftree family; Up*/Down* itself ranks from its roots
 /// ([`prepare`]).
-#[cfg_attr(not(test), allow(dead_code))]
 pub(crate) fn bfs_levels(fabric: &Fabric) -> Vec<Option<u32>> {
     bfs_levels_from(fabric, &[])
 }
