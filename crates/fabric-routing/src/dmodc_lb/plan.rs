@@ -57,6 +57,12 @@ pub(super) struct Plan {
     /// Per position: its own live end ports.
     pub own: Vec<u64>,
     pub nl: usize,
+    /// Per component: its depth (0 for the components above the leaves, then +1 per level).
+    pub kdepth: Vec<u8>,
+    /// Per destination NID, `depth` target ranks: the rank to take in a component of each
+    /// depth (see [`Plan::targets`]).
+    pub tgt: Vec<u8>,
+    pub depth: usize,
     /// Whether every switch with a route to a leaf routes it nominally and the nominal
     /// dividers and ranks are Dmodc's: Dmodc's kernel then writes the same bytes.
     pub intact: bool,
@@ -275,6 +281,28 @@ impl Plan {
                 klow[q] == NONE || (kpi[klow[q] as usize] == p.div[q] && o.ups(q).len() as u64 == m_of(klow[q]))
             });
         }
+        // Component depths, breadth-first from the leaves.
+        let mut kdepth = vec![u8::MAX; nc];
+        let mut frontier: Vec<u32> = o.leaves.iter().map(|&q| klow[q as usize]).filter(|&k| k != NONE).collect();
+        let mut dpt = 0u8;
+        while !frontier.is_empty() && dpt < u8::MAX {
+            let mut next = Vec::new();
+            for k in frontier {
+                if kdepth[k as usize] != u8::MAX {
+                    continue;
+                }
+                kdepth[k as usize] = dpt;
+                for &u in &members[kstart[k as usize] as usize..kstart[k as usize + 1] as usize] {
+                    let k2 = klow[u as usize];
+                    if k2 != NONE && kdepth[k2 as usize] == u8::MAX {
+                        next.push(k2);
+                    }
+                }
+            }
+            frontier = next;
+            dpt += 1;
+        }
+        let depth = kdepth.iter().filter(|&&d| d != u8::MAX).map(|&d| d as usize + 1).max().unwrap_or(0);
         let mut plan = Plan {
             klow,
             kup,
@@ -291,10 +319,84 @@ impl Plan {
             flow,
             own,
             nl,
+            kdepth,
+            tgt: Vec::new(),
+            depth,
             intact,
         };
         plan.members.shrink_to_fit();
+        plan.targets(fabric, p);
         Ok(plan)
+    }
+
+    /// The target ranks of every destination, from its own side (top-down balance of the
+    /// down-links): from the destination's leaf `μ` upwards, at each component the nominal
+    /// rank when that upper switch has a downward path to `μ`, else the rank with a downward
+    /// path that the fewest destinations of `μ` (resp. of the switch below) use so far (ties:
+    /// the nearest rank after the nominal one). Every source then aims at the same upper
+    /// switches for `d`, whose down-links to `μ` exist and share the displaced destinations
+    /// evenly. On a complete fabric the targets are the nominal ranks.
+    fn targets(&mut self, fabric: &Fabric, p: &Prepared) {
+        let o = &p.o;
+        let depth = self.depth;
+        let n = p.tn.of_end_port.iter().filter(|&&t| t != NONE).count();
+        let mut tgt = vec![u8::MAX; n * depth];
+        let mut count = vec![0u32; self.up_of_rank.len()];
+        let mut order: Vec<u32> = (0..self.nl as u32).collect();
+        order.sort_by_key(|&li| p.tn.leaf_start[li as usize]);
+        // Pass 0 counts the nominal uses (every served nominal rank along the nominal chain),
+        // pass 1 places the others.
+        for pass in 0..2 {
+        for &li in &order {
+            let leaf = o.leaves[li as usize] as usize;
+            let t0 = p.tn.leaf_start[li as usize];
+            let k_ports = fabric.attached_end_ports(o.order[leaf]).len() as u32;
+            for d in t0..t0 + k_ports {
+                let mut on_nominal = true;
+                let row = &mut tgt[d as usize * depth..(d as usize + 1) * depth];
+                let mut x = leaf;
+                let mut step = 0usize;
+                while step < depth {
+                    let k = self.klow[x];
+                    if k == NONE {
+                        break;
+                    }
+                    let kd = self.kdepth[k as usize] as usize;
+                    let m = self.m(k);
+                    let q = u64::from(d) / self.kpi[k as usize];
+                    let nom = (q % u64::from(m)) as u32;
+                    if kd >= depth {
+                        break;
+                    }
+                    let serves = |r: u32| {
+                        let u = self.member(k, r) as usize;
+                        p.costs.down_row(u)[li as usize] != INF
+                    };
+                    if pass == 0 && !serves(nom) {
+                        break;
+                    }
+                    let t = if serves(nom) {
+                        nom
+                    } else {
+                        on_nominal = false;
+                        let base = self.rstart[x] as usize;
+                        (0..m)
+                            .map(|i| (nom + i) % m)
+                            .filter(|&r| serves(r))
+                            .min_by_key(|&r| (count[base + r as usize], (r + m - nom) % m))
+                            .unwrap_or(nom)
+                    };
+                    if pass == 0 || !on_nominal {
+                        count[self.rstart[x] as usize + t as usize] += 1;
+                    }
+                    row[kd] = t as u8;
+                    x = self.member(k, t) as usize;
+                    step = kd + 1;
+                }
+            }
+        }
+        }
+        self.tgt = tgt;
     }
 
     /// `M_K`.
@@ -337,7 +439,18 @@ impl Plan {
     pub fn nominal(&self, k: u32, d: u32) -> (u32, u64) {
         let q = u64::from(d) / self.kpi[k as usize];
         let m = u64::from(self.m(k));
-        ((q % m) as u32, q / m)
+        let kd = self.kdepth[k as usize] as usize;
+        let r = if kd < self.depth {
+            let t = self.tgt[d as usize * self.depth + kd];
+            if u64::from(t) < m {
+                u32::from(t)
+            } else {
+                (q % m) as u32
+            }
+        } else {
+            (q % m) as u32
+        };
+        (r, q / m)
     }
 
     /// Whether the nominal route of `d` (on leaf `li`) from `q` exists: a downward path, or
