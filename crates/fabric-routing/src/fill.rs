@@ -43,7 +43,13 @@ pub(crate) fn fill_set(
 }
 
 /// [`fill_set`] with the preprocessing already done (load-aware Dmodc on an intact fabric).
-pub(crate) fn fill_prepared(ctx: &RoutingContext<'_>, prep: &Prepared, set: LidSet, select: Select<'_>, lfts: &mut Lfts) {
+pub(crate) fn fill_prepared(
+    ctx: &RoutingContext<'_>,
+    prep: &Prepared,
+    set: LidSet,
+    select: Select<'_>,
+    lfts: &mut Lfts,
+) {
     fill_end_ports(ctx.fabric, ctx.lids, prep, set, select, lfts, TABLE_MAX);
     if set == LidSet::Base {
         swlid::fill_switch_lids(ctx.fabric, ctx.lids, &prep.o, lfts);
@@ -102,7 +108,12 @@ struct Scratch {
 
 /// `mask[l]` gets bit `j` set where `rows[j][l] < own[l]` (at most 64 rows). Eight rows at a
 /// time are combined into a byte per leaf (vectorisable byte compares), then widened.
-pub(crate) fn closer_masks<'a>(mask: &mut Vec<u64>, tmp: &mut Vec<u8>, rows: impl Iterator<Item = &'a [u8]>, own: &[u8]) {
+pub(crate) fn closer_masks<'a>(
+    mask: &mut Vec<u64>,
+    tmp: &mut Vec<u8>,
+    rows: impl Iterator<Item = &'a [u8]>,
+    own: &[u8],
+) {
     let n = own.len();
     mask.clear();
     mask.resize(n, 0);

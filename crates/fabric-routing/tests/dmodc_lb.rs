@@ -63,9 +63,20 @@ fn mu_a2a(r: &Routed) -> usize {
             }
         }
     }
-    let count = |v: &[u64], k: usize| v[k * words..(k + 1) * words].iter().map(|w| w.count_ones() as usize).sum::<usize>();
-    (0..nports).map(|k| count(&src, k).min(count(&dst, k))).max().unwrap_or(0)
+    let count = |v: &[u64], k: usize| {
+        v[k * words..(k + 1) * words]
+            .iter()
+            .map(|w| w.count_ones() as usize)
+            .sum::<usize>()
+    };
+    (0..nports)
+        .map(|k| count(&src, k).min(count(&dst, k)))
+        .max()
+        .unwrap_or(0)
 }
+
+/// Per port class: max and sum of expected paths, max destinations, ports, ports above 1.15.
+type ClassStats = (f64, f64, u32, usize, usize);
 
 fn routed_in_pool(f: &Fabric, threads: usize) -> Routed {
     rayon::ThreadPoolBuilder::new()
@@ -150,7 +161,9 @@ fn load_per_port_class() {
     let Ok(path) = std::env::var("LB_DIAG") else {
         return;
     };
-    let f = fabric_topology::ibnet::read_file(std::path::Path::new(&path)).unwrap().fabric;
+    let f = fabric_topology::ibnet::read_file(std::path::Path::new(&path))
+        .unwrap()
+        .fabric;
     for kind in [EngineKind::Dmodc, EngineKind::DmodcLb] {
         let t = std::time::Instant::now();
         let r = route_with(&f, kind, 1);
@@ -185,7 +198,7 @@ fn load_per_port_class() {
             }
         }
         let lvl = |s: fabric_topology::SwitchId| r.ranking.level[s.idx()].unwrap_or(99);
-        let mut classes: std::collections::BTreeMap<(u32, bool), (f64, f64, u32, usize, usize)> = Default::default();
+        let mut classes: std::collections::BTreeMap<(u32, bool), ClassStats> = Default::default();
         for s in f.switch_ids() {
             for (pn, p) in f.switch(s).external_ports() {
                 if let fabric_topology::Remote::Switch { sw, .. } = p.remote {
@@ -236,10 +249,21 @@ fn load_per_port_class() {
                         }
                     }
                     if tot > 0 {
-                        per_dst.push(format!("{}/{}/{}:{:.2}", di / 324, di / 18 % 18, di % 18, tot as f64 / n));
+                        per_dst.push(format!(
+                            "{}/{}/{}:{:.2}",
+                            di / 324,
+                            di / 18 % 18,
+                            di % 18,
+                            tot as f64 / n
+                        ));
                     }
                 }
-                println!("  worst level {l} {}: {} port {port}: {}", if *up { "up" } else { "down" }, f.switch(s).desc, per_dst.join(" "));
+                println!(
+                    "  worst level {l} {}: {} port {port}: {}",
+                    if *up { "up" } else { "down" },
+                    f.switch(s).desc,
+                    per_dst.join(" ")
+                );
             }
         }
         for ((l, up), (mx, sum, md, cnt, over)) in classes {

@@ -40,6 +40,9 @@ struct Span {
 /// A displaced flow passed to an upper switch: (upper position, destination NID, flow).
 type Record = (u32, u32, u64);
 
+/// The work of one switch: its position, its row and the displaced flows it receives.
+type Work<'r> = (usize, &'r mut [u8], Vec<(u32, u64)>);
+
 /// A destination placed after the nominal ones.
 struct Deferred {
     d: u32,
@@ -125,7 +128,7 @@ pub(super) fn fill_end_ports(fabric: &Fabric, lids: &LidPlan, p: &Prepared, plan
     };
     let mut incoming: Vec<Vec<(u32, u64)>> = vec![Vec::new(); np];
     for r in &o.level_ranges {
-        let mut work: Vec<(usize, &mut [u8], Vec<(u32, u64)>)> = r
+        let mut work: Vec<Work<'_>> = r
             .clone()
             .map(|q| {
                 let row = rows[o.order[q].idx()].take().expect("row of an oriented switch");
@@ -134,7 +137,9 @@ pub(super) fn fill_end_ports(fabric: &Fabric, lids: &LidPlan, p: &Prepared, plan
             .collect();
         let outs: Vec<Vec<Record>> = work
             .par_iter_mut()
-            .map_init(Scratch::default, |scr, (q, row, inc)| ctx.route_switch(*q, row, inc, scr))
+            .map_init(Scratch::default, |scr, (q, row, inc)| {
+                ctx.route_switch(*q, row, inc, scr)
+            })
             .collect();
         for out in outs {
             for (u, d, f) in out {
@@ -243,7 +248,7 @@ impl Ctx<'_> {
                         None => 0,
                     };
                     let (start, len) = scr.gmeta[scr.cset[(qd % nc) as usize] as usize];
-                    let port = scr.gports[(start as u64 + (qd / nc) % u64::from(len)) as usize];
+                    let port = scr.gports[(u64::from(start) + (qd / nc) % u64::from(len)) as usize];
                     put(row, lid, port);
                 }
                 continue;
@@ -353,7 +358,10 @@ impl Ctx<'_> {
             let j = plan.up_of(q, r) as usize;
             let (start, len) = scr.gmeta[ups[j].group as usize];
             let ports = &scr.gports[start as usize..(start + len) as usize];
-            let port = *ports.iter().min_by_key(|&&pn| load[pn as usize]).expect("non-empty group");
+            let port = *ports
+                .iter()
+                .min_by_key(|&&pn| load[pn as usize])
+                .expect("non-empty group");
             load[port as usize] += df.f;
             put(row, df.lid, port);
             let u = plan.member(k, r);

@@ -190,7 +190,12 @@ impl Plan {
                 || (Vec::new(), Vec::new()),
                 |(mask, tmp), (out, &q)| {
                     let ups = o.ups(q);
-                    closer_masks(mask, tmp, ups.iter().map(|nb| c.full_row(nb.pos as usize)), c.full_row(q));
+                    closer_masks(
+                        mask,
+                        tmp,
+                        ups.iter().map(|nb| c.full_row(nb.pos as usize)),
+                        c.full_row(q),
+                    );
                     let down = c.down_row(q);
                     let identity = ups.iter().enumerate().all(|(j, nb)| rank[nb.pos as usize] == j as u32);
                     for (li, (o_, &m)) in out.iter_mut().zip(mask.iter()).enumerate() {
@@ -283,7 +288,12 @@ impl Plan {
         }
         // Component depths, breadth-first from the leaves.
         let mut kdepth = vec![u8::MAX; nc];
-        let mut frontier: Vec<u32> = o.leaves.iter().map(|&q| klow[q as usize]).filter(|&k| k != NONE).collect();
+        let mut frontier: Vec<u32> = o
+            .leaves
+            .iter()
+            .map(|&q| klow[q as usize])
+            .filter(|&k| k != NONE)
+            .collect();
         let mut dpt = 0u8;
         while !frontier.is_empty() && dpt < u8::MAX {
             let mut next = Vec::new();
@@ -302,7 +312,12 @@ impl Plan {
             frontier = next;
             dpt += 1;
         }
-        let depth = kdepth.iter().filter(|&&d| d != u8::MAX).map(|&d| d as usize + 1).max().unwrap_or(0);
+        let depth = kdepth
+            .iter()
+            .filter(|&&d| d != u8::MAX)
+            .map(|&d| d as usize + 1)
+            .max()
+            .unwrap_or(0);
         let mut plan = Plan {
             klow,
             kup,
@@ -347,54 +362,54 @@ impl Plan {
         // Pass 0 counts the nominal uses (every served nominal rank along the nominal chain),
         // pass 1 places the others.
         for pass in 0..2 {
-        for &li in &order {
-            let leaf = o.leaves[li as usize] as usize;
-            let t0 = p.tn.leaf_start[li as usize];
-            let k_ports = fabric.attached_end_ports(o.order[leaf]).len() as u32;
-            for d in t0..t0 + k_ports {
-                let mut on_nominal = true;
-                let row = &mut tgt[d as usize * depth..(d as usize + 1) * depth];
-                let mut x = leaf;
-                let mut step = 0usize;
-                while step < depth {
-                    let k = self.klow[x];
-                    if k == NONE {
-                        break;
+            for &li in &order {
+                let leaf = o.leaves[li as usize] as usize;
+                let t0 = p.tn.leaf_start[li as usize];
+                let k_ports = fabric.attached_end_ports(o.order[leaf]).len() as u32;
+                for d in t0..t0 + k_ports {
+                    let mut on_nominal = true;
+                    let row = &mut tgt[d as usize * depth..(d as usize + 1) * depth];
+                    let mut x = leaf;
+                    let mut step = 0usize;
+                    while step < depth {
+                        let k = self.klow[x];
+                        if k == NONE {
+                            break;
+                        }
+                        let kd = self.kdepth[k as usize] as usize;
+                        let m = self.m(k);
+                        let q = u64::from(d) / self.kpi[k as usize];
+                        let nom = (q % u64::from(m)) as u32;
+                        if kd >= depth {
+                            break;
+                        }
+                        let serves = |r: u32| {
+                            let u = self.member(k, r) as usize;
+                            p.costs.down_row(u)[li as usize] != INF
+                        };
+                        if pass == 0 && !serves(nom) {
+                            break;
+                        }
+                        let t = if serves(nom) {
+                            nom
+                        } else {
+                            on_nominal = false;
+                            let base = self.rstart[x] as usize;
+                            (0..m)
+                                .map(|i| (nom + i) % m)
+                                .filter(|&r| serves(r))
+                                .min_by_key(|&r| (count[base + r as usize], (r + m - nom) % m))
+                                .unwrap_or(nom)
+                        };
+                        if pass == 0 || !on_nominal {
+                            count[self.rstart[x] as usize + t as usize] += 1;
+                        }
+                        row[kd] = t as u8;
+                        x = self.member(k, t) as usize;
+                        step = kd + 1;
                     }
-                    let kd = self.kdepth[k as usize] as usize;
-                    let m = self.m(k);
-                    let q = u64::from(d) / self.kpi[k as usize];
-                    let nom = (q % u64::from(m)) as u32;
-                    if kd >= depth {
-                        break;
-                    }
-                    let serves = |r: u32| {
-                        let u = self.member(k, r) as usize;
-                        p.costs.down_row(u)[li as usize] != INF
-                    };
-                    if pass == 0 && !serves(nom) {
-                        break;
-                    }
-                    let t = if serves(nom) {
-                        nom
-                    } else {
-                        on_nominal = false;
-                        let base = self.rstart[x] as usize;
-                        (0..m)
-                            .map(|i| (nom + i) % m)
-                            .filter(|&r| serves(r))
-                            .min_by_key(|&r| (count[base + r as usize], (r + m - nom) % m))
-                            .unwrap_or(nom)
-                    };
-                    if pass == 0 || !on_nominal {
-                        count[self.rstart[x] as usize + t as usize] += 1;
-                    }
-                    row[kd] = t as u8;
-                    x = self.member(k, t) as usize;
-                    step = kd + 1;
                 }
             }
-        }
         }
         self.tgt = tgt;
     }

@@ -6,7 +6,7 @@ use super::plan::Plan;
 use super::route_lb;
 use crate::fill::Prepared;
 use crate::testutil::*;
-use crate::{Dmodc, LidSet, Lfts, RoutingEngine};
+use crate::{Dmodc, Lfts, LidSet, RoutingEngine};
 
 fn shapes() -> Vec<(Vec<u32>, Vec<u32>, Vec<u32>)> {
     vec![
