@@ -42,7 +42,7 @@ pub(crate) fn fill_set(
 }
 
 /// [`fill_set`] on costs prepared by the caller (Up*/Down* computes its own: shortest legal
-/// paths, [`crate::updown`]). The selection reads `prep.costs` through the up-down rule of
+/// paths, [`crate::updown`]; load-aware Dmodc on an intact fabric reuses its own). The selection reads `prep.costs` through the up-down rule of
 /// this module, so `down` must be finite only where every closer down neighbour also has a
 /// finite `down` (true of Alg. 5's downcosts and of Up*/Down*'s down-mode costs).
 pub(crate) fn fill_prepared(
@@ -120,7 +120,12 @@ struct Scratch {
 
 /// `mask[l]` gets bit `j` set where `rows[j][l] < own[l]` (at most 64 rows). Eight rows at a
 /// time are combined into a byte per leaf (vectorisable byte compares), then widened.
-fn closer_masks<'a>(mask: &mut Vec<u64>, tmp: &mut Vec<u8>, rows: impl Iterator<Item = &'a [u8]>, own: &[u8]) {
+pub(crate) fn closer_masks<'a>(
+    mask: &mut Vec<u64>,
+    tmp: &mut Vec<u8>,
+    rows: impl Iterator<Item = &'a [u8]>,
+    own: &[u8],
+) {
     let n = own.len();
     mask.clear();
     mask.resize(n, 0);

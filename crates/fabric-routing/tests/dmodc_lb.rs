@@ -1,0 +1,277 @@
+//! Load-aware Dmodc (`dmodc-lb`, issue #16): Dmodc's bytes on complete fat-trees; valid,
+//! up*/down*, deadlock-free, deterministic and independent of the thread count on randomly
+//! degraded ones; and lower all-to-all congestion than Dmodc where the load balance matters.
+
+mod common;
+
+use common::*;
+use proptest::prelude::*;
+
+use fabric_routing::check::{self, leaves_updown_connected};
+use fabric_routing::{trace, EngineKind, LidSet, TraceEnd};
+use fabric_topology::Fabric;
+
+/// Complete fat-trees of several shapes (oversubscribed, parallel cables, 2 to 4 levels).
+const COMPLETE: &[&str] = &[
+    "PGFT(3;4,4,6;1,4,4;1,1,1)",
+    "PGFT(3;3,3,4;1,3,2;1,2,1)",
+    "XGFT(3;2,3,4;1,2,3)",
+    "PGFT(2;6,4;1,3;1,2)",
+    "PGFT(4;2,3,2,3;1,2,3,2;1,1,2,1)",
+    "KARY(4,3)",
+    "PGFT(2;18,36;1,18;1,1)",
+];
+
+#[test]
+fn dmodc_lb_writes_dmodc_tables_on_complete_fat_trees() {
+    for s in COMPLETE {
+        let f = fabric(s);
+        let a = route_with(&f, EngineKind::Dmodc, 1);
+        let b = route_with(&f, EngineKind::DmodcLb, 1);
+        assert!(a.lfts == b.lfts, "{s}");
+    }
+    // Full-bisection ones: contention-free for every shift.
+    for s in ["PGFT(3;4,4,6;1,4,4;1,1,1)", "KARY(4,3)", "PGFT(2;18,36;1,18;1,1)"] {
+        assert_eq!(mu_sp(&route_with(&fabric(s), EngineKind::DmodcLb, 1)), 1, "{s}");
+    }
+}
+
+/// `mu` of all-to-all traffic (thesis §2.3): per directed switch-to-switch port, min(distinct
+/// sources, distinct destinations) of the routed pairs crossing it; the maximum over ports.
+fn mu_a2a(r: &Routed) -> usize {
+    let f = &r.fabric;
+    let live = live(f);
+    let n = live.len();
+    let words = n.div_ceil(64);
+    let nports = f.num_switches() * 256;
+    let mut src = vec![0u64; nports * words];
+    let mut dst = vec![0u64; nports * words];
+    let mut hops = Vec::new();
+    for (i, &s) in live.iter().enumerate() {
+        for (j, &d) in live.iter().enumerate() {
+            if i == j {
+                continue;
+            }
+            match trace(f, &r.lfts, s, r.lids.base_lid(d), &mut hops) {
+                Ok(TraceEnd::EndPort(x)) if x == d => {}
+                other => panic!("{s:?} -> {d:?}: {other:?}"),
+            }
+            for &(sw, port) in &hops[..hops.len() - 1] {
+                let k = sw.idx() * 256 + port as usize;
+                src[k * words + i / 64] |= 1 << (i % 64);
+                dst[k * words + j / 64] |= 1 << (j % 64);
+            }
+        }
+    }
+    let count = |v: &[u64], k: usize| {
+        v[k * words..(k + 1) * words]
+            .iter()
+            .map(|w| w.count_ones() as usize)
+            .sum::<usize>()
+    };
+    (0..nports)
+        .map(|k| count(&src, k).min(count(&dst, k)))
+        .max()
+        .unwrap_or(0)
+}
+
+/// Per port class: max and sum of expected paths, max destinations, ports, ports above 1.15.
+type ClassStats = (f64, f64, u32, usize, usize);
+
+fn routed_in_pool(f: &Fabric, threads: usize) -> Routed {
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .unwrap()
+        .install(|| route_with(f, EngineKind::DmodcLb, 1))
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    /// On randomly degraded PGFTs (cables and non-leaf switches removed): valid whenever the
+    /// leaves stay up-down connected (the escape routing always), every base route up*/down*
+    /// for the ranking, both LID sets deadlock-free (acyclic CDG), the same bytes on a second
+    /// run and on 1 and 2 worker threads.
+    #[test]
+    fn dmodc_lb_is_valid_updown_deadlock_free_and_deterministic(
+        spec_i in 0usize..4,
+        links in 0usize..48,
+        switches in 0usize..4,
+        seed in any::<u64>(),
+    ) {
+        let s = [
+            "PGFT(3;4,4,6;1,4,4;1,1,1)",
+            "PGFT(3;3,3,4;1,3,2;1,2,1)",
+            "XGFT(3;2,3,4;1,2,3)",
+            "PGFT(4;2,3,2,3;1,2,3,2;1,1,2,1)",
+        ][spec_i];
+        let f = degraded(s, links, switches, seed);
+        let r = routed_in_pool(&f, 2);
+        let v = check::validity(&f, &r.lids, &r.lfts);
+        prop_assert_eq!(v.escape_unreachable_count, 0);
+        if leaves_updown_connected(&f, &r.ranking) {
+            prop_assert!(v.valid, "{} (-{} links, -{} switches, seed {}): {:?}", s, links, switches, seed, v);
+        }
+        prop_assert_eq!(check::updown_violations(&f, &r.ranking, &r.lids, &r.lfts, LidSet::Base), 0);
+        prop_assert!(check::deadlock_free(&f, &r.ranking, &r.lids, &r.lfts));
+        let again = routed_in_pool(&f, 2);
+        prop_assert!(again.lfts == r.lfts, "deterministic");
+        let one = routed_in_pool(&f, 1);
+        prop_assert!(one.lfts == r.lfts, "1 thread = 2 threads");
+        // Where Dmodc reaches a destination, so does dmodc-lb (same candidate sets).
+        let d = route_with(&f, EngineKind::Dmodc, 1);
+        let vd = check::validity(&f, &d.lids, &d.lfts);
+        prop_assert!(v.unreachable_count <= vd.unreachable_count, "{:?} vs Dmodc {:?}", v, vd);
+    }
+}
+
+/// A degraded fat-tree where Dmodc's re-indexing (`C[⌊d/Π⌋ mod #C]` with a smaller `#C`)
+/// spreads destinations over many top switches: the load-aware choice keeps each destination
+/// on its nominal top switch wherever it can, which lowers the all-to-all congestion. The
+/// figures are computed here for both engines.
+#[test]
+fn load_aware_choice_lowers_all_to_all_congestion() {
+    let s = "PGFT(3;4,4,6;1,4,4;1,1,1)";
+    let mut wins = 0;
+    let mut total_lb = 0;
+    let mut total_dmodc = 0;
+    for seed in 1..=6u64 {
+        let f = degraded(s, 10, 0, seed);
+        let lb = route_with(&f, EngineKind::DmodcLb, 1);
+        let dm = route_with(&f, EngineKind::Dmodc, 1);
+        assert!(check::validity(&f, &lb.lids, &lb.lfts).valid);
+        let (a, b) = (mu_a2a(&lb), mu_a2a(&dm));
+        println!("{s} -10 links seed {seed}: mu_a2a dmodc-lb {a}, dmodc {b}");
+        wins += usize::from(a < b);
+        total_lb += a;
+        total_dmodc += b;
+    }
+    assert!(total_lb < total_dmodc, "dmodc-lb {total_lb} vs dmodc {total_dmodc}");
+    assert!(wins >= 3, "dmodc-lb lower on {wins} of 6 seeds");
+}
+
+/// Where the load sits, per class of switch-to-switch port (level, up or down): the busiest
+/// port's expected paths per random permutation (pairs crossing it / N) and its distinct
+/// destinations. A diagnostic on a topology file, for both engines:
+/// `LB_DIAG=FILE cargo test --release -p fabric-routing --test dmodc_lb -- --ignored --nocapture`.
+#[test]
+#[ignore = "diagnostic on a topology file given in LB_DIAG"]
+fn load_per_port_class() {
+    let Ok(path) = std::env::var("LB_DIAG") else {
+        return;
+    };
+    let f = fabric_topology::ibnet::read_file(std::path::Path::new(&path))
+        .unwrap()
+        .fabric;
+    for kind in [EngineKind::Dmodc, EngineKind::DmodcLb] {
+        let t = std::time::Instant::now();
+        let r = route_with(&f, kind, 1);
+        println!("{kind}: routed in {:.0} ms", t.elapsed().as_secs_f64() * 1e3);
+        let live = live(&f);
+        let n = live.len() as f64;
+        let ns = f.num_switches();
+        let mut pairs = vec![0u64; ns * 256];
+        let mut dsts = vec![0u32; ns * 256];
+        let mut last = vec![u32::MAX; ns * 256];
+        let leaves: Vec<_> = f.switch_ids().filter(|&s| f.is_leaf(s)).collect();
+        for (di, &d) in live.iter().enumerate() {
+            let lid = r.lids.base_lid(d);
+            for &l in &leaves {
+                let w = f.attached_end_ports(l).iter().filter(|&&e| e != d).count() as u64;
+                let mut s = l;
+                for _ in 0..16 {
+                    let port = r.lfts.get(s, lid);
+                    match f.switch(s).ports.get(port as usize).map(|p| p.remote) {
+                        Some(fabric_topology::Remote::Switch { sw, .. }) => {
+                            let k = s.idx() * 256 + port as usize;
+                            pairs[k] += w;
+                            if last[k] != di as u32 {
+                                last[k] = di as u32;
+                                dsts[k] += 1;
+                            }
+                            s = sw;
+                        }
+                        _ => break,
+                    }
+                }
+            }
+        }
+        let lvl = |s: fabric_topology::SwitchId| r.ranking.level[s.idx()].unwrap_or(99);
+        let mut classes: std::collections::BTreeMap<(u32, bool), ClassStats> = Default::default();
+        for s in f.switch_ids() {
+            for (pn, p) in f.switch(s).external_ports() {
+                if let fabric_topology::Remote::Switch { sw, .. } = p.remote {
+                    let up = lvl(sw) > lvl(s);
+                    let k = s.idx() * 256 + pn as usize;
+                    let e = pairs[k] as f64 / n;
+                    let c = classes.entry((lvl(s), up)).or_insert((0.0, 0.0, 0, 0, 0));
+                    c.0 = c.0.max(e);
+                    c.1 += e;
+                    c.2 = c.2.max(dsts[k]);
+                    c.3 += 1;
+                    c.4 += usize::from(e > 1.15);
+                }
+            }
+        }
+        // The busiest port of each class: its destinations with their share of the sources.
+        let mut worst: std::collections::BTreeMap<(u32, bool), (u64, usize)> = Default::default();
+        for s in f.switch_ids() {
+            for (pn, p) in f.switch(s).external_ports() {
+                if let fabric_topology::Remote::Switch { sw, .. } = p.remote {
+                    let k = s.idx() * 256 + pn as usize;
+                    let w = worst.entry((lvl(s), lvl(sw) > lvl(s))).or_insert((0, k));
+                    if pairs[k] > w.0 {
+                        *w = (pairs[k], k);
+                    }
+                }
+            }
+        }
+        if std::env::var("LB_DIAG_WORST").is_ok() {
+            for ((l, up), (_, k)) in &worst {
+                let (s, port) = (fabric_topology::SwitchId((k / 256) as u32), (k % 256) as u8);
+                let mut per_dst = Vec::new();
+                for (di, &d) in live.iter().enumerate() {
+                    let lid = r.lids.base_lid(d);
+                    let mut tot = 0u64;
+                    for &l0 in &leaves {
+                        let w = f.attached_end_ports(l0).iter().filter(|&&e| e != d).count() as u64;
+                        let mut x = l0;
+                        for _ in 0..16 {
+                            let pt = r.lfts.get(x, lid);
+                            if x == s && pt == port {
+                                tot += w;
+                            }
+                            match f.switch(x).ports.get(pt as usize).map(|p| p.remote) {
+                                Some(fabric_topology::Remote::Switch { sw, .. }) => x = sw,
+                                _ => break,
+                            }
+                        }
+                    }
+                    if tot > 0 {
+                        per_dst.push(format!(
+                            "{}/{}/{}:{:.2}",
+                            di / 324,
+                            di / 18 % 18,
+                            di % 18,
+                            tot as f64 / n
+                        ));
+                    }
+                }
+                println!(
+                    "  worst level {l} {}: {} port {port}: {}",
+                    if *up { "up" } else { "down" },
+                    f.switch(s).desc,
+                    per_dst.join(" ")
+                );
+            }
+        }
+        for ((l, up), (mx, sum, md, cnt, over)) in classes {
+            println!(
+                "  level {l} {}: {cnt} ports, expected paths max {mx:.2} mean {:.2}, >1.15: {over}, max destinations {md}",
+                if up { "up  " } else { "down" },
+                sum / cnt as f64
+            );
+        }
+    }
+}
