@@ -93,7 +93,7 @@ print("| %s | %d | %.1f | %d | %s | %.1f | %.0f | %.1f | %.2f %% | %s |" % (
     v["forced_blocks_mean"], 100.0 * v["blocks_mean"] / v["total_blocks"], "-" if fb == 0 else "%d/%d" % (fb, len(rows))))
 EOF
     else
-      printf '| %s | | n/a (%s) | | | | | | | |\n' "$engine" "$(sed -e 's/^fabricctl: //' "$tmp/err" | grep -v '^\s*$' | tail -1 | tr '|' '/')"
+      printf '| %s | | n/a (%s) | | | | | | | |\n' "$engine" "$(sed -e 's/^fabricctl: //' "$tmp/err" | grep -v '^\s*$' | tail -1 | tr '|' '/' | cut -c1-100)"
     fi
   done
 }

@@ -116,6 +116,7 @@ e = [l.strip() for l in open(errs) if l.strip()]
 label = "%s %% (%s)" % (pct, n)
 if not v:
     reason = e[0] if e else "no result"
+    reason = reason if len(reason) <= 100 else reason[:100] + "…"
     print("| %s | %s | n/a (%s) | | | | | | | | |" % (label, engine, reason.replace("|", "/")))
     sys.exit(0)
 def mean(f):

@@ -75,8 +75,13 @@ fn time<T>(rounds: usize, mut run: impl FnMut() -> Result<T, RoutingError>) -> R
     Ok((text, first))
 }
 
+/// "n/a (reason)", the reason cut at 100 characters for the table.
 fn na(e: &RoutingError) -> String {
-    format!("n/a ({})", e.to_string().replace('|', "/"))
+    let text = e.to_string().replace('|', "/");
+    match text.char_indices().nth(100) {
+        Some((i, _)) => format!("n/a ({}…)", &text[..i]),
+        None => format!("n/a ({text})"),
+    }
 }
 
 fn main() {
