@@ -55,13 +55,16 @@ pub struct ChurnArgs {
     json: bool,
 }
 
+/// The levels of a cable's two ends, lower first (`None`: unranked).
+type Levels = (Option<u32>, Option<u32>);
+
 /// One inter-switch cable, by its end on the lower-ranked switch.
 #[derive(Clone, Copy, Debug)]
 struct Cable {
     lo: (SwitchId, PortNum),
     hi: (SwitchId, PortNum),
     /// Levels of the two ends (lower first); `None` when unranked.
-    levels: (Option<u32>, Option<u32>),
+    levels: Levels,
 }
 
 /// splitmix64: the fault choice needs a few reproducible draws, nothing more.
@@ -114,7 +117,7 @@ fn cables(l: &Loaded) -> Vec<Cable> {
 /// `count` distinct cables: round-robin over the classes (by the levels of their ends), uniform
 /// within a class.
 fn draw(all: &[Cable], count: usize, seed: u64) -> Vec<Cable> {
-    let mut classes: Vec<((Option<u32>, Option<u32>), Vec<Cable>)> = Vec::new();
+    let mut classes: Vec<(Levels, Vec<Cable>)> = Vec::new();
     for c in all {
         match classes.iter_mut().find(|(k, _)| *k == c.levels) {
             Some((_, v)) => v.push(*c),
@@ -197,7 +200,7 @@ fn diff(old: &Lfts, new: &Lfts, c: &Cable, level: &[Option<u32>], switch_lids: &
         fallback,
     };
     let mut lid_changed = vec![false; new.row_len()];
-    for s in 0..new.num_switches() {
+    for (s, lv) in level.iter().enumerate().take(new.num_switches()) {
         let sw = SwitchId(s as u32);
         let (o, n) = (old.row(sw), new.row(sw));
         let (mut sw_blocks, mut sw_entries) = (0, 0);
@@ -212,7 +215,7 @@ fn diff(old: &Lfts, new: &Lfts, c: &Cable, level: &[Option<u32>], switch_lids: &
             if d > 0 {
                 r.blocks += 1;
                 r.entries += d;
-                r.by_level[level[s].map_or(height, |l| l as usize)] += 1;
+                r.by_level[lv.map_or(height, |l| l as usize)] += 1;
                 sw_blocks += 1;
                 sw_entries += d;
             }
