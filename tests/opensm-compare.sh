@@ -23,10 +23,21 @@
 #   * the congestion metrics of the tables the switches really hold after the last timed run:
 #     read back with `ibnetdiscover` (topology and the LIDs the SM assigned) and `ibroute -n` per
 #     switch LID, then `fabricctl analyze DISCOVERED --lfts DUMP --guid2lid LIDS` (base LIDs).
+#   * with --fault-after: the churn of single cable faults (issue 16, minimal churn), per OpenSM
+#     engine: on a fresh ibsim whose console reads a FIFO, a long-running OpenSM (sweep_interval
+#     1 s) comes up; its tables are read back (`ibroute -n` per switch LID); then, one fault at a
+#     time, the cable is taken down in ibsim (console `Unlink "NODEID"[PORT]`), OpenSM's light
+#     sweep sees the port change and re-routes (waited for: one more `SUBNET UP` in its log), the
+#     tables are read back again and compared with the previous read-back: LFT blocks of 64 LIDs
+#     that differ over all switches (tests/opensm-compare/lft_diff.py), switches touched, entries;
+#     then the cable is restored (`ReLink`), OpenSM re-routes again, the tables are read back and
+#     become the reference of the next fault ("restored" says whether they equal the first ones).
+#     OpenSM's routing window of the fault's re-sweep (see routing_windows_ms) is reported too.
 #
 # Usage: tests/opensm-compare.sh [--spec SPEC] [--remove-links N] [--seed S]
 #            [--sms "ftree updn minhop fabricd"] [--bin-dir DIR] [--rp N] [--no-a2a]
 #            [--repeat N] [--timeout SECONDS] [--keep DIR] [--no-smp-count]
+#            [--fault-after "GUID[PORT] ..."] [--churn-only]
 #   --spec          fabric (fabricctl topo gen notation); default PGFT(2;18,36;1,18;1,1), 648 nodes
 #   --remove-links  remove N random inter-switch cables (seed --seed) before starting
 #   --sms           which managers to run, in order (OpenSM engines by name, and "fabricd")
@@ -37,6 +48,10 @@
 #   --keep DIR      keep the work files (logs, dumps) in DIR
 #   --repeat        timed runs per manager (default 1)
 #   --no-smp-count  skip the SMP-counting run
+#   --fault-after   cables to fail one at a time after SUBNET UP, each by one switch end: node
+#                   GUID and port, e.g. as listed by `fabricctl churn FILE --list` (OpenSM
+#                   engines only; fabricd's churn on the same cables: `fabricctl churn --fault`)
+#   --churn-only    with --fault-after: only the churn runs (no timed runs, read-back, SMP count)
 #
 # Needs ibsim (ibsim-utils), the umad2sim shim (libumad2sim0), opensm, infiniband-diags and
 # python3. The simulator runs on a private socket (IBSIM_SOCKNAME), so parallel runs are fine.
@@ -55,6 +70,8 @@ deadline=600
 keep=""
 count=1
 repeat=1
+faults=""
+churn_only=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --spec) spec=$2; shift 2 ;;
@@ -67,8 +84,10 @@ while [ $# -gt 0 ]; do
     --timeout) deadline=$2; shift 2 ;;
     --keep) keep=$2; shift 2 ;;
     --no-smp-count) count=0; shift ;;
+    --fault-after) faults=$2; shift 2 ;;
+    --churn-only) churn_only=1; shift ;;
     --repeat) repeat=$2; shift 2 ;;
-    -h|--help) sed -n '2,42p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,57p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "opensm-compare: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -77,7 +96,11 @@ done
 . tests/lib-work.sh opensm-compare
 require_sim_tools ibsim opensm ibnetdiscover ibroute python3 timeout
 
-if [ -z "$bin_dir" ]; then
+if [ -z "$bin_dir" ] && [ "$churn_only" -eq 1 ]; then
+  log "building fabricctl (release)"
+  cargo build --release -q -p fabricctl
+  bin_dir=${CARGO_TARGET_DIR:-target}/release
+elif [ -z "$bin_dir" ]; then
   log "building fabricd and fabricctl (release)"
   cargo build --release -q -p fabricd -p fabricctl
   bin_dir=${CARGO_TARGET_DIR:-target}/release
@@ -85,7 +108,7 @@ fi
 bin_dir=$(cd "$bin_dir" && pwd)
 fabricd=$bin_dir/fabricd
 fabricctl=$bin_dir/fabricctl
-[ -x "$fabricd" ] || die "$fabricd not found"
+[ -x "$fabricd" ] || [ "$churn_only" -eq 1 ] || die "$fabricd not found"
 [ -x "$fabricctl" ] || die "$fabricctl not found"
 
 work_dir
@@ -107,14 +130,24 @@ log "fabric $spec (removed links: $remove_links): $nodes end ports, $((nswitches
 
 now_ms() { echo $(($(date +%s%N) / 1000000)); }
 
-# start_ibsim DIR: a fresh simulator with its verbose log in DIR/ibsim.log; sets sim_pid, sock.
+# start_ibsim DIR [console]: a fresh simulator with its verbose log in DIR/ibsim.log; sets sim_pid,
+# sock. With `console`, its console reads the FIFO DIR/ibsim.cmd, held open for writing on fd 7
+# (`echo CMD >&7`).
 start_ibsim() {
-  local dir=$1
+  local dir=$1 console=${2:-}
   sock="ocmp-$$-$(basename "$dir")"
-  local verbose=()
+  local verbose=() noconsole=(-n) input=/dev/null
   [ "$sim_verbose" -eq 1 ] && verbose=(-v)
-  (cd "$dir" && IBSIM_SOCKNAME=$sock exec ibsim -s -n "${verbose[@]}" -N "$nnodes" -S "$nswitches" -P "$nports" "$net" \
-    >ibsim.log 2>&1) &
+  if [ "$console" = console ]; then
+    rm -f "$dir/ibsim.cmd"
+    mkfifo "$dir/ibsim.cmd"
+    # Read-write: neither side blocks on open, and ibsim never sees end-of-file.
+    exec 7<>"$dir/ibsim.cmd"
+    noconsole=()
+    input=$dir/ibsim.cmd
+  fi
+  (cd "$dir" && IBSIM_SOCKNAME=$sock exec ibsim -s "${noconsole[@]}" "${verbose[@]}" -N "$nnodes" -S "$nswitches" -P "$nports" "$net" \
+    <"$input" >ibsim.log 2>&1) &
   sim_pid=$!
   pids+=("$sim_pid")
   local t0
@@ -369,20 +402,37 @@ read_back() {
   under_sim "$dir" ibnetdiscover >"$dir/discovered.net" 2>"$dir/ibnetdiscover.err" \
     || die "ibnetdiscover failed: $(tail -3 "$dir/ibnetdiscover.err")"
   python3 "$root/tests/opensm-compare/lids.py" "$dir/discovered.net" "$dir/guid2lid" >"$dir/switch-lids"
-  : >"$dir/lfts.dump"
+  dump_lfts "$dir" "$dir/lfts.dump"
+  local args=(analyze "$dir/discovered.net" --lfts "$dir/lfts.dump" --guid2lid "$dir/guid2lid" --rp "$rp" --seed 1 --json)
+  [ "$a2a" -eq 1 ] || args+=(--no-a2a)
+  "$fabricctl" "${args[@]}" >"$dir/metrics.json"
+}
+
+# dump_lfts DIR OUT: every switch's LFT (`ibroute -n` per LID of DIR/switch-lids, 4 at a time) into
+# OUT, in the order of DIR/switch-lids; sets unread (switches no host could read).
+dump_lfts() {
+  local dir=$1 out=$2
+  rm -rf "$dir/lft-parts"
+  mkdir -p "$dir/lft-parts"
+  # First every switch from the SM's host, in parallel (ibsim answers one MAD at a time, but
+  # each ibroute spends most of its time starting and opening the simulated port).
+  (cd "$dir" && IBSIM_SOCKNAME=$sock SIM_HOST=$host LD_PRELOAD=$shim xargs -P 4 -I{} \
+    sh -c 'timeout "$1" ibroute -n "$2" >"lft-parts/$2" 2>>"lft-parts/$2.err" || rm -f "lft-parts/$2"' _ "$deadline" {} \
+    <"$dir/switch-lids")
+  : >"$out"
   local lid
   unread=0
   while read -r lid; do
-    # A switch that the tables do not route to from the SM's host is read from another host;
-    # if none can reach it, its table is analysed as empty (the row says how many were not read).
-    if under_sim "$dir" ibroute -n "$lid" >"$dir/ibroute.out" 2>>"$dir/ibroute.err"; then
-      cat "$dir/ibroute.out" >>"$dir/lfts.dump"
+    if [ -s "$dir/lft-parts/$lid" ]; then
+      cat "$dir/lft-parts/$lid" >>"$out"
       continue
     fi
+    # A switch that the tables do not route to from the SM's host is read from another host;
+    # if none can reach it, its table is analysed as empty (the row says how many were not read).
     local h done=0
     for h in "${alt_hosts[@]}"; do
       if read_host=$h under_sim "$dir" ibroute -n "$lid" >"$dir/ibroute.out" 2>>"$dir/ibroute.err"; then
-        cat "$dir/ibroute.out" >>"$dir/lfts.dump"
+        cat "$dir/ibroute.out" >>"$out"
         log "switch LID $lid read from $h (no LID route from $host)"
         done=1
         break
@@ -390,12 +440,135 @@ read_back() {
     done
     if [ "$done" -eq 0 ]; then
       unread=$((unread + 1))
-      log "warning: ibroute -n $lid failed from $host and ${#alt_hosts[@]} other hosts: $(tail -1 "$dir/ibroute.err")"
+      log "warning: ibroute -n $lid failed from $host and ${#alt_hosts[@]} other hosts: $(tail -1 "$dir/lft-parts/$lid.err" 2>/dev/null)"
     fi
   done <"$dir/switch-lids"
-  local args=(analyze "$dir/discovered.net" --lfts "$dir/lfts.dump" --guid2lid "$dir/guid2lid" --rp "$rp" --seed 1 --json)
-  [ "$a2a" -eq 1 ] || args+=(--no-a2a)
-  "$fabricctl" "${args[@]}" >"$dir/metrics.json"
+  rm -rf "$dir/lft-parts"
+}
+
+# nodeid_of GUID: ibsim's node id (the quoted name of the `Switch` record) of the switch with node
+# GUID GUID in the fabric file.
+nodeid_of() {
+  awk -v want="$1" '
+    BEGIN { want = tolower(want); sub(/^0x0*/, "", want) }
+    /^switchguid=/ { g = tolower($1); sub(/^switchguid=0x0*/, "", g); sub(/\(.*/, "", g); next }
+    /^Switch[ \t]/ && g == want { if (match($0, /"[^"]*"/)) { print substr($0, RSTART + 1, RLENGTH - 2); exit } }
+  ' "$net"
+}
+
+# churn_opensm DIR ENGINE: the churn of each cable of --fault-after under OpenSM -R ENGINE (see the
+# header); writes one JSON object per fault to DIR/churn.jsonl.
+churn_opensm() {
+  local dir=$1 engine=$2 osm=$1/osm
+  rm -rf "$dir"
+  mkdir -p "$osm"
+  sim_verbose=0
+  start_ibsim "$dir" console
+  opensm -c "$osm/opensm.conf" >/dev/null 2>&1 || true
+  [ -s "$osm/opensm.conf" ] || die "opensm -c did not write a config"
+  # A light sweep every second notices the port change of an unlinked cable.
+  sed -i -e "s|^log_file .*|log_file $osm/opensm.log|" \
+    -e "s|^accum_log_file .*|accum_log_file FALSE|" \
+    -e "s|^dump_files_dir .*|dump_files_dir $osm/|" \
+    -e "s|^per_module_logging_file .*|per_module_logging_file $osm/per-module-logging.conf|" \
+    -e "s|^sweep_interval .*|sweep_interval 1|" \
+    "$osm/opensm.conf"
+  printf 'osm_state_mgr.c=0x07\nosm_ucast_mgr.c=0x07\n' >"$osm/per-module-logging.conf"
+  (OSM_CACHE_DIR=$osm under_sim "$dir" opensm -R "$engine" -F "$osm/opensm.conf" >"$osm/stdout" 2>&1) &
+  local waiter=$! t0 n
+  pids+=("$waiter")
+  t0=$(now_ms)
+  # wait_up COUNT: until the log has COUNT `SUBNET UP` lines (one per completed heavy sweep).
+  wait_up() {
+    while n=$(grep -c -- "-> SUBNET UP" "$osm/opensm.log" 2>/dev/null); [ "${n:-0}" -lt "$1" ]; do
+      kill -0 "$waiter" 2>/dev/null || die "OpenSM (churn run, $engine) exited; see $osm/opensm.log"
+      [ $(($(now_ms) - t0)) -lt $((deadline * 1000)) ] || die "OpenSM (churn run, $engine): no SUBNET UP x$1 within $deadline s"
+      sleep 0.1
+    done
+    # Settled: 3 s without a new routing computation or SUBNET UP (a port change seen by a
+    # later light sweep starts another heavy sweep).
+    local a b
+    while :; do
+      a=$(grep -c -e "-> SUBNET UP" -e "building routing with" "$osm/opensm.log")
+      sleep 3
+      b=$(grep -c -e "-> SUBNET UP" -e "building routing with" "$osm/opensm.log")
+      [ "$a" = "$b" ] && break
+      [ $(($(now_ms) - t0)) -lt $((deadline * 1000)) ] || die "OpenSM (churn run, $engine): never settled"
+    done
+  }
+  wait_up 1
+  under_sim "$dir" ibnetdiscover >"$dir/discovered.net" 2>"$dir/ibnetdiscover.err" \
+    || die "ibnetdiscover failed: $(tail -3 "$dir/ibnetdiscover.err")"
+  python3 "$root/tests/opensm-compare/lids.py" "$dir/discovered.net" "$dir/guid2lid" >"$dir/switch-lids"
+  local t1
+  t1=$(now_ms)
+  dump_lfts "$dir" "$dir/ref.dump"
+  log "$engine: tables read back in $(($(now_ms) - t1)) ms ($unread switches unreadable)"
+  cp "$dir/ref.dump" "$dir/first.dump"
+  : >"$dir/churn.jsonl"
+  local f i=0 guid port id ups win used unread_fault p
+  for f in $faults; do
+    i=$((i + 1))
+    guid=${f%%\[*}
+    port=${f#*\[}
+    port=${port%\]}
+    id=$(nodeid_of "$guid")
+    [ -n "$id" ] || die "--fault-after $f: no switch with GUID $guid in $net"
+    ups=$(grep -c -- "-> SUBNET UP" "$osm/opensm.log")
+    t0=$(now_ms)
+    echo "Unlink \"$id\"[$port]" >&7
+    wait_up $((ups + 1))
+    # The re-sweep that answered the fault: its routing window (the last one in the log).
+    win=$(routing_windows_ms "$osm/opensm.log" | tail -1)
+    used=$(sed -n 's/.*-> osm_ucast_mgr_process: \([^ ]*\) tables configured on all switches.*/\1/p' "$osm/opensm.log" | tail -1)
+    dump_lfts "$dir" "$dir/fault-$i.dump"
+    unread_fault=$unread
+    python3 "$root/tests/opensm-compare/lft_diff.py" "$dir/ref.dump" "$dir/fault-$i.dump" >"$dir/diff-$i.json"
+    ups=$(grep -c -- "-> SUBNET UP" "$osm/opensm.log")
+    t0=$(now_ms)
+    echo "ReLink \"$id\"[$port]" >&7
+    wait_up $((ups + 1))
+    dump_lfts "$dir" "$dir/ref.dump"
+    python3 "$root/tests/opensm-compare/lft_diff.py" "$dir/first.dump" "$dir/ref.dump" >"$dir/restore-$i.json"
+    python3 - "$dir/diff-$i.json" "$dir/restore-$i.json" "$f" "$win" "${used:-?}" "$unread_fault" >>"$dir/churn.jsonl" <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+r = json.load(open(sys.argv[2]))
+d.update({"fault": sys.argv[3], "route_ms": float(sys.argv[4]) if sys.argv[4] else None,
+          "used": sys.argv[5], "unread": int(sys.argv[6]), "restored": r["blocks"] == 0})
+print(json.dumps(d))
+EOF
+    log "$engine: fault $i $f ($id): $(cat "$dir/diff-$i.json")"
+  done
+  for p in $(pgrep -x opensm); do
+    tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | grep -q -- "-F $osm/opensm.conf" && kill "$p" 2>/dev/null
+  done
+  wait "$waiter" 2>/dev/null || true
+  exec 7>&-
+  stop_pid "$sim_pid"
+}
+
+# churn_rows: one row per OpenSM engine of the churn runs (DIR/churn.jsonl of each).
+churn_rows() {
+  local sm
+  for sm in $sms; do
+    [ "$sm" = fabricd ] && continue
+    python3 - "$work/$sm-churn/churn.jsonl" "$sm" <<'EOF'
+import json, statistics, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+if not rows:
+    print("| OpenSM -R %s | n/a (no fault measured) | | | | | | | |" % sys.argv[2]); sys.exit(0)
+b = [r["blocks"] for r in rows]
+used = ",".join(sorted(set(r["used"] for r in rows)))
+ms = [r["route_ms"] for r in rows if r["route_ms"] is not None]
+unread = sum(r["unread"] for r in rows)
+print("| OpenSM -R %s | %s | %d | %.1f | %d | %.1f | %.0f | %d/%d | %s |%s" % (
+    sys.argv[2], used, len(rows), statistics.mean(b), max(b),
+    statistics.mean(r["switches"] for r in rows), statistics.mean(r["entries"] for r in rows),
+    sum(r["restored"] for r in rows), len(rows), "%.1f" % statistics.median(ms) if ms else "-",
+    " (%d switch tables unreadable)" % unread if unread else ""))
+EOF
+  done
 }
 
 # run_sm DIR SM: one run of a manager on a fresh ibsim in DIR; sets up_ms, smps, used, name.
@@ -451,6 +624,29 @@ cols = list(names.values()) + ["other"]
 print("| %s | %s |" % (sys.argv[2], " | ".join(str(count.get(c, 0)) for c in cols)))
 EOF
 }
+
+churn_table() {
+  echo "Churn of single cable faults (--fault-after, one at a time; OpenSM long-running with sweep_interval 1): LFT blocks of 64 LIDs that differ between the read-backs before and after the fault's re-sweep, over all switches; restored = the tables after ReLink equal the first ones; route ms = OpenSM's routing window of the fault's re-sweep:"
+  echo
+  echo "| SM | routing | faults | blocks mean | blocks max | switches mean | entries mean | restored | route ms (median) |"
+  echo "|---|---|---|---|---|---|---|---|---|"
+  churn_rows
+}
+
+if [ -n "$faults" ]; then
+  for sm in $sms; do
+    [ "$sm" = fabricd ] && continue
+    log "$sm: churn of $(echo $faults | wc -w) single cable faults"
+    churn_opensm "$work/$sm-churn" "$sm"
+  done
+fi
+if [ "$churn_only" -eq 1 ]; then
+  [ -n "$faults" ] || die "--churn-only needs --fault-after"
+  echo "Fabric \`$spec\`$([ "$remove_links" -gt 0 ] && echo ", $remove_links random inter-switch cables removed (seed $seed)"), $nodes end ports; ibsim 0.10, $(opensm --version 2>/dev/null | grep -m1 -o 'OpenSM [0-9.]*')."
+  echo
+  churn_table
+  exit 0
+fi
 
 rows=()
 route_rows=()
@@ -556,6 +752,10 @@ if [ "${#vl_rows[@]}" -gt 0 ]; then
   echo "| SM | ms to programmed | ms to escape VL ready | SMPs to programmed (ibsim) | (fabricd's count at commit) | SMPs to escape VL ready (ibsim) | (fabricd's count) |"
   echo "|---|---|---|---|---|---|---|"
   printf '%s\n' "${vl_rows[@]}"
+fi
+if [ -n "$faults" ]; then
+  echo
+  churn_table
 fi
 [ "$count" -eq 1 ] || exit 0
 echo

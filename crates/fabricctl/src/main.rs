@@ -6,6 +6,7 @@
 // `status_json` builds one object of every Status field with `json!`.
 #![recursion_limit = "256"]
 
+mod churn;
 mod cli;
 mod exit;
 mod export;
@@ -62,6 +63,9 @@ enum Command {
         #[arg(long, value_name = "DIR")]
         out_dir: PathBuf,
     },
+    /// LFT blocks one cable fault rewrites: route the fabric, route it again with one cable down
+    /// (LIDs kept, as fabricd does), count the 64-entry blocks that differ.
+    Churn(churn::ChurnArgs),
     #[command(flatten)]
     Remote(remote::RemoteCmd),
 }
@@ -77,6 +81,7 @@ fn main() {
         Command::Topo(a) => offline::topo(a, &target()),
         Command::Route(a) => offline::route(a),
         Command::Analyze(a) => offline::analyze(a),
+        Command::Churn(a) => churn::churn(a),
         Command::Remote(r) => remote::run(r, &target()),
         Command::Export(a) => export::export(a, &target()),
         Command::Hostlist(a) => export::hostlist(a, &target()),

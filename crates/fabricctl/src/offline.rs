@@ -232,7 +232,7 @@ fn read_small(path: &Path) -> Result<String> {
     read_text(path, fabric_topology::textfile::SMALL_TEXT_LIMIT)
 }
 
-fn parse_u32(s: &str) -> Result<u32, String> {
+pub(crate) fn parse_u32(s: &str) -> Result<u32, String> {
     let r = match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
         Some(h) => u32::from_str_radix(h, 16),
         None => s.parse(),
@@ -284,13 +284,15 @@ fn write_atomic_with(path: &Path, fill: impl FnOnce(&mut dyn std::io::Write) -> 
         .with_context(|| format!("writing {}", path.display()))
 }
 
-struct Loaded {
-    fabric: Fabric,
+pub(crate) struct Loaded {
+    pub(crate) fabric: Fabric,
     warnings: Vec<String>,
-    ranking: Ranking,
+    pub(crate) ranking: Ranking,
+    /// The ranking options (root GUIDs), to rank a changed fabric the same way.
+    pub(crate) options: RankOptions,
 }
 
-fn load(file: &Path, roots: Option<&Path>) -> Result<Loaded> {
+pub(crate) fn load(file: &Path, roots: Option<&Path>) -> Result<Loaded> {
     let parsed = crate::progress::spinner(&format!("reading {}", file.display()), || ibnet::read_file(file))?;
     let mut opts = RankOptions::default();
     if let Some(r) = roots {
@@ -302,6 +304,7 @@ fn load(file: &Path, roots: Option<&Path>) -> Result<Loaded> {
         fabric: parsed.fabric,
         warnings: parsed.warnings,
         ranking,
+        options: opts,
     })
 }
 
@@ -354,7 +357,7 @@ fn topo_info(file: &Path, roots: Option<&Path>, json: bool) -> Result<()> {
     Ok(())
 }
 
-fn plan_lids(f: &Fabric, previous: &Guid2Lid, lmc: Option<u8>, max_lid: u32) -> Result<LidPlan> {
+pub(crate) fn plan_lids(f: &Fabric, previous: &Guid2Lid, lmc: Option<u8>, max_lid: u32) -> Result<LidPlan> {
     match lmc {
         Some(l) => Ok(assign_lids(f, previous, l, max_lid)?),
         None => match assign_lids(f, previous, 1, max_lid) {
