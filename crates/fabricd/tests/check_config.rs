@@ -103,7 +103,7 @@ fn check_config_checks_every_engine_against_the_fabric() {
     rejected(
         &dir,
         "pqft-parallel",
-        &format!("[driver.mock]\ngenerator = \"PGFT(2;4,4;1,2;1,2)\"\n[routing]\nengine = \"pqft\"\n"),
+        "[driver.mock]\ngenerator = \"PGFT(2;4,4;1,2;1,2)\"\n[routing]\nengine = \"pqft\"\n",
         &["routing.engine = \"pqft\"", "parallel", "engine = \"dmodc\""],
     );
     rejected(
