@@ -488,7 +488,7 @@ fn check_config_reports_every_error() {
     let cfg = dir.join("bad.toml");
     std::fs::write(
         &cfg,
-        "[log]\nlevel = \"info\"\nverbose = true\n\n[update]\ncoalesce_ms = -1\n\n[routing]\nengine = \"ftree\"\n",
+        "[log]\nlevel = \"info\"\nverbose = true\n\n[update]\ncoalesce_ms = -1\n\n[routing]\nengine = \"fttree\"\n",
     )
     .expect("write");
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_fabricd"))
