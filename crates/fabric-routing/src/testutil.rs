@@ -221,3 +221,30 @@ pub fn routed(f: &Fabric, kind: EngineKind, lmc: u8) -> (Ranking, LidPlan, Lfts)
     let lfts = route_all(&ctx, kind).unwrap().lfts;
     (r, lids, lfts)
 }
+
+/// A ring of `n` switches (ports 1/2) with a chord (port 3, switch 0 to switch n/2), one end port
+/// on port 5 of each: same-level links everywhere, not a fat-tree at all.
+pub fn ring(n: u32) -> Fabric {
+    let mut b = FabricBuilder::new();
+    let s: Vec<_> = (0..n)
+        .map(|i| b.add_switch(0x100 + u64::from(i), format!("r{i}"), 8).unwrap())
+        .collect();
+    for i in 0..n as usize {
+        b.connect_switches(s[i], 1, s[(i + 1) % n as usize], 2).unwrap();
+    }
+    b.connect_switches(s[0], 3, s[n as usize / 2], 3).unwrap();
+    for (i, &sw) in s.iter().enumerate() {
+        let e = b
+            .add_end_port(
+                0x1000 + i as u64,
+                0x2000 + i as u64,
+                format!("n{i}"),
+                1,
+                1,
+                NodeType::Compute,
+            )
+            .unwrap();
+        b.connect_end_port(e, sw, 5).unwrap();
+    }
+    b.build()
+}

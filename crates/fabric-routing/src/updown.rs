@@ -399,7 +399,6 @@ mod tests {
     use crate::check;
     use crate::testutil::*;
     use crate::{assign_lids, engine, EngineKind, Guid2Lid, LidPlan, IB_MAX_UNICAST_LID};
-    use fabric_topology::{FabricBuilder, NodeType};
 
     fn route_set(f: &Fabric, kind: EngineKind, set: LidSet) -> (LidPlan, Lfts) {
         let r = ranking(f);
@@ -417,32 +416,6 @@ mod tests {
             )
             .unwrap();
         (lids, lfts)
-    }
-
-    /// A ring of switches with same-level links everywhere and a chord: not a fat-tree at all.
-    fn ring(n: u32) -> Fabric {
-        let mut b = FabricBuilder::new();
-        let s: Vec<_> = (0..n)
-            .map(|i| b.add_switch(0x100 + u64::from(i), format!("r{i}"), 8).unwrap())
-            .collect();
-        for i in 0..n as usize {
-            b.connect_switches(s[i], 1, s[(i + 1) % n as usize], 2).unwrap();
-        }
-        b.connect_switches(s[0], 3, s[n as usize / 2], 3).unwrap();
-        for (i, &sw) in s.iter().enumerate() {
-            let e = b
-                .add_end_port(
-                    0x1000 + i as u64,
-                    0x2000 + i as u64,
-                    format!("n{i}"),
-                    1,
-                    1,
-                    NodeType::Compute,
-                )
-                .unwrap();
-            b.connect_end_port(e, sw, 5).unwrap();
-        }
-        b.build()
     }
 
     #[test]

@@ -84,32 +84,6 @@ fn weights_steer_the_second_destination_away_from_the_first() {
     }
 }
 
-/// A ring of `n` switches with a chord, one end port each: no tree, same-level links only.
-fn ring(n: u32) -> Fabric {
-    let mut b = FabricBuilder::new();
-    let s: Vec<_> = (0..n)
-        .map(|i| b.add_switch(0x100 + u64::from(i), format!("r{i}"), 8).unwrap())
-        .collect();
-    for i in 0..n as usize {
-        b.connect_switches(s[i], 1, s[(i + 1) % n as usize], 2).unwrap();
-    }
-    b.connect_switches(s[0], 3, s[n as usize / 2], 3).unwrap();
-    for (i, &sw) in s.iter().enumerate() {
-        let e = b
-            .add_end_port(
-                0x1000 + i as u64,
-                0x2000 + i as u64,
-                format!("n{i}"),
-                1,
-                1,
-                NodeType::Compute,
-            )
-            .unwrap();
-        b.connect_end_port(e, sw, 5).unwrap();
-    }
-    b.build()
-}
-
 /// Hop distance between every pair of live switches (BFS).
 fn hops(f: &Fabric) -> Vec<Vec<u32>> {
     let n = f.num_switches();
