@@ -18,7 +18,7 @@
 use rand::{Rng, SeedableRng};
 use rayon::prelude::*;
 
-use fabric_topology::{Fabric, Lid, PortNum, SwitchId};
+use fabric_topology::{EndPortId, Fabric, Lid, PortNum, SwitchId};
 
 use crate::engine::{LidSet, RoutingContext};
 use crate::fastdiv::FastDiv;
@@ -155,16 +155,86 @@ pub(crate) fn closer_masks<'a>(
 }
 
 /// The end ports of one leaf, in topological NID order.
-struct LeafSpan {
+pub(crate) struct LeafSpan {
     /// Dense leaf index.
-    li: u32,
+    pub li: u32,
     /// Topological NID of the first end port (the others follow).
-    t0: u32,
+    pub t0: u32,
     /// Range in `lids` / `ports`.
-    start: u32,
-    len: u32,
+    pub start: u32,
+    pub len: u32,
     /// LIDs are `lids[start] + step·i` when `step > 0` (0: irregular or a LID is 0).
-    step: u32,
+    pub step: u32,
+}
+
+/// The destinations of one LID set, shared by the Dmodc kernel and load-aware Dmodc: leaves in
+/// topological NID order, each with its end ports' LIDs and leaf ports (port order).
+pub(crate) struct Destinations {
+    /// LIDs of the end ports no switch can route to (not live, or on a leaf without a level).
+    pub unrouted: Vec<Lid>,
+    /// One span per leaf with end ports, in topological NID order.
+    pub spans: Vec<LeafSpan>,
+    /// LID of every destination (0: the end port has none).
+    pub lids: Vec<Lid>,
+    /// Leaf port of every destination.
+    pub ports: Vec<PortNum>,
+    /// End port of every destination.
+    pub end_ports: Vec<EndPortId>,
+}
+
+impl Destinations {
+    pub fn new(fabric: &Fabric, lids: &LidPlan, p: &Prepared, set: LidSet) -> Self {
+        let o = &p.o;
+        let nl = o.num_leaves();
+        let off = set.offset();
+        let lid_of = |ep: EndPortId| -> Lid {
+            let b = lids.base_lid(ep);
+            if b == 0 {
+                0
+            } else {
+                b + off
+            }
+        };
+        let unrouted: Vec<Lid> = fabric
+            .end_port_ids()
+            .filter(|&ep| p.tn.of_end_port[ep.idx()] == NONE)
+            .map(lid_of)
+            .filter(|&l| l != 0)
+            .collect();
+        let mut order: Vec<u32> = (0..nl as u32).collect();
+        order.sort_by_key(|&li| p.tn.leaf_start[li as usize]);
+        let mut d = Destinations {
+            unrouted,
+            spans: Vec::with_capacity(nl),
+            lids: Vec::new(),
+            ports: Vec::new(),
+            end_ports: Vec::new(),
+        };
+        for &li in &order {
+            let sw = o.order[o.leaves[li as usize] as usize];
+            let start = d.lids.len();
+            for &ep in fabric.attached_end_ports(sw) {
+                d.lids.push(lid_of(ep));
+                d.ports.push(fabric.end_port(ep).attach.map_or(NO_ROUTE, |(_, pn)| pn));
+                d.end_ports.push(ep);
+            }
+            let l = &d.lids[start..];
+            if l.is_empty() {
+                continue;
+            }
+            // Increasing by a constant step (a single LID counts as step 1).
+            let step = if l.len() > 1 { l[1].saturating_sub(l[0]) } else { 1 };
+            let regular = step > 0 && l[0] != 0 && l.windows(2).all(|w| w[1] > w[0] && w[1] - w[0] == step);
+            d.spans.push(LeafSpan {
+                li,
+                t0: p.tn.leaf_start[li as usize],
+                start: start as u32,
+                len: l.len() as u32,
+                step: if regular { step } else { 0 },
+            });
+        }
+        d
+    }
 }
 
 /// Where eqs. 4.7–4.8 stand for the next destination: `r = d mod Π`, `(gi, q2) = (q mod #C,
@@ -204,60 +274,21 @@ fn fill_end_ports(
 ) {
     let o = &p.o;
     let nl = o.num_leaves();
-    let off = set.offset();
-    // Grouped selection: the gNID of every end port.
-    let gnid = match select {
-        Select::Grouped(g) => g.reindex(&p.tn.of_end_port),
+    let Destinations {
+        unrouted,
+        spans,
+        lids: all_lids,
+        ports: all_ports,
+        end_ports,
+    } = Destinations::new(fabric, lids, p, set);
+    // Grouped selection: the gNID of every entry of `all_lids`.
+    let all_gnids: Vec<u32> = match select {
+        Select::Grouped(g) => {
+            let gnid = g.reindex(&p.tn.of_end_port);
+            end_ports.iter().map(|ep| gnid[ep.idx()]).collect()
+        }
         Select::Dmodc | Select::Random { .. } | Select::Balanced => Vec::new(),
     };
-    let lid_of = |ep: fabric_topology::EndPortId| -> Lid {
-        let b = lids.base_lid(ep);
-        if b == 0 {
-            0
-        } else {
-            b + off
-        }
-    };
-    // End ports that no switch can route to (not live, or on a leaf without a level).
-    let unrouted: Vec<Lid> = fabric
-        .end_port_ids()
-        .filter(|&ep| p.tn.of_end_port[ep.idx()] == NONE)
-        .map(lid_of)
-        .filter(|&l| l != 0)
-        .collect();
-    // Leaves in topological NID order with their end ports' LIDs and leaf ports (port order).
-    let mut order: Vec<u32> = (0..nl as u32).collect();
-    order.sort_by_key(|&li| p.tn.leaf_start[li as usize]);
-    let mut spans: Vec<LeafSpan> = Vec::with_capacity(nl);
-    let mut all_lids: Vec<Lid> = Vec::new();
-    let mut all_ports: Vec<PortNum> = Vec::new();
-    // Grouped selection: the gNID of every entry of `all_lids`.
-    let mut all_gnids: Vec<u32> = Vec::new();
-    for &li in &order {
-        let sw = o.order[o.leaves[li as usize] as usize];
-        let start = all_lids.len();
-        for &ep in fabric.attached_end_ports(sw) {
-            all_lids.push(lid_of(ep));
-            all_ports.push(fabric.end_port(ep).attach.map_or(NO_ROUTE, |(_, pn)| pn));
-            if let Select::Grouped(_) = select {
-                all_gnids.push(gnid[ep.idx()]);
-            }
-        }
-        let l = &all_lids[start..];
-        if l.is_empty() {
-            continue;
-        }
-        // Increasing by a constant step (a single LID counts as step 1).
-        let step = if l.len() > 1 { l[1].saturating_sub(l[0]) } else { 1 };
-        let regular = step > 0 && l[0] != 0 && l.windows(2).all(|w| w[1] > w[0] && w[1] - w[0] == step);
-        spans.push(LeafSpan {
-            li,
-            t0: p.tn.leaf_start[li as usize],
-            start: start as u32,
-            len: l.len() as u32,
-            step: if regular { step } else { 0 },
-        });
-    }
     // Fast division by every possible #C (a switch has at most 255 port groups).
     let by_nc: Vec<FastDiv> = (0..=256u32).map(|n| FastDiv::new(n.max(1))).collect();
 

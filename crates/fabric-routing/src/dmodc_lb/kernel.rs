@@ -24,18 +24,10 @@ use rayon::prelude::*;
 use super::plan::Plan;
 use crate::engine::LidSet;
 use crate::fastdiv::FastDiv;
-use crate::fill::{closer_masks, Prepared};
+use crate::fill::{closer_masks, Destinations, LeafSpan, Prepared};
 use crate::lft::{Lfts, NO_ROUTE};
 use crate::lid::LidPlan;
 use crate::prep::{INF, NONE};
-
-/// The end ports of one leaf, in topological NID order.
-struct Span {
-    li: u32,
-    t0: u32,
-    start: u32,
-    len: u32,
-}
 
 /// A displaced flow passed to an upper switch: (upper position, destination NID, flow).
 type Record = (u32, u32, u64);
@@ -65,44 +57,14 @@ struct Scratch {
 /// Fills the end-port LIDs of `set` (see the module doc).
 pub(super) fn fill_end_ports(fabric: &Fabric, lids: &LidPlan, p: &Prepared, plan: &Plan, set: LidSet, lfts: &mut Lfts) {
     let o = &p.o;
-    let nl = o.num_leaves();
     let np = o.len();
-    let off = set.offset();
-    let lid_of = |ep: fabric_topology::EndPortId| -> Lid {
-        let b = lids.base_lid(ep);
-        if b == 0 {
-            0
-        } else {
-            b + off
-        }
-    };
-    let unrouted: Vec<Lid> = fabric
-        .end_port_ids()
-        .filter(|&ep| p.tn.of_end_port[ep.idx()] == NONE)
-        .map(lid_of)
-        .filter(|&l| l != 0)
-        .collect();
-    let mut order: Vec<u32> = (0..nl as u32).collect();
-    order.sort_by_key(|&li| p.tn.leaf_start[li as usize]);
-    let mut spans = Vec::with_capacity(nl);
-    let mut all_lids: Vec<Lid> = Vec::new();
-    let mut all_ports: Vec<PortNum> = Vec::new();
-    for &li in &order {
-        let sw = o.order[o.leaves[li as usize] as usize];
-        let start = all_lids.len();
-        for &ep in fabric.attached_end_ports(sw) {
-            all_lids.push(lid_of(ep));
-            all_ports.push(fabric.end_port(ep).attach.map_or(NO_ROUTE, |(_, pn)| pn));
-        }
-        if all_lids.len() > start {
-            spans.push(Span {
-                li,
-                t0: p.tn.leaf_start[li as usize],
-                start: start as u32,
-                len: (all_lids.len() - start) as u32,
-            });
-        }
-    }
+    let Destinations {
+        unrouted,
+        spans,
+        lids: all_lids,
+        ports: all_ports,
+        ..
+    } = Destinations::new(fabric, lids, p, set);
     let put = |row: &mut [u8], lid: Lid, port: PortNum| {
         if lid != 0 {
             row[lid as usize] = port;
@@ -153,7 +115,7 @@ struct Ctx<'a> {
     fabric: &'a Fabric,
     p: &'a Prepared,
     plan: &'a Plan,
-    spans: &'a [Span],
+    spans: &'a [LeafSpan],
     all_lids: &'a [Lid],
     all_ports: &'a [PortNum],
     unrouted: &'a [Lid],
