@@ -1,45 +1,9 @@
 //! End-to-end tests of the offline `fabricctl` subcommands: they run the real binary.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+mod common;
 
-fn fabricctl(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_fabricctl"))
-        .args(args)
-        .output()
-        .expect("run fabricctl")
-}
-
-fn ok(args: &[&str]) -> String {
-    let out = fabricctl(args);
-    assert!(
-        out.status.success(),
-        "fabricctl {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).expect("utf-8 output")
-}
-
-fn json(args: &[&str]) -> serde_json::Value {
-    serde_json::from_str(&ok(args)).expect("valid JSON")
-}
-
-struct TempDir(PathBuf);
-impl TempDir {
-    fn new(tag: &str) -> Self {
-        let p = std::env::temp_dir().join(format!("fabricctl-{tag}-{}", std::process::id()));
-        std::fs::create_dir_all(&p).unwrap();
-        TempDir(p)
-    }
-    fn file(&self, name: &str) -> String {
-        self.0.join(name).display().to_string()
-    }
-}
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+use common::{fabricctl, json, ok, TempDir};
+use std::path::Path;
 
 #[test]
 fn gen_then_info_reports_closed_form_counts() {

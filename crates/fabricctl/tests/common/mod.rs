@@ -1,7 +1,8 @@
-//! Helpers shared by the fabricctl integration tests.
+//! Helpers shared by the fabricctl integration tests (each test binary uses a subset).
+#![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Output};
 
 /// `target/<profile>/fabricd`, built on first use.
 pub fn fabricd_binary() -> PathBuf {
@@ -75,4 +76,46 @@ fn bin_is_fresh(bin: &Path) -> bool {
         }
     }
     built >= latest
+}
+
+/// Runs the fabricctl binary under test.
+pub fn fabricctl(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_fabricctl"))
+        .args(args)
+        .output()
+        .expect("run fabricctl")
+}
+
+/// Runs fabricctl, asserts success, returns stdout.
+pub fn ok(args: &[&str]) -> String {
+    let out = fabricctl(args);
+    assert!(
+        out.status.success(),
+        "fabricctl {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("utf-8 output")
+}
+
+/// [`ok`] parsed as JSON.
+pub fn json(args: &[&str]) -> serde_json::Value {
+    serde_json::from_str(&ok(args)).expect("valid JSON")
+}
+
+/// A scratch directory removed on drop.
+pub struct TempDir(pub PathBuf);
+impl TempDir {
+    pub fn new(tag: &str) -> Self {
+        let p = std::env::temp_dir().join(format!("fabricctl-{tag}-{}", std::process::id()));
+        std::fs::create_dir_all(&p).unwrap();
+        TempDir(p)
+    }
+    pub fn file(&self, name: &str) -> String {
+        self.0.join(name).display().to_string()
+    }
+}
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
