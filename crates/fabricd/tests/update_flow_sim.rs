@@ -32,7 +32,8 @@
 //!   fabric ends with the committed generation installed.
 //!
 //! Control run: the same faults installed by direct upload (`[update] five_phase = false`)
-//! while the flows keep sending on the base LIDs: mixed-table packets appear.
+//! while the flows keep sending on the base LIDs: mixed-table packets appear (in at least one of
+//! a few runs: whether a packet sits between two rewritten switches is a matter of timing).
 //!
 //! Restart in Unpath: a breaking fault arrives after subscriber 0 acked (its flows are on the
 //! escape LIDs); base-LID traffic must stay consistent, escape-LID mixing is reported (the
@@ -789,17 +790,30 @@ async fn five_phase_update_through_the_daemon_keeps_every_flow_consistent_delive
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn control_direct_upload_through_the_daemon_shows_mixed_table_packets() {
-    let o = run(Scenario::Direct).await;
-    let s = &o.sim;
-    let lost: u64 = s.flows.iter().map(|f| f.lost).sum();
-    let reordered: u64 = s.flows.iter().map(|f| f.reordered).sum();
-    eprintln!(
-        "direct upload through the loop: {} mixed-table packets, {lost} lost, {reordered} reordered, {} block writes, \
-         cyclic CDG of a live LID set after {} writes",
-        o.mixed.0, s.writes, s.cyclic_live
-    );
-    assert!(o.final_tables_match);
-    assert!(o.mixed.0 > 0, "the direct upload must expose mixed-table packets");
+    // Whether a packet is between two rewritten switches while the tables change depends on the
+    // interleaving of the block writes with the ticker thread: on a loaded machine one run can
+    // miss every window. The control holds if any of a few runs exposes mixed packets (five-phase
+    // above must show none in its single run).
+    const ATTEMPTS: usize = 4;
+    let mut seen = Vec::new();
+    for attempt in 1..=ATTEMPTS {
+        let o = run(Scenario::Direct).await;
+        let s = &o.sim;
+        let lost: u64 = s.flows.iter().map(|f| f.lost).sum();
+        let reordered: u64 = s.flows.iter().map(|f| f.reordered).sum();
+        eprintln!(
+            "direct upload through the loop (run {attempt}): {} mixed-table packets, {lost} lost, {reordered} reordered, \
+             {} block writes, cyclic CDG of a live LID set after {} writes",
+            o.mixed.0, s.writes, s.cyclic_live
+        );
+        assert!(o.final_tables_match);
+        assert!(s.writes > 100, "{} writes", s.writes);
+        seen.push(o.mixed.0);
+        if o.mixed.0 > 0 {
+            return;
+        }
+    }
+    panic!("the direct upload must expose mixed-table packets (mixed per run: {seen:?})");
 }
 
 /// The documented limit of a restart after subscribers moved: packets on the escape LIDs while
