@@ -26,6 +26,7 @@
 mod bfs;
 pub mod check;
 mod deadlock;
+mod dfsssp;
 mod dmodc;
 mod dmodc_lb;
 mod dmodk;
@@ -36,6 +37,7 @@ mod fill;
 mod ftree;
 mod groups;
 mod hops;
+pub mod layered;
 pub mod lft;
 pub mod lid;
 pub mod mcast;
@@ -50,11 +52,13 @@ mod swlid;
 #[cfg(test)]
 mod testutil;
 mod updown;
+pub mod vl;
 mod walk;
 
 pub use bfs::BfsUpDown;
 pub use check::{trace, TraceEnd, TraceError};
 pub use dmodc::{Dmodc, GroupedDmodc};
+pub use dfsssp::{Dfsssp, DFSSSP_UNSUPPORTED};
 pub use dmodc_lb::DmodcLb;
 pub use dmodk::{Dmodk, GroupedDmodk};
 pub use engine::{LidSet, RoutingContext, RoutingEngine, RoutingError};

@@ -7,6 +7,7 @@ use std::str::FromStr;
 use std::time::Instant;
 
 use crate::bfs::BfsUpDown;
+use crate::dfsssp::{Dfsssp, DFSSSP_UNSUPPORTED};
 use crate::dmodc::{Dmodc, GroupedDmodc};
 use crate::dmodc_lb::DmodcLb;
 use crate::dmodk::{Dmodk, GroupedDmodk};
@@ -75,6 +76,8 @@ pub enum EngineKind {
     /// Load-aware Dmodc: Dmodc's closed form where the fabric is intact, balanced by load where
     /// it is not.
     DmodcLb,
+    /// DFSSSP: SSSP's shortest paths on any topology, deadlock-free over virtual layers.
+    Dfsssp,
 }
 
 /// Every engine name [`EngineKind::from_str`] accepts, seeded ones without their `:SEED`.
@@ -96,13 +99,14 @@ pub const ENGINE_NAMES: &[&str] = &[
     "sssp",
     "pqft",
     "dmodc-lb",
+    "dfsssp",
 ];
 
 /// Error of [`EngineKind::from_str`].
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 #[error(
     "unknown routing engine `{0}` (expected one of dmodc, dmodk, updown, updown-random, bfs-dmodc, bfs-random, \
-     ftree, ftree2, ftree-random, bfs-ftree, bfs-ftree2, bfs-ftree-random, randsp, smodk, sssp, pqft, dmodc-lb; \
+     ftree, ftree2, ftree-random, bfs-ftree, bfs-ftree2, bfs-ftree-random, randsp, smodk, sssp, pqft, dmodc-lb, dfsssp; \
      the random ones take an optional `:SEED`)"
 )]
 pub struct UnknownEngine(
@@ -155,6 +159,7 @@ impl EngineKind {
             EngineKind::Sssp => "sssp",
             EngineKind::Pqft => "pqft",
             EngineKind::DmodcLb => "dmodc-lb",
+            EngineKind::Dfsssp => "dfsssp",
         }
     }
 }
@@ -191,6 +196,7 @@ impl FromStr for EngineKind {
             "sssp" => EngineKind::Sssp,
             "pqft" => EngineKind::Pqft,
             "dmodc-lb" => EngineKind::DmodcLb,
+            "dfsssp" => EngineKind::Dfsssp,
             _ => return Err(UnknownEngine(s.to_string())),
         };
         match seed {
@@ -234,6 +240,7 @@ pub fn engine(kind: EngineKind) -> Box<dyn RoutingEngine> {
         EngineKind::Sssp => Box::new(Sssp),
         EngineKind::Pqft => Box::new(Pqft),
         EngineKind::DmodcLb => Box::new(DmodcLb),
+        EngineKind::Dfsssp => Box::new(Dfsssp),
     }
 }
 
@@ -249,6 +256,7 @@ pub fn engine_fits(kind: EngineKind, fabric: &fabric_topology::Fabric) -> Result
             engine: "smodk",
             reason: crate::smodk::SMODK_UNSUPPORTED.to_string(),
         }),
+        EngineKind::Dfsssp => Err(RoutingError::Unsupported { engine: "dfsssp", reason: DFSSSP_UNSUPPORTED.into() }),
         _ => Ok(()),
     }
 }

@@ -1,0 +1,67 @@
+//! DFSSSP (Domke, Hoefler, Nagel, "Deadlock-free oblivious routing for arbitrary topologies",
+//! IPDPS 2011; OpenSM's `dfsssp`): SSSP's balanced shortest paths on any topology
+//! ([`crate::sssp::route_paths`] with [`PathSet::Shortest`]), made deadlock-free by assigning the
+//! routes to virtual layers ([`crate::vl`]).
+//!
+//! The engine ([`Dfsssp`], `dfsssp`) fills the tables; the layering is a function of the final
+//! tables ([`crate::vl::layer_base`]), run after the validity repair
+//! ([`crate::route_all_checked`]) so that it covers the routes actually installed. On one VL the routing is in general *not*
+//! deadlock-free (a torus or a Slim Fly has CDG cycles): it must not be installed without its
+//! SLs, which the daemon cannot program per path yet ([`DFSSSP_UNSUPPORTED`]).
+//!
+//! Switch LIDs are routed along the up-down paths of the BFS directions (as SSSP's, see
+//! [`crate::swlid`]); they are layered with the end-port routes.
+
+#[cfg(test)]
+mod tests;
+
+use fabric_topology::SwitchId;
+
+use crate::engine::{check_route_args, LidSet, RoutingContext, RoutingEngine, RoutingError};
+use crate::lft::{Lfts, NO_ROUTE};
+use crate::sssp::{route_paths, updown_frame, PathSet};
+use crate::swlid;
+
+/// Why the daemon refuses `dfsssp` ([`crate::engine_fits`]).
+pub const DFSSSP_UNSUPPORTED: &str = "its routes need per-path service levels (one virtual lane per layer) and \
+     fabricd programs SL-to-VL tables for the escape VL only; use it offline (`fabricctl route|analyze --engine \
+     dfsssp`) until SLs are programmed per path";
+
+/// The DFSSSP engine: unrestricted balanced shortest paths (see the module documentation).
+#[derive(Copy, Clone, Debug, Default)]
+pub struct Dfsssp;
+
+impl RoutingEngine for Dfsssp {
+    fn name(&self) -> &'static str {
+        "dfsssp"
+    }
+    fn route(&self, ctx: &RoutingContext<'_>, set: LidSet, lfts: &mut Lfts) -> Result<(), RoutingError> {
+        check_route_args(ctx, set, lfts)?;
+        let f = ctx.fabric;
+        let off = set.offset();
+        let mut routed = vec![false; f.num_end_ports()];
+        route_paths(f, PathSet::Shortest, |ep, next| {
+            let base = ctx.lids.base_lid(ep);
+            if base == 0 {
+                return;
+            }
+            routed[ep.idx()] = true;
+            for (s, &port) in next.iter().enumerate() {
+                lfts.set(SwitchId(s as u32), base + off, port);
+            }
+        });
+        for ep in f.end_port_ids().filter(|ep| !routed[ep.idx()]) {
+            let base = ctx.lids.base_lid(ep);
+            if base != 0 {
+                for s in f.switch_ids() {
+                    lfts.set(s, base + off, NO_ROUTE);
+                }
+            }
+        }
+        if set == LidSet::Base {
+            let frame = updown_frame(f, &ctx.ranking.level);
+            swlid::fill_switch_lids(f, ctx.lids, &frame.o, lfts);
+        }
+        Ok(())
+    }
+}
