@@ -9,12 +9,12 @@ use fabric_ranking::Ranking;
 use fabric_topology::{fmt_guid, EndPortId, Fabric, Lid, PortNum, Remote, SwitchId};
 
 pub use crate::deadlock::{cdg_acyclic, deadlock_free, updown_violations};
-pub use crate::vl::cdg_acyclic_per_layer;
 use crate::engine::LidSet;
 use crate::hops::{components, END};
 use crate::lft::{Lfts, NO_ROUTE};
 use crate::lid::LidPlan;
 use crate::prep::{self, Oriented, INF};
+pub use crate::vl::cdg_acyclic_per_layer;
 use crate::walk;
 
 /// Where a [`trace`] ended.

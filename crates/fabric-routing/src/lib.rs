@@ -57,8 +57,8 @@ mod walk;
 
 pub use bfs::BfsUpDown;
 pub use check::{trace, TraceEnd, TraceError};
-pub use dmodc::{Dmodc, GroupedDmodc};
 pub use dfsssp::{Dfsssp, DFSSSP_UNSUPPORTED};
+pub use dmodc::{Dmodc, GroupedDmodc};
 pub use dmodc_lb::DmodcLb;
 pub use dmodk::{Dmodk, GroupedDmodk};
 pub use engine::{LidSet, RoutingContext, RoutingEngine, RoutingError};

@@ -256,7 +256,10 @@ pub fn engine_fits(kind: EngineKind, fabric: &fabric_topology::Fabric) -> Result
             engine: "smodk",
             reason: crate::smodk::SMODK_UNSUPPORTED.to_string(),
         }),
-        EngineKind::Dfsssp => Err(RoutingError::Unsupported { engine: "dfsssp", reason: DFSSSP_UNSUPPORTED.into() }),
+        EngineKind::Dfsssp => Err(RoutingError::Unsupported {
+            engine: "dfsssp",
+            reason: DFSSSP_UNSUPPORTED.into(),
+        }),
         _ => Ok(()),
     }
 }

@@ -17,6 +17,8 @@ use serde_json::json;
 
 use crate::human::{num, pct};
 
+mod layers;
+
 #[derive(Args, Debug)]
 pub struct TopoArgs {
     #[command(subcommand)]
@@ -134,6 +136,10 @@ pub struct AnalyzeArgs {
     /// `[routing] job_aware`.
     #[arg(long, requires = "jobs", conflicts_with = "lfts")]
     job_aware: bool,
+    /// Data VLs of the fabric for the virtual layers of `dfsssp` and `layered:K` (one is kept for
+    /// the escape LIDs when the plan has them).
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u8).range(1..=15))]
+    max_vls: u8,
     /// JSON output (for scripts) instead of text.
     #[arg(long)]
     json: bool,
@@ -405,6 +411,14 @@ pub fn route(a: RouteArgs) -> Result<()> {
         None => Guid2Lid::default(),
     };
     let (lids, routed, ms, _) = route_loaded(&l, kind, &previous, a.lmc, a.max_lid, None)?;
+    if kind == EngineKind::Dfsssp {
+        // The tables alone are not deadlock-free: say how many virtual layers (SLs) they need.
+        let max = fabric_routing::vl::max_base_layers(fabric_routing::vl::IB_MAX_DATA_VLS, lids.lmc);
+        match fabric_routing::vl::layer_base(&l.fabric, &lids, &routed.lfts, max) {
+            Ok(v) => eprintln!("dfsssp: {} virtual layers (SLs) needed for deadlock freedom", v.needed),
+            Err(e) => eprintln!("fabricctl: warning: dfsssp: {e}"),
+        }
+    }
     eprintln!(
         "routed {} switches, {} end ports with {} in {} ms (base {} ms, escape {} ms)",
         l.fabric.num_switches(),
@@ -600,6 +614,9 @@ fn worst_shift_port(l: &Loaded, lids: &LidPlan, lfts: &Lfts, shift: u32) -> Opti
 }
 
 pub fn analyze(a: AnalyzeArgs) -> Result<()> {
+    if let Some((k, seed)) = layers::layered_spec(&a.engine)? {
+        return layers::analyze_layered(&a, k, seed);
+    }
     let l = load(&a.file, a.roots.as_deref())?;
     let jobs = match &a.jobs {
         Some(p) => read_jobs(p, &l.fabric)?,
@@ -622,6 +639,12 @@ pub fn analyze(a: AnalyzeArgs) -> Result<()> {
             check::deadlock_free(&l.fabric, &l.ranking, &lids, &lfts),
         )
     });
+    // DFSSSP is deadlock-free over its virtual layers, not on one VL.
+    let vl_layers = match (&a.lfts, a.engine.parse::<EngineKind>()) {
+        (None, Ok(EngineKind::Dfsssp)) => Some(layers::dfsssp_layers(&a, &l, &lids, &lfts)?),
+        _ => None,
+    };
+    let deadlock_free = vl_layers.as_ref().map_or(deadlock_free, |r| r.deadlock_free());
     let opts = MetricsOptions {
         random_perms: a.rp,
         seed: a.seed,
@@ -662,6 +685,7 @@ pub fn analyze(a: AnalyzeArgs) -> Result<()> {
             "valid": validity.valid,
             "unreachable_pairs": validity.unreachable_count,
             "deadlock_free": deadlock_free,
+            "vl_layers": vl_layers.as_ref().map(|r| r.json()),
             "disconnected_pairs": validity.disconnected_pairs,
             "routing_fallback": routing_check.as_ref().map(|c| json!({
                 "fallback": c.fallback.name(),
@@ -708,6 +732,9 @@ pub fn analyze(a: AnalyzeArgs) -> Result<()> {
         println!("valid              {}", validity.valid);
         println!("unreachable_pairs  {}", validity.unreachable_count);
         println!("deadlock_free      {deadlock_free}");
+        if let Some(r) = &vl_layers {
+            r.print();
+        }
         if validity.disconnected_pairs > 0 {
             println!("disconnected_pairs {}", validity.disconnected_pairs);
         }

@@ -2,7 +2,7 @@
 //! its layering on a degraded fat-tree and a torus.
 
 use super::*;
-use crate::check::{validity, cdg_acyclic_per_layer};
+use crate::check::{cdg_acyclic_per_layer, validity};
 use crate::layered::graphs::torus;
 use crate::testutil::*;
 use crate::vl::{base_lids, layer_base};
@@ -41,7 +41,9 @@ fn dfsssp_takes_minimal_paths_on_a_torus() {
     }
     let l = layer_base(&f, &lids, &lfts, 8).unwrap();
     assert!(l.needed >= 2);
-    assert!(cdg_acyclic_per_layer(&f, &[&lfts], &base_lids(&f, &lids), &l).into_iter().all(|x| x));
+    assert!(cdg_acyclic_per_layer(&f, &[&lfts], &base_lids(&f, &lids), &l)
+        .into_iter()
+        .all(|x| x));
 }
 
 #[test]
@@ -52,6 +54,8 @@ fn dfsssp_on_a_degraded_fat_tree_is_valid_and_layered() {
         let (_, lids, lfts) = routed(&f, EngineKind::Dfsssp, 1);
         assert!(validity(&f, &lids, &lfts).valid, "seed {seed}");
         let l = layer_base(&f, &lids, &lfts, 7).unwrap();
-        assert!(cdg_acyclic_per_layer(&f, &[&lfts], &base_lids(&f, &lids), &l).into_iter().all(|x| x));
+        assert!(cdg_acyclic_per_layer(&f, &[&lfts], &base_lids(&f, &lids), &l)
+            .into_iter()
+            .all(|x| x));
     }
 }

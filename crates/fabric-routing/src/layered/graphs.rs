@@ -29,7 +29,14 @@ fn build(n: usize, p: u32, edges: &[(usize, usize)]) -> Fabric {
         for k in 0..p {
             let id = (i as u32 * p + k) as u64;
             let e = b
-                .add_end_port(0x9000_0000 + id, 0x8000_0000 + id, format!("n{id}"), 1, 1, NodeType::Compute)
+                .add_end_port(
+                    0x9000_0000 + id,
+                    0x8000_0000 + id,
+                    format!("n{id}"),
+                    1,
+                    1,
+                    NodeType::Compute,
+                )
                 .unwrap();
             b.connect_end_port(e, sw, 1 + k as u8).unwrap();
         }
@@ -105,6 +112,17 @@ pub fn mms_edges(q: u32) -> Vec<(usize, usize)> {
 /// Slim Fly SF(q) with `p` end ports per switch (full global bandwidth: p = ⌈k'/2⌉).
 pub fn slim_fly(q: u32, p: u32) -> Fabric {
     build(2 * (q * q) as usize, p, &mms_edges(q))
+}
+
+/// Slim Fly SF(q) with `p` end ports per switch and `remove` random cables left out (seeded;
+/// the cabling as built, not a degraded snapshot: for topology files).
+pub fn slim_fly_without(q: u32, p: u32, remove: usize, seed: u64) -> Fabric {
+    let mut e = mms_edges(q);
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    e.shuffle(&mut rng);
+    e.truncate(e.len() - remove.min(e.len()));
+    e.sort_unstable();
+    build(2 * (q * q) as usize, p, &e)
 }
 
 /// A connected random `k`-regular graph on `n` switches (pairing model, seeded; retried until

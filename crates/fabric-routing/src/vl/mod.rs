@@ -150,12 +150,7 @@ pub fn base_lids(fabric: &Fabric, lids: &LidPlan) -> Vec<Lid> {
 
 /// Assigns every route of `tables` towards `dlids` to a layer, each layer's CDG acyclic, with at
 /// most `max_layers` layers (see the module documentation for the algorithm).
-pub fn assign_layers(
-    fabric: &Fabric,
-    tables: &[&Lfts],
-    dlids: &[Lid],
-    max_layers: u8,
-) -> Result<VlLayering, VlError> {
+pub fn assign_layers(fabric: &Fabric, tables: &[&Lfts], dlids: &[Lid], max_layers: u8) -> Result<VlLayering, VlError> {
     if max_layers == 0 || max_layers > IB_MAX_DATA_VLS {
         return Err(VlError::BadMaximum {
             got: max_layers,

@@ -131,7 +131,11 @@ impl Routes {
             });
         }
         let cm = ChannelMap::new(fabric);
-        let live: Vec<u32> = fabric.switch_ids().filter(|&s| fabric.switch(s).up).map(|s| s.0).collect();
+        let live: Vec<u32> = fabric
+            .switch_ids()
+            .filter(|&s| fabric.switch(s).up)
+            .map(|s| s.0)
+            .collect();
         let own: Vec<u32> = fabric
             .switch_ids()
             .map(|s| fabric.attached_end_ports(s).len() as u32 + 1)

@@ -34,7 +34,10 @@ fn a_ring_needs_exactly_two_layers() {
     assert_eq!(per_layer(&f, &lids, &lfts, &l), vec![true, true]);
     assert_eq!(
         layer_base(&f, &lids, &lfts, 1),
-        Err(VlError::TooFewVls { available: 1, needed: 2 })
+        Err(VlError::TooFewVls {
+            available: 1,
+            needed: 2
+        })
     );
 }
 
@@ -70,7 +73,11 @@ fn balancing_spreads_routes_and_keeps_layers_acyclic() {
     assert!(l.routes_per_layer.iter().all(|&c| c > 0), "{:?}", l.routes_per_layer);
     assert!(per_layer(&f, &lids, &lfts, &l).into_iter().all(|x| x));
     // The escape LIDs are layered apart (Up*/Down*: one layer).
-    let esc: Vec<Lid> = base_lids(&f, &lids).iter().filter(|&&x| x % 2 == 0).map(|x| x + 1).collect();
+    let esc: Vec<Lid> = base_lids(&f, &lids)
+        .iter()
+        .filter(|&&x| x % 2 == 0)
+        .map(|x| x + 1)
+        .collect();
     let e = assign_layers(&f, &[&lfts], &esc, 1).unwrap();
     assert_eq!(e.needed, 1);
 }
@@ -82,8 +89,14 @@ fn service_levels_skip_the_escape_sl() {
     assert_eq!(max_base_layers(8, 0), 8);
     let f = torus(3, 1);
     let (lids, lfts) = dfsssp(&f, 0);
-    assert!(matches!(layer_base(&f, &lids, &lfts, 0), Err(VlError::BadMaximum { .. })));
-    assert!(matches!(layer_base(&f, &lids, &lfts, 16), Err(VlError::BadMaximum { .. })));
+    assert!(matches!(
+        layer_base(&f, &lids, &lfts, 0),
+        Err(VlError::BadMaximum { .. })
+    ));
+    assert!(matches!(
+        layer_base(&f, &lids, &lfts, 16),
+        Err(VlError::BadMaximum { .. })
+    ));
     assert!(matches!(
         assign_layers(&f, &[&lfts], &[lfts.row_len() as Lid], 2),
         Err(VlError::TablesTooSmall { .. })
