@@ -39,6 +39,7 @@
 #            [--repeat N] [--timeout SECONDS] [--keep DIR] [--no-smp-count]
 #            [--fault-after "GUID[PORT] ..."] [--churn-only]
 #   --spec          fabric (fabricctl topo gen notation); default PGFT(2;18,36;1,18;1,1), 648 nodes
+#   --file          use this topology file (ibnetdiscover format, e.g. a Slim Fly) instead of --spec
 #   --remove-links  remove N random inter-switch cables (seed --seed) before starting
 #   --sms           which managers to run, in order (OpenSM engines by name, and "fabricd")
 #   --bin-dir       directory holding fabricd and fabricctl (default: build them in release)
@@ -72,9 +73,11 @@ count=1
 repeat=1
 faults=""
 churn_only=0
+file=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --spec) spec=$2; shift 2 ;;
+    --file) file=$2; shift 2 ;;
     --remove-links) remove_links=$2; shift 2 ;;
     --seed) seed=$2; shift 2 ;;
     --sms) sms=$2; shift 2 ;;
@@ -87,7 +90,7 @@ while [ $# -gt 0 ]; do
     --fault-after) faults=$2; shift 2 ;;
     --churn-only) churn_only=1; shift ;;
     --repeat) repeat=$2; shift 2 ;;
-    -h|--help) sed -n '2,57p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,58p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "opensm-compare: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -114,9 +117,15 @@ fabricctl=$bin_dir/fabricctl
 work_dir
 
 net=$work/fabric.net
-gen_args=(topo gen "$spec" -o "$net")
-[ "$remove_links" -gt 0 ] && gen_args+=(--remove-links "$remove_links" --seed "$seed")
-"$fabricctl" "${gen_args[@]}"
+if [ -n "$file" ]; then
+  [ "$remove_links" -eq 0 ] || die "--remove-links does not apply to --file"
+  cp "$file" "$net"
+  spec=$(basename "$file")
+else
+  gen_args=(topo gen "$spec" -o "$net")
+  [ "$remove_links" -gt 0 ] && gen_args+=(--remove-links "$remove_links" --seed "$seed")
+  "$fabricctl" "${gen_args[@]}"
+fi
 # ibsim's tables: nodes, switches and ports (a switch has ports 0..=N) with some headroom.
 read -r nnodes nswitches nports < <(awk '
   /^Switch[ \t]/ { n++; s++; p += $2 + 1 }

@@ -27,7 +27,7 @@ fn build(n: usize, p: u32, edges: &[(usize, usize)]) -> Fabric {
     }
     for (i, &sw) in s.iter().enumerate() {
         for k in 0..p {
-            let id = (i as u32 * p + k) as u64;
+            let id = u64::from(i as u32 * p + k);
             let e = b
                 .add_end_port(
                     0x9000_0000 + id,
@@ -128,7 +128,7 @@ pub fn slim_fly_without(q: u32, p: u32, remove: usize, seed: u64) -> Fabric {
 /// A connected random `k`-regular graph on `n` switches (pairing model, seeded; retried until
 /// simple and connected), `p` end ports per switch.
 pub fn rrg(n: usize, k: usize, p: u32, seed: u64) -> Fabric {
-    assert!(n * k % 2 == 0 && k < n);
+    assert!((n * k).is_multiple_of(2) && k < n);
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
     loop {
         let mut stubs: Vec<usize> = (0..n).flat_map(|i| std::iter::repeat_n(i, k)).collect();

@@ -40,7 +40,7 @@ pub fn layer_stats(fabric: &Fabric, lr: &LayeredRouting) -> LayerStats {
     let live: Vec<usize> = fabric
         .switch_ids()
         .filter(|&s| fabric.switch(s).up)
-        .map(|s| s.idx())
+        .map(SwitchId::idx)
         .collect();
     let eps: Vec<u64> = fabric
         .switch_ids()

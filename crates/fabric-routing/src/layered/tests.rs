@@ -112,7 +112,7 @@ proptest! {
     #[test]
     fn layered_on_random_regular_graphs(n in 8usize..24, k in 3usize..5, layers in 1usize..5,
                                         seed in 0u64..1000, links in 0usize..3) {
-        prop_assume!(n * k % 2 == 0);
+        prop_assume!((n * k).is_multiple_of(2));
         let g = rrg(n, k, 2, seed);
         let f = if links > 0 { degrade(&g, links, 0, seed) } else { g };
         let lids = plan(&f);

@@ -139,7 +139,7 @@ pub(super) fn balance(r: &Routes, layer: &mut [u8], needed: usize, max: usize) -
     for (i, l) in layer.iter_mut().enumerate() {
         let o = *l as usize;
         let sub = (0..load[o].len()).min_by_key(|&j| (load[o][j], j)).unwrap_or(0);
-        load[o][sub] += r.weight[i] as u64;
+        load[o][sub] += u64::from(r.weight[i]);
         *l = base[o] + sub as u8;
     }
     max

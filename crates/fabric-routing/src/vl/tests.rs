@@ -113,7 +113,7 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(12))]
     #[test]
     fn dfsssp_on_random_regular_graphs(n in 8usize..28, k in 3usize..6, seed in 0u64..1000, links in 0usize..4) {
-        prop_assume!(n * k % 2 == 0);
+        prop_assume!((n * k).is_multiple_of(2));
         let g = rrg(n, k, 2, seed);
         let f = if links > 0 { degrade(&g, links, 0, seed) } else { g };
         let (lids, lfts, l) = run(&f);
