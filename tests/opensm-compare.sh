@@ -111,7 +111,7 @@ fi
 bin_dir=$(cd "$bin_dir" && pwd)
 fabricd=$bin_dir/fabricd
 fabricctl=$bin_dir/fabricctl
-[ -x "$fabricd" ] || [ "$churn_only" -eq 1 ] || die "$fabricd not found"
+[ -x "$fabricd" ] || [ "$churn_only" -eq 1 ] || [[ " $sms " != *" fabricd "* ]] || die "$fabricd not found"
 [ -x "$fabricctl" ] || die "$fabricctl not found"
 
 work_dir
