@@ -49,59 +49,61 @@ pub(super) fn break_cycles(r: &Routes, layer: &mut [u8]) -> usize {
             if color[root as usize] != 0 {
                 continue;
             }
-            'restart: loop {
-                stack.clear();
-                stack.push((root, ostart[root as usize], u32::MAX));
-                color[root as usize] = 1;
-                while let Some(top) = stack.last_mut() {
-                    let (c, ref mut next, _) = *top;
-                    if *next == ostart[c as usize + 1] {
-                        color[c as usize] = 2;
-                        stack.pop();
-                        continue;
+            stack.clear();
+            stack.push((root, ostart[root as usize], u32::MAX));
+            color[root as usize] = 1;
+            while let Some(top) = stack.last_mut() {
+                let (c, ref mut next, _) = *top;
+                if *next == ostart[c as usize + 1] {
+                    color[c as usize] = 2;
+                    stack.pop();
+                    continue;
+                }
+                let e = oedge[*next as usize];
+                *next += 1;
+                if cnt[e as usize] == 0 {
+                    continue;
+                }
+                let v = r.eto[e as usize];
+                match color[v as usize] {
+                    0 => {
+                        top.2 = e;
+                        color[v as usize] = 1;
+                        stack.push((v, ostart[v as usize], u32::MAX));
                     }
-                    let e = oedge[*next as usize];
-                    *next += 1;
-                    if cnt[e as usize] == 0 {
-                        continue;
-                    }
-                    let v = r.eto[e as usize];
-                    match color[v as usize] {
-                        0 => {
-                            top.2 = e;
-                            color[v as usize] = 1;
-                            stack.push((v, ostart[v as usize], u32::MAX));
+                    1 => {
+                        // Cycle: the frames from v to the top, closed by e.
+                        let from = stack.iter().position(|f| f.0 == v).unwrap_or(0);
+                        let mut weakest = e;
+                        for f in &stack[from..stack.len() - 1] {
+                            if cnt[f.2 as usize] < cnt[weakest as usize] {
+                                weakest = f.2;
+                            }
                         }
-                        1 => {
-                            // Cycle: the frames from v to the top, closed by e.
-                            let from = stack.iter().position(|f| f.0 == v).unwrap_or(0);
-                            let mut weakest = e;
-                            for f in &stack[from..stack.len() - 1] {
-                                if cnt[f.2 as usize] < cnt[weakest as usize] {
-                                    weakest = f.2;
+                        // Move every route of this layer inducing it to the next layer.
+                        for &ri in r.routes_of(weakest as usize) {
+                            let ri = ri as usize;
+                            if layer[ri] == cur {
+                                layer[ri] = cur + 1;
+                                for &d in r.deps(ri) {
+                                    cnt[d as usize] -= 1;
                                 }
                             }
-                            // Move every route of this layer inducing it to the next layer.
-                            for &ri in r.routes_of(weakest as usize) {
-                                let ri = ri as usize;
-                                if layer[ri] == cur {
-                                    layer[ri] = cur + 1;
-                                    for &d in r.deps(ri) {
-                                        cnt[d as usize] -= 1;
-                                    }
-                                }
-                            }
-                            // Removing edges creates no cycle: finished channels stay finished;
-                            // the ones on the stack are explored again.
-                            for f in &stack {
+                        }
+                        // Removing edges creates no cycle: finished channels stay finished.
+                        // The stack stays a path up to its first frame whose edge to the
+                        // next frame is gone; the frames above it are explored again later.
+                        let top = stack.len() - 1;
+                        if let Some(i) = stack[..top].iter().position(|f| cnt[f.2 as usize] == 0) {
+                            for f in &stack[i + 1..] {
                                 color[f.0 as usize] = 0;
                             }
-                            continue 'restart;
+                            stack.truncate(i + 1);
                         }
-                        _ => {}
+                        continue;
                     }
+                    _ => {}
                 }
-                break;
             }
         }
         cur += 1;
