@@ -644,7 +644,7 @@ pub fn analyze(a: AnalyzeArgs) -> Result<()> {
         (None, Ok(EngineKind::Dfsssp)) => Some(layers::dfsssp_layers(&a, &l, &lids, &lfts)?),
         _ => None,
     };
-    let deadlock_free = vl_layers.as_ref().map_or(deadlock_free, |r| r.deadlock_free());
+    let deadlock_free = vl_layers.as_ref().map_or(deadlock_free, layers::LayersReport::deadlock_free);
     let opts = MetricsOptions {
         random_perms: a.rp,
         seed: a.seed,
@@ -685,7 +685,7 @@ pub fn analyze(a: AnalyzeArgs) -> Result<()> {
             "valid": validity.valid,
             "unreachable_pairs": validity.unreachable_count,
             "deadlock_free": deadlock_free,
-            "vl_layers": vl_layers.as_ref().map(|r| r.json()),
+            "vl_layers": vl_layers.as_ref().map(layers::LayersReport::json),
             "disconnected_pairs": validity.disconnected_pairs,
             "routing_fallback": routing_check.as_ref().map(|c| json!({
                 "fallback": c.fallback.name(),
