@@ -136,8 +136,7 @@ pub struct AnalyzeArgs {
     /// `[routing] job_aware`.
     #[arg(long, requires = "jobs", conflicts_with = "lfts")]
     job_aware: bool,
-    /// Data VLs of the fabric for the virtual layers of `dfsssp` and `layered:K` (one is kept for
-    /// the escape LIDs when the plan has them).
+    /// Data VLs for the virtual layers of `dfsssp` and `layered:K` (one kept for escape LIDs).
     #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u8).range(1..=15))]
     max_vls: u8,
     /// JSON output (for scripts) instead of text.
@@ -411,14 +410,7 @@ pub fn route(a: RouteArgs) -> Result<()> {
         None => Guid2Lid::default(),
     };
     let (lids, routed, ms, _) = route_loaded(&l, kind, &previous, a.lmc, a.max_lid, None)?;
-    if kind == EngineKind::Dfsssp {
-        // The tables alone are not deadlock-free: say how many virtual layers (SLs) they need.
-        let max = fabric_routing::vl::max_base_layers(fabric_routing::vl::IB_MAX_DATA_VLS, lids.lmc);
-        match fabric_routing::vl::layer_base(&l.fabric, &lids, &routed.lfts, max) {
-            Ok(v) => eprintln!("dfsssp: {} virtual layers (SLs) needed for deadlock freedom", v.needed),
-            Err(e) => eprintln!("fabricctl: warning: dfsssp: {e}"),
-        }
-    }
+    layers::route_note(kind, &l, &lids, &routed.lfts);
     eprintln!(
         "routed {} switches, {} end ports with {} in {} ms (base {} ms, escape {} ms)",
         l.fabric.num_switches(),
@@ -640,11 +632,10 @@ pub fn analyze(a: AnalyzeArgs) -> Result<()> {
         )
     });
     // DFSSSP is deadlock-free over its virtual layers, not on one VL.
-    let vl_layers = match (&a.lfts, a.engine.parse::<EngineKind>()) {
-        (None, Ok(EngineKind::Dfsssp)) => Some(layers::dfsssp_layers(&a, &l, &lids, &lfts)?),
-        _ => None,
-    };
-    let deadlock_free = vl_layers.as_ref().map_or(deadlock_free, layers::LayersReport::deadlock_free);
+    let vl_layers = layers::dfsssp_layers(&a, &l, &lids, &lfts)?;
+    let deadlock_free = vl_layers
+        .as_ref()
+        .map_or(deadlock_free, layers::LayersReport::deadlock_free);
     let opts = MetricsOptions {
         random_perms: a.rp,
         seed: a.seed,
@@ -732,9 +723,7 @@ pub fn analyze(a: AnalyzeArgs) -> Result<()> {
         println!("valid              {}", validity.valid);
         println!("unreachable_pairs  {}", validity.unreachable_count);
         println!("deadlock_free      {deadlock_free}");
-        if let Some(r) = &vl_layers {
-            r.print();
-        }
+        vl_layers.iter().for_each(layers::LayersReport::print);
         if validity.disconnected_pairs > 0 {
             println!("disconnected_pairs {}", validity.disconnected_pairs);
         }

@@ -72,20 +72,37 @@ fn max_layers(a: &AnalyzeArgs, lids: &LidPlan) -> Result<u8> {
     Ok(m)
 }
 
-/// DFSSSP's layering of `lfts` (base LIDs), checked per layer.
-pub(super) fn dfsssp_layers(a: &AnalyzeArgs, l: &Loaded, lids: &LidPlan, lfts: &Lfts) -> Result<LayersReport> {
+/// `route --engine dfsssp`: the tables alone are not deadlock-free; says (stderr) how many
+/// virtual layers (SLs) they need.
+pub(super) fn route_note(kind: fabric_routing::EngineKind, l: &Loaded, lids: &LidPlan, lfts: &Lfts) {
+    if kind != fabric_routing::EngineKind::Dfsssp {
+        return;
+    }
+    let max = vl::max_base_layers(vl::IB_MAX_DATA_VLS, lids.lmc);
+    match vl::layer_base(&l.fabric, lids, lfts, max) {
+        Ok(v) => eprintln!("dfsssp: {} virtual layers (SLs) needed for deadlock freedom", v.needed),
+        Err(e) => eprintln!("fabricctl: warning: dfsssp: {e}"),
+    }
+}
+
+/// DFSSSP's layering of `lfts` (base LIDs), checked per layer, when `analyze` routed with
+/// dfsssp (`None` for other engines and read-back tables).
+pub(super) fn dfsssp_layers(a: &AnalyzeArgs, l: &Loaded, lids: &LidPlan, lfts: &Lfts) -> Result<Option<LayersReport>> {
+    if a.lfts.is_some() || a.engine.parse::<fabric_routing::EngineKind>() != Ok(fabric_routing::EngineKind::Dfsssp) {
+        return Ok(None);
+    }
     let max = max_layers(a, lids)?;
     let t = Instant::now();
     let layering = vl::layer_base(&l.fabric, lids, lfts, max).context("dfsssp virtual layers")?;
     let ms = t.elapsed().as_secs_f64() * 1e3;
     let acyclic = check::cdg_acyclic_per_layer(&l.fabric, &[lfts], &vl::base_lids(&l.fabric, lids), &layering);
-    Ok(LayersReport {
+    Ok(Some(LayersReport {
         layering,
         acyclic,
         escape_acyclic: check::cdg_acyclic(&l.fabric, lids, lfts, LidSet::Escape),
         ms,
         max_layers: max,
-    })
+    }))
 }
 
 /// `layered:K` (or `layered:K:SEED`) → (K, seed).
