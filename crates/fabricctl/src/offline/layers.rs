@@ -227,3 +227,18 @@ pub(super) fn analyze_layered(a: &AnalyzeArgs, k: usize, seed: u64) -> Result<()
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::layered_spec;
+
+    #[test]
+    fn layered_engine_names_parse() {
+        assert_eq!(layered_spec("dfsssp").unwrap(), None);
+        assert_eq!(layered_spec("layered").unwrap(), Some((4, 0)));
+        assert_eq!(layered_spec("layered:8").unwrap(), Some((8, 0)));
+        assert_eq!(layered_spec("layered:2:7").unwrap(), Some((2, 7)));
+        assert!(layered_spec("layered:x").is_err());
+        assert!(layered_spec("layered:2:y").is_err());
+    }
+}
