@@ -79,14 +79,23 @@ fn miswire(f: &Fabric, a: (&str, PortNum), c: (&str, PortNum), cut: (&str, PortN
     }
     for e in f.end_ports() {
         let id = bld
-            .add_end_port(e.port_guid, e.node_guid, e.desc.clone(), e.port_num, e.node_ports, e.node_type)
+            .add_end_port(
+                e.port_guid,
+                e.node_guid,
+                e.desc.clone(),
+                e.port_num,
+                e.node_ports,
+                e.node_type,
+            )
             .unwrap();
         let (sw, port) = e.attach.unwrap();
         bld.connect_end_port(id, sw, port).unwrap();
     }
     for (i, s) in f.switches().iter().enumerate() {
         for (pn, p) in s.external_ports() {
-            let Remote::Switch { sw, port } = p.remote else { continue };
+            let Remote::Switch { sw, port } = p.remote else {
+                continue;
+            };
             let (x, y) = ((SwitchId(i as u32), pn), (sw, port));
             if x > y || x == cut || y == cut {
                 continue;
@@ -129,7 +138,13 @@ async fn miswired_slim_fly_is_reported_exactly_against_the_notation() {
     let mut miswired: Vec<(String, String, String)> = report
         .miswired
         .iter()
-        .map(|m| (name(&m.at), name(&m.actual), m.expected.as_ref().map(name).unwrap_or_default()))
+        .map(|m| {
+            (
+                name(&m.at),
+                name(&m.actual),
+                m.expected.as_ref().map(name).unwrap_or_default(),
+            )
+        })
         .collect();
     miswired.sort();
     let peer = |n: &str, p: PortNum| match full.switch(full.find_switch(n).unwrap()).ports[p as usize].remote {

@@ -8,7 +8,13 @@ use fabric_topology::gen::{generate_str, Degrade};
 
 #[tokio::test]
 async fn direct_generators_are_discovered_as_generated() {
-    for spec in ["SLIMFLY(5;4)", "SLIMFLY(7)", "DRAGONFLY(4,2,2;5)", "HYPERX(3,4;2;2,1)", "RRG(24,5,2;11)"] {
+    for spec in [
+        "SLIMFLY(5;4)",
+        "SLIMFLY(7)",
+        "DRAGONFLY(4,2,2;5)",
+        "HYPERX(3,4;2;2,1)",
+        "RRG(24,5,2;11)",
+    ] {
         let m = MockFabric::from_generator(spec, None).unwrap();
         let want = generate_str(spec, None).unwrap();
         assert_eq!(m.cabling(), &want, "{spec}");

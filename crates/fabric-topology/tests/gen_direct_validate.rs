@@ -22,14 +22,23 @@ fn miswire(f: &Fabric, swap: [(&str, PortNum); 2], cut: (&str, PortNum)) -> Fabr
     }
     for e in f.end_ports() {
         let id = bld
-            .add_end_port(e.port_guid, e.node_guid, e.desc.clone(), e.port_num, e.node_ports, e.node_type)
+            .add_end_port(
+                e.port_guid,
+                e.node_guid,
+                e.desc.clone(),
+                e.port_num,
+                e.node_ports,
+                e.node_type,
+            )
             .unwrap();
         let (sw, port) = e.attach.unwrap();
         bld.connect_end_port(id, sw, port).unwrap();
     }
     for (i, s) in f.switches().iter().enumerate() {
         for (pn, p) in s.external_ports() {
-            let Remote::Switch { sw, port } = p.remote else { continue };
+            let Remote::Switch { sw, port } = p.remote else {
+                continue;
+            };
             let (x, y) = ((SwitchId(i as u32), pn), (sw, port));
             if x > y || x == cut || y == cut {
                 continue;
@@ -100,7 +109,11 @@ fn check(spec: &str, a: (&str, PortNum), c: (&str, PortNum), cut: (&str, PortNum
     want.sort();
     assert_eq!(r.miswired, want, "{spec}: {r}");
     let (x, y) = (ep(&expected, cut.0, cut.1), far(&expected, cut.0, cut.1));
-    let cable = if x < y { Cable { a: x, b: y } } else { Cable { a: y, b: x } };
+    let cable = if x < y {
+        Cable { a: x, b: y }
+    } else {
+        Cable { a: y, b: x }
+    };
     assert_eq!(r.missing, [cable], "{spec}: {r}");
     assert!(r.extra.is_empty() && r.down.is_empty(), "{spec}: {r}");
     assert!(r.missing_switches.is_empty() && r.extra_switches.is_empty());

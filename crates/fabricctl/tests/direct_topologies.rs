@@ -29,12 +29,28 @@ fn gen_writes_every_direct_kind_with_closed_form_counts() {
         let f = d.file("t.topo");
         ok(&["topo", "gen", spec, "-o", &f]);
         let v = json(&["topo", "info", &f, "--json"]);
-        assert_eq!((v["switches"].as_u64(), v["nodes"].as_u64()), (Some(sw), Some(nodes)), "{spec}: {v}");
+        assert_eq!(
+            (v["switches"].as_u64(), v["nodes"].as_u64()),
+            (Some(sw), Some(nodes)),
+            "{spec}: {v}"
+        );
         assert_eq!(v["links"].as_u64(), Some(links), "{spec}: {v}");
     }
     // Degraded: two switches (with their 4 nodes each) and 5 more cables removed.
     let f = d.file("deg.topo");
-    ok(&["topo", "gen", SF, "-o", &f, "--remove-switches", "2", "--remove-links", "5", "--seed", "4"]);
+    ok(&[
+        "topo",
+        "gen",
+        SF,
+        "-o",
+        &f,
+        "--remove-switches",
+        "2",
+        "--remove-links",
+        "5",
+        "--seed",
+        "4",
+    ]);
     let v = json(&["topo", "info", &f, "--json"]);
     assert_eq!((v["switches"].as_u64(), v["nodes"].as_u64()), (Some(48), Some(192)));
     let links = v["links"].as_u64().unwrap();
@@ -87,14 +103,23 @@ fn miswire(f: &Fabric, a: (&str, PortNum), c: (&str, PortNum), cut: (&str, PortN
     }
     for e in f.end_ports() {
         let id = bld
-            .add_end_port(e.port_guid, e.node_guid, e.desc.clone(), e.port_num, e.node_ports, e.node_type)
+            .add_end_port(
+                e.port_guid,
+                e.node_guid,
+                e.desc.clone(),
+                e.port_num,
+                e.node_ports,
+                e.node_type,
+            )
             .unwrap();
         let (sw, port) = e.attach.unwrap();
         bld.connect_end_port(id, sw, port).unwrap();
     }
     for (i, s) in f.switches().iter().enumerate() {
         for (pn, p) in s.external_ports() {
-            let Remote::Switch { sw, port } = p.remote else { continue };
+            let Remote::Switch { sw, port } = p.remote else {
+                continue;
+            };
             let (x, y) = ((SwitchId(i as u32), pn), (sw, port));
             if x > y || x == cut || y == cut {
                 continue;
@@ -174,7 +199,10 @@ fn validate_against_a_notation_finds_the_miswired_slim_fly() {
     let out = fabricctl(&["validate", "--expected", "SLIMFLY(6)", "--actual", &bad]);
     assert!(!matches!(out.status.code(), Some(0 | 1)));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("no such file") && err.contains("q = 6 is not a prime power"), "{err}");
+    assert!(
+        err.contains("no such file") && err.contains("q = 6 is not a prime power"),
+        "{err}"
+    );
 }
 
 struct Daemon(Child);
@@ -202,7 +230,14 @@ fn validate_live_mock_daemon_on_a_miswired_slim_fly() {
     let log = std::fs::File::create(d.file("fabricd.log")).unwrap();
     let _daemon = Daemon(
         Command::new(fabricd_binary())
-            .args(["--config", &config, "--state-dir", &d.file("state"), "--socket", &socket])
+            .args([
+                "--config",
+                &config,
+                "--state-dir",
+                &d.file("state"),
+                "--socket",
+                &socket,
+            ])
             .env_remove("NOTIFY_SOCKET")
             .env_remove("RUST_LOG")
             .stdin(Stdio::null())

@@ -15,7 +15,10 @@ fn check(generator: &str, switches: usize, nodes: usize) {
     let d = Daemon::spawn(&dir, &Opts::new(generator), &[]);
     run_with_deadline(180, async {
         let mut c = d.ready().await;
-        let s = wait_status(&d, &mut c, "first generation", Duration::from_secs(60), |s| s.generation >= 1).await;
+        let s = wait_status(&d, &mut c, "first generation", Duration::from_secs(60), |s| {
+            s.generation >= 1
+        })
+        .await;
         let t = topology(&mut c).await;
         assert_eq!((t.switches.len(), t.end_ports.len()), (switches, nodes), "{generator}");
         assert!(s.routing_valid, "{generator}: {s:?}\n{}", d.log_text());

@@ -56,8 +56,8 @@
 //! # Degradation
 //!
 //! [`generate_str`](super::generate_str) degrades them with
-//! [`degrade_direct`](super::degrade::degrade_direct): as [`degrade`](super::degrade) but any
-//! switch may be removed (every switch has end nodes), its end nodes with it.
+//! [`degrade_direct`](super::degrade_direct): as [`degrade`](fn@super::degrade) but any switch
+//! may be removed (every switch has end nodes), its end nodes with it.
 
 mod build;
 mod dragonfly;

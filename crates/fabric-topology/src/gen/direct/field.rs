@@ -35,6 +35,7 @@ pub(crate) struct Field {
     q: u32,
     add: Vec<u32>,
     mul: Vec<u32>,
+    neg: Vec<u32>,
     /// The primitive element `ξ`.
     pub(crate) xi: u32,
 }
@@ -57,6 +58,9 @@ impl Field {
                 s
             })
             .collect();
+        let neg: Vec<u32> = (0..q)
+            .map(|a| (0..q).find(|&b| add[(a * q + b) as usize] == 0).unwrap_or(0))
+            .collect();
         // Monic f = x^n + Σ c_i x^i, the c_i the base-r digits of `low`.
         for low in 0..q {
             let f: Vec<u32> = digits(low, r, n);
@@ -67,6 +71,7 @@ impl Field {
                 q,
                 add: add.clone(),
                 mul,
+                neg: neg.clone(),
                 xi: 0,
             };
             if let Some(xi) = (1..q).find(|&g| field.order(g) == q - 1) {
@@ -93,7 +98,7 @@ impl Field {
 
     /// `-a`.
     pub(crate) fn neg(&self, a: u32) -> u32 {
-        (0..self.q).find(|&b| self.add(a, b) == 0).unwrap_or(0)
+        self.neg[a as usize]
     }
 
     /// `a - b`.
