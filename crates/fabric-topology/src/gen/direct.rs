@@ -311,7 +311,7 @@ pub(super) fn is_direct(spec: &str) -> bool {
     let word: String = spec
         .trim_start()
         .chars()
-        .take_while(|c| c.is_ascii_alphabetic())
+        .take_while(char::is_ascii_alphabetic)
         .collect();
     DIRECT_KINDS.iter().any(|k| k.eq_ignore_ascii_case(&word))
 }

@@ -15,10 +15,10 @@ pub(crate) fn prime_power(q: u32) -> Option<(u32, u32)> {
         return None;
     }
     let mut r = 2u32;
-    while u64::from(r) * u64::from(r) <= u64::from(q) && q % r != 0 {
+    while u64::from(r) * u64::from(r) <= u64::from(q) && !q.is_multiple_of(r) {
         r += 1;
     }
-    if q % r != 0 {
+    if !q.is_multiple_of(r) {
         r = q; // q is prime
     }
     let (mut rest, mut n) = (q, 0u32);

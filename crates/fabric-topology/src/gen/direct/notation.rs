@@ -34,7 +34,7 @@ fn tokenize(s: &str) -> Result<Parsed, GenError> {
     };
     skip(&mut pos);
     let start = pos;
-    while chars.get(pos).is_some_and(|c| c.is_ascii_alphabetic()) {
+    while chars.get(pos).is_some_and(char::is_ascii_alphabetic) {
         pos += 1;
     }
     let kind: String = chars[start..pos].iter().collect::<String>().to_ascii_uppercase();
@@ -51,7 +51,7 @@ fn tokenize(s: &str) -> Result<Parsed, GenError> {
     loop {
         skip(&mut pos);
         let begin = pos;
-        while chars.get(pos).is_some_and(|c| c.is_ascii_digit()) {
+        while chars.get(pos).is_some_and(char::is_ascii_digit) {
             pos += 1;
         }
         if begin == pos {
