@@ -1,5 +1,6 @@
 //! Fat-tree generators: PGFT, XGFT, k-ary n-tree, RLFT and QFT from their standard notation,
-//! and randomly degraded variants.
+//! and randomly degraded variants. The direct topologies (Slim Fly, Dragonfly, 2-D HyperX,
+//! random regular graphs) are in [`direct`]; [`generate_str`] accepts both notations.
 //!
 //! # Notation
 //!
@@ -81,6 +82,7 @@
 mod addr;
 mod build;
 mod degrade;
+pub mod direct;
 mod error;
 mod layout;
 mod limits;
@@ -90,7 +92,8 @@ mod structure;
 
 pub use addr::SwitchAddr;
 pub use build::{generate, generate_str, Generated};
-pub use degrade::{degrade, Degrade};
+pub use degrade::{degrade, degrade_direct, Degrade};
+pub use direct::{generate_direct, DirectSpec};
 pub use error::GenError;
 pub use layout::PgftLayout;
 pub use limits::{MAX_END_NODES, MAX_LEVELS, MAX_SWITCHES, MAX_SWITCH_PORTS};

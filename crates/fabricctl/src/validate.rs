@@ -1,5 +1,7 @@
-//! `fabricctl validate --expected FILE [--actual FILE] [--json]`: compares the cabling of a
-//! fabric with the expected one (`fabric_topology::validate::compare`) and lists missing, extra
+//! `fabricctl validate --expected FILE|NOTATION [--actual FILE] [--json]`: compares the cabling of
+//! a fabric with the expected one (a topology file, or a generator notation such as
+//! `SLIMFLY(5;4)` generated on the spot: the Slim Fly paper's §3.4 check against the generated
+//! port-to-port descriptions) (`fabric_topology::validate::compare`) and lists missing, extra
 //! and miswired cables, links that are down and missing/extra switches, naming switches and
 //! ports. Without `--actual` the live topology of the running daemon (`GetTopology`) is the
 //! actual fabric. Exit code 0 = clean, 1 = differences; errors have the codes of [`crate::exit`].
@@ -15,9 +17,11 @@ use serde_json::{json, Value};
 
 #[derive(Args, Debug)]
 pub struct ValidateArgs {
-    /// Expected cabling: an ibnetdiscover / ibsim topology file.
+    /// Expected cabling: an ibnetdiscover / ibsim topology file, or a generator notation
+    /// (`SLIMFLY(5;4)`, `DRAGONFLY(4,2,2)`, `HYPERX(4,4;2)`, `PGFT(2;4,4;1,4;1,1)`, ...; an
+    /// existing file of that name wins).
     #[arg(long)]
-    expected: PathBuf,
+    expected: String,
     /// Actual cabling as a topology file; default: the live topology of the running daemon.
     #[arg(long)]
     actual: Option<PathBuf>,
@@ -190,9 +194,20 @@ async fn live_fabric(target: &crate::remote::Target) -> Result<Fabric> {
     fabric_from_topology(&t)
 }
 
+/// The expected fabric: the file `arg` if it exists or `arg` has no `(`, else the fabric of the
+/// generator notation `arg`.
+fn read_expected(arg: &str) -> Result<Fabric> {
+    let path = Path::new(arg);
+    if path.exists() || !arg.contains('(') {
+        return read_topology(path);
+    }
+    fabric_topology::gen::generate_str(arg, None)
+        .with_context(|| format!("--expected {arg}: no such file, and not a valid generator notation"))
+}
+
 /// Runs the subcommand; `Ok(false)` = the cabling differs (exit code 1).
 pub fn run(a: ValidateArgs, target: &crate::remote::Target) -> Result<bool> {
-    let expected = read_topology(&a.expected)?;
+    let expected = read_expected(&a.expected)?;
     let actual = match &a.actual {
         Some(p) => read_topology(p)?,
         None => tokio::runtime::Builder::new_current_thread()

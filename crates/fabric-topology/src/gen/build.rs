@@ -2,7 +2,8 @@
 //! cables of each level (PGFT rule or QFT eqs. 6–8).
 
 use super::addr::SwitchAddr;
-use super::degrade::{degrade, Degrade};
+use super::degrade::{degrade, degrade_direct, Degrade};
+use super::direct::{generate_direct, is_direct, DirectSpec};
 use super::error::GenError;
 use super::layout::{node_desc, switch_desc, PgftLayout};
 use super::spec::{PgftSpec, SpecKind};
@@ -128,9 +129,33 @@ fn up_links(spec: &PgftSpec, addr: &SwitchAddr) -> Vec<(SwitchAddr, PortNum, Por
     links
 }
 
-/// Parses a notation string, generates it and, if `d` is given, degrades it.
+/// Parses a notation string (a fat-tree notation of the [module docs](super) or a direct one of
+/// [`direct`](super::direct): `SLIMFLY`, `DRAGONFLY`, `HYPERX`, `RRG`), generates it and, if `d`
+/// is given, degrades it ([`degrade`], or [`degrade_direct`] for the direct topologies).
 pub fn generate_str(spec: &str, d: Option<&Degrade>) -> Result<Fabric, GenError> {
-    let spec: PgftSpec = spec.parse()?;
+    if is_direct(spec) {
+        let fabric = generate_direct(&spec.parse::<DirectSpec>()?)?;
+        return match d {
+            Some(d) => degrade_direct(&fabric, d),
+            None => Ok(fabric),
+        };
+    }
+    let spec: PgftSpec = spec.parse().map_err(|e| match e {
+        GenError::Syntax {
+            spec,
+            column: 1,
+            reason,
+        } if reason.starts_with("unknown fat-tree kind") => GenError::Syntax {
+            spec,
+            column: 1,
+            reason: reason.replacen("fat-tree kind", "topology kind", 1).replacen(
+                "QFT or RLFT",
+                "QFT, RLFT, SLIMFLY, DRAGONFLY, HYPERX or RRG",
+                1,
+            ),
+        },
+        e => e,
+    })?;
     let generated = generate(&spec)?;
     match d {
         Some(d) => degrade(&generated.fabric, d),

@@ -31,6 +31,18 @@ pub struct Degrade {
 /// counts, states, speeds, end-port order); the kept switches keep their relative order, so
 /// their [`SwitchId`]s shift down past removed ones. The result has the input's generation.
 pub fn degrade(generated: &Fabric, d: &Degrade) -> Result<Fabric, GenError> {
+    degrade_impl(generated, d, false)
+}
+
+/// [`degrade`] for direct topologies (Slim Fly, Dragonfly, HyperX, RRG), where every switch has
+/// end nodes: the `remove_switches` switches are drawn uniformly among all switches and removed
+/// with their cables and their end nodes (absent from the result, the remaining end ports keep
+/// their relative order); the cables are then drawn as in [`degrade`]. Deterministic for a seed.
+pub fn degrade_direct(generated: &Fabric, d: &Degrade) -> Result<Fabric, GenError> {
+    degrade_impl(generated, d, true)
+}
+
+fn degrade_impl(generated: &Fabric, d: &Degrade, any_switch: bool) -> Result<Fabric, GenError> {
     let f = generated;
     let mut rng = ChaCha8Rng::seed_from_u64(d.seed);
 
@@ -38,7 +50,7 @@ pub fn degrade(generated: &Fabric, d: &Degrade) -> Result<Fabric, GenError> {
         .switches()
         .iter()
         .enumerate()
-        .filter(|(_, s)| !s.external_ports().any(|(_, p)| matches!(p.remote, Remote::EndPort(_))))
+        .filter(|(_, s)| any_switch || !s.external_ports().any(|(_, p)| matches!(p.remote, Remote::EndPort(_))))
         .map(|(i, _)| i)
         .collect();
     if d.remove_switches > non_leaves.len() {
@@ -87,6 +99,10 @@ pub fn degrade(generated: &Fabric, d: &Degrade) -> Result<Fabric, GenError> {
         }
     }
     for e in f.end_ports() {
+        // Direct topologies: the end nodes of a removed switch go with it.
+        if e.attach.is_some_and(|(sw, _)| removed[sw.idx()]) {
+            continue;
+        }
         let id = b.add_end_port(
             e.port_guid,
             e.node_guid,

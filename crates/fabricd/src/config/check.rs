@@ -97,7 +97,7 @@ impl Config {
                 );
             }
             if m.topology_file.is_none() && !m.generator.trim().is_empty() {
-                if let Err(e) = fabric_topology::gen::PgftSpec::from_str(m.generator.trim()) {
+                if let Err(e) = check_generator(m.generator.trim()) {
                     bad("driver.mock.generator", format!("{:?}: {e}", m.generator));
                 }
             }
@@ -210,5 +210,17 @@ impl Config {
         v.extend(self.health.check());
         v.extend(self.ha.check(self.driver.kind));
         v
+    }
+}
+
+/// Parses (without generating) a generator notation: a fat-tree one, or a direct topology
+/// (`SLIMFLY`, `DRAGONFLY`, `HYPERX`, `RRG`: `fabric_topology::gen::direct`) by its keyword.
+fn check_generator(spec: &str) -> Result<(), fabric_topology::gen::GenError> {
+    use fabric_topology::gen::{direct::DIRECT_KINDS, DirectSpec, PgftSpec};
+    let word: String = spec.chars().take_while(char::is_ascii_alphabetic).collect();
+    if DIRECT_KINDS.iter().any(|k| k.eq_ignore_ascii_case(&word)) {
+        DirectSpec::from_str(spec).map(drop)
+    } else {
+        PgftSpec::from_str(spec).map(drop)
     }
 }
