@@ -78,4 +78,4 @@ pub use route::{
 };
 pub use smodk::{Smodk, SmodkPathError, SmodkPaths, SMODK_UNSUPPORTED};
 pub use sssp::Sssp;
-pub use updown::UpDown;
+pub use updown::{route_escape, UpDown};
