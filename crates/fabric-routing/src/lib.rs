@@ -42,6 +42,7 @@ pub mod mcast;
 pub mod opensm;
 mod pqft;
 mod prep;
+mod proof;
 mod randsp;
 mod route;
 mod smodk;
