@@ -242,6 +242,26 @@ impl<'a> Proof<'a> {
         let n = self.fabric.num_switches().min(lfts.num_switches());
         let nw = runs.len().div_ceil(64);
         let bits: Vec<u32> = runs.iter().map(|r| self.tidx[r.target as usize]).collect();
+        // Switch LIDs in spans of up to 64 consecutive LIDs whose targets have consecutive
+        // bits: one test per span on a row where they all go up (or all are not required).
+        let mut items: Vec<(usize, usize)> = Vec::with_capacity(runs.len());
+        let mut i = 0;
+        while i < runs.len() {
+            let mut j = i + 1;
+            if runs[i].ports.is_empty() && bits[i] != u32::MAX {
+                while j < runs.len()
+                    && j - i < 64
+                    && runs[j].ports.is_empty()
+                    && runs[j].comp == runs[i].comp
+                    && runs[j].lid == runs[i].lid + (j - i) as u32
+                    && bits[j] == bits[i] + (j - i) as u32
+                {
+                    j += 1;
+                }
+            }
+            items.push((i, j));
+            i = j;
+        }
         // Per row: the runs with a bad entry (a bitset over runs), OR-ed over the rows.
         let bad = (0..n)
             .into_par_iter()
@@ -254,12 +274,15 @@ impl<'a> Proof<'a> {
                     self.row_tables(s, &mut sc);
                     let row = lfts.row(SwitchId(s as u32));
                     let (source, cs) = (sources[s], comp[s]);
-                    for (ri, (r, &b)) in runs.iter().zip(&bits).enumerate() {
-                        if r.comp != cs || !(source || bit(&sc.ud, b)) {
+                    for &(i, j) in &items {
+                        if runs[i].comp != cs || (j - i > 1 && self.span_good(row, &runs[i..j], bits[i], source, &sc)) {
                             continue;
                         }
-                        if !self.row_good(s, row, r, b, &sc) {
-                            bad[ri / 64] |= 1 << (ri % 64);
+                        for (ri, (r, &b)) in runs[i..j].iter().zip(&bits[i..j]).enumerate() {
+                            if (source || bit(&sc.ud, b)) && !self.row_good(s, row, r, b, &sc) {
+                                let ri = i + ri;
+                                bad[ri / 64] |= 1 << (ri % 64);
+                            }
                         }
                     }
                     (bad, sc)
@@ -310,6 +333,29 @@ impl<'a> Proof<'a> {
         if sc.up_before.last() == Some(&0) {
             sc.up_ud.iter_mut().for_each(|x| *x = 0);
         }
+    }
+
+    /// Whether the switch LIDs `span` (consecutive LIDs, consecutive target bits from `b0`, at
+    /// most 64) are all good on this row by one test: every required entry goes up towards a
+    /// target that is not below and that every up neighbour reaches (`false`: test each).
+    fn span_good(&self, row: &[u8], span: &[Run], b0: u32, source: bool, sc: &Row) -> bool {
+        let len = span.len();
+        let lid = span[0].lid as usize;
+        let all = if len == 64 { u64::MAX } else { (1u64 << len) - 1 };
+        let req = if source { all } else { bits_at(&sc.ud, b0, len) };
+        if req == 0 {
+            return true;
+        }
+        let (lo, hi) = row[lid..lid + len]
+            .iter()
+            .fold((u8::MAX, 0u8), |(a, b), &p| (a.min(p), b.max(p)));
+        if lo == 0 || hi == NO_ROUTE {
+            return false;
+        }
+        let (lo, hi) = (lo as usize, hi as usize);
+        usize::from(sc.up_before[hi + 1] - sc.up_before[lo]) == hi + 1 - lo
+            && bits_at(&sc.down, b0, len) & req == 0
+            && bits_at(&sc.up_ud, b0, len) & req == req
     }
 
     /// Whether every entry of `row` (switch `s`) for run `r` (target bit `b`) is good.
@@ -386,6 +432,21 @@ impl<'a> Proof<'a> {
 #[inline]
 fn bit(row: &[u64], b: u32) -> bool {
     b != u32::MAX && row[b as usize / 64] & (1 << (b % 64)) != 0
+}
+
+/// Bits `b0..b0 + len` of a bitset (`len` ≤ 64) as the low bits of a word.
+#[inline]
+fn bits_at(row: &[u64], b0: u32, len: usize) -> u64 {
+    let (wi, sh) = (b0 as usize / 64, b0 % 64);
+    let mut v = row[wi] >> sh;
+    if sh != 0 && wi + 1 < row.len() {
+        v |= row[wi + 1] << (64 - sh);
+    }
+    if len == 64 {
+        v
+    } else {
+        v & ((1u64 << len) - 1)
+    }
 }
 
 /// Per-row tables of [`Proof::prove`] (reused across rows).
