@@ -28,8 +28,8 @@ use std::time::Instant;
 
 use fabric_ranking::{rank, RankOptions};
 use fabric_routing::{
-    assign_lids, check_and_repair, engine, route_all_checked, EngineKind, Fallback, Guid2Lid, Lfts, LidSet,
-    RoutingContext, UpDown, IB_MAX_UNICAST_LID,
+    assign_lids, check_and_repair, engine, route_all_checked, route_escape, EngineKind, Fallback, Guid2Lid, Lfts,
+    LidSet, RoutingContext, IB_MAX_UNICAST_LID,
 };
 use fabric_topology::Fabric;
 use support::{fabric, pool, PGFT_34992, PGFT_8640};
@@ -139,10 +139,7 @@ fn staged(f: &Fabric, c: &Case) -> (Stages, Stages) {
     (base, cpu.base) = t.since();
     let t = Mark::now();
     if c.lmc >= 1 {
-        use fabric_routing::RoutingEngine;
-        UpDown { random_seed: None }
-            .route(&ctx, LidSet::Escape, &mut lfts)
-            .expect("escape");
+        route_escape(&ctx, &mut lfts).expect("escape");
     }
     let escape;
     (escape, cpu.escape) = t.since();
@@ -267,8 +264,11 @@ fn main() {
             c.lmc,
             c.max_lid
         );
+        // Both pools live through the case: a pool's threads exit some time after it is
+        // dropped, and the CPU time of exited threads leaves `/proc/self/task`.
+        let pools = [pool(1), pool(2)];
         // Memory: one full routing on 2 threads.
-        let p2 = pool(2);
+        let p2 = &pools[1];
         let rss0 = status_kb("VmRSS:");
         let hwm_reset = std::fs::write("/proc/self/clear_refs", "5").is_ok();
         let (_, lft_bytes) = p2.install(|| full(&f, c));
@@ -290,7 +290,8 @@ fn main() {
         );
         let mut best = [0.0f64; 2];
         for (ti, threads) in [1usize, 2].into_iter().enumerate() {
-            let p = pool(threads);
+            let p = &pools[ti];
+            assert_eq!(p.current_num_threads(), threads);
             let mut totals = Vec::new();
             let mut cpus = Vec::new();
             for _ in 0..runs {

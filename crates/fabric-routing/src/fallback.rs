@@ -111,7 +111,7 @@ pub fn check_and_repair(ctx: &RoutingContext<'_>, engine: &str, lfts: &mut Lfts)
     check_lfts(ctx, lfts)?;
     let (fabric, lids) = (ctx.fabric, ctx.lids);
     let t = Instant::now();
-    let (base, escape) = check::destination_check_both(fabric, lids, lfts);
+    let (base, escape) = check::destination_check_both_ranked(fabric, lids, lfts, &ctx.ranking.level);
     let check_ms = t.elapsed().as_secs_f64() * 1e3;
     let mut r = RoutingCheck {
         engine: engine.to_string(),

@@ -44,6 +44,7 @@ pub mod mcast;
 pub mod opensm;
 mod pqft;
 mod prep;
+mod proof;
 mod randsp;
 mod route;
 mod smodk;
@@ -82,4 +83,4 @@ pub use route::{
 };
 pub use smodk::{Smodk, SmodkPathError, SmodkPaths, SMODK_UNSUPPORTED};
 pub use sssp::Sssp;
-pub use updown::UpDown;
+pub use updown::{route_escape, UpDown};

@@ -276,7 +276,7 @@ pub struct RoutedFabric {
 }
 
 /// Whole routing for a snapshot: base LIDs by `kind`, escape LIDs (when lmc == 1) by Up*/Down*
-/// (shortest legal paths, balanced ports). The tables cover LIDs `0..=lids.top()`; every other entry is
+/// (shortest legal paths, Alg. 12's selection: [`crate::updown::route_escape`]). The tables cover LIDs `0..=lids.top()`; every other entry is
 /// [`NO_ROUTE`](crate::NO_ROUTE).
 pub fn route_all(ctx: &RoutingContext<'_>, kind: EngineKind) -> Result<RoutedFabric, RoutingError> {
     route_all_grouped(ctx, kind, None)
@@ -302,7 +302,7 @@ pub fn route_all_grouped(
     let mut escape_ms = 0.0;
     if ctx.lids.lmc >= 1 {
         let t = Instant::now();
-        UpDown { random_seed: None }.route(ctx, LidSet::Escape, &mut lfts)?;
+        crate::updown::route_escape(ctx, &mut lfts)?;
         escape_ms = t.elapsed().as_secs_f64() * 1e3;
     }
     Ok(RoutedFabric {

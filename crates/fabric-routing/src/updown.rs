@@ -91,6 +91,18 @@ impl RoutingEngine for UpDown {
     }
 }
 
+/// The escape LIDs of every five-phase update: [`UpDown`]'s shortest legal paths (same
+/// directions, same closer groups `C`) with thesis Alg. 12's closed-form selection (eqs.
+/// 4.7–4.8: topological NID / divider mod `#C`) instead of the sequential port balancing of
+/// the `updown` engine: parallel over switches, and on fat-trees it keeps Dmodc's structure
+/// (fewer ports per destination pair, fewer changed blocks per fault). The `updown` engine
+/// keeps the balancing (its JANUS figures, module doc).
+pub fn route_escape(ctx: &RoutingContext<'_>, lfts: &mut Lfts) -> Result<(), RoutingError> {
+    check_route_args(ctx, LidSet::Escape, lfts)?;
+    fill_prepared(ctx, &prepare(ctx.fabric), LidSet::Escape, Select::Dmodc, lfts);
+    Ok(())
+}
+
 /// Alg. 10 per connected component of the live switches: BFS depth from the root, turned into
 /// a level (`max depth − depth`, so the root is the top and "up" means towards it). These are
 /// the directions of the BFS-Ftree family; Up*/Down* itself ranks from its roots
@@ -107,8 +119,10 @@ pub(crate) fn bfs_levels(fabric: &Fabric) -> Vec<Option<u32>> {
 /// ports are under 5 %), which it then joins by links that are "up" both ways (not
 /// deadlock-free in general). Here only the non-leaf candidates whose dominant hop count is the
 /// smallest of the component are roots: the top switches of a fat-tree, equidistant from every
-/// end port. Returns the roots and, per leaf (dense order of live leaves), the hop counts from
-/// every switch (`u8::MAX` = unreachable), reused to check connectivity.
+/// end port. Returns the roots and, per leaf (dense order of live leaves), which leaves reach
+/// it, reused to check connectivity. The hop counts come from one breadth-first search from all
+/// leaves at once on bitsets over the leaves (`switches × leaves / 64` words per hop, parallel
+/// over switches) instead of one search per leaf.
 fn detect_roots(fabric: &Fabric) -> Roots {
     let n = fabric.num_switches();
     let leaves: Vec<(SwitchId, u32)> = fabric
@@ -116,27 +130,76 @@ fn detect_roots(fabric: &Fabric) -> Roots {
         .filter(|&s| fabric.switch(s).up && fabric.is_leaf(s))
         .map(|s| (s, fabric.attached_end_ports(s).len() as u32))
         .collect();
-    let dist: Vec<Vec<u8>> = leaves
-        .par_iter()
-        .map(|&(l, _)| {
-            let mut d = vec![INF; n];
-            d[l.idx()] = 0;
-            let mut q = VecDeque::from([l]);
-            while let Some(s) = q.pop_front() {
-                let next = d[s.idx()].saturating_add(1);
-                if next == INF {
-                    continue;
-                }
-                for g in fabric.port_groups(s) {
-                    if d[g.remote.idx()] == INF {
-                        d[g.remote.idx()] = next;
-                        q.push_back(g.remote);
-                    }
-                }
+    let nl = leaves.len();
+    let w = nl.div_ceil(64).max(1);
+    // One breadth-first search from every leaf at once, level-synchronous on bitsets over the
+    // leaves: `front[s]` = leaves whose search reaches `s` at the current distance. Pulled
+    // over the incoming port groups (the reverse of `port_groups`), so rows are independent.
+    let mut incoming: Vec<Vec<u32>> = vec![Vec::new(); n];
+    for s in fabric.switch_ids() {
+        for g in fabric.port_groups(s) {
+            incoming[g.remote.idx()].push(s.0);
+        }
+    }
+    let mut reached = vec![0u64; n * w];
+    let mut front = vec![0u64; n * w];
+    for (i, &(l, _)) in leaves.iter().enumerate() {
+        reached[l.idx() * w + i / 64] |= 1 << (i % 64);
+        front[l.idx() * w + i / 64] |= 1 << (i % 64);
+    }
+    // Per switch: end ports per hop count (the histogram of OpenSM's root detection), hop
+    // counts up to 254 (255 = unreachable, as a hop count of `u8`).
+    let weight: Vec<u64> = leaves.iter().map(|&(_, k)| u64::from(k)).collect();
+    let mut hist: Vec<Vec<u64>> = vec![Vec::new(); n];
+    let add = |h: &mut Vec<u64>, d: usize, bits: &[u64]| {
+        let mut sum = 0;
+        for (wi, &b) in bits.iter().enumerate() {
+            let mut b = b;
+            while b != 0 {
+                sum += weight[wi * 64 + b.trailing_zeros() as usize];
+                b &= b - 1;
             }
-            d
-        })
-        .collect();
+        }
+        if sum > 0 {
+            if h.len() <= d {
+                h.resize(d + 1, 0);
+            }
+            h[d] += sum;
+        }
+    };
+    for (s, h) in hist.iter_mut().enumerate() {
+        add(h, 0, &front[s * w..(s + 1) * w]);
+    }
+    let mut next = vec![0u64; n * w];
+    for d in 1..INF as usize {
+        let (f, r): (&[u64], &[u64]) = (&front, &reached);
+        let any = next
+            .par_chunks_mut(w)
+            .zip(hist.par_iter_mut())
+            .enumerate()
+            .map(|(s, (row, h))| {
+                row.iter_mut().for_each(|x| *x = 0);
+                for &t in &incoming[s] {
+                    let src = &f[t as usize * w..(t as usize + 1) * w];
+                    row.iter_mut().zip(src).for_each(|(a, &b)| *a |= b);
+                }
+                let mut any = false;
+                for (a, &b) in row.iter_mut().zip(&r[s * w..(s + 1) * w]) {
+                    *a &= !b;
+                    any |= *a != 0;
+                }
+                if any {
+                    add(h, d, row);
+                }
+                any
+            })
+            .reduce(|| false, |a, b| a || b);
+        if !any {
+            break;
+        }
+        reached.iter_mut().zip(&next).for_each(|(a, &b)| *a |= b);
+        std::mem::swap(&mut front, &mut next);
+    }
     // Per switch: Some((dominant hop count, component key)) when it is a non-leaf candidate.
     let cand: Vec<Option<(u8, usize)>> = (0..n)
         .into_par_iter()
@@ -145,18 +208,14 @@ fn detect_roots(fabric: &Fabric) -> Roots {
             if !fabric.switch(sid).up || fabric.is_leaf(sid) {
                 return None;
             }
-            let mut hist = [0u64; 256];
-            let mut total = 0u64;
+            let hist = &hist[s];
+            let total: u64 = hist.iter().sum();
             // Component key: the first leaf it reaches.
-            let mut comp = usize::MAX;
-            for (i, &(_, k)) in leaves.iter().enumerate() {
-                let d = dist[i][s];
-                if d != INF {
-                    hist[d as usize] += u64::from(k);
-                    total += u64::from(k);
-                    comp = comp.min(i);
-                }
-            }
+            let row = &reached[s * w..(s + 1) * w];
+            let comp = row
+                .iter()
+                .position(|&b| b != 0)
+                .map_or(usize::MAX, |wi| wi * 64 + row[wi].trailing_zeros() as usize);
             let over = |pct: u64| hist.iter().filter(|&&h| h * 100 > total * pct).count();
             if total == 0 || over(90) != 1 || over(5) != 1 {
                 return None;
@@ -174,7 +233,17 @@ fn detect_roots(fabric: &Fabric) -> Roots {
         .filter(|&s| matches!(cand[s], Some((bar, comp)) if best[&comp] == bar))
         .map(|s| SwitchId(s as u32))
         .collect();
-    Roots { roots, leaves, dist }
+    // Which leaves reach each leaf.
+    let reach = leaves
+        .iter()
+        .flat_map(|&(l, _)| reached[l.idx() * w..(l.idx() + 1) * w].iter().copied())
+        .collect();
+    Roots {
+        roots,
+        leaves,
+        w,
+        reach,
+    }
 }
 
 /// What [`detect_roots`] found.
@@ -182,8 +251,11 @@ struct Roots {
     roots: Vec<SwitchId>,
     /// Live leaves with their number of live end ports.
     leaves: Vec<(SwitchId, u32)>,
-    /// Per leaf of `leaves`: hop counts from every switch (`u8::MAX` = unreachable).
-    dist: Vec<Vec<u8>>,
+    /// Words per row of `reach`.
+    w: usize,
+    /// Per leaf of `leaves` (rows of `w` words): bit `i` set when the search from leaf `i` of
+    /// `leaves` reaches it (over at most 254 hops).
+    reach: Vec<u64>,
 }
 
 /// BFS levels from `first` (all at depth 0, one multi-source search), then from the root of
@@ -283,7 +355,12 @@ pub(crate) fn oriented_levels(fabric: &Fabric, bfs: &[Option<u32>]) -> Vec<Optio
 /// connects every pair. A switch that no leaf's route crosses may keep no route to a leaf
 /// (e.g. a top switch that lost its cables to that leaf's pod: it has nowhere to go up).
 pub(crate) fn prepare(fabric: &Fabric) -> Prepared {
-    let Roots { roots, leaves, dist } = detect_roots(fabric);
+    let Roots {
+        roots,
+        leaves,
+        w,
+        reach,
+    } = detect_roots(fabric);
     let attempt = |first: &[SwitchId]| {
         let bfs = bfs_levels_from(fabric, first);
         let o = Oriented::new(fabric, &oriented_levels(fabric, &bfs));
@@ -293,11 +370,11 @@ pub(crate) fn prepare(fabric: &Fabric) -> Prepared {
     let (mut bfs, mut o, mut costs) = attempt(&roots);
     if roots.len() > 1 {
         let nl = costs.nleaves;
-        let connected = leaves.iter().zip(&dist).all(|(&(l, _), d)| {
+        let connected = leaves.iter().enumerate().all(|(i, &(l, _))| {
             let li = o.leaf_idx[o.pos[l.idx()] as usize] as usize;
-            leaves.iter().all(|&(s, _)| {
+            leaves.iter().zip(reach.chunks(w)).all(|(&(s, _), r)| {
                 let p = o.pos[s.idx()];
-                d[s.idx()] == INF || p == NONE || costs.full[p as usize * nl + li] != INF
+                r[i / 64] & (1 << (i % 64)) == 0 || p == NONE || costs.full[p as usize * nl + li] != INF
             })
         });
         if !connected {
