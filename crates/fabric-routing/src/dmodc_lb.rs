@@ -24,6 +24,7 @@
 
 mod kernel;
 mod plan;
+mod targets;
 
 use crate::engine::{check_route_args, LidSet, RoutingContext, RoutingEngine, RoutingError};
 use crate::fill::{fill_prepared, Prepared, Select};
@@ -51,7 +52,8 @@ pub(crate) fn route_lb(ctx: &RoutingContext<'_>, set: LidSet, lfts: &mut Lfts, f
     let prep = Prepared::new(ctx.fabric, level);
     match plan::Plan::new(ctx.fabric, &prep) {
         Ok(plan) if force_kernel || !plan.intact => {
-            kernel::fill_end_ports(ctx.fabric, ctx.lids, &prep, &plan, set, lfts);
+            let tg = targets::Targets::new(ctx.fabric, &prep, &plan);
+            kernel::fill_end_ports(ctx.fabric, ctx.lids, &prep, &plan, &tg, set, lfts);
             if set == LidSet::Base {
                 swlid::fill_switch_lids(ctx.fabric, ctx.lids, &prep.o, lfts);
             }
