@@ -6,9 +6,12 @@
 //! * `λ` below `s` (downward path): Dmodc's down choice, eqs. 4.5/4.7/4.8 on the down groups.
 //! * otherwise, with `m` the mirror of `s` for `λ` ([`super::plan`]) and `C` Dmodc's closer up
 //!   set of `s` (eq. 4.5 with the up-down rule): the up-neighbour of rank `T1(m, d)` when it
-//!   is in `C`, else the one of rank `T2(m, d)` when it is in `C`, else Dmodc's own choice
-//!   `C[⌊d/Π⌋ mod #C]` (eq. 4.7); the port within the group is `⌊d/(Π_K·M_K)⌋ mod #g`
-//!   (eq. 4.8 with the nominal dividers; Dmodc's on an intact fabric).
+//!   is in `C`, else the one of rank `T2(m, d)` when it is in `C`, else the next member of
+//!   `C` in round robin (a cursor per switch, advanced in NID order, so that the destinations
+//!   this switch has to divert spread over its surviving up-links); without a mirror
+//!   (irregular fabrics) Dmodc's own choice `C[⌊d/Π⌋ mod #C]` (eq. 4.7). The port within the
+//!   group is `⌊d/(Π_K·M_K)⌋ mod #g` (eq. 4.8 with the nominal dividers; Dmodc's on an intact
+//!   fabric).
 //!
 //! Every choice is in `C`, so every route is up*/down* (deadlock-free) and reaches its
 //! destination whenever Dmodc's does.
@@ -114,6 +117,7 @@ impl Ctx<'_> {
         );
         let pi = p.div[q];
         let k = plan.klow[q];
+        let mut cursor = 0u32;
         for span in &self.dst.spans {
             let li = span.li as usize;
             let (a, b) = (span.start as usize, (span.start + span.len) as usize);
@@ -154,22 +158,33 @@ impl Ctx<'_> {
                 let mut q2 = qd / nc;
                 if let Some(off) = tgt {
                     let (_, q2n) = plan.nominal(k, d);
-                    for t in [self.tg.t1[off + i], self.tg.t2[off + i]] {
-                        if t == NO_RANK {
-                            continue;
-                        }
-                        let jj = plan.up_of(q, u32::from(t));
-                        if jj != u8::MAX && mask & (1 << jj) != 0 {
-                            j = jj as usize;
-                            q2 = q2n;
-                            break;
-                        }
+                    q2 = q2n;
+                    if let Some(j1) = self.usable(q, mask, self.tg.t1[off + i]) {
+                        j = j1;
+                    } else if let Some(j2) = self.usable(q, mask, self.tg.t2[off + i]) {
+                        j = j2;
+                    } else {
+                        // Diverted: round robin over the candidates, in NID order.
+                        let rot = mask.rotate_right(cursor % 64);
+                        let jr = (rot.trailing_zeros() + cursor) % 64;
+                        j = jr as usize;
+                        cursor = jr + 1;
                     }
                 }
                 let (start, len) = scr.gmeta[nbrs[j].group as usize];
                 put(row, lid, scr.gports[(u64::from(start) + q2 % u64::from(len)) as usize]);
             }
         }
+    }
+
+    /// The up index of rank `t` when it is a live neighbour of `q` in `mask`.
+    #[inline]
+    fn usable(&self, q: usize, mask: u64, t: u16) -> Option<usize> {
+        if t == NO_RANK {
+            return None;
+        }
+        let j = self.plan.up_of(q, u32::from(t));
+        (j != u8::MAX && mask & (1 << j) != 0).then_some(j as usize)
     }
 
     /// Offset of the targets of `span`'s destinations at the mirror of `q`, if any.

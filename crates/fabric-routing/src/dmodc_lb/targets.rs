@@ -163,10 +163,13 @@ fn assign(plan: &Plan, q: usize, leaves: &[(u32, u32)], cur: &[u32], natural: &[
             0
         }
     };
-    // 1. Natural primaries on a live nominal rank.
+    // 1. Natural primaries on a live nominal rank, up to the fair share of each rank.
+    let nprim = dests().filter(|x| x.2).count();
+    let nlive = live.iter().filter(|&&b| b).count().max(1);
+    let cap = nprim.div_ceil(nlive) as u32;
     for (i, d, prim) in dests() {
         let (nom, _) = plan.nominal(k, d);
-        if prim && natural[d as usize] && live[nom as usize] {
+        if prim && natural[d as usize] && live[nom as usize] && cnt.cp[nom as usize] < cap {
             t1[i] = nom as u16;
             cnt.cp[nom as usize] += 1;
         }
@@ -187,20 +190,26 @@ fn assign(plan: &Plan, q: usize, leaves: &[(u32, u32)], cur: &[u32], natural: &[
         t1[i] = r as u16;
         cnt.cp[r as usize] += 1;
     }
-    // 3. Non-primaries: nominal when live, else fewest primaries then non-primaries.
+    // 3. Non-primaries: nominal when live and not above the least primary count, else fewest
+    //    primaries then non-primaries.
+    let least = (0..m)
+        .filter(|&r| live[r as usize])
+        .map(|r| cnt.cp[r as usize])
+        .min()
+        .unwrap_or(0);
     for (i, d, prim) in dests() {
         if prim {
             continue;
         }
         let (nom, q2) = plan.nominal(k, d);
-        let r = if live[nom as usize] {
+        let r = if live[nom as usize] && cnt.cp[nom as usize] <= least.max(1) {
             nom
         } else {
             let (cp, cn) = (&cnt.cp, &cnt.cn);
             pick(
                 m,
                 |r| live[r as usize],
-                |r| (u64::from(cp[r as usize]) << 32) | u64::from(cn[r as usize]),
+                |r| 8 * cp[r as usize] + cn[r as usize],
                 nom,
                 start_after(nom, q2),
             )
