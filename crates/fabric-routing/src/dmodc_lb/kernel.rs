@@ -22,6 +22,7 @@ use rayon::prelude::*;
 use super::plan::Plan;
 use super::targets::{Targets, NO_RANK};
 use crate::engine::LidSet;
+use crate::fastdiv::FastDiv;
 use crate::fill::{closer_masks, Destinations, LeafSpan, Prepared};
 use crate::lft::{Lfts, NO_ROUTE};
 use crate::lid::LidPlan;
@@ -30,7 +31,7 @@ use crate::prep::{INF, NONE};
 #[derive(Default)]
 struct Scratch {
     gports: Vec<PortNum>,
-    gmeta: Vec<(u32, u32)>,
+    gmeta: Vec<(u32, u32, FastDiv)>,
     down_mask: Vec<u64>,
     up_mask: Vec<u64>,
     tmp: Vec<u8>,
@@ -96,7 +97,11 @@ impl Ctx<'_> {
         scr.gports.clear();
         scr.gmeta.clear();
         for g in self.fabric.port_groups(sid) {
-            scr.gmeta.push((scr.gports.len() as u32, g.ports.len() as u32));
+            scr.gmeta.push((
+                scr.gports.len() as u32,
+                g.ports.len() as u32,
+                FastDiv::new(g.ports.len().max(1) as u32),
+            ));
             scr.gports.extend_from_slice(&g.ports);
         }
         let downs = o.downs(q);
@@ -118,6 +123,15 @@ impl Ctx<'_> {
         let pi = p.div[q];
         let k = plan.klow[q];
         let mut cursor = 0u32;
+        let pidiv = u32::try_from(pi).ok().map(FastDiv::new);
+        // ⌊d/(Π_K·M_K)⌋ by multiplication where it fits.
+        let q2div = if k == NONE {
+            None
+        } else {
+            u32::try_from(plan.kpi[k as usize].saturating_mul(u64::from(plan.m(k).max(1))))
+                .ok()
+                .map(FastDiv::new)
+        };
         for span in &self.dst.spans {
             let li = span.li as usize;
             let (a, b) = (span.start as usize, (span.start + span.len) as usize);
@@ -152,13 +166,9 @@ impl Ctx<'_> {
             let nc = scr.cset.len() as u64;
             for (i, &lid) in lids_here.iter().enumerate() {
                 let d = span.t0 + i as u32;
-                let qd = u64::from(d) / pi;
-                // Dmodc: C[⌊d/Π⌋ mod #C], port g[⌊d/(Π·#C)⌋ mod #g].
-                let mut j = scr.cset[(qd % nc) as usize] as usize;
-                let mut q2 = qd / nc;
+                let j;
+                let mut q2 = None;
                 if let Some(off) = tgt {
-                    let (_, q2n) = plan.nominal(k, d);
-                    q2 = q2n;
                     if let Some(j1) = self.usable(q, mask, self.tg.t1[off + i]) {
                         j = j1;
                     } else if let Some(j2) = self.usable(q, mask, self.tg.t2[off + i]) {
@@ -170,9 +180,36 @@ impl Ctx<'_> {
                         j = jr as usize;
                         cursor = jr + 1;
                     }
+                } else {
+                    // Dmodc: C[⌊d/Π⌋ mod #C], port g[⌊d/(Π·#C)⌋ mod #g].
+                    let qd = match &pidiv {
+                        Some(fd) => u64::from(fd.div(d)),
+                        None => u64::from(d) / pi,
+                    };
+                    if nc == 1 {
+                        j = scr.cset[0] as usize;
+                        q2 = Some(qd);
+                    } else {
+                        j = scr.cset[(qd % nc) as usize] as usize;
+                        q2 = Some(qd / nc);
+                    }
                 }
-                let (start, len) = scr.gmeta[nbrs[j].group as usize];
-                put(row, lid, scr.gports[(u64::from(start) + q2 % u64::from(len)) as usize]);
+                let (start, len, lendiv) = scr.gmeta[nbrs[j].group as usize];
+                let port = if len == 1 {
+                    scr.gports[start as usize]
+                } else {
+                    // Eq. 4.8 with the nominal dividers (Dmodc's on an intact fabric).
+                    let q2 = q2.unwrap_or_else(|| match &q2div {
+                        Some(fd) => u64::from(fd.div(d)),
+                        None => plan.nominal(k, d).1,
+                    });
+                    let r = match u32::try_from(q2) {
+                        Ok(x) => lendiv.rem(x),
+                        Err(_) => (q2 % u64::from(len)) as u32,
+                    };
+                    scr.gports[(start + r) as usize]
+                };
+                put(row, lid, port);
             }
         }
     }
