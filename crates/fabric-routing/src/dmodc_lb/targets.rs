@@ -12,14 +12,16 @@
 //!
 //! **Budgets** (per switch `m`, so that every surviving down-link carries its fair share of the
 //! destinations, beyond the thesis):
-//! 1. natural primaries keep the nominal rank `⌊d/Π_K⌋ mod M_K` when it is live (Dmodc's
-//!    complete-fabric choice, so complete fabrics give Dmodc's tables);
+//! 1. natural primaries keep the nominal rank `⌊d/Π_K⌋ mod M_K` when it is live and has fewer
+//!    than `⌈primaries / live ranks⌉` so far (Dmodc's complete-fabric choice, so complete
+//!    fabrics give Dmodc's tables);
 //! 2. the other primaries take the live rank with the fewest primaries so far (the nominal one
 //!    when it is among them, else the first in cyclic order from `nominal + 1 + (q mod (M-1))`,
 //!    `q = ⌊d/(Π_K·M_K)⌋`, which spreads the displaced destinations of different subtrees over
 //!    different up-links);
 //! 3. the non-primaries (used by sources whose own cables forced them off the chain) keep the
-//!    nominal rank when live, else the rank with the fewest primaries, then non-primaries;
+//!    nominal rank when it is live and no displaced primary was put on it, else the rank with
+//!    the fewest primaries (weight 8), then non-primaries;
 //! 4. `T2` (used by a source whose cable to `T1` is missing): a live rank other than `T1` with
 //!    the fewest primaries plus second choices, primaries first, ties as in 2 from `T1`.
 //!
@@ -41,8 +43,8 @@ pub(super) const NO_RANK: u16 = u16::MAX;
 pub(super) struct Targets {
     /// Per position: its entries `below[bstart[q]..bstart[q + 1]]`, one per leaf below in NID
     /// order: (first NID of the leaf, offset of that leaf's first destination in `t1`/`t2`).
-    bstart: Vec<u32>,
-    below: Vec<(u32, u32)>,
+    pub bstart: Vec<u32>,
+    pub below: Vec<(u32, u32)>,
     pub t1: Vec<u16>,
     pub t2: Vec<u16>,
 }
@@ -54,6 +56,7 @@ type Targets1 = (Vec<u16>, Vec<u16>, Vec<(u32, u32, bool)>);
 #[derive(Default)]
 struct Counts {
     cp: Vec<u32>,
+    cx: Vec<u32>,
     cn: Vec<u32>,
     c2: Vec<u32>,
 }
@@ -142,7 +145,7 @@ fn assign(plan: &Plan, q: usize, leaves: &[(u32, u32)], cur: &[u32], natural: &[
     let k = plan.klow[q];
     let m = plan.m(k);
     let live: Vec<bool> = (0..m).map(|r| plan.up_of(q, r) != u8::MAX).collect();
-    for c in [&mut cnt.cp, &mut cnt.cn, &mut cnt.c2] {
+    for c in [&mut cnt.cp, &mut cnt.cx, &mut cnt.cn, &mut cnt.c2] {
         c.clear();
         c.resize(m as usize, 0);
     }
@@ -189,20 +192,18 @@ fn assign(plan: &Plan, q: usize, leaves: &[(u32, u32)], cur: &[u32], natural: &[
         );
         t1[i] = r as u16;
         cnt.cp[r as usize] += 1;
+        if r != nom {
+            cnt.cx[r as usize] += 1;
+        }
     }
-    // 3. Non-primaries: nominal when live and not above the least primary count, else fewest
+    // 3. Non-primaries: nominal when live and no displaced primary took it, else fewest
     //    primaries then non-primaries.
-    let least = (0..m)
-        .filter(|&r| live[r as usize])
-        .map(|r| cnt.cp[r as usize])
-        .min()
-        .unwrap_or(0);
     for (i, d, prim) in dests() {
         if prim {
             continue;
         }
         let (nom, q2) = plan.nominal(k, d);
-        let r = if live[nom as usize] && cnt.cp[nom as usize] <= least.max(1) {
+        let r = if live[nom as usize] && cnt.cx[nom as usize] == 0 {
             nom
         } else {
             let (cp, cn) = (&cnt.cp, &cnt.cn);
