@@ -217,7 +217,9 @@ impl Ctx<'_> {
     /// The up index of rank `t` when it is a live neighbour of `q` in `mask`.
     #[inline]
     fn usable(&self, q: usize, mask: u64, t: u16) -> Option<usize> {
-        if t == NO_RANK {
+        // The mirror's component may be larger than this switch's (removed switches).
+        let k = self.plan.klow[q];
+        if t == NO_RANK || k == NONE || u32::from(t) >= self.plan.m(k) {
             return None;
         }
         let j = self.plan.up_of(q, u32::from(t));
