@@ -3,27 +3,29 @@
 //!
 //! Dmodc on a degraded fat-tree re-indexes *every* destination of a switch whose closer set
 //! `C` lost a member (`C[⌊d/Π⌋ mod #C]` with a smaller `#C`), so the destinations of one leaf
-//! no longer converge on one top switch, and a switch with few surviving up-links carries the
-//! same share as its intact siblings (docs/routing.md, "Quality"). This engine instead:
+//! no longer converge on one top switch, and the down-links towards a leaf that lost cables
+//! carry several destinations each (docs/routing.md, "Quality"). This engine instead:
 //!
-//! 1. gives every switch its *nominal* choice, the one Dmodc makes on the complete fabric,
-//!    from the up-link components of the fabric ([`plan`]): the same for every switch of a
-//!    component, whatever its own dead links;
-//! 2. keeps the nominal choice wherever the whole nominal route from the switch exists;
-//! 3. places the other (displaced) destinations by load: the closer upper group with the least
-//!    flow per onward capacity ([`kernel`]), levels bottom-up, the flows of each level passed
-//!    up to the next.
+//! 1. finds the up-link components of the fabric and each switch's nominal choice, the one
+//!    Dmodc makes on the complete fabric ([`plan`]);
+//! 2. builds, for every destination, a *target tree* from its own side ([`targets`]): at each
+//!    ancestor a first and a second upper rank among the live up-links, the nominal one where
+//!    it survives, else by per-switch budgets so that every surviving down-link carries its
+//!    fair share of the destinations;
+//! 3. routes every switch towards the ranks its *mirror* (the destination's ancestor in the
+//!    same position) targets, and spreads what its own missing cables divert over its
+//!    surviving up-links in round robin ([`kernel`]).
 //!
-//! On a complete fabric nothing is displaced and the tables are Dmodc's, byte for byte (the
+//! On a complete fabric every choice is nominal and the tables are Dmodc's, byte for byte (the
 //! engine then runs Dmodc's own kernel). Every choice is among Dmodc's candidates (eq. 4.5
 //! with the downcost rule of §4.2.1), so every route is up*/down* (deadlock-free) and valid
-//! wherever Dmodc's is. Deterministic: each switch's row depends only on the levels below it,
-//! the switches of a level are routed in parallel (rayon). A fabric with a switch of more
-//! than 64 up- or down-neighbours, or an up-link component of more than 64 upper switches, is
-//! routed by Dmodc.
+//! wherever Dmodc's is. Deterministic: the targets of a level depend only on the levels below,
+//! the switches of a level are planned in parallel and every row is filled independently
+//! (rayon). A fabric with a switch of more than 64 up- or down-neighbours is routed by Dmodc.
 
 mod kernel;
 mod plan;
+mod targets;
 
 use crate::engine::{check_route_args, LidSet, RoutingContext, RoutingEngine, RoutingError};
 use crate::fill::{fill_prepared, Prepared, Select};
@@ -51,7 +53,8 @@ pub(crate) fn route_lb(ctx: &RoutingContext<'_>, set: LidSet, lfts: &mut Lfts, f
     let prep = Prepared::new(ctx.fabric, level);
     match plan::Plan::new(ctx.fabric, &prep) {
         Ok(plan) if force_kernel || !plan.intact => {
-            kernel::fill_end_ports(ctx.fabric, ctx.lids, &prep, &plan, set, lfts);
+            let tg = targets::Targets::new(ctx.fabric, &prep, &plan);
+            kernel::fill_end_ports(ctx.fabric, ctx.lids, &prep, &plan, &tg, set, lfts);
             if set == LidSet::Base {
                 swlid::fill_switch_lids(ctx.fabric, ctx.lids, &prep.o, lfts);
             }

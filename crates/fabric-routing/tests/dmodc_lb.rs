@@ -92,7 +92,7 @@ proptest! {
     /// run and on 1 and 2 worker threads.
     #[test]
     fn dmodc_lb_is_valid_updown_deadlock_free_and_deterministic(
-        spec_i in 0usize..4,
+        spec_i in 0usize..5,
         links in 0usize..48,
         switches in 0usize..4,
         seed in any::<u64>(),
@@ -102,6 +102,7 @@ proptest! {
             "PGFT(3;3,3,4;1,3,2;1,2,1)",
             "XGFT(3;2,3,4;1,2,3)",
             "PGFT(4;2,3,2,3;1,2,3,2;1,1,2,1)",
+            "PGFT(3;6,4,6;1,4,4;1,1,1)",
         ][spec_i];
         let f = degraded(s, links, switches, seed);
         let r = routed_in_pool(&f, 2);

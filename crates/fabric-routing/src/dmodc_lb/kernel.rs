@@ -1,27 +1,26 @@
-//! The fill of load-aware Dmodc: levels bottom-up, the switches of a level in parallel.
+//! The fill of load-aware Dmodc: every switch in parallel (the targets are computed before).
 //!
-//! Per switch and destination `d` (topological NID, leaf `λ`):
+//! Per switch `s` and destination `d` (topological NID, leaf `λ`):
 //!
-//! * `λ` below (downward path): Dmodc's down choice, eqs. 4.5/4.7/4.8 on the down groups.
-//! * otherwise, when the nominal route of `d` from here exists ([`Plan::nominal_ok`]) and the
-//!   flow of `d` here is the nominal one: the nominal port (Dmodc's complete-fabric choice).
-//! * otherwise (*displaced*: the nominal upper switch is not a live closer neighbour, or the
-//!   nominal route breaks further up, or the flow arrived off its nominal route): the closer
-//!   upper group minimising `(load + f) / capacity` — `load` the flow already put on the group
-//!   by this switch, `f` the flow of `d`, `capacity` the upper switch's number of ways on
-//!   towards `λ` — ties to the nearest rank after the nominal one; the least-loaded port of
-//!   the group. Displaced destinations are placed after the nominal ones, in NID order.
+//! * `s = λ`: the end port's own port.
+//! * `λ` below `s` (downward path): Dmodc's down choice, eqs. 4.5/4.7/4.8 on the down groups.
+//! * otherwise, with `m` the mirror of `s` for `λ` ([`super::plan`]) and `C` Dmodc's closer up
+//!   set of `s` (eq. 4.5 with the up-down rule): the up-neighbour of rank `T1(m, d)` when it
+//!   is in `C`, else the one of rank `T2(m, d)` when it is in `C`, else the next member of
+//!   `C` in round robin (a cursor per switch, advanced in NID order, so that the destinations
+//!   this switch has to divert spread over its surviving up-links); without a mirror
+//!   (irregular fabrics) Dmodc's own choice `C[⌊d/Π⌋ mod #C]` (eq. 4.7). The port within the
+//!   group is `⌊d/(Π_K·M_K)⌋ mod #g` (eq. 4.8 with the nominal dividers; Dmodc's on an intact
+//!   fabric).
 //!
-//! Flows: a leaf sends its own end ports; an upper switch receives the nominal flow of its
-//! children (estimated as all their sources when the nominal route of `d` from it exists) and
-//! the displaced flows its children sent it (exact, passed up as records). Every choice is
-//! among Dmodc's candidates (`C` of eq. 4.5 with the up-down rule), so every route is
-//! up*/down* and reaches its destination whenever Dmodc's does.
+//! Every choice is in `C`, so every route is up*/down* (deadlock-free) and reaches its
+//! destination whenever Dmodc's does.
 
-use fabric_topology::{Fabric, Lid, PortNum, SwitchId};
+use fabric_topology::{Fabric, Lid, PortNum};
 use rayon::prelude::*;
 
 use super::plan::Plan;
+use super::targets::{Targets, NO_RANK};
 use crate::engine::LidSet;
 use crate::fastdiv::FastDiv;
 use crate::fill::{closer_masks, Destinations, LeafSpan, Prepared};
@@ -29,85 +28,53 @@ use crate::lft::{Lfts, NO_ROUTE};
 use crate::lid::LidPlan;
 use crate::prep::{INF, NONE};
 
-/// A displaced flow passed to an upper switch: (upper position, destination NID, flow).
-type Record = (u32, u32, u64);
-
-/// The work of one switch: its position, its row and the displaced flows it receives.
-type Work<'r> = (usize, &'r mut [u8], Vec<(u32, u64)>);
-
-/// A destination placed after the nominal ones.
-struct Deferred {
-    d: u32,
-    li: u32,
-    lid: Lid,
-    f: u64,
-    r0: u32,
-}
-
 #[derive(Default)]
 struct Scratch {
     gports: Vec<PortNum>,
-    gmeta: Vec<(u32, u32)>,
+    gmeta: Vec<(u32, u32, FastDiv)>,
     down_mask: Vec<u64>,
+    up_mask: Vec<u64>,
     tmp: Vec<u8>,
     cset: Vec<u16>,
-    deferred: Vec<Deferred>,
 }
 
 /// Fills the end-port LIDs of `set` (see the module doc).
-pub(super) fn fill_end_ports(fabric: &Fabric, lids: &LidPlan, p: &Prepared, plan: &Plan, set: LidSet, lfts: &mut Lfts) {
+pub(super) fn fill_end_ports(
+    fabric: &Fabric,
+    lids: &LidPlan,
+    p: &Prepared,
+    plan: &Plan,
+    tg: &Targets,
+    set: LidSet,
+    lfts: &mut Lfts,
+) {
     let o = &p.o;
-    let np = o.len();
-    let Destinations {
-        unrouted,
-        spans,
-        lids: all_lids,
-        ports: all_ports,
-        ..
-    } = Destinations::new(fabric, lids, p, set);
-    let put = |row: &mut [u8], lid: Lid, port: PortNum| {
-        if lid != 0 {
-            row[lid as usize] = port;
-        }
-    };
-    let mut rows: Vec<Option<&mut [u8]>> = lfts.rows_mut().map(Some).collect();
-    for (s, row) in rows.iter_mut().enumerate() {
-        if o.pos[s] == NONE {
-            let row = row.take().expect("row");
-            for &lid in unrouted.iter().chain(&all_lids) {
-                put(row, lid, NO_ROUTE);
-            }
-        }
-    }
+    let dst = Destinations::new(fabric, lids, p, set);
     let ctx = Ctx {
-        fabric,
         p,
         plan,
-        spans: &spans,
-        all_lids: &all_lids,
-        all_ports: &all_ports,
-        unrouted: &unrouted,
+        tg,
+        dst: &dst,
+        fabric,
     };
-    let mut incoming: Vec<Vec<(u32, u64)>> = vec![Vec::new(); np];
-    for r in &o.level_ranges {
-        let mut work: Vec<Work<'_>> = r
-            .clone()
-            .map(|q| {
-                let row = rows[o.order[q].idx()].take().expect("row of an oriented switch");
-                (q, row, std::mem::take(&mut incoming[q]))
-            })
-            .collect();
-        let outs: Vec<Vec<Record>> = work
-            .par_iter_mut()
-            .map_init(Scratch::default, |scr, (q, row, inc)| {
-                ctx.route_switch(*q, row, inc, scr)
-            })
-            .collect();
-        for out in outs {
-            for (u, d, f) in out {
-                incoming[u as usize].push((d, f));
+    lfts.par_rows_mut()
+        .enumerate()
+        .for_each_init(Scratch::default, |scr, (s, row)| {
+            let q = o.pos[s];
+            if q == NONE {
+                for &lid in dst.unrouted.iter().chain(&dst.lids) {
+                    put(row, lid, NO_ROUTE);
+                }
+            } else {
+                ctx.route_switch(q as usize, row, scr);
             }
-        }
+        });
+}
+
+#[inline]
+fn put(row: &mut [u8], lid: Lid, port: PortNum) {
+    if lid != 0 {
+        row[lid as usize] = port;
     }
 }
 
@@ -115,39 +82,26 @@ struct Ctx<'a> {
     fabric: &'a Fabric,
     p: &'a Prepared,
     plan: &'a Plan,
-    spans: &'a [LeafSpan],
-    all_lids: &'a [Lid],
-    all_ports: &'a [PortNum],
-    unrouted: &'a [Lid],
+    tg: &'a Targets,
+    dst: &'a Destinations,
 }
 
 impl Ctx<'_> {
-    /// Fills the row of the switch at position `q`; returns the displaced flows it sends up.
-    fn route_switch(&self, q: usize, row: &mut [u8], inc: &mut Vec<(u32, u64)>, scr: &mut Scratch) -> Vec<Record> {
+    /// Fills the row of the switch at position `q`.
+    fn route_switch(&self, q: usize, row: &mut [u8], scr: &mut Scratch) {
         let (p, plan, o) = (self.p, self.plan, &self.p.o);
-        let put = |row: &mut [u8], lid: Lid, port: PortNum| {
-            if lid != 0 {
-                row[lid as usize] = port;
-            }
-        };
-        for &lid in self.unrouted {
+        for &lid in &self.dst.unrouted {
             put(row, lid, NO_ROUTE);
         }
-        // Incoming displaced flows, merged per destination.
-        inc.sort_unstable();
-        inc.dedup_by(|b, a| {
-            if a.0 == b.0 {
-                a.1 += b.1;
-                true
-            } else {
-                false
-            }
-        });
-        let sid: SwitchId = o.order[q];
+        let sid = o.order[q];
         scr.gports.clear();
         scr.gmeta.clear();
         for g in self.fabric.port_groups(sid) {
-            scr.gmeta.push((scr.gports.len() as u32, g.ports.len() as u32));
+            scr.gmeta.push((
+                scr.gports.len() as u32,
+                g.ports.len() as u32,
+                FastDiv::new(g.ports.len().max(1) as u32),
+            ));
             scr.gports.extend_from_slice(&g.ports);
         }
         let downs = o.downs(q);
@@ -160,185 +114,125 @@ impl Ctx<'_> {
             downs.iter().map(|nb| p.costs.down_row(nb.pos as usize)),
             down_row,
         );
+        closer_masks(
+            &mut scr.up_mask,
+            &mut scr.tmp,
+            ups.iter().map(|nb| p.costs.full_row(nb.pos as usize)),
+            full_row,
+        );
         let pi = p.div[q];
-        let pi_div = u32::try_from(pi).ok().map(FastDiv::new);
         let k = plan.klow[q];
-        let ku = plan.kup[q];
-        let my_rank = plan.rank[q];
-        let children_flow = plan.flow[q] - plan.own[q];
-        let own = plan.own[q];
-        let mut load = [0u64; 256];
-        let mut out: Vec<Record> = Vec::new();
-        let mut ip = 0usize;
-        scr.deferred.clear();
-        let mut prev_down: Option<u64> = None;
-        for span in self.spans {
+        let mut cursor = 0u32;
+        let pidiv = u32::try_from(pi).ok().map(FastDiv::new);
+        // ⌊d/(Π_K·M_K)⌋ by multiplication where it fits.
+        let q2div = if k == NONE {
+            None
+        } else {
+            u32::try_from(plan.kpi[k as usize].saturating_mul(u64::from(plan.m(k).max(1))))
+                .ok()
+                .map(FastDiv::new)
+        };
+        for span in &self.dst.spans {
             let li = span.li as usize;
             let (a, b) = (span.start as usize, (span.start + span.len) as usize);
-            let lids_here = &self.all_lids[a..b];
-            // Skip the incoming records of destinations before this span.
-            while ip < inc.len() && inc[ip].0 < span.t0 {
-                ip += 1;
-            }
+            let lids_here = &self.dst.lids[a..b];
             if o.leaves[li] as usize == q {
-                for (&lid, &port) in lids_here.iter().zip(&self.all_ports[a..b]) {
+                for (&lid, &port) in lids_here.iter().zip(&self.dst.ports[a..b]) {
                     put(row, lid, port);
                 }
                 continue;
             }
-            if down_row[li] != INF {
-                // Dmodc's down choice: C[⌊d/Π⌋ mod #C], port g[⌊d/(Π·#C)⌋ mod #g].
-                let mask = scr.down_mask[li];
-                if prev_down != Some(mask) {
-                    prev_down = Some(mask);
-                    scr.cset.clear();
-                    let mut bits = mask;
-                    while bits != 0 {
-                        scr.cset.push(downs[bits.trailing_zeros() as usize].group);
-                        bits &= bits - 1;
-                    }
-                }
-                let nc = scr.cset.len() as u64;
-                for (i, &lid) in lids_here.iter().enumerate() {
-                    if nc == 0 {
-                        put(row, lid, NO_ROUTE);
-                        continue;
-                    }
-                    let d = span.t0 + i as u32;
-                    let qd = match &pi_div {
-                        Some(fd) => u64::from(fd.div(d)),
-                        None => 0,
-                    };
-                    let (start, len) = scr.gmeta[scr.cset[(qd % nc) as usize] as usize];
-                    let port = scr.gports[(u64::from(start) + (qd / nc) % u64::from(len)) as usize];
-                    put(row, lid, port);
-                }
-                continue;
-            }
-            if full_row[li] == INF || k == NONE {
+            let (down, mask) = if down_row[li] != INF {
+                (true, scr.down_mask[li])
+            } else if full_row[li] != INF && k != NONE {
+                (false, scr.up_mask[li])
+            } else {
+                (false, 0)
+            };
+            if mask == 0 {
                 for &lid in lids_here {
                     put(row, lid, NO_ROUTE);
                 }
                 continue;
             }
-            let um = plan.umask(q, li);
-            if um == 0 {
-                for &lid in lids_here {
-                    put(row, lid, NO_ROUTE);
-                }
-                continue;
+            let nbrs = if down { downs } else { ups };
+            scr.cset.clear();
+            let mut bits = mask;
+            while bits != 0 {
+                scr.cset.push(bits.trailing_zeros() as u16);
+                bits &= bits - 1;
             }
-            let intact = plan.is_full(q, li);
+            let tgt = if down { None } else { self.targets_of(q, span) };
+            let nc = scr.cset.len() as u64;
             for (i, &lid) in lids_here.iter().enumerate() {
                 let d = span.t0 + i as u32;
-                let rec = if ip < inc.len() && inc[ip].0 == d {
-                    ip += 1;
-                    inc[ip - 1].1
-                } else {
-                    0
-                };
-                let native = ku == NONE || plan.nominal(ku, d).0 == my_rank;
-                let ok = intact || plan.nominal_ok(p, q, li, d);
-                let (r, q2) = plan.nominal(k, d);
-                let f_nat = own + if native { children_flow } else { 0 };
-                if ok && (f_nat > 0 || rec == 0) {
-                    // Nominal: eqs. 4.7–4.8 on the complete fabric.
-                    let j = plan.up_of(q, r) as usize;
-                    let (start, len) = scr.gmeta[ups[j].group as usize];
-                    let pi_ = start as usize + (q2 % u64::from(len)) as usize;
-                    let port = scr.gports[pi_];
-                    put(row, lid, port);
-                    if f_nat > 0 {
-                        load[port as usize] += f_nat + rec;
-                    }
-                    let u = plan.member(k, r);
-                    if rec > 0 && plan.klow[u as usize] != NONE {
-                        out.push((u, d, rec));
-                    }
-                    continue;
-                }
-                let f = if ok { rec } else { own + rec };
-                if f == 0 {
-                    // No flow of d crosses this switch: the nominal port if it is a candidate,
-                    // else a candidate picked by the nominal rank.
-                    let rr = if um & (1 << r) != 0 {
-                        r
+                let j;
+                let mut q2 = None;
+                if let Some(off) = tgt {
+                    if let Some(j1) = self.usable(q, mask, self.tg.t1[off + i]) {
+                        j = j1;
+                    } else if let Some(j2) = self.usable(q, mask, self.tg.t2[off + i]) {
+                        j = j2;
                     } else {
-                        nth_bit(um, r % um.count_ones())
-                    };
-                    let j = plan.up_of(q, rr) as usize;
-                    let (start, len) = scr.gmeta[ups[j].group as usize];
-                    put(row, lid, scr.gports[start as usize + (q2 % u64::from(len)) as usize]);
-                    continue;
-                }
-                scr.deferred.push(Deferred {
-                    d,
-                    li: li as u32,
-                    lid,
-                    f,
-                    r0: r,
-                });
-            }
-        }
-        // Displaced destinations, by load, in a scrambled order: in NID order a run of
-        // destinations of one subtree would fill the least-loaded group alone.
-        scr.deferred.sort_unstable_by_key(|df| df.d.wrapping_mul(0x9E37_79B1));
-        let m = if k == NONE { 1 } else { u64::from(plan.m(k)) };
-        for df in &scr.deferred {
-            let li = df.li as usize;
-            let um = plan.umask(q, li);
-            let mut best: Option<(u32, u64, u64, u64)> = None; // (rank, load, cap, dist)
-            let mut bits = um;
-            while bits != 0 {
-                let r = bits.trailing_zeros();
-                bits &= bits - 1;
-                let j = plan.up_of(q, r) as usize;
-                let (start, len) = scr.gmeta[ups[j].group as usize];
-                let gl: u64 = scr.gports[start as usize..(start + len) as usize]
-                    .iter()
-                    .map(|&pn| load[pn as usize])
-                    .sum();
-                let u = plan.member(k, r) as usize;
-                let cap = plan.capacity(p, u, li) * u64::from(len);
-                let dist = (u64::from(r) + m - u64::from(df.r0)) % m.max(1);
-                let better = match best {
-                    None => true,
-                    Some((_, bl, bc, bd)) => {
-                        let lhs = u128::from(gl + df.f) * u128::from(bc);
-                        let rhs = u128::from(bl + df.f) * u128::from(cap);
-                        lhs < rhs || (lhs == rhs && dist < bd)
+                        // Diverted: round robin over the candidates, in NID order.
+                        let rot = mask.rotate_right(cursor % 64);
+                        let jr = (rot.trailing_zeros() + cursor) % 64;
+                        j = jr as usize;
+                        cursor = jr + 1;
                     }
-                };
-                if better {
-                    best = Some((r, gl, cap, dist));
+                } else {
+                    // Dmodc: C[⌊d/Π⌋ mod #C], port g[⌊d/(Π·#C)⌋ mod #g].
+                    let qd = match &pidiv {
+                        Some(fd) => u64::from(fd.div(d)),
+                        None => u64::from(d) / pi,
+                    };
+                    if nc == 1 {
+                        j = scr.cset[0] as usize;
+                        q2 = Some(qd);
+                    } else {
+                        j = scr.cset[(qd % nc) as usize] as usize;
+                        q2 = Some(qd / nc);
+                    }
                 }
-            }
-            let Some((r, ..)) = best else {
-                put(row, df.lid, NO_ROUTE);
-                continue;
-            };
-            let j = plan.up_of(q, r) as usize;
-            let (start, len) = scr.gmeta[ups[j].group as usize];
-            let ports = &scr.gports[start as usize..(start + len) as usize];
-            let port = *ports
-                .iter()
-                .min_by_key(|&&pn| load[pn as usize])
-                .expect("non-empty group");
-            load[port as usize] += df.f;
-            put(row, df.lid, port);
-            let u = plan.member(k, r);
-            if plan.klow[u as usize] != NONE {
-                out.push((u, df.d, df.f));
+                let (start, len, lendiv) = scr.gmeta[nbrs[j].group as usize];
+                let port = if len == 1 {
+                    scr.gports[start as usize]
+                } else {
+                    // Eq. 4.8 with the nominal dividers (Dmodc's on an intact fabric).
+                    let q2 = q2.unwrap_or_else(|| match &q2div {
+                        Some(fd) => u64::from(fd.div(d)),
+                        None => plan.nominal(k, d).1,
+                    });
+                    let r = match u32::try_from(q2) {
+                        Ok(x) => lendiv.rem(x),
+                        Err(_) => (q2 % u64::from(len)) as u32,
+                    };
+                    scr.gports[(start + r) as usize]
+                };
+                put(row, lid, port);
             }
         }
-        out
     }
-}
 
-/// Rank of the `n`-th set bit of `x` (`n < popcount(x)`).
-fn nth_bit(mut x: u64, n: u32) -> u32 {
-    for _ in 0..n {
-        x &= x - 1;
+    /// The up index of rank `t` when it is a live neighbour of `q` in `mask`.
+    #[inline]
+    fn usable(&self, q: usize, mask: u64, t: u16) -> Option<usize> {
+        // The mirror's component may be larger than this switch's (removed switches).
+        let k = self.plan.klow[q];
+        if t == NO_RANK || k == NONE || u32::from(t) >= self.plan.m(k) {
+            return None;
+        }
+        let j = self.plan.up_of(q, u32::from(t));
+        (j != u8::MAX && mask & (1 << j) != 0).then_some(j as usize)
     }
-    x.trailing_zeros()
+
+    /// Offset of the targets of `span`'s destinations at the mirror of `q`, if any.
+    fn targets_of(&self, q: usize, span: &LeafSpan) -> Option<usize> {
+        let leaf = self.p.o.leaves[span.li as usize] as usize;
+        let m = self.plan.mirror(q, leaf);
+        if m == NONE || self.plan.klow[m as usize] == NONE {
+            return None;
+        }
+        self.tg.lookup(m as usize, span.t0)
+    }
 }

@@ -46,3 +46,63 @@ fn degraded_pgfts_are_not_intact() {
     let plan = Plan::new(&r.fabric, &prep).unwrap();
     assert!(!plan.intact);
 }
+
+/// On degraded PGFTs every target is a live upper neighbour of its switch, the second differs
+/// from the first, and a second exists wherever the switch has two live up-links; every
+/// destination's chain of first targets climbs to a switch without up-links.
+#[test]
+fn targets_are_live_and_chains_reach_the_top() {
+    use super::targets::{Targets, NO_RANK};
+    use crate::prep::NONE;
+    for (m, w, p) in shapes() {
+        for seed in 1..=3u64 {
+            let t = pgft(&m, &w, &p);
+            let f = degrade(&t.fabric, 6, 0, seed);
+            let r = Routable::new(f);
+            let prep = Prepared::new(&r.fabric, &r.ranking.level);
+            let plan = Plan::new(&r.fabric, &prep).unwrap();
+            let tg = Targets::new(&r.fabric, &prep, &plan);
+            for q in 0..prep.o.len() {
+                let k = plan.klow[q];
+                let entries = &tg.below[tg.bstart[q] as usize..tg.bstart[q + 1] as usize];
+                if k == NONE {
+                    assert!(entries.is_empty());
+                    continue;
+                }
+                let nlive = (0..plan.m(k)).filter(|&r| plan.up_of(q, r) != u8::MAX).count();
+                let end = tg
+                    .below
+                    .get(tg.bstart[q + 1] as usize)
+                    .map_or(tg.t1.len(), |e| e.1 as usize);
+                let start = entries.first().map_or(end, |e| e.1 as usize);
+                for i in start..end {
+                    let (a, b) = (tg.t1[i], tg.t2[i]);
+                    assert!(
+                        a != NO_RANK && plan.up_of(q, u32::from(a)) != u8::MAX,
+                        "{m:?} seed {seed}"
+                    );
+                    if nlive >= 2 {
+                        assert!(b != NO_RANK && b != a && plan.up_of(q, u32::from(b)) != u8::MAX);
+                    } else {
+                        assert_eq!(b, NO_RANK);
+                    }
+                }
+            }
+            // Chains: from every leaf, the first targets lead upwards until no up-link is left.
+            for (li, &leaf) in prep.o.leaves.iter().enumerate() {
+                let t0 = prep.tn.leaf_start[li];
+                let mut x = leaf as usize;
+                let mut steps = 0;
+                while plan.klow[x] != NONE {
+                    let off = tg.lookup(x, t0).expect("a chain switch has targets for the leaf");
+                    let rk = u32::from(tg.t1[off]);
+                    let up = plan.member(plan.klow[x], rk) as usize;
+                    assert!(prep.o.ups(x).iter().any(|nb| nb.pos as usize == up));
+                    x = up;
+                    steps += 1;
+                    assert!(steps <= prep.o.level_ranges.len());
+                }
+            }
+        }
+    }
+}

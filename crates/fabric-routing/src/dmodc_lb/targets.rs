@@ -1,0 +1,283 @@
+//! The destination side of load-aware Dmodc: for every switch `m` with up-links and every
+//! destination `d` below it (a downward path from `m` to `d`'s leaf, or `m` is that leaf), a
+//! first and a second upper rank, `T1(m, d)` and `T2(m, d)`, among the live up-links of `m`.
+//! An upper neighbour of `m` reached by a live cable has a downward path to `d` through `m`, so
+//! both are always valid ways down to `d`.
+//!
+//! **The target tree.** From `d`'s leaf `λ` upwards, `λ`, `T1(λ, d)`'s switch, its `T1`, … form
+//! `d`'s *chain*: the path every source's route to `d` follows when its own cables allow
+//! (routes take, at each level, the rank `T1` of their mirror, [`super::plan`]). A destination
+//! is *primary* at the switches of its chain, and *natural* while its chain took the nominal
+//! rank at every level below.
+//!
+//! **Budgets** (per switch `m`, so that every surviving down-link carries its fair share of the
+//! destinations, beyond the thesis):
+//! 1. natural primaries keep the nominal rank `⌊d/Π_K⌋ mod M_K` when it is live and has fewer
+//!    than `⌈primaries / live ranks⌉` so far (Dmodc's complete-fabric choice, so complete
+//!    fabrics give Dmodc's tables);
+//! 2. the other primaries take the live rank with the fewest primaries so far (the nominal one
+//!    when it is among them, else the first in cyclic order from `nominal + 1 + (q mod (M-1))`,
+//!    `q = ⌊d/(Π_K·M_K)⌋`, which spreads the displaced destinations of different subtrees over
+//!    different up-links);
+//! 3. the non-primaries (used by sources whose own cables forced them off the chain) keep the
+//!    nominal rank when it is live and no displaced primary was put on it, else the rank with
+//!    the fewest primaries (weight 8), then non-primaries;
+//! 4. `T2` (used by a source whose cable to `T1` is missing): a live rank other than `T1` with
+//!    the fewest primaries plus second choices, primaries first, ties as in 2 from `T1`.
+//!
+//! Levels bottom-up (a switch's primaries come from the level below); the switches of a level
+//! in parallel, each sequential, so the result does not depend on the thread count.
+
+use rayon::prelude::*;
+
+use fabric_topology::Fabric;
+
+use super::plan::Plan;
+use crate::fill::Prepared;
+use crate::prep::{INF, NONE};
+
+/// No rank.
+pub(super) const NO_RANK: u16 = u16::MAX;
+
+/// `T1` and `T2` of every (switch with up-links, destination below it).
+pub(super) struct Targets {
+    /// Per position: its entries `below[bstart[q]..bstart[q + 1]]`, one per leaf below in NID
+    /// order: (first NID of the leaf, offset of that leaf's first destination in `t1`/`t2`).
+    pub bstart: Vec<u32>,
+    pub below: Vec<(u32, u32)>,
+    pub t1: Vec<u16>,
+    pub t2: Vec<u16>,
+}
+
+/// `T1`, `T2` of one switch's destinations and its chain updates.
+type Targets1 = (Vec<u16>, Vec<u16>, Vec<(u32, u32, bool)>);
+
+/// Scratch counts of one switch.
+#[derive(Default)]
+struct Counts {
+    cp: Vec<u32>,
+    cx: Vec<u32>,
+    cn: Vec<u32>,
+    c2: Vec<u32>,
+}
+
+impl Targets {
+    /// Computes the targets of every switch with up-links (see the module doc).
+    pub fn new(fabric: &Fabric, p: &Prepared, plan: &Plan) -> Targets {
+        let o = &p.o;
+        let np = o.len();
+        let nl = o.num_leaves();
+        let nports: Vec<u32> = (0..nl)
+            .map(|li| fabric.attached_end_ports(o.order[o.leaves[li] as usize]).len() as u32)
+            .collect();
+        let mut by_nid: Vec<u32> = (0..nl as u32).filter(|&li| nports[li as usize] > 0).collect();
+        by_nid.sort_by_key(|&li| p.tn.leaf_start[li as usize]);
+        let n: u32 = nports.iter().sum();
+        // Leaves below every switch with up-links, in NID order.
+        let lists: Vec<Vec<u32>> = (0..np)
+            .into_par_iter()
+            .map(|q| {
+                if plan.klow[q] == NONE {
+                    return Vec::new();
+                }
+                let down = p.costs.down_row(q);
+                by_nid.iter().copied().filter(|&li| down[li as usize] != INF).collect()
+            })
+            .collect();
+        let mut bstart = Vec::with_capacity(np + 1);
+        let mut below = Vec::new();
+        let mut tq = Vec::with_capacity(np + 1);
+        let mut off = 0u32;
+        for list in &lists {
+            bstart.push(below.len() as u32);
+            tq.push(off as usize);
+            for &li in list {
+                below.push((p.tn.leaf_start[li as usize], off));
+                off += nports[li as usize];
+            }
+        }
+        bstart.push(below.len() as u32);
+        tq.push(off as usize);
+        let mut t1 = vec![NO_RANK; off as usize];
+        let mut t2 = vec![NO_RANK; off as usize];
+        // Chains: current chain switch and natural flag per destination NID.
+        let mut cur = vec![NONE; n as usize];
+        let mut natural = vec![true; n as usize];
+        for &li in &by_nid {
+            let t0 = p.tn.leaf_start[li as usize];
+            for d in t0..t0 + nports[li as usize] {
+                cur[d as usize] = o.leaves[li as usize];
+            }
+        }
+
+        for r in &o.level_ranges {
+            let qs: Vec<usize> = r.clone().filter(|&q| plan.klow[q] != NONE).collect();
+            let results: Vec<Targets1> = qs
+                .par_iter()
+                .map_init(Counts::default, |cnt, &q| {
+                    assign(plan, q, &nports_of(p, &lists[q], &nports), &cur, &natural, cnt)
+                })
+                .collect();
+            for (&q, (a, b, upd)) in qs.iter().zip(results) {
+                t1[tq[q]..tq[q + 1]].copy_from_slice(&a);
+                t2[tq[q]..tq[q + 1]].copy_from_slice(&b);
+                for (d, next, nat) in upd {
+                    cur[d as usize] = next;
+                    natural[d as usize] = nat;
+                }
+            }
+        }
+        Targets { bstart, below, t1, t2 }
+    }
+
+    /// Offset in `t1`/`t2` of the first destination of the leaf whose first NID is `t0`, below
+    /// position `q` (`None`: `q` has no entry for it).
+    #[inline]
+    pub fn lookup(&self, q: usize, t0: u32) -> Option<usize> {
+        let e = &self.below[self.bstart[q] as usize..self.bstart[q + 1] as usize];
+        e.binary_search_by_key(&t0, |x| x.0).ok().map(|i| e[i].1 as usize)
+    }
+}
+
+/// The targets of the destinations below `q` (in entry order), and the chain updates of its
+/// primaries (destination, next chain switch, still natural).
+fn assign(plan: &Plan, q: usize, leaves: &[(u32, u32)], cur: &[u32], natural: &[bool], cnt: &mut Counts) -> Targets1 {
+    let k = plan.klow[q];
+    let m = plan.m(k);
+    let live: Vec<bool> = (0..m).map(|r| plan.up_of(q, r) != u8::MAX).collect();
+    for c in [&mut cnt.cp, &mut cnt.cx, &mut cnt.cn, &mut cnt.c2] {
+        c.clear();
+        c.resize(m as usize, 0);
+    }
+    let total: usize = leaves.iter().map(|&(_, c)| c as usize).sum();
+    let mut t1 = vec![NO_RANK; total];
+    let mut t2 = vec![NO_RANK; total];
+    let dests = || {
+        leaves
+            .iter()
+            .flat_map(|&(t0, c)| t0..t0 + c)
+            .enumerate()
+            .map(|(i, d)| (i, d, cur[d as usize] == q as u32))
+    };
+    let start_after = |r: u32, q2: u64| {
+        if m > 1 {
+            ((u64::from(r) + 1 + q2 % u64::from(m - 1)) % u64::from(m)) as u32
+        } else {
+            0
+        }
+    };
+    // 1. Natural primaries on a live nominal rank, up to the fair share of each rank.
+    let nprim = dests().filter(|x| x.2).count();
+    let nlive = live.iter().filter(|&&b| b).count().max(1);
+    let cap = nprim.div_ceil(nlive) as u32;
+    for (i, d, prim) in dests() {
+        let (nom, _) = plan.nominal(k, d);
+        if prim && natural[d as usize] && live[nom as usize] && cnt.cp[nom as usize] < cap {
+            t1[i] = nom as u16;
+            cnt.cp[nom as usize] += 1;
+        }
+    }
+    // 2. The other primaries: fewest primaries.
+    for (i, d, prim) in dests() {
+        if !prim || t1[i] != NO_RANK {
+            continue;
+        }
+        let (nom, q2) = plan.nominal(k, d);
+        let r = pick(
+            m,
+            |r| live[r as usize],
+            |r| cnt.cp[r as usize],
+            nom,
+            start_after(nom, q2),
+        );
+        t1[i] = r as u16;
+        cnt.cp[r as usize] += 1;
+        if r != nom {
+            cnt.cx[r as usize] += 1;
+        }
+    }
+    // 3. Non-primaries: nominal when live and no displaced primary took it, else fewest
+    //    primaries then non-primaries.
+    for (i, d, prim) in dests() {
+        if prim {
+            continue;
+        }
+        let (nom, q2) = plan.nominal(k, d);
+        let r = if live[nom as usize] && cnt.cx[nom as usize] == 0 {
+            nom
+        } else {
+            let (cp, cn) = (&cnt.cp, &cnt.cn);
+            pick(
+                m,
+                |r| live[r as usize],
+                |r| 8 * cp[r as usize] + cn[r as usize],
+                nom,
+                start_after(nom, q2),
+            )
+        };
+        t1[i] = r as u16;
+        cnt.cn[r as usize] += 1;
+    }
+    // 4. Second choices, primaries first.
+    for want_prim in [true, false] {
+        for (i, d, prim) in dests() {
+            if prim != want_prim {
+                continue;
+            }
+            let (_, q2) = plan.nominal(k, d);
+            let a = u32::from(t1[i]);
+            let (cp, c2) = (&cnt.cp, &cnt.c2);
+            let r = pick(
+                m,
+                |r| live[r as usize] && r != a,
+                |r| cp[r as usize] + c2[r as usize],
+                NONE,
+                start_after(a, q2),
+            );
+            if r != NONE {
+                t2[i] = r as u16;
+                cnt.c2[r as usize] += 1;
+            }
+        }
+    }
+    let upd = dests()
+        .filter(|&(_, _, prim)| prim)
+        .map(|(i, d, _)| {
+            let r = u32::from(t1[i]);
+            let nat = natural[d as usize] && r == plan.nominal(k, d).0;
+            (d, plan.member(k, r), nat)
+        })
+        .collect();
+    (t1, t2, upd)
+}
+
+/// (first NID, count) of every leaf of `list`.
+fn nports_of(p: &Prepared, list: &[u32], nports: &[u32]) -> Vec<(u32, u32)> {
+    list.iter()
+        .map(|&li| (p.tn.leaf_start[li as usize], nports[li as usize]))
+        .collect()
+}
+
+/// Among the ranks `0..m` with `ok`, one of smallest `key`: `pref` when it is one of them, else
+/// the first in cyclic order from `start`; [`NONE`] when no rank is `ok`.
+fn pick<K: Ord + Copy>(m: u32, ok: impl Fn(u32) -> bool, key: impl Fn(u32) -> K, pref: u32, start: u32) -> u32 {
+    let mut best: Option<K> = None;
+    for r in 0..m {
+        if ok(r) {
+            let kr = key(r);
+            if best.is_none_or(|b| kr < b) {
+                best = Some(kr);
+            }
+        }
+    }
+    let Some(b) = best else {
+        return NONE;
+    };
+    if pref < m && ok(pref) && key(pref) == b {
+        return pref;
+    }
+    (0..m)
+        .map(|i| (start + i) % m)
+        .find(|&r| ok(r) && key(r) == b)
+        .unwrap_or(NONE)
+}
