@@ -36,6 +36,7 @@ mod fill;
 mod ftree;
 mod groups;
 mod hops;
+pub mod incremental;
 pub mod lft;
 pub mod lid;
 pub mod mcast;
