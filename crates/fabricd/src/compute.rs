@@ -24,7 +24,7 @@ use crate::upload::SideWrites;
 
 mod select;
 
-pub use select::{select, PortUse, PortsWanted, Selected};
+pub use select::{select, select_known, PortUse, PortsWanted, Selected};
 
 /// Everything one computation reads.
 #[derive(Clone, Debug)]
@@ -270,6 +270,12 @@ pub fn compute(input: ComputeInput) -> Result<Computed, ComputeError> {
         route_ms = routed.base_ms + routed.escape_ms,
         "routed"
     );
+    // Rows the incremental routing did not re-fill equal the previous generation's: when those
+    // are exactly the installed tables, `select` need not compare them.
+    let known_same: Option<Vec<bool>> = match (&input.previous_routing, &routed.touched) {
+        (Some(p), Some(t)) if Arc::ptr_eq(p.lfts(), &input.installed) => Some(t.iter().map(|&x| !x).collect()),
+        _ => None,
+    };
     let routing_check = routed.check;
     let lfts = routed.lfts;
     let validation = input.validate.then(|| Validation {
@@ -286,7 +292,15 @@ pub fn compute(input: ComputeInput) -> Result<Computed, ComputeError> {
         writes,
         skipped,
         ports_in_use,
-    } = select(&physical, &input.installed, &lfts, &input.dirty, &input.resync, wanted);
+    } = select_known(
+        &physical,
+        &input.installed,
+        &lfts,
+        &input.dirty,
+        &input.resync,
+        wanted,
+        known_same.as_deref(),
+    );
     let ports_in_use = Arc::new(ports_in_use);
     let mcast = match &input.mcast_groups {
         Some(groups) => crate::mcast::route(&fabric, &ranking, groups),

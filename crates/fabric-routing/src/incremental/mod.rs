@@ -164,6 +164,10 @@ pub struct Rerouted {
     pub check: RoutingCheck,
     /// For the next generation (`None` when the engine is not incremental).
     pub state: Option<RoutingState>,
+    /// Incremental path: per switch id, whether its row may differ from the previous
+    /// generation's ([`RoutingState::lfts`]); the others are equal by construction. `None`
+    /// after a full routing (or a fallback repair, which may touch any row).
+    pub touched: Option<Vec<bool>>,
     pub path: RoutePath,
 }
 
@@ -186,6 +190,7 @@ pub fn route_checked_incremental(
             escape_ms: routed.escape_ms,
             check,
             state: None,
+            touched: None,
             path: RoutePath::Full(FullReason::Engine),
         });
     }
@@ -236,6 +241,7 @@ pub fn route_checked_incremental(
                 components,
             }),
             check,
+            touched: None,
             path: RoutePath::Full(reason),
         });
     };
@@ -312,6 +318,7 @@ pub fn route_checked_incremental(
             check: check.clone(),
             components,
         }),
+        touched: (check.fallback == Fallback::None).then_some(touched),
         check,
         path: RoutePath::Incremental(stats),
     })

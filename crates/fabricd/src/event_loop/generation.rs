@@ -106,7 +106,7 @@ impl EventLoop {
             reuse_partitions: self.reusable_partitions(),
             installed_pkeys: self.side.installed_pkeys.clone(),
             pkey_resync: Arc::new(self.side.pkey_resync.clone()),
-            previous_routing: self.routing_state.clone(),
+            previous_routing: self.routing_state.clone().filter(|_| self.settings.incremental),
         }
     }
 
