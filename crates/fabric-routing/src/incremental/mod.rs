@@ -26,6 +26,7 @@
 //! engine is routed in full (`RoutePath::Full`).
 
 mod dirty;
+mod escape;
 mod recheck;
 #[cfg(test)]
 mod tests;
@@ -44,7 +45,6 @@ use crate::lft::Lfts;
 use crate::lid::LidPlan;
 use crate::route::EngineKind;
 use crate::swlid::{fill_switch_lid_rows, SwReach};
-use crate::updown;
 
 /// What a generation keeps for the next one to be routed incrementally (Dmodc, no node
 /// groups): the snapshot, the LID plan, the preprocessing of both LID sets and the tables.
@@ -54,6 +54,8 @@ pub struct RoutingState {
     base: Prepared,
     reach: SwReach,
     escape: Option<Prepared>,
+    /// The hop counts of the escape routing's root detection.
+    hops: Option<escape::HopCounts>,
     lfts: Arc<Lfts>,
     check: RoutingCheck,
     /// Per end port: the component label of [`recheck::end_port_components`].
@@ -116,7 +118,7 @@ impl FullReason {
 }
 
 /// Which path [`route_checked_incremental`] took.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum RoutePath {
     /// Every row routed ([`route_all_checked`]).
     Full(FullReason),
@@ -135,7 +137,7 @@ impl RoutePath {
 }
 
 /// What the incremental path did.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct IncrementalStats {
     /// Rows re-filled: base end-port LIDs, switch LIDs, escape LIDs.
     pub base_rows: usize,
@@ -149,6 +151,24 @@ pub struct IncrementalStats {
     pub checked_lids: u64,
     /// The incremental check could not conclude: the full check (and repair) ran.
     pub full_check: bool,
+    /// Breadth-first searches run for the escape routing's root detection (one per live leaf
+    /// whose hop counts changed).
+    pub hop_searches: usize,
+    /// Milliseconds: preparation of the base LIDs (costs, dividers, NIDs, switch-LID bitsets)
+    /// and of the escape LIDs (Up*/Down*), dirty rows, copy of the previous tables, re-fill,
+    /// changed entries and check.
+    pub times: StageTimes,
+}
+
+/// Where the time of an incremental routing goes (milliseconds).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct StageTimes {
+    pub prep_ms: f64,
+    pub escape_prep_ms: f64,
+    pub dirty_ms: f64,
+    pub copy_ms: f64,
+    pub fill_ms: f64,
+    pub check_ms: f64,
 }
 
 /// The routing of one snapshot with the state for the next one.
@@ -200,7 +220,15 @@ pub fn route_checked_incremental(
     let reach = SwReach::new(&base.o);
     let prep_ms = t.elapsed().as_secs_f64() * 1e3;
     let t = Instant::now();
-    let escape = (lids.lmc >= 1).then(|| updown::prepare(fabric));
+    let prev_hops = previous.and_then(|p| p.hops.as_ref().map(|h| (&*p.fabric, h)));
+    let (hops, hop_searches) = match lids.lmc >= 1 {
+        true => {
+            let (h, n) = escape::HopCounts::new(fabric, prev_hops);
+            (Some(h), n)
+        }
+        false => (None, 0),
+    };
+    let escape = hops.as_ref().map(|h| escape::prepare(fabric, h));
     let escape_prep_ms = t.elapsed().as_secs_f64() * 1e3;
     let reason = match previous {
         None => Some(FullReason::NoPrevious),
@@ -236,6 +264,7 @@ pub fn route_checked_incremental(
                 base,
                 reach,
                 escape,
+                hops,
                 lfts,
                 check: check.clone(),
                 components,
@@ -247,6 +276,7 @@ pub fn route_checked_incremental(
     };
     // Incremental: which rows to re-fill.
     let t = Instant::now();
+    let t_dirty = Instant::now();
     let ns = fabric.num_switches();
     let base_rows = dirty::end_port_rows(&prev.fabric, &prev.base, fabric, &base, true);
     let sw_rows = dirty::switch_lid_rows(&prev.fabric, &prev.base, &prev.reach, fabric, &base, &reach);
@@ -257,7 +287,10 @@ pub fn route_checked_incremental(
         (_, Some(_)) => (vec![true; ns], true),
         _ => (vec![false; ns], false),
     };
-    let mut lfts = Lfts::clone(&prev.lfts);
+    let dirty_ms = t_dirty.elapsed().as_secs_f64() * 1e3;
+    let t_copy = Instant::now();
+    let mut lfts = copy_tables(&prev.lfts);
+    let copy_ms = t_copy.elapsed().as_secs_f64() * 1e3;
     check_lfts(&ctx, &lfts)?;
     fill_end_port_rows(fabric, lids, &base, LidSet::Base, Select::Dmodc, &mut lfts, &base_rows);
     fill_switch_lid_rows(fabric, lids, &base.o, &reach, &mut lfts, Some(&sw_rows));
@@ -282,8 +315,10 @@ pub fn route_checked_incremental(
         switch_lid_rows: count(&sw_rows),
         escape_rows: count(&escape_rows),
         escape_all,
+        hop_searches,
         ..IncrementalStats::default()
     };
+    let fill_total = base_ms - prep_ms + escape_ms - escape_prep_ms;
     let t = Instant::now();
     let changed = recheck::changed_entries(&prev.lfts, &lfts, &touched);
     stats.changed_entries = changed.len() as u64;
@@ -303,6 +338,14 @@ pub fn route_checked_incremental(
         stats.full_check = true;
         check_and_repair(&ctx, &kind.to_string(), &mut lfts)?
     };
+    stats.times = StageTimes {
+        prep_ms,
+        escape_prep_ms,
+        dirty_ms,
+        copy_ms,
+        fill_ms: fill_total - dirty_ms - copy_ms,
+        check_ms: t.elapsed().as_secs_f64() * 1e3,
+    };
     let lfts = Arc::new(lfts);
     Ok(Rerouted {
         lfts: lfts.clone(),
@@ -314,6 +357,7 @@ pub fn route_checked_incremental(
             base,
             reach,
             escape,
+            hops,
             lfts,
             check: check.clone(),
             components,
@@ -322,4 +366,16 @@ pub fn route_checked_incremental(
         check,
         path: RoutePath::Incremental(stats),
     })
+}
+
+/// A copy of `from`, rows copied in parallel (rayon): a fresh table is mostly first-touch page
+/// faults, which then spread over the worker threads (as in [`Lfts::new`]).
+fn copy_tables(from: &Lfts) -> Lfts {
+    use rayon::prelude::*;
+    let ns = from.num_switches();
+    let mut lfts = Lfts::new(ns, (from.row_len().max(1) - 1) as fabric_topology::Lid);
+    lfts.par_rows_mut()
+        .enumerate()
+        .for_each(|(s, row)| row.copy_from_slice(from.row(fabric_topology::SwitchId(s as u32))));
+    lfts
 }

@@ -94,9 +94,40 @@ pub(super) fn changed_deliver(fabric: &Fabric, lids: &LidPlan, lfts: &Lfts, chan
         };
         g.iter()
             .filter(|&&(_, s)| fabric.switch(SwitchId(s)).up)
-            .all(|&(_, s)| delivers(fabric, lfts, SwitchId(s), lid, leaf, lport, ns))
+            .all(|&(_, s)| {
+                delivers(fabric, lfts, SwitchId(s), lid, leaf, lport, ns) || !fed(fabric, lfts, SwitchId(s), lid, ns)
+            })
     });
     (ok, walked)
+}
+
+/// Whether some live source's walk towards `lid` can reach `s`: `s` or a switch forwarding
+/// `lid` to it (transitively, over live links) has live end ports. A switch no source reaches
+/// (e.g. a top switch that lost its way down to a pod and cannot go up) may keep no route
+/// without making the routing invalid.
+fn fed(fabric: &Fabric, lfts: &Lfts, s: SwitchId, lid: Lid, ns: usize) -> bool {
+    let mut stack = vec![s];
+    let mut seen = vec![s];
+    while let Some(x) = stack.pop() {
+        if fabric.attached_end_ports(x).iter().any(|&e| fabric.end_port_live(e)) {
+            return true;
+        }
+        if seen.len() > ns {
+            return true;
+        }
+        for g in fabric.port_groups(x) {
+            let v = g.remote;
+            if seen.contains(&v) {
+                continue;
+            }
+            let port = lfts.get(v, lid);
+            if fabric.switch_link_live(v, port).is_some_and(|(r, _)| r == x) {
+                seen.push(v);
+                stack.push(v);
+            }
+        }
+    }
+    false
 }
 
 /// Follows `lid`'s entries from `s` over live links: true when it reaches `leaf` and leaves
