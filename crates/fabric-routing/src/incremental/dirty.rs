@@ -15,13 +15,10 @@ use crate::swlid::SwReach;
 /// NIDs. Then the destination spans of the fill are equal and the cost columns mean the same
 /// leaf.
 pub(super) fn same_destinations(of: &Fabric, op: &Prepared, nf: &Fabric, np: &Prepared) -> bool {
-    let leaves = |f: &Fabric, p: &Prepared| -> Vec<SwitchId> {
-        let _ = f;
-        p.o.leaves.iter().map(|&q| p.o.order[q as usize]).collect()
-    };
+    let leaves = |p: &Prepared| -> Vec<SwitchId> { p.o.leaves.iter().map(|&q| p.o.order[q as usize]).collect() };
     op.tn.of_end_port == np.tn.of_end_port
         && op.tn.leaf_start == np.tn.leaf_start
-        && leaves(of, op) == leaves(nf, np)
+        && leaves(op) == leaves(np)
         && (0..of.num_end_ports()).all(|e| {
             let e = EndPortId(e as u32);
             of.end_port_live(e) == nf.end_port_live(e) && of.end_port(e).attach == nf.end_port(e).attach

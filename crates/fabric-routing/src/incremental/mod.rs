@@ -221,12 +221,11 @@ pub fn route_checked_incremental(
     let prep_ms = t.elapsed().as_secs_f64() * 1e3;
     let t = Instant::now();
     let prev_hops = previous.and_then(|p| p.hops.as_ref().map(|h| (&*p.fabric, h)));
-    let (hops, hop_searches) = match lids.lmc >= 1 {
-        true => {
-            let (h, n) = escape::HopCounts::new(fabric, prev_hops);
-            (Some(h), n)
-        }
-        false => (None, 0),
+    let (hops, hop_searches) = if lids.lmc >= 1 {
+        let (h, n) = escape::HopCounts::new(fabric, prev_hops);
+        (Some(h), n)
+    } else {
+        (None, 0)
     };
     let escape = hops.as_ref().map(|h| escape::prepare(fabric, h));
     let escape_prep_ms = t.elapsed().as_secs_f64() * 1e3;
