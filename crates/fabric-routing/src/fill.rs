@@ -52,10 +52,26 @@ pub(crate) fn fill_prepared(
     select: Select<'_>,
     lfts: &mut Lfts,
 ) {
-    fill_end_ports(ctx.fabric, ctx.lids, prep, set, select, lfts, TABLE_MAX);
+    fill_end_ports(ctx.fabric, ctx.lids, prep, set, select, lfts, TABLE_MAX, None);
     if set == LidSet::Base {
         swlid::fill_switch_lids(ctx.fabric, ctx.lids, &prep.o, lfts);
     }
+}
+
+/// [`fill_prepared`]'s end-port entries of `set`, on the rows (by switch id) where `rows` is
+/// true only (the others are not touched): the incremental re-routing
+/// ([`crate::incremental`]) re-fills the rows whose inputs changed. Each row is a function of
+/// its own inputs only, so the bytes equal those of a whole fill.
+pub(crate) fn fill_end_port_rows(
+    fabric: &Fabric,
+    lids: &LidPlan,
+    prep: &Prepared,
+    set: LidSet,
+    select: Select<'_>,
+    lfts: &mut Lfts,
+    rows: &[bool],
+) {
+    fill_end_ports(fabric, lids, prep, set, select, lfts, TABLE_MAX, Some(rows));
 }
 
 /// Everything Dmodc computes before filling the tables.
@@ -262,7 +278,9 @@ struct Cursor {
 /// division and no allocation per LFT entry.
 ///
 /// `table_max` is the longest port table ([`TABLE_MAX`]; tests check that every path — tables
-/// of `d`, tables of `q`, direct evaluation — writes the same bytes).
+/// of `d`, tables of `q`, direct evaluation — writes the same bytes). `only`: the rows (by
+/// switch id) to fill, `None` = all.
+#[allow(clippy::too_many_arguments)]
 fn fill_end_ports(
     fabric: &Fabric,
     lids: &LidPlan,
@@ -271,6 +289,7 @@ fn fill_end_ports(
     select: Select<'_>,
     lfts: &mut Lfts,
     table_max: u64,
+    only: Option<&[bool]>,
 ) {
     let o = &p.o;
     let nl = o.num_leaves();
@@ -295,6 +314,9 @@ fn fill_end_ports(
     lfts.par_rows_mut()
         .enumerate()
         .for_each_init(Scratch::default, |scr, (s, row)| {
+            if only.is_some_and(|r| !r.get(s).copied().unwrap_or(false)) {
+                return;
+            }
             let put = |row: &mut [u8], lid: Lid, port: PortNum| {
                 if lid != 0 {
                     row[lid as usize] = port;
@@ -729,7 +751,16 @@ mod tests {
                 let want = naive(&f, &lids, &prep);
                 for table_max in [0, 1, 7, 64, TABLE_MAX] {
                     let mut lfts = Lfts::new(f.num_switches(), lids.top());
-                    fill_end_ports(&f, &lids, &prep, LidSet::Base, Select::Dmodc, &mut lfts, table_max);
+                    fill_end_ports(
+                        &f,
+                        &lids,
+                        &prep,
+                        LidSet::Base,
+                        Select::Dmodc,
+                        &mut lfts,
+                        table_max,
+                        None,
+                    );
                     for s in f.switch_ids() {
                         for ep in f.end_port_ids() {
                             let lid = lids.base_lid(ep);

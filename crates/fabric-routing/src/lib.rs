@@ -37,6 +37,7 @@ mod fill;
 mod ftree;
 mod groups;
 mod hops;
+pub mod incremental;
 pub mod layered;
 pub mod lft;
 pub mod lid;

@@ -19,33 +19,73 @@ use crate::prep::{Nbr, Oriented, NONE};
 
 /// Fills the switch-LID entries of every row.
 pub(crate) fn fill_switch_lids(fabric: &Fabric, lids: &LidPlan, o: &Oriented, lfts: &mut Lfts) {
-    let n = o.len();
-    let w = n.div_ceil(64).max(1);
-    let mut down = vec![0u64; n * w];
-    for r in &o.level_ranges {
-        let (lower, rest) = down.split_at_mut(r.start * w);
-        let lower: &[u64] = lower;
-        rest[..r.len() * w].par_chunks_mut(w).enumerate().for_each(|(i, row)| {
-            let p = r.start + i;
-            row[p / 64] |= 1 << (p % 64);
-            for nb in o.downs(p) {
-                let src = &lower[nb.pos as usize * w..(nb.pos as usize + 1) * w];
-                row.iter_mut().zip(src).for_each(|(a, b)| *a |= b);
-            }
-        });
+    fill_switch_lid_rows(fabric, lids, o, &SwReach::new(o), lfts, None);
+}
+
+/// The reachability bitsets of the module documentation, `w` words per oriented switch (row
+/// position order): `down` (downward hops only) and `ud` (up-down paths).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct SwReach {
+    pub w: usize,
+    pub down: Vec<u64>,
+    pub ud: Vec<u64>,
+}
+
+impl SwReach {
+    /// `down` in ascending level order, then `ud` in descending level order (word-parallel).
+    pub(crate) fn new(o: &Oriented) -> Self {
+        let n = o.len();
+        let w = n.div_ceil(64).max(1);
+        let mut down = vec![0u64; n * w];
+        for r in &o.level_ranges {
+            let (lower, rest) = down.split_at_mut(r.start * w);
+            let lower: &[u64] = lower;
+            rest[..r.len() * w].par_chunks_mut(w).enumerate().for_each(|(i, row)| {
+                let p = r.start + i;
+                row[p / 64] |= 1 << (p % 64);
+                for nb in o.downs(p) {
+                    let src = &lower[nb.pos as usize * w..(nb.pos as usize + 1) * w];
+                    row.iter_mut().zip(src).for_each(|(a, b)| *a |= b);
+                }
+            });
+        }
+        let mut ud = down.clone();
+        for r in o.level_ranges.iter().rev() {
+            let (head, upper) = ud.split_at_mut(r.end * w);
+            let upper: &[u64] = upper;
+            head[r.start * w..].par_chunks_mut(w).enumerate().for_each(|(i, row)| {
+                let p = r.start + i;
+                for nb in o.ups(p) {
+                    let off = (nb.pos as usize - r.end) * w;
+                    row.iter_mut().zip(&upper[off..off + w]).for_each(|(a, b)| *a |= b);
+                }
+            });
+        }
+        SwReach { w, down, ud }
     }
-    let mut ud = down.clone();
-    for r in o.level_ranges.iter().rev() {
-        let (head, upper) = ud.split_at_mut(r.end * w);
-        let upper: &[u64] = upper;
-        head[r.start * w..].par_chunks_mut(w).enumerate().for_each(|(i, row)| {
-            let p = r.start + i;
-            for nb in o.ups(p) {
-                let off = (nb.pos as usize - r.end) * w;
-                row.iter_mut().zip(&upper[off..off + w]).for_each(|(a, b)| *a |= b);
-            }
-        });
+
+    /// The `down` bits of position `p`.
+    pub(crate) fn down_row(&self, p: usize) -> &[u64] {
+        &self.down[p * self.w..(p + 1) * self.w]
     }
+
+    /// The `ud` bits of position `p`.
+    pub(crate) fn ud_row(&self, p: usize) -> &[u64] {
+        &self.ud[p * self.w..(p + 1) * self.w]
+    }
+}
+
+/// Fills the switch-LID entries of the rows (by switch id) where `only` is true (all rows when
+/// `None`) from the bitsets `reach` of `o`.
+pub(crate) fn fill_switch_lid_rows(
+    fabric: &Fabric,
+    lids: &LidPlan,
+    o: &Oriented,
+    reach: &SwReach,
+    lfts: &mut Lfts,
+    only: Option<&[bool]>,
+) {
+    let (w, down, ud) = (reach.w, &reach.down, &reach.ud);
     let lid_at: Vec<Lid> = o.order.iter().map(|&s| lids.switch_lid(s)).collect();
     let unoriented: Vec<Lid> = fabric
         .switch_ids()
@@ -55,6 +95,9 @@ pub(crate) fn fill_switch_lids(fabric: &Fabric, lids: &LidPlan, o: &Oriented, lf
         .collect();
 
     lfts.par_rows_mut().enumerate().for_each(|(s, row)| {
+        if only.is_some_and(|r| !r.get(s).copied().unwrap_or(false)) {
+            return;
+        }
         for &lid in &unoriented {
             row[lid as usize] = NO_ROUTE;
         }
@@ -99,8 +142,8 @@ pub(crate) fn fill_switch_lids(fabric: &Fabric, lids: &LidPlan, o: &Oriented, lf
                 }
             }
         };
-        assign(o.downs(sp), &down, &mut done);
-        assign(o.ups(sp), &ud, &mut done);
+        assign(o.downs(sp), down, &mut done);
+        assign(o.ups(sp), ud, &mut done);
         // Unreachable switches (bits not done, word by word).
         for (wi, &d) in done.iter().enumerate() {
             let mut left = !d;

@@ -16,7 +16,7 @@
 //!
 //! ```text
 //! cargo bench -p fabricd --bench fault_to_commit [-- --spec 'PGFT(...)' --faults N --coalesce-ms MS
-//!     --mode five-phase|direct --subscribers K --max-lid N]
+//!     --mode five-phase|direct --subscribers K --max-lid N --full-routing]
 //! ```
 //!
 //! `--mode`: `five-phase` (the default configuration: LMC 1, the five-phase update from the
@@ -24,7 +24,8 @@
 //! highest unicast address (`[driver.mock] max_lid`; 0xFFFFFF for 24-bit addresses, needed by
 //! 65 536 end ports with LMC 1). Coalescing is set to 0 ms (a single fault starts its generation
 //! at once); the deliberate debounce window of production configs adds to these numbers one for
-//! one.
+//! one. `--full-routing`: `[routing] incremental = false` (every generation routed in full, the
+//! baseline of the incremental re-routing).
 
 use std::time::{Duration, Instant};
 
@@ -42,6 +43,8 @@ struct Args {
     five_phase: bool,
     subscribers: usize,
     max_lid: Option<u32>,
+    /// `[routing] incremental` (`--full-routing` sets it to false: the baseline).
+    incremental: bool,
 }
 
 fn parse_u32(v: &str) -> Option<u32> {
@@ -59,6 +62,7 @@ fn args() -> anyhow::Result<Args> {
         five_phase: true,
         subscribers: 0,
         max_lid: None,
+        incremental: true,
     };
     let mut it = std::env::args().skip(1);
     while let Some(x) = it.next() {
@@ -66,6 +70,7 @@ fn args() -> anyhow::Result<Args> {
             "--spec" => a.spec = it.next().unwrap_or(a.spec),
             "--faults" => a.faults = it.next().and_then(|v| v.parse().ok()).unwrap_or(a.faults),
             "--coalesce-ms" => a.coalesce_ms = it.next().and_then(|v| v.parse().ok()).unwrap_or(a.coalesce_ms),
+            "--full-routing" => a.incremental = false,
             "--subscribers" => a.subscribers = it.next().and_then(|v| v.parse().ok()).unwrap_or(a.subscribers),
             "--max-lid" => {
                 let v = it.next().unwrap_or_default();
@@ -185,6 +190,8 @@ generator = "{}"
 [fault_injection]
 enabled = true
 allow_physical = true
+[routing]
+incremental = {incremental}
 [update]
 coalesce_ms = {c}
 coalesce_max_ms = {c}
@@ -193,6 +200,7 @@ five_phase = {five}
         a.spec,
         c = a.coalesce_ms,
         five = a.five_phase,
+        incremental = a.incremental,
     );
     let config = Config::parse(&text, "bench.toml")?;
     let socket = dir.join("s.sock");

@@ -19,7 +19,7 @@
 //! ```text
 //! cargo bench -p fabricd --bench oob_scale -- [--spec 'PGFT(4;18,3,18,36;1,3,18,18;1,6,1,1)']...
 //!     [--faults 100] [--subscribers 16] [--mode five-phase|direct|both] [--no-baseline]
-//!     [--upload-parallelism N] [--max-connections N] [--verify]
+//!     [--upload-parallelism N] [--max-connections N] [--verify] [--full-routing]
 //! ```
 //!
 //! `--verify` traces every pair of end ports through the agents' tables after bring-up and
@@ -51,6 +51,8 @@ struct Args {
     upload_parallelism: usize,
     max_connections: usize,
     verify: bool,
+    /// `[routing] incremental` (`--full-routing`: false, the baseline).
+    incremental: bool,
 }
 
 fn args() -> anyhow::Result<Args> {
@@ -63,6 +65,7 @@ fn args() -> anyhow::Result<Args> {
         upload_parallelism: 64,
         max_connections: 64,
         verify: false,
+        incremental: true,
     };
     let mut it = std::env::args().skip(1);
     let num = |v: Option<String>, name: &str| -> anyhow::Result<usize> {
@@ -78,6 +81,7 @@ fn args() -> anyhow::Result<Args> {
             "--upload-parallelism" => a.upload_parallelism = num(it.next(), "--upload-parallelism")?,
             "--max-connections" => a.max_connections = num(it.next(), "--max-connections")?,
             "--verify" => a.verify = true,
+            "--full-routing" => a.incremental = false,
             "--mode" => {
                 a.modes = match it.next().as_deref() {
                     Some("five-phase") => vec![true],
@@ -172,6 +176,7 @@ unreachable_deadline = "60s"
 max_connections = {mc}
 [routing]
 lmc = 1
+incremental = {incr}
 [update]
 coalesce_ms = 0
 coalesce_max_ms = 0
@@ -192,6 +197,7 @@ enabled = false
         inv = inventory.display(),
         mc = a.max_connections,
         up = a.upload_parallelism,
+        incr = a.incremental,
     )
 }
 

@@ -13,11 +13,9 @@ use std::time::Instant;
 
 use fabric_partitions::{PartitionConfig, PartitionTables};
 use fabric_ranking::{rank, RankOptions, Ranking};
+use fabric_routing::incremental::{route_checked_incremental, RoutePath, RoutingState};
 use fabric_routing::mcast::McastRouting;
-use fabric_routing::{
-    assign_lids, check, route_all_checked, EngineKind, Guid2Lid, LftBlockDiff, Lfts, LidPlan, NodeGroups, RoutingCheck,
-    RoutingContext,
-};
+use fabric_routing::{assign_lids, check, EngineKind, Guid2Lid, LftBlockDiff, Lfts, LidPlan, NodeGroups, RoutingCheck};
 use fabric_southbound::PkeyPort;
 use fabric_topology::{Fabric, FabricEvent, Lid};
 
@@ -26,7 +24,7 @@ use crate::upload::SideWrites;
 
 mod select;
 
-pub use select::{select, PortUse, PortsWanted, Selected};
+pub use select::{select, select_known, PortUse, PortsWanted, Selected};
 
 /// Everything one computation reads.
 #[derive(Clone, Debug)]
@@ -92,6 +90,10 @@ pub struct ComputeInput {
     pub reuse_partitions: Option<(Arc<PartitionTables>, Arc<PkeyState>)>,
     /// Ports whose whole P_Key table must be written.
     pub pkey_resync: Arc<BTreeSet<PkeyPort>>,
+    /// The routing state of a previous generation: the routing is re-computed incrementally
+    /// from it when it allows ([`fabric_routing::incremental`]; the result is the same as a
+    /// full routing).
+    pub previous_routing: Option<Arc<RoutingState>>,
 }
 
 #[cfg(test)]
@@ -128,6 +130,7 @@ impl ComputeInput {
             installed_pkeys: Arc::new(PkeyState::new()),
             reuse_partitions: None,
             pkey_resync: Arc::new(BTreeSet::new()),
+            previous_routing: None,
         }
     }
 }
@@ -173,6 +176,11 @@ pub struct Computed {
     pub skipped: Vec<(u32, u32)>,
     pub route_ms: f64,
     pub compute_ms: f64,
+    /// How the routing was computed: incrementally from [`ComputeInput::previous_routing`] or
+    /// in full (and why).
+    pub route_path: RoutePath,
+    /// The state the next generation can be routed from (Dmodc without node groups).
+    pub routing_state: Option<Arc<RoutingState>>,
     pub validation: Option<Validation>,
     /// The always-on validity check of `lfts` and the fallback it needed (the tables above are
     /// the repaired ones).
@@ -241,11 +249,6 @@ pub fn compute(input: ComputeInput) -> Result<Computed, ComputeError> {
         }
     };
     let lids_changed = input.installed_lids.as_deref() != Some(&lids);
-    let ctx = RoutingContext {
-        fabric: &fabric,
-        ranking: &ranking,
-        lids: &lids,
-    };
     let groups = input.job_groups.as_ref().map(|jobs| {
         let sets: Vec<Vec<fabric_topology::EndPortId>> = jobs
             .iter()
@@ -253,7 +256,27 @@ pub fn compute(input: ComputeInput) -> Result<Computed, ComputeError> {
             .collect();
         NodeGroups::from_sets(fabric.num_end_ports(), &sets)
     });
-    let (routed, routing_check) = route_all_checked(&ctx, input.engine, groups.as_ref())?;
+    let routed = route_checked_incremental(
+        &fabric,
+        &ranking,
+        &lids,
+        input.engine,
+        groups.as_ref(),
+        input.previous_routing.as_deref(),
+    )?;
+    tracing::debug!(
+        job = input.job,
+        route_path = %routed.path.name(),
+        route_ms = routed.base_ms + routed.escape_ms,
+        "routed"
+    );
+    // Rows the incremental routing did not re-fill equal the previous generation's: when those
+    // are exactly the installed tables, `select` need not compare them.
+    let known_same: Option<Vec<bool>> = match (&input.previous_routing, &routed.touched) {
+        (Some(p), Some(t)) if Arc::ptr_eq(p.lfts(), &input.installed) => Some(t.iter().map(|&x| !x).collect()),
+        _ => None,
+    };
+    let routing_check = routed.check;
     let lfts = routed.lfts;
     let validation = input.validate.then(|| Validation {
         valid: routing_check.valid,
@@ -269,7 +292,15 @@ pub fn compute(input: ComputeInput) -> Result<Computed, ComputeError> {
         writes,
         skipped,
         ports_in_use,
-    } = select(&physical, &input.installed, &lfts, &input.dirty, &input.resync, wanted);
+    } = select_known(
+        &physical,
+        &input.installed,
+        &lfts,
+        &input.dirty,
+        &input.resync,
+        wanted,
+        known_same.as_deref(),
+    );
     let ports_in_use = Arc::new(ports_in_use);
     let mcast = match &input.mcast_groups {
         Some(groups) => crate::mcast::route(&fabric, &ranking, groups),
@@ -301,10 +332,12 @@ pub fn compute(input: ComputeInput) -> Result<Computed, ComputeError> {
         lids: Arc::new(lids),
         lids_changed,
         guid2lid: Arc::new(guid2lid),
-        lfts: Arc::new(lfts),
+        lfts,
         writes,
         skipped,
         route_ms: routed.base_ms + routed.escape_ms,
+        route_path: routed.path,
+        routing_state: routed.state.map(Arc::new),
         compute_ms: t0.elapsed().as_secs_f64() * 1e3,
         validation,
         routing_check: Arc::new(routing_check),

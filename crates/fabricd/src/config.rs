@@ -287,6 +287,10 @@ pub struct RoutingConfig {
     /// With no LID assignment in the state directory, start from the LIDs the fabric already
     /// carries (set by another subnet manager) where they fit the plan.
     pub adopt_lids: bool,
+    /// Route a generation incrementally from the installed one (Dmodc without job-aware
+    /// routing): only the LFT rows whose inputs changed are recomputed, with the same result as
+    /// a full routing. `false` routes every generation in full. Reloadable.
+    pub incremental: bool,
 }
 
 impl Default for RoutingConfig {
@@ -303,6 +307,7 @@ impl Default for RoutingConfig {
             validate: false,
             job_aware: false,
             adopt_lids: true,
+            incremental: true,
         }
     }
 }

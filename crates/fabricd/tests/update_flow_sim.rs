@@ -314,6 +314,7 @@ fn start(five_phase: bool) -> Daemon {
         },
         engine: EngineKind::Dmodc,
         validate: true,
+        incremental: true,
         job_aware: false,
         rank_options: Arc::new(RankOptions::default()),
         fault_injection: FaultInjectionConfig {

@@ -96,6 +96,21 @@ pub fn select(
     resync: &BTreeSet<u32>,
     ports: PortsWanted<'_>,
 ) -> Selected {
+    select_known(physical, installed, new, dirty, resync, ports, None)
+}
+
+/// [`select`] where the caller knows rows of `new` equal to their `installed` row: where
+/// `known_same[s]` is true the row is not compared (the incremental routing re-fills only some
+/// rows of a copy of the installed tables: the others are equal by construction).
+pub fn select_known(
+    physical: &Fabric,
+    installed: &Lfts,
+    new: &Lfts,
+    dirty: &BTreeSet<(u32, u32)>,
+    resync: &BTreeSet<u32>,
+    ports: PortsWanted<'_>,
+    known_same: Option<&[bool]>,
+) -> Selected {
     let empty = [NO_ROUTE; BLOCK_SIZE];
     let nb = new.num_blocks();
     let same_shape = installed.row_len() == new.row_len();
@@ -112,7 +127,8 @@ pub fn select(
             let sw = SwitchId(s as u32);
             let row = new.row(sw);
             let installed_row = (s < installed.num_switches()).then(|| installed.row(sw));
-            let unchanged = same_shape && installed_row == Some(row);
+            let known = same_shape && known_same.is_some_and(|k| k.get(s).copied().unwrap_or(false));
+            let unchanged = known || (same_shape && installed_row == Some(row));
             let ports = match (want_ports, unchanged, reuse) {
                 (false, _, _) => [0; 4],
                 (true, true, Some(u)) => u.bits[s],

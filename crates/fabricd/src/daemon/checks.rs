@@ -186,6 +186,7 @@ pub(super) fn loop_settings(cfg: &Config) -> Result<LoopSettings, DaemonError> {
             .engine_kind()
             .map_err(|e| DaemonError::Config(format!("routing.engine: {e}")))?,
         validate: cfg.routing.validate,
+        incremental: cfg.routing.incremental,
         job_aware: cfg.routing.job_aware,
         rank_options: Arc::new(rank_options(cfg)?),
         fault_injection: cfg.fault_injection.clone(),

@@ -106,6 +106,7 @@ impl EventLoop {
             reuse_partitions: self.reusable_partitions(),
             installed_pkeys: self.side.installed_pkeys.clone(),
             pkey_resync: Arc::new(self.side.pkey_resync.clone()),
+            previous_routing: self.routing_state.clone().filter(|_| self.settings.incremental),
         }
     }
 
@@ -545,6 +546,7 @@ impl EventLoop {
     /// installed tables, with the ports they forward through when `c` computed them.
     pub(super) fn set_installed(&mut self, c: &Computed) {
         self.installed = c.lfts.clone();
+        self.routing_state = c.routing_state.clone();
         self.installed_ports =
             (c.ports_in_use.num_switches() == c.lfts.num_switches()).then(|| (c.lfts.clone(), c.ports_in_use.clone()));
     }

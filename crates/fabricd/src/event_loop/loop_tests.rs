@@ -49,6 +49,7 @@ fn settings(coalesce_ms: u64) -> LoopSettings {
         },
         engine: EngineKind::Dmodc,
         validate: true,
+        incremental: true,
         job_aware: false,
         rank_options: Arc::new(RankOptions::default()),
         fault_injection: FaultInjectionConfig {

@@ -122,6 +122,8 @@ pub struct EventLoop {
     /// The ports the tables of a computed generation forward through, with those tables: the
     /// next computation reuses it while they are still `installed` (the same `Arc`).
     installed_ports: Option<(Arc<Lfts>, Arc<crate::compute::PortUse>)>,
+    /// The routing state of the installed generation: the next one is re-routed from it.
+    routing_state: Option<Arc<fabric_routing::incremental::RoutingState>>,
     installed_lids: Option<Arc<LidPlan>>,
     dirty: BTreeSet<(u32, u32)>,
     resync: BTreeSet<u32>,
@@ -263,6 +265,7 @@ impl EventLoop {
             current: None,
             installed: Arc::new(Lfts::new(0, 0)),
             installed_ports: None,
+            routing_state: None,
             installed_lids: None,
             dirty: BTreeSet::new(),
             side: side::SideTables {

@@ -172,6 +172,8 @@ pub struct LoopSettings {
     pub update: UpdateConfig,
     pub engine: EngineKind,
     pub validate: bool,
+    /// Route from the installed generation's routing state (`[routing] incremental`).
+    pub incremental: bool,
     /// Base LIDs routed on node ids re-indexed by job (`[routing] job_aware`).
     pub job_aware: bool,
     pub rank_options: Arc<RankOptions>,

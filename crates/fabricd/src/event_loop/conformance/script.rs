@@ -153,6 +153,7 @@ pub(super) fn default_settings() -> LoopSettings {
         },
         engine: EngineKind::Dmodc,
         validate: true,
+        incremental: true,
         job_aware: false,
         rank_options: Arc::new(RankOptions::default()),
         fault_injection: FaultInjectionConfig {

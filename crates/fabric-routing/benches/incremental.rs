@@ -1,0 +1,157 @@
+//! Incremental re-routing after a single-cable fault (issue #17, Deliver 4) against the full
+//! routing of the same snapshot ([`route_all_checked`]), on
+//!
+//! * `PGFT(3;24,12,30;1,12,12;1,2,1)`: 8 640 nodes, LMC 1,
+//! * `PGFT(4;18,3,18,36;1,3,18,18;1,6,1,1)`: 34 992 nodes, LMC 1, 24-bit addresses,
+//! * `PGFT(3;32,32,64;1,32,32;1,1,1)`: 65 536 nodes, LMC 1, 24-bit addresses
+//!
+//! (LMC 1: the five-phase update's escape LIDs). Per fabric: `--faults N` (default 10)
+//! different inter-switch cables taken down one at a time from the intact fabric, each routed
+//! incrementally from the intact fabric's state and in full (ranking excluded from both: the
+//! daemon ranks every generation either way); every incremental result is compared with the
+//! full one (tables and check). Prints the median and max of both, the stage split of the
+//! incremental path and the rows it re-filled; the machine load (`/proc/loadavg`) before and
+//! after. On the default rayon pool (the daemon's routing pool).
+//!
+//! `cargo bench -p fabric-routing --bench incremental [-- FILTER] [--faults N]` (FILTER: a
+//! substring of the fabric names).
+
+mod support;
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use fabric_ranking::{rank, RankOptions};
+use fabric_routing::incremental::{route_checked_incremental, RoutePath, StageTimes};
+use fabric_routing::{assign_lids, route_all_checked, EngineKind, Guid2Lid, RoutingCheck, RoutingContext};
+use fabric_topology::{FabricEvent, Remote};
+use support::{fabric, PGFT_34992, PGFT_8640};
+
+const PGFT_65536: &str = "PGFT(3;32,32,64;1,32,32;1,1,1)";
+
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .unwrap_or_default()
+        .trim()
+        .to_string()
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(0.0)
+}
+
+fn untimed(c: &RoutingCheck) -> RoutingCheck {
+    RoutingCheck {
+        check_ms: 0.0,
+        fallback_ms: 0.0,
+        ..c.clone()
+    }
+}
+
+fn main() {
+    let mut filter = None;
+    let mut faults = 10usize;
+    let mut it = std::env::args().skip(1);
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--faults" => faults = it.next().and_then(|v| v.parse().ok()).unwrap_or(faults),
+            "--bench" => {}
+            s => filter = Some(s.to_string()),
+        }
+    }
+    println!("load before: {}", loadavg());
+    for (name, spec, max_lid) in [
+        ("8640", PGFT_8640, 0xBFFF),
+        ("34992", PGFT_34992, 0xFF_FFFF),
+        ("65536", PGFT_65536, 0xFF_FFFF),
+    ] {
+        if filter.as_ref().is_some_and(|f| !name.contains(f.as_str())) {
+            continue;
+        }
+        let intact = Arc::new(fabric(spec, 0));
+        let lids = assign_lids(&intact, &Guid2Lid::default(), 1, max_lid).expect("LIDs");
+        let ranking = rank(&intact, &RankOptions::default());
+        let t = Instant::now();
+        let first = route_checked_incremental(&intact, &ranking, &lids, EngineKind::Dmodc, None, None).expect("route");
+        let first_ms = t.elapsed().as_secs_f64() * 1e3;
+        let state = first.state.expect("dmodc keeps a state");
+        drop(first.lfts);
+        let mut cables = Vec::new();
+        for s in intact.switch_ids() {
+            for (pn, p) in intact.switch(s).external_ports() {
+                if let Remote::Switch { sw, port } = p.remote {
+                    if (sw, port) > (s, pn) {
+                        cables.push((intact.switch(s).guid, pn));
+                    }
+                }
+            }
+        }
+        let step = (cables.len() / faults.max(1)).max(1);
+        let (mut inc, mut full) = (Vec::new(), Vec::new());
+        let mut times = Vec::new();
+        let mut rows = Vec::new();
+        for i in 0..faults {
+            let (switch, port) = cables[(i * step) % cables.len()];
+            let f = Arc::new(intact.apply(&[FabricEvent::LinkDown { switch, port }]).expect("fault"));
+            let ranking = rank(&f, &RankOptions::default());
+            let t = Instant::now();
+            let r = route_checked_incremental(&f, &ranking, &lids, EngineKind::Dmodc, None, Some(&state))
+                .expect("incremental");
+            inc.push(t.elapsed().as_secs_f64() * 1e3);
+            let ctx = RoutingContext {
+                fabric: &f,
+                ranking: &ranking,
+                lids: &lids,
+            };
+            let t = Instant::now();
+            let (want, want_check) = route_all_checked(&ctx, EngineKind::Dmodc, None).expect("full");
+            full.push(t.elapsed().as_secs_f64() * 1e3);
+            assert!(*r.lfts == want.lfts, "{name} fault {i}: tables differ");
+            assert_eq!(untimed(&r.check), untimed(&want_check), "{name} fault {i}");
+            match r.path {
+                RoutePath::Incremental(s) => {
+                    rows.push((
+                        s.base_rows,
+                        s.switch_lid_rows,
+                        s.escape_rows,
+                        s.changed_entries,
+                        s.full_check,
+                    ));
+                    times.push(s.times);
+                }
+                p => println!("  fault {i}: {}", p.name()),
+            }
+        }
+        let stage = |f: fn(&StageTimes) -> f64| median(&mut times.iter().map(f).collect::<Vec<_>>());
+        println!(
+            "{spec} (LMC 1, {} switches, top LID {}): first routing {first_ms:.0} ms",
+            intact.num_switches(),
+            lids.top()
+        );
+        let maxv = |v: &[f64]| v.iter().copied().fold(0.0, f64::max);
+        println!(
+            "  {faults} single-cable faults: incremental median {:.1} ms (max {:.1}), full median {:.1} ms (max {:.1}), {} incremental",
+            median(&mut inc.clone()),
+            maxv(&inc),
+            median(&mut full.clone()),
+            maxv(&full),
+            rows.len()
+        );
+        println!(
+            "  incremental stages (median ms): prep {:.1}, escape prep {:.1}, dirty rows {:.1}, copy {:.1}, re-fill {:.1}, check {:.1}",
+            stage(|t| t.prep_ms),
+            stage(|t| t.escape_prep_ms),
+            stage(|t| t.dirty_ms),
+            stage(|t| t.copy_ms),
+            stage(|t| t.fill_ms),
+            stage(|t| t.check_ms)
+        );
+        if let Some(&(b, s, e, c, fc)) = rows.get(rows.len() / 2) {
+            println!(
+                "  e.g. rows re-filled: base {b}, switch LIDs {s}, escape {e}; {c} entries changed; full check {fc}"
+            );
+        }
+    }
+    println!("load after: {}", loadavg());
+}

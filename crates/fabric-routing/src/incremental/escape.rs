@@ -1,0 +1,247 @@
+//! The Up*/Down* preparation of the escape LIDs ([`crate::updown::prepare`]) with its most
+//! expensive part made incremental: the root detection needs the hop counts from every live
+//! leaf to every switch (one breadth-first search per leaf). The previous generation's hop
+//! counts of a leaf are kept when they are still the distances of the new graph, which is
+//! checked locally around the links that changed: hop counts are the distances exactly when
+//! the leaf is at 0, every link joins counts that differ by at most one (an unreachable switch
+//! only joins unreachable ones), and every other reachable switch has a neighbour one hop
+//! closer. Everything after the hop counts is [`crate::updown::prepare`]'s code path, step by
+//! step (roots, BFS levels, orientation, shortest legal paths, dividers, NIDs).
+
+use std::collections::VecDeque;
+
+use rayon::prelude::*;
+
+use fabric_topology::{Fabric, SwitchId};
+
+use crate::fill::Prepared;
+use crate::prep::{self, Oriented, INF, NONE};
+use crate::updown::{legal_costs, oriented_levels};
+
+/// The hop counts of the root detection: live leaves (with their live end-port counts) and,
+/// per leaf, the hop count from every switch.
+pub(super) struct HopCounts {
+    leaves: Vec<(SwitchId, u32)>,
+    dist: Vec<Vec<u8>>,
+}
+
+/// The links of each switch (remote switches), to find what changed.
+fn remotes(f: &Fabric, s: SwitchId) -> Vec<SwitchId> {
+    let mut v: Vec<SwitchId> = f.port_groups(s).iter().map(|g| g.remote).collect();
+    v.sort_unstable();
+    v
+}
+
+/// One breadth-first search from leaf `l` ([`crate::updown`]'s `detect_roots`).
+fn bfs(fabric: &Fabric, l: SwitchId) -> Vec<u8> {
+    let mut d = vec![INF; fabric.num_switches()];
+    d[l.idx()] = 0;
+    let mut q = VecDeque::from([l]);
+    while let Some(s) = q.pop_front() {
+        let next = d[s.idx()].saturating_add(1);
+        if next == INF {
+            continue;
+        }
+        for g in fabric.port_groups(s) {
+            if d[g.remote.idx()] == INF {
+                d[g.remote.idx()] = next;
+                q.push_back(g.remote);
+            }
+        }
+    }
+    d
+}
+
+impl HopCounts {
+    /// The hop counts of `fabric`, from `previous` (hop counts of `old`) where they still hold.
+    /// Returns them with the number of searches run.
+    pub(super) fn new(fabric: &Fabric, previous: Option<(&Fabric, &HopCounts)>) -> (HopCounts, usize) {
+        let leaves: Vec<(SwitchId, u32)> = fabric
+            .switch_ids()
+            .filter(|&s| fabric.switch(s).up && fabric.is_leaf(s))
+            .map(|s| (s, fabric.attached_end_ports(s).len() as u32))
+            .collect();
+        let n = fabric.num_switches();
+        // Switches whose links changed: (switch, removed remotes, added remotes); `None` when
+        // the comparison does not apply (other switches, a switch up or down).
+        let changes: Option<Vec<(SwitchId, Vec<SwitchId>, Vec<SwitchId>)>> = previous.and_then(|(old, _)| {
+            if old.num_switches() != n || fabric.switch_ids().any(|s| old.switch(s).up != fabric.switch(s).up) {
+                return None;
+            }
+            Some(
+                fabric
+                    .switch_ids()
+                    .collect::<Vec<_>>()
+                    .into_par_iter()
+                    .filter_map(|s| {
+                        let (a, b) = (remotes(old, s), remotes(fabric, s));
+                        (a != b).then(|| {
+                            let removed = a.iter().filter(|x| b.binary_search(x).is_err()).copied().collect();
+                            let added = b.iter().filter(|x| a.binary_search(x).is_err()).copied().collect();
+                            (s, removed, added)
+                        })
+                    })
+                    .collect(),
+            )
+        });
+        let searches = std::sync::atomic::AtomicUsize::new(0);
+        let dist: Vec<Vec<u8>> = leaves
+            .par_iter()
+            .map(|&(l, _)| {
+                if let (Some((_, prev)), Some(changes)) = (previous, &changes) {
+                    if let Ok(i) = prev.leaves.binary_search_by_key(&l, |x| x.0) {
+                        let d = &prev.dist[i];
+                        if still_distances(fabric, d, changes) {
+                            return d.clone();
+                        }
+                    }
+                }
+                searches.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                bfs(fabric, l)
+            })
+            .collect();
+        (HopCounts { leaves, dist }, searches.into_inner())
+    }
+}
+
+/// Whether `d` (distances from a leaf in the previous graph) are the distances in `fabric`,
+/// the links of the switches in `changes` being the only ones that changed (module doc).
+fn still_distances(fabric: &Fabric, d: &[u8], changes: &[(SwitchId, Vec<SwitchId>, Vec<SwitchId>)]) -> bool {
+    let saturated = |x: u8| x >= INF - 1;
+    changes.iter().all(|(s, removed, added)| {
+        let ds = d[s.idx()];
+        if saturated(ds) && ds != INF {
+            return false;
+        }
+        // New links: counts at most one apart (or both unreachable).
+        let added_ok = added.iter().all(|r| {
+            let dr = d[r.idx()];
+            match (ds == INF, dr == INF) {
+                (true, true) => true,
+                (false, false) => ds.abs_diff(dr) <= 1,
+                _ => false,
+            }
+        });
+        // Lost links: a reachable switch keeps a neighbour one hop closer (unless it is the
+        // leaf itself).
+        let keeps_parent = removed.is_empty()
+            || ds == INF
+            || ds == 0
+            || fabric
+                .port_groups(*s)
+                .iter()
+                .any(|g| d[g.remote.idx()] != INF && d[g.remote.idx()] + 1 == ds);
+        added_ok && keeps_parent
+    })
+}
+
+/// [`crate::updown::prepare`] on the hop counts `h` (its code path, step by step).
+pub(super) fn prepare(fabric: &Fabric, h: &HopCounts) -> Prepared {
+    let (leaves, dist) = (&h.leaves, &h.dist);
+    let roots = roots(fabric, h);
+    let attempt = |first: &[SwitchId]| {
+        let bfs = bfs_levels_from(fabric, first);
+        let o = Oriented::new(fabric, &oriented_levels(fabric, &bfs));
+        let costs = legal_costs(&o);
+        (bfs, o, costs)
+    };
+    let (mut bfs, mut o, mut costs) = attempt(&roots);
+    if roots.len() > 1 {
+        let nl = costs.nleaves;
+        let connected = leaves.iter().zip(dist).all(|(&(l, _), d)| {
+            let li = o.leaf_idx[o.pos[l.idx()] as usize] as usize;
+            leaves.iter().all(|&(s, _)| {
+                let p = o.pos[s.idx()];
+                d[s.idx()] == INF || p == NONE || costs.full[p as usize * nl + li] != INF
+            })
+        });
+        if !connected {
+            (bfs, o, costs) = attempt(&[]);
+        }
+    }
+    let strict = Oriented::new(fabric, &bfs);
+    let sdiv = prep::dividers(&strict);
+    let div = o.order.iter().map(|s| sdiv[strict.pos[s.idx()] as usize]).collect();
+    let tn = prep::topological_nids(fabric, &o, &costs);
+    Prepared { o, costs, div, tn }
+}
+
+/// `detect_roots` of [`crate::updown`] on the hop counts `h`.
+fn roots(fabric: &Fabric, h: &HopCounts) -> Vec<SwitchId> {
+    let n = fabric.num_switches();
+    let (leaves, dist) = (&h.leaves, &h.dist);
+    let cand: Vec<Option<(u8, usize)>> = (0..n)
+        .into_par_iter()
+        .map(|s| {
+            let sid = SwitchId(s as u32);
+            if !fabric.switch(sid).up || fabric.is_leaf(sid) {
+                return None;
+            }
+            let mut hist = [0u64; 256];
+            let mut total = 0u64;
+            let mut comp = usize::MAX;
+            for (i, &(_, k)) in leaves.iter().enumerate() {
+                let d = dist[i][s];
+                if d != INF {
+                    hist[d as usize] += u64::from(k);
+                    total += u64::from(k);
+                    comp = comp.min(i);
+                }
+            }
+            let over = |pct: u64| hist.iter().filter(|&&h| h * 100 > total * pct).count();
+            if total == 0 || over(90) != 1 || over(5) != 1 {
+                return None;
+            }
+            let bar = hist.iter().position(|&h| h * 100 > total * 90)? as u8;
+            Some((bar, comp))
+        })
+        .collect();
+    let mut best: std::collections::HashMap<usize, u8> = std::collections::HashMap::new();
+    for &(bar, comp) in cand.iter().flatten() {
+        let b = best.entry(comp).or_insert(bar);
+        *b = (*b).min(bar);
+    }
+    (0..n)
+        .filter(|&s| matches!(cand[s], Some((bar, comp)) if best[&comp] == bar))
+        .map(|s| SwitchId(s as u32))
+        .collect()
+}
+
+/// `bfs_levels_from` of [`crate::updown`]: BFS levels from `first` (one multi-source search),
+/// then from the root of Alg. 10 of every component not reached.
+fn bfs_levels_from(fabric: &Fabric, first: &[SwitchId]) -> Vec<Option<u32>> {
+    let n = fabric.num_switches();
+    let mut depth: Vec<u32> = vec![u32::MAX; n];
+    let mut rest: Vec<SwitchId> = fabric.switch_ids().filter(|&s| fabric.switch(s).up).collect();
+    rest.sort_by_key(|&s| (!fabric.is_leaf(s), fabric.switch(s).guid));
+    let mut queue = VecDeque::new();
+    let mut max_depth = 0;
+    let mut search = |seeds: &[SwitchId], depth: &mut Vec<u32>| {
+        for &r in seeds {
+            if depth[r.idx()] == u32::MAX {
+                depth[r.idx()] = 0;
+                queue.push_back(r);
+            }
+        }
+        while let Some(s) = queue.pop_front() {
+            let d = depth[s.idx()];
+            max_depth = max_depth.max(d);
+            for g in fabric.port_groups(s) {
+                if depth[g.remote.idx()] == u32::MAX {
+                    depth[g.remote.idx()] = d + 1;
+                    queue.push_back(g.remote);
+                }
+            }
+        }
+    };
+    search(first, &mut depth);
+    for root in rest {
+        if depth[root.idx()] == u32::MAX {
+            search(&[root], &mut depth);
+        }
+    }
+    depth
+        .into_iter()
+        .map(|d| (d != u32::MAX).then(|| max_depth - d))
+        .collect()
+}

@@ -1,0 +1,380 @@
+//! Incremental re-routing after a fault (issue #17): the routing of a new snapshot computed
+//! from the previous generation's [`RoutingState`] by re-filling only the LFT rows whose inputs
+//! changed, and re-checking validity only for the entries that changed. The result is
+//! byte-identical to [`route_all_checked`] on the new snapshot (tables and [`RoutingCheck`],
+//! timings aside); whenever that cannot be guaranteed the whole snapshot is routed, and
+//! [`RoutePath`] says which path was taken and why.
+//!
+//! Why row granularity is exact: Dmodc (thesis §4.2, eqs. 4.5, 4.7–4.8) fills row `s` from
+//! `s`'s port groups, its up/down neighbours, its divider `Π_s`, its own cost and downcost rows
+//! (Alg. 5), its neighbours' cost rows (the closer groups `C`) and the destinations in
+//! topological NID order (Alg. 7). The same holds for the escape LIDs (Up*/Down*'s legal
+//! paths with Alg. 12's selection, [`crate::updown::route_escape`]) and, with the
+//! reachability bitsets in place of costs, for the switch LIDs. The preprocessing (costs, dividers, NIDs, bitsets) is recomputed in full — it is
+//! a small part of a route — and compared with the previous one: a row is re-filled when one of
+//! its inputs differs. Global inputs (the LID plan, the NIDs and the leaf list, the node order
+//! of the escape routing) must be unchanged, else every row of that LID set is re-filled.
+//!
+//! Validity ([`crate::check::destination_check`]'s verdict) is re-established from the
+//! previous one: when the previous routing was the engine's own (no fallback) and valid, the
+//! live end ports and their components are unchanged, and every switch whose entry for a
+//! destination changed delivers to it through the new tables, then every connected source
+//! still does (its walk either meets such a switch or follows exactly its previous, live,
+//! route). Otherwise the full check (and repair) runs on the tables.
+//!
+//! Only Dmodc without node groups is incremental (it is the default engine); every other
+//! engine is routed in full (`RoutePath::Full`).
+
+mod dirty;
+mod escape;
+mod recheck;
+#[cfg(test)]
+mod tests;
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use fabric_ranking::Ranking;
+use fabric_topology::Fabric;
+
+use crate::engine::{check_lfts, validate_context, LidSet, RoutingContext, RoutingError};
+use crate::fallback::{check_and_repair, route_all_checked, Fallback, RoutingCheck};
+use crate::fill::{fill_end_port_rows, fill_prepared, Prepared, Select};
+use crate::groups::NodeGroups;
+use crate::lft::Lfts;
+use crate::lid::LidPlan;
+use crate::route::EngineKind;
+use crate::swlid::{fill_switch_lid_rows, SwReach};
+
+/// What a generation keeps for the next one to be routed incrementally (Dmodc, no node
+/// groups): the snapshot, the LID plan, the preprocessing of both LID sets and the tables.
+pub struct RoutingState {
+    fabric: Arc<Fabric>,
+    lids: LidPlan,
+    base: Prepared,
+    reach: SwReach,
+    escape: Option<Prepared>,
+    /// The hop counts of the escape routing's root detection.
+    hops: Option<escape::HopCounts>,
+    lfts: Arc<Lfts>,
+    check: RoutingCheck,
+    /// Per end port: the component label of [`recheck::end_port_components`].
+    components: Vec<u32>,
+}
+
+impl RoutingState {
+    /// The tables are the engine's own (no fallback spliced into them): rows can be reused.
+    fn pure(&self) -> bool {
+        self.check.fallback == Fallback::None
+    }
+}
+
+impl std::fmt::Debug for RoutingState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RoutingState")
+            .field("switches", &self.fabric.num_switches())
+            .field("top", &self.lids.top())
+            .field("valid", &self.check.valid)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RoutingState {
+    /// The tables of the generation (shared, not copied).
+    pub fn lfts(&self) -> &Arc<Lfts> {
+        &self.lfts
+    }
+}
+
+/// Why the whole snapshot was routed.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum FullReason {
+    /// No previous state (first generation, or the previous one kept none).
+    NoPrevious,
+    /// The engine is not Dmodc, or node groups are in force.
+    Engine,
+    /// The LID plan changed.
+    LidPlan,
+    /// The switch or end-port count changed (another fabric).
+    Shape,
+    /// The topological NIDs or the leaf list of the base routing changed.
+    Nids,
+    /// The previous tables hold fallback (Up*/Down*) entries.
+    Repaired,
+}
+
+impl FullReason {
+    /// Short name for logs and metrics.
+    pub fn name(self) -> &'static str {
+        match self {
+            FullReason::NoPrevious => "no-previous",
+            FullReason::Engine => "engine",
+            FullReason::LidPlan => "lid-plan",
+            FullReason::Shape => "shape",
+            FullReason::Nids => "nids",
+            FullReason::Repaired => "previous-repaired",
+        }
+    }
+}
+
+/// Which path [`route_checked_incremental`] took.
+#[derive(Clone, Debug, PartialEq)]
+pub enum RoutePath {
+    /// Every row routed ([`route_all_checked`]).
+    Full(FullReason),
+    /// Only the rows whose inputs changed were re-filled.
+    Incremental(IncrementalStats),
+}
+
+impl RoutePath {
+    /// `incremental` or `full:<reason>`.
+    pub fn name(&self) -> String {
+        match self {
+            RoutePath::Full(r) => format!("full:{}", r.name()),
+            RoutePath::Incremental(_) => "incremental".to_string(),
+        }
+    }
+}
+
+/// What the incremental path did.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct IncrementalStats {
+    /// Rows re-filled: base end-port LIDs, switch LIDs, escape LIDs.
+    pub base_rows: usize,
+    pub switch_lid_rows: usize,
+    pub escape_rows: usize,
+    /// The escape LIDs' global inputs changed: every escape row was re-filled.
+    pub escape_all: bool,
+    /// LFT entries that differ from the previous generation's.
+    pub changed_entries: u64,
+    /// Destination LIDs whose changed entries were walked.
+    pub checked_lids: u64,
+    /// The incremental check could not conclude: the full check (and repair) ran.
+    pub full_check: bool,
+    /// Breadth-first searches run for the escape routing's root detection (one per live leaf
+    /// whose hop counts changed).
+    pub hop_searches: usize,
+    /// Milliseconds: preparation of the base LIDs (costs, dividers, NIDs, switch-LID bitsets)
+    /// and of the escape LIDs (Up*/Down*), dirty rows, copy of the previous tables, re-fill,
+    /// changed entries and check.
+    pub times: StageTimes,
+}
+
+/// Where the time of an incremental routing goes (milliseconds).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct StageTimes {
+    pub prep_ms: f64,
+    pub escape_prep_ms: f64,
+    pub dirty_ms: f64,
+    pub copy_ms: f64,
+    pub fill_ms: f64,
+    pub check_ms: f64,
+}
+
+/// The routing of one snapshot with the state for the next one.
+#[derive(Debug)]
+pub struct Rerouted {
+    /// The tables (shared with [`Rerouted::state`]).
+    pub lfts: Arc<Lfts>,
+    /// Base LIDs and switch LIDs (preparation included), milliseconds.
+    pub base_ms: f64,
+    /// Escape LIDs (preparation included), milliseconds.
+    pub escape_ms: f64,
+    /// Same as [`route_all_checked`]'s (timings aside).
+    pub check: RoutingCheck,
+    /// For the next generation (`None` when the engine is not incremental).
+    pub state: Option<RoutingState>,
+    /// Incremental path: per switch id, whether its row may differ from the previous
+    /// generation's ([`RoutingState::lfts`]); the others are equal by construction. `None`
+    /// after a full routing (or a fallback repair, which may touch any row).
+    pub touched: Option<Vec<bool>>,
+    pub path: RoutePath,
+}
+
+/// Routes and checks `fabric` like [`route_all_checked`] (same bytes, same check), from
+/// `previous` when it allows (module documentation).
+pub fn route_checked_incremental(
+    fabric: &Arc<Fabric>,
+    ranking: &Ranking,
+    lids: &LidPlan,
+    kind: EngineKind,
+    groups: Option<&NodeGroups>,
+    previous: Option<&RoutingState>,
+) -> Result<Rerouted, RoutingError> {
+    let ctx = RoutingContext { fabric, ranking, lids };
+    if kind != EngineKind::Dmodc || groups.is_some() {
+        let (routed, check) = route_all_checked(&ctx, kind, groups)?;
+        return Ok(Rerouted {
+            lfts: Arc::new(routed.lfts),
+            base_ms: routed.base_ms,
+            escape_ms: routed.escape_ms,
+            check,
+            state: None,
+            touched: None,
+            path: RoutePath::Full(FullReason::Engine),
+        });
+    }
+    validate_context(&ctx)?;
+    let t = Instant::now();
+    let base = Prepared::new(fabric, &ranking.level);
+    let reach = SwReach::new(&base.o);
+    let prep_ms = t.elapsed().as_secs_f64() * 1e3;
+    let t = Instant::now();
+    let prev_hops = previous.and_then(|p| p.hops.as_ref().map(|h| (&*p.fabric, h)));
+    let (hops, hop_searches) = if lids.lmc >= 1 {
+        let (h, n) = escape::HopCounts::new(fabric, prev_hops);
+        (Some(h), n)
+    } else {
+        (None, 0)
+    };
+    let escape = hops.as_ref().map(|h| escape::prepare(fabric, h));
+    let escape_prep_ms = t.elapsed().as_secs_f64() * 1e3;
+    let reason = match previous {
+        None => Some(FullReason::NoPrevious),
+        Some(p) if p.fabric.num_switches() != fabric.num_switches() => Some(FullReason::Shape),
+        Some(p) if p.fabric.num_end_ports() != fabric.num_end_ports() => Some(FullReason::Shape),
+        Some(p) if p.lids != *lids => Some(FullReason::LidPlan),
+        Some(p) if !p.pure() => Some(FullReason::Repaired),
+        Some(p) if !dirty::same_destinations(&p.fabric, &p.base, fabric, &base) => Some(FullReason::Nids),
+        Some(_) => None,
+    };
+    let components = recheck::end_port_components(fabric);
+    let (Some(prev), None) = (previous, reason) else {
+        let reason = reason.unwrap_or(FullReason::NoPrevious);
+        let t = Instant::now();
+        let mut lfts = Lfts::new(fabric.num_switches(), lids.top());
+        fill_prepared(&ctx, &base, LidSet::Base, Select::Dmodc, &mut lfts);
+        let base_ms = prep_ms + t.elapsed().as_secs_f64() * 1e3;
+        let t = Instant::now();
+        if let Some(e) = &escape {
+            crate::engine::check_route_args(&ctx, LidSet::Escape, &lfts)?;
+            fill_prepared(&ctx, e, LidSet::Escape, Select::Dmodc, &mut lfts);
+        }
+        let escape_ms = escape_prep_ms + t.elapsed().as_secs_f64() * 1e3;
+        let check = check_and_repair(&ctx, &kind.to_string(), &mut lfts)?;
+        let lfts = Arc::new(lfts);
+        return Ok(Rerouted {
+            lfts: lfts.clone(),
+            base_ms,
+            escape_ms,
+            state: Some(RoutingState {
+                fabric: fabric.clone(),
+                lids: lids.clone(),
+                base,
+                reach,
+                escape,
+                hops,
+                lfts,
+                check: check.clone(),
+                components,
+            }),
+            check,
+            touched: None,
+            path: RoutePath::Full(reason),
+        });
+    };
+    // Incremental: which rows to re-fill.
+    let t = Instant::now();
+    let t_dirty = Instant::now();
+    let ns = fabric.num_switches();
+    let base_rows = dirty::end_port_rows(&prev.fabric, &prev.base, fabric, &base, true);
+    let sw_rows = dirty::switch_lid_rows(&prev.fabric, &prev.base, &prev.reach, fabric, &base, &reach);
+    let (escape_rows, escape_all) = match (&prev.escape, &escape) {
+        (Some(pe), Some(e)) if dirty::same_destinations(&prev.fabric, pe, fabric, e) => {
+            (dirty::end_port_rows(&prev.fabric, pe, fabric, e, true), false)
+        }
+        (_, Some(_)) => (vec![true; ns], true),
+        _ => (vec![false; ns], false),
+    };
+    let dirty_ms = t_dirty.elapsed().as_secs_f64() * 1e3;
+    let t_copy = Instant::now();
+    let mut lfts = copy_tables(&prev.lfts);
+    let copy_ms = t_copy.elapsed().as_secs_f64() * 1e3;
+    check_lfts(&ctx, &lfts)?;
+    fill_end_port_rows(fabric, lids, &base, LidSet::Base, Select::Dmodc, &mut lfts, &base_rows);
+    fill_switch_lid_rows(fabric, lids, &base.o, &reach, &mut lfts, Some(&sw_rows));
+    let base_ms = prep_ms + t.elapsed().as_secs_f64() * 1e3;
+    let t = Instant::now();
+    if let Some(e) = &escape {
+        fill_end_port_rows(
+            fabric,
+            lids,
+            e,
+            LidSet::Escape,
+            Select::Dmodc,
+            &mut lfts,
+            &escape_rows,
+        );
+    }
+    let escape_ms = escape_prep_ms + t.elapsed().as_secs_f64() * 1e3;
+    let touched: Vec<bool> = (0..ns).map(|s| base_rows[s] || sw_rows[s] || escape_rows[s]).collect();
+    let count = |v: &[bool]| v.iter().filter(|&&b| b).count();
+    let mut stats = IncrementalStats {
+        base_rows: count(&base_rows),
+        switch_lid_rows: count(&sw_rows),
+        escape_rows: count(&escape_rows),
+        escape_all,
+        hop_searches,
+        ..IncrementalStats::default()
+    };
+    let fill_total = base_ms - prep_ms + escape_ms - escape_prep_ms;
+    let t = Instant::now();
+    let changed = recheck::changed_entries(&prev.lfts, &lfts, &touched);
+    stats.changed_entries = changed.len() as u64;
+    let can_reuse = prev.check.valid && prev.components == components;
+    let concluded = can_reuse && {
+        let (ok, lids_walked) = recheck::changed_deliver(fabric, lids, &lfts, &changed);
+        stats.checked_lids = lids_walked;
+        ok
+    };
+    let check = if concluded {
+        RoutingCheck {
+            engine: kind.to_string(),
+            check_ms: t.elapsed().as_secs_f64() * 1e3,
+            ..prev.check.clone()
+        }
+    } else {
+        stats.full_check = true;
+        check_and_repair(&ctx, &kind.to_string(), &mut lfts)?
+    };
+    stats.times = StageTimes {
+        prep_ms,
+        escape_prep_ms,
+        dirty_ms,
+        copy_ms,
+        fill_ms: fill_total - dirty_ms - copy_ms,
+        check_ms: t.elapsed().as_secs_f64() * 1e3,
+    };
+    let lfts = Arc::new(lfts);
+    Ok(Rerouted {
+        lfts: lfts.clone(),
+        base_ms,
+        escape_ms,
+        state: Some(RoutingState {
+            fabric: fabric.clone(),
+            lids: lids.clone(),
+            base,
+            reach,
+            escape,
+            hops,
+            lfts,
+            check: check.clone(),
+            components,
+        }),
+        touched: (check.fallback == Fallback::None).then_some(touched),
+        check,
+        path: RoutePath::Incremental(stats),
+    })
+}
+
+/// A copy of `from`, rows copied in parallel (rayon): a fresh table is mostly first-touch page
+/// faults, which then spread over the worker threads (as in [`Lfts::new`]).
+fn copy_tables(from: &Lfts) -> Lfts {
+    use rayon::prelude::*;
+    let ns = from.num_switches();
+    let mut lfts = Lfts::new(ns, (from.row_len().max(1) - 1) as fabric_topology::Lid);
+    lfts.par_rows_mut()
+        .enumerate()
+        .for_each(|(s, row)| row.copy_from_slice(from.row(fabric_topology::SwitchId(s as u32))));
+    lfts
+}

@@ -1,0 +1,164 @@
+//! The incremental path against the reference: [`route_all_checked`] on every snapshot of random
+//! sequences of cable and switch removals and restorations on random degraded PGFTs.
+
+use std::sync::Arc;
+
+use proptest::prelude::*;
+use rand::seq::SliceRandom;
+use rand::{Rng, SeedableRng};
+
+use fabric_ranking::{rank, RankOptions};
+use fabric_topology::{Fabric, FabricEvent, Remote};
+
+use super::*;
+use crate::testutil::{degrade, pgft};
+use crate::{assign_lids, Guid2Lid, IB_MAX_UNICAST_LID};
+
+/// The check with its timings cleared.
+fn untimed(c: &RoutingCheck) -> RoutingCheck {
+    RoutingCheck {
+        check_ms: 0.0,
+        fallback_ms: 0.0,
+        ..c.clone()
+    }
+}
+
+/// Every cable of `f` (one end) and every switch, as events that take them down.
+fn elements(f: &Fabric) -> (Vec<(u64, u8)>, Vec<u64>) {
+    let mut cables = Vec::new();
+    for s in f.switch_ids() {
+        for (pn, port) in f.switch(s).external_ports() {
+            if let Remote::Switch { sw, port: rp } = port.remote {
+                if (sw, rp) > (s, pn) {
+                    cables.push((f.switch(s).guid, pn));
+                }
+            }
+        }
+    }
+    (cables, f.switch_ids().map(|s| f.switch(s).guid).collect())
+}
+
+/// Runs `steps` random events from `start` (a degraded fabric), routing each snapshot both ways
+/// and comparing; returns the paths taken.
+fn run(start: Fabric, lmc: u8, steps: usize, seed: u64) -> Vec<RoutePath> {
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    let lids = assign_lids(&start, &Guid2Lid::default(), lmc, IB_MAX_UNICAST_LID).unwrap();
+    let (cables, switches) = elements(&start);
+    let mut f = Arc::new(start);
+    let mut state: Option<RoutingState> = None;
+    let mut paths = Vec::new();
+    for step in 0..=steps {
+        if step > 0 {
+            // A batch of 1–2 events: cables and switches, down and up.
+            let n = rng.gen_range(1..=2);
+            let mut ev = Vec::new();
+            for _ in 0..n {
+                let e = match rng.gen_range(0..10) {
+                    0..=4 => {
+                        let &(switch, port) = cables.choose(&mut rng).unwrap();
+                        FabricEvent::LinkDown { switch, port }
+                    }
+                    5..=7 => {
+                        let &(switch, port) = cables.choose(&mut rng).unwrap();
+                        FabricEvent::LinkUp { switch, port }
+                    }
+                    8 => FabricEvent::SwitchDown(*switches.choose(&mut rng).unwrap()),
+                    _ => FabricEvent::SwitchUp(*switches.choose(&mut rng).unwrap()),
+                };
+                if f.check_event(&e).is_ok() {
+                    ev.push(e);
+                }
+            }
+            match f.apply(&ev) {
+                Ok(next) => f = Arc::new(next),
+                Err(_) => continue,
+            }
+        }
+        let ranking = rank(&f, &RankOptions::default());
+        let ctx = RoutingContext {
+            fabric: &f,
+            ranking: &ranking,
+            lids: &lids,
+        };
+        let (want, want_check) = route_all_checked(&ctx, EngineKind::Dmodc, None).unwrap();
+        let got = route_checked_incremental(&f, &ranking, &lids, EngineKind::Dmodc, None, state.as_ref()).unwrap();
+        assert!(
+            *got.lfts == want.lfts,
+            "seed {seed} step {step}: tables differ ({:?})",
+            got.path
+        );
+        assert_eq!(
+            untimed(&got.check),
+            untimed(&want_check),
+            "seed {seed} step {step} ({:?})",
+            got.path
+        );
+        paths.push(got.path);
+        state = got.state;
+    }
+    paths
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+    /// Byte-identical tables and an identical check, whatever the events, with LMC 0 and 1.
+    #[test]
+    fn incremental_equals_full_routing(
+        shape in 0usize..3,
+        links in 0usize..8,
+        switches in 0usize..2,
+        lmc in 0u8..2,
+        seed in any::<u64>(),
+    ) {
+        let t = match shape {
+            0 => pgft(&[4, 4, 6], &[1, 4, 4], &[1, 1, 1]),
+            1 => pgft(&[3, 3, 4], &[1, 3, 2], &[1, 2, 1]),
+            _ => pgft(&[2, 3, 2, 3], &[1, 2, 3, 2], &[1, 1, 2, 1]),
+        };
+        let f = degrade(&t.fabric, links, switches, seed);
+        run(f, lmc, 6, seed);
+    }
+}
+
+#[test]
+fn single_cable_faults_take_the_incremental_path() {
+    let t = pgft(&[4, 4, 6], &[1, 4, 4], &[1, 1, 1]);
+    let mut incremental = 0;
+    for seed in 0..4 {
+        let paths = run(t.fabric.clone(), 1, 5, seed);
+        assert_eq!(paths[0], RoutePath::Full(FullReason::NoPrevious));
+        incremental += paths.iter().filter(|p| matches!(p, RoutePath::Incremental(_))).count();
+    }
+    assert!(incremental >= 8, "only {incremental} incremental generations");
+}
+
+#[test]
+fn other_engines_and_node_groups_are_routed_in_full() {
+    let t = pgft(&[3, 3, 4], &[1, 3, 2], &[1, 2, 1]);
+    let f = Arc::new(t.fabric);
+    let lids = assign_lids(&f, &Guid2Lid::default(), 1, IB_MAX_UNICAST_LID).unwrap();
+    let ranking = rank(&f, &RankOptions::default());
+    let first = route_checked_incremental(&f, &ranking, &lids, EngineKind::Dmodc, None, None).unwrap();
+    let r = route_checked_incremental(&f, &ranking, &lids, EngineKind::UpDown, None, first.state.as_ref()).unwrap();
+    assert_eq!(r.path, RoutePath::Full(FullReason::Engine));
+    assert!(r.state.is_none());
+    let g = NodeGroups::from_sets::<Vec<fabric_topology::EndPortId>>(f.num_end_ports(), &[]);
+    let r = route_checked_incremental(&f, &ranking, &lids, EngineKind::Dmodc, Some(&g), first.state.as_ref()).unwrap();
+    assert_eq!(r.path, RoutePath::Full(FullReason::Engine));
+    // A changed LID plan.
+    let other = assign_lids(&f, &Guid2Lid::default(), 0, IB_MAX_UNICAST_LID).unwrap();
+    let r = route_checked_incremental(&f, &ranking, &other, EngineKind::Dmodc, None, first.state.as_ref()).unwrap();
+    assert_eq!(r.path, RoutePath::Full(FullReason::LidPlan));
+    // The same snapshot again: nothing to re-fill.
+    let r = route_checked_incremental(&f, &ranking, &lids, EngineKind::Dmodc, None, first.state.as_ref()).unwrap();
+    match r.path {
+        RoutePath::Incremental(s) => {
+            assert_eq!(
+                (s.base_rows, s.switch_lid_rows, s.escape_rows, s.changed_entries),
+                (0, 0, 0, 0)
+            );
+        }
+        p => panic!("{p:?}"),
+    }
+}
