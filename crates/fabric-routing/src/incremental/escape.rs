@@ -32,6 +32,9 @@ fn remotes(f: &Fabric, s: SwitchId) -> Vec<SwitchId> {
     v
 }
 
+/// A switch whose links changed: the switch, its removed remotes and its added remotes.
+type LinkChange = (SwitchId, Vec<SwitchId>, Vec<SwitchId>);
+
 /// One breadth-first search from leaf `l` ([`crate::updown`]'s `detect_roots`).
 fn bfs(fabric: &Fabric, l: SwitchId) -> Vec<u8> {
     let mut d = vec![INF; fabric.num_switches()];
@@ -64,7 +67,7 @@ impl HopCounts {
         let n = fabric.num_switches();
         // Switches whose links changed: (switch, removed remotes, added remotes); `None` when
         // the comparison does not apply (other switches, a switch up or down).
-        let changes: Option<Vec<(SwitchId, Vec<SwitchId>, Vec<SwitchId>)>> = previous.and_then(|(old, _)| {
+        let changes: Option<Vec<LinkChange>> = previous.and_then(|(old, _)| {
             if old.num_switches() != n || fabric.switch_ids().any(|s| old.switch(s).up != fabric.switch(s).up) {
                 return None;
             }

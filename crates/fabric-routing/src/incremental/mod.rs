@@ -296,15 +296,7 @@ pub fn route_checked_incremental(
     let base_ms = prep_ms + t.elapsed().as_secs_f64() * 1e3;
     let t = Instant::now();
     if let Some(e) = &escape {
-        fill_end_port_rows(
-            fabric,
-            lids,
-            e,
-            LidSet::Escape,
-            Select::Dmodc,
-            &mut lfts,
-            &escape_rows,
-        );
+        fill_end_port_rows(fabric, lids, e, LidSet::Escape, Select::Dmodc, &mut lfts, &escape_rows);
     }
     let escape_ms = escape_prep_ms + t.elapsed().as_secs_f64() * 1e3;
     let touched: Vec<bool> = (0..ns).map(|s| base_rows[s] || sw_rows[s] || escape_rows[s]).collect();
