@@ -81,6 +81,7 @@ mod graph;
 #[cfg(test)]
 mod proptests;
 mod ranker;
+mod shape;
 mod statistical;
 #[cfg(test)]
 mod testfab;
@@ -89,6 +90,7 @@ mod tests;
 
 pub use config::{parse_roles, parse_root_guid_file, RankError};
 pub use ranker::{rank, rank_report, ComponentRank, RankMethod, RankReport};
+pub use shape::{fat_tree_shape, TopologyShape};
 pub use statistical::statistical_top_switches;
 
 /// A configured switch role (Bogdański et al. §V) that overrides detection.
