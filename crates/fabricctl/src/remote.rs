@@ -321,6 +321,15 @@ async fn run_async(cmd: RemoteCmd, target: &Target) -> Result<()> {
             if !s.routing_fallback_reason.is_empty() {
                 outln!("routing fallback {}", s.routing_fallback_reason);
             }
+            if !s.topology_mode.is_empty() {
+                outln!(
+                    "topology         {} ({}; topology = \"{}\"), routed by {}",
+                    s.topology_mode,
+                    if s.fat_tree_found { "ranking finds a fat-tree" } else { "ranking finds no fat-tree" },
+                    s.topology_setting,
+                    s.routed_by
+                );
+            }
             if let Some(t) = driver_smps_text(&s) {
                 outln!("driver SMPs      {t}");
             }

@@ -291,6 +291,10 @@ pub struct RoutingConfig {
     /// routing): only the LFT rows whose inputs changed are recomputed, with the same result as
     /// a full routing. `false` routes every generation in full. Reloadable.
     pub incremental: bool,
+    /// `auto` (the generation's ranking decides), `fat-tree` or `any` (topology-agnostic mode:
+    /// base LIDs routed by Up*/Down*); see [`crate::topology_mode`]. Reloadable (a change
+    /// forces a reroute).
+    pub topology: crate::topology_mode::TopologySetting,
 }
 
 impl Default for RoutingConfig {
@@ -308,6 +312,7 @@ impl Default for RoutingConfig {
             job_aware: false,
             adopt_lids: true,
             incremental: true,
+            topology: crate::topology_mode::TopologySetting::Auto,
         }
     }
 }

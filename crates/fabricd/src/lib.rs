@@ -42,4 +42,5 @@ pub mod sa_store;
 pub mod slurm;
 pub mod state;
 pub mod telemetry;
+pub mod topology_mode;
 pub mod upload;

@@ -86,6 +86,8 @@ pub struct Published {
     pub discarded_generations: u64,
     pub jobs: Arc<Jobs>,
     pub engine: String,
+    /// `[routing] topology` in force (issue #19, topology-agnostic mode).
+    pub topology: crate::topology_mode::TopologySetting,
     /// `[routing] job_aware` in force.
     pub job_aware: bool,
     pub driver: &'static str,
@@ -263,6 +265,7 @@ impl Published {
             discarded_generations: 0,
             jobs: Arc::new(Jobs::default()),
             engine,
+            topology: crate::topology_mode::TopologySetting::Auto,
             job_aware,
             driver,
             lmc,

@@ -170,6 +170,8 @@ struct ValidityGauges {
     fallback_destinations: Gauge,
     disconnected_pairs: Gauge,
     fallbacks: Counter,
+    topology_agnostic: Gauge,
+    fat_tree_found: Gauge,
 }
 
 impl ValidityGauges {
@@ -194,6 +196,16 @@ impl ValidityGauges {
             "routing_fallback_destinations",
             "Destination end ports whose base LIDs are routed by the Up*/Down* fallback instead of the engine",
             g.fallback_destinations.clone(),
+        );
+        r.register(
+            "routing_topology_agnostic",
+            "1 when the installed generation is routed in the topology-agnostic mode (ranking finds no fat-tree, or [routing] topology = \"any\"): base LIDs by Up*/Down*",
+            g.topology_agnostic.clone(),
+        );
+        r.register(
+            "routing_fat_tree_found",
+            "1 when the ranking of the installed generation finds a fat-tree (adjacent-level cables in the majority, every switch ranked)",
+            g.fat_tree_found.clone(),
         );
         r.register(
             "routing_disconnected_pairs",
@@ -464,6 +476,13 @@ impl Telemetry {
         if c.fallback != fabric_routing::Fallback::None {
             v.fallbacks.inc();
         }
+    }
+
+    /// Topology mode of a committed generation (`fabricd_routing_topology_agnostic`,
+    /// `fabricd_routing_fat_tree_found`).
+    pub fn topology_mode(&self, agnostic: bool, fat_tree_found: bool) {
+        self.validity.topology_agnostic.set(i64::from(agnostic));
+        self.validity.fat_tree_found.set(i64::from(fat_tree_found));
     }
 
     pub fn blocks_written(&self, blocks: u64, retries: u64) {

@@ -313,6 +313,7 @@ fn start(five_phase: bool) -> Daemon {
             ..UpdateConfig::default()
         },
         engine: EngineKind::Dmodc,
+        topology: fabricd::topology_mode::TopologySetting::Auto,
         validate: true,
         incremental: true,
         job_aware: false,

@@ -83,6 +83,10 @@ pub fn status_json(s: &pb::Status) -> Value {
         "routing_fallback_reason": s.routing_fallback_reason,
         "unreachable_pairs": s.unreachable_pairs,
         "disconnected_pairs": s.disconnected_pairs,
+        "topology_mode": s.topology_mode,
+        "fat_tree_found": s.fat_tree_found,
+        "routed_by": s.routed_by,
+        "topology_setting": s.topology_setting,
         "ha": s.ha.as_ref().map(ha_json),
     })
 }

@@ -185,6 +185,7 @@ pub(super) fn loop_settings(cfg: &Config) -> Result<LoopSettings, DaemonError> {
         engine: cfg
             .engine_kind()
             .map_err(|e| DaemonError::Config(format!("routing.engine: {e}")))?,
+        topology: cfg.routing.topology,
         validate: cfg.routing.validate,
         incremental: cfg.routing.incremental,
         job_aware: cfg.routing.job_aware,

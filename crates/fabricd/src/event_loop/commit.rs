@@ -326,7 +326,7 @@ impl EventLoop {
             ranking: c.ranking.clone(),
             lids: c.lids.clone(),
             lfts: c.lfts.clone(),
-            engine: self.settings.engine.to_string(),
+            engine: self.settings.topology.engine(self.settings.engine).to_string(),
             route_ms: c.route_ms,
             timings: timings.clone(),
             excluded_links: Arc::new(excluded_links),
@@ -336,6 +336,7 @@ impl EventLoop {
             partitions: c.partitions.clone(),
         });
         self.io.telemetry.routing_check(&c.routing_check);
+        self.note_topology_mode(&generation);
         let first = self.current.is_none();
         self.current = Some(generation);
         tracing::info!(

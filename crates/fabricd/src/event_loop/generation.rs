@@ -78,7 +78,7 @@ impl EventLoop {
             lids_reusable: self.installed_lids.is_some(),
             lmc: self.lmc,
             max_lid: self.max_lid,
-            engine: self.settings.engine,
+            engine: self.settings.topology.engine(self.settings.engine),
             job_groups: self.job_groups(),
             rank_options: self.settings.rank_options.clone(),
             validate: self.settings.validate,

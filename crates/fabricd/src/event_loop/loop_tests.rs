@@ -48,6 +48,7 @@ fn settings(coalesce_ms: u64) -> LoopSettings {
             ..UpdateConfig::default()
         },
         engine: EngineKind::Dmodc,
+        topology: crate::topology_mode::TopologySetting::Auto,
         validate: true,
         incremental: true,
         job_aware: false,

@@ -52,6 +52,7 @@ mod request;
 pub(crate) mod scheduler;
 mod side;
 mod status;
+mod topology;
 pub(crate) mod subscribers;
 pub(crate) mod tasks;
 
@@ -542,6 +543,7 @@ impl EventLoop {
 
     fn on_reload(&mut self, s: LoopSettings) {
         let reroute = s.engine != self.settings.engine
+            || s.topology != self.settings.topology
             || s.job_aware != self.settings.job_aware
             || s.multicast != self.settings.multicast
             || s.partitions != self.settings.partitions

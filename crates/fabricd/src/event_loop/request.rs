@@ -171,6 +171,8 @@ pub struct UpdateNotice {
 pub struct LoopSettings {
     pub update: UpdateConfig,
     pub engine: EngineKind,
+    /// `[routing] topology`: `any` routes the base LIDs with Up*/Down*.
+    pub topology: crate::topology_mode::TopologySetting,
     pub validate: bool,
     /// Route from the installed generation's routing state (`[routing] incremental`).
     pub incremental: bool,

@@ -41,6 +41,8 @@ impl FabricService {
         // tables (what /ready answers too).
         let ha_not_ready = self.shared.ha.as_ref().and_then(crate::ha::HaView::not_ready);
         let not_ready = ha_not_ready.or_else(|| p.installation.not_ready.clone());
+        let setting = p.topology;
+        let mode = g.map(|g| crate::topology_mode::TopologyMode::of(g, setting));
         Ok(Response::new(pb::Status {
             ha: self.shared.ha.as_ref().map(crate::ha::HaView::pb),
             generation: p.generation(),
@@ -100,6 +102,10 @@ impl FabricService {
                 g.routing_check.unreachable_pairs + g.routing_check.escape_unreachable_pairs
             }),
             disconnected_pairs: g.map_or(0, |g| g.routing_check.disconnected_pairs),
+            topology_mode: mode.as_ref().map_or_else(String::new, |m| m.name().to_string()),
+            fat_tree_found: mode.as_ref().is_some_and(|m| m.fat_tree_found),
+            routed_by: mode.map_or_else(String::new, |m| m.routed_by),
+            topology_setting: setting.name().to_string(),
         }))
     }
 

@@ -152,6 +152,7 @@ pub(super) fn default_settings() -> LoopSettings {
             ..UpdateConfig::default()
         },
         engine: EngineKind::Dmodc,
+        topology: crate::topology_mode::TopologySetting::Auto,
         validate: true,
         incremental: true,
         job_aware: false,

@@ -1,0 +1,140 @@
+//! Issue #19, topology-agnostic mode with real parts: `fabricctl topo gen 'SLIMFLY(5;4)'` (the
+//! Slim Fly paper's deployment, 50 switches and 200 end nodes) is the `ibsim` fabric, fabricd
+//! runs the umad driver under the umad2sim shim. The daemon must program every switch; the
+//! tables read back with `ibroute` (not the daemon's own view) must bring every source switch
+//! to every end port's base and escape LID over the file's cables; status and
+//! `fabricctl status --json` must report the agnostic mode and who routed it.
+//!
+//! Needs `ibsim` (ibsim-utils) and `ibroute` (infiniband-diags); a missing tool fails the test.
+
+mod common;
+mod umad_sim;
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::{Duration, Instant};
+
+use common::{run_with_deadline, test_dir, topology};
+use fabric_ibsim_harness::{ibroute, Ibsim};
+use fabric_proto::v1 as pb;
+use fabric_topology::{Fabric, Remote};
+use umad_sim::{config, next_generation};
+
+const SPEC: &str = "SLIMFLY(5;4)";
+
+/// Walks the `ibroute` tables from every switch to every destination LID over the cables of
+/// `f`; returns the failures `(source switch GUID, LID, why)`.
+fn walk_all(f: &Fabric, tables: &HashMap<u64, BTreeMap<u64, u64>>, dests: &HashMap<u64, u64>) -> Vec<(u64, u64, String)> {
+    let mut bad = Vec::new();
+    for src in f.switch_ids() {
+        for (&lid, &want) in dests {
+            let mut at = src;
+            let mut hops = 0;
+            let why = loop {
+                let g = f.switch(at).guid;
+                let Some(&port) = tables.get(&g).and_then(|t| t.get(&lid)) else {
+                    break Some(format!("no entry on 0x{g:016x}"));
+                };
+                match f.switch(at).ports.get(port as usize).map(|p| p.remote) {
+                    Some(Remote::Switch { sw, .. }) => at = sw,
+                    Some(Remote::EndPort(e)) if f.end_port(e).port_guid == want => break None,
+                    other => break Some(format!("0x{g:016x} port {port} leads to {other:?}")),
+                }
+                hops += 1;
+                if hops > 16 {
+                    break Some("loop".to_string());
+                }
+            };
+            if let Some(why) = why {
+                bad.push((f.switch(src).guid, lid, why));
+            }
+        }
+    }
+    bad
+}
+
+#[test]
+fn umad_slim_fly_is_programmed_valid_in_the_agnostic_mode() {
+    let dir = test_dir("umad-slimfly");
+    // The fabric file written by the CLI, as a site would.
+    let file = dir.join("slimfly.ibnet");
+    let out = std::process::Command::new(common::fabricctl_binary())
+        .args(["topo", "gen", SPEC, "-o"])
+        .arg(&file)
+        .output()
+        .expect("run fabricctl topo gen");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = std::fs::read_to_string(&file).expect("read the generated file");
+    let f = fabric_topology::ibnet::parse(&text, "slimfly").expect("parse").fabric;
+    assert_eq!((f.num_switches(), f.num_end_ports()), (50, 200));
+    let host = format!("H-{:016x}", f.end_port(fabric_topology::EndPortId(0)).node_guid);
+    let sim = Ibsim::start(&dir, &text, host);
+    let cfg = dir.join("fabricd.toml");
+    std::fs::write(&cfg, config("")).expect("write config");
+    let env = sim.env();
+    let d = umad_sim::spawn_daemon(&dir, &cfg, &env);
+    run_with_deadline(58, async {
+        let t0 = Instant::now();
+        let mut c = d.ready().await;
+        let s = next_generation(&d, &mut c, 0, Duration::from_secs(40)).await;
+        eprintln!("{SPEC}: first generation installed {:?} after start", t0.elapsed());
+        assert_eq!(s.driver, "umad");
+        // Status: the agnostic mode, no fat-tree, Up*/Down* routed every destination.
+        assert_eq!(s.topology_mode, "agnostic", "{s:?}");
+        assert!(!s.fat_tree_found, "{s:?}");
+        assert_eq!(s.topology_setting, "auto");
+        assert!(s.routed_by.contains("updown"), "{s:?}");
+        assert!(s.routing_valid && s.unreachable_pairs == 0, "{s:?}");
+        assert!(
+            d.log_text().contains("topology-agnostic mode"),
+            "no mode warning in the log:\n{}",
+            d.log_text()
+        );
+        let topo = topology(&mut c).await;
+        assert_eq!(topo.end_ports.len(), 200);
+        assert!(topo.end_ports.iter().all(|e| e.base_lid > 0 && e.escape_lid > 0));
+        // Every LID an end port answers to, and its port GUID.
+        let dests: HashMap<u64, u64> = topo
+            .end_ports
+            .iter()
+            .flat_map(|e| [(u64::from(e.base_lid), e.guid), (u64::from(e.escape_lid), e.guid)])
+            .collect();
+        assert_eq!(dests.len(), 400);
+        let lfts = c
+            .get_lft(pb::GetLftRequest {
+                switch: String::new(),
+                format: pb::LftFormat::Raw as i32,
+            })
+            .await
+            .expect("GetLft")
+            .into_inner();
+        assert_eq!(lfts.switches.len(), 50);
+        let sim = &sim;
+        let tables: HashMap<u64, BTreeMap<u64, u64>> = lfts
+            .switches
+            .iter()
+            .map(|s| (s.guid, ibroute(sim, &["-n", &s.lid.to_string()])))
+            .collect();
+        let bad = walk_all(&f, &tables, &dests);
+        assert!(bad.is_empty(), "{} (switch, LID) walks fail, e.g. {:?}", bad.len(), &bad[..bad.len().min(5)]);
+        eprintln!(
+            "{SPEC}: {} switch tables read back with ibroute, {} walks valid, {:?} after start",
+            tables.len(),
+            50 * dests.len(),
+            t0.elapsed()
+        );
+        // `fabricctl status --json` on the same daemon.
+        let socket = d.socket.display().to_string();
+        let out = tokio::task::spawn_blocking(move || {
+            std::process::Command::new(common::fabricctl_binary())
+                .args(["--socket", &socket, "status", "--json"])
+                .output()
+                .expect("run fabricctl")
+        })
+        .await
+        .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+        assert_eq!(v["topology_mode"], "agnostic", "{v}");
+        assert_eq!(v["fat_tree_found"], false, "{v}");
+    });
+}
