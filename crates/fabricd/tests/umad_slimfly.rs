@@ -34,7 +34,7 @@ fn walk_all(f: &Fabric, tables: &HashMap<u64, BTreeMap<u64, u64>>, dests: &HashM
                 let Some(&port) = tables.get(&g).and_then(|t| t.get(&lid)) else {
                     break Some(format!("no entry on 0x{g:016x}"));
                 };
-                match f.switch(at).ports.get(port as usize).map(|p| p.remote) {
+                match f.switch(at).external_ports().find(|(pn, _)| u64::from(*pn) == port).map(|(_, p)| p.remote) {
                     Some(Remote::Switch { sw, .. }) => at = sw,
                     Some(Remote::EndPort(e)) if f.end_port(e).port_guid == want => break None,
                     other => break Some(format!("0x{g:016x} port {port} leads to {other:?}")),
@@ -50,6 +50,36 @@ fn walk_all(f: &Fabric, tables: &HashMap<u64, BTreeMap<u64, u64>>, dests: &HashM
         }
     }
     bad
+}
+
+/// Directed-route paths (`0,1,p,...`) from the SM's HCA (`f`'s end port 0, its port 1) to every
+/// switch, by BFS over the file's cables: the tables are read by directed route, so reading
+/// does not depend on the routes being checked.
+fn dr_paths(f: &Fabric) -> HashMap<u64, String> {
+    let e = f.end_port(fabric_topology::EndPortId(0));
+    let first = f
+        .switch_ids()
+        .find(|&s| {
+            f.switch(s)
+                .external_ports()
+                .any(|(_, p)| matches!(p.remote, Remote::EndPort(x) if f.end_port(x).port_guid == e.port_guid))
+        })
+        .expect("the SM's switch");
+    let mut out = HashMap::from([(f.switch(first).guid, "0,1".to_string())]);
+    let mut queue = std::collections::VecDeque::from([first]);
+    while let Some(at) = queue.pop_front() {
+        let path = out[&f.switch(at).guid].clone();
+        for (pn, p) in f.switch(at).external_ports() {
+            if let Remote::Switch { sw, .. } = p.remote {
+                let g = f.switch(sw).guid;
+                if !out.contains_key(&g) {
+                    out.insert(g, format!("{path},{pn}"));
+                    queue.push_back(sw);
+                }
+            }
+        }
+    }
+    out
 }
 
 #[test]
@@ -109,11 +139,13 @@ fn umad_slim_fly_is_programmed_valid_in_the_agnostic_mode() {
             .into_inner();
         assert_eq!(lfts.switches.len(), 50);
         let sim = &sim;
+        let paths = dr_paths(&f);
         let tables: HashMap<u64, BTreeMap<u64, u64>> = lfts
             .switches
             .iter()
-            .map(|s| (s.guid, ibroute(sim, &["-n", &s.lid.to_string()])))
+            .map(|s| (s.guid, ibroute(sim, &["-n", "-D", &paths[&s.guid]])))
             .collect();
+        assert!(tables.values().all(|t| t.len() >= dests.len()), "short tables read back");
         let bad = walk_all(&f, &tables, &dests);
         assert!(bad.is_empty(), "{} (switch, LID) walks fail, e.g. {:?}", bad.len(), &bad[..bad.len().min(5)]);
         eprintln!(
