@@ -31,6 +31,9 @@ fn walk_all(f: &Fabric, tables: &HashMap<u64, BTreeMap<u64, u64>>, dests: &HashM
             let mut hops = 0;
             let why = loop {
                 let g = f.switch(at).guid;
+                if g == want {
+                    break None; // a switch's own LID
+                }
                 let Some(&port) = tables.get(&g).and_then(|t| t.get(&lid)) else {
                     break Some(format!("no entry on 0x{g:016x}"));
                 };
@@ -82,9 +85,11 @@ fn dr_paths(f: &Fabric) -> HashMap<u64, String> {
     out
 }
 
-#[test]
-fn umad_slim_fly_is_programmed_valid_in_the_agnostic_mode() {
-    let dir = test_dir("umad-slimfly");
+/// Runs the daemon with `[routing] topology = setting` on the generated Slim Fly; returns the
+/// number of (source switch, switch LID) walks of the read-back tables that fail (management
+/// traffic to the switches; not part of the pair validity the fallback guarantees).
+fn run(setting: &str) -> usize {
+    let dir = test_dir(&format!("umad-slimfly-{setting}"));
     // The fabric file written by the CLI, as a site would.
     let file = dir.join("slimfly.ibnet");
     let out = std::process::Command::new(common::fabricctl_binary())
@@ -99,9 +104,10 @@ fn umad_slim_fly_is_programmed_valid_in_the_agnostic_mode() {
     let host = format!("H-{:016x}", f.end_port(fabric_topology::EndPortId(0)).node_guid);
     let sim = Ibsim::start(&dir, &text, host);
     let cfg = dir.join("fabricd.toml");
-    std::fs::write(&cfg, config("")).expect("write config");
+    std::fs::write(&cfg, config(&format!("[routing]\ntopology = \"{setting}\"\n"))).expect("write config");
     let env = sim.env();
     let d = umad_sim::spawn_daemon(&dir, &cfg, &env);
+    let mut switch_bad = 0;
     run_with_deadline(58, async {
         let t0 = Instant::now();
         let mut c = d.ready().await;
@@ -111,8 +117,12 @@ fn umad_slim_fly_is_programmed_valid_in_the_agnostic_mode() {
         // Status: the agnostic mode, no fat-tree, Up*/Down* routed every destination.
         assert_eq!(s.topology_mode, "agnostic", "{s:?}");
         assert!(!s.fat_tree_found, "{s:?}");
-        assert_eq!(s.topology_setting, "auto");
-        assert!(s.routed_by.contains("updown"), "{s:?}");
+        assert_eq!(s.topology_setting, setting);
+        if setting == "any" {
+            assert_eq!((s.engine.as_str(), s.routed_by.as_str()), ("updown", "updown"), "{s:?}");
+        } else {
+            assert!(s.routed_by.contains("updown fallback"), "{s:?}");
+        }
         assert!(s.routing_valid && s.unreachable_pairs == 0, "{s:?}");
         assert!(
             d.log_text().contains("topology-agnostic mode"),
@@ -154,6 +164,9 @@ fn umad_slim_fly_is_programmed_valid_in_the_agnostic_mode() {
             50 * dests.len(),
             t0.elapsed()
         );
+        let switch_lids: HashMap<u64, u64> = lfts.switches.iter().map(|s| (u64::from(s.lid), s.guid)).collect();
+        switch_bad = walk_all(&f, &tables, &switch_lids).len();
+        eprintln!("{SPEC} topology = {setting}: {switch_bad} of {} (switch, switch LID) walks fail", 50 * 50);
         // `fabricctl status --json` on the same daemon.
         let socket = d.socket.display().to_string();
         let out = tokio::task::spawn_blocking(move || {
@@ -169,4 +182,15 @@ fn umad_slim_fly_is_programmed_valid_in_the_agnostic_mode() {
         assert_eq!(v["topology_mode"], "agnostic", "{v}");
         assert_eq!(v["fat_tree_found"], false, "{v}");
     });
+    switch_bad
+}
+
+#[test]
+fn umad_slim_fly_is_programmed_valid_in_the_agnostic_mode() {
+    run("auto");
+}
+
+#[test]
+fn umad_slim_fly_forced_agnostic_mode_routes_every_lid_by_updown() {
+    assert_eq!(run("any"), 0, "switch LIDs unreachable with topology = \"any\"");
 }
