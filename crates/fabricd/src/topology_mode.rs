@@ -70,6 +70,20 @@ impl FromStr for TopologySetting {
     }
 }
 
+/// Whether the fabric `input` is about to route (physical changes and virtual faults applied,
+/// as [`crate::compute::compute`] does) is a fat-tree by [`fat_tree_shape`]; `None` when the
+/// changes do not apply (the computation reports that error itself).
+pub fn input_is_fat_tree(input: &crate::compute::ComputeInput) -> Option<bool> {
+    let mut fabric = input.physical.clone();
+    for events in [&input.physical_events, &input.exclusions] {
+        if !events.is_empty() {
+            fabric = std::sync::Arc::new(fabric.apply(events).ok()?);
+        }
+    }
+    let ranking = fabric_ranking::rank(&fabric, &input.rank_options);
+    Some(fat_tree_shape(&fabric, &ranking).fat_tree)
+}
+
 /// The mode a committed generation was routed in.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TopologyMode {
