@@ -133,3 +133,47 @@ impl TopologyMode {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+
+    #[test]
+    fn routing_topology_parses_and_rejects_unknown_values() {
+        assert_eq!(Config::default().routing.topology, TopologySetting::Auto);
+        for (text, want) in [
+            ("auto", TopologySetting::Auto),
+            ("fat-tree", TopologySetting::FatTree),
+            ("any", TopologySetting::Any),
+        ] {
+            let c = Config::parse(&format!("[routing]\ntopology = \"{text}\"\n"), "t.toml").expect(text);
+            assert_eq!(c.routing.topology, want);
+            assert_eq!(text.parse::<TopologySetting>(), Ok(want));
+            assert_eq!(want.name(), text);
+        }
+        let e = Config::parse("[routing]\ntopology = \"mesh\"\n", "t.toml").expect_err("mesh");
+        assert!(e.to_string().contains("topology"), "{e}");
+        assert!("mesh".parse::<TopologySetting>().is_err());
+    }
+
+    #[test]
+    fn any_replaces_the_engine_and_the_others_keep_it() {
+        assert_eq!(TopologySetting::Any.engine(EngineKind::Dmodc), EngineKind::UpDown);
+        assert_eq!(TopologySetting::Auto.engine(EngineKind::Dmodc), EngineKind::Dmodc);
+        assert_eq!(TopologySetting::FatTree.engine(EngineKind::Ftree), EngineKind::Ftree);
+    }
+
+    #[test]
+    fn the_mode_metrics_follow_the_last_commit() {
+        let t = crate::telemetry::Telemetry::new();
+        t.topology_mode(true, false);
+        let s = t.encode();
+        assert!(s.contains("fabricd_routing_topology_agnostic 1"), "{s}");
+        assert!(s.contains("fabricd_routing_fat_tree_found 0"), "{s}");
+        t.topology_mode(false, true);
+        let s = t.encode();
+        assert!(s.contains("fabricd_routing_topology_agnostic 0"), "{s}");
+        assert!(s.contains("fabricd_routing_fat_tree_found 1"), "{s}");
+    }
+}

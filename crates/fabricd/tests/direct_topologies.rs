@@ -1,7 +1,7 @@
 //! Issue #19: the real daemon on the mock driver's built-in fabric generated from a direct
 //! topology notation (`[driver.mock] generator = "SLIMFLY(5;4)"`, also a degraded Dragonfly and
-//! a HyperX). Today's fat-tree engines: ranking finds no fat-tree, the Up*/Down* fallback
-//! re-routes what Dmodc cannot, so every generation is valid; status and `fabricctl status` say
+//! a HyperX). Ranking finds no fat-tree: the topology-agnostic mode routes the base LIDs
+//! with Up*/Down*, so every generation is valid; status and `fabricctl status` say
 //! so, and the simulated switches reach every pair over the base and the escape LIDs.
 
 mod common;
@@ -22,9 +22,12 @@ fn check(generator: &str, switches: usize, nodes: usize) {
         let t = topology(&mut c).await;
         assert_eq!((t.switches.len(), t.end_ports.len()), (switches, nodes), "{generator}");
         assert!(s.routing_valid, "{generator}: {s:?}\n{}", d.log_text());
-        // No fat-tree: Dmodc's routes are repaired by the Up*/Down* fallback, and status says so.
-        assert!(s.fallback_destinations > 0, "{generator}: {s:?}");
-        assert!(!s.routing_fallback_reason.is_empty(), "{generator}: {s:?}");
+        // No fat-tree: the topology-agnostic mode (`[routing] topology = "auto"`) routes the
+        // base LIDs with Up*/Down* directly, and status says so.
+        assert_eq!(s.topology_mode, "agnostic", "{generator}: {s:?}");
+        assert!(!s.fat_tree_found, "{generator}: {s:?}");
+        assert_eq!(s.routed_by, "updown", "{generator}: {s:?}");
+        assert_eq!(s.fallback_destinations, 0, "{generator}: {s:?}");
         for escape in [false, true] {
             let r = c
                 .verify_reachability(fabric_proto::v1::VerifyReachabilityRequest { escape })
@@ -48,11 +51,12 @@ fn check(generator: &str, switches: usize, nodes: usize) {
         let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
         assert!(v["generation"].as_u64().unwrap() >= 1, "{v}");
         assert_eq!(v["routing_valid"], true, "{v}");
+        assert_eq!(v["topology_mode"], "agnostic", "{v}");
     });
 }
 
 #[test]
-fn mock_slim_fly_is_routed_valid_by_the_fallback() {
+fn mock_slim_fly_is_routed_valid_in_the_agnostic_mode() {
     // The paper's deployment: 50 switches, 200 end nodes.
     check("SLIMFLY(5;4)", 50, 200);
 }
