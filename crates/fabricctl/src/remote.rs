@@ -325,7 +325,11 @@ async fn run_async(cmd: RemoteCmd, target: &Target) -> Result<()> {
                 outln!(
                     "topology         {} ({}; topology = \"{}\"), routed by {}",
                     s.topology_mode,
-                    if s.fat_tree_found { "ranking finds a fat-tree" } else { "ranking finds no fat-tree" },
+                    if s.fat_tree_found {
+                        "ranking finds a fat-tree"
+                    } else {
+                        "ranking finds no fat-tree"
+                    },
                     s.topology_setting,
                     s.routed_by
                 );

@@ -23,7 +23,11 @@ const SPEC: &str = "SLIMFLY(5;4)";
 
 /// Walks the `ibroute` tables from every switch to every destination LID over the cables of
 /// `f`; returns the failures `(source switch GUID, LID, why)`.
-fn walk_all(f: &Fabric, tables: &HashMap<u64, BTreeMap<u64, u64>>, dests: &HashMap<u64, u64>) -> Vec<(u64, u64, String)> {
+fn walk_all(
+    f: &Fabric,
+    tables: &HashMap<u64, BTreeMap<u64, u64>>,
+    dests: &HashMap<u64, u64>,
+) -> Vec<(u64, u64, String)> {
     let mut bad = Vec::new();
     for src in f.switch_ids() {
         for (&lid, &want) in dests {
@@ -37,7 +41,12 @@ fn walk_all(f: &Fabric, tables: &HashMap<u64, BTreeMap<u64, u64>>, dests: &HashM
                 let Some(&port) = tables.get(&g).and_then(|t| t.get(&lid)) else {
                     break Some(format!("no entry on 0x{g:016x}"));
                 };
-                match f.switch(at).external_ports().find(|(pn, _)| u64::from(*pn) == port).map(|(_, p)| p.remote) {
+                match f
+                    .switch(at)
+                    .external_ports()
+                    .find(|(pn, _)| u64::from(*pn) == port)
+                    .map(|(_, p)| p.remote)
+                {
                     Some(Remote::Switch { sw, .. }) => at = sw,
                     Some(Remote::EndPort(e)) if f.end_port(e).port_guid == want => break None,
                     other => break Some(format!("0x{g:016x} port {port} leads to {other:?}")),
@@ -157,9 +166,17 @@ fn run(setting: &str) -> usize {
             .iter()
             .map(|s| (s.guid, ibroute(sim, &["-n", "-D", &paths[&s.guid]])))
             .collect();
-        assert!(tables.values().all(|t| t.len() >= dests.len()), "short tables read back");
+        assert!(
+            tables.values().all(|t| t.len() >= dests.len()),
+            "short tables read back"
+        );
         let bad = walk_all(&f, &tables, &dests);
-        assert!(bad.is_empty(), "{} (switch, LID) walks fail, e.g. {:?}", bad.len(), &bad[..bad.len().min(5)]);
+        assert!(
+            bad.is_empty(),
+            "{} (switch, LID) walks fail, e.g. {:?}",
+            bad.len(),
+            &bad[..bad.len().min(5)]
+        );
         eprintln!(
             "{SPEC}: {} switch tables read back with ibroute, {} walks valid, {:?} after start",
             tables.len(),
@@ -168,7 +185,10 @@ fn run(setting: &str) -> usize {
         );
         let switch_lids: HashMap<u64, u64> = lfts.switches.iter().map(|s| (u64::from(s.lid), s.guid)).collect();
         switch_bad = walk_all(&f, &tables, &switch_lids).len();
-        eprintln!("{SPEC} topology = {setting}: {switch_bad} of {} (switch, switch LID) walks fail", 50 * 50);
+        eprintln!(
+            "{SPEC} topology = {setting}: {switch_bad} of {} (switch, switch LID) walks fail",
+            50 * 50
+        );
         // `fabricctl status --json` on the same daemon.
         let socket = d.socket.display().to_string();
         let out = tokio::task::spawn_blocking(move || {

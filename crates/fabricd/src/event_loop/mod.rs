@@ -52,9 +52,9 @@ mod request;
 pub(crate) mod scheduler;
 mod side;
 mod status;
-mod topology;
 pub(crate) mod subscribers;
 pub(crate) mod tasks;
+mod topology;
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
