@@ -84,8 +84,8 @@ fn dr_paths(f: &Fabric) -> HashMap<u64, String> {
         for (pn, p) in f.switch(at).external_ports() {
             if let Remote::Switch { sw, .. } = p.remote {
                 let g = f.switch(sw).guid;
-                if !out.contains_key(&g) {
-                    out.insert(g, format!("{path},{pn}"));
+                if let std::collections::hash_map::Entry::Vacant(v) = out.entry(g) {
+                    v.insert(format!("{path},{pn}"));
                     queue.push_back(sw);
                 }
             }
