@@ -17,8 +17,6 @@ use fabric_ranking::{fat_tree_shape, TopologyShape};
 use fabric_routing::{EngineKind, Fallback};
 use serde::{Deserialize, Serialize};
 
-use crate::state::Generation;
-
 /// `[routing] topology`.
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -71,16 +69,20 @@ impl FromStr for TopologySetting {
 }
 
 /// Whether the fabric `input` is about to route (physical changes and virtual faults applied,
-/// as [`crate::compute::compute`] does) is a fat-tree by [`fat_tree_shape`]; `None` when the
+/// as `compute::compute` does) is a fat-tree by [`fat_tree_shape`]; `None` when the
 /// changes do not apply (the computation reports that error itself).
-pub fn input_is_fat_tree(input: &crate::compute::ComputeInput) -> Option<bool> {
-    let mut fabric = input.physical.clone();
-    for events in [&input.physical_events, &input.exclusions] {
+pub fn input_is_fat_tree(
+    physical: &std::sync::Arc<fabric_topology::Fabric>,
+    changes: [&[fabric_topology::FabricEvent]; 2],
+    rank_options: &fabric_ranking::RankOptions,
+) -> Option<bool> {
+    let mut fabric = physical.clone();
+    for events in changes {
         if !events.is_empty() {
             fabric = std::sync::Arc::new(fabric.apply(events).ok()?);
         }
     }
-    let ranking = fabric_ranking::rank(&fabric, &input.rank_options);
+    let ranking = fabric_ranking::rank(&fabric, rank_options);
     Some(fat_tree_shape(&fabric, &ranking).fat_tree)
 }
 
@@ -99,15 +101,19 @@ pub struct TopologyMode {
 }
 
 impl TopologyMode {
-    /// The mode of `g` under `setting`.
-    pub fn of(g: &Generation, setting: TopologySetting) -> TopologyMode {
-        let shape = fat_tree_shape(&g.fabric, &g.ranking);
+    /// The mode of a generation (its fabric, ranking and routing check) under `setting`.
+    pub fn of(
+        fabric: &fabric_topology::Fabric,
+        ranking: &fabric_ranking::Ranking,
+        c: &fabric_routing::RoutingCheck,
+        setting: TopologySetting,
+    ) -> TopologyMode {
+        let shape = fat_tree_shape(fabric, ranking);
         let agnostic = match setting {
             TopologySetting::Auto => !shape.fat_tree,
             TopologySetting::FatTree => false,
             TopologySetting::Any => true,
         };
-        let c = &g.routing_check;
         let routed_by = match c.fallback {
             Fallback::None => c.engine.clone(),
             Fallback::AllBase => "updown (fallback for every destination)".to_string(),

@@ -54,7 +54,11 @@ fn log_routing_check(job: u64, c: &fabric_routing::RoutingCheck) {
 /// 2500 switch-to-switch-LID walks failed).
 fn compute_job(mut input: ComputeInput, stage_split: bool, detect_topology: bool) -> Internal {
     if detect_topology && input.engine != fabric_routing::EngineKind::UpDown {
-        if let Some(false) = crate::topology_mode::input_is_fat_tree(&input) {
+        if let Some(false) = crate::topology_mode::input_is_fat_tree(
+            &input.physical,
+            [&input.physical_events, &input.exclusions],
+            &input.rank_options,
+        ) {
             input.engine = fabric_routing::EngineKind::UpDown;
         }
     }

@@ -11,9 +11,12 @@ impl EventLoop {
     /// previous one).
     pub(super) fn note_topology_mode(&self, g: &Generation) {
         let setting = self.settings.topology;
-        let mode = TopologyMode::of(g, setting);
+        let mode = TopologyMode::of(&g.fabric, &g.ranking, &g.routing_check, setting);
         self.io.telemetry.topology_mode(mode.agnostic, mode.fat_tree_found);
-        let before = self.current.as_ref().map(|p| TopologyMode::of(p, setting).agnostic);
+        let before = self
+            .current
+            .as_ref()
+            .map(|p| TopologyMode::of(&p.fabric, &p.ranking, &p.routing_check, setting).agnostic);
         if before == Some(mode.agnostic) || (before.is_none() && !mode.agnostic) {
             return;
         }

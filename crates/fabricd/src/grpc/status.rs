@@ -42,7 +42,7 @@ impl FabricService {
         let ha_not_ready = self.shared.ha.as_ref().and_then(crate::ha::HaView::not_ready);
         let not_ready = ha_not_ready.or_else(|| p.installation.not_ready.clone());
         let setting = p.topology;
-        let mode = g.map(|g| crate::topology_mode::TopologyMode::of(g, setting));
+        let mode = g.map(|g| crate::topology_mode::TopologyMode::of(&g.fabric, &g.ranking, &g.routing_check, setting));
         Ok(Response::new(pb::Status {
             ha: self.shared.ha.as_ref().map(crate::ha::HaView::pb),
             generation: p.generation(),
