@@ -6,9 +6,9 @@
 //! and no unranked switch; on Slim Fly, Dragonfly, HyperX or a random regular graph every
 //! switch carries end nodes, so every switch is a leaf and every cable is same-level). In the
 //! agnostic mode the base LIDs are routed by Up*/Down* (`updown`, deadlock-free on any connected
-//! graph): with `topology = "auto"` through the validity check's fallback
-//! ([`fabric_routing::Fallback`]), with `topology = "any"` directly (the engine is replaced by
-//! `updown`). The escape LIDs are Up*/Down* in both modes, so the five-phase update is unchanged.
+//! graph) instead of the configured engine: with `topology = "auto"` when the fabric about to be
+//! routed ranks as no fat-tree ([`input_is_fat_tree`], run on the routing pool before the
+//! computation), with `topology = "any"` always. The escape LIDs are Up*/Down* in both modes, so the five-phase update is unchanged.
 
 use std::fmt;
 use std::str::FromStr;
