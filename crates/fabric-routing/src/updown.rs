@@ -216,23 +216,10 @@ fn detect_roots(fabric: &Fabric) -> Roots {
                 .iter()
                 .position(|&b| b != 0)
                 .map_or(usize::MAX, |wi| wi * 64 + row[wi].trailing_zeros() as usize);
-            let over = |pct: u64| hist.iter().filter(|&&h| h * 100 > total * pct).count();
-            if total == 0 || over(90) != 1 || over(5) != 1 {
-                return None;
-            }
-            let bar = hist.iter().position(|&h| h * 100 > total * 90)? as u8;
-            Some((bar, comp))
+            Some((dominant_bar(hist, total)?, comp))
         })
         .collect();
-    let mut best: std::collections::HashMap<usize, u8> = std::collections::HashMap::new();
-    for &(bar, comp) in cand.iter().flatten() {
-        let b = best.entry(comp).or_insert(bar);
-        *b = (*b).min(bar);
-    }
-    let roots = (0..n)
-        .filter(|&s| matches!(cand[s], Some((bar, comp)) if best[&comp] == bar))
-        .map(|s| SwitchId(s as u32))
-        .collect();
+    let roots = roots_of_candidates(&cand);
     // Which leaves reach each leaf.
     let reach = leaves
         .iter()
@@ -244,6 +231,31 @@ fn detect_roots(fabric: &Fabric) -> Roots {
         w,
         reach,
     }
+}
+
+/// OpenSM `updn`'s root test on one switch's histogram (end ports per hop count, `total` of
+/// them): exactly one hop count holds more than 90 % of the end ports and no other more than
+/// 5 %; returns that hop count (the switch's bar).
+pub(crate) fn dominant_bar(hist: &[u64], total: u64) -> Option<u8> {
+    let over = |pct: u64| hist.iter().filter(|&&h| h * 100 > total * pct).count();
+    if total == 0 || over(90) != 1 || over(5) != 1 {
+        return None;
+    }
+    hist.iter().position(|&h| h * 100 > total * 90).map(|b| b as u8)
+}
+
+/// The roots among the candidates (per switch: `Some((bar, component key))`): in each component
+/// the candidates with the smallest bar.
+pub(crate) fn roots_of_candidates(cand: &[Option<(u8, usize)>]) -> Vec<SwitchId> {
+    let mut best: std::collections::HashMap<usize, u8> = std::collections::HashMap::new();
+    for &(bar, comp) in cand.iter().flatten() {
+        let b = best.entry(comp).or_insert(bar);
+        *b = (*b).min(bar);
+    }
+    (0..cand.len())
+        .filter(|&s| matches!(cand[s], Some((bar, comp)) if best[&comp] == bar))
+        .map(|s| SwitchId(s as u32))
+        .collect()
 }
 
 /// What [`detect_roots`] found.
@@ -361,20 +373,34 @@ pub(crate) fn prepare(fabric: &Fabric) -> Prepared {
         w,
         reach,
     } = detect_roots(fabric);
+    prepare_with_roots(fabric, &roots, &leaves, |i, j| reach[j * w + i / 64] & (1 << (i % 64)) != 0)
+}
+
+/// [`prepare`] after the root detection: `roots` and the live `leaves` (with their end-port
+/// counts) it found, `reaches(i, j)` whether the search from leaf `i` of `leaves` reaches leaf
+/// `j` (the connectivity the orientation from `roots` must keep, else every switch is oriented
+/// from Alg. 10's per-component roots). Shared with the incremental re-routing, which finds the
+/// roots from kept hop counts.
+pub(crate) fn prepare_with_roots(
+    fabric: &Fabric,
+    roots: &[SwitchId],
+    leaves: &[(SwitchId, u32)],
+    reaches: impl Fn(usize, usize) -> bool,
+) -> Prepared {
     let attempt = |first: &[SwitchId]| {
         let bfs = bfs_levels_from(fabric, first);
         let o = Oriented::new(fabric, &oriented_levels(fabric, &bfs));
         let costs = legal_costs(&o);
         (bfs, o, costs)
     };
-    let (mut bfs, mut o, mut costs) = attempt(&roots);
+    let (mut bfs, mut o, mut costs) = attempt(roots);
     if roots.len() > 1 {
         let nl = costs.nleaves;
         let connected = leaves.iter().enumerate().all(|(i, &(l, _))| {
             let li = o.leaf_idx[o.pos[l.idx()] as usize] as usize;
-            leaves.iter().zip(reach.chunks(w)).all(|(&(s, _), r)| {
+            leaves.iter().enumerate().all(|(j, &(s, _))| {
                 let p = o.pos[s.idx()];
-                r[i / 64] & (1 << (i % 64)) == 0 || p == NONE || costs.full[p as usize * nl + li] != INF
+                !reaches(i, j) || p == NONE || costs.full[p as usize * nl + li] != INF
             })
         });
         if !connected {

@@ -5,8 +5,8 @@
 //! checked locally around the links that changed: hop counts are the distances exactly when
 //! the leaf is at 0, every link joins counts that differ by at most one (an unreachable switch
 //! only joins unreachable ones), and every other reachable switch has a neighbour one hop
-//! closer. Everything after the hop counts is [`crate::updown::prepare`]'s code path, step by
-//! step (roots, BFS levels, orientation, shortest legal paths, dividers, NIDs).
+//! closer. Everything after the roots is [`crate::updown::prepare_with_roots`] (BFS levels,
+//! orientation, shortest legal paths, dividers, NIDs).
 
 use std::collections::VecDeque;
 
@@ -15,8 +15,8 @@ use rayon::prelude::*;
 use fabric_topology::{Fabric, SwitchId};
 
 use crate::fill::Prepared;
-use crate::prep::{self, Oriented, INF, NONE};
-use crate::updown::{legal_costs, oriented_levels};
+use crate::prep::INF;
+use crate::updown::{dominant_bar, prepare_with_roots, roots_of_candidates};
 
 /// The hop counts of the root detection: live leaves (with their live end-port counts) and,
 /// per leaf, the hop count from every switch.
@@ -138,38 +138,16 @@ fn still_distances(fabric: &Fabric, d: &[u8], changes: &[(SwitchId, Vec<SwitchId
     })
 }
 
-/// [`crate::updown::prepare`] on the hop counts `h` (its code path, step by step).
+/// [`crate::updown::prepare`] on the hop counts `h`: the roots from them, then
+/// [`crate::updown::prepare_with_roots`].
 pub(super) fn prepare(fabric: &Fabric, h: &HopCounts) -> Prepared {
-    let (leaves, dist) = (&h.leaves, &h.dist);
     let roots = roots(fabric, h);
-    let attempt = |first: &[SwitchId]| {
-        let bfs = bfs_levels_from(fabric, first);
-        let o = Oriented::new(fabric, &oriented_levels(fabric, &bfs));
-        let costs = legal_costs(&o);
-        (bfs, o, costs)
-    };
-    let (mut bfs, mut o, mut costs) = attempt(&roots);
-    if roots.len() > 1 {
-        let nl = costs.nleaves;
-        let connected = leaves.iter().zip(dist).all(|(&(l, _), d)| {
-            let li = o.leaf_idx[o.pos[l.idx()] as usize] as usize;
-            leaves.iter().all(|&(s, _)| {
-                let p = o.pos[s.idx()];
-                d[s.idx()] == INF || p == NONE || costs.full[p as usize * nl + li] != INF
-            })
-        });
-        if !connected {
-            (bfs, o, costs) = attempt(&[]);
-        }
-    }
-    let strict = Oriented::new(fabric, &bfs);
-    let sdiv = prep::dividers(&strict);
-    let div = o.order.iter().map(|s| sdiv[strict.pos[s.idx()] as usize]).collect();
-    let tn = prep::topological_nids(fabric, &o, &costs);
-    Prepared { o, costs, div, tn }
+    let leaves = &h.leaves;
+    prepare_with_roots(fabric, &roots, leaves, |i, j| h.dist[i][leaves[j].0.idx()] != INF)
 }
 
-/// `detect_roots` of [`crate::updown`] on the hop counts `h`.
+/// `detect_roots` of [`crate::updown`] on the hop counts `h` (same rule: [`dominant_bar`],
+/// [`roots_of_candidates`]).
 fn roots(fabric: &Fabric, h: &HopCounts) -> Vec<SwitchId> {
     let n = fabric.num_switches();
     let (leaves, dist) = (&h.leaves, &h.dist);
@@ -191,60 +169,8 @@ fn roots(fabric: &Fabric, h: &HopCounts) -> Vec<SwitchId> {
                     comp = comp.min(i);
                 }
             }
-            let over = |pct: u64| hist.iter().filter(|&&h| h * 100 > total * pct).count();
-            if total == 0 || over(90) != 1 || over(5) != 1 {
-                return None;
-            }
-            let bar = hist.iter().position(|&h| h * 100 > total * 90)? as u8;
-            Some((bar, comp))
+            Some((dominant_bar(&hist, total)?, comp))
         })
         .collect();
-    let mut best: std::collections::HashMap<usize, u8> = std::collections::HashMap::new();
-    for &(bar, comp) in cand.iter().flatten() {
-        let b = best.entry(comp).or_insert(bar);
-        *b = (*b).min(bar);
-    }
-    (0..n)
-        .filter(|&s| matches!(cand[s], Some((bar, comp)) if best[&comp] == bar))
-        .map(|s| SwitchId(s as u32))
-        .collect()
-}
-
-/// `bfs_levels_from` of [`crate::updown`]: BFS levels from `first` (one multi-source search),
-/// then from the root of Alg. 10 of every component not reached.
-fn bfs_levels_from(fabric: &Fabric, first: &[SwitchId]) -> Vec<Option<u32>> {
-    let n = fabric.num_switches();
-    let mut depth: Vec<u32> = vec![u32::MAX; n];
-    let mut rest: Vec<SwitchId> = fabric.switch_ids().filter(|&s| fabric.switch(s).up).collect();
-    rest.sort_by_key(|&s| (!fabric.is_leaf(s), fabric.switch(s).guid));
-    let mut queue = VecDeque::new();
-    let mut max_depth = 0;
-    let mut search = |seeds: &[SwitchId], depth: &mut Vec<u32>| {
-        for &r in seeds {
-            if depth[r.idx()] == u32::MAX {
-                depth[r.idx()] = 0;
-                queue.push_back(r);
-            }
-        }
-        while let Some(s) = queue.pop_front() {
-            let d = depth[s.idx()];
-            max_depth = max_depth.max(d);
-            for g in fabric.port_groups(s) {
-                if depth[g.remote.idx()] == u32::MAX {
-                    depth[g.remote.idx()] = d + 1;
-                    queue.push_back(g.remote);
-                }
-            }
-        }
-    };
-    search(first, &mut depth);
-    for root in rest {
-        if depth[root.idx()] == u32::MAX {
-            search(&[root], &mut depth);
-        }
-    }
-    depth
-        .into_iter()
-        .map(|d| (d != u32::MAX).then(|| max_depth - d))
-        .collect()
+    roots_of_candidates(&cand)
 }
