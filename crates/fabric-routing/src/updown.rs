@@ -373,7 +373,9 @@ pub(crate) fn prepare(fabric: &Fabric) -> Prepared {
         w,
         reach,
     } = detect_roots(fabric);
-    prepare_with_roots(fabric, &roots, &leaves, |i, j| reach[j * w + i / 64] & (1 << (i % 64)) != 0)
+    prepare_with_roots(fabric, &roots, &leaves, |i, j| {
+        reach[j * w + i / 64] & (1 << (i % 64)) != 0
+    })
 }
 
 /// [`prepare`] after the root detection: `roots` and the live `leaves` (with their end-port
