@@ -14,12 +14,9 @@
 
 #[cfg(test)]
 mod tests;
-
-use fabric_topology::SwitchId;
-
 use crate::engine::{check_route_args, LidSet, RoutingContext, RoutingEngine, RoutingError};
-use crate::lft::{Lfts, NO_ROUTE};
-use crate::sssp::{route_paths, updown_frame, PathSet};
+use crate::lft::Lfts;
+use crate::sssp::{updown_frame, write_paths, PathSet};
 use crate::swlid;
 
 /// Why the daemon refuses `dfsssp` ([`crate::engine_fits`]).
@@ -38,26 +35,7 @@ impl RoutingEngine for Dfsssp {
     fn route(&self, ctx: &RoutingContext<'_>, set: LidSet, lfts: &mut Lfts) -> Result<(), RoutingError> {
         check_route_args(ctx, set, lfts)?;
         let f = ctx.fabric;
-        let off = set.offset();
-        let mut routed = vec![false; f.num_end_ports()];
-        route_paths(f, PathSet::Shortest, |ep, next| {
-            let base = ctx.lids.base_lid(ep);
-            if base == 0 {
-                return;
-            }
-            routed[ep.idx()] = true;
-            for (s, &port) in next.iter().enumerate() {
-                lfts.set(SwitchId(s as u32), base + off, port);
-            }
-        });
-        for ep in f.end_port_ids().filter(|ep| !routed[ep.idx()]) {
-            let base = ctx.lids.base_lid(ep);
-            if base != 0 {
-                for s in f.switch_ids() {
-                    lfts.set(s, base + off, NO_ROUTE);
-                }
-            }
-        }
+        write_paths(ctx, set, PathSet::Shortest, lfts);
         if set == LidSet::Base {
             let frame = updown_frame(f, &ctx.ranking.level);
             swlid::fill_switch_lids(f, ctx.lids, &frame.o, lfts);

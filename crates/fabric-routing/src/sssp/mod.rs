@@ -58,37 +58,46 @@ impl RoutingEngine for Sssp {
         check_route_args(ctx, set, lfts)?;
         let f = ctx.fabric;
         let frame = updown_frame(f, &ctx.ranking.level);
-        let off = set.offset();
-        let mut routed = vec![false; f.num_end_ports()];
-        route_paths(
-            f,
+        write_paths(
+            ctx,
+            set,
             PathSet::UpDown {
                 o: &frame.o,
                 costs: &frame.costs,
             },
-            |ep, next| {
-                let base = ctx.lids.base_lid(ep);
-                if base == 0 {
-                    return;
-                }
-                routed[ep.idx()] = true;
-                for (s, &port) in next.iter().enumerate() {
-                    lfts.set(SwitchId(s as u32), base + off, port);
-                }
-            },
+            lfts,
         );
-        for ep in f.end_port_ids().filter(|ep| !routed[ep.idx()]) {
-            let base = ctx.lids.base_lid(ep);
-            if base != 0 {
-                for s in f.switch_ids() {
-                    lfts.set(s, base + off, NO_ROUTE);
-                }
-            }
-        }
         if set == LidSet::Base {
             swlid::fill_switch_lids(f, ctx.lids, &frame.o, lfts);
         }
         Ok(())
+    }
+}
+
+/// Writes the end-port entries of `set` from [`route_paths`] over `paths` (every switch's next
+/// hop per destination end port) and [`NO_ROUTE`] for the end ports it leaves unrouted; shared
+/// by [`Sssp`] and DFSSSP ([`crate::dfsssp`]).
+pub(crate) fn write_paths(ctx: &RoutingContext<'_>, set: LidSet, paths: PathSet<'_>, lfts: &mut Lfts) {
+    let f = ctx.fabric;
+    let off = set.offset();
+    let mut routed = vec![false; f.num_end_ports()];
+    route_paths(f, paths, |ep, next| {
+        let base = ctx.lids.base_lid(ep);
+        if base == 0 {
+            return;
+        }
+        routed[ep.idx()] = true;
+        for (s, &port) in next.iter().enumerate() {
+            lfts.set(SwitchId(s as u32), base + off, port);
+        }
+    });
+    for ep in f.end_port_ids().filter(|ep| !routed[ep.idx()]) {
+        let base = ctx.lids.base_lid(ep);
+        if base != 0 {
+            for s in f.switch_ids() {
+                lfts.set(s, base + off, NO_ROUTE);
+            }
+        }
     }
 }
 
