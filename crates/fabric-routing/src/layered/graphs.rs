@@ -114,17 +114,6 @@ pub fn slim_fly(q: u32, p: u32) -> Fabric {
     build(2 * (q * q) as usize, p, &mms_edges(q))
 }
 
-/// Slim Fly SF(q) with `p` end ports per switch and `remove` random cables left out (seeded;
-/// the cabling as built, not a degraded snapshot: for topology files).
-pub fn slim_fly_without(q: u32, p: u32, remove: usize, seed: u64) -> Fabric {
-    let mut e = mms_edges(q);
-    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
-    e.shuffle(&mut rng);
-    e.truncate(e.len() - remove.min(e.len()));
-    e.sort_unstable();
-    build(2 * (q * q) as usize, p, &e)
-}
-
 /// A connected random `k`-regular graph on `n` switches (pairing model, seeded; retried until
 /// simple and connected), `p` end ports per switch.
 pub fn rrg(n: usize, k: usize, p: u32, seed: u64) -> Fabric {

@@ -5,7 +5,7 @@
 
 use proptest::prelude::*;
 
-use super::graphs::{mms_edges, rrg, slim_fly, slim_fly_without};
+use super::graphs::{mms_edges, rrg, slim_fly};
 use super::*;
 use crate::check::{cdg_acyclic_per_layer, validity};
 use crate::lid::{assign_lids, Guid2Lid, IB_MAX_UNICAST_LID};
@@ -125,26 +125,5 @@ proptest! {
         // Layer 0 takes minimal paths only.
         let st = layer_stats(&f, &LayeredRouting { k: 1, n: lr.n, next: vec![lr.next[0].clone()], tables: vec![] });
         prop_assert_eq!(st.share_minimal, 1.0);
-    }
-}
-
-/// Writes the test Slim Flies (q = 5 with p = 4, q = 7 with p = 6; complete and with 1 % / 5 % of
-/// the cables left out) as ibnetdiscover files into the directory `$SLIMFLY_OUT`, for the
-/// measurements with `fabricctl analyze` and OpenSM. Not a check: run on demand
-/// (`SLIMFLY_OUT=DIR cargo test -p fabric-routing --lib write_slim_fly_files -- --ignored`).
-#[test]
-#[ignore]
-fn write_slim_fly_files() {
-    let Ok(dir) = std::env::var("SLIMFLY_OUT") else {
-        return;
-    };
-    for (q, p) in [(5u32, 4u32), (7, 6)] {
-        let cables = mms_edges(q).len();
-        for (tag, pct) in [("", 0usize), ("-1pct", 1), ("-5pct", 5)] {
-            let f = slim_fly_without(q, p, (cables * pct).div_ceil(100), 1);
-            assert!(graphs::connected(&f));
-            let path = format!("{dir}/sf{q}{tag}.ibnet");
-            std::fs::write(&path, fabric_topology::ibnet::write(&f)).unwrap();
-        }
     }
 }
