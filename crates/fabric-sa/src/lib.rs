@@ -43,4 +43,4 @@ pub use mcast::{McGroup, McMember};
 pub use partitions::{IpoibGroupSpec, Partitions};
 pub use request::{Request, Requester, SaResponse};
 pub use service::{SaCounters, SaService};
-pub use subnet::Subnet;
+pub use subnet::{PathSls, Subnet};

@@ -104,6 +104,32 @@ pub struct Escape {
     pub sl: u8,
 }
 
+/// Per-path service levels of a routing whose routes are spread over several virtual lanes
+/// (DFSSSP's layers, layered multipath: seed 003 §5.2). Routing is destination-based, so the SL
+/// of a path is the SL of the route from its first switch (the source CA's neighbour, or the
+/// source switch itself) to the destination LID. Paths it does not cover get SL 0 (or the
+/// escape SL for escape LIDs).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PathSls {
+    /// Switch node GUID → row in `sl`.
+    pub row_of_switch: HashMap<Guid, u32>,
+    /// Entries per row (highest destination LID + 1).
+    pub row_len: usize,
+    /// SL of the route from switch row `r` to LID `l`: `sl[r * row_len + l]`.
+    pub sl: Vec<u8>,
+}
+
+impl PathSls {
+    /// SL of the route from the switch with node GUID `switch` to `dlid`, if covered.
+    pub fn sl(&self, switch: Guid, dlid: u16) -> Option<u8> {
+        let r = *self.row_of_switch.get(&switch)? as usize;
+        if usize::from(dlid) >= self.row_len {
+            return None;
+        }
+        self.sl.get(r * self.row_len + usize::from(dlid)).copied()
+    }
+}
+
 /// The snapshot.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Subnet {
@@ -114,6 +140,8 @@ pub struct Subnet {
     pub lid_port: Vec<u32>,
     pub sm: SmData,
     pub escape: Option<Escape>,
+    /// Per-path SLs of a routing layered over several VLs; `None`: every base path on SL 0.
+    pub path_sls: Option<std::sync::Arc<PathSls>>,
     pub subnet_prefix: u64,
     /// Bumped by the publisher at every new snapshot (logs, tests).
     pub version: u64,
@@ -131,6 +159,7 @@ impl Subnet {
             lid_port: Vec::new(),
             sm,
             escape,
+            path_sls: None,
             subnet_prefix: DEFAULT_SUBNET_PREFIX,
             version: 0,
             port_by_guid: HashMap::new(),

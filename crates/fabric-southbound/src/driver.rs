@@ -233,6 +233,43 @@ pub struct EscapeVlStatus {
     pub ready_at_unix_ms: u64,
 }
 
+/// The service-level to virtual-lane map a routing needs when its routes are spread over several
+/// data VLs (DFSSSP's virtual layers; the Slim Fly paper, seed 003 §5.2): the SL-to-VL table every
+/// live switch port pair and CA port must hold (see [`SouthboundDriver::program_data_vls`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DataVlPlan {
+    /// VL of each SL (index = SL). SLs the routing does not use map to VL 0. The escape SL
+    /// keeps the driver's escape VL ([`DriverCaps::escape_vl`]).
+    pub sl_to_vl: [u8; 16],
+    /// Data VLs the plan needs on every port: 1 + the highest VL in `sl_to_vl`.
+    pub data_vls: u8,
+}
+
+impl DataVlPlan {
+    /// The plan of a routing on one data VL (every SL on VL 0) plus the escape SL on `escape_vl`:
+    /// what the drivers program for the five-phase update alone.
+    pub fn escape_only(escape_sl: u8, escape_vl: u8) -> DataVlPlan {
+        let mut sl_to_vl = [0u8; 16];
+        sl_to_vl[usize::from(escape_sl & 0x0f)] = escape_vl;
+        DataVlPlan {
+            sl_to_vl,
+            data_vls: escape_vl + 1,
+        }
+    }
+    /// SL `i` on VL `i` for `i < data_vls` (every other SL on VL 0): the plan of a VL layering
+    /// whose layer SLs equal their VLs (the escape SL included).
+    pub fn identity(data_vls: u8) -> DataVlPlan {
+        let mut sl_to_vl = [0u8; 16];
+        for (i, v) in sl_to_vl.iter_mut().enumerate().take(usize::from(data_vls.min(15))) {
+            *v = i as u8;
+        }
+        DataVlPlan {
+            sl_to_vl,
+            data_vls: data_vls.max(1),
+        }
+    }
+}
+
 /// A southbound driver: discovery, physical events and programming of one fabric.
 ///
 /// See the [module documentation](self) for the retry and parallelism contract.
@@ -326,6 +363,30 @@ pub trait SouthboundDriver: Send + Sync {
     /// program them synchronously) keep the default: ready at once.
     async fn escape_vl_ready(&self) -> Result<(), DriverError> {
         Ok(())
+    }
+
+    /// Programs `plan` on every live port: enough operational data VLs and the SL-to-VL tables
+    /// of every switch (input, output) port pair and CA port, then waits until all are written
+    /// (new or relinked ports get the plan in force, not the escape-only table). The daemon
+    /// calls it before it installs a routing whose routes use more than the escape VL (a VL
+    /// layering); an `Err` names the first GUID and port that cannot hold it (VLCap too small,
+    /// Set refused). Default: the escape-only plan is [`Self::escape_vl_ready`], anything else
+    /// [`DriverError::Unsupported`].
+    async fn program_data_vls(&self, plan: &DataVlPlan) -> Result<(), DriverError> {
+        match self.caps().escape_vl {
+            Some(vl) if plan.data_vls <= vl + 1 && plan.sl_to_vl.iter().all(|&v| v == 0 || v == vl) => {
+                self.escape_vl_ready().await
+            }
+            None if plan.data_vls <= 1 => Ok(()),
+            _ => Err(DriverError::Unsupported("programming data VLs beyond the escape VL")),
+        }
+    }
+
+    /// The data VLs every live port can operate (the fewest over the fabric's ports, from their
+    /// VLCap), when the driver knows it; the daemon refuses a VL layering that needs more, before
+    /// routing is installed. Default: `None` (unknown).
+    fn data_vl_capacity(&self) -> Option<u8> {
+        None
     }
 
     /// Current state of the escape VL programming (for status). Default: ready.

@@ -15,8 +15,9 @@ pub mod simulator;
 
 pub use counters::{Counter, CounterPort, CountersReading, PortCounters};
 pub use driver::{
-    DriverCaps, DriverError, DriverStats, EscapeVlStatus, LftBlockWrite, MftBlockWrite, PkeyBlockWrite, PkeyPort,
-    SouthboundDriver, TopologyGap, WriteReport, MFT_BLOCK_SIZE, MFT_PORTS_PER_POSITION, MLID_BASE, PKEY_BLOCK_SIZE,
+    DataVlPlan, DriverCaps, DriverError, DriverStats, EscapeVlStatus, LftBlockWrite, MftBlockWrite, PkeyBlockWrite,
+    PkeyPort, SouthboundDriver, TopologyGap, WriteReport, MFT_BLOCK_SIZE, MFT_PORTS_PER_POSITION, MLID_BASE,
+    PKEY_BLOCK_SIZE,
 };
 pub use fence::{Fence, FenceState};
 pub use simulator::{Hop, McastDelivery, PacketSimulator, ReachReport, TraceError, REACH_REPORT_MAX_LISTED};
