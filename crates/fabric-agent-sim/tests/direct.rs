@@ -14,7 +14,7 @@ use fabric_oob::{OobConfig, OobDriver};
 use fabric_ranking::{rank, RankOptions};
 use fabric_routing::{assign_lids, route_all, EngineKind, Guid2Lid, RoutingContext};
 use fabric_southbound::SouthboundDriver;
-use fabric_topology::{gen, ibnet, validate, Fabric, FabricBuilder, PortNum, Remote, SwitchId};
+use fabric_topology::{gen, ibnet, validate, PortNum, Remote};
 
 fn cfg(sim: &Sim) -> OobConfig {
     let mut c = OobConfig::new(&sim.inventory);
@@ -63,67 +63,16 @@ async fn generated_direct_topologies_are_discovered_routed_and_reach_every_pair(
     }
 }
 
-/// A copy of `f` with the cables on `a` and `c` swapped at their far ends (`A–B`, `C–D` become
-/// `A–D`, `C–B`) and the cable on `cut` removed.
-fn miswire(f: &Fabric, a: (&str, PortNum), c: (&str, PortNum), cut: (&str, PortNum)) -> Fabric {
-    let at = |(name, port): (&str, PortNum)| (f.find_switch(name).unwrap(), port);
-    let peer = |(s, p): (SwitchId, PortNum)| match f.switch(s).ports[p as usize].remote {
-        Remote::Switch { sw, port } => (sw, port),
-        r => panic!("{r:?}"),
-    };
-    let (a, c, cut) = (at(a), at(c), at(cut));
-    let (b, d) = (peer(a), peer(c));
-    let mut bld = FabricBuilder::new();
-    for s in f.switches() {
-        bld.add_switch(s.guid, s.desc.clone(), s.nports).unwrap();
-    }
-    for e in f.end_ports() {
-        let id = bld
-            .add_end_port(
-                e.port_guid,
-                e.node_guid,
-                e.desc.clone(),
-                e.port_num,
-                e.node_ports,
-                e.node_type,
-            )
-            .unwrap();
-        let (sw, port) = e.attach.unwrap();
-        bld.connect_end_port(id, sw, port).unwrap();
-    }
-    for (i, s) in f.switches().iter().enumerate() {
-        for (pn, p) in s.external_ports() {
-            let Remote::Switch { sw, port } = p.remote else {
-                continue;
-            };
-            let (x, y) = ((SwitchId(i as u32), pn), (sw, port));
-            if x > y || x == cut || y == cut {
-                continue;
-            }
-            let same = |u, v| (x, y) == (u, v) || (x, y) == (v, u);
-            let (x, y) = if same(a, b) {
-                (a, d)
-            } else if same(c, d) {
-                (c, b)
-            } else {
-                (x, y)
-            };
-            bld.connect_switches(x.0, x.1, y.0, y.1).unwrap();
-        }
-    }
-    bld.build()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn miswired_slim_fly_is_reported_exactly_against_the_notation() {
     let spec = "SLIMFLY(5;4)";
     let full = gen::generate_str(spec, None).unwrap();
-    let bad = miswire(
+    let bad = fabric_topology::gen::recable(
         &full,
-        ("SLIMFLY S(0,1,1)", 6),
-        ("SLIMFLY S(1,3,2)", 7),
-        ("SLIMFLY S(1,0,4)", 5),
-    );
+        [("SLIMFLY S(0,1,1)", 6), ("SLIMFLY S(1,3,2)", 7)],
+        Some(("SLIMFLY S(1,0,4)", 5)),
+    )
+    .unwrap();
     let dir = std::env::temp_dir().join(format!("fabric-agent-sim-{}-direct-bad", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join("bad.topo");

@@ -10,6 +10,17 @@
 //! share one VL). The mixed base routing is therefore checked with [`check::cdg_acyclic`]; when
 //! it is cyclic every base LID is routed by Up*/Down* (deadlock-free on one VL), and the
 //! report says so. The escape LIDs are always Up*/Down* and are never touched here.
+//!
+//! Switch LIDs (the management traffic to the switches' port 0: `ibroute`, `smpquery`,
+//! performance counters) are checked too when the fabric is not a fat-tree
+//! ([`fabric_ranking::fat_tree_shape`]: a fat-tree engine forced onto a Slim Fly routes its switch
+//! LIDs along a ranking that means nothing there): when the engine leaves a live end port unable
+//! to reach a switch of its component, every switch LID is re-routed by Up*/Down* the same way,
+//! and a routing whose switch LIDs stay unreachable is not valid. On a fat-tree the switch LIDs
+//! follow up*/down* paths of the ranking by construction; after faults some switches are then
+//! reachable only through a down-up turn (a leaf that lost its up-link to plane `j` cannot reach
+//! the plane-`j` switches of other pods), which no up*/down* routing (OpenSM's included) serves:
+//! that is not counted here.
 
 use std::time::Instant;
 
@@ -74,6 +85,15 @@ pub struct RoutingCheck {
     pub unreachable_pairs: u64,
     /// Unreachable connected pairs over the escape LIDs (never repaired: they are Up*/Down*).
     pub escape_unreachable_pairs: u64,
+    /// Whether the switch LIDs were checked (the fabric is not a fat-tree; see the module
+    /// documentation).
+    pub switch_lids_checked: bool,
+    /// Connected (live end port, switch) pairs whose switch LID the engine left unreachable
+    /// (0 when not checked).
+    pub engine_switch_unreachable_pairs: u64,
+    /// Connected (live end port, switch) pairs whose switch LID is unreachable after the
+    /// fallback.
+    pub switch_unreachable_pairs: u64,
     /// Pairs of live end ports with no path at all in the live fabric (different components):
     /// not routable, so not counted as invalid.
     pub disconnected_pairs: u64,
@@ -111,7 +131,11 @@ pub fn check_and_repair(ctx: &RoutingContext<'_>, engine: &str, lfts: &mut Lfts)
     check_lfts(ctx, lfts)?;
     let (fabric, lids) = (ctx.fabric, ctx.lids);
     let t = Instant::now();
-    let (base, escape) = check::destination_check_both_ranked(fabric, lids, lfts, &ctx.ranking.level);
+    let (mut base, escape) = check::destination_check_both_ranked(fabric, lids, lfts, &ctx.ranking.level);
+    let switch_lids_checked = !fabric_ranking::fat_tree_shape(fabric, ctx.ranking).fat_tree;
+    if !switch_lids_checked {
+        base.switch_unreachable_pairs = 0;
+    }
     let check_ms = t.elapsed().as_secs_f64() * 1e3;
     let mut r = RoutingCheck {
         engine: engine.to_string(),
@@ -120,38 +144,67 @@ pub fn check_and_repair(ctx: &RoutingContext<'_>, engine: &str, lfts: &mut Lfts)
         examples: base.failing.iter().take(EXAMPLES).cloned().collect(),
         unreachable_pairs: base.unreachable_pairs,
         escape_unreachable_pairs: escape.unreachable_pairs,
+        switch_lids_checked,
+        engine_switch_unreachable_pairs: base.switch_unreachable_pairs,
+        switch_unreachable_pairs: base.switch_unreachable_pairs,
         disconnected_pairs: base.disconnected_pairs,
         components: base.components,
         check_ms,
         ..RoutingCheck::default()
     };
     let mut reasons = Vec::new();
-    if !base.valid() {
+    if !base.valid() || base.switch_unreachable_pairs > 0 {
         let t = Instant::now();
         let after = repair_base(ctx, &base, lfts, &mut r)?;
         r.unreachable_pairs = after.unreachable_pairs;
+        if switch_lids_checked {
+            r.switch_unreachable_pairs = after.switch_unreachable_pairs;
+        }
         r.fallback_ms = t.elapsed().as_secs_f64() * 1e3;
         let examples: Vec<String> = r.examples.iter().map(|d| describe(fabric, d)).collect();
-        let mut text = format!(
-            "{engine} left {} destinations unreachable from connected sources ({} pairs, e.g. {})",
-            r.engine_failed_destinations,
-            r.engine_unreachable_pairs,
-            examples.join(", ")
-        );
+        let mut text = String::new();
+        if !base.valid() {
+            text = format!(
+                "{engine} left {} destinations unreachable from connected sources ({} pairs, e.g. {})",
+                r.engine_failed_destinations,
+                r.engine_unreachable_pairs,
+                examples.join(", ")
+            );
+        }
         match r.fallback {
-            Fallback::Spliced => text.push_str(&format!(
+            Fallback::Spliced if !base.valid() => text.push_str(&format!(
                 "; their base LIDs are routed by Up*/Down* on every switch ({} destinations)",
                 r.fallback_destinations
             )),
+            Fallback::Spliced => {}
+            Fallback::AllBase if text.is_empty() => text.push_str(
+                "re-routing the switch LIDs by Up*/Down* made the base channel dependencies cyclic, so every base LID is routed by Up*/Down*",
+            ),
             Fallback::AllBase => text.push_str(
                 "; re-routing them by Up*/Down* made the base channel dependencies cyclic, so every base LID is routed by Up*/Down*",
             ),
             Fallback::None => {}
         }
+        if base.switch_unreachable_pairs > 0 {
+            if !text.is_empty() {
+                text.push_str("; ");
+            }
+            text.push_str(&format!(
+                "{engine} left switch LIDs unreachable ({} end port-to-switch pairs); every switch LID is routed by \
+                 Up*/Down*",
+                r.engine_switch_unreachable_pairs
+            ));
+        }
         if !after.valid() {
             text.push_str(&format!(
                 "; Up*/Down* cannot reach {} pairs either: no valid fallback, the routing stays invalid",
                 after.unreachable_pairs
+            ));
+        }
+        if r.switch_unreachable_pairs > 0 {
+            text.push_str(&format!(
+                "; {} end port-to-switch pairs stay unreachable: the switch LIDs are not valid",
+                after.switch_unreachable_pairs
             ));
         }
         reasons.push(text);
@@ -169,7 +222,7 @@ pub fn check_and_repair(ctx: &RoutingContext<'_>, engine: &str, lfts: &mut Lfts)
                 .join(", ")
         ));
     }
-    r.valid = r.unreachable_pairs == 0 && r.escape_unreachable_pairs == 0;
+    r.valid = r.unreachable_pairs == 0 && r.escape_unreachable_pairs == 0 && r.switch_unreachable_pairs == 0;
     r.reason = reasons.join("; ");
     Ok(r)
 }
@@ -197,15 +250,25 @@ fn repair_base(
     let (fabric, lids) = (ctx.fabric, ctx.lids);
     let mut updown = Lfts::new(fabric.num_switches(), lids.top());
     UpDown { random_seed: None }.route(ctx, LidSet::Base, &mut updown)?;
-    let failing: Vec<Lid> = base
+    let mut failing: Vec<Lid> = base
         .failing
         .iter()
         .map(|d| d.lid)
         .filter(|&l| l != 0 && lfts.covers(l))
         .collect();
+    r.fallback_destinations = failing.len() as u64;
+    if base.switch_unreachable_pairs > 0 {
+        failing.extend(
+            fabric
+                .switch_ids()
+                .map(|s| lids.switch_lid(s))
+                .filter(|&l| l != 0 && lfts.covers(l)),
+        );
+        failing.sort_unstable();
+        failing.dedup();
+    }
     splice(lfts, &updown, &failing);
     r.fallback = Fallback::Spliced;
-    r.fallback_destinations = failing.len() as u64;
     if !check::cdg_acyclic(fabric, lids, lfts, LidSet::Base) {
         let mut all: Vec<Lid> = fabric
             .end_port_ids()
@@ -411,5 +474,76 @@ mod tests {
         // 2 nodes cut off, 6 others: 2 × 6 × 2 directions.
         assert_eq!(c.disconnected_pairs, 24);
         assert_eq!(c.components, 2);
+    }
+
+    #[test]
+    fn a_broken_switch_lid_is_repaired_and_reported() {
+        // A valid Up*/Down* routing of a Slim Fly with one switch LID broken by hand on every
+        // other switch: end-port routes are fine, so only the switch check can see it.
+        let f = fabric_topology::gen::generate_str("SLIMFLY(5;4)", None).unwrap();
+        let mut x = Routable::new(f);
+        // The daemon's ranking (its diagnostics say the fabric is not a fat-tree).
+        x.ranking = fabric_ranking::rank(&x.fabric, &fabric_ranking::RankOptions::default());
+        let (f, lids, ctx) = (&x.fabric, &x.lids, x.ctx());
+        let good = crate::route_all(&ctx, EngineKind::UpDown).unwrap().lfts;
+        let victim = SwitchId(7);
+        let lid = lids.switch_lid(victim);
+        let mut broken = good.clone();
+        for s in f.switch_ids().filter(|&s| s != victim) {
+            broken.set(s, lid, crate::NO_ROUTE);
+        }
+        let before = check::destination_check(f, lids, &broken, LidSet::Base);
+        assert!(before.valid() && before.switch_unreachable_pairs > 0, "{before:?}");
+        let c = check_and_repair(&ctx, "updown", &mut broken).unwrap();
+        assert!(c.valid && c.switch_lids_checked, "{c:?}");
+        assert_eq!(c.engine_switch_unreachable_pairs, before.switch_unreachable_pairs);
+        assert_eq!(c.switch_unreachable_pairs, 0);
+        assert_eq!((c.engine_failed_destinations, c.fallback_destinations), (0, 0));
+        assert_ne!(c.fallback, Fallback::None);
+        assert!(c.reason.contains("switch LIDs unreachable"), "{}", c.reason);
+        let after = check::destination_check(f, lids, &broken, LidSet::Base);
+        assert_eq!(after.switch_unreachable_pairs, 0, "{after:?}");
+        // End-port entries are untouched.
+        for e in f.end_port_ids() {
+            for s in f.switch_ids() {
+                assert_eq!(broken.get(s, lids.base_lid(e)), good.get(s, lids.base_lid(e)));
+            }
+        }
+    }
+
+    #[test]
+    fn on_a_fat_tree_switch_lids_needing_a_down_up_turn_are_not_counted() {
+        let x = Routable::new(pgft(&[2, 4], &[1, 3], &[1, 1]).fabric);
+        let ctx = x.ctx();
+        let mut routed = crate::route_all(&ctx, EngineKind::Dmodc).unwrap();
+        let spine = x.fabric.switch_ids().find(|&s| !x.fabric.is_leaf(s)).unwrap();
+        let leaf = x.fabric.switch_ids().find(|&s| x.fabric.is_leaf(s)).unwrap();
+        routed.lfts.set(leaf, x.lids.switch_lid(spine), crate::NO_ROUTE);
+        let before = routed.lfts.clone();
+        let c = check_and_repair(&ctx, "dmodc", &mut routed.lfts).unwrap();
+        assert!(c.valid && !c.switch_lids_checked, "{c:?}");
+        assert_eq!((c.engine_switch_unreachable_pairs, c.fallback), (0, Fallback::None));
+        assert_eq!(routed.lfts, before);
+    }
+
+    #[test]
+    fn dmodc_forced_on_a_slim_fly_leaves_no_switch_lid_unreachable() {
+        // Dmodc on a graph that is not a fat-tree (the ibsim finding: 2 450 of 2 500
+        // switch-to-switch-LID walks failed with end-port LIDs valid).
+        let f = fabric_topology::gen::generate_str("SLIMFLY(5;4)", None).unwrap();
+        let mut x = Routable::new(f);
+        // The daemon's ranking (its diagnostics say the fabric is not a fat-tree).
+        x.ranking = fabric_ranking::rank(&x.fabric, &fabric_ranking::RankOptions::default());
+        let (f, lids, ctx) = (&x.fabric, &x.lids, x.ctx());
+        let (routed, c) = route_all_checked(&ctx, EngineKind::Dmodc, None).unwrap();
+        let d = check::destination_check(f, lids, &routed.lfts, LidSet::Base);
+        assert!(
+            c.engine_switch_unreachable_pairs > 0,
+            "the case this test is about: {c:?}"
+        );
+        assert_eq!(d.switch_unreachable_pairs, c.switch_unreachable_pairs, "{c:?}");
+        assert!(c.valid, "{c:?}");
+        assert!(d.valid() && d.switch_unreachable_pairs == 0, "{d:?}");
+        assert!(check::cdg_acyclic(f, lids, &routed.lfts, LidSet::Base));
     }
 }

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use common::{fabricctl, fabricd_binary, json, ok, TempDir};
 use fabric_topology::gen::generate_str;
-use fabric_topology::{ibnet, Fabric, FabricBuilder, PortNum, Remote, SwitchId};
+use fabric_topology::ibnet;
 
 const SF: &str = "SLIMFLY(5;4)";
 
@@ -87,68 +87,17 @@ fn analyze_slim_fly_falls_back_to_updown_and_is_valid() {
     assert_eq!(v["unrouted_pairs"], 0, "{v}");
 }
 
-/// A copy of `f` with the cables on `a` and `c` swapped at their far ends (`A–B`, `C–D` become
-/// `A–D`, `C–B`) and the cable on `cut` removed.
-fn miswire(f: &Fabric, a: (&str, PortNum), c: (&str, PortNum), cut: (&str, PortNum)) -> Fabric {
-    let at = |(name, port): (&str, PortNum)| (f.find_switch(name).unwrap(), port);
-    let peer = |(s, p): (SwitchId, PortNum)| match f.switch(s).ports[p as usize].remote {
-        Remote::Switch { sw, port } => (sw, port),
-        r => panic!("{r:?}"),
-    };
-    let (a, c, cut) = (at(a), at(c), at(cut));
-    let (b, d) = (peer(a), peer(c));
-    let mut bld = FabricBuilder::new();
-    for s in f.switches() {
-        bld.add_switch(s.guid, s.desc.clone(), s.nports).unwrap();
-    }
-    for e in f.end_ports() {
-        let id = bld
-            .add_end_port(
-                e.port_guid,
-                e.node_guid,
-                e.desc.clone(),
-                e.port_num,
-                e.node_ports,
-                e.node_type,
-            )
-            .unwrap();
-        let (sw, port) = e.attach.unwrap();
-        bld.connect_end_port(id, sw, port).unwrap();
-    }
-    for (i, s) in f.switches().iter().enumerate() {
-        for (pn, p) in s.external_ports() {
-            let Remote::Switch { sw, port } = p.remote else {
-                continue;
-            };
-            let (x, y) = ((SwitchId(i as u32), pn), (sw, port));
-            if x > y || x == cut || y == cut {
-                continue;
-            }
-            let same = |u, v| (x, y) == (u, v) || (x, y) == (v, u);
-            let (x, y) = if same(a, b) {
-                (a, d)
-            } else if same(c, d) {
-                (c, b)
-            } else {
-                (x, y)
-            };
-            bld.connect_switches(x.0, x.1, y.0, y.1).unwrap();
-        }
-    }
-    bld.build()
-}
-
 /// The expected report lines of the miswired Slim Fly (`fabricctl validate` text output).
 fn miswired_sf_file(path: &str) -> Vec<String> {
     let full = generate_str(SF, None).unwrap();
     // Rack 0 intra-group cable (0,0,0)–(0,0,1) swapped with (1,1,3)–(0,2,0) (rack 1 to rack 2);
     // (0,4,2)–(1,4,1) (rack 4's port toward rack 4) missing.
-    let bad = miswire(
+    let bad = fabric_topology::gen::recable(
         &full,
-        ("SLIMFLY S(0,0,0)", 5),
-        ("SLIMFLY S(1,1,3)", 9),
-        ("SLIMFLY S(0,4,2)", 11),
-    );
+        [("SLIMFLY S(0,0,0)", 5), ("SLIMFLY S(1,1,3)", 9)],
+        Some(("SLIMFLY S(0,4,2)", 11)),
+    )
+    .unwrap();
     std::fs::write(path, ibnet::write(&bad)).unwrap();
     let sw = |name: &str| {
         let s = full.switch(full.find_switch(name).unwrap());

@@ -167,6 +167,7 @@ struct ValidityGauges {
     valid: Gauge,
     unreachable_pairs: Gauge,
     engine_unreachable_pairs: Gauge,
+    switch_unreachable_pairs: Gauge,
     fallback_destinations: Gauge,
     disconnected_pairs: Gauge,
     fallbacks: Counter,
@@ -191,6 +192,11 @@ impl ValidityGauges {
             "routing_engine_unreachable_pairs",
             "Connected pairs the base routing engine left unreachable in the installed generation (before the fallback)",
             g.engine_unreachable_pairs.clone(),
+        );
+        r.register(
+            "routing_switch_unreachable_pairs",
+            "(Live end port, switch) pairs whose switch LID is unreachable through the installed tables after any fallback (checked when the fabric is not a fat-tree; a routing with such pairs is not valid)",
+            g.switch_unreachable_pairs.clone(),
         );
         r.register(
             "routing_fallback_destinations",
@@ -471,6 +477,7 @@ impl Telemetry {
         v.unreachable_pairs
             .set(n(c.unreachable_pairs.saturating_add(c.escape_unreachable_pairs)));
         v.engine_unreachable_pairs.set(n(c.engine_unreachable_pairs));
+        v.switch_unreachable_pairs.set(n(c.switch_unreachable_pairs));
         v.fallback_destinations.set(n(c.fallback_destinations));
         v.disconnected_pairs.set(n(c.disconnected_pairs));
         if c.fallback != fabric_routing::Fallback::None {
