@@ -8,7 +8,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use fabric_routing::{LidPlan, BLOCK_SIZE, NO_ROUTE};
 use fabric_southbound::{
-    CounterPort, CountersReading, DriverCaps, DriverError, LftBlockWrite, MftBlockWrite, PkeyBlockWrite, PkeyPort,
+    CounterPort, CountersReading, DataVlPlan, DriverCaps, DriverError, LftBlockWrite, MftBlockWrite, PkeyBlockWrite, PkeyPort,
     SouthboundDriver, WriteReport, MFT_BLOCK_SIZE, PKEY_BLOCK_SIZE,
 };
 use fabric_topology::{fmt_guid, Fabric, FabricEvent, Guid, Lid, LinkState, PortNum, Remote, SwitchId};
@@ -331,7 +331,9 @@ impl SouthboundDriver for MockFabric {
         if let Remote::Switch { sw: r, port: rp } = remote {
             self.port_up[self.port_idx(r, rp)].store(up, Ordering::SeqCst);
         }
-        if !up {
+        if up {
+            self.vl_port_up(sw, port);
+        } else {
             self.count_link_down(sw, port);
         }
         bump(&self.counters.state_changes, 1);
@@ -341,6 +343,14 @@ impl SouthboundDriver for MockFabric {
             FabricEvent::LinkDown { switch, port }
         });
         Ok(())
+    }
+
+    async fn program_data_vls(&self, plan: &DataVlPlan) -> Result<(), DriverError> {
+        self.program_data_vls_impl(plan).await
+    }
+
+    fn data_vl_capacity(&self) -> Option<u8> {
+        self.data_vl_capacity_impl()
     }
 
     async fn set_switch_state(&self, switch: Guid, up: bool) -> Result<(), DriverError> {
@@ -368,6 +378,9 @@ impl SouthboundDriver for MockFabric {
             *lids = Arc::new(t);
         }
         self.switch_up[sw.idx()].store(up, Ordering::SeqCst);
+        if up {
+            self.vl_switch_up(sw, reset);
+        }
         bump(&self.counters.state_changes, 1);
         self.emit(if up {
             FabricEvent::SwitchUp(switch)

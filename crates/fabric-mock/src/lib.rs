@@ -78,8 +78,10 @@ mod mcast;
 mod reach;
 mod tables;
 mod trace;
+mod vls;
 
 pub use counters::PortErrorRate;
+pub use vls::MAX_DATA_VL;
 pub use fabric_southbound::{Hop, ReachReport, TraceError, REACH_REPORT_MAX_LISTED};
 
 use std::collections::HashMap;
@@ -138,6 +140,14 @@ pub struct MockConfig {
     /// Background port errors: ports that gain errors by themselves (a bad cable for the
     /// port-health monitor to find without a drill); see [`PortErrorRate`]. Default: none.
     pub port_error_rates: Vec<PortErrorRate>,
+    /// VLCap of every simulated port, in data VLs (1..=15; InfiniBand's VLCap codes give 1, 2,
+    /// 4, 8 or 15): a data VL plan needing more is refused
+    /// ([`SouthboundDriver::program_data_vls`](fabric_southbound::SouthboundDriver::program_data_vls),
+    /// the `vls` module). Default [`DEFAULT_DATA_VLS`] (8, VL0-7, as BXI-class and most
+    /// InfiniBand switches).
+    pub data_vls: u8,
+    /// Switches (GUID, data VLs) whose ports have another VLCap than [`MockConfig::data_vls`].
+    pub data_vls_of: Vec<(Guid, u8)>,
 }
 
 impl Default for MockConfig {
@@ -155,9 +165,14 @@ impl Default for MockConfig {
             mcast_fdb_cap: DEFAULT_MCAST_FDB_CAP,
             partition_cap: DEFAULT_PARTITION_CAP,
             port_error_rates: Vec::new(),
+            data_vls: DEFAULT_DATA_VLS,
+            data_vls_of: Vec::new(),
         }
     }
 }
+
+/// Default [`MockConfig::data_vls`]: 8 data VLs (VL0-7).
+pub const DEFAULT_DATA_VLS: u8 = 8;
 
 /// Default [`MockConfig::mcast_fdb_cap`]: 1024 MLIDs (32 MFT blocks).
 pub const DEFAULT_MCAST_FDB_CAP: u32 = 1024;
@@ -187,6 +202,16 @@ impl MockConfig {
         }
         if self.partition_cap == 0 {
             problems.push("partition_cap must be at least 1".to_string());
+        }
+        let max_vls = MAX_DATA_VL + 1;
+        for (what, n) in std::iter::once(("data_vls".to_string(), self.data_vls)).chain(
+            self.data_vls_of
+                .iter()
+                .map(|(g, n)| (format!("data_vls_of {}", fabric_topology::fmt_guid(*g)), *n)),
+        ) {
+            if !(1..=max_vls).contains(&n) {
+                problems.push(format!("{what}: {n} data VLs is not in 1..={max_vls}"));
+            }
         }
         for r in &self.port_error_rates {
             if !(r.per_second.is_finite() && r.per_second >= 0.0) {
@@ -338,6 +363,8 @@ pub struct MockFabric {
     observer: RwLock<Option<WriteObserver>>,
     /// Port counters of every switch port and end port (see the `counters` module).
     port_counters: Mutex<counters::CounterStore>,
+    /// The data VL plan in force and each port's SL-to-VL table (see the `vls` module).
+    vl_tables: Mutex<vls::VlTables>,
 }
 
 impl std::fmt::Debug for MockFabric {
@@ -386,6 +413,7 @@ impl MockFabric {
         let ep_pkeys = fabric.end_ports().iter().map(|_| RwLock::new(Vec::new())).collect();
         let lids = LidTable::unassigned(fabric.num_switches(), fabric.num_end_ports());
         let port_counters = Mutex::new(counters::new_store(port_up.len(), fabric.num_end_ports()));
+        let vl_tables = Mutex::new(vls::VlTables::new(port_up.len(), fabric.num_end_ports()));
         MockFabric {
             topo: fabric.with_generation(0),
             port_offset,
@@ -402,6 +430,7 @@ impl MockFabric {
             warnings: Vec::new(),
             observer: RwLock::new(None),
             port_counters,
+            vl_tables,
         }
     }
 
@@ -577,6 +606,9 @@ impl MockFabric {
             self.count_end_port_loss(ep);
         }
         if self.end_port_up[ep.idx()].swap(up, Ordering::SeqCst) != up {
+            if up {
+                self.vl_end_port_up(ep);
+            }
             bump(&self.counters.state_changes, 1);
             self.emit(if up {
                 FabricEvent::EndPortUp(port_guid)
@@ -621,3 +653,5 @@ mod proptests;
 mod tables_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod vls_tests;

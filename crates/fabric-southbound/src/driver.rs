@@ -146,6 +146,11 @@ pub enum DriverError {
     /// switch has seen a newer leader epoch); `reason` says which ([`crate::Fence`]).
     #[error("{op} refused: this manager is fenced: {reason}")]
     Fenced { op: &'static str, reason: String },
+    /// A data VL plan the fabric cannot hold ([`SouthboundDriver::program_data_vls`]): the
+    /// first port (switch GUID or CA port GUID, port number) with too few VLs or no SL-to-VL
+    /// table.
+    #[error("data VL plan refused: {} port {port}: {reason}", fmt_guid(*guid))]
+    DataVls { guid: Guid, port: PortNum, reason: String },
 }
 
 impl DriverError {

@@ -5,11 +5,15 @@
 //! `--tables SEED` it also writes and reads back MFT and P_Key blocks ([`tables`]). `--m-key K`,
 //! `--m-key-protect P`, `--m-key-lease S` set the driver's M_Key protection. With `--counters`
 //! it then prints the port counters of every switch port and end port (JSON, [`counters`]),
-//! again for each line read on stdin; `--perf-window N` sets the PerfMgt window.
+//! again for each line read on stdin; `--perf-window N` sets the PerfMgt window. With
+//! `--data-vls N` it then programs the identity data VL plan of N VLs
+//! (`SouthboundDriver::program_data_vls`) and reports the capacity and the outcome under
+//! `"data_vls"` (a refusal is reported, not fatal).
 //!
 //! Usage: `fabric-umad-probe [--device PATH] [--retries N] [--timeout-ms N] [--window N]
 //! [--sweep-ms N] [--watch SECONDS] [--capture DIR] [--no-program] [--tables SEED]
-//! [--m-key K] [--m-key-protect P] [--m-key-lease S] [--counters] [--perf-window N]`
+//! [--m-key K] [--m-key-protect P] [--m-key-lease S] [--counters] [--perf-window N]
+//! [--data-vls N]`
 
 mod counters;
 mod tables;
@@ -21,7 +25,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use fabric_ranking::{rank, RankOptions};
 use fabric_routing::{assign_lids, route_all, EngineKind, Guid2Lid, RoutingContext, IB_MAX_UNICAST_LID};
-use fabric_southbound::{LftBlockWrite, SouthboundDriver};
+use fabric_southbound::{DataVlPlan, DriverError, LftBlockWrite, SouthboundDriver};
 use fabric_topology::{fmt_guid, SwitchId};
 use fabric_umad::mad::*;
 use fabric_umad::{UmadConfig, UmadDriver};
@@ -34,6 +38,7 @@ struct Args {
     program: bool,
     tables: Option<u64>,
     counters: bool,
+    data_vls: Option<u8>,
 }
 
 fn parse_args() -> Result<Args> {
@@ -44,6 +49,7 @@ fn parse_args() -> Result<Args> {
         program: true,
         tables: None,
         counters: false,
+        data_vls: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(k) = it.next() {
@@ -59,6 +65,7 @@ fn parse_args() -> Result<Args> {
             "--no-program" => a.program = false,
             "--tables" => a.tables = Some(val()?.parse()?),
             "--counters" => a.counters = true,
+            "--data-vls" => a.data_vls = Some(val()?.parse()?),
             "--perf-window" => a.cfg.perf_window = val()?.parse()?,
             "--m-key" => {
                 let v = val()?;
@@ -160,6 +167,29 @@ async fn main() -> Result<()> {
         out["end_port_lids"] = json!(eps);
         if let Some(seed) = args.tables {
             out["tables"] = tables::write_tables(&drv, &fabric, seed).await?;
+        }
+        if let Some(n) = args.data_vls {
+            let capacity = drv.data_vl_capacity();
+            let t = Instant::now();
+            let r = drv.program_data_vls(&DataVlPlan::identity(n)).await;
+            out["data_vls"] = match r {
+                Ok(()) => json!({"capacity": capacity, "ok": true, "ms": t.elapsed().as_secs_f64() * 1e3}),
+                Err(e) => json!({
+                    "capacity": capacity,
+                    "ok": false,
+                    "error": e.to_string(),
+                    "guid": match &e {
+                        DriverError::DataVls { guid, .. } | DriverError::Protocol { guid: Some(guid), .. } => {
+                            Some(fmt_guid(*guid))
+                        }
+                        _ => None,
+                    },
+                    "port": match &e {
+                        DriverError::DataVls { port, .. } => Some(*port),
+                        _ => None,
+                    },
+                }),
+            };
         }
     }
     let st = drv.stats();

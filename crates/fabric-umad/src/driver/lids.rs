@@ -12,6 +12,7 @@ use fabric_routing::LidPlan;
 use fabric_southbound::DriverError;
 use fabric_topology::{Fabric, Guid, Lid};
 
+use super::data_vl::{ca_peer, link_op_vls};
 use super::inner::{check_status, lock, submit, tp_err, Inner, ZERO};
 use super::sa_snapshot;
 use super::state::{dr, Peer, PortRec, State};
@@ -35,6 +36,8 @@ struct SwitchTarget {
     lid: u16,
     info: SwitchInfo,
     ports: Vec<PortRec>,
+    /// OperationalVLs each port is brought up with ([`link_op_vls`]), by port number.
+    op_vls: Vec<Option<u8>>,
 }
 
 /// A CA port of the plan (down ones too: their LID is recorded, not written).
@@ -45,6 +48,8 @@ struct CaTarget {
     info: PortInfo,
     base: u16,
     up: bool,
+    /// OperationalVLs the port is brought up with ([`link_op_vls`]).
+    op_vls: Option<u8>,
 }
 
 /// What [`configure_lids`] writes, taken from the state and the plan in one go.
@@ -82,6 +87,7 @@ fn plan(st: &State, fabric: &Fabric, lids: &LidPlan) -> Result<LidTargets, Drive
             info: c.info.clone(),
             base,
             up: c.up,
+            op_vls: link_op_vls(st, &c.info, ca_peer(st, c.port_guid)),
         });
     }
     for id in fabric.switch_ids() {
@@ -102,6 +108,11 @@ fn plan(st: &State, fabric: &Fabric, lids: &LidPlan) -> Result<LidTargets, Drive
             lid,
             info: r.info.clone(),
             ports: r.ports.clone(),
+            op_vls: r
+                .ports
+                .iter()
+                .map(|p| p.info.as_ref().and_then(|i| link_op_vls(st, i, p.peer)))
+                .collect(),
         });
     }
     Ok(t)
@@ -231,8 +242,8 @@ pub(super) async fn configure_lids(inner: &Inner, fabric: &Fabric, lids: &LidPla
             if let Some(i) = &rec.info {
                 if matches!(i.state(), PortState::Init | PortState::Armed) {
                     let mut a = i.for_set();
-                    if i.vl_cap() >= 2 {
-                        a.set_operational_vls(2);
+                    if let Some(v) = s.op_vls[p] {
+                        a.set_operational_vls(v);
                     }
                     ports.push((s.route.clone(), p as u32, a));
                 }
@@ -242,8 +253,8 @@ pub(super) async fn configure_lids(inner: &Inner, fabric: &Fabric, lids: &LidPla
     for c in &t.cas {
         if c.up && matches!(c.info.state(), PortState::Init | PortState::Armed) {
             let mut a = ca_lid_image(&c.info, c.base, sm_lid, lmc);
-            if c.info.vl_cap() >= 2 {
-                a.set_operational_vls(2);
+            if let Some(v) = c.op_vls {
+                a.set_operational_vls(v);
             }
             ports.push((c.route.clone(), c.port, a));
         }

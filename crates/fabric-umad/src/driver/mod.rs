@@ -8,6 +8,7 @@
 //! | `sweep` | discovery, the light sweep and its background tasks, port enable/disable |
 //! | `lids` | LID assignment, port activation, LIDs in force |
 //! | `sl2vl` | SL-to-VL (escape VL) programming |
+//! | `data_vl` | data VL plans: OperationalVLs at bring-up, capacity, the plan in force |
 //! | `sm` | SM election: SMInfo identity, standby while another master answers, takeover |
 //! | `upload` | LFT block writes and reads |
 //! | `counters` | port counters: PerfMgt PortCounters / PortCountersExtended reads on the transport's PerfMgt lane |
@@ -33,6 +34,13 @@
 //!   not advertise IsSLMappingSupported are skipped (as OpenSM does). New and relinked ports,
 //!   switches that come back (maybe rebooted) and CAs that come back get theirs in the next pass,
 //!   which the light sweep starts when it reports them.
+//! * **Data VLs** ([`SouthboundDriver::program_data_vls`], see `data_vl`): every port is
+//!   brought up with OperationalVLs = the smaller VLCap of its link's two ends (OpenSM's rule;
+//!   OperationalVLs is never changed on an ARMED or ACTIVE port, that needs a link re-training);
+//!   a plan needing more VLs than a live port operates is refused naming the port; else it is
+//!   put in force (the SL-to-VL programmer above then writes its table instead of the
+//!   escape-only one, to every port and to ports that appear later) and waited for.
+//!   [`SouthboundDriver::data_vl_capacity`] is the fewest VLs over the live ports.
 //! * **LFTs** ([`SouthboundDriver::write_lft_blocks`]): one directed-route Set per block, skipping
 //!   blocks equal to what the switch is known to hold, bounded by LinearFDBCap.
 //! * **MFTs and P_Key tables** ([`SouthboundDriver::write_mft_blocks`],
@@ -92,6 +100,9 @@
 //! flight by itself (requests reach it over a channel).
 
 mod counters;
+mod data_vl;
+#[cfg(test)]
+mod data_vl_tests;
 mod inner;
 mod lids;
 mod sa_snapshot;
@@ -109,7 +120,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use fabric_routing::{LidPlan, BLOCK_SIZE};
 use fabric_southbound::{
-    CounterPort, CountersReading, DriverCaps, DriverError, DriverStats, EscapeVlStatus, LftBlockWrite, MftBlockWrite,
+    CounterPort, CountersReading, DataVlPlan, DriverCaps, DriverError, DriverStats, EscapeVlStatus, LftBlockWrite, MftBlockWrite,
     PkeyBlockWrite, PkeyPort, SouthboundDriver, WriteReport, MFT_BLOCK_SIZE, PKEY_BLOCK_SIZE,
 };
 use fabric_topology::{Fabric, FabricEvent, Guid, Lid, PortNum};
@@ -416,6 +427,15 @@ impl SouthboundDriver for UmadDriver {
 
     fn escape_vl_status(&self) -> EscapeVlStatus {
         sl2vl::escape_vl_status(&self.inner)
+    }
+
+    async fn program_data_vls(&self, plan: &DataVlPlan) -> Result<(), DriverError> {
+        sweep::ensure_tasks(&self.inner);
+        data_vl::program_data_vls(&self.inner, plan).await
+    }
+
+    fn data_vl_capacity(&self) -> Option<u8> {
+        data_vl::capacity(&lock(&self.inner.state))
     }
 
     fn driver_stats(&self) -> DriverStats {

@@ -188,9 +188,11 @@ pub(super) async fn sl2vl_programmer(weak: Weak<Inner>, kick: Arc<Notify>) {
 /// transport bounds the window). Records what was written and the failures, then wakes waiters.
 async fn sl2vl_pass(inner: &Inner, n: u64) {
     let started = std::time::Instant::now();
-    let targets = sl2vl_targets(&lock(&inner.state));
+    let (targets, table, gen) = {
+        let st = lock(&inner.state);
+        (sl2vl_targets(&st), table_in_force(&st).encode(), st.sl2vl_gen)
+    };
     lock(&inner.sl2vl).pending = targets.len() as u64;
-    let table = SlToVl::escape(ESCAPE_VL).encode();
     let mut pend = Vec::with_capacity(targets.len());
     let mut failures: Vec<(Guid, String)> = Vec::new();
     for t in &targets {
@@ -208,9 +210,12 @@ async fn sl2vl_pass(inner: &Inner, n: u64) {
             Err(e) => failures.push((t.guid, format!("{}: {e}", t.describe()))),
         }
     }
-    {
+    let superseded = {
         let mut st = lock(&inner.state);
-        for t in &written {
+        // A table written under another plan is not the one in force: nothing is recorded,
+        // and the next pass (requested by the plan change) writes it again.
+        let superseded = st.sl2vl_gen != gen;
+        for t in written.iter().filter(|_| !superseded) {
             if t.is_switch {
                 if let Some(&i) = st.sw_by_guid.get(&t.guid) {
                     match t.ports {
@@ -222,7 +227,8 @@ async fn sl2vl_pass(inner: &Inner, n: u64) {
                 st.cas[i].sl2vl = true;
             }
         }
-    }
+        superseded
+    };
     let failed = failures.len() as u64;
     if failed > 0 {
         tracing::warn!(
@@ -230,6 +236,11 @@ async fn sl2vl_pass(inner: &Inner, n: u64) {
             written = written.len(),
             first = %failures[0].1,
             "SL-to-VL programming left tables unwritten (the escape VL is not ready)"
+        );
+    } else if superseded {
+        tracing::info!(
+            tables = written.len(),
+            "SL-to-VL pass superseded by a new data VL plan (its tables are written again)"
         );
     } else if !written.is_empty() {
         tracing::info!(
@@ -252,9 +263,30 @@ async fn sl2vl_pass(inner: &Inner, n: u64) {
     inner.sl2vl_finished.notify_waiters();
 }
 
+/// The SL-to-VL table the programmer writes: the data VL plan in force, else the escape-only
+/// table (SL [`ESCAPE_SL`] on VL [`ESCAPE_VL`], every other SL on VL 0).
+pub(super) fn table_in_force(st: &State) -> SlToVl {
+    st.data_vl_table.unwrap_or_else(|| SlToVl::escape(ESCAPE_VL))
+}
+
+/// Forgets every SL-to-VL table written (a new plan is in force: all are written again).
+pub(super) fn sl2vl_forget_all(st: &mut State) {
+    for s in &mut st.switches {
+        s.sl2vl = Sl2VlDone::default();
+    }
+    for c in &mut st.cas {
+        c.sl2vl = false;
+    }
+}
+
 /// Starts a pass for what is still missing and waits for it (the caller has started the
 /// background tasks): `Ok` when every table is written, else the first failure and how many more.
 pub(super) async fn escape_vl_ready(inner: &Inner) -> Result<(), DriverError> {
+    wait_for_pass(inner, "escape VL not ready").await
+}
+
+/// Like [`escape_vl_ready`], the failure prefixed with `what`.
+pub(super) async fn wait_for_pass(inner: &Inner, what: &str) -> Result<(), DriverError> {
     let want = inner.request_sl2vl();
     loop {
         let notified = inner.sl2vl_finished.notified();
@@ -265,12 +297,12 @@ pub(super) async fn escape_vl_ready(inner: &Inner) -> Result<(), DriverError> {
             if p.completed >= want {
                 return match &p.first_failure {
                     None => Ok(()),
-                    Some((guid, what)) => Err(DriverError::Protocol {
+                    Some((guid, first)) => Err(DriverError::Protocol {
                         guid: Some(*guid),
                         message: if p.failed > 1 {
-                            format!("escape VL not ready: {what} (and {} more table(s))", p.failed - 1)
+                            format!("{what}: {first} (and {} more table(s))", p.failed - 1)
                         } else {
-                            format!("escape VL not ready: {what}")
+                            format!("{what}: {first}")
                         },
                     }),
                 };

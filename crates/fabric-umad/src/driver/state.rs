@@ -13,6 +13,7 @@ use fabric_routing::BLOCK_SIZE;
 use fabric_southbound::DriverError;
 use fabric_topology::{Fabric, FabricBuilder, FabricEvent, Guid, LinkState, NodeType};
 
+use super::data_vl::link_op_vls;
 use crate::mad::*;
 
 /// Size of the NodeInfo attribute (the rest of its 64 SMP data bytes is reserved).
@@ -129,6 +130,13 @@ pub(super) struct State {
     pub(super) sm_lid: u16,
     /// LMC of the last LID configuration (`None` before one).
     pub(super) lmc: Option<u8>,
+    /// The SL-to-VL table of the data VL plan in force
+    /// ([`SouthboundDriver::program_data_vls`](fabric_southbound::SouthboundDriver::program_data_vls));
+    /// `None`: the escape-only table ([`SlToVl::escape`]).
+    pub(super) data_vl_table: Option<SlToVl>,
+    /// Bumped whenever the table in force changes: a pass that read an older one records
+    /// nothing it wrote.
+    pub(super) sl2vl_gen: u64,
 }
 
 impl State {
@@ -453,6 +461,9 @@ pub(super) fn apply_port_reads(
         st.switches[i].ports[p as usize].info = Some(info.clone());
         if now && info.state() == PortState::Init {
             let mut a = info.for_set();
+            if let Some(v) = link_op_vls(st, &info, peer) {
+                a.set_operational_vls(v);
+            }
             a.set_state(PortState::Armed);
             to_arm.push((dr(&path), u32::from(p), a));
         }
@@ -491,6 +502,10 @@ pub(super) fn apply_port_reads(
                         let mut np = path.clone();
                         np.push(p);
                         let mut a = st.cas[ci].info.for_set();
+                        let peer = Some(Peer::Switch { guid: g, port: p });
+                        if let Some(v) = link_op_vls(st, &st.cas[ci].info, peer) {
+                            a.set_operational_vls(v);
+                        }
                         a.set_state(PortState::Armed);
                         to_arm.push((dr(&np), u32::from(st.cas[ci].port_num), a));
                     }
