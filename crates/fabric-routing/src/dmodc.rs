@@ -2,10 +2,13 @@
 //! directions of the ranking and eqs. 4.7–4.8 on topological NIDs; and grouped Dmodc (thesis
 //! §3.4, Alg. 4), the same on NIDs re-indexed by group ([`NodeGroups`]).
 
-use crate::engine::{check_route_args, LidSet, RoutingContext, RoutingEngine, RoutingError};
-use crate::fill::{fill_set, Select};
+use std::time::Instant;
+
+use crate::engine::{check_route_args, validate_context, LidSet, RoutingContext, RoutingEngine, RoutingError};
+use crate::fill::{fill_dmodc_fresh, fill_prepared, fill_set, Prepared, Select};
 use crate::groups::NodeGroups;
 use crate::lft::Lfts;
+use crate::updown::{escape_prep, EscapePrep};
 
 /// The Dmodc engine (default). Uses the ranking for link directions.
 #[derive(Copy, Clone, Debug, Default)]
@@ -20,6 +23,52 @@ impl RoutingEngine for Dmodc {
         fill_set(ctx, &ctx.ranking.level, set, Select::Dmodc, lfts);
         Ok(())
     }
+}
+
+/// The tables of [`crate::route_all`] for Dmodc without groups, with the time of each part.
+pub(crate) struct BaseAndEscape {
+    pub lfts: Lfts,
+    /// Preparation, allocation and fill of the base LIDs (and of the escape LIDs when shared).
+    pub base_ms: f64,
+    /// The escape's preparation (root detection, orientation, and its costs when not shared)
+    /// and its own fill when not shared; 0 with LMC 0.
+    pub escape_ms: f64,
+    /// Whether the escape LIDs were written with the base LIDs ([`EscapePrep::SameAsBase`]).
+    pub escape_shared: bool,
+}
+
+/// Dmodc's base LIDs and, with LMC ≥ 1, the escape LIDs of [`crate::updown::route_escape`]
+/// (issue #17, routing at scale): the same bytes as [`Dmodc`] on [`Lfts::new`] tables followed
+/// by `route_escape`, computed with one preparation when Up*/Down*'s would be the same
+/// ([`escape_prep`]; on fat-trees whose top switches are the roots), then one pass per row
+/// that initialises it and writes base and escape entries together
+/// ([`fill_dmodc_fresh`]). Otherwise the escape is prepared and filled on its own, as
+/// `route_escape` does.
+pub(crate) fn route_with_escape(ctx: &RoutingContext<'_>) -> Result<BaseAndEscape, RoutingError> {
+    validate_context(ctx)?;
+    let ms = |t: Instant| t.elapsed().as_secs_f64() * 1e3;
+    let t = Instant::now();
+    let prep = Prepared::new(ctx.fabric, &ctx.ranking.level);
+    let mut base_ms = ms(t);
+    let t = Instant::now();
+    let escape = (ctx.lids.lmc >= 1).then(|| escape_prep(ctx.fabric, &prep));
+    let mut escape_ms = ms(t);
+    let shared = matches!(escape, Some(EscapePrep::SameAsBase));
+    let t = Instant::now();
+    let mut lfts = Lfts::unfilled(ctx.fabric.num_switches(), ctx.lids.top());
+    fill_dmodc_fresh(ctx, &prep, shared, &mut lfts);
+    base_ms += ms(t);
+    if let Some(EscapePrep::Own(p)) = escape {
+        let t = Instant::now();
+        fill_prepared(ctx, &p, LidSet::Escape, Select::Dmodc, &mut lfts);
+        escape_ms += ms(t);
+    }
+    Ok(BaseAndEscape {
+        lfts,
+        base_ms,
+        escape_ms,
+        escape_shared: shared,
+    })
 }
 
 /// Gdmodc: Dmodc (costs, dividers, closer groups, eqs. 4.7–4.8) on the topological NIDs

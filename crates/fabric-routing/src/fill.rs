@@ -52,7 +52,7 @@ pub(crate) fn fill_prepared(
     select: Select<'_>,
     lfts: &mut Lfts,
 ) {
-    fill_end_ports(ctx.fabric, ctx.lids, prep, set, select, lfts, TABLE_MAX, None);
+    fill_end_ports(ctx.fabric, ctx.lids, prep, set, select, lfts, Write::default());
     if set == LidSet::Base {
         swlid::fill_switch_lids(ctx.fabric, ctx.lids, &prep.o, lfts);
     }
@@ -71,7 +71,62 @@ pub(crate) fn fill_end_port_rows(
     lfts: &mut Lfts,
     rows: &[bool],
 ) {
-    fill_end_ports(fabric, lids, prep, set, select, lfts, TABLE_MAX, Some(rows));
+    fill_end_ports(
+        fabric,
+        lids,
+        prep,
+        set,
+        select,
+        lfts,
+        Write {
+            only: Some(rows),
+            ..Write::default()
+        },
+    );
+}
+
+/// Dmodc's base LIDs (end ports by eqs. 4.7–4.8, then the switch LIDs) on tables from
+/// [`Lfts::unfilled`]: every row is set to [`NO_ROUTE`] by the task that fills it (one pass over
+/// fresh memory, page faults spread over the threads, instead of an initialisation pass and a
+/// fill pass). `escape_too`: the escape LIDs have the same ports as the base LIDs (the escape
+/// preparation equals `prep`, [`crate::updown::EscapePrep::SameAsBase`]), so every end-port
+/// entry is also written at its escape LID in the same pass — with LMC 1 a leaf's base and
+/// escape LIDs are then one contiguous range — giving the bytes of a base fill followed by an
+/// escape fill.
+pub(crate) fn fill_dmodc_fresh(ctx: &RoutingContext<'_>, prep: &Prepared, escape_too: bool, lfts: &mut Lfts) {
+    let w = Write {
+        dup: escape_too.then(|| LidSet::Escape.offset()),
+        prefill: true,
+        ..Write::default()
+    };
+    fill_end_ports(ctx.fabric, ctx.lids, prep, LidSet::Base, Select::Dmodc, lfts, w);
+    swlid::fill_switch_lids(ctx.fabric, ctx.lids, &prep.o, lfts);
+}
+
+/// How [`fill_end_ports`] writes the tables.
+#[derive(Copy, Clone)]
+pub(crate) struct Write<'a> {
+    /// Longest port table ([`TABLE_MAX`]; tests check that every path — tables of `d`, tables
+    /// of `q`, direct evaluation — writes the same bytes).
+    pub table_max: u64,
+    /// The rows (by switch id) to fill, `None` = all.
+    pub only: Option<&'a [bool]>,
+    /// Also write every end-port entry at `lid + dup` (the escape LIDs, when their ports are
+    /// the base LIDs' ports).
+    pub dup: Option<Lid>,
+    /// Set every filled row to [`NO_ROUTE`] before writing its entries.
+    pub prefill: bool,
+}
+
+impl Default for Write<'_> {
+    fn default() -> Self {
+        Write {
+            table_max: TABLE_MAX,
+            only: None,
+            dup: None,
+            prefill: false,
+        }
+    }
 }
 
 /// Everything Dmodc computes before filling the tables.
@@ -277,10 +332,7 @@ struct Cursor {
 /// destinations and comes from a table of one period, so most entries are a plain store — no
 /// division and no allocation per LFT entry.
 ///
-/// `table_max` is the longest port table ([`TABLE_MAX`]; tests check that every path — tables
-/// of `d`, tables of `q`, direct evaluation — writes the same bytes). `only`: the rows (by
-/// switch id) to fill, `None` = all.
-#[allow(clippy::too_many_arguments)]
+/// `w`: table length, rows, escape duplicates and row prefill ([`Write`]).
 fn fill_end_ports(
     fabric: &Fabric,
     lids: &LidPlan,
@@ -288,9 +340,14 @@ fn fill_end_ports(
     set: LidSet,
     select: Select<'_>,
     lfts: &mut Lfts,
-    table_max: u64,
-    only: Option<&[bool]>,
+    w: Write<'_>,
 ) {
+    let Write {
+        table_max,
+        only,
+        dup,
+        prefill,
+    } = w;
     let o = &p.o;
     let nl = o.num_leaves();
     let Destinations {
@@ -317,11 +374,26 @@ fn fill_end_ports(
             if only.is_some_and(|r| !r.get(s).copied().unwrap_or(false)) {
                 return;
             }
+            if prefill {
+                row.fill(NO_ROUTE);
+            }
             let put = |row: &mut [u8], lid: Lid, port: PortNum| {
                 if lid != 0 {
                     row[lid as usize] = port;
+                    if let Some(o) = dup {
+                        row[lid as usize + o as usize] = port;
+                    }
                 }
             };
+            // `port` at `n` LIDs from `a` by `step` (> 0), and at their duplicates.
+            let strided = |row: &mut [u8], a: usize, step: usize, n: usize, port: PortNum| {
+                row[a..].iter_mut().step_by(step).take(n).for_each(|x| *x = port);
+                if let Some(o) = dup {
+                    row[a + o as usize..].iter_mut().step_by(step).take(n).for_each(|x| *x = port);
+                }
+            };
+            // Base and duplicate LIDs interleave into one contiguous range.
+            let paired = |step: usize| dup == Some(1) && step == 2;
             for &lid in &unrouted {
                 put(row, lid, NO_ROUTE);
             }
@@ -527,10 +599,11 @@ fn fill_end_ports(
                         let (start, len) = gmeta[cset[nc.rem(q) as usize] as usize];
                         gports[(start + len.rem(nc.div(q))) as usize]
                     };
-                    if period_q.saturating_mul(pi) <= table_max {
-                        let pd = pi_div.unwrap_or_default();
-                        scr.table
-                            .extend((0..(period_q * pi) as u32).map(|d| port_of_q(pd.div(d))));
+                    if pi <= D_TABLE_MAX_PI && period_q.saturating_mul(pi) <= table_max {
+                        // port(d) = port_of_q(⌊d/Π⌋): Π copies of each port of one period of q.
+                        for q in 0..period_q as u32 {
+                            scr.table.extend(std::iter::repeat_n(port_of_q(q), pi as usize));
+                        }
                         scr.table_of_d = true;
                     } else if period_q <= table_max {
                         scr.table.extend((0..period_q as u32).map(port_of_q));
@@ -555,7 +628,17 @@ fn fill_end_ports(
                                 }
                             }
                         }
-                        1 => {
+                        _ if paired(step) => {
+                            let a = lids_here[0] as usize;
+                            for x in row[a..a + 2 * k].chunks_exact_mut(2) {
+                                x.fill(table[di]);
+                                di += 1;
+                                if di == table.len() {
+                                    di = 0;
+                                }
+                            }
+                        }
+                        1 if dup.is_none() => {
                             let mut a = lids_here[0] as usize;
                             let mut left = k;
                             while left > 0 {
@@ -568,8 +651,9 @@ fn fill_end_ports(
                             }
                         }
                         _ => {
-                            for x in row[lids_here[0] as usize..].iter_mut().step_by(step).take(k) {
-                                *x = table[di];
+                            let a = lids_here[0] as usize;
+                            for i in 0..k {
+                                strided(row, a + i * step, step, 1, table[di]);
                                 di += 1;
                                 if di == table.len() {
                                     di = 0;
@@ -624,14 +708,15 @@ fn fill_end_ports(
                     let port = c.port;
                     match step {
                         0 => lids_here[i..i + run].iter().for_each(|&lid| put(row, lid, port)),
-                        1 => {
+                        1 if dup.is_none() => {
                             let a = lids_here[i] as usize;
                             row[a..a + run].fill(port);
                         }
-                        _ => {
+                        _ if paired(step) => {
                             let a = lids_here[i] as usize;
-                            row[a..].iter_mut().step_by(step).take(run).for_each(|x| *x = port);
+                            row[a..a + 2 * run].fill(port);
                         }
+                        _ => strided(row, lids_here[i] as usize, step, run, port),
                     }
                     i += run;
                     c.r += run as u64;
@@ -657,6 +742,12 @@ fn fill_end_ports(
 
 /// Longest port table tabulated per closer-group set.
 const TABLE_MAX: u64 = 4096;
+/// Largest divider Π for which the ports are tabulated per destination `d` (one entry per
+/// LFT entry) rather than per `q = ⌊d/Π⌋`: with a larger Π the port stays the same for runs of
+/// at least this many destinations, which are written as runs, and a table of `d` would cost
+/// more to build than it saves (a top switch of a 3-level fabric has Π ≈ 10³ and a new `C`
+/// for every leaf).
+const D_TABLE_MAX_PI: u64 = 8;
 
 fn gcd(mut a: u64, mut b: u64) -> u64 {
     while b != 0 {
@@ -758,8 +849,10 @@ mod tests {
                         LidSet::Base,
                         Select::Dmodc,
                         &mut lfts,
-                        table_max,
-                        None,
+                        Write {
+                            table_max,
+                            ..Write::default()
+                        },
                     );
                     for s in f.switch_ids() {
                         for ep in f.end_port_ids() {

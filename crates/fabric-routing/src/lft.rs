@@ -36,6 +36,16 @@ impl Lfts {
         };
         Lfts { row_len, data }
     }
+    /// Tables of the size of [`Lfts::new`] whose entries are still 0 (a zeroed allocation: the
+    /// pages are not touched until written). For a fill that writes every entry of every row,
+    /// as [`crate::fill::fill_dmodc_fresh`] does (it sets each row to [`NO_ROUTE`] first).
+    pub(crate) fn unfilled(num_switches: usize, top: Lid) -> Self {
+        let row_len = (top as usize + 1).div_ceil(BLOCK_SIZE) * BLOCK_SIZE;
+        Lfts {
+            row_len,
+            data: vec![0u8; row_len * num_switches],
+        }
+    }
     /// Number of switches (rows).
     pub fn num_switches(&self) -> usize {
         self.data.len().checked_div(self.row_len).unwrap_or(0)

@@ -273,11 +273,15 @@ pub struct RoutedFabric {
     pub base_ms: f64,
     /// Escape LIDs, by Up*/Down* (milliseconds; 0 with LMC 0).
     pub escape_ms: f64,
+    /// Whether the escape ports were written with the base ports in one pass (Dmodc on a
+    /// fat-tree whose Up*/Down* preparation is Dmodc's: [`crate::dmodc`]'s `route_with_escape`).
+    pub escape_shared: bool,
 }
 
 /// Whole routing for a snapshot: base LIDs by `kind`, escape LIDs (when lmc == 1) by Up*/Down*
 /// (shortest legal paths, Alg. 12's selection: [`crate::updown::route_escape`]). The tables cover LIDs `0..=lids.top()`; every other entry is
-/// [`NO_ROUTE`](crate::NO_ROUTE).
+/// [`NO_ROUTE`](crate::NO_ROUTE). Dmodc without groups writes both LID sets in one preparation
+/// and one pass when they coincide (same bytes; `RoutedFabric::escape_shared`).
 pub fn route_all(ctx: &RoutingContext<'_>, kind: EngineKind) -> Result<RoutedFabric, RoutingError> {
     route_all_grouped(ctx, kind, None)
 }
@@ -291,6 +295,15 @@ pub fn route_all_grouped(
     groups: Option<&NodeGroups>,
 ) -> Result<RoutedFabric, RoutingError> {
     validate_context(ctx)?;
+    if let (EngineKind::Dmodc, None) = (kind, groups) {
+        let r = crate::dmodc::route_with_escape(ctx)?;
+        return Ok(RoutedFabric {
+            lfts: r.lfts,
+            base_ms: r.base_ms,
+            escape_ms: r.escape_ms,
+            escape_shared: r.escape_shared,
+        });
+    }
     let mut lfts = Lfts::new(ctx.fabric.num_switches(), ctx.lids.top());
     let t = Instant::now();
     match (kind, groups) {
@@ -309,6 +322,7 @@ pub fn route_all_grouped(
         lfts,
         base_ms,
         escape_ms,
+        escape_shared: false,
     })
 }
 

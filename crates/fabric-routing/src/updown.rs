@@ -396,24 +396,86 @@ pub(crate) fn prepare_with_roots(
         (bfs, o, costs)
     };
     let (mut bfs, mut o, mut costs) = attempt(roots);
-    if roots.len() > 1 {
-        let nl = costs.nleaves;
-        let connected = leaves.iter().enumerate().all(|(i, &(l, _))| {
-            let li = o.leaf_idx[o.pos[l.idx()] as usize] as usize;
-            leaves.iter().enumerate().all(|(j, &(s, _))| {
-                let p = o.pos[s.idx()];
-                !reaches(i, j) || p == NONE || costs.full[p as usize * nl + li] != INF
-            })
-        });
-        if !connected {
-            (bfs, o, costs) = attempt(&[]);
-        }
+    if roots.len() > 1 && !roots_connect(&o, &costs, leaves, &reaches) {
+        (bfs, o, costs) = attempt(&[]);
     }
     let strict = Oriented::new(fabric, &bfs);
     let sdiv = prep::dividers(&strict);
     let div = o.order.iter().map(|s| sdiv[strict.pos[s.idx()] as usize]).collect();
     let tn = prep::topological_nids(fabric, &o, &costs);
     Prepared { o, costs, div, tn }
+}
+
+/// Whether the orientation `o` with legal costs `costs` keeps every pair of `leaves` that the
+/// root detection found connected (`reaches(i, j)`) connected by a legal path.
+fn roots_connect(o: &Oriented, costs: &Costs, leaves: &[(SwitchId, u32)], reaches: &impl Fn(usize, usize) -> bool) -> bool {
+    let nl = costs.nleaves;
+    leaves.iter().enumerate().all(|(i, &(l, _))| {
+        let li = o.leaf_idx[o.pos[l.idx()] as usize] as usize;
+        leaves.iter().enumerate().all(|(j, &(s, _))| {
+            let p = o.pos[s.idx()];
+            !reaches(i, j) || p == NONE || costs.full[p as usize * nl + li] != INF
+        })
+    })
+}
+
+/// What the escape LIDs are routed with, given Dmodc's preparation of the base LIDs
+/// ([`escape_prep`]).
+pub(crate) enum EscapePrep {
+    /// [`prepare`] would return exactly the base preparation: the escape ports are the base
+    /// ports (both are [`Select::Dmodc`] on the same [`Prepared`]).
+    SameAsBase,
+    /// The escape's own preparation ([`prepare`]).
+    Own(Prepared),
+}
+
+/// [`prepare`], or the proof that it equals `base` (Dmodc's preparation from the ranking) without
+/// computing its costs. On a fat-tree whose top switches are the Up*/Down* roots, Up*/Down*
+/// orients every link as the ranking does (BFS depth from the roots = height − level), and its
+/// shortest-legal-path costs are then Dmodc's costs: by induction on the distance `k`, when
+/// every finite downcost equals the cost (`c' ≠ ∞ ⇒ c' = c`), the switches settled at `k` are
+/// those of cost `k`, in down mode exactly when `c' = k` (a down neighbour at `k − 1` has
+/// `c' = c = k − 1`, so it was settled in down mode; with `c' = ∞`, no down neighbour was). So
+/// the escape is [`Prepared`]-equal to the base when (checked here, in this order):
+/// the orientation of [`oriented_levels`] and the strict one of the BFS depths (dividers) are
+/// both the base orientation (same switches in the same order, same up and down neighbours,
+/// same leaves); every finite downcost of `base` equals its cost; and, with several roots, the
+/// roots keep every pair of leaves connected (else [`prepare`] re-orients from single roots).
+/// Otherwise the escape's own preparation, from the roots found here.
+pub(crate) fn escape_prep(fabric: &Fabric, base: &Prepared) -> EscapePrep {
+    let Roots {
+        roots,
+        leaves,
+        w,
+        reach,
+    } = detect_roots(fabric);
+    let reaches = |i: usize, j: usize| reach[j * w + i / 64] & (1 << (i % 64)) != 0;
+    let bfs = bfs_levels_from(fabric, &roots);
+    let same = same_orientation(&Oriented::new(fabric, &bfs), &base.o)
+        && same_orientation(&Oriented::new(fabric, &oriented_levels(fabric, &bfs)), &base.o)
+        && downcosts_are_costs(&base.costs)
+        && (roots.len() <= 1 || roots_connect(&base.o, &base.costs, &leaves, &reaches));
+    if same {
+        EscapePrep::SameAsBase
+    } else {
+        EscapePrep::Own(prepare_with_roots(fabric, &roots, &leaves, reaches))
+    }
+}
+
+/// Same switches in the same row order, same up and down neighbours (groups and positions),
+/// same leaves.
+fn same_orientation(a: &Oriented, b: &Oriented) -> bool {
+    let nbr = |o: &Oriented| o.nbr.iter().map(|n| (n.group, n.pos)).collect::<Vec<_>>();
+    a.order == b.order && a.start == b.start && a.split == b.split && a.leaves == b.leaves && nbr(a) == nbr(b)
+}
+
+/// Every finite downcost equals the cost (`c' ≠ ∞ ⇒ c' = c`).
+fn downcosts_are_costs(c: &Costs) -> bool {
+    const CHUNK: usize = 1 << 16;
+    c.down
+        .par_chunks(CHUNK)
+        .zip(c.full.par_chunks(CHUNK))
+        .all(|(d, f)| d.iter().zip(f).fold(true, |ok, (&d, &f)| ok & ((d == INF) | (d == f))))
 }
 
 /// Route lengths and modes of every oriented switch towards every leaf (module doc): `full` =
