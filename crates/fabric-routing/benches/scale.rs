@@ -196,7 +196,7 @@ impl Stages {
 
 /// One full routing through the public entry point: ranking, LID plan, [`route_all_checked`].
 /// Returns (milliseconds, LFT bytes, whether the escape was written with the base).
-fn full(f: &Fabric, c: &Case) -> (f64, usize) {
+fn full(f: &Fabric, c: &Case) -> (f64, usize, bool) {
     let t = Instant::now();
     let ranking = rank(f, &RankOptions::default());
     let lids = assign_lids(f, &Guid2Lid::default(), c.lmc, c.max_lid).expect("lids");
