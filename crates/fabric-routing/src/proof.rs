@@ -242,8 +242,10 @@ impl<'a> Proof<'a> {
         let n = self.fabric.num_switches().min(lfts.num_switches());
         let nw = runs.len().div_ceil(64);
         let bits: Vec<u32> = runs.iter().map(|r| self.tidx[r.target as usize]).collect();
-        // Switch LIDs in spans of up to 64 consecutive LIDs whose targets have consecutive
-        // bits: one test per span on a row where they all go up (or all are not required).
+        // Spans of up to 64 runs whose targets have consecutive bits: switch LIDs at
+        // consecutive LIDs, or end-port runs of one step that continue each other's LIDs
+        // (consecutive leaves). One test per span on a row where every required entry goes
+        // up (or none is required); else each run is tested.
         let mut items: Vec<(usize, usize)> = Vec::with_capacity(runs.len());
         let mut i = 0;
         while i < runs.len() {
@@ -254,6 +256,18 @@ impl<'a> Proof<'a> {
                     && runs[j].ports.is_empty()
                     && runs[j].comp == runs[i].comp
                     && runs[j].lid == runs[i].lid + (j - i) as u32
+                    && bits[j] == bits[i] + (j - i) as u32
+                {
+                    j += 1;
+                }
+            } else if bits[i] != u32::MAX {
+                let step = runs[i].step;
+                while j < runs.len()
+                    && j - i < 64
+                    && !runs[j].ports.is_empty()
+                    && runs[j].comp == runs[i].comp
+                    && runs[j].step == step
+                    && runs[j].lid == runs[j - 1].lid + runs[j - 1].len * step
                     && bits[j] == bits[i] + (j - i) as u32
                 {
                     j += 1;
@@ -335,9 +349,13 @@ impl<'a> Proof<'a> {
         }
     }
 
-    /// Whether the switch LIDs `span` (consecutive LIDs, consecutive target bits from `b0`, at
-    /// most 64) are all good on this row by one test: every required entry goes up towards a
-    /// target that is not below and that every up neighbour reaches (`false`: test each).
+    /// Whether the runs of `span` (switch LIDs at consecutive LIDs, or end-port runs of one
+    /// step continuing each other's LIDs; consecutive target bits from `b0`, at most 64) are
+    /// all good on this row by one test: every entry of the span is an up port, and every
+    /// required run's target is not below and every up neighbour reaches it (`false`: test
+    /// each run). Sound for end-port runs too: on a row that is not a run's target, an entry
+    /// is good exactly when its step is ([`Proof::row_good`]), and the row of a required
+    /// target has its bit in `down[s]`, which fails the test.
     fn span_good(&self, row: &[u8], span: &[Run], b0: u32, source: bool, sc: &Row) -> bool {
         let len = span.len();
         let lid = span[0].lid as usize;
@@ -346,9 +364,16 @@ impl<'a> Proof<'a> {
         if req == 0 {
             return true;
         }
-        let (lo, hi) = row[lid..lid + len]
-            .iter()
-            .fold((u8::MAX, 0u8), |(a, b), &p| (a.min(p), b.max(p)));
+        let last = span[len - 1].lid as usize + (span[len - 1].len as usize - 1) * span[0].step as usize;
+        let minmax = |(a, b): (u8, u8), &p: &u8| (a.min(p), b.max(p));
+        let (lo, hi) = if span[0].step == 1 || last == lid {
+            row[lid..=last].iter().fold((u8::MAX, 0u8), minmax)
+        } else {
+            row[lid..=last]
+                .iter()
+                .step_by(span[0].step as usize)
+                .fold((u8::MAX, 0u8), minmax)
+        };
         if lo == 0 || hi == NO_ROUTE {
             return false;
         }
