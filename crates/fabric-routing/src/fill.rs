@@ -389,7 +389,11 @@ fn fill_end_ports(
             let strided = |row: &mut [u8], a: usize, step: usize, n: usize, port: PortNum| {
                 row[a..].iter_mut().step_by(step).take(n).for_each(|x| *x = port);
                 if let Some(o) = dup {
-                    row[a + o as usize..].iter_mut().step_by(step).take(n).for_each(|x| *x = port);
+                    row[a + o as usize..]
+                        .iter_mut()
+                        .step_by(step)
+                        .take(n)
+                        .for_each(|x| *x = port);
                 }
             };
             // Base and duplicate LIDs interleave into one contiguous range.

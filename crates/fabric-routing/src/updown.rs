@@ -408,7 +408,12 @@ pub(crate) fn prepare_with_roots(
 
 /// Whether the orientation `o` with legal costs `costs` keeps every pair of `leaves` that the
 /// root detection found connected (`reaches(i, j)`) connected by a legal path.
-fn roots_connect(o: &Oriented, costs: &Costs, leaves: &[(SwitchId, u32)], reaches: &impl Fn(usize, usize) -> bool) -> bool {
+fn roots_connect(
+    o: &Oriented,
+    costs: &Costs,
+    leaves: &[(SwitchId, u32)],
+    reaches: &impl Fn(usize, usize) -> bool,
+) -> bool {
     let nl = costs.nleaves;
     leaves.iter().enumerate().all(|(i, &(l, _))| {
         let li = o.leaf_idx[o.pos[l.idx()] as usize] as usize;
@@ -426,7 +431,7 @@ pub(crate) enum EscapePrep {
     /// ports (both are [`Select::Dmodc`] on the same [`Prepared`]).
     SameAsBase,
     /// The escape's own preparation ([`prepare`]).
-    Own(Prepared),
+    Own(Box<Prepared>),
 }
 
 /// [`prepare`], or the proof that it equals `base` (Dmodc's preparation from the ranking) without
@@ -458,7 +463,7 @@ pub(crate) fn escape_prep(fabric: &Fabric, base: &Prepared) -> EscapePrep {
     if same {
         EscapePrep::SameAsBase
     } else {
-        EscapePrep::Own(prepare_with_roots(fabric, &roots, &leaves, reaches))
+        EscapePrep::Own(Box::new(prepare_with_roots(fabric, &roots, &leaves, reaches)))
     }
 }
 

@@ -20,9 +20,7 @@ use fabric_topology::Fabric;
 /// The reference: Dmodc's base LIDs on fresh `NO_ROUTE` tables, then (LMC 1) the escape.
 fn reference(ctx: &RoutingContext<'_>) -> Lfts {
     let mut lfts = Lfts::new(ctx.fabric.num_switches(), ctx.lids.top());
-    engine(EngineKind::Dmodc)
-        .route(ctx, LidSet::Base, &mut lfts)
-        .unwrap();
+    engine(EngineKind::Dmodc).route(ctx, LidSet::Base, &mut lfts).unwrap();
     if ctx.lids.lmc >= 1 {
         route_escape(ctx, &mut lfts).unwrap();
     }
@@ -62,7 +60,9 @@ fn check_equal(f: &Fabric) -> Result<usize, TestCaseError> {
         shared += usize::from(got.escape_shared);
         if got.lfts != want {
             let s = (0..f.num_switches())
-                .find(|&s| got.lfts.row(fabric_topology::SwitchId(s as u32)) != want.row(fabric_topology::SwitchId(s as u32)))
+                .find(|&s| {
+                    got.lfts.row(fabric_topology::SwitchId(s as u32)) != want.row(fabric_topology::SwitchId(s as u32))
+                })
                 .unwrap_or(0);
             let sw = fabric_topology::SwitchId(s as u32);
             let lid = got.lfts.row(sw).iter().zip(want.row(sw)).position(|(a, b)| a != b);
@@ -116,14 +116,23 @@ proptest! {
 /// degraded ones, and prepared on its own where Up*/Down* orients differently.
 #[test]
 fn escape_is_shared_on_fat_trees_and_not_elsewhere() {
-    for s in ["PGFT(3;4,4,6;1,4,4;1,1,1)", "XGFT(3;2,3,4;1,2,3)", "PGFT(3;3,3,4;1,3,2;1,2,1)"] {
+    for s in [
+        "PGFT(3;4,4,6;1,4,4;1,1,1)",
+        "XGFT(3;2,3,4;1,2,3)",
+        "PGFT(3;3,3,4;1,3,2;1,2,1)",
+    ] {
         // Two LMC 1 plans per fabric.
         assert_eq!(check_equal(&fabric(s)).unwrap(), 2, "{s}");
     }
     let (mut shared, mut own) = (0, 0);
     for seed in 0..24 {
         // A few cables only: a top switch that lost one is no longer an Up*/Down* root.
-        let f = degraded("PGFT(3;4,4,6;1,4,4;1,1,1)", 1 + seed as usize % 6, (seed % 5 / 4) as usize, seed);
+        let f = degraded(
+            "PGFT(3;4,4,6;1,4,4;1,1,1)",
+            1 + seed as usize % 6,
+            (seed % 5 / 4) as usize,
+            seed,
+        );
         let n = check_equal(&f).unwrap();
         shared += n;
         own += 2 - n;
@@ -134,7 +143,11 @@ fn escape_is_shared_on_fat_trees_and_not_elsewhere() {
 /// The bytes do not depend on the number of threads.
 #[test]
 fn route_all_dmodc_is_independent_of_the_thread_count() {
-    for (s, links) in [("PGFT(3;4,4,6;1,4,4;1,1,1)", 0), ("PGFT(3;4,4,6;1,4,4;1,1,1)", 20), ("SLIMFLY(5;2)", 0)] {
+    for (s, links) in [
+        ("PGFT(3;4,4,6;1,4,4;1,1,1)", 0),
+        ("PGFT(3;4,4,6;1,4,4;1,1,1)", 20),
+        ("SLIMFLY(5;2)", 0),
+    ] {
         let f = if s.starts_with("SLIMFLY") {
             fabric_topology::gen::generate_str(s, None).unwrap()
         } else {
