@@ -44,7 +44,9 @@ pub(crate) struct BaseAndEscape {
 /// that initialises it and writes base and escape entries together
 /// ([`fill_dmodc_fresh`]). Otherwise the escape is prepared and filled on its own, as
 /// `route_escape` does.
-pub(crate) fn route_with_escape(ctx: &RoutingContext<'_>) -> Result<BaseAndEscape, RoutingError> {
+///
+/// `spare`: tables whose allocation is reused ([`Lfts::recycled`]; every entry is rewritten).
+pub(crate) fn route_with_escape(ctx: &RoutingContext<'_>, spare: Option<Lfts>) -> Result<BaseAndEscape, RoutingError> {
     validate_context(ctx)?;
     let ms = |t: Instant| t.elapsed().as_secs_f64() * 1e3;
     let t = Instant::now();
@@ -55,7 +57,11 @@ pub(crate) fn route_with_escape(ctx: &RoutingContext<'_>) -> Result<BaseAndEscap
     let mut escape_ms = ms(t);
     let shared = matches!(escape, Some(EscapePrep::SameAsBase));
     let t = Instant::now();
-    let mut lfts = Lfts::unfilled(ctx.fabric.num_switches(), ctx.lids.top());
+    let (ns, top) = (ctx.fabric.num_switches(), ctx.lids.top());
+    let mut lfts = match spare {
+        Some(l) => l.recycled(ns, top),
+        None => Lfts::unfilled(ns, top),
+    };
     fill_dmodc_fresh(ctx, &prep, shared, &mut lfts);
     base_ms += ms(t);
     if let Some(EscapePrep::Own(p)) = escape {

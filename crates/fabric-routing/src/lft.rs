@@ -46,6 +46,16 @@ impl Lfts {
             data: vec![0u8; row_len * num_switches],
         }
     }
+    /// [`Lfts::unfilled`] in the allocation of `self` (tables no longer needed, of any size):
+    /// the entries are unspecified (old bytes or 0), and the pages already in memory are not
+    /// faulted in again. For a fill that writes every entry of every row.
+    pub(crate) fn recycled(self, num_switches: usize, top: Lid) -> Self {
+        let row_len = (top as usize + 1).div_ceil(BLOCK_SIZE) * BLOCK_SIZE;
+        let mut data = self.data;
+        data.truncate(row_len * num_switches);
+        data.resize(row_len * num_switches, 0);
+        Lfts { row_len, data }
+    }
     /// Number of switches (rows).
     pub fn num_switches(&self) -> usize {
         self.data.len().checked_div(self.row_len).unwrap_or(0)

@@ -12,7 +12,7 @@ use proptest::prelude::*;
 
 use fabric_ranking::{rank, RankOptions};
 use fabric_routing::{
-    assign_lids, engine, route_all, route_escape, EngineKind, Guid2Lid, Lfts, LidPlan, LidSet, RoutingContext,
+    assign_lids, engine, route_all, route_all_reusing, route_escape, EngineKind, Guid2Lid, Lfts, LidPlan, LidSet, RoutingContext,
     IB_MAX_UNICAST_LID,
 };
 use fabric_topology::Fabric;
@@ -168,6 +168,34 @@ fn route_all_dmodc_is_independent_of_the_thread_count() {
                     .install(|| route_all(&ctx, EngineKind::Dmodc).unwrap().lfts)
             };
             assert!(run(1) == run(3), "{s} lmc {}", lids.lmc);
+        }
+    }
+}
+
+/// Tables routed into a reused allocation (garbage contents, smaller or larger than needed)
+/// equal fresh ones, for Dmodc (which rewrites every entry) and for another engine (reset).
+#[test]
+fn route_all_reusing_equals_route_all() {
+    let f = degraded("PGFT(3;4,4,6;1,4,4;1,1,1)", 3, 0, 11);
+    let ranking = rank(&f, &RankOptions::default());
+    for lids in plans(&f) {
+        let ctx = RoutingContext {
+            fabric: &f,
+            ranking: &ranking,
+            lids: &lids,
+        };
+        for kind in [EngineKind::Dmodc, EngineKind::UpDown] {
+            let want = route_all(&ctx, kind).unwrap().lfts;
+            for (ns, top) in [(3, 40), (f.num_switches() + 5, lids.top() + 300), (f.num_switches(), lids.top())] {
+                let mut spare = Lfts::new(ns, top);
+                for s in 0..ns {
+                    for lid in 0..=top {
+                        spare.set(fabric_topology::SwitchId(s as u32), lid, (s as u32 * 7 + lid) as u8 % 5);
+                    }
+                }
+                let got = route_all_reusing(&ctx, kind, None, Some(spare)).unwrap().lfts;
+                assert!(got == want, "{kind} lmc {} spare {ns}x{top}", lids.lmc);
+            }
         }
     }
 }
