@@ -28,8 +28,8 @@ use std::time::Instant;
 
 use fabric_ranking::{rank, RankOptions};
 use fabric_routing::{
-    assign_lids, check_and_repair, route_all, route_all_checked, route_all_reusing, Lfts, EngineKind, Fallback, Guid2Lid, RoutingContext,
-    IB_MAX_UNICAST_LID,
+    assign_lids, check_and_repair, route_all, route_all_checked, route_all_reusing, EngineKind, Fallback, Guid2Lid,
+    Lfts, RoutingContext, IB_MAX_UNICAST_LID,
 };
 use fabric_topology::Fabric;
 use support::{fabric, pool, PGFT_34992, PGFT_8640};

@@ -80,7 +80,8 @@ pub use opensm::{
 pub use pqft::Pqft;
 pub use randsp::RandSp;
 pub use route::{
-    engine, engine_fits, route_all, route_all_grouped, route_all_reusing, EngineKind, RoutedFabric, UnknownEngine, ENGINE_NAMES,
+    engine, engine_fits, route_all, route_all_grouped, route_all_reusing, EngineKind, RoutedFabric, UnknownEngine,
+    ENGINE_NAMES,
 };
 pub use smodk::{Smodk, SmodkPathError, SmodkPaths, SMODK_UNSUPPORTED};
 pub use sssp::Sssp;

@@ -12,8 +12,8 @@ use proptest::prelude::*;
 
 use fabric_ranking::{rank, RankOptions};
 use fabric_routing::{
-    assign_lids, engine, route_all, route_all_reusing, route_escape, EngineKind, Guid2Lid, Lfts, LidPlan, LidSet, RoutingContext,
-    IB_MAX_UNICAST_LID,
+    assign_lids, engine, route_all, route_all_reusing, route_escape, EngineKind, Guid2Lid, Lfts, LidPlan, LidSet,
+    RoutingContext, IB_MAX_UNICAST_LID,
 };
 use fabric_topology::Fabric;
 
@@ -186,7 +186,11 @@ fn route_all_reusing_equals_route_all() {
         };
         for kind in [EngineKind::Dmodc, EngineKind::UpDown] {
             let want = route_all(&ctx, kind).unwrap().lfts;
-            for (ns, top) in [(3, 40), (f.num_switches() + 5, lids.top() + 300), (f.num_switches(), lids.top())] {
+            for (ns, top) in [
+                (3, 40),
+                (f.num_switches() + 5, lids.top() + 300),
+                (f.num_switches(), lids.top()),
+            ] {
                 let mut spare = Lfts::new(ns, top);
                 for s in 0..ns {
                     for lid in 0..=top {
