@@ -30,7 +30,10 @@ fn cfg(sim: &Sim) -> OobConfig {
 async fn tables(sim: &Sim) -> Vec<(u64, Vec<u8>)> {
     let mut out = Vec::new();
     for (g, mut c) in sim.agents().await {
-        out.push((g, c.get_sl_to_vl(GetSlToVlRequest {}).await.unwrap().into_inner().vl_of_sl));
+        out.push((
+            g,
+            c.get_sl_to_vl(GetSlToVlRequest {}).await.unwrap().into_inner().vl_of_sl,
+        ));
     }
     out
 }

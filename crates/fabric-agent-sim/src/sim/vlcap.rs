@@ -25,9 +25,7 @@ impl VlCaps {
         let mut of = Vec::with_capacity(entries.len());
         for e in entries {
             let bad = |why: String| SimError::Topology(format!("--vl-cap-of {e}: {why}"));
-            let (g, n) = e
-                .split_once('=')
-                .ok_or_else(|| bad("expected GUID=N".to_string()))?;
+            let (g, n) = e.split_once('=').ok_or_else(|| bad("expected GUID=N".to_string()))?;
             let guid = parse_guid(g.trim()).ok_or_else(|| bad(format!("{g:?} is not a GUID")))?;
             if cabling.switch_by_guid(guid).is_none() {
                 return Err(bad(format!("no switch {} in the topology", fmt_guid(guid))));
@@ -37,7 +35,9 @@ impl VlCaps {
                 .parse()
                 .map_err(|_| bad(format!("{n:?} is not a number of VLs")))?;
             if !(vls..=MAX_VL_CAP).contains(&n) {
-                return Err(bad(format!("{n} data VLs is not in {vls}..={MAX_VL_CAP} (--vls {vls})")));
+                return Err(bad(format!(
+                    "{n} data VLs is not in {vls}..={MAX_VL_CAP} (--vls {vls})"
+                )));
             }
             of.push((guid, n));
         }

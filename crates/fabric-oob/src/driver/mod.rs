@@ -23,8 +23,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use fabric_routing::{LidPlan, BLOCK_SIZE};
 use fabric_southbound::{
-    CounterPort, CountersReading, DataVlPlan, DriverCaps, DriverError, Fence, LftBlockWrite, MftBlockWrite, SouthboundDriver,
-    TopologyGap, WriteReport, MFT_BLOCK_SIZE,
+    CounterPort, CountersReading, DataVlPlan, DriverCaps, DriverError, Fence, LftBlockWrite, MftBlockWrite,
+    SouthboundDriver, TopologyGap, WriteReport, MFT_BLOCK_SIZE,
 };
 use fabric_topology::{Fabric, FabricEvent, Guid, PortNum};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
