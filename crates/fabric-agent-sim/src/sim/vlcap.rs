@@ -83,7 +83,9 @@ mod tests {
             (format!("{g1:#x}=16"), "16 data VLs is not in 2..=15"),
             (format!("{g1:#x}=1"), "1 data VLs is not in 2..=15"),
         ] {
-            let err = VlCaps::parse(8, 2, &[e.clone()], &f).unwrap_err().to_string();
+            let err = VlCaps::parse(8, 2, std::slice::from_ref(&e), &f)
+                .unwrap_err()
+                .to_string();
             assert!(err.contains(why) && err.contains("--vl-cap-of"), "{e}: {err}");
         }
     }
