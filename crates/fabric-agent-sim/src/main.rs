@@ -35,8 +35,14 @@
 //! # SL-to-VL
 //!
 //! Each agent keeps one 16-entry SL-to-VL table for the whole switch (`SetSlToVl` /
-//! `GetSlToVl`; all VL 0 until set), and reports `--vls` virtual lanes in `Describe`. The table
-//! is switch configuration: it survives `kill`/`restore` of the agent.
+//! `GetSlToVl`; all VL 0 until set), and reports `--vls` virtual lanes in `Describe` (the VLs
+//! the ports operate by default; the `oob` driver puts its escape VL on the highest). Each
+//! switch also has a **VLCap** (`SwitchInfo.vl_cap`): the data VLs its ports can operate, 8 by
+//! default (VL0-7, as BXI-class hardware; `--vl-cap N` for every switch, `--vl-cap-of GUID=N`
+//! for one, never below `--vls`). `SetSlToVl` refuses a table using a VL at or above the
+//! switch's VLCap (INVALID_ARGUMENT naming the switch, the SL and the VL) and keeps the table in
+//! force: a data VL plan (a VL layering) fits when it needs no more VLs than the smallest
+//! VLCap. The table is switch configuration: it survives `kill`/`restore` of the agent.
 //!
 //! # Multicast
 //!
@@ -156,6 +162,15 @@ pub struct Args {
     /// below it).
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u8).range(1..=15))]
     pub vls: u8,
+    /// VLCap of every switch: the data VLs its ports can operate (reported in `Describe` as
+    /// `vl_cap`; `SetSlToVl` accepts VLs below it, for VL layerings). Default 8 (VL0-7, as
+    /// BXI-class and most InfiniBand switches); raised to `--vls` when below it.
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u8).range(1..=15))]
+    pub vl_cap: u8,
+    /// VLCap of one switch, `GUID=N` (GUID in hex, `0x` optional; N in 1..=15, at least
+    /// `--vls`); repeatable. Overrides `--vl-cap` for that switch.
+    #[arg(long, value_name = "GUID=N")]
+    pub vl_cap_of: Vec<String>,
     /// Answer `SetSlToVl` and `GetSlToVl` with UNIMPLEMENTED, as an agent that predates them.
     #[arg(long)]
     pub without_sl_to_vl: bool,

@@ -274,9 +274,10 @@ async fn every_agent_maps_sl1_to_the_escape_vl_after_bring_up() {
         assert_eq!(driver.read_sl_to_vl(*g).await.unwrap().to_vec(), want);
     }
 
-    // The agent refuses what it cannot apply, and keeps its table.
+    // The agent refuses what it cannot apply (a VL at or above its VLCap, 8 by default; a
+    // short table), and keeps its table.
     let (g, c) = &mut agents[0];
-    for bad in [vec![4u8; 16], vec![0u8; 15]] {
+    for bad in [vec![8u8; 16], vec![0u8; 15]] {
         let e = c
             .set_sl_to_vl(SlToVlTable {
                 vl_of_sl: bad.clone(),

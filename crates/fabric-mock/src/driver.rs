@@ -8,8 +8,8 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use fabric_routing::{LidPlan, BLOCK_SIZE, NO_ROUTE};
 use fabric_southbound::{
-    CounterPort, CountersReading, DataVlPlan, DriverCaps, DriverError, LftBlockWrite, MftBlockWrite, PkeyBlockWrite, PkeyPort,
-    SouthboundDriver, WriteReport, MFT_BLOCK_SIZE, PKEY_BLOCK_SIZE,
+    CounterPort, CountersReading, DataVlPlan, DriverCaps, DriverError, LftBlockWrite, MftBlockWrite, PkeyBlockWrite,
+    PkeyPort, SouthboundDriver, WriteReport, MFT_BLOCK_SIZE, PKEY_BLOCK_SIZE,
 };
 use fabric_topology::{fmt_guid, Fabric, FabricEvent, Guid, Lid, LinkState, PortNum, Remote, SwitchId};
 use rand::Rng;

@@ -81,8 +81,8 @@ mod trace;
 mod vls;
 
 pub use counters::PortErrorRate;
-pub use vls::MAX_DATA_VL;
 pub use fabric_southbound::{Hop, ReachReport, TraceError, REACH_REPORT_MAX_LISTED};
+pub use vls::MAX_DATA_VL;
 
 use std::collections::HashMap;
 use std::path::Path;

@@ -157,7 +157,9 @@ fn a_plan_beyond_vlcap_is_refused_naming_guid_and_port() {
     let guid = dv["guid"].as_str().expect("GUID of the refusing port");
     let port = dv["port"].as_u64().expect("port of the refusing port");
     assert!(
-        err.starts_with(&format!("data VL plan refused: {guid} port {port}: the plan needs 9 data VLs")),
+        err.starts_with(&format!(
+            "data VL plan refused: {guid} port {port}: the plan needs 9 data VLs"
+        )),
         "{err}"
     );
     assert!(err.contains("operates 8 (VLCap VL0-7)"), "{err}");

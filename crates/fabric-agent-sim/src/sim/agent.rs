@@ -111,6 +111,7 @@ impl SwitchAgent for AgentSvc {
             lft_generation: a.lft_generation.load(Ordering::SeqCst),
             powered: s.up,
             vls: u32::from(self.sim.vls),
+            vl_cap: u32::from(a.vl_cap),
             mft_blocks: MFT_BLOCKS,
             management_key_set: mkey.key != 0,
             management_protect: u32::from(mkey.protect),
@@ -382,11 +383,12 @@ impl SwitchAgent for AgentSvc {
         let v = r.vl_of_sl;
         let table = <[u8; 16]>::try_from(v.as_slice())
             .map_err(|_| Status::invalid_argument(format!("SL-to-VL table has {} entries, expected 16", v.len())))?;
-        let vls = self.sim.vls;
-        if let Some((sl, vl)) = table.iter().enumerate().find(|(_, &vl)| vl >= vls) {
+        let cap = self.ctl().vl_cap;
+        if let Some((sl, vl)) = table.iter().enumerate().find(|(_, &vl)| vl >= cap) {
             return Err(Status::invalid_argument(format!(
-                "SL {sl} mapped to VL {vl}: the switch operates VLs 0..{}",
-                vls - 1
+                "switch {}: SL {sl} mapped to VL {vl}: its VLCap is {cap} data VLs (VL 0..={})",
+                fmt_guid(self.ctl().guid),
+                cap - 1
             )));
         }
         *lock(&self.ctl().sl2vl) = table;

@@ -14,6 +14,7 @@ mod io;
 mod mcast;
 mod mkey;
 mod state;
+mod vlcap;
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -85,6 +86,7 @@ pub async fn run(args: Args) -> Result<(), SimError> {
         )));
     }
     check_budget(&name, n, args.reuse_inventory)?;
+    let vl_caps = vlcap::VlCaps::parse(args.vl_cap, args.vls, &args.vl_cap_of, &cabling)?;
     let previous = if args.reuse_inventory {
         Some(Inventory::read_file(&args.inventory)?)
     } else {
@@ -127,6 +129,7 @@ pub async fn run(args: Args) -> Result<(), SimError> {
             addr,
             args.write_delay_ms,
             s.nports,
+            vl_caps.of(s.guid),
         ));
     }
     let state = mock.discover().await?;

@@ -55,6 +55,8 @@ pub(super) struct AgentCtl {
     pub(super) lft_generation: AtomicU64,
     /// VL of each SL (one table for every port pair of the switch).
     pub(super) sl2vl: Mutex<[u8; 16]>,
+    /// VLCap of the switch: `SetSlToVl` accepts VLs below it (`--vl-cap`, `--vl-cap-of`).
+    pub(super) vl_cap: u8,
     /// The switch's multicast forwarding table (switch configuration: survives `kill`).
     pub(super) mft: Mutex<Mft>,
     /// The management key and its protect level (switch configuration: survives `kill`;
@@ -71,8 +73,15 @@ pub(super) struct AgentCtl {
 
 impl AgentCtl {
     /// A control block with no delays, an empty MFT, no management key, for a switch of
-    /// `nports` ports.
-    pub(super) fn new(guid: Guid, sid: SwitchId, addr: SocketAddr, write_delay_ms: u64, nports: u8) -> Self {
+    /// `nports` ports whose VLCap is `vl_cap` data VLs.
+    pub(super) fn new(
+        guid: Guid,
+        sid: SwitchId,
+        addr: SocketAddr,
+        write_delay_ms: u64,
+        nports: u8,
+        vl_cap: u8,
+    ) -> Self {
         let (epoch_tx, _) = watch::channel(0);
         AgentCtl {
             guid,
@@ -87,6 +96,7 @@ impl AgentCtl {
             server: Mutex::new(None),
             lft_generation: AtomicU64::new(0),
             sl2vl: Mutex::new([0; 16]),
+            vl_cap,
             mft: Mutex::new(Mft::default()),
             mkey: Mutex::new(ManagementKey::default()),
             refused_writes: AtomicU64::new(0),

@@ -131,6 +131,9 @@ pub(super) struct Inner {
     pub(super) monitors_started: Mutex<bool>,
     /// The write fence (high availability); `None`: epoch 0, writes never fenced.
     pub(super) fence: RwLock<Option<Arc<Fence>>>,
+    /// The SL-to-VL table of the data VL plan in force (`None`: the escape-only table; see
+    /// `data_vl`).
+    pub(super) data_vl_table: Mutex<Option<[u8; 16]>>,
     /// Dropped with the driver: stops the monitors.
     pub(super) _stop: watch::Sender<()>,
     pub(super) stop: watch::Receiver<()>,

@@ -3,11 +3,13 @@
 //! `config` holds the configuration, `agents` what the driver knows of each agent and one
 //! request to it, `discover` the fabric built from the agents' neighbour tables, `monitor` the
 //! per-agent health watch and its events, `upload` the address set-up and the LFT writes,
-//! `counters` the port counter reads.
+//! `counters` the port counter reads, `data_vl` the data VL plans (SL-to-VL tables of a VL
+//! layering, checked against the switches' VLCap).
 
 mod agents;
 mod config;
 mod counters;
+mod data_vl;
 mod discover;
 mod epoch;
 mod mkey;
@@ -21,8 +23,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use fabric_routing::{LidPlan, BLOCK_SIZE};
 use fabric_southbound::{
-    CounterPort, CountersReading, DriverCaps, DriverError, Fence, LftBlockWrite, MftBlockWrite, SouthboundDriver,
-    TopologyGap, WriteReport, MFT_BLOCK_SIZE,
+    CounterPort, CountersReading, DataVlPlan, DriverCaps, DriverError, Fence, LftBlockWrite, MftBlockWrite,
+    SouthboundDriver, TopologyGap, WriteReport, MFT_BLOCK_SIZE,
 };
 use fabric_topology::{Fabric, FabricEvent, Guid, PortNum};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
@@ -114,6 +116,7 @@ impl OobDriver {
                 limits: Mutex::new(None),
                 monitors_started: Mutex::new(false),
                 fence: RwLock::new(None),
+                data_vl_table: Mutex::new(None),
                 _stop: stop_tx,
                 stop: stop_rx,
             }),
@@ -226,6 +229,14 @@ impl SouthboundDriver for OobDriver {
         let fabric = discover::discover(&self.inner).await?;
         monitor::start(&self.inner);
         Ok(fabric)
+    }
+
+    async fn program_data_vls(&self, plan: &DataVlPlan) -> Result<(), DriverError> {
+        data_vl::program_data_vls(&self.inner, plan).await
+    }
+
+    fn data_vl_capacity(&self) -> Option<u8> {
+        self.inner.data_vl_capacity()
     }
 
     fn topology_gaps(&self) -> Vec<TopologyGap> {

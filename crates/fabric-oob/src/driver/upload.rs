@@ -13,7 +13,7 @@ use tonic::transport::Channel;
 use tonic::{Code, Status};
 
 use super::agents::{lock, AddressSetup, Inner};
-use super::config::{sl_to_vl_table, ESCAPE_SL};
+use super::config::ESCAPE_SL;
 use super::epoch::with_epoch;
 use crate::proto;
 use crate::proto::switch_agent_client::SwitchAgentClient;
@@ -206,7 +206,7 @@ pub(super) async fn configure_lids(inner: &Arc<Inner>, fabric: &Fabric, lids: &L
     let generation = fabric.generation();
     *lock(&inner.generation) = generation;
     let sl_to_vl = proto::SlToVlTable {
-        vl_of_sl: sl_to_vl_table(inner.escape_vl()).to_vec(),
+        vl_of_sl: inner.sl_to_vl_in_force().to_vec(),
         management_key: 0,
     };
     // Every switch of the plan gets its set-up; the agents that answer get it now, the

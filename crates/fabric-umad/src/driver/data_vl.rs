@@ -58,7 +58,10 @@ fn port_vls(i: &PortInfo) -> (u8, String) {
     let cap = (vls_of_code(i.vl_cap()), format!("VLCap {}", code_name(i.vl_cap())));
     if matches!(i.state(), PortState::Armed | PortState::Active) && vls_of_code(i.operational_vls()) < cap.0 {
         let op = i.operational_vls();
-        return (vls_of_code(op), format!("OperationalVLs {} (VLCap {})", code_name(op), code_name(i.vl_cap())));
+        return (
+            vls_of_code(op),
+            format!("OperationalVLs {} (VLCap {})", code_name(op), code_name(i.vl_cap())),
+        );
     }
     cap
 }
@@ -119,7 +122,10 @@ pub(super) fn plan_table(plan: &DataVlPlan) -> Result<(SlToVl, u8), DriverError>
     if need > MAX_DATA_VL + 1 {
         return Err(DriverError::Protocol {
             guid: None,
-            message: format!("data VL plan needs {need} data VLs: a port has at most {}", MAX_DATA_VL + 1),
+            message: format!(
+                "data VL plan needs {need} data VLs: a port has at most {}",
+                MAX_DATA_VL + 1
+            ),
         });
     }
     Ok((SlToVl(t), need))
@@ -158,9 +164,7 @@ pub(super) fn check_capacity(st: &State, need: u8) -> Result<(), DriverError> {
             return Err(DriverError::DataVls {
                 guid,
                 port,
-                reason: format!(
-                    "the plan needs SL-to-VL tables, this {who} has none (IsSLMappingSupported clear)"
-                ),
+                reason: format!("the plan needs SL-to-VL tables, this {who} has none (IsSLMappingSupported clear)"),
             });
         }
     }

@@ -120,8 +120,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use fabric_routing::{LidPlan, BLOCK_SIZE};
 use fabric_southbound::{
-    CounterPort, CountersReading, DataVlPlan, DriverCaps, DriverError, DriverStats, EscapeVlStatus, LftBlockWrite, MftBlockWrite,
-    PkeyBlockWrite, PkeyPort, SouthboundDriver, WriteReport, MFT_BLOCK_SIZE, PKEY_BLOCK_SIZE,
+    CounterPort, CountersReading, DataVlPlan, DriverCaps, DriverError, DriverStats, EscapeVlStatus, LftBlockWrite,
+    MftBlockWrite, PkeyBlockWrite, PkeyPort, SouthboundDriver, WriteReport, MFT_BLOCK_SIZE, PKEY_BLOCK_SIZE,
 };
 use fabric_topology::{Fabric, FabricEvent, Guid, Lid, PortNum};
 use tokio::sync::{mpsc, oneshot};
