@@ -58,8 +58,12 @@ proptest! {
         prop_assert_eq!(c.unreachable_pairs, 0);
         prop_assert!(check::cdg_acyclic(&f, &lids, &routed.lfts, LidSet::Base));
         prop_assert!(check::cdg_acyclic(&f, &lids, &routed.lfts, LidSet::Escape));
-        // The fallback is reported exactly when the engine alone was invalid.
-        prop_assert_eq!(before.unreachable_count == 0, c.fallback == Fallback::None, "{:?}", c);
+        // The fallback is reported exactly when the engine alone was invalid: end ports, or (on
+        // a fabric so degraded that it is no longer ranked as a fat-tree) switch LIDs.
+        let engine_valid = before.unreachable_count == 0 && c.engine_switch_unreachable_pairs == 0;
+        prop_assert_eq!(engine_valid, c.fallback == Fallback::None, "{:?}", c);
+        prop_assert!(c.switch_lids_checked || c.engine_switch_unreachable_pairs == 0);
+        prop_assert_eq!(c.switch_unreachable_pairs, 0, "{:?}", c);
         prop_assert_eq!(c.reason.is_empty(), c.fallback == Fallback::None);
         if c.fallback == Fallback::None {
             prop_assert!(routed.lfts == plain);
