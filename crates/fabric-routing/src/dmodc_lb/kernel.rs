@@ -175,9 +175,8 @@ impl Ctx<'_> {
                 scr.cset.push(bits.trailing_zeros() as u16);
                 bits &= bits - 1;
             }
-            let tgt = if down { None } else { self.targets_of(q, span) };
+            let (m, tgt) = if down { (NONE, None) } else { self.targets_of(q, span) };
             if tgt.is_some() {
-                let m = self.mirror_of(q, span);
                 if m != gmirror {
                     gmirror = m;
                     self.group_prepass(q, si, m, ranks, scr);
@@ -189,10 +188,10 @@ impl Ctx<'_> {
                 let j;
                 let mut q2 = None;
                 if let Some(off) = tgt {
-                    let pr = self.tg.prim[off + i];
                     if let Some(j1) = usable(ranks, mask, self.tg.t1[off + i]) {
                         j = j1;
                     } else {
+                        let pr = self.tg.prim[off + i];
                         // Displaced: the mirror's second rank when it is usable and, for a
                         // primary, among the least loaded of the group; else a least loaded
                         // candidate (ties in round robin, NID order).
@@ -240,11 +239,6 @@ impl Ctx<'_> {
         }
     }
 
-    /// The mirror of `q` for `span`'s leaf.
-    fn mirror_of(&self, q: usize, span: &LeafSpan) -> u32 {
-        self.plan.mirror(q, self.p.o.leaves[span.li as usize] as usize)
-    }
-
     /// Per up index of `q`, the primaries at mirror `m` (spans from `si` on with that mirror)
     /// whose first rank `q` can take.
     fn group_prepass(&self, q: usize, si: usize, m: u32, ranks: &[u8], scr: &mut Scratch) {
@@ -255,10 +249,12 @@ impl Ctx<'_> {
             if self.p.o.leaves[li] as usize == q || down_row[li] != INF || full_row[li] == INF {
                 continue;
             }
-            if self.mirror_of(q, span) != m {
+            let (m2, Some(off)) = self.targets_of(q, span) else {
+                break;
+            };
+            if m2 != m {
                 break;
             }
-            let Some(off) = self.targets_of(q, span) else { break };
             let mask = scr.up_mask[li];
             for i in off..off + span.len as usize {
                 if self.tg.prim[i] {
@@ -270,14 +266,15 @@ impl Ctx<'_> {
         }
     }
 
-    /// Offset of the targets of `span`'s destinations at the mirror of `q`, if any.
-    fn targets_of(&self, q: usize, span: &LeafSpan) -> Option<usize> {
+    /// The mirror of `q` for `span`'s leaf and the offset of the targets of the span's
+    /// destinations there, if any.
+    fn targets_of(&self, q: usize, span: &LeafSpan) -> (u32, Option<usize>) {
         let leaf = self.p.o.leaves[span.li as usize] as usize;
         let m = self.plan.mirror(q, leaf);
         if m == NONE || self.plan.klow[m as usize] == NONE {
-            return None;
+            return (m, None);
         }
-        self.tg.lookup(m as usize, span.t0)
+        (m, self.tg.lookup(m as usize, span.t0))
     }
 }
 
