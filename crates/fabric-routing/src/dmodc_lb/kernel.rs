@@ -176,11 +176,9 @@ impl Ctx<'_> {
                 bits &= bits - 1;
             }
             let (m, tgt) = if down { (NONE, None) } else { self.targets_of(q, span) };
-            if tgt.is_some() {
-                if m != gmirror {
-                    gmirror = m;
-                    self.group_prepass(q, si, m, ranks, scr);
-                }
+            if tgt.is_some() && m != gmirror {
+                gmirror = m;
+                self.group_prepass(q, si, m, ranks, scr);
             }
             let nc = scr.cset.len() as u64;
             for (i, &lid) in lids_here.iter().enumerate() {
