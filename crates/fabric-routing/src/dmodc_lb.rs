@@ -13,8 +13,9 @@
 //!    it survives, else by per-switch budgets so that every surviving down-link carries its
 //!    fair share of the destinations;
 //! 3. routes every switch towards the ranks its *mirror* (the destination's ancestor in the
-//!    same position) targets, and spreads what its own missing cables divert over its
-//!    surviving up-links in round robin ([`kernel`]).
+//!    same position) targets, and places what its own missing cables displace jointly per
+//!    mirror (destination pod): the second rank where it keeps the switch's up-links balanced
+//!    for that pod's primaries, else the least loaded surviving up-link ([`kernel`]).
 //!
 //! On a complete fabric every choice is nominal and the tables are Dmodc's, byte for byte (the
 //! engine then runs Dmodc's own kernel). Every choice is among Dmodc's candidates (eq. 4.5

@@ -6,12 +6,19 @@
 //! * `λ` below `s` (downward path): Dmodc's down choice, eqs. 4.5/4.7/4.8 on the down groups.
 //! * otherwise, with `m` the mirror of `s` for `λ` ([`super::plan`]) and `C` Dmodc's closer up
 //!   set of `s` (eq. 4.5 with the up-down rule): the up-neighbour of rank `T1(m, d)` when it
-//!   is in `C`, else the one of rank `T2(m, d)` when it is in `C`, else the next member of
-//!   `C` in round robin (a cursor per switch, advanced in NID order, so that the destinations
-//!   this switch has to divert spread over its surviving up-links); without a mirror
-//!   (irregular fabrics) Dmodc's own choice `C[⌊d/Π⌋ mod #C]` (eq. 4.7). The port within the
-//!   group is `⌊d/(Π_K·M_K)⌋ mod #g` (eq. 4.8 with the nominal dividers; Dmodc's on an intact
-//!   fabric).
+//!   is in `C`. The destinations it cannot keep there (*displaced*) are placed jointly for
+//!   the whole *mirror group* (the consecutive leaves with the same mirror `m`: on a PGFT the
+//!   destination pod seen from `s`'s position), beyond the thesis: a per-up-link count of the
+//!   group's primaries at `m` (the destinations whose chain passes `m`) starts with the ones
+//!   kept on their `T1`; a displaced primary takes `T2(m, d)` when it is in `C` and among the
+//!   least counted, else a least counted member of `C` (ties in round robin, NID order), and
+//!   is counted; a displaced non-primary takes `T2(m, d)` when it is in `C`, else a least
+//!   counted member. So each up-link of `s` carries about the same number of the group's
+//!   primaries (the destinations most of `s`'s sources send to), and the second ranks keep
+//!   the paths of one destination on one down-link wherever that does not unbalance `s`.
+//!   Without a mirror (irregular fabrics) Dmodc's own choice `C[⌊d/Π⌋ mod #C]` (eq. 4.7). The
+//!   port within the group is `⌊d/(Π_K·M_K)⌋ mod #g` (eq. 4.8 with the nominal dividers;
+//!   Dmodc's on an intact fabric).
 //!
 //! Every choice is in `C`, so every route is up*/down* (deadlock-free) and reaches its
 //! destination whenever Dmodc's does.
@@ -20,7 +27,7 @@ use fabric_topology::{Fabric, Lid, PortNum};
 use rayon::prelude::*;
 
 use super::plan::Plan;
-use super::targets::{Targets, NO_RANK};
+use super::targets::Targets;
 use crate::engine::LidSet;
 use crate::fastdiv::FastDiv;
 use crate::fill::{closer_masks, Destinations, LeafSpan, Prepared};
@@ -36,6 +43,8 @@ struct Scratch {
     up_mask: Vec<u64>,
     tmp: Vec<u8>,
     cset: Vec<u16>,
+    /// Per up index: the primaries of the current mirror group given to it.
+    gload: Vec<u32>,
 }
 
 /// Fills the end-port LIDs of `set` (see the module doc).
@@ -122,6 +131,7 @@ impl Ctx<'_> {
         );
         let pi = p.div[q];
         let k = plan.klow[q];
+        let ranks = plan.up_row(q);
         let mut cursor = 0u32;
         let pidiv = u32::try_from(pi).ok().map(FastDiv::new);
         // ⌊d/(Π_K·M_K)⌋ by multiplication where it fits.
@@ -132,7 +142,10 @@ impl Ctx<'_> {
                 .ok()
                 .map(FastDiv::new)
         };
-        for span in &self.dst.spans {
+        let mut gmirror = NONE;
+        scr.gload.clear();
+        scr.gload.resize(ups.len(), 0);
+        for (si, span) in self.dst.spans.iter().enumerate() {
             let li = span.li as usize;
             let (a, b) = (span.start as usize, (span.start + span.len) as usize);
             let lids_here = &self.dst.lids[a..b];
@@ -162,23 +175,33 @@ impl Ctx<'_> {
                 scr.cset.push(bits.trailing_zeros() as u16);
                 bits &= bits - 1;
             }
-            let tgt = if down { None } else { self.targets_of(q, span) };
+            let (m, tgt) = if down { (NONE, None) } else { self.targets_of(q, span) };
+            if tgt.is_some() && m != gmirror {
+                gmirror = m;
+                self.group_prepass(q, si, m, ranks, scr);
+            }
             let nc = scr.cset.len() as u64;
             for (i, &lid) in lids_here.iter().enumerate() {
                 let d = span.t0 + i as u32;
                 let j;
                 let mut q2 = None;
                 if let Some(off) = tgt {
-                    if let Some(j1) = self.usable(q, mask, self.tg.t1[off + i]) {
+                    if let Some(j1) = usable(ranks, mask, self.tg.t1[off + i]) {
                         j = j1;
-                    } else if let Some(j2) = self.usable(q, mask, self.tg.t2[off + i]) {
-                        j = j2;
                     } else {
-                        // Diverted: round robin over the candidates, in NID order.
-                        let rot = mask.rotate_right(cursor % 64);
-                        let jr = (rot.trailing_zeros() + cursor) % 64;
-                        j = jr as usize;
-                        cursor = jr + 1;
+                        let pr = self.tg.prim[off + i];
+                        // Displaced: the mirror's second rank when it is usable and, for a
+                        // primary, among the least loaded of the group; else a least loaded
+                        // candidate (ties in round robin, NID order).
+                        let mn = min_load(&scr.gload, mask);
+                        j = match usable(ranks, mask, self.tg.t2[off + i]) {
+                            Some(j2) if !pr || scr.gload[j2] == mn => j2,
+                            _ => least_loaded(&scr.gload, mask, cursor),
+                        };
+                        cursor = j as u32 + 1;
+                        if pr {
+                            scr.gload[j] += 1;
+                        }
                     }
                 } else {
                     // Dmodc: C[⌊d/Π⌋ mod #C], port g[⌊d/(Π·#C)⌋ mod #g].
@@ -214,25 +237,78 @@ impl Ctx<'_> {
         }
     }
 
-    /// The up index of rank `t` when it is a live neighbour of `q` in `mask`.
-    #[inline]
-    fn usable(&self, q: usize, mask: u64, t: u16) -> Option<usize> {
-        // The mirror's component may be larger than this switch's (removed switches).
-        let k = self.plan.klow[q];
-        if t == NO_RANK || k == NONE || u32::from(t) >= self.plan.m(k) {
-            return None;
+    /// Per up index of `q`, the primaries at mirror `m` (spans from `si` on with that mirror)
+    /// whose first rank `q` can take.
+    fn group_prepass(&self, q: usize, si: usize, m: u32, ranks: &[u8], scr: &mut Scratch) {
+        scr.gload.iter_mut().for_each(|x| *x = 0);
+        let (down_row, full_row) = (self.p.costs.down_row(q), self.p.costs.full_row(q));
+        for span in &self.dst.spans[si..] {
+            let li = span.li as usize;
+            if self.p.o.leaves[li] as usize == q || down_row[li] != INF || full_row[li] == INF {
+                continue;
+            }
+            let (m2, Some(off)) = self.targets_of(q, span) else {
+                break;
+            };
+            if m2 != m {
+                break;
+            }
+            let mask = scr.up_mask[li];
+            for i in off..off + span.len as usize {
+                if self.tg.prim[i] {
+                    if let Some(j) = usable(ranks, mask, self.tg.t1[i]) {
+                        scr.gload[j] += 1;
+                    }
+                }
+            }
         }
-        let j = self.plan.up_of(q, u32::from(t));
-        (j != u8::MAX && mask & (1 << j) != 0).then_some(j as usize)
     }
 
-    /// Offset of the targets of `span`'s destinations at the mirror of `q`, if any.
-    fn targets_of(&self, q: usize, span: &LeafSpan) -> Option<usize> {
+    /// The mirror of `q` for `span`'s leaf and the offset of the targets of the span's
+    /// destinations there, if any.
+    fn targets_of(&self, q: usize, span: &LeafSpan) -> (u32, Option<usize>) {
         let leaf = self.p.o.leaves[span.li as usize] as usize;
         let m = self.plan.mirror(q, leaf);
         if m == NONE || self.plan.klow[m as usize] == NONE {
-            return None;
+            return (m, None);
         }
-        self.tg.lookup(m as usize, span.t0)
+        (m, self.tg.lookup(m as usize, span.t0))
     }
+}
+
+/// The up index of rank `t` (`ranks`: [`Plan::up_row`] of the switch) when it is a live
+/// neighbour in `mask`. The mirror's component may be larger than the switch's (removed
+/// switches), and [`super::targets::NO_RANK`] is beyond every row.
+#[inline]
+pub(super) fn usable(ranks: &[u8], mask: u64, t: u16) -> Option<usize> {
+    match ranks.get(usize::from(t)) {
+        Some(&j) if j != u8::MAX && (mask >> j) & 1 != 0 => Some(usize::from(j)),
+        _ => None,
+    }
+}
+
+/// Among the up indices of `mask`, one with the fewest destinations so far in `load`; among
+/// those, the first in cyclic order from `cursor`.
+pub(super) fn least_loaded(load: &[u32], mask: u64, cursor: u32) -> usize {
+    let rot = mask.rotate_right(cursor % 64);
+    let mut bits = rot;
+    let mut best = (u32::MAX, 0usize);
+    while bits != 0 {
+        let j = ((bits.trailing_zeros() + cursor) % 64) as usize;
+        bits &= bits - 1;
+        if load[j] < best.0 {
+            best = (load[j], j);
+        }
+    }
+    best.1
+}
+
+fn min_load(load: &[u32], mask: u64) -> u32 {
+    let mut bits = mask;
+    let mut m = u32::MAX;
+    while bits != 0 {
+        m = m.min(load[bits.trailing_zeros() as usize]);
+        bits &= bits - 1;
+    }
+    m
 }

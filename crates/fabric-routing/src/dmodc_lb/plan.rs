@@ -207,28 +207,34 @@ impl Plan {
     fn is_intact(&self, p: &Prepared, rank: &[u32], pi: &[u64]) -> bool {
         let o = &p.o;
         let c = &p.costs;
-        (0..o.len()).into_par_iter().all(|q| {
+        // The structural tests first (cheap; they fail at once where a cable is missing), then
+        // the cost rows.
+        let structural = (0..o.len()).all(|q| {
             let k = self.klow[q];
             if k == NONE {
                 return true;
             }
             let ups = o.ups(q);
-            if ups.len() != self.m(k) as usize
-                || p.div[q] != self.kpi[k as usize]
-                || pi[q] != self.kpi[k as usize]
-                || ups.iter().enumerate().any(|(j, nb)| rank[nb.pos as usize] != j as u32)
-            {
-                return false;
-            }
-            let (own, down) = (c.full_row(q), c.down_row(q));
-            ups.iter().all(|nb| {
-                let row = c.full_row(nb.pos as usize);
-                own.iter()
-                    .zip(down)
-                    .zip(row)
-                    .all(|((&a, &dn), &b)| dn != INF || a == INF || b < a)
+            ups.len() == self.m(k) as usize
+                && p.div[q] == self.kpi[k as usize]
+                && pi[q] == self.kpi[k as usize]
+                && ups.iter().enumerate().all(|(j, nb)| rank[nb.pos as usize] == j as u32)
+        });
+        structural
+            && (0..o.len()).into_par_iter().all(|q| {
+                if self.klow[q] == NONE {
+                    return true;
+                }
+                let ups = o.ups(q);
+                let (own, down) = (c.full_row(q), c.down_row(q));
+                ups.iter().all(|nb| {
+                    let row = c.full_row(nb.pos as usize);
+                    own.iter()
+                        .zip(down)
+                        .zip(row)
+                        .all(|((&a, &dn), &b)| dn != INF || a == INF || b < a)
+                })
             })
-        })
     }
 
     /// `M_K`.
@@ -247,6 +253,12 @@ impl Plan {
     #[inline]
     pub fn up_of(&self, q: usize, r: u32) -> u8 {
         self.up_of_rank[(self.rstart[q] + r) as usize]
+    }
+
+    /// [`Plan::up_of`] for every rank of `q`'s component (empty without up-links).
+    #[inline]
+    pub fn up_row(&self, q: usize) -> &[u8] {
+        &self.up_of_rank[self.rstart[q] as usize..self.rstart[q + 1] as usize]
     }
 
     /// The nominal rank of destination `d` in component `k`: `⌊d/Π_K⌋ mod M_K`, and

@@ -47,10 +47,12 @@ pub(super) struct Targets {
     pub below: Vec<(u32, u32)>,
     pub t1: Vec<u16>,
     pub t2: Vec<u16>,
+    /// Whether the destination is primary at the switch (the switch is on its chain).
+    pub prim: Vec<bool>,
 }
 
 /// `T1`, `T2` of one switch's destinations and its chain updates.
-type Targets1 = (Vec<u16>, Vec<u16>, Vec<(u32, u32, bool)>);
+type Targets1 = (Vec<u16>, Vec<u16>, Vec<bool>, Vec<(u32, u32, bool)>);
 
 /// Scratch counts of one switch.
 #[derive(Default)]
@@ -100,6 +102,7 @@ impl Targets {
         tq.push(off as usize);
         let mut t1 = vec![NO_RANK; off as usize];
         let mut t2 = vec![NO_RANK; off as usize];
+        let mut prim = vec![false; off as usize];
         // Chains: current chain switch and natural flag per destination NID.
         let mut cur = vec![NONE; n as usize];
         let mut natural = vec![true; n as usize];
@@ -118,16 +121,23 @@ impl Targets {
                     assign(plan, q, &nports_of(p, &lists[q], &nports), &cur, &natural, cnt)
                 })
                 .collect();
-            for (&q, (a, b, upd)) in qs.iter().zip(results) {
+            for (&q, (a, b, pr, upd)) in qs.iter().zip(results) {
                 t1[tq[q]..tq[q + 1]].copy_from_slice(&a);
                 t2[tq[q]..tq[q + 1]].copy_from_slice(&b);
+                prim[tq[q]..tq[q + 1]].copy_from_slice(&pr);
                 for (d, next, nat) in upd {
                     cur[d as usize] = next;
                     natural[d as usize] = nat;
                 }
             }
         }
-        Targets { bstart, below, t1, t2 }
+        Targets {
+            bstart,
+            below,
+            t1,
+            t2,
+            prim,
+        }
     }
 
     /// Offset in `t1`/`t2` of the first destination of the leaf whose first NID is `t0`, below
@@ -240,6 +250,7 @@ fn assign(plan: &Plan, q: usize, leaves: &[(u32, u32)], cur: &[u32], natural: &[
             }
         }
     }
+    let pr = dests().map(|x| x.2).collect();
     let upd = dests()
         .filter(|&(_, _, prim)| prim)
         .map(|(i, d, _)| {
@@ -248,7 +259,7 @@ fn assign(plan: &Plan, q: usize, leaves: &[(u32, u32)], cur: &[u32], natural: &[
             (d, plan.member(k, r), nat)
         })
         .collect();
-    (t1, t2, upd)
+    (t1, t2, pr, upd)
 }
 
 /// (first NID, count) of every leaf of `list`.

@@ -106,3 +106,26 @@ fn targets_are_live_and_chains_reach_the_top() {
         }
     }
 }
+
+/// The kernel's choice helpers: a rank is usable only when it is a live up-neighbour in the
+/// closer mask; the least loaded candidate wins, ties going to the first from the cursor on.
+#[test]
+fn kernel_helpers_pick_live_closer_and_least_loaded() {
+    use super::kernel::{least_loaded, usable};
+    use super::targets::NO_RANK;
+    // Ranks 0..4 → up indices 2, dead, 0, 1.
+    let ranks = [2u8, u8::MAX, 0, 1];
+    let mask = 0b101; // up indices 0 and 2 closer
+    assert_eq!(usable(&ranks, mask, 0), Some(2));
+    assert_eq!(usable(&ranks, mask, 1), None, "dead rank");
+    assert_eq!(usable(&ranks, mask, 2), Some(0));
+    assert_eq!(usable(&ranks, mask, 3), None, "not closer");
+    assert_eq!(usable(&ranks, mask, 7), None, "beyond the component");
+    assert_eq!(usable(&ranks, mask, NO_RANK), None);
+    let load = [3u32, 1, 1, 0, 1];
+    assert_eq!(least_loaded(&load, 0b10110, 3), 4, "index 3 is not a candidate");
+    assert_eq!(least_loaded(&load, 0b01111, 0), 3);
+    assert_eq!(least_loaded(&load, 0b00111, 0), 1, "tie 1/2: first from the cursor");
+    assert_eq!(least_loaded(&load, 0b00111, 2), 2, "tie 1/2: first from the cursor");
+    assert_eq!(least_loaded(&load, 0b00111, 3), 1, "the cursor wraps");
+}
