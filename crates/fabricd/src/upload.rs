@@ -52,6 +52,9 @@ pub struct UploadOutcome {
     pub elapsed: Duration,
     /// The MFT and P_Key blocks written after the LFT blocks (final upload stage only).
     pub side: Box<SideOutcome>,
+    /// The data-VL plan programmed before the LFT blocks (a VL-layered generation's base
+    /// stage, see `event_loop::vl`).
+    pub data_vls_programmed: Option<fabric_southbound::DataVlPlan>,
 }
 
 /// Uploads `writes` (switch-major) through `driver`.
