@@ -222,6 +222,15 @@ impl SaService {
     /// them from now on (the current snapshot is updated at once, later ones get them in
     /// [`SaService::publish`]).
     pub fn set_path_sls(&self, sls: Option<Arc<crate::subnet::PathSls>>) {
+        let same = match (&*self.path_sls.load(), &sls) {
+            (None, None) => true,
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        };
+        if same {
+            // Nothing changes (every commit of a routing on one VL): no snapshot copy.
+            return;
+        }
         self.path_sls.store(sls.clone());
         self.subnet.rcu(|cur| {
             let mut next = Subnet::clone(cur);

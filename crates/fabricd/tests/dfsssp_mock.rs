@@ -157,3 +157,42 @@ fn dfsssp_on_the_papers_slim_fly_is_installed_with_its_layers_and_path_sls() {
         assert_eq!(v["data_vls"].as_u64(), Some(u64::from(s.data_vls)), "{v}");
     });
 }
+
+#[test]
+fn too_few_data_vls_refuse_the_generation_and_status_says_why() {
+    let dir = test_dir("dfsssp-mock-refused");
+    // Ports with 2 data VLs (VL 0 and the escape VL 1): no room for a second layer.
+    let prom = free_port();
+    let text = opts(&format!("\n[prometheus]\nlisten = \"127.0.0.1:{prom}\"\n"))
+        .config_text()
+        .replace(&format!("generator = \"{SPEC}\""), &format!("generator = \"{SPEC}\"\ndata_vls = 2"));
+    let cfg = dir.join("fabricd.toml");
+    std::fs::write(&cfg, text).expect("write config");
+    let d = Daemon::spawn_with_config(&dir, &cfg, &[]);
+    run_with_deadline(180, async {
+        let mut c = d.client().await;
+        let s = wait_status(&d, &mut c, "the refusal", Duration::from_secs(120), |s| {
+            !s.last_error.is_empty()
+        })
+        .await;
+        assert_eq!(s.generation, 0, "nothing installed: {s:?}");
+        assert!(!s.tables_installed, "{s:?}");
+        assert_eq!(s.data_vl_capacity, 2, "{s:?}");
+        let e = &s.last_error;
+        assert!(e.contains("needs 2 virtual layers") || e.contains("virtual layers (VLs)"), "{e}");
+        assert!(e.contains("only 1 are available"), "{e}");
+        assert!(e.contains("nothing installed"), "{e}");
+        assert!(d.log_text().contains("generation refused"), "{}", d.log_text());
+        // No table was written to the simulated switches: no path is delivered.
+        let r = c
+            .verify_reachability(pb::VerifyReachabilityRequest { escape: false })
+            .await;
+        assert!(
+            r.as_ref().map_or(true, |r| r.get_ref().pairs_checked == 0 || r.get_ref().unreachable_count > 0),
+            "{r:?}"
+        );
+        // The refusal metric.
+        let m = tokio::task::spawn_blocking(move || http_get(prom, "/metrics")).await.unwrap();
+        assert!(m.lines().any(|l| l.starts_with("fabricd_routing_vl_refusals_total") && !l.ends_with(" 0")), "{m}");
+    });
+}

@@ -1,7 +1,6 @@
 //! Tests of the DFSSSP engine: shortest paths on any topology, its layering for the daemon,
 //! its layering on a degraded fat-tree and a torus.
 
-use super::*;
 use crate::check::{cdg_acyclic_per_layer, validity};
 use crate::layered::graphs::torus;
 use crate::testutil::*;
