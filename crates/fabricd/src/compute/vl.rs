@@ -15,7 +15,7 @@ use fabric_southbound::DataVlPlan;
 use fabric_topology::Fabric;
 
 /// What a layered generation installs besides its tables.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct VlInstall {
     /// Base layers in use (each one VL).
     pub layers: u8,
@@ -130,7 +130,7 @@ pub fn path_sls(fabric: &Fabric, lids: &LidPlan, lfts: &Lfts, l: &VlLayering) ->
         }
     }
     for e in fabric.end_port_ids() {
-        if let Some(x) = lids.escape_lid(e).map(usize::from).filter(|&x| x < row_len) {
+        if let Some(x) = lids.escape_lid(e).map(|x| x as usize).filter(|&x| x < row_len) {
             for r in 0..ns {
                 sl[r * row_len + x] = ESCAPE_SL;
             }
