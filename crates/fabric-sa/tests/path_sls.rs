@@ -107,7 +107,11 @@ fn without_path_sls_base_paths_are_on_sl_0_and_the_service_sets_them() {
     .image();
     let from = Requester::default();
     let ans = sa
-        .handle(&mad(METHOD_GET_TABLE, attr::PATH_RECORD, m, &t), &from, SystemTime::now())
+        .handle(
+            &mad(METHOD_GET_TABLE, attr::PATH_RECORD, m, &t),
+            &from,
+            SystemTime::now(),
+        )
         .unwrap();
     let got: Vec<_> = records(&ans).iter().map(|p| (p.dlid, p.sl)).collect();
     assert!(got.contains(&(base, 5)), "{got:?}");

@@ -85,7 +85,11 @@ fn dfsssp_on_the_papers_slim_fly_is_installed_with_its_layers_and_path_sls() {
         assert!(s.routing_valid, "{s:?}\n{}", d.log_text());
         assert_eq!(s.routed_by, "dfsssp", "the agnostic mode keeps dfsssp: {s:?}");
         assert!(s.vl_layers >= 2, "{s:?}");
-        assert_eq!(s.data_vls, s.vl_layers + 1, "layers on VL 0, 2, ..; escape on VL 1: {s:?}");
+        assert_eq!(
+            s.data_vls,
+            s.vl_layers + 1,
+            "layers on VL 0, 2, ..; escape on VL 1: {s:?}"
+        );
         assert!(s.last_error.is_empty(), "{s:?}");
 
         let f = generate_str(SPEC, None).unwrap();
@@ -166,7 +170,10 @@ fn too_few_data_vls_refuse_the_generation_and_status_says_why() {
     let prom = free_port();
     let text = opts(&format!("\n[prometheus]\nlisten = \"127.0.0.1:{prom}\"\n"))
         .config_text()
-        .replace(&format!("generator = \"{SPEC}\""), &format!("generator = \"{SPEC}\"\ndata_vls = 2"));
+        .replace(
+            &format!("generator = \"{SPEC}\""),
+            &format!("generator = \"{SPEC}\"\ndata_vls = 2"),
+        );
     let cfg = dir.join("fabricd.toml");
     std::fs::write(&cfg, text).expect("write config");
     let d = Daemon::spawn_with_config(&dir, &cfg, &[]);
@@ -180,7 +187,10 @@ fn too_few_data_vls_refuse_the_generation_and_status_says_why() {
         assert!(!s.tables_installed, "{s:?}");
         assert_eq!(s.data_vl_capacity, 2, "{s:?}");
         let e = &s.last_error;
-        assert!(e.contains("needs 2 virtual layers") || e.contains("virtual layers (VLs)"), "{e}");
+        assert!(
+            e.contains("needs 2 virtual layers") || e.contains("virtual layers (VLs)"),
+            "{e}"
+        );
         assert!(e.contains("only 1 are available"), "{e}");
         assert!(e.contains("nothing installed"), "{e}");
         assert!(d.log_text().contains("generation refused"), "{}", d.log_text());
@@ -189,11 +199,18 @@ fn too_few_data_vls_refuse_the_generation_and_status_says_why() {
             .verify_reachability(pb::VerifyReachabilityRequest { escape: false })
             .await;
         assert!(
-            r.as_ref().map_or(true, |r| r.get_ref().pairs_checked == 0 || r.get_ref().unreachable_count > 0),
+            r.as_ref().map_or(true, |r| r.get_ref().pairs_checked == 0
+                || r.get_ref().unreachable_count > 0),
             "{r:?}"
         );
         // The refusal metric.
-        let m = tokio::task::spawn_blocking(move || http_get(prom, "/metrics")).await.unwrap();
-        assert!(m.lines().any(|l| l.starts_with("fabricd_routing_vl_refusals_total") && !l.ends_with(" 0")), "{m}");
+        let m = tokio::task::spawn_blocking(move || http_get(prom, "/metrics"))
+            .await
+            .unwrap();
+        assert!(
+            m.lines()
+                .any(|l| l.starts_with("fabricd_routing_vl_refusals_total") && !l.ends_with(" 0")),
+            "{m}"
+        );
     });
 }

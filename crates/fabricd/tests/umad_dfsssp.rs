@@ -89,7 +89,12 @@ fn umad_slim_fly_dfsssp_is_programmed_with_its_vl_layers_and_path_sls() {
             .map(|s| (s.guid, ibroute(sim, &["-n", "-D", &paths[&s.guid]])))
             .collect();
         let bad = walk_all(&f, &tables, &dests);
-        assert!(bad.is_empty(), "{} walks fail, e.g. {:?}", bad.len(), &bad[..bad.len().min(5)]);
+        assert!(
+            bad.is_empty(),
+            "{} walks fail, e.g. {:?}",
+            bad.len(),
+            &bad[..bad.len().min(5)]
+        );
 
         // The layering of what the switches hold.
         let mut g2l = Guid2Lid::new();
@@ -136,14 +141,21 @@ fn umad_slim_fly_dfsssp_is_programmed_with_its_vl_layers_and_path_sls() {
             }
         }
         assert!(checked >= 30, "{checked} PathRecords checked");
-        assert!(sls_seen.len() >= 3, "SLs seen: {sls_seen:?} (layers 0 and 2.. plus the escape 1)");
+        assert!(
+            sls_seen.len() >= 3,
+            "SLs seen: {sls_seen:?} (layers 0 and 2.. plus the escape 1)"
+        );
 
         // The SL-to-VL tables: SL i on VL i for every data VL of the plan, on a switch port pair
         // and on a CA port.
         let sw0 = &lft.switches[0];
         let (ok, out) = sim.tool_on(&host, "smpquery", &["-D", "sl2vl", &paths[&sw0.guid], "1"]);
         assert!(ok, "smpquery sl2vl: {out}");
-        let (ok, ca) = sim.tool_on(&host, "smpquery", &["sl2vl", &topo.end_ports[0].base_lid.to_string(), "1"]);
+        let (ok, ca) = sim.tool_on(
+            &host,
+            "smpquery",
+            &["sl2vl", &topo.end_ports[0].base_lid.to_string(), "1"],
+        );
         assert!(ok, "smpquery sl2vl (CA): {ca}");
         for text in [&out, &ca] {
             let vls = parse_sl2vl(text);

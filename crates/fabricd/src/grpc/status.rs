@@ -108,10 +108,10 @@ impl FabricService {
             topology_setting: setting.name().to_string(),
             vl_layers: g.and_then(|g| g.vl.as_ref()).map_or(0, |v| u32::from(v.layers)),
             data_vls: g.map_or(0, |g| {
-                u32::from(g.vl.as_ref().map_or_else(
-                    || fabric_routing::data_vls_of_layers(1, g.lids.lmc),
-                    |v| v.data_vls,
-                ))
+                u32::from(
+                    g.vl.as_ref()
+                        .map_or_else(|| fabric_routing::data_vls_of_layers(1, g.lids.lmc), |v| v.data_vls),
+                )
             }),
             data_vl_capacity: self
                 .shared
@@ -222,7 +222,8 @@ impl FabricService {
             (Some(v), false) => {
                 let src = end_port_or_status(&g.fabric, &r.src, "src: ")?;
                 let sw = g.fabric.end_port(src).attach.map(|(s, _)| g.fabric.switch(s).guid);
-                sw.and_then(|sw| v.path_sls.sl(sw, base_lid as u16)).map_or(BASE_SL, u32::from)
+                sw.and_then(|sw| v.path_sls.sl(sw, base_lid as u16))
+                    .map_or(BASE_SL, u32::from)
             }
             _ => BASE_SL,
         };

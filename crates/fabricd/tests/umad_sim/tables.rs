@@ -78,4 +78,3 @@ pub fn dr_paths(f: &Fabric) -> HashMap<u64, String> {
     }
     out
 }
-
