@@ -72,7 +72,7 @@ proptest! {
         // The SL in the mask selects exactly the records with that SL.
         for v in 0..16u8 {
             let sel = table(&r, sg, dg, Some(v));
-            let want: Vec<_> = recs.iter().filter(|p| p.sl == v).cloned().collect();
+            let want: Vec<_> = recs.iter().filter(|p| p.sl == v).copied().collect();
             prop_assert_eq!(sel, want);
         }
     }

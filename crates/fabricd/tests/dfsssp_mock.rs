@@ -122,10 +122,10 @@ fn dfsssp_on_the_papers_slim_fly_is_installed_with_its_layers_and_path_sls() {
             for (dlid, dguid, sl) in recs {
                 // Destinations are end ports and switches (port 0).
                 let escape = f.end_port_by_guid(dguid).and_then(|e| lids.escape_lid(e));
-                let want = if escape == Some(dlid as fabric_topology::Lid) {
+                let want = if escape == Some(fabric_topology::Lid::from(dlid)) {
                     1
                 } else {
-                    sl_of_layer(l.layer_of(0, sw, dlid as fabric_topology::Lid))
+                    sl_of_layer(l.layer_of(0, sw, fabric_topology::Lid::from(dlid)))
                 };
                 assert_eq!(sl, want, "{} -> LID {dlid}", ep.desc);
                 checked += 1;
