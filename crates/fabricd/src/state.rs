@@ -68,7 +68,7 @@ pub struct Generation {
     pub partitions: Arc<fabric_partitions::PartitionTables>,
     /// The VL layering of an engine that needs one (DFSSSP): layers, data VLs, SL-to-VL plan
     /// and per-path SLs; `None` for routings on one data VL.
-    pub vl: Option<Arc<crate::compute::VlInstall>>,
+    pub vl: Option<Arc<crate::vl_plan::VlInstall>>,
 }
 
 /// The snapshot readers see.

@@ -452,7 +452,7 @@ impl EventLoop {
             sa: self.io.sa.clone(),
         };
         inst.wait_for(self.tasks.spawn(async move {
-            let programmed = match super::vl::program_before_upload(&driver, vl_plan, &writes).await {
+            let programmed = match crate::upload::program_before_upload(&driver, vl_plan, &writes).await {
                 Ok(p) => p,
                 Err(outcome) => {
                     let u = Uploaded { job, outcome };

@@ -11,51 +11,11 @@
 //! driver's error, so the generation is not committed and is retried (status `last_error`,
 //! the failure counter).
 
-use std::sync::Arc;
-
-use fabric_routing::LftBlockDiff;
-use fabric_southbound::{DataVlPlan, SouthboundDriver};
+use fabric_southbound::DataVlPlan;
 
 use super::EventLoop;
 use crate::compute::Computed;
 use crate::upload::UploadOutcome;
-
-/// Programs `plan` (when given) before `writes` are uploaded; `Err`: the outcome of an upload
-/// of which nothing was written, naming the driver's error.
-pub(super) async fn program_before_upload(
-    driver: &Arc<dyn SouthboundDriver>,
-    plan: Option<DataVlPlan>,
-    writes: &[LftBlockDiff],
-) -> Result<Option<DataVlPlan>, UploadOutcome> {
-    let Some(plan) = plan else {
-        return Ok(None);
-    };
-    let t = std::time::Instant::now();
-    match driver.program_data_vls(&plan).await {
-        Ok(()) => {
-            tracing::info!(
-                data_vls = plan.data_vls,
-                ms = t.elapsed().as_secs_f64() * 1e3,
-                "data VLs programmed (SL-to-VL tables of every port)"
-            );
-            Ok(Some(plan))
-        }
-        Err(e) => {
-            let error = format!(
-                "data VLs not programmed ({} VLs needed by the routing's VL layering): {e}; no base table of this \
-                 generation written",
-                plan.data_vls
-            );
-            tracing::error!(data_vls = plan.data_vls, error = %e, "{error}");
-            Err(UploadOutcome {
-                failed: writes.iter().map(|w| (w.switch.0, w.block)).collect(),
-                error: Some(error),
-                elapsed: t.elapsed(),
-                ..UploadOutcome::default()
-            })
-        }
-    }
-}
 
 impl EventLoop {
     /// The data-VL plan to program before the base tables of `c` (`None`: no layering, or
