@@ -37,7 +37,7 @@
 # Usage: tests/opensm-compare.sh [--spec SPEC] [--remove-links N] [--seed S]
 #            [--sms "ftree updn minhop fabricd"] [--bin-dir DIR] [--rp N] [--no-a2a]
 #            [--repeat N] [--timeout SECONDS] [--keep DIR] [--no-smp-count]
-#            [--fault-after "GUID[PORT] ..."] [--churn-only]
+#            [--fault-after "GUID[PORT] ..."] [--churn-only] [--fabricd-engine ENGINE]
 #   --spec          fabric (fabricctl topo gen notation); default PGFT(2;18,36;1,18;1,1), 648 nodes
 #   --file          use this topology file (ibnetdiscover format, e.g. a Slim Fly) instead of --spec
 #   --remove-links  remove N random inter-switch cables (seed --seed) before starting
@@ -53,6 +53,13 @@
 #                   GUID and port, e.g. as listed by `fabricctl churn FILE --list` (OpenSM
 #                   engines only; fabricd's churn on the same cables: `fabricctl churn --fault`)
 #   --churn-only    with --fault-after: only the churn runs (no timed runs, read-back, SMP count)
+#   --fabricd-engine fabricd's `[routing] engine` (default: dfsssp when --sms names dfsssp, lash or
+#                   nue, the topology-agnostic comparison of issue 19; else fabricd's default, dmodc)
+#
+# VLs used (column "VLs"): OpenSM dfsssp's "Virtual Lanes needed" and lash's "Lanes needed" log
+# lines (dfsssp then balances its paths over every available VL), nue's nue_max_num_vls (1 by
+# default), 1 for the other engines; fabricd: the data VLs of its first generation (Status
+# `data_vls`: its VL layers and, with LMC 1, the escape VL 1; `vl_layers` in parentheses).
 #
 # Needs ibsim (ibsim-utils), the umad2sim shim (libumad2sim0), opensm, infiniband-diags and
 # python3. The simulator runs on a private socket (IBSIM_SOCKNAME), so parallel runs are fine.
@@ -74,6 +81,7 @@ repeat=1
 faults=""
 churn_only=0
 file=""
+fabricd_engine=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --spec) spec=$2; shift 2 ;;
@@ -89,11 +97,18 @@ while [ $# -gt 0 ]; do
     --no-smp-count) count=0; shift ;;
     --fault-after) faults=$2; shift 2 ;;
     --churn-only) churn_only=1; shift ;;
+    --fabricd-engine) fabricd_engine=$2; shift 2 ;;
     --repeat) repeat=$2; shift 2 ;;
-    -h|--help) sed -n '2,58p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,66p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "opensm-compare: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
+
+if [ -z "$fabricd_engine" ]; then
+  case " $sms " in
+    *" dfsssp "*|*" lash "*|*" nue "*) fabricd_engine=dfsssp ;;
+  esac
+fi
 
 # log, die, require_sim_tools, work_dir, pids and the clean-up on exit.
 . tests/lib-work.sh opensm-compare
@@ -229,7 +244,19 @@ for line in open(sys.argv[1], encoding="utf-8", errors="replace"):
 EOF
 }
 
-# run_opensm DIR ENGINE: sets up_ms, smps, used (engine that configured the tables).
+# opensm_vls OSMDIR ENGINE: the VLs the engine's routing uses, from its log and config (see the header).
+opensm_vls() {
+  local osm=$1 engine=$2 n
+  case "$engine" in
+    dfsssp) n=$(sed -n 's/.*Virtual Lanes needed: \([0-9]*\).*/\1/p' "$osm/opensm.log" | tail -1) ;;
+    lash) n=$(sed -n 's/.*Lanes needed: \([0-9]*\).*/\1/p' "$osm/opensm.log" | tail -1) ;;
+    nue) n=$(awk '$1 == "nue_max_num_vls" { print ($2 == 0 ? "max" : $2) }' "$osm/opensm.conf" | tail -1) ;;
+    *) n=1 ;;
+  esac
+  echo "${n:-?}"
+}
+
+# run_opensm DIR ENGINE: sets up_ms, smps, used (engine that configured the tables), vls.
 run_opensm() {
   local dir=$1 engine=$2 osm=$1/osm
   mkdir -p "$osm"
@@ -271,6 +298,7 @@ EOF
 ) || die "OpenSM did not reach SUBNET UP; see $osm/opensm.log"
   used=$(sed -n 's/.*-> osm_ucast_mgr_process: \([^ ]*\) tables configured on all switches.*/\1/p' "$osm/opensm.log" | tail -1)
   used=${used:-?}
+  vls=$(opensm_vls "$osm" "$engine")
   # Routing computation of this first sweep (see routing_windows_ms).
   route_ms=$(routing_windows_ms "$osm/opensm.log" | sed -n 1p)
   [ -n "$route_ms" ] || die "no routing start/end lines in $osm/opensm.log"
@@ -341,6 +369,9 @@ random_perms = 0
 shifts = false
 all_to_all = false
 EOF
+  if [ -n "$fabricd_engine" ]; then
+    printf '\n[routing]\nengine = "%s"\n' "$fabricd_engine" >>"$dir/fabricd.toml"
+  fi
   local t0 fd_pid status
   t0=$(now_ms)
   (cd "$dir" && IBSIM_SOCKNAME=$sock SIM_HOST=$host LD_PRELOAD=$shim exec "$fabricd" --config fabricd.toml \
@@ -367,7 +398,8 @@ if s.get("generation", 0) >= 1 and s.get("phase") == "idle" and r.get("committed
           smps=$((smps - late))
           grep -v ' 0x17$' "$dir/smps-by-attr" >"$dir/smps-by-attr.programmed" || true
         fi
-        used=$(printf '%s' "$status" | python3 -c 'import json,sys; s=json.load(sys.stdin); print("%s, LMC %s" % (s["engine"], s["lmc"]))')
+        used=$(printf '%s' "$status" | python3 -c 'import json,sys; s=json.load(sys.stdin); print("%s, LMC %s" % (s.get("routed_by") or s["engine"], s["lmc"]))')
+        vls=$(printf '%s' "$status" | python3 -c 'import json,sys; s=json.load(sys.stdin); print("%s (%s layers)" % (s.get("data_vls", "?"), s.get("vl_layers", 0)) if s.get("vl_layers") else str(s.get("data_vls", "?")))')
         own_smps=$(printf '%s' "$status" | python3 -c 'import json,sys; print(json.load(sys.stdin)["last_reroute"].get("driver_smps_sent", -1))')
         # Routing computation of the first generation: topology, ranking, LIDs, Dmodc for the base
         # LIDs, Up*/Down* for the escape LIDs, the validity check and the LFT diff.
@@ -713,21 +745,22 @@ for sm in $sms; do
   up_ms=$(median_range "${times[@]}")
   route_rows+=("$name|$used|$(median_range_ms "${route_times[@]}")|$(median_of "${route_times[@]}")|$resweep")
   if [ "$sm" = fabricd ]; then
-    engine_rows+=("fabricd, engines only|Dmodc base + Up*/Down* escape|$(median_range_ms "${engine_times[@]}")|$(median_of "${engine_times[@]}")|-")
+    engine_rows+=("fabricd, engines only|${fabricd_engine:-dmodc} base + Up*/Down* escape$([ "$fabricd_engine" = dfsssp ] && echo " (VL layering not included)")|$(median_range_ms "${engine_times[@]}")|$(median_of "${engine_times[@]}")|-")
   fi
   if [ "$sm" = fabricd ]; then
     vl_rows+=("| fabricd | $up_ms | $(median_range "${vl_times[@]}") | $([ "$smps" -ge 0 ] && echo "$smps" || echo -) | ${own[0]} | $([ "$smps_vl" -ge 0 ] && echo "$smps_vl" || echo -) | ${own[1]} |")
   fi
-  rows+=("$(python3 - "$dir/metrics.json" "$name" "$used" "$up_ms" "$smps" "$a2a" "$unread" <<'EOF'
+  rows+=("$(python3 - "$dir/metrics.json" "$name" "$used" "$up_ms" "$smps" "$a2a" "$unread" "$vls" <<'EOF'
 import json, sys
 m = json.load(open(sys.argv[1]))
 name, used, ms, smps, a2a = sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]), sys.argv[6] == "1"
 unread = int(sys.argv[7])
+vls = sys.argv[8]
 valid = "yes" if m["valid"] else "no (%d pairs)" % m["unreachable_pairs"]
 if unread:
     valid += ", %d switch tables not readable" % unread
-print("| %s | %s | %s | %s | %d | %s | %d | %.1f | %.1f | %s | %.3f |" % (
-    name, used, ms, str(smps) if smps >= 0 else "-", m["top_lid"], valid,
+print("| %s | %s | %s | %s | %s | %d | %s | %d | %.1f | %.1f | %s | %.3f |" % (
+    name, used, vls, ms, str(smps) if smps >= 0 else "-", m["top_lid"], valid,
     m["mu_sp"], m["mu_rp"]["median"], m["mu_rp"]["q1"], str(m["mu_a2a"]) if a2a else "-", m["nu"]))
 EOF
 )")
@@ -740,8 +773,8 @@ done
 
 echo "Fabric \`$spec\`$([ "$remove_links" -gt 0 ] && echo ", $remove_links random inter-switch cables removed (seed $seed)"), $nodes end ports; ibsim 0.10, $(opensm --version 2>/dev/null | grep -m1 -o 'OpenSM [0-9.]*'); mu_rp over $rp random permutations."
 echo
-echo "| SM | routing | ms to programmed$([ "$repeat" -gt 1 ] && echo " (median of $repeat, min-max)") | SMPs | top LID | valid | mu_sp | mu_rp median | mu_rp q1 | mu_a2a | nu |"
-echo "|---|---|---|---|---|---|---|---|---|---|---|"
+echo "| SM | routing | VLs | ms to programmed$([ "$repeat" -gt 1 ] && echo " (median of $repeat, min-max)") | SMPs | top LID | valid | mu_sp | mu_rp median | mu_rp q1 | mu_a2a | nu |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
 printf '%s\n' "${rows[@]}"
 echo
 echo "Routing computation. OpenSM: its log from \"building routing with\" to \"tables configured\", in the timed runs (the LFT Set MADs of a first sweep are queued inside that window) and on a re-sweep after SIGHUP of the same tables (no MAD: the computation alone). fabricd: \`compute_ms\` of its first generation (topology, ranking, LIDs, base and escape routing, validity check, diff; uploads are outside), and its engines alone (\`route_ms\` of the Metrics RPC: Dmodc for the base LIDs plus Up*/Down* for the escape LIDs). Ratios against fabricd's compute_ms median:"

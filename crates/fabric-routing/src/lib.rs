@@ -59,7 +59,7 @@ mod walk;
 
 pub use bfs::BfsUpDown;
 pub use check::{trace, TraceEnd, TraceError};
-pub use dfsssp::{Dfsssp, DFSSSP_UNSUPPORTED};
+pub use dfsssp::Dfsssp;
 pub use dmodc::{Dmodc, GroupedDmodc};
 pub use dmodc_lb::DmodcLb;
 pub use dmodk::{Dmodk, GroupedDmodk};
@@ -80,8 +80,8 @@ pub use opensm::{
 pub use pqft::Pqft;
 pub use randsp::RandSp;
 pub use route::{
-    engine, engine_fits, route_all, route_all_grouped, route_all_reusing, EngineKind, RoutedFabric, UnknownEngine,
-    ENGINE_NAMES,
+    data_vls_of_layers, engine, engine_fits, route_all, route_all_grouped, route_all_reusing, vl_layering, EngineKind,
+    RoutedFabric, UnknownEngine, ENGINE_NAMES,
 };
 pub use smodk::{Smodk, SmodkPathError, SmodkPaths, SMODK_UNSUPPORTED};
 pub use sssp::Sssp;

@@ -7,7 +7,7 @@ use std::str::FromStr;
 use std::time::Instant;
 
 use crate::bfs::BfsUpDown;
-use crate::dfsssp::{Dfsssp, DFSSSP_UNSUPPORTED};
+use crate::dfsssp::Dfsssp;
 use crate::dmodc::{Dmodc, GroupedDmodc};
 use crate::dmodc_lb::DmodcLb;
 use crate::dmodk::{Dmodk, GroupedDmodk};
@@ -256,11 +256,66 @@ pub fn engine_fits(kind: EngineKind, fabric: &fabric_topology::Fabric) -> Result
             engine: "smodk",
             reason: crate::smodk::SMODK_UNSUPPORTED.to_string(),
         }),
-        EngineKind::Dfsssp => Err(RoutingError::Unsupported {
-            engine: "dfsssp",
-            reason: DFSSSP_UNSUPPORTED.into(),
-        }),
         _ => Ok(()),
+    }
+}
+
+impl EngineKind {
+    /// The engine's routes are deadlock-free only when spread over several virtual lanes (a VL
+    /// layering, [`vl_layering`]): DFSSSP. Every other engine is deadlock-free on one VL (the
+    /// fat-tree engines on fat-trees, Up*/Down* on any graph) or makes no such claim.
+    pub fn needs_vl_layering(self) -> bool {
+        matches!(self, EngineKind::Dfsssp)
+    }
+
+    /// The engine routes any connected graph deadlock-free (Up*/Down*, or DFSSSP with its VL
+    /// layering): the topology-agnostic mode (issue 19) keeps it instead of replacing it by
+    /// Up*/Down*.
+    pub fn is_topology_agnostic(self) -> bool {
+        matches!(
+            self,
+            EngineKind::UpDown | EngineKind::UpDownRandom { .. } | EngineKind::Dfsssp
+        )
+    }
+}
+
+/// The VL layering a routing by `kind` needs to be deadlock-free, computed on the tables
+/// actually installed (`lfts`, after the validity repair): `None` for engines deadlock-free
+/// on one VL; for DFSSSP the cycle breaking of DFSSSP (IPDPS 2011 §IV-B, [`crate::vl`]) over
+/// the base LIDs and switch LIDs, with the **fewest layers** (no balancing of spare layers)
+/// and at most the base layers `max_data_vls` data VLs offer: one VL (SL/VL
+/// [`ESCAPE_SL`](crate::vl::ESCAPE_SL)) is always kept out, since base layer `i` uses SL
+/// [`sl_of_layer`](crate::vl::sl_of_layer)`(i)` = 0, 2, 3, … with or without escape LIDs.
+///
+/// Errors: [`VlError::TooFewVls`](crate::vl::VlError::TooFewVls) says how many layers were
+/// needed; `max_data_vls` of 0 or 1 leaves no base layer ([`VlError::BadMaximum`]).
+pub fn vl_layering(
+    kind: EngineKind,
+    fabric: &fabric_topology::Fabric,
+    lids: &crate::lid::LidPlan,
+    lfts: &Lfts,
+    max_data_vls: u8,
+) -> Result<Option<crate::vl::VlLayering>, crate::vl::VlError> {
+    if !kind.needs_vl_layering() {
+        return Ok(None);
+    }
+    let max_layers = crate::vl::max_base_layers(max_data_vls.min(crate::vl::IB_MAX_DATA_VLS), 1);
+    crate::vl::layer_base_fewest(fabric, lids, lfts, max_layers).map(Some)
+}
+
+/// The data VLs a layering of `layers` base layers occupies: the highest layer's SL
+/// ([`sl_of_layer`](crate::vl::sl_of_layer)) + 1, and at least the escape VL + 1 (2) with
+/// escape LIDs (`lmc` ≥ 1); 1 without layering.
+pub fn data_vls_of_layers(layers: u8, lmc: u8) -> u8 {
+    let top = if layers == 0 {
+        1
+    } else {
+        crate::vl::sl_of_layer(layers - 1) + 1
+    };
+    if lmc >= 1 {
+        top.max(crate::vl::ESCAPE_SL + 1)
+    } else {
+        top
     }
 }
 

@@ -85,6 +85,9 @@ pub struct SaService {
     mcast_groups: ArcSwap<Vec<McGroup>>,
     mcast_version: AtomicU64,
     mcast_listener: Mutex<Option<McastListener>>,
+    /// The per-path SLs of the routing in force ([`SaService::set_path_sls`]), given to every
+    /// snapshot published without its own.
+    path_sls: ArcSwapOption<crate::subnet::PathSls>,
 }
 
 /// What [`SaService::set_mcast_listener`] installs.
@@ -150,6 +153,7 @@ impl SaService {
             mcast_groups,
             mcast_version: AtomicU64::new(0),
             mcast_listener: Mutex::new(None),
+            path_sls: ArcSwapOption::empty(),
         }
     }
 
@@ -167,7 +171,13 @@ impl SaService {
     /// groups (all JoinState bits), as OpenSM drops them with the port; a group left without
     /// full member is deleted and its MLID released (well-known groups stay). The registry is
     /// then saved on the caller's thread (the publisher waits for that save, never a reader).
-    pub fn publish(&self, subnet: Subnet) {
+    ///
+    /// A snapshot without [`Subnet::path_sls`] gets the ones set by [`SaService::set_path_sls`]
+    /// (the driver that builds the snapshots does not know the routing's SLs).
+    pub fn publish(&self, mut subnet: Subnet) {
+        if subnet.path_sls.is_none() {
+            subnet.path_sls = self.path_sls.load_full();
+        }
         let new = Arc::new(subnet);
         let old = self.subnet.swap(Arc::clone(&new));
         if !self.serving() {
@@ -205,6 +215,33 @@ impl SaService {
         let mut c = lock(&self.counters);
         c.reports_queued += queued;
         c.reports_dropped += dropped as u64;
+    }
+
+    /// The per-path SLs of the routing whose base tables are (being) installed (DFSSSP's VL
+    /// layering, seed 003 §5.2), or `None` for a routing on one data VL: PathRecords report
+    /// them from now on (the current snapshot is updated at once, later ones get them in
+    /// [`SaService::publish`]).
+    pub fn set_path_sls(&self, sls: Option<Arc<crate::subnet::PathSls>>) {
+        let same = match (&*self.path_sls.load(), &sls) {
+            (None, None) => true,
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        };
+        if same {
+            // Nothing changes (every commit of a routing on one VL): no snapshot copy.
+            return;
+        }
+        self.path_sls.store(sls.clone());
+        self.subnet.rcu(|cur| {
+            let mut next = Subnet::clone(cur);
+            next.path_sls.clone_from(&sls);
+            next
+        });
+    }
+
+    /// The per-path SLs set by [`SaService::set_path_sls`].
+    pub fn path_sls(&self) -> Option<Arc<crate::subnet::PathSls>> {
+        self.path_sls.load_full()
     }
 
     /// Records LFT blocks acknowledged by a switch: `(switch GUID, block, 64 entries)`.

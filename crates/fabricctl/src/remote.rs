@@ -334,6 +334,22 @@ async fn run_async(cmd: RemoteCmd, target: &Target) -> Result<()> {
                     s.routed_by
                 );
             }
+            if s.generation > 0 {
+                let cap = if s.data_vl_capacity == 0 {
+                    "driver capacity unknown".to_string()
+                } else {
+                    format!("driver capacity {}", s.data_vl_capacity)
+                };
+                if s.vl_layers > 0 {
+                    outln!(
+                        "data VLs         {} ({} VL layers, per-path SLs; {cap})",
+                        s.data_vls,
+                        s.vl_layers
+                    );
+                } else {
+                    outln!("data VLs         {} ({cap})", s.data_vls);
+                }
+            }
             if let Some(t) = driver_smps_text(&s) {
                 outln!("driver SMPs      {t}");
             }

@@ -23,8 +23,10 @@ use crate::pkeys::PkeyState;
 use crate::upload::SideWrites;
 
 mod select;
+pub mod vl;
 
 pub use select::{select, select_known, PortUse, PortsWanted, Selected};
+pub use vl::{VlInstall, VlRefusal};
 
 /// Everything one computation reads.
 #[derive(Clone, Debug)]
@@ -94,6 +96,10 @@ pub struct ComputeInput {
     /// from it when it allows ([`fabric_routing::incremental`]; the result is the same as a
     /// full routing).
     pub previous_routing: Option<Arc<RoutingState>>,
+    /// The data VLs every live port can operate ([`fabric_southbound::SouthboundDriver::
+    /// data_vl_capacity`]; `None`: unknown): an engine that needs a VL layering is refused
+    /// beyond it ([`vl`]).
+    pub data_vl_capacity: Option<u8>,
 }
 
 #[cfg(test)]
@@ -131,6 +137,7 @@ impl ComputeInput {
             reuse_partitions: None,
             pkey_resync: Arc::new(BTreeSet::new()),
             previous_routing: None,
+            data_vl_capacity: None,
         }
     }
 }
@@ -209,6 +216,10 @@ pub struct Computed {
     pub mft_resync_covered: Arc<BTreeSet<u32>>,
     /// The ports whose whole P_Key table this generation writes.
     pub pkey_resync_covered: Arc<BTreeSet<PkeyPort>>,
+    /// The VL layering the engine needs (DFSSSP): its SL-to-VL plan, programmed before the
+    /// base tables go in, and the per-path SLs the SA reports once installed; `None` for
+    /// engines deadlock-free on one VL.
+    pub vl: Option<Arc<VlInstall>>,
 }
 
 /// Errors that prevent a generation from being computed.
@@ -220,6 +231,8 @@ pub enum ComputeError {
     Lids(#[from] fabric_routing::LidError),
     #[error("routing failed: {0}")]
     Routing(#[from] fabric_routing::RoutingError),
+    #[error("generation refused: {0}")]
+    Vl(#[from] VlRefusal),
     #[error("the routing computation panicked (this is a bug; the installed routing is kept)")]
     Panicked,
 }
@@ -278,6 +291,8 @@ pub fn compute(input: ComputeInput) -> Result<Computed, ComputeError> {
     };
     let routing_check = routed.check;
     let lfts = routed.lfts;
+    // On the repaired tables, the ones installed: refused before anything is selected.
+    let vl = vl::layer(input.engine, &fabric, &lids, &lfts, input.data_vl_capacity)?.map(Arc::new);
     let validation = input.validate.then(|| Validation {
         valid: routing_check.valid,
         unreachable_pairs: routing_check.unreachable_pairs + routing_check.escape_unreachable_pairs,
@@ -355,6 +370,7 @@ pub fn compute(input: ComputeInput) -> Result<Computed, ComputeError> {
         pkey_skipped,
         mft_resync_covered: input.mft_resync.clone(),
         pkey_resync_covered: input.pkey_resync.clone(),
+        vl,
     })
 }
 

@@ -227,6 +227,9 @@ pub struct MockDriverConfig {
     /// Highest unicast address of the simulated fabric: InfiniBand's `0xBFFF` by default, up
     /// to `0xFFFFFF` to simulate a fabric with 24-bit addresses (as the `oob` driver's).
     pub max_lid: u32,
+    /// Data VLs (VLCap) of every simulated port (1..=15; 8 by default): a VL-layered routing
+    /// (dfsssp) needing more is refused. Changing it needs a restart.
+    pub data_vls: u8,
 }
 
 impl Default for MockDriverConfig {
@@ -244,6 +247,7 @@ impl Default for MockDriverConfig {
             max_retries: 3,
             unreachable_switches: Vec::new(),
             max_lid: fabric_mock::IB_MAX_UNICAST_LID,
+            data_vls: 8,
         }
     }
 }

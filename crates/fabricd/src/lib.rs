@@ -44,3 +44,4 @@ pub mod state;
 pub mod telemetry;
 pub mod topology_mode;
 pub mod upload;
+pub mod vl_plan;

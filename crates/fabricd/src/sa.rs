@@ -620,6 +620,7 @@ mod tests {
             routing_check: Arc::default(),
             mcast: Arc::default(),
             partitions: Arc::default(),
+            vl: None,
         }
     }
 

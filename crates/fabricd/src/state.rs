@@ -66,6 +66,9 @@ pub struct Generation {
     pub mcast: Arc<fabric_routing::mcast::McastRouting>,
     /// The partitions resolved against this generation's fabric (its P_Key tables).
     pub partitions: Arc<fabric_partitions::PartitionTables>,
+    /// The VL layering of an engine that needs one (DFSSSP): layers, data VLs, SL-to-VL plan
+    /// and per-path SLs; `None` for routings on one data VL.
+    pub vl: Option<Arc<crate::vl_plan::VlInstall>>,
 }
 
 /// The snapshot readers see.

@@ -173,6 +173,9 @@ struct ValidityGauges {
     fallbacks: Counter,
     topology_agnostic: Gauge,
     fat_tree_found: Gauge,
+    vl_layers: Gauge,
+    data_vls: Gauge,
+    vl_refusals: Counter,
 }
 
 impl ValidityGauges {
@@ -212,6 +215,21 @@ impl ValidityGauges {
             "routing_fat_tree_found",
             "1 when the ranking of the installed generation finds a fat-tree (adjacent-level cables in the majority, every switch ranked)",
             g.fat_tree_found.clone(),
+        );
+        r.register(
+            "routing_vl_layers",
+            "Virtual layers of the installed routing's VL layering (DFSSSP: one SL/VL per layer, each layer's channel dependencies acyclic); 0 for routings on one data VL",
+            g.vl_layers.clone(),
+        );
+        r.register(
+            "routing_data_vls",
+            "Data VLs the installed routing occupies (its layers' VLs and, with escape LIDs, the escape VL)",
+            g.data_vls.clone(),
+        );
+        r.register(
+            "routing_vl_refusals",
+            "Generations refused because their VL layering needs more data VLs than the driver's ports operate (nothing installed)",
+            g.vl_refusals.clone(),
         );
         r.register(
             "routing_disconnected_pairs",
@@ -490,6 +508,18 @@ impl Telemetry {
     pub fn topology_mode(&self, agnostic: bool, fat_tree_found: bool) {
         self.validity.topology_agnostic.set(i64::from(agnostic));
         self.validity.fat_tree_found.set(i64::from(fat_tree_found));
+    }
+
+    /// VL layering of a committed generation (`fabricd_routing_vl_layers`,
+    /// `fabricd_routing_data_vls`).
+    pub fn vl_layering(&self, layers: u8, data_vls: u8) {
+        self.validity.vl_layers.set(i64::from(layers));
+        self.validity.data_vls.set(i64::from(data_vls));
+    }
+
+    /// A generation refused for its VL layering (`fabricd_routing_vl_refusals_total`).
+    pub fn vl_refused(&self) {
+        self.validity.vl_refusals.inc();
     }
 
     pub fn blocks_written(&self, blocks: u64, retries: u64) {

@@ -6,7 +6,8 @@
 //! and no unranked switch; on Slim Fly, Dragonfly, HyperX or a random regular graph every
 //! switch carries end nodes, so every switch is a leaf and every cable is same-level). In the
 //! agnostic mode the base LIDs are routed by Up*/Down* (`updown`, deadlock-free on any connected
-//! graph) instead of the configured engine: with `topology = "auto"` when the fabric about to be
+//! graph) instead of the configured engine, unless that engine is topology-agnostic itself (`dfsssp`,
+//! deadlock-free with its VL layering, or `updown`): with `topology = "auto"` when the fabric about to be
 //! routed ranks as no fat-tree ([`input_is_fat_tree`], run on the routing pool before the
 //! computation), with `topology = "any"` always. The escape LIDs are Up*/Down* in both modes, so the five-phase update is unchanged.
 
@@ -41,10 +42,12 @@ impl TopologySetting {
         }
     }
 
-    /// The engine that routes the base LIDs: `updown` when the agnostic mode is forced.
+    /// The engine that routes the base LIDs: `updown` when the agnostic mode is forced, unless
+    /// the configured engine is itself topology-agnostic ([`EngineKind::is_topology_agnostic`]:
+    /// Up*/Down*, DFSSSP with its VL layering).
     pub fn engine(self, configured: EngineKind) -> EngineKind {
         match self {
-            TopologySetting::Any => EngineKind::UpDown,
+            TopologySetting::Any if !configured.is_topology_agnostic() => EngineKind::UpDown,
             _ => configured,
         }
     }

@@ -19,7 +19,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use fabric_routing::LftBlockDiff;
-use fabric_southbound::{DriverError, LftBlockWrite, MftBlockWrite, PkeyBlockWrite, PkeyPort, SouthboundDriver};
+use fabric_southbound::{
+    DataVlPlan, DriverError, LftBlockWrite, MftBlockWrite, PkeyBlockWrite, PkeyPort, SouthboundDriver,
+};
 use fabric_topology::{Fabric, Guid};
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
@@ -52,6 +54,46 @@ pub struct UploadOutcome {
     pub elapsed: Duration,
     /// The MFT and P_Key blocks written after the LFT blocks (final upload stage only).
     pub side: Box<SideOutcome>,
+    /// The data-VL plan programmed before the LFT blocks (a VL-layered generation's base
+    /// stage, see `event_loop::vl`).
+    pub data_vls_programmed: Option<fabric_southbound::DataVlPlan>,
+}
+
+/// Programs `plan` (when given) before `writes` are uploaded; `Err`: the outcome of an upload
+/// of which nothing was written, naming the driver's error.
+pub async fn program_before_upload(
+    driver: &Arc<dyn SouthboundDriver>,
+    plan: Option<DataVlPlan>,
+    writes: &[LftBlockDiff],
+) -> Result<Option<DataVlPlan>, UploadOutcome> {
+    let Some(plan) = plan else {
+        return Ok(None);
+    };
+    let t = std::time::Instant::now();
+    match driver.program_data_vls(&plan).await {
+        Ok(()) => {
+            tracing::info!(
+                data_vls = plan.data_vls,
+                ms = t.elapsed().as_secs_f64() * 1e3,
+                "data VLs programmed (SL-to-VL tables of every port)"
+            );
+            Ok(Some(plan))
+        }
+        Err(e) => {
+            let error = format!(
+                "data VLs not programmed ({} VLs needed by the routing's VL layering): {e}; no base table of this \
+                 generation written",
+                plan.data_vls
+            );
+            tracing::error!(data_vls = plan.data_vls, error = %e, "{error}");
+            Err(UploadOutcome {
+                failed: writes.iter().map(|w| (w.switch.0, w.block)).collect(),
+                error: Some(error),
+                elapsed: t.elapsed(),
+                ..UploadOutcome::default()
+            })
+        }
+    }
 }
 
 /// Uploads `writes` (switch-major) through `driver`.

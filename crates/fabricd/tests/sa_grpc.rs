@@ -164,7 +164,10 @@ fn sa_queries_answer_from_the_installed_tables_and_follow_a_fault() {
             .find(|e| leaf(e) != leaf(a))
             .expect("a host on another leaf");
         let path = c
-            .get_path(pb::GetPathRequest { dst: b.name.clone() })
+            .get_path(pb::GetPathRequest {
+                dst: b.name.clone(),
+                ..Default::default()
+            })
             .await
             .expect("GetPath")
             .into_inner();

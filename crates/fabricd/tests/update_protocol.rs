@@ -49,7 +49,10 @@ fn subscriber_moves_through_unpath_and_repath_of_a_generation() {
 
         // GetPath: base LID, escape LID = base + 1, SLs.
         let p = c
-            .get_path(pb::GetPathRequest { dst: ep.name.clone() })
+            .get_path(pb::GetPathRequest {
+                dst: ep.name.clone(),
+                ..Default::default()
+            })
             .await
             .expect("path")
             .into_inner();

@@ -6,8 +6,10 @@
 //! The engine ([`Dfsssp`], `dfsssp`) fills the tables; the layering is a function of the final
 //! tables ([`crate::vl::layer_base`]), run after the validity repair
 //! ([`crate::route_all_checked`]) so that it covers the routes actually installed. On one VL the routing is in general *not*
-//! deadlock-free (a torus or a Slim Fly has CDG cycles): it must not be installed without its
-//! SLs, which the daemon cannot program per path yet ([`DFSSSP_UNSUPPORTED`]).
+//! deadlock-free (a torus or a Slim Fly has CDG cycles): the daemon installs it only with its
+//! layering ([`crate::vl_layering`]: the fewest layers), the SL-to-VL tables of those data VLs
+//! programmed first and the per-path SLs published in PathRecords; it refuses the generation
+//! when the driver's data VLs do not suffice.
 //!
 //! Switch LIDs are routed along the up-down paths of the BFS directions (as SSSP's, see
 //! [`crate::swlid`]); they are layered with the end-port routes.
@@ -18,11 +20,6 @@ use crate::engine::{check_route_args, LidSet, RoutingContext, RoutingEngine, Rou
 use crate::lft::Lfts;
 use crate::sssp::{updown_frame, write_paths, PathSet};
 use crate::swlid;
-
-/// Why the daemon refuses `dfsssp` ([`crate::engine_fits`]).
-pub const DFSSSP_UNSUPPORTED: &str = "its routes need per-path service levels (one virtual lane per layer) and \
-     fabricd programs SL-to-VL tables for the escape VL only; use it offline (`fabricctl route|analyze --engine \
-     dfsssp`) until SLs are programmed per path";
 
 /// The DFSSSP engine: unrestricted balanced shortest paths (see the module documentation).
 #[derive(Copy, Clone, Debug, Default)]

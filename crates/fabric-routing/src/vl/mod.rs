@@ -151,6 +151,18 @@ pub fn base_lids(fabric: &Fabric, lids: &LidPlan) -> Vec<Lid> {
 /// Assigns every route of `tables` towards `dlids` to a layer, each layer's CDG acyclic, with at
 /// most `max_layers` layers (see the module documentation for the algorithm).
 pub fn assign_layers(fabric: &Fabric, tables: &[&Lfts], dlids: &[Lid], max_layers: u8) -> Result<VlLayering, VlError> {
+    assign_layers_with(fabric, tables, dlids, max_layers, true)
+}
+
+/// [`assign_layers`] with the balancing of spare layers on (`balance`, OpenSM dfsssp's
+/// behaviour) or off: exactly the layers the cycle breaking needed, the fewest VLs.
+pub fn assign_layers_with(
+    fabric: &Fabric,
+    tables: &[&Lfts],
+    dlids: &[Lid],
+    max_layers: u8,
+    balance: bool,
+) -> Result<VlLayering, VlError> {
     if max_layers == 0 || max_layers > IB_MAX_DATA_VLS {
         return Err(VlError::BadMaximum {
             got: max_layers,
@@ -166,7 +178,11 @@ pub fn assign_layers(fabric: &Fabric, tables: &[&Lfts], dlids: &[Lid], max_layer
             needed: needed.min(255) as u8,
         });
     }
-    let used = cycles::balance(&r, &mut layer, needed, max_layers as usize);
+    let used = if balance {
+        cycles::balance(&r, &mut layer, needed, max_layers as usize)
+    } else {
+        needed
+    };
     let (ns, row_len) = (r.num_switches, r.row_len);
     let mut flat = vec![0u8; tables.len() * ns * row_len];
     let mut per = vec![0u64; used];
@@ -188,4 +204,9 @@ pub fn assign_layers(fabric: &Fabric, tables: &[&Lfts], dlids: &[Lid], max_layer
 /// [`assign_layers`] of one table's base LIDs ([`base_lids`]): DFSSSP's layering of a routing.
 pub fn layer_base(fabric: &Fabric, lids: &LidPlan, lfts: &Lfts, max_layers: u8) -> Result<VlLayering, VlError> {
     assign_layers(fabric, &[lfts], &base_lids(fabric, lids), max_layers)
+}
+
+/// [`layer_base`] without the balancing ([`assign_layers_with`]): the fewest layers.
+pub fn layer_base_fewest(fabric: &Fabric, lids: &LidPlan, lfts: &Lfts, max_layers: u8) -> Result<VlLayering, VlError> {
+    assign_layers_with(fabric, &[lfts], &base_lids(fabric, lids), max_layers, false)
 }

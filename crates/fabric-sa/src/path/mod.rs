@@ -513,11 +513,7 @@ impl Query<'_> {
         if m & pr_mask::REVERSIBLE != 0 && t.reversible && !reversible {
             return None;
         }
-        let dp = &subnet.ports[d as usize];
-        let escape = subnet
-            .escape
-            .filter(|_| dp.lmc() >= 1 && dlid.checked_sub(dp.lid()) == Some(1));
-        let sl = escape.map_or(0, |e| e.sl);
+        let sl = path_sl(subnet, s, d, dlid);
         if m & pr_mask::SL != 0 && t.sl != sl {
             return None;
         }
@@ -529,6 +525,7 @@ impl Query<'_> {
         }
         let raw = m & pr_mask::RAW_TRAFFIC != 0 && t.raw_traffic;
         let sp = &subnet.ports[s as usize];
+        let dp = &subnet.ports[d as usize];
         let loopback = s == d;
         let mtu = self.select_mtu(fwd.mtu)?;
         let rate = self.select_rate(fwd.rate)?;
@@ -667,6 +664,35 @@ fn select_code(on: bool, selector: u8, want: u8, have: u8) -> Option<u8> {
         2 => (have >= want).then_some(want),
         _ => Some(have),
     }
+}
+
+/// The SL of the path from end port `s` (index in [`Subnet::ports`]) to `dlid` of end port
+/// `d`: the escape SL for an escape LID (LMC ≥ 1, offset 1); otherwise, with
+/// [`Subnet::path_sls`] (a routing layered over several VLs, seed 003 §5.2), the SL of the
+/// route from the path's first switch (the source CA's neighbour switch, or the source switch
+/// itself for a switch port 0) to `dlid`; 0 when not covered.
+pub fn path_sl(subnet: &Subnet, s: u32, d: u32, dlid: u16) -> u8 {
+    let dp = &subnet.ports[d as usize];
+    if let Some(e) = subnet
+        .escape
+        .filter(|_| dp.lmc() >= 1 && dlid.checked_sub(dp.lid()) == Some(1))
+    {
+        return e.sl;
+    }
+    let Some(sls) = subnet.path_sls.as_deref() else {
+        return 0;
+    };
+    let sp = &subnet.ports[s as usize];
+    let node = &subnet.nodes[sp.node as usize];
+    let first = if node.is_switch() {
+        Some(node.guid())
+    } else {
+        sp.peer
+            .and_then(|(n, _)| subnet.nodes.get(n as usize))
+            .filter(|n| n.is_switch())
+            .map(crate::subnet::Node::guid)
+    };
+    first.and_then(|g| sls.sl(g, dlid)).unwrap_or(0)
 }
 
 #[cfg(test)]

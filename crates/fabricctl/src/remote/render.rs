@@ -87,6 +87,9 @@ pub fn status_json(s: &pb::Status) -> Value {
         "fat_tree_found": s.fat_tree_found,
         "routed_by": s.routed_by,
         "topology_setting": s.topology_setting,
+        "vl_layers": s.vl_layers,
+        "data_vls": s.data_vls,
+        "data_vl_capacity": s.data_vl_capacity,
         "ha": s.ha.as_ref().map(ha_json),
     })
 }

@@ -113,6 +113,9 @@ impl Config {
                     format!("{:#x} is not in 1..={MOCK_MAX_LID_LIMIT:#x}", m.max_lid),
                 );
             }
+            if !(1..=15).contains(&m.data_vls) {
+                bad("driver.mock.data_vls", format!("{} is not in 1..=15", m.data_vls));
+            }
             for g in &m.unreachable_switches {
                 if fabric_topology::parse_guid(g).is_none() {
                     bad(

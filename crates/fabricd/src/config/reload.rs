@@ -34,6 +34,7 @@ impl Config {
         cmp!(need_restart, "driver.mock.remove_switches", driver.mock.remove_switches);
         cmp!(need_restart, "driver.mock.degrade_seed", driver.mock.degrade_seed);
         cmp!(need_restart, "driver.mock.max_lid", driver.mock.max_lid);
+        cmp!(need_restart, "driver.mock.data_vls", driver.mock.data_vls);
         cmp!(applied, "driver.mock.op_latency_us", driver.mock.op_latency_us);
         cmp!(applied, "driver.mock.error_rate", driver.mock.error_rate);
         cmp!(applied, "driver.mock.error_seed", driver.mock.error_seed);
@@ -82,6 +83,7 @@ impl Config {
         c.driver.mock.remove_switches = self.driver.mock.remove_switches;
         c.driver.mock.degrade_seed = self.driver.mock.degrade_seed;
         c.driver.mock.max_lid = self.driver.mock.max_lid;
+        c.driver.mock.data_vls = self.driver.mock.data_vls;
         c.driver.umad = self.driver.umad.clone();
         c.driver.oob = self.driver.oob.clone();
         c.routing.lmc = self.routing.lmc;

@@ -59,6 +59,7 @@ pub fn mock_config(cfg: &MockDriverConfig) -> MockConfig {
             .filter_map(|g| fabric_topology::parse_guid(g))
             .collect(),
         max_lid: cfg.max_lid,
+        data_vls: cfg.data_vls,
         ..MockConfig::default()
     }
 }

@@ -182,6 +182,7 @@ impl EventLoop {
         self.dirty.extend(outcome.failed.iter().copied());
         self.dirty.extend(c.skipped.iter().copied());
         self.fold_side(&c, &outcome.side);
+        self.publish_path_sls(&c);
         let number = self.next_generation();
         self.note_unprogrammed(number, &c.physical, &outcome);
         if let Some(err) = &outcome.error {
@@ -334,8 +335,10 @@ impl EventLoop {
             routing_check: c.routing_check.clone(),
             mcast: c.mcast.clone(),
             partitions: c.partitions.clone(),
+            vl: c.vl.clone(),
         });
         self.io.telemetry.routing_check(&c.routing_check);
+        self.note_vl_layering(&generation);
         self.note_topology_mode(&generation);
         let first = self.current.is_none();
         self.current = Some(generation);

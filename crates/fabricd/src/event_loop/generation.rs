@@ -53,7 +53,7 @@ fn log_routing_check(job: u64, c: &fabric_routing::RoutingCheck) {
 /// leaves unreachable on a direct topology (measured on SLIMFLY(5;4) under ibsim: 2450 of
 /// 2500 switch-to-switch-LID walks failed).
 fn compute_job(mut input: ComputeInput, stage_split: bool, detect_topology: bool) -> Internal {
-    if detect_topology && input.engine != fabric_routing::EngineKind::UpDown {
+    if detect_topology && !input.engine.is_topology_agnostic() {
         if let Some(false) = crate::topology_mode::input_is_fat_tree(
             &input.physical,
             [&input.physical_events, &input.exclusions],
@@ -123,6 +123,7 @@ impl EventLoop {
             installed_pkeys: self.side.installed_pkeys.clone(),
             pkey_resync: Arc::new(self.side.pkey_resync.clone()),
             previous_routing: self.routing_state.clone().filter(|_| self.settings.incremental),
+            data_vl_capacity: self.io.driver.data_vl_capacity(),
         }
     }
 
@@ -230,6 +231,9 @@ impl EventLoop {
         match result {
             Err(e) => {
                 tracing::error!(job, error = %e, "generation failed; keeping the installed routing");
+                if matches!(e, ComputeError::Vl(_)) {
+                    self.io.telemetry.vl_refused();
+                }
                 let inst = self.take_install();
                 self.give_back(&inst.flight);
                 self.last_error = e.to_string();
@@ -423,6 +427,11 @@ impl EventLoop {
             Some(c) if !escape => self.side_writes(&c.side),
             _ => SideWrites::default(),
         };
+        // The final stage of a VL-layered generation: its SL-to-VL plan goes in first.
+        let vl_plan = match self.install.as_ref().and_then(|i| i.computed()) {
+            Some(c) if !escape => self.data_vls_to_program(c),
+            _ => None,
+        };
         let Some(inst) = self.install.as_mut() else {
             return;
         };
@@ -443,6 +452,13 @@ impl EventLoop {
             sa: self.io.sa.clone(),
         };
         inst.wait_for(self.tasks.spawn(async move {
+            let programmed = match crate::upload::program_before_upload(&driver, vl_plan, &writes).await {
+                Ok(p) => p,
+                Err(outcome) => {
+                    let u = Uploaded { job, outcome };
+                    return Internal::UploadDone(u);
+                }
+            };
             let mut outcome = if lids_changed {
                 match driver.configure_lids(&fabric, &lids).await {
                     Ok(()) => upload(driver.clone(), fabric, writes, params.clone()).await,
@@ -455,6 +471,7 @@ impl EventLoop {
             } else {
                 upload(driver.clone(), fabric, writes, params.clone()).await
             };
+            outcome.data_vls_programmed = programmed;
             if !side.is_empty() {
                 outcome.side = Box::new(upload_side(driver, side, params).await);
             }
@@ -538,6 +555,7 @@ impl EventLoop {
         let Stage::Uploading { c } = std::mem::replace(&mut inst.stage, Stage::Computing) else {
             unreachable!("checked above");
         };
+        self.note_data_vls(&outcome);
         if inst.five_phase {
             // Base stage of the five-phase update: Repath, then Commit. Blocks that failed
             // stay dirty and are retried by the next generation, as with a direct upload.
@@ -550,6 +568,11 @@ impl EventLoop {
             inst.stages.escape_written.clear();
             inst.stages.base_written.clear();
             let outcome = inst.merge_stage_outcomes(outcome);
+            // The subscribers move back to the base LIDs next: PathRecords give the SLs of
+            // the base routes now in.
+            if outcome.blocks_written > 0 || outcome.failed.is_empty() {
+                self.publish_path_sls(&c);
+            }
             inst.stage = Stage::Repath { c, outcome };
             self.install = Some(inst);
             let at = self.protocol.attempt();

@@ -200,6 +200,7 @@ impl Install {
             switch_errors,
             elapsed: esc.elapsed + base.elapsed,
             side: base.side,
+            data_vls_programmed: base.data_vls_programmed,
         }
     }
 }

@@ -55,6 +55,7 @@ mod status;
 pub(crate) mod subscribers;
 pub(crate) mod tasks;
 mod topology;
+mod vl;
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
@@ -169,6 +170,8 @@ pub struct EventLoop {
     previous_generation: u64,
     /// The background escape-VL preparation (see `prepare_escape_vl`), while it runs.
     escape_vl_prefetch: Option<Task>,
+    /// The data-VL plan the driver last programmed for a VL-layered generation (see `vl`).
+    data_vls_in_force: Option<fabric_southbound::DataVlPlan>,
     /// Physical fault injections the driver is carrying out.
     physical_faults: BTreeMap<u64, Task>,
     next_physical_fault: u64,
@@ -297,6 +300,7 @@ impl EventLoop {
             reading_back: None,
             previous_generation,
             escape_vl_prefetch: None,
+            data_vls_in_force: None,
             physical_faults: BTreeMap::new(),
             next_physical_fault: 1,
             job_changes: VecDeque::new(),

@@ -28,7 +28,7 @@ impl EventLoop {
                 inconsistent_cables = mode.shape.inconsistent_cables,
                 unranked_switches = mode.shape.unranked_switches,
                 routed_by = %mode.routed_by,
-                "topology-agnostic mode: {} (base LIDs routed by Up*/Down*)",
+                "topology-agnostic mode: {} (base LIDs routed by {})",
                 if mode.fat_tree_found {
                     "forced by [routing] topology = \"any\"".to_string()
                 } else {
@@ -36,7 +36,8 @@ impl EventLoop {
                         "ranking finds no fat-tree ({} of {} switch cables between switches not on adjacent levels, {} switches unranked)",
                         mode.shape.inconsistent_cables, mode.shape.switch_cables, mode.shape.unranked_switches
                     )
-                }
+                },
+                mode.routed_by
             );
         } else {
             tracing::warn!(

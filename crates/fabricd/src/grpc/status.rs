@@ -106,6 +106,19 @@ impl FabricService {
             fat_tree_found: mode.as_ref().is_some_and(|m| m.fat_tree_found),
             routed_by: mode.map_or_else(String::new, |m| m.routed_by),
             topology_setting: setting.name().to_string(),
+            vl_layers: g.and_then(|g| g.vl.as_ref()).map_or(0, |v| u32::from(v.layers)),
+            data_vls: g.map_or(0, |g| {
+                u32::from(
+                    g.vl.as_ref()
+                        .map_or_else(|| fabric_routing::data_vls_of_layers(1, g.lids.lmc), |v| v.data_vls),
+                )
+            }),
+            data_vl_capacity: self
+                .shared
+                .driver
+                .as_ref()
+                .and_then(|d| d.data_vl_capacity())
+                .map_or(0, u32::from),
         }))
     }
 
@@ -201,13 +214,26 @@ impl FabricService {
         req: Request<pb::GetPathRequest>,
     ) -> Result<Response<pb::PathInfo>, Status> {
         let (_, g) = self.current()?;
-        let dst = end_port_or_status(&g.fabric, &req.into_inner().dst, "")?;
+        let r = req.into_inner();
+        let dst = end_port_or_status(&g.fabric, &r.dst, "")?;
+        let base_lid = g.lids.base_lid(dst);
+        // A VL-layered routing: the SL of the route from the source's switch (the SA's rule).
+        let base_sl = match (&g.vl, r.src.is_empty()) {
+            (Some(v), false) => {
+                let src = end_port_or_status(&g.fabric, &r.src, "src: ")?;
+                let sw = g.fabric.end_port(src).attach.map(|(s, _)| g.fabric.switch(s).guid);
+                sw.and_then(|sw| v.path_sls.sl(sw, base_lid as u16))
+                    .map_or(BASE_SL, u32::from)
+            }
+            _ => BASE_SL,
+        };
         Ok(Response::new(pb::PathInfo {
-            base_lid: g.lids.base_lid(dst),
-            base_sl: BASE_SL,
+            base_lid,
+            base_sl,
             escape_lid: g.lids.escape_lid(dst).unwrap_or(0),
             escape_sl: ESCAPE_SL,
             generation: g.number,
+            base_sl_per_source: g.vl.is_some(),
         }))
     }
 }

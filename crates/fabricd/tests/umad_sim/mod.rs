@@ -8,6 +8,8 @@
 
 #![allow(dead_code)]
 
+pub mod tables;
+
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
