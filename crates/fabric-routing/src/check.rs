@@ -189,7 +189,7 @@ pub fn validity_set(fabric: &Fabric, lids: &LidPlan, lfts: &Lfts, set: LidSet) -
                 let lid = lids.base_lid(dst);
                 let ok = lid != 0
                     && usable
-                    && matches!(trace(fabric, lfts, s, lid + set.offset(), &mut hv), Ok(TraceEnd::EndPort(x)) if x == dst);
+                    && set.offsets(lids).all(|o| matches!(trace(fabric, lfts, s, lid + o, &mut hv), Ok(TraceEnd::EndPort(x)) if x == dst));
                 if !ok {
                     pairs.push((s, dst));
                     if pairs.len() >= MAX_LISTED {
@@ -354,7 +354,9 @@ pub(crate) fn destination_checks(
         for &e in &live {
             let b = lids.base_lid(e);
             if b != 0 {
-                dests.push((b + set.offset(), END | e.0, comp[attach(e)], si));
+                for o in set.offsets(lids) {
+                    dests.push((b + o, END | e.0, comp[attach(e)], si));
+                }
             }
         }
         if set == LidSet::Base {
@@ -499,9 +501,12 @@ pub(crate) fn destination_checks(
                 let lid = if usable(set) {
                     0
                 } else {
-                    lids.base_lid(e) + set.offset()
+                    lids.base_lid(e) + set.offset(lids)
                 };
-                unreached.push((lid, e, comp[attach(e)], si));
+                // Every offset of the set is unreachable (one with LMC ≤ 1).
+                for _ in 0..set.offsets(lids).len().max(1) {
+                    unreached.push((lid, e, comp[attach(e)], si));
+                }
             }
         }
     }

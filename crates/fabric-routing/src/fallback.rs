@@ -197,6 +197,8 @@ fn repair_base(
     let (fabric, lids) = (ctx.fabric, ctx.lids);
     let mut updown = Lfts::new(fabric.num_switches(), lids.top());
     UpDown { random_seed: None }.route(ctx, LidSet::Base, &mut updown)?;
+    // Every layer offset (LMC ≥ 2) may fail: Up*/Down* repairs each with its offset-0 route.
+    crate::route::repeat_layer_offsets(lids, &mut updown);
     let failing: Vec<Lid> = base
         .failing
         .iter()
@@ -207,14 +209,8 @@ fn repair_base(
     r.fallback = Fallback::Spliced;
     r.fallback_destinations = failing.len() as u64;
     if !check::cdg_acyclic(fabric, lids, lfts, LidSet::Base) {
-        let mut all: Vec<Lid> = fabric
-            .end_port_ids()
-            .map(|e| lids.base_lid(e))
-            .chain(fabric.switch_ids().map(|s| lids.switch_lid(s)))
-            .filter(|&l| l != 0 && lfts.covers(l))
-            .collect();
-        all.sort_unstable();
-        all.dedup();
+        let mut all: Vec<Lid> = crate::vl::base_lids(fabric, lids);
+        all.retain(|&l| lfts.covers(l));
         splice(lfts, &updown, &all);
         r.fallback = Fallback::AllBase;
         r.fallback_destinations = fabric
@@ -297,7 +293,7 @@ mod tests {
                     if src == dst {
                         continue;
                     }
-                    let lid = lids.base_lid(dst) + set.offset();
+                    let lid = lids.base_lid(dst) + set.offset(lids);
                     let ok = matches!(check::trace(f, &routed.lfts, src, lid, &mut hops), Ok(check::TraceEnd::EndPort(x)) if x == dst);
                     if !ok {
                         *per_dest.entry(lid).or_insert(0u64) += 1;

@@ -202,7 +202,7 @@ impl Destinations {
     pub fn new(fabric: &Fabric, lids: &LidPlan, p: &Prepared, set: LidSet) -> Self {
         let o = &p.o;
         let nl = o.num_leaves();
-        let off = set.offset();
+        let off = set.offset(lids);
         let lid_of = |ep: EndPortId| -> Lid {
             let b = lids.base_lid(ep);
             if b == 0 {
