@@ -36,7 +36,7 @@ pub const IB_MAX_UNICAST_LID: Lid = 0xBFFF;
 pub enum LidError {
     #[error(
         "fabric needs LIDs up to {needed} (LMC {lmc}) but the address space ends at {max}{}",
-        if *.lmc > 0 { "; try a smaller LMC (LMC 0: one LID per end port)" } else { "" }
+        match *.lmc { 0 => "", 1 => "; try LMC 0 (one LID per end port)", _ => "; try a smaller LMC (LMC 0: one LID per end port)" }
     )]
     /// The fabric needs more LIDs than the address space has.
     AddressSpaceExhausted { needed: u64, max: Lid, lmc: u8 },

@@ -304,7 +304,8 @@ pub fn engine(kind: EngineKind) -> Box<dyn RoutingEngine> {
 }
 
 /// Whether the engine `kind` can route `fabric` at all: Dmodk needs a complete PGFT, PQFT a
-/// (complete or degraded) quasi fat-tree, and Smodk cannot be written into LFTs; every other
+/// (complete or degraded) quasi fat-tree, Smodk cannot be written into LFTs, DFSSSP and
+/// `layered:K` need per-path SLs the daemon does not program yet; every other
 /// engine routes any fabric (destinations it cannot reach are reported by the validity check).
 /// The error says why, for a configuration check, a start or a reload.
 pub fn engine_fits(kind: EngineKind, fabric: &fabric_topology::Fabric) -> Result<(), RoutingError> {
@@ -318,6 +319,10 @@ pub fn engine_fits(kind: EngineKind, fabric: &fabric_topology::Fabric) -> Result
         EngineKind::Dfsssp => Err(RoutingError::Unsupported {
             engine: "dfsssp",
             reason: DFSSSP_UNSUPPORTED.into(),
+        }),
+        EngineKind::Layered { .. } => Err(RoutingError::Unsupported {
+            engine: "layered",
+            reason: crate::layered::LAYERED_UNSUPPORTED.into(),
         }),
         _ => Ok(()),
     }

@@ -10,6 +10,12 @@ use crate::lid::LidPlan;
 
 use super::{build_layers, LayeredError};
 
+/// Why the daemon refuses `layered:K` ([`crate::engine_fits`]): like DFSSSP, the union of its
+/// layers is deadlock-free only over several VLs (seed 003 §5.2), which needs per-path SLs.
+pub const LAYERED_UNSUPPORTED: &str = "the union of its layers needs per-path service levels (one virtual lane per \
+     VL layer, seed 003 §5.2) and fabricd programs SL-to-VL tables for the escape VL only; use it offline \
+     (`fabricctl route|analyze --engine layered:K`) until SLs are programmed per path";
+
 /// `layered:K[:SEED]`: the engine of [`crate::EngineKind::Layered`].
 #[derive(Copy, Clone, Debug)]
 pub struct Layered {

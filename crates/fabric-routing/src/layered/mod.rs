@@ -35,7 +35,7 @@ mod stats;
 #[cfg(test)]
 mod tests;
 
-pub use engine::{layers_misfit, lmc_for_layers, Layered};
+pub use engine::{layers_misfit, lmc_for_layers, Layered, LAYERED_UNSUPPORTED};
 pub use stats::{layer_stats, LayerStats};
 
 use fabric_topology::{Fabric, SwitchId};

@@ -516,7 +516,7 @@ impl Query<'_> {
         let dp = &subnet.ports[d as usize];
         let escape = subnet
             .escape
-            .filter(|_| dp.lmc() >= 1 && dlid.checked_sub(dp.lid()) == Some(1));
+            .filter(|_| dp.lmc() >= 1 && dlid.checked_sub(dp.lid()) == Some((1u16 << dp.lmc().min(7)) - 1));
         let sl = escape.map_or(0, |e| e.sl);
         if m & pr_mask::SL != 0 && t.sl != sl {
             return None;
