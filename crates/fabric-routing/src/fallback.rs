@@ -1,5 +1,6 @@
 //! Never install an invalid routing silently: [`check_and_repair`] checks a routed snapshot
-//! (every connected pair of live end ports, base and escape LIDs) in `O(switches × LIDs)` with
+//! (every connected pair of live end ports, base LIDs — every layer offset with LMC ≥ 2 — and
+//! escape LIDs) in `O(switches × LIDs)` with
 //! [`check::destination_check`], and when the base engine left destinations unreachable from
 //! sources that are connected to them, re-routes those destinations with Up*/Down*, splices
 //! their entries (every switch, those LIDs) into the tables and checks again.
@@ -59,7 +60,8 @@ pub struct RoutingCheck {
     /// The tables as repaired: no connected pair of live end ports is unreachable, over the
     /// base LIDs and (LMC 1) the escape LIDs.
     pub valid: bool,
-    /// Destination end ports the engine left unreachable from some connected source.
+    /// Destination end ports the engine left unreachable from some connected source (destination
+    /// LIDs: each layer offset counts with LMC ≥ 2).
     pub engine_failed_destinations: u64,
     /// Connected (source, destination) pairs the engine left unreachable (base LIDs).
     pub engine_unreachable_pairs: u64,

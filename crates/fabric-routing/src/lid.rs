@@ -426,9 +426,6 @@ pub fn assign_lids(fabric: &Fabric, previous: &Guid2Lid, lmc: u8, max_lid: Lid) 
     // 3. New end ports: lowest free aligned range, in end-port order.
     let mut top: u64 = 0;
     let mut cursor: u64 = span;
-    if span == 1 {
-        cursor = 1;
-    }
     for base in &mut end_port_base {
         if *base != 0 {
             continue;

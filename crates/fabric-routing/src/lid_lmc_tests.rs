@@ -70,8 +70,17 @@ fn lmc_2_and_3_layout() {
     let p = assign_lids(&f, &Guid2Lid::default(), 2, IB_MAX_UNICAST_LID).unwrap();
     assert_eq!(p.end_port_base, vec![4, 8, 12]);
     assert_eq!(p.switch_lid, vec![1, 2]);
-    assert_eq!((p.escape_lid(EndPortId(0)), p.layer_offsets(), p.top()), (Some(7), 3, 15));
-    assert_eq!(p.owner(7), Some(LidOwner::EndPort { ep: EndPortId(0), path: 3 }));
+    assert_eq!(
+        (p.escape_lid(EndPortId(0)), p.layer_offsets(), p.top()),
+        (Some(7), 3, 15)
+    );
+    assert_eq!(
+        p.owner(7),
+        Some(LidOwner::EndPort {
+            ep: EndPortId(0),
+            path: 3
+        })
+    );
     let p = assign_lids(&f, &Guid2Lid::default(), 3, IB_MAX_UNICAST_LID).unwrap();
     assert_eq!(p.end_port_base, vec![8, 16, 24]);
     assert_eq!((p.escape_lid(EndPortId(2)), p.layer_offsets()), (Some(31), 7));
@@ -80,7 +89,10 @@ fn lmc_2_and_3_layout() {
     assert_eq!(Guid2Lid::from_plan(&f, &p).get(0x2001), Some((256, 383)));
     // LMC 1 is exactly the former pair.
     let p = assign_lids(&f, &Guid2Lid::default(), 1, IB_MAX_UNICAST_LID).unwrap();
-    assert_eq!((p.end_port_base.clone(), p.escape_lid(EndPortId(1))), (vec![2, 4, 6], Some(5)));
+    assert_eq!(
+        (p.end_port_base.clone(), p.escape_lid(EndPortId(1))),
+        (vec![2, 4, 6], Some(5))
+    );
     // The error names the LMC and suggests a smaller one.
     let e = assign_lids(&fabric(1, 40), &Guid2Lid::default(), 3, 200).unwrap_err();
     assert!(matches!(e, LidError::AddressSpaceExhausted { lmc: 3, .. }), "{e}");

@@ -206,9 +206,16 @@ fn layered_on_slimfly_puts_layer_i_on_offset_i() {
             .count();
         assert!(differ > 0, "LMC {lmc} layered:{k}: offsets 0 and 1 identical");
         let vl = layer_base(&f, &lids, &lfts, IB_MAX_DATA_VLS).unwrap();
-        assert!(vl.num_layers >= 2, "a Slim Fly's layers need several VLs: {}", vl.num_layers);
+        assert!(
+            vl.num_layers >= 2,
+            "a Slim Fly's layers need several VLs: {}",
+            vl.num_layers
+        );
         let dl = base_lids(&f, &lids);
-        assert_eq!(dl.len(), f.num_end_ports() * lids.layer_offsets() as usize + f.num_switches());
+        assert_eq!(
+            dl.len(),
+            f.num_end_ports() * lids.layer_offsets() as usize + f.num_switches()
+        );
         assert!(cdg_acyclic_per_layer(&f, &[&lfts], &dl, &vl).into_iter().all(|x| x));
         assert_eq!(route(&f, kind, &lids).unwrap(), lfts, "deterministic");
     }
@@ -234,7 +241,10 @@ fn layered_needs_enough_offsets() {
     for (lmc, k) in [(0u8, 2u8), (1, 2), (2, 4), (3, 8)] {
         let e = route(&f, EngineKind::Layered { k, seed: 0 }, &plan(&f, lmc)).unwrap_err();
         let text = e.to_string();
-        assert!(matches!(e, RoutingError::Unsupported { engine: "layered", .. }), "{text}");
+        assert!(
+            matches!(e, RoutingError::Unsupported { engine: "layered", .. }),
+            "{text}"
+        );
         assert!(text.contains(&format!("{k} layers need")), "{text}");
     }
     assert!(route(&f, EngineKind::Layered { k: 1, seed: 0 }, &plan(&f, 0)).is_ok());
@@ -243,4 +253,24 @@ fn layered_needs_enough_offsets() {
     assert_eq!(crate::layered::lmc_for_layers(1), Some(0));
     assert_eq!(crate::layered::lmc_for_layers(127), Some(7));
     assert_eq!(crate::layered::lmc_for_layers(128), None);
+}
+
+/// The incremental path routes LMC ≥ 2 in full (`FullReason::Lmc`), with the bytes of
+/// `route_all_checked`, also when given a previous state.
+#[test]
+fn incremental_routes_lmc_2_in_full() {
+    use crate::incremental::{route_checked_incremental, FullReason, RoutePath};
+    let f = std::sync::Arc::new(pgft(&[3, 4], &[1, 3], &[1, 2]).fabric);
+    let lids = plan(&f, 2);
+    let r = ranking(&f);
+    let ctx = RoutingContext {
+        fabric: &f,
+        ranking: &r,
+        lids: &lids,
+    };
+    let (full, _) = route_all_checked(&ctx, EngineKind::Dmodc, None).unwrap();
+    let a = route_checked_incremental(&f, &r, &lids, EngineKind::Dmodc, None, None).unwrap();
+    assert_eq!(a.path, RoutePath::Full(FullReason::Lmc));
+    assert_eq!(*a.lfts, full.lfts);
+    every_offset_delivers(&f, &lids, &a.lfts).unwrap();
 }

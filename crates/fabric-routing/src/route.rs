@@ -429,7 +429,14 @@ mod tests {
         }
         assert_eq!("fttree".parse::<EngineKind>(), Err(UnknownEngine("fttree".into())));
         assert!("updown-random:x".parse::<EngineKind>().is_err());
-        for bad in ["layered:0", "layered:129", "layered:x", "layered:2:y", "layered:", "layeredx"] {
+        for bad in [
+            "layered:0",
+            "layered:129",
+            "layered:x",
+            "layered:2:y",
+            "layered:",
+            "layeredx",
+        ] {
             assert!(bad.parse::<EngineKind>().is_err(), "{bad}");
         }
         assert_eq!(EngineKind::Layered { k: 3, seed: 0 }.to_string(), "layered:3");

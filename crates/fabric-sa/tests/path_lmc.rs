@@ -101,7 +101,10 @@ fn layered_slim_fly_paths_differ_per_layer_lid() {
             let dl = r.lids.base_lid(EndPortId(d)) as u16;
             assert_eq!(got.iter().map(|p| p.dlid).collect::<Vec<_>>(), vec![dl, dl + 1, dl + 2]);
             assert!(got.iter().all(|p| p.sl == 0));
-            let src = r.subnet.port_index_by_guid(r.fabric.end_port(EndPortId(s)).port_guid).unwrap();
+            let src = r
+                .subnet
+                .port_index_by_guid(r.fabric.end_port(EndPortId(s)).port_guid)
+                .unwrap();
             let hops: Vec<_> = (0..3).map(|o| walk(&r.subnet, src, dl + o).unwrap().links).collect();
             // Layer 0 is minimal: no layer is shorter.
             assert!(hops[1] >= hops[0] && hops[2] >= hops[0], "{s}->{d}: {hops:?}");

@@ -64,20 +64,24 @@ fn lmc_2_pathrecords_give_three_base_paths_on_distinct_dlids_then_the_escape() {
         opts.extra = "[routing]\nlmc = 2\n".into();
         let d = Daemon::spawn(&dir, &opts, &[]);
         let mut c = d.ready().await;
-        let status = c.get_status(pb::GetStatusRequest {}).await.expect("status").into_inner();
+        let status = c
+            .get_status(pb::GetStatusRequest {})
+            .await
+            .expect("status")
+            .into_inner();
         assert_eq!(status.lmc, 2, "{status:?}");
         let t = topology(&mut c).await;
         for e in &t.end_ports {
             assert_eq!(e.base_lid % 4, 0, "{} base LID {} not aligned to 4", e.name, e.base_lid);
-            assert_eq!(e.escape_lid, e.base_lid + 3, "{}: the escape is the last offset", e.name);
+            assert_eq!(
+                e.escape_lid,
+                e.base_lid + 3,
+                "{}: the escape is the last offset",
+                e.name
+            );
         }
         let a = &t.end_ports[0];
-        let others: Vec<_> = t
-            .end_ports
-            .iter()
-            .filter(|e| e.guid != a.guid)
-            .take(8)
-            .collect();
+        let others: Vec<_> = t.end_ports.iter().filter(|e| e.guid != a.guid).take(8).collect();
         // The SA snapshot follows the first commit a moment later.
         let started = Instant::now();
         let mut first = paths(&mut c, a.guid, others[0].guid, 3).await;
@@ -117,7 +121,10 @@ fn lmc_2_pathrecords_give_three_base_paths_on_distinct_dlids_then_the_escape() {
                 .await
                 .expect("VerifyReachability")
                 .into_inner();
-            assert!(v.pairs_checked > 0 && v.unreachable_count == 0, "escape {escape}: {v:?}");
+            assert!(
+                v.pairs_checked > 0 && v.unreachable_count == 0,
+                "escape {escape}: {v:?}"
+            );
         }
     });
 }

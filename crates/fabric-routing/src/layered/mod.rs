@@ -28,9 +28,9 @@
 //! offset being the escape); its VL layering is [`crate::vl::layer_base`] of that table (every
 //! layer offset is a base LID, [`crate::vl::base_lids`]).
 
+mod engine;
 #[cfg(test)]
 pub(crate) mod graphs;
-mod engine;
 mod stats;
 #[cfg(test)]
 mod tests;

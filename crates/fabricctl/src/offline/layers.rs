@@ -218,7 +218,11 @@ pub(super) fn analyze_layered(a: &AnalyzeArgs, kind: EngineKind) -> Result<()> {
         println!(
             "engine             layered:{k}:{seed} (LMC {}: layers on LID offsets 0..{offsets}{}, escape on offset {})",
             lids.lmc,
-            if offsets as usize > k { format!(" (offset i: layer i mod {k})") } else { String::new() },
+            if offsets as usize > k {
+                format!(" (offset i: layer i mod {k})")
+            } else {
+                String::new()
+            },
             lids.escape_offset().map_or("-".to_string(), |o| o.to_string())
         );
         println!("valid              {all_valid} (every offset); per layer {valid:?}");

@@ -155,8 +155,15 @@ impl Config {
             );
         }
         if self.routing.lmc > 7 {
-            bad("routing.lmc", format!("{} is not supported (0..=7, InfiniBand's LMC)", self.routing.lmc));
-        } else if let Some(why) = self.engine_kind().ok().and_then(|k| super::lmc::layers_misfit(k, self.routing.lmc)) {
+            bad(
+                "routing.lmc",
+                format!("{} is not supported (0..=7, InfiniBand's LMC)", self.routing.lmc),
+            );
+        } else if let Some(why) = self
+            .engine_kind()
+            .ok()
+            .and_then(|k| super::lmc::layers_misfit(k, self.routing.lmc))
+        {
             bad("routing.lmc", why);
         }
         for (i, r) in self.routing.roots.iter().enumerate() {
