@@ -31,7 +31,7 @@ pub fn lmc_for_layers(k: usize) -> Option<u8> {
     if k <= 1 {
         return Some(0);
     }
-    (1..=7u8).find(|&l| (1usize << l) - 1 >= k)
+    (1..=7u8).find(|&l| (1usize << l) > k)
 }
 
 /// Why `k` layers do not fit `lids` (`None`: they fit, `k ≤` [`LidPlan::layer_offsets`]).
