@@ -154,10 +154,12 @@ pub(super) fn analyze_layered(a: &AnalyzeArgs, kind: EngineKind) -> Result<()> {
     let lfts = &routed.lfts;
     // The layers themselves (deterministic: the same as on the offsets) for their statistics.
     let lr = build_layers(&l.fabric, &lids, k, seed)?;
+    // Each layer's own table fills offset 0 only: checked as a one-LID-per-port plan.
+    let single = LidPlan { lmc: 0, ..lids.clone() };
     let valid: Vec<bool> = lr
         .tables
         .iter()
-        .map(|t| check::validity(&l.fabric, &lids, t).valid)
+        .map(|t| check::validity(&l.fabric, &single, t).valid)
         .collect();
     let all_valid = check::validity(&l.fabric, &lids, lfts).valid;
     let st = layer_stats(&l.fabric, &lr);
