@@ -27,7 +27,8 @@ impl LidTable {
         let base = self.end_port_base[ep.idx()];
         base != 0 && lid >= base && u64::from(lid - base) < (1u64 << self.lmc)
     }
-    /// Destination LID of an end port: base, or escape (base + 1) when `escape`.
+    /// Destination LID of an end port: base, or escape (the last offset, base + `2^lmc − 1`)
+    /// when `escape`.
     pub fn dlid(&self, ep: EndPortId, escape: bool, guid: Guid) -> Result<Lid, TraceError> {
         let base = self.end_port_base[ep.idx()];
         if base == 0 {
@@ -37,7 +38,7 @@ impl LidTable {
             if self.lmc == 0 {
                 return Err(TraceError::NoEscapeLid(guid));
             }
-            return Ok(base + 1);
+            return Ok(base + (1 << self.lmc.min(7)) - 1);
         }
         Ok(base)
     }

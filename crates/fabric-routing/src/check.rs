@@ -130,7 +130,8 @@ pub struct ValidityReport {
     pub valid: bool,
     /// Unreachable (source, destination) pairs over the base LIDs (at most [`MAX_LISTED`]).
     pub unreachable_pairs: Vec<(EndPortId, EndPortId)>,
-    /// Number of unreachable connected pairs over the base LIDs.
+    /// Number of unreachable connected pairs over the base LIDs (with LMC ≥ 2: unreachable
+    /// (pair, layer offset)s, every layer offset being a base LID).
     pub unreachable_count: u64,
     /// Unreachable pairs over the escape LIDs (at most [`MAX_LISTED`]; empty with LMC 0).
     pub escape_unreachable_pairs: Vec<(EndPortId, EndPortId)>,
@@ -150,7 +151,8 @@ pub struct ValidityReport {
 /// How many unreachable pairs are listed.
 pub const MAX_LISTED: usize = 100;
 
-/// Validity of the base LIDs and, with LMC 1, the escape LIDs.
+/// Validity of the base LIDs (every layer offset with LMC ≥ 2) and, with LMC ≥ 1, the escape
+/// LIDs (the last offset).
 pub fn validity(fabric: &Fabric, lids: &LidPlan, lfts: &Lfts) -> ValidityReport {
     let mut r = validity_set(fabric, lids, lfts, LidSet::Base);
     if lids.lmc >= 1 {
@@ -189,7 +191,9 @@ pub fn validity_set(fabric: &Fabric, lids: &LidPlan, lfts: &Lfts, set: LidSet) -
                 let lid = lids.base_lid(dst);
                 let ok = lid != 0
                     && usable
-                    && matches!(trace(fabric, lfts, s, lid + set.offset(), &mut hv), Ok(TraceEnd::EndPort(x)) if x == dst);
+                    && set.offsets(lids).all(
+                        |o| matches!(trace(fabric, lfts, s, lid + o, &mut hv), Ok(TraceEnd::EndPort(x)) if x == dst),
+                    );
                 if !ok {
                     pairs.push((s, dst));
                     if pairs.len() >= MAX_LISTED {
@@ -226,11 +230,12 @@ pub struct FailingDestination {
 /// Result of [`destination_check`]: the validity of one LID set, per destination.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct DestinationCheck {
-    /// Every destination end port some connected live source cannot reach, in LID order
-    /// (an end port without a LID, or beyond the tables, is listed with LID 0 / its LID).
+    /// Every destination LID (end port and offset: every layer offset of the base set with
+    /// LMC ≥ 2) some connected live source cannot reach, in LID order (an end port without a
+    /// LID, or beyond the tables, is listed with LID 0 / its LID).
     pub failing: Vec<FailingDestination>,
     /// Unreachable connected (source, destination) pairs of live end ports (the sum over
-    /// `failing`).
+    /// `failing`; per layer offset with LMC ≥ 2).
     pub unreachable_pairs: u64,
     /// Of those, the pairs whose walk ends in a loop.
     pub loop_pairs: u64,
@@ -354,7 +359,9 @@ pub(crate) fn destination_checks(
         for &e in &live {
             let b = lids.base_lid(e);
             if b != 0 {
-                dests.push((b + set.offset(), END | e.0, comp[attach(e)], si));
+                for o in set.offsets(lids) {
+                    dests.push((b + o, END | e.0, comp[attach(e)], si));
+                }
             }
         }
         if set == LidSet::Base {
@@ -499,9 +506,12 @@ pub(crate) fn destination_checks(
                 let lid = if usable(set) {
                     0
                 } else {
-                    lids.base_lid(e) + set.offset()
+                    lids.base_lid(e) + set.offset(lids)
                 };
-                unreached.push((lid, e, comp[attach(e)], si));
+                // Every offset of the set is unreachable (one with LMC ≤ 1).
+                for _ in 0..set.offsets(lids).len().max(1) {
+                    unreached.push((lid, e, comp[attach(e)], si));
+                }
             }
         }
     }

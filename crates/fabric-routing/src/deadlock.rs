@@ -12,13 +12,14 @@ use crate::hops::{Hops, DEAD, END};
 use crate::lft::{Lfts, NO_ROUTE};
 use crate::lid::LidPlan;
 
-/// Destination LIDs of a set: end-port LIDs (+ switch LIDs for the base set).
+/// Destination LIDs of a set: end-port LIDs of every offset of the set (every layer offset for
+/// the base set, whose layers share one VL unless VL-layered) + switch LIDs for the base set.
 fn set_lids(fabric: &Fabric, lids: &LidPlan, set: LidSet) -> Vec<Lid> {
     let mut v: Vec<Lid> = fabric
         .end_port_ids()
         .map(|e| lids.base_lid(e))
         .filter(|&l| l != 0)
-        .map(|l| l + set.offset())
+        .flat_map(|l| set.offsets(lids).map(move |o| l + o))
         .collect();
     if set == LidSet::Base {
         v.extend(fabric.switch_ids().map(|s| lids.switch_lid(s)).filter(|&l| l != 0));

@@ -91,7 +91,7 @@ impl Dmodk {
         let spec = &layout.spec;
         let h = spec.h;
         // Per end port: LID of the set, generator index and digits (flat, h per end port).
-        let off = set.offset();
+        let off = set.offset(ctx.lids);
         let mut dest: Vec<(Lid, u64)> = Vec::with_capacity(f.num_end_ports());
         let mut digits: Vec<u32> = Vec::with_capacity(f.num_end_ports() * h);
         // The digits locate the destination (which child to go down to); the index in the

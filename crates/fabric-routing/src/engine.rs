@@ -11,18 +11,34 @@ use crate::lid::{LidPlan, PlanMismatch};
 /// Which destination LIDs a routing pass fills.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 pub enum LidSet {
-    /// End-port base LIDs (`2k`, or the only LID with LMC 0) and switch LIDs.
+    /// End-port base LIDs and switch LIDs. An engine fills offset 0 of every end port (the
+    /// base LID, or the only LID with LMC 0); the checks cover every layer offset
+    /// `0..`[`LidPlan::layer_offsets`] (with LMC ≥ 2 [`crate::route_all`] fills offsets 1.. from
+    /// offset 0 or from the layers of a layered routing).
     Base,
-    /// End-port escape LIDs (`2k + 1`); LMC 1 only.
+    /// End-port escape LIDs: the last offset `2^LMC − 1` (`2k + 1` with LMC 1); LMC ≥ 1 only.
     Escape,
 }
 
 impl LidSet {
-    /// Offset of this set's LID from an end port's base LID.
-    pub fn offset(self) -> Lid {
+    /// Offset from an end port's base LID of the LID an engine fills for this set: 0 for
+    /// [`LidSet::Base`], [`LidPlan::escape_offset`] (`2^LMC − 1`) for [`LidSet::Escape`].
+    pub fn offset(self, lids: &LidPlan) -> Lid {
         match self {
             LidSet::Base => 0,
-            LidSet::Escape => 1,
+            LidSet::Escape => lids.escape_offset().unwrap_or(1),
+        }
+    }
+
+    /// Every offset of this set (what the checks walk): `0..layer_offsets` for
+    /// [`LidSet::Base`], the escape offset alone for [`LidSet::Escape`] (empty with LMC 0).
+    pub fn offsets(self, lids: &LidPlan) -> std::ops::Range<Lid> {
+        match self {
+            LidSet::Base => 0..lids.layer_offsets(),
+            LidSet::Escape => match lids.escape_offset() {
+                Some(o) => o..o + 1,
+                None => 0..0,
+            },
         }
     }
 }

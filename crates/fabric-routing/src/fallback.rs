@@ -1,5 +1,6 @@
 //! Never install an invalid routing silently: [`check_and_repair`] checks a routed snapshot
-//! (every connected pair of live end ports, base and escape LIDs) in `O(switches × LIDs)` with
+//! (every connected pair of live end ports, base LIDs — every layer offset with LMC ≥ 2 — and
+//! escape LIDs) in `O(switches × LIDs)` with
 //! [`check::destination_check`], and when the base engine left destinations unreachable from
 //! sources that are connected to them, re-routes those destinations with Up*/Down*, splices
 //! their entries (every switch, those LIDs) into the tables and checks again.
@@ -70,7 +71,8 @@ pub struct RoutingCheck {
     /// The tables as repaired: no connected pair of live end ports is unreachable, over the
     /// base LIDs and (LMC 1) the escape LIDs.
     pub valid: bool,
-    /// Destination end ports the engine left unreachable from some connected source.
+    /// Destination end ports the engine left unreachable from some connected source (destination
+    /// LIDs: each layer offset counts with LMC ≥ 2).
     pub engine_failed_destinations: u64,
     /// Connected (source, destination) pairs the engine left unreachable (base LIDs).
     pub engine_unreachable_pairs: u64,
@@ -250,6 +252,8 @@ fn repair_base(
     let (fabric, lids) = (ctx.fabric, ctx.lids);
     let mut updown = Lfts::new(fabric.num_switches(), lids.top());
     UpDown { random_seed: None }.route(ctx, LidSet::Base, &mut updown)?;
+    // Every layer offset (LMC ≥ 2) may fail: Up*/Down* repairs each with its offset-0 route.
+    crate::route::repeat_layer_offsets(lids, &mut updown);
     let mut failing: Vec<Lid> = base
         .failing
         .iter()
@@ -270,14 +274,8 @@ fn repair_base(
     splice(lfts, &updown, &failing);
     r.fallback = Fallback::Spliced;
     if !check::cdg_acyclic(fabric, lids, lfts, LidSet::Base) {
-        let mut all: Vec<Lid> = fabric
-            .end_port_ids()
-            .map(|e| lids.base_lid(e))
-            .chain(fabric.switch_ids().map(|s| lids.switch_lid(s)))
-            .filter(|&l| l != 0 && lfts.covers(l))
-            .collect();
-        all.sort_unstable();
-        all.dedup();
+        let mut all: Vec<Lid> = crate::vl::base_lids(fabric, lids);
+        all.retain(|&l| lfts.covers(l));
         splice(lfts, &updown, &all);
         r.fallback = Fallback::AllBase;
         r.fallback_destinations = fabric
@@ -360,7 +358,7 @@ mod tests {
                     if src == dst {
                         continue;
                     }
-                    let lid = lids.base_lid(dst) + set.offset();
+                    let lid = lids.base_lid(dst) + set.offset(lids);
                     let ok = matches!(check::trace(f, &routed.lfts, src, lid, &mut hops), Ok(check::TraceEnd::EndPort(x)) if x == dst);
                     if !ok {
                         *per_dest.entry(lid).or_insert(0u64) += 1;

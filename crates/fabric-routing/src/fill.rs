@@ -95,7 +95,7 @@ pub(crate) fn fill_end_port_rows(
 /// escape fill.
 pub(crate) fn fill_dmodc_fresh(ctx: &RoutingContext<'_>, prep: &Prepared, escape_too: bool, lfts: &mut Lfts) {
     let w = Write {
-        dup: escape_too.then(|| LidSet::Escape.offset()),
+        dup: escape_too.then(|| LidSet::Escape.offset(ctx.lids)),
         prefill: true,
         ..Write::default()
     };
@@ -257,7 +257,7 @@ impl Destinations {
     pub fn new(fabric: &Fabric, lids: &LidPlan, p: &Prepared, set: LidSet) -> Self {
         let o = &p.o;
         let nl = o.num_leaves();
-        let off = set.offset();
+        let off = set.offset(lids);
         let lid_of = |ep: EndPortId| -> Lid {
             let b = lids.base_lid(ep);
             if b == 0 {

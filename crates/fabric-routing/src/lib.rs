@@ -41,6 +41,8 @@ pub mod incremental;
 pub mod layered;
 pub mod lft;
 pub mod lid;
+#[cfg(test)]
+mod lmc_tests;
 pub mod mcast;
 pub mod opensm;
 mod pqft;
@@ -80,8 +82,8 @@ pub use opensm::{
 pub use pqft::Pqft;
 pub use randsp::RandSp;
 pub use route::{
-    data_vls_of_layers, engine, engine_fits, route_all, route_all_grouped, route_all_reusing, vl_layering, EngineKind,
-    RoutedFabric, UnknownEngine, ENGINE_NAMES,
+    data_vls_of_layers, engine, engine_fits, repeat_layer_offsets, route_all, route_all_grouped, route_all_reusing,
+    vl_layering, EngineKind, RoutedFabric, UnknownEngine, ENGINE_NAMES, LAYERED_DEFAULT_K,
 };
 pub use smodk::{Smodk, SmodkPathError, SmodkPaths, SMODK_UNSUPPORTED};
 pub use sssp::Sssp;

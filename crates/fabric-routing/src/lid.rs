@@ -1,5 +1,23 @@
-//! LID plan: one aligned pair per end port (base `2k`, escape `2k+1`, LMC = 1) or one LID per
-//! end port (LMC = 0), one LID per switch.
+//! LID plan: `2^LMC` consecutive LIDs per end port, the first aligned to `2^LMC` (LMC 0..=7,
+//! IBA §7.11.1 / §14.2.5.6 PortInfo:LMC), one LID per switch.
+//!
+//! **Offsets** (issue #19, Slim Fly paper seed 003 §5.1: "layer `i` on LID offset `i`"): an end
+//! port's LIDs are `base + o`, `o` in `0..2^LMC`. With LMC ≥ 1 the **last** offset `2^LMC − 1` is
+//! the *escape* LID (Up*/Down*, the five-phase update's deadlock-free detour, its own SL) and
+//! the offsets `0..2^LMC − 1` carry the base routing's *layers* ([`LidPlan::layer_offsets`]):
+//!
+//! | LMC | LIDs per end port | layer offsets | escape offset |
+//! |-----|-------------------|---------------|---------------|
+//! | 0   | 1                 | 0             | —             |
+//! | 1   | 2 (`2k`, `2k+1`)  | 0             | 1             |
+//! | 2   | 4                 | 0, 1, 2       | 3             |
+//! | 3   | 8                 | 0..=6         | 7             |
+//!
+//! LMC 1 is exactly the former pair (base `2k`, escape `2k + 1`). Every layer offset is a
+//! "base" LID for the update protocol and the checks; a single-table engine's routes are
+//! repeated on every layer offset, a layered multipath routing (`layered:K`) puts layer `i`
+//! on offset `i` (see [`crate::route_all`]). The plan always reserves the escape offset when
+//! LMC ≥ 1 (the daemon routes escape LIDs whenever it has them), so `K ≤ 2^LMC − 1`.
 //!
 //! Assignment ([`assign_lids`]) is stable: LIDs recorded in the previous assignment (a
 //! [`Guid2Lid`], which reads and writes OpenSM's `guid2lid` file) are kept for the GUIDs that are
@@ -18,12 +36,12 @@ pub const IB_MAX_UNICAST_LID: Lid = 0xBFFF;
 pub enum LidError {
     #[error(
         "fabric needs LIDs up to {needed} (LMC {lmc}) but the address space ends at {max}{}",
-        if *.lmc > 0 { "; try LMC 0 (one LID per end port)" } else { "" }
+        match *.lmc { 0 => "", 1 => "; try LMC 0 (one LID per end port)", _ => "; try a smaller LMC (LMC 0: one LID per end port)" }
     )]
     /// The fabric needs more LIDs than the address space has.
     AddressSpaceExhausted { needed: u64, max: Lid, lmc: u8 },
-    #[error("unsupported LMC {0} (only 0 and 1 are supported)")]
-    /// Only LMC 0 and 1 are supported.
+    #[error("unsupported LMC {0} (InfiniBand allows 0..=7)")]
+    /// LMC above 7 (IBA PortInfo:LMC is 3 bits).
     UnsupportedLmc(u8),
     #[error("invalid highest LID {0} (must be at least 1)")]
     /// The highest LID is 0.
@@ -36,13 +54,14 @@ pub enum LidError {
 /// Address assignment of one fabric. Index vectors are by dense id; `0` means "no LID".
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LidPlan {
-    /// LMC: 1 = base + escape LID per end port, 0 = one LID per end port.
+    /// LMC: `2^lmc` LIDs per end port (0..=7); with LMC ≥ 1 the last one is the escape LID.
     pub lmc: u8,
     /// Highest usable unicast address (InfiniBand: 0xBFFF).
     pub max_lid: Lid,
     /// Per switch: its LID.
     pub switch_lid: Vec<Lid>,
-    /// Per end port: its base LID (escape LID = base + 1 when `lmc == 1`).
+    /// Per end port: its base LID, aligned to `2^lmc` (escape LID = base + `2^lmc − 1` when
+    /// `lmc ≥ 1`).
     pub end_port_base: Vec<Lid>,
 }
 
@@ -82,9 +101,28 @@ impl LidPlan {
     pub fn base_lid(&self, ep: EndPortId) -> Lid {
         self.end_port_base[ep.idx()]
     }
-    /// Escape LID of an end port (`None` with LMC = 0).
+    /// Escape LID of an end port: its last offset, base + `2^lmc − 1` (`None` with LMC = 0).
     pub fn escape_lid(&self, ep: EndPortId) -> Option<Lid> {
-        (self.lmc >= 1).then(|| self.end_port_base[ep.idx()] + 1)
+        self.escape_offset().map(|o| self.end_port_base[ep.idx()] + o)
+    }
+    /// Offset of the escape LID from the base LID: `2^lmc − 1` (`None` with LMC 0).
+    pub fn escape_offset(&self) -> Option<Lid> {
+        (self.lmc >= 1).then(|| (1 << self.lmc) - 1)
+    }
+    /// Number of offsets carrying base-routing layers: `2^lmc − 1` with LMC ≥ 1 (the last
+    /// offset is the escape), 1 with LMC 0. Offsets `0..layer_offsets()` are all "base" LIDs.
+    pub fn layer_offsets(&self) -> Lid {
+        if self.lmc == 0 {
+            1
+        } else {
+            (1 << self.lmc) - 1
+        }
+    }
+    /// LID of layer offset `layer` of an end port (`None` when `layer ≥ layer_offsets()` or
+    /// the end port has no LID).
+    pub fn layer_lid(&self, ep: EndPortId, layer: Lid) -> Option<Lid> {
+        let b = self.end_port_base[ep.idx()];
+        (b != 0 && layer < self.layer_offsets()).then_some(b + layer)
     }
     /// LID of a switch (0: none).
     pub fn switch_lid(&self, sw: SwitchId) -> Lid {
@@ -94,7 +132,8 @@ impl LidPlan {
     pub fn lids_per_end_port(&self) -> u32 {
         1 << self.lmc
     }
-    /// What owns `lid`: an end port (with the path index, 0 = base, 1 = escape) or a switch.
+    /// What owns `lid`: an end port (with its offset from the base LID; the escape is the last
+    /// offset) or a switch.
     /// Linear in the fabric size; build a [`LidOwners`] table for repeated look-ups.
     pub fn owner(&self, lid: Lid) -> Option<LidOwner> {
         LidOwners::new(self).get(lid)
@@ -104,7 +143,8 @@ impl LidPlan {
 /// What a LID designates.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 pub enum LidOwner {
-    /// An end port; `path` is the offset from its base LID (0 = base, 1 = escape).
+    /// An end port; `path` is the offset from its base LID (`0..2^lmc`; the last one is the
+    /// escape with LMC ≥ 1).
     EndPort {
         /// The end port.
         ep: EndPortId,
@@ -316,28 +356,32 @@ pub const MAX_LIDS_PER_PORT: Lid = 128;
 /// Assigns LIDs to every end port and switch of the fabric (live or not: a LID belongs to a
 /// GUID, not to a state).
 ///
-/// * LMC 1: each end port gets an aligned pair `(2k, 2k+1)` (base, escape); LMC 0: one LID.
-///   Each switch gets one LID.
-/// * Previous LIDs are kept for known GUIDs when they are usable (in `1..=max_lid`, aligned for
-///   LMC 1, not claimed by an earlier GUID: end ports in end-port order first, then switches).
-///   An LMC-0 record `(2k, 2k)` is widened to the pair when `2k+1` is free.
+/// * Each end port gets `2^lmc` consecutive LIDs starting at a multiple of `2^lmc` (LMC 1: the
+///   pair `(2k, 2k+1)`, base and escape; LMC 0: one LID). Each switch gets one LID.
+/// * Previous LIDs are kept for known GUIDs when they are usable (the whole aligned range in
+///   `1..=max_lid`, none of it claimed by an earlier GUID: end ports in end-port order first,
+///   then switches). A narrower record starting at an aligned LID (e.g. an LMC-0 record
+///   `(2k, 2k)` under LMC 1) is widened when the rest of the range is free; a wider one (from a
+///   larger LMC) keeps its aligned start.
 /// * LIDs of `previous` GUIDs absent from the fabric stay reserved.
-/// * New end ports get the lowest free aligned pair (LMC 1) or LID (LMC 0), in end-port order;
-///   then new switches get the lowest free LID each.
+/// * New end ports get the lowest free aligned range, in end-port order; then new switches get
+///   the lowest free LID each.
 ///
 /// Deterministic: same fabric and same `previous` give the same plan.
 pub fn assign_lids(fabric: &Fabric, previous: &Guid2Lid, lmc: u8, max_lid: Lid) -> Result<LidPlan, LidError> {
-    if lmc > 1 {
+    if lmc > 7 {
         return Err(LidError::UnsupportedLmc(lmc));
     }
     if max_lid == 0 {
         return Err(LidError::InvalidMaxLid(max_lid));
     }
     let max = u64::from(max_lid);
+    let span: u64 = 1 << lmc;
     let mut taken = Taken {
-        set: std::collections::HashSet::with_capacity(2 * fabric.num_end_ports() + fabric.num_switches()),
+        set: std::collections::HashSet::with_capacity(span as usize * fabric.num_end_ports() + fabric.num_switches()),
     };
     taken.set(0);
+    let free = |taken: &Taken, lo: u64| (lo..lo + span).all(|l| !taken.get(l));
     let mut end_port_base = vec![0 as Lid; fabric.num_end_ports()];
     let mut switch_lid = vec![0 as Lid; fabric.num_switches()];
 
@@ -347,16 +391,10 @@ pub fn assign_lids(fabric: &Fabric, previous: &Guid2Lid, lmc: u8, max_lid: Lid) 
             continue;
         };
         let (lo, hi) = (u64::from(lo), u64::from(hi));
-        let keep = if lmc == 1 {
-            let aligned = lo % 2 == 0 && lo >= 2 && lo < max && (hi == lo + 1 || hi == lo);
-            aligned && !taken.get(lo) && !taken.get(lo + 1)
-        } else {
-            lo >= 1 && lo <= max && !taken.get(lo)
-        };
+        let keep = lo >= 1 && lo % span == 0 && lo + span - 1 <= max && hi >= lo && free(&taken, lo);
         if keep {
-            taken.set(lo);
-            if lmc == 1 {
-                taken.set(lo + 1);
+            for l in lo..lo + span {
+                taken.set(l);
             }
             end_port_base[i] = lo as Lid;
         }
@@ -385,24 +423,22 @@ pub fn assign_lids(fabric: &Fabric, previous: &Guid2Lid, lmc: u8, max_lid: Lid) 
             taken.set(l);
         }
     }
-    // 3. New end ports: lowest free aligned pair / LID, in end-port order.
+    // 3. New end ports: lowest free aligned range, in end-port order.
     let mut top: u64 = 0;
-    let step = if lmc == 1 { 2 } else { 1 };
-    let mut cursor: u64 = if lmc == 1 { 2 } else { 1 };
+    let mut cursor: u64 = span;
     for base in &mut end_port_base {
         if *base != 0 {
             continue;
         }
-        while taken.get(cursor) || (lmc == 1 && taken.get(cursor + 1)) {
-            cursor += step;
+        while !free(&taken, cursor) {
+            cursor += span;
         }
-        taken.set(cursor);
-        if lmc == 1 {
-            taken.set(cursor + 1);
+        for l in cursor..cursor + span {
+            taken.set(l);
         }
-        top = top.max(cursor + step - 1);
+        top = top.max(cursor + span - 1);
         *base = cursor.min(u64::from(Lid::MAX)) as Lid;
-        cursor += step;
+        cursor += span;
     }
     // 4. New switches: lowest free LID.
     let mut cursor: u64 = 1;
@@ -432,6 +468,10 @@ pub fn assign_lids(fabric: &Fabric, previous: &Guid2Lid, lmc: u8, max_lid: Lid) 
         end_port_base,
     })
 }
+
+#[cfg(test)]
+#[path = "lid_lmc_tests.rs"]
+mod lmc_tests;
 
 #[cfg(test)]
 mod tests {
@@ -469,9 +509,7 @@ mod tests {
         let mut seen = std::collections::HashSet::new();
         for &b in &p.end_port_base {
             assert!(b >= 1 && b + p.lids_per_end_port() - 1 <= p.max_lid);
-            if p.lmc == 1 {
-                assert_eq!(b % 2, 0, "base LID {b} not aligned");
-            }
+            assert_eq!(b % p.lids_per_end_port(), 0, "base LID {b} not aligned");
             for k in 0..p.lids_per_end_port() {
                 assert!(seen.insert(b + k), "LID {} assigned twice", b + k);
             }
@@ -576,8 +614,8 @@ mod tests {
         let p0 = assign_lids(&f, &Guid2Lid::default(), 0, 12).unwrap();
         check_plan(&f, &p0);
         assert_eq!(
-            assign_lids(&f, &Guid2Lid::default(), 2, 100),
-            Err(LidError::UnsupportedLmc(2))
+            assign_lids(&f, &Guid2Lid::default(), 8, 100),
+            Err(LidError::UnsupportedLmc(8))
         );
         // Out-of-band fabrics may use more than 16 bits, and old records anywhere in that space
         // cost nothing (no dense table).

@@ -122,7 +122,7 @@ fn route_qft(
         let lp = o.pos[leaf_sw.idx()];
         let leaf = if lp == NONE { NONE } else { o.leaf_idx[lp as usize] };
         dests.push(Dest {
-            lid: base + set.offset(),
+            lid: base + set.offset(ctx.lids),
             d,
             leaf,
             leaf_port,

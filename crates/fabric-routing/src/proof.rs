@@ -572,7 +572,7 @@ mod tests {
             for e in f.end_port_ids().filter(|&e| f.end_port_live(e)) {
                 let (leaf, port) = f.end_port(e).attach.unwrap();
                 dests.push((
-                    lids.base_lid(e) + set.offset(),
+                    lids.base_lid(e) + set.offset(lids),
                     leaf.0,
                     Some(port),
                     comp[leaf.idx()],

@@ -14,6 +14,7 @@ use crate::dmodk::{Dmodk, GroupedDmodk};
 use crate::engine::{validate_context, LidSet, RoutingContext, RoutingEngine, RoutingError};
 use crate::ftree::{Directions, Ftree, FtreeVariant};
 use crate::groups::NodeGroups;
+use crate::layered::Layered;
 use crate::lft::Lfts;
 use crate::pqft::Pqft;
 use crate::randsp::RandSp;
@@ -78,7 +79,19 @@ pub enum EngineKind {
     DmodcLb,
     /// DFSSSP: SSSP's shortest paths on any topology, deadlock-free over virtual layers.
     Dfsssp,
+    /// Layered multipath routing (Slim Fly paper, seed 003 §4.2–4.3, Alg. 1; §5.1 LID offsets):
+    /// `k` layers, layer `i` on LID offset `i` of every end port (`k ≤ 2^LMC − 1`, see
+    /// [`crate::lid`]). Name `layered:K[:SEED]` (`layered` alone: 4 layers).
+    Layered {
+        /// Number of layers (1..=128).
+        k: u8,
+        /// Seed of Algorithm 1's order within a priority.
+        seed: u64,
+    },
 }
+
+/// Default number of layers of `layered` without `:K`.
+pub const LAYERED_DEFAULT_K: u8 = 4;
 
 /// Every engine name [`EngineKind::from_str`] accepts, seeded ones without their `:SEED`.
 pub const ENGINE_NAMES: &[&str] = &[
@@ -100,14 +113,15 @@ pub const ENGINE_NAMES: &[&str] = &[
     "pqft",
     "dmodc-lb",
     "dfsssp",
+    "layered",
 ];
 
 /// Error of [`EngineKind::from_str`].
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 #[error(
     "unknown routing engine `{0}` (expected one of dmodc, dmodk, updown, updown-random, bfs-dmodc, bfs-random, \
-     ftree, ftree2, ftree-random, bfs-ftree, bfs-ftree2, bfs-ftree-random, randsp, smodk, sssp, pqft, dmodc-lb, dfsssp; \
-     the random ones take an optional `:SEED`)"
+     ftree, ftree2, ftree-random, bfs-ftree, bfs-ftree2, bfs-ftree-random, randsp, smodk, sssp, pqft, dmodc-lb, dfsssp, \
+     layered:K[:SEED] (K = 1..=128 layers); the random ones take an optional `:SEED`)"
 )]
 pub struct UnknownEngine(
     /// The text that was not recognised.
@@ -122,7 +136,8 @@ impl EngineKind {
             | EngineKind::BfsRandom { seed }
             | EngineKind::FtreeRandom { seed }
             | EngineKind::BfsFtreeRandom { seed }
-            | EngineKind::RandSp { seed } => Some(seed),
+            | EngineKind::RandSp { seed }
+            | EngineKind::Layered { seed, .. } => Some(seed),
             _ => None,
         }
     }
@@ -135,6 +150,7 @@ impl EngineKind {
             EngineKind::FtreeRandom { .. } => EngineKind::FtreeRandom { seed },
             EngineKind::BfsFtreeRandom { .. } => EngineKind::BfsFtreeRandom { seed },
             EngineKind::RandSp { .. } => EngineKind::RandSp { seed },
+            EngineKind::Layered { k, .. } => EngineKind::Layered { k, seed },
             k => k,
         }
     }
@@ -160,8 +176,38 @@ impl EngineKind {
             EngineKind::Pqft => "pqft",
             EngineKind::DmodcLb => "dmodc-lb",
             EngineKind::Dfsssp => "dfsssp",
+            EngineKind::Layered { .. } => "layered",
         }
     }
+
+    /// Number of tables the engine builds, one per layer offset: `k` for `layered:K`, 1 for
+    /// every other engine (its routes are repeated on every layer offset).
+    pub fn layers(self) -> usize {
+        match self {
+            EngineKind::Layered { k, .. } => usize::from(k),
+            _ => 1,
+        }
+    }
+}
+
+/// `layered`, `layered:K` or `layered:K:SEED` (lower case, trimmed); `None`: another name.
+fn parse_layered(t: &str) -> Option<Result<EngineKind, ()>> {
+    let rest = t.strip_prefix("layered")?;
+    if rest.is_empty() {
+        return Some(Ok(EngineKind::Layered {
+            k: LAYERED_DEFAULT_K,
+            seed: 0,
+        }));
+    }
+    let rest = rest.strip_prefix(':')?;
+    let (k, seed) = match rest.split_once(':') {
+        None => (rest, "0"),
+        Some(x) => x,
+    };
+    Some(match (k.parse::<u8>(), seed.parse::<u64>()) {
+        (Ok(k), Ok(seed)) if (1..=128).contains(&k) => Ok(EngineKind::Layered { k, seed }),
+        _ => Err(()),
+    })
 }
 
 impl FromStr for EngineKind {
@@ -171,6 +217,9 @@ impl FromStr for EngineKind {
     /// optional `:SEED` (default 0).
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let t = s.trim().to_ascii_lowercase();
+        if let Some(r) = parse_layered(&t) {
+            return r.map_err(|()| UnknownEngine(s.to_string()));
+        }
         let (name, seed) = match t.split_once(':') {
             None => (t.as_str(), None),
             Some((n, v)) => match v.parse::<u64>() {
@@ -209,6 +258,12 @@ impl FromStr for EngineKind {
 
 impl fmt::Display for EngineKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let EngineKind::Layered { k, seed } = *self {
+            return match seed {
+                0 => write!(f, "layered:{k}"),
+                _ => write!(f, "layered:{k}:{seed}"),
+            };
+        }
         match self.seed() {
             None | Some(0) => write!(f, "{}", self.name()),
             Some(seed) => write!(f, "{}:{seed}", self.name()),
@@ -241,11 +296,16 @@ pub fn engine(kind: EngineKind) -> Box<dyn RoutingEngine> {
         EngineKind::Pqft => Box::new(Pqft),
         EngineKind::DmodcLb => Box::new(DmodcLb),
         EngineKind::Dfsssp => Box::new(Dfsssp),
+        EngineKind::Layered { k, seed } => Box::new(Layered {
+            k: usize::from(k),
+            seed,
+        }),
     }
 }
 
 /// Whether the engine `kind` can route `fabric` at all: Dmodk needs a complete PGFT, PQFT a
-/// (complete or degraded) quasi fat-tree, and Smodk cannot be written into LFTs; every other
+/// (complete or degraded) quasi fat-tree, Smodk cannot be written into LFTs, DFSSSP and
+/// `layered:K` need per-path SLs the daemon does not program yet; every other
 /// engine routes any fabric (destinations it cannot reach are reported by the validity check).
 /// The error says why, for a configuration check, a start or a reload.
 pub fn engine_fits(kind: EngineKind, fabric: &fabric_topology::Fabric) -> Result<(), RoutingError> {
@@ -265,7 +325,7 @@ impl EngineKind {
     /// layering, [`vl_layering`]): DFSSSP. Every other engine is deadlock-free on one VL (the
     /// fat-tree engines on fat-trees, Up*/Down* on any graph) or makes no such claim.
     pub fn needs_vl_layering(self) -> bool {
-        matches!(self, EngineKind::Dfsssp)
+        matches!(self, EngineKind::Dfsssp | EngineKind::Layered { .. })
     }
 
     /// The engine routes any connected graph deadlock-free (Up*/Down*, or DFSSSP with its VL
@@ -274,7 +334,7 @@ impl EngineKind {
     pub fn is_topology_agnostic(self) -> bool {
         matches!(
             self,
-            EngineKind::UpDown | EngineKind::UpDownRandom { .. } | EngineKind::Dfsssp
+            EngineKind::UpDown | EngineKind::UpDownRandom { .. } | EngineKind::Dfsssp | EngineKind::Layered { .. }
         )
     }
 }
@@ -333,10 +393,16 @@ pub struct RoutedFabric {
     pub escape_shared: bool,
 }
 
-/// Whole routing for a snapshot: base LIDs by `kind`, escape LIDs (when lmc == 1) by Up*/Down*
-/// (shortest legal paths, Alg. 12's selection: [`crate::updown::route_escape`]). The tables cover LIDs `0..=lids.top()`; every other entry is
-/// [`NO_ROUTE`](crate::NO_ROUTE). Dmodc without groups writes both LID sets in one preparation
-/// and one pass when they coincide (same bytes; `RoutedFabric::escape_shared`).
+/// Whole routing for a snapshot: base LIDs by `kind`, escape LIDs (when LMC ≥ 1) by Up*/Down*
+/// (shortest legal paths, Alg. 12's selection: [`crate::updown::route_escape`]). The tables
+/// cover LIDs `0..=lids.top()`; every other entry is [`NO_ROUTE`](crate::NO_ROUTE). Dmodc
+/// without groups writes both LID sets in one preparation and one pass when they coincide
+/// (same bytes; `RoutedFabric::escape_shared`).
+///
+/// **Layer offsets** (LMC ≥ 2, [`crate::lid`]): `layered:K` puts its layer `i` on offset `i`
+/// (offsets `≥ K` repeat layer `i mod K`); every other engine routes offset 0 and its entries
+/// are copied to offsets `1..layer_offsets` ([`repeat_layer_offsets`]): one path per pair, on
+/// every LID of the port, as deterministic as the engine.
 pub fn route_all(ctx: &RoutingContext<'_>, kind: EngineKind) -> Result<RoutedFabric, RoutingError> {
     route_all_grouped(ctx, kind, None)
 }
@@ -365,7 +431,8 @@ pub fn route_all_reusing(
 ) -> Result<RoutedFabric, RoutingError> {
     validate_context(ctx)?;
     if let (EngineKind::Dmodc, None) = (kind, groups) {
-        let r = crate::dmodc::route_with_escape(ctx, spare)?;
+        let mut r = crate::dmodc::route_with_escape(ctx, spare)?;
+        repeat_layer_offsets(ctx.lids, &mut r.lfts);
         return Ok(RoutedFabric {
             lfts: r.lfts,
             base_ms: r.base_ms,
@@ -389,6 +456,9 @@ pub fn route_all_reusing(
         (EngineKind::Dmodk, Some(g)) => GroupedDmodk(g).route(ctx, LidSet::Base, &mut lfts)?,
         _ => engine(kind).route(ctx, LidSet::Base, &mut lfts)?,
     }
+    if kind.layers() == 1 {
+        repeat_layer_offsets(ctx.lids, &mut lfts);
+    }
     let base_ms = t.elapsed().as_secs_f64() * 1e3;
     let mut escape_ms = 0.0;
     if ctx.lids.lmc >= 1 {
@@ -402,6 +472,26 @@ pub fn route_all_reusing(
         escape_ms,
         escape_shared: false,
     })
+}
+
+/// Copies every end port's offset-0 entry to its layer offsets `1..layer_offsets` on every
+/// switch (nothing with LMC ≤ 1): the routing of a single-table engine on every layer LID.
+/// One rayon task per row; the result does not depend on the thread count.
+pub fn repeat_layer_offsets(lids: &crate::LidPlan, lfts: &mut Lfts) {
+    let n = lids.layer_offsets() as usize;
+    if n <= 1 {
+        return;
+    }
+    use rayon::prelude::*;
+    lfts.par_rows_mut().for_each(|row| {
+        for &b in &lids.end_port_base {
+            let b = b as usize;
+            if b != 0 && b + n <= row.len() {
+                let p = row[b];
+                row[b + 1..b + n].fill(p);
+            }
+        }
+    });
 }
 
 #[cfg(test)]
@@ -419,6 +509,9 @@ mod tests {
             ("ftree-random:7", EngineKind::FtreeRandom { seed: 7 }),
             ("randsp", EngineKind::RandSp { seed: 0 }),
             ("dmodc-lb", EngineKind::DmodcLb),
+            ("layered", EngineKind::Layered { k: 4, seed: 0 }),
+            ("layered:3", EngineKind::Layered { k: 3, seed: 0 }),
+            ("Layered:7:9", EngineKind::Layered { k: 7, seed: 9 }),
         ] {
             let got: EngineKind = s.parse().unwrap();
             assert_eq!(got, k);
@@ -426,6 +519,18 @@ mod tests {
         }
         assert_eq!("fttree".parse::<EngineKind>(), Err(UnknownEngine("fttree".into())));
         assert!("updown-random:x".parse::<EngineKind>().is_err());
+        for bad in [
+            "layered:0",
+            "layered:129",
+            "layered:x",
+            "layered:2:y",
+            "layered:",
+            "layeredx",
+        ] {
+            assert!(bad.parse::<EngineKind>().is_err(), "{bad}");
+        }
+        assert_eq!(EngineKind::Layered { k: 3, seed: 0 }.to_string(), "layered:3");
+        assert_eq!(EngineKind::Layered { k: 3, seed: 5 }.to_string(), "layered:3:5");
         assert!(
             "dmodc:3".parse::<EngineKind>().is_err(),
             "a deterministic engine takes no seed"

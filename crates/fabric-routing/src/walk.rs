@@ -231,7 +231,7 @@ mod tests {
         let mut hops = Vec::new();
         let mut per_dest = BTreeMap::new();
         for &dst in &live {
-            let lid = lids.base_lid(dst) + set.offset();
+            let lid = lids.base_lid(dst) + set.offset(lids);
             for &src in live.iter().filter(|&&s| s != dst && comp[at(s)] == comp[at(dst)]) {
                 match trace(f, lfts, src, lid, &mut hops) {
                     Ok(TraceEnd::EndPort(x)) if x == dst => {}

@@ -97,8 +97,9 @@ pub struct SmData {
     pub act_count: u32,
 }
 
-/// The five-phase update's escape addressing: with LMC 1, LID base+1 of every end port is its
-/// escape LID, routed on the escape SL.
+/// The five-phase update's escape addressing: with LMC ≥ 1, the last LID of every end port's
+/// range (base + 2^LMC − 1; base + 1 with LMC 1) is its escape LID, routed on the escape SL; the
+/// other offsets are base LIDs (the layers of a layered routing with LMC ≥ 2).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Escape {
     pub sl: u8,

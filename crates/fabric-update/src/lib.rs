@@ -2,7 +2,8 @@
 //! *Scheduling-Aware Routing for Supercomputers*; design brief §7).
 //!
 //! Every end port has two LIDs (LMC 1): the base LID (`2k`), routed by the selected engine on
-//! the data VLs, and the escape LID (`2k + 1`), routed by Up*/Down* on the escape VL (`n - 1`).
+//! the data VLs, and the escape LID (`2k + 1`; with LMC ≥ 2 the last offset `base + 2^LMC − 1`,
+//! every other offset being a base LID), routed by Up*/Down* on the escape VL (`n - 1`).
 //! Going from routing generation `g` to `g + 1` preserves three properties:
 //!
 //! 1. each routing is itself deadlock-free;

@@ -1,14 +1,16 @@
 //! Splitting the LFT blocks of a generation into the two upload stages.
 //!
 //! An LFT block holds 64 consecutive LIDs, so with LMC 1 the base LID `2k` and the escape LID
-//! `2k + 1` of an end port share a block. The *escape stage* (phase Prepare) writes the new
+//! `2k + 1` of an end port share a block (with LMC ≥ 2, its `2^LMC − 1` layer LIDs and its escape
+//! LID, the last offset, do: every non-escape offset is a base LID in every phase). The *escape stage* (phase Prepare) writes the new
 //! escape entries over the entries the switch holds for every other LID, so base traffic is not
 //! touched; the *base stage* (phase Update) writes the whole new blocks.
 
 use fabric_routing::{LftBlockDiff, Lfts, LidPlan, BLOCK_SIZE, NO_ROUTE};
 use fabric_topology::Lid;
 
-/// Which LIDs of a row are escape LIDs (`base + 1` of every end port with LMC 1).
+/// Which LIDs of a row are escape LIDs (the last offset `base + 2^LMC − 1` of every end port
+/// with LMC ≥ 1; every other offset is a base LID).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct EscapeMask {
     bits: Vec<bool>,
@@ -18,12 +20,12 @@ impl EscapeMask {
     /// The escape LIDs of `plan` (empty with LMC 0).
     pub fn new(plan: &LidPlan) -> EscapeMask {
         let mut bits = vec![false; plan.top() as usize + 1];
-        if plan.lmc >= 1 {
+        if let Some(off) = plan.escape_offset() {
             for &b in &plan.end_port_base {
                 if b == 0 {
                     continue;
                 }
-                if let Some(x) = bits.get_mut(b as usize + 1) {
+                if let Some(x) = bits.get_mut((b + off) as usize) {
                     *x = true;
                 }
             }
@@ -208,3 +210,7 @@ mod tests {
         assert_eq!(st.base, vec![w]);
     }
 }
+
+#[cfg(test)]
+#[path = "stage_lmc_tests.rs"]
+mod lmc_tests;

@@ -79,8 +79,10 @@ pub struct RouteArgs {
     /// Keep LIDs from this OpenSM `guid2lid` file.
     #[arg(long)]
     guid2lid: Option<PathBuf>,
-    /// LIDs per end port: 1 (base + escape, LMC 1) or 0 (one LID, LMC 0). Default: LMC 1 if it fits.
-    #[arg(long)]
+    /// `2^LMC` LIDs per end port (0..=7): 0 = one LID, 1 = base + escape, ≥ 2 = `2^LMC − 1`
+    /// layer LIDs + the escape as the last offset (`layered:K` needs `2^LMC − 1 ≥ K`). Default:
+    /// `layered:K`'s smallest, else LMC 1 if it fits.
+    #[arg(long, value_parser = clap::value_parser!(u8).range(0..=7))]
     lmc: Option<u8>,
     /// Highest usable LID (InfiniBand unicast: 0xBFFF).
     #[arg(long, default_value = "0xBFFF", value_parser = parse_u32)]
@@ -108,8 +110,10 @@ pub struct AnalyzeArgs {
     /// Skip the all-to-all metrics (mu_a2a, xi), which are quadratic in the node count.
     #[arg(long)]
     no_a2a: bool,
-    /// LIDs per end port: 1 (base + escape, LMC 1) or 0 (one LID, LMC 0). Default: LMC 1 if it fits.
-    #[arg(long)]
+    /// `2^LMC` LIDs per end port (0..=7): 0 = one LID, 1 = base + escape, ≥ 2 = `2^LMC − 1`
+    /// layer LIDs + the escape as the last offset (`layered:K` needs `2^LMC − 1 ≥ K`). Default:
+    /// `layered:K`'s smallest, else LMC 1 if it fits.
+    #[arg(long, value_parser = clap::value_parser!(u8).range(0..=7))]
     lmc: Option<u8>,
     /// Highest usable LID (InfiniBand unicast: 0xBFFF).
     #[arg(long, default_value = "0xBFFF", value_parser = parse_u32)]
@@ -409,7 +413,11 @@ pub fn route(a: RouteArgs) -> Result<()> {
         Some(p) => read_guid2lid(p, a.max_lid)?,
         None => Guid2Lid::default(),
     };
-    let (lids, routed, ms, _) = route_loaded(&l, kind, &previous, a.lmc, a.max_lid, None)?;
+    let lmc = match a.lmc {
+        Some(x) => Some(x),
+        None => layers::default_lmc(kind)?,
+    };
+    let (lids, routed, ms, _) = route_loaded(&l, kind, &previous, lmc, a.max_lid, None)?;
     layers::route_note(kind, &l, &lids, &routed.lfts);
     eprintln!(
         "routed {} switches, {} end ports with {} in {} ms (base {} ms, escape {} ms)",
@@ -453,8 +461,8 @@ fn read_guid2lid(path: &Path, max_lid: u32) -> Result<Guid2Lid> {
 /// The LID plan recorded in a `guid2lid` file, taken as is (no LID is assigned or moved).
 ///
 /// Every switch and every end port of `f` must have a record (switches by node GUID, end ports
-/// by port GUID); all end-port ranges must be `2^lmc` wide with the same LMC, 0 or 1; no LID may
-/// be used twice or exceed `max_lid`. `source` names the file in errors.
+/// by port GUID); all end-port ranges must be `2^lmc` wide with the same LMC (0..=7), aligned to
+/// `2^lmc`; no LID may be used twice or exceed `max_lid`. `source` names the file in errors.
 pub(crate) fn plan_from_guid2lid(f: &Fabric, g: &Guid2Lid, source: &str, max_lid: u32) -> Result<LidPlan> {
     let mut used: std::collections::HashMap<u32, String> = std::collections::HashMap::new();
     let mut claim = |lo: u32, hi: u32, who: String| -> Result<()> {
@@ -475,10 +483,10 @@ pub(crate) fn plan_from_guid2lid(f: &Fabric, g: &Guid2Lid, source: &str, max_lid
         let (lo, hi) = g
             .get(e.port_guid)
             .with_context(|| format!("{source}: no LID recorded for {who}"))?;
-        let this = match hi - lo {
-            0 => 0u8,
-            1 => 1u8,
-            n => bail!("{source}: {who} has {} LIDs; only LMC 0 or 1 is supported", n + 1),
+        let n = hi - lo + 1;
+        let this = match n.is_power_of_two() && n <= 128 {
+            true => n.trailing_zeros() as u8,
+            false => bail!("{source}: {who} has {n} LIDs; an LMC range has 2^LMC LIDs (LMC 0..=7)"),
         };
         match &lmc {
             None => lmc = Some((this, who.clone())),
@@ -487,8 +495,8 @@ pub(crate) fn plan_from_guid2lid(f: &Fabric, g: &Guid2Lid, source: &str, max_lid
             }
             Some(_) => {}
         }
-        if this == 1 && lo % 2 != 0 {
-            bail!("{source}: {who} has an unaligned LID pair {lo:#06x}..{hi:#06x}");
+        if this >= 1 && lo % n != 0 {
+            bail!("{source}: {who} has an unaligned LID range {lo:#06x}..{hi:#06x} (LMC {this})");
         }
         claim(lo, hi, who)?;
         end_port_base.push(lo);
@@ -606,8 +614,8 @@ fn worst_shift_port(l: &Loaded, lids: &LidPlan, lfts: &Lfts, shift: u32) -> Opti
 }
 
 pub fn analyze(a: AnalyzeArgs) -> Result<()> {
-    if let Some((k, seed)) = layers::layered_spec(&a.engine)? {
-        return layers::analyze_layered(&a, k, seed);
+    if let Ok(kind @ EngineKind::Layered { .. }) = a.engine.parse::<EngineKind>() {
+        return layers::analyze_layered(&a, kind);
     }
     let l = load(&a.file, a.roots.as_deref())?;
     let jobs = match &a.jobs {

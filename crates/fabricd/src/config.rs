@@ -12,6 +12,7 @@
 mod check;
 mod ha;
 mod health;
+mod lmc;
 mod parse;
 mod reload;
 
@@ -265,12 +266,14 @@ pub enum RoleName {
 #[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct RoutingConfig {
-    /// Engine of the base LIDs: `dmodc`, `dmodk`, `updown`, `updown-random`. Reloadable
-    /// (a change forces a reroute).
+    /// Engine of the base LIDs: `dmodc`, `dmodk`, `updown`, `updown-random`, … `layered:K[:SEED]`
+    /// (needs `lmc` with `2^lmc − 1 ≥ K`). Reloadable (a change forces a reroute).
     pub engine: String,
     /// Seed of `updown-random`.
     pub seed: u64,
-    /// LIDs per end port: 1 = base + escape LID, 0 = one LID.
+    /// `2^lmc` LIDs per end port (0..=7): 0 = one LID, 1 = base + escape LID, ≥ 2 = `2^lmc − 1`
+    /// layer LIDs (the routes of `layered:K` on offsets `0..K`, the other engines' routes
+    /// repeated) + the escape LID as the last offset.
     pub lmc: u8,
     /// Highest LID to assign (0 = what the driver supports).
     pub max_lid: u32,
@@ -532,8 +535,13 @@ impl Config {
     pub fn engine_kind(&self) -> Result<EngineKind, String> {
         let name = self.routing.engine.trim();
         let kind = EngineKind::from_str(name).map_err(|e| format!("{name:?}: {e}"))?;
-        // The seeded engines take `routing.seed` unless the name carries one (`NAME:SEED`).
-        Ok(if name.contains(':') {
+        // The seeded engines take `routing.seed` unless the name carries one (`NAME:SEED`,
+        // `layered:K:SEED`).
+        let carries_seed = match kind {
+            EngineKind::Layered { .. } => name.matches(':').count() >= 2,
+            _ => name.contains(':'),
+        };
+        Ok(if carries_seed {
             kind
         } else {
             kind.with_seed(self.routing.seed)
@@ -646,7 +654,7 @@ enabled = true
 
     #[test]
     fn every_error_is_reported_with_line_and_key_path() {
-        let text = "[log]\nlevel = \"info\"\nbogus = 1\n\n[update]\ncoalesce_ms = \"fast\"\nupload_parallelism = 0\n\n[nope]\nx = 1\n[routing]\nengine = \"frobnicate\"\nlmc = 3\n";
+        let text = "[log]\nlevel = \"info\"\nbogus = 1\n\n[update]\ncoalesce_ms = \"fast\"\nupload_parallelism = 0\n\n[nope]\nx = 1\n[routing]\nengine = \"frobnicate\"\nlmc = 9\n";
         let e = Config::parse(text, "bad.toml").unwrap_err();
         let got: Vec<(Option<usize>, &str)> = e.issues.iter().map(|i| (i.line, i.path.as_str())).collect();
         // Structural errors first (in serde's order), then value checks of what remained.

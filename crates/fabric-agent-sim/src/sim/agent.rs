@@ -142,8 +142,8 @@ impl SwitchAgent for AgentSvc {
         let a = self.ctl();
         self.write_checks("SetAddresses", epoch, r.management_key, true)?;
         let max = self.sim.max_lid;
-        if r.lmc > 1 {
-            return Err(Status::invalid_argument(format!("LMC {} not supported", r.lmc)));
+        if r.lmc > 7 {
+            return Err(Status::invalid_argument(format!("LMC {} not supported (0..=7)", r.lmc)));
         }
         if r.switch_address > max {
             return Err(Status::invalid_argument(format!(

@@ -200,7 +200,7 @@ fn route_end_ports(
     lfts: &mut Lfts,
 ) {
     let fabric = ctx.fabric;
-    let off = set.offset();
+    let off = set.offset(ctx.lids);
     let mut leaves: Vec<u32> = (0..o.num_leaves() as u32).collect();
     leaves.sort_by_key(|&li| tn.leaf_start[li as usize]);
     let mut dests = Vec::new();

@@ -101,6 +101,9 @@ pub enum FullReason {
     Nids,
     /// The previous tables hold fallback (Up*/Down*) entries.
     Repaired,
+    /// LMC ≥ 2: the plan has several layer offsets, which the incremental path does not re-fill
+    /// (every generation is routed in full, [`crate::route_all`] repeating offset 0).
+    Lmc,
 }
 
 impl FullReason {
@@ -113,6 +116,7 @@ impl FullReason {
             FullReason::Shape => "shape",
             FullReason::Nids => "nids",
             FullReason::Repaired => "previous-repaired",
+            FullReason::Lmc => "lmc",
         }
     }
 }
@@ -202,7 +206,12 @@ pub fn route_checked_incremental(
     previous: Option<&RoutingState>,
 ) -> Result<Rerouted, RoutingError> {
     let ctx = RoutingContext { fabric, ranking, lids };
-    if kind != EngineKind::Dmodc || groups.is_some() {
+    if kind != EngineKind::Dmodc || groups.is_some() || lids.layer_offsets() > 1 {
+        let reason = if kind != EngineKind::Dmodc || groups.is_some() {
+            FullReason::Engine
+        } else {
+            FullReason::Lmc
+        };
         let (routed, check) = route_all_checked(&ctx, kind, groups)?;
         return Ok(Rerouted {
             lfts: Arc::new(routed.lfts),
@@ -211,7 +220,7 @@ pub fn route_checked_incremental(
             check,
             state: None,
             touched: None,
-            path: RoutePath::Full(FullReason::Engine),
+            path: RoutePath::Full(reason),
         });
     }
     validate_context(&ctx)?;

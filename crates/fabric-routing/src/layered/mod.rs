@@ -23,16 +23,19 @@
 //!
 //! The result is `k` tables ([`LayeredRouting::tables`]), one per layer, each filling the base
 //! LIDs and switch LIDs of the plan it is given: layer `i`'s table is what the LFTs hold for LID
-//! offset `i`. LMC ≥ 2 is not in the LID plan ([`crate::lid`] supports LMC 0/1), so the `k` tables
-//! are kept side by side here instead of in one table over `2^LMC` LIDs per end port; the VL
-//! assignment of their union is [`crate::vl::assign_layers`] over all `k` tables.
+//! offset `i`. The engine [`Layered`] (`layered:K`, [`crate::route_all`]) writes them into one
+//! table over the plan's layer offsets (LMC ≥ 2, [`crate::lid`]: `K ≤ 2^LMC − 1`, the last
+//! offset being the escape); its VL layering is [`crate::vl::layer_base`] of that table (every
+//! layer offset is a base LID, [`crate::vl::base_lids`]).
 
+mod engine;
 #[cfg(test)]
 pub(crate) mod graphs;
 mod stats;
 #[cfg(test)]
 mod tests;
 
+pub use engine::{layers_misfit, lmc_for_layers, Layered};
 pub use stats::{layer_stats, LayerStats};
 
 use fabric_topology::{Fabric, SwitchId};

@@ -79,7 +79,7 @@ impl RoutingEngine for Sssp {
 /// by [`Sssp`] and DFSSSP ([`crate::dfsssp`]).
 pub(crate) fn write_paths(ctx: &RoutingContext<'_>, set: LidSet, paths: PathSet<'_>, lfts: &mut Lfts) {
     let f = ctx.fabric;
-    let off = set.offset();
+    let off = set.offset(ctx.lids);
     let mut routed = vec![false; f.num_end_ports()];
     route_paths(f, paths, |ep, next| {
         let base = ctx.lids.base_lid(ep);

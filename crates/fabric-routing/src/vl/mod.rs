@@ -134,14 +134,17 @@ impl VlLayering {
     }
 }
 
-/// The destination LIDs of the base set: every end port's base LID and every switch LID
-/// (sorted, without 0 and duplicates).
+/// The destination LIDs of the base set: every layer offset `0..layer_offsets` of every end
+/// port (its base LID with LMC ≤ 1; the layers of `layered:K` with LMC ≥ 2, [`crate::lid`]) and
+/// every switch LID (sorted, without 0 and duplicates). The escape offset is never included.
 pub fn base_lids(fabric: &Fabric, lids: &LidPlan) -> Vec<Lid> {
+    let n = lids.layer_offsets();
     let mut v: Vec<Lid> = fabric
         .end_port_ids()
         .map(|e| lids.base_lid(e))
-        .chain(fabric.switch_ids().map(|s| lids.switch_lid(s)))
         .filter(|&l| l != 0)
+        .flat_map(|b| (0..n).map(move |o| b + o))
+        .chain(fabric.switch_ids().map(|s| lids.switch_lid(s)).filter(|&l| l != 0))
         .collect();
     v.sort_unstable();
     v.dedup();

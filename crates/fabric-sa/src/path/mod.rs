@@ -513,6 +513,7 @@ impl Query<'_> {
         if m & pr_mask::REVERSIBLE != 0 && t.reversible && !reversible {
             return None;
         }
+        let dp = &subnet.ports[d as usize];
         let sl = path_sl(subnet, s, d, dlid);
         if m & pr_mask::SL != 0 && t.sl != sl {
             return None;
@@ -675,7 +676,7 @@ pub fn path_sl(subnet: &Subnet, s: u32, d: u32, dlid: u16) -> u8 {
     let dp = &subnet.ports[d as usize];
     if let Some(e) = subnet
         .escape
-        .filter(|_| dp.lmc() >= 1 && dlid.checked_sub(dp.lid()) == Some(1))
+        .filter(|_| dp.lmc() >= 1 && dlid.checked_sub(dp.lid()) == Some((1u16 << dp.lmc().min(7)) - 1))
     {
         return e.sl;
     }

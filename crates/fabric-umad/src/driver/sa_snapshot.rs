@@ -298,7 +298,7 @@ pub(super) fn build_subnet(st: &State, sm: SmData) -> Subnet {
             }
         }
     }
-    let escape = (st.lmc == Some(1)).then_some(Escape { sl: ESCAPE_SL });
+    let escape = st.lmc.is_some_and(|l| l >= 1).then_some(Escape { sl: ESCAPE_SL });
     let mut subnet = Subnet::new(nodes, ports, sm, escape);
     // The subnet prefix of the manager's own port, when it has one.
     let local_info = match st.local {

@@ -7,9 +7,9 @@ use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use fabric_metrics::MetricsOptions;
-use fabric_routing::layered::{build_layers, layer_stats};
+use fabric_routing::layered::{build_layers, layer_stats, layers_misfit, lmc_for_layers};
 use fabric_routing::vl::{self, VlLayering};
-use fabric_routing::{check, Lfts, LidPlan, LidSet};
+use fabric_routing::{check, route_all_checked, EngineKind, Lfts, LidPlan, LidSet, RoutingContext};
 use serde_json::{json, Value};
 
 use super::{load, plan_lids, AnalyzeArgs, Loaded};
@@ -74,14 +74,14 @@ fn max_layers(a: &AnalyzeArgs, lids: &LidPlan) -> Result<u8> {
 
 /// `route --engine dfsssp`: the tables alone are not deadlock-free; says (stderr) how many
 /// virtual layers (SLs) they need.
-pub(super) fn route_note(kind: fabric_routing::EngineKind, l: &Loaded, lids: &LidPlan, lfts: &Lfts) {
-    if kind != fabric_routing::EngineKind::Dfsssp {
+pub(super) fn route_note(kind: EngineKind, l: &Loaded, lids: &LidPlan, lfts: &Lfts) {
+    if !matches!(kind, EngineKind::Dfsssp | EngineKind::Layered { .. }) {
         return;
     }
     let max = vl::max_base_layers(vl::IB_MAX_DATA_VLS, lids.lmc);
     match vl::layer_base(&l.fabric, lids, lfts, max) {
-        Ok(v) => eprintln!("dfsssp: {} virtual layers (SLs) needed for deadlock freedom", v.needed),
-        Err(e) => eprintln!("fabricctl: warning: dfsssp: {e}"),
+        Ok(v) => eprintln!("{kind}: {} virtual layers (SLs) needed for deadlock freedom", v.needed),
+        Err(e) => eprintln!("fabricctl: warning: {kind}: {e}"),
     }
 }
 
@@ -105,64 +105,89 @@ pub(super) fn dfsssp_layers(a: &AnalyzeArgs, l: &Loaded, lids: &LidPlan, lfts: &
     }))
 }
 
-/// `layered:K` (or `layered:K:SEED`) → (K, seed).
-pub(super) fn layered_spec(engine: &str) -> Result<Option<(usize, u64)>> {
-    let Some(rest) = engine.trim().strip_prefix("layered") else {
-        return Ok(None);
-    };
-    let mut it = rest.strip_prefix(':').unwrap_or(rest).split(':');
-    let k = it.next().filter(|s| !s.is_empty()).unwrap_or("4");
-    let k: usize = k
-        .parse()
-        .with_context(|| format!("`{engine}`: expected layered:K[:SEED]"))?;
-    let seed = match it.next() {
-        Some(s) => s.parse().with_context(|| format!("`{engine}`: bad seed"))?,
-        None => 0,
-    };
-    Ok(Some((k, seed)))
+/// The LMC `route`/`analyze` use for `kind` without `--lmc`: for `layered:K` the smallest with
+/// `K` layer offsets next to the escape offset (at least 1, [`lmc_for_layers`]); `None` for the
+/// other engines (LMC 1 if it fits).
+pub(super) fn default_lmc(kind: EngineKind) -> Result<Option<u8>> {
+    match kind {
+        EngineKind::Layered { k, .. } => match lmc_for_layers(usize::from(k)) {
+            Some(l) => Ok(Some(l.max(1))),
+            None => bail!("layered:{k}: more layers than LMC 7 has LID offsets (127)"),
+        },
+        _ => Ok(None),
+    }
 }
 
-/// `analyze --engine layered:K`: Algorithm 1's K layers on one-LID-per-end-port tables (LMC ≥ 2
-/// is not in the LID plan: the K tables stand for LID offsets 0..K), layer 0's metrics, the
-/// path diversity, and the VL layering of the union.
-pub(super) fn analyze_layered(a: &AnalyzeArgs, k: usize, seed: u64) -> Result<()> {
+/// `analyze --engine layered:K`: Algorithm 1's K layers routed on the LID offsets of a plan with
+/// `--lmc N` (default: the smallest LMC that has K layer offsets; layer `i` on offset `i`, the
+/// escape on the last offset by Up*/Down*, as the daemon installs it: `route_all_checked`),
+/// layer 0's metrics, the path diversity ([`layer_stats`]), and the VL layering of the union of
+/// the offsets through the same entry as DFSSSP ([`vl::layer_base`] over [`vl::base_lids`]).
+pub(super) fn analyze_layered(a: &AnalyzeArgs, kind: EngineKind) -> Result<()> {
+    let EngineKind::Layered { k, seed } = kind else {
+        bail!("analyze_layered: {kind} is not layered:K");
+    };
+    let k = usize::from(k);
     if a.lfts.is_some() || a.jobs.is_some() {
         bail!("--engine layered:K routes the file itself: --lfts and --jobs do not apply");
     }
     let l = load(&a.file, a.roots.as_deref())?;
-    let lids = plan_lids(&l.fabric, &Default::default(), Some(0), a.max_lid)?;
+    let lmc = match a.lmc {
+        Some(x) => x,
+        None => default_lmc(kind)?.unwrap_or(1),
+    };
+    let lids = plan_lids(&l.fabric, &Default::default(), Some(lmc), a.max_lid)?;
+    if let Some(why) = layers_misfit(k, &lids) {
+        bail!("--engine {kind} --lmc {lmc}: {why}");
+    }
+    let ctx = RoutingContext {
+        fabric: &l.fabric,
+        ranking: &l.ranking,
+        lids: &lids,
+    };
     let t = Instant::now();
-    let lr = build_layers(&l.fabric, &lids, k, seed)?;
+    let (routed, rc) = route_all_checked(&ctx, kind, None)?;
     let route_ms = t.elapsed().as_secs_f64() * 1e3;
+    if !rc.reason.is_empty() {
+        eprintln!("fabricctl: warning: routing validity: {}", rc.reason);
+    }
+    let lfts = &routed.lfts;
+    // The layers themselves (deterministic: the same as on the offsets) for their statistics.
+    let lr = build_layers(&l.fabric, &lids, k, seed)?;
+    // Each layer's own table fills offset 0 only: checked as a one-LID-per-port plan.
+    let single = LidPlan { lmc: 0, ..lids.clone() };
     let valid: Vec<bool> = lr
         .tables
         .iter()
-        .map(|t| check::validity(&l.fabric, &lids, t).valid)
+        .map(|t| check::validity(&l.fabric, &single, t).valid)
         .collect();
+    let all_valid = check::validity(&l.fabric, &lids, lfts).valid;
     let st = layer_stats(&l.fabric, &lr);
-    let tables: Vec<&Lfts> = lr.tables.iter().collect();
     let dl = vl::base_lids(&l.fabric, &lids);
-    // LMC ≥ 1 in a deployment: the escape VL is kept apart as for DFSSSP.
-    let max = vl::max_base_layers(a.max_vls, 1).max(1);
+    let max = max_layers(a, &lids)?;
     let t = Instant::now();
-    let layering = vl::assign_layers(&l.fabric, &tables, &dl, max);
+    let layering = vl::layer_base(&l.fabric, &lids, lfts, max);
     let vl_ms = t.elapsed().as_secs_f64() * 1e3;
     let acyclic = layering
         .as_ref()
-        .map(|x| check::cdg_acyclic_per_layer(&l.fabric, &tables, &dl, x))
+        .map(|x| check::cdg_acyclic_per_layer(&l.fabric, &[lfts], &dl, x))
         .unwrap_or_default();
+    let escape_acyclic = check::cdg_acyclic(&l.fabric, &lids, lfts, LidSet::Escape);
     let opts = MetricsOptions {
         random_perms: a.rp,
         seed: a.seed,
         all_to_all: !a.no_a2a,
         shifts: false,
     };
-    let m = fabric_metrics::compute(&l.fabric, &lids, &lr.tables[0], &opts);
+    let m = fabric_metrics::compute(&l.fabric, &lids, lfts, &opts);
     let vls = match &layering {
         Ok(x) => json!({"needed": x.needed, "used": x.num_layers, "max": max,
-            "routes_per_layer": x.routes_per_layer, "acyclic_per_layer": acyclic, "ms": vl_ms}),
+            "sls": (0..x.num_layers).map(vl::sl_of_layer).collect::<Vec<_>>(),
+            "routes_per_layer": x.routes_per_layer, "acyclic_per_layer": acyclic,
+            "escape_acyclic": escape_acyclic, "ms": vl_ms}),
         Err(e) => json!({"error": e.to_string(), "max": max}),
     };
+    let offsets = lids.layer_offsets();
     if a.json {
         let v = json!({
             "file": a.file.display().to_string(),
@@ -170,8 +195,13 @@ pub(super) fn analyze_layered(a: &AnalyzeArgs, k: usize, seed: u64) -> Result<()
             "switches": l.fabric.num_switches(),
             "nodes": l.fabric.num_end_ports(),
             "layers": k,
-            "lmc_needed": k.next_power_of_two().trailing_zeros(),
+            "lmc": lids.lmc,
+            "lmc_needed": lmc_for_layers(k),
+            "layer_offsets": offsets,
+            "escape_offset": lids.escape_offset(),
+            "valid": all_valid,
             "valid_per_layer": valid,
+            "fallback": rc.fallback.name(),
             "route_ms": route_ms,
             "layer0": {"mu_rp": {"median": m.mu_rp.median, "q1": m.mu_rp.q1, "q39": m.mu_rp.q39},
                        "mu_a2a": m.mu_a2a, "xi": m.xi},
@@ -188,10 +218,16 @@ pub(super) fn analyze_layered(a: &AnalyzeArgs, k: usize, seed: u64) -> Result<()
     } else {
         println!("file               {}", a.file.display());
         println!(
-            "engine             layered:{k}:{seed} (LID offsets 0..{k}, LMC {} needed)",
-            k.next_power_of_two().trailing_zeros()
+            "engine             layered:{k}:{seed} (LMC {}: layers on LID offsets 0..{offsets}{}, escape on offset {})",
+            lids.lmc,
+            if offsets as usize > k {
+                format!(" (offset i: layer i mod {k})")
+            } else {
+                String::new()
+            },
+            lids.escape_offset().map_or("-".to_string(), |o| o.to_string())
         );
-        println!("valid_per_layer    {valid:?}");
+        println!("valid              {all_valid} (every offset); per layer {valid:?}");
         println!("route_ms           {}", num(route_ms));
         println!(
             "layer0             mu_rp median {} q1 {} q39 {} (r = {}), mu_a2a {}",
@@ -230,15 +266,16 @@ pub(super) fn analyze_layered(a: &AnalyzeArgs, k: usize, seed: u64) -> Result<()
 
 #[cfg(test)]
 mod tests {
-    use super::layered_spec;
+    use super::default_lmc;
+    use fabric_routing::EngineKind;
 
     #[test]
-    fn layered_engine_names_parse() {
-        assert_eq!(layered_spec("dfsssp").unwrap(), None);
-        assert_eq!(layered_spec("layered").unwrap(), Some((4, 0)));
-        assert_eq!(layered_spec("layered:8").unwrap(), Some((8, 0)));
-        assert_eq!(layered_spec("layered:2:7").unwrap(), Some((2, 7)));
-        assert!(layered_spec("layered:x").is_err());
-        assert!(layered_spec("layered:2:y").is_err());
+    fn layered_default_lmc_has_its_offsets() {
+        let l = |k| EngineKind::Layered { k, seed: 0 };
+        assert_eq!(default_lmc(EngineKind::Dmodc).unwrap(), None);
+        assert_eq!(default_lmc(l(1)).unwrap(), Some(1));
+        assert_eq!(default_lmc(l(3)).unwrap(), Some(2));
+        assert_eq!(default_lmc(l(4)).unwrap(), Some(3));
+        assert!(default_lmc(l(128)).is_err());
     }
 }

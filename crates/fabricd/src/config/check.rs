@@ -157,8 +157,17 @@ impl Config {
                 ),
             );
         }
-        if self.routing.lmc > 1 {
-            bad("routing.lmc", format!("{} is not supported (0 or 1)", self.routing.lmc));
+        if self.routing.lmc > 7 {
+            bad(
+                "routing.lmc",
+                format!("{} is not supported (0..=7, InfiniBand's LMC)", self.routing.lmc),
+            );
+        } else if let Some(why) = self
+            .engine_kind()
+            .ok()
+            .and_then(|k| super::lmc::layers_misfit(k, self.routing.lmc))
+        {
+            bad("routing.lmc", why);
         }
         for (i, r) in self.routing.roots.iter().enumerate() {
             if parse_guid(r).is_none() {
