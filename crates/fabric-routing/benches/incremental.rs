@@ -6,12 +6,15 @@
 //! * `PGFT(3;32,32,64;1,32,32;1,1,1)`: 65 536 nodes, LMC 1, 24-bit addresses
 //!
 //! (LMC 1: the five-phase update's escape LIDs). Per fabric: `--faults N` (default 10)
-//! different inter-switch cables taken down one at a time from the intact fabric, each routed
-//! incrementally from the intact fabric's state and in full (ranking excluded from both: the
-//! daemon ranks every generation either way); every incremental result is compared with the
-//! full one (tables and check). Prints the median and max of both, the stage split of the
-//! incremental path and the rows it re-filled; the machine load (`/proc/loadavg`) before and
-//! after. On the default rayon pool (the daemon's routing pool).
+//! different inter-switch cables taken down one at a time, each followed by its restoration,
+//! as in the daemon: every generation routed incrementally from the previous generation's
+//! state (so that from the third generation on the target tables recycle the allocation of
+//! the generation before the previous one, copying only the rows it changed), and the fault
+//! also in full (ranking excluded from both: the daemon ranks every generation either way);
+//! every incremental result is compared with the full one (tables and check). Prints the
+//! median and max of both, the stage split of the incremental path (with the rows copied into
+//! the target) and the rows it re-filled; the machine load (`/proc/loadavg`) before and after.
+//! On the default rayon pool (the daemon's routing pool).
 //!
 //! `cargo bench -p fabric-routing --bench incremental [-- FILTER] [--faults N]` (FILTER: a
 //! substring of the fabric names).
@@ -71,11 +74,11 @@ fn main() {
         }
         let intact = Arc::new(fabric(spec, 0));
         let lids = assign_lids(&intact, &Guid2Lid::default(), 1, max_lid).expect("LIDs");
-        let ranking = rank(&intact, &RankOptions::default());
+        let ranking0 = rank(&intact, &RankOptions::default());
         let t = Instant::now();
-        let first = route_checked_incremental(&intact, &ranking, &lids, EngineKind::Dmodc, None, None).expect("route");
+        let first = route_checked_incremental(&intact, &ranking0, &lids, EngineKind::Dmodc, None, None).expect("route");
         let first_ms = t.elapsed().as_secs_f64() * 1e3;
-        let state = first.state.expect("dmodc keeps a state");
+        let mut state = first.state.expect("dmodc keeps a state");
         drop(first.lfts);
         let mut cables = Vec::new();
         for s in intact.switch_ids() {
@@ -91,6 +94,7 @@ fn main() {
         let (mut inc, mut full) = (Vec::new(), Vec::new());
         let mut times = Vec::new();
         let mut rows = Vec::new();
+        let mut copied = Vec::new();
         for i in 0..faults {
             let (switch, port) = cables[(i * step) % cables.len()];
             let f = Arc::new(intact.apply(&[FabricEvent::LinkDown { switch, port }]).expect("fault"));
@@ -109,8 +113,11 @@ fn main() {
             full.push(t.elapsed().as_secs_f64() * 1e3);
             assert!(*r.lfts == want.lfts, "{name} fault {i}: tables differ");
             assert_eq!(untimed(&r.check), untimed(&want_check), "{name} fault {i}");
+            drop(want);
+            let down = r.state.expect("dmodc keeps a state");
             match r.path {
                 RoutePath::Incremental(s) => {
+                    copied.push(s.copied_rows as f64);
                     rows.push((
                         s.base_rows,
                         s.switch_lid_rows,
@@ -122,6 +129,12 @@ fn main() {
                 }
                 p => println!("  fault {i}: {}", p.name()),
             }
+            drop(r.lfts);
+            // The restoration, from the fault's state: the next fault starts from it.
+            let up = route_checked_incremental(&intact, &ranking0, &lids, EngineKind::Dmodc, None, Some(&down))
+                .expect("incremental restoration");
+            drop(up.lfts);
+            state = up.state.expect("dmodc keeps a state");
         }
         let stage = |f: fn(&StageTimes) -> f64| median(&mut times.iter().map(f).collect::<Vec<_>>());
         println!(
@@ -146,6 +159,12 @@ fn main() {
             stage(|t| t.copy_ms),
             stage(|t| t.fill_ms),
             stage(|t| t.check_ms)
+        );
+        println!(
+            "  rows copied into the target: median {:.0} of {} (max {:.0}; all of them when no allocation could be recycled)",
+            median(&mut copied.clone()),
+            intact.num_switches(),
+            maxv(&copied)
         );
         if let Some(&(b, s, e, c, fc)) = rows.get(rows.len() / 2) {
             println!(

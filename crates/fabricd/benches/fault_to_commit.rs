@@ -184,6 +184,10 @@ fn main() -> anyhow::Result<()> {
         r#"
 [log]
 level = "warn"
+[grpc]
+# Client and daemon share this process: on a loaded machine the keep-alive answers can be
+# late by more than the default 20 s ping timeout, which resets the connection mid-drill.
+idle_timeout_s = 3600
 [driver.mock]
 generator = "{}"
 {max_lid}

@@ -281,6 +281,10 @@ pub fn compute(input: ComputeInput) -> Result<Computed, ComputeError> {
         job = input.job,
         route_path = %routed.path.name(),
         route_ms = routed.base_ms + routed.escape_ms,
+        stages = ?match &routed.path {
+            fabric_routing::incremental::RoutePath::Incremental(s) => Some((&s.times, s.copied_rows)),
+            fabric_routing::incremental::RoutePath::Full(_) => None,
+        },
         "routed"
     );
     // Rows the incremental routing did not re-fill equal the previous generation's: when those
