@@ -513,7 +513,6 @@ impl Query<'_> {
         if m & pr_mask::REVERSIBLE != 0 && t.reversible && !reversible {
             return None;
         }
-        let dp = &subnet.ports[d as usize];
         let sl = path_sl(subnet, s, d, dlid);
         if m & pr_mask::SL != 0 && t.sl != sl {
             return None;
