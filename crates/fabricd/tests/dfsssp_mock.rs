@@ -7,16 +7,15 @@
 
 mod common;
 
-use std::collections::HashMap;
 use std::time::Duration;
 
+use common::installed;
 use common::*;
 use fabric_proto::v1 as pb;
 use fabric_routing::check::cdg_acyclic_per_layer;
 use fabric_routing::vl::{base_lids, sl_of_layer, VlLayering};
-use fabric_routing::{assign_lids, EngineKind, Guid2Lid, Lfts, LidPlan};
+use fabric_routing::EngineKind;
 use fabric_topology::gen::generate_str;
-use fabric_topology::Fabric;
 
 const SPEC: &str = "SLIMFLY(5;4)";
 
@@ -24,52 +23,6 @@ fn opts(extra_mock: &str) -> Opts {
     let mut o = Opts::new(SPEC);
     o.extra = format!("\n[routing]\nengine = \"dfsssp\"\n{extra_mock}");
     o
-}
-
-/// The daemon's LID plan, from its state directory's record.
-fn lid_plan(d: &Daemon, f: &Fabric) -> LidPlan {
-    let text = std::fs::read_to_string(d.state.join("guid2lid")).expect("guid2lid");
-    let g = Guid2Lid::parse(&text, "guid2lid").expect("parse guid2lid");
-    assign_lids(f, &g, 1, 0xbfff).expect("the recorded LIDs")
-}
-
-/// The installed tables (GetLft) as dense rows of `f`.
-fn tables(f: &Fabric, lids: &LidPlan, rows: &HashMap<u64, Vec<u8>>) -> Lfts {
-    let mut t = Lfts::new(f.num_switches(), lids.top());
-    for s in f.switch_ids() {
-        let row = rows.get(&f.switch(s).guid).expect("a table per switch");
-        let n = row.len().min(t.row_len());
-        t.row_mut(s)[..n].copy_from_slice(&row[..n]);
-    }
-    t
-}
-
-/// PathRecords from end port `src` to every destination (GetTable by SGID).
-async fn paths_from(c: &mut fabric_proto::Client, src_guid: u64) -> Vec<(u16, u64, u8)> {
-    let mut t = vec![0u8; 64];
-    t[24..32].copy_from_slice(&0xfe80_0000_0000_0000u64.to_be_bytes());
-    t[32..40].copy_from_slice(&src_guid.to_be_bytes());
-    let r = c
-        .sa_query(pb::SaQueryRequest {
-            method: pb::SaMethod::GetTable as i32,
-            attribute: "PathRecord".into(),
-            component_mask: 1 << 3,
-            template: t,
-            ..Default::default()
-        })
-        .await
-        .expect("SaQuery")
-        .into_inner();
-    assert_eq!(r.status, 0, "{r:?}");
-    r.records
-        .iter()
-        .map(|x| {
-            let b = &x.raw;
-            let dlid = u16::from_be_bytes([b[40], b[41]]);
-            let dguid = u64::from_be_bytes(b[16..24].try_into().unwrap());
-            (dlid, dguid, b[53] & 0x0f)
-        })
-        .collect()
 }
 
 #[test]
@@ -93,9 +46,9 @@ fn dfsssp_on_the_papers_slim_fly_is_installed_with_its_layers_and_path_sls() {
         assert!(s.last_error.is_empty(), "{s:?}");
 
         let f = generate_str(SPEC, None).unwrap();
-        let lids = lid_plan(&d, &f);
+        let lids = installed::lid_plan(&d, &f, 1);
         let (_, rows) = lfts(&mut c).await;
-        let t = tables(&f, &lids, &rows);
+        let t = installed::tables(&f, &lids, &rows);
         assert!(fabric_routing::check::validity(&f, &lids, &t).valid);
         let l: VlLayering = fabric_routing::vl_layering(EngineKind::Dfsssp, &f, &lids, &t, 15)
             .unwrap()
@@ -112,7 +65,7 @@ fn dfsssp_on_the_papers_slim_fly_is_installed_with_its_layers_and_path_sls() {
             let sw = ep.attach.unwrap().0;
             let mut recs = Vec::new();
             for _ in 0..200 {
-                recs = paths_from(&mut c, ep.port_guid).await;
+                recs = installed::paths_from(&mut c, ep.port_guid).await;
                 if !recs.is_empty() {
                     break;
                 }

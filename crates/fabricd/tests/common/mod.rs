@@ -6,6 +6,7 @@
 
 pub mod agent_sim;
 pub mod ha;
+pub mod installed;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
