@@ -63,15 +63,7 @@ fn dfsssp_on_the_papers_slim_fly_is_installed_with_its_layers_and_path_sls() {
         for &e in &sources {
             let ep = f.end_port(e);
             let sw = ep.attach.unwrap().0;
-            let mut recs = Vec::new();
-            for _ in 0..200 {
-                recs = installed::paths_from(&mut c, ep.port_guid).await;
-                if !recs.is_empty() {
-                    break;
-                }
-                tokio::time::sleep(Duration::from_millis(25)).await;
-            }
-            assert!(!recs.is_empty(), "no PathRecord from {}", ep.desc);
+            let recs = installed::paths_from_when_ready(&mut c, ep.port_guid, &ep.desc).await;
             for (dlid, dguid, sl) in recs {
                 // Destinations are end ports and switches (port 0).
                 let escape = f.end_port_by_guid(dguid).and_then(|e| lids.escape_lid(e));

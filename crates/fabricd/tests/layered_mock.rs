@@ -74,15 +74,7 @@ fn layered_multipath_is_installed_on_the_lid_offsets_with_its_vl_layers() {
         for e in f.end_port_ids().step_by(37) {
             let ep = f.end_port(e);
             let sw = ep.attach.unwrap().0;
-            let mut recs = Vec::new();
-            for _ in 0..200 {
-                recs = installed::paths_from(&mut c, ep.port_guid).await;
-                if !recs.is_empty() {
-                    break;
-                }
-                tokio::time::sleep(Duration::from_millis(25)).await;
-            }
-            assert!(!recs.is_empty(), "no PathRecord from {}", ep.desc);
+            let recs = installed::paths_from_when_ready(&mut c, ep.port_guid, &ep.desc).await;
             let mut sls = HashSet::new();
             for (dlid, dguid, sl) in recs {
                 let escape = f.end_port_by_guid(dguid).and_then(|x| lids.escape_lid(x));

@@ -55,3 +55,16 @@ pub async fn paths_from(c: &mut fabric_proto::Client, src_guid: u64) -> Vec<(u16
         })
         .collect()
 }
+
+/// [`paths_from`] once the SA answers (its snapshot follows a commit by a moment): panics after
+/// 5 s without a record.
+pub async fn paths_from_when_ready(c: &mut fabric_proto::Client, src_guid: u64, what: &str) -> Vec<(u16, u64, u8)> {
+    for _ in 0..200 {
+        let recs = paths_from(c, src_guid).await;
+        if !recs.is_empty() {
+            return recs;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    panic!("no PathRecord from {what}");
+}
