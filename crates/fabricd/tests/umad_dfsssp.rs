@@ -17,13 +17,13 @@ use std::time::Duration;
 
 use common::{run_with_deadline, test_dir, topology};
 use fabric_ibsim_harness::saquery::saquery;
-use fabric_ibsim_harness::{ibroute, Ibsim};
+use fabric_ibsim_harness::Ibsim;
 use fabric_proto::v1 as pb;
 use fabric_routing::check::cdg_acyclic_per_layer;
 use fabric_routing::vl::{base_lids, sl_of_layer};
 use fabric_routing::{assign_lids, EngineKind, Guid2Lid, Lfts};
 use fabric_topology::{EndPortId, Fabric, Lid};
-use umad_sim::tables::{dr_paths, walk_all};
+use umad_sim::tables::{dr_paths, end_port_lids, read_back, walk_all};
 use umad_sim::{config, next_generation};
 
 const SPEC: &str = "SLIMFLY(5;4)";
@@ -67,11 +67,7 @@ fn umad_slim_fly_dfsssp_is_programmed_with_its_vl_layers_and_path_sls() {
         assert!(s.routing_valid && s.unreachable_pairs == 0, "{s:?}");
         assert!(s.vl_layers >= 2 && s.data_vls == s.vl_layers + 1, "{s:?}");
         let topo = topology(&mut c).await;
-        let dests: HashMap<u64, u64> = topo
-            .end_ports
-            .iter()
-            .flat_map(|e| [(u64::from(e.base_lid), e.guid), (u64::from(e.escape_lid), e.guid)])
-            .collect();
+        let dests = end_port_lids(&topo);
         assert_eq!(dests.len(), 400);
         let lft = c
             .get_lft(pb::GetLftRequest {
@@ -83,11 +79,7 @@ fn umad_slim_fly_dfsssp_is_programmed_with_its_vl_layers_and_path_sls() {
             .into_inner();
         let sim = &sim;
         let paths = dr_paths(&f);
-        let tables: HashMap<u64, BTreeMap<u64, u64>> = lft
-            .switches
-            .iter()
-            .map(|s| (s.guid, ibroute(sim, &["-n", "-D", &paths[&s.guid]])))
-            .collect();
+        let tables = read_back(sim, &f);
         let bad = walk_all(&f, &tables, &dests);
         assert!(
             bad.is_empty(),

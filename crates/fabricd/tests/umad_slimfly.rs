@@ -10,13 +10,13 @@
 mod common;
 mod umad_sim;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use common::{run_with_deadline, test_dir, topology};
-use fabric_ibsim_harness::{ibroute, Ibsim};
+use fabric_ibsim_harness::Ibsim;
 use fabric_proto::v1 as pb;
-use umad_sim::tables::{dr_paths, walk_all};
+use umad_sim::tables::{end_port_lids, read_back, walk_all};
 use umad_sim::{config, next_generation};
 
 const SPEC: &str = "SLIMFLY(5;4)";
@@ -71,11 +71,7 @@ fn run(setting: &str) -> usize {
         assert_eq!(topo.end_ports.len(), 200);
         assert!(topo.end_ports.iter().all(|e| e.base_lid > 0 && e.escape_lid > 0));
         // Every LID an end port answers to, and its port GUID.
-        let dests: HashMap<u64, u64> = topo
-            .end_ports
-            .iter()
-            .flat_map(|e| [(u64::from(e.base_lid), e.guid), (u64::from(e.escape_lid), e.guid)])
-            .collect();
+        let dests = end_port_lids(&topo);
         assert_eq!(dests.len(), 400);
         let lfts = c
             .get_lft(pb::GetLftRequest {
@@ -87,12 +83,7 @@ fn run(setting: &str) -> usize {
             .into_inner();
         assert_eq!(lfts.switches.len(), 50);
         let sim = &sim;
-        let paths = dr_paths(&f);
-        let tables: HashMap<u64, BTreeMap<u64, u64>> = lfts
-            .switches
-            .iter()
-            .map(|s| (s.guid, ibroute(sim, &["-n", "-D", &paths[&s.guid]])))
-            .collect();
+        let tables = read_back(sim, &f);
         assert!(
             tables.values().all(|t| t.len() >= dests.len()),
             "short tables read back"

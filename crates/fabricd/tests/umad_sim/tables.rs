@@ -78,3 +78,26 @@ pub fn dr_paths(f: &Fabric) -> HashMap<u64, String> {
     }
     out
 }
+
+/// Every LID an end port answers to (base and escape), with its port GUID.
+pub fn end_port_lids(topo: &fabric_proto::v1::Topology) -> HashMap<u64, u64> {
+    topo.end_ports
+        .iter()
+        .flat_map(|e| [(u64::from(e.base_lid), e.guid), (u64::from(e.escape_lid), e.guid)])
+        .collect()
+}
+
+/// Every switch's table as the switch holds it: `ibroute -n -D` over [`dr_paths`] (LID → port),
+/// by switch GUID.
+pub fn read_back(sim: &fabric_ibsim_harness::Ibsim, f: &Fabric) -> HashMap<u64, BTreeMap<u64, u64>> {
+    let paths = dr_paths(f);
+    f.switches()
+        .iter()
+        .map(|s| {
+            (
+                s.guid,
+                fabric_ibsim_harness::ibroute(sim, &["-n", "-D", &paths[&s.guid]]),
+            )
+        })
+        .collect()
+}
