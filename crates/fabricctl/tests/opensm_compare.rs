@@ -93,23 +93,26 @@ fn opensm_compare_prints_one_row_per_subnet_manager() {
         let r = rows(&out, prefix);
         assert_eq!(r.len(), 1, "one row for {prefix}:\n{out}");
         let c = &r[0];
-        assert_eq!(c.len(), 11, "{c:?}");
-        let ms: f64 = c[2].parse().expect("ms");
-        let smps: u64 = c[3].parse().expect("SMPs");
+        assert_eq!(c.len(), 12, "{c:?}");
+        // VLs: OpenSM's fat-tree engines use one; fabricd's Dmodc the data VL and the escape VL.
+        let vls: u64 = c[2].parse().expect("VLs");
+        assert_eq!(vls, if prefix == "fabricd" { 2 } else { 1 }, "{prefix}: {c:?}");
+        let ms: f64 = c[3].parse().expect("ms");
+        let smps: u64 = c[4].parse().expect("SMPs");
         assert!(ms > 0.0 && ms < 40_000.0, "{prefix}: {ms} ms");
         // At least one NodeInfo per node and one LFT block per switch.
         assert!(smps >= nodes + 2 * switches, "{prefix}: {smps} SMPs");
-        assert_eq!(c[4].parse::<u64>().expect("top LID"), top_lid, "{prefix}: {c:?}");
-        assert_eq!(c[5], "yes", "{prefix}: every pair routed: {c:?}");
-        let mu_sp: u64 = c[6].parse().expect("mu_sp");
+        assert_eq!(c[5].parse::<u64>().expect("top LID"), top_lid, "{prefix}: {c:?}");
+        assert_eq!(c[6], "yes", "{prefix}: every pair routed: {c:?}");
+        let mu_sp: u64 = c[7].parse().expect("mu_sp");
         assert!(mu_sp >= 1, "{prefix}: {c:?}");
         if prefix == "OpenSM -R ftree" || prefix == "fabricd" {
             // Fat-tree routing and Dmodc are shift-optimal on a full two-level PGFT.
             assert_eq!(mu_sp, 1, "{prefix}: {c:?}");
         }
-        let rp: f64 = c[7].parse().expect("mu_rp median");
+        let rp: f64 = c[8].parse().expect("mu_rp median");
         assert!(rp >= 1.0, "{prefix}: {c:?}");
-        let nu: f64 = c[10].parse().expect("nu");
+        let nu: f64 = c[11].parse().expect("nu");
         // Every path has 2 node-switch edges, plus 0 or 2 switch-switch edges.
         assert!((2.0..=4.0).contains(&nu), "{prefix}: {c:?}");
     }
@@ -173,7 +176,7 @@ fn opensm_compare_prints_one_row_per_subnet_manager() {
         "SMPs to escape VL ready: ibsim vs fabricd's own count: {v:?}"
     );
     assert!(n(5) > n(3), "{v:?}");
-    assert_eq!(n(3), rows(&out, "fabricd")[0][3].parse::<u64>().unwrap());
+    assert_eq!(n(3), rows(&out, "fabricd")[0][4].parse::<u64>().unwrap());
     // The per-attribute breakdown (from other ibsim log lines) adds up to the SMP count, and
     // every SM wrote at least one LFT block per switch; fabricd's SL-to-VL Sets all come after
     // its first generation (one per linked input/output port pair of every switch, port 0 of
@@ -199,7 +202,7 @@ fn opensm_compare_prints_one_row_per_subnet_manager() {
             continue;
         }
         let row = &rows(&out, a[0])[0];
-        assert_eq!(total, row[3].parse::<u64>().unwrap(), "{a:?} vs {row:?}");
+        assert_eq!(total, row[4].parse::<u64>().unwrap(), "{a:?} vs {row:?}");
         assert_eq!(sl2vl, 0, "no SL-to-VL before programmed: {a:?}");
     }
 }
