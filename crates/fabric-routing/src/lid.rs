@@ -478,14 +478,15 @@ mod tests {
     use super::*;
     use fabric_topology::{FabricBuilder, NodeType};
 
-    /// `nsw` switches in a chain, `neps` end ports spread over them.
-    fn fabric(nsw: u32, neps: u32) -> Fabric {
+    /// `nsw` switches in a chain, `neps` end ports spread over them (GUIDs 0x2000 + i); also
+    /// the fabric of the LMC ≥ 2 tests.
+    pub(super) fn fabric(nsw: u32, neps: u32) -> Fabric {
         let mut b = FabricBuilder::new();
         let sws: Vec<SwitchId> = (0..nsw)
-            .map(|i| b.add_switch(0x1000 + u64::from(i), format!("sw{i}"), 36).unwrap())
+            .map(|i| b.add_switch(0x1000 + u64::from(i), format!("sw{i}"), 64).unwrap())
             .collect();
         for i in 1..nsw as usize {
-            b.connect_switches(sws[i - 1], 36, sws[i], 35).unwrap();
+            b.connect_switches(sws[i - 1], 64, sws[i], 63).unwrap();
         }
         for e in 0..neps {
             let ep = b

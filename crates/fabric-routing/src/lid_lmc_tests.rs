@@ -3,34 +3,8 @@
 
 use proptest::prelude::*;
 
+use super::tests::fabric;
 use super::*;
-use fabric_topology::{FabricBuilder, NodeType};
-
-/// `nsw` switches in a chain, `neps` end ports spread over them (GUIDs 0x2000 + i).
-fn fabric(nsw: u32, neps: u32) -> Fabric {
-    let mut b = FabricBuilder::new();
-    let sws: Vec<SwitchId> = (0..nsw)
-        .map(|i| b.add_switch(0x1000 + u64::from(i), format!("sw{i}"), 64).unwrap())
-        .collect();
-    for i in 1..nsw as usize {
-        b.connect_switches(sws[i - 1], 64, sws[i], 63).unwrap();
-    }
-    for e in 0..neps {
-        let ep = b
-            .add_end_port(
-                0x2000 + u64::from(e),
-                0x3000 + u64::from(e),
-                format!("n{e}"),
-                1,
-                1,
-                NodeType::Compute,
-            )
-            .unwrap();
-        b.connect_end_port(ep, sws[(e % nsw) as usize], 1 + (e / nsw) as u8)
-            .unwrap();
-    }
-    b.build()
-}
 
 /// The invariants of any plan: aligned ranges in `1..=max_lid`, no LID twice, owners agree.
 fn check_plan(f: &Fabric, p: &LidPlan) -> Result<(), TestCaseError> {

@@ -58,16 +58,7 @@ fn umad_slim_fly_layered_multipath_is_programmed_on_the_lid_offsets() {
 
 fn check(engine: &str, lmc: u8) {
     let dir = test_dir(&format!("umad-{}", engine.replace(':', "-")));
-    let file = dir.join("slimfly.ibnet");
-    let out = std::process::Command::new(common::fabricctl_binary())
-        .args(["topo", "gen", SPEC, "-o"])
-        .arg(&file)
-        .output()
-        .expect("run fabricctl topo gen");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let text = std::fs::read_to_string(&file).expect("read the generated file");
-    let f = fabric_topology::ibnet::parse(&text, "slimfly").expect("parse").fabric;
-    let host = format!("H-{:016x}", f.end_port(EndPortId(0)).node_guid);
+    let (text, f, host) = umad_sim::generated_fabric(&dir, SPEC);
     let sim = Ibsim::start(&dir, &text, host.clone());
     let cfg = dir.join("fabricd.toml");
     std::fs::write(

@@ -26,18 +26,8 @@ const SPEC: &str = "SLIMFLY(5;4)";
 /// traffic to the switches; the validity check and its fallback only cover end ports).
 fn run(setting: &str) -> usize {
     let dir = test_dir(&format!("umad-slimfly-{setting}"));
-    // The fabric file written by the CLI, as a site would.
-    let file = dir.join("slimfly.ibnet");
-    let out = std::process::Command::new(common::fabricctl_binary())
-        .args(["topo", "gen", SPEC, "-o"])
-        .arg(&file)
-        .output()
-        .expect("run fabricctl topo gen");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let text = std::fs::read_to_string(&file).expect("read the generated file");
-    let f = fabric_topology::ibnet::parse(&text, "slimfly").expect("parse").fabric;
+    let (text, f, host) = umad_sim::generated_fabric(&dir, SPEC);
     assert_eq!((f.num_switches(), f.num_end_ports()), (50, 200));
-    let host = format!("H-{:016x}", f.end_port(fabric_topology::EndPortId(0)).node_guid);
     let sim = Ibsim::start(&dir, &text, host);
     let cfg = dir.join("fabricd.toml");
     std::fs::write(&cfg, config(&format!("[routing]\ntopology = \"{setting}\"\n"))).expect("write config");

@@ -18,6 +18,22 @@ use fabric_proto::v1 as pb;
 
 use crate::common::{status, Daemon};
 
+/// The fabric file `fabricctl topo gen SPEC` writes into `dir` (as a site would): its text, the
+/// parsed fabric, and the ibsim host name of its first end port's node (where the SM runs).
+pub fn generated_fabric(dir: &Path, spec: &str) -> (String, fabric_topology::Fabric, String) {
+    let file = dir.join("fabric.ibnet");
+    let out = Command::new(crate::common::fabricctl_binary())
+        .args(["topo", "gen", spec, "-o"])
+        .arg(&file)
+        .output()
+        .expect("run fabricctl topo gen");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = std::fs::read_to_string(&file).expect("read the generated file");
+    let f = fabric_topology::ibnet::parse(&text, spec).expect("parse").fabric;
+    let host = format!("H-{:016x}", f.end_port(fabric_topology::EndPortId(0)).node_guid);
+    (text, f, host)
+}
+
 /// Waits for a generation after `after` with nothing pending and the daemon idle.
 pub async fn next_generation(d: &Daemon, c: &mut fabric_proto::Client, after: u64, within: Duration) -> pb::Status {
     let t = Instant::now();
