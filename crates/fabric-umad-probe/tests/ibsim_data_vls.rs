@@ -10,41 +10,16 @@
 //!
 //! Needs `ibsim` (Debian `ibsim-utils`) and `infiniband-diags`; CI installs them.
 
-use std::path::Path;
-use std::process::Stdio;
-use std::time::Duration;
+mod common;
 
-use fabric_ibsim_harness::{parse_smpquery_fields, wait_with_deadline, Ibsim};
+use fabric_ibsim_harness::{parse_smpquery_fields, Ibsim};
 use fabric_topology::gen::generate_str;
 use fabric_topology::ibnet::write;
 use fabric_topology::{fmt_guid, Fabric, Remote};
-use serde_json::Value;
 
-const PROBE: &str = env!("CARGO_BIN_EXE_fabric-umad-probe");
+use common::run_probe;
+
 const SPEC: &str = "PGFT(2;4,4;1,2;1,1)";
-
-/// Runs the probe to completion on `sim` (60 s deadline) and returns its JSON document.
-fn run_probe(sim: &Ibsim, args: &[&str]) -> Value {
-    let dir = sim.dir();
-    let out = dir.join(format!("probe-{}.json", args.join("_").replace(['/', ' '], "-")));
-    let err = dir.join("probe.err");
-    let mut child = sim
-        .command(Path::new(PROBE))
-        .args(args)
-        .stdout(Stdio::from(std::fs::File::create(&out).expect("probe output")))
-        .stderr(Stdio::from(std::fs::File::create(&err).expect("probe errors")))
-        .spawn()
-        .expect("spawn probe");
-    let status = wait_with_deadline(&mut child, Duration::from_secs(60), "fabric-umad-probe");
-    let text = std::fs::read_to_string(&out).unwrap_or_default();
-    let errs = std::fs::read_to_string(&err).unwrap_or_default();
-    assert!(status.success(), "probe {args:?} failed: {status}\n{text}\n{errs}");
-    let first = text
-        .lines()
-        .next()
-        .unwrap_or_else(|| panic!("probe printed nothing:\n{errs}"));
-    serde_json::from_str(first).unwrap_or_else(|e| panic!("{e}: {first}"))
-}
 
 /// `smpquery sl2vl` rows (in port, out port, VL of SL 0..15) of the node at LID `lid` (a switch:
 /// every input port towards output port `out`).

@@ -5,42 +5,17 @@
 //!
 //! Needs `ibsim` (Debian `ibsim-utils`) and `infiniband-diags`; CI installs them.
 
-use std::path::Path;
-use std::process::Stdio;
-use std::time::Duration;
+mod common;
 
-use fabric_ibsim_harness::{
-    parse_ibroute_mcast, parse_smpquery_fields, parse_smpquery_pkeys, wait_with_deadline, Ibsim,
-};
+use fabric_ibsim_harness::{parse_ibroute_mcast, parse_smpquery_fields, parse_smpquery_pkeys, Ibsim};
 use fabric_topology::gen::generate_str;
 use fabric_topology::ibnet::write;
 use serde_json::Value;
 
-const PROBE: &str = env!("CARGO_BIN_EXE_fabric-umad-probe");
+use common::run_probe;
+
 /// The members' P_Key (the probe's `tables::MEMBER_PKEY`).
 const MEMBER_PKEY: u16 = 0x8001;
-
-/// Runs the probe to completion on `sim` (60 s deadline) and returns its JSON document.
-fn run_probe(sim: &Ibsim, dir: &Path, args: &[&str]) -> Value {
-    let out = dir.join(format!("probe-{}.json", args.join("_").replace(['/', ' '], "-")));
-    let err = dir.join("probe.err");
-    let mut child = sim
-        .command(Path::new(PROBE))
-        .args(args)
-        .stdout(Stdio::from(std::fs::File::create(&out).expect("probe output")))
-        .stderr(Stdio::from(std::fs::File::create(&err).expect("probe errors")))
-        .spawn()
-        .expect("spawn probe");
-    let status = wait_with_deadline(&mut child, Duration::from_secs(60), "fabric-umad-probe");
-    let text = std::fs::read_to_string(&out).unwrap_or_default();
-    let errs = std::fs::read_to_string(&err).unwrap_or_default();
-    assert!(status.success(), "probe {args:?} failed: {status}\n{text}\n{errs}");
-    let first = text
-        .lines()
-        .next()
-        .unwrap_or_else(|| panic!("probe printed nothing:\n{errs}"));
-    serde_json::from_str(first).unwrap_or_else(|e| panic!("{e}: {first}"))
-}
 
 /// `ibroute -M` of every switch shows exactly the MLIDs and ports written (MLIDs written with
 /// an empty mask are not shown).
@@ -119,8 +94,7 @@ fn mft_and_pkey_tables_read_back_with_ibroute_and_smpquery() {
     // Leaves of 16 ports: MFT positions 0 and 1 (port 16 is bit 0 of position 1).
     let f = generate_str("PGFT(2;8,4;1,8;1,1)", None).expect("generate");
     let sim = Ibsim::start_temp("tables", &write(&f), host_of(&f));
-    let dir = sim_dir(&sim);
-    let out = run_probe(&sim, &dir, &["--tables", "11"]);
+    let out = run_probe(&sim, &["--tables", "11"]);
     assert_eq!(out["failures"].as_u64(), Some(0), "{out}");
     assert!(out["tables"]["mft_blocks"].as_u64() > Some(0));
     check_mfts(&sim, &out);
@@ -132,11 +106,6 @@ fn host_of(f: &fabric_topology::Fabric) -> String {
     format!("H-{:016x}", f.end_port(fabric_topology::EndPortId(0)).node_guid)
 }
 
-/// The simulator's working directory (where the probe leaves its output).
-fn sim_dir(sim: &Ibsim) -> std::path::PathBuf {
-    sim.dir().to_path_buf()
-}
-
 /// ibsim 0.10 keeps no M_Key: its PortInfo Set handler ignores the M_Key, protect bits and
 /// lease fields (they read back 0, 0 and 4089) and it checks no SMP's M_Key, so a Set without
 /// the key is obeyed. This test records that (if it starts failing, the simulator enforces
@@ -146,10 +115,8 @@ fn sim_dir(sim: &Ibsim) -> std::path::PathBuf {
 fn ibsim_keeps_no_m_key_and_the_keyed_driver_still_manages() {
     let f = generate_str("PGFT(2;4,4;1,2;1,1)", None).expect("generate");
     let sim = Ibsim::start_temp("mkey", &write(&f), host_of(&f));
-    let dir = sim_dir(&sim);
     let out = run_probe(
         &sim,
-        &dir,
         &[
             "--tables",
             "5",
