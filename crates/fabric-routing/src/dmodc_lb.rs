@@ -43,19 +43,21 @@ impl RoutingEngine for DmodcLb {
     }
     fn route(&self, ctx: &RoutingContext<'_>, set: LidSet, lfts: &mut Lfts) -> Result<(), RoutingError> {
         check_route_args(ctx, set, lfts)?;
-        route_lb(ctx, set, lfts, false);
+        route_lb(ctx, set, lfts, false, true);
         Ok(())
     }
 }
 
-/// Routes `set`; `force_kernel` runs the load-aware kernel even on an intact fabric (tests).
-pub(crate) fn route_lb(ctx: &RoutingContext<'_>, set: LidSet, lfts: &mut Lfts, force_kernel: bool) {
+/// Routes `set`; `force_kernel` runs the load-aware kernel even on an intact fabric, and
+/// `tabulate` false computes every port per destination instead of from the kernel's port
+/// tables (both for tests).
+pub(crate) fn route_lb(ctx: &RoutingContext<'_>, set: LidSet, lfts: &mut Lfts, force_kernel: bool, tabulate: bool) {
     let level = &ctx.ranking.level;
     let prep = Prepared::new(ctx.fabric, level);
     match plan::Plan::new(ctx.fabric, &prep) {
         Ok(plan) if force_kernel || !plan.intact => {
             let tg = targets::Targets::new(ctx.fabric, &prep, &plan);
-            kernel::fill_end_ports(ctx.fabric, ctx.lids, &prep, &plan, &tg, set, lfts);
+            kernel::fill_end_ports(ctx.fabric, ctx.lids, &prep, (&plan, &tg), set, lfts, tabulate);
             if set == LidSet::Base {
                 swlid::fill_switch_lids(ctx.fabric, ctx.lids, &prep.o, lfts);
             }

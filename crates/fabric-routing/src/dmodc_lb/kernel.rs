@@ -45,6 +45,55 @@ struct Scratch {
     cset: Vec<u16>,
     /// Per up index: the primaries of the current mirror group given to it.
     gload: Vec<u32>,
+    /// Per up index: its group's `gmeta`.
+    jmeta: Vec<(u32, u32, FastDiv)>,
+    /// Per rank of the switch's component: its up index when usable for the current C.
+    jt: Vec<u8>,
+    /// `ptab[φ·#jt + r]`: the port of rank `r` at phase `φ = ⌊d/(Π_K·M_K)⌋ mod lcm` (eq. 4.8:
+    /// port `φ mod #g` of the group), `u16::MAX` where `r` is not usable; `lcm` is the least
+    /// common multiple of the usable groups' sizes, 0 when above [`PTAB_MAX_LCM`] (no table).
+    ptab: Vec<u16>,
+    lcm: u32,
+}
+
+/// The largest phase count tabulated by [`Scratch::build_ptab`].
+const PTAB_MAX_LCM: u32 = 16;
+
+impl Scratch {
+    /// Builds `ptab` and `lcm` from `jt` and `jmeta`.
+    fn build_ptab(&mut self) {
+        let mut l = 1u32;
+        for &j in &self.jt {
+            if j != u8::MAX {
+                let len = self.jmeta[usize::from(j)].1.max(1);
+                l = l / gcd(l, len) * len;
+                if l > PTAB_MAX_LCM {
+                    self.lcm = 0;
+                    self.ptab.clear();
+                    return;
+                }
+            }
+        }
+        self.lcm = l;
+        self.ptab.clear();
+        for ph in 0..l {
+            for &j in &self.jt {
+                self.ptab.push(if j == u8::MAX {
+                    u16::MAX
+                } else {
+                    let (start, len, _) = self.jmeta[usize::from(j)];
+                    u16::from(self.gports[(start + ph % len.max(1)) as usize])
+                });
+            }
+        }
+    }
+}
+
+fn gcd(mut a: u32, mut b: u32) -> u32 {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
 }
 
 /// Fills the end-port LIDs of `set` (see the module doc).
@@ -52,10 +101,10 @@ pub(super) fn fill_end_ports(
     fabric: &Fabric,
     lids: &LidPlan,
     p: &Prepared,
-    plan: &Plan,
-    tg: &Targets,
+    (plan, tg): (&Plan, &Targets),
     set: LidSet,
     lfts: &mut Lfts,
+    tabulate: bool,
 ) {
     let o = &p.o;
     let dst = Destinations::new(fabric, lids, p, set);
@@ -65,6 +114,7 @@ pub(super) fn fill_end_ports(
         tg,
         dst: &dst,
         fabric,
+        tabulate,
     };
     lfts.par_rows_mut()
         .enumerate()
@@ -93,6 +143,9 @@ struct Ctx<'a> {
     plan: &'a Plan,
     tg: &'a Targets,
     dst: &'a Destinations,
+    /// Whether the usable first ranks take their port from [`Scratch::build_ptab`]'s table
+    /// (false: computed per destination, the reference the tests compare with).
+    tabulate: bool,
 }
 
 impl Ctx<'_> {
@@ -115,6 +168,8 @@ impl Ctx<'_> {
         }
         let downs = o.downs(q);
         let ups = o.ups(q);
+        scr.jmeta.clear();
+        scr.jmeta.extend(ups.iter().map(|nb| scr.gmeta[nb.group as usize]));
         let down_row = p.costs.down_row(q);
         let full_row = p.costs.full_row(q);
         closer_masks(
@@ -143,6 +198,10 @@ impl Ctx<'_> {
                 .map(FastDiv::new)
         };
         let mut gmirror = NONE;
+        let (mut gstart, mut gready) = (0usize, true);
+        let mut jt_mask = 0u64;
+        let mut hint = 0usize;
+        scr.jt.clear();
         scr.gload.clear();
         scr.gload.resize(ups.len(), 0);
         for (si, span) in self.dst.spans.iter().enumerate() {
@@ -169,32 +228,79 @@ impl Ctx<'_> {
                 continue;
             }
             let nbrs = if down { downs } else { ups };
-            scr.cset.clear();
-            let mut bits = mask;
-            while bits != 0 {
-                scr.cset.push(bits.trailing_zeros() as u16);
-                bits &= bits - 1;
-            }
-            let (m, tgt) = if down { (NONE, None) } else { self.targets_of(q, span) };
+            let (m, tgt) = if down {
+                (NONE, None)
+            } else {
+                self.targets_of(q, span, &mut hint)
+            };
             if tgt.is_some() && m != gmirror {
+                // A new mirror group: its prepass runs at its first displaced destination.
                 gmirror = m;
-                self.group_prepass(q, si, m, ranks, scr);
+                gstart = si;
+                gready = false;
             }
-            let nc = scr.cset.len() as u64;
-            for (i, &lid) in lids_here.iter().enumerate() {
-                let d = span.t0 + i as u32;
-                let j;
-                let mut q2 = None;
-                if let Some(off) = tgt {
-                    if let Some(j1) = usable(ranks, mask, self.tg.t1[off + i]) {
-                        j = j1;
+            if let Some(off) = tgt {
+                if jt_mask != mask {
+                    // Rank → up index when that up-neighbour is in C (u8::MAX: not usable).
+                    jt_mask = mask;
+                    scr.jt.clear();
+                    scr.jt.extend(ranks.iter().map(|&j| {
+                        if j != u8::MAX && (mask >> j) & 1 != 0 {
+                            j
+                        } else {
+                            u8::MAX
+                        }
+                    }));
+                    scr.build_ptab();
+                }
+                // ⌊d/(Π_K·M_K)⌋ and its remainder, advanced with d; its phase in the table.
+                let (mut q2, mut rem, dd) = match &q2div {
+                    Some(fd) => {
+                        let x = fd.div(span.t0);
+                        (x, span.t0 - x * fd.d, fd.d)
+                    }
+                    None => (0, 0, 0),
+                };
+                let (mm, lcm) = (scr.jt.len(), scr.lcm);
+                // Without q2 the table serves only when the phase does not matter.
+                let table = self.tabulate && (lcm == 1 || (lcm > 1 && dd != 0));
+                let mut ph = if lcm > 1 { q2 % lcm } else { 0 };
+                let t1s = &self.tg.t1[off..off + lids_here.len()];
+                for (i, (&lid, &t)) in lids_here.iter().zip(t1s).enumerate() {
+                    if table && usize::from(t) < mm {
+                        // A usable first rank: the tabulated port.
+                        let e = scr.ptab[ph as usize * mm + usize::from(t)];
+                        if e != u16::MAX {
+                            put(row, lid, e as PortNum);
+                            if dd != 0 {
+                                rem += 1;
+                                if rem == dd {
+                                    rem = 0;
+                                    q2 += 1;
+                                    ph += 1;
+                                    if ph == lcm {
+                                        ph = 0;
+                                    }
+                                }
+                            }
+                            continue;
+                        }
+                    }
+                    let d = span.t0 + i as u32;
+                    let j1 = scr.jt.get(usize::from(t)).copied().unwrap_or(u8::MAX);
+                    let j = if j1 != u8::MAX {
+                        usize::from(j1)
                     } else {
+                        if !gready {
+                            gready = true;
+                            self.group_prepass(q, gstart, gmirror, ranks, scr);
+                        }
                         let pr = self.tg.prim[off + i];
                         // Displaced: the mirror's second rank when it is usable and, for a
                         // primary, among the least loaded of the group; else a least loaded
                         // candidate (ties in round robin, NID order).
                         let mn = min_load(&scr.gload, mask);
-                        j = match usable(ranks, mask, self.tg.t2[off + i]) {
+                        let j = match usable(ranks, mask, self.tg.t2[off + i]) {
                             Some(j2) if !pr || scr.gload[j2] == mn => j2,
                             _ => least_loaded(&scr.gload, mask, cursor),
                         };
@@ -202,37 +308,69 @@ impl Ctx<'_> {
                         if pr {
                             scr.gload[j] += 1;
                         }
-                    }
-                } else {
-                    // Dmodc: C[⌊d/Π⌋ mod #C], port g[⌊d/(Π·#C)⌋ mod #g].
-                    let qd = match &pidiv {
-                        Some(fd) => u64::from(fd.div(d)),
-                        None => u64::from(d) / pi,
+                        j
                     };
-                    if nc == 1 {
-                        j = scr.cset[0] as usize;
-                        q2 = Some(qd);
+                    let (start, len, lendiv) = scr.jmeta[j];
+                    let port = if len == 1 {
+                        scr.gports[start as usize]
                     } else {
-                        j = scr.cset[(qd % nc) as usize] as usize;
-                        q2 = Some(qd / nc);
+                        // Eq. 4.8 with the nominal dividers (Dmodc's on an intact fabric).
+                        let r = if dd != 0 {
+                            lendiv.rem(q2)
+                        } else {
+                            let x = plan.nominal(k, d).1;
+                            (x % u64::from(len)) as u32
+                        };
+                        scr.gports[(start + r) as usize]
+                    };
+                    put(row, lid, port);
+                    if dd != 0 {
+                        rem += 1;
+                        if rem == dd {
+                            rem = 0;
+                            q2 += 1;
+                            ph += 1;
+                            if ph == lcm {
+                                ph = 0;
+                            }
+                        }
                     }
                 }
-                let (start, len, lendiv) = scr.gmeta[nbrs[j].group as usize];
+                continue;
+            }
+            scr.cset.clear();
+            let mut bits = mask;
+            while bits != 0 {
+                scr.cset.push(bits.trailing_zeros() as u16);
+                bits &= bits - 1;
+            }
+            // Dmodc: C[⌊d/Π⌋ mod #C], port g[⌊d/(Π·#C)⌋ mod #g], with ⌊d/Π⌋ (its remainder r),
+            // its index in C (gi) and its quotient by #C (q2) advanced with d.
+            let nc = scr.cset.len() as u64;
+            let t0 = u64::from(span.t0);
+            let qd = match &pidiv {
+                Some(fd) => u64::from(fd.div(span.t0)),
+                None => t0 / pi,
+            };
+            let (mut r, mut gi, mut q2) = (t0 - qd * pi, qd % nc, qd / nc);
+            for &lid in lids_here {
+                let j = scr.cset[gi as usize] as usize;
+                let (start, len, _) = scr.gmeta[nbrs[j].group as usize];
                 let port = if len == 1 {
                     scr.gports[start as usize]
                 } else {
-                    // Eq. 4.8 with the nominal dividers (Dmodc's on an intact fabric).
-                    let q2 = q2.unwrap_or_else(|| match &q2div {
-                        Some(fd) => u64::from(fd.div(d)),
-                        None => plan.nominal(k, d).1,
-                    });
-                    let r = match u32::try_from(q2) {
-                        Ok(x) => lendiv.rem(x),
-                        Err(_) => (q2 % u64::from(len)) as u32,
-                    };
-                    scr.gports[(start + r) as usize]
+                    scr.gports[(start + (q2 % u64::from(len)) as u32) as usize]
                 };
                 put(row, lid, port);
+                r += 1;
+                if r == pi {
+                    r = 0;
+                    gi += 1;
+                    if gi == nc {
+                        gi = 0;
+                        q2 += 1;
+                    }
+                }
             }
         }
     }
@@ -241,13 +379,14 @@ impl Ctx<'_> {
     /// whose first rank `q` can take.
     fn group_prepass(&self, q: usize, si: usize, m: u32, ranks: &[u8], scr: &mut Scratch) {
         scr.gload.iter_mut().for_each(|x| *x = 0);
+        let mut hint = 0usize;
         let (down_row, full_row) = (self.p.costs.down_row(q), self.p.costs.full_row(q));
         for span in &self.dst.spans[si..] {
             let li = span.li as usize;
             if self.p.o.leaves[li] as usize == q || down_row[li] != INF || full_row[li] == INF {
                 continue;
             }
-            let (m2, Some(off)) = self.targets_of(q, span) else {
+            let (m2, Some(off)) = self.targets_of(q, span, &mut hint) else {
                 break;
             };
             if m2 != m {
@@ -266,13 +405,14 @@ impl Ctx<'_> {
 
     /// The mirror of `q` for `span`'s leaf and the offset of the targets of the span's
     /// destinations there, if any.
-    fn targets_of(&self, q: usize, span: &LeafSpan) -> (u32, Option<usize>) {
+    /// `hint`: where the previous lookup's successor would be (spans come in NID order).
+    fn targets_of(&self, q: usize, span: &LeafSpan, hint: &mut usize) -> (u32, Option<usize>) {
         let leaf = self.p.o.leaves[span.li as usize] as usize;
         let m = self.plan.mirror(q, leaf);
         if m == NONE || self.plan.klow[m as usize] == NONE {
             return (m, None);
         }
-        (m, self.tg.lookup(m as usize, span.t0))
+        (m, self.tg.lookup_from(m as usize, span.t0, hint))
     }
 }
 

@@ -33,6 +33,7 @@ use rayon::prelude::*;
 use fabric_topology::Fabric;
 
 use super::plan::Plan;
+use crate::fastdiv::FastDiv;
 use crate::fill::Prepared;
 use crate::prep::{INF, NONE};
 
@@ -60,7 +61,11 @@ struct Counts {
     cp: Vec<u32>,
     cx: Vec<u32>,
     cn: Vec<u32>,
-    c2: Vec<u32>,
+    /// Per destination below the switch (entry order): its NID, whether it is primary there,
+    /// and its nominal rank and `⌊d/(Π_K·M_K)⌋` ([`Plan::nominal`]).
+    ds: Vec<(u32, bool, u32, u64)>,
+    /// Per rank: the key of the second choices.
+    key: Vec<u32>,
 }
 
 impl Targets {
@@ -142,10 +147,22 @@ impl Targets {
 
     /// Offset in `t1`/`t2` of the first destination of the leaf whose first NID is `t0`, below
     /// position `q` (`None`: `q` has no entry for it).
-    #[inline]
+    #[cfg(test)]
     pub fn lookup(&self, q: usize, t0: u32) -> Option<usize> {
         let e = &self.below[self.bstart[q] as usize..self.bstart[q + 1] as usize];
         e.binary_search_by_key(&t0, |x| x.0).ok().map(|i| e[i].1 as usize)
+    }
+
+    /// [`Targets::lookup`] trying the entry `*hint` first; `*hint` becomes the next entry.
+    #[inline]
+    pub fn lookup_from(&self, q: usize, t0: u32, hint: &mut usize) -> Option<usize> {
+        let e = &self.below[self.bstart[q] as usize..self.bstart[q + 1] as usize];
+        let i = match e.get(*hint) {
+            Some(x) if x.0 == t0 => *hint,
+            _ => e.binary_search_by_key(&t0, |x| x.0).ok()?,
+        };
+        *hint = i + 1;
+        Some(e[i].1 as usize)
     }
 }
 
@@ -155,20 +172,33 @@ fn assign(plan: &Plan, q: usize, leaves: &[(u32, u32)], cur: &[u32], natural: &[
     let k = plan.klow[q];
     let m = plan.m(k);
     let live: Vec<bool> = (0..m).map(|r| plan.up_of(q, r) != u8::MAX).collect();
-    for c in [&mut cnt.cp, &mut cnt.cx, &mut cnt.cn, &mut cnt.c2] {
+    for c in [&mut cnt.cp, &mut cnt.cx, &mut cnt.cn] {
         c.clear();
         c.resize(m as usize, 0);
     }
-    let total: usize = leaves.iter().map(|&(_, c)| c as usize).sum();
+    cnt.ds.clear();
+    let kpi = plan.kpi[k as usize];
+    let fast = u32::try_from(kpi).ok().map(FastDiv::new);
+    let mdiv = FastDiv::new(m.max(1));
+    for &(t0, c) in leaves {
+        for d in t0..t0 + c {
+            let (nom, q2) = match &fast {
+                // ⌊d/Π_K⌋ by multiplication; the same as `Plan::nominal`.
+                Some(fd) => {
+                    let x = fd.div(d);
+                    (mdiv.rem(x), u64::from(mdiv.div(x)))
+                }
+                None => plan.nominal(k, d),
+            };
+            cnt.ds.push((d, cur[d as usize] == q as u32, nom, q2));
+        }
+    }
+    let total = cnt.ds.len();
     let mut t1 = vec![NO_RANK; total];
     let mut t2 = vec![NO_RANK; total];
-    let dests = || {
-        leaves
-            .iter()
-            .flat_map(|&(t0, c)| t0..t0 + c)
-            .enumerate()
-            .map(|(i, d)| (i, d, cur[d as usize] == q as u32))
-    };
+    let ds = std::mem::take(&mut cnt.ds);
+    let dests = || ds.iter().enumerate().map(|(i, &(d, prim, _, _))| (i, d, prim));
+    let nominal = |i: usize| (ds[i].2, ds[i].3);
     let start_after = |r: u32, q2: u64| {
         if m > 1 {
             ((u64::from(r) + 1 + q2 % u64::from(m - 1)) % u64::from(m)) as u32
@@ -181,18 +211,18 @@ fn assign(plan: &Plan, q: usize, leaves: &[(u32, u32)], cur: &[u32], natural: &[
     let nlive = live.iter().filter(|&&b| b).count().max(1);
     let cap = nprim.div_ceil(nlive) as u32;
     for (i, d, prim) in dests() {
-        let (nom, _) = plan.nominal(k, d);
+        let (nom, _) = nominal(i);
         if prim && natural[d as usize] && live[nom as usize] && cnt.cp[nom as usize] < cap {
             t1[i] = nom as u16;
             cnt.cp[nom as usize] += 1;
         }
     }
     // 2. The other primaries: fewest primaries.
-    for (i, d, prim) in dests() {
+    for (i, _, prim) in dests() {
         if !prim || t1[i] != NO_RANK {
             continue;
         }
-        let (nom, q2) = plan.nominal(k, d);
+        let (nom, q2) = nominal(i);
         let r = pick(
             m,
             |r| live[r as usize],
@@ -208,11 +238,11 @@ fn assign(plan: &Plan, q: usize, leaves: &[(u32, u32)], cur: &[u32], natural: &[
     }
     // 3. Non-primaries: nominal when live and no displaced primary took it, else fewest
     //    primaries then non-primaries.
-    for (i, d, prim) in dests() {
+    for (i, _, prim) in dests() {
         if prim {
             continue;
         }
-        let (nom, q2) = plan.nominal(k, d);
+        let (nom, q2) = nominal(i);
         let r = if live[nom as usize] && cnt.cx[nom as usize] == 0 {
             nom
         } else {
@@ -228,25 +258,37 @@ fn assign(plan: &Plan, q: usize, leaves: &[(u32, u32)], cur: &[u32], natural: &[
         t1[i] = r as u16;
         cnt.cn[r as usize] += 1;
     }
-    // 4. Second choices, primaries first.
+    // 4. Second choices, primaries first: a live rank other than T1 of the fewest primaries
+    //    plus second choices, the first in cyclic order from `start_after(T1, q2)` among them
+    //    (`pick` with the key kept in an array, u32::MAX where not live).
+    let key = &mut cnt.key;
+    key.clear();
+    key.extend((0..m as usize).map(|r| if live[r] { cnt.cp[r] } else { u32::MAX }));
     for want_prim in [true, false] {
-        for (i, d, prim) in dests() {
+        for (i, _, prim) in dests() {
             if prim != want_prim {
                 continue;
             }
-            let (_, q2) = plan.nominal(k, d);
+            let (_, q2) = nominal(i);
             let a = u32::from(t1[i]);
-            let (cp, c2) = (&cnt.cp, &cnt.c2);
-            let r = pick(
-                m,
-                |r| live[r as usize] && r != a,
-                |r| cp[r as usize] + c2[r as usize],
-                NONE,
-                start_after(a, q2),
-            );
+            let saved = key.get(a as usize).copied();
+            if let Some(x) = key.get_mut(a as usize) {
+                *x = u32::MAX;
+            }
+            let b = key.iter().copied().min().unwrap_or(u32::MAX);
+            let r = if b == u32::MAX {
+                NONE
+            } else {
+                let st = start_after(a, q2) as usize;
+                let ml = m as usize;
+                (st..ml).chain(0..st).find(|&r| key[r] == b).map_or(NONE, |r| r as u32)
+            };
+            if let Some(v) = saved {
+                key[a as usize] = v;
+            }
             if r != NONE {
                 t2[i] = r as u16;
-                cnt.c2[r as usize] += 1;
+                key[r as usize] += 1;
             }
         }
     }
@@ -255,10 +297,11 @@ fn assign(plan: &Plan, q: usize, leaves: &[(u32, u32)], cur: &[u32], natural: &[
         .filter(|&(_, _, prim)| prim)
         .map(|(i, d, _)| {
             let r = u32::from(t1[i]);
-            let nat = natural[d as usize] && r == plan.nominal(k, d).0;
+            let nat = natural[d as usize] && r == nominal(i).0;
             (d, plan.member(k, r), nat)
         })
         .collect();
+    cnt.ds = ds;
     (t1, t2, pr, upd)
 }
 

@@ -31,7 +31,7 @@ fn kernel_writes_dmodc_bytes_on_complete_pgfts() {
             let mut a = Lfts::new(r.fabric.num_switches(), r.lids.top());
             let mut b = Lfts::new(r.fabric.num_switches(), r.lids.top());
             Dmodc.route(&ctx, set, &mut a).unwrap();
-            route_lb(&ctx, set, &mut b, true);
+            route_lb(&ctx, set, &mut b, true, true);
             assert!(a == b, "{m:?} {w:?} {p:?} {set:?}");
         }
     }
@@ -128,4 +128,42 @@ fn kernel_helpers_pick_live_closer_and_least_loaded() {
     assert_eq!(least_loaded(&load, 0b00111, 0), 1, "tie 1/2: first from the cursor");
     assert_eq!(least_loaded(&load, 0b00111, 2), 2, "tie 1/2: first from the cursor");
     assert_eq!(least_loaded(&load, 0b00111, 3), 1, "the cursor wraps");
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig { cases: 32, ..Default::default() })]
+
+    /// On randomly degraded PGFTs (parallel cables included, so the port within a group
+    /// depends on the phase of eq. 4.8): the kernel's port tables write the same bytes as the
+    /// per-destination computation, for both LID sets; and the hinted target lookup finds what
+    /// the binary search finds, whatever the hint.
+    #[test]
+    fn port_tables_and_hinted_lookups_match_the_direct_computation(
+        shape in 0usize..5,
+        links in 1usize..24,
+        seed in proptest::prelude::any::<u64>(),
+        hint in 0usize..40,
+    ) {
+        use super::targets::Targets;
+        let (m, w, p) = shapes()[shape].clone();
+        let t = pgft(&m, &w, &p);
+        let r = Routable::new(degrade(&t.fabric, links, 0, seed));
+        let ctx = r.ctx();
+        for set in [LidSet::Base, LidSet::Escape] {
+            let mut a = Lfts::new(r.fabric.num_switches(), r.lids.top());
+            let mut b = Lfts::new(r.fabric.num_switches(), r.lids.top());
+            route_lb(&ctx, set, &mut a, true, true);
+            route_lb(&ctx, set, &mut b, true, false);
+            proptest::prop_assert!(a == b, "{:?} {:?} {:?} -{} seed {} {:?}", m, w, p, links, seed, set);
+        }
+        let prep = Prepared::new(&r.fabric, &r.ranking.level);
+        let plan = Plan::new(&r.fabric, &prep).unwrap();
+        let tg = Targets::new(&r.fabric, &prep, &plan);
+        for q in 0..prep.o.len() {
+            for &t0 in &prep.tn.leaf_start {
+                let mut h = hint;
+                proptest::prop_assert_eq!(tg.lookup_from(q, t0, &mut h), tg.lookup(q, t0));
+            }
+        }
+    }
 }
