@@ -184,7 +184,8 @@ impl Cdg {
         sc.bwd.sort_unstable_by_key(|&a| ord[a as usize]);
         sc.fwd.sort_unstable_by_key(|&a| ord[a as usize]);
         sc.pos.clear();
-        sc.pos.extend(sc.bwd.iter().chain(sc.fwd.iter()).map(|&a| ord[a as usize]));
+        sc.pos
+            .extend(sc.bwd.iter().chain(sc.fwd.iter()).map(|&a| ord[a as usize]));
         sc.pos.sort_unstable();
         for (i, &a) in sc.bwd.iter().chain(sc.fwd.iter()).enumerate() {
             let p = sc.pos[i];
@@ -209,7 +210,11 @@ impl Cdg {
             shape
                 .outs(a)
                 .all(|b| self.refs[shape.slot(a, b)] == 0 || self.ord[a as usize] < self.ord[b as usize])
-        }) && self.at.iter().enumerate().all(|(p, &a)| self.ord[a as usize] == p as u32)
+        }) && self
+            .at
+            .iter()
+            .enumerate()
+            .all(|(p, &a)| self.ord[a as usize] == p as u32)
     }
 }
 

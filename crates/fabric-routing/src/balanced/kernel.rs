@@ -135,12 +135,17 @@ struct State<'a> {
     load: Vec<u64>,
     next: Vec<u32>,
     escaped: Vec<bool>,
+    /// The escape tree's turns alone (the CDG a VL restarts from when it gets pinned).
+    pinned_base: Cdg,
+    /// Whether a VL's CDG holds the escape tree's turns (after a destination got stuck in it).
+    pinned: Vec<bool>,
+    /// Whether a destination is routed.
+    routed: Vec<bool>,
     forest: Forest,
     own: Vec<u64>,
     // Per-destination scratch.
     heap: BinaryHeap<Reverse<(u32, u64, u32)>>,
     settled: Vec<bool>,
-    cost: Vec<u64>,
     order: Vec<u32>,
     /// Switch each channel leaves.
     tail: Vec<u32>,
@@ -161,10 +166,14 @@ pub(crate) fn route(fabric: &Fabric, plan: &VlPlan) -> Routed {
         debug_assert!(ok, "tree turns are acyclic");
     }
     let nd = plan.dests.len();
+    let nv = usize::from(plan.vls.max(1));
     let mut st = State {
         fabric,
         plan,
-        cdg: vec![base; usize::from(plan.vls.max(1))],
+        cdg: vec![Cdg::new(&shape); nv],
+        pinned_base: base,
+        pinned: vec![false; nv],
+        routed: vec![false; nd],
         shape,
         sc,
         load: vec![0; ch.len()],
@@ -177,7 +186,6 @@ pub(crate) fn route(fabric: &Fabric, plan: &VlPlan) -> Routed {
             .collect(),
         heap: BinaryHeap::new(),
         settled: vec![false; ns],
-        cost: vec![0; ns],
         order: Vec::new(),
         tail: (0..ns as u32)
             .flat_map(|s| ch.of_switch(s as usize).map(move |_| s))
@@ -185,13 +193,13 @@ pub(crate) fn route(fabric: &Fabric, plan: &VlPlan) -> Routed {
         ch,
     };
     for d in 0..nd {
-        st.route_dest(d);
+        st.place(d);
     }
     let mut best = (st.score(), st.next.clone(), st.escaped.clone());
     for _ in 0..REROUTE_ROUNDS {
         for d in 0..nd {
             st.unroute_dest(d);
-            st.route_dest(d);
+            st.place(d);
         }
         let s = st.score();
         if s < best.0 {
@@ -213,10 +221,7 @@ impl State<'_> {
 
     /// (highest channel load, total load).
     fn score(&self) -> (u64, u64) {
-        (
-            self.load.iter().copied().max().unwrap_or(0),
-            self.load.iter().sum(),
-        )
+        (self.load.iter().copied().max().unwrap_or(0), self.load.iter().sum())
     }
 
     /// Adds (`sign` true) or removes the loads of destination `d`'s tree: each channel gets the
@@ -247,8 +252,35 @@ impl State<'_> {
         }
     }
 
+    /// Routes destination `d`; if it is stuck in its VL (no legal tree, and the escape tree's
+    /// dependencies do not fit an unpinned VL), the VL is pinned: its destinations are
+    /// withdrawn, its CDG restarts from the escape tree's turns, and its destinations routed so
+    /// far and `d` are routed again (in a pinned VL a destination always has its escape tree).
+    fn place(&mut self, d: usize) {
+        if self.route_dest(d) {
+            return;
+        }
+        let vl = self.plan.dests[d].vl;
+        let redo: Vec<usize> = (0..self.plan.dests.len())
+            .filter(|&e| self.plan.dests[e].vl == vl && (self.routed[e] || e == d))
+            .collect();
+        for &e in &redo {
+            if self.routed[e] {
+                self.unroute_dest(e);
+            }
+        }
+        let v = usize::from(vl);
+        self.cdg[v] = self.pinned_base.clone();
+        self.pinned[v] = true;
+        for &e in &redo {
+            let ok = self.route_dest(e);
+            debug_assert!(ok, "a pinned VL always has the escape tree");
+        }
+    }
+
     /// Removes destination `d`'s loads and dependencies.
     fn unroute_dest(&mut self, d: usize) {
+        self.routed[d] = false;
         self.charge(d, false);
         self.withdraw(d);
     }
@@ -274,7 +306,7 @@ impl State<'_> {
     /// first (fewest hops, then least path load), each switch taking the first candidate
     /// whose dependency keeps the VL's CDG acyclic; when a switch of the component is left
     /// without a legal candidate, the destination is routed on the escape tree instead.
-    fn route_dest(&mut self, d: usize) {
+    fn route_dest(&mut self, d: usize) -> bool {
         let ns = self.ns();
         let dest = self.plan.dests[d];
         let t = dest.switch as usize;
@@ -283,7 +315,6 @@ impl State<'_> {
         self.heap.clear();
         self.order.clear();
         self.settled[t] = true;
-        self.cost[t] = 0;
         self.order.push(t as u32);
         for &x in self.shape.incoming(t) {
             self.heap.push(Reverse((1, self.load[x as usize], x)));
@@ -302,7 +333,6 @@ impl State<'_> {
                 }
             }
             self.settled[u] = true;
-            self.cost[u] = cost;
             self.next[base + u] = x;
             self.order.push(u as u32);
             for &p in self.shape.incoming(u) {
@@ -315,17 +345,24 @@ impl State<'_> {
         let comp = self.forest.comp[t];
         if comp != NONE && self.order.len() < self.forest.comp_size[comp as usize] as usize {
             self.withdraw(d);
-            self.route_on_tree(d);
+            if !self.route_on_tree(d) {
+                self.withdraw(d);
+                return false;
+            }
             self.escaped[d] = true;
         } else {
             self.escaped[d] = false;
         }
         self.charge(d, true);
+        self.routed[d] = true;
+        true
     }
 
     /// Destination `d` on the escape tree: every switch of its component forwards along the
-    /// tree path (its dependencies are tree turns, present in every VL).
-    fn route_on_tree(&mut self, d: usize) {
+    /// tree path. Its dependencies are tree turns: always legal in a pinned VL; in an unpinned
+    /// one false when one of them would close a cycle (the partial tree is left for
+    /// [`State::withdraw`]).
+    fn route_on_tree(&mut self, d: usize) -> bool {
         let ns = self.ns();
         let t = self.plan.dests[d].switch as usize;
         let vl = usize::from(self.plan.dests[d].vl);
@@ -351,17 +388,62 @@ impl State<'_> {
                 };
                 if a != t {
                     let y = self.next[base + a];
-                    let ok = self.cdg[vl].try_add(&self.shape, &mut self.sc, x, y);
-                    debug_assert!(ok, "tree turns are present in every VL");
+                    if !self.cdg[vl].try_add(&self.shape, &mut self.sc, x, y) {
+                        debug_assert!(!self.pinned[vl], "tree turns are in a pinned VL");
+                        return false;
+                    }
                 }
                 self.settled[b] = true;
                 self.next[base + b] = x;
                 self.order.push(b as u32);
             }
         }
+        true
     }
 
     fn ch_tail(&self, x: u32) -> usize {
         self.tail[x as usize] as usize
     }
+}
+
+/// Routes (switch, destination) longer than the minimal hop count of the live switch graph.
+pub(crate) fn longer_than_minimal(fabric: &Fabric, plan: &VlPlan, r: &Routed) -> usize {
+    let ns = fabric.num_switches();
+    let mut dist = vec![u32::MAX; ns];
+    let mut hops = vec![u32::MAX; ns];
+    let mut queue = Vec::new();
+    let mut n = 0;
+    for (d, dest) in plan.dests.iter().enumerate() {
+        let t = dest.switch as usize;
+        dist.fill(u32::MAX);
+        dist[t] = 0;
+        queue.clear();
+        queue.push(t);
+        let mut head = 0;
+        while head < queue.len() {
+            let a = queue[head];
+            head += 1;
+            for x in r.ch.of_switch(a) {
+                let b = r.ch.remote[x as usize] as usize;
+                if dist[b] == u32::MAX {
+                    dist[b] = dist[a] + 1;
+                    queue.push(b);
+                }
+            }
+        }
+        let next = &r.next[d * ns..(d + 1) * ns];
+        hops.fill(u32::MAX);
+        hops[t] = 0;
+        for s in 0..ns {
+            let (mut c, mut k) = (s, 0u32);
+            while next[c] != NONE && k <= ns as u32 {
+                c = r.ch.remote[next[c] as usize] as usize;
+                k += 1;
+            }
+            if c == t && k > dist[s] {
+                n += 1;
+            }
+        }
+    }
+    n
 }

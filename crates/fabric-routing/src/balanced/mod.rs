@@ -5,8 +5,8 @@
 //! and no cycle breaking is needed afterwards; our own simplified implementation.
 //!
 //! 1. **VLs.** The destinations (end-port base LIDs and switch LIDs, [`crate::vl::base_lids`])
-//!    are dealt to `V` VLs round robin ([`VlPlan`], a function of the fabric and the LID plan
-//!    alone).
+//!    are split over `V` VLs by destination switch, contiguous blocks of leaves ([`VlPlan`], a
+//!    function of the fabric and the LID plan alone).
 //! 2. **CDGs.** Per VL a channel-dependency graph over the directed live switch-to-switch
 //!    channels, kept acyclic by an incremental topological order (Pearce–Kelly, [`cdg`]), the
 //!    dependencies reference-counted (one reference per switch whose route induces it).
@@ -68,6 +68,8 @@ pub struct BalancedStats {
     pub destinations: usize,
     /// Destinations that had to be routed on the escape tree.
     pub escaped: usize,
+    /// Routes (switch, destination) longer than a minimal-hop path.
+    pub longer: usize,
     /// Highest all-to-all load of a switch-to-switch channel.
     pub max_load: u64,
 }
@@ -109,6 +111,7 @@ impl Balanced {
         Ok(BalancedStats {
             destinations: plan.len(),
             escaped: r.escaped,
+            longer: kernel::longer_than_minimal(f, &plan, &r),
             max_load: r.max_load,
         })
     }

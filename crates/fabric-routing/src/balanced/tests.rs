@@ -174,7 +174,10 @@ fn balanced_parses_prints_and_needs_a_layering() {
     let f = gen("SLIMFLY(5;4)", 0, 0);
     let (_, lids, lfts) = routed(&f, k, 1);
     match crate::vl_layering(k, &f, &lids, &lfts, 3) {
-        Err(crate::vl::VlError::TooFewVls { available: 2, needed: 3 }) => {}
+        Err(crate::vl::VlError::TooFewVls {
+            available: 2,
+            needed: 3,
+        }) => {}
         other => panic!("{other:?}"),
     }
 }
@@ -221,5 +224,31 @@ proptest! {
         let f = gen("SLIMFLY(5;2)", links, seed);
         check_balanced(&f, v, 1);
         prop_assert_eq!(routed_with_threads(&f, v, 1), routed_with_threads(&f, v, 2));
+    }
+}
+
+/// Statistics on the paper-size fabrics (`cargo test -p fabric-routing balanced_stats --
+/// --ignored --nocapture`).
+#[test]
+#[ignore]
+fn balanced_stats() {
+    for spec in ["SLIMFLY(5;4)", "SLIMFLY(7)", "DRAGONFLY(2)", "HYPERX(4,4;2)"] {
+        let f = gen(spec, 0, 0);
+        for v in [1u8, 2, 3, 8] {
+            let r = Routable::new(f.clone());
+            let lids = crate::lid::LidPlan {
+                lmc: 0,
+                ..r.lids.clone()
+            };
+            let ctx = crate::RoutingContext {
+                fabric: &f,
+                ranking: &r.ranking,
+                lids: &lids,
+            };
+            let mut lfts = crate::Lfts::new(f.num_switches(), lids.top());
+            let t = std::time::Instant::now();
+            let st = super::Balanced { vls: v }.route_stats(&ctx, &mut lfts).unwrap();
+            println!("{spec} V={v}: {st:?} {:.1} ms", t.elapsed().as_secs_f64() * 1e3);
+        }
     }
 }
