@@ -410,7 +410,6 @@ impl State<'_> {
 pub(crate) fn longer_than_minimal(fabric: &Fabric, plan: &VlPlan, r: &Routed) -> usize {
     let ns = fabric.num_switches();
     let mut dist = vec![u32::MAX; ns];
-    let mut hops = vec![u32::MAX; ns];
     let mut queue = Vec::new();
     let mut n = 0;
     for (d, dest) in plan.dests.iter().enumerate() {
@@ -432,15 +431,13 @@ pub(crate) fn longer_than_minimal(fabric: &Fabric, plan: &VlPlan, r: &Routed) ->
             }
         }
         let next = &r.next[d * ns..(d + 1) * ns];
-        hops.fill(u32::MAX);
-        hops[t] = 0;
-        for s in 0..ns {
+        for (s, &ds) in dist.iter().enumerate() {
             let (mut c, mut k) = (s, 0u32);
             while next[c] != NONE && k <= ns as u32 {
                 c = r.ch.remote[next[c] as usize] as usize;
                 k += 1;
             }
-            if c == t && k > dist[s] {
+            if c == t && k > ds {
                 n += 1;
             }
         }

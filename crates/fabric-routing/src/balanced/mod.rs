@@ -85,11 +85,11 @@ impl Balanced {
         for (d, dest) in plan.dests.iter().enumerate() {
             let next = &r.next[d * ns..(d + 1) * ns];
             let t = dest.switch as usize;
-            for s in 0..ns {
+            for (s, &nx) in next.iter().enumerate() {
                 let port = if s == t {
                     dest.port
                 } else {
-                    match next[s] {
+                    match nx {
                         kernel::NONE => NO_ROUTE,
                         x => r.ch.port[x as usize],
                     }
