@@ -23,6 +23,7 @@
 //! from a module that imports from it (the dependencies form a tree rooted at `route` and
 //! `fallback`).
 
+pub mod balanced;
 mod bfs;
 pub mod check;
 mod deadlock;

@@ -6,6 +6,7 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::Instant;
 
+use crate::balanced::{Balanced, BALANCED_DEFAULT_VLS, BALANCED_MAX_VLS};
 use crate::bfs::BfsUpDown;
 use crate::dfsssp::Dfsssp;
 use crate::dmodc::{Dmodc, GroupedDmodc};
@@ -88,6 +89,13 @@ pub enum EngineKind {
         /// Seed of Algorithm 1's order within a priority.
         seed: u64,
     },
+    /// Load-balanced routing of any topology, deadlock-free within `vls` virtual lanes
+    /// (Nue-like, HPDC'16; [`crate::balanced`]). Name `balanced[:V]` (`balanced` alone:
+    /// [`BALANCED_DEFAULT_VLS`]).
+    Balanced {
+        /// VL budget (1..=8): destinations are dealt to this many VLs.
+        vls: u8,
+    },
 }
 
 /// Default number of layers of `layered` without `:K`.
@@ -114,6 +122,7 @@ pub const ENGINE_NAMES: &[&str] = &[
     "dmodc-lb",
     "dfsssp",
     "layered",
+    "balanced",
 ];
 
 /// Error of [`EngineKind::from_str`].
@@ -121,7 +130,7 @@ pub const ENGINE_NAMES: &[&str] = &[
 #[error(
     "unknown routing engine `{0}` (expected one of dmodc, dmodk, updown, updown-random, bfs-dmodc, bfs-random, \
      ftree, ftree2, ftree-random, bfs-ftree, bfs-ftree2, bfs-ftree-random, randsp, smodk, sssp, pqft, dmodc-lb, dfsssp, \
-     layered:K[:SEED] (K = 1..=128 layers); the random ones take an optional `:SEED`)"
+     layered:K[:SEED] (K = 1..=128 layers), balanced[:V] (V = 1..=8 VLs); the random ones take an optional `:SEED`)"
 )]
 pub struct UnknownEngine(
     /// The text that was not recognised.
@@ -177,6 +186,7 @@ impl EngineKind {
             EngineKind::DmodcLb => "dmodc-lb",
             EngineKind::Dfsssp => "dfsssp",
             EngineKind::Layered { .. } => "layered",
+            EngineKind::Balanced { .. } => "balanced",
         }
     }
 
@@ -210,6 +220,21 @@ fn parse_layered(t: &str) -> Option<Result<EngineKind, ()>> {
     })
 }
 
+/// `balanced` or `balanced:V` (lower case, trimmed); `None`: another name.
+fn parse_balanced(t: &str) -> Option<Result<EngineKind, ()>> {
+    let rest = t.strip_prefix("balanced")?;
+    if rest.is_empty() {
+        return Some(Ok(EngineKind::Balanced {
+            vls: BALANCED_DEFAULT_VLS,
+        }));
+    }
+    let v = rest.strip_prefix(':')?;
+    Some(match v.parse::<u8>() {
+        Ok(vls) if (1..=BALANCED_MAX_VLS).contains(&vls) => Ok(EngineKind::Balanced { vls }),
+        _ => Err(()),
+    })
+}
+
 impl FromStr for EngineKind {
     type Err = UnknownEngine;
     /// An engine name of [`ENGINE_NAMES`] (or an alias: `updn`/`bfs-dmodc` for `updown`,
@@ -217,7 +242,7 @@ impl FromStr for EngineKind {
     /// optional `:SEED` (default 0).
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let t = s.trim().to_ascii_lowercase();
-        if let Some(r) = parse_layered(&t) {
+        if let Some(r) = parse_layered(&t).or_else(|| parse_balanced(&t)) {
             return r.map_err(|()| UnknownEngine(s.to_string()));
         }
         let (name, seed) = match t.split_once(':') {
@@ -264,6 +289,9 @@ impl fmt::Display for EngineKind {
                 _ => write!(f, "layered:{k}:{seed}"),
             };
         }
+        if let EngineKind::Balanced { vls } = *self {
+            return write!(f, "balanced:{vls}");
+        }
         match self.seed() {
             None | Some(0) => write!(f, "{}", self.name()),
             Some(seed) => write!(f, "{}:{seed}", self.name()),
@@ -300,6 +328,7 @@ pub fn engine(kind: EngineKind) -> Box<dyn RoutingEngine> {
             k: usize::from(k),
             seed,
         }),
+        EngineKind::Balanced { vls } => Box::new(Balanced { vls }),
     }
 }
 
@@ -325,7 +354,10 @@ impl EngineKind {
     /// layering, [`vl_layering`]): DFSSSP. Every other engine is deadlock-free on one VL (the
     /// fat-tree engines on fat-trees, Up*/Down* on any graph) or makes no such claim.
     pub fn needs_vl_layering(self) -> bool {
-        matches!(self, EngineKind::Dfsssp | EngineKind::Layered { .. })
+        matches!(
+            self,
+            EngineKind::Dfsssp | EngineKind::Layered { .. } | EngineKind::Balanced { .. }
+        )
     }
 
     /// The engine routes any connected graph deadlock-free (Up*/Down*, or DFSSSP with its VL
@@ -334,7 +366,11 @@ impl EngineKind {
     pub fn is_topology_agnostic(self) -> bool {
         matches!(
             self,
-            EngineKind::UpDown | EngineKind::UpDownRandom { .. } | EngineKind::Dfsssp | EngineKind::Layered { .. }
+            EngineKind::UpDown
+                | EngineKind::UpDownRandom { .. }
+                | EngineKind::Dfsssp
+                | EngineKind::Layered { .. }
+                | EngineKind::Balanced { .. }
         )
     }
 }
@@ -360,6 +396,25 @@ pub fn vl_layering(
         return Ok(None);
     }
     let max_layers = crate::vl::max_base_layers(max_data_vls.min(crate::vl::IB_MAX_DATA_VLS), 1);
+    if let EngineKind::Balanced { vls } = kind {
+        if max_layers == 0 {
+            return Err(crate::vl::VlError::BadMaximum {
+                got: 0,
+                max: crate::vl::IB_MAX_DATA_VLS,
+            });
+        }
+        if let Some(l) = crate::balanced::layering(fabric, lids, lfts, vls)? {
+            if l.num_layers > max_layers {
+                return Err(crate::vl::VlError::TooFewVls {
+                    available: max_layers,
+                    needed: l.num_layers,
+                });
+            }
+            return Ok(Some(l));
+        }
+        // A layer is cyclic on the installed tables (the validity repair changed routes):
+        // DFSSSP's cycle breaking of those tables.
+    }
     crate::vl::layer_base_fewest(fabric, lids, lfts, max_layers).map(Some)
 }
 

@@ -76,6 +76,13 @@ fn max_layers(a: &AnalyzeArgs, lids: &LidPlan) -> Result<u8> {
 /// virtual layers (SLs) they need.
 pub(super) fn route_note(kind: EngineKind, l: &Loaded, lids: &LidPlan, lfts: &Lfts) {
     if !matches!(kind, EngineKind::Dfsssp | EngineKind::Layered { .. }) {
+        if let EngineKind::Balanced { .. } = kind {
+            match fabric_routing::vl_layering(kind, &l.fabric, lids, lfts, vl::IB_MAX_DATA_VLS) {
+                Ok(Some(v)) => eprintln!("{kind}: routes on {} virtual layers (SLs)", v.num_layers),
+                Ok(None) => {}
+                Err(e) => eprintln!("fabricctl: warning: {kind}: {e}"),
+            }
+        }
         return;
     }
     let max = vl::max_base_layers(vl::IB_MAX_DATA_VLS, lids.lmc);
@@ -88,12 +95,20 @@ pub(super) fn route_note(kind: EngineKind, l: &Loaded, lids: &LidPlan, lfts: &Lf
 /// DFSSSP's layering of `lfts` (base LIDs), checked per layer, when `analyze` routed with
 /// dfsssp (`None` for other engines and read-back tables).
 pub(super) fn dfsssp_layers(a: &AnalyzeArgs, l: &Loaded, lids: &LidPlan, lfts: &Lfts) -> Result<Option<LayersReport>> {
-    if a.lfts.is_some() || a.engine.parse::<fabric_routing::EngineKind>() != Ok(fabric_routing::EngineKind::Dfsssp) {
+    let kind = a.engine.parse::<EngineKind>();
+    let balanced = matches!(kind, Ok(EngineKind::Balanced { .. }));
+    if a.lfts.is_some() || !(kind == Ok(EngineKind::Dfsssp) || balanced) {
         return Ok(None);
     }
     let max = max_layers(a, lids)?;
     let t = Instant::now();
-    let layering = vl::layer_base(&l.fabric, lids, lfts, max).context("dfsssp virtual layers")?;
+    let layering = match kind {
+        // balanced:V: the engine's own destination → VL assignment, as the daemon installs it.
+        Ok(k @ EngineKind::Balanced { .. }) => fabric_routing::vl_layering(k, &l.fabric, lids, lfts, a.max_vls)
+            .context("balanced virtual layers")?
+            .context("balanced needs a layering")?,
+        _ => vl::layer_base(&l.fabric, lids, lfts, max).context("dfsssp virtual layers")?,
+    };
     let ms = t.elapsed().as_secs_f64() * 1e3;
     let acyclic = check::cdg_acyclic_per_layer(&l.fabric, &[lfts], &vl::base_lids(&l.fabric, lids), &layering);
     Ok(Some(LayersReport {
