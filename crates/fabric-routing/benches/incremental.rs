@@ -16,8 +16,9 @@
 //! the target) and the rows it re-filled; the machine load (`/proc/loadavg`) before and after.
 //! On the default rayon pool (the daemon's routing pool).
 //!
-//! `cargo bench -p fabric-routing --bench incremental [-- FILTER] [--faults N]` (FILTER: a
-//! substring of the fabric names).
+//! `cargo bench -p fabric-routing --bench incremental [-- FILTER] [--faults N] [--no-full]`
+//! (FILTER: a substring of the fabric names; `--no-full`: no full routing and no comparison,
+//! for profiling the incremental path alone).
 
 mod support;
 
@@ -39,6 +40,21 @@ fn loadavg() -> String {
         .to_string()
 }
 
+/// Peak resident set (`VmHWM`, kB) since the last [`reset_peak`].
+fn peak_kb() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// Resets the peak resident set (Linux `clear_refs` 5); ignored where unsupported.
+fn reset_peak() {
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
+}
+
 fn median(v: &mut [f64]) -> f64 {
     v.sort_by(f64::total_cmp);
     v.get(v.len() / 2).copied().unwrap_or(0.0)
@@ -55,11 +71,13 @@ fn untimed(c: &RoutingCheck) -> RoutingCheck {
 fn main() {
     let mut filter = None;
     let mut faults = 10usize;
+    let mut no_full = false;
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
         match a.as_str() {
             "--faults" => faults = it.next().and_then(|v| v.parse().ok()).unwrap_or(faults),
             "--bench" => {}
+            "--no-full" => no_full = true,
             s => filter = Some(s.to_string()),
         }
     }
@@ -72,6 +90,7 @@ fn main() {
         if filter.as_ref().is_some_and(|f| !name.contains(f.as_str())) {
             continue;
         }
+        reset_peak();
         let intact = Arc::new(fabric(spec, 0));
         let lids = assign_lids(&intact, &Guid2Lid::default(), 1, max_lid).expect("LIDs");
         let ranking0 = rank(&intact, &RankOptions::default());
@@ -108,12 +127,14 @@ fn main() {
                 ranking: &ranking,
                 lids: &lids,
             };
-            let t = Instant::now();
-            let (want, want_check) = route_all_checked(&ctx, EngineKind::Dmodc, None).expect("full");
-            full.push(t.elapsed().as_secs_f64() * 1e3);
-            assert!(*r.lfts == want.lfts, "{name} fault {i}: tables differ");
-            assert_eq!(untimed(&r.check), untimed(&want_check), "{name} fault {i}");
-            drop(want);
+            if !no_full {
+                let t = Instant::now();
+                let (want, want_check) = route_all_checked(&ctx, EngineKind::Dmodc, None).expect("full");
+                full.push(t.elapsed().as_secs_f64() * 1e3);
+                assert!(*r.lfts == want.lfts, "{name} fault {i}: tables differ");
+                assert_eq!(untimed(&r.check), untimed(&want_check), "{name} fault {i}");
+                drop(want);
+            }
             let down = r.state.expect("dmodc keeps a state");
             match r.path {
                 RoutePath::Incremental(s) => {
@@ -165,6 +186,11 @@ fn main() {
             median(&mut copied.clone()),
             intact.num_switches(),
             maxv(&copied)
+        );
+        println!(
+            "  peak memory (VmHWM) {:.0} MB; one table set {:.0} MB",
+            peak_kb() as f64 / 1024.0,
+            (intact.num_switches() as f64) * f64::from(lids.top() + 1) / (1024.0 * 1024.0)
         );
         if let Some(&(b, s, e, c, fc)) = rows.get(rows.len() / 2) {
             println!(

@@ -454,16 +454,29 @@ pub(crate) fn escape_prep(fabric: &Fabric, base: &Prepared) -> EscapePrep {
         w,
         reach,
     } = detect_roots(fabric);
-    let reaches = |i: usize, j: usize| reach[j * w + i / 64] & (1 << (i % 64)) != 0;
-    let bfs = bfs_levels_from(fabric, &roots);
+    escape_prep_with_roots(fabric, base, &roots, &leaves, |i, j| {
+        reach[j * w + i / 64] & (1 << (i % 64)) != 0
+    })
+}
+
+/// [`escape_prep`] after the root detection (arguments as for [`prepare_with_roots`]): shared
+/// with the incremental re-routing, which finds the roots from kept hop counts.
+pub(crate) fn escape_prep_with_roots(
+    fabric: &Fabric,
+    base: &Prepared,
+    roots: &[SwitchId],
+    leaves: &[(SwitchId, u32)],
+    reaches: impl Fn(usize, usize) -> bool,
+) -> EscapePrep {
+    let bfs = bfs_levels_from(fabric, roots);
     let same = same_orientation(&Oriented::new(fabric, &bfs), &base.o)
         && same_orientation(&Oriented::new(fabric, &oriented_levels(fabric, &bfs)), &base.o)
         && downcosts_are_costs(&base.costs)
-        && (roots.len() <= 1 || roots_connect(&base.o, &base.costs, &leaves, &reaches));
+        && (roots.len() <= 1 || roots_connect(&base.o, &base.costs, leaves, &reaches));
     if same {
         EscapePrep::SameAsBase
     } else {
-        EscapePrep::Own(Box::new(prepare_with_roots(fabric, &roots, &leaves, reaches)))
+        EscapePrep::Own(Box::new(prepare_with_roots(fabric, roots, leaves, reaches)))
     }
 }
 

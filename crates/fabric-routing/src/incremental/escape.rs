@@ -6,7 +6,8 @@
 //! the leaf is at 0, every link joins counts that differ by at most one (an unreachable switch
 //! only joins unreachable ones), and every other reachable switch has a neighbour one hop
 //! closer. Everything after the roots is [`crate::updown::prepare_with_roots`] (BFS levels,
-//! orientation, shortest legal paths, dividers, NIDs).
+//! orientation, shortest legal paths, dividers, NIDs), or, when it proves the escape's
+//! preparation equal to the base's ([`crate::updown::escape_prep`]), nothing more.
 
 use std::collections::VecDeque;
 
@@ -16,7 +17,7 @@ use fabric_topology::{Fabric, SwitchId};
 
 use crate::fill::Prepared;
 use crate::prep::INF;
-use crate::updown::{dominant_bar, prepare_with_roots, roots_of_candidates};
+use crate::updown::{dominant_bar, escape_prep_with_roots, roots_of_candidates, EscapePrep};
 
 /// The hop counts of the root detection: live leaves (with their live end-port counts) and,
 /// per leaf, the hop count from every switch.
@@ -138,12 +139,13 @@ fn still_distances(fabric: &Fabric, d: &[u8], changes: &[(SwitchId, Vec<SwitchId
     })
 }
 
-/// [`crate::updown::prepare`] on the hop counts `h`: the roots from them, then
-/// [`crate::updown::prepare_with_roots`].
-pub(super) fn prepare(fabric: &Fabric, h: &HopCounts) -> Prepared {
+/// [`crate::updown::escape_prep`] on the hop counts `h`: the roots from them, then
+/// [`crate::updown::escape_prep_with_roots`] (the proof that the escape's preparation is
+/// `base`, else the escape's own preparation).
+pub(super) fn prepare(fabric: &Fabric, h: &HopCounts, base: &Prepared) -> EscapePrep {
     let roots = roots(fabric, h);
     let leaves = &h.leaves;
-    prepare_with_roots(fabric, &roots, leaves, |i, j| h.dist[i][leaves[j].0.idx()] != INF)
+    escape_prep_with_roots(fabric, base, &roots, leaves, |i, j| h.dist[i][leaves[j].0.idx()] != INF)
 }
 
 /// `detect_roots` of [`crate::updown`] on the hop counts `h` (same rule: [`dominant_bar`],
