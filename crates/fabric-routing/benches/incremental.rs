@@ -151,8 +151,11 @@ fn main() {
                 p => println!("  fault {i}: {}", p.name()),
             }
             drop(r.lfts);
-            // The restoration, from the fault's state: the next fault starts from it.
-            let up = route_checked_incremental(&intact, &ranking0, &lids, EngineKind::Dmodc, None, Some(&down))
+            // The restoration, from the fault's state (the state before the fault dropped, as
+            // the daemon does once the fault's generation is installed): the next fault starts
+            // from it.
+            state = down;
+            let up = route_checked_incremental(&intact, &ranking0, &lids, EngineKind::Dmodc, None, Some(&state))
                 .expect("incremental restoration");
             drop(up.lfts);
             state = up.state.expect("dmodc keeps a state");

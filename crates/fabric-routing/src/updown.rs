@@ -387,7 +387,7 @@ pub(crate) fn prepare_with_roots(
     fabric: &Fabric,
     roots: &[SwitchId],
     leaves: &[(SwitchId, u32)],
-    reaches: impl Fn(usize, usize) -> bool,
+    reaches: impl Fn(usize, usize) -> bool + Sync,
 ) -> Prepared {
     let attempt = |first: &[SwitchId]| {
         let bfs = bfs_levels_from(fabric, first);
@@ -412,15 +412,22 @@ fn roots_connect(
     o: &Oriented,
     costs: &Costs,
     leaves: &[(SwitchId, u32)],
-    reaches: &impl Fn(usize, usize) -> bool,
+    reaches: &(impl Fn(usize, usize) -> bool + Sync),
 ) -> bool {
     let nl = costs.nleaves;
-    leaves.iter().enumerate().all(|(i, &(l, _))| {
-        let li = o.leaf_idx[o.pos[l.idx()] as usize] as usize;
-        leaves.iter().enumerate().all(|(j, &(s, _))| {
-            let p = o.pos[s.idx()];
-            !reaches(i, j) || p == NONE || costs.full[p as usize * nl + li] != INF
-        })
+    // Column of each leaf in the cost rows; then, per source leaf `j`, its (contiguous) cost
+    // row, the pair looked up in `reaches` only where the cost is ∞.
+    let li: Vec<usize> = leaves
+        .iter()
+        .map(|&(l, _)| o.leaf_idx[o.pos[l.idx()] as usize] as usize)
+        .collect();
+    leaves.par_iter().enumerate().all(|(j, &(s, _))| {
+        let p = o.pos[s.idx()];
+        if p == NONE {
+            return true;
+        }
+        let row = &costs.full[p as usize * nl..(p as usize + 1) * nl];
+        li.iter().enumerate().all(|(i, &c)| row[c] != INF || !reaches(i, j))
     })
 }
 
@@ -466,12 +473,16 @@ pub(crate) fn escape_prep_with_roots(
     base: &Prepared,
     roots: &[SwitchId],
     leaves: &[(SwitchId, u32)],
-    reaches: impl Fn(usize, usize) -> bool,
+    reaches: impl Fn(usize, usize) -> bool + Sync,
 ) -> EscapePrep {
     let bfs = bfs_levels_from(fabric, roots);
+    crate::incremental::dbg_lap("bfslev");
     let same = same_orientation(&Oriented::new(fabric, &bfs), &base.o)
+        && { crate::incremental::dbg_lap("or1"); true }
         && same_orientation(&Oriented::new(fabric, &oriented_levels(fabric, &bfs)), &base.o)
+        && { crate::incremental::dbg_lap("or2"); true }
         && downcosts_are_costs(&base.costs)
+        && { crate::incremental::dbg_lap("dcc"); true }
         && (roots.len() <= 1 || roots_connect(&base.o, &base.costs, leaves, &reaches));
     if same {
         EscapePrep::SameAsBase
