@@ -476,13 +476,9 @@ pub(crate) fn escape_prep_with_roots(
     reaches: impl Fn(usize, usize) -> bool + Sync,
 ) -> EscapePrep {
     let bfs = bfs_levels_from(fabric, roots);
-    crate::incremental::dbg_lap("bfslev");
     let same = same_orientation(&Oriented::new(fabric, &bfs), &base.o)
-        && { crate::incremental::dbg_lap("or1"); true }
         && same_orientation(&Oriented::new(fabric, &oriented_levels(fabric, &bfs)), &base.o)
-        && { crate::incremental::dbg_lap("or2"); true }
         && downcosts_are_costs(&base.costs)
-        && { crate::incremental::dbg_lap("dcc"); true }
         && (roots.len() <= 1 || roots_connect(&base.o, &base.costs, leaves, &reaches));
     if same {
         EscapePrep::SameAsBase

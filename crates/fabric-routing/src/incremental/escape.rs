@@ -104,8 +104,14 @@ impl HopCounts {
         // are one more than their nearest neighbour's); the check then decides.
         let (went_down, came_up): (Vec<SwitchId>, Vec<SwitchId>) = match previous {
             Some((old, _)) if changes.is_some() => (
-                fabric.switch_ids().filter(|&s| old.switch(s).up && !fabric.switch(s).up).collect(),
-                fabric.switch_ids().filter(|&s| !old.switch(s).up && fabric.switch(s).up).collect(),
+                fabric
+                    .switch_ids()
+                    .filter(|&s| old.switch(s).up && !fabric.switch(s).up)
+                    .collect(),
+                fabric
+                    .switch_ids()
+                    .filter(|&s| !old.switch(s).up && fabric.switch(s).up)
+                    .collect(),
             ),
             _ => (Vec::new(), Vec::new()),
         };
@@ -152,6 +158,28 @@ impl HopCounts {
         (h, searches.into_inner())
     }
 
+    /// Number of live leaves (searches of a routing from scratch).
+    #[cfg(test)]
+    pub(super) fn num_leaves(&self) -> usize {
+        self.leaves.len()
+    }
+
+    /// Same leaves, hop counts, histograms (trailing zero bars aside) and component keys.
+    #[cfg(test)]
+    pub(super) fn same_as(&self, o: &HopCounts) -> bool {
+        let bars = |h: &HopCounts, s: usize| {
+            let mut r = h.hist[s * h.width..(s + 1) * h.width].to_vec();
+            while r.last() == Some(&0) {
+                r.pop();
+            }
+            r
+        };
+        self.leaves == o.leaves
+            && self.dist.iter().zip(&o.dist).all(|(a, b)| a[..] == b[..])
+            && self.comp == o.comp
+            && (0..self.comp.len()).all(|s| bars(self, s) == bars(o, s))
+    }
+
     /// The histograms and component keys from scratch.
     fn rebuild_hist(&mut self, n: usize) {
         let width = 1 + self
@@ -190,9 +218,8 @@ impl HopCounts {
         }
         // Contributions removed (previous leaves) and added (new leaves): those not kept as
         // they were (same switch, same end-port count, same shared hop counts).
-        let kept = |a: &(SwitchId, u32), da: &Arc<[u8]>, b: &(SwitchId, u32), db: &Arc<[u8]>| {
-            a == b && Arc::ptr_eq(da, db)
-        };
+        let kept =
+            |a: &(SwitchId, u32), da: &Arc<[u8]>, b: &(SwitchId, u32), db: &Arc<[u8]>| a == b && Arc::ptr_eq(da, db);
         let find = |hc: &HopCounts, l: SwitchId| hc.leaves.binary_search_by_key(&l, |x| x.0).ok();
         let added: Vec<usize> = (0..self.leaves.len())
             .filter(|&i| {
@@ -291,7 +318,6 @@ fn still_distances(fabric: &Fabric, d: &[u8], changes: &[(SwitchId, Vec<SwitchId
 /// `base`, else the escape's own preparation).
 pub(super) fn prepare(fabric: &Fabric, h: &HopCounts, base: &Prepared) -> EscapePrep {
     let roots = roots(fabric, h);
-    super::dbg_lap("roots");
     let leaves = &h.leaves;
     escape_prep_with_roots(fabric, base, &roots, leaves, |i, j| h.dist[i][leaves[j].0.idx()] != INF)
 }

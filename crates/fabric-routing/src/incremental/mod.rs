@@ -27,6 +27,8 @@
 
 mod dirty;
 mod escape;
+#[cfg(test)]
+mod escape_tests;
 mod recheck;
 #[cfg(test)]
 mod tests;
@@ -224,12 +226,6 @@ pub struct Rerouted {
 
 /// Routes and checks `fabric` like [`route_all_checked`] (same bytes, same check), from
 /// `previous` when it allows (module documentation).
-pub(crate) fn dbg_lap(what: &str) {
-    thread_local!(static T: std::cell::Cell<Option<Instant>> = const { std::cell::Cell::new(None) });
-    if std::env::var_os("INC_DBG").is_none() { return; }
-    T.with(|t| { let now = Instant::now(); if let Some(p) = t.get() { eprint!("{what} {:.1} ", (now - p).as_secs_f64() * 1e3); } t.set(Some(now)); if what == "end" { eprintln!(); t.set(None); } });
-}
-
 pub fn route_checked_incremental(
     fabric: &Arc<Fabric>,
     ranking: &Ranking,
@@ -256,14 +252,10 @@ pub fn route_checked_incremental(
             path: RoutePath::Full(reason),
         });
     }
-    dbg_lap("start");
     validate_context(&ctx)?;
-    dbg_lap("val");
     let t = Instant::now();
     let base = Prepared::new(fabric, &ranking.level);
-    dbg_lap("baseprep");
     let reach = SwReach::new(&base.o);
-    dbg_lap("swreach");
     let prep_ms = t.elapsed().as_secs_f64() * 1e3;
     let t = Instant::now();
     let prev_hops = previous.and_then(|p| p.hops.as_ref().map(|h| (&*p.fabric, h)));
@@ -273,9 +265,7 @@ pub fn route_checked_incremental(
     } else {
         (None, 0)
     };
-    dbg_lap("hops");
     let escape = hops.as_ref().map(|h| escape::prepare(fabric, h, &base));
-    dbg_lap("escprep");
     let escape_prep_ms = t.elapsed().as_secs_f64() * 1e3;
     let reason = match previous {
         None => Some(FullReason::NoPrevious),
@@ -287,7 +277,6 @@ pub fn route_checked_incremental(
         Some(_) => None,
     };
     let components = recheck::end_port_components(fabric);
-    dbg_lap("comps");
     let (Some(prev), None) = (previous, reason) else {
         let reason = reason.unwrap_or(FullReason::NoPrevious);
         let t = Instant::now();
@@ -351,11 +340,9 @@ pub fn route_checked_incremental(
         _ => (vec![false; ns], false),
     };
     let dirty_ms = t_dirty.elapsed().as_secs_f64() * 1e3;
-    dbg_lap("dirty");
     let t_copy = Instant::now();
     let (mut lfts, copied_rows) = recycle(prev);
     let copy_ms = t_copy.elapsed().as_secs_f64() * 1e3;
-    dbg_lap("copy");
     check_lfts(&ctx, &lfts)?;
     fill_end_port_rows(fabric, lids, &base, LidSet::Base, Select::Dmodc, &mut lfts, &base_rows);
     fill_switch_lid_rows(fabric, lids, &base.o, &reach, &mut lfts, Some(&sw_rows));
@@ -365,7 +352,6 @@ pub fn route_checked_incremental(
         fill_end_port_rows(fabric, lids, e, LidSet::Escape, Select::Dmodc, &mut lfts, &escape_rows);
     }
     let escape_ms = escape_prep_ms + t.elapsed().as_secs_f64() * 1e3;
-    dbg_lap("fill");
     let touched: Vec<bool> = (0..ns).map(|s| base_rows[s] || sw_rows[s] || escape_rows[s]).collect();
     let count = |v: &[bool]| v.iter().filter(|&&b| b).count();
     let mut stats = IncrementalStats {
@@ -381,7 +367,6 @@ pub fn route_checked_incremental(
     let t = Instant::now();
     let changed = recheck::changed_entries(&prev.lfts, &lfts, &touched);
     stats.changed_entries = changed.len() as u64;
-    dbg_lap("changed");
     let can_reuse = prev.check.valid && prev.components == components;
     let concluded = can_reuse && {
         let (ok, lids_walked) = recheck::changed_deliver(fabric, lids, &lfts, &changed);
@@ -389,7 +374,6 @@ pub fn route_checked_incremental(
         ok
     };
     let check = if concluded {
-    dbg_lap("deliver");
         RoutingCheck {
             engine: kind.to_string(),
             check_ms: t.elapsed().as_secs_f64() * 1e3,
@@ -409,7 +393,6 @@ pub fn route_checked_incremental(
     };
     let lfts = Arc::new(lfts);
     let touched = (check.fallback == Fallback::None).then_some(touched);
-    dbg_lap("end");
     Ok(Rerouted {
         lfts: lfts.clone(),
         base_ms,
