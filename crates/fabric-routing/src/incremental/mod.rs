@@ -25,6 +25,7 @@
 //! Only Dmodc without node groups is incremental (it is the default engine); every other
 //! engine is routed in full (`RoutePath::Full`).
 
+mod costs;
 mod dirty;
 mod escape;
 #[cfg(test)]
@@ -48,6 +49,8 @@ use crate::lid::LidPlan;
 use crate::route::EngineKind;
 use crate::swlid::{fill_switch_lid_rows, SwReach};
 use crate::updown::EscapePrep;
+
+pub(crate) use costs::costs_from;
 
 /// What a generation keeps for the next one to be routed incrementally (Dmodc, no node
 /// groups): the snapshot, the LID plan, the preprocessing of both LID sets and the tables.
@@ -254,7 +257,7 @@ pub fn route_checked_incremental(
     }
     validate_context(&ctx)?;
     let t = Instant::now();
-    let base = Prepared::new(fabric, &ranking.level);
+    let base = Prepared::new_from(fabric, &ranking.level, previous.map(|p| &p.base));
     let reach = SwReach::new(&base.o);
     let prep_ms = t.elapsed().as_secs_f64() * 1e3;
     let t = Instant::now();
