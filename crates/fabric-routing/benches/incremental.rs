@@ -13,7 +13,9 @@
 //! also in full (ranking excluded from both: the daemon ranks every generation either way);
 //! every incremental result is compared with the full one (tables and check). Prints the
 //! median and max of both, the stage split of the incremental path (with the rows copied into
-//! the target) and the rows it re-filled; the machine load (`/proc/loadavg`) before and after.
+//! the target) and the rows it re-filled; the machine load (`/proc/loadavg`) before and after,
+//! the CPU time of the incremental routing (all threads) and the peak resident set of each
+//! fabric's run.
 //! On the default rayon pool (the daemon's routing pool).
 //!
 //! `cargo bench -p fabric-routing --bench incremental [-- FILTER] [--faults N] [--no-full]`
@@ -38,6 +40,19 @@ fn loadavg() -> String {
         .unwrap_or_default()
         .trim()
         .to_string()
+}
+
+/// CPU time of the process so far (every thread, `/proc/self/task/*/schedstat`), ns: the
+/// incremental routing's cost independent of the machine's load.
+fn cpu_ns() -> u64 {
+    std::fs::read_dir("/proc/self/task")
+        .map(|d| {
+            d.flatten()
+                .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
+                .filter_map(|s| s.split_whitespace().next().and_then(|v| v.parse::<u64>().ok()))
+                .sum()
+        })
+        .unwrap_or(0)
 }
 
 /// Peak resident set (`VmHWM`, kB) since the last [`reset_peak`].
@@ -111,6 +126,7 @@ fn main() {
         }
         let step = (cables.len() / faults.max(1)).max(1);
         let (mut inc, mut full) = (Vec::new(), Vec::new());
+        let mut inc_cpu = Vec::new();
         let mut times = Vec::new();
         let mut rows = Vec::new();
         let mut copied = Vec::new();
@@ -118,10 +134,11 @@ fn main() {
             let (switch, port) = cables[(i * step) % cables.len()];
             let f = Arc::new(intact.apply(&[FabricEvent::LinkDown { switch, port }]).expect("fault"));
             let ranking = rank(&f, &RankOptions::default());
-            let t = Instant::now();
+            let (t, c) = (Instant::now(), cpu_ns());
             let r = route_checked_incremental(&f, &ranking, &lids, EngineKind::Dmodc, None, Some(&state))
                 .expect("incremental");
             inc.push(t.elapsed().as_secs_f64() * 1e3);
+            inc_cpu.push((cpu_ns() - c) as f64 / 1e6);
             let ctx = RoutingContext {
                 fabric: &f,
                 ranking: &ranking,
@@ -174,6 +191,11 @@ fn main() {
             median(&mut full.clone()),
             maxv(&full),
             rows.len()
+        );
+        println!(
+            "  incremental CPU (all threads): median {:.1} ms (max {:.1})",
+            median(&mut inc_cpu.clone()),
+            maxv(&inc_cpu)
         );
         println!(
             "  incremental stages (median ms): prep {:.1}, escape prep {:.1}, dirty rows {:.1}, copy {:.1}, re-fill {:.1}, check {:.1}",
