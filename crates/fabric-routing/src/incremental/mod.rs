@@ -10,8 +10,10 @@
 //! (Alg. 5), its neighbours' cost rows (the closer groups `C`) and the destinations in
 //! topological NID order (Alg. 7). The same holds for the escape LIDs (Up*/Down*'s legal
 //! paths with Alg. 12's selection, [`crate::updown::route_escape`]) and, with the
-//! reachability bitsets in place of costs, for the switch LIDs. The preprocessing (costs, dividers, NIDs, bitsets) is recomputed in full — it is
-//! a small part of a route — and compared with the previous one: a row is re-filled when one of
+//! reachability bitsets in place of costs, for the switch LIDs. The preprocessing (dividers, NIDs,
+//! bitsets) is recomputed in full, the costs only where their inputs changed (module `costs`), the
+//! escape's Up*/Down* preparation from kept hop counts and, on fat-trees, proved equal to the
+//! base's (module `escape`); all is compared with the previous one: a row is re-filled when one of
 //! its inputs differs. Global inputs (the LID plan, the NIDs and the leaf list, the node order
 //! of the escape routing) must be unchanged, else every row of that LID set is re-filled.
 //!
