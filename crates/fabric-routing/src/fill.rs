@@ -146,6 +146,19 @@ impl Prepared {
         let tn = prep::topological_nids(fabric, &o, &costs);
         Prepared { o, costs, div, tn }
     }
+
+    /// [`Prepared::new`], with the costs re-computed only where they can differ from
+    /// `prev`'s ([`crate::incremental::costs_from`], same bytes) when the orientation has the
+    /// same rows.
+    pub(crate) fn new_from(fabric: &Fabric, level: &[Option<u32>], prev: Option<&Prepared>) -> Self {
+        let o = Oriented::new(fabric, level);
+        let costs = prev
+            .and_then(|p| crate::incremental::costs_from(&o, &p.o, &p.costs))
+            .unwrap_or_else(|| prep::costs(&o));
+        let div = prep::dividers(&o);
+        let tn = prep::topological_nids(fabric, &o, &costs);
+        Prepared { o, costs, div, tn }
+    }
 }
 
 /// How a port is picked among the closer groups.

@@ -210,7 +210,7 @@ pub(crate) fn costs(o: &Oriented) -> Costs {
 
 /// `row[i] = min(row[i], src[i] + 1)` with 255 = ∞ (saturating, so ∞ + 1 = ∞).
 #[inline]
-fn relax(row: &mut [u8], src: &[u8]) {
+pub(crate) fn relax(row: &mut [u8], src: &[u8]) {
     for (a, &b) in row.iter_mut().zip(src) {
         *a = (*a).min(b.saturating_add(1));
     }

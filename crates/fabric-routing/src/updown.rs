@@ -387,7 +387,7 @@ pub(crate) fn prepare_with_roots(
     fabric: &Fabric,
     roots: &[SwitchId],
     leaves: &[(SwitchId, u32)],
-    reaches: impl Fn(usize, usize) -> bool,
+    reaches: impl Fn(usize, usize) -> bool + Sync,
 ) -> Prepared {
     let attempt = |first: &[SwitchId]| {
         let bfs = bfs_levels_from(fabric, first);
@@ -412,15 +412,22 @@ fn roots_connect(
     o: &Oriented,
     costs: &Costs,
     leaves: &[(SwitchId, u32)],
-    reaches: &impl Fn(usize, usize) -> bool,
+    reaches: &(impl Fn(usize, usize) -> bool + Sync),
 ) -> bool {
     let nl = costs.nleaves;
-    leaves.iter().enumerate().all(|(i, &(l, _))| {
-        let li = o.leaf_idx[o.pos[l.idx()] as usize] as usize;
-        leaves.iter().enumerate().all(|(j, &(s, _))| {
-            let p = o.pos[s.idx()];
-            !reaches(i, j) || p == NONE || costs.full[p as usize * nl + li] != INF
-        })
+    // Column of each leaf in the cost rows; then, per source leaf `j`, its (contiguous) cost
+    // row, the pair looked up in `reaches` only where the cost is ∞.
+    let li: Vec<usize> = leaves
+        .iter()
+        .map(|&(l, _)| o.leaf_idx[o.pos[l.idx()] as usize] as usize)
+        .collect();
+    leaves.par_iter().enumerate().all(|(j, &(s, _))| {
+        let p = o.pos[s.idx()];
+        if p == NONE {
+            return true;
+        }
+        let row = &costs.full[p as usize * nl..(p as usize + 1) * nl];
+        li.iter().enumerate().all(|(i, &c)| row[c] != INF || !reaches(i, j))
     })
 }
 
@@ -454,16 +461,29 @@ pub(crate) fn escape_prep(fabric: &Fabric, base: &Prepared) -> EscapePrep {
         w,
         reach,
     } = detect_roots(fabric);
-    let reaches = |i: usize, j: usize| reach[j * w + i / 64] & (1 << (i % 64)) != 0;
-    let bfs = bfs_levels_from(fabric, &roots);
+    escape_prep_with_roots(fabric, base, &roots, &leaves, |i, j| {
+        reach[j * w + i / 64] & (1 << (i % 64)) != 0
+    })
+}
+
+/// [`escape_prep`] after the root detection (arguments as for [`prepare_with_roots`]): shared
+/// with the incremental re-routing, which finds the roots from kept hop counts.
+pub(crate) fn escape_prep_with_roots(
+    fabric: &Fabric,
+    base: &Prepared,
+    roots: &[SwitchId],
+    leaves: &[(SwitchId, u32)],
+    reaches: impl Fn(usize, usize) -> bool + Sync,
+) -> EscapePrep {
+    let bfs = bfs_levels_from(fabric, roots);
     let same = same_orientation(&Oriented::new(fabric, &bfs), &base.o)
         && same_orientation(&Oriented::new(fabric, &oriented_levels(fabric, &bfs)), &base.o)
         && downcosts_are_costs(&base.costs)
-        && (roots.len() <= 1 || roots_connect(&base.o, &base.costs, &leaves, &reaches));
+        && (roots.len() <= 1 || roots_connect(&base.o, &base.costs, leaves, &reaches));
     if same {
         EscapePrep::SameAsBase
     } else {
-        EscapePrep::Own(Box::new(prepare_with_roots(fabric, &roots, &leaves, reaches)))
+        EscapePrep::Own(Box::new(prepare_with_roots(fabric, roots, leaves, reaches)))
     }
 }
 

@@ -10,8 +10,10 @@
 //! (Alg. 5), its neighbours' cost rows (the closer groups `C`) and the destinations in
 //! topological NID order (Alg. 7). The same holds for the escape LIDs (Up*/Down*'s legal
 //! paths with Alg. 12's selection, [`crate::updown::route_escape`]) and, with the
-//! reachability bitsets in place of costs, for the switch LIDs. The preprocessing (costs, dividers, NIDs, bitsets) is recomputed in full — it is
-//! a small part of a route — and compared with the previous one: a row is re-filled when one of
+//! reachability bitsets in place of costs, for the switch LIDs. The preprocessing (dividers, NIDs,
+//! bitsets) is recomputed in full, the costs only where their inputs changed (module `costs`), the
+//! escape's Up*/Down* preparation from kept hop counts and, on fat-trees, proved equal to the
+//! base's (module `escape`); all is compared with the previous one: a row is re-filled when one of
 //! its inputs differs. Global inputs (the LID plan, the NIDs and the leaf list, the node order
 //! of the escape routing) must be unchanged, else every row of that LID set is re-filled.
 //!
@@ -25,8 +27,11 @@
 //! Only Dmodc without node groups is incremental (it is the default engine); every other
 //! engine is routed in full (`RoutePath::Full`).
 
+mod costs;
 mod dirty;
 mod escape;
+#[cfg(test)]
+mod escape_tests;
 mod recheck;
 #[cfg(test)]
 mod tests;
@@ -45,6 +50,9 @@ use crate::lft::Lfts;
 use crate::lid::LidPlan;
 use crate::route::EngineKind;
 use crate::swlid::{fill_switch_lid_rows, SwReach};
+use crate::updown::EscapePrep;
+
+pub(crate) use costs::costs_from;
 
 /// What a generation keeps for the next one to be routed incrementally (Dmodc, no node
 /// groups): the snapshot, the LID plan, the preprocessing of both LID sets and the tables.
@@ -53,7 +61,8 @@ pub struct RoutingState {
     lids: LidPlan,
     base: Prepared,
     reach: SwReach,
-    escape: Option<Prepared>,
+    /// The escape's preparation (LMC ≥ 1): the base's ([`EscapePrep::SameAsBase`]) or its own.
+    escape: Option<EscapePrep>,
     /// The hop counts of the escape routing's root detection.
     hops: Option<escape::HopCounts>,
     lfts: Arc<Lfts>,
@@ -74,6 +83,20 @@ impl RoutingState {
     /// The tables are the engine's own (no fallback spliced into them): rows can be reused.
     fn pure(&self) -> bool {
         self.check.fallback == Fallback::None
+    }
+
+    /// The preparation the escape LIDs were filled with.
+    fn escape(&self) -> Option<&Prepared> {
+        escape_of(&self.escape, &self.base)
+    }
+}
+
+/// The preparation of the escape LIDs: `base` when it was proved equal to Up*/Down*'s.
+fn escape_of<'a>(e: &'a Option<EscapePrep>, base: &'a Prepared) -> Option<&'a Prepared> {
+    match e {
+        None => None,
+        Some(EscapePrep::SameAsBase) => Some(base),
+        Some(EscapePrep::Own(p)) => Some(p),
     }
 }
 
@@ -236,7 +259,7 @@ pub fn route_checked_incremental(
     }
     validate_context(&ctx)?;
     let t = Instant::now();
-    let base = Prepared::new(fabric, &ranking.level);
+    let base = Prepared::new_from(fabric, &ranking.level, previous.map(|p| &p.base));
     let reach = SwReach::new(&base.o);
     let prep_ms = t.elapsed().as_secs_f64() * 1e3;
     let t = Instant::now();
@@ -247,7 +270,7 @@ pub fn route_checked_incremental(
     } else {
         (None, 0)
     };
-    let escape = hops.as_ref().map(|h| escape::prepare(fabric, h));
+    let escape = hops.as_ref().map(|h| escape::prepare(fabric, h, &base));
     let escape_prep_ms = t.elapsed().as_secs_f64() * 1e3;
     let reason = match previous {
         None => Some(FullReason::NoPrevious),
@@ -266,7 +289,7 @@ pub fn route_checked_incremental(
         fill_prepared(&ctx, &base, LidSet::Base, Select::Dmodc, &mut lfts);
         let base_ms = prep_ms + t.elapsed().as_secs_f64() * 1e3;
         let t = Instant::now();
-        if let Some(e) = &escape {
+        if let Some(e) = escape_of(&escape, &base) {
             crate::engine::check_route_args(&ctx, LidSet::Escape, &lfts)?;
             fill_prepared(&ctx, e, LidSet::Escape, Select::Dmodc, &mut lfts);
         }
@@ -306,7 +329,15 @@ pub fn route_checked_incremental(
     let ns = fabric.num_switches();
     let base_rows = dirty::end_port_rows(&prev.fabric, &prev.base, fabric, &base, true);
     let sw_rows = dirty::switch_lid_rows(&prev.fabric, &prev.base, &prev.reach, fabric, &base, &reach);
-    let (escape_rows, escape_all) = match (&prev.escape, &escape) {
+    let (escape_rows, escape_all) = match (prev.escape(), escape_of(&escape, &base)) {
+        // Both generations fill the escape from the base preparation: the base rows.
+        _ if matches!(
+            (&prev.escape, &escape),
+            (Some(EscapePrep::SameAsBase), Some(EscapePrep::SameAsBase))
+        ) =>
+        {
+            (base_rows.clone(), false)
+        }
         (Some(pe), Some(e)) if dirty::same_destinations(&prev.fabric, pe, fabric, e) => {
             (dirty::end_port_rows(&prev.fabric, pe, fabric, e, true), false)
         }
@@ -322,7 +353,7 @@ pub fn route_checked_incremental(
     fill_switch_lid_rows(fabric, lids, &base.o, &reach, &mut lfts, Some(&sw_rows));
     let base_ms = prep_ms + t.elapsed().as_secs_f64() * 1e3;
     let t = Instant::now();
-    if let Some(e) = &escape {
+    if let Some(e) = escape_of(&escape, &base) {
         fill_end_port_rows(fabric, lids, e, LidSet::Escape, Select::Dmodc, &mut lfts, &escape_rows);
     }
     let escape_ms = escape_prep_ms + t.elapsed().as_secs_f64() * 1e3;
