@@ -4,7 +4,10 @@
 //! * **Recognition** ([`layout`]): the QFT tuples (Sec. III) of every switch and end node, read
 //!   from the generator's names and checked against the QFT connection rule (eqs. 6–8) cable by
 //!   cable, so a fabric is accepted only if its live cables are those of a QFT (complete or with
-//!   cables / non-leaf switches missing). Anything else gets [`RoutingError::Unsupported`] with
+//!   cables / non-leaf switches missing). A fabric whose switches carry no such names (a real
+//!   `ibnetdiscover` dump) gets its tuples from the structure ([`structure`]: ranking levels,
+//!   port groups, eq. 6's twin switches; complete QFTs only), checked the same way and with a
+//!   map from the closed form's port numbers (eqs. 7–8) to the switches' own. Anything else gets [`RoutingError::Unsupported`] with
 //!   the reason, as does a QFT shape the paper's routing does not cover (several
 //!   cross-connected levels, cross-connections at the top, `p_l ∤ w_{l+2}`) and a PGFT with
 //!   parallel cables (its `p` means parallel cables, not cross-connections: use dmodk/dmodc).

@@ -3,7 +3,9 @@
 //!
 //! The closed form (Sec. IV) is a function of the tuples, which the QFT paper assigns with the
 //! generator (its tech. report's tuple assignment). PQFT reads them back from the names that
-//! `fabricctl topo gen` writes (`"QFT L1 S(0,1,3)"`) and then **checks the structure**: the spec
+//! `fabricctl topo gen` writes (`"QFT L1 S(0,1,3)"`), or, when no switch carries such a name,
+//! assigns them from the structure of a complete QFT ([`super::structure`]). From the names it
+//! then **checks the structure**: the spec
 //! is inferred from the digits and the port counts, regenerated, and every live cable of the
 //! fabric must be a cable of that QFT on exactly the ports of eqs. 7–8 (every end port on its
 //! leaf port). A complete fabric is recognised by [`PgftLayout::recognize`]; a degraded one
