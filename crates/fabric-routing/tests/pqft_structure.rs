@@ -185,3 +185,33 @@ proptest! {
         check_disguised(shape, seed);
     }
 }
+
+/// Real captures (none of them a QFT, one a 214-switch 3-level fat-tree): a clear refusal, never
+/// a panic.
+#[test]
+fn real_dumps_that_are_not_qfts_are_refused_with_a_reason() {
+    for (name, text) in [
+        (
+            "janus",
+            include_str!("../../fabric-topology/tests/data/real/mlunacek-qdr-3xIS5600-214sw.ibnet"),
+        ),
+        ("loginoff", include_str!("data/loginoff-sx6036-fdr10-8sw.ibnet")),
+        ("psmn", include_str!("data/psmn-x5-voltaire4036-qdr.ibnet")),
+        ("switchib", include_str!("data/switchib-edr-6sw-flat.ibnet")),
+        ("ibtopotool", include_str!("data/ibtopotool-ufm-lab-degraded.ibnet")),
+    ] {
+        let f = fabric_topology::ibnet::parse(text, name).unwrap().fabric;
+        match Pqft::recognize(&f) {
+            Err(RoutingError::Unsupported { engine: "pqft", reason }) => {
+                // switchib is a 2-level PGFT with parallel cables, the others no fat-tree at all.
+                let why = if name == "switchib" {
+                    "parallel cables"
+                } else {
+                    "not a quasi fat-tree"
+                };
+                assert!(reason.contains(why), "{name}: {reason}");
+            }
+            other => panic!("{name}: {other:?}"),
+        }
+    }
+}
