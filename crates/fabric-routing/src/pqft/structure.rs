@@ -68,12 +68,20 @@ pub(crate) fn structural_layout(f: &Fabric, level: &[Option<u32>]) -> Result<Qft
         // No cross-connections: a PGFT (p_l = 1 is the QFT without them; parallel cables are
         // refused by the closed form with the reason).
         let l = PgftLayout::recognize_structure(f, level).map_err(|e| e.to_string())?;
+        let index: Vec<u64> = l.end_port_index.iter().map(|&d| u64::from(d)).collect();
+        // The port map needs one cable per neighbour; with parallel cables the closed form
+        // refuses the fabric anyway (with that reason).
+        let ports = if l.spec.p.iter().all(|&p| p == 1) {
+            Some(check_cabling(f, &l.spec, &l.switch_addr, &index)?)
+        } else {
+            None
+        };
         return Ok(QftLayout {
-            index: l.end_port_index.iter().map(|&d| u64::from(d)).collect(),
+            index,
             addr: l.switch_addr,
             spec: l.spec,
             complete: true,
-            ports: None,
+            ports,
         });
     }
     for c in &mut twins {
