@@ -14,9 +14,10 @@
 #            [--bin-dir DIR] [--cost]
 #   --spec     fabric (fabricctl topo gen notation); default the thesis' 8 640-node
 #              PGFT(3;24,12,30;1,12,12;1,2,1)
-#   --engines  engines to run (default: every name of `fabricctl analyze --help`'s list:
-#              dmodc dmodk updown updown-random ftree ftree2 ftree-random bfs-ftree bfs-ftree2
-#              bfs-ftree-random randsp smodk sssp pqft dmodc-lb)
+#   --engines  engines to run (default: every engine of ENGINE_NAMES: dmodc dmodc-lb dmodk
+#              updown updown-random bfs-dmodc bfs-random ftree ftree2 ftree-random bfs-ftree
+#              bfs-ftree2 bfs-ftree-random randsp smodk sssp pqft; the thesis' BFS-Dmodc and
+#              BFS-Random are bfs-dmodc and bfs-random, its UpDn OpenSM's updn, like `updown`)
 #   --mode     links: remove STEP % of the inter-switch cables; switches: STEP % of the non-leaf
 #              switches (default links)
 #   --steps    percentages (default "0 1 2 5 10" for links, "0 1 2 5" for switches)
@@ -30,7 +31,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 spec='PGFT(3;24,12,30;1,12,12;1,2,1)'
-engines="dmodc dmodk updown updown-random ftree ftree2 ftree-random bfs-ftree bfs-ftree2 bfs-ftree-random randsp smodk sssp pqft dmodc-lb"
+engines="dmodc dmodc-lb dmodk updown updown-random bfs-dmodc bfs-random ftree ftree2 ftree-random bfs-ftree bfs-ftree2 bfs-ftree-random randsp smodk sssp pqft"
 mode=links
 steps=""
 seeds="1 2 3"
@@ -89,7 +90,7 @@ for pct in $steps; do
     for seed in $seeds; do
       seeded=$engine
       case "$engine" in
-        updown-random|ftree-random|bfs-ftree-random|randsp) seeded="$engine:$seed" ;;
+        updown-random|bfs-random|ftree-random|bfs-ftree-random|randsp) seeded="$engine:$seed" ;;
         *) [ "$n" -eq 0 ] && [ "$seed" != "$first_seed" ] && continue ;;
       esac
       f="$tmp/d-$pct-$seed.topo"

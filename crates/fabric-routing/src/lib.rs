@@ -80,7 +80,7 @@ pub use opensm::{
     parse_opensm_lfts, read_opensm_lfts, write_opensm_lfts, write_opensm_lfts_to, LftDumpError, OpensmLftWriter,
     OpensmLfts, SwitchLftDump,
 };
-pub use pqft::Pqft;
+pub use pqft::{Pqft, QftTuples};
 pub use randsp::RandSp;
 pub use route::{
     data_vls_of_layers, engine, engine_fits, repeat_layer_offsets, route_all, route_all_grouped, route_all_reusing,

@@ -4,7 +4,10 @@
 //! * **Recognition** ([`layout`]): the QFT tuples (Sec. III) of every switch and end node, read
 //!   from the generator's names and checked against the QFT connection rule (eqs. 6–8) cable by
 //!   cable, so a fabric is accepted only if its live cables are those of a QFT (complete or with
-//!   cables / non-leaf switches missing). Anything else gets [`RoutingError::Unsupported`] with
+//!   cables / non-leaf switches missing). A fabric whose switches carry no such names (a real
+//!   `ibnetdiscover` dump) gets its tuples from the structure ([`structure`]: ranking levels,
+//!   port groups, eq. 6's twin switches; complete QFTs only), checked the same way and with a
+//!   map from the closed form's port numbers (eqs. 7–8) to the switches' own. Anything else gets [`RoutingError::Unsupported`] with
 //!   the reason, as does a QFT shape the paper's routing does not cover (several
 //!   cross-connected levels, cross-connections at the top, `p_l ∤ w_{l+2}`) and a PGFT with
 //!   parallel cables (its `p` means parallel cables, not cross-connections: use dmodk/dmodc).
@@ -28,9 +31,11 @@
 
 mod closed;
 mod layout;
+mod structure;
 
 use rayon::prelude::*;
 
+use fabric_topology::gen::{PgftSpec, SwitchAddr};
 use fabric_topology::{Fabric, Lid, PortNum, SwitchId};
 
 use crate::engine::{check_route_args, LidSet, RoutingContext, RoutingEngine, RoutingError};
@@ -48,11 +53,41 @@ impl Pqft {
     /// Whether PQFT can route `fabric` (a complete or degraded QFT of a shape the paper's
     /// routing covers): the reason when it cannot (for a configuration check or a start).
     pub fn check_fabric(fabric: &Fabric) -> Result<(), RoutingError> {
-        let unsupported = |reason: String| RoutingError::Unsupported { engine: "pqft", reason };
-        let lay = qft_layout(fabric).map_err(|e| unsupported(format!("not a quasi fat-tree: {e}")))?;
-        Closed::new(&lay.spec).map_err(unsupported)?;
-        Ok(())
+        Self::recognize(fabric).map(|_| ())
     }
+
+    /// The QFT tuples PQFT routes `fabric` with (QFT paper Sec. III), on the levels of a
+    /// default ranking: the generator's names when the switches carry them, otherwise from the
+    /// structure (complete QFTs; see the module docs). `spec.kind` is `Qft` for a
+    /// cross-connected fabric; `end_port_index` is each end port's eq. 4 index `d`.
+    pub fn recognize(fabric: &Fabric) -> Result<QftTuples, RoutingError> {
+        let ranking = fabric_ranking::rank(fabric, &fabric_ranking::RankOptions::default());
+        let lay = layout_for(fabric, &ranking.level)?;
+        Ok(QftTuples {
+            spec: lay.spec,
+            switch_addr: lay.addr,
+            end_port_index: lay.index,
+        })
+    }
+}
+
+/// The QFT tuples of a fabric (QFT paper Sec. III), as PQFT routes it ([`Pqft::recognize`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct QftTuples {
+    /// The spec (`QFT(..)`, or the PGFT/XGFT of a fabric without cross-connections).
+    pub spec: PgftSpec,
+    /// Tuple of every switch by `SwitchId` (`level` 0 = leaves, `digits[i]` = `s_{i+1}`).
+    pub switch_addr: Vec<SwitchAddr>,
+    /// Eq. 4 index `d` of every end port by `EndPortId`.
+    pub end_port_index: Vec<u64>,
+}
+
+/// The tuples of `f` (on the ranking levels `level`) and the closed form's refusal reasons.
+fn layout_for(f: &Fabric, level: &[Option<u32>]) -> Result<QftLayout, RoutingError> {
+    let unsupported = |reason: String| RoutingError::Unsupported { engine: "pqft", reason };
+    let lay = qft_layout(f, level).map_err(|e| unsupported(format!("not a quasi fat-tree: {e}")))?;
+    Closed::new(&lay.spec).map_err(unsupported)?;
+    Ok(lay)
 }
 
 /// One destination: its LID in the set, and its closed-form ports per generator level.
@@ -74,10 +109,9 @@ impl RoutingEngine for Pqft {
     }
     fn route(&self, ctx: &RoutingContext<'_>, set: LidSet, lfts: &mut Lfts) -> Result<(), RoutingError> {
         check_route_args(ctx, set, lfts)?;
-        let unsupported = |reason: String| RoutingError::Unsupported { engine: "pqft", reason };
         let f = ctx.fabric;
-        let lay = qft_layout(f).map_err(|e| unsupported(format!("not a quasi fat-tree: {e}")))?;
-        let closed = Closed::new(&lay.spec).map_err(unsupported)?;
+        let lay = layout_for(f, &ctx.ranking.level)?;
+        let closed = Closed::new(&lay.spec).expect("checked by layout_for");
         let level: Vec<Option<u32>> = f
             .switch_ids()
             .map(|s| f.switch(s).up.then_some(lay.addr[s.idx()].level))
@@ -152,11 +186,12 @@ fn route_qft(
             let a = &digits[dst.first..dst.first + h];
             let port = match &c {
                 None => {
-                    if closed.descendant(lv, &addr.digits, a) {
+                    let gen = if closed.descendant(lv, &addr.digits, a) {
                         down[dst.first + lv]
                     } else {
                         up[dst.first + lv]
-                    }
+                    };
+                    lay.ports.as_ref().map_or(gen, |m| m.get(s, gen))
                 }
                 Some(c) => {
                     let ideal = (down[dst.first + lv], up[dst.first + lv]);

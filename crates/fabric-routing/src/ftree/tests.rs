@@ -6,10 +6,9 @@
 //!   of L1-1 towards L2-0 is taken (secondary, the other one cannot reach every source);
 //!   3 of the first four destinations go from L1-2 and L1-3 up to L2-2.
 //! * Fig. 5.2: with Ftree2, 2 of them go up to L2-2 and 2 to L2-3.
-//! * μ_{G_d}(A2A(Ftree2)) = 2. (The thesis also states μ_{G_d}(A2A(Ftree)) = 3; with the
-//!   routes of the four destinations it draws reproduced exactly, the whole all-to-all of this
-//!   Ftree gives 2 — the figure does not say how destinations 4–7 are routed, so which
-//!   implementation detail of BXI FM's Ftree makes the difference is not known.)
+//! * μ_{G_d}(A2A(Ftree2)) = 2. The thesis also states μ_{G_d}(A2A(Ftree)) = 3; this Ftree gives
+//!   2, and so does every run of a reference Alg. 1 whatever the pseudo-code leaves open; 3 needs
+//!   ascents that ignore the usage counters (module `reference_alg1` below).
 
 use fabric_topology::{EndPortId, Fabric, FabricEvent, SwitchId};
 
@@ -135,4 +134,206 @@ fn ftree_computes_primary_routes_only_on_a_complete_pgft() {
         .count();
     // Reached: L1-0..3, L2-0 (above L1-0), one top switch and L2-2 below it: 7 of 12.
     assert_eq!(unset, 5);
+}
+
+/// Thesis §5.1.2 states μ_{G_d}(A2A(Ftree)) = 3; fabricd's Ftree gives 2. A reference Alg. 1
+/// on G_d, independent of the engine (next hops per (switch, destination), no LFTs), run with
+/// every source of freedom the pseudo-code leaves open drawn at random: the destination order,
+/// the order of equally used up ports, the order of down groups, and whether the usage counter
+/// counts every ascent or only the primary one (l. 15). With the up ports taken in ascending
+/// order of usage (l. 10) every run gives 2; when the ascents ignore the usage counters, runs
+/// that also draw exactly the routes of Fig. 1.7b (destinations 0–3) reach 3, always on a
+/// top-level link (2–3 ↔ 3), the imbalance the thesis' remark on Fig. 1.7b points at ("moving
+/// routes to node 2 through L3-3 instead of L3-0 would have resulted in equal usage of top level
+/// links"). So the thesis' 3 is not what Alg. 1's usage rule produces on G_d: its figure's routes
+/// to destinations 4–7 (not drawn) must come from an ascent order that the counters did not
+/// balance. fabricd's Ftree follows Alg. 1 and keeps 2.
+mod reference_alg1 {
+    use super::*;
+    use rand::seq::SliceRandom;
+    use rand::{Rng, SeedableRng};
+
+    /// Next hop toward a destination: a switch, or the destination node itself.
+    #[derive(Copy, Clone, PartialEq, Eq, Debug)]
+    enum Hop {
+        Switch(SwitchId),
+        Node,
+    }
+
+    struct Run<'a> {
+        f: &'a Fabric,
+        rng: rand_chacha::ChaCha8Rng,
+        respect_usage: bool,
+        count_every_ascent: bool,
+        usage: std::collections::HashMap<(SwitchId, SwitchId), u32>,
+        col: Vec<Option<Hop>>,
+        delta: usize,
+        leaf: SwitchId,
+    }
+
+    fn level(s: SwitchId) -> u32 {
+        s.0 / 4 + 1
+    }
+
+    fn neighbours(f: &Fabric, s: SwitchId, up: bool) -> Vec<SwitchId> {
+        f.port_groups(s)
+            .iter()
+            .map(|g| g.remote)
+            .filter(|&r| (level(r) > level(s)) == up)
+            .collect()
+    }
+
+    impl Run<'_> {
+        fn descend(&mut self, s: SwitchId) {
+            if level(s) == 1 {
+                self.delta -= 1;
+            }
+            if self.delta == 0 {
+                return;
+            }
+            let mut downs = neighbours(self.f, s, false);
+            downs.shuffle(&mut self.rng);
+            for b in downs {
+                // Never descend into a switch above the destination's leaf (Ascend routes it).
+                let above = level(b) == 2 && neighbours(self.f, b, false).contains(&self.leaf);
+                if self.col[b.idx()].is_none() && !above {
+                    self.col[b.idx()] = Some(Hop::Switch(s));
+                    self.descend(b);
+                    if self.delta == 0 {
+                        break;
+                    }
+                }
+            }
+        }
+
+        fn ascend(&mut self, s: SwitchId) {
+            let mut ups = neighbours(self.f, s, true);
+            ups.shuffle(&mut self.rng);
+            if self.respect_usage {
+                ups.sort_by_key(|&a| self.usage.get(&(s, a)).copied().unwrap_or(0));
+            }
+            for (k, a) in ups.into_iter().enumerate() {
+                if self.col[a.idx()].is_some() {
+                    continue;
+                }
+                self.col[a.idx()] = Some(Hop::Switch(s));
+                if k == 0 || self.count_every_ascent {
+                    *self.usage.entry((s, a)).or_default() += 1;
+                }
+                self.descend(a);
+                self.ascend(a);
+                if self.delta == 0 {
+                    break;
+                }
+            }
+        }
+    }
+
+    /// Next hops `[switch][destination]` of one run (`None`: unreached once Δ was 0).
+    fn alg1(f: &Fabric, seed: u64, respect_usage: bool) -> Vec<Vec<Option<Hop>>> {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+        let count_every_ascent = rng.gen::<bool>();
+        let mut order: Vec<u32> = (0..8).collect();
+        order.shuffle(&mut rng);
+        let mut run = Run {
+            f,
+            rng,
+            respect_usage,
+            count_every_ascent,
+            usage: Default::default(),
+            col: Vec::new(),
+            delta: 0,
+            leaf: SwitchId(0),
+        };
+        let mut next = vec![vec![None; 8]; f.num_switches()];
+        for d in order {
+            run.leaf = SwitchId(d / 2);
+            run.col = vec![None; f.num_switches()];
+            run.col[run.leaf.idx()] = Some(Hop::Node);
+            run.delta = 4;
+            run.descend(run.leaf);
+            run.ascend(run.leaf);
+            for (s, c) in run.col.iter().enumerate() {
+                next[s][d as usize] = *c;
+            }
+        }
+        next
+    }
+
+    fn route(next: &[Vec<Option<Hop>>], s: u32, d: u32) -> Vec<SwitchId> {
+        let mut at = SwitchId(s / 2);
+        let mut path = vec![at];
+        while let Hop::Switch(n) = next[at.idx()][d as usize].expect("every source leaf is reached") {
+            at = n;
+            path.push(at);
+            assert!(path.len() < 8, "loop {s} -> {d}");
+        }
+        path
+    }
+
+    /// μ(A2A) and the switch-to-switch channels reaching it.
+    fn mu(next: &[Vec<Option<Hop>>]) -> (usize, Vec<(SwitchId, SwitchId)>) {
+        let mut by: std::collections::HashMap<(SwitchId, SwitchId), (u64, u64)> = Default::default();
+        for s in 0..8 {
+            for d in 0..8 {
+                if s != d {
+                    for w in route(next, s, d).windows(2) {
+                        let e = by.entry((w[0], w[1])).or_default();
+                        e.0 |= 1 << s;
+                        e.1 |= 1 << d;
+                    }
+                }
+            }
+        }
+        let m = |&(a, b): &(u64, u64)| a.count_ones().min(b.count_ones()) as usize;
+        let max = by.values().map(m).max().unwrap_or(0);
+        let at = by.iter().filter(|(_, v)| m(v) == max).map(|(k, _)| *k).collect();
+        (max, at)
+    }
+
+    /// The facts of Fig. 1.7b (destinations 0–3), as in `ftree_on_g_d_matches_fig_1_7b`.
+    fn fig_1_7b(next: &[Vec<Option<Hop>>]) -> bool {
+        (4..8).all(|s| route(next, s, 2).contains(&sw(3, 0)))
+            && route(next, 0, 3) == vec![sw(1, 0), sw(2, 0), sw(1, 1)]
+            && [2u32, 3].iter().all(|&leaf| {
+                (0..4).all(|d| {
+                    let via = if d < 3 { sw(2, 2) } else { sw(2, 3) };
+                    route(next, 2 * leaf, d)[1] == via && route(next, 2 * leaf + 1, d)[1] == via
+                })
+            })
+    }
+
+    #[test]
+    fn alg1_gives_a2a_2_on_g_d_whatever_the_pseudo_code_leaves_open() {
+        let f = g_d();
+        let mut fig = 0;
+        for seed in 0..400 {
+            let next = alg1(&f, seed, true);
+            assert_eq!(mu(&next).0, 2, "seed {seed}");
+            fig += usize::from(fig_1_7b(&next));
+        }
+        // Some of these runs draw Fig. 1.7b exactly, and fabricd's Ftree is one of them.
+        assert!(fig > 0);
+        let (_, lids, lfts) = routed(&f, EngineKind::Ftree, 0);
+        assert_eq!(super::mu_a2a(&f, &lids, &lfts), 2);
+    }
+
+    #[test]
+    fn the_thesis_a2a_3_needs_ascents_that_ignore_the_usage_counters() {
+        let f = g_d();
+        let mut threes = 0;
+        for seed in 0..3000 {
+            let next = alg1(&f, seed, false);
+            let (m, at) = mu(&next);
+            assert!(m >= 2, "seed {seed}");
+            if m == 3 && fig_1_7b(&next) {
+                threes += 1;
+                assert!(
+                    at.iter().all(|&(a, b)| level(a).max(level(b)) == 3),
+                    "seed {seed}: {at:?}"
+                );
+            }
+        }
+        assert!(threes > 0, "no run with Fig. 1.7b's routes reaches μ = 3");
+    }
 }

@@ -3,7 +3,9 @@
 //!
 //! The closed form (Sec. IV) is a function of the tuples, which the QFT paper assigns with the
 //! generator (its tech. report's tuple assignment). PQFT reads them back from the names that
-//! `fabricctl topo gen` writes (`"QFT L1 S(0,1,3)"`) and then **checks the structure**: the spec
+//! `fabricctl topo gen` writes (`"QFT L1 S(0,1,3)"`), or, when no switch carries such a name,
+//! assigns them from the structure of a complete QFT ([`super::structure`]). From the names it
+//! then **checks the structure**: the spec
 //! is inferred from the digits and the port counts, regenerated, and every live cable of the
 //! fabric must be a cable of that QFT on exactly the ports of eqs. 7–8 (every end port on its
 //! leaf port). A complete fabric is recognised by [`PgftLayout::recognize`]; a degraded one
@@ -12,7 +14,35 @@
 //! differs, so the port choices of the closed form always mean what the paper says.
 
 use fabric_topology::gen::{generate, PgftLayout, PgftSpec, SpecKind, SwitchAddr};
-use fabric_topology::{fmt_guid, Fabric, Remote};
+use fabric_topology::{fmt_guid, Fabric, PortNum, Remote, SwitchId};
+
+use super::structure::structural_layout;
+
+/// Per switch, the generator's port number (eqs. 7–8, what the closed form computes) → the
+/// switch's own port, for a QFT recognised from its structure.
+pub(crate) struct PortMap {
+    map: Vec<PortNum>,
+}
+
+impl PortMap {
+    const STRIDE: usize = 256;
+
+    pub fn new(switches: usize) -> PortMap {
+        PortMap {
+            map: vec![0; switches * Self::STRIDE],
+        }
+    }
+
+    pub fn set(&mut self, s: SwitchId, generator: PortNum, own: PortNum) {
+        self.map[s.idx() * Self::STRIDE + generator as usize] = own;
+    }
+
+    /// The own port of switch `s` for the generator's port `generator`.
+    #[inline]
+    pub fn get(&self, s: usize, generator: PortNum) -> PortNum {
+        self.map[s * Self::STRIDE + generator as usize]
+    }
+}
 
 /// The tuples of a (possibly degraded) QFT.
 pub(crate) struct QftLayout {
@@ -23,20 +53,35 @@ pub(crate) struct QftLayout {
     pub index: Vec<u64>,
     /// Whether the fabric is the complete QFT with every link up.
     pub complete: bool,
+    /// Generator port → own port, when the tuples come from the structure (the generator's
+    /// names carry the generator's port numbers: `None`).
+    pub ports: Option<PortMap>,
 }
 
-/// Reads the QFT tuples of `f` (see the module docs). The error is a reason for an operator.
-pub(crate) fn qft_layout(f: &Fabric) -> Result<QftLayout, String> {
+/// Reads the QFT tuples of `f` (see the module docs): from the generator's names when the
+/// switches carry them, otherwise from the structure ([`structural_layout`], complete QFTs;
+/// `level` is the ranking's). The error is a reason for an operator.
+pub(crate) fn qft_layout(f: &Fabric, level: &[Option<u32>]) -> Result<QftLayout, String> {
     match PgftLayout::recognize(f) {
         Ok(l) => Ok(QftLayout {
             index: l.end_port_index.iter().map(|&d| u64::from(d)).collect(),
             addr: l.switch_addr,
             spec: l.spec,
             complete: true,
+            ports: None,
         }),
+        Err(_) if !f.switches().iter().any(|s| parse_tuple(&s.desc).is_some()) => structural_layout(f, level)
+            .map_err(|e| format!("its switches carry no QFT tuples and its structure is not a complete QFT: {e}")),
         Err(complete_err) => degraded_layout(f)
             .map_err(|e| format!("it is not a complete generated fat-tree ({complete_err}) nor a degraded one ({e})")),
     }
+}
+
+/// The kind and tuple of a generator name (`"QFT L1 S(0,1,3)"`).
+fn parse_tuple(desc: &str) -> Option<(SpecKind, SwitchAddr)> {
+    let (k, a) = desc.split_once(' ')?;
+    let k = SpecKind::from_name(k).filter(|x| x.name() == k)?;
+    Some((k, SwitchAddr::parse(a)?))
 }
 
 fn degraded_layout(f: &Fabric) -> Result<QftLayout, String> {
@@ -50,11 +95,8 @@ fn degraded_layout(f: &Fabric) -> Result<QftLayout, String> {
     let mut kind = None;
     let mut addr = Vec::with_capacity(f.num_switches());
     for (i, s) in f.switches().iter().enumerate() {
-        let parsed = s.desc.split_once(' ').and_then(|(k, a)| {
-            let k = SpecKind::from_name(k).filter(|x| x.name() == k)?;
-            Some((k, SwitchAddr::parse(a)?))
-        });
-        let (k, a) = parsed.ok_or_else(|| format!("{} does not carry a QFT tuple ('QFT L1 S(0,1,3)')", name(i)))?;
+        let (k, a) = parse_tuple(&s.desc)
+            .ok_or_else(|| format!("{} does not carry a QFT tuple ('QFT L1 S(0,1,3)')", name(i)))?;
         if *kind.get_or_insert(k) != k {
             return Err(format!("{} is a {k} switch, {} is not", name(i), name(0)));
         }
@@ -174,5 +216,6 @@ fn degraded_layout(f: &Fabric) -> Result<QftLayout, String> {
         addr,
         index,
         complete: false,
+        ports: None,
     })
 }

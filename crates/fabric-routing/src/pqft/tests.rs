@@ -64,7 +64,7 @@ fn alg1_keeps_the_closed_form_on_a_complete_qft() {
         let r = Routable::new(generate(&spec(s)).unwrap().fabric);
         let ctx = r.ctx();
         let f = &r.fabric;
-        let mut lay = qft_layout(f).unwrap();
+        let mut lay = qft_layout(f, &[]).unwrap();
         assert!(lay.complete);
         let sp = lay.spec.clone();
         let closed = Closed::new(&sp).unwrap();
@@ -84,7 +84,7 @@ fn alg1_keeps_the_closed_form_on_a_complete_qft() {
 fn degraded_qfts_are_recognised_and_miscabled_ones_refused() {
     let g = generate(&spec("QFT(3;4,2,4;1,2,4;1,2,1)")).unwrap();
     let d = degrade(&g.fabric, 10, 2, 7);
-    let lay = qft_layout(&d).unwrap();
+    let lay = qft_layout(&d, &[]).unwrap();
     assert!(!lay.complete);
     assert_eq!(lay.spec, g.layout.spec);
     // Swap the far ends of two up cables of leaf 0: the names still say QFT, the ports do not
@@ -133,7 +133,7 @@ fn degraded_qfts_are_recognised_and_miscabled_ones_refused() {
         }
     }
     let bad = fb.build();
-    let e = qft_layout(&bad).err().unwrap();
+    let e = qft_layout(&bad, &[]).err().unwrap();
     assert!(e.contains("is not cabled as in"), "{e}");
     let r = Routable::new(bad);
     let mut lfts = Lfts::new(r.fabric.num_switches(), r.lids.top());

@@ -4,6 +4,8 @@
 
 #![allow(dead_code)]
 
+pub mod disguise;
+
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use rayon::prelude::*;
