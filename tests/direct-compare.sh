@@ -21,7 +21,7 @@
 #     time / fabricd's compute_ms (first fabricd variant of --sms).
 #
 # Usage: tests/direct-compare.sh [--fabrics "SPEC ..."] [--cuts "0 1 5"] [--sms "..."]
-#            [--rp N] [--seed S] [--bin-dir DIR] [--out DIR] [--fabricd-engine ENGINE]
+#            [--rp N] [--seed S] [--bin-dir DIR] [--out DIR] [--fabricd-engine ENGINE] [--repeat N]
 #   --fabrics  generator notations (default: SLIMFLY(5;4) SLIMFLY(7) DRAGONFLY(3) HYPERX(8,8;4))
 #   --cuts     percentages of inter-switch cables removed (default "0 1 5")
 #   --sms      managers, as tests/opensm-compare.sh --sms (default "dfsssp lash nue fabricd
@@ -31,6 +31,7 @@
 #   --bin-dir  fabricd and fabricctl (default: `cargo build --release`, CARGO_TARGET_DIR)
 #   --out      directory for the fabric files, logs, rows.jsonl and table.md (default: a temp dir)
 #   --fabricd-engine  passed on (fabricd variants without `=ENGINE`; default dfsssp)
+#   --repeat   timed runs per manager and OpenSM re-sweeps (route ms: medians; default 1)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -42,6 +43,7 @@ seed=1
 bin_dir=""
 out=""
 engine=dfsssp
+repeat=1
 while [ $# -gt 0 ]; do
   case "$1" in
     --fabrics) fabrics=$2; shift 2 ;;
@@ -52,7 +54,8 @@ while [ $# -gt 0 ]; do
     --bin-dir) bin_dir=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     --fabricd-engine) engine=$2; shift 2 ;;
-    -h|--help) sed -n '2,36p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --repeat) repeat=$2; shift 2 ;;
+    -h|--help) sed -n '2,34p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "direct-compare: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -94,7 +97,7 @@ for spec in $fabrics; do
     t0=$(date +%s)
     log "$label: start $(date -u +%H:%M:%S), load $(uptime | sed 's/.*load average: //')"
     tests/opensm-compare.sh --file "$f" --sms "$sms" --rp "$rp" --no-smp-count --bin-dir "$bin_dir" \
-      --fabricd-engine "$engine" --json-out "$out/part.jsonl" >"$out/$(basename "$f" .net).md" \
+      --fabricd-engine "$engine" --repeat "$repeat" --json-out "$out/part.jsonl" >"$out/$(basename "$f" .net).md" \
       2>"$out/$(basename "$f" .net).log" || die "$label: opensm-compare failed; see $out/$(basename "$f" .net).log"
     python3 - "$out/part.jsonl" "$label" "$spec" "$pct" "$n" "$(($(date +%s) - t0))" >>"$rows" <<'EOF'
 import json, sys
@@ -125,7 +128,7 @@ def cell(r):
     v = "" if r["valid"] else " **invalid**"
     a2a = "-" if r["mu_a2a"] is None else str(r["mu_a2a"])
     return "%s, %g, %s, %s%s" % (r["vls"] if r["vls"] is not None else "?", r["mu_rp_median"], a2a, t, v)
-print("Each cell: VLs, mu_rp median, mu_a2a, route ms (OpenSM: re-sweep (first sweep); fabricd: compute_ms). "
+print("Each cell: VLs, mu_rp median, mu_a2a, route ms (OpenSM: re-sweep (first sweep); fabricd: compute_ms; medians over --repeat). "
       "× = OpenSM re-sweep ms / fabricd (%s) compute_ms." % fd[0] if fd else "")
 print()
 head = ["fabric"] + sms + ["× %s" % s for s in sms if not s.startswith("fabricd")]

@@ -53,7 +53,7 @@
 #   --no-a2a        skip mu_a2a (quadratic in the node count)
 #   --timeout       deadline of each manager's run and of each read-back tool (default 600 s)
 #   --keep DIR      keep the work files (logs, dumps) in DIR
-#   --repeat        timed runs per manager (default 1)
+#   --repeat        timed runs per manager, and OpenSM re-sweeps (SIGHUP) per run (default 1)
 #   --no-smp-count  skip the SMP-counting run
 #   --fault-after   cables to fail one at a time after SUBNET UP, each by one switch end: node
 #                   GUID and port, e.g. as listed by `fabricctl churn FILE --list` (OpenSM
@@ -116,7 +116,7 @@ while [ $# -gt 0 ]; do
     --fabricd-direct) fabricd_direct=1; shift ;;
     --json-out) json_out=$2; shift 2 ;;
     --repeat) repeat=$2; shift 2 ;;
-    -h|--help) sed -n '2,82p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,78p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "opensm-compare: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -342,8 +342,8 @@ EOF
 # resweep_opensm DIR ENGINE: OpenSM's routing computation alone. On the simulator of the last timed
 # run (its switches hold that run's tables), a long-running OpenSM comes up (rewriting every block:
 # a new process does not know what the switches hold), then SIGHUP makes it sweep heavily again:
-# same topology, same LIDs, the same tables, so that second window has no LFT MAD to queue. Sets
-# resweep_ms.
+# same topology, same LIDs, the same tables, so that second window has no LFT MAD to queue. With
+# --repeat N, N SIGHUPs one after the other: resweep_ms is the median of their N windows.
 resweep_opensm() {
   local dir=$1 engine=$2 osm=$1/osm-resweep
   rm -rf "$osm"
@@ -369,11 +369,17 @@ resweep_opensm() {
     tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | grep -q -- "-F $osm/opensm.conf" && pid=$p
   done
   [ -n "$pid" ] || die "OpenSM (re-sweep run): process not found"
-  kill -HUP "$pid"
-  wait_lines "-> SUBNET UP" 2
+  local k
+  for k in $(seq 1 "$repeat"); do
+    kill -HUP "$pid"
+    wait_lines "-> SUBNET UP" $((k + 1))
+  done
   kill "$pid" 2>/dev/null || true
   wait "$waiter" 2>/dev/null || true
-  resweep_ms=$(routing_windows_ms "$osm/opensm.log" | sed -n 2p)
+  resweep_ms=$(routing_windows_ms "$osm/opensm.log" | sed -n "2,$((repeat + 1))p" | python3 -c '
+import statistics, sys
+v = [float(x) for x in sys.stdin.read().split()]
+print("%.2f" % statistics.median(v) if v else "")')
   [ -n "$resweep_ms" ] || die "no re-sweep routing window in $osm/opensm.log"
 }
 
