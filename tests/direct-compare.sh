@@ -143,7 +143,8 @@ for lab in labels:
             continue
         o = by.get(s)
         if f and o and o["resweep_ms"] is not None and f["route_ms"]:
-            cells.append("%.0f" % (o["resweep_ms"] / f["route_ms"]))
+            x = o["resweep_ms"] / f["route_ms"]
+            cells.append("%.0f" % x if x >= 10 else "%.1f" % x)
         else:
             cells.append("-")
     print("| " + " | ".join(cells) + " |")
