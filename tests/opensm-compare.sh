@@ -687,7 +687,9 @@ run_sm() {
   if is_fabricd "$sm"; then
     fabricd_variant "$sm"
     run_fabricd "$dir" "$fd_direct" "$fd_engine"
-    name="fabricd $([ "$fd_direct" -eq 1 ] && echo "direct, LMC 0" || echo "five-phase, LMC 1") ${fd_engine:-dmodc}"
+    # The entry of --sms (`fabricd`, `fabricd-direct`, `fabricd=ENGINE`, ...); the routing column
+    # names the engine and the LMC.
+    name=$sm
   else
     run_opensm "$dir" "$sm"
     name="OpenSM -R $sm"
