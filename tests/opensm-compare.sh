@@ -38,28 +38,41 @@
 #            [--sms "ftree updn minhop fabricd"] [--bin-dir DIR] [--rp N] [--no-a2a]
 #            [--repeat N] [--timeout SECONDS] [--keep DIR] [--no-smp-count]
 #            [--fault-after "GUID[PORT] ..."] [--churn-only] [--fabricd-engine ENGINE]
+#            [--fabricd-direct] [--json-out FILE]
 #   --spec          fabric (fabricctl topo gen notation); default PGFT(2;18,36;1,18;1,1), 648 nodes
 #   --file          use this topology file (ibnetdiscover format, e.g. a Slim Fly) instead of --spec
 #   --remove-links  remove N random inter-switch cables (seed --seed) before starting
-#   --sms           which managers to run, in order (OpenSM engines by name, and "fabricd")
+#   --sms           which managers to run, in order: OpenSM engines by name, and fabricd as
+#                   `fabricd` (LMC 1: base and escape LIDs, five-phase updates; its escape VL is one
+#                   more data VL) or `fabricd-direct` (`[routing] lmc = 0`, `[update] five_phase =
+#                   false`: no escape LID, direct uploads, so its data VLs are its layers, as
+#                   OpenSM's), each optionally `=ENGINE` (`fabricd=balanced:2`, `fabricd-direct=dfsssp`);
+#                   several fabricd variants may be named in one run
 #   --bin-dir       directory holding fabricd and fabricctl (default: build them in release)
 #   --rp            random permutations for mu_rp (default 100)
 #   --no-a2a        skip mu_a2a (quadratic in the node count)
 #   --timeout       deadline of each manager's run and of each read-back tool (default 600 s)
 #   --keep DIR      keep the work files (logs, dumps) in DIR
-#   --repeat        timed runs per manager (default 1)
+#   --repeat        timed runs per manager, and OpenSM re-sweeps (SIGHUP) per run (default 1)
 #   --no-smp-count  skip the SMP-counting run
 #   --fault-after   cables to fail one at a time after SUBNET UP, each by one switch end: node
 #                   GUID and port, e.g. as listed by `fabricctl churn FILE --list` (OpenSM
 #                   engines only; fabricd's churn on the same cables: `fabricctl churn --fault`)
 #   --churn-only    with --fault-after: only the churn runs (no timed runs, read-back, SMP count)
-#   --fabricd-engine fabricd's `[routing] engine` (default: dfsssp when --sms names dfsssp, lash or
-#                   nue, the topology-agnostic comparison of issue 19; else fabricd's default, dmodc)
+#   --fabricd-engine fabricd's `[routing] engine` for the variants without `=ENGINE` (default: dfsssp
+#                   when --sms names dfsssp, lash or nue, the topology-agnostic comparison of issue
+#                   19; else fabricd's default, dmodc)
+#   --fabricd-direct every `fabricd` of --sms runs as `fabricd-direct` (LMC 0, direct updates)
+#   --json-out FILE append one JSON object per manager (the table's figures) to FILE, for drivers
+#                   such as tests/direct-compare.sh
 #
 # VLs used (column "VLs"): OpenSM dfsssp's "Virtual Lanes needed" and lash's "Lanes needed" log
 # lines (dfsssp then balances its paths over every available VL), nue's nue_max_num_vls (1 by
 # default), 1 for the other engines; fabricd: the data VLs of its first generation (Status
-# `data_vls`: its VL layers and, with LMC 1, the escape VL 1; `vl_layers` in parentheses).
+# `data_vls`: its VL layers and, with LMC 1, the escape VL 1; `vl_layers` in parentheses). The
+# escape SL/VL 1 is skipped by the layers' SLs even at LMC 0 (layer i on SL i, i + 1 from layer 1
+# on), so `fabricd-direct` with L ≥ 2 layers operates L + 1 data VLs of which VL 1 carries nothing:
+# its VLs column reads "L used (data VLs D)".
 #
 # Needs ibsim (ibsim-utils), the umad2sim shim (libumad2sim0), opensm, infiniband-diags and
 # python3. The simulator runs on a private socket (IBSIM_SOCKNAME), so parallel runs are fine.
@@ -82,6 +95,8 @@ faults=""
 churn_only=0
 file=""
 fabricd_engine=""
+fabricd_direct=0
+json_out=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --spec) spec=$2; shift 2 ;;
@@ -98,8 +113,10 @@ while [ $# -gt 0 ]; do
     --fault-after) faults=$2; shift 2 ;;
     --churn-only) churn_only=1; shift ;;
     --fabricd-engine) fabricd_engine=$2; shift 2 ;;
+    --fabricd-direct) fabricd_direct=1; shift ;;
+    --json-out) json_out=$2; shift 2 ;;
     --repeat) repeat=$2; shift 2 ;;
-    -h|--help) sed -n '2,66p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,78p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "opensm-compare: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -109,6 +126,24 @@ if [ -z "$fabricd_engine" ]; then
     *" dfsssp "*|*" lash "*|*" nue "*) fabricd_engine=dfsssp ;;
   esac
 fi
+if [ "$fabricd_direct" -eq 1 ]; then
+  sms=$(for sm in $sms; do case "$sm" in fabricd|fabricd=*) echo "fabricd-direct${sm#fabricd}" ;; *) echo "$sm" ;; esac; done | xargs)
+fi
+# is_fabricd SM: whether the --sms entry SM is a fabricd variant.
+is_fabricd() { case "$1" in fabricd|fabricd=*|fabricd-direct|fabricd-direct=*) return 0 ;; *) return 1 ;; esac; }
+# fabricd_variant SM: sets fd_direct (0/1) and fd_engine (empty: fabricd's default) of a variant.
+fabricd_variant() {
+  local v=${1%%=*}
+  fd_direct=0
+  [ "$v" = fabricd-direct ] && fd_direct=1
+  fd_engine=$fabricd_engine
+  case "$1" in *=*) fd_engine=${1#*=} ;; esac
+}
+for sm in $sms; do
+  case "$sm" in
+    fabricd*) is_fabricd "$sm" || { echo "opensm-compare: unknown fabricd variant $sm (see --help)" >&2; exit 2; } ;;
+  esac
+done
 
 # log, die, require_sim_tools, work_dir, pids and the clean-up on exit.
 . tests/lib-work.sh opensm-compare
@@ -126,7 +161,7 @@ fi
 bin_dir=$(cd "$bin_dir" && pwd)
 fabricd=$bin_dir/fabricd
 fabricctl=$bin_dir/fabricctl
-[ -x "$fabricd" ] || [ "$churn_only" -eq 1 ] || [[ " $sms " != *" fabricd "* ]] || die "$fabricd not found"
+[ -x "$fabricd" ] || [ "$churn_only" -eq 1 ] || [[ " $sms " != *" fabricd"* ]] || die "$fabricd not found"
 [ -x "$fabricctl" ] || die "$fabricctl not found"
 
 work_dir
@@ -307,8 +342,8 @@ EOF
 # resweep_opensm DIR ENGINE: OpenSM's routing computation alone. On the simulator of the last timed
 # run (its switches hold that run's tables), a long-running OpenSM comes up (rewriting every block:
 # a new process does not know what the switches hold), then SIGHUP makes it sweep heavily again:
-# same topology, same LIDs, the same tables, so that second window has no LFT MAD to queue. Sets
-# resweep_ms.
+# same topology, same LIDs, the same tables, so that second window has no LFT MAD to queue. With
+# --repeat N, N SIGHUPs one after the other: resweep_ms is the median of their N windows.
 resweep_opensm() {
   local dir=$1 engine=$2 osm=$1/osm-resweep
   rm -rf "$osm"
@@ -334,18 +369,27 @@ resweep_opensm() {
     tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | grep -q -- "-F $osm/opensm.conf" && pid=$p
   done
   [ -n "$pid" ] || die "OpenSM (re-sweep run): process not found"
-  kill -HUP "$pid"
-  wait_lines "-> SUBNET UP" 2
+  local k
+  for k in $(seq 1 "$repeat"); do
+    kill -HUP "$pid"
+    wait_lines "-> SUBNET UP" $((k + 1))
+  done
   kill "$pid" 2>/dev/null || true
   wait "$waiter" 2>/dev/null || true
-  resweep_ms=$(routing_windows_ms "$osm/opensm.log" | sed -n 2p)
+  resweep_ms=$(routing_windows_ms "$osm/opensm.log" | sed -n "2,$((repeat + 1))p" | python3 -c '
+import statistics, sys
+v = [float(x) for x in sys.stdin.read().split()]
+print("%.2f" % statistics.median(v) if v else "")')
   [ -n "$resweep_ms" ] || die "no re-sweep routing window in $osm/opensm.log"
 }
 
-# run_fabricd DIR: sets up_ms, smps, used, and vl_ms (escape VL ready), smps_vl (ibsim count
-# then), own_smps (fabricd's count at the commit), own_smps_vl (its count at escape VL ready).
+# run_fabricd DIR DIRECT ENGINE: sets up_ms, smps, used, and vl_ms (escape VL ready), smps_vl
+# (ibsim count then), own_smps (fabricd's count at the commit), own_smps_vl (its count at escape VL
+# ready). DIRECT 1: `[routing] lmc = 0` and `[update] five_phase = false` (no escape LIDs, so no
+# escape VL: vl_ms and the counts at escape VL ready are "-"). ENGINE: `[routing] engine` (empty:
+# fabricd's default).
 run_fabricd() {
-  local dir=$1
+  local dir=$1 direct=$2 engine=$3
   cat >"$dir/fabricd.toml" <<'EOF'
 [log]
 level = "info"
@@ -369,8 +413,10 @@ random_perms = 0
 shifts = false
 all_to_all = false
 EOF
-  if [ -n "$fabricd_engine" ]; then
-    printf '\n[routing]\nengine = "%s"\n' "$fabricd_engine" >>"$dir/fabricd.toml"
+  if [ -n "$engine" ] || [ "$direct" -eq 1 ]; then
+    printf '\n[routing]\n' >>"$dir/fabricd.toml"
+    [ -z "$engine" ] || printf 'engine = "%s"\n' "$engine" >>"$dir/fabricd.toml"
+    [ "$direct" -eq 0 ] || printf 'lmc = 0\n\n[update]\nfive_phase = false\n' >>"$dir/fabricd.toml"
   fi
   local t0 fd_pid status
   t0=$(now_ms)
@@ -392,14 +438,25 @@ if s.get("generation", 0) >= 1 and s.get("phase") == "idle" and r.get("committed
       if [ -n "$up_ms" ]; then
         smps=$(smps_so_far "$dir")
         if [ "$smps" -ge 0 ]; then
-          # fabricd writes no SL-to-VL table before its first commit: the SLtoVL MADs already in
-          # the log were sent after it (the escape VL's background programming).
+          # fabricd writes no SL-to-VL table before its first commit with a single-VL engine: the
+          # SLtoVL MADs already in the log were sent after it (the escape VL's background
+          # programming). With a layering engine (dfsssp, layered) its data VL plan is written
+          # before the tables, and these MADs are not counted either (the count is then low).
           late=$(awk '$2 == "0x17" { n += $1 } END { print n + 0 }' "$dir/smps-by-attr")
           smps=$((smps - late))
           grep -v ' 0x17$' "$dir/smps-by-attr" >"$dir/smps-by-attr.programmed" || true
         fi
         used=$(printf '%s' "$status" | python3 -c 'import json,sys; s=json.load(sys.stdin); print("%s, LMC %s" % (s.get("routed_by") or s["engine"], s["lmc"]))')
-        vls=$(printf '%s' "$status" | python3 -c 'import json,sys; s=json.load(sys.stdin); print("%s (%s layers)" % (s.get("data_vls", "?"), s.get("vl_layers", 0)) if s.get("vl_layers") else str(s.get("data_vls", "?")))')
+        vls=$(printf '%s' "$status" | python3 -c '
+import json, sys
+s = json.load(sys.stdin)
+d, l = s.get("data_vls", "?"), s.get("vl_layers", 0)
+if not l:
+    print(d)
+elif s.get("lmc", 1) == 0:
+    print("%s used (data VLs %s)" % (l, d) if d != l else str(l))
+else:
+    print("%s (%s layers)" % (d, l))')
         own_smps=$(printf '%s' "$status" | python3 -c 'import json,sys; print(json.load(sys.stdin)["last_reroute"].get("driver_smps_sent", -1))')
         # Routing computation of the first generation: topology, ranking, LIDs, Dmodc for the base
         # LIDs, Up*/Down* for the escape LIDs, the validity check and the LFT diff.
@@ -414,6 +471,15 @@ if s.get("generation", 0) >= 1 and s.get("phase") == "idle" and r.get("committed
     sleep 0.05
   done
   printf '%s\n' "$status" >"$dir/status.json"
+  if [ "$direct" -eq 1 ]; then
+    # LMC 0: no escape LIDs, no escape VL to wait for.
+    vl_ms="-"
+    own_smps_vl="-"
+    smps_vl=-1
+    cp "$dir/status.json" "$dir/status-escape-vl.json"
+    stop_pid "$fd_pid"
+    return
+  fi
   # The escape VL (SL-to-VL tables, in the background after the first generation).
   vl_ms=""
   while [ -z "$vl_ms" ]; do
@@ -593,7 +659,7 @@ EOF
 churn_rows() {
   local sm
   for sm in $sms; do
-    [ "$sm" = fabricd ] && continue
+    is_fabricd "$sm" && continue
     python3 - "$work/$sm-churn/churn.jsonl" "$sm" <<'EOF'
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
@@ -618,9 +684,12 @@ run_sm() {
   rm -rf "$dir"
   mkdir -p "$dir"
   start_ibsim "$dir"
-  if [ "$sm" = fabricd ]; then
-    run_fabricd "$dir"
-    name="fabricd"
+  if is_fabricd "$sm"; then
+    fabricd_variant "$sm"
+    run_fabricd "$dir" "$fd_direct" "$fd_engine"
+    # The entry of --sms (`fabricd`, `fabricd-direct`, `fabricd=ENGINE`, ...); the routing column
+    # names the engine and the LMC.
+    name=$sm
   else
     run_opensm "$dir" "$sm"
     name="OpenSM -R $sm"
@@ -676,7 +745,7 @@ churn_table() {
 
 if [ -n "$faults" ]; then
   for sm in $sms; do
-    [ "$sm" = fabricd ] && continue
+    is_fabricd "$sm" && continue
     log "$sm: churn of $(echo $faults | wc -w) single cable faults"
     churn_opensm "$work/$sm-churn" "$sm"
   done
@@ -699,15 +768,22 @@ for sm in $sms; do
   route_times=()
   engine_times=()
   vl_times=()
+  # Work directory of the entry (a fabricd variant's `=ENGINE` may hold ':').
+  sm_dir=$(printf '%s' "$sm" | tr -c 'A-Za-z0-9_.-' '_')
+  fd=0
+  if is_fabricd "$sm"; then
+    fd=1
+    fabricd_variant "$sm"
+  fi
   for r in $(seq 1 "$repeat"); do
-    dir=$work/$sm
+    dir=$work/$sm_dir
     sim_verbose=0
     run_sm "$dir" "$sm"
     times+=("$up_ms")
     route_times+=("$route_ms")
-    [ "$sm" = fabricd ] && engine_times+=("$engine_ms")
-    if [ "$sm" = fabricd ]; then
-      vl_times+=("$vl_ms")
+    [ "$fd" -eq 1 ] && engine_times+=("$engine_ms")
+    if [ "$fd" -eq 1 ]; then
+      [ "$vl_ms" = - ] || vl_times+=("$vl_ms")
       log "$sm: run $r/$repeat: programmed after $up_ms ms, escape VL ready after $vl_ms ms"
     else
       log "$sm: run $r/$repeat: programmed after $up_ms ms"
@@ -718,7 +794,7 @@ for sm in $sms; do
   log "$sm: reading the tables back"
   read_back "$dir"
   resweep="-"
-  if [ "$sm" != fabricd ]; then
+  if [ "$fd" -eq 0 ]; then
     resweep_opensm "$dir" "$sm"
     resweep="$resweep_ms"
     log "$sm: routing computation on a re-sweep (no LFT change): $resweep_ms ms"
@@ -730,27 +806,34 @@ for sm in $sms; do
   own=("${own_smps:-}" "${own_smps_vl:-}")
   if [ "$count" -eq 1 ]; then
     sim_verbose=1
-    run_sm "$work/$sm-count" "$sm"
+    run_sm "$work/$sm_dir-count" "$sm"
     stop_pid "$sim_pid"
-    if [ "$sm" = fabricd ]; then
-      cp "$work/$sm-count/smps-by-attr.programmed" "$dir/smps-by-attr"
-      cp "$work/$sm-count/smps-by-attr" "$dir/smps-by-attr.escape-vl"
+    if [ "$fd" -eq 1 ]; then
+      cp "$work/$sm_dir-count/smps-by-attr.programmed" "$dir/smps-by-attr"
+      [ "$fd_direct" -eq 1 ] || cp "$work/$sm_dir-count/smps-by-attr" "$dir/smps-by-attr.escape-vl"
       own=("$own_smps" "$own_smps_vl")
       log "$sm: $smps SMPs to programmed ($own_smps by its own count), $smps_vl once the escape VL is ready ($own_smps_vl)"
     else
-      cp "$work/$sm-count/smps-by-attr" "$dir/smps-by-attr"
+      cp "$work/$sm_dir-count/smps-by-attr" "$dir/smps-by-attr"
       log "$sm: $smps SMPs"
     fi
   fi
   up_ms=$(median_range "${times[@]}")
   route_rows+=("$name|$used|$(median_range_ms "${route_times[@]}")|$(median_of "${route_times[@]}")|$resweep")
-  if [ "$sm" = fabricd ]; then
-    engine_rows+=("fabricd, engines only|${fabricd_engine:-dmodc} base + Up*/Down* escape$([ "$fabricd_engine" = dfsssp ] && echo " (VL layering not included)")|$(median_range_ms "${engine_times[@]}")|$(median_of "${engine_times[@]}")|-")
+  if [ "$fd" -eq 1 ]; then
+    engine_rows+=("$name, engines only|${fd_engine:-dmodc} base$([ "$fd_direct" -eq 1 ] || echo " + Up*/Down* escape")$(case "$fd_engine" in dfsssp|layered*) echo " (VL layering not included)" ;; esac)|$(median_range_ms "${engine_times[@]}")|$(median_of "${engine_times[@]}")|-")
+    [ "$fd_direct" -eq 1 ] || vl_rows+=("| $name | $up_ms | $(median_range "${vl_times[@]}") | $([ "$smps" -ge 0 ] && echo "$smps" || echo -) | ${own[0]} | $([ "$smps_vl" -ge 0 ] && echo "$smps_vl" || echo -) | ${own[1]} |")
   fi
-  if [ "$sm" = fabricd ]; then
-    vl_rows+=("| fabricd | $up_ms | $(median_range "${vl_times[@]}") | $([ "$smps" -ge 0 ] && echo "$smps" || echo -) | ${own[0]} | $([ "$smps_vl" -ge 0 ] && echo "$smps_vl" || echo -) | ${own[1]} |")
-  fi
-  rows+=("$(python3 - "$dir/metrics.json" "$name" "$used" "$up_ms" "$smps" "$a2a" "$unread" "$vls" <<'EOF'
+  # OpenSM's VLs, or fabricd's VLs in use: its layers (plus the escape VL at LMC 1), as data_vls
+  # when it has no layering (Status of its first generation).
+  vl_json=$(if [ "$fd" -eq 1 ]; then python3 -c '
+import json, sys
+s = json.load(open(sys.argv[1]))
+l, d = s.get("vl_layers", 0), s.get("data_vls", 0)
+used = (l + (1 if s.get("lmc", 1) >= 1 else 0)) if l else d
+print(json.dumps({"vls": used, "layers": l, "data_vls": d, "lmc": s.get("lmc")}))' "$dir/status.json"
+    else printf '{"vls": %s}' "$([[ "$vls" =~ ^[0-9]+$ ]] && echo "$vls" || echo null)"; fi)
+  rows+=("$(python3 - "$dir/metrics.json" "$name" "$used" "$up_ms" "$smps" "$a2a" "$unread" "$vls" "$json_out" "$sm" "$spec" "$remove_links" "$(median_of "${route_times[@]}")" "$resweep" "$vl_json" "$([ "$fd" -eq 1 ] && median_of "${engine_times[@]}" || echo -)" <<'EOF'
 import json, sys
 m = json.load(open(sys.argv[1]))
 name, used, ms, smps, a2a = sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]), sys.argv[6] == "1"
@@ -762,11 +845,22 @@ if unread:
 print("| %s | %s | %s | %s | %s | %d | %s | %d | %.1f | %.1f | %s | %.3f |" % (
     name, used, vls, ms, str(smps) if smps >= 0 else "-", m["top_lid"], valid,
     m["mu_sp"], m["mu_rp"]["median"], m["mu_rp"]["q1"], str(m["mu_a2a"]) if a2a else "-", m["nu"]))
+if sys.argv[9]:
+    num = lambda x: None if x in ("", "-") else float(x)
+    row = {"fabric": sys.argv[11], "removed_links": int(sys.argv[12]), "sm": sys.argv[10], "name": name,
+           "used": used, "vls_text": vls, "valid": bool(m["valid"]) and unread == 0,
+           "unreachable_pairs": m["unreachable_pairs"], "unread_switches": unread,
+           "mu_sp": m["mu_sp"], "mu_rp_median": m["mu_rp"]["median"], "mu_rp_q1": m["mu_rp"]["q1"],
+           "mu_a2a": m["mu_a2a"] if a2a else None, "nu": m["nu"], "ms_to_programmed": ms,
+           "route_ms": num(sys.argv[13]), "resweep_ms": num(sys.argv[14]), "engine_ms": num(sys.argv[16])}
+    row.update(json.loads(sys.argv[15]))
+    with open(sys.argv[9], "a") as f:
+        f.write(json.dumps(row) + "\n")
 EOF
 )")
   [ "$count" -eq 1 ] || continue
   attr_rows+=("$(attr_row "$dir/smps-by-attr" "$name")")
-  if [ "$sm" = fabricd ]; then
+  if [ "$fd" -eq 1 ] && [ "$fd_direct" -eq 0 ]; then
     attr_rows+=("$(attr_row "$dir/smps-by-attr.escape-vl" "fabricd, to escape VL ready")")
   fi
 done
@@ -777,11 +871,11 @@ echo "| SM | routing | VLs | ms to programmed$([ "$repeat" -gt 1 ] && echo " (me
 echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
 printf '%s\n' "${rows[@]}"
 echo
-echo "Routing computation. OpenSM: its log from \"building routing with\" to \"tables configured\", in the timed runs (the LFT Set MADs of a first sweep are queued inside that window) and on a re-sweep after SIGHUP of the same tables (no MAD: the computation alone). fabricd: \`compute_ms\` of its first generation (topology, ranking, LIDs, base and escape routing, validity check, diff; uploads are outside), and its engines alone (\`route_ms\` of the Metrics RPC: Dmodc for the base LIDs plus Up*/Down* for the escape LIDs). Ratios against fabricd's compute_ms median:"
+echo "Routing computation. OpenSM: its log from \"building routing with\" to \"tables configured\", in the timed runs (the LFT Set MADs of a first sweep are queued inside that window) and on a re-sweep after SIGHUP of the same tables (no MAD: the computation alone). fabricd: \`compute_ms\` of its first generation (topology, ranking, LIDs, base and escape routing, validity check, diff; uploads are outside), and its engines alone (\`route_ms\` of the Metrics RPC: Dmodc for the base LIDs plus Up*/Down* for the escape LIDs). Ratios against the compute_ms median of the first fabricd variant of --sms:"
 echo
 echo "| SM | routing | route ms, first sweep$([ "$repeat" -gt 1 ] && echo " (median of $repeat, min-max)") | route ms, re-sweep | ratio first sweep | ratio re-sweep |"
 echo "|---|---|---|---|---|---|"
-fd_route=$(printf '%s\n' "${route_rows[@]}" | awk -F'|' '$1 == "fabricd" { print $4 }')
+fd_route=$(printf '%s\n' "${route_rows[@]}" | awk -F'|' '$1 ~ /^fabricd/ { print $4; exit }')
 for r in "${route_rows[@]}" "${engine_rows[@]}"; do
   IFS='|' read -r rn ru rms rmed rre <<<"$r"
   ratio() { python3 -c 'import sys; a, b = sys.argv[1], sys.argv[2]; print("%.1f" % (float(a) / float(b)) if a != "-" and b and float(b) > 0 else "-")' "$1" "${fd_route:-}"; }
