@@ -74,6 +74,9 @@ pub fn start(
 /// compete with the next fault's generation for the cores (issue #17). Polls publish at once.
 const COMMIT_PUBLISH_DELAY: Duration = Duration::from_millis(1000);
 
+/// How often a poll waiting for a generation's installation looks again.
+const POLL_RETRY: Duration = Duration::from_millis(100);
+
 struct Monitor {
     io: MonitorIo,
     handle: Arc<HealthHandle>,
@@ -106,12 +109,26 @@ impl Monitor {
         let mut next = Instant::now() + Duration::from_secs(1);
         // The snapshot owed to the commits seen since the last one (see `COMMIT_PUBLISH_DELAY`).
         let mut publish_at: Option<Instant> = None;
+        // Since when the due poll waits for the generation being installed.
+        let mut poll_waited: Option<Instant> = None;
         loop {
             tokio::select! {
                 () = tokio::time::sleep_until(next) => {
+                    let interval = Duration::from_secs(self.handle.config().interval_s.max(1));
+                    let installing = self.io.published.load().phase != crate::state::Phase::Idle;
+                    if installing && poll_waited.is_none_or(|t| t.elapsed() < interval) {
+                        // A generation is being installed: reading every port's counters
+                        // (~280 000 ports on the 34 992-node fabric) would compete with it
+                        // for the cores and the driver; the poll waits for Idle, at most one
+                        // interval (issue #17).
+                        poll_waited.get_or_insert_with(Instant::now);
+                        next = Instant::now() + POLL_RETRY;
+                        continue;
+                    }
+                    poll_waited = None;
                     self.poll().await;
                     publish_at = None;
-                    next = Instant::now() + Duration::from_secs(self.handle.config().interval_s.max(1));
+                    next = Instant::now() + interval;
                 }
                 () = async {
                     match publish_at {
