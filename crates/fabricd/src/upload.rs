@@ -136,7 +136,17 @@ pub async fn upload(
                 .map_err(|(e, n)| (e.to_string(), n));
             if r.is_ok() {
                 if let Some(sa) = &p.sa {
-                    sa.lft_blocks_acknowledged(&batch);
+                    // Applying acknowledged blocks copies the SA snapshot's node and port lists
+                    // (tens of MB at 35 000 nodes): on the blocking pool, so that the event loop,
+                    // the other batches and the subscribers' acks keep the runtime's workers
+                    // (issue #17). Awaited: the batch is applied before its task returns.
+                    let (sa, acked) = (sa.clone(), batch.clone());
+                    if tokio::task::spawn_blocking(move || sa.lft_blocks_acknowledged(&acked))
+                        .await
+                        .is_err()
+                    {
+                        tracing::error!("applying acknowledged LFT blocks to the SA snapshot failed");
+                    }
                 }
             }
             (ids, r)

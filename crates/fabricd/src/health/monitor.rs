@@ -68,6 +68,15 @@ pub fn start(
     Ok((handle, tokio::spawn(m.run())))
 }
 
+/// A committed generation changes the snapshot's fabric summary and flap counts only; its
+/// snapshot (every tracked port: ~280 000 on the 34 992-node fabric, hundreds of ms of CPU) is
+/// built this long after the commit, once for all the commits meanwhile, so that it does not
+/// compete with the next fault's generation for the cores (issue #17). Polls publish at once.
+const COMMIT_PUBLISH_DELAY: Duration = Duration::from_millis(1000);
+
+/// How often a poll waiting for a generation's installation looks again.
+const POLL_RETRY: Duration = Duration::from_millis(100);
+
 struct Monitor {
     io: MonitorIo,
     handle: Arc<HealthHandle>,
@@ -98,15 +107,43 @@ impl Monitor {
             }
         }
         let mut next = Instant::now() + Duration::from_secs(1);
+        // The snapshot owed to the commits seen since the last one (see `COMMIT_PUBLISH_DELAY`).
+        let mut publish_at: Option<Instant> = None;
+        // Since when the due poll waits for the generation being installed.
+        let mut poll_waited: Option<Instant> = None;
         loop {
             tokio::select! {
                 () = tokio::time::sleep_until(next) => {
+                    let interval = Duration::from_secs(self.handle.config().interval_s.max(1));
+                    let installing = self.io.published.load().phase != crate::state::Phase::Idle;
+                    if installing && poll_waited.is_none_or(|t| t.elapsed() < interval) {
+                        // A generation is being installed: reading every port's counters
+                        // (~280 000 ports on the 34 992-node fabric) would compete with it
+                        // for the cores and the driver; the poll waits for Idle, at most one
+                        // interval (issue #17).
+                        poll_waited.get_or_insert_with(Instant::now);
+                        next = Instant::now() + POLL_RETRY;
+                        continue;
+                    }
+                    poll_waited = None;
                     self.poll().await;
-                    next = Instant::now() + Duration::from_secs(self.handle.config().interval_s.max(1));
+                    publish_at = None;
+                    next = Instant::now() + interval;
+                }
+                () = async {
+                    match publish_at {
+                        Some(t) => tokio::time::sleep_until(t).await,
+                        None => std::future::pending().await,
+                    }
+                } => {
+                    publish_at = None;
+                    self.publish();
                 }
                 n = self.notices.recv() => match n {
                     Ok(Notice::TopologyChange { event, physical: true }) => self.on_physical(&event),
-                    Ok(Notice::GenerationCommitted { .. }) => self.publish(),
+                    Ok(Notice::GenerationCommitted { .. }) => {
+                        publish_at.get_or_insert_with(|| Instant::now() + COMMIT_PUBLISH_DELAY);
+                    }
                     Ok(_) => {}
                     Err(broadcast::error::RecvError::Lagged(n)) => {
                         tracing::warn!(missed = n, "health monitor: notices missed (flap counts may be low)");
@@ -141,11 +178,15 @@ impl Monitor {
 
     async fn poll(&mut self) {
         let cfg = self.handle.config();
-        let p = self.io.published.load_full();
-        let routed = routed_fabric(&p);
+        // Only the two fabrics: holding the published state across the reads would keep its
+        // generation's tables alive (the next incremental routing recycles them).
+        let (cabling, routed) = {
+            let p = self.io.published.load_full();
+            (p.cabling.clone(), routed_fabric(&p))
+        };
         let now = std::time::Instant::now();
         if cfg.enabled {
-            let ports = self.ports_to_read(&p.cabling, &routed);
+            let ports = self.ports_to_read(&cabling, &routed);
             match self.io.driver.read_port_counters(&ports).await {
                 Ok(readings) => {
                     let failed = readings.iter().filter(|r| r.counters.is_err()).count();
@@ -182,7 +223,7 @@ impl Monitor {
                 }
             }
             self.flaps.prune(now, Duration::from_secs(cfg.flap_window_s));
-            self.apply_policy(&cfg, &p.cabling, &routed, now).await;
+            self.apply_policy(&cfg, &cabling, &routed, now).await;
             self.polls += 1;
             self.last_poll_unix_ms = unix_ms();
         }
@@ -344,8 +385,8 @@ impl Monitor {
     }
 
     async fn on_clear(&mut self, target: ClearTarget, reply: oneshot::Sender<Result<Vec<String>, String>>) {
-        let p = self.io.published.load_full();
-        let cabling = &p.cabling;
+        let cabling = self.io.published.load().cabling.clone();
+        let cabling = &*cabling;
         let mut done = Vec::new();
         let chosen: Vec<usize> = match &target {
             ClearTarget::All => (0..self.isolated.len()).collect(),
