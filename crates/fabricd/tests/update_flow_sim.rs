@@ -44,23 +44,17 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use arc_swap::ArcSwap;
-use fabric_mock::{BlockWritten, MockConfig, MockFabric};
-use fabric_ranking::RankOptions;
+use fabric_mock::BlockWritten;
 use fabric_routing::check::cdg_acyclic;
 use fabric_routing::{EngineKind, Lfts, LidPlan, LidSet};
 use fabric_topology::{EndPortId, Fabric, Guid, Lid, PortNum, Remote, SwitchId};
 use fabric_update::{EscapeMask, SubscriberId};
-use fabricd::config::{FaultInjectionConfig, UpdateConfig};
-use fabricd::event_loop::{
-    EventLoop, FaultAccepted, FaultRequest, FaultTarget, LoopError, LoopInit, LoopIo, LoopParams, LoopSettings,
-    Request, UpdateNotice,
-};
-use fabricd::notify::Notifier;
-use fabricd::persist::{Jobs, StateDir};
+use fabricd::event_loop::{FaultAccepted, FaultRequest, FaultTarget, LoopError, Request, UpdateNotice};
 use fabricd::state::{Phase, Published};
-use fabricd::telemetry::Telemetry;
-use tokio::sync::{broadcast, mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot};
+
+mod loop_harness;
+use loop_harness::{links, start, until, Daemon};
 
 const SPEC: &str = "PGFT(3;4,4,4;1,4,4;1,1,1)";
 const SUBSCRIBERS: usize = 4;
@@ -275,94 +269,6 @@ impl Sim {
     }
 }
 
-/// The daemon's loop over a simulated fabric, as `daemon::run` wires it.
-struct Daemon {
-    tx: mpsc::Sender<Request>,
-    published: Arc<ArcSwap<Published>>,
-    mock: Arc<MockFabric>,
-    task: tokio::task::JoinHandle<()>,
-    _dir: tempfile::TempDir,
-}
-
-fn start(five_phase: bool) -> Daemon {
-    let fabric = fabric_topology::gen::generate_str(SPEC, None).expect("generator");
-    let cfg = MockConfig {
-        op_latency: Duration::from_millis(1),
-        max_parallel: 1,
-        ..MockConfig::default()
-    };
-    let mock = Arc::new(MockFabric::new(fabric).with_config(cfg).expect("mock config"));
-    let dir = tempfile::tempdir().expect("tempdir");
-    let physical = Arc::new(mock.cabling().clone());
-    let published = Arc::new(ArcSwap::from_pointee(Published::starting(
-        physical.clone(),
-        String::new(),
-        false,
-        "mock",
-        1,
-    )));
-    let settings = LoopSettings {
-        update: UpdateConfig {
-            coalesce_ms: 0,
-            coalesce_max_ms: 0,
-            upload_batch_blocks: 16,
-            upload_parallelism: 4,
-            five_phase,
-            unpath_deadline_ms: 20_000,
-            repath_deadline_ms: 20_000,
-            ..UpdateConfig::default()
-        },
-        engine: EngineKind::Dmodc,
-        topology: fabricd::topology_mode::TopologySetting::Auto,
-        validate: true,
-        incremental: true,
-        job_aware: false,
-        rank_options: Arc::new(RankOptions::default()),
-        fault_injection: FaultInjectionConfig {
-            enabled: true,
-            allow_physical: false,
-        },
-        multicast: true,
-        partitions: Arc::default(),
-    };
-    let (notices, _) = broadcast::channel(1024);
-    let (lp, tx) = EventLoop::new(
-        LoopParams {
-            settings,
-            lmc: 1,
-            max_lid: 0xBFFF,
-            driver_name: "mock",
-        },
-        LoopIo {
-            driver: mock.clone(),
-            state_dir: StateDir::open(dir.path()).expect("state dir"),
-            pool: Arc::new(rayon::ThreadPoolBuilder::new().num_threads(1).build().expect("pool")),
-            published: published.clone(),
-            notices,
-            telemetry: Telemetry::new(),
-            notifier: Notifier::default(),
-            watchdog: None,
-            on_ready: None,
-            sa: None,
-            sa_service: None,
-            mcast_changes: None,
-        },
-        LoopInit {
-            physical,
-            guid2lid: fabric_routing::Guid2Lid::new(),
-            jobs: Jobs::new(),
-            virtual_faults: Vec::new(),
-        },
-    );
-    Daemon {
-        tx,
-        published,
-        mock,
-        task: tokio::spawn(lp.run()),
-        _dir: dir,
-    }
-}
-
 fn fault(link: (Guid, PortNum), up: bool) -> (Request, oneshot::Receiver<Result<FaultAccepted, LoopError>>) {
     let (reply, rx) = oneshot::channel();
     let req = FaultRequest {
@@ -393,37 +299,11 @@ async fn answer(rx: oneshot::Receiver<Result<FaultAccepted, LoopError>>) -> u64 
         .generation
 }
 
-async fn until(d: &Daemon, what: &str, f: impl Fn(&Published) -> bool) -> Arc<Published> {
-    for _ in 0..6000 {
-        let p = d.published.load_full();
-        if f(&p) {
-            return p;
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    panic!("timed out waiting for {what}");
-}
-
 /// Records the tables the switches hold now as those of generation `g`.
 fn capture(sim: &Mutex<Sim>, g: u64) {
     let mut s = lock(sim);
     let t = s.tables.clone();
     s.generations.insert(g, t);
-}
-
-/// Switch-to-switch links (lower end), one per cable, in a deterministic order.
-fn links(f: &Fabric) -> Vec<(Guid, PortNum)> {
-    let mut v = Vec::new();
-    for s in f.switch_ids() {
-        for (pn, p) in f.switch(s).external_ports() {
-            if let Remote::Switch { sw, port } = p.remote {
-                if (s, pn) < (sw, port) {
-                    v.push((f.switch(s).guid, pn));
-                }
-            }
-        }
-    }
-    v
 }
 
 /// A subscriber: drains, moves its flows, acks; records each generation's tables at Repath;
@@ -543,7 +423,7 @@ enum Scenario {
 
 async fn run(scenario: Scenario) -> Outcome {
     let five_phase = scenario != Scenario::Direct;
-    let d = start(five_phase);
+    let d = start(SPEC, EngineKind::Dmodc, five_phase);
     let p = until(&d, "generation 1", |p| p.generation() == 1 && p.phase == Phase::Idle).await;
     let g1 = p.current.clone().expect("generation 1");
     let installed = d.mock.installed_lft_table();
