@@ -230,7 +230,7 @@ proptest! {
 /// Statistics on the paper-size fabrics (`cargo test -p fabric-routing balanced_stats --
 /// --ignored --nocapture`).
 #[test]
-#[ignore]
+#[ignore = "statistics printout, run by hand with --nocapture"]
 fn balanced_stats() {
     for spec in ["SLIMFLY(5;4)", "SLIMFLY(7)", "DRAGONFLY(2)", "HYPERX(4,4;2)"] {
         let f = gen(spec, 0, 0);
