@@ -83,6 +83,20 @@ pub fn layer(
     let l = fabric_routing::vl_layering(engine, fabric, lids, lfts, max)
         .map_err(refuse)?
         .expect("needs_vl_layering");
+    if let EngineKind::Balanced { vls } = engine {
+        if l.num_layers > vls {
+            // `balanced` gives at most `vls` layers; more means its destination → VL map did
+            // not hold on the installed tables (the validity repair changed routes) and
+            // DFSSSP's cycle breaking layered them instead.
+            tracing::warn!(
+                engine = %engine,
+                budget = vls,
+                layers = l.num_layers,
+                "the balanced engine's VL budget does not hold on the installed tables (the validity repair \
+                 changed routes): DFSSSP's cycle breaking layered them, using more VLs than the budget"
+            );
+        }
+    }
     let data_vls = data_vls_of_layers(l.num_layers, lids.lmc);
     if data_vls > max {
         return Err(refuse(VlError::TooFewVls {
