@@ -280,11 +280,6 @@ impl EventLoop {
             protocol_at,
         } = *committing;
         let flight = inst.flight;
-        // The snapshot rebuilt below for this generation applies every physical change seen
-        // so far: the rebuilds deferred for it are covered.
-        if self.io.sa.is_some() {
-            self.sa_physical_deferred = false;
-        }
         if faults_saved {
             self.persisted_exclusions = flight.exclusions.clone();
         }

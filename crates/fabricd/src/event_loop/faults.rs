@@ -41,19 +41,8 @@ impl EventLoop {
             physical: true,
         });
         self.pending_physical.push(fe.clone());
-        // Issue #17: a snapshot rebuild (every node and port of the fabric) would run on the
-        // blocking pool at the same time as the routing of the generation this change starts,
-        // on the same cores. Once a generation is installed, every physical change is followed
-        // by a generation whose commit rebuilds the snapshot with the change applied: the
-        // rebuild of the change alone waits for it (the SA's tables are what the switches
-        // acknowledged in either case; its links lag by the generation's computation). A
-        // generation that ends without a commit requests the rebuild (`set_phase`).
         if let Some(sa) = &self.io.sa {
-            if self.current.is_some() && self.shutting_down.is_none() {
-                self.sa_physical_deferred = true;
-            } else {
-                sa.physical_changed(&self.physical, &self.pending_physical);
-            }
+            sa.physical_changed(&self.physical, &self.pending_physical);
         }
         self.note_change(true);
         self.change_during_update(&fe);

@@ -170,10 +170,6 @@ pub struct EventLoop {
     previous_generation: u64,
     /// The background escape-VL preparation (see `prepare_escape_vl`), while it runs.
     escape_vl_prefetch: Option<Task>,
-    /// A physical change whose SA snapshot rebuild waits for the generation it starts (see
-    /// `faults::on_driver_event`): that generation's commit rebuilds the snapshot with the
-    /// change applied; back in Idle without a commit, the rebuild is requested then.
-    sa_physical_deferred: bool,
     /// The data-VL plan the driver last programmed for a VL-layered generation (see `vl`).
     data_vls_in_force: Option<fabric_southbound::DataVlPlan>,
     /// Physical fault injections the driver is carrying out.
@@ -304,7 +300,6 @@ impl EventLoop {
             reading_back: None,
             previous_generation,
             escape_vl_prefetch: None,
-            sa_physical_deferred: false,
             data_vls_in_force: None,
             physical_faults: BTreeMap::new(),
             next_physical_fault: 1,

@@ -174,27 +174,12 @@ impl EventLoop {
             .saturating_add(1)
     }
 
-    /// Requests the SA snapshot rebuild of the physical changes deferred for a generation
-    /// (see `faults::on_driver_event`) when none is in flight any more.
-    pub(super) fn flush_sa_physical(&mut self) {
-        if !self.sa_physical_deferred || self.install.is_some() {
-            return;
-        }
-        self.sa_physical_deferred = false;
-        if let Some(sa) = &self.io.sa {
-            sa.physical_changed(&self.physical, &self.pending_physical);
-        }
-    }
-
     pub(super) fn set_phase(&mut self, phase: Phase) {
         if self.phase == phase {
             return;
         }
         self.phase = phase;
         self.io.telemetry.set_phase(phase);
-        if phase == Phase::Idle {
-            self.flush_sa_physical();
-        }
         if phase != Phase::Idle {
             let installed = match self.generation() {
                 0 => String::new(),
