@@ -148,12 +148,12 @@ impl Prepared {
     }
 
     /// [`Prepared::new`], with the costs re-computed only where they can differ from
-    /// `prev`'s ([`crate::incremental::costs_from`], same bytes) when the orientation has the
+    /// `prev`'s ([`crate::prep::costs_from`], same bytes) when the orientation has the
     /// same rows.
     pub(crate) fn new_from(fabric: &Fabric, level: &[Option<u32>], prev: Option<&Prepared>) -> Self {
         let o = Oriented::new(fabric, level);
         let costs = prev
-            .and_then(|p| crate::incremental::costs_from(&o, &p.o, &p.costs))
+            .and_then(|p| crate::prep::costs_from(&o, &p.o, &p.costs))
             .unwrap_or_else(|| prep::costs(&o));
         let div = prep::dividers(&o);
         let tn = prep::topological_nids(fabric, &o, &costs);

@@ -16,6 +16,9 @@ use rayon::prelude::*;
 
 use fabric_topology::{Fabric, SwitchId};
 
+mod incremental_costs;
+pub(crate) use incremental_costs::costs_from;
+
 /// Cost value meaning "no up-down path".
 pub(crate) const INF: u8 = u8::MAX;
 /// Marks "not oriented" / "not a leaf" / "no topological NID" in index vectors.

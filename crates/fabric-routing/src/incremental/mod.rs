@@ -11,7 +11,7 @@
 //! topological NID order (Alg. 7). The same holds for the escape LIDs (Up*/Down*'s legal
 //! paths with Alg. 12's selection, [`crate::updown::route_escape`]) and, with the
 //! reachability bitsets in place of costs, for the switch LIDs. The preprocessing (dividers, NIDs,
-//! bitsets) is recomputed in full, the costs only where their inputs changed (module `costs`), the
+//! bitsets) is recomputed in full, the costs only where their inputs changed (`prep::costs_from`), the
 //! escape's Up*/Down* preparation from kept hop counts and, on fat-trees, proved equal to the
 //! base's (module `escape`); all is compared with the previous one: a row is re-filled when one of
 //! its inputs differs. Global inputs (the LID plan, the NIDs and the leaf list, the node order
@@ -27,7 +27,6 @@
 //! Only Dmodc without node groups is incremental (it is the default engine); every other
 //! engine is routed in full (`RoutePath::Full`).
 
-mod costs;
 mod dirty;
 mod escape;
 #[cfg(test)]
@@ -51,8 +50,6 @@ use crate::lid::LidPlan;
 use crate::route::EngineKind;
 use crate::swlid::{fill_switch_lid_rows, SwReach};
 use crate::updown::EscapePrep;
-
-pub(crate) use costs::costs_from;
 
 /// What a generation keeps for the next one to be routed incrementally (Dmodc, no node
 /// groups): the snapshot, the LID plan, the preprocessing of both LID sets and the tables.
