@@ -272,17 +272,7 @@ impl Ctx<'_> {
                         let e = scr.ptab[ph as usize * mm + usize::from(t)];
                         if e != u16::MAX {
                             put(row, lid, e as PortNum);
-                            if dd != 0 {
-                                rem += 1;
-                                if rem == dd {
-                                    rem = 0;
-                                    q2 += 1;
-                                    ph += 1;
-                                    if ph == lcm {
-                                        ph = 0;
-                                    }
-                                }
-                            }
+                            next_destination(dd, lcm, &mut rem, &mut q2, &mut ph);
                             continue;
                         }
                     }
@@ -324,17 +314,7 @@ impl Ctx<'_> {
                         scr.gports[(start + r) as usize]
                     };
                     put(row, lid, port);
-                    if dd != 0 {
-                        rem += 1;
-                        if rem == dd {
-                            rem = 0;
-                            q2 += 1;
-                            ph += 1;
-                            if ph == lcm {
-                                ph = 0;
-                            }
-                        }
-                    }
+                    next_destination(dd, lcm, &mut rem, &mut q2, &mut ph);
                 }
                 continue;
             }
@@ -451,4 +431,23 @@ fn min_load(load: &[u32], mask: u64) -> u32 {
         bits &= bits - 1;
     }
     m
+}
+
+/// Advances eq. 4.8's position by one destination on a span with divider `dd` (0: not
+/// tabulated): `rem` destinations into the current quotient `q2`, whose phase `ph` cycles
+/// modulo `lcm`.
+#[inline]
+fn next_destination(dd: u32, lcm: u32, rem: &mut u32, q2: &mut u32, ph: &mut u32) {
+    if dd == 0 {
+        return;
+    }
+    *rem += 1;
+    if *rem == dd {
+        *rem = 0;
+        *q2 += 1;
+        *ph += 1;
+        if *ph == lcm {
+            *ph = 0;
+        }
+    }
 }
