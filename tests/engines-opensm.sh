@@ -35,6 +35,7 @@
 # Needs ibsim (ibsim-utils), the umad2sim shim (libumad2sim0), opensm and python3.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+root=$(pwd)
 
 spec='PGFT(3;24,12,30;1,12,12;1,2,1)'
 sms="ftree updn dfsssp minhop"
@@ -83,21 +84,7 @@ echo "load average at the start: $(load) ($(date -u +%H:%M) UTC)"
 # routing_windows_ms LOG: OpenSM's routing computations in LOG, one line each (ms); see
 # tests/opensm-compare.sh.
 routing_windows_ms() {
-  python3 - "$1" <<'EOF'
-import sys
-def t(line):
-    f = line.split()
-    h, m, s = (int(x) for x in f[2].split(":"))
-    return (h * 3600 + m * 60 + s) + int(f[3]) / 1e6
-start = None
-for line in open(sys.argv[1], encoding="utf-8", errors="replace"):
-    if start is None and "-> ucast_mgr_route: building routing with" in line:
-        start = t(line)
-    elif start is not None and "tables configured on all switches" in line:
-        d = t(line) - start
-        print("%.0f" % ((d + 86400 if d < 0 else d) * 1e3))
-        start = None
-EOF
+  python3 "$root/tests/opensm-compare/routing_windows.py" "$1" 0
 }
 
 "$fabricctl" topo gen "$spec" -o "$work/full.net"

@@ -262,21 +262,7 @@ mapfile -t alt_hosts < <(awk '/^(Ca|Hca)[ \t]/ { gsub(/"/, "", $3); print $3 }' 
 # afterwards). A fallback (ftree refusing a degraded fabric, then minhop) is inside the window: it
 # is what OpenSM spends before it has tables.
 routing_windows_ms() {
-  python3 - "$1" <<'EOF'
-import sys
-def t(line):
-    f = line.split()
-    h, m, s = (int(x) for x in f[2].split(":"))
-    return (h * 3600 + m * 60 + s) + int(f[3]) / 1e6
-start = None
-for line in open(sys.argv[1], encoding="utf-8", errors="replace"):
-    if start is None and "-> ucast_mgr_route: building routing with" in line:
-        start = t(line)
-    elif start is not None and "tables configured on all switches" in line:
-        d = t(line) - start
-        print("%.2f" % ((d + 86400 if d < 0 else d) * 1e3))
-        start = None
-EOF
+  python3 "$root/tests/opensm-compare/routing_windows.py" "$1" 2
 }
 
 # opensm_vls OSMDIR ENGINE: the VLs the engine's routing uses, from its log and config (see the header).
