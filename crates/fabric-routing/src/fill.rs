@@ -58,10 +58,28 @@ pub(crate) fn fill_prepared(
     }
 }
 
-/// [`fill_prepared`]'s end-port entries of `set`, on the rows (by switch id) where `rows` is
-/// true only (the others are not touched): the incremental re-routing
-/// ([`crate::incremental`]) re-fills the rows whose inputs changed. Each row is a function of
-/// its own inputs only, so the bytes equal those of a whole fill.
+/// Rows (by switch id) of an incremental re-fill ([`fill_end_port_rows`]): [`ROW_SKIP`] (not
+/// touched), [`ROW_ALL`] (every end-port entry) or [`ROW_LEAVES`] (only the destinations on the
+/// leaves `leaves`, dense leaf indices).
+#[derive(Copy, Clone)]
+pub(crate) struct RowSel<'a> {
+    pub rows: &'a [u8],
+    pub leaves: &'a [u32],
+}
+
+/// [`RowSel`]: the row is not filled.
+pub(crate) const ROW_SKIP: u8 = 0;
+/// [`RowSel`]: only the destinations on the selected leaves are filled.
+pub(crate) const ROW_LEAVES: u8 = 1;
+/// [`RowSel`]: the whole row is filled.
+pub(crate) const ROW_ALL: u8 = 2;
+
+/// [`fill_prepared`]'s end-port entries of `set`, on the rows (by switch id) `rows` selects
+/// only (the others are not touched): the incremental re-routing ([`crate::incremental`])
+/// re-fills the rows whose inputs changed, and in a row whose switch kept its neighbourhood and
+/// divider, the destinations of the leaves whose cost columns changed. Each row is a function
+/// of its own inputs only, and each entry of the row a function of its leaf's cost columns
+/// (eqs. 4.5, 4.7–4.8), so the bytes equal those of a whole fill.
 pub(crate) fn fill_end_port_rows(
     fabric: &Fabric,
     lids: &LidPlan,
@@ -69,7 +87,7 @@ pub(crate) fn fill_end_port_rows(
     set: LidSet,
     select: Select<'_>,
     lfts: &mut Lfts,
-    rows: &[bool],
+    rows: RowSel<'_>,
 ) {
     fill_end_ports(
         fabric,
@@ -110,7 +128,7 @@ pub(crate) struct Write<'a> {
     /// of `q`, direct evaluation — writes the same bytes).
     pub table_max: u64,
     /// The rows (by switch id) to fill, `None` = all.
-    pub only: Option<&'a [bool]>,
+    pub only: Option<RowSel<'a>>,
     /// Also write every end-port entry at `lid + dup` (the escape LIDs, when their ports are
     /// the base LIDs' ports).
     pub dup: Option<Lid>,
@@ -380,13 +398,24 @@ fn fill_end_ports(
     };
     // Fast division by every possible #C (a switch has at most 255 port groups).
     let by_nc: Vec<FastDiv> = (0..=256u32).map(|n| FastDiv::new(n.max(1))).collect();
+    // The spans of the selected leaves of [`ROW_LEAVES`] rows, in topological NID order.
+    let sel_spans: Vec<usize> = match only {
+        Some(r) if r.rows.contains(&ROW_LEAVES) => {
+            let mut want = vec![false; nl];
+            r.leaves.iter().for_each(|&li| want[li as usize] = true);
+            (0..spans.len()).filter(|&i| want[spans[i].li as usize]).collect()
+        }
+        _ => Vec::new(),
+    };
 
     lfts.par_rows_mut()
         .enumerate()
         .for_each_init(Scratch::default, |scr, (s, row)| {
-            if only.is_some_and(|r| !r.get(s).copied().unwrap_or(false)) {
-                return;
-            }
+            let partial = match only.map(|r| r.rows.get(s).copied().unwrap_or(ROW_SKIP)) {
+                None | Some(ROW_ALL) => false,
+                Some(ROW_LEAVES) => true,
+                Some(_) => return,
+            };
             if prefill {
                 row.fill(NO_ROUTE);
             }
@@ -411,8 +440,10 @@ fn fill_end_ports(
             };
             // Base and duplicate LIDs interleave into one contiguous range.
             let paired = |step: usize| dup == Some(1) && step == 2;
-            for &lid in &unrouted {
-                put(row, lid, NO_ROUTE);
+            if !partial {
+                for &lid in &unrouted {
+                    put(row, lid, NO_ROUTE);
+                }
             }
             let sp = o.pos[s];
             if sp == NONE {
@@ -464,7 +495,9 @@ fn fill_end_ports(
             // C of the previous leaf as (kind, mask); kind 2 = none yet.
             let mut prev: (u8, u64) = (2, 0);
             let mut cursor: Option<Cursor> = None;
-            for span in &spans {
+            let nspans = if partial { sel_spans.len() } else { spans.len() };
+            for si in 0..nspans {
+                let span = &spans[if partial { sel_spans[si] } else { si }];
                 let li = span.li as usize;
                 let (a, b) = (span.start as usize, (span.start + span.len) as usize);
                 let lids_here = &all_lids[a..b];

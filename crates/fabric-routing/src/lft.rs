@@ -3,6 +3,9 @@
 
 use fabric_topology::{Lid, PortNum, SwitchId};
 
+mod storage;
+use storage::Bytes;
+
 /// Entries per LFT block.
 pub const BLOCK_SIZE: usize = 64;
 /// LFT entry meaning "no route".
@@ -13,7 +16,7 @@ pub const NO_ROUTE: u8 = 255;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Lfts {
     row_len: usize,
-    data: Vec<u8>,
+    data: Bytes,
 }
 
 impl Lfts {
@@ -28,9 +31,9 @@ impl Lfts {
         let row_len = (top as usize + 1).div_ceil(BLOCK_SIZE) * BLOCK_SIZE;
         let len = row_len * num_switches;
         let data = if len < 4 * CHUNK {
-            vec![NO_ROUTE; len]
+            Bytes::Vec(vec![NO_ROUTE; len])
         } else {
-            let mut data = vec![0u8; len];
+            let mut data = Bytes::zeroed(len);
             data.par_chunks_mut(CHUNK).for_each(|c| c.fill(NO_ROUTE));
             data
         };
@@ -43,7 +46,7 @@ impl Lfts {
         let row_len = (top as usize + 1).div_ceil(BLOCK_SIZE) * BLOCK_SIZE;
         Lfts {
             row_len,
-            data: vec![0u8; row_len * num_switches],
+            data: Bytes::zeroed(row_len * num_switches),
         }
     }
     /// [`Lfts::unfilled`] in the allocation of `self` (tables no longer needed, of any size):
@@ -51,10 +54,10 @@ impl Lfts {
     /// faulted in again. For a fill that writes every entry of every row.
     pub(crate) fn recycled(self, num_switches: usize, top: Lid) -> Self {
         let row_len = (top as usize + 1).div_ceil(BLOCK_SIZE) * BLOCK_SIZE;
-        let mut data = self.data;
-        data.truncate(row_len * num_switches);
-        data.resize(row_len * num_switches, 0);
-        Lfts { row_len, data }
+        Lfts {
+            row_len,
+            data: self.data.resized(row_len * num_switches),
+        }
     }
     /// Number of switches (rows).
     pub fn num_switches(&self) -> usize {
@@ -153,7 +156,7 @@ impl Lfts {
                 let n = self.num_switches();
                 let mut grown = Lfts {
                     row_len: maxb * BLOCK_SIZE,
-                    data: vec![NO_ROUTE; maxb * BLOCK_SIZE * n],
+                    data: Bytes::Vec(vec![NO_ROUTE; maxb * BLOCK_SIZE * n]),
                 };
                 for s in 0..n {
                     let sw = SwitchId(s as u32);

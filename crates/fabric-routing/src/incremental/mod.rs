@@ -43,7 +43,9 @@ use fabric_topology::Fabric;
 
 use crate::engine::{check_lfts, validate_context, LidSet, RoutingContext, RoutingError};
 use crate::fallback::{check_and_repair, route_all_checked, Fallback, RoutingCheck};
-use crate::fill::{fill_end_port_rows, fill_prepared, Prepared, Select};
+use crate::fill::{
+    fill_dmodc_fresh, fill_end_port_rows, fill_prepared, Prepared, Select, ROW_ALL, ROW_LEAVES, ROW_SKIP,
+};
 use crate::groups::NodeGroups;
 use crate::lft::Lfts;
 use crate::lid::LidPlan;
@@ -71,9 +73,69 @@ pub struct RoutingState {
     /// re-uses the allocation when nothing else holds it and copies into it only the rows of
     /// [`RoutingState::touched`].
     spare: std::sync::Mutex<Option<Arc<Lfts>>>,
-    /// Per switch: whether this generation's row may differ from the spare's (`None`: any row
-    /// may, e.g. after a full routing).
-    touched: Option<Vec<bool>>,
+    /// Which entries of this generation's tables may differ from the spare's (`None`: any may,
+    /// e.g. after a full routing).
+    touched: Option<Touched>,
+}
+
+/// Which entries of a generation's tables may differ from the previous generation's.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Touched {
+    /// Per switch id: [`ROW_SKIP`] (equal), [`ROW_LEAVES`] (may differ at `lids` only) or
+    /// [`ROW_ALL`].
+    rows: Vec<u8>,
+    /// The LIDs of the [`ROW_LEAVES`] rows, sorted.
+    lids: Vec<fabric_topology::Lid>,
+}
+
+impl Touched {
+    /// The rows re-filled by the base, escape and switch-LID passes: the LIDs of the leaves
+    /// the partial base and escape re-fills selected, and every switch LID when a switch-LID
+    /// row was re-filled.
+    fn new(
+        fabric: &Fabric,
+        lids: &LidPlan,
+        base: (&Prepared, &dirty::Refill),
+        escape: Option<(&Prepared, &dirty::Refill)>,
+        sw_rows: &[bool],
+    ) -> Self {
+        let ns = fabric.num_switches();
+        let mut rows = base.1.rows.clone();
+        let mut out = Vec::new();
+        let mut add_leaves = |p: &Prepared, r: &dirty::Refill, off: fabric_topology::Lid| {
+            for &li in &r.leaves {
+                let sw = p.o.order[p.o.leaves[li as usize] as usize];
+                out.extend(
+                    fabric
+                        .attached_end_ports(sw)
+                        .iter()
+                        .map(|&e| lids.base_lid(e))
+                        .filter(|&b| b != 0)
+                        .map(|b| b + off),
+                );
+            }
+        };
+        add_leaves(base.0, base.1, 0);
+        if let Some((p, r)) = escape {
+            rows.iter_mut().zip(&r.rows).for_each(|(a, &b)| *a = (*a).max(b));
+            add_leaves(p, r, LidSet::Escape.offset(lids));
+        }
+        if sw_rows.contains(&true) {
+            rows.iter_mut()
+                .zip(sw_rows)
+                .for_each(|(a, &b)| *a = (*a).max(if b { ROW_LEAVES } else { ROW_SKIP }));
+            out.extend(fabric.switch_ids().map(|s| lids.switch_lid(s)).filter(|&l| l != 0));
+        }
+        out.sort_unstable();
+        out.dedup();
+        debug_assert_eq!(rows.len(), ns);
+        Touched { rows, lids: out }
+    }
+
+    /// Per switch id: whether the row may differ.
+    fn any(&self) -> Vec<bool> {
+        self.rows.iter().map(|&r| r != ROW_SKIP).collect()
+    }
 }
 
 impl RoutingState {
@@ -173,6 +235,9 @@ impl RoutePath {
 pub struct IncrementalStats {
     /// Rows re-filled: base end-port LIDs, switch LIDs, escape LIDs.
     pub base_rows: usize,
+    /// Of `base_rows`, those re-filled only for the destinations of the leaves whose cost
+    /// columns changed (the switch kept its neighbourhood and divider).
+    pub base_partial_rows: usize,
     pub switch_lid_rows: usize,
     pub escape_rows: usize,
     /// The escape LIDs' global inputs changed: every escape row was re-filled.
@@ -282,11 +347,20 @@ pub fn route_checked_incremental(
     let (Some(prev), None) = (previous, reason) else {
         let reason = reason.unwrap_or(FullReason::NoPrevious);
         let t = Instant::now();
-        let mut lfts = Lfts::new(fabric.num_switches(), lids.top());
-        fill_prepared(&ctx, &base, LidSet::Base, Select::Dmodc, &mut lfts);
+        // As `route_all` does: one pass that initialises each row and writes the base (and,
+        // when their preparation is the base's, the escape) entries, into the allocation of
+        // the generation before `previous` when nothing else holds it.
+        let spare = previous.and_then(take_spare).and_then(|a| Arc::try_unwrap(a).ok());
+        let (ns, top) = (fabric.num_switches(), lids.top());
+        let mut lfts = match spare {
+            Some(l) => l.recycled(ns, top),
+            None => Lfts::unfilled(ns, top),
+        };
+        let shared = matches!(escape, Some(EscapePrep::SameAsBase));
+        fill_dmodc_fresh(&ctx, &base, shared, &mut lfts);
         let base_ms = prep_ms + t.elapsed().as_secs_f64() * 1e3;
         let t = Instant::now();
-        if let Some(e) = escape_of(&escape, &base) {
+        if let Some(EscapePrep::Own(e)) = &escape {
             crate::engine::check_route_args(&ctx, LidSet::Escape, &lfts)?;
             fill_prepared(&ctx, e, LidSet::Escape, Select::Dmodc, &mut lfts);
         }
@@ -338,28 +412,51 @@ pub fn route_checked_incremental(
         (Some(pe), Some(e)) if dirty::same_destinations(&prev.fabric, pe, fabric, e) => {
             (dirty::end_port_rows(&prev.fabric, pe, fabric, e, true), false)
         }
-        (_, Some(_)) => (vec![true; ns], true),
-        _ => (vec![false; ns], false),
+        (_, Some(_)) => (dirty::Refill::all(ns), true),
+        _ => (dirty::Refill::none(ns), false),
     };
     let dirty_ms = t_dirty.elapsed().as_secs_f64() * 1e3;
     let t_copy = Instant::now();
     let (mut lfts, copied_rows) = recycle(prev);
     let copy_ms = t_copy.elapsed().as_secs_f64() * 1e3;
     check_lfts(&ctx, &lfts)?;
-    fill_end_port_rows(fabric, lids, &base, LidSet::Base, Select::Dmodc, &mut lfts, &base_rows);
+    fill_end_port_rows(
+        fabric,
+        lids,
+        &base,
+        LidSet::Base,
+        Select::Dmodc,
+        &mut lfts,
+        base_rows.sel(),
+    );
     fill_switch_lid_rows(fabric, lids, &base.o, &reach, &mut lfts, Some(&sw_rows));
     let base_ms = prep_ms + t.elapsed().as_secs_f64() * 1e3;
     let t = Instant::now();
     if let Some(e) = escape_of(&escape, &base) {
-        fill_end_port_rows(fabric, lids, e, LidSet::Escape, Select::Dmodc, &mut lfts, &escape_rows);
+        fill_end_port_rows(
+            fabric,
+            lids,
+            e,
+            LidSet::Escape,
+            Select::Dmodc,
+            &mut lfts,
+            escape_rows.sel(),
+        );
     }
     let escape_ms = escape_prep_ms + t.elapsed().as_secs_f64() * 1e3;
-    let touched: Vec<bool> = (0..ns).map(|s| base_rows[s] || sw_rows[s] || escape_rows[s]).collect();
+    let touched = Touched::new(
+        fabric,
+        lids,
+        (&base, &base_rows),
+        escape_of(&escape, &base).map(|e| (e, &escape_rows)),
+        &sw_rows,
+    );
     let count = |v: &[bool]| v.iter().filter(|&&b| b).count();
     let mut stats = IncrementalStats {
-        base_rows: count(&base_rows),
+        base_rows: base_rows.count(),
+        base_partial_rows: base_rows.rows.iter().filter(|&&r| r == ROW_LEAVES).count(),
         switch_lid_rows: count(&sw_rows),
-        escape_rows: count(&escape_rows),
+        escape_rows: escape_rows.count(),
         escape_all,
         hop_searches,
         copied_rows,
@@ -367,7 +464,7 @@ pub fn route_checked_incremental(
     };
     let fill_total = base_ms - prep_ms + escape_ms - escape_prep_ms;
     let t = Instant::now();
-    let changed = recheck::changed_entries(&prev.lfts, &lfts, &touched);
+    let changed = recheck::changed_entries(&prev.lfts, &lfts, &touched.rows, &touched.lids);
     stats.changed_entries = changed.len() as u64;
     let can_reuse = prev.check.valid && prev.components == components;
     let concluded = can_reuse && {
@@ -395,6 +492,7 @@ pub fn route_checked_incremental(
     };
     let lfts = Arc::new(lfts);
     let touched = (check.fallback == Fallback::None).then_some(touched);
+    let touched_rows = touched.as_ref().map(Touched::any);
     Ok(Rerouted {
         lfts: lfts.clone(),
         base_ms,
@@ -410,9 +508,9 @@ pub fn route_checked_incremental(
             check: check.clone(),
             components,
             spare: std::sync::Mutex::new(Some(prev.lfts.clone())),
-            touched: touched.clone(),
+            touched,
         }),
-        touched,
+        touched: touched_rows,
         check,
         path: RoutePath::Incremental(stats),
     })
@@ -426,11 +524,7 @@ pub fn route_checked_incremental(
 /// recycled one costs a few hundred rows.
 fn recycle(prev: &RoutingState) -> (Lfts, usize) {
     use rayon::prelude::*;
-    let spare = prev
-        .spare
-        .lock()
-        .map(|mut g| g.take())
-        .unwrap_or_else(|e| e.into_inner().take());
+    let spare = take_spare(prev);
     let from = &*prev.lfts;
     let ns = from.num_switches();
     let Some(mut lfts) = spare
@@ -441,12 +535,27 @@ fn recycle(prev: &RoutingState) -> (Lfts, usize) {
     };
     let copied = std::sync::atomic::AtomicUsize::new(0);
     lfts.par_rows_mut().enumerate().for_each(|(s, row)| {
-        if prev.touched.as_ref().is_none_or(|t| t[s]) {
-            row.copy_from_slice(from.row(fabric_topology::SwitchId(s as u32)));
-            copied.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let src = from.row(fabric_topology::SwitchId(s as u32));
+        match prev.touched.as_ref().map_or(ROW_ALL, |t| t.rows[s]) {
+            ROW_SKIP => return,
+            ROW_LEAVES => {
+                for &l in &prev.touched.as_ref().expect("partial rows come with LIDs").lids {
+                    row[l as usize] = src[l as usize];
+                }
+            }
+            _ => row.copy_from_slice(src),
         }
+        copied.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     });
     (lfts, copied.into_inner())
+}
+
+/// The spare tables of `prev` (taken: at most one routing recycles them).
+fn take_spare(prev: &RoutingState) -> Option<Arc<Lfts>> {
+    prev.spare
+        .lock()
+        .map(|mut g| g.take())
+        .unwrap_or_else(|e| e.into_inner().take())
 }
 
 /// A copy of `from`, rows copied in parallel (rayon): a fresh table is mostly first-touch page

@@ -5,6 +5,7 @@ use rayon::prelude::*;
 
 use fabric_topology::{EndPortId, Fabric, Lid, SwitchId};
 
+use crate::fill::{ROW_LEAVES, ROW_SKIP};
 use crate::hops::components;
 use crate::lft::{Lfts, NO_ROUTE};
 use crate::lid::LidPlan;
@@ -38,21 +39,33 @@ pub(super) fn end_port_components(fabric: &Fabric) -> Vec<u32> {
         .collect()
 }
 
-/// Every `(LID, switch)` whose entry differs between `old` and `new`, on the `touched` rows
-/// (the others were not re-filled), sorted by LID.
-pub(super) fn changed_entries(old: &Lfts, new: &Lfts, touched: &[bool]) -> Vec<(Lid, u32)> {
-    let mut v: Vec<(Lid, u32)> = touched
+/// Every `(LID, switch)` whose entry differs between `old` and `new`, on the touched rows (the
+/// others were not re-filled): per switch id, [`ROW_ALL`] compares the whole row,
+/// [`ROW_LEAVES`] the entries at `at` only (sorted LIDs). Sorted by LID.
+pub(super) fn changed_entries(old: &Lfts, new: &Lfts, rows: &[u8], at: &[Lid]) -> Vec<(Lid, u32)> {
+    let mut v: Vec<(Lid, u32)> = rows
         .par_iter()
         .enumerate()
-        .filter(|(_, &t)| t)
-        .flat_map_iter(|(s, _)| {
+        .filter(|(_, &t)| t != ROW_SKIP)
+        .flat_map_iter(|(s, &t)| {
             let (a, b) = (old.row(SwitchId(s as u32)), new.row(SwitchId(s as u32)));
-            a.iter()
-                .zip(b)
-                .enumerate()
-                .filter(|(_, (x, y))| x != y)
-                .map(move |(l, _)| (l as Lid, s as u32))
-                .collect::<Vec<_>>()
+            let mut out = Vec::new();
+            if t == ROW_LEAVES {
+                out.extend(
+                    at.iter()
+                        .filter(|&&l| a[l as usize] != b[l as usize])
+                        .map(|&l| (l, s as u32)),
+                );
+            } else {
+                out.extend(
+                    a.iter()
+                        .zip(b)
+                        .enumerate()
+                        .filter(|(_, (x, y))| x != y)
+                        .map(|(l, _)| (l as Lid, s as u32)),
+                );
+            }
+            out
         })
         .collect();
     v.par_sort_unstable();
@@ -86,19 +99,83 @@ pub(super) fn changed_deliver(fabric: &Fabric, lids: &LidPlan, lfts: &Lfts, chan
         rest = &rest[n..];
     }
     let walked = groups.len() as u64;
-    let ok = groups.par_iter().all(|g| {
-        let lid = g[0].0;
-        let e = EndPortId(owner[lid as usize]);
-        let Some((leaf, lport)) = fabric.end_port(e).attach else {
-            return false;
-        };
-        g.iter()
-            .filter(|&&(_, s)| fabric.switch(SwitchId(s)).up)
-            .all(|&(_, s)| {
-                delivers(fabric, lfts, SwitchId(s), lid, leaf, lport, ns) || !fed(fabric, lfts, SwitchId(s), lid, ns)
-            })
-    });
+    let ok = groups
+        .par_iter()
+        .map_init(
+            || Memo {
+                good: vec![0; ns],
+                epoch: 0,
+                path: Vec::new(),
+            },
+            |m, g| {
+                let lid = g[0].0;
+                let e = EndPortId(owner[lid as usize]);
+                let Some((leaf, lport)) = fabric.end_port(e).attach else {
+                    return false;
+                };
+                m.epoch += 1;
+                g.iter()
+                    .filter(|&&(_, s)| fabric.switch(SwitchId(s)).up)
+                    .all(|&(_, s)| {
+                        m.delivers(fabric, lfts, SwitchId(s), lid, leaf, lport, ns)
+                            || !fed(fabric, lfts, SwitchId(s), lid, ns)
+                    })
+            },
+        )
+        .all(|ok| ok);
     (ok, walked)
+}
+
+/// Per rayon task: the switches known to deliver the current LID (`good[s] == epoch`, one
+/// epoch per LID), so that walks sharing a suffix stop where an earlier one succeeded.
+struct Memo {
+    good: Vec<u32>,
+    epoch: u32,
+    path: Vec<SwitchId>,
+}
+
+impl Memo {
+    /// [`delivers`], stopping at a switch already known to deliver `lid`; every switch of a
+    /// delivering walk is then known to deliver (its own walk is a suffix of this one).
+    #[allow(clippy::too_many_arguments)]
+    fn delivers(
+        &mut self,
+        fabric: &Fabric,
+        lfts: &Lfts,
+        mut s: SwitchId,
+        lid: Lid,
+        leaf: SwitchId,
+        lport: u8,
+        ns: usize,
+    ) -> bool {
+        self.path.clear();
+        let mut ok = false;
+        for _ in 0..=ns {
+            if self.good[s.idx()] == self.epoch {
+                ok = true;
+                break;
+            }
+            self.path.push(s);
+            let port = lfts.get(s, lid);
+            if s == leaf {
+                ok = port == lport;
+                break;
+            }
+            if port == NO_ROUTE || port == 0 {
+                break;
+            }
+            match fabric.switch_link_live(s, port) {
+                Some((r, _)) => s = r,
+                None => break,
+            }
+        }
+        if ok {
+            for x in &self.path {
+                self.good[x.idx()] = self.epoch;
+            }
+        }
+        ok
+    }
 }
 
 /// Whether some live source's walk towards `lid` can reach `s`: `s` or a switch forwarding
@@ -125,25 +202,6 @@ fn fed(fabric: &Fabric, lfts: &Lfts, s: SwitchId, lid: Lid, ns: usize) -> bool {
                 seen.push(v);
                 stack.push(v);
             }
-        }
-    }
-    false
-}
-
-/// Follows `lid`'s entries from `s` over live links: true when it reaches `leaf` and leaves
-/// through `lport`.
-fn delivers(fabric: &Fabric, lfts: &Lfts, mut s: SwitchId, lid: Lid, leaf: SwitchId, lport: u8, ns: usize) -> bool {
-    for _ in 0..=ns {
-        let port = lfts.get(s, lid);
-        if s == leaf {
-            return port == lport;
-        }
-        if port == NO_ROUTE || port == 0 {
-            return false;
-        }
-        match fabric.switch_link_live(s, port) {
-            Some((r, _)) => s = r,
-            None => return false,
         }
     }
     false

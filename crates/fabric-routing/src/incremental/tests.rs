@@ -210,3 +210,59 @@ fn the_target_recycles_the_generation_before_and_copies_only_changed_rows() {
     }
     assert!(recycled >= 4, "only {recycled} generations recycled their target");
 }
+
+/// A leaf's cable to a level-2 switch (a leaf-level cable, the commonest fault): the switches
+/// whose neighbourhood or divider is unchanged but whose closer groups towards that leaf
+/// change (every other leaf, through the level-2 switches that lost their up-down path to it)
+/// are re-filled only for that leaf's destinations (`base_partial_rows`), and the tables —
+/// including the recycled copies of the following generations, which copy only those entries —
+/// are the full routing's. A partial re-fill that missed a changed column, or a copy that
+/// missed an entry, would differ from the full routing.
+#[test]
+fn a_leaf_cable_fault_refills_only_that_leafs_destinations_elsewhere() {
+    let t = pgft(&[4, 4, 6], &[1, 4, 4], &[1, 1, 1]);
+    let f0 = Arc::new(t.fabric.clone());
+    let ns = f0.num_switches();
+    for lmc in [0u8, 1] {
+        let lids = assign_lids(&f0, &Guid2Lid::default(), lmc, IB_MAX_UNICAST_LID).unwrap();
+        // Leaf-to-level-2 cables (leaves have end ports).
+        let (cables, _) = elements(&f0);
+        let leaf_cables: Vec<(u64, u8)> = cables
+            .iter()
+            .copied()
+            .filter(|&(g, _)| f0.is_leaf(f0.switch_by_guid(g).unwrap()))
+            .collect();
+        assert!(!leaf_cables.is_empty());
+        let mut state: Option<RoutingState> = None;
+        let mut f = f0.clone();
+        let mut partial = 0;
+        for step in 0..7 {
+            if step > 0 {
+                // Down on odd steps, the same cable back up on the next step.
+                let (switch, port) = leaf_cables[(step + 1) / 2 * 5 % leaf_cables.len()];
+                let ev = if step % 2 == 1 {
+                    FabricEvent::LinkDown { switch, port }
+                } else {
+                    FabricEvent::LinkUp { switch, port }
+                };
+                f = Arc::new(f.apply(&[ev]).unwrap());
+            }
+            let ranking = rank(&f, &RankOptions::default());
+            let ctx = RoutingContext {
+                fabric: &f,
+                ranking: &ranking,
+                lids: &lids,
+            };
+            let (want, want_check) = route_all_checked(&ctx, EngineKind::Dmodc, None).unwrap();
+            let got = route_checked_incremental(&f, &ranking, &lids, EngineKind::Dmodc, None, state.as_ref()).unwrap();
+            assert!(*got.lfts == want.lfts, "lmc {lmc} step {step}: tables differ");
+            assert_eq!(untimed(&got.check), untimed(&want_check), "lmc {lmc} step {step}");
+            if let RoutePath::Incremental(s) = &got.path {
+                assert!(s.base_rows < ns, "lmc {lmc} step {step}: every row re-filled");
+                partial += s.base_partial_rows;
+            }
+            state = got.state;
+        }
+        assert!(partial > 0, "lmc {lmc}: no partial re-fill");
+    }
+}
