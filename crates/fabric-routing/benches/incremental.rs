@@ -132,6 +132,20 @@ fn main() {
         let mut copied = Vec::new();
         for i in 0..faults {
             let (switch, port) = cables[(i * step) % cables.len()];
+            // The cable's levels (ranking of the intact fabric; 0 = leaves).
+            let sw = intact.switch_by_guid(switch).expect("switch");
+            let far = match intact.switch(sw).external_ports().find(|(pn, _)| *pn == port) {
+                Some((_, p)) => match p.remote {
+                    Remote::Switch { sw, .. } => Some(sw),
+                    _ => None,
+                },
+                None => None,
+            };
+            let lvl = |s: Option<fabric_topology::SwitchId>| {
+                s.and_then(|s| ranking0.level[s.idx()])
+                    .map_or("?".to_string(), |l| l.to_string())
+            };
+            let cable = format!("level {}-{} cable", lvl(Some(sw)), lvl(far));
             let f = Arc::new(intact.apply(&[FabricEvent::LinkDown { switch, port }]).expect("fault"));
             let ranking = rank(&f, &RankOptions::default());
             let (t, c) = (Instant::now(), cpu_ns());
@@ -157,7 +171,9 @@ fn main() {
                 RoutePath::Incremental(s) => {
                     copied.push(s.copied_rows as f64);
                     rows.push((
+                        cable,
                         s.base_rows,
+                        s.base_partial_rows,
                         s.switch_lid_rows,
                         s.escape_rows,
                         s.changed_entries,
@@ -217,9 +233,9 @@ fn main() {
             peak_kb() as f64 / 1024.0,
             (intact.num_switches() as f64) * f64::from(lids.top() + 1) / (1024.0 * 1024.0)
         );
-        if let Some(&(b, s, e, c, fc)) = rows.get(rows.len() / 2) {
+        for (i, (cable, b, bp, s, e, c, fc)) in rows.iter().enumerate() {
             println!(
-                "  e.g. rows re-filled: base {b}, switch LIDs {s}, escape {e}; {c} entries changed; full check {fc}"
+                "  fault {i} ({cable}): rows re-filled: base {b} ({bp} of them only for the changed leaves' destinations), switch LIDs {s}, escape {e}; {c} entries changed; full check {fc}"
             );
         }
     }
