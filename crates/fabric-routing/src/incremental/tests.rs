@@ -239,7 +239,7 @@ fn a_leaf_cable_fault_refills_only_that_leafs_destinations_elsewhere() {
         for step in 0..7 {
             if step > 0 {
                 // Down on odd steps, the same cable back up on the next step.
-                let (switch, port) = leaf_cables[(step + 1) / 2 * 5 % leaf_cables.len()];
+                let (switch, port) = leaf_cables[step.div_ceil(2) * 5 % leaf_cables.len()];
                 let ev = if step % 2 == 1 {
                     FabricEvent::LinkDown { switch, port }
                 } else {
