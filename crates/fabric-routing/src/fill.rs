@@ -58,28 +58,20 @@ pub(crate) fn fill_prepared(
     }
 }
 
-/// Rows (by switch id) of an incremental re-fill ([`fill_end_port_rows`]): [`ROW_SKIP`] (not
-/// touched), [`ROW_ALL`] (every end-port entry) or [`ROW_LEAVES`] (only the destinations on the
-/// leaves `leaves`, dense leaf indices).
+/// Rows (by switch id) of an incremental re-fill: [`ROW_SKIP`], [`ROW_ALL`] (every end-port
+/// entry) or [`ROW_LEAVES`] (only the destinations on `leaves`, dense leaf indices).
 #[derive(Copy, Clone)]
 pub(crate) struct RowSel<'a> {
     pub rows: &'a [u8],
     pub leaves: &'a [u32],
 }
-
-/// [`RowSel`]: the row is not filled.
+/// [`RowSel`] values: not filled, only the selected leaves' destinations, whole row.
 pub(crate) const ROW_SKIP: u8 = 0;
-/// [`RowSel`]: only the destinations on the selected leaves are filled.
 pub(crate) const ROW_LEAVES: u8 = 1;
-/// [`RowSel`]: the whole row is filled.
 pub(crate) const ROW_ALL: u8 = 2;
 
-/// [`fill_prepared`]'s end-port entries of `set`, on the rows (by switch id) `rows` selects
-/// only (the others are not touched): the incremental re-routing ([`crate::incremental`])
-/// re-fills the rows whose inputs changed, and in a row whose switch kept its neighbourhood and
-/// divider, the destinations of the leaves whose cost columns changed. Each row is a function
-/// of its own inputs only, and each entry of the row a function of its leaf's cost columns
-/// (eqs. 4.5, 4.7–4.8), so the bytes equal those of a whole fill.
+/// [`fill_prepared`]'s end-port entries of `set` where `rows` selects ([`crate::incremental`]);
+/// an entry depends on its row's inputs and its leaf's cost columns only (eqs. 4.5, 4.7–4.8).
 pub(crate) fn fill_end_port_rows(
     fabric: &Fabric,
     lids: &LidPlan,
@@ -399,14 +391,13 @@ fn fill_end_ports(
     // Fast division by every possible #C (a switch has at most 255 port groups).
     let by_nc: Vec<FastDiv> = (0..=256u32).map(|n| FastDiv::new(n.max(1))).collect();
     // The spans of the selected leaves of [`ROW_LEAVES`] rows, in topological NID order.
-    let sel_spans: Vec<usize> = match only {
-        Some(r) if r.rows.contains(&ROW_LEAVES) => {
-            let mut want = vec![false; nl];
-            r.leaves.iter().for_each(|&li| want[li as usize] = true);
-            (0..spans.len()).filter(|&i| want[spans[i].li as usize]).collect()
-        }
-        _ => Vec::new(),
-    };
+    let mut want = vec![false; if only.is_some() { nl } else { 0 }];
+    only.iter()
+        .flat_map(|r| r.leaves)
+        .for_each(|&li| want[li as usize] = true);
+    let sel_spans: Vec<usize> = (0..want.len().min(spans.len()))
+        .filter(|&i| want[spans[i].li as usize])
+        .collect();
 
     lfts.par_rows_mut()
         .enumerate()

@@ -236,7 +236,7 @@ fn a_leaf_cable_fault_refills_only_that_leafs_destinations_elsewhere() {
         let mut state: Option<RoutingState> = None;
         let mut f = f0.clone();
         let mut partial = 0;
-        for step in 0..7 {
+        for step in 0usize..7 {
             if step > 0 {
                 // Down on odd steps, the same cable back up on the next step.
                 let (switch, port) = leaf_cables[step.div_ceil(2) * 5 % leaf_cables.len()];
