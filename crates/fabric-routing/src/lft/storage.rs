@@ -39,7 +39,13 @@ impl Bytes {
                 v.resize(len, 0);
                 Bytes::Vec(v)
             }
-            Bytes::Map { map, .. } if map.len() >= len && len >= HUGE_MIN => Bytes::Map { map, len },
+            Bytes::Map { mut map, len: old } if map.len() >= len && len >= HUGE_MIN => {
+                // A mapping shrunk earlier still holds its old bytes past `old`: zero them.
+                if len > old {
+                    map[old..len].fill(0);
+                }
+                Bytes::Map { map, len }
+            }
             _ => Bytes::zeroed(len),
         }
     }
@@ -104,6 +110,16 @@ mod tests {
         let d = c.resized(n - 1_000);
         assert!(matches!(d, Bytes::Map { .. }));
         assert_eq!(d.len(), n - 1_000);
+        // Growing again inside the same mapping zeroes what the shrink left behind.
+        let mut g = Bytes::zeroed(n);
+        g[n - 1] = 9;
+        g[n - 1_500] = 9;
+        let h = g.resized(n - 2_000).resized(n);
+        assert!(matches!(h, Bytes::Map { .. }), "the mapping is reused");
+        assert!(
+            h[n - 2_000..].iter().all(|&x| x == 0),
+            "bytes past the shrunk length are zero"
+        );
         let e = d.resized(2 * n);
         assert_eq!(e.len(), 2 * n);
         assert!(e.iter().all(|&x| x == 0));
