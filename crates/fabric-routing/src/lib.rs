@@ -45,6 +45,7 @@ pub mod lid;
 #[cfg(test)]
 mod lmc_tests;
 pub mod mcast;
+pub mod mu;
 pub mod opensm;
 mod pqft;
 mod prep;
@@ -71,6 +72,7 @@ pub use fallback::{check_and_repair, route_all_checked, Fallback, RoutingCheck};
 pub use ftree::{Directions, Ftree, FtreeVariant};
 pub use groups::NodeGroups;
 pub use lft::{LftBlockDiff, Lfts, BLOCK_SIZE, NO_ROUTE};
+pub use mu::MuSssp;
 pub use lid::{assign_lids, Guid2Lid, LidError, LidOwner, LidOwners, LidPlan, PlanMismatch, IB_MAX_UNICAST_LID};
 pub use mcast::{
     flood, mcast_deadlock_free, mft_diff, route_multicast, FloodError, McastGroup, McastInputError, McastRouting,

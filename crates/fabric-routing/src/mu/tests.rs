@@ -1,0 +1,97 @@
+//! Tests of mu-sssp: validity, per-layer acyclicity of the installed layering, determinism,
+//! and its all-to-all congestion against DFSSSP's (counted here from the tables, independently
+//! of the engine's counters).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use fabric_topology::gen::{generate_str, Degrade};
+use fabric_topology::Fabric;
+use proptest::prelude::*;
+
+use crate::check::{cdg_acyclic_per_layer, validity};
+use crate::lid::LidPlan;
+use crate::testutil::*;
+use crate::vl::base_lids;
+use crate::{engine, EngineKind, Lfts, NO_ROUTE};
+
+fn gen(spec: &str, links: usize, seed: u64) -> Fabric {
+    let d = Degrade {
+        remove_links: links,
+        remove_switches: 0,
+        seed,
+    };
+    generate_str(spec, (links > 0).then_some(&d)).unwrap()
+}
+
+/// All-to-all `mu` walked on the tables: per directed switch port, min(distinct source end
+/// ports, distinct destination end ports) of the end-port pairs whose route crosses it; max
+/// over ports. Straightforward on purpose (sets per port).
+fn a2a_mu(f: &Fabric, lids: &LidPlan, lfts: &Lfts) -> u64 {
+    let mut ports: BTreeMap<(u32, u8), (BTreeSet<u32>, BTreeSet<u32>)> = BTreeMap::new();
+    let eps: Vec<_> = f
+        .end_port_ids()
+        .filter_map(|e| f.end_port(e).attach.map(|(s, _)| (e, s)))
+        .collect();
+    for &(de, dsw) in &eps {
+        let lid = lids.base_lid(de);
+        for &(se, ssw) in &eps {
+            if ssw == dsw {
+                continue;
+            }
+            let mut s = ssw;
+            for _ in 0..f.num_switches() {
+                if s == dsw {
+                    break;
+                }
+                let p = lfts.get(s, lid);
+                assert!(p != NO_ROUTE && p != 0, "no route");
+                let e = ports.entry((s.0, p)).or_default();
+                e.0.insert(se.0);
+                e.1.insert(de.0);
+                s = match f.switch(s).ports[p as usize].remote {
+                    fabric_topology::Remote::Switch(r, _) => r,
+                    ref other => panic!("port {p} leads to {other:?}"),
+                };
+            }
+            assert_eq!(s, dsw, "route does not arrive");
+        }
+    }
+    ports.values().map(|(a, b)| a.len().min(b.len()) as u64).max().unwrap_or(0)
+}
+
+/// Routes `f` with `kind` (LMC `lmc`): checks validity and that the installed layering
+/// (DFSSSP's cycle breaking, fewest layers) is acyclic per layer; returns (tables, LIDs,
+/// layers).
+fn check(f: &Fabric, kind: EngineKind, lmc: u8) -> (Lfts, LidPlan, u8) {
+    let (_, lids, lfts) = routed(f, kind, lmc);
+    let rep = validity(f, &lids, &lfts);
+    assert!(rep.valid, "{kind} invalid: {rep:?}");
+    let l = crate::vl_layering(kind, f, &lids, &lfts, 15).unwrap().unwrap();
+    let ok = cdg_acyclic_per_layer(f, &[&lfts], &base_lids(f, &lids), &l);
+    assert!(ok.iter().all(|&x| x), "{ok:?}");
+    (lfts, lids, l.num_layers)
+}
+
+#[test]
+fn mu_sssp_parses_prints_and_needs_a_layering() {
+    let k: EngineKind = "mu-sssp".parse().unwrap();
+    assert_eq!(k, EngineKind::MuSssp);
+    assert_eq!(k.to_string(), "mu-sssp");
+    assert!(k.needs_vl_layering() && k.is_topology_agnostic());
+    assert_eq!(engine(k).name(), "mu-sssp");
+    assert!(crate::ENGINE_NAMES.contains(&"mu-sssp"));
+}
+
+/// On a 2-D HyperX a routing with only source-pure and destination-pure channels exists
+/// (dimension order: mu = end ports per switch, on one VL); DFSSSP's balancing does not find it.
+#[test]
+fn hyperx_all_to_all_mu_is_one_switch_on_one_vl() {
+    let f = gen("HYPERX(4,4;2)", 0, 0);
+    let (lfts, lids, layers) = check(&f, EngineKind::MuSssp, 0);
+    let mu = a2a_mu(&f, &lids, &lfts);
+    let (dl, dlids, _) = check(&f, EngineKind::Dfsssp, 0);
+    let dmu = a2a_mu(&f, &dlids, &dl);
+    assert!(mu <= 2, "mu-sssp mu_a2a {mu} > 2 (dfsssp {dmu})");
+    assert!(dmu > 2, "dfsssp reaches the bound too ({dmu})");
+    assert_eq!(layers, 1, "mu-sssp needs {layers} layers on the HyperX");
+}
