@@ -5,6 +5,7 @@
 
 use fabric_topology::Fabric;
 
+use crate::balanced::cdg::{Cdg, Scratch, Shape};
 use crate::balanced::VlPlan;
 use crate::sssp::Channels;
 
@@ -32,8 +33,10 @@ pub(crate) struct Routed {
     pub round: usize,
 }
 
-/// Cost of a candidate path for one source switch, compared lexicographically.
-type Key = (u64, u64, u64, u32);
+/// Cost of a candidate path for one source switch, compared lexicographically: highest
+/// min(S, T) on the path, whether its dependency is out of the one-VL CDG's order, increase of
+/// Σ min(S, T), highest load, channel.
+type Key = (u64, bool, u64, u64, u32);
 
 struct State<'a> {
     plan: &'a VlPlan,
@@ -56,6 +59,12 @@ struct State<'a> {
     mark: Vec<u32>,
     epoch: u32,
     marked: Vec<u32>,
+    /// The one-VL channel-dependency graph of the routes whose dependency kept it acyclic.
+    shape: Shape,
+    cdg: Cdg,
+    sc: Scratch,
+    /// `dep[d × ns + s]`: the dependency of `s`'s next hop towards `d` is in `cdg`.
+    dep: Vec<bool>,
 }
 
 /// Routes every destination of `plan`: a first pass, then [`MU_ROUNDS`] rounds that rip up
@@ -65,6 +74,7 @@ pub(crate) fn route(fabric: &Fabric, plan: &VlPlan, ch: Channels) -> Routed {
     let ns = fabric.num_switches();
     let nc = ch.len();
     let nd = plan.dests.len();
+    let shape = Shape::new(&ch, ns);
     let mut st = State {
         plan,
         ns,
@@ -82,6 +92,10 @@ pub(crate) fn route(fabric: &Fabric, plan: &VlPlan, ch: Channels) -> Routed {
         mark: vec![0; nc],
         epoch: 0,
         marked: Vec::new(),
+        cdg: Cdg::new(&shape),
+        shape,
+        sc: Scratch::default(),
+        dep: vec![false; nd * ns],
         ch,
     };
     let order = dest_order(plan);
@@ -186,6 +200,12 @@ impl State<'_> {
         let w = self.own[u].max(1);
         let wd = self.plan.dests[d].weight;
         let (mut mx, mut inc, mut ld) = (0u64, 0u64, 0u64);
+        let v = self.ch.remote[c as usize] as usize;
+        let out_of_order = v != t
+            && match self.next[d * ns + v] {
+                NONE => false,
+                y => !self.cdg.in_order(&self.shape, c, y),
+            };
         let mut e = c as usize;
         for _ in 0..ns {
             let s_new = self.sw[e] + if self.src_cnt[e * ns + u] == 0 { w } else { 0 };
@@ -203,7 +223,7 @@ impl State<'_> {
                 n => e = n as usize,
             }
         }
-        (mx, inc, ld, c)
+        (mx, out_of_order, inc, ld, c)
     }
 
     /// Adds switch `u`'s end ports as sources on its path towards `d`.
@@ -260,8 +280,13 @@ impl State<'_> {
                     best = Some(k);
                 }
             }
-            let c = best.map_or(NONE, |k| k.3);
+            let c = best.map_or(NONE, |k| k.4);
             self.next[d * ns + u] = c;
+            if c != NONE {
+                let v = self.ch.remote[c as usize] as usize;
+                let y = self.next[d * ns + v];
+                self.dep[d * ns + u] = v != t && y != NONE && self.cdg.try_add(&self.shape, &mut self.sc, c, y);
+            }
             self.charge_path(d, u);
         }
     }
@@ -303,6 +328,13 @@ impl State<'_> {
         }
         for &c in &self.marked {
             self.tw[c as usize] -= wd;
+        }
+        for u in 0..ns {
+            if std::mem::take(&mut self.dep[d * ns + u]) {
+                let c = self.next[d * ns + u];
+                let y = self.next[d * ns + self.ch.remote[c as usize] as usize];
+                self.cdg.remove(&self.shape, c, y);
+            }
         }
         self.next[d * ns..(d + 1) * ns].fill(NONE);
     }

@@ -49,7 +49,7 @@ fn a2a_mu(f: &Fabric, lids: &LidPlan, lfts: &Lfts) -> u64 {
                 e.0.insert(se.0);
                 e.1.insert(de.0);
                 s = match f.switch(s).ports[p as usize].remote {
-                    fabric_topology::Remote::Switch(r, _) => r,
+                    fabric_topology::Remote::Switch { sw, .. } => sw,
                     ref other => panic!("port {p} leads to {other:?}"),
                 };
             }
@@ -94,4 +94,67 @@ fn hyperx_all_to_all_mu_is_one_switch_on_one_vl() {
     assert!(mu <= 2, "mu-sssp mu_a2a {mu} > 2 (dfsssp {dmu})");
     assert!(dmu > 2, "dfsssp reaches the bound too ({dmu})");
     assert_eq!(layers, 1, "mu-sssp needs {layers} layers on the HyperX");
+}
+
+/// mu_a2a and layers of mu-sssp against dfsssp on the fabrics (`cargo test -p
+/// fabric-routing --lib mu_stats -- --ignored --nocapture`).
+#[test]
+#[ignore = "statistics printout, run by hand with --nocapture"]
+fn mu_stats() {
+    let which = std::env::var("MU_STATS").unwrap_or_default();
+    for (spec, cuts) in [
+        ("HYPERX(4,4;2)", [0, 0, 0]),
+        ("SLIMFLY(5;4)", [0, 2, 9]),
+        ("HYPERX(8,8;4)", [0, 4, 22]),
+        ("SLIMFLY(7)", [0, 5, 27]),
+        ("DRAGONFLY(3)", [0, 5, 23]),
+    ] {
+        if !which.is_empty() && !spec.contains(which.as_str()) {
+            continue;
+        }
+        for links in cuts {
+            let f = gen(spec, links, 1);
+            for kind in [EngineKind::MuSssp, EngineKind::Dfsssp] {
+                let t = std::time::Instant::now();
+                let (lfts, lids, layers) = check(&f, kind, 0);
+                let ms = t.elapsed().as_secs_f64() * 1e3;
+                println!("{spec} cut {links} {kind}: mu_a2a {} layers {layers} ({ms:.1} ms)", a2a_mu(&f, &lids, &lfts));
+            }
+            if links == 0 && cuts[1] == 0 {
+                break;
+            }
+        }
+    }
+}
+
+fn routed_with_threads(f: &Fabric, threads: usize) -> Vec<u8> {
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+    pool.install(|| routed(f, EngineKind::MuSssp, 1).2.as_bytes().to_vec())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(16))]
+
+    /// Random regular graphs: valid, every layer of the installed layering acyclic, same bytes
+    /// on 1 and 2 threads and on a second run.
+    #[test]
+    fn mu_sssp_on_random_regular_graphs(n in 8u32..28, k in 3u32..6, p in 1u32..4, seed in 0u64..1000) {
+        let k = if (n * k) % 2 == 1 { k + 1 } else { k };
+        let f = match generate_str(&format!("RRG({n},{k},{p};{seed})"), None) {
+            Ok(f) => f,
+            Err(_) => return Ok(()),
+        };
+        check(&f, EngineKind::MuSssp, 1);
+        let a = routed_with_threads(&f, 1);
+        prop_assert_eq!(&a, &routed_with_threads(&f, 2));
+        prop_assert_eq!(&a, &routed_with_threads(&f, 1));
+    }
+
+    /// Degraded Slim Flies and HyperX (random cables removed, possibly split): valid, layers
+    /// acyclic.
+    #[test]
+    fn mu_sssp_on_degraded_direct_fabrics(links in 0usize..30, seed in 0u64..1000, hx in any::<bool>()) {
+        let f = gen(if hx { "HYPERX(4,4;2)" } else { "SLIMFLY(5;2)" }, links, seed);
+        check(&f, EngineKind::MuSssp, 1);
+    }
 }
