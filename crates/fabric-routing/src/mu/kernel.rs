@@ -34,8 +34,9 @@ pub(crate) struct Routed {
 }
 
 /// Cost of a candidate path for one source switch, compared lexicographically: highest
-/// min(S, T) on the path, whether its dependency is out of the one-VL CDG's order, increase of
-/// Σ min(S, T), highest load, channel.
+/// min(S, T) on the path (raised to the routing's mu so far: below it all paths are equal),
+/// whether its dependency is out of the one-VL CDG's order, increase of Σ min(S, T), highest
+/// load, channel.
 type Key = (u64, bool, u64, u64, u32);
 
 struct State<'a> {
@@ -65,6 +66,8 @@ struct State<'a> {
     sc: Scratch,
     /// `dep[d × ns + s]`: the dependency of `s`'s next hop towards `d` is in `cdg`.
     dep: Vec<bool>,
+    /// mu of the routing so far (at the start of a round: of the whole routing).
+    gmu: u64,
 }
 
 /// Routes every destination of `plan`: a first pass, then [`MU_ROUNDS`] rounds that rip up
@@ -96,6 +99,7 @@ pub(crate) fn route(fabric: &Fabric, plan: &VlPlan, ch: Channels) -> Routed {
         shape,
         sc: Scratch::default(),
         dep: vec![false; nd * ns],
+        gmu: 0,
         ch,
     };
     let order = dest_order(plan);
@@ -104,6 +108,7 @@ pub(crate) fn route(fabric: &Fabric, plan: &VlPlan, ch: Channels) -> Routed {
     }
     let mut best = (st.score(), st.next.clone(), 0usize);
     for round in 1..=MU_ROUNDS {
+        st.gmu = st.score().0;
         for &d in &order {
             st.unroute_dest(d);
             st.route_dest(d);
@@ -223,7 +228,7 @@ impl State<'_> {
                 n => e = n as usize,
             }
         }
-        (mx, out_of_order, inc, ld, c)
+        (mx.max(self.gmu), out_of_order, inc, ld, c)
     }
 
     /// Adds switch `u`'s end ports as sources on its path towards `d`.
@@ -282,6 +287,9 @@ impl State<'_> {
             }
             let c = best.map_or(NONE, |k| k.4);
             self.next[d * ns + u] = c;
+            if let Some(k) = best {
+                self.gmu = self.gmu.max(k.0);
+            }
             if c != NONE {
                 let v = self.ch.remote[c as usize] as usize;
                 let y = self.next[d * ns + v];

@@ -20,17 +20,20 @@
 //!    of any. A destination's tree is grown from its switch outwards in BFS order: switch `u`
 //!    takes, among its channels to switches one hop closer (minimal paths only), the one whose
 //!    path (the channel and the tree beyond it, already fixed) has the least (highest
-//!    min(S, T) on the path once `u`'s end ports and the destination are added, total increase
-//!    of min(S, T), highest load, channel index).
+//!    min(S, T) on the path once `u`'s end ports and the destination are added, raised to the
+//!    routing's `mu` so far; whether the new channel dependency is against the current
+//!    topological order of a one-VL CDG; total increase of min(S, T); highest load; channel
+//!    index). The one-VL CDG ([`crate::balanced`]'s incremental Pearce–Kelly order) holds
+//!    the dependencies that kept it acyclic; the tie-break steers equal-congestion choices
+//!    towards one consistent order, as dimension order is on a HyperX.
 //! 3. **Rip-up and reroute.** [`MU_ROUNDS`] rounds remove each destination and route it again
 //!    against all the others; the routing of least (mu, channels at mu, Σ min(S, T), max load)
 //!    is kept.
 //!
 //! Deadlock freedom is not built into the routing: the daemon and `fabricctl` layer the
 //! installed tables with DFSSSP's cycle breaking with the fewest layers
-//! ([`crate::vl_layering`]), exactly as `dfsssp`'s. Routings with pure channels tend to have
-//! few dependency cycles (on a HyperX the result is dimension-ordered-like and needs one VL;
-//! see docs/routing.md for the measured layers).
+//! ([`crate::vl_layering`]), exactly as `dfsssp`'s; the CDG tie-break keeps the layers few
+//! (one on the HyperX files measured; docs/routing.md has the numbers).
 //!
 //! Sequential and deterministic (no hashing, no randomness). Memory: `channels × switches`
 //! counters; fabrics above [`MU_MAX_COUNTERS`] are refused (use `dfsssp`).
