@@ -72,12 +72,12 @@ pub use fallback::{check_and_repair, route_all_checked, Fallback, RoutingCheck};
 pub use ftree::{Directions, Ftree, FtreeVariant};
 pub use groups::NodeGroups;
 pub use lft::{LftBlockDiff, Lfts, BLOCK_SIZE, NO_ROUTE};
-pub use mu::MuSssp;
 pub use lid::{assign_lids, Guid2Lid, LidError, LidOwner, LidOwners, LidPlan, PlanMismatch, IB_MAX_UNICAST_LID};
 pub use mcast::{
     flood, mcast_deadlock_free, mft_diff, route_multicast, FloodError, McastGroup, McastInputError, McastRouting,
     McastTree, McastTreeLink, MftBlockDiff, Mfts,
 };
+pub use mu::MuSssp;
 pub use opensm::{
     parse_opensm_lfts, read_opensm_lfts, write_opensm_lfts, write_opensm_lfts_to, LftDumpError, OpensmLftWriter,
     OpensmLfts, SwitchLftDump,

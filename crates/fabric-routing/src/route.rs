@@ -7,7 +7,6 @@ use std::str::FromStr;
 use std::time::Instant;
 
 use crate::balanced::{Balanced, BALANCED_DEFAULT_VLS, BALANCED_MAX_VLS};
-use crate::mu::MuSssp;
 use crate::bfs::BfsUpDown;
 use crate::dfsssp::Dfsssp;
 use crate::dmodc::{Dmodc, GroupedDmodc};
@@ -18,6 +17,7 @@ use crate::ftree::{Directions, Ftree, FtreeVariant};
 use crate::groups::NodeGroups;
 use crate::layered::Layered;
 use crate::lft::Lfts;
+use crate::mu::MuSssp;
 use crate::pqft::Pqft;
 use crate::randsp::RandSp;
 use crate::smodk::Smodk;

@@ -83,7 +83,13 @@ pub(crate) fn route(fabric: &Fabric, plan: &VlPlan, ch: Channels) -> Routed {
         ns,
         own: fabric
             .switch_ids()
-            .map(|s| if fabric.switch(s).up { fabric.attached_end_ports(s).len() as u64 } else { 0 })
+            .map(|s| {
+                if fabric.switch(s).up {
+                    fabric.attached_end_ports(s).len() as u64
+                } else {
+                    0
+                }
+            })
             .collect(),
         src_cnt: vec![0; nc * ns],
         sw: vec![0; nc],
