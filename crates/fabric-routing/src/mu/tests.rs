@@ -102,7 +102,10 @@ fn hyperx_all_to_all_mu_beats_dfsssp_on_one_layer() {
     let (dmu, dlayers) = a2a(&f, EngineKind::Dfsssp);
     assert!(mu <= 4, "mu-sssp mu_a2a {mu} > 4 (dfsssp {dmu})");
     assert!(dmu > 4, "dfsssp reaches the bound too ({dmu})");
-    assert_eq!(layers, 1, "mu-sssp needs {layers} layers on the HyperX (dfsssp {dlayers})");
+    assert_eq!(
+        layers, 1,
+        "mu-sssp needs {layers} layers on the HyperX (dfsssp {dlayers})"
+    );
 }
 
 /// Slim Fly q = 5 with 9 cables cut (the 5 % file): mu-sssp ≤ 30 with no more layers than
