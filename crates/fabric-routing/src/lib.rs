@@ -45,6 +45,7 @@ pub mod lid;
 #[cfg(test)]
 mod lmc_tests;
 pub mod mcast;
+pub mod mu;
 pub mod opensm;
 mod pqft;
 mod prep;
@@ -76,6 +77,7 @@ pub use mcast::{
     flood, mcast_deadlock_free, mft_diff, route_multicast, FloodError, McastGroup, McastInputError, McastRouting,
     McastTree, McastTreeLink, MftBlockDiff, Mfts,
 };
+pub use mu::MuSssp;
 pub use opensm::{
     parse_opensm_lfts, read_opensm_lfts, write_opensm_lfts, write_opensm_lfts_to, LftDumpError, OpensmLftWriter,
     OpensmLfts, SwitchLftDump,

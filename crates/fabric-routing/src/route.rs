@@ -17,6 +17,7 @@ use crate::ftree::{Directions, Ftree, FtreeVariant};
 use crate::groups::NodeGroups;
 use crate::layered::Layered;
 use crate::lft::Lfts;
+use crate::mu::MuSssp;
 use crate::pqft::Pqft;
 use crate::randsp::RandSp;
 use crate::smodk::Smodk;
@@ -96,6 +97,10 @@ pub enum EngineKind {
         /// VL budget (1..=8): destinations are dealt to this many VLs.
         vls: u8,
     },
+    /// Routing of any topology that minimises the all-to-all congestion `mu` (source- or
+    /// destination-pure channels; [`crate::mu`]), deadlock-free with DFSSSP's layering.
+    /// Name `mu-sssp`.
+    MuSssp,
 }
 
 /// Default number of layers of `layered` without `:K`.
@@ -123,6 +128,7 @@ pub const ENGINE_NAMES: &[&str] = &[
     "dfsssp",
     "layered",
     "balanced",
+    "mu-sssp",
 ];
 
 /// Error of [`EngineKind::from_str`].
@@ -130,7 +136,7 @@ pub const ENGINE_NAMES: &[&str] = &[
 #[error(
     "unknown routing engine `{0}` (expected one of dmodc, dmodk, updown, updown-random, bfs-dmodc, bfs-random, \
      ftree, ftree2, ftree-random, bfs-ftree, bfs-ftree2, bfs-ftree-random, randsp, smodk, sssp, pqft, dmodc-lb, dfsssp, \
-     layered:K[:SEED] (K = 1..=128 layers), balanced[:V] (V = 1..=8 VLs); the random ones take an optional `:SEED`)"
+     layered:K[:SEED] (K = 1..=128 layers), balanced[:V] (V = 1..=8 VLs), mu-sssp; the random ones take an optional `:SEED`)"
 )]
 pub struct UnknownEngine(
     /// The text that was not recognised.
@@ -187,6 +193,7 @@ impl EngineKind {
             EngineKind::Dfsssp => "dfsssp",
             EngineKind::Layered { .. } => "layered",
             EngineKind::Balanced { .. } => "balanced",
+            EngineKind::MuSssp => "mu-sssp",
         }
     }
 
@@ -271,6 +278,7 @@ impl FromStr for EngineKind {
             "pqft" => EngineKind::Pqft,
             "dmodc-lb" => EngineKind::DmodcLb,
             "dfsssp" => EngineKind::Dfsssp,
+            "mu-sssp" => EngineKind::MuSssp,
             _ => return Err(UnknownEngine(s.to_string())),
         };
         match seed {
@@ -329,6 +337,7 @@ pub fn engine(kind: EngineKind) -> Box<dyn RoutingEngine> {
             seed,
         }),
         EngineKind::Balanced { vls } => Box::new(Balanced { vls }),
+        EngineKind::MuSssp => Box::new(MuSssp),
     }
 }
 
@@ -356,7 +365,7 @@ impl EngineKind {
     pub fn needs_vl_layering(self) -> bool {
         matches!(
             self,
-            EngineKind::Dfsssp | EngineKind::Layered { .. } | EngineKind::Balanced { .. }
+            EngineKind::Dfsssp | EngineKind::Layered { .. } | EngineKind::Balanced { .. } | EngineKind::MuSssp
         )
     }
 
@@ -371,6 +380,7 @@ impl EngineKind {
                 | EngineKind::Dfsssp
                 | EngineKind::Layered { .. }
                 | EngineKind::Balanced { .. }
+                | EngineKind::MuSssp
         )
     }
 }

@@ -31,7 +31,7 @@
 //! ([`layering`]) and checks each layer's CDG on the installed tables; if the validity repair
 //! changed routes so that a layer is cyclic, it falls back to DFSSSP's cycle breaking.
 
-mod cdg;
+pub(crate) mod cdg;
 mod kernel;
 mod plan;
 #[cfg(test)]

@@ -75,7 +75,10 @@ fn max_layers(a: &AnalyzeArgs, lids: &LidPlan) -> Result<u8> {
 /// `route --engine dfsssp`: the tables alone are not deadlock-free; says (stderr) how many
 /// virtual layers (SLs) they need.
 pub(super) fn route_note(kind: EngineKind, l: &Loaded, lids: &LidPlan, lfts: &Lfts) {
-    if !matches!(kind, EngineKind::Dfsssp | EngineKind::Layered { .. }) {
+    if !matches!(
+        kind,
+        EngineKind::Dfsssp | EngineKind::MuSssp | EngineKind::Layered { .. }
+    ) {
         if let EngineKind::Balanced { .. } = kind {
             match fabric_routing::vl_layering(kind, &l.fabric, lids, lfts, vl::IB_MAX_DATA_VLS) {
                 Ok(Some(v)) => eprintln!("{kind}: routes on {} virtual layers (SLs)", v.num_layers),
@@ -97,7 +100,7 @@ pub(super) fn route_note(kind: EngineKind, l: &Loaded, lids: &LidPlan, lfts: &Lf
 pub(super) fn dfsssp_layers(a: &AnalyzeArgs, l: &Loaded, lids: &LidPlan, lfts: &Lfts) -> Result<Option<LayersReport>> {
     let kind = a.engine.parse::<EngineKind>();
     let balanced = matches!(kind, Ok(EngineKind::Balanced { .. }));
-    if a.lfts.is_some() || !(kind == Ok(EngineKind::Dfsssp) || balanced) {
+    if a.lfts.is_some() || !(matches!(kind, Ok(EngineKind::Dfsssp | EngineKind::MuSssp)) || balanced) {
         return Ok(None);
     }
     let max = max_layers(a, lids)?;

@@ -1,0 +1,355 @@
+//! The mu-sssp kernel: per directed channel the distinct source switches and destination
+//! end ports crossing it, one destination's tree grown outwards on minimal next hops by the
+//! least resulting `min(sources, destinations)`, and the rip-up-and-reroute rounds (see the
+//! module documentation of [`super`]).
+
+use fabric_topology::Fabric;
+
+use crate::balanced::cdg::{Cdg, Scratch, Shape};
+use crate::balanced::VlPlan;
+use crate::sssp::Channels;
+
+/// No channel / unreached.
+pub(crate) const NONE: u32 = u32::MAX;
+
+/// Rip-up-and-reroute rounds after the first routing of every destination.
+pub const MU_ROUNDS: usize = 4;
+
+/// Largest `channels × switches` the per-channel source counters may take (64 Mi counters,
+/// 256 MB): beyond it the engine refuses the fabric (it is meant for direct topologies of a
+/// few hundred switches).
+pub const MU_MAX_COUNTERS: usize = 1 << 26;
+
+/// The result: the next channel of every switch towards every destination.
+pub(crate) struct Routed {
+    pub ch: Channels,
+    /// `next[d × ns + s]`: channel `s` takes towards destination `d` ([`NONE`]: `s` is the
+    /// destination's switch, or has no path).
+    pub next: Vec<u32>,
+    /// The all-to-all `mu` of the kept routing: max over channels of min(source end ports,
+    /// destination end ports) crossing it.
+    pub mu: u64,
+    /// The round whose routing was kept (0: the first pass).
+    pub round: usize,
+}
+
+/// Cost of a candidate path for one source switch, compared lexicographically: highest
+/// min(S, T) on the path (raised to the routing's mu so far: below it all paths are equal),
+/// whether its dependency is out of the one-VL CDG's order, increase of Σ min(S, T), highest
+/// load, channel.
+type Key = (u64, bool, u64, u64, u32);
+
+struct State<'a> {
+    plan: &'a VlPlan,
+    ns: usize,
+    ch: Channels,
+    /// End ports of each switch (its weight as a source).
+    own: Vec<u64>,
+    /// `src_cnt[c × ns + s]`: destinations whose route from switch `s` crosses channel `c`.
+    src_cnt: Vec<u32>,
+    /// Per channel: end ports of the distinct source switches crossing it.
+    sw: Vec<u64>,
+    /// Per channel: distinct destination end ports crossing it (from a source with end ports).
+    tw: Vec<u64>,
+    /// Per channel: routes (source end port, destination end port) crossing it.
+    load: Vec<u64>,
+    next: Vec<u32>,
+    dist: Vec<u32>,
+    order: Vec<u32>,
+    /// `mark[c] == epoch`: the current destination's tree already counts in `tw[c]`.
+    mark: Vec<u32>,
+    epoch: u32,
+    marked: Vec<u32>,
+    /// The one-VL channel-dependency graph of the routes whose dependency kept it acyclic.
+    shape: Shape,
+    cdg: Cdg,
+    sc: Scratch,
+    /// `dep[d × ns + s]`: the dependency of `s`'s next hop towards `d` is in `cdg`.
+    dep: Vec<bool>,
+    /// mu of the routing so far (at the start of a round: of the whole routing).
+    gmu: u64,
+}
+
+/// Routes every destination of `plan`: a first pass, then [`MU_ROUNDS`] rounds that rip up
+/// each destination and route it again against all the others; the routing of least (mu,
+/// channels at mu, sum of min(src, dst), max load) is kept.
+pub(crate) fn route(fabric: &Fabric, plan: &VlPlan, ch: Channels) -> Routed {
+    let ns = fabric.num_switches();
+    let nc = ch.len();
+    let nd = plan.dests.len();
+    let shape = Shape::new(&ch, ns);
+    let mut st = State {
+        plan,
+        ns,
+        own: fabric
+            .switch_ids()
+            .map(|s| {
+                if fabric.switch(s).up {
+                    fabric.attached_end_ports(s).len() as u64
+                } else {
+                    0
+                }
+            })
+            .collect(),
+        src_cnt: vec![0; nc * ns],
+        sw: vec![0; nc],
+        tw: vec![0; nc],
+        load: vec![0; nc],
+        next: vec![NONE; nd * ns],
+        dist: vec![NONE; ns],
+        order: Vec::with_capacity(ns),
+        mark: vec![0; nc],
+        epoch: 0,
+        marked: Vec::new(),
+        cdg: Cdg::new(&shape),
+        shape,
+        sc: Scratch::default(),
+        dep: vec![false; nd * ns],
+        gmu: 0,
+        ch,
+    };
+    let order = dest_order(plan);
+    for &d in &order {
+        st.route_dest(d);
+    }
+    let mut best = (st.score(), st.next.clone(), 0usize);
+    for round in 1..=MU_ROUNDS {
+        st.gmu = st.score().0;
+        for &d in &order {
+            st.unroute_dest(d);
+            st.route_dest(d);
+        }
+        let s = st.score();
+        if s < best.0 {
+            best = (s, st.next.clone(), round);
+        }
+    }
+    Routed {
+        ch: st.ch,
+        next: best.1,
+        mu: best.0 .0,
+        round: best.2,
+    }
+}
+
+/// The order destinations are routed in: end port `i` of every switch before end port
+/// `i + 1` of any (the end ports of one switch are routed apart, so each sees the others'
+/// trees as load), switch LIDs without end ports last.
+fn dest_order(plan: &VlPlan) -> Vec<usize> {
+    let mut rank = vec![0u32; plan.dests.len()];
+    let mut prev = u32::MAX;
+    let mut i = 0u32;
+    for (d, dest) in plan.dests.iter().enumerate() {
+        if dest.switch != prev {
+            prev = dest.switch;
+            i = 0;
+        }
+        rank[d] = if dest.weight == 0 { u32::MAX } else { i };
+        i += 1;
+    }
+    let mut order: Vec<usize> = (0..plan.dests.len()).collect();
+    order.sort_by_key(|&d| (rank[d], d));
+    order
+}
+
+impl State<'_> {
+    /// (mu, channels at mu, Σ min(src, dst), max load): the all-to-all congestion, then how
+    /// many channels reach it, then how close the others are.
+    fn score(&self) -> (u64, u64, u64, u64) {
+        let mut mu = 0;
+        let mut at = 0;
+        let mut sum = 0;
+        for c in 0..self.sw.len() {
+            let v = self.sw[c].min(self.tw[c]);
+            sum += v;
+            match v.cmp(&mu) {
+                std::cmp::Ordering::Greater => {
+                    mu = v;
+                    at = 1;
+                }
+                std::cmp::Ordering::Equal => at += 1,
+                std::cmp::Ordering::Less => {}
+            }
+        }
+        (mu, at, sum, self.load.iter().copied().max().unwrap_or(0))
+    }
+
+    fn next_epoch(&mut self) {
+        self.epoch = self.epoch.wrapping_add(1);
+        if self.epoch == 0 {
+            self.mark.fill(0);
+            self.epoch = 1;
+        }
+    }
+
+    /// Hop distances to switch `t` (links are bidirectional) and the switches in BFS order.
+    fn bfs(&mut self, t: usize) {
+        self.dist.fill(NONE);
+        self.order.clear();
+        self.dist[t] = 0;
+        self.order.push(t as u32);
+        let mut i = 0;
+        while i < self.order.len() {
+            let x = self.order[i] as usize;
+            i += 1;
+            for c in self.ch.of_switch(x) {
+                let y = self.ch.remote[c as usize] as usize;
+                if self.dist[y] == NONE {
+                    self.dist[y] = self.dist[x] + 1;
+                    self.order.push(y as u32);
+                }
+            }
+        }
+    }
+
+    /// Cost of switch `u` taking channel `c` towards destination `d` (whose tree beyond
+    /// `c` is already fixed): (highest min(src, dst) on the path once `u`'s end ports and
+    /// `d` cross it, total increase of min(src, dst), highest load, channel).
+    fn eval(&self, d: usize, u: usize, c: u32) -> Key {
+        let ns = self.ns;
+        let t = self.plan.dests[d].switch as usize;
+        let w = self.own[u].max(1);
+        let wd = self.plan.dests[d].weight;
+        let (mut mx, mut inc, mut ld) = (0u64, 0u64, 0u64);
+        let v = self.ch.remote[c as usize] as usize;
+        let out_of_order = v != t
+            && match self.next[d * ns + v] {
+                NONE => false,
+                y => !self.cdg.in_order(&self.shape, c, y),
+            };
+        let mut e = c as usize;
+        for _ in 0..ns {
+            let s_new = self.sw[e] + if self.src_cnt[e * ns + u] == 0 { w } else { 0 };
+            let t_new = self.tw[e] + if self.mark[e] != self.epoch { wd } else { 0 };
+            let v = s_new.min(t_new);
+            mx = mx.max(v);
+            inc += v - self.sw[e].min(self.tw[e]);
+            ld = ld.max(self.load[e] + w * wd);
+            let x = self.ch.remote[e] as usize;
+            if x == t {
+                break;
+            }
+            match self.next[d * ns + x] {
+                NONE => break,
+                n => e = n as usize,
+            }
+        }
+        (mx.max(self.gmu), out_of_order, inc, ld, c)
+    }
+
+    /// Adds switch `u`'s end ports as sources on its path towards `d`.
+    fn charge_path(&mut self, d: usize, u: usize) {
+        let ns = self.ns;
+        let w = self.own[u];
+        if w == 0 {
+            return;
+        }
+        let t = self.plan.dests[d].switch as usize;
+        let wd = self.plan.dests[d].weight;
+        let mut e = self.next[d * ns + u];
+        for _ in 0..ns {
+            if e == NONE {
+                break;
+            }
+            let c = e as usize;
+            let k = &mut self.src_cnt[c * ns + u];
+            if *k == 0 {
+                self.sw[c] += w;
+            }
+            *k += 1;
+            self.load[c] += w * wd;
+            if self.mark[c] != self.epoch {
+                self.mark[c] = self.epoch;
+                self.tw[c] += wd;
+            }
+            let x = self.ch.remote[c] as usize;
+            if x == t {
+                break;
+            }
+            e = self.next[d * ns + x];
+        }
+    }
+
+    /// Routes destination `d`: the switches in BFS order from its switch, each taking the
+    /// minimal next hop of least [`Self::eval`], then charging its path.
+    fn route_dest(&mut self, d: usize) {
+        let ns = self.ns;
+        let t = self.plan.dests[d].switch as usize;
+        self.bfs(t);
+        self.next_epoch();
+        for i in 1..self.order.len() {
+            let u = self.order[i] as usize;
+            let du = self.dist[u];
+            let mut best: Option<Key> = None;
+            for c in self.ch.of_switch(u) {
+                let v = self.ch.remote[c as usize] as usize;
+                if self.dist[v] != du - 1 {
+                    continue;
+                }
+                let k = self.eval(d, u, c);
+                if best.is_none_or(|b| k < b) {
+                    best = Some(k);
+                }
+            }
+            let c = best.map_or(NONE, |k| k.4);
+            self.next[d * ns + u] = c;
+            if let Some(k) = best {
+                self.gmu = self.gmu.max(k.0);
+            }
+            if c != NONE {
+                let v = self.ch.remote[c as usize] as usize;
+                let y = self.next[d * ns + v];
+                self.dep[d * ns + u] = v != t && y != NONE && self.cdg.try_add(&self.shape, &mut self.sc, c, y);
+            }
+            self.charge_path(d, u);
+        }
+    }
+
+    /// Removes destination `d`'s counts and next hops.
+    fn unroute_dest(&mut self, d: usize) {
+        let ns = self.ns;
+        let t = self.plan.dests[d].switch as usize;
+        let wd = self.plan.dests[d].weight;
+        self.next_epoch();
+        self.marked.clear();
+        for u in 0..ns {
+            let w = self.own[u];
+            let mut e = self.next[d * ns + u];
+            if w == 0 {
+                continue;
+            }
+            for _ in 0..ns {
+                if e == NONE {
+                    break;
+                }
+                let c = e as usize;
+                let k = &mut self.src_cnt[c * ns + u];
+                *k -= 1;
+                if *k == 0 {
+                    self.sw[c] -= w;
+                }
+                self.load[c] -= w * wd;
+                if self.mark[c] != self.epoch {
+                    self.mark[c] = self.epoch;
+                    self.marked.push(c as u32);
+                }
+                let x = self.ch.remote[c] as usize;
+                if x == t {
+                    break;
+                }
+                e = self.next[d * ns + x];
+            }
+        }
+        for &c in &self.marked {
+            self.tw[c as usize] -= wd;
+        }
+        for u in 0..ns {
+            if std::mem::take(&mut self.dep[d * ns + u]) {
+                let c = self.next[d * ns + u];
+                let y = self.next[d * ns + self.ch.remote[c as usize] as usize];
+                self.cdg.remove(&self.shape, c, y);
+            }
+        }
+        self.next[d * ns..(d + 1) * ns].fill(NONE);
+    }
+}

@@ -1,0 +1,137 @@
+//! `mu-sssp`: destination-based routing of any topology that minimises the all-to-all
+//! congestion `mu` of [`fabric_metrics`'s definition](../../../docs/routing.md) (per directed
+//! switch-to-switch channel, min(distinct source end ports, distinct destination end ports)
+//! crossing it) rather than raw path counts; issue #19. Own design.
+//!
+//! Why: a channel that only carries the end ports of the switch it leaves ("source-pure", a
+//! first hop) or only traffic to the end ports of the switch it enters ("destination-pure", a
+//! last hop) has `mu` ≤ the end ports of one switch, however many paths cross it. Dimension-order
+//! routing on a HyperX is such a routing (first hops along X, last hops along Y); DFSSSP's
+//! balancing of path counts mixes first and last hops on every channel. This engine looks for
+//! pure channels on any graph, without knowing dimensions.
+//!
+//! 1. **Counters.** Per channel `c`: `src_cnt[c][s]` (destinations whose route from switch `s`
+//!    crosses `c`), the end ports of the distinct source switches `S(c)`, the distinct
+//!    destination end ports `T(c)` and the load (pairs). Sources are switches: with
+//!    destination-based tables all end ports of a switch share the route to a destination.
+//!    Destinations are end ports ([`crate::balanced::VlPlan`] with one VL: end-port base
+//!    LIDs, a switch's LID following its first end port, switches without end ports last).
+//! 2. **Trees.** Destinations are routed end port `i` of every switch before end port `i + 1`
+//!    of any. A destination's tree is grown from its switch outwards in BFS order: switch `u`
+//!    takes, among its channels to switches one hop closer (minimal paths only), the one whose
+//!    path (the channel and the tree beyond it, already fixed) has the least (highest
+//!    min(S, T) on the path once `u`'s end ports and the destination are added, raised to the
+//!    routing's `mu` so far; whether the new channel dependency is against the current
+//!    topological order of a one-VL CDG; total increase of min(S, T); highest load; channel
+//!    index). The one-VL CDG ([`crate::balanced`]'s incremental Pearce–Kelly order) holds
+//!    the dependencies that kept it acyclic; the tie-break steers equal-congestion choices
+//!    towards one consistent order, as dimension order is on a HyperX.
+//! 3. **Rip-up and reroute.** [`MU_ROUNDS`] rounds remove each destination and route it again
+//!    against all the others; the routing of least (mu, channels at mu, Σ min(S, T), max load)
+//!    is kept.
+//!
+//! Deadlock freedom is not built into the routing: the daemon and `fabricctl` layer the
+//! installed tables with DFSSSP's cycle breaking with the fewest layers
+//! ([`crate::vl_layering`]), exactly as `dfsssp`'s; the CDG tie-break keeps the layers few
+//! (one on the HyperX files measured; docs/routing.md has the numbers).
+//!
+//! Sequential and deterministic (no hashing, no randomness). Memory: `channels × switches`
+//! counters; fabrics above [`MU_MAX_COUNTERS`] are refused (use `dfsssp`).
+
+mod kernel;
+#[cfg(test)]
+mod tests;
+
+pub use kernel::{MU_MAX_COUNTERS, MU_ROUNDS};
+
+use fabric_topology::SwitchId;
+
+use crate::balanced::{VlPlan, NO_VL};
+use crate::engine::{check_route_args, LidSet, RoutingContext, RoutingEngine, RoutingError};
+use crate::lft::{Lfts, NO_ROUTE};
+use crate::sssp::Channels;
+use crate::vl;
+
+/// The mu-sssp engine (see the module documentation).
+#[derive(Copy, Clone, Debug, Default)]
+pub struct MuSssp;
+
+/// Statistics of one mu-sssp routing.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct MuStats {
+    /// Destinations routed (end ports, and switches without end ports).
+    pub destinations: usize,
+    /// All-to-all `mu` of the routing the engine kept (its own count, before any validity
+    /// repair).
+    pub mu: u64,
+    /// Round whose routing was kept (0: the first pass).
+    pub round: usize,
+}
+
+impl MuSssp {
+    /// Routes the base LIDs and returns the routing's statistics.
+    pub fn route_stats(&self, ctx: &RoutingContext<'_>, lfts: &mut Lfts) -> Result<MuStats, RoutingError> {
+        check_route_args(ctx, LidSet::Base, lfts)?;
+        let f = ctx.fabric;
+        let ns = f.num_switches();
+        let ch = Channels::new(f);
+        let nc = ch.len();
+        if nc.saturating_mul(ns) > MU_MAX_COUNTERS {
+            return Err(RoutingError::Unsupported {
+                engine: "mu-sssp",
+                reason: format!(
+                    "{nc} channels × {ns} switches exceed its {MU_MAX_COUNTERS} source counters (use dfsssp)"
+                ),
+            });
+        }
+        let plan = VlPlan::new(f, ctx.lids, 1);
+        let r = kernel::route(f, &plan, ch);
+        for (d, dest) in plan.dests.iter().enumerate() {
+            let next = &r.next[d * ns..(d + 1) * ns];
+            let t = dest.switch as usize;
+            for (s, &nx) in next.iter().enumerate() {
+                let port = if s == t {
+                    dest.port
+                } else {
+                    match nx {
+                        kernel::NONE => NO_ROUTE,
+                        x => r.ch.port[x as usize],
+                    }
+                };
+                lfts.set(SwitchId(s as u32), dest.lid, port);
+                if dest.switch_lid != 0 {
+                    lfts.set(SwitchId(s as u32), dest.switch_lid, if s == t { 0 } else { port });
+                }
+            }
+        }
+        // LIDs of dead switches and of end ports without a live attachment: no route.
+        for l in vl::base_lids(f, ctx.lids) {
+            if plan.vl_of(l) == NO_VL {
+                for s in f.switch_ids() {
+                    lfts.set(s, l, NO_ROUTE);
+                }
+            }
+        }
+        Ok(MuStats {
+            destinations: plan.len(),
+            mu: r.mu,
+            round: r.round,
+        })
+    }
+}
+
+impl RoutingEngine for MuSssp {
+    fn name(&self) -> &'static str {
+        "mu-sssp"
+    }
+    fn route(&self, ctx: &RoutingContext<'_>, set: LidSet, lfts: &mut Lfts) -> Result<(), RoutingError> {
+        check_route_args(ctx, set, lfts)?;
+        if set == LidSet::Escape {
+            return Err(RoutingError::Unsupported {
+                engine: "mu-sssp",
+                reason: "it routes the base LIDs; the escape LIDs are Up*/Down*'s".to_string(),
+            });
+        }
+        self.route_stats(ctx, lfts).map(|_| ())
+    }
+}

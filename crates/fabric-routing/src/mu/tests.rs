@@ -1,0 +1,187 @@
+//! Tests of mu-sssp: validity, per-layer acyclicity of the installed layering, determinism,
+//! and its all-to-all congestion against DFSSSP's (counted here from the tables, independently
+//! of the engine's counters).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use fabric_topology::gen::{generate_str, Degrade};
+use fabric_topology::Fabric;
+use proptest::prelude::*;
+
+use crate::check::{cdg_acyclic_per_layer, validity};
+use crate::lid::LidPlan;
+use crate::testutil::*;
+use crate::vl::base_lids;
+use crate::{engine, EngineKind, Lfts, NO_ROUTE};
+
+fn gen(spec: &str, links: usize, seed: u64) -> Fabric {
+    let d = Degrade {
+        remove_links: links,
+        remove_switches: 0,
+        seed,
+    };
+    generate_str(spec, (links > 0).then_some(&d)).unwrap()
+}
+
+/// All-to-all `mu` walked on the tables: per directed switch port, min(distinct source end
+/// ports, distinct destination end ports) of the end-port pairs whose route crosses it; max
+/// over ports. Straightforward on purpose (sets per port).
+fn a2a_mu(f: &Fabric, lids: &LidPlan, lfts: &Lfts) -> u64 {
+    let mut ports: BTreeMap<(u32, u8), (BTreeSet<u32>, BTreeSet<u32>)> = BTreeMap::new();
+    let eps: Vec<_> = f
+        .end_port_ids()
+        .filter_map(|e| f.end_port(e).attach.map(|(s, _)| (e, s)))
+        .collect();
+    for &(de, dsw) in &eps {
+        let lid = lids.base_lid(de);
+        for &(se, ssw) in &eps {
+            if ssw == dsw {
+                continue;
+            }
+            let mut s = ssw;
+            for _ in 0..f.num_switches() {
+                if s == dsw {
+                    break;
+                }
+                let p = lfts.get(s, lid);
+                assert!(p != NO_ROUTE && p != 0, "no route");
+                let e = ports.entry((s.0, p)).or_default();
+                e.0.insert(se.0);
+                e.1.insert(de.0);
+                s = match f.switch(s).ports[p as usize].remote {
+                    fabric_topology::Remote::Switch { sw, .. } => sw,
+                    ref other => panic!("port {p} leads to {other:?}"),
+                };
+            }
+            assert_eq!(s, dsw, "route does not arrive");
+        }
+    }
+    ports
+        .values()
+        .map(|(a, b)| a.len().min(b.len()) as u64)
+        .max()
+        .unwrap_or(0)
+}
+
+/// Routes `f` with `kind` (LMC `lmc`): checks validity and that the installed layering
+/// (DFSSSP's cycle breaking, fewest layers) is acyclic per layer; returns (tables, LIDs,
+/// layers).
+fn check(f: &Fabric, kind: EngineKind, lmc: u8) -> (Lfts, LidPlan, u8) {
+    let (_, lids, lfts) = routed(f, kind, lmc);
+    let rep = validity(f, &lids, &lfts);
+    assert!(rep.valid, "{kind} invalid: {rep:?}");
+    let l = crate::vl_layering(kind, f, &lids, &lfts, 15).unwrap().unwrap();
+    let ok = cdg_acyclic_per_layer(f, &[&lfts], &base_lids(f, &lids), &l);
+    assert!(ok.iter().all(|&x| x), "{ok:?}");
+    (lfts, lids, l.num_layers)
+}
+
+#[test]
+fn mu_sssp_parses_prints_and_needs_a_layering() {
+    let k: EngineKind = "mu-sssp".parse().unwrap();
+    assert_eq!(k, EngineKind::MuSssp);
+    assert_eq!(k.to_string(), "mu-sssp");
+    assert!(k.needs_vl_layering() && k.is_topology_agnostic());
+    assert_eq!(engine(k).name(), "mu-sssp");
+    assert!(crate::ENGINE_NAMES.contains(&"mu-sssp"));
+}
+
+/// mu_a2a and layers of `kind` on `f` (LMC 0).
+fn a2a(f: &Fabric, kind: EngineKind) -> (u64, u8) {
+    let (lfts, lids, layers) = check(f, kind, 0);
+    (a2a_mu(f, &lids, &lfts), layers)
+}
+
+/// On a 2-D HyperX dimension order has mu = end ports per switch (2) on one VL; DFSSSP's
+/// balancing of path counts has 7 on two layers. mu-sssp must stay within two switches' end
+/// ports on one layer (it measures 4; the dimension-order optimum is not reached).
+#[test]
+fn hyperx_all_to_all_mu_beats_dfsssp_on_one_layer() {
+    let f = gen("HYPERX(4,4;2)", 0, 0);
+    let (mu, layers) = a2a(&f, EngineKind::MuSssp);
+    let (dmu, dlayers) = a2a(&f, EngineKind::Dfsssp);
+    assert!(mu <= 4, "mu-sssp mu_a2a {mu} > 4 (dfsssp {dmu})");
+    assert!(dmu > 4, "dfsssp reaches the bound too ({dmu})");
+    assert_eq!(
+        layers, 1,
+        "mu-sssp needs {layers} layers on the HyperX (dfsssp {dlayers})"
+    );
+}
+
+/// Slim Fly q = 5 with 9 cables cut (the 5 % file): mu-sssp ≤ 30 with no more layers than
+/// DFSSSP, which has 32.
+#[test]
+fn degraded_slim_fly_all_to_all_mu_beats_dfsssp() {
+    let f = gen("SLIMFLY(5;4)", 9, 1);
+    let (mu, layers) = a2a(&f, EngineKind::MuSssp);
+    let (dmu, dlayers) = a2a(&f, EngineKind::Dfsssp);
+    assert!(mu <= 30, "mu-sssp mu_a2a {mu} > 30 (dfsssp {dmu})");
+    assert!(dmu > 30, "dfsssp reaches the bound too ({dmu})");
+    assert!(layers <= dlayers, "mu-sssp {layers} layers, dfsssp {dlayers}");
+}
+
+/// mu_a2a and layers of mu-sssp against dfsssp on the fabrics (`cargo test -p
+/// fabric-routing --lib mu_stats -- --ignored --nocapture`).
+#[test]
+#[ignore = "statistics printout, run by hand with --nocapture"]
+fn mu_stats() {
+    let which = std::env::var("MU_STATS").unwrap_or_default();
+    for (spec, cuts) in [
+        ("HYPERX(4,4;2)", [0, 0, 0]),
+        ("SLIMFLY(5;4)", [0, 2, 9]),
+        ("HYPERX(8,8;4)", [0, 4, 22]),
+        ("SLIMFLY(7)", [0, 5, 27]),
+        ("DRAGONFLY(3)", [0, 5, 23]),
+    ] {
+        if !which.is_empty() && !spec.contains(which.as_str()) {
+            continue;
+        }
+        for links in cuts {
+            let f = gen(spec, links, 1);
+            for kind in [EngineKind::MuSssp, EngineKind::Dfsssp] {
+                let t = std::time::Instant::now();
+                let (lfts, lids, layers) = check(&f, kind, 0);
+                let ms = t.elapsed().as_secs_f64() * 1e3;
+                println!(
+                    "{spec} cut {links} {kind}: mu_a2a {} layers {layers} ({ms:.1} ms)",
+                    a2a_mu(&f, &lids, &lfts)
+                );
+            }
+            if links == 0 && cuts[1] == 0 {
+                break;
+            }
+        }
+    }
+}
+
+fn routed_with_threads(f: &Fabric, threads: usize) -> Vec<u8> {
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+    pool.install(|| routed(f, EngineKind::MuSssp, 1).2.as_bytes().to_vec())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(16))]
+
+    /// Random regular graphs: valid, every layer of the installed layering acyclic, same bytes
+    /// on 1 and 2 threads and on a second run.
+    #[test]
+    fn mu_sssp_on_random_regular_graphs(n in 8u32..28, k in 3u32..6, p in 1u32..4, seed in 0u64..1000) {
+        let k = if (n * k) % 2 == 1 { k + 1 } else { k };
+        let f = match generate_str(&format!("RRG({n},{k},{p};{seed})"), None) {
+            Ok(f) => f,
+            Err(_) => return Ok(()),
+        };
+        check(&f, EngineKind::MuSssp, 1);
+        let a = routed_with_threads(&f, 1);
+        prop_assert_eq!(&a, &routed_with_threads(&f, 2));
+        prop_assert_eq!(&a, &routed_with_threads(&f, 1));
+    }
+
+    /// Degraded Slim Flies and HyperX (random cables removed, possibly split): valid, layers
+    /// acyclic.
+    #[test]
+    fn mu_sssp_on_degraded_direct_fabrics(links in 0usize..30, seed in 0u64..1000, hx in any::<bool>()) {
+        let f = gen(if hx { "HYPERX(4,4;2)" } else { "SLIMFLY(5;2)" }, links, seed);
+        check(&f, EngineKind::MuSssp, 1);
+    }
+}
