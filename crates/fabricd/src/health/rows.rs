@@ -209,17 +209,17 @@ mod tests {
         );
         rows.mark(a);
         match rows.plan(&cfg, 7, [b].into()) {
-            Rebuild::Some(t) => assert_eq!(t, [a, b].into()),
+            Rebuild::Some(t) => assert_eq!(t, BTreeSet::from([a, b])),
             Rebuild::All => panic!("a full rebuild for one dirty port"),
         }
         assert!(rows.volatile(&b) && !rows.volatile(&a));
         // `b` stopped being volatile: rebuilt once more (its row loses its flaps), with `c`.
         match rows.plan(&cfg, 7, [c].into()) {
-            Rebuild::Some(t) => assert_eq!(t, [b, c].into()),
+            Rebuild::Some(t) => assert_eq!(t, BTreeSet::from([b, c])),
             Rebuild::All => panic!("a full rebuild"),
         }
         match rows.plan(&cfg, 7, BTreeSet::new()) {
-            Rebuild::Some(t) => assert_eq!(t, [c].into()),
+            Rebuild::Some(t) => assert_eq!(t, BTreeSet::from([c])),
             Rebuild::All => panic!("a full rebuild"),
         }
         // Other names or cabling, other settings, or every track cleared: everything.
