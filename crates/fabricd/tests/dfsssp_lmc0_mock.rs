@@ -50,7 +50,12 @@ async fn direct_lmc0_dfsssp_operates_exactly_its_layers_data_vls() {
         let sw = f.switch(s);
         for (pn, port) in sw.external_ports() {
             if port.remote != Remote::None {
-                assert_eq!(d.mock.sl_to_vl_of_switch_port(sw.guid, pn), Some(want), "{} port {pn}", sw.desc);
+                assert_eq!(
+                    d.mock.sl_to_vl_of_switch_port(sw.guid, pn),
+                    Some(want),
+                    "{} port {pn}",
+                    sw.desc
+                );
                 ports += 1;
             }
         }

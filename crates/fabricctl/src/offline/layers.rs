@@ -58,7 +58,9 @@ impl LayersReport {
             self.layering.needed,
             self.layering.num_layers,
             self.max_layers,
-            (0..self.layering.num_layers).map(|i| vl::sl_of_layer(i, self.lmc)).collect::<Vec<_>>(),
+            (0..self.layering.num_layers)
+                .map(|i| vl::sl_of_layer(i, self.lmc))
+                .collect::<Vec<_>>(),
         );
         println!("vl_acyclic         {:?} (per layer CDG)", self.acyclic);
         println!("vl_layering_ms     {}", num(self.ms));
