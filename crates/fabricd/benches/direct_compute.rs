@@ -5,7 +5,7 @@
 //! For each fabric (generator notation, optionally with `--remove-links N` cables cut, seed
 //! `--seed`), builds the input of a daemon's first generation (nothing installed, no LIDs
 //! before, multicast on with no group, the default partitions) and runs `compute` `--runs`
-//! times on a rayon pool of `--threads` threads (0: the daemon's choice, `compute::pool_for`),
+//! times on a rayon pool of `--threads` threads (the daemon's routing pool has 2 by default),
 //! reporting the median and minimum of `compute_ms`, the median of each stage, the process CPU
 //! time (user + system) per run, the layers and a digest of the tables (to compare outputs
 //! across commits).
@@ -25,7 +25,7 @@ use fabric_ranking::RankOptions;
 use fabric_routing::mcast::McastRouting;
 use fabric_routing::{EngineKind, Guid2Lid, Lfts};
 use fabric_topology::gen::{generate_str, Degrade};
-use fabricd::compute::{compute, pool_for, ComputeInput, Computed, StageTimes};
+use fabricd::compute::{compute, ComputeInput, Computed, StageTimes};
 use fabricd::pkeys::PkeyState;
 
 struct Args {
@@ -136,8 +136,7 @@ fn digest(c: &Computed) -> u64 {
 
 fn main() -> anyhow::Result<()> {
     let a = parse()?;
-    let routing_pool = Arc::new(rayon::ThreadPoolBuilder::new().num_threads(a.threads.max(2)).build()?);
-    let fixed = Arc::new(rayon::ThreadPoolBuilder::new().num_threads(a.threads.max(1)).build()?);
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(a.threads.max(1)).build()?;
     println!(
         "engine {} lmc {} threads {} runs {} remove_links {} seed {}",
         a.engine, a.lmc, a.threads, a.runs, a.remove_links, a.seed
@@ -149,12 +148,6 @@ fn main() -> anyhow::Result<()> {
             seed: a.seed,
         });
         let fabric = Arc::new(generate_str(spec, d.as_ref())?);
-        // --threads 0: the daemon's choice (`pool_for`: one thread for small fabrics).
-        let pool = if a.threads == 0 {
-            pool_for(&fabric, a.lmc, &routing_pool)
-        } else {
-            fixed.clone()
-        };
         let inp = input(fabric, &a);
         let mut total = Vec::new();
         let mut st: Vec<StageTimes> = Vec::new();

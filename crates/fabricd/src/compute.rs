@@ -262,37 +262,6 @@ pub enum ComputeError {
     Panicked,
 }
 
-/// LFT entries (switches × LIDs) up to which a generation is computed on one thread
-/// ([`pool_for`]): on small fabrics (the direct topologies of issue 19: 30 000–90 000 entries)
-/// every parallel stage is a few microseconds of work, and splitting it over the routing pool
-/// makes the computation wait for a second worker at each stage — on a loaded machine for a
-/// scheduler time slice (measured: `cargo bench -p fabricd --bench direct_compute`, see
-/// docs/routing.md).
-pub const SEQUENTIAL_MAX_ENTRIES: usize = 1 << 18;
-
-/// The pool a computation of `fabric` with LMC `lmc` runs on: `pool` (the routing pool) for
-/// fabrics whose tables exceed [`SEQUENTIAL_MAX_ENTRIES`], else a process-wide pool of one
-/// thread, where every parallel iterator of the computation runs inline (same results: the
-/// computation never depends on the thread count).
-pub fn pool_for(fabric: &Fabric, lmc: u8, pool: &Arc<rayon::ThreadPool>) -> Arc<rayon::ThreadPool> {
-    static SEQUENTIAL: std::sync::OnceLock<Option<Arc<rayon::ThreadPool>>> = std::sync::OnceLock::new();
-    let lids = (fabric.num_end_ports() << lmc.min(7)) + fabric.num_switches() + 1;
-    if fabric.num_switches().saturating_mul(lids) > SEQUENTIAL_MAX_ENTRIES {
-        return pool.clone();
-    }
-    SEQUENTIAL
-        .get_or_init(|| {
-            rayon::ThreadPoolBuilder::new()
-                .num_threads(1)
-                .thread_name(|_| "fabricd-route-small".to_string())
-                .build()
-                .ok()
-                .map(Arc::new)
-        })
-        .clone()
-        .unwrap_or_else(|| pool.clone())
-}
-
 /// Computes one generation (see the module documentation).
 pub fn compute(input: ComputeInput) -> Result<Computed, ComputeError> {
     let t0 = Instant::now();

@@ -175,10 +175,8 @@ impl EventLoop {
         tracing::debug!(job, faults = flight.faults, "computing a generation");
         let stage_split = self.lmc >= 1 && (self.settings.update.five_phase || restarted);
         let detect_topology = self.settings.topology == crate::topology_mode::TopologySetting::Auto;
-        // Small fabrics are computed on one thread (crate::compute::pool_for).
-        let pool = crate::compute::pool_for(&self.physical, self.lmc, &self.io.pool);
         let task = self.tasks.spawn_on_pool(
-            &pool,
+            &self.io.pool,
             move || compute_job(input, stage_split, detect_topology),
             move || {
                 Internal::ComputeDone(Box::new(Routed {
