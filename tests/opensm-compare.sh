@@ -69,10 +69,9 @@
 # VLs used (column "VLs"): OpenSM dfsssp's "Virtual Lanes needed" and lash's "Lanes needed" log
 # lines (dfsssp then balances its paths over every available VL), nue's nue_max_num_vls (1 by
 # default), 1 for the other engines; fabricd: the data VLs of its first generation (Status
-# `data_vls`: its VL layers and, with LMC 1, the escape VL 1; `vl_layers` in parentheses). The
-# escape SL/VL 1 is skipped by the layers' SLs even at LMC 0 (layer i on SL i, i + 1 from layer 1
-# on), so `fabricd-direct` with L ≥ 2 layers operates L + 1 data VLs of which VL 1 carries nothing:
-# its VLs column reads "L used (data VLs D)".
+# `data_vls`: its VL layers and, with LMC 1, the escape VL 1; `vl_layers` in parentheses). At
+# LMC 0 (`fabricd-direct`) layer i is on SL/VL i, so data VLs = layers; should they ever differ,
+# the VLs column reads "L used (data VLs D)".
 #
 # Needs ibsim (ibsim-utils), the umad2sim shim (libumad2sim0), opensm, infiniband-diags and
 # python3. The simulator runs on a private socket (IBSIM_SOCKNAME), so parallel runs are fine.

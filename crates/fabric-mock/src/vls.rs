@@ -39,7 +39,8 @@ impl VlTables {
 }
 
 /// The table of `plan` and the data VLs it needs: the escape SL (1) keeps the escape VL when
-/// the fabric has one (no other SL may use it); every VL must be a data VL (0..=14); the VLs
+/// the fabric has one and the plan has escape LIDs ([`DataVlPlan::escape`]; no other SL may
+/// use it); every VL must be a data VL (0..=14); the VLs
 /// needed are `data_vls`, at least 1 + the highest VL used.
 pub(crate) fn plan_table(plan: &DataVlPlan, escape_vl: Option<u8>) -> Result<([u8; 16], u8), DriverError> {
     if let Some((sl, &vl)) = plan.sl_to_vl.iter().enumerate().find(|(_, &v)| v > MAX_DATA_VL) {
@@ -48,7 +49,7 @@ pub(crate) fn plan_table(plan: &DataVlPlan, escape_vl: Option<u8>) -> Result<([u
         )));
     }
     let mut t = plan.sl_to_vl;
-    if let Some(v) = escape_vl {
+    if let Some(v) = escape_vl.filter(|_| plan.escape) {
         if let Some((sl, _)) = t.iter().enumerate().find(|&(sl, &x)| sl != 1 && x == v && v != 0) {
             return Err(DriverError::Config(format!(
                 "data VL plan maps SL {sl} to VL {v}, the escape VL of SL 1"

@@ -180,7 +180,11 @@ proptest! {
             ..MockConfig::default()
         };
         let m = fabric(cfg);
-        let mut plan = DataVlPlan { sl_to_vl: [0; 16], data_vls: 1 };
+        let mut plan = DataVlPlan {
+            sl_to_vl: [0; 16],
+            data_vls: 1,
+            escape: true,
+        };
         plan.sl_to_vl.copy_from_slice(&table);
         // The escape VL (1) is SL 1's alone.
         for v in plan.sl_to_vl.iter_mut().filter(|v| **v == 1) {

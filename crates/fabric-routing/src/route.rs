@@ -389,12 +389,16 @@ impl EngineKind {
 /// actually installed (`lfts`, after the validity repair): `None` for engines deadlock-free
 /// on one VL; for DFSSSP the cycle breaking of DFSSSP (IPDPS 2011 §IV-B, [`crate::vl`]) over
 /// the base LIDs and switch LIDs, with the **fewest layers** (no balancing of spare layers)
-/// and at most the base layers `max_data_vls` data VLs offer: one VL (SL/VL
-/// [`ESCAPE_SL`](crate::vl::ESCAPE_SL)) is always kept out, since base layer `i` uses SL
-/// [`sl_of_layer`](crate::vl::sl_of_layer)`(i)` = 0, 2, 3, … with or without escape LIDs.
+/// and at most the base layers `max_data_vls` data VLs offer ([`max_base_layers`]): with escape
+/// LIDs (LMC ≥ 1) one VL (SL/VL [`ESCAPE_SL`](crate::vl::ESCAPE_SL)) is kept out, base layer `i`
+/// using SL [`sl_of_layer`](crate::vl::sl_of_layer)`(i, lmc)` = 0, 2, 3, …; at LMC 0 layer `i`
+/// is on SL `i` and every data VL is a base layer.
 ///
 /// Errors: [`VlError::TooFewVls`](crate::vl::VlError::TooFewVls) says how many layers were
-/// needed; `max_data_vls` of 0 or 1 leaves no base layer ([`VlError::BadMaximum`]).
+/// needed; a `max_data_vls` that leaves no base layer (0, or 1 with escape LIDs) is
+/// [`VlError::BadMaximum`].
+///
+/// [`max_base_layers`]: crate::vl::max_base_layers
 pub fn vl_layering(
     kind: EngineKind,
     fabric: &fabric_topology::Fabric,
@@ -405,7 +409,7 @@ pub fn vl_layering(
     if !kind.needs_vl_layering() {
         return Ok(None);
     }
-    let max_layers = crate::vl::max_base_layers(max_data_vls.min(crate::vl::IB_MAX_DATA_VLS), 1);
+    let max_layers = crate::vl::max_base_layers(max_data_vls.min(crate::vl::IB_MAX_DATA_VLS), lids.lmc);
     if let EngineKind::Balanced { vls } = kind {
         if max_layers == 0 {
             return Err(crate::vl::VlError::BadMaximum {
@@ -435,7 +439,7 @@ pub fn data_vls_of_layers(layers: u8, lmc: u8) -> u8 {
     let top = if layers == 0 {
         1
     } else {
-        crate::vl::sl_of_layer(layers - 1) + 1
+        crate::vl::sl_of_layer(layers - 1, lmc) + 1
     };
     if lmc >= 1 {
         top.max(crate::vl::ESCAPE_SL + 1)

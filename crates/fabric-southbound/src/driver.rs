@@ -243,11 +243,15 @@ pub struct EscapeVlStatus {
 /// live switch port pair and CA port must hold (see [`SouthboundDriver::program_data_vls`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DataVlPlan {
-    /// VL of each SL (index = SL). SLs the routing does not use map to VL 0. The escape SL
-    /// keeps the driver's escape VL ([`DriverCaps::escape_vl`]).
+    /// VL of each SL (index = SL). SLs the routing does not use map to VL 0. With `escape`,
+    /// the escape SL keeps the driver's escape VL ([`DriverCaps::escape_vl`]).
     pub sl_to_vl: [u8; 16],
     /// Data VLs the plan needs on every port: 1 + the highest VL in `sl_to_vl`.
     pub data_vls: u8,
+    /// The routing has escape LIDs (LMC ≥ 1, the five-phase update): the driver keeps the
+    /// escape SL on its escape VL and no other SL may use that VL. `false` (LMC 0, no escape
+    /// LID): every SL is a data SL and the driver reserves no VL, so SL 1 may carry a layer.
+    pub escape: bool,
 }
 
 impl DataVlPlan {
@@ -259,10 +263,11 @@ impl DataVlPlan {
         DataVlPlan {
             sl_to_vl,
             data_vls: escape_vl + 1,
+            escape: true,
         }
     }
     /// SL `i` on VL `i` for `i < data_vls` (every other SL on VL 0): the plan of a VL layering
-    /// whose layer SLs equal their VLs (the escape SL included).
+    /// whose layer SLs equal their VLs (the escape SL included, kept on the escape VL).
     pub fn identity(data_vls: u8) -> DataVlPlan {
         let mut sl_to_vl = [0u8; 16];
         for (i, v) in sl_to_vl.iter_mut().enumerate().take(usize::from(data_vls.min(15))) {
@@ -271,6 +276,15 @@ impl DataVlPlan {
         DataVlPlan {
             sl_to_vl,
             data_vls: data_vls.max(1),
+            escape: true,
+        }
+    }
+    /// [`DataVlPlan::identity`] of a routing without escape LIDs (LMC 0): SL `i` on VL `i` for
+    /// `i < data_vls`, no VL reserved, so the plan needs exactly `data_vls` data VLs.
+    pub fn identity_without_escape(data_vls: u8) -> DataVlPlan {
+        DataVlPlan {
+            escape: false,
+            ..DataVlPlan::identity(data_vls)
         }
     }
 }

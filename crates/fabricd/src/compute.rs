@@ -183,6 +183,8 @@ pub struct Computed {
     pub skipped: Vec<(u32, u32)>,
     pub route_ms: f64,
     pub compute_ms: f64,
+    /// Where `compute_ms` went (milliseconds per stage).
+    pub stages: StageTimes,
     /// How the routing was computed: incrementally from [`ComputeInput::previous_routing`] or
     /// in full (and why).
     pub route_path: RoutePath,
@@ -222,6 +224,29 @@ pub struct Computed {
     pub vl: Option<Arc<VlInstall>>,
 }
 
+/// Time of each stage of [`compute`] (milliseconds; together `compute_ms` up to rounding).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct StageTimes {
+    /// Applying the physical changes and the virtual faults.
+    pub topology: f64,
+    /// Ranking.
+    pub ranking: f64,
+    /// LID plan.
+    pub lids: f64,
+    /// Routing of the base and escape LIDs, validity check and repair.
+    pub route: f64,
+    /// VL layering and per-path SLs.
+    pub vl: f64,
+    /// Optional deadlock check (`validate`).
+    pub validate: f64,
+    /// LFT diff (and the ports in use).
+    pub select: f64,
+    /// Multicast routing and MFT diff.
+    pub mcast: f64,
+    /// Partitions and P_Key diff.
+    pub partitions: f64,
+}
+
 /// Errors that prevent a generation from being computed.
 #[derive(Debug, thiserror::Error)]
 pub enum ComputeError {
@@ -240,6 +265,13 @@ pub enum ComputeError {
 /// Computes one generation (see the module documentation).
 pub fn compute(input: ComputeInput) -> Result<Computed, ComputeError> {
     let t0 = Instant::now();
+    let mut stages = StageTimes::default();
+    let mut lap = Instant::now();
+    let mut stage = |slot: &mut f64| {
+        let now = Instant::now();
+        *slot = (now - lap).as_secs_f64() * 1e3;
+        lap = now;
+    };
     let physical = if input.physical_events.is_empty() {
         input.physical.clone()
     } else {
@@ -250,7 +282,9 @@ pub fn compute(input: ComputeInput) -> Result<Computed, ComputeError> {
     } else {
         Arc::new(physical.apply(&input.exclusions)?)
     };
+    stage(&mut stages.topology);
     let ranking = rank(&fabric, &input.rank_options);
+    stage(&mut stages.ranking);
     // LIDs belong to GUIDs, not to states: with the same GUIDs and the same recorded
     // assignment, the installed plan is what assign_lids would return.
     let (lids, guid2lid) = match &input.installed_lids {
@@ -262,6 +296,7 @@ pub fn compute(input: ComputeInput) -> Result<Computed, ComputeError> {
         }
     };
     let lids_changed = input.installed_lids.as_deref() != Some(&lids);
+    stage(&mut stages.lids);
     let groups = input.job_groups.as_ref().map(|jobs| {
         let sets: Vec<Vec<fabric_topology::EndPortId>> = jobs
             .iter()
@@ -295,13 +330,16 @@ pub fn compute(input: ComputeInput) -> Result<Computed, ComputeError> {
     };
     let routing_check = routed.check;
     let lfts = routed.lfts;
+    stage(&mut stages.route);
     // On the repaired tables, the ones installed: refused before anything is selected.
     let vl = vl::layer(input.engine, &fabric, &lids, &lfts, input.data_vl_capacity)?.map(Arc::new);
+    stage(&mut stages.vl);
     let validation = input.validate.then(|| Validation {
         valid: routing_check.valid,
         unreachable_pairs: routing_check.unreachable_pairs + routing_check.escape_unreachable_pairs,
         deadlock_free: check::deadlock_free(&fabric, &ranking, &lids, &lfts),
     });
+    stage(&mut stages.validate);
     let wanted = match (input.ports_in_use, &input.installed_ports_in_use) {
         (false, _) => PortsWanted::No,
         (true, Some(u)) => PortsWanted::Reuse(u),
@@ -321,12 +359,14 @@ pub fn compute(input: ComputeInput) -> Result<Computed, ComputeError> {
         known_same.as_deref(),
     );
     let ports_in_use = Arc::new(ports_in_use);
+    stage(&mut stages.select);
     let mcast = match &input.mcast_groups {
         Some(groups) => crate::mcast::route(&fabric, &ranking, groups),
         None => McastRouting::default(),
     };
     let (mft, mft_skipped) =
         crate::mcast::select_mft_writes(&physical, &input.installed_mcast.mfts, &mcast.mfts, &input.mft_resync);
+    stage(&mut stages.mcast);
     let (partitions, pkeys) = match &input.reuse_partitions {
         Some((p, k)) => (p.clone(), k.clone()),
         None => {
@@ -343,6 +383,9 @@ pub fn compute(input: ComputeInput) -> Result<Computed, ComputeError> {
     };
     let (pkey, pkey_skipped) =
         crate::pkeys::select_pkey_writes(&physical, &input.installed_pkeys, &pkeys, &input.pkey_resync);
+    stage(&mut stages.partitions);
+    let compute_ms = t0.elapsed().as_secs_f64() * 1e3;
+    tracing::debug!(job = input.job, compute_ms, ?stages, "computed");
     Ok(Computed {
         job: input.job,
         physical,
@@ -357,7 +400,8 @@ pub fn compute(input: ComputeInput) -> Result<Computed, ComputeError> {
         route_ms: routed.base_ms + routed.escape_ms,
         route_path: routed.path,
         routing_state: routed.state.map(Arc::new),
-        compute_ms: t0.elapsed().as_secs_f64() * 1e3,
+        compute_ms,
+        stages,
         validation,
         routing_check: Arc::new(routing_check),
         ports_in_use,

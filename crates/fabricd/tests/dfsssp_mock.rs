@@ -70,7 +70,7 @@ fn dfsssp_on_the_papers_slim_fly_is_installed_with_its_layers_and_path_sls() {
                 let want = if escape == Some(fabric_topology::Lid::from(dlid)) {
                     1
                 } else {
-                    sl_of_layer(l.layer_of(0, sw, fabric_topology::Lid::from(dlid)))
+                    sl_of_layer(l.layer_of(0, sw, fabric_topology::Lid::from(dlid)), lids.lmc)
                 };
                 assert_eq!(sl, want, "{} -> LID {dlid}", ep.desc);
                 checked += 1;
@@ -89,7 +89,10 @@ fn dfsssp_on_the_papers_slim_fly_is_installed_with_its_layers_and_path_sls() {
             .expect("GetPath")
             .into_inner();
         assert!(p.base_sl_per_source);
-        let want = sl_of_layer(l.layer_of(0, a.attach.unwrap().0, p.base_lid as fabric_topology::Lid));
+        let want = sl_of_layer(
+            l.layer_of(0, a.attach.unwrap().0, p.base_lid as fabric_topology::Lid),
+            lids.lmc,
+        );
         assert_eq!(p.base_sl, u32::from(want), "{p:?}");
 
         // `fabricctl status` reports them.

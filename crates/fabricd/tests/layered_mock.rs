@@ -81,7 +81,7 @@ fn layered_multipath_is_installed_on_the_lid_offsets_with_its_vl_layers() {
                 let want = if escape == Some(Lid::from(dlid)) {
                     1
                 } else {
-                    sl_of_layer(l.layer_of(0, sw, Lid::from(dlid)))
+                    sl_of_layer(l.layer_of(0, sw, Lid::from(dlid)), lids.lmc)
                 };
                 assert_eq!(sl, want, "{} -> LID {dlid}", ep.desc);
                 sls.insert(sl);

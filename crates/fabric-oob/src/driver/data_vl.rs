@@ -42,7 +42,8 @@ pub(super) fn vl_cap_of(info: &proto::SwitchInfo, default: u32) -> u8 {
     n.min(u32::from(MAX_DATA_VL) + 1) as u8
 }
 
-/// The table of `plan` with the escape SL on `escape_vl`, and the data VLs it needs (the plan's
+/// The table of `plan` with the escape SL on `escape_vl` when the plan has escape LIDs
+/// ([`DataVlPlan::escape`]), and the data VLs it needs (the plan's
 /// `data_vls`, at least 1 + the highest VL used). Refuses VL 15 and data SLs on the escape VL.
 pub(super) fn plan_table(plan: &DataVlPlan, escape_vl: Option<u8>) -> Result<([u8; 16], u8), DriverError> {
     let bad = |m: String| Err(DriverError::Config(format!("data VL plan: {m}")));
@@ -50,7 +51,7 @@ pub(super) fn plan_table(plan: &DataVlPlan, escape_vl: Option<u8>) -> Result<([u
         return bad(format!("SL {sl} maps to VL {vl}: data VLs are 0..={MAX_DATA_VL}"));
     }
     let mut t = plan.sl_to_vl;
-    if let Some(e) = escape_vl {
+    if let Some(e) = escape_vl.filter(|_| plan.escape) {
         if let Some((sl, _)) = t
             .iter()
             .enumerate()

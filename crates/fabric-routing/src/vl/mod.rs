@@ -22,10 +22,11 @@
 //! the number of sources a route carries, its switch's end ports + the switch). A subset of an
 //! acyclic layer's routes is acyclic, so no further check is needed.
 //!
-//! **Service levels.** The escape LIDs (LMC 1, Up*/Down*) keep their own SL / VL: SL
+//! **Service levels.** The escape LIDs (LMC ≥ 1, Up*/Down*) keep their own SL / VL: SL
 //! [`ESCAPE_SL`] → VL 1 (fabric-umad `driver::sl2vl`). Base layer `i` uses SL (and VL)
-//! [`sl_of_layer`]`(i)`: 0, 2, 3, … — the escape SL is skipped, so with LMC 1 a fabric with `V`
-//! data VLs offers `V - 1` base layers ([`max_base_layers`]).
+//! [`sl_of_layer`]`(i, lmc)`: with escape LIDs 0, 2, 3, … — the escape SL is skipped, so a
+//! fabric with `V` data VLs offers `V - 1` base layers ([`max_base_layers`]); at LMC 0 there is
+//! no escape LID and layer `i` is on SL `i`: `L` layers occupy exactly `L` data VLs.
 //!
 //! Routes are walked once (sequentially, in a fixed order), so the result never depends on the
 //! thread count.
@@ -49,10 +50,11 @@ pub const ESCAPE_SL: u8 = 1;
 /// Highest number of data VLs InfiniBand offers (VL 0–14; VL 15 is management).
 pub const IB_MAX_DATA_VLS: u8 = 15;
 
-/// SL (and VL, the SL-to-VL map being the identity on them) of base layer `layer`: the escape
-/// SL [`ESCAPE_SL`] is skipped.
-pub fn sl_of_layer(layer: u8) -> u8 {
-    if layer < ESCAPE_SL {
+/// SL (and VL, the SL-to-VL map being the identity on them) of base layer `layer` of a LID
+/// plan with LMC `lmc`: with escape LIDs (LMC ≥ 1) the escape SL [`ESCAPE_SL`] is skipped;
+/// at LMC 0 the SL is the layer.
+pub fn sl_of_layer(layer: u8, lmc: u8) -> u8 {
+    if lmc == 0 || layer < ESCAPE_SL {
         layer
     } else {
         layer + 1
@@ -128,9 +130,9 @@ impl VlLayering {
         let i = (table * self.num_switches + s.idx()) * self.row_len + lid as usize;
         self.layer.get(i).copied().unwrap_or(0)
     }
-    /// SL of that route ([`sl_of_layer`]).
-    pub fn sl_of(&self, table: usize, s: SwitchId, lid: Lid) -> u8 {
-        sl_of_layer(self.layer_of(table, s, lid))
+    /// SL of that route with a LID plan of LMC `lmc` ([`sl_of_layer`]).
+    pub fn sl_of(&self, table: usize, s: SwitchId, lid: Lid, lmc: u8) -> u8 {
+        sl_of_layer(self.layer_of(table, s, lid), lmc)
     }
 }
 

@@ -84,7 +84,7 @@ fn balancing_spreads_routes_and_keeps_layers_acyclic() {
 
 #[test]
 fn service_levels_skip_the_escape_sl() {
-    assert_eq!((0..4).map(sl_of_layer).collect::<Vec<_>>(), vec![0, 2, 3, 4]);
+    assert_eq!((0..4).map(|i| sl_of_layer(i, 1)).collect::<Vec<_>>(), vec![0, 2, 3, 4]);
     assert_eq!(max_base_layers(8, 1), 7);
     assert_eq!(max_base_layers(8, 0), 8);
     let f = torus(3, 1);

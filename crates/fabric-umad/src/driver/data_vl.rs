@@ -92,8 +92,8 @@ pub(super) fn capacity(st: &State) -> Option<u8> {
     live_ports(st).into_iter().map(|(_, _, _, i)| port_vls(i).0).min()
 }
 
-/// The table and VL count of `plan`: the escape SL keeps [`ESCAPE_VL`], which no other SL may
-/// use; every VL must be a data VL (0..=14); the VLs needed are the plan's `data_vls`, at least
+/// The table and VL count of `plan`: with escape LIDs ([`DataVlPlan::escape`]) the escape SL
+/// keeps [`ESCAPE_VL`], which no other SL may use (without, every SL is a data SL); every VL must be a data VL (0..=14); the VLs needed are the plan's `data_vls`, at least
 /// 1 + the highest VL used.
 pub(super) fn plan_table(plan: &DataVlPlan) -> Result<(SlToVl, u8), DriverError> {
     if let Some((sl, &vl)) = plan.sl_to_vl.iter().enumerate().find(|(_, &v)| v > MAX_DATA_VL) {
@@ -106,7 +106,7 @@ pub(super) fn plan_table(plan: &DataVlPlan) -> Result<(SlToVl, u8), DriverError>
         .sl_to_vl
         .iter()
         .enumerate()
-        .find(|&(sl, &v)| sl != usize::from(ESCAPE_SL) && v == ESCAPE_VL)
+        .find(|&(sl, &v)| plan.escape && sl != usize::from(ESCAPE_SL) && v == ESCAPE_VL)
     {
         return Err(DriverError::Protocol {
             guid: None,
@@ -116,7 +116,9 @@ pub(super) fn plan_table(plan: &DataVlPlan) -> Result<(SlToVl, u8), DriverError>
         });
     }
     let mut t = plan.sl_to_vl;
-    t[usize::from(ESCAPE_SL)] = ESCAPE_VL;
+    if plan.escape {
+        t[usize::from(ESCAPE_SL)] = ESCAPE_VL;
+    }
     let highest = t.iter().copied().max().unwrap_or(0);
     let need = plan.data_vls.max(highest + 1);
     if need > MAX_DATA_VL + 1 {

@@ -24,6 +24,8 @@ pub(super) struct LayersReport {
     pub escape_acyclic: bool,
     pub ms: f64,
     pub max_layers: u8,
+    /// LMC of the LID plan (the layers' SLs skip the escape SL only with escape LIDs).
+    pub lmc: u8,
 }
 
 impl LayersReport {
@@ -37,7 +39,7 @@ impl LayersReport {
             "needed": self.layering.needed,
             "used": self.layering.num_layers,
             "max": self.max_layers,
-            "sls": (0..self.layering.num_layers).map(vl::sl_of_layer).collect::<Vec<_>>(),
+            "sls": (0..self.layering.num_layers).map(|i| vl::sl_of_layer(i, self.lmc)).collect::<Vec<_>>(),
             "routes_per_layer": self.layering.routes_per_layer,
             "acyclic_per_layer": self.acyclic,
             "escape_acyclic": self.escape_acyclic,
@@ -46,13 +48,19 @@ impl LayersReport {
     }
 
     pub fn print(&self) {
+        let escape = if self.lmc >= 1 {
+            format!("; escape SL {} on its own VL", vl::ESCAPE_SL)
+        } else {
+            "; no escape LID at LMC 0".to_string()
+        };
         println!(
-            "vl_layers          {} needed, {} used of {} (SLs {:?}; escape SL {} on its own VL)",
+            "vl_layers          {} needed, {} used of {} (SLs {:?}{escape})",
             self.layering.needed,
             self.layering.num_layers,
             self.max_layers,
-            (0..self.layering.num_layers).map(vl::sl_of_layer).collect::<Vec<_>>(),
-            vl::ESCAPE_SL
+            (0..self.layering.num_layers)
+                .map(|i| vl::sl_of_layer(i, self.lmc))
+                .collect::<Vec<_>>(),
         );
         println!("vl_acyclic         {:?} (per layer CDG)", self.acyclic);
         println!("vl_layering_ms     {}", num(self.ms));
@@ -120,6 +128,7 @@ pub(super) fn dfsssp_layers(a: &AnalyzeArgs, l: &Loaded, lids: &LidPlan, lfts: &
         escape_acyclic: check::cdg_acyclic(&l.fabric, lids, lfts, LidSet::Escape),
         ms,
         max_layers: max,
+        lmc: lids.lmc,
     }))
 }
 
@@ -200,7 +209,7 @@ pub(super) fn analyze_layered(a: &AnalyzeArgs, kind: EngineKind) -> Result<()> {
     let m = fabric_metrics::compute(&l.fabric, &lids, lfts, &opts);
     let vls = match &layering {
         Ok(x) => json!({"needed": x.needed, "used": x.num_layers, "max": max,
-            "sls": (0..x.num_layers).map(vl::sl_of_layer).collect::<Vec<_>>(),
+            "sls": (0..x.num_layers).map(|i| vl::sl_of_layer(i, lids.lmc)).collect::<Vec<_>>(),
             "routes_per_layer": x.routes_per_layer, "acyclic_per_layer": acyclic,
             "escape_acyclic": escape_acyclic, "ms": vl_ms}),
         Err(e) => json!({"error": e.to_string(), "max": max}),

@@ -2,8 +2,10 @@
 //! computed on the routing pool after the validity repair, on the tables actually installed
 //! ([`fabric_routing::vl_layering`], the fewest layers), refused when the layers exceed the
 //! data VLs the driver can operate, and turned into what the daemon installs with the tables:
-//! the SL-to-VL plan ([`DataVlPlan::identity`]: base layer `i` on SL = VL
-//! [`fabric_routing::vl::sl_of_layer`]`(i)`, the escape SL on its VL) and the per-path SLs
+//! the SL-to-VL plan (base layer `i` on SL = VL [`fabric_routing::vl::sl_of_layer`]`(i, lmc)`:
+//! with escape LIDs [`DataVlPlan::identity`], layers on SLs 0, 2, 3, … and the escape SL on
+//! its VL; at LMC 0 [`DataVlPlan::identity_without_escape`], layer `i` on SL/VL `i`, exactly
+//! `layers` data VLs) and the per-path SLs
 //! PathRecords report ([`PathSls`]: SL of the route from a path's first switch to its DLID).
 
 use std::sync::Arc;
@@ -71,9 +73,9 @@ pub fn layer(
             needed,
         }
     };
-    if max < 2 {
-        // One data VL: no base layer besides the escape VL (the layering would fail with a
-        // bad maximum; say it in the same terms).
+    if fabric_routing::vl::max_base_layers(max, lids.lmc) == 0 {
+        // One data VL with escape LIDs (or none): no base layer besides the escape VL (the
+        // layering would fail with a bad maximum; say it in the same terms).
         let needed = fabric_routing::vl_layering(engine, fabric, lids, lfts, IB_MAX_DATA_VLS)
             .ok()
             .flatten()
@@ -100,7 +102,7 @@ pub fn layer(
     let data_vls = data_vls_of_layers(l.num_layers, lids.lmc);
     if data_vls > max {
         return Err(refuse(VlError::TooFewVls {
-            available: fabric_routing::vl::max_base_layers(max, 1),
+            available: fabric_routing::vl::max_base_layers(max, lids.lmc),
             needed: l.num_layers,
         }));
     }
@@ -109,15 +111,19 @@ pub fn layer(
         layers: l.num_layers,
         data_vls,
         routes_per_layer: l.routes_per_layer.clone(),
-        plan: DataVlPlan::identity(data_vls),
+        plan: if lids.lmc >= 1 {
+            DataVlPlan::identity(data_vls)
+        } else {
+            DataVlPlan::identity_without_escape(data_vls)
+        },
         path_sls,
         layering_ms: t.elapsed().as_secs_f64() * 1e3,
     }))
 }
 
 /// The per-path SLs of layering `l` of `lfts` (seed 003 §5.2; the contract of [`PathSls`]):
-/// one row per switch (by node GUID), the SL of its route to every LID of the tables; escape
-/// LIDs on [`ESCAPE_SL`].
+/// one row per switch (by node GUID), the SL of its route to every LID of the tables
+/// ([`VlLayering::sl_of`] with the plan's LMC); escape LIDs on [`ESCAPE_SL`].
 pub fn path_sls(fabric: &Fabric, lids: &LidPlan, lfts: &Lfts, l: &VlLayering) -> PathSls {
     let row_len = lfts.row_len();
     let ns = fabric.num_switches();
@@ -125,7 +131,7 @@ pub fn path_sls(fabric: &Fabric, lids: &LidPlan, lfts: &Lfts, l: &VlLayering) ->
     for s in fabric.switch_ids() {
         let row = &mut sl[s.idx() * row_len..(s.idx() + 1) * row_len];
         for (lid, v) in row.iter_mut().enumerate() {
-            *v = l.sl_of(0, s, lid as fabric_topology::Lid);
+            *v = l.sl_of(0, s, lid as fabric_topology::Lid, lids.lmc);
         }
     }
     for e in fabric.end_port_ids() {

@@ -33,7 +33,13 @@ fn check_layered(c: &crate::compute::Computed) {
     assert_eq!(v.layers, l.num_layers);
     assert_eq!(l.num_layers, l.needed, "the fewest layers");
     assert_eq!(v.data_vls, data_vls_of_layers(l.num_layers, lids.lmc));
-    assert_eq!(v.plan, DataVlPlan::identity(v.data_vls));
+    if lids.lmc >= 1 {
+        assert_eq!(v.plan, DataVlPlan::identity(v.data_vls));
+    } else {
+        // No escape LID: layer i on SL/VL i, exactly `layers` data VLs, SL 1 not reserved.
+        assert_eq!(v.plan, DataVlPlan::identity_without_escape(v.layers));
+        assert_eq!(v.data_vls, v.layers);
+    }
     assert!(cdg_acyclic_per_layer(f, &[lfts], &base_lids(f, lids), &l)
         .into_iter()
         .all(|x| x));
@@ -44,7 +50,7 @@ fn check_layered(c: &crate::compute::Computed) {
         let g = f.switch(s).guid;
         for e in f.end_port_ids() {
             let b = lids.base_lid(e);
-            assert_eq!(p.sl(g, b as u16), Some(sl_of_layer(l.layer_of(0, s, b))));
+            assert_eq!(p.sl(g, b as u16), Some(sl_of_layer(l.layer_of(0, s, b), lids.lmc)));
             if let Some(x) = lids.escape_lid(e) {
                 assert_eq!(p.sl(g, x as u16), Some(ESCAPE_SL));
             }
@@ -78,6 +84,30 @@ fn the_papers_slim_fly_is_layered_and_refused_with_too_few_vls() {
     }
     // One data VL: no base layer at all.
     assert!(matches!(compute(dfsssp_input(f, Some(1))), Err(ComputeError::Vl(_))));
+}
+
+#[test]
+fn at_lmc_0_the_layers_use_sl_and_vl_0_to_layers_minus_1() {
+    let f = generate_str("SLIMFLY(5;4)", None).unwrap();
+    let lmc0 = |cap| ComputeInput {
+        lmc: 0,
+        ..dfsssp_input(f.clone(), cap)
+    };
+    let c = compute(lmc0(Some(8))).unwrap();
+    check_layered(&c);
+    let v = c.vl.as_ref().unwrap();
+    assert!(v.layers >= 2, "a Slim Fly has CDG cycles on one VL");
+    assert_eq!(v.data_vls, v.layers);
+    assert_eq!(v.plan.sl_to_vl[1], 1, "layer 1 on SL 1, VL 1");
+    assert!(!v.plan.escape);
+    let used: std::collections::BTreeSet<u8> = v.path_sls.sl.iter().copied().collect();
+    assert_eq!(used, (0..v.layers).collect(), "SLs 0..layers, none skipped");
+    // Exactly `layers` VLs suffice; one fewer is refused.
+    assert!(compute(lmc0(Some(v.layers))).is_ok());
+    match compute(lmc0(Some(v.layers - 1))) {
+        Err(ComputeError::Vl(e)) => assert_eq!(e.needed(), v.layers),
+        other => panic!("{other:?}"),
+    }
 }
 
 #[test]

@@ -29,14 +29,20 @@ pub struct Daemon {
     _dir: tempfile::TempDir,
 }
 
-/// Starts the loop on the generated fabric `spec` (mock: 1 ms per operation, one at a time),
-/// LMC 1, routing the base LIDs with `engine`, five-phase updates or direct uploads.
+/// Starts the loop on the generated fabric `spec` (mock: 1 ms per operation, one at a time,
+/// otherwise its defaults), LMC 1, routing the base LIDs with `engine`, five-phase updates or direct uploads.
 pub fn start(spec: &str, engine: EngineKind, five_phase: bool) -> Daemon {
+    start_with(spec, engine, five_phase, 1, MockConfig::default())
+}
+
+/// [`start`] with LID mask control `lmc` and the mock configured by `mock` (its operation
+/// latency and parallelism are set as in [`start`]).
+pub fn start_with(spec: &str, engine: EngineKind, five_phase: bool, lmc: u8, mock: MockConfig) -> Daemon {
     let fabric = fabric_topology::gen::generate_str(spec, None).expect("generator");
     let cfg = MockConfig {
         op_latency: Duration::from_millis(1),
         max_parallel: 1,
-        ..MockConfig::default()
+        ..mock
     };
     let mock = Arc::new(MockFabric::new(fabric).with_config(cfg).expect("mock config"));
     let dir = tempfile::tempdir().expect("tempdir");
@@ -76,7 +82,7 @@ pub fn start(spec: &str, engine: EngineKind, five_phase: bool) -> Daemon {
     let (lp, tx) = EventLoop::new(
         LoopParams {
             settings,
-            lmc: 1,
+            lmc,
             max_lid: 0xBFFF,
             driver_name: "mock",
         },
