@@ -355,8 +355,7 @@ impl State<'_> {
                 }
             }
             cands.sort_by(|a, b| a.0.total_cmp(&b.0).then((a.1, a.2, a.3).cmp(&(b.1, b.2, b.3))));
-            for k in 0..cands.len() {
-                let (_, x, u, i) = cands[k];
+            for &(_, x, u, i) in &cands {
                 let (x, u, i) = (x as usize, u as usize, i as usize);
                 if self.next(x, i) == u as u32 || !self.closer(x, u, i) {
                     continue;
@@ -383,7 +382,7 @@ impl State<'_> {
         if (self.next(z, i) as usize) > z && self.next(z, i) != NONE {
             out.push(z as u32);
         }
-        let mut frontier = [z as u32; 1].to_vec();
+        let mut frontier = vec![z as u32];
         for _ in 0..2 {
             let mut nextf = Vec::new();
             for &w in &frontier {
