@@ -537,7 +537,7 @@ pub(super) fn tail67(mu: f64, m: u32) -> f64 {
         return ((1.0 - cdf[5]) + (1.0 - cdf[6])).max(0.0);
     }
     for j in 0..6 {
-        t *= (mf - j as f64) / (j as f64 + 1.0) * r;
+        t *= (mf - f64::from(j)) / (f64::from(j) + 1.0) * r;
     }
     // t = P(X = 6); the upper terms decrease (the mode is below 3).
     let (mut p6, mut p7) = (t, 0.0);
