@@ -26,6 +26,7 @@
 
 mod kernel;
 mod plan;
+mod repair;
 mod targets;
 
 use crate::engine::{check_route_args, LidSet, RoutingContext, RoutingEngine, RoutingError};
@@ -43,21 +44,32 @@ impl RoutingEngine for DmodcLb {
     }
     fn route(&self, ctx: &RoutingContext<'_>, set: LidSet, lfts: &mut Lfts) -> Result<(), RoutingError> {
         check_route_args(ctx, set, lfts)?;
-        route_lb(ctx, set, lfts, false, true);
+        route_lb(ctx, set, lfts, false, true, false);
         Ok(())
     }
 }
 
-/// Routes `set`; `force_kernel` runs the load-aware kernel even on an intact fabric, and
+/// Routes `set`; `force_kernel` runs the load-aware kernel even on an intact fabric,
 /// `tabulate` false computes every port per destination instead of from the kernel's port
-/// tables (both for tests).
-pub(crate) fn route_lb(ctx: &RoutingContext<'_>, set: LidSet, lfts: &mut Lfts, force_kernel: bool, tabulate: bool) {
+/// tables, `repair` runs the experimental repair pass ([`repair`], off in the engine) on a
+/// fabric that is not intact (all three for tests).
+pub(crate) fn route_lb(
+    ctx: &RoutingContext<'_>,
+    set: LidSet,
+    lfts: &mut Lfts,
+    force_kernel: bool,
+    tabulate: bool,
+    repair: bool,
+) {
     let level = &ctx.ranking.level;
     let prep = Prepared::new(ctx.fabric, level);
     match plan::Plan::new(ctx.fabric, &prep) {
         Ok(plan) if force_kernel || !plan.intact => {
             let tg = targets::Targets::new(ctx.fabric, &prep, &plan);
-            kernel::fill_end_ports(ctx.fabric, ctx.lids, &prep, (&plan, &tg), set, lfts, tabulate);
+            let dst = kernel::fill_end_ports(ctx.fabric, ctx.lids, &prep, (&plan, &tg), set, lfts, tabulate);
+            if !plan.intact && repair {
+                repair::repair(ctx.fabric, &prep, &plan, &dst, lfts);
+            }
             if set == LidSet::Base {
                 swlid::fill_switch_lids(ctx.fabric, ctx.lids, &prep.o, lfts);
             }

@@ -105,7 +105,7 @@ pub(super) fn fill_end_ports(
     set: LidSet,
     lfts: &mut Lfts,
     tabulate: bool,
-) {
+) -> Destinations {
     let o = &p.o;
     let dst = Destinations::new(fabric, lids, p, set);
     let ctx = Ctx {
@@ -128,6 +128,7 @@ pub(super) fn fill_end_ports(
                 ctx.route_switch(q as usize, row, scr);
             }
         });
+    dst
 }
 
 #[inline]

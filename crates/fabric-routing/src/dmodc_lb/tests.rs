@@ -31,7 +31,7 @@ fn kernel_writes_dmodc_bytes_on_complete_pgfts() {
             let mut a = Lfts::new(r.fabric.num_switches(), r.lids.top());
             let mut b = Lfts::new(r.fabric.num_switches(), r.lids.top());
             Dmodc.route(&ctx, set, &mut a).unwrap();
-            route_lb(&ctx, set, &mut b, true, true);
+            route_lb(&ctx, set, &mut b, true, true, true);
             assert!(a == b, "{m:?} {w:?} {p:?} {set:?}");
         }
     }
@@ -152,8 +152,8 @@ proptest::proptest! {
         for set in [LidSet::Base, LidSet::Escape] {
             let mut a = Lfts::new(r.fabric.num_switches(), r.lids.top());
             let mut b = Lfts::new(r.fabric.num_switches(), r.lids.top());
-            route_lb(&ctx, set, &mut a, true, true);
-            route_lb(&ctx, set, &mut b, true, false);
+            route_lb(&ctx, set, &mut a, true, true, true);
+            route_lb(&ctx, set, &mut b, true, false, true);
             proptest::prop_assert!(a == b, "{:?} {:?} {:?} -{} seed {} {:?}", m, w, p, links, seed, set);
         }
         let prep = Prepared::new(&r.fabric, &r.ranking.level);
@@ -165,5 +165,82 @@ proptest::proptest! {
                 proptest::prop_assert_eq!(tg.lookup_from(q, t0, &mut h), tg.lookup(q, t0));
             }
         }
+    }
+}
+
+/// The experimental repair pass (off in the engine): on seeded degraded PGFTs it never raises
+/// its own estimate `λ(6) + λ(7)` and lowers it on most of them; the repaired tables are valid,
+/// up*/down* for the ranking, deadlock-free, and the same on a second run.
+#[test]
+fn repair_lowers_its_estimate_and_keeps_routes_legal() {
+    use super::repair::estimate;
+    use crate::check;
+    use crate::fill::Destinations;
+    let (mut lower, mut cases) = (0, 0);
+    for (spec, links) in [
+        ((vec![6, 6, 8], vec![1, 6, 6], vec![1, 1, 1]), 14),
+        ((vec![4, 4, 6], vec![1, 4, 4], vec![1, 1, 1]), 6),
+    ] {
+        let (m, w, p) = spec;
+        for seed in 1..=4u64 {
+            let t = pgft(&m, &w, &p);
+            let r = Routable::new(degrade(&t.fabric, links, 0, seed));
+            let ctx = r.ctx();
+            let prep = Prepared::new(&r.fabric, &r.ranking.level);
+            let plan = Plan::new(&r.fabric, &prep).unwrap();
+            assert!(!plan.intact);
+            let dst = Destinations::new(&r.fabric, &r.lids, &prep, LidSet::Base);
+            let mut a = Lfts::new(r.fabric.num_switches(), r.lids.top());
+            let mut b = Lfts::new(r.fabric.num_switches(), r.lids.top());
+            let mut b2 = Lfts::new(r.fabric.num_switches(), r.lids.top());
+            route_lb(&ctx, LidSet::Base, &mut a, false, true, false);
+            route_lb(&ctx, LidSet::Base, &mut b, false, true, true);
+            route_lb(&ctx, LidSet::Base, &mut b2, false, true, true);
+            assert!(b == b2, "deterministic");
+            let ea = estimate(&r.fabric, &prep, &plan, &dst, &mut a.clone());
+            let eb = estimate(&r.fabric, &prep, &plan, &dst, &mut b.clone());
+            assert!(eb <= ea, "{m:?} -{links} seed {seed}: {eb} > {ea}");
+            cases += 1;
+            lower += usize::from(eb < ea);
+            let va = check::validity(&r.fabric, &r.lids, &a);
+            let vb = check::validity(&r.fabric, &r.lids, &b);
+            assert!(vb.unreachable_count <= va.unreachable_count, "{vb:?} vs {va:?}");
+            assert_eq!(
+                check::updown_violations(&r.fabric, &r.ranking, &r.lids, &b, LidSet::Base),
+                0
+            );
+            assert!(check::deadlock_free(&r.fabric, &r.ranking, &r.lids, &b));
+        }
+    }
+    assert!(2 * lower > cases, "lower on {lower} of {cases}");
+}
+
+/// The binomial tail of the estimate against a direct sum of the probabilities.
+#[test]
+fn tail67_matches_the_binomial_sum() {
+    use super::repair::tail67;
+    for (mu, m) in [
+        (0.3, 18u32),
+        (1.0, 18),
+        (1.06, 431),
+        (2.5, 23),
+        (5.0, 40),
+        (0.9, 6),
+        (3.0, 5),
+    ] {
+        let p: f64 = mu / f64::from(m);
+        let pmf = |j: u32| {
+            let mut c = 1.0f64;
+            for t in 0..j {
+                c *= f64::from(m - t) / f64::from(t + 1);
+            }
+            c * p.powi(j as i32) * (1.0 - p).powi((m - j) as i32)
+        };
+        let want: f64 = (6..=m).map(pmf).sum::<f64>() + (7..=m).map(pmf).sum::<f64>();
+        let got = tail67(mu, m);
+        assert!(
+            (got - want).abs() <= 1e-9 * want.max(1e-12) + 1e-15,
+            "{mu} {m}: {got} vs {want}"
+        );
     }
 }

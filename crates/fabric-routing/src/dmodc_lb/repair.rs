@@ -1,0 +1,555 @@
+//! The repair pass of load-aware Dmodc (beyond the thesis): after the placement
+//! ([`super::kernel`]), move single (switch, destination) up-routes off the directed ports whose
+//! estimated random-permutation tail is largest, while the estimate drops.
+//!
+//! **What it estimates** (the quantity `mu_rp` measures, docs/routing.md "Metrics"). For every
+//! switch `x` and destination `d`, `c(x, d)` is the number of sources whose path to `d` crosses
+//! `x` (a flow count along the tables). A directed switch-to-switch port `e` of `x` carries the
+//! destinations `D_e` routed through it; under a uniformly random permutation of the `N` end
+//! ports it carries on average `μ_e = Σ_{d∈D_e} c(x, d) / N` paths, and never more than
+//! `m_e = min(|D_e|, sources below x)` (each destination has one source, an up-link's sources are
+//! below it). Its load is estimated as `Binomial(m_e, μ_e / m_e)` — on a port whose sources all
+//! send to all of `D_e` this is `fabric_metrics::rp_floor`'s `Hypergeometric(N, |D_e|, n)` up to
+//! the finite-population factor. The pass lowers `λ(6) + λ(7) = Σ_e P(X_e ≥ 6) + P(X_e ≥ 7)`,
+//! the expected number of ports at the `mu ≥ 7` threshold and one below it.
+//!
+//! **Moves.** A move re-routes destination `d` at a switch `x` that sends `d` upwards to another
+//! of Dmodc's closer up-neighbours of `x` (eq. 4.5 with the up-down rule, the candidates the
+//! kernel chooses from), so every route stays up*/down* and valid. The paths of `d` from the new
+//! neighbour on are that neighbour's own (a destination's paths stay coalesced on the down side
+//! wherever they were). The pass visits the *hot* ports (the largest estimated tails, up to half
+//! of the total, at most [`MAX_HOT`]) in decreasing order; for every destination `d` on a hot
+//! port, the move points are the switch of the port itself when it sends `d` up, and the
+//! switches that send `d` up into it within two hops backwards (the leaves below a middle
+//! up-link, the middle switches of other pods below a top down-link, …). Every candidate
+//! move's change of the estimate is evaluated on the two paths up to where they merge; the
+//! moves of one port are applied best first, each re-evaluated on the current state and kept
+//! only when the estimate drops.
+//!
+//! **Status: experimental, not enabled in the engine** (docs/routing.md, dmodc-lb): on the
+//! 7 776-node 5 % fabric it brings P(mu ≥ 7) near the floor on one seed but raises mu_sp and
+//! costs tens of CPU seconds; only the tests run it ([`super::route_lb`] with `repair`).
+//!
+//! Sequential in a fixed order (ports by estimate then index, destinations in NID order), so
+//! deterministic and independent of the thread count; the flow counts are computed in
+//! parallel per block of destinations (integer sums). Run only on fabrics that are not intact
+//! (complete fabrics keep Dmodc's tables).
+
+use rayon::prelude::*;
+
+use fabric_topology::{Fabric, Lid, PortNum};
+
+use super::plan::Plan;
+use crate::fill::{Destinations, Prepared};
+use crate::lft::Lfts;
+use crate::prep::{INF, NONE};
+
+/// Destinations per block of the flow counts.
+const B: usize = 64;
+/// Most hot ports visited.
+const MAX_HOT: usize = 1024;
+/// Most move points per (hot port, destination).
+const MAX_POINTS: usize = 8;
+/// Most destinations tried per hot port (the largest flows).
+const MAX_DESTS: usize = 32;
+/// Alternatives tried per move point (the least loaded).
+const MAX_ALTS: usize = 2;
+
+/// The state of the pass: tables as positions, flows and port loads.
+struct State<'a> {
+    p: &'a Prepared,
+    plan: &'a Plan,
+    lfts: &'a mut Lfts,
+    fabric: &'a Fabric,
+    /// Destinations: LID, leaf index, topological NID.
+    lid: Vec<Lid>,
+    leaf: Vec<u32>,
+    nid: Vec<u32>,
+    /// `nb[q * 256 + port]`: the neighbour position behind that port of `q` ([`NONE`]: none).
+    nb: Vec<u32>,
+    /// `pidx[q * 256 + port]`: the dense directed-port index ([`NONE`]: not switch-to-switch).
+    pidx: Vec<u32>,
+    /// Per directed port: its switch position, Σ flows, destinations with a flow, the cap on
+    /// distinct sources.
+    pq: Vec<u32>,
+    sum: Vec<u64>,
+    cnt: Vec<u32>,
+    cap: Vec<u32>,
+    /// Flow counts, block-major: `c[(i / B * np + q) * B + i % B]`.
+    c: Vec<u32>,
+    np: usize,
+    n: f64,
+}
+
+/// Buffers of [`State::eval`]: the ports' changes, the old and new paths and where they merge.
+#[derive(Default)]
+struct Bufs {
+    deltas: Vec<Delta>,
+    old: Vec<u32>,
+    new: Vec<u32>,
+    ko: usize,
+    kn: usize,
+}
+
+/// One port's change in a move.
+#[derive(Copy, Clone)]
+struct Delta {
+    port: u32,
+    dsum: i64,
+    dcnt: i32,
+}
+
+/// Runs the repair pass on the end-port LIDs of `dst` (see the module doc).
+pub(super) fn repair(fabric: &Fabric, p: &Prepared, plan: &Plan, dst: &Destinations, lfts: &mut Lfts) {
+    if let Some(mut st) = State::new(fabric, p, plan, dst, lfts) {
+        st.run();
+    }
+}
+
+/// The estimate `λ(6) + λ(7)` of the tables (see the module doc), for the tests.
+#[cfg(test)]
+pub(super) fn estimate(fabric: &Fabric, p: &Prepared, plan: &Plan, dst: &Destinations, lfts: &mut Lfts) -> f64 {
+    State::new(fabric, p, plan, dst, lfts).map_or(0.0, |st| (0..st.pq.len()).map(|e| st.tail(e)).sum())
+}
+
+impl<'a> State<'a> {
+    /// Flows and port loads of the tables (`None`: fewer than two destinations).
+    fn new(
+        fabric: &'a Fabric,
+        p: &'a Prepared,
+        plan: &'a Plan,
+        dst: &Destinations,
+        lfts: &'a mut Lfts,
+    ) -> Option<Self> {
+        let o = &p.o;
+        let np = o.len();
+        let mut lid = Vec::new();
+        let mut leaf = Vec::new();
+        let mut nid = Vec::new();
+        for span in &dst.spans {
+            for i in 0..span.len {
+                let l = dst.lids[(span.start + i) as usize];
+                if l == 0 {
+                    continue;
+                }
+                lid.push(l);
+                leaf.push(span.li);
+                nid.push(span.t0 + i);
+            }
+        }
+        let nd = lid.len();
+        if nd < 2 || np == 0 {
+            return None;
+        }
+        // Sources per leaf position.
+        let mut ends = vec![0u32; np];
+        for &li in &leaf {
+            ends[o.leaves[li as usize] as usize] += 1;
+        }
+        let mut nb = vec![NONE; np * 256];
+        let mut pidx = vec![NONE; np * 256];
+        let mut pq = Vec::new();
+        let mut cap = Vec::new();
+        for q in 0..np {
+            let groups = fabric.port_groups(o.order[q]);
+            let below: u32 = o
+                .leaves
+                .iter()
+                .enumerate()
+                .filter(|&(li, _)| p.costs.down_row(q)[li] != INF)
+                .map(|(_, &lq)| ends[lq as usize])
+                .sum();
+            for (up, list) in [(true, o.ups(q)), (false, o.downs(q))] {
+                for n in list {
+                    for &port in &groups[n.group as usize].ports {
+                        let k = q * 256 + usize::from(port);
+                        nb[k] = n.pos;
+                        pidx[k] = pq.len() as u32;
+                        pq.push(q as u32);
+                        cap.push(if up { below.max(1) } else { u32::MAX });
+                    }
+                }
+            }
+        }
+        let npt = pq.len();
+        let mut st = State {
+            p,
+            plan,
+            lfts,
+            fabric,
+            lid,
+            leaf,
+            nid,
+            nb,
+            pidx,
+            pq,
+            sum: vec![0; npt],
+            cnt: vec![0; npt],
+            cap,
+            c: Vec::new(),
+            np,
+            n: nd as f64,
+        };
+        st.flows(&ends);
+        st.loads();
+        Some(st)
+    }
+}
+
+impl State<'_> {
+    #[inline]
+    fn row_port(&self, q: usize, i: usize) -> PortNum {
+        self.lfts.get(self.p.o.order[q], self.lid[i])
+    }
+
+    /// The next switch position of destination `i` at `q` ([`NONE`]: an end port or no route).
+    #[inline]
+    fn next(&self, q: usize, i: usize) -> u32 {
+        self.nb[q * 256 + usize::from(self.row_port(q, i))]
+    }
+
+    #[inline]
+    fn ci(&self, q: usize, i: usize) -> usize {
+        (i / B * self.np + q) * B + i % B
+    }
+
+    /// The flow counts `c(q, i)`, per block of destinations in parallel.
+    fn flows(&mut self, ends: &[u32]) {
+        let np = self.np;
+        let nd = self.lid.len();
+        let mut c = vec![0u32; nd.div_ceil(B) * np * B];
+        let this = &*self;
+        c.par_chunks_mut(np * B).enumerate().for_each(|(b, blk)| {
+            let lo = b * B;
+            let hi = (lo + B).min(nd);
+            for q in 0..np {
+                if ends[q] > 0 {
+                    for i in lo..hi {
+                        if this.p.o.leaves[this.leaf[i] as usize] as usize != q {
+                            blk[q * B + i - lo] = ends[q];
+                        }
+                    }
+                }
+            }
+            // Up-routers in ascending position (level order), then down-routers descending.
+            for pass in 0..2 {
+                for k in 0..np {
+                    let q = if pass == 0 { k } else { np - 1 - k };
+                    for i in lo..hi {
+                        let f = blk[q * B + i - lo];
+                        if f == 0 {
+                            continue;
+                        }
+                        let y = this.next(q, i);
+                        if y != NONE && ((pass == 0) == (y as usize > q)) {
+                            blk[y as usize * B + i - lo] += f;
+                        }
+                    }
+                }
+            }
+        });
+        self.c = c;
+    }
+
+    /// Per directed port: Σ flows and destinations with a flow.
+    fn loads(&mut self) {
+        let nd = self.lid.len();
+        for q in 0..self.np {
+            for i in 0..nd {
+                let f = self.c[self.ci(q, i)];
+                if f == 0 {
+                    continue;
+                }
+                let e = self.pidx[q * 256 + usize::from(self.row_port(q, i))];
+                if e != NONE {
+                    self.sum[e as usize] += u64::from(f);
+                    self.cnt[e as usize] += 1;
+                }
+            }
+        }
+    }
+
+    /// Estimated `P(X ≥ 6) + P(X ≥ 7)` of port `e` with `sum`/`cnt` as given.
+    #[inline]
+    fn tail_with(&self, e: usize, sum: u64, cnt: u32) -> f64 {
+        tail67(sum as f64 / self.n, cnt.min(self.cap[e]))
+    }
+
+    fn tail(&self, e: usize) -> f64 {
+        self.tail_with(e, self.sum[e], self.cnt[e])
+    }
+
+    /// The hot ports, then the moves of each (see the module doc).
+    fn run(&mut self) {
+        let npt = self.pq.len();
+        let tails: Vec<f64> = (0..npt).map(|e| self.tail(e)).collect();
+        let total: f64 = tails.iter().sum();
+        if total <= 0.0 {
+            return;
+        }
+        let mut order: Vec<u32> = (0..npt as u32).filter(|&e| tails[e as usize] > 0.0).collect();
+        order.sort_by(|&a, &b| tails[b as usize].total_cmp(&tails[a as usize]).then(a.cmp(&b)));
+        let mut acc = 0.0;
+        let mut hot = Vec::new();
+        for &e in &order {
+            if acc >= 0.5 * total || hot.len() >= MAX_HOT {
+                break;
+            }
+            acc += tails[e as usize];
+            hot.push(e);
+        }
+        // The destinations on every hot port at the start (one scan per switch).
+        let mut slot = vec![NONE; npt];
+        for (k, &e) in hot.iter().enumerate() {
+            slot[e as usize] = k as u32;
+        }
+        let mut on: Vec<Vec<u32>> = vec![Vec::new(); hot.len()];
+        let mut zs: Vec<u32> = hot.iter().map(|&e| self.pq[e as usize]).collect();
+        zs.sort_unstable();
+        zs.dedup();
+        for &z in &zs {
+            let z = z as usize;
+            for i in 0..self.lid.len() {
+                let e = self.pidx[z * 256 + usize::from(self.row_port(z, i))];
+                if e != NONE && slot[e as usize] != NONE && self.c[self.ci(z, i)] > 0 {
+                    on[slot[e as usize] as usize].push(i as u32);
+                }
+            }
+        }
+        let mut cands: Vec<(f64, u32, u32, u32)> = Vec::new();
+        let mut points: Vec<u32> = Vec::new();
+        let mut bufs = Bufs::default();
+        let mut alts: Vec<(u64, u32)> = Vec::new();
+        for (k, &e) in hot.iter().enumerate() {
+            let z = self.pq[e as usize] as usize;
+            cands.clear();
+            // The destinations of the port with the largest flows first.
+            let mut ds: Vec<u32> = on[k].clone();
+            ds.sort_by_key(|&i| (std::cmp::Reverse(self.c[self.ci(z, i as usize)]), i));
+            ds.truncate(MAX_DESTS);
+            for &i in &ds {
+                let i = i as usize;
+                if self.pidx[z * 256 + usize::from(self.row_port(z, i))] != e || self.c[self.ci(z, i)] == 0 {
+                    continue;
+                }
+                self.move_points(z, i, &mut points);
+                for &x in &points {
+                    let x = x as usize;
+                    let cur = self.next(x, i);
+                    // The least loaded closer alternatives at x.
+                    alts.clear();
+                    for u in self.p.o.ups(x) {
+                        if u.pos == cur || !self.closer(x, u.pos as usize, i) {
+                            continue;
+                        }
+                        let pe = self.pidx[x * 256 + usize::from(self.port_to(x, u.pos as usize, i))];
+                        alts.push((self.sum[pe as usize], u.pos));
+                    }
+                    alts.sort_unstable();
+                    for &(_, u) in alts.iter().take(MAX_ALTS) {
+                        let d = self.eval(x, u as usize, i, &mut bufs);
+                        if d < -1e-15 {
+                            cands.push((d, x as u32, u, i as u32));
+                        }
+                    }
+                }
+            }
+            cands.sort_by(|a, b| a.0.total_cmp(&b.0).then((a.1, a.2, a.3).cmp(&(b.1, b.2, b.3))));
+            for &(_, x, u, i) in &cands {
+                let (x, u, i) = (x as usize, u as usize, i as usize);
+                if self.next(x, i) == u as u32 || !self.closer(x, u, i) {
+                    continue;
+                }
+                if self.eval(x, u, i, &mut bufs) < -1e-15 {
+                    self.apply(x, u, i, &bufs);
+                }
+            }
+        }
+    }
+
+    /// Whether up-neighbour `u` of `x` is one of Dmodc's closer candidates for `i`'s leaf.
+    fn closer(&self, x: usize, u: usize, i: usize) -> bool {
+        let li = self.leaf[i] as usize;
+        let c = &self.p.costs;
+        c.down_row(x)[li] == INF && c.full_row(u)[li] < c.full_row(x)[li]
+    }
+
+    /// The switches that send `i` upwards into port `z`'s switch within two hops backwards,
+    /// and `z` itself when it sends `i` upwards.
+    fn move_points(&self, z: usize, i: usize, out: &mut Vec<u32>) {
+        out.clear();
+        let o = &self.p.o;
+        if (self.next(z, i) as usize) > z && self.next(z, i) != NONE {
+            out.push(z as u32);
+        }
+        let mut frontier = vec![z as u32];
+        for _ in 0..2 {
+            let mut nextf = Vec::new();
+            for &w in &frontier {
+                let w = w as usize;
+                for n in o.ups(w).iter().chain(o.downs(w)) {
+                    let u = n.pos as usize;
+                    if self.c[self.ci(u, i)] == 0 || self.next(u, i) != w as u32 {
+                        continue;
+                    }
+                    if u < w && out.len() < MAX_POINTS && !out.contains(&(u as u32)) {
+                        out.push(u as u32);
+                    }
+                    nextf.push(u as u32);
+                }
+            }
+            frontier = nextf;
+        }
+    }
+
+    /// The path of `i` from `x` (excluded) through `y`: the switches until the end.
+    fn path_from(&self, mut y: u32, i: usize, out: &mut Vec<u32>) {
+        out.clear();
+        while y != NONE && out.len() <= 64 {
+            out.push(y);
+            y = self.next(y as usize, i);
+        }
+    }
+
+    /// The change of the estimate when `x` sends `i` to `u` instead; `deltas` gets the ports'
+    /// changes (the flow counts change by the same amounts on the switches of the paths).
+    fn eval(&self, x: usize, u: usize, i: usize, bufs: &mut Bufs) -> f64 {
+        let Bufs {
+            deltas,
+            old,
+            new,
+            ko,
+            kn,
+        } = bufs;
+        deltas.clear();
+        let f = i64::from(self.c[self.ci(x, i)]);
+        let y = self.next(x, i);
+        self.path_from(y, i, old);
+        self.path_from(u as u32, i, new);
+        // Merge point: the first switch of the new path on the old one.
+        (*ko, *kn) = (old.len(), new.len());
+        for (j, &s) in new.iter().enumerate() {
+            if let Some(k) = old.iter().position(|&t| t == s) {
+                (*ko, *kn) = (k, j);
+                break;
+            }
+        }
+        let (ko, kn) = (*ko, *kn);
+        let e_old = self.pidx[x * 256 + usize::from(self.row_port(x, i))];
+        deltas.push(Delta {
+            port: e_old,
+            dsum: -f,
+            dcnt: -1,
+        });
+        let e_new = self.pidx[x * 256 + usize::from(self.port_to(x, u, i))];
+        deltas.push(Delta {
+            port: e_new,
+            dsum: f,
+            dcnt: 1,
+        });
+        for (list, k, sign) in [(&*old, ko, -1i64), (&*new, kn, 1)] {
+            for &s in &list[..k] {
+                let s = s as usize;
+                let e = self.pidx[s * 256 + usize::from(self.row_port(s, i))];
+                if e == NONE {
+                    continue;
+                }
+                let c = i64::from(self.c[self.ci(s, i)]);
+                let dcnt = if sign < 0 {
+                    -i32::from(c == f)
+                } else {
+                    i32::from(c == 0)
+                };
+                deltas.push(Delta {
+                    port: e,
+                    dsum: sign * f,
+                    dcnt,
+                });
+            }
+        }
+        deltas
+            .iter()
+            .map(|d| {
+                let e = d.port as usize;
+                let s = (self.sum[e] as i64 + d.dsum) as u64;
+                let c = (self.cnt[e] as i32 + d.dcnt) as u32;
+                self.tail_with(e, s, c) - self.tail(e)
+            })
+            .sum()
+    }
+
+    /// The port of `x` towards up-neighbour `u` for `i` (eq. 4.8's port within the group).
+    fn port_to(&self, x: usize, u: usize, i: usize) -> PortNum {
+        let n = self
+            .p
+            .o
+            .ups(x)
+            .iter()
+            .find(|n| n.pos as usize == u)
+            .expect("an up-neighbour");
+        let ports = &self.fabric.port_groups(self.p.o.order[x])[n.group as usize].ports;
+        if ports.len() == 1 {
+            return ports[0];
+        }
+        let q2 = self.plan.nominal(self.plan.klow[x], self.nid[i]).1;
+        ports[(q2 % ports.len() as u64) as usize]
+    }
+
+    /// Applies the move evaluated last into `bufs`.
+    fn apply(&mut self, x: usize, u: usize, i: usize, bufs: &Bufs) {
+        let f = self.c[self.ci(x, i)];
+        for d in &bufs.deltas {
+            let e = d.port as usize;
+            self.sum[e] = (self.sum[e] as i64 + d.dsum) as u64;
+            self.cnt[e] = (self.cnt[e] as i32 + d.dcnt) as u32;
+        }
+        for &s in &bufs.old[..bufs.ko] {
+            let k = self.ci(s as usize, i);
+            self.c[k] -= f;
+        }
+        for &s in &bufs.new[..bufs.kn] {
+            let k = self.ci(s as usize, i);
+            self.c[k] += f;
+        }
+        let port = self.port_to(x, u, i);
+        self.lfts.set(self.p.o.order[x], self.lid[i], port);
+    }
+}
+
+/// `P(X ≥ 6) + P(X ≥ 7)` for `X ~ Binomial(m, mu / m)` (0 when `m < 6`). Small tails are
+/// summed from the upper terms (no cancellation), large ones as one minus the lower terms.
+pub(super) fn tail67(mu: f64, m: u32) -> f64 {
+    if m < 6 || mu <= 0.0 {
+        return 0.0;
+    }
+    let mf = f64::from(m);
+    let p = (mu / mf).min(1.0 - 1e-12);
+    let r = p / (1.0 - p);
+    let mut t = (mf * (-p).ln_1p()).exp();
+    if mu > 2.0 {
+        let mut cdf = [0.0f64; 7];
+        let mut acc = 0.0;
+        for (j, slot) in cdf.iter_mut().enumerate() {
+            acc += t;
+            *slot = acc;
+            t *= (mf - j as f64) / (j as f64 + 1.0) * r;
+        }
+        return ((1.0 - cdf[5]) + (1.0 - cdf[6])).max(0.0);
+    }
+    for j in 0..6 {
+        t *= (mf - f64::from(j)) / (f64::from(j) + 1.0) * r;
+    }
+    // t = P(X = 6); the upper terms decrease (the mode is below 3).
+    let (mut p6, mut p7) = (t, 0.0);
+    let mut j = 6u32;
+    while j < m && t > 1e-30 {
+        t *= (mf - f64::from(j)) / (f64::from(j) + 1.0) * r;
+        p6 += t;
+        p7 += t;
+        j += 1;
+        if t < 1e-17 * p6 {
+            break;
+        }
+    }
+    p6 + p7
+}
