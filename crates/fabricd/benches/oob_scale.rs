@@ -14,6 +14,8 @@
 //! * per link-down fault: the daemon's fault-seen → committed latency (p50 / p99 / max), its
 //!   routed and upload parts, the client's command → commit-notice time, LFT blocks written,
 //!   and (five-phase) the time spent in each phase as seen from the `PhaseChanged` notices;
+//! * per fault and its repair (both generations): the CPU time (user + system) of the daemon
+//!   and of the simulator, from `/proc/PID/stat`;
 //! * peak RSS (`VmHWM`) of the daemon and of the simulator.
 //!
 //! ```text
@@ -108,6 +110,17 @@ fn rss_mib(pid: u32) -> (f64, f64) {
             / 1024.0
     };
     (field("VmHWM:"), field("VmRSS:"))
+}
+
+/// CPU time (user + system) a process has used so far, seconds (`/proc/PID/stat`, clock ticks
+/// of 1/100 s).
+fn cpu_s(pid: u32) -> f64 {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the command name (in parentheses, which may hold spaces): utime and stime
+    // are fields 14 and 15 of the line, 12 and 13 after it.
+    let rest = text.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<f64> = rest.split_whitespace().map(|x| x.parse().unwrap_or(0.0)).collect();
+    (f.get(11).copied().unwrap_or(0.0) + f.get(12).copied().unwrap_or(0.0)) / 100.0
 }
 
 fn quantile(sorted: &[f64], q: f64) -> f64 {
@@ -296,6 +309,7 @@ fn measure(spec: &str, five_phase: bool, a: &Args, sim_bin: &Path, verify: bool)
         let s = c.get_status(pb::GetStatusRequest {}).await?.into_inner();
         let first = s.last_reroute.unwrap_or_default();
         let (d_hwm0, _) = rss_mib(daemon_pid);
+        let (d_cpu0, s_cpu0) = (cpu_s(daemon_pid), cpu_s(sim_pid));
         let (s_hwm1, _) = rss_mib(sim_pid);
         lines.push(format!(
             "fabric: {} switches, {} nodes, {} links, top LID {} (LMC {})",
@@ -306,6 +320,9 @@ fn measure(spec: &str, five_phase: bool, a: &Args, sim_bin: &Path, verify: bool)
              {daemon_ready:.2} s (compute {:.0} ms, upload {:.0} ms, {} blocks); peak RSS daemon {d_hwm0:.0} MiB, \
              simulator {s_hwm1:.0} MiB",
             first.compute_ms, first.upload_ms, first.blocks_written
+        ));
+        lines.push(format!(
+            "bring-up CPU: daemon {d_cpu0:.1} s, simulator {s_cpu0:.1} s (since each process started)"
         ));
         let mut ctl = SimControlClient::connect(control.clone())
             .await?
@@ -353,9 +370,12 @@ fn measure(spec: &str, five_phase: bool, a: &Args, sim_bin: &Path, verify: bool)
         let mut generation = s.generation;
         let (mut committed, mut routed, mut upload, mut client, mut blocks) =
             (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        // CPU seconds of each process over a fault and its repair (both generations).
+        let (mut cpu_daemon, mut cpu_sim) = (Vec::new(), Vec::new());
         let mut in_phase: std::collections::BTreeMap<i32, Vec<f64>> = Default::default();
         for i in 0..a.faults {
             let (sw, port) = links[(i * step) % links.len()];
+            let (d0, s0) = (cpu_s(daemon_pid), cpu_s(sim_pid));
             for up in [false, true] {
                 let cmd = format!("{} 0x{sw:016x} {port}", if up { "link-up" } else { "link-down" });
                 let mut phases = Vec::new();
@@ -367,6 +387,8 @@ fn measure(spec: &str, five_phase: bool, a: &Args, sim_bin: &Path, verify: bool)
                 let done = Instant::now();
                 generation = g.generation;
                 if up {
+                    cpu_daemon.push(cpu_s(daemon_pid) - d0);
+                    cpu_sim.push(cpu_s(sim_pid) - s0);
                     continue;
                 }
                 let r = g.timings.unwrap_or_default();
@@ -399,6 +421,14 @@ fn measure(spec: &str, five_phase: bool, a: &Args, sim_bin: &Path, verify: bool)
         lines.push(format!("  fault seen -> routed (daemon)      {}", stats(&mut routed)));
         lines.push(format!("  upload (daemon)                    {}", stats(&mut upload)));
         lines.push(format!("  sim command -> commit notice       {}", stats(&mut client)));
+        for v in [&mut cpu_daemon, &mut cpu_sim] {
+            v.iter_mut().for_each(|x| *x *= 1e3);
+        }
+        lines.push(format!(
+            "  CPU daemon per fault (down + up)   {}",
+            stats(&mut cpu_daemon)
+        ));
+        lines.push(format!("  CPU simulator per fault (down + up) {}", stats(&mut cpu_sim)));
         for (p, v) in &mut in_phase {
             lines.push(format!("  in phase {:<25} {}", phase_name(*p), stats(v)));
         }
