@@ -45,6 +45,7 @@ use fabric_topology::{Fabric, SwitchId};
 use crate::engine::{check_route_args, LidSet, RoutingContext, RoutingEngine, RoutingError};
 use crate::lft::{Lfts, NO_ROUTE};
 use crate::lid::LidPlan;
+use crate::sssp::Channels;
 use crate::vl::{self, VlError, VlLayering};
 
 /// Default VL budget of `balanced` without `:V`: the base layers of 8 data VLs with one kept
@@ -81,33 +82,7 @@ impl Balanced {
         let f = ctx.fabric;
         let plan = VlPlan::new(f, ctx.lids, self.vls);
         let r = kernel::route(f, &plan);
-        let ns = f.num_switches();
-        for (d, dest) in plan.dests.iter().enumerate() {
-            let next = &r.next[d * ns..(d + 1) * ns];
-            let t = dest.switch as usize;
-            for (s, &nx) in next.iter().enumerate() {
-                let port = if s == t {
-                    dest.port
-                } else {
-                    match nx {
-                        kernel::NONE => NO_ROUTE,
-                        x => r.ch.port[x as usize],
-                    }
-                };
-                lfts.set(SwitchId(s as u32), dest.lid, port);
-                if dest.switch_lid != 0 {
-                    lfts.set(SwitchId(s as u32), dest.switch_lid, if s == t { 0 } else { port });
-                }
-            }
-        }
-        // LIDs of dead switches and of end ports without a live attachment: no route.
-        for l in vl::base_lids(f, ctx.lids) {
-            if plan.vl_of(l) == NO_VL {
-                for s in f.switch_ids() {
-                    lfts.set(s, l, NO_ROUTE);
-                }
-            }
-        }
+        write_next_hops(f, ctx.lids, &plan, &r.next, &r.ch, lfts);
         Ok(BalancedStats {
             destinations: plan.len(),
             escaped: r.escaped,
@@ -186,4 +161,37 @@ pub fn layering(fabric: &Fabric, lids: &LidPlan, lfts: &Lfts, vls: u8) -> Result
     };
     let ok = vl::cdg_acyclic_per_layer(fabric, &[lfts], &dl, &l);
     Ok(ok.iter().all(|&x| x).then_some(l))
+}
+
+/// Writes a per-destination next-hop matrix (`next[d * switches + s]`: the channel switch `s`
+/// takes towards destination `d` of `plan`, `u32::MAX` for none) into `lfts` for the base LIDs
+/// (and switch LIDs), and "no route" for the LIDs `plan` does not route (dead switches, end
+/// ports without a live attachment). Shared by `balanced` and `mu-sssp`.
+pub(crate) fn write_next_hops(f: &Fabric, lids: &LidPlan, plan: &VlPlan, next: &[u32], ch: &Channels, lfts: &mut Lfts) {
+    let ns = f.num_switches();
+    for (d, dest) in plan.dests.iter().enumerate() {
+        let next = &next[d * ns..(d + 1) * ns];
+        let t = dest.switch as usize;
+        for (s, &nx) in next.iter().enumerate() {
+            let port = if s == t {
+                dest.port
+            } else {
+                match nx {
+                    u32::MAX => NO_ROUTE,
+                    x => ch.port[x as usize],
+                }
+            };
+            lfts.set(SwitchId(s as u32), dest.lid, port);
+            if dest.switch_lid != 0 {
+                lfts.set(SwitchId(s as u32), dest.switch_lid, if s == t { 0 } else { port });
+            }
+        }
+    }
+    for l in vl::base_lids(f, lids) {
+        if plan.vl_of(l) == NO_VL {
+            for s in f.switch_ids() {
+                lfts.set(s, l, NO_ROUTE);
+            }
+        }
+    }
 }

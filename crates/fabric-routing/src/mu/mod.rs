@@ -44,13 +44,10 @@ mod tests;
 
 pub use kernel::{MU_MAX_COUNTERS, MU_ROUNDS};
 
-use fabric_topology::SwitchId;
-
-use crate::balanced::{VlPlan, NO_VL};
+use crate::balanced::{write_next_hops, VlPlan};
 use crate::engine::{check_route_args, LidSet, RoutingContext, RoutingEngine, RoutingError};
-use crate::lft::{Lfts, NO_ROUTE};
+use crate::lft::Lfts;
 use crate::sssp::Channels;
-use crate::vl;
 
 /// The mu-sssp engine (see the module documentation).
 #[derive(Copy, Clone, Debug, Default)]
@@ -86,32 +83,7 @@ impl MuSssp {
         }
         let plan = VlPlan::new(f, ctx.lids, 1);
         let r = kernel::route(f, &plan, ch);
-        for (d, dest) in plan.dests.iter().enumerate() {
-            let next = &r.next[d * ns..(d + 1) * ns];
-            let t = dest.switch as usize;
-            for (s, &nx) in next.iter().enumerate() {
-                let port = if s == t {
-                    dest.port
-                } else {
-                    match nx {
-                        kernel::NONE => NO_ROUTE,
-                        x => r.ch.port[x as usize],
-                    }
-                };
-                lfts.set(SwitchId(s as u32), dest.lid, port);
-                if dest.switch_lid != 0 {
-                    lfts.set(SwitchId(s as u32), dest.switch_lid, if s == t { 0 } else { port });
-                }
-            }
-        }
-        // LIDs of dead switches and of end ports without a live attachment: no route.
-        for l in vl::base_lids(f, ctx.lids) {
-            if plan.vl_of(l) == NO_VL {
-                for s in f.switch_ids() {
-                    lfts.set(s, l, NO_ROUTE);
-                }
-            }
-        }
+        write_next_hops(f, ctx.lids, &plan, &r.next, &r.ch, lfts);
         Ok(MuStats {
             destinations: plan.len(),
             mu: r.mu,
