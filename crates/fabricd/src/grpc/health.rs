@@ -33,7 +33,7 @@ impl FabricService {
             .iter()
             .filter(|h| req.all || h.notable())
             .take(limit)
-            .map(|h| port_health(h))
+            .map(port_health)
             .collect();
         let f = &s.fabric;
         Ok(Response::new(pb::HealthReport {
