@@ -15,18 +15,13 @@
 //!     [--seed S] [--runs N] [--lmc 0|1] [--engine dfsssp] [--threads T]
 //! ```
 
-use std::collections::BTreeSet;
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use anyhow::{bail, Context};
-use fabric_partitions::PartitionConfig;
-use fabric_ranking::RankOptions;
-use fabric_routing::mcast::McastRouting;
-use fabric_routing::{EngineKind, Guid2Lid, Lfts};
+use fabric_routing::EngineKind;
 use fabric_topology::gen::{generate_str, Degrade};
 use fabricd::compute::{compute, ComputeInput, Computed, StageTimes};
-use fabricd::pkeys::PkeyState;
 
 struct Args {
     specs: Vec<String>,
@@ -72,35 +67,11 @@ fn parse() -> anyhow::Result<Args> {
 fn input(fabric: Arc<fabric_topology::Fabric>, a: &Args) -> ComputeInput {
     ComputeInput {
         job: 1,
-        physical: fabric,
-        physical_events: vec![],
-        exclusions: vec![],
-        previous_lids: Arc::new(Guid2Lid::new()),
-        installed_lids: None,
-        lids_reusable: false,
         lmc: a.lmc,
-        max_lid: 0xBFFF,
         engine: a.engine,
-        job_groups: None,
-        rank_options: Arc::new(RankOptions::default()),
-        validate: false,
-        installed: Arc::new(Lfts::new(0, 0)),
-        dirty: Arc::new(BTreeSet::new()),
-        resync: Arc::new(BTreeSet::new()),
         ports_in_use: false,
-        installed_ports_in_use: None,
-        mcast_groups: Some(Arc::new(Vec::new())),
-        installed_mcast: Arc::new(McastRouting::default()),
-        mft_resync: Arc::new(BTreeSet::new()),
-        partitions: Arc::new(PartitionConfig::default_opensm()),
-        previous_partitions: None,
-        enforce_switch_ports: true,
-        sm_port: None,
-        installed_pkeys: Arc::new(PkeyState::new()),
-        reuse_partitions: None,
-        pkey_resync: Arc::new(BTreeSet::new()),
-        previous_routing: None,
         data_vl_capacity: Some(8),
+        ..ComputeInput::from_scratch(fabric, vec![])
     }
 }
 

@@ -102,11 +102,11 @@ pub struct ComputeInput {
     pub data_vl_capacity: Option<u8>,
 }
 
-#[cfg(test)]
 impl ComputeInput {
-    /// A first computation of `physical` with `exclusions` down (tests): Dmodc, LMC 1, no LIDs
-    /// before, nothing installed, no validation, the ports the routing uses recorded.
-    pub(crate) fn from_scratch(physical: Arc<Fabric>, exclusions: Vec<FabricEvent>) -> Self {
+    /// A first computation of `physical` with `exclusions` down (tests and benches): Dmodc,
+    /// LMC 1, no LIDs before, nothing installed, no validation, the ports the routing uses
+    /// recorded.
+    pub fn from_scratch(physical: Arc<Fabric>, exclusions: Vec<FabricEvent>) -> Self {
         ComputeInput {
             job: 0,
             physical,
