@@ -22,7 +22,8 @@
 //! live end ports and their components are unchanged, and every switch whose entry for a
 //! destination changed delivers to it through the new tables, then every connected source
 //! still does (its walk either meets such a switch or follows exactly its previous, live,
-//! route). Otherwise the full check (and repair) runs on the tables.
+//! route). Otherwise — and whenever the snapshot is not of a fat-tree shape, where the full
+//! check also checks and repairs the switch LIDs — the full check (and repair) runs on the tables.
 //!
 //! Only Dmodc without node groups is incremental (it is the default engine); every other
 //! engine is routed in full (`RoutePath::Full`).
@@ -466,7 +467,12 @@ pub fn route_checked_incremental(
     let t = Instant::now();
     let changed = recheck::changed_entries(&prev.lfts, &lfts, &touched.rows, &touched.lids);
     stats.changed_entries = changed.len() as u64;
-    let can_reuse = prev.check.valid && prev.components == components;
+    // The incremental check covers end-port LIDs only: when the snapshot is not a fat-tree
+    // shape the full check also checks (and repairs) the switch LIDs, so it must run.
+    let can_reuse = prev.check.valid
+        && prev.components == components
+        && !prev.check.switch_lids_checked
+        && fabric_ranking::fat_tree_shape(fabric, ranking).fat_tree;
     let concluded = can_reuse && {
         let (ok, lids_walked) = recheck::changed_deliver(fabric, lids, &lfts, &changed);
         stats.checked_lids = lids_walked;

@@ -266,3 +266,14 @@ fn a_leaf_cable_fault_refills_only_that_leafs_destinations_elsewhere() {
         assert!(partial > 0, "lmc {lmc}: no partial re-fill");
     }
 }
+
+/// A sequence (found by the proptest) whose last cable faults leave a live switch unranked: the
+/// snapshot is no longer of a fat-tree shape, so the full check also checks the switch LIDs and
+/// repairs them by Up*/Down*; the incremental check (end-port LIDs only) must not conclude in
+/// its place.
+#[test]
+fn a_snapshot_that_stops_being_a_fat_tree_gets_the_full_check() {
+    let t = pgft(&[3, 3, 4], &[1, 3, 2], &[1, 2, 1]);
+    let seed = 11187318323301767711;
+    run(degrade(&t.fabric, 0, 1, seed), 0, 6, seed);
+}
