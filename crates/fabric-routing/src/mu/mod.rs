@@ -39,15 +39,18 @@
 //! counters; fabrics above [`MU_MAX_COUNTERS`] are refused (use `dfsssp`).
 
 mod kernel;
+mod layering;
 #[cfg(test)]
 mod tests;
 
 pub use kernel::{MU_MAX_COUNTERS, MU_ROUNDS};
+pub use layering::{first_fit, layering};
 
 use crate::balanced::{write_next_hops, VlPlan};
 use crate::engine::{check_route_args, LidSet, RoutingContext, RoutingEngine, RoutingError};
 use crate::lft::Lfts;
 use crate::sssp::Channels;
+use crate::vl::IB_MAX_DATA_VLS;
 
 /// The mu-sssp engine (see the module documentation).
 #[derive(Copy, Clone, Debug, Default)]
@@ -63,7 +66,15 @@ pub struct MuStats {
     pub mu: u64,
     /// Round whose routing was kept (0: the first pass).
     pub round: usize,
+    /// Candidate kept ([`CANDIDATES`]).
+    pub candidate: &'static str,
+    /// Layers of the kept routing's layering ([`layering`]).
+    pub layers: u8,
 }
+
+/// The candidate routings, in order of preference on ties: the mu greedy with rip-up rounds,
+/// minimal routing by port order alone, and port order improved by rip-up rounds.
+pub const CANDIDATES: [&str; 3] = ["greedy", "port-order", "port-order+rounds"];
 
 impl MuSssp {
     /// Routes the base LIDs and returns the routing's statistics.
@@ -82,13 +93,32 @@ impl MuSssp {
             });
         }
         let plan = VlPlan::new(f, ctx.lids, 1);
-        let r = kernel::route(f, &plan, ch);
-        write_next_hops(f, ctx.lids, &plan, &r.next, &r.ch, lfts);
-        Ok(MuStats {
-            destinations: plan.len(),
-            mu: r.mu,
-            round: r.round,
-        })
+        let po = kernel::port_order(f, &plan, &ch);
+        let mut best: Option<((u8, u64), Lfts, MuStats)> = None;
+        for (i, name) in CANDIDATES.iter().enumerate() {
+            let r = match i {
+                0 => kernel::route(f, &plan, Channels::new(f), None, MU_ROUNDS),
+                1 => kernel::route(f, &plan, Channels::new(f), Some(&po), 0),
+                _ => kernel::route(f, &plan, Channels::new(f), Some(&po), MU_ROUNDS),
+            };
+            let mut t = lfts.clone();
+            write_next_hops(f, ctx.lids, &plan, &r.next, &r.ch, &mut t);
+            let layers = layering(f, ctx.lids, &t, IB_MAX_DATA_VLS).map_or(u8::MAX, |l| l.num_layers);
+            let key = (layers, r.mu);
+            if best.as_ref().is_none_or(|b| key < b.0) {
+                let st = MuStats {
+                    destinations: plan.len(),
+                    mu: r.mu,
+                    round: r.round,
+                    candidate: name,
+                    layers,
+                };
+                best = Some((key, t, st));
+            }
+        }
+        let (_, t, st) = best.expect("at least one candidate");
+        *lfts = t;
+        Ok(st)
     }
 }
 
