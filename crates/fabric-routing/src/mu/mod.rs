@@ -94,8 +94,14 @@ impl MuSssp {
         }
         let plan = VlPlan::new(f, ctx.lids, 1);
         let po = kernel::port_order(f, &plan, &ch);
+        let lb = mu_lower_bound(f, &ch);
         let mut best: Option<((u8, u64), Lfts, MuStats)> = None;
-        for (i, name) in CANDIDATES.iter().enumerate() {
+        // Port order first: when it reaches the lower bound on one layer nothing can beat it.
+        for i in [1, 0, 2] {
+            if best.as_ref().is_some_and(|b| b.0 .0 <= 1 && b.0 .1 <= lb) {
+                break;
+            }
+            let name = CANDIDATES[i];
             let r = match i {
                 0 => kernel::route(f, &plan, Channels::new(f), None, MU_ROUNDS),
                 1 => kernel::route(f, &plan, Channels::new(f), Some(&po), 0),
@@ -105,7 +111,10 @@ impl MuSssp {
             write_next_hops(f, ctx.lids, &plan, &r.next, &r.ch, &mut t);
             let layers = layering(f, ctx.lids, &t, IB_MAX_DATA_VLS).map_or(u8::MAX, |l| l.num_layers);
             let key = (layers, r.mu);
-            if best.as_ref().is_none_or(|b| key < b.0) {
+            // Ties: the earlier candidate of CANDIDATES.
+            if best.as_ref().is_none_or(|b| {
+                key < b.0 || (key == b.0 && CANDIDATES.iter().position(|&c| c == b.2.candidate) > Some(i))
+            }) {
                 let st = MuStats {
                     destinations: plan.len(),
                     mu: r.mu,
@@ -120,6 +129,28 @@ impl MuSssp {
         *lfts = t;
         Ok(st)
     }
+}
+
+/// A lower bound of the all-to-all `mu` of any routing: a switch with `p` end ports sends to
+/// the `n − p` other end ports over its `k` channels, so one of them carries its `p` sources
+/// to at least `⌈(n − p) / k⌉` destinations.
+fn mu_lower_bound(f: &fabric_topology::Fabric, ch: &Channels) -> u64 {
+    let p: Vec<u64> = f
+        .switch_ids()
+        .map(|s| {
+            if f.switch(s).up {
+                f.attached_end_ports(s).len() as u64
+            } else {
+                0
+            }
+        })
+        .collect();
+    let n: u64 = p.iter().sum();
+    (0..p.len())
+        .filter(|&s| p[s] > 0 && !ch.of_switch(s).is_empty())
+        .map(|s| p[s].min((n - p[s]).div_ceil(ch.of_switch(s).len() as u64)))
+        .max()
+        .unwrap_or(0)
 }
 
 impl RoutingEngine for MuSssp {

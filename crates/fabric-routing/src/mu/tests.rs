@@ -173,6 +173,19 @@ fn mu_stats() {
         }
         for links in cuts {
             let f = gen(spec, links, 1);
+            {
+                let r = ranking(&f);
+                let lids = crate::lid::assign_lids(&f, &Default::default(), 0, 0xBFFF).unwrap();
+                let ctx = crate::RoutingContext {
+                    fabric: &f,
+                    ranking: &r,
+                    lids: &lids,
+                };
+                let mut lfts = Lfts::new(f.num_switches(), lids.top());
+                let t = std::time::Instant::now();
+                let st = crate::mu::MuSssp.route_stats(&ctx, &mut lfts).unwrap();
+                println!("{spec} cut {links}: {st:?} ({:.1} ms)", t.elapsed().as_secs_f64() * 1e3);
+            }
             for kind in [EngineKind::MuSssp, EngineKind::Dfsssp] {
                 let t = std::time::Instant::now();
                 let (lfts, lids, layers) = check(&f, kind, 0);
