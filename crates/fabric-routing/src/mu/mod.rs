@@ -30,10 +30,15 @@
 //!    against all the others; the routing of least (mu, channels at mu, Σ min(S, T), max load)
 //!    is kept.
 //!
+//! 4. **Candidates.** The greedy above, minimal routing by port order alone
+//!    ([`kernel::port_order`]: OpenSM lash's choice, dimension order on a HyperX cabled
+//!    dimension by dimension) and port order improved by the rip-up rounds; the one of
+//!    (fewest layers, least mu) is kept. Port order goes first and ends the search when it
+//!    reaches a lower bound of mu on one layer.
+//!
 //! Deadlock freedom is not built into the routing: the daemon and `fabricctl` layer the
-//! installed tables with DFSSSP's cycle breaking with the fewest layers
-//! ([`crate::vl_layering`]), exactly as `dfsssp`'s; the CDG tie-break keeps the layers few
-//! (one on the HyperX files measured; docs/routing.md has the numbers).
+//! installed tables with [`layering`] (the fewer layers of a LASH-like first fit and DFSSSP's
+//! cycle breaking; [`crate::vl_layering`]); docs/routing.md has the numbers.
 //!
 //! Sequential and deterministic (no hashing, no randomness). Memory: `channels × switches`
 //! counters; fabrics above [`MU_MAX_COUNTERS`] are refused (use `dfsssp`).
