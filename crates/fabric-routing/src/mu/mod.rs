@@ -31,7 +31,7 @@
 //!    is kept.
 //!
 //! 4. **Candidates.** The greedy above, minimal routing by port order alone
-//!    ([`kernel::port_order`]: OpenSM lash's choice, dimension order on a HyperX cabled
+//!    (`kernel::port_order`: OpenSM lash's choice, dimension order on a HyperX cabled
 //!    dimension by dimension) and port order improved by the rip-up rounds; the one of
 //!    (fewest layers, least mu) is kept. Port order goes first and ends the search when it
 //!    reaches a lower bound of mu on one layer.
