@@ -410,6 +410,10 @@ pub fn vl_layering(
         return Ok(None);
     }
     let max_layers = crate::vl::max_base_layers(max_data_vls.min(crate::vl::IB_MAX_DATA_VLS), lids.lmc);
+    if matches!(kind, EngineKind::MuSssp) {
+        // The fewer layers of a LASH-like first fit and DFSSSP's cycle breaking.
+        return crate::mu::layering(fabric, lids, lfts, max_layers).map(Some);
+    }
     if let EngineKind::Balanced { vls } = kind {
         if max_layers == 0 {
             return Err(crate::vl::VlError::BadMaximum {

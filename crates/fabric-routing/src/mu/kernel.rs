@@ -70,10 +70,11 @@ struct State<'a> {
     gmu: u64,
 }
 
-/// Routes every destination of `plan`: a first pass, then [`MU_ROUNDS`] rounds that rip up
-/// each destination and route it again against all the others; the routing of least (mu,
-/// channels at mu, sum of min(src, dst), max load) is kept.
-pub(crate) fn route(fabric: &Fabric, plan: &VlPlan, ch: Channels) -> Routed {
+/// Routes every destination of `plan`: a first pass (the greedy, or the `seed` routing's
+/// next hops, `seed[d × ns + s]` as [`Routed::next`]), then `rounds` rounds that rip up each
+/// destination and route it again against all the others; the routing of least (mu, channels
+/// at mu, sum of min(src, dst), max load) is kept.
+pub(crate) fn route(fabric: &Fabric, plan: &VlPlan, ch: Channels, seed: Option<&[u32]>, rounds: usize) -> Routed {
     let ns = fabric.num_switches();
     let nc = ch.len();
     let nd = plan.dests.len();
@@ -110,10 +111,13 @@ pub(crate) fn route(fabric: &Fabric, plan: &VlPlan, ch: Channels) -> Routed {
     };
     let order = dest_order(plan);
     for &d in &order {
-        st.route_dest(d);
+        match seed {
+            Some(next) => st.load_dest(d, &next[d * ns..(d + 1) * ns]),
+            None => st.route_dest(d),
+        }
     }
     let mut best = (st.score(), st.next.clone(), 0usize);
-    for round in 1..=MU_ROUNDS {
+    for round in 1..=rounds {
         st.gmu = st.score().0;
         for &d in &order {
             st.unroute_dest(d);
@@ -305,6 +309,25 @@ impl State<'_> {
         }
     }
 
+    /// Sets destination `d`'s next hops to `next` (a row of [`Routed::next`]) and counts them.
+    fn load_dest(&mut self, d: usize, next: &[u32]) {
+        let ns = self.ns;
+        let t = self.plan.dests[d].switch as usize;
+        self.next_epoch();
+        self.next[d * ns..(d + 1) * ns].copy_from_slice(next);
+        for u in 0..ns {
+            let c = next[u];
+            if u == t || c == NONE {
+                continue;
+            }
+            let v = self.ch.remote[c as usize] as usize;
+            let y = next[v];
+            self.dep[d * ns + u] = v != t && y != NONE && self.cdg.try_add(&self.shape, &mut self.sc, c, y);
+            self.charge_path(d, u);
+        }
+        self.gmu = self.gmu.max(self.score().0);
+    }
+
     /// Removes destination `d`'s counts and next hops.
     fn unroute_dest(&mut self, d: usize) {
         let ns = self.ns;
@@ -352,4 +375,52 @@ impl State<'_> {
         }
         self.next[d * ns..(d + 1) * ns].fill(NONE);
     }
+}
+
+/// Minimal routing by port order: every switch takes, towards each destination, its
+/// lowest-numbered port to a switch one hop closer (the choice of OpenSM's lash, and
+/// dimension order on a HyperX cabled dimension by dimension). Same layout as
+/// [`Routed::next`].
+pub(crate) fn port_order(fabric: &Fabric, plan: &VlPlan, ch: &Channels) -> Vec<u32> {
+    let ns = fabric.num_switches();
+    let nd = plan.dests.len();
+    let mut next = vec![NONE; nd * ns];
+    let mut dist = vec![NONE; ns];
+    let mut queue: Vec<u32> = Vec::with_capacity(ns);
+    let mut row = vec![NONE; ns];
+    let mut prev_t = usize::MAX;
+    for d in 0..nd {
+        let t = plan.dests[d].switch as usize;
+        if t != prev_t {
+            prev_t = t;
+            dist.fill(NONE);
+            queue.clear();
+            dist[t] = 0;
+            queue.push(t as u32);
+            let mut i = 0;
+            while i < queue.len() {
+                let x = queue[i] as usize;
+                i += 1;
+                for c in ch.of_switch(x) {
+                    let y = ch.remote[c as usize] as usize;
+                    if dist[y] == NONE {
+                        dist[y] = dist[x] + 1;
+                        queue.push(y as u32);
+                    }
+                }
+            }
+            for u in 0..ns {
+                row[u] = if u == t || dist[u] == NONE {
+                    NONE
+                } else {
+                    ch.of_switch(u)
+                        .filter(|&c| dist[ch.remote[c as usize] as usize] == dist[u] - 1)
+                        .min_by_key(|&c| (ch.port[c as usize], c))
+                        .unwrap_or(NONE)
+                };
+            }
+        }
+        next[d * ns..(d + 1) * ns].copy_from_slice(&row);
+    }
+    next
 }

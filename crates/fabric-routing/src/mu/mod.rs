@@ -30,24 +30,32 @@
 //!    against all the others; the routing of least (mu, channels at mu, Σ min(S, T), max load)
 //!    is kept.
 //!
+//! 4. **Candidates.** The greedy above, minimal routing by port order alone
+//!    (`kernel::port_order`: OpenSM lash's choice, dimension order on a HyperX cabled
+//!    dimension by dimension) and port order improved by the rip-up rounds; the one of
+//!    (fewest layers, least mu) is kept. Port order goes first and ends the search when it
+//!    reaches a lower bound of mu on one layer.
+//!
 //! Deadlock freedom is not built into the routing: the daemon and `fabricctl` layer the
-//! installed tables with DFSSSP's cycle breaking with the fewest layers
-//! ([`crate::vl_layering`]), exactly as `dfsssp`'s; the CDG tie-break keeps the layers few
-//! (one on the HyperX files measured; docs/routing.md has the numbers).
+//! installed tables with [`layering`] (the fewer layers of a LASH-like first fit and DFSSSP's
+//! cycle breaking; [`crate::vl_layering`]); docs/routing.md has the numbers.
 //!
 //! Sequential and deterministic (no hashing, no randomness). Memory: `channels × switches`
 //! counters; fabrics above [`MU_MAX_COUNTERS`] are refused (use `dfsssp`).
 
 mod kernel;
+mod layering;
 #[cfg(test)]
 mod tests;
 
 pub use kernel::{MU_MAX_COUNTERS, MU_ROUNDS};
+pub use layering::{first_fit, layering};
 
 use crate::balanced::{write_next_hops, VlPlan};
 use crate::engine::{check_route_args, LidSet, RoutingContext, RoutingEngine, RoutingError};
 use crate::lft::Lfts;
 use crate::sssp::Channels;
+use crate::vl::IB_MAX_DATA_VLS;
 
 /// The mu-sssp engine (see the module documentation).
 #[derive(Copy, Clone, Debug, Default)]
@@ -63,7 +71,15 @@ pub struct MuStats {
     pub mu: u64,
     /// Round whose routing was kept (0: the first pass).
     pub round: usize,
+    /// Candidate kept ([`CANDIDATES`]).
+    pub candidate: &'static str,
+    /// Layers of the kept routing's layering ([`layering`]).
+    pub layers: u8,
 }
+
+/// The candidate routings, in order of preference on ties: the mu greedy with rip-up rounds,
+/// minimal routing by port order alone, and port order improved by rip-up rounds.
+pub const CANDIDATES: [&str; 3] = ["greedy", "port-order", "port-order+rounds"];
 
 impl MuSssp {
     /// Routes the base LIDs and returns the routing's statistics.
@@ -82,14 +98,64 @@ impl MuSssp {
             });
         }
         let plan = VlPlan::new(f, ctx.lids, 1);
-        let r = kernel::route(f, &plan, ch);
-        write_next_hops(f, ctx.lids, &plan, &r.next, &r.ch, lfts);
-        Ok(MuStats {
-            destinations: plan.len(),
-            mu: r.mu,
-            round: r.round,
-        })
+        let po = kernel::port_order(f, &plan, &ch);
+        let lb = mu_lower_bound(f, &ch);
+        let mut best: Option<((u8, u64), Lfts, MuStats)> = None;
+        // Port order first: when it reaches the lower bound on one layer nothing can beat it.
+        for i in [1, 0, 2] {
+            if best.as_ref().is_some_and(|b| b.0 .0 <= 1 && b.0 .1 <= lb) {
+                break;
+            }
+            let name = CANDIDATES[i];
+            let r = match i {
+                0 => kernel::route(f, &plan, Channels::new(f), None, MU_ROUNDS),
+                1 => kernel::route(f, &plan, Channels::new(f), Some(&po), 0),
+                _ => kernel::route(f, &plan, Channels::new(f), Some(&po), MU_ROUNDS),
+            };
+            let mut t = lfts.clone();
+            write_next_hops(f, ctx.lids, &plan, &r.next, &r.ch, &mut t);
+            let layers = layering(f, ctx.lids, &t, IB_MAX_DATA_VLS).map_or(u8::MAX, |l| l.num_layers);
+            let key = (layers, r.mu);
+            // Ties: the earlier candidate of CANDIDATES.
+            if best.as_ref().is_none_or(|b| {
+                key < b.0 || (key == b.0 && CANDIDATES.iter().position(|&c| c == b.2.candidate) > Some(i))
+            }) {
+                let st = MuStats {
+                    destinations: plan.len(),
+                    mu: r.mu,
+                    round: r.round,
+                    candidate: name,
+                    layers,
+                };
+                best = Some((key, t, st));
+            }
+        }
+        let (_, t, st) = best.expect("at least one candidate");
+        *lfts = t;
+        Ok(st)
     }
+}
+
+/// A lower bound of the all-to-all `mu` of any routing: a switch with `p` end ports sends to
+/// the `n − p` other end ports over its `k` channels, so one of them carries its `p` sources
+/// to at least `⌈(n − p) / k⌉` destinations.
+fn mu_lower_bound(f: &fabric_topology::Fabric, ch: &Channels) -> u64 {
+    let p: Vec<u64> = f
+        .switch_ids()
+        .map(|s| {
+            if f.switch(s).up {
+                f.attached_end_ports(s).len() as u64
+            } else {
+                0
+            }
+        })
+        .collect();
+    let n: u64 = p.iter().sum();
+    (0..p.len())
+        .filter(|&s| p[s] > 0 && !ch.of_switch(s).is_empty())
+        .map(|s| p[s].min((n - p[s]).div_ceil(ch.of_switch(s).len() as u64)))
+        .max()
+        .unwrap_or(0)
 }
 
 impl RoutingEngine for MuSssp {

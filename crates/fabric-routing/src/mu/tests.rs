@@ -108,6 +108,41 @@ fn hyperx_all_to_all_mu_beats_dfsssp_on_one_layer() {
     );
 }
 
+/// The dimension-order optimum on HYPERX(4,4;2): mu_a2a = end ports per switch (2) on one
+/// layer, as OpenSM's lash (the greedy alone reached 4; the port-order candidate finds it).
+#[test]
+fn hyperx_all_to_all_mu_reaches_dimension_order() {
+    let f = gen("HYPERX(4,4;2)", 0, 0);
+    let (mu, layers) = a2a(&f, EngineKind::MuSssp);
+    assert!(mu <= 2, "mu-sssp mu_a2a {mu} > 2");
+    assert_eq!(layers, 1, "mu-sssp needs {layers} layers");
+}
+
+/// The first fit's layering of any valid tables: every layer acyclic, and the installed
+/// layering (the fewer of first fit and DFSSSP's) never needs more layers than DFSSSP's.
+fn check_first_fit(f: &Fabric, kind: EngineKind) -> (u8, u8) {
+    let (_, lids, lfts) = routed(f, kind, 0);
+    let ff = crate::mu::first_fit(f, &lids, &lfts, 15).unwrap();
+    let dl = base_lids(f, &lids);
+    let ok = cdg_acyclic_per_layer(f, &[&lfts], &dl, &ff);
+    assert!(ok.iter().all(|&x| x), "first fit {ok:?}");
+    let d = crate::vl::layer_base_fewest(f, &lids, &lfts, 15).unwrap();
+    let m = crate::mu::layering(f, &lids, &lfts, 15).unwrap();
+    assert_eq!(m.num_layers, ff.num_layers.min(d.num_layers));
+    let ok = cdg_acyclic_per_layer(f, &[&lfts], &dl, &m);
+    assert!(ok.iter().all(|&x| x), "kept layering {ok:?}");
+    (ff.num_layers, d.num_layers)
+}
+
+/// SLIMFLY(5;4) with 2 cables cut (the 1 % file), dfsssp's tables: the first fit needs 2
+/// layers where DFSSSP's cycle breaking needs 3 (OpenSM's lash: 2 on its own routes).
+#[test]
+fn first_fit_needs_fewer_layers_than_cycle_breaking() {
+    let f = gen("SLIMFLY(5;4)", 2, 1);
+    let (ff, d) = check_first_fit(&f, EngineKind::Dfsssp);
+    assert!(ff < d, "first fit {ff} layers, DFSSSP's cycle breaking {d}");
+}
+
 /// Slim Fly q = 5 with 9 cables cut (the 5 % file): mu-sssp ≤ 30 with no more layers than
 /// DFSSSP, which has 32.
 #[test]
@@ -138,6 +173,19 @@ fn mu_stats() {
         }
         for links in cuts {
             let f = gen(spec, links, 1);
+            {
+                let r = ranking(&f);
+                let lids = crate::lid::assign_lids(&f, &Default::default(), 0, 0xBFFF).unwrap();
+                let ctx = crate::RoutingContext {
+                    fabric: &f,
+                    ranking: &r,
+                    lids: &lids,
+                };
+                let mut lfts = Lfts::new(f.num_switches(), lids.top());
+                let t = std::time::Instant::now();
+                let st = crate::mu::MuSssp.route_stats(&ctx, &mut lfts).unwrap();
+                println!("{spec} cut {links}: {st:?} ({:.1} ms)", t.elapsed().as_secs_f64() * 1e3);
+            }
             for kind in [EngineKind::MuSssp, EngineKind::Dfsssp] {
                 let t = std::time::Instant::now();
                 let (lfts, lids, layers) = check(&f, kind, 0);
@@ -175,6 +223,19 @@ proptest! {
         let a = routed_with_threads(&f, 1);
         prop_assert_eq!(&a, &routed_with_threads(&f, 2));
         prop_assert_eq!(&a, &routed_with_threads(&f, 1));
+    }
+
+    /// The first fit on random regular graphs, on dfsssp's and mu-sssp's tables: every layer
+    /// acyclic, the kept layering the fewer.
+    #[test]
+    fn first_fit_on_random_regular_graphs(n in 8u32..28, k in 3u32..6, p in 1u32..4, seed in 0u64..1000) {
+        let k = if (n * k) % 2 == 1 { k + 1 } else { k };
+        let f = match generate_str(&format!("RRG({n},{k},{p};{seed})"), None) {
+            Ok(f) => f,
+            Err(_) => return Ok(()),
+        };
+        check_first_fit(&f, EngineKind::Dfsssp);
+        check_first_fit(&f, EngineKind::MuSssp);
     }
 
     /// Degraded Slim Flies and HyperX (random cables removed, possibly split): valid, layers

@@ -97,7 +97,12 @@ pub(super) fn route_note(kind: EngineKind, l: &Loaded, lids: &LidPlan, lfts: &Lf
         return;
     }
     let max = vl::max_base_layers(vl::IB_MAX_DATA_VLS, lids.lmc);
-    match vl::layer_base(&l.fabric, lids, lfts, max) {
+    let layering = if kind == EngineKind::MuSssp {
+        fabric_routing::mu::layering(&l.fabric, lids, lfts, max)
+    } else {
+        vl::layer_base(&l.fabric, lids, lfts, max)
+    };
+    match layering {
         Ok(v) => eprintln!("{kind}: {} virtual layers (SLs) needed for deadlock freedom", v.needed),
         Err(e) => eprintln!("fabricctl: warning: {kind}: {e}"),
     }
@@ -118,6 +123,10 @@ pub(super) fn dfsssp_layers(a: &AnalyzeArgs, l: &Loaded, lids: &LidPlan, lfts: &
         Ok(k @ EngineKind::Balanced { .. }) => fabric_routing::vl_layering(k, &l.fabric, lids, lfts, a.max_vls)
             .context("balanced virtual layers")?
             .context("balanced needs a layering")?,
+        // mu-sssp: its own layering (first fit or DFSSSP's, the fewer layers), as the daemon's.
+        Ok(EngineKind::MuSssp) => {
+            fabric_routing::mu::layering(&l.fabric, lids, lfts, max).context("mu-sssp virtual layers")?
+        }
         _ => vl::layer_base(&l.fabric, lids, lfts, max).context("dfsssp virtual layers")?,
     };
     let ms = t.elapsed().as_secs_f64() * 1e3;

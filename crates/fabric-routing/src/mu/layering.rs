@@ -1,0 +1,163 @@
+//! mu-sssp's VL layering: LASH-like first fit of whole routes into layers (Skeie, Lysne,
+//! Theiss, "Layered shortest path (LASH) routing in irregular system area networks", IPDPS
+//! 2002; own code). Each (source switch, destination LID) route — with LMC 0 the path of
+//! every end port of that switch, whose SL the SA hands out — goes entirely into the first
+//! layer whose channel-dependency graph stays acyclic with all of the route's dependencies
+//! added (the incremental topological order of [`crate::balanced`]'s CDG). The result is
+//! compared with DFSSSP's cycle breaking ([`crate::vl::layer_base_fewest`]) and the one with
+//! fewer layers is kept (DFSSSP's on ties).
+//!
+//! Routes are tried longest first (they constrain most), then in (LID, switch) order:
+//! deterministic and sequential.
+
+use fabric_topology::{Fabric, Lid, SwitchId};
+
+use crate::balanced::cdg::{Cdg, Scratch, Shape};
+use crate::lft::{Lfts, NO_ROUTE};
+use crate::lid::LidPlan;
+use crate::sssp::Channels;
+use crate::vl::{self, VlError, VlLayering, IB_MAX_DATA_VLS};
+
+/// The layering mu-sssp's routes are installed with: the fewer layers of the first fit and
+/// DFSSSP's cycle breaking, at most `max_layers`.
+pub fn layering(fabric: &Fabric, lids: &LidPlan, lfts: &Lfts, max_layers: u8) -> Result<VlLayering, VlError> {
+    if max_layers == 0 || max_layers > IB_MAX_DATA_VLS {
+        return Err(VlError::BadMaximum {
+            got: max_layers,
+            max: IB_MAX_DATA_VLS,
+        });
+    }
+    let dfsssp = vl::layer_base_fewest(fabric, lids, lfts, IB_MAX_DATA_VLS);
+    let ff = first_fit(fabric, lids, lfts, IB_MAX_DATA_VLS);
+    let best = match (dfsssp, ff) {
+        (Ok(a), Ok(b)) => {
+            if b.num_layers < a.num_layers {
+                b
+            } else {
+                a
+            }
+        }
+        (Ok(a), Err(_)) => a,
+        (Err(_), Ok(b)) => b,
+        (Err(e), Err(_)) => return Err(e),
+    };
+    if best.num_layers > max_layers {
+        return Err(VlError::TooFewVls {
+            available: max_layers,
+            needed: best.num_layers,
+        });
+    }
+    Ok(best)
+}
+
+/// First fit of every base-LID route of `lfts` into layers (see the module documentation).
+pub fn first_fit(fabric: &Fabric, lids: &LidPlan, lfts: &Lfts, max_layers: u8) -> Result<VlLayering, VlError> {
+    if max_layers == 0 || max_layers > IB_MAX_DATA_VLS {
+        return Err(VlError::BadMaximum {
+            got: max_layers,
+            max: IB_MAX_DATA_VLS,
+        });
+    }
+    let ns = fabric.num_switches();
+    let row_len = lfts.row_len();
+    let dlids = vl::base_lids(fabric, lids);
+    if lfts.num_switches() < ns || dlids.iter().any(|&l| l as usize >= row_len) {
+        return Err(VlError::TablesTooSmall {
+            have_switches: lfts.num_switches(),
+            have_lids: row_len,
+            switches: ns,
+            lid: dlids.iter().copied().find(|&l| l as usize >= row_len).unwrap_or(0),
+        });
+    }
+    let ch = Channels::new(fabric);
+    let mut chan = vec![u32::MAX; ns * 256];
+    for s in 0..ns {
+        for c in ch.of_switch(s) {
+            chan[s * 256 + ch.port[c as usize] as usize] = c;
+        }
+    }
+    // Routes as channel lists.
+    let mut routes: Vec<(u32, Lid)> = Vec::new();
+    let mut cstart: Vec<u32> = vec![0];
+    let mut chans: Vec<u32> = Vec::new();
+    for &d in &dlids {
+        for s in fabric.switch_ids().filter(|&s| fabric.switch(s).up) {
+            let mut cur = s.idx();
+            let first = chans.len();
+            loop {
+                let p = lfts.get(SwitchId(cur as u32), d);
+                if p == 0 || p == NO_ROUTE {
+                    break;
+                }
+                let c = chan[cur * 256 + p as usize];
+                if c == u32::MAX {
+                    break;
+                }
+                chans.push(c);
+                if chans.len() - first > ns {
+                    return Err(VlError::Loop { switch: s.0, lid: d });
+                }
+                cur = ch.remote[c as usize] as usize;
+            }
+            if chans.len() == first {
+                continue;
+            }
+            routes.push((s.0, d));
+            cstart.push(chans.len() as u32);
+        }
+    }
+    let len = |r: usize| cstart[r + 1] - cstart[r];
+    let mut order: Vec<usize> = (0..routes.len()).collect();
+    order.sort_by_key(|&r| std::cmp::Reverse(len(r)));
+    let shape = Shape::new(&ch, ns);
+    let mut cdgs: Vec<Cdg> = Vec::new();
+    let mut sc = Scratch::default();
+    let mut layer_of = vec![0u8; routes.len()];
+    for &r in &order {
+        let path = &chans[cstart[r] as usize..cstart[r + 1] as usize];
+        let mut l = 0;
+        loop {
+            if l == cdgs.len() {
+                cdgs.push(Cdg::new(&shape));
+            }
+            let g = &mut cdgs[l];
+            let mut added = 0;
+            for w in path.windows(2) {
+                if !g.try_add(&shape, &mut sc, w[0], w[1]) {
+                    break;
+                }
+                added += 1;
+            }
+            if added == path.len() - 1 {
+                break;
+            }
+            for w in path.windows(2).take(added) {
+                g.remove(&shape, w[0], w[1]);
+            }
+            l += 1;
+        }
+        layer_of[r] = l as u8;
+        if cdgs.len() > max_layers as usize {
+            return Err(VlError::TooFewVls {
+                available: max_layers,
+                needed: cdgs.len().min(255) as u8,
+            });
+        }
+    }
+    let used = cdgs.len().max(1);
+    let mut flat = vec![0u8; ns * row_len];
+    let mut per = vec![0u64; used];
+    for (i, &(s, d)) in routes.iter().enumerate() {
+        flat[s as usize * row_len + d as usize] = layer_of[i];
+        per[layer_of[i] as usize] += 1;
+    }
+    Ok(VlLayering {
+        num_layers: used as u8,
+        needed: used as u8,
+        num_tables: 1,
+        num_switches: ns,
+        row_len,
+        layer: flat,
+        routes_per_layer: per,
+    })
+}
