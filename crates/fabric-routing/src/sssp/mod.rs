@@ -116,15 +116,19 @@ pub(crate) struct UpDownFrame {
 /// The ranking's levels `ranking` when they make every pair of live leaves of a connected
 /// component up-down connected (and rank every live leaf); otherwise BFS levels (Alg. 10).
 pub(crate) fn updown_frame(fabric: &Fabric, ranking: &[Option<u32>]) -> UpDownFrame {
-    let o = Oriented::new(fabric, ranking);
-    let costs = prep::costs(&o);
-    if updown_connected(fabric, ranking, &o, &costs) {
-        return UpDownFrame {
-            level: ranking.to_vec(),
-            o,
-            costs,
-            from_ranking: true,
-        };
+    // A live leaf without a level (a fabric the ranking cannot orient, as every direct
+    // topology): BFS levels, without orienting the ranking first.
+    if !unranked_live_leaf(fabric, ranking) {
+        let o = Oriented::new(fabric, ranking);
+        let costs = prep::costs(&o);
+        if updown_connected(fabric, ranking, &o, &costs) {
+            return UpDownFrame {
+                level: ranking.to_vec(),
+                o,
+                costs,
+                from_ranking: true,
+            };
+        }
     }
     let level = bfs_levels(fabric);
     let o = Oriented::new(fabric, &level);
@@ -140,11 +144,7 @@ pub(crate) fn updown_frame(fabric: &Fabric, ranking: &[Option<u32>]) -> UpDownFr
 /// Whether every live leaf is oriented and every pair of live leaves in one connected component
 /// of the live switch graph has a finite up-down cost.
 fn updown_connected(fabric: &Fabric, level: &[Option<u32>], o: &Oriented, c: &Costs) -> bool {
-    let live_leaf = |s: SwitchId| fabric.switch(s).up && fabric.is_leaf(s);
-    if fabric
-        .switch_ids()
-        .any(|s| live_leaf(s) && level.get(s.idx()).copied().flatten().is_none())
-    {
+    if unranked_live_leaf(fabric, level) {
         return false;
     }
     let comp = components(fabric);
@@ -155,6 +155,13 @@ fn updown_connected(fabric: &Fabric, level: &[Option<u32>], o: &Oriented, c: &Co
             .zip(&leaf_comp)
             .all(|(&v, &cj)| v != INF || cj != leaf_comp[i])
     })
+}
+
+/// Whether a live leaf has no level.
+fn unranked_live_leaf(fabric: &Fabric, level: &[Option<u32>]) -> bool {
+    fabric
+        .switch_ids()
+        .any(|s| fabric.switch(s).up && fabric.is_leaf(s) && level.get(s.idx()).copied().flatten().is_none())
 }
 
 /// Connected component id of every live switch (`u32::MAX` for dead ones).

@@ -24,26 +24,25 @@ pub(super) fn break_cycles(r: &Routes, layer: &mut [u8]) -> usize {
         oedge[fill[a as usize] as usize] = e as u32;
         fill[a as usize] += 1;
     }
+    // Routes of the current layer inducing each edge, and of the next layer (filled as routes
+    // move up, so no pass over all routes per layer).
     let mut cnt = vec![0u32; ne];
+    for &e in &r.dep {
+        cnt[e as usize] += 1;
+    }
+    let mut cnt_next = vec![0u32; ne];
+    let mut in_layer = r.len();
     let mut color = vec![0u8; n];
+    // Stack index of each channel on the DFS stack (valid while it is grey).
+    let mut pos = vec![0u32; n];
     // DFS frames: (channel, next out-edge index, edge taken to reach the next frame).
     let mut stack: Vec<(u32, u32, u32)> = Vec::new();
     let mut cur: u8 = 0;
     loop {
-        // Counts of the current layer.
-        cnt.iter_mut().for_each(|c| *c = 0);
-        let mut any = false;
-        for (i, &l) in layer.iter().enumerate() {
-            if l == cur {
-                any = true;
-                for &e in r.deps(i) {
-                    cnt[e as usize] += 1;
-                }
-            }
-        }
-        if !any {
+        if in_layer == 0 {
             return cur as usize;
         }
+        let mut moved = 0;
         color.iter_mut().for_each(|c| *c = 0);
         for root in 0..n as u32 {
             if color[root as usize] != 0 {
@@ -52,6 +51,7 @@ pub(super) fn break_cycles(r: &Routes, layer: &mut [u8]) -> usize {
             stack.clear();
             stack.push((root, ostart[root as usize], u32::MAX));
             color[root as usize] = 1;
+            pos[root as usize] = 0;
             while let Some(top) = stack.last_mut() {
                 let (c, ref mut next, _) = *top;
                 if *next == ostart[c as usize + 1] {
@@ -69,36 +69,50 @@ pub(super) fn break_cycles(r: &Routes, layer: &mut [u8]) -> usize {
                     0 => {
                         top.2 = e;
                         color[v as usize] = 1;
+                        pos[v as usize] = stack.len() as u32;
                         stack.push((v, ostart[v as usize], u32::MAX));
                     }
                     1 => {
                         // Cycle: the frames from v to the top, closed by e.
-                        let from = stack.iter().position(|f| f.0 == v).unwrap_or(0);
+                        let from = pos[v as usize] as usize;
+                        let top = stack.len() - 1;
                         let mut weakest = e;
-                        for f in &stack[from..stack.len() - 1] {
+                        for f in &stack[from..top] {
                             if cnt[f.2 as usize] < cnt[weakest as usize] {
                                 weakest = f.2;
                             }
                         }
-                        // Move every route of this layer inducing it to the next layer.
+                        // Move every route of this layer inducing it to the next layer. The
+                        // edges of the stack below its top all had routes before; note the
+                        // lowest frame whose edge to the next frame loses its last one.
+                        let mut cut = usize::MAX;
                         for &ri in r.routes_of(weakest as usize) {
                             let ri = ri as usize;
                             if layer[ri] == cur {
                                 layer[ri] = cur + 1;
+                                moved += 1;
                                 for &d in r.deps(ri) {
-                                    cnt[d as usize] -= 1;
+                                    let d = d as usize;
+                                    cnt[d] -= 1;
+                                    cnt_next[d] += 1;
+                                    if cnt[d] == 0 {
+                                        let a = r.efrom[d] as usize;
+                                        let i = pos[a] as usize;
+                                        if color[a] == 1 && i < top && stack[i].2 as usize == d {
+                                            cut = cut.min(i);
+                                        }
+                                    }
                                 }
                             }
                         }
                         // Removing edges creates no cycle: finished channels stay finished.
                         // The stack stays a path up to its first frame whose edge to the
                         // next frame is gone; the frames above it are explored again later.
-                        let top = stack.len() - 1;
-                        if let Some(i) = stack[..top].iter().position(|f| cnt[f.2 as usize] == 0) {
-                            for f in &stack[i + 1..] {
+                        if cut != usize::MAX {
+                            for f in &stack[cut + 1..] {
                                 color[f.0 as usize] = 0;
                             }
-                            stack.truncate(i + 1);
+                            stack.truncate(cut + 1);
                         }
                         continue;
                     }
@@ -106,6 +120,9 @@ pub(super) fn break_cycles(r: &Routes, layer: &mut [u8]) -> usize {
                 }
             }
         }
+        std::mem::swap(&mut cnt, &mut cnt_next);
+        cnt_next.fill(0);
+        in_layer = moved;
         cur += 1;
     }
 }

@@ -33,6 +33,8 @@
 
 mod check;
 mod cycles;
+#[cfg(test)]
+mod reference_tests;
 mod routes;
 #[cfg(test)]
 mod tests;

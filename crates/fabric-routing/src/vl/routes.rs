@@ -7,12 +7,17 @@ use super::VlError;
 use crate::lft::{Lfts, NO_ROUTE};
 
 /// Dense ids of the directed live switch-to-switch channels, as `(switch × 256 + port)` lookups.
+/// The channels of a switch have consecutive ids (in port order).
 pub(super) struct ChannelMap {
     /// Channel id of (switch, port), or `u32::MAX`.
     pub chan: Vec<u32>,
     /// Remote switch of (switch, port) when it is a channel.
     pub remote: Vec<u32>,
     pub nchan: usize,
+    /// First channel of each switch (`num_switches + 1` entries).
+    pub first: Vec<u32>,
+    /// Most channels of one switch.
+    pub max_degree: usize,
 }
 
 impl ChannelMap {
@@ -20,8 +25,11 @@ impl ChannelMap {
         let ns = fabric.num_switches();
         let mut chan = vec![u32::MAX; ns * 256];
         let mut remote = vec![u32::MAX; ns * 256];
+        let mut first = Vec::with_capacity(ns + 1);
+        let mut max_degree = 0;
         let mut n = 0u32;
         for s in fabric.switch_ids() {
+            first.push(n);
             for p in 1..=fabric.switch(s).nports {
                 if let Some((t, _)) = fabric.switch_link_live(s, p) {
                     chan[s.idx() * 256 + p as usize] = n;
@@ -29,11 +37,15 @@ impl ChannelMap {
                     n += 1;
                 }
             }
+            max_degree = max_degree.max((n - first[s.idx()]) as usize);
         }
+        first.push(n);
         ChannelMap {
             chan,
             remote,
             nchan: n as usize,
+            first,
+            max_degree,
         }
     }
 
@@ -153,38 +165,69 @@ impl Routes {
             estart: Vec::new(),
             eroutes: Vec::new(),
         };
-        // Edge ids: per channel, the successor channels seen so far (few per channel).
-        let mut succ: Vec<Vec<(u32, u32)>> = vec![Vec::new(); cm.nchan];
-        let mut path = Vec::new();
+        // Edge ids: a dense table (channel × successor slot), the slot of successor `b` of
+        // channel `a` being `b`'s rank among the channels of `a`'s remote switch.
+        let deg = cm.max_degree.max(1);
+        let mut etab = vec![u32::MAX; cm.nchan * deg];
+        // Per destination: each live switch's first channel towards it (`u32::MAX`: delivered
+        // or not a switch-to-switch port) and the switch it leads to, read from the tables
+        // once; the routes then follow these arrays.
+        let mut first = vec![u32::MAX; ns];
+        let mut next = vec![u32::MAX; ns];
+        let nroutes = tables.len() * dlids.len() * live.len();
+        out.routes.reserve(nroutes);
+        out.weight.reserve(nroutes);
+        out.dstart.reserve(nroutes);
         for (ti, t) in tables.iter().enumerate() {
             for &d in dlids {
+                for &s in &live {
+                    let p = t.get(SwitchId(s), d);
+                    let (c, n) = if p == 0 || p == NO_ROUTE {
+                        (u32::MAX, u32::MAX)
+                    } else {
+                        let k = s as usize * 256 + p as usize;
+                        (cm.chan[k], cm.remote[k])
+                    };
+                    first[s as usize] = c;
+                    next[s as usize] = n;
+                }
                 for &s in &live {
                     let p = t.get(SwitchId(s), d);
                     if p == 0 || p == NO_ROUTE {
                         continue;
                     }
-                    path.clear();
-                    cm.walk(t, s, d, |c| path.push(c))?;
                     out.routes.push(Route {
                         table: ti as u32,
                         src: s,
                         lid: d,
                     });
                     out.weight.push(own[s as usize]);
-                    for w in path.windows(2) {
-                        let (a, b) = (w[0], w[1]);
-                        let list = &mut succ[a as usize];
-                        let e = match list.iter().find(|x| x.0 == b) {
-                            Some(&(_, e)) => e,
-                            None => {
-                                let e = out.efrom.len() as u32;
+                    // The route's channels: a, then b = first[next] while it is a channel.
+                    let mut a = first[s as usize];
+                    if a != u32::MAX {
+                        let mut u = next[s as usize];
+                        let mut hops = 1;
+                        loop {
+                            let b = first[u as usize];
+                            if b == u32::MAX {
+                                break;
+                            }
+                            hops += 1;
+                            if hops > ns {
+                                return Err(VlError::Loop { switch: s, lid: d });
+                            }
+                            let slot = a as usize * deg + (b - cm.first[u as usize]) as usize;
+                            let mut e = etab[slot];
+                            if e == u32::MAX {
+                                e = out.efrom.len() as u32;
                                 out.efrom.push(a);
                                 out.eto.push(b);
-                                list.push((b, e));
-                                e
+                                etab[slot] = e;
                             }
-                        };
-                        out.dep.push(e);
+                            out.dep.push(e);
+                            a = b;
+                            u = next[u as usize];
+                        }
                     }
                     out.dstart.push(out.dep.len() as u32);
                 }

@@ -127,13 +127,23 @@ pub fn layer(
 pub fn path_sls(fabric: &Fabric, lids: &LidPlan, lfts: &Lfts, l: &VlLayering) -> PathSls {
     let row_len = lfts.row_len();
     let ns = fabric.num_switches();
-    let mut sl = vec![0u8; ns * row_len];
-    for s in fabric.switch_ids() {
-        let row = &mut sl[s.idx() * row_len..(s.idx() + 1) * row_len];
-        for (lid, v) in row.iter_mut().enumerate() {
-            *v = l.sl_of(0, s, lid as fabric_topology::Lid, lids.lmc);
+    // Table 0 of the layering has the tables' shape: its rows map through the SL of each layer.
+    let sl_of: Vec<u8> = (0..=u8::MAX)
+        .map(|x| fabric_routing::vl::sl_of_layer(x.min(IB_MAX_DATA_VLS), lids.lmc))
+        .collect();
+    let sl: Vec<u8> = if l.row_len == row_len && l.num_switches == ns && l.layer.len() >= ns * row_len {
+        l.layer[..ns * row_len].iter().map(|&x| sl_of[x as usize]).collect()
+    } else {
+        let mut sl = vec![0u8; ns * row_len];
+        for s in fabric.switch_ids() {
+            let row = &mut sl[s.idx() * row_len..(s.idx() + 1) * row_len];
+            for (lid, v) in row.iter_mut().enumerate() {
+                *v = l.sl_of(0, s, lid as fabric_topology::Lid, lids.lmc);
+            }
         }
-    }
+        sl
+    };
+    let mut sl = sl;
     for e in fabric.end_port_ids() {
         if let Some(x) = lids.escape_lid(e).map(|x| x as usize).filter(|&x| x < row_len) {
             for r in 0..ns {
