@@ -54,7 +54,18 @@ struct Scratch {
     /// common multiple of the usable groups' sizes, 0 when above [`PTAB_MAX_LCM`] (no table).
     ptab: Vec<u16>,
     lcm: u32,
+    /// Whether every rank of the switch's component is usable in `jt`.
+    jt_full: bool,
+    /// `dtab[d mod #dtab]`: the port of destination `d` whose first rank is the nominal one,
+    /// with every rank usable ([`Scratch::build_dtab`]); empty: not built for this switch yet.
+    dtab: Vec<PortNum>,
+    dtab_div: FastDiv,
+    /// Whether `dtab` cannot be built for this switch (period too long, no phase divider).
+    dtab_none: bool,
 }
+
+/// The longest period of `d` tabulated by [`Scratch::build_dtab`].
+const DTAB_MAX: u64 = 4096;
 
 /// The largest phase count tabulated by [`Scratch::build_ptab`].
 const PTAB_MAX_LCM: u32 = 16;
@@ -86,6 +97,32 @@ impl Scratch {
                 });
             }
         }
+    }
+}
+
+impl Scratch {
+    /// Builds `dtab` for a switch of nominal divider `pi` (`Π_K`), `ranks` ([`Plan::up_row`])
+    /// and phase divider `dd = Π_K·M_K` from `jmeta`/`gports`: the port of `d` is rank
+    /// `⌊d/Π_K⌋ mod M_K`'s group at port `⌊d/dd⌋ mod #g` (eq. 4.8), periodic in `d` with period
+    /// `dd · lcm(#g)`. Sets `dtab_none` when that period is longer than [`DTAB_MAX`].
+    fn build_dtab(&mut self, pi: u64, ranks: &[u8], dd: u32) {
+        let mut l = 1u64;
+        for &j in ranks {
+            let len = u64::from(self.jmeta[usize::from(j)].1.max(1));
+            l = l / u64::from(gcd(l as u32, len as u32)) * len;
+            if l.saturating_mul(u64::from(dd)) > DTAB_MAX {
+                self.dtab_none = true;
+                return;
+            }
+        }
+        let period = l * u64::from(dd);
+        let mm = ranks.len() as u64;
+        self.dtab.clear();
+        self.dtab.extend((0..period).map(|d| {
+            let (start, len, _) = self.jmeta[usize::from(ranks[((d / pi) % mm) as usize])];
+            self.gports[(start + ((d / u64::from(dd)) % u64::from(len.max(1))) as u32) as usize]
+        }));
+        self.dtab_div = FastDiv::new(period as u32);
     }
 }
 
@@ -129,6 +166,64 @@ pub(super) fn fill_end_ports(
             }
         });
     dst
+}
+
+/// `port` at every LID of `lids`, which are `lids[0] + step·i` when `step > 0` (then none is
+/// 0, [`LeafSpan::step`]).
+#[inline]
+fn put_run(row: &mut [u8], lids: &[Lid], step: usize, port: PortNum) {
+    match step {
+        0 => lids.iter().for_each(|&lid| put(row, lid, port)),
+        1 => {
+            let a = lids[0] as usize;
+            row[a..a + lids.len()].fill(port);
+        }
+        _ => row[lids[0] as usize..]
+            .iter_mut()
+            .step_by(step)
+            .take(lids.len())
+            .for_each(|x| *x = port),
+    }
+}
+
+/// `table[(di + i) mod #table]` at the `i`-th LID of `lids` (`step` as in [`put_run`]).
+#[inline]
+fn put_table(row: &mut [u8], lids: &[Lid], step: usize, table: &[PortNum], mut di: usize) {
+    let n = table.len();
+    if step == 1 {
+        let (mut a, mut left) = (lids[0] as usize, lids.len());
+        while left > 0 {
+            let c = left.min(n - di);
+            row[a..a + c].copy_from_slice(&table[di..di + c]);
+            (a, left, di) = (a + c, left - c, di + c);
+            if di == n {
+                di = 0;
+            }
+        }
+        return;
+    }
+    let mut put1 = |x: &mut u8| {
+        *x = table[di];
+        di += 1;
+        if di == n {
+            di = 0;
+        }
+    };
+    if step == 0 {
+        for &lid in lids {
+            if lid != 0 {
+                put1(&mut row[lid as usize]);
+            } else {
+                put1(&mut 0);
+            }
+        }
+    } else {
+        row[lids[0] as usize..]
+            .iter_mut()
+            .step_by(step)
+            .take(lids.len())
+            .for_each(put1);
+    }
 }
 
 #[inline]
@@ -203,6 +298,9 @@ impl Ctx<'_> {
         let mut jt_mask = 0u64;
         let mut hint = 0usize;
         scr.jt.clear();
+        scr.jt_full = false;
+        scr.dtab.clear();
+        scr.dtab_none = q2div.is_none();
         scr.gload.clear();
         scr.gload.resize(ups.len(), 0);
         for (si, span) in self.dst.spans.iter().enumerate() {
@@ -234,6 +332,10 @@ impl Ctx<'_> {
             } else {
                 self.targets_of(q, span, &mut hint)
             };
+            let (tgt, entry) = match tgt {
+                Some((off, e)) => (Some(off), e),
+                None => (None, 0),
+            };
             if tgt.is_some() && m != gmirror {
                 // A new mirror group: its prepass runs at its first displaced destination.
                 gmirror = m;
@@ -252,7 +354,27 @@ impl Ctx<'_> {
                             u8::MAX
                         }
                     }));
+                    scr.jt_full = scr.jt.iter().all(|&j| j != u8::MAX);
                     scr.build_ptab();
+                }
+                if self.tabulate
+                    && scr.jt_full
+                    && !scr.dtab_none
+                    && self.tg.nat[entry]
+                    && plan.same_nominal(k, plan.klow[m as usize])
+                {
+                    // Every first rank is the nominal one and usable: Dmodc's closed form on the
+                    // complete component, one period of d tabulated (the ports the per-
+                    // destination loop below gives them).
+                    if scr.dtab.is_empty() {
+                        let dd = q2div.as_ref().map_or(0, |fd| fd.d);
+                        scr.build_dtab(plan.kpi[k as usize], ranks, dd);
+                    }
+                    if !scr.dtab_none {
+                        let di = scr.dtab_div.rem(span.t0) as usize;
+                        put_table(row, lids_here, span.step as usize, &scr.dtab, di);
+                        continue;
+                    }
                 }
                 // ⌊d/(Π_K·M_K)⌋ and its remainder, advanced with d; its phase in the table.
                 let (mut q2, mut rem, dd) = match &q2div {
@@ -334,7 +456,10 @@ impl Ctx<'_> {
                 None => t0 / pi,
             };
             let (mut r, mut gi, mut q2) = (t0 - qd * pi, qd % nc, qd / nc);
-            for &lid in lids_here {
+            // Runs of destinations with the same port (until r wraps), written at once.
+            let (k, step) = (lids_here.len(), span.step as usize);
+            let mut i = 0;
+            while i < k {
                 let j = scr.cset[gi as usize] as usize;
                 let (start, len, _) = scr.gmeta[nbrs[j].group as usize];
                 let port = if len == 1 {
@@ -342,8 +467,15 @@ impl Ctx<'_> {
                 } else {
                     scr.gports[(start + (q2 % u64::from(len)) as u32) as usize]
                 };
-                put(row, lid, port);
-                r += 1;
+                // (One destination at a time without `tabulate`: the reference of the tests.)
+                let run = if self.tabulate {
+                    (k - i).min(usize::try_from(pi - r).unwrap_or(usize::MAX))
+                } else {
+                    1
+                };
+                put_run(row, &lids_here[i..i + run], step, port);
+                i += run;
+                r += run as u64;
                 if r == pi {
                     r = 0;
                     gi += 1;
@@ -367,7 +499,7 @@ impl Ctx<'_> {
             if self.p.o.leaves[li] as usize == q || down_row[li] != INF || full_row[li] == INF {
                 continue;
             }
-            let (m2, Some(off)) = self.targets_of(q, span, &mut hint) else {
+            let (m2, Some((off, _))) = self.targets_of(q, span, &mut hint) else {
                 break;
             };
             if m2 != m {
@@ -385,15 +517,16 @@ impl Ctx<'_> {
     }
 
     /// The mirror of `q` for `span`'s leaf and the offset of the targets of the span's
-    /// destinations there, if any.
+    /// destinations there with its entry index in [`Targets::below`], if any.
     /// `hint`: where the previous lookup's successor would be (spans come in NID order).
-    fn targets_of(&self, q: usize, span: &LeafSpan, hint: &mut usize) -> (u32, Option<usize>) {
+    fn targets_of(&self, q: usize, span: &LeafSpan, hint: &mut usize) -> (u32, Option<(usize, usize)>) {
         let leaf = self.p.o.leaves[span.li as usize] as usize;
         let m = self.plan.mirror(q, leaf);
         if m == NONE || self.plan.klow[m as usize] == NONE {
             return (m, None);
         }
-        (m, self.tg.lookup_from(m as usize, span.t0, hint))
+        let e = self.tg.entry_from(m as usize, span.t0, hint);
+        (m, e.map(|i| (self.tg.below[i].1 as usize, i)))
     }
 }
 

@@ -270,6 +270,13 @@ impl Plan {
         ((q % m) as u32, q / m)
     }
 
+    /// Whether components `a` and `b` have the same `Π_K` and `M_K` (the same nominal ranks
+    /// and eq. 4.8 phases).
+    #[inline]
+    pub fn same_nominal(&self, a: u32, b: u32) -> bool {
+        a == b || (self.kpi[a as usize] == self.kpi[b as usize] && self.m(a) == self.m(b))
+    }
+
     /// The mirror of position `s` for the leaf at position `leaf` (see the module doc), or
     /// [`NONE`].
     pub fn mirror(&self, s: usize, leaf: usize) -> u32 {

@@ -50,10 +50,13 @@ pub(super) struct Targets {
     pub t2: Vec<u16>,
     /// Whether the destination is primary at the switch (the switch is on its chain).
     pub prim: Vec<bool>,
+    /// Per entry of `below`: whether every destination of that leaf has the nominal rank
+    /// ([`Plan::nominal`]) as `T1` there (the kernel then fills the span from a table of `d`).
+    pub nat: Vec<bool>,
 }
 
-/// `T1`, `T2` of one switch's destinations and its chain updates.
-type Targets1 = (Vec<u16>, Vec<u16>, Vec<bool>, Vec<(u32, u32, bool)>);
+/// `T1`, `T2` of one switch's destinations, its chain updates and its per-leaf nominal flags.
+type Targets1 = (Vec<u16>, Vec<u16>, Vec<bool>, Vec<(u32, u32, bool)>, Vec<bool>);
 
 /// Scratch counts of one switch.
 #[derive(Default)]
@@ -108,6 +111,7 @@ impl Targets {
         let mut t1 = vec![NO_RANK; off as usize];
         let mut t2 = vec![NO_RANK; off as usize];
         let mut prim = vec![false; off as usize];
+        let mut nat = vec![false; below.len()];
         // Chains: current chain switch and natural flag per destination NID.
         let mut cur = vec![NONE; n as usize];
         let mut natural = vec![true; n as usize];
@@ -126,13 +130,14 @@ impl Targets {
                     assign(plan, q, &nports_of(p, &lists[q], &nports), &cur, &natural, cnt)
                 })
                 .collect();
-            for (&q, (a, b, pr, upd)) in qs.iter().zip(results) {
+            for (&q, (a, b, pr, upd, nt)) in qs.iter().zip(results) {
+                nat[bstart[q] as usize..bstart[q + 1] as usize].copy_from_slice(&nt);
                 t1[tq[q]..tq[q + 1]].copy_from_slice(&a);
                 t2[tq[q]..tq[q + 1]].copy_from_slice(&b);
                 prim[tq[q]..tq[q + 1]].copy_from_slice(&pr);
-                for (d, next, nat) in upd {
+                for (d, next, still) in upd {
                     cur[d as usize] = next;
-                    natural[d as usize] = nat;
+                    natural[d as usize] = still;
                 }
             }
         }
@@ -142,6 +147,7 @@ impl Targets {
             t1,
             t2,
             prim,
+            nat,
         }
     }
 
@@ -154,15 +160,23 @@ impl Targets {
     }
 
     /// [`Targets::lookup`] trying the entry `*hint` first; `*hint` becomes the next entry.
-    #[inline]
+    #[cfg(test)]
     pub fn lookup_from(&self, q: usize, t0: u32, hint: &mut usize) -> Option<usize> {
-        let e = &self.below[self.bstart[q] as usize..self.bstart[q + 1] as usize];
+        self.entry_from(q, t0, hint).map(|i| self.below[i].1 as usize)
+    }
+
+    /// The index in `below` of the entry of the leaf whose first NID is `t0`, below position
+    /// `q`, trying the entry `*hint` first; `*hint` becomes the next entry.
+    #[inline]
+    pub fn entry_from(&self, q: usize, t0: u32, hint: &mut usize) -> Option<usize> {
+        let b = self.bstart[q] as usize;
+        let e = &self.below[b..self.bstart[q + 1] as usize];
         let i = match e.get(*hint) {
             Some(x) if x.0 == t0 => *hint,
             _ => e.binary_search_by_key(&t0, |x| x.0).ok()?,
         };
         *hint = i + 1;
-        Some(e[i].1 as usize)
+        Some(b + i)
     }
 }
 
@@ -301,8 +315,15 @@ fn assign(plan: &Plan, q: usize, leaves: &[(u32, u32)], cur: &[u32], natural: &[
             (d, plan.member(k, r), nat)
         })
         .collect();
+    let mut nt = Vec::with_capacity(leaves.len());
+    let mut i0 = 0usize;
+    for &(_, c) in leaves {
+        let i1 = i0 + c as usize;
+        nt.push((i0..i1).all(|i| u32::from(t1[i]) == ds[i].2));
+        i0 = i1;
+    }
     cnt.ds = ds;
-    (t1, t2, pr, upd)
+    (t1, t2, pr, upd, nt)
 }
 
 /// (first NID, count) of every leaf of `list`.

@@ -159,6 +159,19 @@ proptest::proptest! {
         let prep = Prepared::new(&r.fabric, &r.ranking.level);
         let plan = Plan::new(&r.fabric, &prep).unwrap();
         let tg = Targets::new(&r.fabric, &prep, &plan);
+        // The per-leaf nominal flags the kernel's tables of d rely on.
+        for q in 0..prep.o.len() {
+            let k = plan.klow[q];
+            let (b, e) = (tg.bstart[q] as usize, tg.bstart[q + 1] as usize);
+            for i in b..e {
+                let (t0, off) = tg.below[i];
+                // Offsets run on from one entry to the next, across positions.
+                let end = tg.below.get(i + 1).map_or(tg.t1.len(), |x| x.1 as usize);
+                let all = (off as usize..end)
+                    .all(|j| u32::from(tg.t1[j]) == plan.nominal(k, t0 + (j - off as usize) as u32).0);
+                proptest::prop_assert_eq!(tg.nat[i], all);
+            }
+        }
         for q in 0..prep.o.len() {
             for &t0 in &prep.tn.leaf_start {
                 let mut h = hint;
