@@ -445,7 +445,7 @@ impl EventLoop {
         let lids_changed = c.lids_changed && lids_first;
         let u = &self.settings.update;
         let params = UploadParams {
-            batch_blocks: u.upload_batch_blocks,
+            batch_blocks: u.batch_blocks(driver.lft_blocks_per_call()),
             parallelism: u.upload_parallelism,
             retries: u.upload_retries,
             backoff: Duration::from_millis(u.retry_backoff_ms),
