@@ -192,7 +192,7 @@ impl RoutingState {
             return false;
         }
         let copy = Arc::new(copy_tables(&self.lfts));
-        let mut g = self.spare.lock().unwrap_or_else(|e| e.into_inner());
+        let mut g = self.spare.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if self.spare_is_copy.load(Ordering::Acquire) {
             return false;
         }

@@ -155,7 +155,7 @@ mod tests {
     }
 
     fn port(i: u64) -> CounterPort {
-        if i % 3 == 0 {
+        if i.is_multiple_of(3) {
             CounterPort::EndPort(0x1000 + i)
         } else {
             CounterPort::Switch {
