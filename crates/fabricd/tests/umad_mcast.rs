@@ -77,6 +77,8 @@ fn require_tools() {
     // test would otherwise include a nested `cargo build` of fabric-umad-probe, minutes on a
     // loaded machine after a change to fabric-sa or fabric-umad.
     support::fabric_saquery_binary();
+    // Likewise `fabricctl` (`fabricctl_json`).
+    common::fabricctl_binary();
 }
 
 fn generate(spec: &str) -> Fabric {
