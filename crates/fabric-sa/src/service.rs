@@ -579,6 +579,14 @@ mod tests {
             }
         }
         assert_eq!(before.nodes.len(), after.nodes.len());
+        // The port list and the indexes are shared too: a group of acknowledged blocks copies
+        // the node list only (issue #17: the whole snapshot was copied per group).
+        assert!(Arc::ptr_eq(&before.ports, &after.ports), "port list copied");
+        assert!(Arc::ptr_eq(&before.lid_port, &after.lid_port), "LID index copied");
+        assert_eq!(
+            after.port_index_by_guid(f.end_ports()[0].port_guid),
+            before.port_index_by_guid(f.end_ports()[0].port_guid)
+        );
         // Nothing to apply: the same snapshot stays.
         sa.apply_lft_blocks(&[]);
         assert!(Arc::ptr_eq(&after, &sa.subnet()));

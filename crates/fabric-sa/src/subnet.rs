@@ -132,13 +132,19 @@ impl PathSls {
 }
 
 /// The snapshot.
+///
+/// Cloning it (every group of acknowledged LFT blocks makes the next snapshot from a clone of
+/// the one in force: [`crate::SaService::apply_lft_blocks`]) copies the node list only: the
+/// port list and the indexes are shared (`Arc`, copied on write by [`Subnet::ports_mut`] and
+/// [`Subnet::reindex`]), and each LFT row is an `Arc` of its own.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Subnet {
     pub nodes: Vec<Node>,
-    pub ports: Vec<Port>,
+    /// Shared between the snapshots of one topology (see [`Subnet::ports_mut`]).
+    pub ports: Arc<Vec<Port>>,
     /// LID → index in `ports` of the end port (CA port or switch port 0) owning it, for every
     /// LID of its LMC range; [`NO_PORT`] otherwise.
-    pub lid_port: Vec<u32>,
+    pub lid_port: Arc<Vec<u32>>,
     pub sm: SmData,
     pub escape: Option<Escape>,
     /// Per-path SLs of a routing layered over several VLs; `None`: every base path on SL 0.
@@ -146,8 +152,8 @@ pub struct Subnet {
     pub subnet_prefix: u64,
     /// Bumped by the publisher at every new snapshot (logs, tests).
     pub version: u64,
-    port_by_guid: HashMap<Guid, u32>,
-    node_by_guid: HashMap<Guid, u32>,
+    port_by_guid: Arc<HashMap<Guid, u32>>,
+    node_by_guid: Arc<HashMap<Guid, u32>>,
 }
 
 impl Subnet {
@@ -156,15 +162,15 @@ impl Subnet {
     pub fn new(nodes: Vec<Node>, ports: Vec<Port>, sm: SmData, escape: Option<Escape>) -> Subnet {
         let mut s = Subnet {
             nodes,
-            ports,
-            lid_port: Vec::new(),
+            ports: Arc::new(ports),
+            lid_port: Arc::default(),
             sm,
             escape,
             path_sls: None,
             subnet_prefix: DEFAULT_SUBNET_PREFIX,
             version: 0,
-            port_by_guid: HashMap::new(),
-            node_by_guid: HashMap::new(),
+            port_by_guid: Arc::default(),
+            node_by_guid: Arc::default(),
         };
         s.reindex();
         s
@@ -172,11 +178,11 @@ impl Subnet {
 
     /// Rebuilds the LID and GUID indexes (after editing `nodes` or `ports`).
     pub fn reindex(&mut self) {
-        self.lid_port.clear();
-        self.port_by_guid.clear();
-        self.node_by_guid.clear();
+        let mut lid_port = Vec::new();
+        let mut port_by_guid = HashMap::new();
+        let mut node_by_guid = HashMap::new();
         for (i, n) in self.nodes.iter().enumerate() {
-            self.node_by_guid.insert(n.guid(), i as u32);
+            node_by_guid.insert(n.guid(), i as u32);
         }
         for (i, p) in self.ports.iter().enumerate() {
             let Some(node) = self.nodes.get(p.node as usize) else {
@@ -186,17 +192,26 @@ impl Subnet {
             if !end_port {
                 continue;
             }
-            self.port_by_guid.entry(p.guid).or_insert(i as u32);
+            port_by_guid.entry(p.guid).or_insert(i as u32);
             let base = usize::from(p.lid());
             if base == 0 {
                 continue;
             }
             let n = 1usize << p.lmc();
-            if self.lid_port.len() < base + n {
-                self.lid_port.resize(base + n, NO_PORT);
+            if lid_port.len() < base + n {
+                lid_port.resize(base + n, NO_PORT);
             }
-            self.lid_port[base..base + n].fill(i as u32);
+            lid_port[base..base + n].fill(i as u32);
         }
+        self.lid_port = Arc::new(lid_port);
+        self.port_by_guid = Arc::new(port_by_guid);
+        self.node_by_guid = Arc::new(node_by_guid);
+    }
+
+    /// The port list to edit (copied first when another snapshot shares it); call
+    /// [`Subnet::reindex`] after changing LIDs or GUIDs.
+    pub fn ports_mut(&mut self) -> &mut Vec<Port> {
+        Arc::make_mut(&mut self.ports)
     }
 
     /// The end port owning `lid`.

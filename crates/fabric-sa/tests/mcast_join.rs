@@ -162,7 +162,7 @@ fn joins_of_an_existing_group_follow_the_iba_rules() {
     let mut s = mc_subnet(5, &[]);
     // CA 4 has MTUCap 2048 only.
     let p4 = s.port_index_by_guid(ca_guid(4)).unwrap() as usize;
-    set_caps(&mut s.ports[p4].port_info, 4);
+    set_caps(&mut s.ports_mut()[p4].port_info, 4);
     let sa = registry_support::service(s);
     let g = mgid(1);
     one(&join(&sa, CREATE, &rec(g, 0, FULL), 0));

@@ -49,7 +49,7 @@ proptest! {
         let mut s = r.subnet.clone();
         for (p, byte, v) in damage {
             let n = s.ports.len();
-            s.ports[p % n].port_info[byte] = v;
+            s.ports_mut()[p % n].port_info[byte] = v;
         }
         for (n, lid, port) in lft {
             let nodes = s.nodes.len();

@@ -421,7 +421,7 @@ fn a_port_read_down_is_not_crossed_even_with_a_peer_recorded() {
     let (g9, l9) = ep(&r, 9);
     let p9 = s.port_index_by_guid(g9).unwrap() as usize;
     assert!(s.ports[p9].peer.is_some());
-    s.ports[p9].port_info[32] = (s.ports[p9].port_info[32] & 0xf0) | 1;
+    s.ports_mut()[p9].port_info[32] = (s.ports[p9].port_info[32] & 0xf0) | 1;
     let src = s.port_index_by_guid(ep(&r, 0).0).unwrap();
     assert!(matches!(
         walk(&s, src, l9),
@@ -453,7 +453,7 @@ fn switch_port_zero_limits_paths_to_and_from_the_switch_as_opensm_counts_it() {
     let r = fat_tree();
     let mut s = r.subnet.clone();
     for i in 0..s.ports.len() {
-        let p = &mut s.ports[i];
+        let p = &mut s.ports_mut()[i];
         if p.port_num == 0 {
             p.port_info[41] = (p.port_info[41] & 0xf0) | 3;
             p.port_info[36] = (1 << 4) | (p.port_info[36] & 0x0f);

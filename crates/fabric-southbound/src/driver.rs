@@ -416,6 +416,13 @@ pub trait SouthboundDriver: Send + Sync {
         }
     }
 
+    /// LFT blocks one [`SouthboundDriver::write_lft_blocks`] call is best given, for a manager
+    /// that leaves the batch size to the driver (fabricd's `[update] upload_batch_blocks = 0`):
+    /// e.g. the blocks one request carries. Default: `None` (the manager's own default).
+    fn lft_blocks_per_call(&self) -> Option<usize> {
+        None
+    }
+
     /// Management traffic counters. Default: zeros (drivers that send no SMPs).
     fn driver_stats(&self) -> DriverStats {
         DriverStats::default()

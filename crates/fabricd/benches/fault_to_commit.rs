@@ -188,6 +188,14 @@ fn switch_links(spec: &str) -> anyhow::Result<Vec<(u64, u32)>> {
 
 fn main() -> anyhow::Result<()> {
     let a = args()?;
+    // `FAULT_TO_COMMIT_LOG=fabricd=debug`: the daemon's logs on stderr (e.g. the `routed`
+    // line with the incremental routing's stages and rows copied).
+    if let Ok(filter) = std::env::var("FAULT_TO_COMMIT_LOG") {
+        tracing_subscriber::fmt()
+            .with_writer(std::io::stderr)
+            .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+            .init();
+    }
     let dir = std::env::temp_dir().join(format!("fabricd-bench-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir)?;

@@ -332,7 +332,7 @@ pub struct UpdateConfig {
     pub coalesce_ms: u64,
     /// Longest a fault waits for its generation to start, ms (bounds a storm).
     pub coalesce_max_ms: u64,
-    /// LFT blocks per driver call.
+    /// LFT blocks per driver call; 0: the driver's choice ([`UpdateConfig::batch_blocks`]).
     pub upload_batch_blocks: usize,
     /// Driver calls in flight at once.
     pub upload_parallelism: usize,
@@ -359,12 +359,27 @@ pub struct UpdateConfig {
     pub missed_ack_policy: fabric_update::DeadlinePolicy,
 }
 
+impl UpdateConfig {
+    /// The batch used when `upload_batch_blocks` is 0 and the driver has no preference.
+    pub const DEFAULT_BATCH_BLOCKS: usize = 256;
+
+    /// LFT blocks per driver call: `upload_batch_blocks`, or when it is 0 the driver's
+    /// preference (`lft_blocks_per_call`: the oob driver's 2 048 blocks per request), else
+    /// [`UpdateConfig::DEFAULT_BATCH_BLOCKS`].
+    pub fn batch_blocks(&self, driver_per_call: Option<usize>) -> usize {
+        match self.upload_batch_blocks {
+            0 => driver_per_call.filter(|&n| n > 0).unwrap_or(Self::DEFAULT_BATCH_BLOCKS),
+            n => n,
+        }
+    }
+}
+
 impl Default for UpdateConfig {
     fn default() -> Self {
         UpdateConfig {
             coalesce_ms: 50,
             coalesce_max_ms: 500,
-            upload_batch_blocks: 256,
+            upload_batch_blocks: 0,
             upload_parallelism: 4,
             upload_retries: 2,
             retry_backoff_ms: 20,
@@ -597,6 +612,20 @@ impl GrpcConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_upload_batch_is_the_drivers_unless_configured() {
+        let auto = Config::parse("", "t.toml").expect("defaults").update;
+        assert_eq!(auto.upload_batch_blocks, 0);
+        // oob: the blocks of one WriteLftBlocks request; mock and umad have no preference.
+        assert_eq!(auto.batch_blocks(Some(2048)), 2048);
+        assert_eq!(auto.batch_blocks(None), UpdateConfig::DEFAULT_BATCH_BLOCKS);
+        let set = Config::parse("[update]\nupload_batch_blocks = 64\n", "t.toml")
+            .expect("explicit batch")
+            .update;
+        assert_eq!(set.batch_blocks(Some(2048)), 64);
+        assert_eq!(set.batch_blocks(None), 64);
+    }
 
     #[test]
     fn empty_text_gives_defaults() {

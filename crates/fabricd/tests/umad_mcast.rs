@@ -73,6 +73,12 @@ fn require_tools() {
     for t in ["ibsim", "opensm", "saquery", "ibroute", "smpquery"] {
         find_tool(t);
     }
+    // Built (when stale) here, before any deadline runs: the first `fabric-saquery` run of a
+    // test would otherwise include a nested `cargo build` of fabric-umad-probe, minutes on a
+    // loaded machine after a change to fabric-sa or fabric-umad.
+    support::fabric_saquery_binary();
+    // Likewise `fabricctl` (`fabricctl_json`).
+    common::fabricctl_binary();
 }
 
 fn generate(spec: &str) -> Fabric {

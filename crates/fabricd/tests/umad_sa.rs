@@ -60,6 +60,10 @@ fn require_tools() {
     for t in ["ibsim", "opensm", "saquery", "ibroute"] {
         find_tool(t);
     }
+    // Built (when stale) here, before any deadline runs: the first `fabric-saquery` run of a
+    // test would otherwise include a nested `cargo build` of fabric-umad-probe, minutes on a
+    // loaded machine after a change to fabric-sa or fabric-umad.
+    support::fabric_saquery_binary();
 }
 
 /// The record kinds both managers must answer identically (after LID naming).

@@ -225,6 +225,12 @@ impl SouthboundDriver for OobDriver {
         }
     }
 
+    /// The blocks of one `WriteLftBlocks` request (larger calls are split into requests of
+    /// this size, one switch's in sequence).
+    fn lft_blocks_per_call(&self) -> Option<usize> {
+        Some(<upload::Lft as upload::TableBlocks>::PER_REQUEST)
+    }
+
     async fn discover(&self) -> Result<Fabric, DriverError> {
         let fabric = discover::discover(&self.inner).await?;
         monitor::start(&self.inner);

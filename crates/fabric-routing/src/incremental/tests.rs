@@ -211,6 +211,59 @@ fn the_target_recycles_the_generation_before_and_copies_only_changed_rows() {
     assert!(recycled >= 4, "only {recycled} generations recycled their target");
 }
 
+/// After a full routing, a spare prepared from the generation's own tables
+/// (`RoutingState::prepare_spare`) is recycled by the next incremental routing with no row
+/// copied (without it every row is copied into fresh memory), and the tables are the full
+/// routing's; a state whose spare is the generation before's is left as it is.
+#[test]
+fn a_prepared_spare_after_a_full_routing_is_recycled_without_copying() {
+    let t = pgft(&[4, 4, 6], &[1, 4, 4], &[1, 1, 1]);
+    let ns = t.fabric.num_switches();
+    let lids = assign_lids(&t.fabric, &Guid2Lid::default(), 1, IB_MAX_UNICAST_LID).unwrap();
+    let (cables, _) = elements(&t.fabric);
+    let f0 = Arc::new(t.fabric.clone());
+    let r0 = rank(&f0, &RankOptions::default());
+    let route = |f: &Arc<Fabric>, prev: Option<&RoutingState>| {
+        let ranking = rank(f, &RankOptions::default());
+        let ctx = RoutingContext {
+            fabric: f,
+            ranking: &ranking,
+            lids: &lids,
+        };
+        let (want, _) = route_all_checked(&ctx, EngineKind::Dmodc, None).unwrap();
+        let got = route_checked_incremental(f, &ranking, &lids, EngineKind::Dmodc, None, prev).unwrap();
+        assert!(*got.lfts == want.lfts, "tables differ ({:?})", got.path);
+        got
+    };
+    let (switch, port) = cables[3];
+    let down = Arc::new(f0.apply(&[FabricEvent::LinkDown { switch, port }]).unwrap());
+    for prepared in [false, true] {
+        // (The routing's own handle on the tables is dropped: only the state holds them.)
+        let s0 = route_checked_incremental(&f0, &r0, &lids, EngineKind::Dmodc, None, None)
+            .unwrap()
+            .state
+            .expect("a state");
+        if prepared {
+            assert!(s0.prepare_spare(), "a full routing has no spare");
+            assert!(!s0.prepare_spare(), "made once");
+        }
+        let second = route(&down, Some(&s0));
+        let RoutePath::Incremental(st) = &second.path else {
+            panic!("{:?}", second.path)
+        };
+        assert_eq!(st.copied_rows, if prepared { 0 } else { ns }, "prepared: {prepared}");
+        // After an incremental routing the spare is the generation before's: nothing to make.
+        let s1 = second.state.expect("a state");
+        assert!(!s1.prepare_spare());
+        drop(s0);
+        let third = route(&f0, Some(&s1));
+        let RoutePath::Incremental(st) = &third.path else {
+            panic!("{:?}", third.path)
+        };
+        assert!(st.copied_rows < ns, "recycled: {} rows of {ns}", st.copied_rows);
+    }
+}
+
 /// A leaf's cable to a level-2 switch (a leaf-level cable, the commonest fault): the switches
 /// whose neighbourhood or divider is unchanged but whose closer groups towards that leaf
 /// change (every other leaf, through the level-2 switches that lost their up-down path to it)

@@ -35,7 +35,7 @@ pub fn set_caps(pi: &mut [u8; 64], mtu: u8) {
 /// `down` Down.
 pub fn mc_subnet(cas: usize, down: &[usize]) -> Subnet {
     let mut s = subnet(cas, down);
-    for p in &mut s.ports {
+    for p in s.ports_mut() {
         set_caps(&mut p.port_info, PORT_MTU);
     }
     s.reindex();

@@ -194,9 +194,6 @@ impl Config {
                 format!("{} is below coalesce_ms = {}", u.coalesce_max_ms, u.coalesce_ms),
             );
         }
-        if u.upload_batch_blocks == 0 {
-            bad("update.upload_batch_blocks", "must be at least 1".into());
-        }
         if u.upload_parallelism == 0 {
             bad("update.upload_parallelism", "must be at least 1".into());
         }

@@ -445,7 +445,7 @@ impl EventLoop {
         let lids_changed = c.lids_changed && lids_first;
         let u = &self.settings.update;
         let params = UploadParams {
-            batch_blocks: u.upload_batch_blocks,
+            batch_blocks: u.batch_blocks(driver.lft_blocks_per_call()),
             parallelism: u.upload_parallelism,
             retries: u.upload_retries,
             backoff: Duration::from_millis(u.retry_backoff_ms),
@@ -587,6 +587,16 @@ impl EventLoop {
     pub(super) fn set_installed(&mut self, c: &Computed) {
         self.installed = c.lfts.clone();
         self.routing_state = c.routing_state.clone();
+        // After a full routing the next (incremental) one would copy every row into fresh
+        // memory on the fault path: the spare is made now, on the blocking pool.
+        if let (Some(state), true, Ok(rt)) = (
+            &self.routing_state,
+            self.settings.incremental,
+            tokio::runtime::Handle::try_current(),
+        ) {
+            let state = state.clone();
+            rt.spawn_blocking(move || state.prepare_spare());
+        }
         self.installed_ports =
             (c.ports_in_use.num_switches() == c.lfts.num_switches()).then(|| (c.lfts.clone(), c.ports_in_use.clone()));
     }

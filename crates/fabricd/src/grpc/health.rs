@@ -33,7 +33,7 @@ impl FabricService {
             .iter()
             .filter(|h| req.all || h.notable())
             .take(limit)
-            .map(port_health)
+            .map(|h| port_health(h))
             .collect();
         let f = &s.fabric;
         Ok(Response::new(pb::HealthReport {

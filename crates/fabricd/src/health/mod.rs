@@ -9,13 +9,15 @@
 //! `arc-swap`; the operator's clear goes to the task as a command.
 //!
 //! * `rates`, `flaps`, `policy`, `safety`: pure (given `now`), unit-tested;
-//! * `store`: `health.json`; `summary`: fabric counts; `monitor`: the task.
+//! * `store`: `health.json`; `summary`: fabric counts; `monitor`: the task; `rows`: the
+//!   snapshot's rows kept between publications.
 
 mod flaps;
 mod monitor;
 pub mod names;
 pub mod policy;
 mod rates;
+mod rows;
 mod safety;
 pub mod store;
 mod summary;
@@ -100,8 +102,9 @@ pub struct HealthSnapshot {
     /// `[health] enabled`.
     pub enabled: bool,
     /// Notable ports first, worst first (isolated, warning, then by rate and flaps); ports
-    /// without anything to show follow.
-    pub ports: Vec<PortHealth>,
+    /// without anything to show follow. Rows are shared between snapshots (a publication
+    /// rebuilds only those of ports that changed).
+    pub ports: Vec<Arc<PortHealth>>,
     /// Why counters are not read (driver without counters, a failed read), empty when they are.
     pub counters_note: String,
     /// Polls done, and when the last one ended (ms since the Unix epoch; 0: none yet).

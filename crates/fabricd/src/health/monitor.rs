@@ -15,6 +15,7 @@ use super::flaps::Flaps;
 use super::names::{canonical, link_ends, port_name, remote_name, routed_fabric, switch_side};
 use super::policy::{evaluate, round, Breach, Policy};
 use super::rates::PortTrack;
+use super::rows::{names_fingerprint, Rebuild, Rows};
 use super::safety::check_isolation;
 use super::store::{self, link_text, Isolation};
 use super::{ClearTarget, Command, CounterView, FabricSummary, HealthHandle, HealthSnapshot, PortHealth, PortState};
@@ -64,6 +65,7 @@ pub fn start(
         refused: BTreeMap::new(),
         polls: 0,
         last_poll_unix_ms: 0,
+        rows: Rows::default(),
     };
     Ok((handle, tokio::spawn(m.run())))
 }
@@ -92,6 +94,8 @@ struct Monitor {
     refused: BTreeMap<CounterPort, String>,
     polls: u64,
     last_poll_unix_ms: i64,
+    /// The snapshot's rows between publications (rebuilt where something changed).
+    rows: Rows,
 }
 
 impl Monitor {
@@ -192,9 +196,12 @@ impl Monitor {
                     let failed = readings.iter().filter(|r| r.counters.is_err()).count();
                     for r in readings {
                         let t = self.tracks.entry(r.port).or_default();
-                        match r.counters {
+                        let changed = match r.counters {
                             Ok(c) => t.update(now, c),
                             Err(e) => t.failed(e.to_string()),
+                        };
+                        if changed {
+                            self.rows.mark(r.port);
                         }
                     }
                     self.counters_note = if failed > 0 {
@@ -417,6 +424,7 @@ impl Monitor {
         self.save().await;
         match target {
             ClearTarget::All => {
+                self.rows.mark_all();
                 self.tracks.clear();
                 self.flaps = Flaps::default();
                 self.breaches.clear();
@@ -439,37 +447,59 @@ impl Monitor {
     }
 
     fn forget(&mut self, p: &CounterPort) {
+        self.rows.mark(*p);
         self.tracks.remove(p);
         self.flaps.clear(p);
         self.breaches.remove(p);
         self.refused.remove(p);
     }
 
-    /// Builds and swaps in the snapshot; moves the Prometheus gauges.
-    fn publish(&self) {
+    /// Builds and swaps in the snapshot; moves the Prometheus gauges. Only the rows of ports
+    /// that changed are rebuilt (see `rows`).
+    fn publish(&mut self) {
         let cfg = self.handle.config();
         let p = self.io.published.load_full();
         let routed = routed_fabric(&p);
         let cabling = &p.cabling;
         let now = std::time::Instant::now();
         let window = Duration::from_secs(cfg.flap_window_s);
-        let mut keys: BTreeSet<CounterPort> = self.tracks.keys().chain(self.flaps.ports()).copied().collect();
+        // Ports whose rows depend on more than their track: flaps (which age), isolated ends,
+        // breaches and refusals of the last poll.
+        let mut volatile: BTreeSet<CounterPort> = self.flaps.ports().copied().collect();
         for iso in &self.isolated {
             if let Some((g, n)) = iso.link() {
-                keys.extend(link_ends(cabling, g, n));
+                volatile.extend(link_ends(cabling, g, n));
             }
         }
-        let mut ports: Vec<PortHealth> = keys
-            .into_iter()
-            .map(|port| self.port_health(cabling, port, now, window))
-            .collect();
-        ports.sort_by(|a, b| {
-            (b.notable(), b.state)
-                .cmp(&(a.notable(), a.state))
-                .then(b.max_error_rate.total_cmp(&a.max_error_rate))
-                .then(b.flaps.cmp(&a.flaps))
-                .then(a.port.cmp(&b.port))
-        });
+        volatile.extend(self.breaches.keys().copied());
+        volatile.extend(self.refused.keys().copied());
+        let mut rows = std::mem::take(&mut self.rows);
+        match rows.plan(&cfg, names_fingerprint(cabling), volatile) {
+            Rebuild::All => {
+                for port in self.tracks.keys().chain(self.flaps.ports()) {
+                    rows.set(self.port_health(cabling, *port, now, window));
+                }
+                for iso in &self.isolated {
+                    if let Some((g, n)) = iso.link() {
+                        for port in link_ends(cabling, g, n) {
+                            rows.set(self.port_health(cabling, port, now, window));
+                        }
+                    }
+                }
+            }
+            Rebuild::Some(todo) => {
+                for port in todo {
+                    // In the snapshot: tracked, flapping or an isolated end (volatile).
+                    if self.tracks.contains_key(&port) || rows.volatile(&port) {
+                        rows.set(self.port_health(cabling, port, now, window));
+                    } else {
+                        rows.remove(&port);
+                    }
+                }
+            }
+        }
+        let ports = rows.ordered();
+        self.rows = rows;
         let mut fabric = FabricSummary::of(&routed, &ports, cfg.flap_count);
         fabric.isolated_ports = self.isolated.len() as u64;
         let thresholds: Vec<String> = cfg
@@ -584,9 +614,12 @@ fn gauges(s: &HealthSnapshot, top: usize) -> HealthGauges {
     let mut totals = Vec::new();
     let mut worst = Vec::new();
     for c in Counter::ERRORS {
+        // A positive error rate makes `max_error_rate` positive: only those ports are looked at.
         let mut rates: Vec<(&PortHealth, f64)> = s
             .ports
             .iter()
+            .map(|p| &**p)
+            .filter(|p| p.max_error_rate > 0.0)
             .filter_map(|p| {
                 let r = p.counters.iter().find(|v| v.counter == c)?.rate?;
                 (r > 0.0).then_some((p, r))

@@ -45,8 +45,10 @@ pub fn counter_rate(prev: u64, cur: u64, max: u64, dt_s: f64) -> (Option<f64>, b
 }
 
 impl PortTrack {
-    /// Records a read at `now`.
-    pub fn update(&mut self, now: Instant, c: PortCounters) {
+    /// Records a read at `now`; whether what the port shows changed (its first read, a
+    /// value, rate or saturation, or a read error cleared).
+    pub fn update(&mut self, now: Instant, c: PortCounters) -> bool {
+        let before = (self.states, self.last.is_some(), self.error.is_some());
         let dt = self
             .last
             .as_ref()
@@ -70,11 +72,14 @@ impl PortTrack {
         }
         self.last = Some((now, c));
         self.error = None;
+        before != (self.states, true, false)
     }
 
-    /// A read of this port failed.
-    pub fn failed(&mut self, error: String) {
+    /// A read of this port failed; whether its error changed.
+    pub fn failed(&mut self, error: String) -> bool {
+        let changed = self.error.as_ref() != Some(&error);
         self.error = Some(error);
+        changed
     }
 
     /// The state of one counter.

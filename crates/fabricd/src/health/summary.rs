@@ -1,5 +1,7 @@
 //! Counts of the whole fabric (an ibdiagnet-like summary; `fabricctl health report`).
 
+use std::sync::Arc;
+
 use fabric_topology::Fabric;
 
 use super::{PortHealth, PortState};
@@ -28,24 +30,28 @@ pub struct FabricSummary {
 
 impl FabricSummary {
     /// The counts of `fabric` (the routed one) and of `ports`.
-    pub fn of(fabric: &Fabric, ports: &[PortHealth], flap_count: u32) -> FabricSummary {
+    pub fn of(fabric: &Fabric, ports: &[Arc<PortHealth>], flap_count: u32) -> FabricSummary {
         let switches_up = fabric.switches().iter().filter(|s| s.up).count() as u64;
         let (links, live) = fabric.count_links();
         let end_ports_up = fabric.end_port_ids().filter(|&e| fabric.end_port_live(e)).count() as u64;
-        let count = |f: &dyn Fn(&PortHealth) -> bool| ports.iter().filter(|p| f(p)).count() as u64;
-        FabricSummary {
+        let mut s = FabricSummary {
             switches_up,
             switches_down: fabric.num_switches() as u64 - switches_up,
             links_up: live as u64,
             links_down: (links - live) as u64,
             end_ports_up,
             end_ports_down: fabric.num_end_ports() as u64 - end_ports_up,
-            ports_read: count(&|p| !p.counters.is_empty() && p.read_error.is_empty()),
-            ports_unreadable: count(&|p| !p.read_error.is_empty()),
-            ports_with_errors: count(&|p| p.max_error_rate > 0.0),
-            warning_ports: count(&|p| p.state == PortState::Warning),
-            isolated_ports: count(&|p| p.state == PortState::Isolated),
-            flapping_ports: count(&|p| p.flaps >= flap_count),
+            ..FabricSummary::default()
+        };
+        // One pass over the ports (~280 000 on the 34 992-node fabric).
+        for p in ports {
+            s.ports_read += u64::from(!p.counters.is_empty() && p.read_error.is_empty());
+            s.ports_unreadable += u64::from(!p.read_error.is_empty());
+            s.ports_with_errors += u64::from(p.max_error_rate > 0.0);
+            s.warning_ports += u64::from(p.state == PortState::Warning);
+            s.isolated_ports += u64::from(p.state == PortState::Isolated);
+            s.flapping_ports += u64::from(p.flaps >= flap_count);
         }
+        s
     }
 }
