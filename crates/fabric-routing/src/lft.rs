@@ -60,12 +60,10 @@ impl Lfts {
         }
     }
     /// Number of switches (rows).
-    #[inline]
     pub fn num_switches(&self) -> usize {
         self.data.len().checked_div(self.row_len).unwrap_or(0)
     }
     /// Number of LIDs covered by each row (a multiple of 64).
-    #[inline]
     pub fn row_len(&self) -> usize {
         self.row_len
     }
@@ -74,7 +72,6 @@ impl Lfts {
         self.row_len / BLOCK_SIZE
     }
     /// The table of one switch, indexed by LID.
-    #[inline]
     pub fn row(&self, sw: SwitchId) -> &[u8] {
         &self.data[sw.idx() * self.row_len..(sw.idx() + 1) * self.row_len]
     }
@@ -92,17 +89,14 @@ impl Lfts {
         self.data.par_chunks_mut(self.row_len.max(1))
     }
     /// The whole table, switch-major (`switches × row_len` bytes).
-    #[inline]
     pub fn as_bytes(&self) -> &[u8] {
         &self.data
     }
     /// Whether `lid` has an entry in every row.
-    #[inline]
     pub fn covers(&self, lid: Lid) -> bool {
         (lid as usize) < self.row_len
     }
     /// Output port of `sw` for `lid` ([`NO_ROUTE`] when out of range).
-    #[inline]
     pub fn get(&self, sw: SwitchId, lid: Lid) -> PortNum {
         let lid = lid as usize;
         if lid >= self.row_len {
@@ -112,7 +106,6 @@ impl Lfts {
     }
     /// Sets one entry. Panics when `sw` or `lid` is outside the table (callers size it from
     /// the plan's [`LidPlan::top`](crate::lid::LidPlan::top)).
-    #[inline]
     pub fn set(&mut self, sw: SwitchId, lid: Lid, port: PortNum) {
         let i = sw.idx() * self.row_len + lid as usize;
         self.data[i] = port;

@@ -53,7 +53,6 @@ impl Bytes {
 
 impl Deref for Bytes {
     type Target = [u8];
-    #[inline]
     fn deref(&self) -> &[u8] {
         match self {
             Bytes::Vec(v) => v,
@@ -63,7 +62,6 @@ impl Deref for Bytes {
 }
 
 impl DerefMut for Bytes {
-    #[inline]
     fn deref_mut(&mut self) -> &mut [u8] {
         match self {
             Bytes::Vec(v) => v,

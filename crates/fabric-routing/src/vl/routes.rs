@@ -174,31 +174,14 @@ impl Routes {
         // once; the routes then follow these arrays.
         let mut first = vec![u32::MAX; ns];
         let mut next = vec![u32::MAX; ns];
-        // Per destination, memoised by switch `x` (valid when `stamp[x]` is the destination's
-        // number): `ex[x]`, the edge from `x`'s first channel to the next switch's (`NONE`:
-        // the next switch delivers), and `rof[x]`, the route from `x` once pushed (`u32::MAX`
-        // before). A route from `s` is `ex[s]` followed by the route from `next[s]`: when that
-        // one is already pushed its edges are copied, else walked. Edge ids stay in order of
-        // first appearance (a copied suffix holds only edges created earlier).
-        const NONE: u32 = u32::MAX - 1;
-        let mut ex = vec![u32::MAX; ns];
-        let mut rof = vec![u32::MAX; ns];
-        let mut stamp = vec![u32::MAX; ns];
-        let mut cur = 0u32;
         let nroutes = tables.len() * dlids.len() * live.len();
         out.routes.reserve(nroutes);
         out.weight.reserve(nroutes);
         out.dstart.reserve(nroutes);
         for (ti, t) in tables.iter().enumerate() {
-            let bytes = t.as_bytes();
             for &d in dlids {
-                cur = cur.wrapping_add(1);
-                if cur == u32::MAX {
-                    stamp.fill(u32::MAX);
-                    cur = 0;
-                }
                 for &s in &live {
-                    let p = bytes[s as usize * row_len + d as usize];
+                    let p = t.get(SwitchId(s), d);
                     let (c, n) = if p == 0 || p == NO_ROUTE {
                         (u32::MAX, u32::MAX)
                     } else {
@@ -207,16 +190,12 @@ impl Routes {
                     };
                     first[s as usize] = c;
                     next[s as usize] = n;
-                    stamp[s as usize] = cur;
-                    ex[s as usize] = u32::MAX;
-                    rof[s as usize] = u32::MAX;
                 }
                 for &s in &live {
-                    let p = bytes[s as usize * row_len + d as usize];
+                    let p = t.get(SwitchId(s), d);
                     if p == 0 || p == NO_ROUTE {
                         continue;
                     }
-                    rof[s as usize] = out.routes.len() as u32;
                     out.routes.push(Route {
                         table: ti as u32,
                         src: s,
@@ -224,49 +203,30 @@ impl Routes {
                     });
                     out.weight.push(own[s as usize]);
                     // The route's channels: a, then b = first[next] while it is a channel.
-                    if first[s as usize] != u32::MAX {
-                        let mut x = s;
+                    let mut a = first[s as usize];
+                    if a != u32::MAX {
+                        let mut u = next[s as usize];
                         let mut hops = 1;
                         loop {
-                            let u = next[x as usize];
-                            let mut e = ex[x as usize];
-                            if e == u32::MAX {
-                                let b = if stamp[u as usize] == cur {
-                                    first[u as usize]
-                                } else {
-                                    u32::MAX
-                                };
-                                e = if b == u32::MAX {
-                                    NONE
-                                } else {
-                                    let a = first[x as usize];
-                                    let slot = a as usize * deg + (b - cm.first[u as usize]) as usize;
-                                    let mut e = etab[slot];
-                                    if e == u32::MAX {
-                                        e = out.efrom.len() as u32;
-                                        out.efrom.push(a);
-                                        out.eto.push(b);
-                                        etab[slot] = e;
-                                    }
-                                    e
-                                };
-                                ex[x as usize] = e;
-                            }
-                            if e == NONE {
+                            let b = first[u as usize];
+                            if b == u32::MAX {
                                 break;
                             }
                             hops += 1;
                             if hops > ns {
                                 return Err(VlError::Loop { switch: s, lid: d });
                             }
-                            out.dep.push(e);
-                            let r = rof[u as usize];
-                            if r != u32::MAX && (r as usize) < out.routes.len() - 1 {
-                                let (lo, hi) = (out.dstart[r as usize] as usize, out.dstart[r as usize + 1] as usize);
-                                out.dep.extend_from_within(lo..hi);
-                                break;
+                            let slot = a as usize * deg + (b - cm.first[u as usize]) as usize;
+                            let mut e = etab[slot];
+                            if e == u32::MAX {
+                                e = out.efrom.len() as u32;
+                                out.efrom.push(a);
+                                out.eto.push(b);
+                                etab[slot] = e;
                             }
-                            x = u;
+                            out.dep.push(e);
+                            a = b;
+                            u = next[u as usize];
                         }
                     }
                     out.dstart.push(out.dep.len() as u32);
