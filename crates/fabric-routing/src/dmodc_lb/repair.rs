@@ -37,12 +37,20 @@
 
 use rayon::prelude::*;
 
-use fabric_topology::{Fabric, Lid, PortNum};
+use fabric_topology::{EndPortId, Fabric, Lid, PortNum};
 
 use super::plan::Plan;
 use crate::fill::{Destinations, Prepared};
 use crate::lft::Lfts;
 use crate::prep::{INF, NONE};
+
+mod guard;
+mod tail;
+
+use guard::Shifts;
+use tail::tail67_tab;
+#[cfg(test)]
+pub(super) use tail::{tail67, tail67_poisson};
 
 /// Destinations per block of the flow counts.
 const B: usize = 64;
@@ -54,6 +62,14 @@ const MAX_POINTS: usize = 8;
 const MAX_DESTS: usize = 32;
 /// Alternatives tried per move point (the least loaded).
 const MAX_ALTS: usize = 2;
+/// The all-to-all term of the objective: `A2A_W · (m_e / m_max)^A2A_POW` per port, `m_e`
+/// its destinations (capped by its sources below), `m_max` the largest at the start.
+const A2A_W: f64 = 0.005;
+const A2A_POW: i32 = 16;
+/// Ports at least this share of `m_max` are visited as hot ports too.
+const A2A_HOT: f64 = 0.9;
+/// Hot ports whose shift counts are computed at the start (the guard's first limit).
+const GUARD_SEED: usize = 32;
 
 /// The state of the pass: tables as positions, flows and port loads.
 struct State<'a> {
@@ -65,6 +81,7 @@ struct State<'a> {
     lid: Vec<Lid>,
     leaf: Vec<u32>,
     nid: Vec<u32>,
+    end_port: Vec<EndPortId>,
     /// `nb[q * 256 + port]`: the neighbour position behind that port of `q` ([`NONE`]: none).
     nb: Vec<u32>,
     /// `pidx[q * 256 + port]`: the dense directed-port index ([`NONE`]: not switch-to-switch).
@@ -79,6 +96,10 @@ struct State<'a> {
     c: Vec<u32>,
     np: usize,
     n: f64,
+    /// The all-to-all term: weight and the largest `min(|D_e|, cap)` of the placement.
+    a2a_w: f64,
+    a2a_ref: f64,
+    a2a_pow: i32,
 }
 
 /// Buffers of [`State::eval`]: the ports' changes, the old and new paths and where they merge.
@@ -126,6 +147,7 @@ impl<'a> State<'a> {
         let mut lid = Vec::new();
         let mut leaf = Vec::new();
         let mut nid = Vec::new();
+        let mut end_port = Vec::new();
         for span in &dst.spans {
             for i in 0..span.len {
                 let l = dst.lids[(span.start + i) as usize];
@@ -135,6 +157,7 @@ impl<'a> State<'a> {
                 lid.push(l);
                 leaf.push(span.li);
                 nid.push(span.t0 + i);
+                end_port.push(dst.end_ports[(span.start + i) as usize]);
             }
         }
         let nd = lid.len();
@@ -180,6 +203,7 @@ impl<'a> State<'a> {
             lid,
             leaf,
             nid,
+            end_port,
             nb,
             pidx,
             pq,
@@ -189,9 +213,13 @@ impl<'a> State<'a> {
             c: Vec::new(),
             np,
             n: nd as f64,
+            a2a_w: A2A_W,
+            a2a_ref: 1.0,
+            a2a_pow: A2A_POW,
         };
         st.flows(&ends);
         st.loads();
+        st.a2a_ref = (0..npt).map(|e| st.cnt[e].min(st.cap[e])).max().unwrap_or(1).max(1) as f64;
         Some(st)
     }
 }
@@ -272,7 +300,8 @@ impl State<'_> {
     /// Estimated `P(X ≥ 6) + P(X ≥ 7)` of port `e` with `sum`/`cnt` as given.
     #[inline]
     fn tail_with(&self, e: usize, sum: u64, cnt: u32) -> f64 {
-        tail67(sum as f64 / self.n, cnt.min(self.cap[e]))
+        let m = cnt.min(self.cap[e]);
+        tail67_tab(sum as f64 / self.n, m) + self.a2a_w * (f64::from(m) / self.a2a_ref).powi(self.a2a_pow)
     }
 
     fn tail(&self, e: usize) -> f64 {
@@ -297,6 +326,19 @@ impl State<'_> {
             }
             acc += tails[e as usize];
             hot.push(e);
+        }
+        // The ports of the all-to-all term come after the tail's (their smallest flows first:
+        // a destination leaves a port's count only when its last flow through it moves).
+        let n_tail = hot.len();
+        for e in 0..npt {
+            let m = f64::from(self.cnt[e].min(self.cap[e]));
+            if m >= A2A_HOT * self.a2a_ref && !hot.contains(&(e as u32)) {
+                hot.push(e as u32);
+            }
+        }
+        let mut sh = Shifts::new(&self.leaf, &self.end_port, &self.p.o.leaves, self.np, npt);
+        for &e in hot.iter().take(GUARD_SEED) {
+            sh.ensure(self, e as usize);
         }
         // The destinations on every hot port at the start (one scan per switch).
         let mut slot = vec![NONE; npt];
@@ -325,7 +367,11 @@ impl State<'_> {
             cands.clear();
             // The destinations of the port with the largest flows first.
             let mut ds: Vec<u32> = on[k].clone();
-            ds.sort_by_key(|&i| (std::cmp::Reverse(self.c[self.ci(z, i as usize)]), i));
+            if k < n_tail {
+                ds.sort_by_key(|&i| (std::cmp::Reverse(self.c[self.ci(z, i as usize)]), i));
+            } else {
+                ds.sort_by_key(|&i| (self.c[self.ci(z, i as usize)], i));
+            }
             ds.truncate(MAX_DESTS);
             for &i in &ds {
                 let i = i as usize;
@@ -360,11 +406,13 @@ impl State<'_> {
                 if self.next(x, i) == u as u32 || !self.closer(x, u, i) {
                     continue;
                 }
-                if self.eval(x, u, i, &mut bufs) < -1e-15 {
+                if self.eval(x, u, i, &mut bufs) < -1e-15 && sh.admits(self, x, i, &bufs.deltas) {
+                    sh.apply(&bufs.deltas);
                     self.apply(x, u, i, &bufs);
                 }
             }
         }
+    }
     }
 
     /// Whether up-neighbour `u` of `x` is one of Dmodc's closer candidates for `i`'s leaf.
@@ -514,42 +562,4 @@ impl State<'_> {
         let port = self.port_to(x, u, i);
         self.lfts.set(self.p.o.order[x], self.lid[i], port);
     }
-}
-
-/// `P(X ≥ 6) + P(X ≥ 7)` for `X ~ Binomial(m, mu / m)` (0 when `m < 6`). Small tails are
-/// summed from the upper terms (no cancellation), large ones as one minus the lower terms.
-pub(super) fn tail67(mu: f64, m: u32) -> f64 {
-    if m < 6 || mu <= 0.0 {
-        return 0.0;
-    }
-    let mf = f64::from(m);
-    let p = (mu / mf).min(1.0 - 1e-12);
-    let r = p / (1.0 - p);
-    let mut t = (mf * (-p).ln_1p()).exp();
-    if mu > 2.0 {
-        let mut cdf = [0.0f64; 7];
-        let mut acc = 0.0;
-        for (j, slot) in cdf.iter_mut().enumerate() {
-            acc += t;
-            *slot = acc;
-            t *= (mf - j as f64) / (j as f64 + 1.0) * r;
-        }
-        return ((1.0 - cdf[5]) + (1.0 - cdf[6])).max(0.0);
-    }
-    for j in 0..6 {
-        t *= (mf - f64::from(j)) / (f64::from(j) + 1.0) * r;
-    }
-    // t = P(X = 6); the upper terms decrease (the mode is below 3).
-    let (mut p6, mut p7) = (t, 0.0);
-    let mut j = 6u32;
-    while j < m && t > 1e-30 {
-        t *= (mf - f64::from(j)) / (f64::from(j) + 1.0) * r;
-        p6 += t;
-        p7 += t;
-        j += 1;
-        if t < 1e-17 * p6 {
-            break;
-        }
-    }
-    p6 + p7
 }
