@@ -413,7 +413,6 @@ impl State<'_> {
             }
         }
     }
-    }
 
     /// Whether up-neighbour `u` of `x` is one of Dmodc's closer candidates for `i`'s leaf.
     fn closer(&self, x: usize, u: usize, i: usize) -> bool {

@@ -205,7 +205,11 @@ impl Shifts {
             for &(lo, len) in &self.ivals {
                 let (lo, len) = (lo as usize, len as usize);
                 for k in (lo..lo + len).map(|k| if k >= n { k - n } else { k }) {
-                    cnt[k] = if add { cnt[k].saturating_add(1) } else { cnt[k].saturating_sub(1) };
+                    cnt[k] = if add {
+                        cnt[k].saturating_add(1)
+                    } else {
+                        cnt[k].saturating_sub(1)
+                    };
                 }
             }
         }
