@@ -50,6 +50,8 @@ mod tail;
 use guard::Shifts;
 use tail::tail67_tab;
 #[cfg(test)]
+pub(super) use tail::tail67_tab as tail67_table;
+#[cfg(test)]
 pub(super) use tail::{tail67, tail67_poisson};
 
 /// Destinations per block of the flow counts.
