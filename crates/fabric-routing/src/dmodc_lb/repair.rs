@@ -129,10 +129,23 @@ pub(super) fn repair(fabric: &Fabric, p: &Prepared, plan: &Plan, dst: &Destinati
     }
 }
 
-/// The estimate `λ(6) + λ(7)` of the tables (see the module doc), for the tests.
+/// The objective of the tables (see the module doc) and its all-to-all reference `m_max`
+/// (`reference`: use this one instead of the tables' own), for the tests.
 #[cfg(test)]
-pub(super) fn estimate(fabric: &Fabric, p: &Prepared, plan: &Plan, dst: &Destinations, lfts: &mut Lfts) -> f64 {
-    State::new(fabric, p, plan, dst, lfts).map_or(0.0, |st| (0..st.pq.len()).map(|e| st.tail(e)).sum())
+pub(super) fn estimate(
+    fabric: &Fabric,
+    p: &Prepared,
+    plan: &Plan,
+    dst: &Destinations,
+    lfts: &mut Lfts,
+    reference: Option<f64>,
+) -> (f64, f64) {
+    State::new(fabric, p, plan, dst, lfts).map_or((0.0, 1.0), |mut st| {
+        if let Some(r) = reference {
+            st.a2a_ref = r;
+        }
+        ((0..st.pq.len()).map(|e| st.tail(e)).sum(), st.a2a_ref)
+    })
 }
 
 impl<'a> State<'a> {

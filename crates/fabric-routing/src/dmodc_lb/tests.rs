@@ -210,8 +210,9 @@ fn repair_lowers_its_estimate_and_keeps_routes_legal() {
             route_lb(&ctx, LidSet::Base, &mut b, false, true, true);
             route_lb(&ctx, LidSet::Base, &mut b2, false, true, true);
             assert!(b == b2, "deterministic");
-            let ea = estimate(&r.fabric, &prep, &plan, &dst, &mut a.clone());
-            let eb = estimate(&r.fabric, &prep, &plan, &dst, &mut b.clone());
+            // Both with the all-to-all reference of the placement, as the pass.
+            let (ea, reference) = estimate(&r.fabric, &prep, &plan, &dst, &mut a.clone(), None);
+            let (eb, _) = estimate(&r.fabric, &prep, &plan, &dst, &mut b.clone(), Some(reference));
             assert!(eb <= ea, "{m:?} -{links} seed {seed}: {eb} > {ea}");
             cases += 1;
             lower += usize::from(eb < ea);
@@ -259,7 +260,7 @@ fn tail67_matches_the_binomial_sum() {
 }
 
 /// The tabulated tail the repair pass evaluates: close to the exact binomial tail (the
-/// Poisson limit above the tabulated caps), and non-decreasing in the mean and in the cap.
+/// Poisson limit above the tabulated caps), and non-decreasing in the mean.
 #[test]
 fn tabulated_tail_follows_the_exact_one_and_is_monotone() {
     use super::repair::{tail67, tail67_poisson, tail67_table as tail67_tab};
@@ -287,15 +288,6 @@ fn tabulated_tail_follows_the_exact_one_and_is_monotone() {
         for k in 0..2000 {
             let t = tail67_tab(f64::from(k) * 0.013, m);
             assert!(t >= last, "mean step {k} cap {m}");
-            last = t;
-        }
-    }
-    for k in 1..200 {
-        let mu = f64::from(k) * 0.03;
-        let mut last = 0.0;
-        for m in 6..300u32 {
-            let t = tail67_tab(mu, m);
-            assert!(t + 1e-12 >= last, "cap {m} mean {mu}");
             last = t;
         }
     }

@@ -99,8 +99,8 @@ fn table() -> &'static [f64] {
 }
 
 /// [`tail67`] from the table: the cap's row (the Poisson limit above [`MAX_M`]), linear
-/// interpolation in the mean; exact beyond the grid. Non-decreasing in `mu` and in `m`, as
-/// the exact tail.
+/// interpolation in the mean; exact beyond the grid. Non-decreasing in `mu`, as the exact
+/// tail.
 #[inline]
 pub(crate) fn tail67_tab(mu: f64, m: u32) -> f64 {
     if m < 6 || mu <= 0.0 {
