@@ -67,7 +67,7 @@ impl RoutingEngine for DmodcLbRepair {
 
 /// Routes `set`; `force_kernel` runs the load-aware kernel even on an intact fabric,
 /// `tabulate` false computes every port per destination instead of from the kernel's port
-/// tables, `repair` runs the experimental repair pass ([`repair`], off in the engine) on a
+/// tables, `repair` runs the repair pass ([`repair`], engine `dmodc-lb:repair`) on a
 /// fabric that is not intact (all three for tests).
 pub(crate) fn route_lb(
     ctx: &RoutingContext<'_>,

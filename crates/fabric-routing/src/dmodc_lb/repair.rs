@@ -10,8 +10,12 @@
 //! `m_e = min(|D_e|, sources below x)` (each destination has one source, an up-link's sources are
 //! below it). Its load is estimated as `Binomial(m_e, μ_e / m_e)` — on a port whose sources all
 //! send to all of `D_e` this is `fabric_metrics::rp_floor`'s `Hypergeometric(N, |D_e|, n)` up to
-//! the finite-population factor. The pass lowers `λ(6) + λ(7) = Σ_e P(X_e ≥ 6) + P(X_e ≥ 7)`,
-//! the expected number of ports at the `mu ≥ 7` threshold and one below it.
+//! the finite-population factor. The pass lowers the objective `λ(6) + λ(7) + A` with
+//! `λ(t) = Σ_e P(X_e ≥ t)` (the expected number of ports at the `mu ≥ 7` threshold and one
+//! below it; tails read from a table per (mean, cap) class, [`tail`]) and the all-to-all term
+//! `A = Σ_e w · (m_e / m_max)^16` (`m_e`: the port's destinations, capped by its sources below,
+//! i.e. its all-to-all `min(src, dst)`; `m_max` the largest of the placement), which only the
+//! hottest all-to-all ports feel.
 //!
 //! **Moves.** A move re-routes destination `d` at a switch `x` that sends `d` upwards to another
 //! of Dmodc's closer up-neighbours of `x` (eq. 4.5 with the up-down rule, the candidates the
@@ -26,9 +30,13 @@
 //! moves of one port are applied best first, each re-evaluated on the current state and kept
 //! only when the estimate drops.
 //!
-//! **Status: experimental, not enabled in the engine** (docs/routing.md, dmodc-lb): on the
-//! 7 776-node 5 % fabric it brings P(mu ≥ 7) near the floor on one seed but raises mu_sp and
-//! costs tens of CPU seconds; only the tests run it ([`super::route_lb`] with `repair`).
+//! **Shift guard** ([`guard`]): a move is applied only when no port it loads gets a shift
+//! count above the largest count of the ports whose counts were computed (exactly, per shift
+//! of the global end order), so `mu_sp` never rises.
+//!
+//! **Status**: engine `dmodc-lb:repair` ([`super::DmodcLbRepair`]); `dmodc-lb` does not run
+//! it, because it costs seconds of CPU on an 8 000-node fabric where the placement takes tens
+//! of milliseconds (docs/routing.md, dmodc-lb).
 //!
 //! Sequential in a fixed order (ports by estimate then index, destinations in NID order), so
 //! deterministic and independent of the thread count; the flow counts are computed in
