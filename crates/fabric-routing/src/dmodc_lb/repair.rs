@@ -242,7 +242,7 @@ impl<'a> State<'a> {
         };
         st.flows(&ends);
         st.loads();
-        st.a2a_ref = (0..npt).map(|e| st.cnt[e].min(st.cap[e])).max().unwrap_or(1).max(1) as f64;
+        st.a2a_ref = f64::from((0..npt).map(|e| st.cnt[e].min(st.cap[e])).max().unwrap_or(1).max(1));
         Some(st)
     }
 }
