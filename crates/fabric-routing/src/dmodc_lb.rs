@@ -49,9 +49,25 @@ impl RoutingEngine for DmodcLb {
     }
 }
 
+/// Load-aware Dmodc followed by the repair pass ([`repair`]) on fabrics that are not intact
+/// (engine `dmodc-lb:repair`; on intact fabrics Dmodc's tables, as [`DmodcLb`]).
+#[derive(Copy, Clone, Debug, Default)]
+pub struct DmodcLbRepair;
+
+impl RoutingEngine for DmodcLbRepair {
+    fn name(&self) -> &'static str {
+        "dmodc-lb:repair"
+    }
+    fn route(&self, ctx: &RoutingContext<'_>, set: LidSet, lfts: &mut Lfts) -> Result<(), RoutingError> {
+        check_route_args(ctx, set, lfts)?;
+        route_lb(ctx, set, lfts, false, true, true);
+        Ok(())
+    }
+}
+
 /// Routes `set`; `force_kernel` runs the load-aware kernel even on an intact fabric,
 /// `tabulate` false computes every port per destination instead of from the kernel's port
-/// tables, `repair` runs the experimental repair pass ([`repair`], off in the engine) on a
+/// tables, `repair` runs the repair pass ([`repair`], engine `dmodc-lb:repair`) on a
 /// fabric that is not intact (all three for tests).
 pub(crate) fn route_lb(
     ctx: &RoutingContext<'_>,

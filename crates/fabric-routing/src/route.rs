@@ -10,7 +10,7 @@ use crate::balanced::{Balanced, BALANCED_DEFAULT_VLS, BALANCED_MAX_VLS};
 use crate::bfs::BfsUpDown;
 use crate::dfsssp::Dfsssp;
 use crate::dmodc::{Dmodc, GroupedDmodc};
-use crate::dmodc_lb::DmodcLb;
+use crate::dmodc_lb::{DmodcLb, DmodcLbRepair};
 use crate::dmodk::{Dmodk, GroupedDmodk};
 use crate::engine::{validate_context, LidSet, RoutingContext, RoutingEngine, RoutingError};
 use crate::ftree::{Directions, Ftree, FtreeVariant};
@@ -79,6 +79,10 @@ pub enum EngineKind {
     /// Load-aware Dmodc: Dmodc's closed form where the fabric is intact, balanced by load where
     /// it is not.
     DmodcLb,
+    /// Load-aware Dmodc followed by its repair pass (moves of single up-routes off the ports
+    /// of largest estimated random-permutation tail, guarded by the shift congestion).
+    /// Name `dmodc-lb:repair`.
+    DmodcLbRepair,
     /// DFSSSP: SSSP's shortest paths on any topology, deadlock-free over virtual layers.
     Dfsssp,
     /// Layered multipath routing (Slim Fly paper, seed 003 §4.2–4.3, Alg. 1; §5.1 LID offsets):
@@ -125,6 +129,7 @@ pub const ENGINE_NAMES: &[&str] = &[
     "sssp",
     "pqft",
     "dmodc-lb",
+    "dmodc-lb:repair",
     "dfsssp",
     "layered",
     "balanced",
@@ -135,7 +140,7 @@ pub const ENGINE_NAMES: &[&str] = &[
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 #[error(
     "unknown routing engine `{0}` (expected one of dmodc, dmodk, updown, updown-random, bfs-dmodc, bfs-random, \
-     ftree, ftree2, ftree-random, bfs-ftree, bfs-ftree2, bfs-ftree-random, randsp, smodk, sssp, pqft, dmodc-lb, dfsssp, \
+     ftree, ftree2, ftree-random, bfs-ftree, bfs-ftree2, bfs-ftree-random, randsp, smodk, sssp, pqft, dmodc-lb, dmodc-lb:repair, dfsssp, \
      layered:K[:SEED] (K = 1..=128 layers), balanced[:V] (V = 1..=8 VLs), mu-sssp; the random ones take an optional `:SEED`)"
 )]
 pub struct UnknownEngine(
@@ -190,6 +195,7 @@ impl EngineKind {
             EngineKind::Sssp => "sssp",
             EngineKind::Pqft => "pqft",
             EngineKind::DmodcLb => "dmodc-lb",
+            EngineKind::DmodcLbRepair => "dmodc-lb:repair",
             EngineKind::Dfsssp => "dfsssp",
             EngineKind::Layered { .. } => "layered",
             EngineKind::Balanced { .. } => "balanced",
@@ -251,6 +257,9 @@ impl FromStr for EngineKind {
         let t = s.trim().to_ascii_lowercase();
         if let Some(r) = parse_layered(&t).or_else(|| parse_balanced(&t)) {
             return r.map_err(|()| UnknownEngine(s.to_string()));
+        }
+        if t == "dmodc-lb:repair" {
+            return Ok(EngineKind::DmodcLbRepair);
         }
         let (name, seed) = match t.split_once(':') {
             None => (t.as_str(), None),
@@ -331,6 +340,7 @@ pub fn engine(kind: EngineKind) -> Box<dyn RoutingEngine> {
         EngineKind::Sssp => Box::new(Sssp),
         EngineKind::Pqft => Box::new(Pqft),
         EngineKind::DmodcLb => Box::new(DmodcLb),
+        EngineKind::DmodcLbRepair => Box::new(DmodcLbRepair),
         EngineKind::Dfsssp => Box::new(Dfsssp),
         EngineKind::Layered { k, seed } => Box::new(Layered {
             k: usize::from(k),
@@ -582,6 +592,7 @@ mod tests {
             ("ftree-random:7", EngineKind::FtreeRandom { seed: 7 }),
             ("randsp", EngineKind::RandSp { seed: 0 }),
             ("dmodc-lb", EngineKind::DmodcLb),
+            ("dmodc-lb:repair", EngineKind::DmodcLbRepair),
             ("layered", EngineKind::Layered { k: 4, seed: 0 }),
             ("layered:3", EngineKind::Layered { k: 3, seed: 0 }),
             ("Layered:7:9", EngineKind::Layered { k: 7, seed: 9 }),

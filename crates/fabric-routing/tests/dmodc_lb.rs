@@ -148,3 +148,55 @@ fn load_aware_choice_lowers_all_to_all_congestion() {
     assert!(total_lb < total_dmodc, "dmodc-lb {total_lb} vs dmodc {total_dmodc}");
     assert!(wins >= 3, "dmodc-lb lower on {wins} of 6 seeds");
 }
+
+/// `dmodc-lb:repair` (the repair pass with its shift guard and all-to-all term) on seeded
+/// degraded PGFTs: never a higher `mu_sp` than `dmodc-lb` (brute force over every shift
+/// here), never a higher `mu_a2a`, valid, up*/down*, deadlock-free, deterministic and
+/// thread-count independent; and it does change the tables (the pass is not a no-op).
+#[test]
+fn repair_keeps_mu_sp_and_all_to_all_and_routes_legal() {
+    let mut changed = 0;
+    let mut lower_a2a = 0;
+    for (s, links) in [("PGFT(3;6,6,8;1,6,6;1,1,1)", 14), ("PGFT(3;4,4,6;1,4,4;1,1,1)", 6)] {
+        for seed in 1..=3u64 {
+            let f = degraded(s, links, 0, seed);
+            let lb = route_with(&f, EngineKind::DmodcLb, 1);
+            let rp = route_with(&f, EngineKind::DmodcLbRepair, 1);
+            let (sp_lb, sp_rp) = (mu_sp(&lb), mu_sp(&rp));
+            let (a_lb, a_rp) = (mu_a2a(&lb), mu_a2a(&rp));
+            println!("{s} -{links} seed {seed}: mu_sp {sp_lb} -> {sp_rp}, mu_a2a {a_lb} -> {a_rp}");
+            assert!(sp_rp <= sp_lb, "{s} -{links} seed {seed}: mu_sp {sp_lb} -> {sp_rp}");
+            assert!(a_rp <= a_lb, "{s} -{links} seed {seed}: mu_a2a {a_lb} -> {a_rp}");
+            changed += usize::from(rp.lfts != lb.lfts);
+            lower_a2a += usize::from(a_rp < a_lb);
+            let v = check::validity(&f, &rp.lids, &rp.lfts);
+            let vl = check::validity(&f, &lb.lids, &lb.lfts);
+            assert!(v.unreachable_count <= vl.unreachable_count, "{v:?} vs {vl:?}");
+            assert_eq!(
+                check::updown_violations(&f, &rp.ranking, &rp.lids, &rp.lfts, LidSet::Base),
+                0
+            );
+            assert!(check::deadlock_free(&f, &rp.ranking, &rp.lids, &rp.lfts));
+            let one = rayon::ThreadPoolBuilder::new()
+                .num_threads(1)
+                .build()
+                .unwrap()
+                .install(|| route_with(&f, EngineKind::DmodcLbRepair, 1));
+            assert!(one.lfts == rp.lfts, "1 thread = default pool, and deterministic");
+        }
+    }
+    assert!(changed >= 4, "the pass changed the tables on {changed} of 6");
+    assert!(lower_a2a >= 4, "mu_a2a lower on {lower_a2a} of 6");
+}
+
+/// On complete fat-trees `dmodc-lb:repair` writes Dmodc's tables (the pass runs only where
+/// the fabric is not intact).
+#[test]
+fn repair_engine_writes_dmodc_tables_on_complete_fat_trees() {
+    for s in COMPLETE {
+        let f = fabric(s);
+        let a = route_with(&f, EngineKind::Dmodc, 1);
+        let b = route_with(&f, EngineKind::DmodcLbRepair, 1);
+        assert!(a.lfts == b.lfts, "{s}");
+    }
+}

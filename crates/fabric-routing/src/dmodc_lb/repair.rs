@@ -10,8 +10,12 @@
 //! `m_e = min(|D_e|, sources below x)` (each destination has one source, an up-link's sources are
 //! below it). Its load is estimated as `Binomial(m_e, μ_e / m_e)` — on a port whose sources all
 //! send to all of `D_e` this is `fabric_metrics::rp_floor`'s `Hypergeometric(N, |D_e|, n)` up to
-//! the finite-population factor. The pass lowers `λ(6) + λ(7) = Σ_e P(X_e ≥ 6) + P(X_e ≥ 7)`,
-//! the expected number of ports at the `mu ≥ 7` threshold and one below it.
+//! the finite-population factor. The pass lowers the objective `λ(6) + λ(7) + A` with
+//! `λ(t) = Σ_e P(X_e ≥ t)` (the expected number of ports at the `mu ≥ 7` threshold and one
+//! below it; tails read from a table per (mean, cap) class, [`tail`]) and the all-to-all term
+//! `A = Σ_e w · (m_e / m_max)^16` (`m_e`: the port's destinations, capped by its sources below,
+//! i.e. its all-to-all `min(src, dst)`; `m_max` the largest of the placement), which only the
+//! hottest all-to-all ports feel.
 //!
 //! **Moves.** A move re-routes destination `d` at a switch `x` that sends `d` upwards to another
 //! of Dmodc's closer up-neighbours of `x` (eq. 4.5 with the up-down rule, the candidates the
@@ -26,9 +30,13 @@
 //! moves of one port are applied best first, each re-evaluated on the current state and kept
 //! only when the estimate drops.
 //!
-//! **Status: experimental, not enabled in the engine** (docs/routing.md, dmodc-lb): on the
-//! 7 776-node 5 % fabric it brings P(mu ≥ 7) near the floor on one seed but raises mu_sp and
-//! costs tens of CPU seconds; only the tests run it ([`super::route_lb`] with `repair`).
+//! **Shift guard** ([`guard`]): a move is applied only when no port it loads gets a shift
+//! count above the largest count of the ports whose counts were computed (exactly, per shift
+//! of the global end order), so `mu_sp` never rises.
+//!
+//! **Status**: engine `dmodc-lb:repair` ([`super::DmodcLbRepair`]); `dmodc-lb` does not run
+//! it, because it costs seconds of CPU on an 8 000-node fabric where the placement takes tens
+//! of milliseconds (docs/routing.md, dmodc-lb).
 //!
 //! Sequential in a fixed order (ports by estimate then index, destinations in NID order), so
 //! deterministic and independent of the thread count; the flow counts are computed in
@@ -37,12 +45,22 @@
 
 use rayon::prelude::*;
 
-use fabric_topology::{Fabric, Lid, PortNum};
+use fabric_topology::{EndPortId, Fabric, Lid, PortNum};
 
 use super::plan::Plan;
 use crate::fill::{Destinations, Prepared};
 use crate::lft::Lfts;
 use crate::prep::{INF, NONE};
+
+mod guard;
+mod tail;
+
+use guard::Shifts;
+use tail::tail67_tab;
+#[cfg(test)]
+pub(super) use tail::tail67_tab as tail67_table;
+#[cfg(test)]
+pub(super) use tail::{tail67, tail67_poisson};
 
 /// Destinations per block of the flow counts.
 const B: usize = 64;
@@ -54,6 +72,14 @@ const MAX_POINTS: usize = 8;
 const MAX_DESTS: usize = 32;
 /// Alternatives tried per move point (the least loaded).
 const MAX_ALTS: usize = 2;
+/// The all-to-all term of the objective: `A2A_W · (m_e / m_max)^A2A_POW` per port, `m_e`
+/// its destinations (capped by its sources below), `m_max` the largest at the start.
+const A2A_W: f64 = 0.005;
+const A2A_POW: i32 = 16;
+/// Ports at least this share of `m_max` are visited as hot ports too.
+const A2A_HOT: f64 = 0.9;
+/// Hot ports whose shift counts are computed at the start (the guard's first limit).
+const GUARD_SEED: usize = 32;
 
 /// The state of the pass: tables as positions, flows and port loads.
 struct State<'a> {
@@ -65,6 +91,7 @@ struct State<'a> {
     lid: Vec<Lid>,
     leaf: Vec<u32>,
     nid: Vec<u32>,
+    end_port: Vec<EndPortId>,
     /// `nb[q * 256 + port]`: the neighbour position behind that port of `q` ([`NONE`]: none).
     nb: Vec<u32>,
     /// `pidx[q * 256 + port]`: the dense directed-port index ([`NONE`]: not switch-to-switch).
@@ -79,6 +106,10 @@ struct State<'a> {
     c: Vec<u32>,
     np: usize,
     n: f64,
+    /// The all-to-all term: weight and the largest `min(|D_e|, cap)` of the placement.
+    a2a_w: f64,
+    a2a_ref: f64,
+    a2a_pow: i32,
 }
 
 /// Buffers of [`State::eval`]: the ports' changes, the old and new paths and where they merge.
@@ -106,10 +137,23 @@ pub(super) fn repair(fabric: &Fabric, p: &Prepared, plan: &Plan, dst: &Destinati
     }
 }
 
-/// The estimate `λ(6) + λ(7)` of the tables (see the module doc), for the tests.
+/// The objective of the tables (see the module doc) and its all-to-all reference `m_max`
+/// (`reference`: use this one instead of the tables' own), for the tests.
 #[cfg(test)]
-pub(super) fn estimate(fabric: &Fabric, p: &Prepared, plan: &Plan, dst: &Destinations, lfts: &mut Lfts) -> f64 {
-    State::new(fabric, p, plan, dst, lfts).map_or(0.0, |st| (0..st.pq.len()).map(|e| st.tail(e)).sum())
+pub(super) fn estimate(
+    fabric: &Fabric,
+    p: &Prepared,
+    plan: &Plan,
+    dst: &Destinations,
+    lfts: &mut Lfts,
+    reference: Option<f64>,
+) -> (f64, f64) {
+    State::new(fabric, p, plan, dst, lfts).map_or((0.0, 1.0), |mut st| {
+        if let Some(r) = reference {
+            st.a2a_ref = r;
+        }
+        ((0..st.pq.len()).map(|e| st.tail(e)).sum(), st.a2a_ref)
+    })
 }
 
 impl<'a> State<'a> {
@@ -126,6 +170,7 @@ impl<'a> State<'a> {
         let mut lid = Vec::new();
         let mut leaf = Vec::new();
         let mut nid = Vec::new();
+        let mut end_port = Vec::new();
         for span in &dst.spans {
             for i in 0..span.len {
                 let l = dst.lids[(span.start + i) as usize];
@@ -135,6 +180,7 @@ impl<'a> State<'a> {
                 lid.push(l);
                 leaf.push(span.li);
                 nid.push(span.t0 + i);
+                end_port.push(dst.end_ports[(span.start + i) as usize]);
             }
         }
         let nd = lid.len();
@@ -180,6 +226,7 @@ impl<'a> State<'a> {
             lid,
             leaf,
             nid,
+            end_port,
             nb,
             pidx,
             pq,
@@ -189,9 +236,13 @@ impl<'a> State<'a> {
             c: Vec::new(),
             np,
             n: nd as f64,
+            a2a_w: A2A_W,
+            a2a_ref: 1.0,
+            a2a_pow: A2A_POW,
         };
         st.flows(&ends);
         st.loads();
+        st.a2a_ref = f64::from((0..npt).map(|e| st.cnt[e].min(st.cap[e])).max().unwrap_or(1).max(1));
         Some(st)
     }
 }
@@ -272,7 +323,8 @@ impl State<'_> {
     /// Estimated `P(X ≥ 6) + P(X ≥ 7)` of port `e` with `sum`/`cnt` as given.
     #[inline]
     fn tail_with(&self, e: usize, sum: u64, cnt: u32) -> f64 {
-        tail67(sum as f64 / self.n, cnt.min(self.cap[e]))
+        let m = cnt.min(self.cap[e]);
+        tail67_tab(sum as f64 / self.n, m) + self.a2a_w * (f64::from(m) / self.a2a_ref).powi(self.a2a_pow)
     }
 
     fn tail(&self, e: usize) -> f64 {
@@ -297,6 +349,19 @@ impl State<'_> {
             }
             acc += tails[e as usize];
             hot.push(e);
+        }
+        // The ports of the all-to-all term come after the tail's (their smallest flows first:
+        // a destination leaves a port's count only when its last flow through it moves).
+        let n_tail = hot.len();
+        for e in 0..npt {
+            let m = f64::from(self.cnt[e].min(self.cap[e]));
+            if m >= A2A_HOT * self.a2a_ref && !hot.contains(&(e as u32)) {
+                hot.push(e as u32);
+            }
+        }
+        let mut sh = Shifts::new(&self.leaf, &self.end_port, &self.p.o.leaves, self.np, npt);
+        for &e in hot.iter().take(GUARD_SEED) {
+            sh.ensure(self, e as usize);
         }
         // The destinations on every hot port at the start (one scan per switch).
         let mut slot = vec![NONE; npt];
@@ -325,7 +390,11 @@ impl State<'_> {
             cands.clear();
             // The destinations of the port with the largest flows first.
             let mut ds: Vec<u32> = on[k].clone();
-            ds.sort_by_key(|&i| (std::cmp::Reverse(self.c[self.ci(z, i as usize)]), i));
+            if k < n_tail {
+                ds.sort_by_key(|&i| (std::cmp::Reverse(self.c[self.ci(z, i as usize)]), i));
+            } else {
+                ds.sort_by_key(|&i| (self.c[self.ci(z, i as usize)], i));
+            }
             ds.truncate(MAX_DESTS);
             for &i in &ds {
                 let i = i as usize;
@@ -360,7 +429,8 @@ impl State<'_> {
                 if self.next(x, i) == u as u32 || !self.closer(x, u, i) {
                     continue;
                 }
-                if self.eval(x, u, i, &mut bufs) < -1e-15 {
+                if self.eval(x, u, i, &mut bufs) < -1e-15 && sh.admits(self, x, i, &bufs.deltas) {
+                    sh.apply(&bufs.deltas);
                     self.apply(x, u, i, &bufs);
                 }
             }
@@ -514,42 +584,4 @@ impl State<'_> {
         let port = self.port_to(x, u, i);
         self.lfts.set(self.p.o.order[x], self.lid[i], port);
     }
-}
-
-/// `P(X ≥ 6) + P(X ≥ 7)` for `X ~ Binomial(m, mu / m)` (0 when `m < 6`). Small tails are
-/// summed from the upper terms (no cancellation), large ones as one minus the lower terms.
-pub(super) fn tail67(mu: f64, m: u32) -> f64 {
-    if m < 6 || mu <= 0.0 {
-        return 0.0;
-    }
-    let mf = f64::from(m);
-    let p = (mu / mf).min(1.0 - 1e-12);
-    let r = p / (1.0 - p);
-    let mut t = (mf * (-p).ln_1p()).exp();
-    if mu > 2.0 {
-        let mut cdf = [0.0f64; 7];
-        let mut acc = 0.0;
-        for (j, slot) in cdf.iter_mut().enumerate() {
-            acc += t;
-            *slot = acc;
-            t *= (mf - j as f64) / (j as f64 + 1.0) * r;
-        }
-        return ((1.0 - cdf[5]) + (1.0 - cdf[6])).max(0.0);
-    }
-    for j in 0..6 {
-        t *= (mf - f64::from(j)) / (f64::from(j) + 1.0) * r;
-    }
-    // t = P(X = 6); the upper terms decrease (the mode is below 3).
-    let (mut p6, mut p7) = (t, 0.0);
-    let mut j = 6u32;
-    while j < m && t > 1e-30 {
-        t *= (mf - f64::from(j)) / (f64::from(j) + 1.0) * r;
-        p6 += t;
-        p7 += t;
-        j += 1;
-        if t < 1e-17 * p6 {
-            break;
-        }
-    }
-    p6 + p7
 }

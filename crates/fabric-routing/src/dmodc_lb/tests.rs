@@ -210,8 +210,9 @@ fn repair_lowers_its_estimate_and_keeps_routes_legal() {
             route_lb(&ctx, LidSet::Base, &mut b, false, true, true);
             route_lb(&ctx, LidSet::Base, &mut b2, false, true, true);
             assert!(b == b2, "deterministic");
-            let ea = estimate(&r.fabric, &prep, &plan, &dst, &mut a.clone());
-            let eb = estimate(&r.fabric, &prep, &plan, &dst, &mut b.clone());
+            // Both with the all-to-all reference of the placement, as the pass.
+            let (ea, reference) = estimate(&r.fabric, &prep, &plan, &dst, &mut a.clone(), None);
+            let (eb, _) = estimate(&r.fabric, &prep, &plan, &dst, &mut b.clone(), Some(reference));
             assert!(eb <= ea, "{m:?} -{links} seed {seed}: {eb} > {ea}");
             cases += 1;
             lower += usize::from(eb < ea);
@@ -255,5 +256,39 @@ fn tail67_matches_the_binomial_sum() {
             (got - want).abs() <= 1e-9 * want.max(1e-12) + 1e-15,
             "{mu} {m}: {got} vs {want}"
         );
+    }
+}
+
+/// The tabulated tail the repair pass evaluates: close to the exact binomial tail (the
+/// Poisson limit above the tabulated caps), and non-decreasing in the mean.
+#[test]
+fn tabulated_tail_follows_the_exact_one_and_is_monotone() {
+    use super::repair::{tail67, tail67_poisson, tail67_table as tail67_tab};
+    for m in [6u32, 7, 18, 64, 127] {
+        for k in 0..=400 {
+            let mu = f64::from(k) * 0.05;
+            if mu > f64::from(m) {
+                break;
+            }
+            let (got, want) = (tail67_tab(mu, m), tail67(mu, m));
+            assert!((got - want).abs() <= 2e-3 * want.max(1e-3), "{mu} {m}: {got} vs {want}");
+        }
+    }
+    for mu in [0.5, 1.0, 3.0, 6.0] {
+        let (got, want) = (tail67_tab(mu, 10_000), tail67_poisson(mu));
+        assert!((got - want).abs() <= 2e-3 * want.max(1e-3), "{mu}: {got} vs {want}");
+        // The Poisson limit is the binomial's with a large cap.
+        assert!(
+            (tail67(mu, 100_000) - want).abs() <= 1e-3 * want.max(1e-6) + 1e-9,
+            "{mu}"
+        );
+    }
+    for m in [6u32, 9, 40, 130] {
+        let mut last = 0.0;
+        for k in 0..2000 {
+            let t = tail67_tab(f64::from(k) * 0.013, m);
+            assert!(t >= last, "mean step {k} cap {m}");
+            last = t;
+        }
     }
 }
