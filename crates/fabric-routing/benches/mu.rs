@@ -35,7 +35,7 @@ fn cpu_ms() -> f64 {
 }
 
 fn main() {
-    let runs: usize = std::env::var("RUNS").ok().and_then(|v| v.parse().ok()).unwrap_or(20);
+    let runs: usize = std::env::var("RUNS").ok().and_then(|v| v.parse().ok()).unwrap_or(20).max(1);
     let only = std::env::var("SPECS").ok();
     println!("| fabric | route ms median (min) | CPU ms/run | layering ms | kept | mu | layers | digest |");
     println!("|---|---|---|---|---|---|---|---|");

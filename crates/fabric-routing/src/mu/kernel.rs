@@ -5,7 +5,6 @@
 
 use fabric_topology::Fabric;
 
-use crate::balanced::cdg::{Cdg, Scratch, Shape};
 use crate::balanced::VlPlan;
 use crate::sssp::Channels;
 
@@ -35,9 +34,8 @@ pub(crate) struct Routed {
 
 /// Cost of a candidate path for one source switch, compared lexicographically: highest
 /// min(S, T) on the path (raised to the routing's mu so far: below it all paths are equal),
-/// whether its dependency is out of the one-VL CDG's order, increase of Σ min(S, T), highest
-/// load, channel.
-type Key = (u64, bool, u64, u64, u32);
+/// increase of Σ min(S, T), highest load, channel.
+type Key = (u64, u64, u64, u32);
 
 struct State<'a> {
     plan: &'a VlPlan,
@@ -60,12 +58,6 @@ struct State<'a> {
     mark: Vec<u32>,
     epoch: u32,
     marked: Vec<u32>,
-    /// The one-VL channel-dependency graph of the routes whose dependency kept it acyclic.
-    shape: Shape,
-    cdg: Cdg,
-    sc: Scratch,
-    /// `dep[d × ns + s]`: the dependency of `s`'s next hop towards `d` is in `cdg`.
-    dep: Vec<bool>,
     /// mu of the routing so far (at the start of a round: of the whole routing).
     gmu: u64,
 }
@@ -78,7 +70,6 @@ pub(crate) fn route(fabric: &Fabric, plan: &VlPlan, ch: Channels, seed: Option<&
     let ns = fabric.num_switches();
     let nc = ch.len();
     let nd = plan.dests.len();
-    let shape = Shape::new(&ch, ns);
     let mut st = State {
         plan,
         ns,
@@ -102,10 +93,6 @@ pub(crate) fn route(fabric: &Fabric, plan: &VlPlan, ch: Channels, seed: Option<&
         mark: vec![0; nc],
         epoch: 0,
         marked: Vec::new(),
-        cdg: Cdg::new(&shape),
-        shape,
-        sc: Scratch::default(),
-        dep: vec![false; nd * ns],
         gmu: 0,
         ch,
     };
@@ -117,6 +104,10 @@ pub(crate) fn route(fabric: &Fabric, plan: &VlPlan, ch: Channels, seed: Option<&
         }
     }
     let mut best = (st.score(), st.next.clone(), 0usize);
+    if std::env::var_os("MU_DEBUG").is_some() {
+        eprintln!("    round 0: {:?}", best.0);
+    }
+    let mut prev = best.0;
     for round in 1..=rounds {
         st.gmu = st.score().0;
         for &d in &order {
@@ -124,9 +115,16 @@ pub(crate) fn route(fabric: &Fabric, plan: &VlPlan, ch: Channels, seed: Option<&
             st.route_dest(d);
         }
         let s = st.score();
+        if std::env::var_os("MU_DEBUG").is_some() {
+            eprintln!("    round {round}: {s:?}");
+        }
         if s < best.0 {
             best = (s, st.next.clone(), round);
         }
+        if s == prev {
+            break;
+        }
+        prev = s;
     }
     Routed {
         ch: st.ch,
@@ -215,12 +213,6 @@ impl State<'_> {
         let w = self.own[u].max(1);
         let wd = self.plan.dests[d].weight;
         let (mut mx, mut inc, mut ld) = (0u64, 0u64, 0u64);
-        let v = self.ch.remote[c as usize] as usize;
-        let out_of_order = v != t
-            && match self.next[d * ns + v] {
-                NONE => false,
-                y => !self.cdg.in_order(&self.shape, c, y),
-            };
         let mut e = c as usize;
         for _ in 0..ns {
             let s_new = self.sw[e] + if self.src_cnt[e * ns + u] == 0 { w } else { 0 };
@@ -238,7 +230,7 @@ impl State<'_> {
                 n => e = n as usize,
             }
         }
-        (mx.max(self.gmu), out_of_order, inc, ld, c)
+        (mx.max(self.gmu), inc, ld, c)
     }
 
     /// Adds switch `u`'s end ports as sources on its path towards `d`.
@@ -295,15 +287,9 @@ impl State<'_> {
                     best = Some(k);
                 }
             }
-            let c = best.map_or(NONE, |k| k.4);
-            self.next[d * ns + u] = c;
+            self.next[d * ns + u] = best.map_or(NONE, |k| k.3);
             if let Some(k) = best {
                 self.gmu = self.gmu.max(k.0);
-            }
-            if c != NONE {
-                let v = self.ch.remote[c as usize] as usize;
-                let y = self.next[d * ns + v];
-                self.dep[d * ns + u] = v != t && y != NONE && self.cdg.try_add(&self.shape, &mut self.sc, c, y);
             }
             self.charge_path(d, u);
         }
@@ -320,9 +306,6 @@ impl State<'_> {
             if u == t || c == NONE {
                 continue;
             }
-            let v = self.ch.remote[c as usize] as usize;
-            let y = next[v];
-            self.dep[d * ns + u] = v != t && y != NONE && self.cdg.try_add(&self.shape, &mut self.sc, c, y);
             self.charge_path(d, u);
         }
         self.gmu = self.gmu.max(self.score().0);
@@ -365,13 +348,6 @@ impl State<'_> {
         }
         for &c in &self.marked {
             self.tw[c as usize] -= wd;
-        }
-        for u in 0..ns {
-            if std::mem::take(&mut self.dep[d * ns + u]) {
-                let c = self.next[d * ns + u];
-                let y = self.next[d * ns + self.ch.remote[c as usize] as usize];
-                self.cdg.remove(&self.shape, c, y);
-            }
         }
         self.next[d * ns..(d + 1) * ns].fill(NONE);
     }

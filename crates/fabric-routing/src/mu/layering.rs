@@ -10,6 +10,8 @@
 //! Routes are tried longest first (they constrain most), then in (LID, switch) order:
 //! deterministic and sequential.
 
+use std::collections::HashMap;
+
 use fabric_topology::{Fabric, Lid, SwitchId};
 
 use crate::balanced::cdg::{Cdg, Scratch, Shape};
@@ -27,9 +29,24 @@ pub fn layering(fabric: &Fabric, lids: &LidPlan, lfts: &Lfts, max_layers: u8) ->
             max: IB_MAX_DATA_VLS,
         });
     }
+    let best = match super::cache::lookup(fabric, lids, lfts) {
+        Some(l) => l,
+        None => fewest(fabric, lids, lfts)?,
+    };
+    if best.num_layers > max_layers {
+        return Err(VlError::TooFewVls {
+            available: max_layers,
+            needed: best.num_layers,
+        });
+    }
+    Ok(best)
+}
+
+/// The fewer layers of DFSSSP's cycle breaking and the first fit, at most [`IB_MAX_DATA_VLS`].
+fn fewest(fabric: &Fabric, lids: &LidPlan, lfts: &Lfts) -> Result<VlLayering, VlError> {
     let dfsssp = vl::layer_base_fewest(fabric, lids, lfts, IB_MAX_DATA_VLS);
     let ff = first_fit(fabric, lids, lfts, IB_MAX_DATA_VLS);
-    let best = match (dfsssp, ff) {
+    Ok(match (dfsssp, ff) {
         (Ok(a), Ok(b)) => {
             if b.num_layers < a.num_layers {
                 b
@@ -40,14 +57,7 @@ pub fn layering(fabric: &Fabric, lids: &LidPlan, lfts: &Lfts, max_layers: u8) ->
         (Ok(a), Err(_)) => a,
         (Err(_), Ok(b)) => b,
         (Err(e), Err(_)) => return Err(e),
-    };
-    if best.num_layers > max_layers {
-        return Err(VlError::TooFewVls {
-            available: max_layers,
-            needed: best.num_layers,
-        });
-    }
-    Ok(best)
+    })
 }
 
 /// First fit of every base-LID route of `lfts` into layers (see the module documentation).
@@ -113,8 +123,21 @@ pub fn first_fit(fabric: &Fabric, lids: &LidPlan, lfts: &Lfts, max_layers: u8) -
     let mut cdgs: Vec<Cdg> = Vec::new();
     let mut sc = Scratch::default();
     let mut layer_of = vec![0u8; routes.len()];
+    // Layers only gain edges, so a path refused by a layer stays refused and a path equal to
+    // one already placed goes into the same layer: each distinct path is fitted once.
+    let mut placed: HashMap<&[u32], u8> = HashMap::new();
     for &r in &order {
         let path = &chans[cstart[r] as usize..cstart[r + 1] as usize];
+        if path.len() < 2 {
+            if cdgs.is_empty() {
+                cdgs.push(Cdg::new(&shape));
+            }
+            continue;
+        }
+        if let Some(&l) = placed.get(path) {
+            layer_of[r] = l;
+            continue;
+        }
         let mut l = 0;
         loop {
             if l == cdgs.len() {
@@ -137,6 +160,7 @@ pub fn first_fit(fabric: &Fabric, lids: &LidPlan, lfts: &Lfts, max_layers: u8) -
             l += 1;
         }
         layer_of[r] = l as u8;
+        placed.insert(path, l as u8);
         if cdgs.len() > max_layers as usize {
             return Err(VlError::TooFewVls {
                 available: max_layers,

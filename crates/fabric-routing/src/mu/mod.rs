@@ -43,6 +43,7 @@
 //! Sequential and deterministic (no hashing, no randomness). Memory: `channels × switches`
 //! counters; fabrics above [`MU_MAX_COUNTERS`] are refused (use `dfsssp`).
 
+mod cache;
 mod kernel;
 mod layering;
 #[cfg(test)]
@@ -77,9 +78,9 @@ pub struct MuStats {
     pub layers: u8,
 }
 
-/// The candidate routings, in order of preference on ties: the mu greedy with rip-up rounds,
-/// minimal routing by port order alone, and port order improved by rip-up rounds.
-pub const CANDIDATES: [&str; 3] = ["greedy", "port-order", "port-order+rounds"];
+/// The candidate routings, in order of preference on ties: minimal routing by port order
+/// alone, and port order improved by the rip-up rounds.
+pub const CANDIDATES: [&str; 2] = ["port-order", "port-order+rounds"];
 
 impl MuSssp {
     /// Routes the base LIDs and returns the routing's statistics.
@@ -100,37 +101,39 @@ impl MuSssp {
         let plan = VlPlan::new(f, ctx.lids, 1);
         let po = kernel::port_order(f, &plan, &ch);
         let lb = mu_lower_bound(f, &ch);
-        let mut best: Option<((u8, u64), Lfts, MuStats)> = None;
-        // Port order first: when it reaches the lower bound on one layer nothing can beat it.
-        for i in [1, 0, 2] {
-            if best.as_ref().is_some_and(|b| b.0 .0 <= 1 && b.0 .1 <= lb) {
-                break;
-            }
-            let name = CANDIDATES[i];
-            let r = match i {
-                0 => kernel::route(f, &plan, Channels::new(f), None, MU_ROUNDS),
-                1 => kernel::route(f, &plan, Channels::new(f), Some(&po), 0),
-                _ => kernel::route(f, &plan, Channels::new(f), Some(&po), MU_ROUNDS),
-            };
+        let stats = |r: &kernel::Routed, i: usize, layers: u8| MuStats {
+            destinations: plan.len(),
+            mu: r.mu,
+            round: r.round,
+            candidate: CANDIDATES[i],
+            layers,
+        };
+        let tables = |r: &kernel::Routed| {
             let mut t = lfts.clone();
             write_next_hops(f, ctx.lids, &plan, &r.next, &r.ch, &mut t);
-            let layers = layering(f, ctx.lids, &t, IB_MAX_DATA_VLS).map_or(u8::MAX, |l| l.num_layers);
-            let key = (layers, r.mu);
-            // Ties: the earlier candidate of CANDIDATES.
-            if best.as_ref().is_none_or(|b| {
-                key < b.0 || (key == b.0 && CANDIDATES.iter().position(|&c| c == b.2.candidate) > Some(i))
-            }) {
-                let st = MuStats {
-                    destinations: plan.len(),
-                    mu: r.mu,
-                    round: r.round,
-                    candidate: name,
-                    layers,
-                };
-                best = Some((key, t, st));
+            let l = layering(f, ctx.lids, &t, IB_MAX_DATA_VLS);
+            let layers = l.as_ref().map_or(u8::MAX, |l| l.num_layers);
+            (t, l.ok(), layers)
+        };
+        // Port order first: when it reaches the lower bound on one layer nothing can beat it.
+        let r = kernel::route(f, &plan, Channels::new(f), Some(&po), 0);
+        let (t, l, layers) = tables(&r);
+        let mut best = ((layers, r.mu), t, l, stats(&r, 0, layers));
+        if !(layers <= 1 && r.mu <= lb) {
+            let r = kernel::route(f, &plan, Channels::new(f), Some(&po), MU_ROUNDS);
+            // Round 0 of the rounds is the port-order routing itself.
+            if r.round > 0 {
+                let (t, l, layers) = tables(&r);
+                // Ties: port order.
+                if (layers, r.mu) < best.0 {
+                    best = ((layers, r.mu), t, l, stats(&r, 1, layers));
+                }
             }
         }
-        let (_, t, st) = best.expect("at least one candidate");
+        let (_, t, l, st) = best;
+        if let Some(l) = l {
+            cache::store(f, ctx.lids, &t, l);
+        }
         *lfts = t;
         Ok(st)
     }
