@@ -23,7 +23,7 @@ pub const MU_MAX_COUNTERS: usize = 1 << 26;
 pub(crate) struct Routed {
     pub ch: Channels,
     /// `next[d × ns + s]`: channel `s` takes towards destination `d` ([`NONE`]: `s` is the
-    /// destination's switch, or has no path).
+    /// destination's switch, or has no path). Empty when round 0 (the seed) is kept.
     pub next: Vec<u32>,
     /// The all-to-all `mu` of the kept routing: max over channels of min(source end ports,
     /// destination end ports) crossing it.
@@ -62,11 +62,19 @@ struct State<'a> {
     gmu: u64,
 }
 
-/// Routes every destination of `plan`: a first pass (the greedy, or the `seed` routing's
-/// next hops, `seed[d × ns + s]` as [`Routed::next`]), then `rounds` rounds that rip up each
-/// destination and route it again against all the others; the routing of least (mu, channels
-/// at mu, sum of min(src, dst), max load) is kept.
-pub(crate) fn route(fabric: &Fabric, plan: &VlPlan, ch: Channels, seed: Option<&[u32]>, rounds: usize) -> Routed {
+/// Routes every destination of `plan`: a first pass that loads the `seed` routing's next hops
+/// (`seed[d × ns + s]` as [`Routed::next`]); then, if `more(mu of the seed)` says so, up to
+/// `rounds` rounds that rip up each destination and route it again against all the others,
+/// stopping after a round that lowers neither mu nor the channels at mu. The routing of least
+/// (mu, channels at mu, sum of min(src, dst), max load) is kept.
+pub(crate) fn route(
+    fabric: &Fabric,
+    plan: &VlPlan,
+    ch: Channels,
+    seed: &[u32],
+    rounds: usize,
+    more: impl FnOnce(u64) -> bool,
+) -> Routed {
     let ns = fabric.num_switches();
     let nc = ch.len();
     let nd = plan.dests.len();
@@ -98,16 +106,12 @@ pub(crate) fn route(fabric: &Fabric, plan: &VlPlan, ch: Channels, seed: Option<&
     };
     let order = dest_order(plan);
     for &d in &order {
-        match seed {
-            Some(next) => st.load_dest(d, &next[d * ns..(d + 1) * ns]),
-            None => st.route_dest(d),
-        }
+        st.load_dest(d, &seed[d * ns..(d + 1) * ns]);
     }
-    let mut best = (st.score(), st.next.clone(), 0usize);
-    if std::env::var_os("MU_DEBUG").is_some() {
-        eprintln!("    round 0: {:?}", best.0);
-    }
-    let mut prev = best.0;
+    let s0 = st.score();
+    let rounds = if more(s0.0) { rounds } else { 0 };
+    let mut best = (s0, if rounds > 0 { st.next.clone() } else { Vec::new() }, 0usize);
+    let mut prev = s0;
     for round in 1..=rounds {
         st.gmu = st.score().0;
         for &d in &order {
@@ -115,13 +119,10 @@ pub(crate) fn route(fabric: &Fabric, plan: &VlPlan, ch: Channels, seed: Option<&
             st.route_dest(d);
         }
         let s = st.score();
-        if std::env::var_os("MU_DEBUG").is_some() {
-            eprintln!("    round {round}: {s:?}");
-        }
         if s < best.0 {
             best = (s, st.next.clone(), round);
         }
-        if s == prev {
+        if (s.0, s.1) >= (prev.0, prev.1) {
             break;
         }
         prev = s;

@@ -101,33 +101,34 @@ impl MuSssp {
         let plan = VlPlan::new(f, ctx.lids, 1);
         let po = kernel::port_order(f, &plan, &ch);
         let lb = mu_lower_bound(f, &ch);
-        let stats = |r: &kernel::Routed, i: usize, layers: u8| MuStats {
-            destinations: plan.len(),
-            mu: r.mu,
-            round: r.round,
-            candidate: CANDIDATES[i],
-            layers,
-        };
-        let tables = |r: &kernel::Routed| {
+        let tables = |next: &[u32], ch: &Channels| {
             let mut t = lfts.clone();
-            write_next_hops(f, ctx.lids, &plan, &r.next, &r.ch, &mut t);
+            write_next_hops(f, ctx.lids, &plan, next, ch, &mut t);
             let l = layering(f, ctx.lids, &t, IB_MAX_DATA_VLS);
             let layers = l.as_ref().map_or(u8::MAX, |l| l.num_layers);
             (t, l.ok(), layers)
         };
-        // Port order first: when it reaches the lower bound on one layer nothing can beat it.
-        let r = kernel::route(f, &plan, Channels::new(f), Some(&po), 0);
-        let (t, l, layers) = tables(&r);
-        let mut best = ((layers, r.mu), t, l, stats(&r, 0, layers));
-        if !(layers <= 1 && r.mu <= lb) {
-            let r = kernel::route(f, &plan, Channels::new(f), Some(&po), MU_ROUNDS);
-            // Round 0 of the rounds is the port-order routing itself.
-            if r.round > 0 {
-                let (t, l, layers) = tables(&r);
-                // Ties: port order.
-                if (layers, r.mu) < best.0 {
-                    best = ((layers, r.mu), t, l, stats(&r, 1, layers));
-                }
+        let stats = |mu: u64, round: usize, layers: u8| MuStats {
+            destinations: plan.len(),
+            mu,
+            round,
+            candidate: CANDIDATES[(round > 0) as usize],
+            layers,
+        };
+        // Port order first (round 0 of the rounds): when it reaches the lower bound on one
+        // layer nothing can beat it and the rounds are skipped.
+        let mut first = None;
+        let r = kernel::route(f, &plan, Channels::new(f), &po, MU_ROUNDS, |mu| {
+            let (t, l, layers) = tables(&po, &ch);
+            first = Some(((layers, mu), t, l, stats(mu, 0, layers)));
+            !(layers <= 1 && mu <= lb)
+        });
+        let mut best = first.expect("the kernel reports the seed's mu");
+        // The rounds' routing is layered only when it lowers mu (ties: port order).
+        if r.round > 0 && r.mu < best.0 .1 {
+            let (t, l, layers) = tables(&r.next, &r.ch);
+            if (layers, r.mu) < best.0 {
+                best = ((layers, r.mu), t, l, stats(r.mu, r.round, layers));
             }
         }
         let (_, t, l, st) = best;
