@@ -43,7 +43,9 @@ struct State<'a> {
     ch: Channels,
     /// End ports of each switch (its weight as a source).
     own: Vec<u64>,
-    /// `src_cnt[c × ns + s]`: destinations whose route from switch `s` crosses channel `c`.
+    nc: usize,
+    /// `src_cnt[s × nc + c]`: destinations whose route from switch `s` crosses channel `c`
+    /// (a switch's counters together: its candidate paths are evaluated and charged at once).
     src_cnt: Vec<u32>,
     /// Per channel: end ports of the distinct source switches crossing it.
     sw: Vec<u64>,
@@ -52,8 +54,11 @@ struct State<'a> {
     /// Per channel: routes (source end port, destination end port) crossing it.
     load: Vec<u64>,
     next: Vec<u32>,
+    /// `dist[t × ns + u]`: hops from `u` to switch `t`; `order[t × ns ..][..reached[t]]`: the
+    /// switches reaching `t` in BFS order (computed once per destination switch).
     dist: Vec<u32>,
     order: Vec<u32>,
+    reached: Vec<u32>,
     /// `mark[c] == epoch`: the current destination's tree already counts in `tw[c]`.
     mark: Vec<u32>,
     epoch: u32,
@@ -91,13 +96,15 @@ pub(crate) fn route(
                 }
             })
             .collect(),
+        nc,
         src_cnt: vec![0; nc * ns],
         sw: vec![0; nc],
         tw: vec![0; nc],
         load: vec![0; nc],
         next: vec![NONE; nd * ns],
-        dist: vec![NONE; ns],
-        order: Vec::with_capacity(ns),
+        dist: vec![NONE; ns * ns],
+        order: vec![0; ns * ns],
+        reached: vec![NONE; ns],
         mark: vec![0; nc],
         epoch: 0,
         marked: Vec::new(),
@@ -185,24 +192,31 @@ impl State<'_> {
         }
     }
 
-    /// Hop distances to switch `t` (links are bidirectional) and the switches in BFS order.
+    /// Hop distances to switch `t` (links are bidirectional) and the switches in BFS order,
+    /// once per switch.
     fn bfs(&mut self, t: usize) {
-        self.dist.fill(NONE);
-        self.order.clear();
-        self.dist[t] = 0;
-        self.order.push(t as u32);
-        let mut i = 0;
-        while i < self.order.len() {
-            let x = self.order[i] as usize;
+        if self.reached[t] != NONE {
+            return;
+        }
+        let ns = self.ns;
+        let dist = &mut self.dist[t * ns..(t + 1) * ns];
+        let order = &mut self.order[t * ns..(t + 1) * ns];
+        dist[t] = 0;
+        order[0] = t as u32;
+        let (mut i, mut n) = (0, 1);
+        while i < n {
+            let x = order[i] as usize;
             i += 1;
             for c in self.ch.of_switch(x) {
                 let y = self.ch.remote[c as usize] as usize;
-                if self.dist[y] == NONE {
-                    self.dist[y] = self.dist[x] + 1;
-                    self.order.push(y as u32);
+                if dist[y] == NONE {
+                    dist[y] = dist[x] + 1;
+                    order[n] = y as u32;
+                    n += 1;
                 }
             }
         }
+        self.reached[t] = n as u32;
     }
 
     /// Cost of switch `u` taking channel `c` towards destination `d` (whose tree beyond
@@ -216,7 +230,7 @@ impl State<'_> {
         let (mut mx, mut inc, mut ld) = (0u64, 0u64, 0u64);
         let mut e = c as usize;
         for _ in 0..ns {
-            let s_new = self.sw[e] + if self.src_cnt[e * ns + u] == 0 { w } else { 0 };
+            let s_new = self.sw[e] + if self.src_cnt[u * self.nc + e] == 0 { w } else { 0 };
             let t_new = self.tw[e] + if self.mark[e] != self.epoch { wd } else { 0 };
             let v = s_new.min(t_new);
             mx = mx.max(v);
@@ -249,7 +263,7 @@ impl State<'_> {
                 break;
             }
             let c = e as usize;
-            let k = &mut self.src_cnt[c * ns + u];
+            let k = &mut self.src_cnt[u * self.nc + c];
             if *k == 0 {
                 self.sw[c] += w;
             }
@@ -274,13 +288,14 @@ impl State<'_> {
         let t = self.plan.dests[d].switch as usize;
         self.bfs(t);
         self.next_epoch();
-        for i in 1..self.order.len() {
-            let u = self.order[i] as usize;
-            let du = self.dist[u];
+        let base = t * ns;
+        for i in 1..self.reached[t] as usize {
+            let u = self.order[base + i] as usize;
+            let du = self.dist[base + u];
             let mut best: Option<Key> = None;
             for c in self.ch.of_switch(u) {
                 let v = self.ch.remote[c as usize] as usize;
-                if self.dist[v] != du - 1 {
+                if self.dist[base + v] != du - 1 {
                     continue;
                 }
                 let k = self.eval(d, u, c);
@@ -330,7 +345,7 @@ impl State<'_> {
                     break;
                 }
                 let c = e as usize;
-                let k = &mut self.src_cnt[c * ns + u];
+                let k = &mut self.src_cnt[u * self.nc + c];
                 *k -= 1;
                 if *k == 0 {
                     self.sw[c] -= w;

@@ -11,6 +11,7 @@
 //! deterministic and sequential.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 
 use fabric_topology::{Fabric, Lid, SwitchId};
 
@@ -42,22 +43,14 @@ pub fn layering(fabric: &Fabric, lids: &LidPlan, lfts: &Lfts, max_layers: u8) ->
     Ok(best)
 }
 
-/// The fewer layers of DFSSSP's cycle breaking and the first fit, at most [`IB_MAX_DATA_VLS`].
+/// The fewer layers of DFSSSP's cycle breaking and the first fit, at most [`IB_MAX_DATA_VLS`]
+/// (DFSSSP's on ties: the first fit is stopped as soon as it needs as many layers).
 fn fewest(fabric: &Fabric, lids: &LidPlan, lfts: &Lfts) -> Result<VlLayering, VlError> {
-    let dfsssp = vl::layer_base_fewest(fabric, lids, lfts, IB_MAX_DATA_VLS);
-    let ff = first_fit(fabric, lids, lfts, IB_MAX_DATA_VLS);
-    Ok(match (dfsssp, ff) {
-        (Ok(a), Ok(b)) => {
-            if b.num_layers < a.num_layers {
-                b
-            } else {
-                a
-            }
-        }
-        (Ok(a), Err(_)) => a,
-        (Err(_), Ok(b)) => b,
-        (Err(e), Err(_)) => return Err(e),
-    })
+    match vl::layer_base_fewest(fabric, lids, lfts, IB_MAX_DATA_VLS) {
+        Ok(a) if a.num_layers <= 1 => Ok(a),
+        Ok(a) => Ok(first_fit(fabric, lids, lfts, a.num_layers - 1).unwrap_or(a)),
+        Err(e) => first_fit(fabric, lids, lfts, IB_MAX_DATA_VLS).map_err(|_| e),
+    }
 }
 
 /// First fit of every base-LID route of `lfts` into layers (see the module documentation).
@@ -125,7 +118,7 @@ pub fn first_fit(fabric: &Fabric, lids: &LidPlan, lfts: &Lfts, max_layers: u8) -
     let mut layer_of = vec![0u8; routes.len()];
     // Layers only gain edges, so a path refused by a layer stays refused and a path equal to
     // one already placed goes into the same layer: each distinct path is fitted once.
-    let mut placed: HashMap<&[u32], u8> = HashMap::new();
+    let mut placed: HashMap<&[u32], u8, BuildHasherDefault<PathHasher>> = HashMap::default();
     for &r in &order {
         let path = &chans[cstart[r] as usize..cstart[r + 1] as usize];
         if path.len() < 2 {
@@ -184,4 +177,28 @@ pub fn first_fit(fabric: &Fabric, lids: &LidPlan, lfts: &Lfts, max_layers: u8) -
         layer: flat,
         routes_per_layer: per,
     })
+}
+
+/// A multiplicative hash of channel paths (a few `u32`s; the keys are not adversarial).
+#[derive(Default)]
+struct PathHasher(u64);
+
+impl Hasher for PathHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(b as u64);
+        }
+    }
+    fn write_u32(&mut self, i: u32) {
+        self.write_u64(i as u64);
+    }
+    fn write_usize(&mut self, i: usize) {
+        self.write_u64(i as u64);
+    }
+    fn write_u64(&mut self, i: u64) {
+        self.0 = (self.0.rotate_left(5) ^ i).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
 }
