@@ -35,12 +35,19 @@ fn cpu_ms() -> f64 {
 }
 
 fn main() {
-    let runs: usize = std::env::var("RUNS").ok().and_then(|v| v.parse().ok()).unwrap_or(20).max(1);
+    let runs: usize = std::env::var("RUNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(20)
+        .max(1);
     let only = std::env::var("SPECS").ok();
     println!("| fabric | route ms median (min) | CPU ms/run | layering ms | kept | mu | layers | digest |");
     println!("|---|---|---|---|---|---|---|---|");
     for (spec, c1, c5) in FABRICS {
-        if only.as_deref().is_some_and(|o| !o.split_whitespace().any(|s| s == spec)) {
+        if only
+            .as_deref()
+            .is_some_and(|o| !o.split_whitespace().any(|s| s == spec))
+        {
             continue;
         }
         for (label, cut) in [("", 0), (" 1 %", c1), (" 5 %", c5)] {

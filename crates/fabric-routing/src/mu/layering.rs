@@ -53,6 +53,22 @@ fn fewest(fabric: &Fabric, lids: &LidPlan, lfts: &Lfts) -> Result<VlLayering, Vl
     }
 }
 
+/// [`layering`]'s result (without the cache) if it needs at most `max` layers, else `None`
+/// (the first fit stops as soon as it needs more).
+pub(super) fn fewest_within(fabric: &Fabric, lids: &LidPlan, lfts: &Lfts, max: u8) -> Option<VlLayering> {
+    if max == 0 {
+        return None;
+    }
+    let a = vl::layer_base_fewest(fabric, lids, lfts, IB_MAX_DATA_VLS).ok();
+    let bound = a.as_ref().map_or(max, |a| max.min(a.num_layers.saturating_sub(1)));
+    let ff = if bound == 0 {
+        None
+    } else {
+        first_fit(fabric, lids, lfts, bound).ok()
+    };
+    ff.or(a).filter(|l| l.num_layers <= max)
+}
+
 /// First fit of every base-LID route of `lfts` into layers (see the module documentation).
 pub fn first_fit(fabric: &Fabric, lids: &LidPlan, lfts: &Lfts, max_layers: u8) -> Result<VlLayering, VlError> {
     if max_layers == 0 || max_layers > IB_MAX_DATA_VLS {

@@ -101,12 +101,13 @@ impl MuSssp {
         let plan = VlPlan::new(f, ctx.lids, 1);
         let po = kernel::port_order(f, &plan, &ch);
         let lb = mu_lower_bound(f, &ch);
-        let tables = |next: &[u32], ch: &Channels| {
+        // Tables and their layering if it needs at most `max` layers (`u8::MAX`: more).
+        let tables = |next: &[u32], ch: &Channels, max: u8| {
             let mut t = lfts.clone();
             write_next_hops(f, ctx.lids, &plan, next, ch, &mut t);
-            let l = layering(f, ctx.lids, &t, IB_MAX_DATA_VLS);
+            let l = layering::fewest_within(f, ctx.lids, &t, max);
             let layers = l.as_ref().map_or(u8::MAX, |l| l.num_layers);
-            (t, l.ok(), layers)
+            (t, l, layers)
         };
         let stats = |mu: u64, round: usize, layers: u8| MuStats {
             destinations: plan.len(),
@@ -115,23 +116,33 @@ impl MuSssp {
             candidate: CANDIDATES[(round > 0) as usize],
             layers,
         };
-        // Port order first (round 0 of the rounds): when it reaches the lower bound on one
+        // Port order is round 0 of the rounds: when it reaches the lower bound of mu on one
         // layer nothing can beat it and the rounds are skipped.
-        let mut first = None;
+        let (mut mu0, mut first) = (0, None);
         let r = kernel::route(f, &plan, Channels::new(f), &po, MU_ROUNDS, |mu| {
-            let (t, l, layers) = tables(&po, &ch);
-            first = Some(((layers, mu), t, l, stats(mu, 0, layers)));
-            !(layers <= 1 && mu <= lb)
-        });
-        let mut best = first.expect("the kernel reports the seed's mu");
-        // The rounds' routing is layered only when it lowers mu (ties: port order).
-        if r.round > 0 && r.mu < best.0 .1 {
-            let (t, l, layers) = tables(&r.next, &r.ch);
-            if (layers, r.mu) < best.0 {
-                best = ((layers, r.mu), t, l, stats(r.mu, r.round, layers));
+            mu0 = mu;
+            if mu > lb {
+                return true;
             }
-        }
-        let (_, t, l, st) = best;
+            let x = tables(&po, &ch, IB_MAX_DATA_VLS);
+            let more = x.2 > 1;
+            first = Some(x);
+            more
+        });
+        // The rounds' routing competes only when it lowers mu (ties: port order); then port
+        // order wins only with fewer layers, so its layering may stop at one less.
+        let (t, l, st) = if r.round > 0 && r.mu < mu0 {
+            let (tr, lr, layers_r) = tables(&r.next, &r.ch, IB_MAX_DATA_VLS);
+            let (t0, l0, layers0) = first.unwrap_or_else(|| tables(&po, &ch, layers_r.saturating_sub(1)));
+            if layers0 < layers_r {
+                (t0, l0, stats(mu0, 0, layers0))
+            } else {
+                (tr, lr, stats(r.mu, r.round, layers_r))
+            }
+        } else {
+            let (t0, l0, layers0) = first.unwrap_or_else(|| tables(&po, &ch, IB_MAX_DATA_VLS));
+            (t0, l0, stats(mu0, 0, layers0))
+        };
         if let Some(l) = l {
             cache::store(f, ctx.lids, &t, l);
         }
