@@ -45,7 +45,7 @@ pub fn layering(fabric: &Fabric, lids: &LidPlan, lfts: &Lfts, max_layers: u8) ->
 
 /// The fewer layers of DFSSSP's cycle breaking and the first fit, at most [`IB_MAX_DATA_VLS`]
 /// (DFSSSP's on ties: the first fit is stopped as soon as it needs as many layers).
-fn fewest(fabric: &Fabric, lids: &LidPlan, lfts: &Lfts) -> Result<VlLayering, VlError> {
+pub(super) fn fewest(fabric: &Fabric, lids: &LidPlan, lfts: &Lfts) -> Result<VlLayering, VlError> {
     match vl::layer_base_fewest(fabric, lids, lfts, IB_MAX_DATA_VLS) {
         Ok(a) if a.num_layers <= 1 => Ok(a),
         Ok(a) => Ok(first_fit(fabric, lids, lfts, a.num_layers - 1).unwrap_or(a)),
