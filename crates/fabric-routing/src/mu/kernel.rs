@@ -317,12 +317,10 @@ impl State<'_> {
         let t = self.plan.dests[d].switch as usize;
         self.next_epoch();
         self.next[d * ns..(d + 1) * ns].copy_from_slice(next);
-        for u in 0..ns {
-            let c = next[u];
-            if u == t || c == NONE {
-                continue;
+        for (u, &c) in next.iter().enumerate() {
+            if u != t && c != NONE {
+                self.charge_path(d, u);
             }
-            self.charge_path(d, u);
         }
         self.gmu = self.gmu.max(self.score().0);
     }

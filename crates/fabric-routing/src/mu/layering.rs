@@ -205,11 +205,11 @@ impl Hasher for PathHasher {
     }
     fn write(&mut self, bytes: &[u8]) {
         for &b in bytes {
-            self.write_u64(b as u64);
+            self.write_u64(u64::from(b));
         }
     }
     fn write_u32(&mut self, i: u32) {
-        self.write_u64(i as u64);
+        self.write_u64(u64::from(i));
     }
     fn write_usize(&mut self, i: usize) {
         self.write_u64(i as u64);

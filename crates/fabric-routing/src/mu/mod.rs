@@ -113,7 +113,7 @@ impl MuSssp {
             destinations: plan.len(),
             mu,
             round,
-            candidate: CANDIDATES[(round > 0) as usize],
+            candidate: CANDIDATES[usize::from(round > 0)],
             layers,
         };
         // Port order is round 0 of the rounds: when it reaches the lower bound of mu on one
