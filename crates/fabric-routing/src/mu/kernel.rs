@@ -1,7 +1,7 @@
 //! The mu-sssp kernel: per directed channel the distinct source switches and destination
-//! end ports crossing it, one destination's tree grown outwards on minimal next hops by the
-//! least resulting `min(sources, destinations)`, and the rip-up-and-reroute rounds (see the
-//! module documentation of [`super`]).
+//! end ports crossing it, the port-order first pass, and the rip-up-and-reroute rounds that
+//! grow one destination's tree outwards on minimal next hops by the least resulting
+//! `min(sources, destinations)` (see the module documentation of [`super`]).
 
 use fabric_topology::Fabric;
 

@@ -8,7 +8,9 @@
 //! fewer layers is kept (DFSSSP's on ties).
 //!
 //! Routes are tried longest first (they constrain most), then in (LID, switch) order:
-//! deterministic and sequential.
+//! deterministic and sequential. Layers only gain edges, so each distinct path is fitted once
+//! (equal paths share its layer), and the first fit stops once it needs as many layers as
+//! DFSSSP's cycle breaking (which wins ties).
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};

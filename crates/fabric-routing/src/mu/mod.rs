@@ -10,38 +10,40 @@
 //! balancing of path counts mixes first and last hops on every channel. This engine looks for
 //! pure channels on any graph, without knowing dimensions.
 //!
-//! 1. **Counters.** Per channel `c`: `src_cnt[c][s]` (destinations whose route from switch `s`
+//! 1. **Counters.** Per channel `c`: `src_cnt[s][c]` (destinations whose route from switch `s`
 //!    crosses `c`), the end ports of the distinct source switches `S(c)`, the distinct
 //!    destination end ports `T(c)` and the load (pairs). Sources are switches: with
 //!    destination-based tables all end ports of a switch share the route to a destination.
 //!    Destinations are end ports ([`crate::balanced::VlPlan`] with one VL: end-port base
 //!    LIDs, a switch's LID following its first end port, switches without end ports last).
-//! 2. **Trees.** Destinations are routed end port `i` of every switch before end port `i + 1`
-//!    of any. A destination's tree is grown from its switch outwards in BFS order: switch `u`
-//!    takes, among its channels to switches one hop closer (minimal paths only), the one whose
-//!    path (the channel and the tree beyond it, already fixed) has the least (highest
-//!    min(S, T) on the path once `u`'s end ports and the destination are added, raised to the
-//!    routing's `mu` so far; whether the new channel dependency is against the current
-//!    topological order of a one-VL CDG; total increase of min(S, T); highest load; channel
-//!    index). The one-VL CDG ([`crate::balanced`]'s incremental Pearce–Kelly order) holds
-//!    the dependencies that kept it acyclic; the tie-break steers equal-congestion choices
-//!    towards one consistent order, as dimension order is on a HyperX.
-//! 3. **Rip-up and reroute.** [`MU_ROUNDS`] rounds remove each destination and route it again
-//!    against all the others; the routing of least (mu, channels at mu, Σ min(S, T), max load)
-//!    is kept.
-//!
-//! 4. **Candidates.** The greedy above, minimal routing by port order alone
-//!    (`kernel::port_order`: OpenSM lash's choice, dimension order on a HyperX cabled
-//!    dimension by dimension) and port order improved by the rip-up rounds; the one of
-//!    (fewest layers, least mu) is kept. Port order goes first and ends the search when it
-//!    reaches a lower bound of mu on one layer.
+//! 2. **First pass: port order** (`kernel::port_order`): every switch takes its
+//!    lowest-numbered port to a switch one hop closer (OpenSM lash's choice, dimension order on
+//!    a HyperX cabled dimension by dimension); its counters are loaded.
+//! 3. **Rip-up and reroute.** Up to [`MU_ROUNDS`] rounds remove each destination (end port `i`
+//!    of every switch before end port `i + 1` of any) and route it again against all the
+//!    others: its tree is grown from its switch outwards in BFS order (cached per switch), and
+//!    switch `u` takes, among its channels to switches one hop closer (minimal paths only),
+//!    the one whose path (the channel and the tree beyond it, already fixed) has the least
+//!    (highest min(S, T) on the path once `u`'s end ports and the destination are added,
+//!    raised to the routing's `mu` so far; total increase of min(S, T); highest load; channel
+//!    index). The rounds stop after one that lowers neither mu nor the channels at mu; the
+//!    routing of least (mu, channels at mu, Σ min(S, T), max load) is kept.
+//! 4. **Candidates.** Port order and the rounds' routing; the rounds are skipped when port
+//!    order reaches a lower bound of mu on one layer, and their routing is kept only when it
+//!    lowers mu without needing more layers (ties: port order).
 //!
 //! Deadlock freedom is not built into the routing: the daemon and `fabricctl` layer the
 //! installed tables with [`layering`] (the fewer layers of a LASH-like first fit and DFSSSP's
-//! cycle breaking; [`crate::vl_layering`]); docs/routing.md has the numbers.
+//! cycle breaking; [`crate::vl_layering`]); docs/routing.md has the numbers. The layering of
+//! the kept tables is remembered (`cache`) for that call.
 //!
-//! Sequential and deterministic (no hashing, no randomness). Memory: `channels × switches`
-//! counters; fabrics above [`MU_MAX_COUNTERS`] are refused (use `dfsssp`).
+//! Until 28 Nov 2026 a third candidate (the trees above from scratch instead of port order) and
+//! a one-VL CDG order as tie-break were computed too: they cost 80–90 % of the time and won
+//! only ties on the 12 files (docs/routing.md).
+//!
+//! Sequential and deterministic (no randomness; the first fit's hash map only deduplicates).
+//! Memory: `channels × switches` counters and `switches²` BFS entries; fabrics above
+//! [`MU_MAX_COUNTERS`] are refused (use `dfsssp`).
 
 mod cache;
 mod kernel;
