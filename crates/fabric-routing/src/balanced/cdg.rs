@@ -127,12 +127,6 @@ impl Cdg {
         self.refs[shape.slot(x, y)] > 0
     }
 
-    /// Whether adding `x → y` needs no search: the edge is present, or `x` is before `y` in
-    /// the current topological order (then it certainly keeps the graph acyclic).
-    pub fn in_order(&self, shape: &Shape, x: u32, y: u32) -> bool {
-        self.refs[shape.slot(x, y)] > 0 || self.ord[x as usize] < self.ord[y as usize]
-    }
-
     /// Adds one reference to `x → y` if that keeps the graph acyclic (true), else leaves the
     /// graph unchanged (false).
     pub fn try_add(&mut self, shape: &Shape, sc: &mut Scratch, x: u32, y: u32) -> bool {

@@ -1,11 +1,10 @@
 //! The mu-sssp kernel: per directed channel the distinct source switches and destination
-//! end ports crossing it, one destination's tree grown outwards on minimal next hops by the
-//! least resulting `min(sources, destinations)`, and the rip-up-and-reroute rounds (see the
-//! module documentation of [`super`]).
+//! end ports crossing it, the port-order first pass, and the rip-up-and-reroute rounds that
+//! grow one destination's tree outwards on minimal next hops by the least resulting
+//! `min(sources, destinations)` (see the module documentation of [`super`]).
 
 use fabric_topology::Fabric;
 
-use crate::balanced::cdg::{Cdg, Scratch, Shape};
 use crate::balanced::VlPlan;
 use crate::sssp::Channels;
 
@@ -24,7 +23,7 @@ pub const MU_MAX_COUNTERS: usize = 1 << 26;
 pub(crate) struct Routed {
     pub ch: Channels,
     /// `next[d × ns + s]`: channel `s` takes towards destination `d` ([`NONE`]: `s` is the
-    /// destination's switch, or has no path).
+    /// destination's switch, or has no path). Empty when round 0 (the seed) is kept.
     pub next: Vec<u32>,
     /// The all-to-all `mu` of the kept routing: max over channels of min(source end ports,
     /// destination end ports) crossing it.
@@ -35,9 +34,8 @@ pub(crate) struct Routed {
 
 /// Cost of a candidate path for one source switch, compared lexicographically: highest
 /// min(S, T) on the path (raised to the routing's mu so far: below it all paths are equal),
-/// whether its dependency is out of the one-VL CDG's order, increase of Σ min(S, T), highest
-/// load, channel.
-type Key = (u64, bool, u64, u64, u32);
+/// increase of Σ min(S, T), highest load, channel.
+type Key = (u64, u64, u64, u32);
 
 struct State<'a> {
     plan: &'a VlPlan,
@@ -45,7 +43,9 @@ struct State<'a> {
     ch: Channels,
     /// End ports of each switch (its weight as a source).
     own: Vec<u64>,
-    /// `src_cnt[c × ns + s]`: destinations whose route from switch `s` crosses channel `c`.
+    nc: usize,
+    /// `src_cnt[s × nc + c]`: destinations whose route from switch `s` crosses channel `c`
+    /// (a switch's counters together: its candidate paths are evaluated and charged at once).
     src_cnt: Vec<u32>,
     /// Per channel: end ports of the distinct source switches crossing it.
     sw: Vec<u64>,
@@ -54,31 +54,35 @@ struct State<'a> {
     /// Per channel: routes (source end port, destination end port) crossing it.
     load: Vec<u64>,
     next: Vec<u32>,
+    /// `dist[t × ns + u]`: hops from `u` to switch `t`; `order[t × ns ..][..reached[t]]`: the
+    /// switches reaching `t` in BFS order (computed once per destination switch).
     dist: Vec<u32>,
     order: Vec<u32>,
+    reached: Vec<u32>,
     /// `mark[c] == epoch`: the current destination's tree already counts in `tw[c]`.
     mark: Vec<u32>,
     epoch: u32,
     marked: Vec<u32>,
-    /// The one-VL channel-dependency graph of the routes whose dependency kept it acyclic.
-    shape: Shape,
-    cdg: Cdg,
-    sc: Scratch,
-    /// `dep[d × ns + s]`: the dependency of `s`'s next hop towards `d` is in `cdg`.
-    dep: Vec<bool>,
     /// mu of the routing so far (at the start of a round: of the whole routing).
     gmu: u64,
 }
 
-/// Routes every destination of `plan`: a first pass (the greedy, or the `seed` routing's
-/// next hops, `seed[d × ns + s]` as [`Routed::next`]), then `rounds` rounds that rip up each
-/// destination and route it again against all the others; the routing of least (mu, channels
-/// at mu, sum of min(src, dst), max load) is kept.
-pub(crate) fn route(fabric: &Fabric, plan: &VlPlan, ch: Channels, seed: Option<&[u32]>, rounds: usize) -> Routed {
+/// Routes every destination of `plan`: a first pass that loads the `seed` routing's next hops
+/// (`seed[d × ns + s]` as [`Routed::next`]); then, if `more(mu of the seed)` says so, up to
+/// `rounds` rounds that rip up each destination and route it again against all the others,
+/// stopping after a round that lowers neither mu nor the channels at mu. The routing of least
+/// (mu, channels at mu, sum of min(src, dst), max load) is kept.
+pub(crate) fn route(
+    fabric: &Fabric,
+    plan: &VlPlan,
+    ch: Channels,
+    seed: &[u32],
+    rounds: usize,
+    more: impl FnOnce(u64) -> bool,
+) -> Routed {
     let ns = fabric.num_switches();
     let nc = ch.len();
     let nd = plan.dests.len();
-    let shape = Shape::new(&ch, ns);
     let mut st = State {
         plan,
         ns,
@@ -92,31 +96,29 @@ pub(crate) fn route(fabric: &Fabric, plan: &VlPlan, ch: Channels, seed: Option<&
                 }
             })
             .collect(),
+        nc,
         src_cnt: vec![0; nc * ns],
         sw: vec![0; nc],
         tw: vec![0; nc],
         load: vec![0; nc],
         next: vec![NONE; nd * ns],
-        dist: vec![NONE; ns],
-        order: Vec::with_capacity(ns),
+        dist: vec![NONE; ns * ns],
+        order: vec![0; ns * ns],
+        reached: vec![NONE; ns],
         mark: vec![0; nc],
         epoch: 0,
         marked: Vec::new(),
-        cdg: Cdg::new(&shape),
-        shape,
-        sc: Scratch::default(),
-        dep: vec![false; nd * ns],
         gmu: 0,
         ch,
     };
     let order = dest_order(plan);
     for &d in &order {
-        match seed {
-            Some(next) => st.load_dest(d, &next[d * ns..(d + 1) * ns]),
-            None => st.route_dest(d),
-        }
+        st.load_dest(d, &seed[d * ns..(d + 1) * ns]);
     }
-    let mut best = (st.score(), st.next.clone(), 0usize);
+    let s0 = st.score();
+    let rounds = if more(s0.0) { rounds } else { 0 };
+    let mut best = (s0, if rounds > 0 { st.next.clone() } else { Vec::new() }, 0usize);
+    let mut prev = s0;
     for round in 1..=rounds {
         st.gmu = st.score().0;
         for &d in &order {
@@ -127,6 +129,10 @@ pub(crate) fn route(fabric: &Fabric, plan: &VlPlan, ch: Channels, seed: Option<&
         if s < best.0 {
             best = (s, st.next.clone(), round);
         }
+        if (s.0, s.1) >= (prev.0, prev.1) {
+            break;
+        }
+        prev = s;
     }
     Routed {
         ch: st.ch,
@@ -186,24 +192,31 @@ impl State<'_> {
         }
     }
 
-    /// Hop distances to switch `t` (links are bidirectional) and the switches in BFS order.
+    /// Hop distances to switch `t` (links are bidirectional) and the switches in BFS order,
+    /// once per switch.
     fn bfs(&mut self, t: usize) {
-        self.dist.fill(NONE);
-        self.order.clear();
-        self.dist[t] = 0;
-        self.order.push(t as u32);
-        let mut i = 0;
-        while i < self.order.len() {
-            let x = self.order[i] as usize;
+        if self.reached[t] != NONE {
+            return;
+        }
+        let ns = self.ns;
+        let dist = &mut self.dist[t * ns..(t + 1) * ns];
+        let order = &mut self.order[t * ns..(t + 1) * ns];
+        dist[t] = 0;
+        order[0] = t as u32;
+        let (mut i, mut n) = (0, 1);
+        while i < n {
+            let x = order[i] as usize;
             i += 1;
             for c in self.ch.of_switch(x) {
                 let y = self.ch.remote[c as usize] as usize;
-                if self.dist[y] == NONE {
-                    self.dist[y] = self.dist[x] + 1;
-                    self.order.push(y as u32);
+                if dist[y] == NONE {
+                    dist[y] = dist[x] + 1;
+                    order[n] = y as u32;
+                    n += 1;
                 }
             }
         }
+        self.reached[t] = n as u32;
     }
 
     /// Cost of switch `u` taking channel `c` towards destination `d` (whose tree beyond
@@ -215,15 +228,9 @@ impl State<'_> {
         let w = self.own[u].max(1);
         let wd = self.plan.dests[d].weight;
         let (mut mx, mut inc, mut ld) = (0u64, 0u64, 0u64);
-        let v = self.ch.remote[c as usize] as usize;
-        let out_of_order = v != t
-            && match self.next[d * ns + v] {
-                NONE => false,
-                y => !self.cdg.in_order(&self.shape, c, y),
-            };
         let mut e = c as usize;
         for _ in 0..ns {
-            let s_new = self.sw[e] + if self.src_cnt[e * ns + u] == 0 { w } else { 0 };
+            let s_new = self.sw[e] + if self.src_cnt[u * self.nc + e] == 0 { w } else { 0 };
             let t_new = self.tw[e] + if self.mark[e] != self.epoch { wd } else { 0 };
             let v = s_new.min(t_new);
             mx = mx.max(v);
@@ -238,7 +245,7 @@ impl State<'_> {
                 n => e = n as usize,
             }
         }
-        (mx.max(self.gmu), out_of_order, inc, ld, c)
+        (mx.max(self.gmu), inc, ld, c)
     }
 
     /// Adds switch `u`'s end ports as sources on its path towards `d`.
@@ -256,7 +263,7 @@ impl State<'_> {
                 break;
             }
             let c = e as usize;
-            let k = &mut self.src_cnt[c * ns + u];
+            let k = &mut self.src_cnt[u * self.nc + c];
             if *k == 0 {
                 self.sw[c] += w;
             }
@@ -281,13 +288,14 @@ impl State<'_> {
         let t = self.plan.dests[d].switch as usize;
         self.bfs(t);
         self.next_epoch();
-        for i in 1..self.order.len() {
-            let u = self.order[i] as usize;
-            let du = self.dist[u];
+        let base = t * ns;
+        for i in 1..self.reached[t] as usize {
+            let u = self.order[base + i] as usize;
+            let du = self.dist[base + u];
             let mut best: Option<Key> = None;
             for c in self.ch.of_switch(u) {
                 let v = self.ch.remote[c as usize] as usize;
-                if self.dist[v] != du - 1 {
+                if self.dist[base + v] != du - 1 {
                     continue;
                 }
                 let k = self.eval(d, u, c);
@@ -295,15 +303,9 @@ impl State<'_> {
                     best = Some(k);
                 }
             }
-            let c = best.map_or(NONE, |k| k.4);
-            self.next[d * ns + u] = c;
+            self.next[d * ns + u] = best.map_or(NONE, |k| k.3);
             if let Some(k) = best {
                 self.gmu = self.gmu.max(k.0);
-            }
-            if c != NONE {
-                let v = self.ch.remote[c as usize] as usize;
-                let y = self.next[d * ns + v];
-                self.dep[d * ns + u] = v != t && y != NONE && self.cdg.try_add(&self.shape, &mut self.sc, c, y);
             }
             self.charge_path(d, u);
         }
@@ -315,15 +317,10 @@ impl State<'_> {
         let t = self.plan.dests[d].switch as usize;
         self.next_epoch();
         self.next[d * ns..(d + 1) * ns].copy_from_slice(next);
-        for u in 0..ns {
-            let c = next[u];
-            if u == t || c == NONE {
-                continue;
+        for (u, &c) in next.iter().enumerate() {
+            if u != t && c != NONE {
+                self.charge_path(d, u);
             }
-            let v = self.ch.remote[c as usize] as usize;
-            let y = next[v];
-            self.dep[d * ns + u] = v != t && y != NONE && self.cdg.try_add(&self.shape, &mut self.sc, c, y);
-            self.charge_path(d, u);
         }
         self.gmu = self.gmu.max(self.score().0);
     }
@@ -346,7 +343,7 @@ impl State<'_> {
                     break;
                 }
                 let c = e as usize;
-                let k = &mut self.src_cnt[c * ns + u];
+                let k = &mut self.src_cnt[u * self.nc + c];
                 *k -= 1;
                 if *k == 0 {
                     self.sw[c] -= w;
@@ -365,13 +362,6 @@ impl State<'_> {
         }
         for &c in &self.marked {
             self.tw[c as usize] -= wd;
-        }
-        for u in 0..ns {
-            if std::mem::take(&mut self.dep[d * ns + u]) {
-                let c = self.next[d * ns + u];
-                let y = self.next[d * ns + self.ch.remote[c as usize] as usize];
-                self.cdg.remove(&self.shape, c, y);
-            }
         }
         self.next[d * ns..(d + 1) * ns].fill(NONE);
     }

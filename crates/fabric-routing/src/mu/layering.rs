@@ -8,7 +8,12 @@
 //! fewer layers is kept (DFSSSP's on ties).
 //!
 //! Routes are tried longest first (they constrain most), then in (LID, switch) order:
-//! deterministic and sequential.
+//! deterministic and sequential. Layers only gain edges, so each distinct path is fitted once
+//! (equal paths share its layer), and the first fit stops once it needs as many layers as
+//! DFSSSP's cycle breaking (which wins ties).
+
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 
 use fabric_topology::{Fabric, Lid, SwitchId};
 
@@ -27,19 +32,9 @@ pub fn layering(fabric: &Fabric, lids: &LidPlan, lfts: &Lfts, max_layers: u8) ->
             max: IB_MAX_DATA_VLS,
         });
     }
-    let dfsssp = vl::layer_base_fewest(fabric, lids, lfts, IB_MAX_DATA_VLS);
-    let ff = first_fit(fabric, lids, lfts, IB_MAX_DATA_VLS);
-    let best = match (dfsssp, ff) {
-        (Ok(a), Ok(b)) => {
-            if b.num_layers < a.num_layers {
-                b
-            } else {
-                a
-            }
-        }
-        (Ok(a), Err(_)) => a,
-        (Err(_), Ok(b)) => b,
-        (Err(e), Err(_)) => return Err(e),
+    let best = match super::cache::lookup(fabric, lids, lfts) {
+        Some(l) => l,
+        None => fewest(fabric, lids, lfts)?,
     };
     if best.num_layers > max_layers {
         return Err(VlError::TooFewVls {
@@ -48,6 +43,32 @@ pub fn layering(fabric: &Fabric, lids: &LidPlan, lfts: &Lfts, max_layers: u8) ->
         });
     }
     Ok(best)
+}
+
+/// The fewer layers of DFSSSP's cycle breaking and the first fit, at most [`IB_MAX_DATA_VLS`]
+/// (DFSSSP's on ties: the first fit is stopped as soon as it needs as many layers).
+pub(super) fn fewest(fabric: &Fabric, lids: &LidPlan, lfts: &Lfts) -> Result<VlLayering, VlError> {
+    match vl::layer_base_fewest(fabric, lids, lfts, IB_MAX_DATA_VLS) {
+        Ok(a) if a.num_layers <= 1 => Ok(a),
+        Ok(a) => Ok(first_fit(fabric, lids, lfts, a.num_layers - 1).unwrap_or(a)),
+        Err(e) => first_fit(fabric, lids, lfts, IB_MAX_DATA_VLS).map_err(|_| e),
+    }
+}
+
+/// [`layering`]'s result (without the cache) if it needs at most `max` layers, else `None`
+/// (the first fit stops as soon as it needs more).
+pub(super) fn fewest_within(fabric: &Fabric, lids: &LidPlan, lfts: &Lfts, max: u8) -> Option<VlLayering> {
+    if max == 0 {
+        return None;
+    }
+    let a = vl::layer_base_fewest(fabric, lids, lfts, IB_MAX_DATA_VLS).ok();
+    let bound = a.as_ref().map_or(max, |a| max.min(a.num_layers.saturating_sub(1)));
+    let ff = if bound == 0 {
+        None
+    } else {
+        first_fit(fabric, lids, lfts, bound).ok()
+    };
+    ff.or(a).filter(|l| l.num_layers <= max)
 }
 
 /// First fit of every base-LID route of `lfts` into layers (see the module documentation).
@@ -113,8 +134,21 @@ pub fn first_fit(fabric: &Fabric, lids: &LidPlan, lfts: &Lfts, max_layers: u8) -
     let mut cdgs: Vec<Cdg> = Vec::new();
     let mut sc = Scratch::default();
     let mut layer_of = vec![0u8; routes.len()];
+    // Layers only gain edges, so a path refused by a layer stays refused and a path equal to
+    // one already placed goes into the same layer: each distinct path is fitted once.
+    let mut placed: HashMap<&[u32], u8, BuildHasherDefault<PathHasher>> = HashMap::default();
     for &r in &order {
         let path = &chans[cstart[r] as usize..cstart[r + 1] as usize];
+        if path.len() < 2 {
+            if cdgs.is_empty() {
+                cdgs.push(Cdg::new(&shape));
+            }
+            continue;
+        }
+        if let Some(&l) = placed.get(path) {
+            layer_of[r] = l;
+            continue;
+        }
         let mut l = 0;
         loop {
             if l == cdgs.len() {
@@ -137,6 +171,7 @@ pub fn first_fit(fabric: &Fabric, lids: &LidPlan, lfts: &Lfts, max_layers: u8) -
             l += 1;
         }
         layer_of[r] = l as u8;
+        placed.insert(path, l as u8);
         if cdgs.len() > max_layers as usize {
             return Err(VlError::TooFewVls {
                 available: max_layers,
@@ -160,4 +195,28 @@ pub fn first_fit(fabric: &Fabric, lids: &LidPlan, lfts: &Lfts, max_layers: u8) -
         layer: flat,
         routes_per_layer: per,
     })
+}
+
+/// A multiplicative hash of channel paths (a few `u32`s; the keys are not adversarial).
+#[derive(Default)]
+struct PathHasher(u64);
+
+impl Hasher for PathHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+    fn write_u32(&mut self, i: u32) {
+        self.write_u64(u64::from(i));
+    }
+    fn write_usize(&mut self, i: usize) {
+        self.write_u64(i as u64);
+    }
+    fn write_u64(&mut self, i: u64) {
+        self.0 = (self.0.rotate_left(5) ^ i).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
 }

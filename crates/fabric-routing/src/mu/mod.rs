@@ -10,39 +10,42 @@
 //! balancing of path counts mixes first and last hops on every channel. This engine looks for
 //! pure channels on any graph, without knowing dimensions.
 //!
-//! 1. **Counters.** Per channel `c`: `src_cnt[c][s]` (destinations whose route from switch `s`
+//! 1. **Counters.** Per channel `c`: `src_cnt[s][c]` (destinations whose route from switch `s`
 //!    crosses `c`), the end ports of the distinct source switches `S(c)`, the distinct
 //!    destination end ports `T(c)` and the load (pairs). Sources are switches: with
 //!    destination-based tables all end ports of a switch share the route to a destination.
 //!    Destinations are end ports ([`crate::balanced::VlPlan`] with one VL: end-port base
 //!    LIDs, a switch's LID following its first end port, switches without end ports last).
-//! 2. **Trees.** Destinations are routed end port `i` of every switch before end port `i + 1`
-//!    of any. A destination's tree is grown from its switch outwards in BFS order: switch `u`
-//!    takes, among its channels to switches one hop closer (minimal paths only), the one whose
-//!    path (the channel and the tree beyond it, already fixed) has the least (highest
-//!    min(S, T) on the path once `u`'s end ports and the destination are added, raised to the
-//!    routing's `mu` so far; whether the new channel dependency is against the current
-//!    topological order of a one-VL CDG; total increase of min(S, T); highest load; channel
-//!    index). The one-VL CDG ([`crate::balanced`]'s incremental Pearce–Kelly order) holds
-//!    the dependencies that kept it acyclic; the tie-break steers equal-congestion choices
-//!    towards one consistent order, as dimension order is on a HyperX.
-//! 3. **Rip-up and reroute.** [`MU_ROUNDS`] rounds remove each destination and route it again
-//!    against all the others; the routing of least (mu, channels at mu, Σ min(S, T), max load)
-//!    is kept.
-//!
-//! 4. **Candidates.** The greedy above, minimal routing by port order alone
-//!    (`kernel::port_order`: OpenSM lash's choice, dimension order on a HyperX cabled
-//!    dimension by dimension) and port order improved by the rip-up rounds; the one of
-//!    (fewest layers, least mu) is kept. Port order goes first and ends the search when it
-//!    reaches a lower bound of mu on one layer.
+//! 2. **First pass: port order** (`kernel::port_order`): every switch takes its
+//!    lowest-numbered port to a switch one hop closer (OpenSM lash's choice, dimension order on
+//!    a HyperX cabled dimension by dimension); its counters are loaded.
+//! 3. **Rip-up and reroute.** Up to [`MU_ROUNDS`] rounds remove each destination (end port `i`
+//!    of every switch before end port `i + 1` of any) and route it again against all the
+//!    others: its tree is grown from its switch outwards in BFS order (cached per switch), and
+//!    switch `u` takes, among its channels to switches one hop closer (minimal paths only),
+//!    the one whose path (the channel and the tree beyond it, already fixed) has the least
+//!    (highest min(S, T) on the path once `u`'s end ports and the destination are added,
+//!    raised to the routing's `mu` so far; total increase of min(S, T); highest load; channel
+//!    index). The rounds stop after one that lowers neither mu nor the channels at mu; the
+//!    routing of least (mu, channels at mu, Σ min(S, T), max load) is kept.
+//! 4. **Candidates.** Port order and the rounds' routing; the rounds are skipped when port
+//!    order reaches a lower bound of mu on one layer, and their routing is kept only when it
+//!    lowers mu without needing more layers (ties: port order).
 //!
 //! Deadlock freedom is not built into the routing: the daemon and `fabricctl` layer the
 //! installed tables with [`layering`] (the fewer layers of a LASH-like first fit and DFSSSP's
-//! cycle breaking; [`crate::vl_layering`]); docs/routing.md has the numbers.
+//! cycle breaking; [`crate::vl_layering`]); docs/routing.md has the numbers. The layering of
+//! the kept tables is remembered (`cache`) for that call.
 //!
-//! Sequential and deterministic (no hashing, no randomness). Memory: `channels × switches`
-//! counters; fabrics above [`MU_MAX_COUNTERS`] are refused (use `dfsssp`).
+//! Until 28 Nov 2026 a third candidate (the trees above from scratch instead of port order) and
+//! a one-VL CDG order as tie-break were computed too: they cost 80–90 % of the time and won
+//! only ties on the 12 files (docs/routing.md).
+//!
+//! Sequential and deterministic (no randomness; the first fit's hash map only deduplicates).
+//! Memory: `channels × switches` counters and `switches²` BFS entries; fabrics above
+//! [`MU_MAX_COUNTERS`] are refused (use `dfsssp`).
 
+mod cache;
 mod kernel;
 mod layering;
 #[cfg(test)]
@@ -77,9 +80,9 @@ pub struct MuStats {
     pub layers: u8,
 }
 
-/// The candidate routings, in order of preference on ties: the mu greedy with rip-up rounds,
-/// minimal routing by port order alone, and port order improved by rip-up rounds.
-pub const CANDIDATES: [&str; 3] = ["greedy", "port-order", "port-order+rounds"];
+/// The candidate routings, in order of preference on ties: minimal routing by port order
+/// alone, and port order improved by the rip-up rounds.
+pub const CANDIDATES: [&str; 2] = ["port-order", "port-order+rounds"];
 
 impl MuSssp {
     /// Routes the base LIDs and returns the routing's statistics.
@@ -100,37 +103,51 @@ impl MuSssp {
         let plan = VlPlan::new(f, ctx.lids, 1);
         let po = kernel::port_order(f, &plan, &ch);
         let lb = mu_lower_bound(f, &ch);
-        let mut best: Option<((u8, u64), Lfts, MuStats)> = None;
-        // Port order first: when it reaches the lower bound on one layer nothing can beat it.
-        for i in [1, 0, 2] {
-            if best.as_ref().is_some_and(|b| b.0 .0 <= 1 && b.0 .1 <= lb) {
-                break;
-            }
-            let name = CANDIDATES[i];
-            let r = match i {
-                0 => kernel::route(f, &plan, Channels::new(f), None, MU_ROUNDS),
-                1 => kernel::route(f, &plan, Channels::new(f), Some(&po), 0),
-                _ => kernel::route(f, &plan, Channels::new(f), Some(&po), MU_ROUNDS),
-            };
+        // Tables and their layering if it needs at most `max` layers (`u8::MAX`: more).
+        let tables = |next: &[u32], ch: &Channels, max: u8| {
             let mut t = lfts.clone();
-            write_next_hops(f, ctx.lids, &plan, &r.next, &r.ch, &mut t);
-            let layers = layering(f, ctx.lids, &t, IB_MAX_DATA_VLS).map_or(u8::MAX, |l| l.num_layers);
-            let key = (layers, r.mu);
-            // Ties: the earlier candidate of CANDIDATES.
-            if best.as_ref().is_none_or(|b| {
-                key < b.0 || (key == b.0 && CANDIDATES.iter().position(|&c| c == b.2.candidate) > Some(i))
-            }) {
-                let st = MuStats {
-                    destinations: plan.len(),
-                    mu: r.mu,
-                    round: r.round,
-                    candidate: name,
-                    layers,
-                };
-                best = Some((key, t, st));
+            write_next_hops(f, ctx.lids, &plan, next, ch, &mut t);
+            let l = layering::fewest_within(f, ctx.lids, &t, max);
+            let layers = l.as_ref().map_or(u8::MAX, |l| l.num_layers);
+            (t, l, layers)
+        };
+        let stats = |mu: u64, round: usize, layers: u8| MuStats {
+            destinations: plan.len(),
+            mu,
+            round,
+            candidate: CANDIDATES[usize::from(round > 0)],
+            layers,
+        };
+        // Port order is round 0 of the rounds: when it reaches the lower bound of mu on one
+        // layer nothing can beat it and the rounds are skipped.
+        let (mut mu0, mut first) = (0, None);
+        let r = kernel::route(f, &plan, Channels::new(f), &po, MU_ROUNDS, |mu| {
+            mu0 = mu;
+            if mu > lb {
+                return true;
             }
+            let x = tables(&po, &ch, IB_MAX_DATA_VLS);
+            let more = x.2 > 1;
+            first = Some(x);
+            more
+        });
+        // The rounds' routing competes only when it lowers mu (ties: port order); then port
+        // order wins only with fewer layers, so its layering may stop at one less.
+        let (t, l, st) = if r.round > 0 && r.mu < mu0 {
+            let (tr, lr, layers_r) = tables(&r.next, &r.ch, IB_MAX_DATA_VLS);
+            let (t0, l0, layers0) = first.unwrap_or_else(|| tables(&po, &ch, layers_r.saturating_sub(1)));
+            if layers0 < layers_r {
+                (t0, l0, stats(mu0, 0, layers0))
+            } else {
+                (tr, lr, stats(r.mu, r.round, layers_r))
+            }
+        } else {
+            let (t0, l0, layers0) = first.unwrap_or_else(|| tables(&po, &ch, IB_MAX_DATA_VLS));
+            (t0, l0, stats(mu0, 0, layers0))
+        };
+        if let Some(l) = l {
+            cache::store(f, ctx.lids, &t, l);
         }
-        let (_, t, st) = best.expect("at least one candidate");
         *lfts = t;
         Ok(st)
     }

@@ -246,3 +246,101 @@ proptest! {
         check(&f, EngineKind::MuSssp, 1);
     }
 }
+
+/// The first fit before paths were deduplicated (every route fitted on its own, longest
+/// first, then in (LID, switch) order): the reference of `first_fit`'s layer per route.
+fn first_fit_reference(f: &Fabric, lids: &LidPlan, lfts: &Lfts) -> Vec<u8> {
+    use crate::balanced::cdg::{Cdg, Scratch, Shape};
+    use crate::sssp::Channels;
+    let ns = f.num_switches();
+    let ch = Channels::new(f);
+    let chan_of = |s: usize, p: u8| ch.of_switch(s).find(|&c| ch.port[c as usize] == p);
+    let mut routes: Vec<(usize, u32, Vec<u32>)> = Vec::new();
+    for d in base_lids(f, lids) {
+        for s in f.switch_ids().filter(|&s| f.switch(s).up) {
+            let (mut cur, mut path) = (s.idx(), Vec::new());
+            while let Some(c) = chan_of(cur, lfts.get(fabric_topology::SwitchId(cur as u32), d)) {
+                path.push(c);
+                cur = ch.remote[c as usize] as usize;
+            }
+            if !path.is_empty() {
+                routes.push((s.idx(), d, path));
+            }
+        }
+    }
+    let mut order: Vec<usize> = (0..routes.len()).collect();
+    order.sort_by_key(|&r| std::cmp::Reverse(routes[r].2.len()));
+    let shape = Shape::new(&ch, ns);
+    let (mut cdgs, mut sc) = (vec![Cdg::new(&shape)], Scratch::default());
+    let mut flat = vec![0u8; ns * lfts.row_len()];
+    for r in order {
+        let (s, d, path) = &routes[r];
+        let mut l = 0;
+        loop {
+            let g = &mut cdgs[l];
+            let added = path
+                .windows(2)
+                .take_while(|w| g.try_add(&shape, &mut sc, w[0], w[1]))
+                .count();
+            if added + 1 == path.len() {
+                break;
+            }
+            for w in path.windows(2).take(added) {
+                g.remove(&shape, w[0], w[1]);
+            }
+            l += 1;
+            if l == cdgs.len() {
+                cdgs.push(Cdg::new(&shape));
+            }
+        }
+        flat[s * lfts.row_len() + *d as usize] = l as u8;
+    }
+    flat
+}
+
+/// `first_fit` (each distinct path fitted once) gives every route the layer of the
+/// reference that fits every route on its own, on the tables of several engines.
+#[test]
+fn first_fit_equals_the_per_route_reference() {
+    for (spec, links) in [("SLIMFLY(5;4)", 9), ("DRAGONFLY(3)", 5), ("HYPERX(4,4;2)", 3)] {
+        let f = gen(spec, links, 1);
+        for kind in [EngineKind::Dfsssp, EngineKind::MuSssp] {
+            let (_, lids, lfts) = routed(&f, kind, 0);
+            let ff = crate::mu::first_fit(&f, &lids, &lfts, 15).unwrap();
+            let reference = first_fit_reference(&f, &lids, &lfts);
+            assert_eq!(ff.layer, reference, "{spec} with {links} cut, {kind}");
+            assert!(
+                ff.num_layers > 1 || kind == EngineKind::MuSssp,
+                "{spec}: a trivial case"
+            );
+        }
+    }
+}
+
+/// The layering `layering` returns right after mu-sssp routed (from the engine's cache when no
+/// other routing ran in between) is the one computed afresh, and `fewest_within` gives it
+/// exactly when it fits.
+#[test]
+fn remembered_and_bounded_layerings_equal_the_fresh_one() {
+    for (spec, links) in [("SLIMFLY(5;4)", 9), ("HYPERX(8,8;4)", 22)] {
+        let f = gen(spec, links, 1);
+        let (_, lids, lfts) = routed(&f, EngineKind::MuSssp, 0);
+        let fresh = super::layering::fewest(&f, &lids, &lfts).unwrap();
+        assert!(fresh.num_layers > 1, "{spec}: a trivial case");
+        assert_eq!(crate::mu::layering(&f, &lids, &lfts, 8).unwrap(), fresh, "{spec}");
+        for max in 1..=fresh.num_layers + 1 {
+            let w = super::layering::fewest_within(&f, &lids, &lfts, max);
+            if max >= fresh.num_layers {
+                assert_eq!(w.as_ref(), Some(&fresh), "{spec}, at most {max} layers");
+            } else {
+                assert!(w.is_none(), "{spec}: {max} layers cannot suffice");
+            }
+        }
+        // Other tables miss the remembered entry.
+        let mut other = lfts.clone();
+        let s = fabric_topology::SwitchId(0);
+        let lid = base_lids(&f, &lids)[0];
+        other.set(s, lid, if lfts.get(s, lid) == 1 { 2 } else { 1 });
+        assert!(super::cache::lookup(&f, &lids, &other).is_none());
+    }
+}
