@@ -102,9 +102,12 @@ proptest! {
     }
 }
 
+/// Per switch: its live port groups (remote id, local ports) and its attached end ports.
+type Views = Vec<(Vec<(u32, Vec<u8>)>, Vec<u32>)>;
+
 /// The live port groups (remote, ports) and attached end ports of every switch, derived from
 /// the link states alone (the oracle of the views `apply` keeps incrementally).
-fn derived_from_states(f: &Fabric) -> Vec<(Vec<(u32, Vec<u8>)>, Vec<u32>)> {
+fn derived_from_states(f: &Fabric) -> Views {
     f.switch_ids()
         .map(|s| {
             let sw = f.switch(s);
@@ -133,14 +136,10 @@ fn derived_from_states(f: &Fabric) -> Vec<(Vec<(u32, Vec<u8>)>, Vec<u32>)> {
 }
 
 /// The views as the model holds them.
-fn derived_held(f: &Fabric) -> Vec<(Vec<(u32, Vec<u8>)>, Vec<u32>)> {
+fn derived_held(f: &Fabric) -> Views {
     f.switch_ids()
         .map(|s| {
-            let groups = f
-                .port_groups(s)
-                .iter()
-                .map(|g| (g.remote.0, g.ports.to_vec()))
-                .collect();
+            let groups = f.port_groups(s).iter().map(|g| (g.remote.0, g.ports.clone())).collect();
             (groups, f.attached_end_ports(s).iter().map(|e| e.0).collect())
         })
         .collect()

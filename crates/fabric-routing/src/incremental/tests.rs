@@ -315,6 +315,50 @@ fn a_routing_waits_for_a_spare_being_prepared() {
     }
 }
 
+/// A spare another holder lets go of shortly after the routing starts (in the daemon: an SA
+/// snapshot build of the generation before) is still recycled: the routing waits for it
+/// instead of copying every row into fresh memory (which it did without the wait).
+#[test]
+fn a_spare_released_soon_after_the_routing_starts_is_recycled() {
+    let t = pgft(&[4, 4, 6], &[1, 4, 4], &[1, 1, 1]);
+    let ns = t.fabric.num_switches();
+    let lids = assign_lids(&t.fabric, &Guid2Lid::default(), 1, IB_MAX_UNICAST_LID).unwrap();
+    let (cables, _) = elements(&t.fabric);
+    let f0 = Arc::new(t.fabric.clone());
+    let r0 = rank(&f0, &RankOptions::default());
+    let (switch, port) = cables[2];
+    let down = Arc::new(f0.apply(&[FabricEvent::LinkDown { switch, port }]).unwrap());
+    let r1 = rank(&down, &RankOptions::default());
+    let s0 = route_checked_incremental(&f0, &r0, &lids, EngineKind::Dmodc, None, None)
+        .unwrap()
+        .state
+        .expect("a state");
+    let s1 = route_checked_incremental(&down, &r1, &lids, EngineKind::Dmodc, None, Some(&s0))
+        .unwrap()
+        .state
+        .expect("a state");
+    drop(s0);
+    // s1's spare is s0's tables: held by someone else for 100 ms after the routing starts.
+    let held = s1.spare.lock().unwrap().lfts.clone().expect("a spare");
+    let holder = std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        drop(held);
+    });
+    let got = route_checked_incremental(&f0, &r0, &lids, EngineKind::Dmodc, None, Some(&s1)).unwrap();
+    holder.join().unwrap();
+    let ctx = RoutingContext {
+        fabric: &f0,
+        ranking: &r0,
+        lids: &lids,
+    };
+    let (want, _) = route_all_checked(&ctx, EngineKind::Dmodc, None).unwrap();
+    assert!(*got.lfts == want.lfts, "tables differ ({:?})", got.path);
+    let RoutePath::Incremental(st) = &got.path else {
+        panic!("{:?}", got.path)
+    };
+    assert!(st.copied_rows < ns, "recycled: {} rows of {ns} copied", st.copied_rows);
+}
+
 /// A leaf's cable to a level-2 switch (a leaf-level cable, the commonest fault): the switches
 /// whose neighbourhood or divider is unchanged but whose closer groups towards that leaf
 /// change (every other leaf, through the level-2 switches that lost their up-down path to it)

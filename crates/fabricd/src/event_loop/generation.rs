@@ -593,7 +593,7 @@ impl EventLoop {
             return;
         }
         let (Some(job), Ok(rt)) = (
-            state.and_then(|s| s.reserve_spare()),
+            state.and_then(fabric_routing::incremental::RoutingState::reserve_spare),
             tokio::runtime::Handle::try_current(),
         ) else {
             return;
