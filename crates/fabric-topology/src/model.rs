@@ -181,10 +181,12 @@ pub struct Fabric {
     end_ports: Vec<EndPort>,
     switch_by_guid: HashMap<Guid, SwitchId>,
     end_port_by_guid: HashMap<Guid, EndPortId>,
-    /// Live port groups per switch (derived), ordered by remote GUID.
-    groups: Vec<Vec<PortGroup>>,
-    /// Live end ports attached to each switch, in port order (derived).
-    attached: Vec<Vec<EndPortId>>,
+    /// Live port groups per switch (derived), ordered by remote GUID. Shared between
+    /// snapshots: [`Fabric::apply`] copies a handle per switch and re-derives only the switches
+    /// an event touches.
+    groups: Vec<std::sync::Arc<[PortGroup]>>,
+    /// Live end ports attached to each switch, in port order (derived, shared likewise).
+    attached: Vec<std::sync::Arc<[EndPortId]>>,
 }
 
 impl PartialEq for Fabric {
@@ -321,12 +323,55 @@ impl Fabric {
     /// GUIDs or ports are rejected as a whole (nothing applied).
     pub fn apply(&self, events: &[FabricEvent]) -> Result<Fabric, TopologyError> {
         let mut next = self.clone();
+        let mut touched = Vec::new();
         for ev in events {
             next.apply_one(ev)?;
+            next.touched_by(ev, &mut touched);
         }
         next.generation = self.generation + 1;
-        next.derive();
+        // Only the switches an event touched have other derived views than `self`'s: the
+        // rest are kept (a cable fault re-derives 2 switches, not all of them).
+        touched.sort_unstable();
+        touched.dedup();
+        if touched.len() * 4 > next.switches.len() {
+            next.derive();
+        } else {
+            for &s in &touched {
+                next.derive_switch(s);
+            }
+        }
         Ok(next)
+    }
+
+    /// The switches whose derived views (port groups, attached end ports) `ev` may change:
+    /// both ends of a link, a switch and its cabled neighbours, an end port's switch.
+    fn touched_by(&self, ev: &FabricEvent, out: &mut Vec<SwitchId>) {
+        match *ev {
+            FabricEvent::LinkDown { switch, port } | FabricEvent::LinkUp { switch, port } => {
+                if let Some(id) = self.switch_by_guid(switch) {
+                    out.push(id);
+                    if let Some(Remote::Switch { sw, .. }) =
+                        self.switches[id.idx()].ports.get(port as usize).map(|p| p.remote)
+                    {
+                        out.push(sw);
+                    }
+                }
+            }
+            FabricEvent::SwitchDown(g) | FabricEvent::SwitchUp(g) => {
+                if let Some(id) = self.switch_by_guid(g) {
+                    out.push(id);
+                    out.extend(self.switches[id.idx()].ports.iter().filter_map(|p| match p.remote {
+                        Remote::Switch { sw, .. } => Some(sw),
+                        _ => None,
+                    }));
+                }
+            }
+            FabricEvent::EndPortDown(g) | FabricEvent::EndPortUp(g) => {
+                if let Some((sw, _)) = self.end_port_by_guid(g).and_then(|e| self.end_ports[e.idx()].attach) {
+                    out.push(sw);
+                }
+            }
+        }
     }
 
     fn sw_port(&self, guid: Guid, port: PortNum) -> Result<SwitchId, TopologyError> {
@@ -397,39 +442,47 @@ impl Fabric {
     /// Recomputes the derived live views (port groups, attached end ports).
     fn derive(&mut self) {
         let n = self.switches.len();
-        let mut groups: Vec<Vec<PortGroup>> = Vec::with_capacity(n);
-        for i in 0..n {
-            let sid = SwitchId(i as u32);
-            let mut gs: Vec<PortGroup> = Vec::new();
-            if self.switches[i].up {
-                for pn in 1..=self.switches[i].nports {
-                    if let Some((r, _)) = self.switch_link_live(sid, pn) {
-                        match gs.iter_mut().find(|g| g.remote == r) {
-                            Some(g) => g.ports.push(pn),
-                            None => gs.push(PortGroup {
-                                remote: r,
-                                remote_guid: self.switches[r.idx()].guid,
-                                ports: vec![pn],
-                            }),
-                        }
-                    }
-                }
-            }
-            gs.sort_by_key(|g| g.remote_guid);
-            groups.push(gs);
-        }
-        self.groups = groups;
-        let mut attached = vec![Vec::new(); n];
-        for (i, s) in self.switches.iter().enumerate() {
-            for (_, p) in s.external_ports() {
-                if let Remote::EndPort(ep) = p.remote {
-                    if self.end_port_live(ep) {
-                        attached[i].push(ep);
+        self.groups = (0..n).map(|i| self.groups_of(SwitchId(i as u32)).into()).collect();
+        self.attached = (0..n).map(|i| self.attached_of(SwitchId(i as u32)).into()).collect();
+    }
+
+    /// Recomputes the derived views of one switch.
+    fn derive_switch(&mut self, sid: SwitchId) {
+        self.groups[sid.idx()] = self.groups_of(sid).into();
+        self.attached[sid.idx()] = self.attached_of(sid).into();
+    }
+
+    /// The live port groups of `sid`, ordered by remote GUID.
+    fn groups_of(&self, sid: SwitchId) -> Vec<PortGroup> {
+        let s = &self.switches[sid.idx()];
+        let mut gs: Vec<PortGroup> = Vec::new();
+        if s.up {
+            for pn in 1..=s.nports {
+                if let Some((r, _)) = self.switch_link_live(sid, pn) {
+                    match gs.iter_mut().find(|g| g.remote == r) {
+                        Some(g) => g.ports.push(pn),
+                        None => gs.push(PortGroup {
+                            remote: r,
+                            remote_guid: self.switches[r.idx()].guid,
+                            ports: vec![pn],
+                        }),
                     }
                 }
             }
         }
-        self.attached = attached;
+        gs.sort_by_key(|g| g.remote_guid);
+        gs
+    }
+
+    /// The live end ports attached to `sid`, in port order.
+    fn attached_of(&self, sid: SwitchId) -> Vec<EndPortId> {
+        self.switches[sid.idx()]
+            .external_ports()
+            .filter_map(|(_, p)| match p.remote {
+                Remote::EndPort(ep) if self.end_port_live(ep) => Some(ep),
+                _ => None,
+            })
+            .collect()
     }
 }
 

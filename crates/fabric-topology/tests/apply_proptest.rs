@@ -1,7 +1,9 @@
 //! Property test of the model's invariant "ids are never renumbered" (docs/ARCHITECTURE.md):
 //! whatever sequence of valid fault events is applied to a fat-tree, every switch and end port
 //! keeps its id, its GUID and its cabling record; only states change, and undoing every event
-//! gives back the original fabric.
+//! gives back the original fabric. And the derived live views that `Fabric::apply` re-derives
+//! only for the switches an event touches (port groups, attached end ports) equal those
+//! derived from the states alone.
 
 use fabric_topology::gen::generate_str;
 use fabric_topology::{Fabric, FabricEvent, Remote};
@@ -97,5 +99,71 @@ proptest! {
         prop_assert_eq!(identity(&back), before);
         prop_assert_eq!(back.switches(), f_again.switches());
         prop_assert_eq!(back.end_ports(), f_again.end_ports());
+    }
+}
+
+/// Per switch: its live port groups (remote id, local ports) and its attached end ports.
+type Views = Vec<(Vec<(u32, Vec<u8>)>, Vec<u32>)>;
+
+/// The live port groups (remote, ports) and attached end ports of every switch, derived from
+/// the link states alone (the oracle of the views `apply` keeps incrementally).
+fn derived_from_states(f: &Fabric) -> Views {
+    f.switch_ids()
+        .map(|s| {
+            let sw = f.switch(s);
+            let mut groups: Vec<(u64, u32, Vec<u8>)> = Vec::new();
+            if sw.up {
+                for pn in 1..=sw.nports {
+                    if let Some((r, _)) = f.switch_link_live(s, pn) {
+                        match groups.iter_mut().find(|g| g.1 == r.0) {
+                            Some(g) => g.2.push(pn),
+                            None => groups.push((f.switch(r).guid, r.0, vec![pn])),
+                        }
+                    }
+                }
+            }
+            groups.sort_by_key(|g| g.0);
+            let attached = sw
+                .external_ports()
+                .filter_map(|(_, p)| match p.remote {
+                    Remote::EndPort(e) if f.end_port_live(e) => Some(e.0),
+                    _ => None,
+                })
+                .collect();
+            (groups.into_iter().map(|(_, r, p)| (r, p)).collect(), attached)
+        })
+        .collect()
+}
+
+/// The views as the model holds them.
+fn derived_held(f: &Fabric) -> Views {
+    f.switch_ids()
+        .map(|s| {
+            let groups = f.port_groups(s).iter().map(|g| (g.remote.0, g.ports.clone())).collect();
+            (groups, f.attached_end_ports(s).iter().map(|e| e.0).collect())
+        })
+        .collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    #[test]
+    fn derived_views_after_any_sequence_of_events_equal_the_states(
+        spec in 0..SPECS.len() + 1,
+        picks in prop::collection::vec((any::<prop::sample::Index>(), 1usize..4), 1..16),
+    ) {
+        // The larger fabric keeps most batches on the per-switch path (a batch touching more
+        // than a quarter of the switches is re-derived in full).
+        let f = generate_str(SPECS.get(spec).copied().unwrap_or("PGFT(3;4,4,4;1,4,4;1,1,1)"), None).unwrap();
+        let all = events(&f);
+        let mut cur = f.clone();
+        prop_assert_eq!(derived_held(&cur), derived_from_states(&cur));
+        for (pick, batch) in picks {
+            let evs: Vec<FabricEvent> =
+                (0..batch).map(|k| all[(pick.index(all.len()) + 7 * k) % all.len()].clone()).collect();
+            cur = cur.apply(&evs).unwrap();
+            prop_assert_eq!(derived_held(&cur), derived_from_states(&cur), "after {:?}", evs);
+        }
     }
 }

@@ -22,6 +22,9 @@ use fabric_topology::{Fabric, FabricEvent, Lid};
 use crate::pkeys::PkeyState;
 use crate::upload::SideWrites;
 
+#[cfg(test)]
+#[path = "compute/detect_tests.rs"]
+mod detect_tests;
 mod select;
 pub mod vl;
 
@@ -100,6 +103,12 @@ pub struct ComputeInput {
     /// data_vl_capacity`]; `None`: unknown): an engine that needs a VL layering is refused
     /// beyond it ([`vl`]).
     pub data_vl_capacity: Option<u8>,
+    /// `[routing] topology = "auto"`: when the fabric about to be routed ranks as no fat-tree
+    /// ([`fabric_ranking::fat_tree_shape`] of this computation's own snapshot and ranking) and
+    /// `engine` is not topology-agnostic, its base LIDs are routed by Up*/Down* instead
+    /// ([`crate::topology_mode`]). Decided here, after the ranking stage, so the snapshot and
+    /// the ranking are built once per generation.
+    pub detect_topology: bool,
 }
 
 impl ComputeInput {
@@ -138,6 +147,7 @@ impl ComputeInput {
             pkey_resync: Arc::new(BTreeSet::new()),
             previous_routing: None,
             data_vl_capacity: None,
+            detect_topology: false,
         }
     }
 }
@@ -284,15 +294,24 @@ pub fn compute(input: ComputeInput) -> Result<Computed, ComputeError> {
     };
     stage(&mut stages.topology);
     let ranking = rank(&fabric, &input.rank_options);
+    let engine = if input.detect_topology
+        && !input.engine.is_topology_agnostic()
+        && !fabric_ranking::fat_tree_shape(&fabric, &ranking).fat_tree
+    {
+        EngineKind::UpDown
+    } else {
+        input.engine
+    };
     stage(&mut stages.ranking);
     // LIDs belong to GUIDs, not to states: with the same GUIDs and the same recorded
     // assignment, the installed plan is what assign_lids would return.
     let (lids, guid2lid) = match &input.installed_lids {
-        Some(plan) if input.lids_reusable => (LidPlan::clone(plan), Guid2Lid::clone(&input.previous_lids)),
+        // (The record is shared, not copied: the loop sees it is the one it holds.)
+        Some(plan) if input.lids_reusable => (LidPlan::clone(plan), input.previous_lids.clone()),
         _ => {
             let lids = assign_lids(&fabric, &input.previous_lids, input.lmc, input.max_lid)?;
             let g = Guid2Lid::from_plan_keeping(&fabric, &lids, &input.previous_lids);
-            (lids, g)
+            (lids, Arc::new(g))
         }
     };
     let lids_changed = input.installed_lids.as_deref() != Some(&lids);
@@ -308,7 +327,7 @@ pub fn compute(input: ComputeInput) -> Result<Computed, ComputeError> {
         &fabric,
         &ranking,
         &lids,
-        input.engine,
+        engine,
         groups.as_ref(),
         input.previous_routing.as_deref(),
     )?;
@@ -332,7 +351,7 @@ pub fn compute(input: ComputeInput) -> Result<Computed, ComputeError> {
     let lfts = routed.lfts;
     stage(&mut stages.route);
     // On the repaired tables, the ones installed: refused before anything is selected.
-    let vl = vl::layer(input.engine, &fabric, &lids, &lfts, input.data_vl_capacity)?.map(Arc::new);
+    let vl = vl::layer(engine, &fabric, &lids, &lfts, input.data_vl_capacity)?.map(Arc::new);
     stage(&mut stages.vl);
     let validation = input.validate.then(|| Validation {
         valid: routing_check.valid,
@@ -381,8 +400,13 @@ pub fn compute(input: ComputeInput) -> Result<Computed, ComputeError> {
             (Arc::new(p), Arc::new(k))
         }
     };
-    let (pkey, pkey_skipped) =
-        crate::pkeys::select_pkey_writes(&physical, &input.installed_pkeys, &pkeys, &input.pkey_resync);
+    // The installed tables are this target itself (reused partitions, every write of the
+    // generation that made them went through): only the resync ports can have blocks to write.
+    let (pkey, pkey_skipped) = if Arc::ptr_eq(&pkeys, &input.installed_pkeys) {
+        crate::pkeys::select_resync_writes(&physical, &pkeys, &input.pkey_resync)
+    } else {
+        crate::pkeys::select_pkey_writes(&physical, &input.installed_pkeys, &pkeys, &input.pkey_resync)
+    };
     stage(&mut stages.partitions);
     let compute_ms = t0.elapsed().as_secs_f64() * 1e3;
     tracing::debug!(job = input.job, compute_ms, ?stages, "computed");
@@ -393,7 +417,7 @@ pub fn compute(input: ComputeInput) -> Result<Computed, ComputeError> {
         ranking: Arc::new(ranking),
         lids: Arc::new(lids),
         lids_changed,
-        guid2lid: Arc::new(guid2lid),
+        guid2lid,
         lfts,
         writes,
         skipped,

@@ -49,7 +49,17 @@ pub fn routing_groups(fabric: &Fabric, groups: &[fabric_sa::McGroup]) -> Vec<Mca
 /// Routes the SA's groups on the routed fabric; groups the routing refuses and members no
 /// tree reaches are logged (and listed by `fabricctl mcast --trees`).
 pub fn route(fabric: &Fabric, ranking: &Ranking, groups: &[fabric_sa::McGroup]) -> McastRouting {
-    let r = route_multicast(fabric, ranking, &routing_groups(fabric, groups));
+    let groups = routing_groups(fabric, groups);
+    if groups.is_empty() {
+        // What `route_multicast` returns for no group (empty tables for every switch), without
+        // its preparation of the whole fabric (~10-20 ms per generation at 35 000 nodes).
+        return McastRouting {
+            mfts: Mfts::new(fabric.num_switches(), 0),
+            trees: Vec::new(),
+            rejected: Vec::new(),
+        };
+    }
+    let r = route_multicast(fabric, ranking, &groups);
     for e in &r.rejected {
         tracing::error!(error = %e, "multicast group not routed");
     }
@@ -111,4 +121,33 @@ pub fn select_mft_writes(
         }
     }
     (writes, skipped.into_iter().collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// No group to route (none, or only groups without members and members the fabric does not
+    /// know): the same routing as `route_multicast` itself gives, without preparing the fabric.
+    #[test]
+    fn no_routable_group_gives_what_route_multicast_gives() {
+        let f = fabric_topology::gen::generate_str("PGFT(2;4,4;1,2;1,1)", None).unwrap();
+        let r = fabric_ranking::rank(&f, &fabric_ranking::RankOptions::default());
+        let empty = fabric_sa::McGroup {
+            mgid: fabric_sa::records::Gid([0xff; 16]),
+            mlid: 0xC000,
+            pkey: 0xffff,
+            qkey: 0,
+            mtu: 4,
+            rate: 3,
+            sl: 0,
+            well_known: true,
+            members: Vec::new(),
+        };
+        for groups in [vec![], vec![empty]] {
+            let want = route_multicast(&f, &r, &routing_groups(&f, &groups));
+            assert_eq!(want.mfts.num_switches(), f.num_switches());
+            assert_eq!(route(&f, &r, &groups), want);
+        }
+    }
 }

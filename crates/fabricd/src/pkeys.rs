@@ -6,6 +6,7 @@
 //! blocks up to its old length, so no stale P_Key stays behind.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use fabric_partitions::PartitionTables;
 use fabric_southbound::{PkeyBlockWrite, PkeyPort, PKEY_BLOCK_SIZE};
@@ -109,6 +110,37 @@ fn block_of(table: &[u16], b: usize) -> [u16; PKEY_BLOCK_SIZE] {
     out
 }
 
+/// [`fold_written`] sharing `target` when every write went through and nothing was skipped
+/// (the result is then `target` itself): the next generation, whose reused target is the same
+/// `Arc`, selects only its resync ports ([`select_resync_writes`]) instead of comparing every
+/// port's table.
+pub fn fold_written_shared(
+    installed: &Arc<PkeyState>,
+    target: &Arc<PkeyState>,
+    failed: &BTreeSet<PkeyPort>,
+    skipped: &[PkeyPort],
+) -> Arc<PkeyState> {
+    if failed.is_empty() && skipped.is_empty() {
+        return target.clone();
+    }
+    Arc::new(fold_written(installed, target, failed, skipped))
+}
+
+/// [`select_pkey_writes`] when the ports hold exactly `target` (the same `Arc` as the
+/// installed state): only the `resync` ports' whole tables (those in `target`), in the same
+/// order.
+pub fn select_resync_writes(
+    physical: &Fabric,
+    target: &PkeyState,
+    resync: &BTreeSet<PkeyPort>,
+) -> (Vec<PkeyBlockWrite>, Vec<PkeyPort>) {
+    let sub: PkeyState = resync
+        .iter()
+        .filter_map(|p| target.get(p).map(|t| (*p, t.clone())))
+        .collect();
+    select_pkey_writes(physical, &sub, &sub, resync)
+}
+
 /// `installed` after `writes` went through but for the ports listed in `failed`: the tables
 /// of the written ports become their target ones.
 pub fn fold_written(
@@ -195,5 +227,46 @@ mod tests {
         assert_eq!(skipped, vec![PkeyPort::EndPort(g)]);
         let folded = fold_written(&PkeyState::new(), &target, &BTreeSet::new(), &skipped);
         assert!(folded.is_empty(), "a skipped port is not recorded as written");
+    }
+
+    /// When every write went through the installed state is the target itself (shared), and
+    /// the resync-only selection equals the full comparison of the target with itself, for
+    /// any resync set (ports of the target, unknown ports, unreachable ports); a failed or
+    /// skipped port keeps the folded copy apart.
+    #[test]
+    fn shared_installed_tables_select_only_the_resync_ports_as_the_full_diff_does() {
+        let f = fabric();
+        let parts = fabric_partitions::resolve_with(
+            &fabric_partitions::PartitionConfig::default_opensm(),
+            &f,
+            None,
+            &fabric_partitions::ResolveOptions::default(),
+            None,
+        );
+        let target = Arc::new(target(&parts, &f, true));
+        assert!(target.len() > 8);
+        let empty = Arc::new(PkeyState::new());
+        let shared = fold_written_shared(&empty, &target, &BTreeSet::new(), &[]);
+        assert!(Arc::ptr_eq(&shared, &target));
+        let g = f.end_port(fabric_topology::EndPortId(1)).port_guid;
+        let down = f.apply(&[fabric_topology::FabricEvent::EndPortDown(g)]).unwrap();
+        let ports: Vec<PkeyPort> = target.keys().copied().collect();
+        for (i, physical) in [&f, &down].into_iter().enumerate() {
+            for step in [1usize, 3, 5] {
+                let mut resync: BTreeSet<PkeyPort> = ports.iter().copied().step_by(step).collect();
+                resync.insert(PkeyPort::EndPort(0xdead));
+                resync.insert(PkeyPort::EndPort(g));
+                let want = select_pkey_writes(physical, &target, &target, &resync);
+                assert!(!want.0.is_empty());
+                assert_eq!(want.1.is_empty(), i == 0);
+                assert_eq!(select_resync_writes(physical, &target, &resync), want, "step {step}");
+            }
+        }
+        let failed: BTreeSet<PkeyPort> = [ports[0]].into_iter().collect();
+        let kept = fold_written_shared(&empty, &target, &failed, &[]);
+        assert!(!Arc::ptr_eq(&kept, &target));
+        assert!(!kept.contains_key(&ports[0]));
+        let kept = fold_written_shared(&empty, &target, &BTreeSet::new(), &[ports[1]]);
+        assert!(!Arc::ptr_eq(&kept, &target) && !kept.contains_key(&ports[1]));
     }
 }

@@ -8,8 +8,8 @@
 //! agnostic mode the base LIDs are routed by Up*/Down* (`updown`, deadlock-free on any connected
 //! graph) instead of the configured engine, unless that engine is topology-agnostic itself (`dfsssp`,
 //! deadlock-free with its VL layering, or `updown`): with `topology = "auto"` when the fabric about to be
-//! routed ranks as no fat-tree ([`input_is_fat_tree`], run on the routing pool before the
-//! computation), with `topology = "any"` always. The escape LIDs are Up*/Down* in both modes, so the five-phase update is unchanged.
+//! routed ranks as no fat-tree (decided by `compute::compute` from the generation's own snapshot
+//! and ranking, [`crate::compute::ComputeInput::detect_topology`]), with `topology = "any"` always. The escape LIDs are Up*/Down* in both modes, so the five-phase update is unchanged.
 
 use std::fmt;
 use std::str::FromStr;
@@ -69,24 +69,6 @@ impl FromStr for TopologySetting {
             o => Err(format!("unknown topology `{o}` (expected auto, fat-tree or any)")),
         }
     }
-}
-
-/// Whether the fabric `input` is about to route (physical changes and virtual faults applied,
-/// as `compute::compute` does) is a fat-tree by [`fat_tree_shape`]; `None` when the
-/// changes do not apply (the computation reports that error itself).
-pub fn input_is_fat_tree(
-    physical: &std::sync::Arc<fabric_topology::Fabric>,
-    changes: [&[fabric_topology::FabricEvent]; 2],
-    rank_options: &fabric_ranking::RankOptions,
-) -> Option<bool> {
-    let mut fabric = physical.clone();
-    for events in changes {
-        if !events.is_empty() {
-            fabric = std::sync::Arc::new(fabric.apply(events).ok()?);
-        }
-    }
-    let ranking = fabric_ranking::rank(&fabric, rank_options);
-    Some(fat_tree_shape(&fabric, &ranking).fat_tree)
 }
 
 /// The mode a committed generation was routed in.

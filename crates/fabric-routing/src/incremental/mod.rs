@@ -72,14 +72,66 @@ pub struct RoutingState {
     /// The tables of the generation before this one, kept to be recycled as the next
     /// generation's target ([`recycle`]): taken (once) by the next incremental routing, which
     /// re-uses the allocation when nothing else holds it and copies into it only the rows of
-    /// [`RoutingState::touched`].
-    spare: std::sync::Mutex<Option<Arc<Lfts>>>,
+    /// [`RoutingState::touched`]. A routing that takes it while a copy is promised or being made
+    /// ([`RoutingState::reserve_spare`], [`RoutingState::prepare_spare`]) waits for the copy.
+    spare: std::sync::Mutex<Spare>,
+    /// Signalled when a promised copy is made or abandoned.
+    spare_done: std::sync::Condvar,
     /// The spare is a copy of this generation's own tables ([`RoutingState::prepare_spare`]):
     /// the next routing copies no row into it.
     spare_is_copy: std::sync::atomic::AtomicBool,
     /// Which entries of this generation's tables may differ from the spare's (`None`: any may,
     /// e.g. after a full routing).
     touched: Option<Touched>,
+}
+
+/// The spare tables of a [`RoutingState`] and the state of their preparation.
+#[derive(Default)]
+struct Spare {
+    lfts: Option<Arc<Lfts>>,
+    /// A copy of the generation's own tables is promised or being made: a routing taking the
+    /// spare waits until it is done.
+    preparing: bool,
+    /// The copy is being made (by [`RoutingState::prepare_spare`]).
+    copying: bool,
+    /// Taken by a routing: nothing is prepared any more.
+    taken: bool,
+}
+
+impl Spare {
+    fn holding(lfts: Option<Arc<Lfts>>) -> std::sync::Mutex<Spare> {
+        std::sync::Mutex::new(Spare {
+            lfts,
+            ..Spare::default()
+        })
+    }
+}
+
+/// A promised spare ([`RoutingState::reserve_spare`]): [`SpareJob::run`] makes the copy; dropped
+/// without running, the promise is withdrawn (a routing waiting for it copies itself).
+#[must_use = "a reserved spare makes the next routing wait until it is run or dropped"]
+pub struct SpareJob {
+    state: Option<Arc<RoutingState>>,
+}
+
+impl SpareJob {
+    /// Makes the copy (the caller's thread and the rayon pool it runs in). Returns whether it
+    /// made it.
+    pub fn run(mut self) -> bool {
+        self.state.take().is_some_and(|s| s.prepare_spare())
+    }
+}
+
+impl Drop for SpareJob {
+    fn drop(&mut self) {
+        if let Some(s) = self.state.take() {
+            let mut g = s.lock_spare();
+            if !g.copying {
+                g.preparing = false;
+                s.spare_done.notify_all();
+            }
+        }
+    }
 }
 
 /// Which entries of a generation's tables may differ from the previous generation's.
@@ -183,23 +235,53 @@ impl RoutingState {
     /// incremental routing would copy every row, into fresh memory when there is no spare
     /// (~0.5 GB of first-touch page faults at 34 992 nodes, LMC 1, seconds on the fault path).
     /// This makes the spare a copy of this generation's tables now (call it off the fault
-    /// path, e.g. once the generation is installed), so that the next routing copies no row.
+    /// path, e.g. while the generation is uploaded), so that the next routing copies no row.
     /// Does nothing when a spare of the generation before is kept with the rows that differ
-    /// from it (after an incremental routing: a few rows to copy) or when the spare was taken.
-    /// Returns whether it made the copy.
+    /// from it (after an incremental routing: a few rows to copy), when the copy is made or
+    /// being made, or when the spare was taken. Returns whether it made the copy.
     pub fn prepare_spare(&self) -> bool {
         use std::sync::atomic::Ordering;
-        if self.touched.is_some() || self.spare_is_copy.load(Ordering::Acquire) {
+        if self.touched.is_some() {
             return false;
+        }
+        {
+            let mut g = self.lock_spare();
+            if g.taken || g.copying || self.spare_is_copy.load(Ordering::Acquire) {
+                return false;
+            }
+            g.copying = true;
+            g.preparing = true;
         }
         let copy = Arc::new(copy_tables(&self.lfts));
-        let mut g = self.spare.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        if self.spare_is_copy.load(Ordering::Acquire) {
-            return false;
-        }
-        *g = Some(copy);
+        let mut g = self.lock_spare();
+        g.lfts = Some(copy);
         self.spare_is_copy.store(true, Ordering::Release);
+        g.copying = false;
+        g.preparing = false;
+        self.spare_done.notify_all();
         true
+    }
+
+    /// Promises the spare [`RoutingState::prepare_spare`] would make, to be made by the
+    /// returned job (e.g. on a blocking thread): from now on the next routing from this state
+    /// waits for the copy instead of copying every row itself, however early it starts.
+    /// `None` when there is nothing to prepare.
+    pub fn reserve_spare(self: &Arc<Self>) -> Option<SpareJob> {
+        if self.touched.is_some() {
+            return None;
+        }
+        let mut g = self.lock_spare();
+        if g.taken || g.preparing || self.spare_is_copy.load(std::sync::atomic::Ordering::Acquire) {
+            return None;
+        }
+        g.preparing = true;
+        Some(SpareJob {
+            state: Some(self.clone()),
+        })
+    }
+
+    fn lock_spare(&self) -> std::sync::MutexGuard<'_, Spare> {
+        self.spare.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }
 
@@ -413,7 +495,8 @@ pub fn route_checked_incremental(
                 lfts,
                 check: check.clone(),
                 components,
-                spare: std::sync::Mutex::new(spare),
+                spare: Spare::holding(spare),
+                spare_done: std::sync::Condvar::new(),
                 spare_is_copy: std::sync::atomic::AtomicBool::new(false),
                 touched: None,
             }),
@@ -540,7 +623,8 @@ pub fn route_checked_incremental(
             lfts,
             check: check.clone(),
             components,
-            spare: std::sync::Mutex::new(Some(prev.lfts.clone())),
+            spare: Spare::holding(Some(prev.lfts.clone())),
+            spare_done: std::sync::Condvar::new(),
             spare_is_copy: std::sync::atomic::AtomicBool::new(false),
             touched,
         }),
@@ -562,7 +646,7 @@ fn recycle(prev: &RoutingState) -> (Lfts, usize) {
     let from = &*prev.lfts;
     let ns = from.num_switches();
     let Some(mut lfts) = spare
-        .and_then(|a| Arc::try_unwrap(a).ok())
+        .and_then(unwrap_soon)
         .filter(|l| l.row_len() == from.row_len() && l.num_switches() == ns)
     else {
         return (copy_tables(from), ns);
@@ -587,12 +671,40 @@ fn recycle(prev: &RoutingState) -> (Lfts, usize) {
     (lfts, copied.into_inner())
 }
 
-/// The spare tables of `prev` (taken: at most one routing recycles them).
+/// How long [`unwrap_soon`] waits for the other holders of a spare to let it go.
+const SPARE_RELEASE_WAIT: std::time::Duration = std::time::Duration::from_millis(1000);
+
+/// The spare's tables once nothing else holds them. Holders are transient (in the daemon: an
+/// SA snapshot build or a reader of the generation before still running when the next fault's
+/// routing starts), and a fresh copy instead costs ~0.5 GB of first-touch page faults at 34 992
+/// nodes (0.7 s on an idle 2-core machine, seconds under load): the routing waits for them up
+/// to [`SPARE_RELEASE_WAIT`], then gives the spare up (`None`).
+fn unwrap_soon(mut a: Arc<Lfts>) -> Option<Lfts> {
+    let t = Instant::now();
+    loop {
+        match Arc::try_unwrap(a) {
+            Ok(l) => return Some(l),
+            Err(back) if t.elapsed() < SPARE_RELEASE_WAIT => {
+                a = back;
+                std::thread::sleep(std::time::Duration::from_millis(2));
+            }
+            Err(_) => return None,
+        }
+    }
+}
+
+/// The spare tables of `prev` (taken: at most one routing recycles them), once a promised
+/// copy is made.
 fn take_spare(prev: &RoutingState) -> Option<Arc<Lfts>> {
-    prev.spare
-        .lock()
-        .map(|mut g| g.take())
-        .unwrap_or_else(|e| e.into_inner().take())
+    let mut g = prev.lock_spare();
+    while g.preparing {
+        g = prev
+            .spare_done
+            .wait(g)
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+    }
+    g.taken = true;
+    g.lfts.take()
 }
 
 /// A copy of `from`, rows copied in parallel (rayon): a fresh table is mostly first-touch page

@@ -194,7 +194,7 @@ fn the_target_recycles_the_generation_before_and_copies_only_changed_rows() {
         };
         let (want, _) = route_all_checked(&ctx, EngineKind::Dmodc, None).unwrap();
         // Another holder of the spare at step 5: it is not recycled (a fresh copy, same bytes).
-        let held = (step == 5).then(|| state.as_ref().and_then(|s| s.spare.lock().unwrap().clone()));
+        let held = (step == 5).then(|| state.as_ref().and_then(|s| s.spare.lock().unwrap().lfts.clone()));
         let got = route_checked_incremental(&f, &ranking, &lids, EngineKind::Dmodc, None, state.as_ref()).unwrap();
         assert!(*got.lfts == want.lfts, "step {step}: tables differ ({:?})", got.path);
         if let RoutePath::Incremental(s) = &got.path {
@@ -262,6 +262,101 @@ fn a_prepared_spare_after_a_full_routing_is_recycled_without_copying() {
         };
         assert!(st.copied_rows < ns, "recycled: {} rows of {ns}", st.copied_rows);
     }
+}
+
+/// A spare promised after a full routing (`RoutingState::reserve_spare`) and still being
+/// made when the next routing starts (the daemon's first fault arriving right after the first
+/// generation is installed) is waited for: the routing copies no row. Without the wait the
+/// routing found no spare and copied every row into fresh memory. A promise withdrawn (the job
+/// dropped unrun) does not block the routing, which then copies every row itself.
+#[test]
+fn a_routing_waits_for_a_spare_being_prepared() {
+    let t = pgft(&[4, 4, 6], &[1, 4, 4], &[1, 1, 1]);
+    let ns = t.fabric.num_switches();
+    let lids = assign_lids(&t.fabric, &Guid2Lid::default(), 1, IB_MAX_UNICAST_LID).unwrap();
+    let (cables, _) = elements(&t.fabric);
+    let f0 = Arc::new(t.fabric.clone());
+    let r0 = rank(&f0, &RankOptions::default());
+    let (switch, port) = cables[5];
+    let down = Arc::new(f0.apply(&[FabricEvent::LinkDown { switch, port }]).unwrap());
+    let r1 = rank(&down, &RankOptions::default());
+    let ctx = RoutingContext {
+        fabric: &down,
+        ranking: &r1,
+        lids: &lids,
+    };
+    let (want, _) = route_all_checked(&ctx, EngineKind::Dmodc, None).unwrap();
+    for run in [true, false] {
+        let s0 = Arc::new(
+            route_checked_incremental(&f0, &r0, &lids, EngineKind::Dmodc, None, None)
+                .unwrap()
+                .state
+                .expect("a state"),
+        );
+        let job = s0.reserve_spare().expect("a full routing has no spare");
+        assert!(s0.reserve_spare().is_none(), "promised once");
+        // The job runs (or is dropped) only after the routing below has started.
+        let worker = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(200));
+            if run {
+                assert!(job.run(), "made the copy");
+            } else {
+                drop(job);
+            }
+        });
+        let got = route_checked_incremental(&down, &r1, &lids, EngineKind::Dmodc, None, Some(&s0)).unwrap();
+        worker.join().unwrap();
+        assert!(*got.lfts == want.lfts, "tables differ ({:?})", got.path);
+        let RoutePath::Incremental(st) = &got.path else {
+            panic!("{:?}", got.path)
+        };
+        assert_eq!(st.copied_rows, if run { 0 } else { ns }, "job run: {run}");
+        assert!(!s0.prepare_spare(), "taken: nothing more to make");
+    }
+}
+
+/// A spare another holder lets go of shortly after the routing starts (in the daemon: an SA
+/// snapshot build of the generation before) is still recycled: the routing waits for it
+/// instead of copying every row into fresh memory (which it did without the wait).
+#[test]
+fn a_spare_released_soon_after_the_routing_starts_is_recycled() {
+    let t = pgft(&[4, 4, 6], &[1, 4, 4], &[1, 1, 1]);
+    let ns = t.fabric.num_switches();
+    let lids = assign_lids(&t.fabric, &Guid2Lid::default(), 1, IB_MAX_UNICAST_LID).unwrap();
+    let (cables, _) = elements(&t.fabric);
+    let f0 = Arc::new(t.fabric.clone());
+    let r0 = rank(&f0, &RankOptions::default());
+    let (switch, port) = cables[2];
+    let down = Arc::new(f0.apply(&[FabricEvent::LinkDown { switch, port }]).unwrap());
+    let r1 = rank(&down, &RankOptions::default());
+    let s0 = route_checked_incremental(&f0, &r0, &lids, EngineKind::Dmodc, None, None)
+        .unwrap()
+        .state
+        .expect("a state");
+    let s1 = route_checked_incremental(&down, &r1, &lids, EngineKind::Dmodc, None, Some(&s0))
+        .unwrap()
+        .state
+        .expect("a state");
+    drop(s0);
+    // s1's spare is s0's tables: held by someone else for 100 ms after the routing starts.
+    let held = s1.spare.lock().unwrap().lfts.clone().expect("a spare");
+    let holder = std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        drop(held);
+    });
+    let got = route_checked_incremental(&f0, &r0, &lids, EngineKind::Dmodc, None, Some(&s1)).unwrap();
+    holder.join().unwrap();
+    let ctx = RoutingContext {
+        fabric: &f0,
+        ranking: &r0,
+        lids: &lids,
+    };
+    let (want, _) = route_all_checked(&ctx, EngineKind::Dmodc, None).unwrap();
+    assert!(*got.lfts == want.lfts, "tables differ ({:?})", got.path);
+    let RoutePath::Incremental(st) = &got.path else {
+        panic!("{:?}", got.path)
+    };
+    assert!(st.copied_rows < ns, "recycled: {} rows of {ns} copied", st.copied_rows);
 }
 
 /// A leaf's cable to a level-2 switch (a leaf-level cable, the commonest fault): the switches

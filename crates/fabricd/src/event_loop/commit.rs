@@ -208,7 +208,7 @@ impl EventLoop {
         // each file on its own: one that cannot be written does not keep the others old.
         // The LIDs are written when they changed or their file is missing (checked by the task).
         let lids = c.guid2lid.clone();
-        let lids_changed = *c.guid2lid != *self.guid2lid;
+        let lids_changed = !Arc::ptr_eq(&c.guid2lid, &self.guid2lid) && *c.guid2lid != *self.guid2lid;
         let faults = (inst.flight.exclusions != self.persisted_exclusions)
             .then(|| inst.flight.exclusions.iter().map(|x| x.persisted()).collect::<Vec<_>>());
         let record = CommittedGeneration {

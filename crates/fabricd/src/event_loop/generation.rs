@@ -46,22 +46,13 @@ fn log_routing_check(job: u64, c: &fabric_routing::RoutingCheck) {
 /// installed by the five-phase update, its writes split into the escape and the base stage
 /// (both heavy: neither runs on the loop).
 ///
-/// `detect_topology` (`[routing] topology = "auto"`): the fabric about to be routed is ranked
-/// first and, when it is no fat-tree ([`crate::topology_mode`]), its base LIDs are routed by
-/// Up*/Down* instead of the configured engine: the fallback would re-route every end port's
-/// LID anyway, but not the switches' own LIDs (management traffic), which a fat-tree engine
-/// leaves unreachable on a direct topology (measured on SLIMFLY(5;4) under ibsim: 2450 of
-/// 2500 switch-to-switch-LID walks failed).
-fn compute_job(mut input: ComputeInput, stage_split: bool, detect_topology: bool) -> Internal {
-    if detect_topology && !input.engine.is_topology_agnostic() {
-        if let Some(false) = crate::topology_mode::input_is_fat_tree(
-            &input.physical,
-            [&input.physical_events, &input.exclusions],
-            &input.rank_options,
-        ) {
-            input.engine = fabric_routing::EngineKind::UpDown;
-        }
-    }
+/// `[routing] topology = "auto"` ([`ComputeInput::detect_topology`]): the computation decides
+/// from its own ranking whether the fabric is a fat-tree and, when it is none
+/// ([`crate::topology_mode`]), routes its base LIDs by Up*/Down* instead of the configured
+/// engine: the fallback would re-route every end port's LID anyway, but not the switches' own
+/// LIDs (management traffic), which a fat-tree engine leaves unreachable on a direct topology
+/// (measured on SLIMFLY(5;4) under ibsim: 2450 of 2500 switch-to-switch-LID walks failed).
+fn compute_job(input: ComputeInput, stage_split: bool) -> Internal {
     let job = input.job;
     let installed = input.installed.clone();
     let result = compute(input);
@@ -124,6 +115,7 @@ impl EventLoop {
             pkey_resync: Arc::new(self.side.pkey_resync.clone()),
             previous_routing: self.routing_state.clone().filter(|_| self.settings.incremental),
             data_vl_capacity: self.io.driver.data_vl_capacity(),
+            detect_topology: self.settings.topology == crate::topology_mode::TopologySetting::Auto,
         }
     }
 
@@ -174,10 +166,9 @@ impl EventLoop {
         };
         tracing::debug!(job, faults = flight.faults, "computing a generation");
         let stage_split = self.lmc >= 1 && (self.settings.update.five_phase || restarted);
-        let detect_topology = self.settings.topology == crate::topology_mode::TopologySetting::Auto;
         let task = self.tasks.spawn_on_pool(
             &self.io.pool,
-            move || compute_job(input, stage_split, detect_topology),
+            move || compute_job(input, stage_split),
             move || {
                 Internal::ComputeDone(Box::new(Routed {
                     job,
@@ -247,6 +238,7 @@ impl EventLoop {
             Ok(c) => {
                 let mut inst = self.take_install();
                 inst.flight.routed = Some(Instant::now());
+                self.prepare_spare(c.routing_state.as_ref());
                 log_routing_check(job, &c.routing_check);
                 if let Some(v) = &c.validation {
                     if !v.deadlock_free {
@@ -587,18 +579,26 @@ impl EventLoop {
     pub(super) fn set_installed(&mut self, c: &Computed) {
         self.installed = c.lfts.clone();
         self.routing_state = c.routing_state.clone();
-        // After a full routing the next (incremental) one would copy every row into fresh
-        // memory on the fault path: the spare is made now, on the blocking pool.
-        if let (Some(state), true, Ok(rt)) = (
-            &self.routing_state,
-            self.settings.incremental,
-            tokio::runtime::Handle::try_current(),
-        ) {
-            let state = state.clone();
-            rt.spawn_blocking(move || state.prepare_spare());
-        }
+        self.prepare_spare(self.routing_state.as_ref());
         self.installed_ports =
             (c.ports_in_use.num_switches() == c.lfts.num_switches()).then(|| (c.lfts.clone(), c.ports_in_use.clone()));
+    }
+
+    /// After a full routing the next (incremental) one would copy every row into fresh memory
+    /// on the fault path: the spare is promised at once (the next routing waits for it rather
+    /// than copying) and made on the blocking pool while the generation is uploaded. Nothing
+    /// happens when the state has its spare already (incremental routings) or it is promised.
+    fn prepare_spare(&self, state: Option<&Arc<fabric_routing::incremental::RoutingState>>) {
+        if !self.settings.incremental {
+            return;
+        }
+        let (Some(job), Ok(rt)) = (
+            state.and_then(fabric_routing::incremental::RoutingState::reserve_spare),
+            tokio::runtime::Handle::try_current(),
+        ) else {
+            return;
+        };
+        rt.spawn_blocking(move || job.run());
     }
 
     /// The protocol's `Commit`: the generation in Repath is committed (the protocol hears

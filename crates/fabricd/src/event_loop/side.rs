@@ -179,12 +179,7 @@ impl EventLoop {
         }
         // P_Keys: likewise per port.
         let skipped: Vec<PkeyPort> = c.pkey_skipped.clone();
-        s.installed_pkeys = Arc::new(crate::pkeys::fold_written(
-            &s.installed_pkeys,
-            &c.pkeys,
-            &o.pkey_failed,
-            &skipped,
-        ));
+        s.installed_pkeys = crate::pkeys::fold_written_shared(&s.installed_pkeys, &c.pkeys, &o.pkey_failed, &skipped);
         s.pkey_resync.retain(|p| !c.pkey_resync_covered.contains(p));
         s.pkey_resync.extend(skipped);
         s.pkey_pending.clear();
