@@ -157,19 +157,6 @@ fn from_daemon(target: &Target) -> Result<(Fabric, Ranking)> {
     ))
 }
 
-/// Writes `text` to `path` through a temporary file in the same directory and a rename.
-fn write_atomic(path: &Path, text: &str) -> Result<()> {
-    let name = path
-        .file_name()
-        .ok_or_else(|| anyhow!("{}: not a file name", path.display()))?;
-    let tmp = path.with_file_name(format!(".{}.tmp{}", name.to_string_lossy(), std::process::id()));
-    std::fs::write(&tmp, text).with_context(|| format!("cannot write {}", tmp.display()))?;
-    std::fs::rename(&tmp, path).with_context(|| {
-        let _ = std::fs::remove_file(&tmp);
-        format!("cannot rename {} to {}", tmp.display(), path.display())
-    })
-}
-
 /// Runs `fabricctl export`.
 pub fn export(a: ExportArgs, target: &Target) -> Result<()> {
     let ExportWhat::Slurm(a) = a.what;
@@ -188,7 +175,7 @@ pub fn export(a: ExportArgs, target: &Target) -> Result<()> {
     }
     let text = topo.render(format);
     match &a.output {
-        Some(p) => write_atomic(p, &text)?,
+        Some(p) => crate::offline::write_atomic(p, text.as_bytes())?,
         None => print!("{text}"),
     }
     Ok(())

@@ -283,13 +283,27 @@ pub fn topo(a: TopoArgs, target: &crate::remote::Target) -> Result<()> {
 
 /// Replaces `path` with `bytes` atomically (the workspace's `atomic-write-file`: temporary in
 /// the same directory, fsync, rename, fsync of the directory; the old file's mode is kept).
-fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+/// A path that names something other than a regular file (`/dev/null`, `/dev/stdout`, a FIFO)
+/// is written in place: renaming over it would replace the device or pipe by a regular file
+/// (as root, `--lft-out /dev/null` replaced the machine's `/dev/null`).
+pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     write_atomic_with(path, |f| f.write_all(bytes))
 }
 
 /// Like [`write_atomic`], the content streamed by `fill` (the temporary is only renamed into
 /// place once `fill` succeeded).
 fn write_atomic_with(path: &Path, fill: impl FnOnce(&mut dyn std::io::Write) -> std::io::Result<()>) -> Result<()> {
+    if std::fs::metadata(path).is_ok_and(|m| !m.is_file() && !m.is_dir()) {
+        let mut f = std::io::BufWriter::new(
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open(path)
+                .with_context(|| format!("opening {}", path.display()))?,
+        );
+        return fill(&mut f)
+            .and_then(|()| std::io::Write::flush(&mut f))
+            .with_context(|| format!("writing {}", path.display()));
+    }
     let mut f = atomic_write_file::AtomicWriteFile::open(path)
         .with_context(|| format!("creating a temporary beside {}", path.display()))?;
     fill(&mut f)

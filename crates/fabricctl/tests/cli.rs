@@ -657,3 +657,46 @@ fn a_closed_stdout_ends_topo_gen_quietly() {
         out.status
     );
 }
+
+/// `--lft-out` naming a FIFO (as `/dev/null` or `/dev/stdout` name devices) writes into it: the
+/// atomic write's rename must not replace a special file by a regular one (run as root,
+/// `--lft-out /dev/null` replaced the machine's `/dev/null`).
+#[test]
+fn route_writes_into_a_fifo_without_replacing_it() {
+    use std::os::unix::fs::FileTypeExt as _;
+    use std::time::{Duration, Instant};
+    let d = TempDir::new("fifo");
+    let f = d.file("p.topo");
+    let fifo = d.file("lfts.fifo");
+    let got = d.file("got.dump");
+    let dump = d.file("lfts.dump");
+    ok(&["topo", "gen", "PGFT(2;4,8;1,4;1,1)", "-o", &f]);
+    ok(&["route", &f, "--engine", "dmodc", "--lft-out", &dump]);
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success(), "mkfifo {fifo}");
+    // The reader blocks in open() until a writer opens the FIFO itself.
+    let mut reader = std::process::Command::new("sh")
+        .args(["-c", &format!("exec cat '{fifo}' > '{got}'")])
+        .spawn()
+        .unwrap();
+    ok(&["route", &f, "--engine", "dmodc", "--lft-out", &fifo]);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let finished = loop {
+        if let Some(status) = reader.try_wait().unwrap() {
+            break Some(status);
+        }
+        if Instant::now() > deadline {
+            let _ = reader.kill();
+            let _ = reader.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let kind = std::fs::symlink_metadata(&fifo).unwrap().file_type();
+    assert!(kind.is_fifo(), "{fifo} is no longer a FIFO: {kind:?}");
+    assert!(finished.is_some_and(|s| s.success()), "the reader never got the dump");
+    assert_eq!(
+        std::fs::read_to_string(&got).unwrap(),
+        std::fs::read_to_string(&dump).unwrap()
+    );
+}
