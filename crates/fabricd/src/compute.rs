@@ -451,8 +451,8 @@ mod tests {
     use super::*;
     use fabric_topology::{FabricBuilder, NodeType, SwitchId};
 
-    /// Two leaves and two spines, one node per leaf.
-    fn tiny() -> Fabric {
+    /// Two leaves and two spines, one node per leaf (a fat-tree).
+    pub(super) fn tiny() -> Fabric {
         let mut b = FabricBuilder::new();
         let l0 = b.add_switch(0x10, "leaf0", 8).unwrap();
         let l1 = b.add_switch(0x11, "leaf1", 8).unwrap();

@@ -27,24 +27,6 @@ fn ring() -> Fabric {
     b.build()
 }
 
-/// Two leaves and two spines, one node per leaf (a fat-tree).
-fn tiny_tree() -> Fabric {
-    let mut b = FabricBuilder::new();
-    let l0 = b.add_switch(0x10, "leaf0", 8).unwrap();
-    let l1 = b.add_switch(0x11, "leaf1", 8).unwrap();
-    let s0 = b.add_switch(0x20, "spine0", 8).unwrap();
-    let s1 = b.add_switch(0x21, "spine1", 8).unwrap();
-    b.connect_switches(l0, 5, s0, 1).unwrap();
-    b.connect_switches(l0, 6, s1, 1).unwrap();
-    b.connect_switches(l1, 5, s0, 2).unwrap();
-    b.connect_switches(l1, 6, s1, 2).unwrap();
-    let e0 = b.add_end_port(0x101, 0x100, "n0", 1, 1, NodeType::Compute).unwrap();
-    let e1 = b.add_end_port(0x111, 0x110, "n1", 1, 1, NodeType::Compute).unwrap();
-    b.connect_end_port(e0, l0, 1).unwrap();
-    b.connect_end_port(e1, l1, 1).unwrap();
-    b.build()
-}
-
 /// With detection, a fabric that ranks as no fat-tree has its base LIDs routed by Up*/Down*
 /// (every pair valid, the switch LIDs included), a fat-tree keeps the configured engine, and a
 /// topology-agnostic engine is kept as configured; without detection the engine routes as
@@ -65,7 +47,7 @@ fn auto_topology_routes_a_non_fat_tree_by_updown_in_the_computation() {
     assert_eq!(run(ring(), true, EngineKind::Dmodc), "updown");
     assert_eq!(run(ring(), false, EngineKind::Dmodc), "dmodc");
     assert_eq!(run(ring(), true, EngineKind::Dfsssp), "dfsssp");
-    assert_eq!(run(tiny_tree(), true, EngineKind::Dmodc), "dmodc");
+    assert_eq!(run(super::tests::tiny(), true, EngineKind::Dmodc), "dmodc");
     // Judged on the fabric as routed (virtual faults applied): with n0 cut off, sw0 is no leaf
     // any more and ranks above the two others (one same-level cable of three: a fat-tree).
     let c = compute(ComputeInput {
