@@ -146,7 +146,10 @@ struct Build {
     /// Physical changes not yet applied to `physical`.
     events: Vec<FabricEvent>,
     lids: Arc<fabric_routing::LidPlan>,
-    lfts: Arc<fabric_routing::Lfts>,
+    /// The generation's tables (`Keep::Switches`); `None` for a physical change (`Keep::All`),
+    /// whose snapshot keeps the current tables. Held only until the rows are resolved: the
+    /// next routing recycles these tables' allocation once nothing else holds them.
+    lfts: Option<Arc<fabric_routing::Lfts>>,
     keep: Keep,
 }
 
@@ -243,6 +246,7 @@ impl SaPublisher {
         };
         st.requested += 1;
         st.since_request.clear();
+        let lfts = matches!(keep, Keep::Switches(_)).then_some(lfts);
         st.next = Some(Build {
             seq: st.requested,
             what,
@@ -281,11 +285,21 @@ impl SaPublisher {
             };
             match physical {
                 Ok(f) => {
-                    // Built without tables, then given them (`attach_tables`): a snapshot does
-                    // not copy every switch's row, only the rows that changed.
+                    // The rows first (shared with the current snapshot where equal), and the
+                    // generation's tables let go before the long part: the next routing
+                    // recycles them. A build superseded meanwhile stops there.
+                    let rows = b.lfts.map(|lfts| resolve_rows(&f, &lfts, &self.service.subnet()));
+                    if lock(&self.state).requested != b.seq {
+                        tracing::debug!("SA snapshot of {} superseded by a newer one", b.what);
+                        continue;
+                    }
+                    // Built without tables, then given the resolved rows (a physical change
+                    // keeps the current snapshot's tables: `store`).
                     let no_tables = fabric_routing::Lfts::new(0, 0);
                     let mut subnet = fabric_sa::subnet::from_model(&f, &b.lids, &no_tables, self.sm, self.escape);
-                    attach_tables(&mut subnet, &f, &b.lfts, &self.service.subnet(), &b.keep);
+                    if let Some(rows) = &rows {
+                        attach_rows(&mut subnet, &f, rows);
+                    }
                     self.store(b.seq, &b.what, subnet, &b.keep);
                 }
                 // Checked by the loop before it queued them: not expected.
@@ -302,18 +316,7 @@ impl SaPublisher {
             return;
         }
         let previous = self.service.subnet();
-        match keep {
-            Keep::Switches(guids) => keep_tables(&mut subnet, &previous, guids),
-            Keep::All => {
-                let all: Vec<Guid> = previous
-                    .nodes
-                    .iter()
-                    .filter(|n| n.lft.is_some())
-                    .map(fabric_sa::subnet::Node::guid)
-                    .collect();
-                keep_tables(&mut subnet, &previous, &all);
-            }
-        }
+        apply_keep(&mut subnet, &previous, keep);
         subnet.version = previous.version + 1;
         let version = subnet.version;
         let nodes = subnet.nodes.len();
@@ -432,22 +435,60 @@ impl SaPublisher {
 /// that has a table in `current` takes it as is ([`keep_tables`] under the lock takes the
 /// latest one again). The result is the same as building from `lfts` row by row; a snapshot
 /// after a fault allocates only the rows that changed, and none after a physical change.
-fn attach_tables(subnet: &mut Subnet, fabric: &Fabric, lfts: &fabric_routing::Lfts, current: &Subnet, keep: &Keep) {
-    let keep_all = matches!(keep, Keep::All);
+/// Per switch of `fabric` (by id): its row of `lfts` as the snapshot stores it, the current
+/// snapshot's table (same node GUID) when equal, else a copy; `None` for a switch that is down.
+/// A snapshot does not copy every switch's row, only the rows that changed.
+fn resolve_rows(fabric: &Fabric, lfts: &fabric_routing::Lfts, current: &Subnet) -> Vec<Option<Arc<Vec<u8>>>> {
+    use rayon::prelude::*;
+    fabric
+        .switches()
+        .par_iter()
+        .enumerate()
+        .map(|(i, sw)| {
+            if !sw.up {
+                return None;
+            }
+            let row: &[u8] = if i < lfts.num_switches() {
+                lfts.row(fabric_topology::SwitchId(i as u32))
+            } else {
+                &[]
+            };
+            let old = current
+                .node_index_by_guid(sw.guid)
+                .and_then(|j| current.nodes.get(j as usize))
+                .and_then(|n| n.lft.clone());
+            Some(match old {
+                Some(t) if t.as_slice() == row => t,
+                _ => Arc::new(row.to_vec()),
+            })
+        })
+        .collect()
+}
+
+/// Gives the switch nodes of `subnet` their rows resolved by [`resolve_rows`].
+fn attach_rows(subnet: &mut Subnet, fabric: &Fabric, rows: &[Option<Arc<Vec<u8>>>]) {
     for node in subnet.nodes.iter_mut().filter(|n| n.is_switch()) {
-        let guid = node.guid();
-        let row: &[u8] = match fabric.switch_by_guid(guid) {
-            Some(id) if id.idx() < lfts.num_switches() => lfts.row(id),
-            _ => &[],
-        };
-        let old = current
-            .node_index_by_guid(guid)
-            .and_then(|j| current.nodes.get(j as usize))
-            .and_then(|n| n.lft.clone());
-        node.lft = Some(match old {
-            Some(t) if keep_all || t.as_slice() == row => t,
-            _ => Arc::new(row.to_vec()),
-        });
+        let row = fabric
+            .switch_by_guid(node.guid())
+            .and_then(|id| rows.get(id.idx()).cloned().flatten());
+        node.lft = Some(row.unwrap_or_else(|| Arc::new(Vec::new())));
+    }
+}
+
+/// The switches `keep` names take the tables of `previous` (every switch that has one for
+/// [`Keep::All`]).
+fn apply_keep(subnet: &mut Subnet, previous: &Subnet, keep: &Keep) {
+    match keep {
+        Keep::Switches(guids) => keep_tables(subnet, previous, guids),
+        Keep::All => {
+            let all: Vec<Guid> = previous
+                .nodes
+                .iter()
+                .filter(|n| n.lft.is_some())
+                .map(fabric_sa::subnet::Node::guid)
+                .collect();
+            keep_tables(subnet, previous, &all);
+        }
     }
 }
 
@@ -676,6 +717,33 @@ mod tests {
         t
     }
 
+    /// The incremental routing recycles the tables of the generation before the installed
+    /// one once nothing else holds them: a physical-change build (which keeps the snapshot's
+    /// tables) must not hold any, and a generation's build lets them go before its long part.
+    #[test]
+    fn builds_hold_no_generation_tables_they_do_not_need() {
+        let fabric = Arc::new(fabric_topology::gen::generate_str("PGFT(2;2,2;1,2;1,1)", None).unwrap());
+        let service = Arc::new(SaService::new(Registry::default(), None));
+        let p = Arc::new(SaPublisher::new(service, local_sm(), None));
+        let g = generation(&fabric, 1);
+        // A builder is "running": requests are queued, not built.
+        lock(&p.state).building = true;
+        p.generation_committed(&fabric, &[], &g, &[]);
+        // `last` and the generation's build hold the tables.
+        assert_eq!(Arc::strong_count(&g.lfts), 3);
+        p.physical_changed(&fabric, &[]);
+        // The physical change superseded the generation's build and holds no tables.
+        assert!(lock(&p.state).next.as_ref().is_some_and(|b| b.lfts.is_none()));
+        assert_eq!(Arc::strong_count(&g.lfts), 2, "the generation and `last` only");
+        // A build superseded after its rows were resolved stops before the snapshot.
+        let b = lock(&p.state).next.take().unwrap();
+        p.physical_changed(&fabric, &[]);
+        lock(&p.state).next = Some(b);
+        lock(&p.state).building = false;
+        p.run_builds();
+        assert_eq!(lock(&p.state).stored, 0, "nothing stored");
+    }
+
     #[test]
     fn attached_tables_equal_the_rows_and_share_the_unchanged_ones() {
         let fabric = fabric_topology::gen::generate_str("PGFT(2;2,2;1,2;1,1)", None).unwrap();
@@ -683,7 +751,11 @@ mod tests {
         let built = |lfts: &fabric_routing::Lfts, current: &Subnet, keep: &Keep| {
             let mut s =
                 fabric_sa::subnet::from_model(&fabric, &lids, &fabric_routing::Lfts::new(0, 0), local_sm(), None);
-            attach_tables(&mut s, &fabric, lfts, current, keep);
+            // As `run_builds` and `store` do.
+            if let Keep::Switches(_) = keep {
+                attach_rows(&mut s, &fabric, &resolve_rows(&fabric, lfts, current));
+            }
+            apply_keep(&mut s, current, keep);
             s
         };
         let one = tables(&fabric, 1);
