@@ -450,6 +450,8 @@ impl State<'_> {
                 }
             }
         }
+        #[cfg(test)]
+        assert!(sh.index_is_exact(self), "the guard's index follows the moves");
     }
 
     /// The improving moves of destination `i` on hot port `e` of switch `z` (see the module

@@ -149,6 +149,21 @@ impl Shifts {
         }
     }
 
+    /// Whether the index of every indexed switch is the set a fresh scan of the tables gives
+    /// (the moves keep it so), for the tests.
+    #[cfg(test)]
+    pub fn index_is_exact(&self, st: &State<'_>) -> bool {
+        let mut fresh = Shifts::new(&st.leaf, &st.end_port, &st.p.o.leaves, st.np, st.pq.len());
+        (0..st.np).filter(|&z| self.indexed[z]).all(|z| {
+            fresh.index(st, z);
+            (0..st.pq.len()).filter(|&e| st.pq[e] as usize == z).all(|e| {
+                let mut a = self.pdests[e].clone();
+                a.sort_unstable();
+                a == fresh.pdests[e]
+            })
+        })
+    }
+
     /// The destinations the tables send through port `e` (its switch indexed).
     pub fn dests(&self, e: usize) -> &[u32] {
         &self.pdests[e]
