@@ -390,9 +390,9 @@ impl State<'_> {
         // The ports of the all-to-all term come after the tail's (their smallest flows first:
         // a destination leaves a port's count only when its last flow through it moves).
         let n_tail = hot.len();
-        for e in 0..npt {
+        for (e, &was_hot) in is_hot.iter().enumerate() {
             let m = f64::from(self.cnt[e].min(self.cap[e]));
-            if m >= A2A_HOT * self.a2a_ref && !is_hot[e] {
+            if m >= A2A_HOT * self.a2a_ref && !was_hot {
                 hot.push(e as u32);
             }
         }
