@@ -38,10 +38,13 @@
 //! it, because it costs seconds of CPU on an 8 000-node fabric where the placement takes tens
 //! of milliseconds (docs/routing.md, dmodc-lb).
 //!
-//! Sequential in a fixed order (ports by estimate then index, destinations in NID order), so
-//! deterministic and independent of the thread count; the flow counts are computed in
-//! parallel per block of destinations (integer sums). Run only on fabrics that are not intact
-//! (complete fabrics keep Dmodc's tables).
+//! Moves are applied sequentially in a fixed order (ports by estimate then index, candidates
+//! by change then (switch, neighbour, destination)), so deterministic and independent of the
+//! thread count; the flow counts and port loads are computed in parallel per block of
+//! destinations (integer sums), the candidates of one hot port in parallel per destination
+//! (read-only, then sorted by that total order). The guard finds a port's destinations in a
+//! per-switch index built by one scan and kept with the moves, not by a scan per port. Run
+//! only on fabrics that are not intact (complete fabrics keep Dmodc's tables).
 
 use rayon::prelude::*;
 
@@ -49,7 +52,7 @@ use fabric_topology::{EndPortId, Fabric, Lid, PortNum};
 
 use super::plan::Plan;
 use crate::fill::{Destinations, Prepared};
-use crate::lft::Lfts;
+use crate::lft::{Lfts, NO_ROUTE};
 use crate::prep::{INF, NONE};
 
 mod guard;
@@ -110,6 +113,23 @@ struct State<'a> {
     a2a_w: f64,
     a2a_ref: f64,
     a2a_pow: i32,
+    /// Per directed port: its current term of the objective ([`State::tail`]), kept with
+    /// every applied move.
+    tl: Vec<f64>,
+}
+
+/// One candidate move: the change of the estimate, the switch, the new up-neighbour, the
+/// destination.
+type Cand = (f64, u32, u32, u32);
+
+/// Scratch of the candidate search of one destination.
+#[derive(Default)]
+struct Search {
+    bufs: Bufs,
+    points: Vec<u32>,
+    frontier: Vec<u32>,
+    next: Vec<u32>,
+    alts: Vec<(u64, u32)>,
 }
 
 /// Buffers of [`State::eval`]: the ports' changes, the old and new paths and where they merge.
@@ -239,9 +259,9 @@ impl<'a> State<'a> {
             a2a_w: A2A_W,
             a2a_ref: 1.0,
             a2a_pow: A2A_POW,
+            tl: Vec::new(),
         };
         st.flows(&ends);
-        st.loads();
         st.a2a_ref = f64::from((0..npt).map(|e| st.cnt[e].min(st.cap[e])).max().unwrap_or(1).max(1));
         Some(st)
     }
@@ -264,60 +284,74 @@ impl State<'_> {
         (i / B * self.np + q) * B + i % B
     }
 
-    /// The flow counts `c(q, i)`, per block of destinations in parallel.
+    /// The flow counts `c(q, i)` and the port loads (Σ flows and destinations with a flow per
+    /// directed port), per block of destinations in parallel (integer sums: the same for any
+    /// thread count). An entry's flow is complete when its switch is visited: up-routers in
+    /// ascending position (level order; a switch without up-links routes nothing upwards),
+    /// then down-routers descending (a switch without down-links, nothing downwards).
     fn flows(&mut self, ends: &[u32]) {
         let np = self.np;
         let nd = self.lid.len();
+        let npt = self.pq.len();
         let mut c = vec![0u32; nd.div_ceil(B) * np * B];
         let this = &*self;
-        c.par_chunks_mut(np * B).enumerate().for_each(|(b, blk)| {
-            let lo = b * B;
-            let hi = (lo + B).min(nd);
-            for q in 0..np {
-                if ends[q] > 0 {
-                    for i in lo..hi {
-                        if this.p.o.leaves[this.leaf[i] as usize] as usize != q {
-                            blk[q * B + i - lo] = ends[q];
+        let o = &this.p.o;
+        let (sum, cnt) = c
+            .par_chunks_mut(np * B)
+            .enumerate()
+            .fold(
+                || (vec![0u64; npt], vec![0u32; npt]),
+                |(mut sum, mut cnt), (b, blk)| {
+                    let lo = b * B;
+                    let hi = (lo + B).min(nd);
+                    for q in 0..np {
+                        if ends[q] > 0 {
+                            for i in lo..hi {
+                                if o.leaves[this.leaf[i] as usize] as usize != q {
+                                    blk[q * B + i - lo] = ends[q];
+                                }
+                            }
                         }
                     }
-                }
-            }
-            // Up-routers in ascending position (level order), then down-routers descending.
-            for pass in 0..2 {
-                for k in 0..np {
-                    let q = if pass == 0 { k } else { np - 1 - k };
-                    for i in lo..hi {
-                        let f = blk[q * B + i - lo];
-                        if f == 0 {
-                            continue;
-                        }
-                        let y = this.next(q, i);
-                        if y != NONE && ((pass == 0) == (y as usize > q)) {
-                            blk[y as usize * B + i - lo] += f;
+                    for pass in 0..2 {
+                        for k in 0..np {
+                            let q = if pass == 0 { k } else { np - 1 - k };
+                            if (pass == 0 && o.ups(q).is_empty()) || (pass == 1 && o.downs(q).is_empty()) {
+                                continue;
+                            }
+                            let row = this.lfts.row(o.order[q]);
+                            let nb = &this.nb[q * 256..q * 256 + 256];
+                            let pidx = &this.pidx[q * 256..q * 256 + 256];
+                            for i in lo..hi {
+                                let f = blk[q * B + i - lo];
+                                if f == 0 {
+                                    continue;
+                                }
+                                let port = usize::from(row.get(this.lid[i] as usize).copied().unwrap_or(NO_ROUTE));
+                                let y = nb[port];
+                                if y != NONE && ((pass == 0) == (y as usize > q)) {
+                                    blk[y as usize * B + i - lo] += f;
+                                    let e = pidx[port] as usize;
+                                    sum[e] += u64::from(f);
+                                    cnt[e] += 1;
+                                }
+                            }
                         }
                     }
-                }
-            }
-        });
+                    (sum, cnt)
+                },
+            )
+            .reduce(
+                || (vec![0u64; npt], vec![0u32; npt]),
+                |(mut s1, mut c1), (s2, c2)| {
+                    s1.iter_mut().zip(&s2).for_each(|(a, b)| *a += b);
+                    c1.iter_mut().zip(&c2).for_each(|(a, b)| *a += b);
+                    (s1, c1)
+                },
+            );
         self.c = c;
-    }
-
-    /// Per directed port: Σ flows and destinations with a flow.
-    fn loads(&mut self) {
-        let nd = self.lid.len();
-        for q in 0..self.np {
-            for i in 0..nd {
-                let f = self.c[self.ci(q, i)];
-                if f == 0 {
-                    continue;
-                }
-                let e = self.pidx[q * 256 + usize::from(self.row_port(q, i))];
-                if e != NONE {
-                    self.sum[e as usize] += u64::from(f);
-                    self.cnt[e as usize] += 1;
-                }
-            }
-        }
+        self.sum = sum;
+        self.cnt = cnt;
     }
 
     /// Estimated `P(X ≥ 6) + P(X ≥ 7)` of port `e` with `sum`/`cnt` as given.
@@ -334,7 +368,8 @@ impl State<'_> {
     /// The hot ports, then the moves of each (see the module doc).
     fn run(&mut self) {
         let npt = self.pq.len();
-        let tails: Vec<f64> = (0..npt).map(|e| self.tail(e)).collect();
+        self.tl = (0..npt).map(|e| self.tail(e)).collect();
+        let tails = &self.tl;
         let total: f64 = tails.iter().sum();
         if total <= 0.0 {
             return;
@@ -343,19 +378,21 @@ impl State<'_> {
         order.sort_by(|&a, &b| tails[b as usize].total_cmp(&tails[a as usize]).then(a.cmp(&b)));
         let mut acc = 0.0;
         let mut hot = Vec::new();
+        let mut is_hot = vec![false; npt];
         for &e in &order {
             if acc >= 0.5 * total || hot.len() >= MAX_HOT {
                 break;
             }
             acc += tails[e as usize];
             hot.push(e);
+            is_hot[e as usize] = true;
         }
         // The ports of the all-to-all term come after the tail's (their smallest flows first:
         // a destination leaves a port's count only when its last flow through it moves).
         let n_tail = hot.len();
-        for e in 0..npt {
+        for (e, &was_hot) in is_hot.iter().enumerate() {
             let m = f64::from(self.cnt[e].min(self.cap[e]));
-            if m >= A2A_HOT * self.a2a_ref && !hot.contains(&(e as u32)) {
+            if m >= A2A_HOT * self.a2a_ref && !was_hot {
                 hot.push(e as u32);
             }
         }
@@ -363,31 +400,27 @@ impl State<'_> {
         for &e in hot.iter().take(GUARD_SEED) {
             sh.ensure(self, e as usize);
         }
-        // The destinations on every hot port at the start (one scan per switch).
-        let mut slot = vec![NONE; npt];
-        for (k, &e) in hot.iter().enumerate() {
-            slot[e as usize] = k as u32;
-        }
-        let mut on: Vec<Vec<u32>> = vec![Vec::new(); hot.len()];
-        let mut zs: Vec<u32> = hot.iter().map(|&e| self.pq[e as usize]).collect();
-        zs.sort_unstable();
-        zs.dedup();
-        for &z in &zs {
-            let z = z as usize;
-            for i in 0..self.lid.len() {
-                let e = self.pidx[z * 256 + usize::from(self.row_port(z, i))];
-                if e != NONE && slot[e as usize] != NONE && self.c[self.ci(z, i)] > 0 {
-                    on[slot[e as usize] as usize].push(i as u32);
-                }
-            }
-        }
-        let mut cands: Vec<(f64, u32, u32, u32)> = Vec::new();
-        let mut points: Vec<u32> = Vec::new();
+        // The destinations with a flow on every hot port at the start (the guard's index: one
+        // scan per switch).
+        let on: Vec<Vec<u32>> = hot
+            .iter()
+            .map(|&e| {
+                let z = self.pq[e as usize] as usize;
+                sh.index(self, z);
+                let mut v: Vec<u32> = sh
+                    .dests(e as usize)
+                    .iter()
+                    .copied()
+                    .filter(|&i| self.c[self.ci(z, i as usize)] > 0)
+                    .collect();
+                v.sort_unstable();
+                v
+            })
+            .collect();
+        let mut cands: Vec<Cand> = Vec::new();
         let mut bufs = Bufs::default();
-        let mut alts: Vec<(u64, u32)> = Vec::new();
         for (k, &e) in hot.iter().enumerate() {
             let z = self.pq[e as usize] as usize;
-            cands.clear();
             // The destinations of the port with the largest flows first.
             let mut ds: Vec<u32> = on[k].clone();
             if k < n_tail {
@@ -396,33 +429,15 @@ impl State<'_> {
                 ds.sort_by_key(|&i| (self.c[self.ci(z, i as usize)], i));
             }
             ds.truncate(MAX_DESTS);
-            for &i in &ds {
-                let i = i as usize;
-                if self.pidx[z * 256 + usize::from(self.row_port(z, i))] != e || self.c[self.ci(z, i)] == 0 {
-                    continue;
-                }
-                self.move_points(z, i, &mut points);
-                for &x in &points {
-                    let x = x as usize;
-                    let cur = self.next(x, i);
-                    // The least loaded closer alternatives at x.
-                    alts.clear();
-                    for u in self.p.o.ups(x) {
-                        if u.pos == cur || !self.closer(x, u.pos as usize, i) {
-                            continue;
-                        }
-                        let pe = self.pidx[x * 256 + usize::from(self.port_to(x, u.pos as usize, i))];
-                        alts.push((self.sum[pe as usize], u.pos));
-                    }
-                    alts.sort_unstable();
-                    for &(_, u) in alts.iter().take(MAX_ALTS) {
-                        let d = self.eval(x, u as usize, i, &mut bufs);
-                        if d < -1e-15 {
-                            cands.push((d, x as u32, u, i as u32));
-                        }
-                    }
-                }
-            }
+            // The candidates of every destination on the state before this port's moves, in
+            // parallel (read-only), then sorted by a total order: the same for any thread count.
+            let this = &*self;
+            let found: Vec<Vec<Cand>> = ds
+                .par_iter()
+                .map_init(Search::default, |sc, &i| this.candidates(z, e, i as usize, sc))
+                .collect();
+            cands.clear();
+            found.into_iter().for_each(|f| cands.extend(f));
             cands.sort_by(|a, b| a.0.total_cmp(&b.0).then((a.1, a.2, a.3).cmp(&(b.1, b.2, b.3))));
             for &(_, x, u, i) in &cands {
                 let (x, u, i) = (x as usize, u as usize, i as usize);
@@ -430,11 +445,51 @@ impl State<'_> {
                     continue;
                 }
                 if self.eval(x, u, i, &mut bufs) < -1e-15 && sh.admits(self, x, i, &bufs.deltas) {
-                    sh.apply(&bufs.deltas);
+                    sh.apply(&bufs.deltas, i);
                     self.apply(x, u, i, &bufs);
                 }
             }
         }
+        #[cfg(test)]
+        assert!(sh.index_is_exact(self), "the guard's index follows the moves");
+    }
+
+    /// The improving moves of destination `i` on hot port `e` of switch `z` (see the module
+    /// doc): at every move point, the least loaded closer alternatives.
+    fn candidates(&self, z: usize, e: u32, i: usize, sc: &mut Search) -> Vec<Cand> {
+        let mut out = Vec::new();
+        if self.pidx[z * 256 + usize::from(self.row_port(z, i))] != e || self.c[self.ci(z, i)] == 0 {
+            return out;
+        }
+        let Search {
+            bufs,
+            points,
+            frontier,
+            next,
+            alts,
+        } = sc;
+        self.move_points(z, i, points, frontier, next);
+        for &x in points.iter() {
+            let x = x as usize;
+            let cur = self.next(x, i);
+            // The least loaded closer alternatives at x.
+            alts.clear();
+            for u in self.p.o.ups(x) {
+                if u.pos == cur || !self.closer(x, u.pos as usize, i) {
+                    continue;
+                }
+                let pe = self.pidx[x * 256 + usize::from(self.port_to(x, u.pos as usize, i))];
+                alts.push((self.sum[pe as usize], u.pos));
+            }
+            alts.sort_unstable();
+            for &(_, u) in alts.iter().take(MAX_ALTS) {
+                let d = self.eval(x, u as usize, i, bufs);
+                if d < -1e-15 {
+                    out.push((d, x as u32, u, i as u32));
+                }
+            }
+        }
+        out
     }
 
     /// Whether up-neighbour `u` of `x` is one of Dmodc's closer candidates for `i`'s leaf.
@@ -446,16 +501,17 @@ impl State<'_> {
 
     /// The switches that send `i` upwards into port `z`'s switch within two hops backwards,
     /// and `z` itself when it sends `i` upwards.
-    fn move_points(&self, z: usize, i: usize, out: &mut Vec<u32>) {
+    fn move_points(&self, z: usize, i: usize, out: &mut Vec<u32>, frontier: &mut Vec<u32>, nextf: &mut Vec<u32>) {
         out.clear();
         let o = &self.p.o;
         if (self.next(z, i) as usize) > z && self.next(z, i) != NONE {
             out.push(z as u32);
         }
-        let mut frontier = vec![z as u32];
+        frontier.clear();
+        frontier.push(z as u32);
         for _ in 0..2 {
-            let mut nextf = Vec::new();
-            for &w in &frontier {
+            nextf.clear();
+            for &w in frontier.iter() {
                 let w = w as usize;
                 for n in o.ups(w).iter().chain(o.downs(w)) {
                     let u = n.pos as usize;
@@ -468,7 +524,7 @@ impl State<'_> {
                     nextf.push(u as u32);
                 }
             }
-            frontier = nextf;
+            std::mem::swap(frontier, nextf);
         }
     }
 
@@ -543,7 +599,7 @@ impl State<'_> {
                 let e = d.port as usize;
                 let s = (self.sum[e] as i64 + d.dsum) as u64;
                 let c = (self.cnt[e] as i32 + d.dcnt) as u32;
-                self.tail_with(e, s, c) - self.tail(e)
+                self.tail_with(e, s, c) - self.tl[e]
             })
             .sum()
     }
@@ -572,6 +628,7 @@ impl State<'_> {
             let e = d.port as usize;
             self.sum[e] = (self.sum[e] as i64 + d.dsum) as u64;
             self.cnt[e] = (self.cnt[e] as i32 + d.dcnt) as u32;
+            self.tl[e] = self.tail(e);
         }
         for &s in &bufs.old[..bufs.ko] {
             let k = self.ci(s as usize, i);

@@ -28,6 +28,11 @@ pub(super) struct Shifts {
     leaf_at: Vec<u32>,
     /// Per directed port: its per-shift counts once materialised.
     counts: Vec<Option<Box<[u8]>>>,
+    /// Per directed port of an indexed switch: the destinations the tables send through it
+    /// (any order), kept with every applied move.
+    pdests: Vec<Vec<u32>>,
+    /// Per switch position: whether its ports' destinations are in `pdests`.
+    indexed: Vec<bool>,
     /// The largest count of a materialised port.
     pub limit: u32,
     /// Ports materialised.
@@ -78,6 +83,8 @@ impl Shifts {
             run_at,
             leaf_at,
             counts: vec![None; npt],
+            pdests: vec![Vec::new(); npt],
+            indexed: vec![false; np],
             limit: 0,
             materialised: 0,
             ivals: Vec::new(),
@@ -127,14 +134,52 @@ impl Shifts {
         }
     }
 
+    /// Indexes the destinations of every port of switch `z` (one scan of the destinations), if
+    /// not yet.
+    pub fn index(&mut self, st: &State<'_>, z: usize) {
+        if self.indexed[z] {
+            return;
+        }
+        self.indexed[z] = true;
+        for i in 0..self.gpos.len() {
+            let e = st.pidx[z * 256 + usize::from(st.row_port(z, i))];
+            if e != NONE {
+                self.pdests[e as usize].push(i as u32);
+            }
+        }
+    }
+
+    /// Whether the index of every indexed switch is the set a fresh scan of the tables gives
+    /// (the moves keep it so), for the tests.
+    #[cfg(test)]
+    pub fn index_is_exact(&self, st: &State<'_>) -> bool {
+        let mut fresh = Shifts::new(&st.leaf, &st.end_port, &st.p.o.leaves, st.np, st.pq.len());
+        (0..st.np).filter(|&z| self.indexed[z]).all(|z| {
+            fresh.index(st, z);
+            (0..st.pq.len()).filter(|&e| st.pq[e] as usize == z).all(|e| {
+                let mut a = self.pdests[e].clone();
+                a.sort_unstable();
+                a == fresh.pdests[e]
+            })
+        })
+    }
+
+    /// The destinations the tables send through port `e` (its switch indexed).
+    pub fn dests(&self, e: usize) -> &[u32] {
+        &self.pdests[e]
+    }
+
     /// Computes the counts of port `e` (see the module doc).
     fn materialise(&mut self, st: &State<'_>, e: usize) {
         let n = self.gpos.len();
         let z = st.pq[e] as usize;
+        self.index(st, z);
         self.diff.clear();
         self.diff.resize(n + 1, 0);
-        for i in 0..n {
-            if st.c[st.ci(z, i)] == 0 || st.pidx[z * 256 + usize::from(st.row_port(z, i))] != e as u32 {
+        let list = std::mem::take(&mut self.pdests[e]);
+        for &i in &list {
+            let i = i as usize;
+            if st.c[st.ci(z, i)] == 0 {
                 continue;
             }
             self.collect(st, z, i, true);
@@ -150,6 +195,7 @@ impl Shifts {
                 }
             }
         }
+        self.pdests[e] = list;
         let mut acc = 0i32;
         let mut cnt = vec![0u8; n].into_boxed_slice();
         for (k, v) in cnt.iter_mut().enumerate() {
@@ -194,9 +240,17 @@ impl Shifts {
         true
     }
 
-    /// Follows the move last admitted: its sources leave the old ports, join the new ones.
-    pub fn apply(&mut self, deltas: &[super::Delta]) {
+    /// Follows the move of destination `i` last admitted: its sources leave the old ports,
+    /// join the new ones; at the moving switch (`deltas[0]`: its old port, `deltas[1]`: its
+    /// new one) the index follows.
+    pub fn apply(&mut self, deltas: &[super::Delta], i: usize) {
         let n = self.gpos.len();
+        let (e_old, e_new) = (deltas[0].port as usize, deltas[1].port as usize);
+        let list = &mut self.pdests[e_old];
+        if let Some(k) = list.iter().position(|&j| j as usize == i) {
+            list.swap_remove(k);
+            self.pdests[e_new].push(i as u32);
+        }
         for dl in deltas {
             let Some(cnt) = self.counts[dl.port as usize].as_mut() else {
                 continue;
