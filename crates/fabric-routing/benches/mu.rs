@@ -2,10 +2,11 @@
 //!
 //! For each fabric (generator notation; complete and with the cable cuts of
 //! `tests/direct-compare.sh`: 1 % and 5 % of the inter-switch cables, seed 1) and LMC 0, runs
-//! `MuSssp::route_stats` (the three candidates and their layerings) `RUNS` times (default 20)
+//! `MuSssp::route_stats` (its candidates and their layerings) `RUNS` times (default 20)
 //! after one warm-up run, then `mu::layering` of the kept tables (what the daemon adds), and
 //! prints the median and minimum wall time, the process CPU time (user + system) per run, the
-//! kept candidate, mu, layers and a digest of the tables (to compare outputs across commits).
+//! kept candidate, mu, layers and a digest of the tables and of the layering (to compare outputs
+//! across commits).
 //!
 //! `SPECS='SLIMFLY(5;4)' RUNS=20 cargo bench -p fabric-routing --bench mu`
 
@@ -41,8 +42,8 @@ fn main() {
         .unwrap_or(20)
         .max(1);
     let only = std::env::var("SPECS").ok();
-    println!("| fabric | route ms median (min) | CPU ms/run | layering ms | kept | mu | layers | digest |");
-    println!("|---|---|---|---|---|---|---|---|");
+    println!("| fabric | route ms median (min) | CPU ms/run | layering ms | kept | mu | layers | rounds run, port order mu → rounds mu | digest |");
+    println!("|---|---|---|---|---|---|---|---|---|");
     for (spec, c1, c5) in FABRICS {
         if only
             .as_deref()
@@ -78,20 +79,28 @@ fn main() {
             let cpu = (cpu_ms() - c0) / runs as f64;
             ms.sort_by(f64::total_cmp);
             let t0 = Instant::now();
-            let layers = mu::layering(&f, &lids, &lfts, 8).map_or(0, |l| l.num_layers);
+            let layering = mu::layering(&f, &lids, &lfts, 8).ok();
             let lay_ms = t0.elapsed().as_secs_f64() * 1e3;
+            let layers = layering.as_ref().map_or(0, |l| l.num_layers);
             let mut h = std::collections::hash_map::DefaultHasher::new();
+            // The layer of every route too: a change of layering shows in the digest.
+            if let Some(l) = &layering {
+                l.layer.hash(&mut h);
+            }
             for s in 0..lfts.num_switches() {
                 for lid in 0..lfts.row_len() {
                     lfts.get(SwitchId(s as u32), lid as u32).hash(&mut h);
                 }
             }
             println!(
-                "| {spec}{label} | {:.2} ({:.2}) | {cpu:.2} | {lay_ms:.2} | {} | {} | {layers} | {:016x} |",
+                "| {spec}{label} | {:.2} ({:.2}) | {cpu:.2} | {lay_ms:.2} | {} | {} | {layers} | {}, {} → {} | {:016x} |",
                 ms[ms.len() / 2],
                 ms[0],
                 st.candidate,
                 st.mu,
+                st.rounds_run,
+                st.port_order_mu,
+                st.rounds_mu,
                 h.finish()
             );
         }

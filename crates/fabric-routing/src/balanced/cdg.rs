@@ -72,8 +72,13 @@ impl Shape {
         self.head_first.len()
     }
 
+    /// Number of edge slots.
+    pub fn num_slots(&self) -> usize {
+        *self.off.last().unwrap_or(&0) as usize
+    }
+
     /// Slot of edge `x → y` (`y` must leave the switch `x` enters).
-    fn slot(&self, x: u32, y: u32) -> usize {
+    pub fn slot(&self, x: u32, y: u32) -> usize {
         debug_assert!(y >= self.head_first[x as usize]);
         (self.off[x as usize] + y - self.head_first[x as usize]) as usize
     }

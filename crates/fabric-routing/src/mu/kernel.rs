@@ -19,6 +19,9 @@ pub const MU_ROUNDS: usize = 4;
 /// few hundred switches).
 pub const MU_MAX_COUNTERS: usize = 1 << 26;
 
+/// Most destinations the engine routes (its per-switch, per-channel counters are `u16`).
+pub const MU_MAX_DESTINATIONS: usize = u16::MAX as usize;
+
 /// The result: the next channel of every switch towards every destination.
 pub(crate) struct Routed {
     pub ch: Channels,
@@ -30,6 +33,8 @@ pub(crate) struct Routed {
     pub mu: u64,
     /// The round whose routing was kept (0: the first pass).
     pub round: usize,
+    /// Rip-up rounds run.
+    pub rounds_run: usize,
 }
 
 /// Cost of a candidate path for one source switch, compared lexicographically: highest
@@ -45,8 +50,9 @@ struct State<'a> {
     own: Vec<u64>,
     nc: usize,
     /// `src_cnt[s × nc + c]`: destinations whose route from switch `s` crosses channel `c`
-    /// (a switch's counters together: its candidate paths are evaluated and charged at once).
-    src_cnt: Vec<u32>,
+    /// (a switch's counters together: its candidate paths are evaluated and charged at once;
+    /// `u16`: at most [`MU_MAX_DESTINATIONS`], half the cache footprint of `u32`).
+    src_cnt: Vec<u16>,
     /// Per channel: end ports of the distinct source switches crossing it.
     sw: Vec<u64>,
     /// Per channel: distinct destination end ports crossing it (from a source with end ports).
@@ -83,6 +89,7 @@ pub(crate) fn route(
     let ns = fabric.num_switches();
     let nc = ch.len();
     let nd = plan.dests.len();
+    assert!(nd <= MU_MAX_DESTINATIONS, "mu-sssp: {nd} destinations");
     let mut st = State {
         plan,
         ns,
@@ -119,7 +126,9 @@ pub(crate) fn route(
     let rounds = if more(s0.0) { rounds } else { 0 };
     let mut best = (s0, if rounds > 0 { st.next.clone() } else { Vec::new() }, 0usize);
     let mut prev = s0;
+    let mut rounds_run = 0;
     for round in 1..=rounds {
+        rounds_run = round;
         st.gmu = st.score().0;
         for &d in &order {
             st.unroute_dest(d);
@@ -139,6 +148,7 @@ pub(crate) fn route(
         next: best.1,
         mu: best.0 .0,
         round: best.2,
+        rounds_run,
     }
 }
 
@@ -322,7 +332,6 @@ impl State<'_> {
                 self.charge_path(d, u);
             }
         }
-        self.gmu = self.gmu.max(self.score().0);
     }
 
     /// Removes destination `d`'s counts and next hops.

@@ -3,14 +3,18 @@
 //! 2002; own code). Each (source switch, destination LID) route — with LMC 0 the path of
 //! every end port of that switch, whose SL the SA hands out — goes entirely into the first
 //! layer whose channel-dependency graph stays acyclic with all of the route's dependencies
-//! added (the incremental topological order of [`crate::balanced`]'s CDG). The result is
-//! compared with DFSSSP's cycle breaking ([`crate::vl::layer_base_fewest`]) and the one with
-//! fewer layers is kept (DFSSSP's on ties).
+//! added (the incremental topological order of [`crate::balanced`]'s CDG). A first fit of
+//! one or two layers is kept as it is (it opens a second layer only for a route that closes a
+//! cycle with layer 0: nothing needs fewer); otherwise it is compared with DFSSSP's cycle
+//! breaking ([`crate::vl::layer_base_fewest`]) and the one with fewer layers is kept
+//! (DFSSSP's on ties). Until 28 Nov 2026 the cycle breaking always ran first and won ties of
+//! two layers too (same layer counts; other SLs).
 //!
 //! Routes are tried longest first (they constrain most), then in (LID, switch) order:
 //! deterministic and sequential. Layers only gain edges, so each distinct path is fitted once
-//! (equal paths share its layer), and the first fit stops once it needs as many layers as
-//! DFSSSP's cycle breaking (which wins ties).
+//! (equal paths share its layer; one-dependency paths found by their edge slot, longer ones by
+//! hash), and the first fit stops once it needs as many layers as DFSSSP's cycle breaking
+//! (which wins ties).
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
@@ -45,13 +49,39 @@ pub fn layering(fabric: &Fabric, lids: &LidPlan, lfts: &Lfts, max_layers: u8) ->
     Ok(best)
 }
 
-/// The fewer layers of DFSSSP's cycle breaking and the first fit, at most [`IB_MAX_DATA_VLS`]
-/// (DFSSSP's on ties: the first fit is stopped as soon as it needs as many layers).
+/// The fewer layers of DFSSSP's cycle breaking and the first fit, at most [`IB_MAX_DATA_VLS`].
+/// A first fit of at most two layers is kept without the cycle breaking: the first fit opens a
+/// second layer only for a route whose dependencies close a cycle with layer 0's, so the
+/// routes need two layers and nothing does better. Otherwise DFSSSP's wins ties (the first
+/// fit is stopped as soon as it needs as many layers).
 pub(super) fn fewest(fabric: &Fabric, lids: &LidPlan, lfts: &Lfts) -> Result<VlLayering, VlError> {
+    if let Fit::Kept(l) = fit_within_two(fabric, lids, lfts, 2) {
+        return Ok(l);
+    }
     match vl::layer_base_fewest(fabric, lids, lfts, IB_MAX_DATA_VLS) {
-        Ok(a) if a.num_layers <= 1 => Ok(a),
+        Ok(a) if a.num_layers <= 3 => Ok(a),
         Ok(a) => Ok(first_fit(fabric, lids, lfts, a.num_layers - 1).unwrap_or(a)),
         Err(e) => first_fit(fabric, lids, lfts, IB_MAX_DATA_VLS).map_err(|_| e),
+    }
+}
+
+/// What the first fit within one or two layers says.
+enum Fit {
+    /// It fits: the answer.
+    Kept(VlLayering),
+    /// The tables have no route (DFSSSP's layering, of no layer, is the answer) or a route
+    /// loops.
+    Other,
+    /// It needs more layers.
+    More,
+}
+
+fn fit_within_two(fabric: &Fabric, lids: &LidPlan, lfts: &Lfts, max: u8) -> Fit {
+    debug_assert!(max <= 2);
+    match first_fit(fabric, lids, lfts, max) {
+        Ok(l) if l.routes_per_layer.iter().any(|&n| n > 0) => Fit::Kept(l),
+        Err(VlError::TooFewVls { .. }) => Fit::More,
+        _ => Fit::Other,
     }
 }
 
@@ -61,9 +91,21 @@ pub(super) fn fewest_within(fabric: &Fabric, lids: &LidPlan, lfts: &Lfts, max: u
     if max == 0 {
         return None;
     }
+    let tried = max.min(2);
+    let more = match fit_within_two(fabric, lids, lfts, tried) {
+        Fit::Kept(l) => return Some(l),
+        // More than `max` layers: DFSSSP's too when one is not enough (a cycle).
+        Fit::More if max <= 1 => return None,
+        Fit::More => true,
+        Fit::Other => false,
+    };
     let a = vl::layer_base_fewest(fabric, lids, lfts, IB_MAX_DATA_VLS).ok();
+    if a.as_ref().is_some_and(|a| a.num_layers <= 3) {
+        return a.filter(|a| a.num_layers <= max);
+    }
     let bound = a.as_ref().map_or(max, |a| max.min(a.num_layers.saturating_sub(1)));
-    let ff = if bound == 0 {
+    // (A first fit within `tried` layers or fewer is known to need more.)
+    let ff = if bound == 0 || (more && bound <= tried) {
         None
     } else {
         first_fit(fabric, lids, lfts, bound).ok()
@@ -136,6 +178,9 @@ pub fn first_fit(fabric: &Fabric, lids: &LidPlan, lfts: &Lfts, max_layers: u8) -
     let mut layer_of = vec![0u8; routes.len()];
     // Layers only gain edges, so a path refused by a layer stays refused and a path equal to
     // one already placed goes into the same layer: each distinct path is fitted once.
+    // Paths of one dependency (most of them on diameter-2 graphs) by its edge slot (layer + 1,
+    // 0: not placed yet), longer ones by hash.
+    let mut placed_edge = vec![0u8; shape.num_slots()];
     let mut placed: HashMap<&[u32], u8, BuildHasherDefault<PathHasher>> = HashMap::default();
     for &r in &order {
         let path = &chans[cstart[r] as usize..cstart[r + 1] as usize];
@@ -145,7 +190,12 @@ pub fn first_fit(fabric: &Fabric, lids: &LidPlan, lfts: &Lfts, max_layers: u8) -
             }
             continue;
         }
-        if let Some(&l) = placed.get(path) {
+        let edge = (path.len() == 2).then(|| shape.slot(path[0], path[1]));
+        let known = match edge {
+            Some(k) => placed_edge[k].checked_sub(1),
+            None => placed.get(path).copied(),
+        };
+        if let Some(l) = known {
             layer_of[r] = l;
             continue;
         }
@@ -171,7 +221,12 @@ pub fn first_fit(fabric: &Fabric, lids: &LidPlan, lfts: &Lfts, max_layers: u8) -
             l += 1;
         }
         layer_of[r] = l as u8;
-        placed.insert(path, l as u8);
+        match edge {
+            Some(k) => placed_edge[k] = l as u8 + 1,
+            None => {
+                placed.insert(path, l as u8);
+            }
+        }
         if cdgs.len() > max_layers as usize {
             return Err(VlError::TooFewVls {
                 available: max_layers,
