@@ -124,7 +124,9 @@ pub(crate) struct Write<'a> {
     /// Also write every end-port entry at `lid + dup` (the escape LIDs, when their ports are
     /// the base LIDs' ports).
     pub dup: Option<Lid>,
-    /// Set every filled row to [`NO_ROUTE`] before writing its entries.
+    /// Set every entry of every row that neither this pass nor the switch-LID pass after it
+    /// writes (LID 0, unassigned LIDs, the end of the last block) to [`NO_ROUTE`]; the caller
+    /// then writes every switch LID ([`swlid::fill_switch_lids`]).
     pub prefill: bool,
 }
 
@@ -399,6 +401,47 @@ fn fill_end_ports(
         .filter(|&i| want[spans[i].li as usize])
         .collect();
 
+    // Prefill: only the entries this pass does not write, nor the switch-LID pass after it
+    // (LID 0, unassigned LIDs, the end of the last block), as ranges; the whole row when they
+    // are not few (then the rest is overwritten in cache).
+    let gaps: Vec<std::ops::Range<usize>> = if prefill {
+        let n = lfts.row_len();
+        let mut written = vec![false; n];
+        let mut mark = |lid: Lid| {
+            if lid != 0 {
+                for l in std::iter::once(lid).chain(dup.map(|o| lid + o)) {
+                    if let Some(x) = written.get_mut(l as usize) {
+                        *x = true;
+                    }
+                }
+            }
+        };
+        all_lids.iter().chain(&unrouted).for_each(|&l| mark(l));
+        for &l in &lids.switch_lid {
+            if let Some(x) = written.get_mut(l as usize).filter(|_| l != 0) {
+                *x = true;
+            }
+        }
+        let mut gaps = Vec::new();
+        let mut i = 0;
+        while i < n {
+            if written[i] {
+                i += 1;
+                continue;
+            }
+            let j = i + written[i..].iter().position(|&w| w).unwrap_or(n - i);
+            gaps.push(i..j);
+            i = j;
+        }
+        if gaps.iter().map(|r| r.len()).sum::<usize>() > n / 4 {
+            vec![0..n]
+        } else {
+            gaps
+        }
+    } else {
+        Vec::new()
+    };
+
     lfts.par_rows_mut()
         .enumerate()
         .for_each_init(Scratch::default, |scr, (s, row)| {
@@ -407,8 +450,8 @@ fn fill_end_ports(
                 Some(ROW_LEAVES) => true,
                 Some(_) => return,
             };
-            if prefill {
-                row.fill(NO_ROUTE);
+            for g in &gaps {
+                row[g.clone()].fill(NO_ROUTE);
             }
             let put = |row: &mut [u8], lid: Lid, port: PortNum| {
                 if lid != 0 {
@@ -487,7 +530,12 @@ fn fill_end_ports(
             let mut prev: (u8, u64) = (2, 0);
             let mut cursor: Option<Cursor> = None;
             let nspans = if partial { sel_spans.len() } else { spans.len() };
+            // Spans already written as part of an earlier span's run (below).
+            let mut merged_until = 0;
             for si in 0..nspans {
+                if si < merged_until {
+                    continue;
+                }
                 let span = &spans[if partial { sel_spans[si] } else { si }];
                 let li = span.li as usize;
                 let (a, b) = (span.start as usize, (span.start + span.len) as usize);
@@ -546,6 +594,44 @@ fn fill_end_ports(
                     cursor = None;
                     continue;
                 }
+                // The following leaves with the same C whose topological NIDs and LIDs continue
+                // this one's are written as one run: the cursor of eqs. 4.7–4.8 would carry over
+                // from one leaf to the next anyway (same bytes, one iteration instead of one per
+                // leaf: a leaf's row sends every other leaf up through the same C).
+                let (mut b_end, mut len) = (b, span.len);
+                if masks && all_gnids.is_empty() && matches!(select, Select::Dmodc) {
+                    let mask = if kind == 0 { scr.down_mask[li] } else { scr.up_mask[li] };
+                    let mut end = si + 1;
+                    while end < nspans {
+                        let nx = &spans[if partial { sel_spans[end] } else { end }];
+                        let nli = nx.li as usize;
+                        let same_c = if kind == 0 {
+                            down_row[nli] != INF && scr.down_mask[nli] == mask
+                        } else {
+                            down_row[nli] == INF && full_row[nli] != INF && scr.up_mask[nli] == mask
+                        };
+                        let continues = nx.start as usize == b_end
+                            && nx.t0 == span.t0 + len
+                            && nx.step == span.step
+                            && (span.step == 0 || all_lids[b_end] == all_lids[b_end - 1] + span.step);
+                        if o.leaves[nli] as usize == sp || !same_c || !continues {
+                            break;
+                        }
+                        b_end += nx.len as usize;
+                        len += nx.len;
+                        end += 1;
+                    }
+                    merged_until = end;
+                }
+                let merged = LeafSpan {
+                    li: span.li,
+                    t0: span.t0,
+                    start: span.start,
+                    len,
+                    step: span.step,
+                };
+                let span = &merged;
+                let lids_here = &all_lids[a..b_end];
                 let (gports, gmeta) = (&scr.gports, &scr.gmeta);
                 if let Select::Balanced = select {
                     // Round robin over the ports of C at the least load: the cursor moves on
