@@ -433,8 +433,8 @@ fn fill_end_ports(
             gaps.push(i..j);
             i = j;
         }
-        if gaps.iter().map(|r| r.len()).sum::<usize>() > n / 4 {
-            vec![0..n]
+        if gaps.iter().map(ExactSizeIterator::len).sum::<usize>() > n / 4 {
+            std::iter::once(0..n).collect()
         } else {
             gaps
         }
