@@ -28,6 +28,10 @@ use crate::lid::LidPlan;
 use crate::prep::{self, Costs, Oriented, TopoNids, INF, NONE};
 use crate::swlid;
 
+mod rows;
+pub(crate) use rows::{closer_masks, LeafSpan};
+use rows::{gcd, prefill_gaps, Cursor};
+
 /// Fills one LID set for the link directions `level` (the ranking's for Dmodc, BFS levels for
 /// Up*/Down*): the end-port LIDs by `select`, then, for the base set, the switch LIDs. The
 /// caller has checked the context ([`crate::engine::check_route_args`]).
@@ -214,55 +218,6 @@ struct Scratch {
     cur: usize,
 }
 
-/// `mask[l]` gets bit `j` set where `rows[j][l] < own[l]` (at most 64 rows). Eight rows at a
-/// time are combined into a byte per leaf (vectorisable byte compares), then widened.
-pub(crate) fn closer_masks<'a>(
-    mask: &mut Vec<u64>,
-    tmp: &mut Vec<u8>,
-    rows: impl Iterator<Item = &'a [u8]>,
-    own: &[u8],
-) {
-    let n = own.len();
-    mask.clear();
-    mask.resize(n, 0);
-    tmp.clear();
-    tmp.resize(n, 0);
-    let mut k = 0;
-    let mut chunk = 0;
-    for row in rows {
-        for ((t, &a), &b) in tmp.iter_mut().zip(row).zip(own) {
-            *t |= u8::from(a < b) << k;
-        }
-        k += 1;
-        if k == 8 {
-            for (m, t) in mask.iter_mut().zip(tmp.iter_mut()) {
-                *m |= u64::from(*t) << (8 * chunk);
-                *t = 0;
-            }
-            k = 0;
-            chunk += 1;
-        }
-    }
-    if k > 0 {
-        for (m, &t) in mask.iter_mut().zip(tmp.iter()) {
-            *m |= u64::from(t) << (8 * chunk);
-        }
-    }
-}
-
-/// The end ports of one leaf, in topological NID order.
-pub(crate) struct LeafSpan {
-    /// Dense leaf index.
-    pub li: u32,
-    /// Topological NID of the first end port (the others follow).
-    pub t0: u32,
-    /// Range in `lids` / `ports`.
-    pub start: u32,
-    pub len: u32,
-    /// LIDs are `lids[start] + step·i` when `step > 0` (0: irregular or a LID is 0).
-    pub step: u32,
-}
-
 /// The destinations of one LID set, shared by the Dmodc kernel and load-aware Dmodc: leaves in
 /// topological NID order, each with its end ports' LIDs and leaf ports (port order).
 pub(crate) struct Destinations {
@@ -333,19 +288,6 @@ impl Destinations {
     }
 }
 
-/// Where eqs. 4.7–4.8 stand for the next destination: `r = d mod Π`, `(gi, q2) = (q mod #C,
-/// ⌊q/#C⌋)` and `qi = q mod period` (for the tabulated ports), `q = ⌊d/Π⌋`; with a table of
-/// `d`, `qi = d mod period`.
-#[derive(Copy, Clone)]
-struct Cursor {
-    next_t: u32,
-    r: u64,
-    gi: usize,
-    q2: u32,
-    qi: usize,
-    port: PortNum,
-}
-
 /// Fills the end-port LIDs of `set` on every row: a port, or [`NO_ROUTE`] where there is no
 /// up-down path (or the end port is not live / not on an oriented leaf).
 ///
@@ -401,43 +343,14 @@ fn fill_end_ports(
         .filter(|&i| want[spans[i].li as usize])
         .collect();
 
-    // Prefill: only the entries this pass does not write, nor the switch-LID pass after it
-    // (LID 0, unassigned LIDs, the end of the last block), as ranges; the whole row when they
-    // are not few (then the rest is overwritten in cache).
-    let gaps: Vec<std::ops::Range<usize>> = if prefill {
-        let n = lfts.row_len();
-        let mut written = vec![false; n];
-        let mut mark = |lid: Lid| {
-            if lid != 0 {
-                for l in std::iter::once(lid).chain(dup.map(|o| lid + o)) {
-                    if let Some(x) = written.get_mut(l as usize) {
-                        *x = true;
-                    }
-                }
-            }
-        };
-        all_lids.iter().chain(&unrouted).for_each(|&l| mark(l));
-        for &l in &lids.switch_lid {
-            if let Some(x) = written.get_mut(l as usize).filter(|_| l != 0) {
-                *x = true;
-            }
-        }
-        let mut gaps = Vec::new();
-        let mut i = 0;
-        while i < n {
-            if written[i] {
-                i += 1;
-                continue;
-            }
-            let j = i + written[i..].iter().position(|&w| w).unwrap_or(n - i);
-            gaps.push(i..j);
-            i = j;
-        }
-        if gaps.iter().map(ExactSizeIterator::len).sum::<usize>() > n / 4 {
-            std::iter::once(0..n).collect()
-        } else {
-            gaps
-        }
+    // Prefill: only the entries this pass does not write, nor the switch-LID pass after it.
+    let gaps = if prefill {
+        prefill_gaps(
+            lfts.row_len(),
+            all_lids.iter().chain(&unrouted).copied(),
+            dup,
+            &lids.switch_lid,
+        )
     } else {
         Vec::new()
     };
@@ -875,13 +788,6 @@ const TABLE_MAX: u64 = 4096;
 /// more to build than it saves (a top switch of a 3-level fabric has Π ≈ 10³ and a new `C`
 /// for every leaf).
 const D_TABLE_MAX_PI: u64 = 8;
-
-fn gcd(mut a: u64, mut b: u64) -> u64 {
-    while b != 0 {
-        (a, b) = (b, a % b);
-    }
-    a
-}
 
 #[cfg(test)]
 mod tests {
