@@ -133,11 +133,11 @@ pub fn check_and_repair(ctx: &RoutingContext<'_>, engine: &str, lfts: &mut Lfts)
     check_lfts(ctx, lfts)?;
     let (fabric, lids) = (ctx.fabric, ctx.lids);
     let t = Instant::now();
-    let (mut base, escape) = check::destination_check_both_ranked(fabric, lids, lfts, &ctx.ranking.level);
+    // On a fat-tree the switch LIDs' verdict is not counted (module documentation): they are
+    // not checked at all.
     let switch_lids_checked = !fabric_ranking::fat_tree_shape(fabric, ctx.ranking).fat_tree;
-    if !switch_lids_checked {
-        base.switch_unreachable_pairs = 0;
-    }
+    let (base, escape) =
+        check::destination_check_both_ranked_opt(fabric, lids, lfts, &ctx.ranking.level, switch_lids_checked);
     let check_ms = t.elapsed().as_secs_f64() * 1e3;
     let mut r = RoutingCheck {
         engine: engine.to_string(),

@@ -28,6 +28,10 @@ use crate::lid::LidPlan;
 use crate::prep::{self, Costs, Oriented, TopoNids, INF, NONE};
 use crate::swlid;
 
+mod rows;
+pub(crate) use rows::{closer_masks, LeafSpan};
+use rows::{gcd, prefill_gaps, Cursor};
+
 /// Fills one LID set for the link directions `level` (the ranking's for Dmodc, BFS levels for
 /// Up*/Down*): the end-port LIDs by `select`, then, for the base set, the switch LIDs. The
 /// caller has checked the context ([`crate::engine::check_route_args`]).
@@ -124,7 +128,9 @@ pub(crate) struct Write<'a> {
     /// Also write every end-port entry at `lid + dup` (the escape LIDs, when their ports are
     /// the base LIDs' ports).
     pub dup: Option<Lid>,
-    /// Set every filled row to [`NO_ROUTE`] before writing its entries.
+    /// Set every entry of every row that neither this pass nor the switch-LID pass after it
+    /// writes (LID 0, unassigned LIDs, the end of the last block) to [`NO_ROUTE`]; the caller
+    /// then writes every switch LID ([`swlid::fill_switch_lids`]).
     pub prefill: bool,
 }
 
@@ -212,55 +218,6 @@ struct Scratch {
     cur: usize,
 }
 
-/// `mask[l]` gets bit `j` set where `rows[j][l] < own[l]` (at most 64 rows). Eight rows at a
-/// time are combined into a byte per leaf (vectorisable byte compares), then widened.
-pub(crate) fn closer_masks<'a>(
-    mask: &mut Vec<u64>,
-    tmp: &mut Vec<u8>,
-    rows: impl Iterator<Item = &'a [u8]>,
-    own: &[u8],
-) {
-    let n = own.len();
-    mask.clear();
-    mask.resize(n, 0);
-    tmp.clear();
-    tmp.resize(n, 0);
-    let mut k = 0;
-    let mut chunk = 0;
-    for row in rows {
-        for ((t, &a), &b) in tmp.iter_mut().zip(row).zip(own) {
-            *t |= u8::from(a < b) << k;
-        }
-        k += 1;
-        if k == 8 {
-            for (m, t) in mask.iter_mut().zip(tmp.iter_mut()) {
-                *m |= u64::from(*t) << (8 * chunk);
-                *t = 0;
-            }
-            k = 0;
-            chunk += 1;
-        }
-    }
-    if k > 0 {
-        for (m, &t) in mask.iter_mut().zip(tmp.iter()) {
-            *m |= u64::from(t) << (8 * chunk);
-        }
-    }
-}
-
-/// The end ports of one leaf, in topological NID order.
-pub(crate) struct LeafSpan {
-    /// Dense leaf index.
-    pub li: u32,
-    /// Topological NID of the first end port (the others follow).
-    pub t0: u32,
-    /// Range in `lids` / `ports`.
-    pub start: u32,
-    pub len: u32,
-    /// LIDs are `lids[start] + step·i` when `step > 0` (0: irregular or a LID is 0).
-    pub step: u32,
-}
-
 /// The destinations of one LID set, shared by the Dmodc kernel and load-aware Dmodc: leaves in
 /// topological NID order, each with its end ports' LIDs and leaf ports (port order).
 pub(crate) struct Destinations {
@@ -331,19 +288,6 @@ impl Destinations {
     }
 }
 
-/// Where eqs. 4.7–4.8 stand for the next destination: `r = d mod Π`, `(gi, q2) = (q mod #C,
-/// ⌊q/#C⌋)` and `qi = q mod period` (for the tabulated ports), `q = ⌊d/Π⌋`; with a table of
-/// `d`, `qi = d mod period`.
-#[derive(Copy, Clone)]
-struct Cursor {
-    next_t: u32,
-    r: u64,
-    gi: usize,
-    q2: u32,
-    qi: usize,
-    port: PortNum,
-}
-
 /// Fills the end-port LIDs of `set` on every row: a port, or [`NO_ROUTE`] where there is no
 /// up-down path (or the end port is not live / not on an oriented leaf).
 ///
@@ -399,6 +343,18 @@ fn fill_end_ports(
         .filter(|&i| want[spans[i].li as usize])
         .collect();
 
+    // Prefill: only the entries this pass does not write, nor the switch-LID pass after it.
+    let gaps = if prefill {
+        prefill_gaps(
+            lfts.row_len(),
+            all_lids.iter().chain(&unrouted).copied(),
+            dup,
+            &lids.switch_lid,
+        )
+    } else {
+        Vec::new()
+    };
+
     lfts.par_rows_mut()
         .enumerate()
         .for_each_init(Scratch::default, |scr, (s, row)| {
@@ -407,8 +363,8 @@ fn fill_end_ports(
                 Some(ROW_LEAVES) => true,
                 Some(_) => return,
             };
-            if prefill {
-                row.fill(NO_ROUTE);
+            for g in &gaps {
+                row[g.clone()].fill(NO_ROUTE);
             }
             let put = |row: &mut [u8], lid: Lid, port: PortNum| {
                 if lid != 0 {
@@ -487,7 +443,12 @@ fn fill_end_ports(
             let mut prev: (u8, u64) = (2, 0);
             let mut cursor: Option<Cursor> = None;
             let nspans = if partial { sel_spans.len() } else { spans.len() };
+            // Spans already written as part of an earlier span's run (below).
+            let mut merged_until = 0;
             for si in 0..nspans {
+                if si < merged_until {
+                    continue;
+                }
                 let span = &spans[if partial { sel_spans[si] } else { si }];
                 let li = span.li as usize;
                 let (a, b) = (span.start as usize, (span.start + span.len) as usize);
@@ -546,6 +507,44 @@ fn fill_end_ports(
                     cursor = None;
                     continue;
                 }
+                // The following leaves with the same C whose topological NIDs and LIDs continue
+                // this one's are written as one run: the cursor of eqs. 4.7–4.8 would carry over
+                // from one leaf to the next anyway (same bytes, one iteration instead of one per
+                // leaf: a leaf's row sends every other leaf up through the same C).
+                let (mut b_end, mut len) = (b, span.len);
+                if masks && all_gnids.is_empty() && matches!(select, Select::Dmodc) {
+                    let mask = if kind == 0 { scr.down_mask[li] } else { scr.up_mask[li] };
+                    let mut end = si + 1;
+                    while end < nspans {
+                        let nx = &spans[if partial { sel_spans[end] } else { end }];
+                        let nli = nx.li as usize;
+                        let same_c = if kind == 0 {
+                            down_row[nli] != INF && scr.down_mask[nli] == mask
+                        } else {
+                            down_row[nli] == INF && full_row[nli] != INF && scr.up_mask[nli] == mask
+                        };
+                        let continues = nx.start as usize == b_end
+                            && nx.t0 == span.t0 + len
+                            && nx.step == span.step
+                            && (span.step == 0 || all_lids[b_end] == all_lids[b_end - 1] + span.step);
+                        if o.leaves[nli] as usize == sp || !same_c || !continues {
+                            break;
+                        }
+                        b_end += nx.len as usize;
+                        len += nx.len;
+                        end += 1;
+                    }
+                    merged_until = end;
+                }
+                let merged = LeafSpan {
+                    li: span.li,
+                    t0: span.t0,
+                    start: span.start,
+                    len,
+                    step: span.step,
+                };
+                let span = &merged;
+                let lids_here = &all_lids[a..b_end];
                 let (gports, gmeta) = (&scr.gports, &scr.gmeta);
                 if let Select::Balanced = select {
                     // Round robin over the ports of C at the least load: the cursor moves on
@@ -789,13 +788,6 @@ const TABLE_MAX: u64 = 4096;
 /// more to build than it saves (a top switch of a 3-level fabric has Π ≈ 10³ and a new `C`
 /// for every leaf).
 const D_TABLE_MAX_PI: u64 = 8;
-
-fn gcd(mut a: u64, mut b: u64) -> u64 {
-    while b != 0 {
-        (a, b) = (b, a % b);
-    }
-    a
-}
 
 #[cfg(test)]
 mod tests {

@@ -531,20 +531,24 @@ mod tests {
     use rand::{Rng, SeedableRng};
 
     use super::*;
-    use crate::check::{destination_check_both, destination_checks};
+    use crate::check::{destination_check_both, destination_checks, Opts};
     use crate::hops::components;
     use crate::testutil::*;
     use crate::{EngineKind, LidSet};
 
     /// Both sets checked with the proof (levels `level`, `down[·]` over every switch up to
-    /// `all` switches) and without it.
+    /// `all` switches) and without it; then with the proof and without the switch LIDs.
     fn both_ways(
         f: &Fabric,
         lids: &crate::LidPlan,
         lfts: &Lfts,
         level: &[Option<u32>],
         all: usize,
-    ) -> (Vec<crate::check::DestinationCheck>, Vec<crate::check::DestinationCheck>) {
+    ) -> (
+        Vec<crate::check::DestinationCheck>,
+        Vec<crate::check::DestinationCheck>,
+        Vec<crate::check::DestinationCheck>,
+    ) {
         let sets: &[LidSet] = if lids.lmc == 0 {
             &[LidSet::Base]
         } else {
@@ -555,8 +559,19 @@ mod tests {
             all_targets_max: all,
         };
         (
-            destination_checks(f, lids, lfts, sets, false, Some(hint)),
-            destination_checks(f, lids, lfts, sets, false, None),
+            destination_checks(f, lids, lfts, sets, Opts::ALL, Some(hint)),
+            destination_checks(f, lids, lfts, sets, Opts::ALL, None),
+            destination_checks(
+                f,
+                lids,
+                lfts,
+                sets,
+                Opts {
+                    wide: false,
+                    switch_lids: false,
+                },
+                Some(hint),
+            ),
         )
     }
 
@@ -660,8 +675,13 @@ mod tests {
                 2 => (0..f.num_switches()).map(|_| rng.gen_range(0u32..4).checked_sub(1)).collect(),
                 _ => Vec::new(),
             };
-            let (with, without) = both_ways(&f, &lids, &lfts, &level, all);
+            let (with, without, no_switch_lids) = both_ways(&f, &lids, &lfts, &level, all);
             prop_assert_eq!(&with, &without);
+            // Leaving the switch LIDs out changes nothing but their count (check_and_repair on
+            // a fat-tree, which zeroes that count).
+            let mut want = without.clone();
+            want[0].switch_unreachable_pairs = 0;
+            prop_assert_eq!(&no_switch_lids, &want);
             if lmc == 1 && all > 0 {
                 let (b, e) = destination_check_both(&f, &lids, &lfts);
                 prop_assert_eq!(&with, &vec![b, e]);
