@@ -193,7 +193,7 @@ fn port_info_records(subnet: &Subnet, t: &PortInfoRecord, mask: u64, attr_mod: u
         let Some(node) = subnet.nodes.get(n as usize) else {
             continue;
         };
-        for &pi in &node.ports {
+        for &pi in node.ports.iter() {
             let Some(port) = subnet.ports.get(pi as usize) else {
                 continue;
             };

@@ -108,9 +108,6 @@ const MAX_LFT_BLOCKS: u32 = 0xc000 / 64;
 /// Writes `blocks` into the tables of `subnet` (see [`SaService::apply_lft_blocks`]).
 fn apply_blocks(subnet: &mut Subnet, blocks: &[(Guid, u32, [u8; 64])]) {
     for (guid, block, entries) in blocks {
-        if *block >= MAX_LFT_BLOCKS {
-            continue;
-        }
         let Some(n) = subnet.node_index_by_guid(*guid) else {
             continue;
         };
@@ -118,8 +115,17 @@ fn apply_blocks(subnet: &mut Subnet, blocks: &[(Guid, u32, [u8; 64])]) {
         if !node.is_switch() {
             continue;
         }
-        let table = Arc::make_mut(node.lft.get_or_insert_with(Default::default));
         let start = *block as usize * 64;
+        // A block beyond the unicast LID space would grow the table: ignored. One within the
+        // table the snapshot holds is applied wherever it lies (24-bit addresses of the oob
+        // driver: the snapshot's tables, built from the model, cover every LID; ignoring their
+        // acknowledged blocks above 0xBFFF left them stale, and the next snapshot build then
+        // copied every such row again, issue #17).
+        let within = node.lft.as_ref().is_some_and(|t| start + 64 <= t.len());
+        if *block >= MAX_LFT_BLOCKS && !within {
+            continue;
+        }
+        let table = Arc::make_mut(node.lft.get_or_insert_with(Default::default));
         if table.len() < start + 64 {
             table.resize(start + 64, 0xff);
         }
@@ -582,6 +588,10 @@ mod tests {
         // The port list and the indexes are shared too: a group of acknowledged blocks copies
         // the node list only (issue #17: the whole snapshot was copied per group).
         assert!(Arc::ptr_eq(&before.ports, &after.ports), "port list copied");
+        // And every node's port indices: the node list copy allocates none.
+        for (x, y) in before.nodes.iter().zip(&after.nodes) {
+            assert!(Arc::ptr_eq(&x.ports, &y.ports), "a node's port indices copied");
+        }
         assert!(Arc::ptr_eq(&before.lid_port, &after.lid_port), "LID index copied");
         assert_eq!(
             after.port_index_by_guid(f.end_ports()[0].port_guid),
@@ -590,5 +600,27 @@ mod tests {
         // Nothing to apply: the same snapshot stays.
         sa.apply_lft_blocks(&[]);
         assert!(Arc::ptr_eq(&after, &sa.subnet()));
+    }
+
+    /// 24-bit addresses (oob driver): the snapshot's tables reach beyond 0xBFFF and every
+    /// acknowledged block within them is applied (without it the SA kept the old entries above
+    /// 0xBFFF and each snapshot build copied those rows again); beyond the table the unicast
+    /// limit still holds.
+    #[test]
+    fn blocks_beyond_the_unicast_space_within_the_table_are_applied() {
+        let f = generate_str("PGFT(2;4,4;1,2;1,1)", None).unwrap();
+        let lids = assign_lids(&f, &Guid2Lid::default(), 1, IB_MAX_UNICAST_LID).unwrap();
+        // Tables of 800 blocks (LIDs up to 51 199), as a fabric with 24-bit addresses has.
+        let lfts = Lfts::new(f.num_switches(), 800 * 64 - 1);
+        let sa = SaService::new(Registry::default(), None);
+        sa.publish(from_model(&f, &lids, &lfts, SmData::default(), None));
+        let a = f.switches()[0].guid;
+        let len = sa.subnet().nodes[0].lft.as_ref().unwrap().len();
+        assert_eq!(len, 800 * 64);
+        sa.apply_lft_blocks(&[(a, 790, [5; 64]), (a, 800, [6; 64])]);
+        let t = sa.subnet().nodes[0].lft.clone().unwrap();
+        assert_eq!(t.len(), 800 * 64, "no growth beyond the unicast space");
+        assert!(t[790 * 64..791 * 64].iter().all(|&e| e == 5), "block 790 applied");
+        assert!(t[791 * 64..].iter().all(|&e| e == 0xff));
     }
 }

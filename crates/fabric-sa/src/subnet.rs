@@ -41,8 +41,9 @@ pub struct Node {
     /// The LFT installed on a switch: one output port per LID from LID 0 (0xff: none).
     pub lft: Option<Arc<Vec<u8>>>,
     /// Indices in [`Subnet::ports`] of this node's ports (a switch: port 0 first, then 1..=N;
-    /// a CA: the ports the manager knows).
-    pub ports: Vec<u32>,
+    /// a CA: the ports the manager knows). Shared: a snapshot copy (a group of acknowledged
+    /// LFT blocks copies the node list) allocates no port list (issue #17).
+    pub ports: Arc<[u32]>,
 }
 
 impl Node {
@@ -270,6 +271,8 @@ pub fn from_model(
     use fabric_topology::{Remote, SwitchId};
 
     let mut nodes: Vec<Node> = Vec::new();
+    // Each node's port indices, given to the nodes at the end.
+    let mut node_ports: Vec<Vec<u32>> = Vec::new();
     let mut ports: Vec<Port> = Vec::new();
     let mut switch_node: Vec<Option<u32>> = vec![None; fabric.num_switches()];
     for (i, sw) in fabric.switches().iter().enumerate() {
@@ -280,8 +283,9 @@ pub fn from_model(
                 description: [0; NODE_DESC_SIZE],
                 switch_info: None,
                 lft: None,
-                ports: Vec::new(),
+                ports: Arc::default(),
             });
+            node_ports.push(Vec::new());
         }
     }
     // Channel adapters: one node per node GUID, its ports in end-port order.
@@ -299,8 +303,9 @@ pub fn from_model(
                 description: description(&ep.desc),
                 switch_info: None,
                 lft: None,
-                ports: Vec::new(),
+                ports: Arc::default(),
             });
+            node_ports.push(Vec::new());
             (nodes.len() - 1) as u32
         });
         end_port_node[i] = Some(n);
@@ -344,7 +349,7 @@ pub fn from_model(
                 (peer.is_some(), peer, p.speed.as_deref())
             };
             let info = model_port_info(lid, 0, sm_lid, pn, live, LinkSpeed::parse(speed));
-            nodes[n as usize].ports.push(ports.len() as u32);
+            node_ports[n as usize].push(ports.len() as u32);
             ports.push(Port {
                 node: n,
                 port_num: pn,
@@ -377,7 +382,7 @@ pub fn from_model(
             peer.is_some(),
             LinkSpeed::parse(speed),
         );
-        nodes[n as usize].ports.push(ports.len() as u32);
+        node_ports[n as usize].push(ports.len() as u32);
         ports.push(Port {
             node: n,
             port_num: ep.port_num,
@@ -385,6 +390,9 @@ pub fn from_model(
             port_info: info,
             peer,
         });
+    }
+    for (node, p) in nodes.iter_mut().zip(node_ports) {
+        node.ports = p.into();
     }
     Subnet::new(nodes, ports, sm, escape)
 }

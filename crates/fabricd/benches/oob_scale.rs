@@ -26,6 +26,12 @@
 //!
 //! `--verify` traces every pair of end ports through the agents' tables after bring-up and
 //! after the drill (minutes on the large fabrics; the baseline is always verified).
+//!
+//! `OOB_SCALE_LOG=FILTER` (e.g. `fabricd=debug`) sets the daemon's log filter and keeps its
+//! state directory and log (path printed on stderr); the PIDs of the daemon and the simulator
+//! are printed on stderr as soon as they start (for `perf record -p`). The daemon's VmHWM is
+//! reset (`/proc/PID/clear_refs`) once generation 1 is installed, so that the peak reported
+//! after the faults is the faults' own, also in LFT table sets (switches x (top LID + 1) bytes).
 
 #[path = "support/mod.rs"]
 mod support;
@@ -177,7 +183,7 @@ fn config(inventory: &Path, five_phase: bool, a: &Args) -> String {
     format!(
         r#"
 [log]
-level = "info"
+level = "{log}"
 timestamps = true
 [driver]
 kind = "oob"
@@ -211,7 +217,18 @@ enabled = false
         mc = a.max_connections,
         up = a.upload_parallelism,
         incr = a.incremental,
+        log = log_filter().unwrap_or_else(|| "info".into()),
     )
+}
+
+/// `OOB_SCALE_LOG`: the daemon's log filter (its log and state directory are then kept).
+fn log_filter() -> Option<String> {
+    std::env::var("OOB_SCALE_LOG").ok().filter(|v| !v.is_empty())
+}
+
+/// Resets a process's VmHWM to its current RSS (Linux `clear_refs` 5).
+fn reset_hwm(pid: u32) {
+    let _ = std::fs::write(format!("/proc/{pid}/clear_refs"), "5");
 }
 
 /// Waits for the next `GenerationCommitted` after `after`, noting the phase changes seen on the
@@ -288,6 +305,10 @@ fn measure(spec: &str, five_phase: bool, a: &Args, sim_bin: &Path, verify: bool)
             .context("start fabricd")?,
     );
     let daemon_pid = daemon.0.id();
+    eprintln!(
+        "{label}: daemon pid {daemon_pid}, simulator pid {sim_pid}, state {}",
+        dir.display()
+    );
     let sock = socket.to_str().unwrap_or_default().to_string();
     let inv = fabric_oob::Inventory::read_file(&inventory)?;
     let control = format!("http://{}", inv.control.context("inventory without !control")?);
@@ -309,6 +330,9 @@ fn measure(spec: &str, five_phase: bool, a: &Args, sim_bin: &Path, verify: bool)
         let s = c.get_status(pb::GetStatusRequest {}).await?.into_inner();
         let first = s.last_reroute.unwrap_or_default();
         let (d_hwm0, _) = rss_mib(daemon_pid);
+        // One LFT table set: switches x (top LID + 1) bytes.
+        let table_set_mib = f64::from(s.switches) * (f64::from(s.top_lid) + 1.0) / (1024.0 * 1024.0);
+        reset_hwm(daemon_pid);
         let (d_cpu0, s_cpu0) = (cpu_s(daemon_pid), cpu_s(sim_pid));
         let (s_hwm1, _) = rss_mib(sim_pid);
         lines.push(format!(
@@ -452,7 +476,9 @@ fn measure(spec: &str, five_phase: bool, a: &Args, sim_bin: &Path, verify: bool)
         let (d_hwm, d_rss) = rss_mib(daemon_pid);
         let (s_hwm, s_rss) = rss_mib(sim_pid);
         lines.push(format!(
-            "peak RSS: daemon {d_hwm:.0} MiB (now {d_rss:.0}), simulator {s_hwm:.0} MiB (now {s_rss:.0})"
+            "peak RSS over the faults: daemon {d_hwm:.0} MiB ({:.2} LFT table sets of {table_set_mib:.0} MiB; now \
+             {d_rss:.0}); simulator {s_hwm:.0} MiB (now {s_rss:.0}, whole run)",
+            d_hwm / table_set_mib.max(1e-9)
         ));
         for s in subs {
             s.abort();
@@ -472,7 +498,9 @@ fn measure(spec: &str, five_phase: bool, a: &Args, sim_bin: &Path, verify: bool)
         }
         return Err(e.context(label));
     }
-    let _ = std::fs::remove_dir_all(&dir);
+    if log_filter().is_none() {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
     Ok(Run { label, lines })
 }
 

@@ -87,7 +87,7 @@ pub fn subnet() -> Subnet {
         description: description(name),
         switch_info: None,
         lft: None,
-        ports,
+        ports: ports.into(),
     };
     let nodes = vec![
         sw(S1, "S1", 7, vec![0xff, 0, 3, 1, 2, 2, 3, 3], 0),

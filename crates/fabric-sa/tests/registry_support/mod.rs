@@ -83,7 +83,7 @@ pub fn subnet(cas: usize, down: &[usize]) -> Subnet {
             description: [0; NODE_DESC_SIZE],
             switch_info: None,
             lft: None,
-            ports: vec![(1 + cas + i) as u32],
+            ports: vec![(1 + cas + i) as u32].into(),
         });
         ports.push(Port {
             node: 1 + i as u32,

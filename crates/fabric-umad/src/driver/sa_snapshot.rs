@@ -245,7 +245,7 @@ pub(super) fn build_subnet(st: &State, sm: SmData) -> Subnet {
                     description: desc_image(&s.node_desc),
                     switch_info: Some(switch_info),
                     lft: Some(Arc::new(lft_image(s))),
-                    ports: node_ports,
+                    ports: node_ports.into(),
                 });
             }
             Source::Ca(list) => {
@@ -267,7 +267,7 @@ pub(super) fn build_subnet(st: &State, sm: SmData) -> Subnet {
                     description: desc_image(&first.node_desc),
                     switch_info: None,
                     lft: None,
-                    ports: node_ports,
+                    ports: node_ports.into(),
                 });
             }
         }
