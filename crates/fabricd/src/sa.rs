@@ -429,15 +429,12 @@ impl SaPublisher {
     }
 }
 
-/// Gives every switch of `subnet` (built without tables) its LFT: the row of `lfts` (the
-/// switch's dense id in `fabric`; empty beyond it), shared with `current` (the snapshot in
-/// force) where `current` holds the same bytes, a copy otherwise. With [`Keep::All`] a switch
-/// that has a table in `current` takes it as is ([`keep_tables`] under the lock takes the
-/// latest one again). The result is the same as building from `lfts` row by row; a snapshot
-/// after a fault allocates only the rows that changed, and none after a physical change.
-/// Per switch of `fabric` (by id): its row of `lfts` as the snapshot stores it, the current
-/// snapshot's table (same node GUID) when equal, else a copy; `None` for a switch that is down.
-/// A snapshot does not copy every switch's row, only the rows that changed.
+/// Per switch of `fabric` (by dense id): its row of `lfts` (empty beyond `lfts`) as a snapshot
+/// stores it — shared with `current` (the snapshot in force, same node GUID) where `current`
+/// holds the same bytes, a copy otherwise; `None` for a switch that is down. Attached with
+/// [`attach_rows`], the result is the same as building from `lfts` row by row, and a snapshot
+/// after a fault allocates only the rows that changed. (A physical change resolves none: its
+/// snapshot keeps the tables in force, [`apply_keep`].)
 fn resolve_rows(fabric: &Fabric, lfts: &fabric_routing::Lfts, current: &Subnet) -> Vec<Option<Arc<Vec<u8>>>> {
     use rayon::prelude::*;
     fabric
