@@ -27,6 +27,7 @@
 //! * [`service`]: [`SaService`], the object transports share: the current snapshot (arc-swap,
 //!   answering never waits for the event loop), the registry, the counters.
 
+pub mod lft_table;
 pub mod mcast;
 pub mod partitions;
 pub mod path;
@@ -39,6 +40,7 @@ pub mod service;
 pub mod subnet;
 pub mod wire;
 
+pub use lft_table::LftTable;
 pub use mcast::{McGroup, McMember};
 pub use partitions::{IpoibGroupSpec, Partitions};
 pub use request::{Request, Requester, SaResponse};

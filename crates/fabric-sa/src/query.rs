@@ -249,7 +249,7 @@ fn lft_records(subnet: &Subnet, t: &LftRecord, mask: u64) -> Vec<LftRecord> {
     use records::lft::comp;
     let mut out = Vec::new();
     for (n, p0) in switches(subnet) {
-        let (Some(si), Some(lft)) = (n.switch_info.as_ref(), n.lft.as_ref()) else {
+        let (Some(si), Some(lft)) = (n.switch_info.as_ref(), subnet.lft(p0.node)) else {
             continue;
         };
         if !lid_selected(mask, comp::LID, t.lid, p0.lid(), p0.lmc()) {
@@ -263,12 +263,7 @@ fn lft_records(subnet: &Subnet, t: &LftRecord, mask: u64) -> Vec<LftRecord> {
             0..=last
         };
         for block in blocks {
-            let mut entries = [0xffu8; 64];
-            let from = usize::from(block) * 64;
-            if from < lft.len() {
-                let n = (lft.len() - from).min(64);
-                entries[..n].copy_from_slice(&lft[from..from + n]);
-            }
+            let entries = lft.block(usize::from(block));
             let r = LftRecord {
                 lid: p0.lid(),
                 block_num: block,

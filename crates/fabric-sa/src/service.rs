@@ -111,25 +111,21 @@ fn apply_blocks(subnet: &mut Subnet, blocks: &[(Guid, u32, [u8; 64])]) {
         let Some(n) = subnet.node_index_by_guid(*guid) else {
             continue;
         };
-        let node = &mut subnet.nodes[n as usize];
-        if !node.is_switch() {
+        if !subnet.nodes[n as usize].is_switch() {
             continue;
         }
-        let start = *block as usize * 64;
         // A block beyond the unicast LID space would grow the table: ignored. One within the
         // table the snapshot holds is applied wherever it lies (24-bit addresses of the oob
         // driver: the snapshot's tables, built from the model, cover every LID; ignoring their
         // acknowledged blocks above 0xBFFF left them stale, and the next snapshot build then
         // copied every such row again, issue #17).
-        let within = node.lft.as_ref().is_some_and(|t| start + 64 <= t.len());
+        let within = subnet.lft(n).is_some_and(|t| *block as usize * 64 + 64 <= t.len());
         if *block >= MAX_LFT_BLOCKS && !within {
             continue;
         }
-        let table = Arc::make_mut(node.lft.get_or_insert_with(Default::default));
-        if table.len() < start + 64 {
-            table.resize(start + 64, 0xff);
+        if let Some(table) = subnet.lft_mut(n) {
+            table.write_block(*block as usize, entries);
         }
-        table[start..start + 64].copy_from_slice(entries);
     }
 }
 
@@ -252,8 +248,9 @@ impl SaService {
 
     /// Records LFT blocks acknowledged by a switch: `(switch GUID, block, 64 entries)`.
     ///
-    /// Copy-on-write: the new snapshot shares every table but those of the switches written
-    /// (`Arc::make_mut` clones each touched table once per call), a table grows (with 0xff,
+    /// Copy-on-write: the new snapshot shares the node list and every table but the chunks
+    /// written ([`crate::LftTable`]: one 4 KiB chunk copied per touched chunk per call, plus
+    /// the list of per-node table pointers), a table grows (with 0xff,
     /// "no route") when a block lies beyond it. One swap per call (a read-copy-update: a
     /// snapshot published meanwhile is not lost, the blocks are applied to it); readers keep
     /// the snapshot they hold. Blocks of a GUID that is not a switch of the snapshot (it left
@@ -560,7 +557,7 @@ mod tests {
         sa.publish(from_model(&f, &lids, &lfts, SmData::default(), None));
         let before = sa.subnet();
         let (a, b) = (f.switches()[0].guid, f.switches()[1].guid);
-        let len = before.nodes[0].lft.as_ref().unwrap().len();
+        let len = before.lft(0).unwrap().len();
         assert_eq!(len, 64);
         sa.apply_lft_blocks(&[
             (a, 0, [3; 64]),
@@ -571,27 +568,24 @@ mod tests {
         ]);
         let after = sa.subnet();
         // The reader's snapshot is untouched.
-        assert!(before.nodes[0].lft.as_ref().unwrap().iter().all(|&e| e == 0xff));
-        let ta = after.nodes[0].lft.as_ref().unwrap();
+        assert!(before.lft(0).unwrap().iter().all(|e| e == 0xff));
+        let ta = after.lft(0).unwrap().to_vec();
         assert_eq!(ta.len(), 3 * 64);
         assert!(ta[..64].iter().all(|&e| e == 3));
         assert!(ta[64..128].iter().all(|&e| e == 0xff));
         assert!(ta[128..].iter().all(|&e| e == 4));
         // Untouched tables are shared, not copied.
-        for i in 1..after.nodes.len() {
-            match (&before.nodes[i].lft, &after.nodes[i].lft) {
-                (Some(x), Some(y)) => assert!(Arc::ptr_eq(x, y), "node {i}"),
+        for i in 1..after.nodes.len() as u32 {
+            match (before.lft(i), after.lft(i)) {
+                (Some(x), Some(y)) => assert!(std::ptr::eq(x, y), "node {i}"),
                 (x, y) => assert_eq!(x, y),
             }
         }
-        assert_eq!(before.nodes.len(), after.nodes.len());
-        // The port list and the indexes are shared too: a group of acknowledged blocks copies
-        // the node list only (issue #17: the whole snapshot was copied per group).
+        // The node list, the port list and the indexes are shared too: a group of acknowledged
+        // blocks copies no list (issue #17: the whole snapshot, then the node list and every
+        // touched table, were copied per group).
+        assert!(Arc::ptr_eq(&before.nodes, &after.nodes), "node list copied");
         assert!(Arc::ptr_eq(&before.ports, &after.ports), "port list copied");
-        // And every node's port indices: the node list copy allocates none.
-        for (x, y) in before.nodes.iter().zip(&after.nodes) {
-            assert!(Arc::ptr_eq(&x.ports, &y.ports), "a node's port indices copied");
-        }
         assert!(Arc::ptr_eq(&before.lid_port, &after.lid_port), "LID index copied");
         assert_eq!(
             after.port_index_by_guid(f.end_ports()[0].port_guid),
@@ -615,10 +609,17 @@ mod tests {
         let sa = SaService::new(Registry::default(), None);
         sa.publish(from_model(&f, &lids, &lfts, SmData::default(), None));
         let a = f.switches()[0].guid;
-        let len = sa.subnet().nodes[0].lft.as_ref().unwrap().len();
+        let len = sa.subnet().lft(0).unwrap().len();
         assert_eq!(len, 800 * 64);
+        let before = sa.subnet();
         sa.apply_lft_blocks(&[(a, 790, [5; 64]), (a, 800, [6; 64])]);
-        let t = sa.subnet().nodes[0].lft.clone().unwrap();
+        // One chunk of the table copied (the one holding block 790), the others shared.
+        let chunks = (800 * 64usize).div_ceil(crate::lft_table::LFT_CHUNK);
+        assert_eq!(
+            sa.subnet().lft(0).unwrap().shared_chunks(before.lft(0).unwrap()),
+            chunks - 1
+        );
+        let t = sa.subnet().lft(0).unwrap().to_vec();
         assert_eq!(t.len(), 800 * 64, "no growth beyond the unicast space");
         assert!(t[790 * 64..791 * 64].iter().all(|&e| e == 5), "block 790 applied");
         assert!(t[791 * 64..].iter().all(|&e| e == 0xff));

@@ -15,6 +15,8 @@ use std::sync::Arc;
 
 use fabric_topology::Guid;
 
+use crate::lft_table::LftTable;
+
 /// "No port" in [`Subnet::lid_port`].
 pub const NO_PORT: u32 = u32::MAX;
 /// Size of the NodeInfo image.
@@ -38,11 +40,8 @@ pub struct Node {
     pub description: [u8; NODE_DESC_SIZE],
     /// SwitchInfo (SMP attribute 0x0012) of a switch.
     pub switch_info: Option<[u8; SWITCH_INFO_SIZE]>,
-    /// The LFT installed on a switch: one output port per LID from LID 0 (0xff: none).
-    pub lft: Option<Arc<Vec<u8>>>,
     /// Indices in [`Subnet::ports`] of this node's ports (a switch: port 0 first, then 1..=N;
-    /// a CA: the ports the manager knows). Shared: a snapshot copy (a group of acknowledged
-    /// LFT blocks copies the node list) allocates no port list (issue #17).
+    /// a CA: the ports the manager knows).
     pub ports: Arc<[u32]>,
 }
 
@@ -135,12 +134,19 @@ impl PathSls {
 /// The snapshot.
 ///
 /// Cloning it (every group of acknowledged LFT blocks makes the next snapshot from a clone of
-/// the one in force: [`crate::SaService::apply_lft_blocks`]) copies the node list only: the
-/// port list and the indexes are shared (`Arc`, copied on write by [`Subnet::ports_mut`] and
-/// [`Subnet::reindex`]), and each LFT row is an `Arc` of its own.
+/// the one in force: [`crate::SaService::apply_lft_blocks`]) copies no list: the nodes, ports,
+/// indexes and the per-node table list are shared (`Arc`, copied on write by
+/// [`Subnet::ports_mut`], [`Subnet::reindex`] and [`Subnet::lft_mut`]), and each switch's
+/// [`LftTable`] is shared chunk by chunk (issue #17: a copy of the node list and of every
+/// touched table per group of acknowledged blocks was most of the daemon's CPU while uploading
+/// at 65 536 nodes).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Subnet {
-    pub nodes: Vec<Node>,
+    /// Never edited once the snapshot is built (the LFTs live in their own list).
+    pub nodes: Arc<Vec<Node>>,
+    /// The LFT installed on each node that is a switch (by node index; `None` for CAs and for
+    /// a switch whose table is not known): one output port per LID from LID 0 (0xff: none).
+    lfts: Arc<Vec<Option<Arc<LftTable>>>>,
     /// Shared between the snapshots of one topology (see [`Subnet::ports_mut`]).
     pub ports: Arc<Vec<Port>>,
     /// LID → index in `ports` of the end port (CA port or switch port 0) owning it, for every
@@ -162,7 +168,8 @@ impl Subnet {
     /// and GUID indexes from the PortInfo images.
     pub fn new(nodes: Vec<Node>, ports: Vec<Port>, sm: SmData, escape: Option<Escape>) -> Subnet {
         let mut s = Subnet {
-            nodes,
+            lfts: Arc::new(vec![None; nodes.len()]),
+            nodes: Arc::new(nodes),
             ports: Arc::new(ports),
             lid_port: Arc::default(),
             sm,
@@ -215,6 +222,42 @@ impl Subnet {
         Arc::make_mut(&mut self.ports)
     }
 
+    /// The node list to edit (copied first when another snapshot shares it); call
+    /// [`Subnet::reindex`] after changing GUIDs. The nodes' LFTs are not in it
+    /// ([`Subnet::lft_mut`]).
+    pub fn nodes_mut(&mut self) -> &mut Vec<Node> {
+        Arc::make_mut(&mut self.nodes)
+    }
+
+    /// The LFT installed on node `node` (a switch), if known.
+    pub fn lft(&self, node: u32) -> Option<&LftTable> {
+        self.lfts.get(node as usize)?.as_deref()
+    }
+
+    /// Sets (or forgets) the LFT of node `node` (ignored past the node list).
+    pub fn set_lft(&mut self, node: u32, table: Option<LftTable>) {
+        if let Some(slot) = Arc::make_mut(&mut self.lfts).get_mut(node as usize) {
+            *slot = table.map(Arc::new);
+        }
+    }
+
+    /// Shares node `node`'s LFT with `other`'s node `other_node` (no copy; forgets it when
+    /// `other` has none).
+    pub fn share_lft(&mut self, node: u32, other: &Subnet, other_node: u32) {
+        let t = other.lfts.get(other_node as usize).cloned().flatten();
+        if let Some(slot) = Arc::make_mut(&mut self.lfts).get_mut(node as usize) {
+            *slot = t;
+        }
+    }
+
+    /// The LFT of node `node` to edit, created empty when absent (copied first where another
+    /// snapshot shares the list or the table; the table's chunks are copied on write by
+    /// [`LftTable::write_block`]); `None` past the node list.
+    pub fn lft_mut(&mut self, node: u32) -> Option<&mut LftTable> {
+        let slot = Arc::make_mut(&mut self.lfts).get_mut(node as usize)?;
+        Some(Arc::make_mut(slot.get_or_insert_with(Default::default)))
+    }
+
     /// The end port owning `lid`.
     pub fn port_by_lid(&self, lid: u16) -> Option<&Port> {
         let i = *self.lid_port.get(usize::from(lid))?;
@@ -257,7 +300,7 @@ impl Subnet {
 ///   twin answer the same rate) when absent or unreadable; NeighborMTU and MTUCap 4096, VLCap
 ///   and OperationalVLs VL0-7, GUIDCap 1, SubnetTimeOut [`MODEL_SUBNET_TIMEOUT`].
 /// * SwitchInfo: LinearFDBCap 49152, LinearFDBTop = the plan's highest LID.
-/// * The LFT of each switch from `lfts` (one `Arc` per switch), peers of the live links.
+/// * The LFT of each switch from `lfts` (an [`LftTable`] each), peers of the live links.
 ///
 /// Never panics: a plan or table set that does not cover the fabric gives LID 0 / empty
 /// tables for what it misses.
@@ -282,7 +325,6 @@ pub fn from_model(
                 node_info: [0; NODE_INFO_SIZE],
                 description: [0; NODE_DESC_SIZE],
                 switch_info: None,
-                lft: None,
                 ports: Arc::default(),
             });
             node_ports.push(Vec::new());
@@ -302,7 +344,6 @@ pub fn from_model(
                 node_info: info,
                 description: description(&ep.desc),
                 switch_info: None,
-                lft: None,
                 ports: Arc::default(),
             });
             node_ports.push(Vec::new());
@@ -313,6 +354,7 @@ pub fn from_model(
 
     let sm_lid = sm.lid;
     let top = lids.top();
+    let mut switch_lft: Vec<(u32, LftTable)> = Vec::new();
     for (i, sw) in fabric.switches().iter().enumerate() {
         let Some(n) = switch_node[i] else { continue };
         let id = SwitchId(i as u32);
@@ -324,12 +366,8 @@ pub fn from_model(
         si[0..2].copy_from_slice(&MODEL_LINEAR_FDB_CAP.to_be_bytes());
         si[6..8].copy_from_slice(&lid16(top).to_be_bytes());
         node.switch_info = Some(si);
-        let row = if i < lfts.num_switches() {
-            lfts.row(id).to_vec()
-        } else {
-            Vec::new()
-        };
-        node.lft = Some(Arc::new(row));
+        let row: &[u8] = if i < lfts.num_switches() { lfts.row(id) } else { &[] };
+        switch_lft.push((n, LftTable::from_slice(row)));
         for pn in 0..=sw.nports {
             let (live, peer, speed) = if pn == 0 {
                 // Port 0 is no link: it reports the speed of the switch's first port that has
@@ -394,7 +432,11 @@ pub fn from_model(
     for (node, p) in nodes.iter_mut().zip(node_ports) {
         node.ports = p.into();
     }
-    Subnet::new(nodes, ports, sm, escape)
+    let mut s = Subnet::new(nodes, ports, sm, escape);
+    for (n, t) in switch_lft {
+        s.set_lft(n, Some(t));
+    }
+    s
 }
 
 /// LinearFDBCap of a synthesised SwitchInfo (the unicast LID space, 0xC000).
@@ -554,8 +596,8 @@ mod tests {
             let si = n.switch_info.unwrap();
             assert_eq!(u16::from_be_bytes([si[0], si[1]]), 49152);
             assert_eq!(u32::from(u16::from_be_bytes([si[6], si[7]])), lids.top());
-            let lft = n.lft.as_ref().unwrap();
-            assert_eq!(lft.as_slice(), lfts.row(SwitchId(i as u32)));
+            let lft = s.lft(i as u32).unwrap();
+            assert!(lft.eq_slice(lfts.row(SwitchId(i as u32))));
             assert_eq!(n.ports.len(), usize::from(sw.nports) + 1);
             for (pn, &pi) in n.ports.iter().enumerate() {
                 let p = &s.ports[pi as usize];

@@ -62,7 +62,7 @@ fn ten_thousand_send_only_join_and_partial_leave_cycles_leave_no_mlid_allocated(
 fn beyond_the_switches_multicast_fdb_cap_a_create_is_no_resources() {
     let mut s = mc_subnet(2, &[]);
     // The switch says MulticastFDBCap 3.
-    s.nodes[0].switch_info.as_mut().unwrap()[4..6].copy_from_slice(&3u16.to_be_bytes());
+    s.nodes_mut()[0].switch_info.as_mut().unwrap()[4..6].copy_from_slice(&3u16.to_be_bytes());
     let sa = registry_support::service(s);
     for n in 1..=3 {
         one(&join(&sa, CREATE, &rec(mgid(n), 0, FULL), 0));

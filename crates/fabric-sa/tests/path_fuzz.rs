@@ -53,11 +53,11 @@ proptest! {
         }
         for (n, lid, port) in lft {
             let nodes = s.nodes.len();
-            if let Some(t) = s.nodes[n % nodes].lft.as_mut() {
-                let t = std::sync::Arc::make_mut(t);
-                if let Some(e) = t.get_mut(usize::from(lid) % 64) {
-                    *e = port;
-                }
+            let n = (n % nodes) as u32;
+            let e = usize::from(lid) % 64;
+            if let Some(mut block) = s.lft(n).filter(|t| e < t.len()).map(|t| t.block(0)) {
+                block[e] = port;
+                s.lft_mut(n).unwrap().write_block(0, &block);
             }
         }
         s.reindex();

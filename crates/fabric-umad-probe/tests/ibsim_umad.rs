@@ -306,7 +306,7 @@ fn sa_child() {
         let mut nodes = Vec::new();
         let mut lfts = BTreeMap::new();
         let mut snap_switch_lids = BTreeMap::new();
-        for n in &s.nodes {
+        for n in s.nodes.iter() {
             let ports: Vec<Value> = n
                 .ports
                 .iter()
@@ -322,8 +322,8 @@ fn sa_child() {
                     })
                 })
                 .collect();
-            if let Some(lft) = &n.lft {
-                lfts.insert(fmt_guid(n.guid()), lft[..=top].to_vec());
+            if let Some(lft) = s.lft(s.node_index_by_guid(n.guid()).expect("node")) {
+                lfts.insert(fmt_guid(n.guid()), lft.to_vec()[..=top].to_vec());
                 snap_switch_lids.insert(fmt_guid(n.guid()), s.ports[n.ports[0] as usize].lid());
             }
             nodes.push(json!({"guid": fmt_guid(n.guid()), "switch": n.is_switch(), "ports": ports}));

@@ -25,7 +25,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use fabric_sa::registry::Registry;
 use fabric_sa::service::RegistryStore;
 use fabric_sa::subnet::{Escape, SmData};
-use fabric_sa::{SaService, Subnet};
+use fabric_sa::{LftTable, SaService, Subnet};
 use fabric_southbound::LftBlockWrite;
 use fabric_topology::{Fabric, FabricEvent, Guid};
 use tokio::sync::watch;
@@ -297,7 +297,7 @@ impl SaPublisher {
                     // keeps the current snapshot's tables: `store`).
                     let no_tables = fabric_routing::Lfts::new(0, 0);
                     let mut subnet = fabric_sa::subnet::from_model(&f, &b.lids, &no_tables, self.sm, self.escape);
-                    if let Some(rows) = &rows {
+                    if let Some(rows) = rows {
                         attach_rows(&mut subnet, &f, rows);
                     }
                     self.store(b.seq, &b.what, subnet, &b.keep);
@@ -347,10 +347,10 @@ impl SaPublisher {
     /// LFT blocks a switch acknowledged (the upload, after each batch written): the SA's
     /// tables follow them at once.
     ///
-    /// Applying blocks copies the snapshot's node and port lists (`SaService::apply_lft_blocks`,
-    /// a copy-on-write), so concurrent acknowledgements are applied together: a caller that
-    /// finds another one applying leaves its blocks to it (in acknowledgement order), and the
-    /// applier goes on until none is left. Once no call is running (every batch of an upload
+    /// Applying blocks makes a new snapshot (`SaService::apply_lft_blocks`, a copy-on-write of
+    /// the per-node table list and of the 4 KiB chunk holding each block), so concurrent
+    /// acknowledgements are applied together: a caller that finds another one applying leaves
+    /// its blocks to it (in acknowledgement order), and the applier goes on until none is left. Once no call is running (every batch of an upload
     /// has returned), every acknowledged block is applied.
     pub fn lft_blocks_acknowledged(&self, writes: &[LftBlockWrite]) {
         if writes.is_empty() {
@@ -430,12 +430,12 @@ impl SaPublisher {
 }
 
 /// Per switch of `fabric` (by dense id): its row of `lfts` (empty beyond `lfts`) as a snapshot
-/// stores it — shared with `current` (the snapshot in force, same node GUID) where `current`
-/// holds the same bytes, a copy otherwise; `None` for a switch that is down. Attached with
-/// [`attach_rows`], the result is the same as building from `lfts` row by row, and a snapshot
-/// after a fault allocates only the rows that changed. (A physical change resolves none: its
-/// snapshot keeps the tables in force, [`apply_keep`].)
-fn resolve_rows(fabric: &Fabric, lfts: &fabric_routing::Lfts, current: &Subnet) -> Vec<Option<Arc<Vec<u8>>>> {
+/// stores it — sharing with `current` (the snapshot in force, same node GUID) every chunk of
+/// the table that holds the same entries ([`LftTable::from_slice_sharing`]); `None` for a
+/// switch that is down. Attached with [`attach_rows`], the result is the same as building from
+/// `lfts` row by row, and a snapshot after a fault allocates only the chunks that changed. (A
+/// physical change resolves none: its snapshot keeps the tables in force, [`apply_keep`].)
+fn resolve_rows(fabric: &Fabric, lfts: &fabric_routing::Lfts, current: &Subnet) -> Vec<Option<LftTable>> {
     use rayon::prelude::*;
     fabric
         .switches()
@@ -450,25 +450,27 @@ fn resolve_rows(fabric: &Fabric, lfts: &fabric_routing::Lfts, current: &Subnet) 
             } else {
                 &[]
             };
-            let old = current
-                .node_index_by_guid(sw.guid)
-                .and_then(|j| current.nodes.get(j as usize))
-                .and_then(|n| n.lft.clone());
-            Some(match old {
-                Some(t) if t.as_slice() == row => t,
-                _ => Arc::new(row.to_vec()),
-            })
+            let old = current.node_index_by_guid(sw.guid).and_then(|j| current.lft(j));
+            Some(LftTable::from_slice_sharing(row, old))
         })
         .collect()
 }
 
 /// Gives the switch nodes of `subnet` their rows resolved by [`resolve_rows`].
-fn attach_rows(subnet: &mut Subnet, fabric: &Fabric, rows: &[Option<Arc<Vec<u8>>>]) {
-    for node in subnet.nodes.iter_mut().filter(|n| n.is_switch()) {
+fn attach_rows(subnet: &mut Subnet, fabric: &Fabric, rows: Vec<Option<LftTable>>) {
+    let mut rows: Vec<Option<LftTable>> = rows;
+    let switches: Vec<(u32, Guid)> = subnet
+        .nodes
+        .iter()
+        .enumerate()
+        .filter(|(_, n)| n.is_switch())
+        .map(|(i, n)| (i as u32, n.guid()))
+        .collect();
+    for (i, guid) in switches {
         let row = fabric
-            .switch_by_guid(node.guid())
-            .and_then(|id| rows.get(id.idx()).cloned().flatten());
-        node.lft = Some(row.unwrap_or_else(|| Arc::new(Vec::new())));
+            .switch_by_guid(guid)
+            .and_then(|id| rows.get_mut(id.idx()).and_then(Option::take));
+        subnet.set_lft(i, Some(row.unwrap_or_default()));
     }
 }
 
@@ -481,22 +483,24 @@ fn apply_keep(subnet: &mut Subnet, previous: &Subnet, keep: &Keep) {
             let all: Vec<Guid> = previous
                 .nodes
                 .iter()
-                .filter(|n| n.lft.is_some())
-                .map(fabric_sa::subnet::Node::guid)
+                .enumerate()
+                .filter(|&(j, _)| previous.lft(j as u32).is_some())
+                .map(|(_, n)| n.guid())
                 .collect();
             keep_tables(subnet, previous, &all);
         }
     }
 }
 
-/// The switches `keep` take the tables `previous` has for them (same node GUID).
+/// The switches `keep` take the tables `previous` has for them (same node GUID; shared, not
+/// copied).
 fn keep_tables(subnet: &mut Subnet, previous: &Subnet, keep: &[Guid]) {
     for &guid in keep {
         let (Some(i), Some(j)) = (subnet.node_index_by_guid(guid), previous.node_index_by_guid(guid)) else {
             continue;
         };
-        if let Some(old) = previous.nodes[j as usize].lft.clone() {
-            subnet.nodes[i as usize].lft = Some(old);
+        if previous.lft(j).is_some() {
+            subnet.share_lft(i, previous, j);
         }
     }
 }
@@ -750,7 +754,7 @@ mod tests {
                 fabric_sa::subnet::from_model(&fabric, &lids, &fabric_routing::Lfts::new(0, 0), local_sm(), None);
             // As `run_builds` and `store` do.
             if let Keep::Switches(_) = keep {
-                attach_rows(&mut s, &fabric, &resolve_rows(&fabric, lfts, current));
+                attach_rows(&mut s, &fabric, resolve_rows(&fabric, lfts, current));
             }
             apply_keep(&mut s, current, keep);
             s
@@ -771,13 +775,11 @@ mod tests {
             fabric_sa::subnet::from_model(&fabric, &lids, &two, local_sm(), None)
         );
         for (i, sw) in fabric.switches().iter().enumerate() {
-            let n = second.node_index_by_guid(sw.guid).unwrap() as usize;
-            let m = first.node_index_by_guid(sw.guid).unwrap() as usize;
-            let (a, b) = (
-                second.nodes[n].lft.as_ref().unwrap(),
-                first.nodes[m].lft.as_ref().unwrap(),
-            );
-            assert_eq!(Arc::ptr_eq(a, b), i != 0, "switch {i}");
+            let n = second.node_index_by_guid(sw.guid).unwrap();
+            let m = first.node_index_by_guid(sw.guid).unwrap();
+            let (a, b) = (second.lft(n).unwrap(), first.lft(m).unwrap());
+            // One chunk per table at this size: shared or not.
+            assert_eq!(a.shared_chunks(b), usize::from(i != 0), "switch {i}");
         }
         // A physical change keeps every table of the snapshot in force, whatever the build's.
         let kept = built(&tables(&fabric, 5), &second, &Keep::All);
@@ -816,12 +818,8 @@ mod tests {
         });
         let s = service.subnet();
         for g in guids {
-            let n = s.node_index_by_guid(g).unwrap() as usize;
-            assert_eq!(
-                &s.nodes[n].lft.as_ref().unwrap()[..64],
-                &[50u8; 64][..],
-                "switch {g:#x}"
-            );
+            let n = s.node_index_by_guid(g).unwrap();
+            assert_eq!(s.lft(n).unwrap().block(0), [50u8; 64], "switch {g:#x}");
         }
         let a = lock(&p.acks);
         assert!(a.pending.is_empty() && !a.applying);

@@ -1,4 +1,4 @@
-//! Walking the installed LFTs ([`Node::lft`]) hop by hop from a source end port to a
+//! Walking the installed LFTs ([`Subnet::lft`]) hop by hop from a source end port to a
 //! destination LID, and the link parameters read from the PortInfo images on the way.
 //!
 //! A path exists when the walk reaches the end port owning the LID within [`MAX_LINKS`] links,
@@ -226,12 +226,9 @@ pub(crate) fn end_port_live(subnet: &Subnet, port: u32) -> bool {
     }
 }
 
-/// The LFT entry of a switch for `lid` (0xff past the table's end).
-fn lft_entry(node: &Node, lid: u16) -> u8 {
-    node.lft
-        .as_ref()
-        .and_then(|t| t.get(usize::from(lid)).copied())
-        .unwrap_or(0xff)
+/// The LFT entry of switch `sw` (node index) for `lid` (0xff past the table's end).
+fn lft_entry(subnet: &Subnet, sw: u32, lid: u16) -> u8 {
+    subnet.lft(sw).and_then(|t| t.get(usize::from(lid))).unwrap_or(0xff)
 }
 
 /// The end port owning `lid` (index into [`Subnet::ports`]).
@@ -292,7 +289,7 @@ pub fn walk(subnet: &Subnet, src: u32, dlid: u16) -> Result<PathWalk, WalkError>
     loop {
         let node = &subnet.nodes[sw as usize];
         let guid = node.guid();
-        let out = lft_entry(node, dlid);
+        let out = lft_entry(subnet, sw, dlid);
         if out == 0 {
             return match node_port_index(subnet, node, 0) {
                 Some(p0) if p0 == dest => Ok(least.port_zero(&subnet.ports[p0 as usize]).path(links)),
@@ -510,7 +507,7 @@ impl Columns {
     /// What switch `sw` (node index) does with `lid` bound for end port `dest`.
     fn step(&self, subnet: &Subnet, sw: u32, lid: u16, dest: u32) -> Step {
         let node = &subnet.nodes[sw as usize];
-        let out = lft_entry(node, lid);
+        let out = lft_entry(subnet, sw, lid);
         if out == 0 {
             return Step::Done(match node_port_index(subnet, node, 0) {
                 Some(p0) if p0 == dest => Entry {

@@ -8,13 +8,12 @@
 
 #![allow(dead_code)]
 
-use std::sync::Arc;
 use std::time::SystemTime;
 
 use fabric_sa::registry::Registry;
 use fabric_sa::subnet::{Node, Port, SmData};
 use fabric_sa::wire::{SaHeader, MAD_SIZE, SA_CLASS_VERSION, SA_HEADER_SIZE};
-use fabric_sa::{Requester, SaResponse, SaService, Subnet};
+use fabric_sa::{LftTable, Requester, SaResponse, SaService, Subnet};
 
 pub const S1: u64 = 0x100;
 pub const S2: u64 = 0x200;
@@ -75,23 +74,21 @@ fn switch_info(top: u16) -> [u8; 20] {
 
 /// The fabric of the module documentation.
 pub fn subnet() -> Subnet {
-    let sw = |guid: u64, name: &str, top: u16, lft: Vec<u8>, first: u32| Node {
+    let sw = |guid: u64, name: &str, top: u16, first: u32| Node {
         node_info: node_info(2, 4, guid, guid, 0),
         description: description(name),
         switch_info: Some(switch_info(top)),
-        lft: Some(Arc::new(lft)),
         ports: (first..first + 5).collect(),
     };
     let ca = |guid: u64, name: &str, ports: Vec<u32>| Node {
         node_info: node_info(1, ports.len() as u8, guid, guid + 1, 1),
         description: description(name),
         switch_info: None,
-        lft: None,
         ports: ports.into(),
     };
     let nodes = vec![
-        sw(S1, "S1", 7, vec![0xff, 0, 3, 1, 2, 2, 3, 3], 0),
-        sw(S2, "S2", 7, vec![0xff, 3, 0, 3, 3, 3, 1, 2], 5),
+        sw(S1, "S1", 7, 0),
+        sw(S2, "S2", 7, 5),
         ca(H1, "H1 mlx5_0", vec![10]),
         ca(H2, "H2 mlx5_0", vec![11, 12]),
         ca(H3, "H3 mlx5_0", vec![13]),
@@ -135,7 +132,10 @@ pub fn subnet() -> Subnet {
         state: 3,
         act_count: 99,
     };
-    Subnet::new(nodes, ports, sm, None)
+    let mut s = Subnet::new(nodes, ports, sm, None);
+    s.set_lft(0, Some(LftTable::from_slice(&[0xff, 0, 3, 1, 2, 2, 3, 3])));
+    s.set_lft(1, Some(LftTable::from_slice(&[0xff, 3, 0, 3, 3, 3, 1, 2])));
+    s
 }
 
 /// A serving SA over [`subnet`].

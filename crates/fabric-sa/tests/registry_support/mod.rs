@@ -56,7 +56,6 @@ pub fn subnet(cas: usize, down: &[usize]) -> Subnet {
         node_info: node_info(2, cas as u8, SWITCH_GUID),
         description: [0; NODE_DESC_SIZE],
         switch_info: Some([0; 20]),
-        lft: None,
         ports: (0..=cas as u32).collect(),
     }];
     let mut ports = vec![Port {
@@ -82,7 +81,6 @@ pub fn subnet(cas: usize, down: &[usize]) -> Subnet {
             node_info: node_info(1, 1, ca_guid(i) + 0x1000),
             description: [0; NODE_DESC_SIZE],
             switch_info: None,
-            lft: None,
             ports: vec![(1 + cas + i) as u32].into(),
         });
         ports.push(Port {

@@ -26,7 +26,7 @@ use std::sync::Arc;
 
 use fabric_routing::BLOCK_SIZE;
 use fabric_sa::subnet::{Escape, Node, Port, SmData, Subnet, NODE_DESC_SIZE, PORT_INFO_SIZE, SWITCH_INFO_SIZE};
-use fabric_sa::SaService;
+use fabric_sa::{LftTable, SaService};
 use fabric_topology::Guid;
 
 use super::inner::{lock, Inner};
@@ -213,6 +213,7 @@ pub(super) fn build_subnet(st: &State, sm: SmData) -> Subnet {
     // Port index of each switch port and CA port, for the peers.
     let mut sw_port: HashMap<(Guid, u8), u32> = HashMap::new();
     let mut ca_port: HashMap<Guid, u32> = HashMap::new();
+    let mut switch_lfts: Vec<(u32, LftTable)> = Vec::new();
     for (&guid, src) in &sources {
         let n = nodes.len() as u32;
         node_of.insert(guid, n);
@@ -240,11 +241,11 @@ pub(super) fn build_subnet(st: &State, sm: SmData) -> Subnet {
                 }
                 let mut switch_info = [0u8; SWITCH_INFO_SIZE];
                 switch_info.copy_from_slice(&s.info.raw[..SWITCH_INFO_SIZE]);
+                switch_lfts.push((n, LftTable::from_slice(&lft_image(s))));
                 nodes.push(Node {
                     node_info: s.node_info,
                     description: desc_image(&s.node_desc),
                     switch_info: Some(switch_info),
-                    lft: Some(Arc::new(lft_image(s))),
                     ports: node_ports.into(),
                 });
             }
@@ -266,7 +267,6 @@ pub(super) fn build_subnet(st: &State, sm: SmData) -> Subnet {
                     node_info: first.node_info,
                     description: desc_image(&first.node_desc),
                     switch_info: None,
-                    lft: None,
                     ports: node_ports.into(),
                 });
             }
@@ -300,6 +300,9 @@ pub(super) fn build_subnet(st: &State, sm: SmData) -> Subnet {
     }
     let escape = st.lmc.is_some_and(|l| l >= 1).then_some(Escape { sl: ESCAPE_SL });
     let mut subnet = Subnet::new(nodes, ports, sm, escape);
+    for (n, t) in switch_lfts {
+        subnet.set_lft(n, Some(t));
+    }
     // The subnet prefix of the manager's own port, when it has one.
     let local_info = match st.local {
         Some(Peer::Ca { port_guid }) => st.ca_by_guid.get(&port_guid).map(|&ci| st.cas[ci].info.raw),
@@ -386,7 +389,7 @@ mod tests {
     fn without_lft(s: &Subnet, g: Guid) -> Subnet {
         let mut c = s.clone();
         if let Some(i) = c.node_index_by_guid(g) {
-            c.nodes[i as usize].lft = None;
+            c.set_lft(i, None);
         }
         c.version = 0;
         c.sm = SmData::default();
@@ -395,6 +398,11 @@ mod tests {
 
     fn node(s: &Subnet, g: Guid) -> &Node {
         &s.nodes[s.node_index_by_guid(g).expect("node") as usize]
+    }
+
+    /// The LFT the snapshot holds for node `g`, as one vector.
+    fn table_of(s: &Subnet, g: Guid) -> Option<Vec<u8>> {
+        s.lft(s.node_index_by_guid(g).expect("node")).map(LftTable::to_vec)
     }
 
     #[test]
@@ -445,12 +453,12 @@ mod tests {
         assert_eq!(s.node_port(n(S1), 2).and_then(|p| p.peer), Some((n(L1), 3)));
         assert_eq!(s.node_port(n(L1), 1).and_then(|p| p.peer), None, "nothing cabled");
         // LFT: the cached block, 0xff up to LinearFDBTop; nothing known elsewhere.
-        let lft = node(&s, L0).lft.clone().expect("LFT");
+        let lft = table_of(&s, L0).expect("LFT");
         assert_eq!(lft.len(), 2 * BLOCK_SIZE);
         assert_eq!(&lft[..BLOCK_SIZE], &st.switches[st.sw_by_guid[&L0]].lft[&0][..]);
         assert!(lft[BLOCK_SIZE..].iter().all(|&e| e == 0xff));
-        assert_eq!(node(&s, S0).lft.as_ref().map(|l| l.len()), Some(0));
-        assert_eq!(node(&s, CA - 1).lft, None);
+        assert_eq!(table_of(&s, S0).map(|l| l.len()), Some(0));
+        assert_eq!(table_of(&s, CA - 1), None);
         assert_eq!(
             node(&s, L0).switch_info.map(|i| u16::from_be_bytes([i[6], i[7]])),
             Some(0x50)
@@ -467,7 +475,7 @@ mod tests {
         let i = st.sw_by_guid[&S0];
         st.switches[i].lft.insert(2, [7; BLOCK_SIZE]);
         let s = build_subnet(&st, sm());
-        let lft = node(&s, S0).lft.clone().expect("LFT");
+        let lft = table_of(&s, S0).expect("LFT");
         assert_eq!(
             lft.len(),
             3 * BLOCK_SIZE,
@@ -591,12 +599,12 @@ mod tests {
         record_lft_blocks(&inner, &[(S1, 1, [3; BLOCK_SIZE])], true);
         let s = sa.subnet();
         assert_eq!(s.version, 1, "a patch of the tables is not a new picture of the fabric");
-        let lft = node(&s, S1).lft.clone().expect("LFT");
-        assert_eq!(&lft[BLOCK_SIZE..], &[3; BLOCK_SIZE][..]);
-        assert!(lft[..BLOCK_SIZE].iter().all(|&e| e == 0xff));
-        assert!(Arc::ptr_eq(
-            node(&s, L0).lft.as_ref().expect("LFT"),
-            node(&first, L0).lft.as_ref().expect("LFT")
+        let lft_s1 = table_of(&s, S1).expect("LFT");
+        assert_eq!(&lft_s1[BLOCK_SIZE..], &[3; BLOCK_SIZE][..]);
+        assert!(lft_s1[..BLOCK_SIZE].iter().all(|&e| e == 0xff));
+        assert!(std::ptr::eq(
+            s.lft(s.node_index_by_guid(L0).unwrap()).expect("LFT"),
+            first.lft(first.node_index_by_guid(L0).unwrap()).expect("LFT")
         ));
         assert_eq!(without_lft(&s, S1), without_lft(&first, S1), "nothing else changed");
         {
@@ -606,7 +614,7 @@ mod tests {
         // The snapshot patched equals the one built from the state.
         publish(&inner);
         assert_eq!(without_lft(&sa.subnet(), S1), without_lft(&s, S1));
-        assert_eq!(node(&sa.subnet(), S1).lft, node(&s, S1).lft);
+        assert_eq!(table_of(&sa.subnet(), S1), table_of(&s, S1));
         record_lft_blocks(&inner, &[(S0, 0, [4; BLOCK_SIZE])], false);
         {
             let st = lock(&inner.state);
@@ -616,7 +624,7 @@ mod tests {
         let s = sa.subnet();
         assert_eq!(s.version, 3);
         assert_eq!(
-            node(&s, S0).lft.as_deref().map(|l| l[..BLOCK_SIZE].to_vec()),
+            table_of(&s, S0).map(|l| l[..BLOCK_SIZE].to_vec()),
             Some(vec![4; BLOCK_SIZE])
         );
         // The SM's identity and counters are the transport's.
@@ -755,10 +763,7 @@ mod tests {
         service.apply_lft_blocks(&batch);
         eprintln!("one switch's {} blocks patched in {:?}", batch.len(), t.elapsed());
         let patched = service.subnet();
-        let lft = patched.nodes[patched.node_index_by_guid(g).expect("switch") as usize]
-            .lft
-            .as_ref()
-            .expect("LFT");
+        let lft = table_of(&patched, g).expect("LFT");
         assert!(lft.iter().all(|&e| e == 1));
         assert_eq!(s.nodes.len(), f.num_switches() + f.num_end_ports());
         for e in f.end_port_ids() {
@@ -775,7 +780,7 @@ mod tests {
         let top = lids.top() as usize;
         for (k, sw) in f.switches().iter().enumerate() {
             let n = &s.nodes[s.node_index_by_guid(sw.guid).expect("switch") as usize];
-            let lft = n.lft.as_ref().expect("LFT");
+            let lft = table_of(&s, sw.guid).expect("LFT");
             let rec = &st.switches[k];
             assert_eq!(lft.len(), (top / BLOCK_SIZE + 1) * BLOCK_SIZE);
             for (&b, e) in &rec.lft {
