@@ -162,6 +162,55 @@ impl From<Vec<u8>> for LftTable {
     }
 }
 
+/// Nodes per group of [`LftList`].
+const NODE_GROUP: usize = 256;
+
+type Group = Arc<Vec<Option<Arc<LftTable>>>>;
+
+/// The tables of a snapshot's nodes (by node index), in groups of [`NODE_GROUP`] nodes that
+/// snapshots share: a new snapshot that writes one switch's table copies one group (256
+/// pointers), not one pointer per node (70 656 at 65 536 end ports) — the upload acknowledges
+/// single blocks thousands of times per phase, each applied as a new snapshot (issue #17).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LftList {
+    groups: Vec<Group>,
+}
+
+impl LftList {
+    /// No table for any of `nodes` nodes.
+    pub fn new(nodes: usize) -> LftList {
+        let groups = (0..nodes.div_ceil(NODE_GROUP))
+            .map(|g| Arc::new(vec![None; (nodes - g * NODE_GROUP).min(NODE_GROUP)]))
+            .collect();
+        LftList { groups }
+    }
+
+    /// The table of node `node`.
+    pub fn get(&self, node: usize) -> Option<&LftTable> {
+        self.groups.get(node / NODE_GROUP)?.get(node % NODE_GROUP)?.as_deref()
+    }
+
+    /// The shared table of node `node` (to give another list).
+    pub fn get_shared(&self, node: usize) -> Option<Arc<LftTable>> {
+        self.groups.get(node / NODE_GROUP)?.get(node % NODE_GROUP)?.clone()
+    }
+
+    /// Groups shared with `other` (same allocation), for tests.
+    pub fn shared_groups(&self, other: &LftList) -> usize {
+        self.groups
+            .iter()
+            .zip(&other.groups)
+            .filter(|(a, b)| Arc::ptr_eq(a, b))
+            .count()
+    }
+
+    /// The slot of node `node` (its group copied first when shared); `None` past the list.
+    pub fn slot_mut(&mut self, node: usize) -> Option<&mut Option<Arc<LftTable>>> {
+        let g = self.groups.get_mut(node / NODE_GROUP)?;
+        Arc::make_mut(g).get_mut(node % NODE_GROUP)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -223,6 +272,22 @@ mod tests {
         let short = LftTable::from_slice_sharing(&row[..LFT_CHUNK + 3], Some(&old));
         assert_eq!(short.shared_chunks(&old), 1);
         assert_eq!(short.to_vec(), row[..LFT_CHUNK + 3]);
+    }
+
+    #[test]
+    fn a_list_copy_that_sets_one_table_copies_one_group() {
+        let mut a = LftList::new(1000);
+        *a.slot_mut(5).unwrap() = Some(Arc::new(LftTable::from_slice(&[1, 2])));
+        *a.slot_mut(999).unwrap() = Some(Arc::new(LftTable::from_slice(&[3])));
+        assert!(a.slot_mut(1000).is_none());
+        let mut b = a.clone();
+        *b.slot_mut(300).unwrap() = Some(Arc::new(LftTable::from_slice(&[4])));
+        assert_eq!(b.shared_groups(&a), 3, "4 groups of 256, one copied");
+        assert_eq!(a.get(300), None);
+        assert_eq!(b.get(300).map(LftTable::to_vec), Some(vec![4]));
+        assert!(std::ptr::eq(a.get(5).unwrap(), b.get(5).unwrap()));
+        assert_eq!(b.get(999).map(LftTable::to_vec), Some(vec![3]));
+        assert_eq!(b.get(1000), None);
     }
 
     proptest! {

@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use fabric_topology::Guid;
 
-use crate::lft_table::LftTable;
+use crate::lft_table::{LftList, LftTable};
 
 /// "No port" in [`Subnet::lid_port`].
 pub const NO_PORT: u32 = u32::MAX;
@@ -136,7 +136,8 @@ impl PathSls {
 /// Cloning it (every group of acknowledged LFT blocks makes the next snapshot from a clone of
 /// the one in force: [`crate::SaService::apply_lft_blocks`]) copies no list: the nodes, ports,
 /// indexes and the per-node table list are shared (`Arc`, copied on write by
-/// [`Subnet::ports_mut`], [`Subnet::reindex`] and [`Subnet::lft_mut`]), and each switch's
+/// [`Subnet::ports_mut`], [`Subnet::reindex`] and [`Subnet::lft_mut`]; the table list by
+/// groups of 256 nodes, [`LftList`]), and each switch's
 /// [`LftTable`] is shared chunk by chunk (issue #17: a copy of the node list and of every
 /// touched table per group of acknowledged blocks was most of the daemon's CPU while uploading
 /// at 65 536 nodes).
@@ -146,7 +147,7 @@ pub struct Subnet {
     pub nodes: Arc<Vec<Node>>,
     /// The LFT installed on each node that is a switch (by node index; `None` for CAs and for
     /// a switch whose table is not known): one output port per LID from LID 0 (0xff: none).
-    lfts: Arc<Vec<Option<Arc<LftTable>>>>,
+    lfts: LftList,
     /// Shared between the snapshots of one topology (see [`Subnet::ports_mut`]).
     pub ports: Arc<Vec<Port>>,
     /// LID → index in `ports` of the end port (CA port or switch port 0) owning it, for every
@@ -168,7 +169,7 @@ impl Subnet {
     /// and GUID indexes from the PortInfo images.
     pub fn new(nodes: Vec<Node>, ports: Vec<Port>, sm: SmData, escape: Option<Escape>) -> Subnet {
         let mut s = Subnet {
-            lfts: Arc::new(vec![None; nodes.len()]),
+            lfts: LftList::new(nodes.len()),
             nodes: Arc::new(nodes),
             ports: Arc::new(ports),
             lid_port: Arc::default(),
@@ -231,12 +232,12 @@ impl Subnet {
 
     /// The LFT installed on node `node` (a switch), if known.
     pub fn lft(&self, node: u32) -> Option<&LftTable> {
-        self.lfts.get(node as usize)?.as_deref()
+        self.lfts.get(node as usize)
     }
 
     /// Sets (or forgets) the LFT of node `node` (ignored past the node list).
     pub fn set_lft(&mut self, node: u32, table: Option<LftTable>) {
-        if let Some(slot) = Arc::make_mut(&mut self.lfts).get_mut(node as usize) {
+        if let Some(slot) = self.lfts.slot_mut(node as usize) {
             *slot = table.map(Arc::new);
         }
     }
@@ -244,8 +245,8 @@ impl Subnet {
     /// Shares node `node`'s LFT with `other`'s node `other_node` (no copy; forgets it when
     /// `other` has none).
     pub fn share_lft(&mut self, node: u32, other: &Subnet, other_node: u32) {
-        let t = other.lfts.get(other_node as usize).cloned().flatten();
-        if let Some(slot) = Arc::make_mut(&mut self.lfts).get_mut(node as usize) {
+        let t = other.lfts.get_shared(other_node as usize);
+        if let Some(slot) = self.lfts.slot_mut(node as usize) {
             *slot = t;
         }
     }
@@ -254,7 +255,7 @@ impl Subnet {
     /// snapshot shares the list or the table; the table's chunks are copied on write by
     /// [`LftTable::write_block`]); `None` past the node list.
     pub fn lft_mut(&mut self, node: u32) -> Option<&mut LftTable> {
-        let slot = Arc::make_mut(&mut self.lfts).get_mut(node as usize)?;
+        let slot = self.lfts.slot_mut(node as usize)?;
         Some(Arc::make_mut(slot.get_or_insert_with(Default::default)))
     }
 
