@@ -13,8 +13,14 @@
 //! Routes are tried longest first (they constrain most), then in (LID, switch) order:
 //! deterministic and sequential. Layers only gain edges, so each distinct path is fitted once
 //! (equal paths share its layer; one-dependency paths found by their edge slot, longer ones by
-//! hash), and the first fit stops once it needs as many layers as DFSSSP's cycle breaking
-//! (which wins ties).
+//! hash; a destination LID forwarded to the same channels as the one before it copies its
+//! routes without walking them), a dependency refused by a layer (it closed a cycle there)
+//! is remembered and refuses later paths without a search, and the first fit stops once it
+//! needs as many layers as DFSSSP's cycle breaking (which wins ties). The layers' CDGs start
+//! from [`Shape::forward_order`] of all the routes' dependencies (most additions then need
+//! no search) and search both ways at once ([`Cdg::try_add`]); none of this changes a layer
+//! (H20, 28 Nov 2026: same tables and layering digests on the 12 files, and
+//! `first_fit_equals_the_per_route_reference`).
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
