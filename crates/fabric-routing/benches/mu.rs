@@ -8,7 +8,8 @@
 //! kept candidate, mu, layers and a digest of the tables and of the layering (to compare outputs
 //! across commits).
 //!
-//! `SPECS='SLIMFLY(5;4)' RUNS=20 cargo bench -p fabric-routing --bench mu`
+//! `SPECS='SLIMFLY(5;4)' CUTS='0 1 5' RUNS=20 cargo bench -p fabric-routing --bench mu` (`CUTS`:
+//! the percentages to run, default all three).
 
 use std::hash::{Hash, Hasher};
 use std::time::Instant;
@@ -42,6 +43,7 @@ fn main() {
         .unwrap_or(20)
         .max(1);
     let only = std::env::var("SPECS").ok();
+    let cuts = std::env::var("CUTS").ok();
     println!("| fabric | route ms median (min) | CPU ms/run | layering ms | kept | mu | layers | rounds run, port order mu → rounds mu | digest |");
     println!("|---|---|---|---|---|---|---|---|---|");
     for (spec, c1, c5) in FABRICS {
@@ -51,7 +53,10 @@ fn main() {
         {
             continue;
         }
-        for (label, cut) in [("", 0), (" 1 %", c1), (" 5 %", c5)] {
+        for (label, cut, pct) in [("", 0, "0"), (" 1 %", c1, "1"), (" 5 %", c5, "5")] {
+            if cuts.as_deref().is_some_and(|o| !o.split_whitespace().any(|s| s == pct)) {
+                continue;
+            }
             let d = (cut > 0).then_some(Degrade {
                 remove_links: cut,
                 remove_switches: 0,

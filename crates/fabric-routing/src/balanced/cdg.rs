@@ -2,9 +2,10 @@
 //! (Pearce & Kelly, "A dynamic topological sort algorithm for directed acyclic graphs", JEA
 //! 2006): every node (directed switch-to-switch channel) has a position in a topological order;
 //! adding an edge `x → y` with `ord[x] < ord[y]` costs nothing, otherwise the nodes reachable
-//! from `y` below `ord[x]` and those reaching `x` above `ord[y]` are searched: reaching `x`
-//! from `y` is a cycle (the edge is refused), else the two sets are re-ordered within their
-//! positions. Edges are reference-counted (one reference per route that induces the
+//! from `y` below `ord[x]` and those reaching `x` above `ord[y]` are searched (both at once,
+//! a node of each in turn: a node reached by both is a cycle, found after about twice the
+//! shorter search): a cycle refuses the edge, else the two sets are re-ordered within their
+//! positions (the same sets, so the same order, as two searches one after the other). Edges are reference-counted (one reference per route that induces the
 //! dependency); removing the last reference removes the edge, which keeps the order valid.
 //!
 //! A dependency `x → y` exists only when `y` leaves the switch `x` enters, so the edge slots of
@@ -89,6 +90,39 @@ impl Shape {
         f..f + (self.off[x as usize + 1] - self.off[x as usize])
     }
 
+    /// An order of the channels in which every edge of `present` (indexed by slot) that
+    /// closes no cycle points forward: the reverse postorder of a depth-first search from
+    /// each channel in index order (only the back edges of the search point backward).
+    pub fn forward_order(&self, present: &[bool]) -> Vec<u32> {
+        let n = self.nodes();
+        let mut seen = vec![false; n];
+        let mut post = Vec::with_capacity(n);
+        // (channel, next out-neighbour to look at)
+        let mut stack: Vec<(u32, u32)> = Vec::new();
+        for r in 0..n as u32 {
+            if seen[r as usize] {
+                continue;
+            }
+            seen[r as usize] = true;
+            stack.push((r, self.outs(r).start));
+            while let Some(top) = stack.last_mut() {
+                let (a, b) = *top;
+                if b == self.outs(a).end {
+                    post.push(a);
+                    stack.pop();
+                    continue;
+                }
+                top.1 = b + 1;
+                if present[self.slot(a, b)] && !seen[b as usize] {
+                    seen[b as usize] = true;
+                    stack.push((b, self.outs(b).start));
+                }
+            }
+        }
+        post.reverse();
+        post
+    }
+
     /// Switch a channel leaves (by binary search on `start`).
     fn tail(&self, y: u32) -> usize {
         self.start.partition_point(|&s| s <= y) - 1
@@ -99,8 +133,11 @@ impl Shape {
 #[derive(Default)]
 pub(crate) struct Scratch {
     mark: Vec<u32>,
+    /// Marks of the backward search.
+    mark_b: Vec<u32>,
     epoch: u32,
     stack: Vec<u32>,
+    stack_b: Vec<u32>,
     fwd: Vec<u32>,
     bwd: Vec<u32>,
     pos: Vec<u32>,
@@ -126,8 +163,24 @@ impl Cdg {
         }
     }
 
+    /// A graph without edges whose topological order starts as `order` (every channel once).
+    /// Any order is one of the empty graph; an order in which most of the edges to come point
+    /// forward ([`Shape::forward_order`]) spares [`Self::try_add`] most of its searches.
+    pub fn with_order(shape: &Shape, order: &[u32]) -> Self {
+        let n = shape.nodes();
+        assert_eq!(order.len(), n, "an order of every channel");
+        let mut ord = vec![0u32; n];
+        for (p, &a) in order.iter().enumerate() {
+            ord[a as usize] = p as u32;
+        }
+        Cdg {
+            refs: vec![0; shape.num_slots()],
+            ord,
+            at: order.to_vec(),
+        }
+    }
+
     /// Whether edge `x → y` is present.
-    #[cfg(test)]
     pub fn has(&self, shape: &Shape, x: u32, y: u32) -> bool {
         self.refs[shape.slot(x, y)] > 0
     }
@@ -145,43 +198,57 @@ impl Cdg {
         }
         let (lb, ub) = (self.ord[y as usize], self.ord[x as usize]);
         sc.next_epoch(shape.nodes());
-        // Forward from y, positions ≤ ub: reaching x closes a cycle.
+        let ep = sc.epoch;
+        // Forward from y (positions ≤ ub) and backward from x (positions ≥ lb), one node of
+        // each in turn: a node reached by both closes a cycle (y reaches it, it reaches x),
+        // found after about twice the shorter of the two searches. Without a cycle both
+        // searches run to their end: the sets re-ordered below.
         sc.fwd.clear();
+        sc.bwd.clear();
         sc.stack.clear();
+        sc.stack_b.clear();
         sc.stack.push(y);
-        sc.mark[y as usize] = sc.epoch;
-        while let Some(a) = sc.stack.pop() {
-            sc.fwd.push(a);
-            for b in shape.outs(a) {
-                if self.refs[shape.slot(a, b)] == 0 {
-                    continue;
-                }
-                if b == x {
-                    return false;
-                }
-                let ob = self.ord[b as usize];
-                if ob <= ub && sc.mark[b as usize] != sc.epoch {
-                    sc.mark[b as usize] = sc.epoch;
-                    sc.stack.push(b);
+        sc.mark[y as usize] = ep;
+        sc.stack_b.push(x);
+        sc.mark_b[x as usize] = ep;
+        loop {
+            let f = sc.stack.pop();
+            if let Some(a) = f {
+                sc.fwd.push(a);
+                for b in shape.outs(a) {
+                    if self.refs[shape.slot(a, b)] == 0 {
+                        continue;
+                    }
+                    if sc.mark_b[b as usize] == ep {
+                        return false;
+                    }
+                    let ob = self.ord[b as usize];
+                    if ob <= ub && sc.mark[b as usize] != ep {
+                        sc.mark[b as usize] = ep;
+                        sc.stack.push(b);
+                    }
                 }
             }
-        }
-        // Backward from x, positions ≥ lb.
-        sc.bwd.clear();
-        sc.stack.push(x);
-        sc.mark[x as usize] = sc.epoch;
-        while let Some(a) = sc.stack.pop() {
-            sc.bwd.push(a);
-            let s = shape.tail(a);
-            for &p in shape.incoming(s) {
-                if self.refs[shape.slot(p, a)] == 0 {
-                    continue;
+            let g = sc.stack_b.pop();
+            if let Some(a) = g {
+                sc.bwd.push(a);
+                let s = shape.tail(a);
+                for &p in shape.incoming(s) {
+                    if self.refs[shape.slot(p, a)] == 0 {
+                        continue;
+                    }
+                    if sc.mark[p as usize] == ep {
+                        return false;
+                    }
+                    let op = self.ord[p as usize];
+                    if op >= lb && sc.mark_b[p as usize] != ep {
+                        sc.mark_b[p as usize] = ep;
+                        sc.stack_b.push(p);
+                    }
                 }
-                let op = self.ord[p as usize];
-                if op >= lb && sc.mark[p as usize] != sc.epoch {
-                    sc.mark[p as usize] = sc.epoch;
-                    sc.stack.push(p);
-                }
+            }
+            if f.is_none() && g.is_none() {
+                break;
             }
         }
         // Re-order: the backward set, then the forward set, on their pooled positions.
@@ -227,11 +294,13 @@ impl Scratch {
     fn next_epoch(&mut self, n: usize) {
         if self.mark.len() != n {
             self.mark = vec![0; n];
+            self.mark_b = vec![0; n];
             self.epoch = 0;
         }
         self.epoch = self.epoch.wrapping_add(1);
         if self.epoch == 0 {
             self.mark.iter_mut().for_each(|m| *m = 0);
+            self.mark_b.iter_mut().for_each(|m| *m = 0);
             self.epoch = 1;
         }
     }

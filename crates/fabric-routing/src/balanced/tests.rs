@@ -69,11 +69,17 @@ proptest! {
     /// by Kahn on the present edges), the order stays topological, and an insertion is refused
     /// exactly when the edge would close a cycle.
     #[test]
-    fn incremental_cdg_matches_a_full_cycle_check(ops in prop::collection::vec((any::<u32>(), any::<u32>(), any::<bool>()), 1..300)) {
+    fn incremental_cdg_matches_a_full_cycle_check(ops in prop::collection::vec((any::<u32>(), any::<u32>(), any::<bool>()), 1..300), reversed in any::<bool>()) {
         let f = torus(4, 3);
         let ch = Channels::new(&f);
         let sh = Shape::new(&ch, f.num_switches());
-        let mut g = Cdg::new(&sh);
+        // From the identity order or (`Cdg::with_order`) its reverse.
+        let mut g = if reversed {
+            Cdg::with_order(&sh, &(0..ch.len() as u32).rev().collect::<Vec<_>>())
+        } else {
+            Cdg::new(&sh)
+        };
+        prop_assert!(g.order_ok(&sh));
         let mut sc = Scratch::default();
         let mut present: Vec<(u32, u32)> = Vec::new();
         let nchan = ch.len() as u32;
@@ -95,6 +101,68 @@ proptest! {
             } else if let Some(i) = present.iter().position(|&e| e == (x, y)) {
                 present.swap_remove(i);
                 g.remove(&sh, x, y);
+            }
+            prop_assert!(g.order_ok(&sh));
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(32))]
+
+    /// `Shape::forward_order` is an order of every channel in which every edge of an acyclic
+    /// edge set points forward (a graph started from it adds them without a search), and of a
+    /// cyclic one at least every edge outside a cycle.
+    #[test]
+    fn forward_order_points_acyclic_edges_forward(picks in prop::collection::vec((any::<u32>(), any::<u32>()), 0..120)) {
+        let f = torus(4, 3);
+        let ch = Channels::new(&f);
+        let sh = Shape::new(&ch, f.num_switches());
+        let nchan = ch.len() as u32;
+        let mut edges: Vec<(u32, u32)> = Vec::new();
+        let mut present = vec![false; sh.num_slots()];
+        for (a, b) in picks {
+            let x = a % nchan;
+            let outs: Vec<u32> = ch.of_switch(ch.remote[x as usize] as usize).collect();
+            let y = outs[b as usize % outs.len()];
+            present[sh.slot(x, y)] = true;
+            edges.push((x, y));
+        }
+        edges.sort_unstable();
+        edges.dedup();
+        let order = sh.forward_order(&present);
+        let mut pos = vec![u32::MAX; ch.len()];
+        for (p, &a) in order.iter().enumerate() {
+            prop_assert_eq!(pos[a as usize], u32::MAX, "channel {} twice", a);
+            pos[a as usize] = p as u32;
+        }
+        prop_assert_eq!(order.len(), ch.len());
+        // Whether `y` reaches `x` over the edges (then `x → y` lies on a cycle).
+        let reaches = |y: u32, x: u32| {
+            let (mut seen, mut stack) = (vec![false; ch.len()], vec![y]);
+            while let Some(a) = stack.pop() {
+                if a == x {
+                    return true;
+                }
+                for &(p, q) in &edges {
+                    if p == a && !seen[q as usize] {
+                        seen[q as usize] = true;
+                        stack.push(q);
+                    }
+                }
+            }
+            false
+        };
+        for &(x, y) in &edges {
+            if pos[x as usize] > pos[y as usize] {
+                prop_assert!(reaches(y, x), "{} → {} backward but on no cycle", x, y);
+            }
+        }
+        if crate::deadlock::edges_acyclic(ch.len(), &edges) {
+            let mut g = Cdg::with_order(&sh, &order);
+            let mut sc = Scratch::default();
+            for &(x, y) in &edges {
+                prop_assert!(g.try_add(&sh, &mut sc, x, y));
             }
             prop_assert!(g.order_ok(&sh));
         }

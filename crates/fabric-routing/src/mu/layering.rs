@@ -13,8 +13,14 @@
 //! Routes are tried longest first (they constrain most), then in (LID, switch) order:
 //! deterministic and sequential. Layers only gain edges, so each distinct path is fitted once
 //! (equal paths share its layer; one-dependency paths found by their edge slot, longer ones by
-//! hash), and the first fit stops once it needs as many layers as DFSSSP's cycle breaking
-//! (which wins ties).
+//! hash; a destination LID forwarded to the same channels as the one before it copies its
+//! routes without walking them), a dependency refused by a layer (it closed a cycle there)
+//! is remembered and refuses later paths without a search, and the first fit stops once it
+//! needs as many layers as DFSSSP's cycle breaking (which wins ties). The layers' CDGs start
+//! from [`Shape::forward_order`] of all the routes' dependencies (most additions then need
+//! no search) and search both ways at once ([`Cdg::try_add`]); none of this changes a layer
+//! (H20, 28 Nov 2026: same tables and layering digests on the 12 files, and
+//! `first_fit_equals_the_per_route_reference`).
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
@@ -139,11 +145,32 @@ pub fn first_fit(fabric: &Fabric, lids: &LidPlan, lfts: &Lfts, max_layers: u8) -
             chan[s * 256 + ch.port[c as usize] as usize] = c;
         }
     }
-    // Routes as channel lists.
+    // Routes as channel lists. A destination LID whose column forwards to the same channels
+    // as the last one walked (the other end ports of a switch, with most routings) has the
+    // same paths: its routes
+    // are copies of that column's, given their layers at the end.
     let mut routes: Vec<(u32, Lid)> = Vec::new();
     let mut cstart: Vec<u32> = vec![0];
     let mut chans: Vec<u32> = Vec::new();
+    let mut copies: Vec<(u32, Lid, u32)> = Vec::new();
+    let mut col_route = vec![u32::MAX; ns];
+    let mut walked: Option<Lid> = None;
     for &d in &dlids {
+        // The channel each switch forwards `d` to (MAX: none; the walk stops there).
+        let hop = |s: usize, d: Lid| match lfts.get(SwitchId(s as u32), d) {
+            0 | NO_ROUTE => u32::MAX,
+            p => chan[s * 256 + p as usize],
+        };
+        if walked.is_some_and(|w| (0..ns).all(|s| hop(s, w) == hop(s, d))) {
+            for s in fabric.switch_ids().filter(|&s| fabric.switch(s).up) {
+                if col_route[s.idx()] != u32::MAX {
+                    copies.push((s.0, d, col_route[s.idx()]));
+                }
+            }
+            continue;
+        }
+        walked = Some(d);
+        col_route.fill(u32::MAX);
         for s in fabric.switch_ids().filter(|&s| fabric.switch(s).up) {
             let mut cur = s.idx();
             let first = chans.len();
@@ -165,6 +192,7 @@ pub fn first_fit(fabric: &Fabric, lids: &LidPlan, lfts: &Lfts, max_layers: u8) -
             if chans.len() == first {
                 continue;
             }
+            col_route[s.idx()] = routes.len() as u32;
             routes.push((s.0, d));
             cstart.push(chans.len() as u32);
         }
@@ -173,6 +201,17 @@ pub fn first_fit(fabric: &Fabric, lids: &LidPlan, lfts: &Lfts, max_layers: u8) -
     let mut order: Vec<usize> = (0..routes.len()).collect();
     order.sort_by_key(|&r| std::cmp::Reverse(len(r)));
     let shape = Shape::new(&ch, ns);
+    // The layers start from an order in which every dependency of the routes that closes no
+    // cycle in their union points forward: the same layering as from any order, with far
+    // fewer of the Pearce–Kelly searches (most additions are then forward edges).
+    let mut present = vec![false; shape.num_slots()];
+    for r in 0..routes.len() {
+        for w in chans[cstart[r] as usize..cstart[r + 1] as usize].windows(2) {
+            present[shape.slot(w[0], w[1])] = true;
+        }
+    }
+    let start = shape.forward_order(&present);
+    let new_layer = || Cdg::with_order(&shape, &start);
     let mut cdgs: Vec<Cdg> = Vec::new();
     let mut sc = Scratch::default();
     let mut layer_of = vec![0u8; routes.len()];
@@ -181,12 +220,15 @@ pub fn first_fit(fabric: &Fabric, lids: &LidPlan, lfts: &Lfts, max_layers: u8) -
     // Paths of one dependency (most of them on diameter-2 graphs) by its edge slot (layer + 1,
     // 0: not placed yet), longer ones by hash.
     let mut placed_edge = vec![0u8; shape.num_slots()];
+    // Bit `l` of a slot: its edge closes a cycle with layer `l`'s edges, so no path with it
+    // fits there (layers only gain edges: a refusal stands).
+    let mut refused = vec![0u16; shape.num_slots()];
     let mut placed: HashMap<&[u32], u8, BuildHasherDefault<PathHasher>> = HashMap::default();
     for &r in &order {
         let path = &chans[cstart[r] as usize..cstart[r + 1] as usize];
         if path.len() < 2 {
             if cdgs.is_empty() {
-                cdgs.push(Cdg::new(&shape));
+                cdgs.push(new_layer());
             }
             continue;
         }
@@ -202,14 +244,26 @@ pub fn first_fit(fabric: &Fabric, lids: &LidPlan, lfts: &Lfts, max_layers: u8) -
         let mut l = 0;
         loop {
             if l == cdgs.len() {
-                cdgs.push(Cdg::new(&shape));
+                cdgs.push(new_layer());
+            }
+            if path.windows(2).any(|w| refused[shape.slot(w[0], w[1])] >> l & 1 != 0) {
+                l += 1;
+                continue;
             }
             let g = &mut cdgs[l];
             let mut added = 0;
+            // Whether an edge added before the refused one is new to the layer: then the
+            // refusal may be due to it, and is not remembered.
+            let mut grew = false;
             for w in path.windows(2) {
+                let new = !g.has(&shape, w[0], w[1]);
                 if !g.try_add(&shape, &mut sc, w[0], w[1]) {
+                    if !grew {
+                        refused[shape.slot(w[0], w[1])] |= 1 << l;
+                    }
                     break;
                 }
+                grew |= new;
                 added += 1;
             }
             if added == path.len() - 1 {
@@ -240,6 +294,11 @@ pub fn first_fit(fabric: &Fabric, lids: &LidPlan, lfts: &Lfts, max_layers: u8) -
     for (i, &(s, d)) in routes.iter().enumerate() {
         flat[s as usize * row_len + d as usize] = layer_of[i];
         per[layer_of[i] as usize] += 1;
+    }
+    for &(s, d, r) in &copies {
+        let l = layer_of[r as usize];
+        flat[s as usize * row_len + d as usize] = l;
+        per[l as usize] += 1;
     }
     Ok(VlLayering {
         num_layers: used as u8,
