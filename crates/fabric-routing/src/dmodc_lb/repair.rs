@@ -376,28 +376,25 @@ impl State<'_> {
         }
         let mut order: Vec<u32> = (0..npt as u32).filter(|&e| tails[e as usize] > 0.0).collect();
         order.sort_by(|&a, &b| tails[b as usize].total_cmp(&tails[a as usize]).then(a.cmp(&b)));
+        // The ports of the all-to-all term first, every one of them (their smallest flows
+        // first: a destination leaves a port's count only when its last flow through it
+        // moves), then the tail's hottest (their largest flows first). A port of both kinds is
+        // visited twice: visited only as a tail port, with the largest flows first, the
+        // all-to-all term rarely drops (5 % file of seed 2: mu_a2a 73 against 69).
+        let mut hot: Vec<u32> = (0..npt as u32)
+            .filter(|&e| f64::from(self.cnt[e as usize].min(self.cap[e as usize])) >= A2A_HOT * self.a2a_ref)
+            .collect();
+        let n_a2a = hot.len();
         let mut acc = 0.0;
-        let mut hot = Vec::new();
-        let mut is_hot = vec![false; npt];
         for &e in &order {
-            if acc >= 0.5 * total || hot.len() >= MAX_HOT {
+            if acc >= 0.5 * total || hot.len() - n_a2a >= MAX_HOT {
                 break;
             }
             acc += tails[e as usize];
             hot.push(e);
-            is_hot[e as usize] = true;
-        }
-        // The ports of the all-to-all term come after the tail's (their smallest flows first:
-        // a destination leaves a port's count only when its last flow through it moves).
-        let n_tail = hot.len();
-        for (e, &was_hot) in is_hot.iter().enumerate() {
-            let m = f64::from(self.cnt[e].min(self.cap[e]));
-            if m >= A2A_HOT * self.a2a_ref && !was_hot {
-                hot.push(e as u32);
-            }
         }
         let mut sh = Shifts::new(&self.leaf, &self.end_port, &self.p.o.leaves, self.np, npt);
-        for &e in hot.iter().take(GUARD_SEED) {
+        for &e in hot[n_a2a..].iter().take(GUARD_SEED) {
             sh.ensure(self, e as usize);
         }
         // The destinations with a flow on every hot port at the start (the guard's index: one
@@ -423,7 +420,7 @@ impl State<'_> {
             let z = self.pq[e as usize] as usize;
             // The destinations of the port with the largest flows first.
             let mut ds: Vec<u32> = on[k].clone();
-            if k < n_tail {
+            if k >= n_a2a {
                 ds.sort_by_key(|&i| (std::cmp::Reverse(self.c[self.ci(z, i as usize)]), i));
             } else {
                 ds.sort_by_key(|&i| (self.c[self.ci(z, i as usize)], i));
