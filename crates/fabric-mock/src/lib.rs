@@ -526,6 +526,33 @@ impl MockFabric {
         &self.topo
     }
 
+    /// Whether switch `sw` (a dense id of [`MockFabric::cabling`]) is powered now.
+    pub fn switch_is_up(&self, sw: SwitchId) -> bool {
+        self.switch_up[sw.idx()].load(Ordering::SeqCst)
+    }
+
+    /// Whether port `port` of switch `sw` is live now, as in the fabric model of
+    /// [`discover`](fabric_southbound::SouthboundDriver::discover) (a cable to another switch:
+    /// both switches powered and the cable up; to an end port: the switch and the end port
+    /// powered and the cable up; no cable, a cable back to the same switch or no such port:
+    /// not live), from the current state alone: a few loads, no model built (the agent
+    /// simulator keeps its agents' port views with it, issue #17).
+    pub fn port_live(&self, sw: SwitchId, port: PortNum) -> bool {
+        let Some(p) = self.topo.switch(sw).ports.get(port as usize) else {
+            return false;
+        };
+        let cable_up = |s: SwitchId, pn: PortNum| self.port_up[self.port_idx(s, pn)].load(Ordering::SeqCst);
+        match p.remote {
+            Remote::None => false,
+            Remote::Switch { sw: r, port: rp } => {
+                r != sw && self.switch_is_up(sw) && self.switch_is_up(r) && cable_up(sw, port) && cable_up(r, rp)
+            }
+            Remote::EndPort(ep) => {
+                self.end_port_up[ep.idx()].load(Ordering::SeqCst) && self.switch_is_up(sw) && cable_up(sw, port)
+            }
+        }
+    }
+
     /// Snapshot of the operation counters.
     pub fn counters(&self) -> MockCounters {
         let c = &self.counters;

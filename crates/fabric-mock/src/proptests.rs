@@ -269,4 +269,68 @@ let switch_lid: Vec<Lid> = f.switch_ids().map(|_| if rng.gen_bool(0.1) { 0 } els
             prop_assert!(r.unreachable.iter().all(|(_, _, why)| why.contains("has no LID")), "{:?}", r.unreachable);
         }
     }
+
+    /// The live state read without a model ([`MockFabric::port_live`], [`MockFabric::switch_is_up`])
+    /// is the model's: after random downs and ups of cables, switches and end ports, on
+    /// fabrics with self-loops, parallel cables and initial faults.
+    #[test]
+    fn port_live_agrees_with_the_discovered_model(
+        seed in any::<u64>(),
+        n_sw in 1usize..7,
+        n_ep in 0usize..14,
+        initial_faults in 0usize..3,
+        changes in 0usize..12,
+    ) {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let mut f = random_fabric(&mut rng, n_sw, n_ep);
+        for _ in 0..initial_faults {
+            let s = f.switch(SwitchId(rng.gen_range(0..f.num_switches() as u32)));
+            let cabled: Vec<_> = s.external_ports().filter(|(_, p)| p.remote != Remote::None).map(|(pn, _)| pn).collect();
+            if let Some(&pn) = cabled.first() {
+                f = f.apply(&[FabricEvent::LinkDown { switch: s.guid, port: pn }]).unwrap();
+            }
+        }
+        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        let m = MockFabric::new(f.clone());
+        for step in 0..=changes {
+            if step > 0 {
+                let up = rng.gen_bool(0.4);
+                rt.block_on(async {
+                    match rng.gen_range(0..3) {
+                        0 => {
+                            let s = f.switch(SwitchId(rng.gen_range(0..f.num_switches() as u32)));
+                            let cabled: Vec<_> = s.external_ports().filter(|(_, p)| p.remote != Remote::None).collect();
+                            if !cabled.is_empty() {
+                                let (pn, _) = cabled[rng.gen_range(0..cabled.len())];
+                                m.set_port_state(s.guid, pn, up).await.unwrap();
+                            }
+                        }
+                        1 => {
+                            let s = f.switch(SwitchId(rng.gen_range(0..f.num_switches() as u32)));
+                            m.set_switch_state(s.guid, up).await.unwrap();
+                        }
+                        _ if f.num_end_ports() > 0 => {
+                            let e = f.end_port(EndPortId(rng.gen_range(0..f.num_end_ports() as u32)));
+                            m.set_end_port_state(e.port_guid, up).await.unwrap();
+                        }
+                        _ => {}
+                    }
+                });
+            }
+            let now = rt.block_on(m.discover()).unwrap();
+            for sid in now.switch_ids() {
+                let s = now.switch(sid);
+                prop_assert_eq!(m.switch_is_up(sid), s.up, "switch {}", sid.0);
+                for pn in 0..=s.nports {
+                    let model = match s.ports[pn as usize].remote {
+                        Remote::None => false,
+                        Remote::Switch { .. } => now.switch_link_live(sid, pn).is_some(),
+                        Remote::EndPort(ep) => now.end_port_live(ep),
+                    };
+                    prop_assert_eq!(m.port_live(sid, pn), model, "switch {} port {} step {}", sid.0, pn, step);
+                }
+                prop_assert!(!m.port_live(sid, s.nports.saturating_add(1)) || s.nports == PortNum::MAX);
+            }
+        }
+    }
 }

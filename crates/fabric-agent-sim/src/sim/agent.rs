@@ -97,8 +97,8 @@ impl SwitchAgent for AgentSvc {
         let a = self.ctl();
         // Always open (no key check): a new leader's discovery fences the switch here.
         let manager_epoch = observe(a, request_epoch(a, "Describe", req.metadata())?);
-        let st = self.sim.state.lock().await;
-        let s = st.switch(a.sid);
+        let powered = self.sim.state.lock().await.powered[a.sid.idx()];
+        let s = self.sim.cabling.switch(a.sid);
         let mkey = *lock(&a.mkey);
         Ok(Response::new(proto::SwitchInfo {
             guid: s.guid,
@@ -109,7 +109,7 @@ impl SwitchAgent for AgentSvc {
             max_address: self.sim.max_lid,
             address: lock(&self.sim.addrs).switch_lid[a.sid.idx()],
             lft_generation: a.lft_generation.load(Ordering::SeqCst),
-            powered: s.up,
+            powered,
             vls: u32::from(self.sim.vls),
             vl_cap: u32::from(a.vl_cap),
             mft_blocks: MFT_BLOCKS,
@@ -124,11 +124,16 @@ impl SwitchAgent for AgentSvc {
         self.gate().await?;
         let a = self.ctl();
         self.read_checks("GetPorts", req.metadata())?;
+        let n = self.sim.cabling.switch(a.sid).nports;
         let st = self.sim.state.lock().await;
-        let n = st.switch(a.sid).nports;
+        let up: Vec<bool> = (1..=n).map(|p| st.port_live(a.sid, p)).collect();
+        drop(st);
         Ok(Response::new(proto::PortTable {
             guid: a.guid,
-            ports: (1..=n).map(|p| Sim::port_info(&st, a.sid, p)).collect(),
+            ports: (1..=n)
+                .zip(up)
+                .map(|(p, up)| self.sim.port_info(a.sid, p, up))
+                .collect(),
         }))
     }
 
@@ -509,20 +514,21 @@ impl SwitchAgent for AgentSvc {
         let st = self.sim.state.lock().await;
         let mut brx = a.events.subscribe();
         let mut stop = a.epoch_tx.subscribe();
-        let s = st.switch(a.sid);
+        let powered = st.powered[a.sid.idx()];
+        let nports = self.sim.cabling.switch(a.sid).nports;
         let mut snap = vec![proto::PortEvent {
             snapshot: true,
-            powered: s.up,
+            powered,
             ..Default::default()
         }];
-        for p in 1..=s.nports {
-            let pi = Sim::port_info(&st, a.sid, p);
+        for p in 1..=nports {
+            let pi = self.sim.port_info(a.sid, p, st.port_live(a.sid, p));
             snap.push(proto::PortEvent {
                 snapshot: true,
                 port: u32::from(p),
                 state: pi.state,
                 neighbour: pi.neighbour,
-                powered: s.up,
+                powered,
                 ..Default::default()
             });
         }

@@ -182,7 +182,7 @@ impl Sim {
                     let m = *lock(&a.manager);
                     (e.max(m.highest), r + m.refused)
                 });
-                let st = self.state.lock().await;
+                let st = self.mock.discover().await?;
                 let (total, live) = st.count_links();
                 Ok(format!(
                     "{} agents ({} killed, {keyed} with a management key, {refused} calls refused for the key, \

@@ -9,7 +9,7 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use fabric_oob::proto;
-use fabric_southbound::{MFT_BLOCK_SIZE, MFT_PORTS_PER_POSITION, MLID_BASE};
+use fabric_southbound::{SouthboundDriver, MFT_BLOCK_SIZE, MFT_PORTS_PER_POSITION, MLID_BASE};
 use fabric_topology::{fmt_guid, EndPortId, Fabric, Guid, Lid, PortNum, Remote, SwitchId};
 
 use super::state::{lock, Sim, SimError};
@@ -302,7 +302,7 @@ pub(super) fn verify(f: &Fabric, mfts: &[Mft]) -> proto::McastReport {
 impl Sim {
     /// The multicast verification over the agents' MFTs and the live link states.
     pub(super) async fn verify_multicast(&self) -> Result<proto::McastReport, SimError> {
-        let f = self.state.lock().await.clone();
+        let f = self.mock.discover().await?;
         let mfts: Vec<Mft> = self.agents.iter().map(|a| lock(&a.mft).clone()).collect();
         tokio::task::spawn_blocking(move || verify(&f, &mfts))
             .await

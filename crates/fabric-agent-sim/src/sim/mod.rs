@@ -22,7 +22,6 @@ use std::sync::{Arc, Mutex};
 use fabric_mock::{MockConfig, MockFabric};
 use fabric_oob::proto::sim_control_server::SimControlServer;
 use fabric_oob::{fds, AgentKey, Inventory, InventoryEntry};
-use fabric_southbound::SouthboundDriver;
 use fabric_topology::{fmt_guid, Lid, SwitchId};
 use tokio::io::AsyncBufReadExt;
 use tokio::net::TcpListener;
@@ -32,7 +31,7 @@ use tonic::transport::Server;
 use self::agent::{spawn_agent, MAX_MESSAGE};
 use self::control::ControlSvc;
 pub use self::state::SimError;
-use self::state::{Addrs, AgentCtl, Counters, Sim};
+use self::state::{Addrs, AgentCtl, Counters, LiveView, Sim};
 use crate::Args;
 
 async fn bind(addr: SocketAddr) -> Result<TcpListener, SimError> {
@@ -132,7 +131,7 @@ pub async fn run(args: Args) -> Result<(), SimError> {
             vl_caps.of(s.guid),
         ));
     }
-    let state = mock.discover().await?;
+    let state = LiveView::read(&mock);
     let sim = Arc::new(Sim {
         addrs: Mutex::new(Addrs {
             lmc: 0,
