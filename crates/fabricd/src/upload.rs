@@ -181,8 +181,8 @@ pub async fn upload(
 }
 
 /// The batches the switches acknowledged, on their way to the SA snapshots: one task applies
-/// them in acknowledgement order, each time all that are queued at once. Applying copies the SA
-/// snapshot's node and port lists (tens of MB at 35 000 nodes), so it runs on the blocking pool
+/// them in acknowledgement order, each time all that are queued at once. Applying makes a new SA
+/// snapshot (copy-on-write of the chunks written, `fabric_sa::LftTable`), so it runs on the blocking pool
 /// (the event loop, the other batches and the subscribers' acks keep the runtime's workers);
 /// one hand-off to that pool per acknowledged batch (~10 000 one-switch batches per fault at
 /// 65 536 nodes) cost a thread wake-up each, one per round of the applier does not (issue #17).
