@@ -135,6 +135,9 @@ struct PublishState {
     next: Option<Build>,
     /// A blocking task is running the builds.
     building: bool,
+    /// The build running carries a generation's tables (a physical change requested meanwhile
+    /// adopts them: [`Build::adopt`]).
+    running_tables: Option<u64>,
 }
 
 /// One snapshot to build.
@@ -150,6 +153,15 @@ struct Build {
     /// whose snapshot keeps the current tables. Held only until the rows are resolved: the
     /// next routing recycles these tables' allocation once nothing else holds them.
     lfts: Option<Arc<fabric_routing::Lfts>>,
+    /// Rows already resolved (handed over by the superseded build of a generation, which a
+    /// physical change's build adopted).
+    rows: Option<Vec<Option<LftTable>>>,
+    /// The running build (by number) whose generation tables this physical change's build
+    /// takes over when that build is superseded: a snapshot no build stored yet holds the
+    /// generation's tables, and the switches do (issue #17: back-to-back faults superseded
+    /// every generation's build, and the physical changes' builds kept tables that only held
+    /// the blocks acknowledged since, so PathRecords lost their paths).
+    adopt: Option<u64>,
     keep: Keep,
 }
 
@@ -245,8 +257,27 @@ impl SaPublisher {
             return;
         };
         st.requested += 1;
-        st.since_request.clear();
-        let lfts = matches!(keep, Keep::Switches(_)).then_some(lfts);
+        let generation = matches!(keep, Keep::Switches(_));
+        // A physical change supersedes a build of a generation no snapshot holds yet: it takes
+        // that build's tables (or, for the running one, its rows once resolved) over.
+        let inherited = if generation {
+            None
+        } else {
+            match st.next.take() {
+                Some(prev) if prev.lfts.is_some() || prev.rows.is_some() || prev.adopt.is_some() => {
+                    Some((prev.lfts, prev.rows, prev.adopt, prev.keep))
+                }
+                _ => st.running_tables.map(|seq| (None, None, Some(seq), Keep::All)),
+            }
+        };
+        let (lfts, rows, adopt, keep) = match inherited {
+            // Blocks acknowledged since that generation's request are replayed too.
+            Some(inherited) => inherited,
+            None => {
+                st.since_request.clear();
+                (generation.then_some(lfts), None, None, keep)
+            }
+        };
         st.next = Some(Build {
             seq: st.requested,
             what,
@@ -254,6 +285,8 @@ impl SaPublisher {
             events: pending.to_vec(),
             lids,
             lfts,
+            rows,
+            adopt,
             keep,
         });
         if st.building {
@@ -271,9 +304,13 @@ impl SaPublisher {
             let b = {
                 let mut st = lock(&self.state);
                 match st.next.take() {
-                    Some(b) => b,
+                    Some(b) => {
+                        st.running_tables = (b.lfts.is_some() || b.rows.is_some()).then_some(b.seq);
+                        b
+                    }
                     None => {
                         st.building = false;
+                        st.running_tables = None;
                         return;
                     }
                 }
@@ -288,19 +325,31 @@ impl SaPublisher {
                     // The rows first (shared with the current snapshot where equal), and the
                     // generation's tables let go before the long part: the next routing
                     // recycles them. A build superseded meanwhile stops there.
-                    let rows = b.lfts.map(|lfts| resolve_rows(&f, &lfts, &self.service.subnet()));
+                    let rows = match (b.rows, b.lfts) {
+                        (Some(rows), _) => Some(rows),
+                        (None, Some(lfts)) => Some(resolve_rows(&f, &lfts, &self.service.subnet())),
+                        (None, None) => None,
+                    };
                     if lock(&self.state).requested != b.seq {
                         tracing::debug!("SA snapshot of {} superseded by a newer one", b.what);
+                        if let Some(rows) = rows {
+                            self.hand_over(b.seq, rows, b.keep);
+                        }
                         continue;
                     }
                     // Built without tables, then given the resolved rows (a physical change
                     // keeps the current snapshot's tables: `store`).
                     let no_tables = fabric_routing::Lfts::new(0, 0);
                     let mut subnet = fabric_sa::subnet::from_model(&f, &b.lids, &no_tables, self.sm, self.escape);
+                    let tables = rows.is_some();
                     if let Some(rows) = rows {
                         attach_rows(&mut subnet, &f, rows);
                     }
-                    self.store(b.seq, &b.what, subnet, &b.keep);
+                    if let Err(subnet) = self.store(b.seq, &b.what, subnet, &b.keep) {
+                        if tables {
+                            self.hand_over(b.seq, rows_of(&subnet, &f), b.keep);
+                        }
+                    }
                 }
                 // Checked by the loop before it queued them: not expected.
                 Err(e) => tracing::warn!(error = %e, "SA snapshot not rebuilt for {}", b.what),
@@ -308,12 +357,28 @@ impl SaPublisher {
         }
     }
 
-    /// Stores build `seq` (for `what`) unless a newer one was requested.
-    fn store(&self, seq: u64, what: &str, mut subnet: Subnet, keep: &Keep) {
+    /// Gives the rows of superseded build `seq` to the build that adopts them, if any.
+    fn hand_over(&self, seq: u64, rows: Vec<Option<LftTable>>, keep: Keep) {
+        let mut st = lock(&self.state);
+        st.running_tables = None;
+        if let Some(next) = st.next.as_mut().filter(|n| n.adopt == Some(seq)) {
+            tracing::debug!(
+                "SA snapshot of {} takes over the tables of a superseded build",
+                next.what
+            );
+            next.rows = Some(rows);
+            next.adopt = None;
+            next.keep = keep;
+        }
+    }
+
+    /// Stores build `seq` (for `what`) unless a newer one was requested (then gives the
+    /// snapshot back).
+    fn store(&self, seq: u64, what: &str, mut subnet: Subnet, keep: &Keep) -> Result<(), Subnet> {
         let mut st = lock(&self.state);
         if seq != st.requested {
             tracing::debug!("SA snapshot of {what} superseded by a newer one");
-            return;
+            return Err(subnet);
         }
         let previous = self.service.subnet();
         apply_keep(&mut subnet, &previous, keep);
@@ -326,6 +391,7 @@ impl SaPublisher {
             self.service.apply_lft_blocks(&replay);
         }
         st.stored = seq;
+        st.running_tables = None;
         drop(st);
         if !self.service.serving() {
             self.service.set_serving(true);
@@ -342,6 +408,7 @@ impl SaPublisher {
             );
         }
         self.stored.send_replace(seq);
+        Ok(())
     }
 
     /// LFT blocks a switch acknowledged (the upload, after each batch written): the SA's
@@ -453,6 +520,16 @@ fn resolve_rows(fabric: &Fabric, lfts: &fabric_routing::Lfts, current: &Subnet) 
             let old = current.node_index_by_guid(sw.guid).and_then(|j| current.lft(j));
             Some(LftTable::from_slice_sharing(row, old))
         })
+        .collect()
+}
+
+/// The rows of `subnet`'s tables per switch of `fabric` (by dense id), as [`resolve_rows`]
+/// gives them (shared, not copied).
+fn rows_of(subnet: &Subnet, fabric: &Fabric) -> Vec<Option<LftTable>> {
+    fabric
+        .switches()
+        .iter()
+        .map(|sw| subnet.node_index_by_guid(sw.guid).and_then(|n| subnet.lft(n)).cloned())
         .collect()
 }
 
@@ -701,9 +778,9 @@ mod tests {
         p.lft_blocks_acknowledged(std::slice::from_ref(&w));
         assert_eq!(p.kept_for_replay(), vec![(w.switch, 0)]);
         // A build older than the last request is not stored.
-        p.store(3, "old", Subnet::default(), &Keep::All);
+        assert!(p.store(3, "old", Subnet::default(), &Keep::All).is_err());
         assert_eq!(service.subnet().version, 3);
-        p.store(4, "new", Subnet::default(), &Keep::All);
+        assert!(p.store(4, "new", Subnet::default(), &Keep::All).is_ok());
         assert_eq!(service.subnet().version, 4);
         assert!(lock(&p.state).since_request.is_empty(), "replayed");
     }
@@ -733,8 +810,21 @@ mod tests {
         // `last` and the generation's build hold the tables.
         assert_eq!(Arc::strong_count(&g.lfts), 3);
         p.physical_changed(&fabric, &[]);
-        // The physical change superseded the generation's build and holds no tables.
-        assert!(lock(&p.state).next.as_ref().is_some_and(|b| b.lfts.is_none()));
+        // The physical change superseded the generation's build, which no snapshot holds yet:
+        // it took the tables over (until its rows are resolved), no more references.
+        assert!(lock(&p.state).next.as_ref().is_some_and(|b| b.lfts.is_some()));
+        assert_eq!(Arc::strong_count(&g.lfts), 3);
+        lock(&p.state).building = false;
+        p.run_builds();
+        assert_eq!(lock(&p.state).stored, 2);
+        assert_eq!(Arc::strong_count(&g.lfts), 2, "the generation and `last` only");
+        // Once a snapshot holds them, a physical change's build holds no tables.
+        lock(&p.state).building = true;
+        p.physical_changed(&fabric, &[]);
+        assert!(lock(&p.state)
+            .next
+            .as_ref()
+            .is_some_and(|b| b.lfts.is_none() && b.rows.is_none() && b.adopt.is_none()));
         assert_eq!(Arc::strong_count(&g.lfts), 2, "the generation and `last` only");
         // A build superseded after its rows were resolved stops before the snapshot.
         let b = lock(&p.state).next.take().unwrap();
@@ -742,7 +832,81 @@ mod tests {
         lock(&p.state).next = Some(b);
         lock(&p.state).building = false;
         p.run_builds();
-        assert_eq!(lock(&p.state).stored, 0, "nothing stored");
+        assert_eq!(lock(&p.state).stored, 2, "nothing more stored");
+    }
+
+    /// Every switch's table in the snapshot in force equals its row of `lfts`.
+    fn holds_tables(service: &SaService, fabric: &Fabric, lfts: &fabric_routing::Lfts) -> bool {
+        let s = service.subnet();
+        let mut seen = 0;
+        let all = fabric.switch_ids().all(|id| {
+            // A switch that went down is not in the snapshot.
+            let Some(n) = s.node_index_by_guid(fabric.switch(id).guid) else {
+                return true;
+            };
+            seen += 1;
+            s.lft(n).is_some_and(|t| t.eq_slice(lfts.row(id)))
+        });
+        all && seen > 0
+    }
+
+    /// A physical change superseding the build of a generation no snapshot holds yet (queued,
+    /// or running and superseded once its rows were resolved) takes that generation's tables
+    /// over. Without it the physical change's snapshot kept the tables in force (here: none),
+    /// and back-to-back faults left the SA without the tables the switches hold.
+    #[test]
+    fn a_physical_change_superseding_a_generation_build_keeps_its_tables() {
+        let fabric = Arc::new(fabric_topology::gen::generate_str("PGFT(2;2,2;1,2;1,1)", None).unwrap());
+        let mut g = generation(&fabric, 1);
+        g.lfts = Arc::new(tables(&fabric, 1));
+        let sw = fabric.switch(fabric_topology::SwitchId(0)).guid;
+        // Queued: the physical change's build inherits the generation's tables.
+        let service = Arc::new(SaService::new(Registry::default(), None));
+        let p = Arc::new(SaPublisher::new(service.clone(), local_sm(), None));
+        lock(&p.state).building = true;
+        p.generation_committed(&fabric, &[], &g, &[]);
+        p.physical_changed(&fabric, &[FabricEvent::SwitchDown(sw)]);
+        lock(&p.state).building = false;
+        p.run_builds();
+        assert_eq!(lock(&p.state).stored, 2);
+        assert!(
+            holds_tables(&service, &fabric, &g.lfts),
+            "queued generation's tables kept"
+        );
+        assert!(
+            service.subnet().node_index_by_guid(sw).is_none(),
+            "the physical change applied"
+        );
+        // Running: the generation's build is superseded after resolving its rows and hands
+        // them to the physical change's build, which adopted them.
+        let service = Arc::new(SaService::new(Registry::default(), None));
+        let p = Arc::new(SaPublisher::new(service.clone(), local_sm(), None));
+        lock(&p.state).building = true;
+        p.generation_committed(&fabric, &[], &g, &[]);
+        let b = {
+            let mut st = lock(&p.state);
+            let b = st.next.take().unwrap();
+            st.running_tables = Some(b.seq);
+            b
+        };
+        p.physical_changed(&fabric, &[]);
+        assert_eq!(lock(&p.state).next.as_ref().and_then(|n| n.adopt), Some(b.seq));
+        let rows = resolve_rows(&fabric, b.lfts.as_ref().unwrap(), &service.subnet());
+        p.hand_over(b.seq, rows, b.keep);
+        lock(&p.state).building = false;
+        p.run_builds();
+        assert!(
+            holds_tables(&service, &fabric, &g.lfts),
+            "running generation's tables kept"
+        );
+        // A newer generation is not overridden by an older one's rows.
+        let mut g2 = generation(&fabric, 2);
+        g2.lfts = Arc::new(tables(&fabric, 2));
+        lock(&p.state).building = true;
+        p.generation_committed(&fabric, &[], &g2, &[]);
+        lock(&p.state).building = false;
+        p.run_builds();
+        assert!(holds_tables(&service, &fabric, &g2.lfts));
     }
 
     #[test]
