@@ -134,6 +134,29 @@ fn reachable(f: &Fabric, from: SwitchId) -> Vec<bool> {
     seen
 }
 
+/// Sets one random cable (of a random switch), switch or end port of `f` down or `up`.
+async fn random_change(m: &MockFabric, f: &Fabric, rng: &mut ChaCha8Rng, up: bool) {
+    match rng.gen_range(0..3) {
+        0 => {
+            let s = f.switch(SwitchId(rng.gen_range(0..f.num_switches() as u32)));
+            let cabled: Vec<_> = s.external_ports().filter(|(_, p)| p.remote != Remote::None).collect();
+            if !cabled.is_empty() {
+                let (pn, _) = cabled[rng.gen_range(0..cabled.len())];
+                m.set_port_state(s.guid, pn, up).await.unwrap();
+            }
+        }
+        1 => {
+            let s = f.switch(SwitchId(rng.gen_range(0..f.num_switches() as u32)));
+            m.set_switch_state(s.guid, up).await.unwrap();
+        }
+        _ if f.num_end_ports() > 0 => {
+            let e = f.end_port(EndPortId(rng.gen_range(0..f.num_end_ports() as u32)));
+            m.set_end_port_state(e.port_guid, up).await.unwrap();
+        }
+        _ => {}
+    }
+}
+
 fn naive(m: &MockFabric, f: &Fabric, plan: &LidPlan, escape: bool) -> ReachReport {
     let mut r = ReachReport::default();
     let live: Vec<EndPortId> = f.end_port_ids().filter(|&e| f.end_port_live(e)).collect();
@@ -233,25 +256,7 @@ let switch_lid: Vec<Lid> = f.switch_ids().map(|_| if rng.gen_bool(0.1) { 0 } els
             m.configure_lids(&f, &plan).await.unwrap();
             m.write_lft_blocks(&blocks).await.unwrap();
             for _ in 0..faults {
-                match rng.gen_range(0..3) {
-                    0 => {
-                        let s = f.switch(SwitchId(rng.gen_range(0..f.num_switches() as u32)));
-                        let cabled: Vec<_> = s.external_ports().filter(|(_, p)| p.remote != Remote::None).collect();
-                        if !cabled.is_empty() {
-                            let (pn, _) = cabled[rng.gen_range(0..cabled.len())];
-                            m.set_port_state(s.guid, pn, false).await.unwrap();
-                        }
-                    }
-                    1 => {
-                        let s = f.switch(SwitchId(rng.gen_range(0..f.num_switches() as u32)));
-                        m.set_switch_state(s.guid, false).await.unwrap();
-                    }
-                    _ if f.num_end_ports() > 0 => {
-                        let e = f.end_port(EndPortId(rng.gen_range(0..f.num_end_ports() as u32)));
-                        m.set_end_port_state(e.port_guid, false).await.unwrap();
-                    }
-                    _ => {}
-                }
+                random_change(&m, &f, &mut rng, false).await;
             }
         });
         let now = rt.block_on(m.discover()).unwrap();
@@ -295,27 +300,7 @@ let switch_lid: Vec<Lid> = f.switch_ids().map(|_| if rng.gen_bool(0.1) { 0 } els
         for step in 0..=changes {
             if step > 0 {
                 let up = rng.gen_bool(0.4);
-                rt.block_on(async {
-                    match rng.gen_range(0..3) {
-                        0 => {
-                            let s = f.switch(SwitchId(rng.gen_range(0..f.num_switches() as u32)));
-                            let cabled: Vec<_> = s.external_ports().filter(|(_, p)| p.remote != Remote::None).collect();
-                            if !cabled.is_empty() {
-                                let (pn, _) = cabled[rng.gen_range(0..cabled.len())];
-                                m.set_port_state(s.guid, pn, up).await.unwrap();
-                            }
-                        }
-                        1 => {
-                            let s = f.switch(SwitchId(rng.gen_range(0..f.num_switches() as u32)));
-                            m.set_switch_state(s.guid, up).await.unwrap();
-                        }
-                        _ if f.num_end_ports() > 0 => {
-                            let e = f.end_port(EndPortId(rng.gen_range(0..f.num_end_ports() as u32)));
-                            m.set_end_port_state(e.port_guid, up).await.unwrap();
-                        }
-                        _ => {}
-                    }
-                });
+                rt.block_on(random_change(&m, &f, &mut rng, up));
             }
             let now = rt.block_on(m.discover()).unwrap();
             for sid in now.switch_ids() {

@@ -534,8 +534,7 @@ fn rows_of(subnet: &Subnet, fabric: &Fabric) -> Vec<Option<LftTable>> {
 }
 
 /// Gives the switch nodes of `subnet` their rows resolved by [`resolve_rows`].
-fn attach_rows(subnet: &mut Subnet, fabric: &Fabric, rows: Vec<Option<LftTable>>) {
-    let mut rows: Vec<Option<LftTable>> = rows;
+fn attach_rows(subnet: &mut Subnet, fabric: &Fabric, mut rows: Vec<Option<LftTable>>) {
     let switches: Vec<(u32, Guid)> = subnet
         .nodes
         .iter()
