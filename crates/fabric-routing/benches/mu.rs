@@ -44,7 +44,7 @@ fn main() {
         .max(1);
     let only = std::env::var("SPECS").ok();
     let cuts = std::env::var("CUTS").ok();
-    println!("| fabric | route ms median (min) | CPU ms/run | layering ms | kept | mu | layers | rounds run, port order mu → rounds mu | digest |");
+    println!("| fabric | route ms median (min) | CPU ms/run | layering ms | kept | mu | layers | rounds run (destinations re-routed), port order mu → rounds mu | digest |");
     println!("|---|---|---|---|---|---|---|---|---|");
     for (spec, c1, c5) in FABRICS {
         if only
@@ -98,12 +98,13 @@ fn main() {
                 }
             }
             println!(
-                "| {spec}{label} | {:.2} ({:.2}) | {cpu:.2} | {lay_ms:.2} | {} | {} | {layers} | {}, {} → {} | {:016x} |",
+                "| {spec}{label} | {:.2} ({:.2}) | {cpu:.2} | {lay_ms:.2} | {} | {} | {layers} | {} ({}), {} → {} | {:016x} |",
                 ms[ms.len() / 2],
                 ms[0],
                 st.candidate,
                 st.mu,
                 st.rounds_run,
+                st.rerouted,
                 st.port_order_mu,
                 st.rounds_mu,
                 h.finish()

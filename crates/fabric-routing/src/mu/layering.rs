@@ -136,7 +136,7 @@ pub fn first_fit(fabric: &Fabric, lids: &LidPlan, lfts: &Lfts, max_layers: u8) -
 /// far are those a run with the higher maximum has at that point: the result is the one
 /// [`first_fit`] with it gives, without fitting the routes before again); a maximum not
 /// above the current one stops it with [`VlError::TooFewVls`].
-fn first_fit_with(
+pub(super) fn first_fit_with(
     fabric: &Fabric,
     lids: &LidPlan,
     lfts: &Lfts,

@@ -85,6 +85,9 @@ pub struct MuStats {
     /// Rip-up rounds run (0: skipped) and the mu of their best routing.
     pub rounds_run: usize,
     pub rounds_mu: u64,
+    /// Destinations the rounds re-routed, counted once per round (round 1 re-routes all of
+    /// them, the later rounds only those on the channels at mu).
+    pub rerouted: usize,
 }
 
 /// The candidate routings, in order of preference on ties: minimal routing by port order
@@ -136,6 +139,7 @@ impl MuSssp {
             port_order_mu: mu0,
             rounds_run: r.rounds_run,
             rounds_mu: r.mu,
+            rerouted: r.rerouted,
         };
         // Port order is round 0 of the rounds: when it reaches the lower bound of mu on one
         // layer nothing can beat it and the rounds are skipped.
