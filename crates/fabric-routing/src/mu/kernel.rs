@@ -151,7 +151,10 @@ pub(crate) fn route(
         if s < best.0 {
             best = (s, st.next.clone(), round);
         }
-        if (s.0, s.1) >= (prev.0, prev.1) {
+        // A round that lowers neither mu nor the channels at mu ends the rounds; from round 2
+        // on, one that does not lower mu does too (H23: on the cut files no round
+        // after such a round lowered mu; the candidates compete on mu).
+        if (s.0, s.1) >= (prev.0, prev.1) || (round >= 2 && s.0 >= prev.0) {
             break;
         }
         prev = s;

@@ -122,14 +122,20 @@ impl MuSssp {
         }
         let po = kernel::port_order(f, &plan, &ch);
         let lb = mu_lower_bound(f, &ch);
-        // Tables and their layering if it needs at most `max` layers (`u8::MAX`: more).
-        let tables = |next: &[u32], ch: &Channels, max: u8| {
+        // Tables and their layering if it needs at most `max` layers (`u8::MAX`: more); with
+        // `by_ff` a first fit needing more than `max` says no alone.
+        let tables_with = |next: &[u32], ch: &Channels, max: u8, by_ff: bool| {
             let mut t = lfts.clone();
             write_next_hops(f, ctx.lids, &plan, next, ch, &mut t);
-            let l = layering::fewest_within(f, ctx.lids, &t, max);
+            let l = if by_ff {
+                layering::within_by_first_fit(f, ctx.lids, &t, max)
+            } else {
+                layering::fewest_within(f, ctx.lids, &t, max)
+            };
             let layers = l.as_ref().map_or(u8::MAX, |l| l.num_layers);
             (t, l, layers)
         };
+        let tables = |next: &[u32], ch: &Channels, max: u8| tables_with(next, ch, max, false);
         let stats = |mu: u64, round: usize, layers: u8, mu0: u64, r: &kernel::Routed| MuStats {
             destinations: plan.len(),
             mu,
@@ -160,7 +166,7 @@ impl MuSssp {
         // order wins only with fewer layers, so its layering may stop at one less.
         let (t, l, st) = if r.round > 0 && r.mu < mu0 {
             let (tr, lr, layers_r) = tables(&r.next, &r.ch, IB_MAX_DATA_VLS);
-            let (t0, l0, layers0) = first.unwrap_or_else(|| tables(&po, &ch, layers_r.saturating_sub(1)));
+            let (t0, l0, layers0) = first.unwrap_or_else(|| tables_with(&po, &ch, layers_r.saturating_sub(1), true));
             if layers0 < layers_r {
                 (t0, l0, stats(mu0, 0, layers0, mu0, &r))
             } else {
