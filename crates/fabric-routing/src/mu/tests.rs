@@ -437,3 +437,29 @@ fn resumed_first_fit_equals_the_fresh_one() {
         "{stopped:?}"
     );
 }
+
+/// The daemon's `route` (no statistics: on a regular fabric port order's counters are not
+/// loaded) installs the tables `route_stats` does and leaves the same layering remembered.
+#[test]
+fn route_without_statistics_equals_route_stats() {
+    use crate::{LidSet, RoutingEngine};
+    for (spec, links) in [("SLIMFLY(5;4)", 0), ("HYPERX(4,4;2)", 0), ("SLIMFLY(5;4)", 9)] {
+        let f = gen(spec, links, 1);
+        let (r, lids) = (
+            ranking(&f),
+            crate::lid::assign_lids(&f, &Default::default(), 0, 0xBFFF).unwrap(),
+        );
+        let ctx = crate::RoutingContext {
+            fabric: &f,
+            ranking: &r,
+            lids: &lids,
+        };
+        let mut a = Lfts::new(f.num_switches(), lids.top());
+        crate::mu::MuSssp.route_stats(&ctx, &mut a).unwrap();
+        let fresh = super::layering::fewest(&f, &lids, &a).unwrap();
+        let mut b = Lfts::new(f.num_switches(), lids.top());
+        crate::mu::MuSssp.route(&ctx, LidSet::Base, &mut b).unwrap();
+        assert!(a == b, "{spec} {links}: tables differ");
+        assert_eq!(crate::mu::layering(&f, &lids, &b, 15).unwrap(), fresh, "{spec} {links}");
+    }
+}
