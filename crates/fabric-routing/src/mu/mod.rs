@@ -20,18 +20,21 @@
 //!    lowest-numbered port to a switch one hop closer (OpenSM lash's choice, dimension order on
 //!    a HyperX cabled dimension by dimension); its counters are loaded.
 //! 3. **Rip-up and reroute.** Up to [`MU_ROUNDS`] rounds remove each destination (end port `i`
-//!    of every switch before end port `i + 1` of any) and route it again against all the
+//!    of every switch before end port `i + 1` of any; from round 2 on only the destinations
+//!    whose tree takes a channel at the routing's mu) and route it again against all the
 //!    others: its tree is grown from its switch outwards in BFS order (cached per switch), and
 //!    switch `u` takes, among its channels to switches one hop closer (minimal paths only),
 //!    the one whose path (the channel and the tree beyond it, already fixed) has the least
 //!    (highest min(S, T) on the path once `u`'s end ports and the destination are added,
 //!    raised to the routing's `mu` so far; total increase of min(S, T); highest load; channel
-//!    index). The rounds stop after one that lowers neither mu nor the channels at mu; the
-//!    routing of least (mu, channels at mu, Σ min(S, T), max load) is kept.
+//!    index). The rounds stop after one that lowers neither mu nor the channels at mu, and
+//!    from round 2 on after one that does not lower mu; the routing of least (mu, channels
+//!    at mu, Σ min(S, T), max load) is kept.
 //! 4. **Candidates.** Port order and the rounds' routing; the rounds are skipped when port
 //!    order reaches a lower bound of mu on one layer and on regular fabrics (every switch with
 //!    the same channels and end ports: [`regular`]), and their routing is kept only when it
-//!    lowers mu without needing more layers (ties: port order).
+//!    lowers mu without needing more layers (ties: port order; port order's layering within
+//!    fewer layers is then checked by the first fit alone).
 //!
 //! Deadlock freedom is not built into the routing: the daemon and `fabricctl` layer the
 //! installed tables with [`layering`] (the fewer layers of a LASH-like first fit and DFSSSP's
