@@ -61,33 +61,12 @@ pub fn layering(fabric: &Fabric, lids: &LidPlan, lfts: &Lfts, max_layers: u8) ->
 /// routes need two layers and nothing does better. Otherwise DFSSSP's wins ties (the first
 /// fit is stopped as soon as it needs as many layers).
 pub(super) fn fewest(fabric: &Fabric, lids: &LidPlan, lfts: &Lfts) -> Result<VlLayering, VlError> {
-    if let Fit::Kept(l) = fit_within_two(fabric, lids, lfts, 2) {
-        return Ok(l);
-    }
-    match vl::layer_base_fewest(fabric, lids, lfts, IB_MAX_DATA_VLS) {
-        Ok(a) if a.num_layers <= 3 => Ok(a),
-        Ok(a) => Ok(first_fit(fabric, lids, lfts, a.num_layers - 1).unwrap_or(a)),
-        Err(e) => first_fit(fabric, lids, lfts, IB_MAX_DATA_VLS).map_err(|_| e),
-    }
-}
-
-/// What the first fit within one or two layers says.
-enum Fit {
-    /// It fits: the answer.
-    Kept(VlLayering),
-    /// The tables have no route (DFSSSP's layering, of no layer, is the answer) or a route
-    /// loops.
-    Other,
-    /// It needs more layers.
-    More,
-}
-
-fn fit_within_two(fabric: &Fabric, lids: &LidPlan, lfts: &Lfts, max: u8) -> Fit {
-    debug_assert!(max <= 2);
-    match first_fit(fabric, lids, lfts, max) {
-        Ok(l) if l.routes_per_layer.iter().any(|&n| n > 0) => Fit::Kept(l),
-        Err(VlError::TooFewVls { .. }) => Fit::More,
-        _ => Fit::Other,
+    let (l, dfsssp) = fewest_of(fabric, lids, lfts, IB_MAX_DATA_VLS);
+    match (l, dfsssp) {
+        (Some(l), _) => Ok(l),
+        (None, Some(Err(e))) => Err(e),
+        // (Not reached: without a layering within 15 layers DFSSSP's error is there.)
+        (None, _) => vl::layer_base_fewest(fabric, lids, lfts, IB_MAX_DATA_VLS),
     }
 }
 
@@ -97,30 +76,89 @@ pub(super) fn fewest_within(fabric: &Fabric, lids: &LidPlan, lfts: &Lfts, max: u
     if max == 0 {
         return None;
     }
-    let tried = max.min(2);
-    let more = match fit_within_two(fabric, lids, lfts, tried) {
-        Fit::Kept(l) => return Some(l),
-        // More than `max` layers: DFSSSP's too when one is not enough (a cycle).
-        Fit::More if max <= 1 => return None,
-        Fit::More => true,
-        Fit::Other => false,
-    };
-    let a = vl::layer_base_fewest(fabric, lids, lfts, IB_MAX_DATA_VLS).ok();
-    if a.as_ref().is_some_and(|a| a.num_layers <= 3) {
-        return a.filter(|a| a.num_layers <= max);
+    fewest_of(fabric, lids, lfts, max).0
+}
+
+/// [`fewest_within`] when the first fit fits within `max` layers, else `None` without
+/// DFSSSP's cycle breaking: the check of port order against the rip-up rounds' routing
+/// (port order is kept only with fewer layers), where the cycle breaking fitting what the
+/// first fit did not was never seen (H23: on the cut DRAGONFLY files it cost a tenth of
+/// the engine's time to say no).
+pub(super) fn within_by_first_fit(fabric: &Fabric, lids: &LidPlan, lfts: &Lfts, max: u8) -> Option<VlLayering> {
+    if max == 0 {
+        return None;
     }
-    let bound = a.as_ref().map_or(max, |a| max.min(a.num_layers.saturating_sub(1)));
-    // (A first fit within `tried` layers or fewer is known to need more.)
-    let ff = if bound == 0 || (more && bound <= tried) {
-        None
-    } else {
-        first_fit(fabric, lids, lfts, bound).ok()
+    match first_fit(fabric, lids, lfts, max) {
+        Ok(l) if l.num_layers <= 2 && l.routes_per_layer.iter().any(|&n| n > 0) => Some(l),
+        Err(VlError::TooFewVls { .. }) => None,
+        _ => fewest_within(fabric, lids, lfts, max),
+    }
+}
+
+/// The layering of [`fewest`] if it needs at most `max` (≥ 1) layers, and DFSSSP's result
+/// when it was computed. The first fit runs once: within two layers (kept when it fits);
+/// when it needs more, DFSSSP's cycle breaking runs, and unless it needs at most three
+/// layers (it wins ties) the same first fit goes on from the route that needed the third
+/// layer, within one layer fewer than DFSSSP's (until 28 Nov 2026, H23, it started again
+/// from the first route: the same result).
+fn fewest_of(
+    fabric: &Fabric,
+    lids: &LidPlan,
+    lfts: &Lfts,
+    max: u8,
+) -> (Option<VlLayering>, Option<Result<VlLayering, VlError>>) {
+    let tried = max.min(2);
+    let mut dfsssp: Option<Result<VlLayering, VlError>> = None;
+    let ff = first_fit_with(fabric, lids, lfts, tried, |cap| {
+        if cap != tried || max <= 1 {
+            // More than `max` layers: DFSSSP's too when one is not enough (a cycle).
+            return 0;
+        }
+        let a = dfsssp.insert(vl::layer_base_fewest(fabric, lids, lfts, IB_MAX_DATA_VLS));
+        match a {
+            Ok(a) if a.num_layers <= 3 => 0,
+            Ok(a) => max.min(a.num_layers - 1),
+            Err(_) => max,
+        }
+    });
+    let ff = match ff {
+        Ok(l) if dfsssp.is_none() && l.routes_per_layer.iter().all(|&n| n == 0) => {
+            // No route: DFSSSP's layering (of no layer) is the answer.
+            let a = vl::layer_base_fewest(fabric, lids, lfts, IB_MAX_DATA_VLS);
+            let kept = a.as_ref().ok().filter(|a| a.num_layers <= max).cloned();
+            return (kept, Some(a));
+        }
+        Ok(l) => Some(l),
+        Err(VlError::TooFewVls { .. }) => None,
+        Err(_) => {
+            // A route loops or the tables are too small: DFSSSP's answer (its error).
+            let a = dfsssp.get_or_insert_with(|| vl::layer_base_fewest(fabric, lids, lfts, IB_MAX_DATA_VLS));
+            let kept = a.as_ref().ok().filter(|a| a.num_layers <= max).cloned();
+            return (kept, dfsssp);
+        }
     };
-    ff.or(a).filter(|l| l.num_layers <= max)
+    let a = dfsssp.as_ref().and_then(|a| a.as_ref().ok());
+    let kept = ff.or_else(|| a.cloned()).filter(|l| l.num_layers <= max);
+    (kept, dfsssp)
 }
 
 /// First fit of every base-LID route of `lfts` into layers (see the module documentation).
 pub fn first_fit(fabric: &Fabric, lids: &LidPlan, lfts: &Lfts, max_layers: u8) -> Result<VlLayering, VlError> {
+    first_fit_with(fabric, lids, lfts, max_layers, |_| 0)
+}
+
+/// [`first_fit`] within `max_layers` that, when a route needs one layer more, asks
+/// `raise(current maximum)` for a higher maximum and goes on from that route (the layers so
+/// far are those a run with the higher maximum has at that point: the result is the one
+/// [`first_fit`] with it gives, without fitting the routes before again); a maximum not
+/// above the current one stops it with [`VlError::TooFewVls`].
+pub(super) fn first_fit_with(
+    fabric: &Fabric,
+    lids: &LidPlan,
+    lfts: &Lfts,
+    mut max_layers: u8,
+    mut raise: impl FnMut(u8) -> u8,
+) -> Result<VlLayering, VlError> {
     if max_layers == 0 || max_layers > IB_MAX_DATA_VLS {
         return Err(VlError::BadMaximum {
             got: max_layers,
@@ -282,6 +320,11 @@ pub fn first_fit(fabric: &Fabric, lids: &LidPlan, lfts: &Lfts, max_layers: u8) -
             }
         }
         if cdgs.len() > max_layers as usize {
+            let higher = raise(max_layers).min(IB_MAX_DATA_VLS);
+            if higher as usize >= cdgs.len() {
+                max_layers = higher;
+                continue;
+            }
             return Err(VlError::TooFewVls {
                 available: max_layers,
                 needed: cdgs.len().min(255) as u8,

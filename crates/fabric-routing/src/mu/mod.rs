@@ -20,18 +20,21 @@
 //!    lowest-numbered port to a switch one hop closer (OpenSM lash's choice, dimension order on
 //!    a HyperX cabled dimension by dimension); its counters are loaded.
 //! 3. **Rip-up and reroute.** Up to [`MU_ROUNDS`] rounds remove each destination (end port `i`
-//!    of every switch before end port `i + 1` of any) and route it again against all the
+//!    of every switch before end port `i + 1` of any; from round 2 on only the destinations
+//!    whose tree takes a channel at the routing's mu) and route it again against all the
 //!    others: its tree is grown from its switch outwards in BFS order (cached per switch), and
 //!    switch `u` takes, among its channels to switches one hop closer (minimal paths only),
 //!    the one whose path (the channel and the tree beyond it, already fixed) has the least
 //!    (highest min(S, T) on the path once `u`'s end ports and the destination are added,
 //!    raised to the routing's `mu` so far; total increase of min(S, T); highest load; channel
-//!    index). The rounds stop after one that lowers neither mu nor the channels at mu; the
-//!    routing of least (mu, channels at mu, Σ min(S, T), max load) is kept.
+//!    index). The rounds stop after one that lowers neither mu nor the channels at mu, and
+//!    from round 2 on after one that does not lower mu; the routing of least (mu, channels
+//!    at mu, Σ min(S, T), max load) is kept.
 //! 4. **Candidates.** Port order and the rounds' routing; the rounds are skipped when port
 //!    order reaches a lower bound of mu on one layer and on regular fabrics (every switch with
 //!    the same channels and end ports: [`regular`]), and their routing is kept only when it
-//!    lowers mu without needing more layers (ties: port order).
+//!    lowers mu without needing more layers (ties: port order; port order's layering within
+//!    fewer layers is then checked by the first fit alone).
 //!
 //! Deadlock freedom is not built into the routing: the daemon and `fabricctl` layer the
 //! installed tables with [`layering`] (the fewer layers of a LASH-like first fit and DFSSSP's
@@ -85,6 +88,9 @@ pub struct MuStats {
     /// Rip-up rounds run (0: skipped) and the mu of their best routing.
     pub rounds_run: usize,
     pub rounds_mu: u64,
+    /// Destinations the rounds re-routed, counted once per round (round 1 re-routes all of
+    /// them, the later rounds only those on the channels at mu).
+    pub rerouted: usize,
 }
 
 /// The candidate routings, in order of preference on ties: minimal routing by port order
@@ -94,6 +100,20 @@ pub const CANDIDATES: [&str; 2] = ["port-order", "port-order+rounds"];
 impl MuSssp {
     /// Routes the base LIDs and returns the routing's statistics.
     pub fn route_stats(&self, ctx: &RoutingContext<'_>, lfts: &mut Lfts) -> Result<MuStats, RoutingError> {
+        self.route_counted(ctx, lfts, true)
+            .map(|st| st.expect("statistics were asked for"))
+    }
+
+    /// Routes the base LIDs; the statistics only when `count` (or when the rip-up rounds
+    /// run): without them port order's counters are not loaded on a fabric where the rounds
+    /// are skipped (a regular one), as the daemon's [`RoutingEngine::route`] (same tables and
+    /// layering; H23: ~28 % of the complete SLIMFLY(5;4)'s instructions).
+    fn route_counted(
+        &self,
+        ctx: &RoutingContext<'_>,
+        lfts: &mut Lfts,
+        count: bool,
+    ) -> Result<Option<MuStats>, RoutingError> {
         check_route_args(ctx, LidSet::Base, lfts)?;
         let f = ctx.fabric;
         let ns = f.num_switches();
@@ -119,14 +139,20 @@ impl MuSssp {
         }
         let po = kernel::port_order(f, &plan, &ch);
         let lb = mu_lower_bound(f, &ch);
-        // Tables and their layering if it needs at most `max` layers (`u8::MAX`: more).
-        let tables = |next: &[u32], ch: &Channels, max: u8| {
+        // Tables and their layering if it needs at most `max` layers (`u8::MAX`: more); with
+        // `by_ff` a first fit needing more than `max` says no alone.
+        let tables_with = |next: &[u32], ch: &Channels, max: u8, by_ff: bool| {
             let mut t = lfts.clone();
             write_next_hops(f, ctx.lids, &plan, next, ch, &mut t);
-            let l = layering::fewest_within(f, ctx.lids, &t, max);
+            let l = if by_ff {
+                layering::within_by_first_fit(f, ctx.lids, &t, max)
+            } else {
+                layering::fewest_within(f, ctx.lids, &t, max)
+            };
             let layers = l.as_ref().map_or(u8::MAX, |l| l.num_layers);
             (t, l, layers)
         };
+        let tables = |next: &[u32], ch: &Channels, max: u8| tables_with(next, ch, max, false);
         let stats = |mu: u64, round: usize, layers: u8, mu0: u64, r: &kernel::Routed| MuStats {
             destinations: plan.len(),
             mu,
@@ -136,11 +162,21 @@ impl MuSssp {
             port_order_mu: mu0,
             rounds_run: r.rounds_run,
             rounds_mu: r.mu,
+            rerouted: r.rerouted,
         };
         // Port order is round 0 of the rounds: when it reaches the lower bound of mu on one
         // layer nothing can beat it and the rounds are skipped.
         // On a regular fabric port order is kept without rounds (see [`regular`]).
         let rounds = if regular(f, &ch) { 0 } else { MU_ROUNDS };
+        if rounds == 0 && !count {
+            // What the branch without rounds below installs, without port order's counters.
+            let (t, l, _) = tables(&po, &ch, IB_MAX_DATA_VLS);
+            if let Some(l) = l {
+                cache::store(f, ctx.lids, &t, l);
+            }
+            *lfts = t;
+            return Ok(None);
+        }
         let (mut mu0, mut first) = (0, None);
         let r = kernel::route(f, &plan, Channels::new(f), &po, rounds, |mu| {
             mu0 = mu;
@@ -156,7 +192,7 @@ impl MuSssp {
         // order wins only with fewer layers, so its layering may stop at one less.
         let (t, l, st) = if r.round > 0 && r.mu < mu0 {
             let (tr, lr, layers_r) = tables(&r.next, &r.ch, IB_MAX_DATA_VLS);
-            let (t0, l0, layers0) = first.unwrap_or_else(|| tables(&po, &ch, layers_r.saturating_sub(1)));
+            let (t0, l0, layers0) = first.unwrap_or_else(|| tables_with(&po, &ch, layers_r.saturating_sub(1), true));
             if layers0 < layers_r {
                 (t0, l0, stats(mu0, 0, layers0, mu0, &r))
             } else {
@@ -170,7 +206,7 @@ impl MuSssp {
             cache::store(f, ctx.lids, &t, l);
         }
         *lfts = t;
-        Ok(st)
+        Ok(Some(st))
     }
 }
 
@@ -226,6 +262,6 @@ impl RoutingEngine for MuSssp {
                 reason: "it routes the base LIDs; the escape LIDs are Up*/Down*'s".to_string(),
             });
         }
-        self.route_stats(ctx, lfts).map(|_| ())
+        self.route_counted(ctx, lfts, false).map(|_| ())
     }
 }

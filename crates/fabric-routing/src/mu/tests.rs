@@ -375,3 +375,91 @@ fn rounds_only_on_irregular_fabrics_and_two_layer_first_fit_kept() {
     assert!(st.rounds_run > 0, "{st:?}");
     assert!(st.mu < st.port_order_mu, "{st:?}");
 }
+
+/// Rip-up rounds after the first re-route only the destinations on the channels at mu
+/// (H23): on SLIMFLY(5;4) with 9 cables cut they re-route fewer destinations than every
+/// destination per round, and the tables still reach mu_a2a 28 (counted on the tables; lash
+/// and OpenSM's dfsssp have 36 there, the rounds over every destination 28 too).
+#[test]
+fn later_rounds_reroute_only_destinations_on_channels_at_mu() {
+    let f = gen("SLIMFLY(5;4)", 9, 1);
+    let (r, lids) = (
+        ranking(&f),
+        crate::lid::assign_lids(&f, &Default::default(), 0, 0xBFFF).unwrap(),
+    );
+    let ctx = crate::RoutingContext {
+        fabric: &f,
+        ranking: &r,
+        lids: &lids,
+    };
+    let mut lfts = Lfts::new(f.num_switches(), lids.top());
+    let st = crate::mu::MuSssp.route_stats(&ctx, &mut lfts).unwrap();
+    assert!(st.rounds_run >= 2, "{st:?}");
+    assert!(
+        st.rerouted >= st.destinations,
+        "round 1 re-routes every destination: {st:?}"
+    );
+    assert!(
+        st.rerouted < st.rounds_run * st.destinations,
+        "every round re-routed every destination: {st:?}"
+    );
+    assert!(st.round > 0, "{st:?}");
+    assert_eq!(a2a_mu(&f, &lids, &lfts), st.mu);
+    assert!(st.mu <= 28, "{st:?}");
+}
+
+/// A first fit that needs a third layer and is told to go on (`first_fit_with`) gives the
+/// layering of a first fit run afresh within the higher maximum, asking once.
+#[test]
+fn resumed_first_fit_equals_the_fresh_one() {
+    let f = gen("DRAGONFLY(3)", 5, 1);
+    let (_, lids, lfts) = routed(&f, EngineKind::MuSssp, 0);
+    let fresh = crate::mu::first_fit(&f, &lids, &lfts, 15).unwrap();
+    assert!(fresh.num_layers >= 3, "a trivial case: {} layers", fresh.num_layers);
+    let mut asked = Vec::new();
+    let resumed = super::layering::first_fit_with(&f, &lids, &lfts, 2, |cap| {
+        asked.push(cap);
+        15
+    })
+    .unwrap();
+    assert_eq!(resumed, fresh);
+    assert_eq!(asked, [2]);
+    // Told to stop, it says how many layers it reached.
+    let stopped = super::layering::first_fit_with(&f, &lids, &lfts, 2, |_| 0);
+    assert!(
+        matches!(
+            stopped,
+            Err(crate::vl::VlError::TooFewVls {
+                available: 2,
+                needed: 3
+            })
+        ),
+        "{stopped:?}"
+    );
+}
+
+/// The daemon's `route` (no statistics: on a regular fabric port order's counters are not
+/// loaded) installs the tables `route_stats` does and leaves the same layering remembered.
+#[test]
+fn route_without_statistics_equals_route_stats() {
+    use crate::{LidSet, RoutingEngine};
+    for (spec, links) in [("SLIMFLY(5;4)", 0), ("HYPERX(4,4;2)", 0), ("SLIMFLY(5;4)", 9)] {
+        let f = gen(spec, links, 1);
+        let (r, lids) = (
+            ranking(&f),
+            crate::lid::assign_lids(&f, &Default::default(), 0, 0xBFFF).unwrap(),
+        );
+        let ctx = crate::RoutingContext {
+            fabric: &f,
+            ranking: &r,
+            lids: &lids,
+        };
+        let mut a = Lfts::new(f.num_switches(), lids.top());
+        crate::mu::MuSssp.route_stats(&ctx, &mut a).unwrap();
+        let fresh = super::layering::fewest(&f, &lids, &a).unwrap();
+        let mut b = Lfts::new(f.num_switches(), lids.top());
+        crate::mu::MuSssp.route(&ctx, LidSet::Base, &mut b).unwrap();
+        assert!(a == b, "{spec} {links}: tables differ");
+        assert_eq!(crate::mu::layering(&f, &lids, &b, 15).unwrap(), fresh, "{spec} {links}");
+    }
+}
