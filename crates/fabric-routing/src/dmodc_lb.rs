@@ -32,7 +32,7 @@ mod targets;
 use crate::engine::{check_route_args, LidSet, RoutingContext, RoutingEngine, RoutingError};
 use crate::fill::{fill_prepared, Prepared, Select};
 use crate::lft::Lfts;
-use crate::swlid;
+use crate::{sssp, swlid};
 
 /// The load-aware Dmodc engine (see the module doc).
 #[derive(Copy, Clone, Debug, Default)]
@@ -80,6 +80,18 @@ pub(crate) fn route_lb(
     let level = &ctx.ranking.level;
     let prep = Prepared::new(ctx.fabric, level);
     match plan::Plan::new(ctx.fabric, &prep) {
+        Ok(plan) if !force_kernel && !plan.intact && !plan.mirrored(&prep.o) => {
+            // No PGFT structure for the mirrors and nominal ranks: balanced up*/down* paths
+            // among Dmodc's candidates (the SSSP kernel on the same orientation and costs).
+            let paths = sssp::PathSet::UpDown {
+                o: &prep.o,
+                costs: &prep.costs,
+            };
+            sssp::write_paths(ctx, set, paths, lfts);
+            if set == LidSet::Base {
+                swlid::fill_switch_lids(ctx.fabric, ctx.lids, &prep.o, lfts);
+            }
+        }
         Ok(plan) if force_kernel || !plan.intact => {
             let tg = targets::Targets::new(ctx.fabric, &prep, &plan);
             let dst = kernel::fill_end_ports(ctx.fabric, ctx.lids, &prep, (&plan, &tg), set, lfts, tabulate);

@@ -47,6 +47,38 @@ fn degraded_pgfts_are_not_intact() {
     assert!(!plan.intact);
 }
 
+/// Complete and degraded PGFTs (cables and switches removed) keep their up-link blocks
+/// (`Plan::mirrored`: the placement applies); the JANUS dump, whose leaves each see 18 of the
+/// 80 upper switches of their component, does not (the engine balances paths instead).
+#[test]
+fn pgft_blocks_are_mirrored_and_janus_is_not() {
+    for (m, w, p) in shapes() {
+        for (links, switches, seed) in [(0, 0, 0), (6, 0, 1), (12, 1, 2), (20, 2, 3)] {
+            let t = pgft(&m, &w, &p);
+            let f = if links + switches == 0 {
+                t.fabric
+            } else {
+                degrade(&t.fabric, links, switches, seed)
+            };
+            let r = Routable::new(f);
+            let prep = Prepared::new(&r.fabric, &r.ranking.level);
+            let plan = Plan::new(&r.fabric, &prep).unwrap();
+            assert!(plan.mirrored(&prep.o), "{m:?} {w:?} {p:?} -{links} -{switches}");
+        }
+    }
+    let f = fabric_topology::ibnet::parse(
+        include_str!("../../../fabric-topology/tests/data/real/mlunacek-qdr-3xIS5600-214sw.ibnet"),
+        "janus",
+    )
+    .unwrap()
+    .fabric;
+    let r = Routable::new(f);
+    let prep = Prepared::new(&r.fabric, &r.ranking.level);
+    let plan = Plan::new(&r.fabric, &prep).unwrap();
+    assert!(!plan.intact);
+    assert!(!plan.mirrored(&prep.o));
+}
+
 /// On degraded PGFTs every target is a live upper neighbour of its switch, the second differs
 /// from the first, and a second exists wherever the switch has two live up-links; every
 /// destination's chain of first targets climbs to a switch without up-links.
