@@ -154,12 +154,22 @@ struct Delta {
 
 /// Runs the repair pass on the end-port LIDs of `dst` (see the module doc).
 pub(super) fn repair(fabric: &Fabric, p: &Prepared, plan: &Plan, dst: &Destinations, lfts: &mut Lfts) {
-    repair_ordered(fabric, p, plan, dst, lfts, true);
+    repair_ordered(fabric, p, plan, dst, lfts, true, true);
+}
+
+/// The guard's work in one pass: ports materialised (exact per-shift counts), loaded ports
+/// admitted by the bound without counts.
+#[cfg_attr(not(test), allow(dead_code))]
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub(super) struct GuardStats {
+    pub materialised: usize,
+    pub bounded: usize,
 }
 
 /// The pass with the ports of the all-to-all term first (`a2a_first`, what the engine runs)
 /// or, as the pass of 28 Nov 2026 before H21, after the tail's hot ports and only those that
-/// are not among them (for the tests).
+/// are not among them (for the tests); `bound` false materialises every loaded port (the
+/// exact guard before H22, for the tests: same decisions).
 pub(super) fn repair_ordered(
     fabric: &Fabric,
     p: &Prepared,
@@ -167,10 +177,9 @@ pub(super) fn repair_ordered(
     dst: &Destinations,
     lfts: &mut Lfts,
     a2a_first: bool,
-) {
-    if let Some(mut st) = State::new(fabric, p, plan, dst, lfts) {
-        st.run(a2a_first);
-    }
+    bound: bool,
+) -> GuardStats {
+    State::new(fabric, p, plan, dst, lfts).map_or_else(GuardStats::default, |mut st| st.run(a2a_first, bound))
 }
 
 /// The objective of the tables (see the module doc) and its all-to-all reference `m_max`
@@ -382,13 +391,13 @@ impl State<'_> {
     }
 
     /// The hot ports, then the moves of each (see the module doc).
-    fn run(&mut self, a2a_first: bool) {
+    fn run(&mut self, a2a_first: bool, bound: bool) -> GuardStats {
         let npt = self.pq.len();
         self.tl = (0..npt).map(|e| self.tail(e)).collect();
         let tails = &self.tl;
         let total: f64 = tails.iter().sum();
         if total <= 0.0 {
-            return;
+            return GuardStats::default();
         }
         let mut order: Vec<u32> = (0..npt as u32).filter(|&e| tails[e as usize] > 0.0).collect();
         order.sort_by(|&a, &b| tails[b as usize].total_cmp(&tails[a as usize]).then(a.cmp(&b)));
@@ -422,6 +431,7 @@ impl State<'_> {
             (hot, n..m)
         };
         let mut sh = Shifts::new(&self.leaf, &self.end_port, &self.p.o.leaves, self.np, npt);
+        sh.bound = bound;
         for &e in &guard_seed {
             sh.ensure(self, e as usize);
         }
@@ -477,6 +487,10 @@ impl State<'_> {
         }
         #[cfg(test)]
         assert!(sh.index_is_exact(self), "the guard's index follows the moves");
+        GuardStats {
+            materialised: sh.materialised,
+            bounded: sh.bounded,
+        }
     }
 
     /// The improving moves of destination `i` on hot port `e` of switch `z` (see the module
