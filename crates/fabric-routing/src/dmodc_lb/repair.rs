@@ -107,8 +107,9 @@ struct State<'a> {
     sum: Vec<u64>,
     cnt: Vec<u32>,
     cap: Vec<u32>,
-    /// Flow counts, block-major: `c[(i / B * np + q) * B + i % B]`.
-    c: Vec<u32>,
+    /// Flow counts, block-major: `c[(i / B * np + q) * B + i % B]` (16 bits: a flow counts
+    /// sources, at most the unicast LIDs).
+    c: Vec<u16>,
     np: usize,
     n: f64,
     /// The all-to-all term: weight and the largest `min(|D_e|, cap)` of the placement.
@@ -318,7 +319,7 @@ impl State<'_> {
         let np = self.np;
         let nd = self.lid.len();
         let npt = self.pq.len();
-        let mut c = vec![0u32; nd.div_ceil(B) * np * B];
+        let mut c = vec![0u16; nd.div_ceil(B) * np * B];
         let this = &*self;
         let o = &this.p.o;
         let (sum, cnt) = c
@@ -329,33 +330,56 @@ impl State<'_> {
                 |(mut sum, mut cnt), (b, blk)| {
                     let lo = b * B;
                     let hi = (lo + B).min(nd);
+                    let len = hi - lo;
+                    // The block's LIDs: one contiguous run of every LFT row, or gathered.
+                    let lids = &this.lid[lo..hi];
+                    let l0 = lids[0] as usize;
+                    let run = lids.iter().enumerate().all(|(j, &l)| l as usize == l0 + j);
+                    let mut own = [0u32; B];
+                    for (j, &li) in this.leaf[lo..hi].iter().enumerate() {
+                        own[j] = o.leaves[li as usize];
+                    }
                     for q in 0..np {
                         if ends[q] > 0 {
-                            for i in lo..hi {
-                                if o.leaves[this.leaf[i] as usize] as usize != q {
-                                    blk[q * B + i - lo] = ends[q];
+                            let e = ends[q] as u16;
+                            for (j, v) in blk[q * B..q * B + len].iter_mut().enumerate() {
+                                if own[j] as usize != q {
+                                    *v = e;
                                 }
                             }
                         }
                     }
+                    let mut fl = [0u16; B];
+                    let mut gathered = [NO_ROUTE; B];
                     for pass in 0..2 {
                         for k in 0..np {
                             let q = if pass == 0 { k } else { np - 1 - k };
                             if (pass == 0 && o.ups(q).is_empty()) || (pass == 1 && o.downs(q).is_empty()) {
                                 continue;
                             }
+                            fl[..len].copy_from_slice(&blk[q * B..q * B + len]);
+                            if fl[..len].iter().all(|&f| f == 0) {
+                                continue;
+                            }
                             let row = this.lfts.row(o.order[q]);
+                            let ports: &[PortNum] = if run && l0 + len <= row.len() {
+                                &row[l0..l0 + len]
+                            } else {
+                                for (j, &l) in lids.iter().enumerate() {
+                                    gathered[j] = row.get(l as usize).copied().unwrap_or(NO_ROUTE);
+                                }
+                                &gathered[..len]
+                            };
                             let nb = &this.nb[q * 256..q * 256 + 256];
                             let pidx = &this.pidx[q * 256..q * 256 + 256];
-                            for i in lo..hi {
-                                let f = blk[q * B + i - lo];
+                            for (j, (&f, &port)) in fl[..len].iter().zip(ports).enumerate() {
                                 if f == 0 {
                                     continue;
                                 }
-                                let port = usize::from(row.get(this.lid[i] as usize).copied().unwrap_or(NO_ROUTE));
+                                let port = usize::from(port);
                                 let y = nb[port];
                                 if y != NONE && ((pass == 0) == (y as usize > q)) {
-                                    blk[y as usize * B + i - lo] += f;
+                                    blk[y as usize * B + j] += f;
                                     let e = pidx[port] as usize;
                                     sum[e] += u64::from(f);
                                     cnt[e] += 1;
