@@ -17,6 +17,13 @@
 //!    mirror (destination pod): the second rank where it keeps the switch's up-links balanced
 //!    for that pod's primaries, else the least loaded surviving up-link ([`kernel`]).
 //!
+//! On a fabric whose up-link components are not (nearly) complete bipartite blocks
+//! ([`plan::Plan::mirrored`]: fewer than half of the lower × upper pairs of the components
+//! linked, as on the JANUS dump where a leaf sees 18 of 80 upper switches) the mirrors and
+//! nominal ranks do not apply: the engine routes on balanced up*/down* paths instead, the SSSP
+//! kernel ([`crate::sssp`], `PathSet::UpDown`) on the same orientation and costs as Dmodc, so
+//! every route is still among Dmodc's candidates (measured on JANUS: `mu_rp` median 9 → 6).
+//!
 //! On a complete fabric every choice is nominal and the tables are Dmodc's, byte for byte (the
 //! engine then runs Dmodc's own kernel). Every choice is among Dmodc's candidates (eq. 4.5
 //! with the downcost rule of §4.2.1), so every route is up*/down* (deadlock-free) and valid

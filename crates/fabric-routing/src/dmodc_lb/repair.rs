@@ -34,7 +34,9 @@
 //!
 //! **Shift guard** ([`guard`]): a move is applied only when no port it loads gets a shift
 //! count above the largest count of the ports whose counts were computed (exactly, per shift
-//! of the global end order), so `mu_sp` never rises.
+//! of the global end order), so `mu_sp` never rises. A port whose bound
+//! `min(|D_e|, sources below)` after the move is at most that largest count is admitted
+//! without its counts (no shift can exceed it; the decisions are the exact guard's).
 //!
 //! **Status**: engine `dmodc-lb:repair` ([`super::DmodcLbRepair`]); `dmodc-lb` does not run
 //! it, because it costs seconds of CPU on an 8 000-node fabric where the placement takes tens
