@@ -17,6 +17,13 @@
 //!    mirror (destination pod): the second rank where it keeps the switch's up-links balanced
 //!    for that pod's primaries, else the least loaded surviving up-link ([`kernel`]).
 //!
+//! On a fabric whose up-link components are not (nearly) complete bipartite blocks
+//! ([`plan::Plan::mirrored`]: fewer than half of the lower × upper pairs of the components
+//! linked, as on the JANUS dump where a leaf sees 18 of 80 upper switches) the mirrors and
+//! nominal ranks do not apply: the engine routes on balanced up*/down* paths instead, the SSSP
+//! kernel ([`crate::sssp`], `PathSet::UpDown`) on the same orientation and costs as Dmodc, so
+//! every route is still among Dmodc's candidates (measured on JANUS: `mu_rp` median 9 → 6).
+//!
 //! On a complete fabric every choice is nominal and the tables are Dmodc's, byte for byte (the
 //! engine then runs Dmodc's own kernel). Every choice is among Dmodc's candidates (eq. 4.5
 //! with the downcost rule of §4.2.1), so every route is up*/down* (deadlock-free) and valid
@@ -32,7 +39,7 @@ mod targets;
 use crate::engine::{check_route_args, LidSet, RoutingContext, RoutingEngine, RoutingError};
 use crate::fill::{fill_prepared, Prepared, Select};
 use crate::lft::Lfts;
-use crate::swlid;
+use crate::{sssp, swlid};
 
 /// The load-aware Dmodc engine (see the module doc).
 #[derive(Copy, Clone, Debug, Default)]
@@ -80,6 +87,18 @@ pub(crate) fn route_lb(
     let level = &ctx.ranking.level;
     let prep = Prepared::new(ctx.fabric, level);
     match plan::Plan::new(ctx.fabric, &prep) {
+        Ok(plan) if !force_kernel && !plan.intact && !plan.mirrored(&prep.o) => {
+            // No PGFT structure for the mirrors and nominal ranks: balanced up*/down* paths
+            // among Dmodc's candidates (the SSSP kernel on the same orientation and costs).
+            let paths = sssp::PathSet::UpDown {
+                o: &prep.o,
+                costs: &prep.costs,
+            };
+            sssp::write_paths(ctx, set, paths, lfts);
+            if set == LidSet::Base {
+                swlid::fill_switch_lids(ctx.fabric, ctx.lids, &prep.o, lfts);
+            }
+        }
         Ok(plan) if force_kernel || !plan.intact => {
             let tg = targets::Targets::new(ctx.fabric, &prep, &plan);
             let dst = kernel::fill_end_ports(ctx.fabric, ctx.lids, &prep, (&plan, &tg), set, lfts, tabulate);

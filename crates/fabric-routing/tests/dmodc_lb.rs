@@ -124,6 +124,75 @@ proptest! {
     }
 }
 
+/// A two-level fabric wired like the JANUS dump, not like a PGFT: `leaves` leaves of 4 end
+/// ports, each cabled to `k` of `uppers` upper switches (one fixed, the rest drawn from
+/// `seed`), so a leaf sees a few of many upper switches of one up-link component.
+fn sparse_two_level(leaves: u32, uppers: u32, k: u32, seed: u64) -> Fabric {
+    use fabric_topology::{FabricBuilder, NodeType};
+    use rand::seq::SliceRandom;
+    use rand::SeedableRng;
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    let mut b = FabricBuilder::new();
+    let up: Vec<_> = (0..uppers)
+        .map(|i| b.add_switch(0x10_0000 + u64::from(i), format!("u{i}"), 64).unwrap())
+        .collect();
+    let mut next_port = vec![1u8; uppers as usize];
+    for l in 0..leaves {
+        let s = b.add_switch(0x20_0000 + u64::from(l), format!("l{l}"), 32).unwrap();
+        let first = l % uppers;
+        let mut others: Vec<u32> = (0..uppers).filter(|&u| u != first).collect();
+        others.shuffle(&mut rng);
+        let mut mine = vec![first];
+        mine.extend(others.into_iter().take(k as usize - 1));
+        for (j, &u) in mine.iter().enumerate() {
+            let pu = next_port[u as usize];
+            next_port[u as usize] += 1;
+            b.connect_switches(s, 5 + j as u8, up[u as usize], pu).unwrap();
+        }
+        for e in 0..4u64 {
+            let g = 0x30_0000 + u64::from(l) * 8 + e;
+            let ep = b
+                .add_end_port(g, g + 0x1000_0000, format!("n{l}.{e}"), 1, 1, NodeType::Compute)
+                .unwrap();
+            b.connect_end_port(ep, s, 1 + e as u8).unwrap();
+        }
+    }
+    b.build()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+    /// Fabrics without PGFT blocks (a leaf cabled to 2–4 of 12–20 upper switches; the engine
+    /// then routes on balanced up*/down* paths, as on JANUS): valid where the leaves are
+    /// up-down connected, up*/down*, deadlock-free, deterministic, 1 thread = 2 threads,
+    /// nothing unreachable that Dmodc reaches.
+    #[test]
+    fn dmodc_lb_without_pgft_blocks_is_valid_updown_and_deterministic(
+        leaves in 16u32..40,
+        uppers in 12u32..20,
+        k in 2u32..5,
+        seed in any::<u64>(),
+    ) {
+        let f = sparse_two_level(leaves, uppers, k, seed);
+        for kind in [EngineKind::DmodcLb, EngineKind::DmodcLbRepair] {
+            let r = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap().install(|| route_with(&f, kind, 1));
+            let v = check::validity(&f, &r.lids, &r.lfts);
+            prop_assert_eq!(v.escape_unreachable_count, 0);
+            if leaves_updown_connected(&f, &r.ranking) {
+                prop_assert!(v.valid, "{} {} {} seed {}: {:?}", leaves, uppers, k, seed, v);
+            }
+            prop_assert_eq!(check::updown_violations(&f, &r.ranking, &r.lids, &r.lfts, LidSet::Base), 0);
+            prop_assert!(check::deadlock_free(&f, &r.ranking, &r.lids, &r.lfts));
+            let one = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap().install(|| route_with(&f, kind, 1));
+            prop_assert!(one.lfts == r.lfts, "1 thread = 2 threads");
+            let d = route_with(&f, EngineKind::Dmodc, 1);
+            let vd = check::validity(&f, &d.lids, &d.lfts);
+            prop_assert!(v.unreachable_count <= vd.unreachable_count, "{:?} vs Dmodc {:?}", v, vd);
+        }
+    }
+}
+
 /// A degraded fat-tree where Dmodc's re-indexing (`C[⌊d/Π⌋ mod #C]` with a smaller `#C`)
 /// spreads destinations over many top switches: the load-aware choice keeps each destination
 /// on its nominal top switch wherever it can, which lowers the all-to-all congestion. The
@@ -198,5 +267,43 @@ fn repair_engine_writes_dmodc_tables_on_complete_fat_trees() {
         let a = route_with(&f, EngineKind::Dmodc, 1);
         let b = route_with(&f, EngineKind::DmodcLbRepair, 1);
         assert!(a.lfts == b.lfts, "{s}");
+    }
+}
+
+/// The JANUS dump (no PGFT blocks: a leaf sees 18 of the 80 upper switches of its component)
+/// is routed on balanced up*/down* paths among Dmodc's candidates: the median `mu` of random
+/// permutations at most OpenSM dfsssp's 6 (Dmodc's placement, which the engine used before,
+/// gave 9 with `fabricctl analyze --rp 1000`); valid, up*/down*, deadlock-free, thread-count
+/// independent.
+#[test]
+fn janus_is_balanced_on_updown_paths() {
+    let f = fabric_topology::ibnet::parse(
+        include_str!("../../fabric-topology/tests/data/real/mlunacek-qdr-3xIS5600-214sw.ibnet"),
+        "janus",
+    )
+    .unwrap()
+    .fabric;
+    let median = |r: &Routed| {
+        let v = mu_rp(r, 100, 1);
+        v[v.len() / 2]
+    };
+    for kind in [EngineKind::DmodcLb, EngineKind::DmodcLbRepair] {
+        let lb = route_with(&f, kind, 1);
+        let dm = route_with(&f, EngineKind::Dmodc, 1);
+        let (m_lb, m_dm) = (median(&lb), median(&dm));
+        println!("janus {kind:?}: mu_rp median {m_lb}, dmodc {m_dm}");
+        assert!(m_lb <= 6 && m_lb < m_dm, "{kind:?}: median {m_lb}, Dmodc {m_dm}");
+        assert!(check::validity(&f, &lb.lids, &lb.lfts).valid);
+        assert_eq!(
+            check::updown_violations(&f, &lb.ranking, &lb.lids, &lb.lfts, LidSet::Base),
+            0
+        );
+        assert!(check::deadlock_free(&f, &lb.ranking, &lb.lids, &lb.lfts));
+        let one = rayon::ThreadPoolBuilder::new()
+            .num_threads(1)
+            .build()
+            .unwrap()
+            .install(|| route_with(&f, kind, 1));
+        assert!(one.lfts == lb.lfts, "1 thread = default pool");
     }
 }

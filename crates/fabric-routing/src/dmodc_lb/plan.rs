@@ -237,6 +237,25 @@ impl Plan {
             })
     }
 
+    /// Whether the up-link components are (nearly) complete bipartite blocks, the structure
+    /// of a PGFT that the mirrors and nominal ranks rely on: the live up-links number at least
+    /// half of `Σ_K lower(K) · M_K` (lower ends times upper ends of every component). A
+    /// degraded PGFT keeps most of its blocks' links (0.95 with 5 % of the cables removed; a
+    /// removed switch leaves its blocks altogether); a fabric whose lower ends each see a few of
+    /// many upper switches of one component (the JANUS dump: a leaf sees 18 of 80) has no
+    /// mirror for most (switch, leaf) pairs.
+    pub fn mirrored(&self, o: &crate::prep::Oriented) -> bool {
+        let (mut links, mut block) = (0u64, 0u64);
+        for q in 0..o.len() {
+            let k = self.klow[q];
+            if k != NONE {
+                links += o.ups(q).len() as u64;
+                block += u64::from(self.m(k));
+            }
+        }
+        2 * links >= block
+    }
+
     /// `M_K`.
     #[inline]
     pub fn m(&self, k: u32) -> u32 {

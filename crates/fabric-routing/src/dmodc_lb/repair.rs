@@ -34,7 +34,9 @@
 //!
 //! **Shift guard** ([`guard`]): a move is applied only when no port it loads gets a shift
 //! count above the largest count of the ports whose counts were computed (exactly, per shift
-//! of the global end order), so `mu_sp` never rises.
+//! of the global end order), so `mu_sp` never rises. A port whose bound
+//! `min(|D_e|, sources below)` after the move is at most that largest count is admitted
+//! without its counts (no shift can exceed it; the decisions are the exact guard's).
 //!
 //! **Status**: engine `dmodc-lb:repair` ([`super::DmodcLbRepair`]); `dmodc-lb` does not run
 //! it, because it costs seconds of CPU on an 8 000-node fabric where the placement takes tens
@@ -107,8 +109,9 @@ struct State<'a> {
     sum: Vec<u64>,
     cnt: Vec<u32>,
     cap: Vec<u32>,
-    /// Flow counts, block-major: `c[(i / B * np + q) * B + i % B]`.
-    c: Vec<u32>,
+    /// Flow counts, block-major: `c[(i / B * np + q) * B + i % B]` (16 bits: a flow counts
+    /// sources, at most the unicast LIDs).
+    c: Vec<u16>,
     np: usize,
     n: f64,
     /// The all-to-all term: weight and the largest `min(|D_e|, cap)` of the placement.
@@ -154,12 +157,22 @@ struct Delta {
 
 /// Runs the repair pass on the end-port LIDs of `dst` (see the module doc).
 pub(super) fn repair(fabric: &Fabric, p: &Prepared, plan: &Plan, dst: &Destinations, lfts: &mut Lfts) {
-    repair_ordered(fabric, p, plan, dst, lfts, true);
+    repair_ordered(fabric, p, plan, dst, lfts, true, true);
+}
+
+/// The guard's work in one pass: ports materialised (exact per-shift counts), loaded ports
+/// admitted by the bound without counts.
+#[cfg_attr(not(test), allow(dead_code))]
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub(super) struct GuardStats {
+    pub materialised: usize,
+    pub bounded: usize,
 }
 
 /// The pass with the ports of the all-to-all term first (`a2a_first`, what the engine runs)
 /// or, as the pass of 28 Nov 2026 before H21, after the tail's hot ports and only those that
-/// are not among them (for the tests).
+/// are not among them (for the tests); `bound` false materialises every loaded port (the
+/// exact guard before H22, for the tests: same decisions).
 pub(super) fn repair_ordered(
     fabric: &Fabric,
     p: &Prepared,
@@ -167,10 +180,9 @@ pub(super) fn repair_ordered(
     dst: &Destinations,
     lfts: &mut Lfts,
     a2a_first: bool,
-) {
-    if let Some(mut st) = State::new(fabric, p, plan, dst, lfts) {
-        st.run(a2a_first);
-    }
+    bound: bool,
+) -> GuardStats {
+    State::new(fabric, p, plan, dst, lfts).map_or_else(GuardStats::default, |mut st| st.run(a2a_first, bound))
 }
 
 /// The objective of the tables (see the module doc) and its all-to-all reference `m_max`
@@ -309,7 +321,7 @@ impl State<'_> {
         let np = self.np;
         let nd = self.lid.len();
         let npt = self.pq.len();
-        let mut c = vec![0u32; nd.div_ceil(B) * np * B];
+        let mut c = vec![0u16; nd.div_ceil(B) * np * B];
         let this = &*self;
         let o = &this.p.o;
         let (sum, cnt) = c
@@ -320,33 +332,56 @@ impl State<'_> {
                 |(mut sum, mut cnt), (b, blk)| {
                     let lo = b * B;
                     let hi = (lo + B).min(nd);
+                    let len = hi - lo;
+                    // The block's LIDs: one contiguous run of every LFT row, or gathered.
+                    let lids = &this.lid[lo..hi];
+                    let l0 = lids[0] as usize;
+                    let run = lids.iter().enumerate().all(|(j, &l)| l as usize == l0 + j);
+                    let mut own = [0u32; B];
+                    for (j, &li) in this.leaf[lo..hi].iter().enumerate() {
+                        own[j] = o.leaves[li as usize];
+                    }
                     for q in 0..np {
                         if ends[q] > 0 {
-                            for i in lo..hi {
-                                if o.leaves[this.leaf[i] as usize] as usize != q {
-                                    blk[q * B + i - lo] = ends[q];
+                            let e = ends[q] as u16;
+                            for (j, v) in blk[q * B..q * B + len].iter_mut().enumerate() {
+                                if own[j] as usize != q {
+                                    *v = e;
                                 }
                             }
                         }
                     }
+                    let mut fl = [0u16; B];
+                    let mut gathered = [NO_ROUTE; B];
                     for pass in 0..2 {
                         for k in 0..np {
                             let q = if pass == 0 { k } else { np - 1 - k };
                             if (pass == 0 && o.ups(q).is_empty()) || (pass == 1 && o.downs(q).is_empty()) {
                                 continue;
                             }
+                            fl[..len].copy_from_slice(&blk[q * B..q * B + len]);
+                            if fl[..len].iter().all(|&f| f == 0) {
+                                continue;
+                            }
                             let row = this.lfts.row(o.order[q]);
+                            let ports: &[PortNum] = if run && l0 + len <= row.len() {
+                                &row[l0..l0 + len]
+                            } else {
+                                for (j, &l) in lids.iter().enumerate() {
+                                    gathered[j] = row.get(l as usize).copied().unwrap_or(NO_ROUTE);
+                                }
+                                &gathered[..len]
+                            };
                             let nb = &this.nb[q * 256..q * 256 + 256];
                             let pidx = &this.pidx[q * 256..q * 256 + 256];
-                            for i in lo..hi {
-                                let f = blk[q * B + i - lo];
+                            for (j, (&f, &port)) in fl[..len].iter().zip(ports).enumerate() {
                                 if f == 0 {
                                     continue;
                                 }
-                                let port = usize::from(row.get(this.lid[i] as usize).copied().unwrap_or(NO_ROUTE));
+                                let port = usize::from(port);
                                 let y = nb[port];
                                 if y != NONE && ((pass == 0) == (y as usize > q)) {
-                                    blk[y as usize * B + i - lo] += f;
+                                    blk[y as usize * B + j] += f;
                                     let e = pidx[port] as usize;
                                     sum[e] += u64::from(f);
                                     cnt[e] += 1;
@@ -382,13 +417,13 @@ impl State<'_> {
     }
 
     /// The hot ports, then the moves of each (see the module doc).
-    fn run(&mut self, a2a_first: bool) {
+    fn run(&mut self, a2a_first: bool, bound: bool) -> GuardStats {
         let npt = self.pq.len();
         self.tl = (0..npt).map(|e| self.tail(e)).collect();
         let tails = &self.tl;
         let total: f64 = tails.iter().sum();
         if total <= 0.0 {
-            return;
+            return GuardStats::default();
         }
         let mut order: Vec<u32> = (0..npt as u32).filter(|&e| tails[e as usize] > 0.0).collect();
         order.sort_by(|&a, &b| tails[b as usize].total_cmp(&tails[a as usize]).then(a.cmp(&b)));
@@ -422,6 +457,7 @@ impl State<'_> {
             (hot, n..m)
         };
         let mut sh = Shifts::new(&self.leaf, &self.end_port, &self.p.o.leaves, self.np, npt);
+        sh.bound = bound;
         for &e in &guard_seed {
             sh.ensure(self, e as usize);
         }
@@ -477,6 +513,10 @@ impl State<'_> {
         }
         #[cfg(test)]
         assert!(sh.index_is_exact(self), "the guard's index follows the moves");
+        GuardStats {
+            materialised: sh.materialised,
+            bounded: sh.bounded,
+        }
     }
 
     /// The improving moves of destination `i` on hot port `e` of switch `z` (see the module

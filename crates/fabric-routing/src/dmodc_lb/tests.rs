@@ -47,6 +47,38 @@ fn degraded_pgfts_are_not_intact() {
     assert!(!plan.intact);
 }
 
+/// Complete and degraded PGFTs (cables and switches removed) keep their up-link blocks
+/// (`Plan::mirrored`: the placement applies); the JANUS dump, whose leaves each see 18 of the
+/// 80 upper switches of their component, does not (the engine balances paths instead).
+#[test]
+fn pgft_blocks_are_mirrored_and_janus_is_not() {
+    for (m, w, p) in shapes() {
+        for (links, switches, seed) in [(0, 0, 0), (6, 0, 1), (12, 1, 2), (20, 2, 3)] {
+            let t = pgft(&m, &w, &p);
+            let f = if links + switches == 0 {
+                t.fabric
+            } else {
+                degrade(&t.fabric, links, switches, seed)
+            };
+            let r = Routable::new(f);
+            let prep = Prepared::new(&r.fabric, &r.ranking.level);
+            let plan = Plan::new(&r.fabric, &prep).unwrap();
+            assert!(plan.mirrored(&prep.o), "{m:?} {w:?} {p:?} -{links} -{switches}");
+        }
+    }
+    let f = fabric_topology::ibnet::parse(
+        include_str!("../../../fabric-topology/tests/data/real/mlunacek-qdr-3xIS5600-214sw.ibnet"),
+        "janus",
+    )
+    .unwrap()
+    .fabric;
+    let r = Routable::new(f);
+    let prep = Prepared::new(&r.fabric, &r.ranking.level);
+    let plan = Plan::new(&r.fabric, &prep).unwrap();
+    assert!(!plan.intact);
+    assert!(!plan.mirrored(&prep.o));
+}
+
 /// On degraded PGFTs every target is a live upper neighbour of its switch, the second differs
 /// from the first, and a second exists wherever the switch has two live up-links; every
 /// destination's chain of first targets climbs to a switch without up-links.
@@ -257,8 +289,8 @@ fn all_to_all_ports_first_lower_the_largest_all_to_all_load() {
             let mut a = Lfts::new(r.fabric.num_switches(), r.lids.top());
             route_lb(&ctx, LidSet::Base, &mut a, false, true, false);
             let (mut new, mut old) = (a.clone(), a.clone());
-            repair_ordered(&r.fabric, &prep, &plan, &dst, &mut new, true);
-            repair_ordered(&r.fabric, &prep, &plan, &dst, &mut old, false);
+            repair_ordered(&r.fabric, &prep, &plan, &dst, &mut new, true, true);
+            repair_ordered(&r.fabric, &prep, &plan, &dst, &mut old, false, true);
             let m_new = estimate(&r.fabric, &prep, &plan, &dst, &mut new.clone(), None).1;
             let m_old = estimate(&r.fabric, &prep, &plan, &dst, &mut old.clone(), None).1;
             println!("{m:?} -{links} seed {seed}: largest all-to-all load {m_old} -> {m_new}");
@@ -275,6 +307,47 @@ fn all_to_all_ports_first_lower_the_largest_all_to_all_load() {
     }
     assert!(total_new < total_old, "{total_new} against {total_old}");
     assert!(lower >= 1, "lower on {lower} cases");
+}
+
+/// The guard's bound (`min(|D_e|, sources below) ≤ limit` admits a loaded port without its
+/// per-shift counts) leaves every decision of the exact guard unchanged — the same tables on
+/// seeded degraded PGFTs — while materialising fewer ports: the bound admits some loaded ports
+/// on every fabric here, and fewer ports are materialised in all.
+#[test]
+fn guard_bound_keeps_the_exact_guards_tables_with_fewer_counts() {
+    use super::repair::repair_ordered;
+    use crate::fill::Destinations;
+    let (mut with, mut without, mut moved) = (0, 0, 0);
+    for (spec, links, switches) in [
+        ((vec![6, 6, 8], vec![1, 6, 6], vec![1, 1, 1]), 14, 0),
+        ((vec![6, 6, 8], vec![1, 6, 6], vec![1, 1, 1]), 28, 1),
+        ((vec![4, 4, 6], vec![1, 4, 4], vec![1, 1, 1]), 6, 0),
+        ((vec![4, 3, 4], vec![1, 3, 2], vec![1, 2, 1]), 8, 1),
+    ] {
+        let (m, w, p) = spec;
+        for seed in 1..=4u64 {
+            let t = pgft(&m, &w, &p);
+            let r = Routable::new(degrade(&t.fabric, links, switches, seed));
+            let ctx = r.ctx();
+            let prep = Prepared::new(&r.fabric, &r.ranking.level);
+            let plan = Plan::new(&r.fabric, &prep).unwrap();
+            let dst = Destinations::new(&r.fabric, &r.lids, &prep, LidSet::Base);
+            let mut a = Lfts::new(r.fabric.num_switches(), r.lids.top());
+            route_lb(&ctx, LidSet::Base, &mut a, false, true, false);
+            let (mut b, mut e) = (a.clone(), a.clone());
+            let sb = repair_ordered(&r.fabric, &prep, &plan, &dst, &mut b, true, true);
+            let se = repair_ordered(&r.fabric, &prep, &plan, &dst, &mut e, true, false);
+            println!("{m:?} -{links} -{switches} seed {seed}: bound {sb:?}, exact {se:?}");
+            assert!(b == e, "{m:?} -{links} seed {seed}: the bound changed a decision");
+            assert_eq!(se.bounded, 0);
+            assert!(sb.materialised <= se.materialised);
+            with += sb.materialised;
+            without += se.materialised;
+            moved += usize::from(b != a);
+        }
+    }
+    assert!(moved >= 8, "the pass moved routes on {moved} of 16");
+    assert!(with < without, "materialised {with} with the bound, {without} without");
 }
 
 /// The binomial tail of the estimate against a direct sum of the probabilities.

@@ -37,6 +37,12 @@ pub(super) struct Shifts {
     pub limit: u32,
     /// Ports materialised.
     pub materialised: usize,
+    /// Loaded ports admitted by the bound, without counts.
+    pub bounded: usize,
+    /// Whether the bound is used (else every loaded port is materialised).
+    pub bound: bool,
+    /// Whether `ivals` hold the sources of the move at hand (some port of it is materialised).
+    ivals_ok: bool,
     /// Shift intervals `(first, length)` (cyclic) of the move at hand's sources.
     ivals: Vec<(u32, u32)>,
     diff: Vec<i32>,
@@ -87,6 +93,9 @@ impl Shifts {
             indexed: vec![false; np],
             limit: 0,
             materialised: 0,
+            bounded: 0,
+            bound: true,
+            ivals_ok: false,
             ivals: Vec::new(),
             diff: Vec::new(),
             stack: Vec::new(),
@@ -216,14 +225,35 @@ impl Shifts {
 
     /// Whether moving `i` at `x` as evaluated into `deltas` keeps every port it loads at most
     /// at the limit; leaves the move's source intervals for [`Shifts::apply`].
+    ///
+    /// A port not yet materialised whose bound `min(|D_e|, sources below)` after the move is
+    /// at most the limit cannot exceed it in any shift (a shift's count is at most both), so
+    /// it is admitted without its counts; materialising it could not have raised the limit
+    /// either, so the decisions are those of the exact guard.
     pub fn admits(&mut self, st: &State<'_>, x: usize, i: usize, deltas: &[super::Delta]) -> bool {
+        let mut check = false;
         for dl in deltas.iter().filter(|dl| dl.dsum > 0) {
-            self.ensure(st, dl.port as usize);
+            let e = dl.port as usize;
+            if self.counts[e].is_none() && self.bound {
+                let dests = i64::from(st.cnt[e]) + i64::from(dl.dcnt.max(0));
+                if dests.min(i64::from(st.cap[e])) <= i64::from(self.limit) {
+                    self.bounded += 1;
+                    continue;
+                }
+            }
+            self.ensure(st, e);
+            check = true;
+        }
+        self.ivals_ok = check || deltas.iter().any(|dl| self.counts[dl.port as usize].is_some());
+        if !self.ivals_ok {
+            return true;
         }
         self.collect(st, x, i, false);
         let n = self.gpos.len();
         for dl in deltas.iter().filter(|dl| dl.dsum > 0) {
-            let cnt = self.counts[dl.port as usize].as_ref().expect("materialised");
+            let Some(cnt) = self.counts[dl.port as usize].as_ref() else {
+                continue;
+            };
             for &(lo, len) in &self.ivals {
                 let (lo, len) = (lo as usize, len as usize);
                 let over = |s: &[u8]| s.iter().any(|&v| u32::from(v) + 1 > self.limit);
@@ -250,6 +280,9 @@ impl Shifts {
         if let Some(k) = list.iter().position(|&j| j as usize == i) {
             list.swap_remove(k);
             self.pdests[e_new].push(i as u32);
+        }
+        if !self.ivals_ok {
+            return;
         }
         for dl in deltas {
             let Some(cnt) = self.counts[dl.port as usize].as_mut() else {
