@@ -4,7 +4,7 @@
 //! `tests/direct-compare.sh`: 1 % and 5 % of the inter-switch cables, seed 1) and LMC 0, runs
 //! `MuSssp::route_stats` once (warm-up; the statistics printed), then the daemon's call
 //! `RoutingEngine::route` (its candidates and their layerings, without the statistics; until
-//! 28 Nov 2026, H23, `route_stats` was timed) `RUNS` times (default 20), then `mu::layering`
+//! 28 Nov 2026, `route_stats` was timed) `RUNS` times (default 20), then `mu::layering`
 //! of the kept tables (what the daemon adds), and prints the median and minimum wall time, the process CPU time (user + system) per run, the
 //! kept candidate, mu, layers and a digest of the tables and of the layering (to compare outputs
 //! across commits).

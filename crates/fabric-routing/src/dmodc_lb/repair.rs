@@ -170,9 +170,9 @@ pub(super) struct GuardStats {
 }
 
 /// The pass with the ports of the all-to-all term first (`a2a_first`, what the engine runs)
-/// or, as the pass of 28 Nov 2026 before H21, after the tail's hot ports and only those that
+/// or, as the pass of 28 Nov 2026 (morning), after the tail's hot ports and only those that
 /// are not among them (for the tests); `bound` false materialises every loaded port (the
-/// exact guard before H22, for the tests: same decisions).
+/// exact guard without the bound, for the tests: same decisions).
 pub(super) fn repair_ordered(
     fabric: &Fabric,
     p: &Prepared,

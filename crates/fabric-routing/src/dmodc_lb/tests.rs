@@ -261,7 +261,7 @@ fn repair_lowers_its_estimate_and_keeps_routes_legal() {
     assert!(2 * lower > cases, "lower on {lower} of {cases}");
 }
 
-/// The repair pass visits the ports of the all-to-all term first (H21): on seeded degraded
+/// The repair pass visits the ports of the all-to-all term first: on seeded degraded
 /// PGFTs the largest all-to-all load `max_e min(|D_e|, sources below)` after the pass is never
 /// above the one of the previous order (those ports after the tail's, only where not among
 /// them) and lower on some (on these small fabrics on few: the 7 776-node files of

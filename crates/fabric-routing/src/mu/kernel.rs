@@ -134,7 +134,7 @@ pub(crate) fn route(
         rounds_run = round;
         st.gmu = st.score().0;
         // Round 1 re-routes every destination; the later ones only those on the channels
-        // at mu (H23: on the cut files the rounds after the first re-routed 10–40 % of them
+        // at mu (measured 28 Nov 2026: on the cut files the rounds after the first re-routed 10–40 % of them
         // while mu had several channels at it, every one once it had many; with only those
         // from round 1 on, SLIMFLY(5;4) 5 % ended at mu 32 instead of 28).
         let hot = if round == 1 {
@@ -152,7 +152,7 @@ pub(crate) fn route(
             best = (s, st.next.clone(), round);
         }
         // A round that lowers neither mu nor the channels at mu ends the rounds; from round 2
-        // on, one that does not lower mu does too (H23: on the cut files no round
+        // on, one that does not lower mu does too (measured 28 Nov 2026: on the cut files no round
         // after such a round lowered mu — after round 1 one did, DRAGONFLY(3) 5 %: 69, 69,
         // 63; the candidates compete on mu).
         if (s.0, s.1) >= (prev.0, prev.1) || (round >= 2 && s.0 >= prev.0) {

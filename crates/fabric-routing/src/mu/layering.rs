@@ -19,7 +19,7 @@
 //! needs as many layers as DFSSSP's cycle breaking (which wins ties). The layers' CDGs start
 //! from [`Shape::forward_order`] of all the routes' dependencies (most additions then need
 //! no search) and search both ways at once ([`Cdg::try_add`]); none of this changes a layer
-//! (H20, 28 Nov 2026: same tables and layering digests on the 12 files, and
+//! (28 Nov 2026: same tables and layering digests on the 12 files, and
 //! `first_fit_equals_the_per_route_reference`).
 
 use std::collections::HashMap;
@@ -82,7 +82,7 @@ pub(super) fn fewest_within(fabric: &Fabric, lids: &LidPlan, lfts: &Lfts, max: u
 /// [`fewest_within`] when the first fit fits within `max` layers, else `None` without
 /// DFSSSP's cycle breaking: the check of port order against the rip-up rounds' routing
 /// (port order is kept only with fewer layers), where the cycle breaking fitting what the
-/// first fit did not was never seen (H23: on the cut DRAGONFLY files it cost a tenth of
+/// first fit did not was never seen (measured 28 Nov 2026: on the cut DRAGONFLY files it cost a tenth of
 /// the engine's time to say no).
 pub(super) fn within_by_first_fit(fabric: &Fabric, lids: &LidPlan, lfts: &Lfts, max: u8) -> Option<VlLayering> {
     if max == 0 {
@@ -99,7 +99,7 @@ pub(super) fn within_by_first_fit(fabric: &Fabric, lids: &LidPlan, lfts: &Lfts, 
 /// when it was computed. The first fit runs once: within two layers (kept when it fits);
 /// when it needs more, DFSSSP's cycle breaking runs, and unless it needs at most three
 /// layers (it wins ties) the same first fit goes on from the route that needed the third
-/// layer, within one layer fewer than DFSSSP's (until 28 Nov 2026, H23, it started again
+/// layer, within one layer fewer than DFSSSP's (until 28 Nov 2026 it started again
 /// from the first route: the same result).
 fn fewest_of(
     fabric: &Fabric,

@@ -107,7 +107,7 @@ impl MuSssp {
     /// Routes the base LIDs; the statistics only when `count` (or when the rip-up rounds
     /// run): without them port order's counters are not loaded on a fabric where the rounds
     /// are skipped (a regular one), as the daemon's [`RoutingEngine::route`] (same tables and
-    /// layering; H23: ~28 % of the complete SLIMFLY(5;4)'s instructions).
+    /// layering; measured: ~28 % of the complete SLIMFLY(5;4)'s instructions).
     fn route_counted(
         &self,
         ctx: &RoutingContext<'_>,

@@ -377,7 +377,7 @@ fn rounds_only_on_irregular_fabrics_and_two_layer_first_fit_kept() {
 }
 
 /// Rip-up rounds after the first re-route only the destinations on the channels at mu
-/// (H23): on SLIMFLY(5;4) with 9 cables cut they re-route fewer destinations than every
+/// (measured 28 Nov 2026): on SLIMFLY(5;4) with 9 cables cut they re-route fewer destinations than every
 /// destination per round, and the tables still reach mu_a2a 28 (counted on the tables; lash
 /// and OpenSM's dfsssp have 36 there, the rounds over every destination 28 too).
 #[test]
