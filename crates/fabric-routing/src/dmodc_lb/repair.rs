@@ -40,7 +40,8 @@
 //!
 //! **Status**: engine `dmodc-lb:repair` ([`super::DmodcLbRepair`]); `dmodc-lb` does not run
 //! it, because it costs seconds of CPU on an 8 000-node fabric where the placement takes tens
-//! of milliseconds (docs/routing.md, dmodc-lb).
+//! of milliseconds (docs/routing.md, dmodc-lb); it runs on at most [`MAX_DESTINATIONS`]
+//! end-port LIDs (16-bit flows), above that the placement stands.
 //!
 //! Moves are applied sequentially in a fixed order (ports by estimate then index, candidates
 //! by change then (switch, neighbour, destination)), so deterministic and independent of the
@@ -110,7 +111,7 @@ struct State<'a> {
     cnt: Vec<u32>,
     cap: Vec<u32>,
     /// Flow counts, block-major: `c[(i / B * np + q) * B + i % B]` (16 bits: a flow counts
-    /// sources, at most the unicast LIDs).
+    /// sources, fewer than the destinations, at most [`MAX_DESTINATIONS`]).
     c: Vec<u16>,
     np: usize,
     n: f64,
@@ -204,8 +205,15 @@ pub(super) fn estimate(
     })
 }
 
+/// The most destinations the pass runs on: a flow counts sources, fewer than the destinations,
+/// and flows are 16-bit. Above (24-bit addresses, more than 65 536 end-port LIDs) the
+/// placement stands without the pass.
+pub(super) const MAX_DESTINATIONS: usize = 1 << 16;
+const _: () = assert!(MAX_DESTINATIONS - 1 <= u16::MAX as usize);
+
 impl<'a> State<'a> {
-    /// Flows and port loads of the tables (`None`: fewer than two destinations).
+    /// Flows and port loads of the tables (`None`: fewer than two destinations, or more than
+    /// [`MAX_DESTINATIONS`]).
     fn new(
         fabric: &'a Fabric,
         p: &'a Prepared,
@@ -232,7 +240,7 @@ impl<'a> State<'a> {
             }
         }
         let nd = lid.len();
-        if nd < 2 || np == 0 {
+        if nd < 2 || np == 0 || nd > MAX_DESTINATIONS {
             return None;
         }
         // Sources per leaf position.
