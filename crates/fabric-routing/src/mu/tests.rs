@@ -63,6 +63,17 @@ fn a2a_mu(f: &Fabric, lids: &LidPlan, lfts: &Lfts) -> u64 {
         .unwrap_or(0)
 }
 
+/// Runs `body` with `f`'s ranking and LMC-0 LIDs as a routing context.
+fn with_ctx<T>(f: &Fabric, body: impl FnOnce(&crate::RoutingContext<'_>) -> T) -> T {
+    let r = ranking(f);
+    let lids = crate::lid::assign_lids(f, &Default::default(), 0, 0xBFFF).unwrap();
+    body(&crate::RoutingContext {
+        fabric: f,
+        ranking: &r,
+        lids: &lids,
+    })
+}
+
 /// Routes `f` with `kind` (LMC `lmc`): checks validity and that the installed layering
 /// (DFSSSP's cycle breaking, fewest layers) is acyclic per layer; returns (tables, LIDs,
 /// layers).
@@ -173,19 +184,12 @@ fn mu_stats() {
         }
         for links in cuts {
             let f = gen(spec, links, 1);
-            {
-                let r = ranking(&f);
-                let lids = crate::lid::assign_lids(&f, &Default::default(), 0, 0xBFFF).unwrap();
-                let ctx = crate::RoutingContext {
-                    fabric: &f,
-                    ranking: &r,
-                    lids: &lids,
-                };
-                let mut lfts = Lfts::new(f.num_switches(), lids.top());
+            with_ctx(&f, |ctx| {
+                let mut lfts = Lfts::new(f.num_switches(), ctx.lids.top());
                 let t = std::time::Instant::now();
-                let st = crate::mu::MuSssp.route_stats(&ctx, &mut lfts).unwrap();
+                let st = crate::mu::MuSssp.route_stats(ctx, &mut lfts).unwrap();
                 println!("{spec} cut {links}: {st:?} ({:.1} ms)", t.elapsed().as_secs_f64() * 1e3);
-            }
+            });
             for kind in [EngineKind::MuSssp, EngineKind::Dfsssp] {
                 let t = std::time::Instant::now();
                 let (lfts, lids, layers) = check(&f, kind, 0);
@@ -383,17 +387,11 @@ fn rounds_only_on_irregular_fabrics_and_two_layer_first_fit_kept() {
 #[test]
 fn later_rounds_reroute_only_destinations_on_channels_at_mu() {
     let f = gen("SLIMFLY(5;4)", 9, 1);
-    let (r, lids) = (
-        ranking(&f),
-        crate::lid::assign_lids(&f, &Default::default(), 0, 0xBFFF).unwrap(),
-    );
-    let ctx = crate::RoutingContext {
-        fabric: &f,
-        ranking: &r,
-        lids: &lids,
-    };
-    let mut lfts = Lfts::new(f.num_switches(), lids.top());
-    let st = crate::mu::MuSssp.route_stats(&ctx, &mut lfts).unwrap();
+    let (lids, lfts, st) = with_ctx(&f, |ctx| {
+        let mut lfts = Lfts::new(f.num_switches(), ctx.lids.top());
+        let st = crate::mu::MuSssp.route_stats(ctx, &mut lfts).unwrap();
+        (ctx.lids.clone(), lfts, st)
+    });
     assert!(st.rounds_run >= 2, "{st:?}");
     assert!(
         st.rerouted >= st.destinations,
@@ -445,21 +443,15 @@ fn route_without_statistics_equals_route_stats() {
     use crate::{LidSet, RoutingEngine};
     for (spec, links) in [("SLIMFLY(5;4)", 0), ("HYPERX(4,4;2)", 0), ("SLIMFLY(5;4)", 9)] {
         let f = gen(spec, links, 1);
-        let (r, lids) = (
-            ranking(&f),
-            crate::lid::assign_lids(&f, &Default::default(), 0, 0xBFFF).unwrap(),
-        );
-        let ctx = crate::RoutingContext {
-            fabric: &f,
-            ranking: &r,
-            lids: &lids,
-        };
-        let mut a = Lfts::new(f.num_switches(), lids.top());
-        crate::mu::MuSssp.route_stats(&ctx, &mut a).unwrap();
-        let fresh = super::layering::fewest(&f, &lids, &a).unwrap();
-        let mut b = Lfts::new(f.num_switches(), lids.top());
-        crate::mu::MuSssp.route(&ctx, LidSet::Base, &mut b).unwrap();
-        assert!(a == b, "{spec} {links}: tables differ");
-        assert_eq!(crate::mu::layering(&f, &lids, &b, 15).unwrap(), fresh, "{spec} {links}");
+        with_ctx(&f, |ctx| {
+            let lids = ctx.lids;
+            let mut a = Lfts::new(f.num_switches(), lids.top());
+            crate::mu::MuSssp.route_stats(ctx, &mut a).unwrap();
+            let fresh = super::layering::fewest(&f, lids, &a).unwrap();
+            let mut b = Lfts::new(f.num_switches(), lids.top());
+            crate::mu::MuSssp.route(ctx, LidSet::Base, &mut b).unwrap();
+            assert!(a == b, "{spec} {links}: tables differ");
+            assert_eq!(crate::mu::layering(&f, lids, &b, 15).unwrap(), fresh, "{spec} {links}");
+        });
     }
 }
