@@ -18,6 +18,25 @@ fn shapes() -> Vec<(Vec<u32>, Vec<u32>, Vec<u32>)> {
     ]
 }
 
+/// A seeded degraded PGFT `(m, w, p)` routed by the placement alone (`dmodc-lb` without the
+/// repair pass), handed to `body` with its preparation, plan and end-port destinations.
+fn with_placement(
+    (m, w, p): &(Vec<u32>, Vec<u32>, Vec<u32>),
+    links: usize,
+    switches: usize,
+    seed: u64,
+    body: impl FnOnce(&Routable, &Prepared, &Plan, &crate::fill::Destinations, Lfts),
+) {
+    let t = pgft(m, w, p);
+    let r = Routable::new(degrade(&t.fabric, links, switches, seed));
+    let prep = Prepared::new(&r.fabric, &r.ranking.level);
+    let plan = Plan::new(&r.fabric, &prep).unwrap();
+    let dst = crate::fill::Destinations::new(&r.fabric, &r.lids, &prep, LidSet::Base);
+    let mut a = Lfts::new(r.fabric.num_switches(), r.lids.top());
+    route_lb(&r.ctx(), LidSet::Base, &mut a, false, true, false);
+    body(&r, &prep, &plan, &dst, a);
+}
+
 #[test]
 fn kernel_writes_dmodc_bytes_on_complete_pgfts() {
     for (m, w, p) in shapes() {
@@ -220,42 +239,36 @@ proptest::proptest! {
 fn repair_lowers_its_estimate_and_keeps_routes_legal() {
     use super::repair::estimate;
     use crate::check;
-    use crate::fill::Destinations;
     let (mut lower, mut cases) = (0, 0);
     for (spec, links) in [
         ((vec![6, 6, 8], vec![1, 6, 6], vec![1, 1, 1]), 14),
         ((vec![4, 4, 6], vec![1, 4, 4], vec![1, 1, 1]), 6),
     ] {
-        let (m, w, p) = spec;
+        let m = &spec.0;
         for seed in 1..=4u64 {
-            let t = pgft(&m, &w, &p);
-            let r = Routable::new(degrade(&t.fabric, links, 0, seed));
-            let ctx = r.ctx();
-            let prep = Prepared::new(&r.fabric, &r.ranking.level);
-            let plan = Plan::new(&r.fabric, &prep).unwrap();
-            assert!(!plan.intact);
-            let dst = Destinations::new(&r.fabric, &r.lids, &prep, LidSet::Base);
-            let mut a = Lfts::new(r.fabric.num_switches(), r.lids.top());
-            let mut b = Lfts::new(r.fabric.num_switches(), r.lids.top());
-            let mut b2 = Lfts::new(r.fabric.num_switches(), r.lids.top());
-            route_lb(&ctx, LidSet::Base, &mut a, false, true, false);
-            route_lb(&ctx, LidSet::Base, &mut b, false, true, true);
-            route_lb(&ctx, LidSet::Base, &mut b2, false, true, true);
-            assert!(b == b2, "deterministic");
-            // Both with the all-to-all reference of the placement, as the pass.
-            let (ea, reference) = estimate(&r.fabric, &prep, &plan, &dst, &mut a.clone(), None);
-            let (eb, _) = estimate(&r.fabric, &prep, &plan, &dst, &mut b.clone(), Some(reference));
-            assert!(eb <= ea, "{m:?} -{links} seed {seed}: {eb} > {ea}");
-            cases += 1;
-            lower += usize::from(eb < ea);
-            let va = check::validity(&r.fabric, &r.lids, &a);
-            let vb = check::validity(&r.fabric, &r.lids, &b);
-            assert!(vb.unreachable_count <= va.unreachable_count, "{vb:?} vs {va:?}");
-            assert_eq!(
-                check::updown_violations(&r.fabric, &r.ranking, &r.lids, &b, LidSet::Base),
-                0
-            );
-            assert!(check::deadlock_free(&r.fabric, &r.ranking, &r.lids, &b));
+            with_placement(&spec, links, 0, seed, |r, prep, plan, dst, a| {
+                let ctx = r.ctx();
+                assert!(!plan.intact);
+                let mut b = Lfts::new(r.fabric.num_switches(), r.lids.top());
+                let mut b2 = Lfts::new(r.fabric.num_switches(), r.lids.top());
+                route_lb(&ctx, LidSet::Base, &mut b, false, true, true);
+                route_lb(&ctx, LidSet::Base, &mut b2, false, true, true);
+                assert!(b == b2, "deterministic");
+                // Both with the all-to-all reference of the placement, as the pass.
+                let (ea, reference) = estimate(&r.fabric, prep, plan, dst, &mut a.clone(), None);
+                let (eb, _) = estimate(&r.fabric, prep, plan, dst, &mut b.clone(), Some(reference));
+                assert!(eb <= ea, "{m:?} -{links} seed {seed}: {eb} > {ea}");
+                cases += 1;
+                lower += usize::from(eb < ea);
+                let va = check::validity(&r.fabric, &r.lids, &a);
+                let vb = check::validity(&r.fabric, &r.lids, &b);
+                assert!(vb.unreachable_count <= va.unreachable_count, "{vb:?} vs {va:?}");
+                assert_eq!(
+                    check::updown_violations(&r.fabric, &r.ranking, &r.lids, &b, LidSet::Base),
+                    0
+                );
+                assert!(check::deadlock_free(&r.fabric, &r.ranking, &r.lids, &b));
+            });
         }
     }
     assert!(2 * lower > cases, "lower on {lower} of {cases}");
@@ -270,7 +283,6 @@ fn repair_lowers_its_estimate_and_keeps_routes_legal() {
 fn all_to_all_ports_first_lower_the_largest_all_to_all_load() {
     use super::repair::{estimate, repair_ordered};
     use crate::check;
-    use crate::fill::Destinations;
     let (mut lower, mut total_new, mut total_old) = (0, 0.0, 0.0);
     for (spec, links) in [
         ((vec![6, 6, 8], vec![1, 6, 6], vec![1, 1, 1]), 14),
@@ -278,31 +290,25 @@ fn all_to_all_ports_first_lower_the_largest_all_to_all_load() {
         ((vec![4, 4, 6], vec![1, 4, 4], vec![1, 1, 1]), 6),
         ((vec![4, 4, 6], vec![1, 4, 4], vec![1, 1, 1]), 12),
     ] {
-        let (m, w, p) = spec;
+        let m = &spec.0;
         for seed in 1..=6u64 {
-            let t = pgft(&m, &w, &p);
-            let r = Routable::new(degrade(&t.fabric, links, 0, seed));
-            let ctx = r.ctx();
-            let prep = Prepared::new(&r.fabric, &r.ranking.level);
-            let plan = Plan::new(&r.fabric, &prep).unwrap();
-            let dst = Destinations::new(&r.fabric, &r.lids, &prep, LidSet::Base);
-            let mut a = Lfts::new(r.fabric.num_switches(), r.lids.top());
-            route_lb(&ctx, LidSet::Base, &mut a, false, true, false);
-            let (mut new, mut old) = (a.clone(), a.clone());
-            repair_ordered(&r.fabric, &prep, &plan, &dst, &mut new, true, true);
-            repair_ordered(&r.fabric, &prep, &plan, &dst, &mut old, false, true);
-            let m_new = estimate(&r.fabric, &prep, &plan, &dst, &mut new.clone(), None).1;
-            let m_old = estimate(&r.fabric, &prep, &plan, &dst, &mut old.clone(), None).1;
-            println!("{m:?} -{links} seed {seed}: largest all-to-all load {m_old} -> {m_new}");
-            assert!(m_new <= m_old, "{m:?} -{links} seed {seed}: {m_old} -> {m_new}");
-            total_new += m_new;
-            total_old += m_old;
-            lower += usize::from(m_new < m_old);
-            assert_eq!(
-                check::updown_violations(&r.fabric, &r.ranking, &r.lids, &new, LidSet::Base),
-                0
-            );
-            assert!(check::deadlock_free(&r.fabric, &r.ranking, &r.lids, &new));
+            with_placement(&spec, links, 0, seed, |r, prep, plan, dst, a| {
+                let (mut new, mut old) = (a.clone(), a);
+                repair_ordered(&r.fabric, prep, plan, dst, &mut new, true, true);
+                repair_ordered(&r.fabric, prep, plan, dst, &mut old, false, true);
+                let m_new = estimate(&r.fabric, prep, plan, dst, &mut new.clone(), None).1;
+                let m_old = estimate(&r.fabric, prep, plan, dst, &mut old.clone(), None).1;
+                println!("{m:?} -{links} seed {seed}: largest all-to-all load {m_old} -> {m_new}");
+                assert!(m_new <= m_old, "{m:?} -{links} seed {seed}: {m_old} -> {m_new}");
+                total_new += m_new;
+                total_old += m_old;
+                lower += usize::from(m_new < m_old);
+                assert_eq!(
+                    check::updown_violations(&r.fabric, &r.ranking, &r.lids, &new, LidSet::Base),
+                    0
+                );
+                assert!(check::deadlock_free(&r.fabric, &r.ranking, &r.lids, &new));
+            });
         }
     }
     assert!(total_new < total_old, "{total_new} against {total_old}");
@@ -316,7 +322,6 @@ fn all_to_all_ports_first_lower_the_largest_all_to_all_load() {
 #[test]
 fn guard_bound_keeps_the_exact_guards_tables_with_fewer_counts() {
     use super::repair::repair_ordered;
-    use crate::fill::Destinations;
     let (mut with, mut without, mut moved) = (0, 0, 0);
     for (spec, links, switches) in [
         ((vec![6, 6, 8], vec![1, 6, 6], vec![1, 1, 1]), 14, 0),
@@ -324,26 +329,20 @@ fn guard_bound_keeps_the_exact_guards_tables_with_fewer_counts() {
         ((vec![4, 4, 6], vec![1, 4, 4], vec![1, 1, 1]), 6, 0),
         ((vec![4, 3, 4], vec![1, 3, 2], vec![1, 2, 1]), 8, 1),
     ] {
-        let (m, w, p) = spec;
+        let m = &spec.0;
         for seed in 1..=4u64 {
-            let t = pgft(&m, &w, &p);
-            let r = Routable::new(degrade(&t.fabric, links, switches, seed));
-            let ctx = r.ctx();
-            let prep = Prepared::new(&r.fabric, &r.ranking.level);
-            let plan = Plan::new(&r.fabric, &prep).unwrap();
-            let dst = Destinations::new(&r.fabric, &r.lids, &prep, LidSet::Base);
-            let mut a = Lfts::new(r.fabric.num_switches(), r.lids.top());
-            route_lb(&ctx, LidSet::Base, &mut a, false, true, false);
-            let (mut b, mut e) = (a.clone(), a.clone());
-            let sb = repair_ordered(&r.fabric, &prep, &plan, &dst, &mut b, true, true);
-            let se = repair_ordered(&r.fabric, &prep, &plan, &dst, &mut e, true, false);
-            println!("{m:?} -{links} -{switches} seed {seed}: bound {sb:?}, exact {se:?}");
-            assert!(b == e, "{m:?} -{links} seed {seed}: the bound changed a decision");
-            assert_eq!(se.bounded, 0);
-            assert!(sb.materialised <= se.materialised);
-            with += sb.materialised;
-            without += se.materialised;
-            moved += usize::from(b != a);
+            with_placement(&spec, links, switches, seed, |r, prep, plan, dst, a| {
+                let (mut b, mut e) = (a.clone(), a.clone());
+                let sb = repair_ordered(&r.fabric, prep, plan, dst, &mut b, true, true);
+                let se = repair_ordered(&r.fabric, prep, plan, dst, &mut e, true, false);
+                println!("{m:?} -{links} -{switches} seed {seed}: bound {sb:?}, exact {se:?}");
+                assert!(b == e, "{m:?} -{links} seed {seed}: the bound changed a decision");
+                assert_eq!(se.bounded, 0);
+                assert!(sb.materialised <= se.materialised);
+                with += sb.materialised;
+                without += se.materialised;
+                moved += usize::from(b != a);
+            });
         }
     }
     assert!(moved >= 8, "the pass moved routes on {moved} of 16");
