@@ -19,11 +19,16 @@ pub(crate) struct Shape {
     off: Vec<u32>,
     /// First out-channel of the switch channel `x` enters.
     head_first: Vec<u32>,
-    /// Channel ranges per switch (`start[s]..start[s + 1]`).
-    start: Vec<u32>,
     /// Channels entering switch `s`: `inc[istart[s]..istart[s + 1]]`.
     istart: Vec<u32>,
     inc: Vec<u32>,
+    /// Switch each channel leaves.
+    tail: Vec<u32>,
+    /// First in-slot of channel `a` (its in-edges `p → a`, `p` entering `tail[a]`, in the
+    /// order of [`Self::incoming`]); `ioff[nchan]` = number of in-slots.
+    ioff: Vec<u32>,
+    /// Index of channel `p` among the channels entering the switch it enters.
+    inc_pos: Vec<u32>,
 }
 
 impl Shape {
@@ -51,17 +56,37 @@ impl Shape {
         }
         let mut fill = istart.clone();
         let mut inc = vec![0u32; n];
+        let mut inc_pos = vec![0u32; n];
         for (x, &r) in ch.remote.iter().enumerate() {
             inc[fill[r as usize] as usize] = x as u32;
+            inc_pos[x] = fill[r as usize] - istart[r as usize];
             fill[r as usize] += 1;
         }
+        let mut tail = vec![0u32; n];
+        for s in 0..ns {
+            tail[start[s] as usize..start[s + 1] as usize].fill(s as u32);
+        }
+        let mut ioff = Vec::with_capacity(n + 1);
+        let mut acc = 0u32;
+        for &t in &tail {
+            ioff.push(acc);
+            acc += istart[t as usize + 1] - istart[t as usize];
+        }
+        ioff.push(acc);
         Shape {
             off,
             head_first,
-            start,
             istart,
             inc,
+            tail,
+            ioff,
+            inc_pos,
         }
+    }
+
+    /// In-slot of edge `p → a` (`p` must enter the switch `a` leaves).
+    fn in_slot(&self, p: u32, a: u32) -> usize {
+        (self.ioff[a as usize] + self.inc_pos[p as usize]) as usize
     }
 
     /// Channels entering switch `s` (index).
@@ -71,6 +96,11 @@ impl Shape {
 
     fn nodes(&self) -> usize {
         self.head_first.len()
+    }
+
+    /// Number of in-slots (the same edges, grouped by head channel).
+    fn num_in_slots(&self) -> usize {
+        *self.ioff.last().unwrap_or(&0) as usize
     }
 
     /// Number of edge slots.
@@ -123,10 +153,35 @@ impl Shape {
         post
     }
 
-    /// Switch a channel leaves (by binary search on `start`).
+    /// Switch a channel leaves.
     fn tail(&self, y: u32) -> usize {
-        self.start.partition_point(|&s| s <= y) - 1
+        self.tail[y as usize] as usize
     }
+}
+
+/// Calls `f(i)` for every set bit `i` of `bits` in `lo..hi`, in increasing order; stops at
+/// the first `f` returning true (and returns true).
+#[inline]
+fn any_bit(bits: &[u64], lo: usize, hi: usize, mut f: impl FnMut(usize) -> bool) -> bool {
+    let mut w = lo / 64;
+    while w * 64 < hi {
+        let mut word = bits[w];
+        if w == lo / 64 {
+            word &= !0u64 << (lo % 64);
+        }
+        if (w + 1) * 64 > hi {
+            word &= !0u64 >> ((w + 1) * 64 - hi);
+        }
+        while word != 0 {
+            let i = w * 64 + word.trailing_zeros() as usize;
+            if f(i) {
+                return true;
+            }
+            word &= word - 1;
+        }
+        w += 1;
+    }
+    false
 }
 
 /// Scratch of the searches (shared by the graphs, which are used one at a time).
@@ -147,6 +202,10 @@ pub(crate) struct Scratch {
 #[derive(Clone)]
 pub(crate) struct Cdg {
     refs: Vec<u32>,
+    /// Bit per edge slot: present (`refs > 0`); the forward searches visit only these.
+    out_bits: Vec<u64>,
+    /// Bit per in-slot ([`Shape::in_slot`]): present; the backward searches visit only these.
+    in_bits: Vec<u64>,
     /// Position of each channel in the topological order.
     ord: Vec<u32>,
     /// Channel at each position.
@@ -158,6 +217,8 @@ impl Cdg {
         let n = shape.nodes();
         Cdg {
             refs: vec![0; *shape.off.last().unwrap_or(&0) as usize],
+            out_bits: vec![0; shape.num_slots().div_ceil(64)],
+            in_bits: vec![0; shape.num_in_slots().div_ceil(64)],
             ord: (0..n as u32).collect(),
             at: (0..n as u32).collect(),
         }
@@ -175,6 +236,8 @@ impl Cdg {
         }
         Cdg {
             refs: vec![0; shape.num_slots()],
+            out_bits: vec![0; shape.num_slots().div_ceil(64)],
+            in_bits: vec![0; shape.num_in_slots().div_ceil(64)],
             ord,
             at: order.to_vec(),
         }
@@ -189,8 +252,12 @@ impl Cdg {
     /// graph unchanged (false).
     pub fn try_add(&mut self, shape: &Shape, sc: &mut Scratch, x: u32, y: u32) -> bool {
         let k = shape.slot(x, y);
-        if self.refs[k] > 0 || self.ord[x as usize] < self.ord[y as usize] {
+        if self.refs[k] > 0 {
             self.refs[k] += 1;
+            return true;
+        }
+        if self.ord[x as usize] < self.ord[y as usize] {
+            self.link(shape, k, x, y);
             return true;
         }
         if x == y {
@@ -215,57 +282,80 @@ impl Cdg {
             let f = sc.stack.pop();
             if let Some(a) = f {
                 sc.fwd.push(a);
-                for b in shape.outs(a) {
-                    if self.refs[shape.slot(a, b)] == 0 {
-                        continue;
-                    }
+                let (lo, first) = (shape.off[a as usize] as usize, shape.head_first[a as usize] as usize);
+                let hi = shape.off[a as usize + 1] as usize;
+                let cycle = any_bit(&self.out_bits, lo, hi, |i| {
+                    let b = (first + i - lo) as u32;
                     if sc.mark_b[b as usize] == ep {
-                        return false;
+                        return true;
                     }
-                    let ob = self.ord[b as usize];
-                    if ob <= ub && sc.mark[b as usize] != ep {
+                    if self.ord[b as usize] <= ub && sc.mark[b as usize] != ep {
                         sc.mark[b as usize] = ep;
                         sc.stack.push(b);
                     }
+                    false
+                });
+                if cycle {
+                    return false;
                 }
             }
             let g = sc.stack_b.pop();
             if let Some(a) = g {
                 sc.bwd.push(a);
-                let s = shape.tail(a);
-                for &p in shape.incoming(s) {
-                    if self.refs[shape.slot(p, a)] == 0 {
-                        continue;
-                    }
+                let inc = shape.incoming(shape.tail(a));
+                let (lo, hi) = (shape.ioff[a as usize] as usize, shape.ioff[a as usize + 1] as usize);
+                let cycle = any_bit(&self.in_bits, lo, hi, |i| {
+                    let p = inc[i - lo];
                     if sc.mark[p as usize] == ep {
-                        return false;
+                        return true;
                     }
-                    let op = self.ord[p as usize];
-                    if op >= lb && sc.mark_b[p as usize] != ep {
+                    if self.ord[p as usize] >= lb && sc.mark_b[p as usize] != ep {
                         sc.mark_b[p as usize] = ep;
                         sc.stack_b.push(p);
                     }
+                    false
+                });
+                if cycle {
+                    return false;
                 }
             }
             if f.is_none() && g.is_none() {
                 break;
             }
         }
-        // Re-order: the backward set, then the forward set, on their pooled positions.
+        // Re-order: the backward set, then the forward set, on their pooled positions (the
+        // two sorted position lists merged).
         let ord = &self.ord;
         sc.bwd.sort_unstable_by_key(|&a| ord[a as usize]);
         sc.fwd.sort_unstable_by_key(|&a| ord[a as usize]);
         sc.pos.clear();
-        sc.pos
-            .extend(sc.bwd.iter().chain(sc.fwd.iter()).map(|&a| ord[a as usize]));
-        sc.pos.sort_unstable();
+        let (mut i, mut j) = (0, 0);
+        while i < sc.bwd.len() || j < sc.fwd.len() {
+            let pb = sc.bwd.get(i).map_or(u32::MAX, |&a| ord[a as usize]);
+            let pf = sc.fwd.get(j).map_or(u32::MAX, |&a| ord[a as usize]);
+            if pb < pf {
+                sc.pos.push(pb);
+                i += 1;
+            } else {
+                sc.pos.push(pf);
+                j += 1;
+            }
+        }
         for (i, &a) in sc.bwd.iter().chain(sc.fwd.iter()).enumerate() {
             let p = sc.pos[i];
             self.ord[a as usize] = p;
             self.at[p as usize] = a;
         }
-        self.refs[k] += 1;
+        self.link(shape, k, x, y);
         true
+    }
+
+    /// Adds the first reference to `x → y` (slot `k`).
+    fn link(&mut self, shape: &Shape, k: usize, x: u32, y: u32) {
+        self.refs[k] = 1;
+        self.out_bits[k / 64] |= 1 << (k % 64);
+        let j = shape.in_slot(x, y);
+        self.in_bits[j / 64] |= 1 << (j % 64);
     }
 
     /// Removes one reference to `x → y` (present).
@@ -273,6 +363,11 @@ impl Cdg {
         let k = shape.slot(x, y);
         debug_assert!(self.refs[k] > 0);
         self.refs[k] = self.refs[k].saturating_sub(1);
+        if self.refs[k] == 0 {
+            self.out_bits[k / 64] &= !(1 << (k % 64));
+            let j = shape.in_slot(x, y);
+            self.in_bits[j / 64] &= !(1 << (j % 64));
+        }
     }
 
     /// Whether the stored order is a topological order of the present edges.
