@@ -236,8 +236,21 @@ pub(super) fn first_fit_with(
         }
     }
     let len = |r: usize| cstart[r + 1] - cstart[r];
-    let mut order: Vec<usize> = (0..routes.len()).collect();
-    order.sort_by_key(|&r| std::cmp::Reverse(len(r)));
+    // Longest first, then by index (a stable counting sort by length).
+    let max_len = (0..routes.len()).map(len).max().unwrap_or(0) as usize;
+    let mut first_of = vec![0usize; max_len + 2];
+    for r in 0..routes.len() {
+        first_of[max_len - len(r) as usize + 1] += 1;
+    }
+    for i in 1..first_of.len() {
+        first_of[i] += first_of[i - 1];
+    }
+    let mut order = vec![0usize; routes.len()];
+    for r in 0..routes.len() {
+        let b = &mut first_of[max_len - len(r) as usize];
+        order[*b] = r;
+        *b += 1;
+    }
     let shape = Shape::new(&ch, ns);
     // The layers start from an order in which every dependency of the routes that closes no
     // cycle in their union points forward: the same layering as from any order, with far
@@ -261,7 +274,10 @@ pub(super) fn first_fit_with(
     // Bit `l` of a slot: its edge closes a cycle with layer `l`'s edges, so no path with it
     // fits there (layers only gain edges: a refusal stands).
     let mut refused = vec![0u16; shape.num_slots()];
-    let mut placed: HashMap<&[u32], u8, BuildHasherDefault<PathHasher>> = HashMap::default();
+    // (Sized for every path of two or more dependencies: no re-hashing.)
+    let long = (0..routes.len()).filter(|&r| len(r) > 2).count();
+    let mut placed: HashMap<&[u32], u8, BuildHasherDefault<PathHasher>> =
+        HashMap::with_capacity_and_hasher(long, BuildHasherDefault::default());
     for &r in &order {
         let path = &chans[cstart[r] as usize..cstart[r + 1] as usize];
         if path.len() < 2 {
