@@ -323,22 +323,40 @@ impl Cdg {
                 break;
             }
         }
-        // Re-order: the backward set, then the forward set, on their pooled positions (the
-        // two sorted position lists merged).
+        // Re-order: the backward set, then the forward set, on their pooled positions. Both
+        // sets sorted by position: by a scan of the positions `lb..=ub` (every node there
+        // marked by a search is in its set) when that is short against sorting, else by
+        // sorting each set and merging their positions. The same lists either way.
         let ord = &self.ord;
-        sc.bwd.sort_unstable_by_key(|&a| ord[a as usize]);
-        sc.fwd.sort_unstable_by_key(|&a| ord[a as usize]);
         sc.pos.clear();
-        let (mut i, mut j) = (0, 0);
-        while i < sc.bwd.len() || j < sc.fwd.len() {
-            let pb = sc.bwd.get(i).map_or(u32::MAX, |&a| ord[a as usize]);
-            let pf = sc.fwd.get(j).map_or(u32::MAX, |&a| ord[a as usize]);
-            if pb < pf {
-                sc.pos.push(pb);
-                i += 1;
-            } else {
-                sc.pos.push(pf);
-                j += 1;
+        let moved = sc.fwd.len() + sc.bwd.len();
+        if (ub - lb) as usize <= 16 * moved {
+            sc.fwd.clear();
+            sc.bwd.clear();
+            for p in lb..=ub {
+                let a = self.at[p as usize];
+                if sc.mark[a as usize] == ep {
+                    sc.fwd.push(a);
+                    sc.pos.push(p);
+                } else if sc.mark_b[a as usize] == ep {
+                    sc.bwd.push(a);
+                    sc.pos.push(p);
+                }
+            }
+        } else {
+            sc.bwd.sort_unstable_by_key(|&a| ord[a as usize]);
+            sc.fwd.sort_unstable_by_key(|&a| ord[a as usize]);
+            let (mut i, mut j) = (0, 0);
+            while i < sc.bwd.len() || j < sc.fwd.len() {
+                let pb = sc.bwd.get(i).map_or(u32::MAX, |&a| ord[a as usize]);
+                let pf = sc.fwd.get(j).map_or(u32::MAX, |&a| ord[a as usize]);
+                if pb < pf {
+                    sc.pos.push(pb);
+                    i += 1;
+                } else {
+                    sc.pos.push(pf);
+                    j += 1;
+                }
             }
         }
         for (i, &a) in sc.bwd.iter().chain(sc.fwd.iter()).enumerate() {
