@@ -8,6 +8,12 @@
 //! positions (the same sets, so the same order, as two searches one after the other). Edges are reference-counted (one reference per route that induces the
 //! dependency); removing the last reference removes the edge, which keeps the order valid.
 //!
+//! Since 28 Nov 2026 (H25) the searches visit only present edges (a bit per out-slot and per
+//! in-slot), the switch a channel leaves is a table, and the two sets are put in position
+//! order by a scan of the positions between `y` and `x` when that is shorter than sorting
+//! them: the same searches and the same order as before, ~27 % fewer instructions of
+//! mu-sssp's layering on the complete DRAGONFLY(3) (docs/routing.md).
+//!
 //! A dependency `x → y` exists only when `y` leaves the switch `x` enters, so the edge slots of
 //! `x` are the channels of that switch: slot `off[x] + (y − start[head(x)])`.
 
