@@ -95,6 +95,43 @@ pub(super) fn within_by_first_fit(fabric: &Fabric, lids: &LidPlan, lfts: &Lfts, 
     }
 }
 
+/// [`within_by_first_fit`] with a maximum `max()` known only later: the first fit starts
+/// within one layer and asks `max()` (once) when a route needs a second one, or at the end.
+/// The same result as `within_by_first_fit(fabric, lids, lfts, max())` (a first fit goes on
+/// from the route that needed the higher maximum exactly as a run with it: [`first_fit_with`]);
+/// mu-sssp runs it alongside the layering that gives `max` (H25).
+pub(super) fn within_by_first_fit_later(
+    fabric: &Fabric,
+    lids: &LidPlan,
+    lfts: &Lfts,
+    max: impl FnOnce() -> u8,
+) -> Option<VlLayering> {
+    let mut max = Some(max);
+    let mut m = None;
+    let mut get = || *m.get_or_insert_with(|| max.take().map_or(0, |f| f()));
+    let ff = first_fit_with(fabric, lids, lfts, 1, |_| {
+        let m = get();
+        if m > IB_MAX_DATA_VLS {
+            0
+        } else {
+            m
+        }
+    });
+    let m = get();
+    if m == 0 {
+        return None;
+    }
+    if m > IB_MAX_DATA_VLS {
+        // (Not reached from mu-sssp: its maximum is below a layering's.)
+        return within_by_first_fit(fabric, lids, lfts, m);
+    }
+    match ff {
+        Ok(l) if l.num_layers <= 2 && l.routes_per_layer.iter().any(|&n| n > 0) => (l.num_layers <= m).then_some(l),
+        Err(VlError::TooFewVls { .. }) => None,
+        _ => fewest_within(fabric, lids, lfts, m),
+    }
+}
+
 /// The layering of [`fewest`] if it needs at most `max` (≥ 1) layers, and DFSSSP's result
 /// when it was computed. The first fit runs once: within two layers (kept when it fits);
 /// when it needs more, DFSSSP's cycle breaking runs, and unless it needs at most three

@@ -191,8 +191,46 @@ impl MuSssp {
         // The rounds' routing competes only when it lowers mu (ties: port order); then port
         // order wins only with fewer layers, so its layering may stop at one less.
         let (t, l, st) = if r.round > 0 && r.mu < mu0 {
-            let (tr, lr, layers_r) = tables(&r.next, &r.ch, IB_MAX_DATA_VLS);
-            let (t0, l0, layers0) = first.unwrap_or_else(|| tables_with(&po, &ch, layers_r.saturating_sub(1), true));
+            // The rounds' layering and port order's check within one layer fewer run side by
+            // side (two routing threads): port order's first fit starts before that bound is
+            // known and waits for it only when it needs a second layer (same result as
+            // after it: `within_by_first_fit_later`).
+            let ((tr, lr, layers_r), po_checked) = match first {
+                Some(x) => (tables(&r.next, &r.ch, IB_MAX_DATA_VLS), Some(x)),
+                None => {
+                    let bound = (std::sync::Mutex::new(None::<u8>), std::sync::Condvar::new());
+                    rayon::join(
+                        || {
+                            // Publishes the bound, also when the layering panics (the other
+                            // side then stops instead of waiting).
+                            let mut done = Publish(&bound, 1);
+                            let x = tables(&r.next, &r.ch, IB_MAX_DATA_VLS);
+                            done.1 = x.2;
+                            x
+                        },
+                        || {
+                            let mut t = lfts.clone();
+                            write_next_hops(f, ctx.lids, &plan, &po, &ch, &mut t);
+                            let l = layering::within_by_first_fit_later(f, ctx.lids, &t, || {
+                                let Ok(mut g) = bound.0.lock() else { return 0 };
+                                loop {
+                                    if let Some(layers_r) = *g {
+                                        return layers_r.saturating_sub(1);
+                                    }
+                                    match bound.1.wait(g) {
+                                        Ok(next) => g = next,
+                                        Err(_) => return 0,
+                                    }
+                                }
+                            });
+                            let layers = l.as_ref().map_or(u8::MAX, |l| l.num_layers);
+                            Some((t, l, layers))
+                        },
+                    )
+                }
+            };
+            let (t0, l0, layers0) =
+                po_checked.unwrap_or_else(|| tables_with(&po, &ch, layers_r.saturating_sub(1), true));
             if layers0 < layers_r {
                 (t0, l0, stats(mu0, 0, layers0, mu0, &r))
             } else {
@@ -207,6 +245,18 @@ impl MuSssp {
         }
         *lfts = t;
         Ok(Some(st))
+    }
+}
+
+/// Sets the layer count the port-order check waits for when dropped (see `route_counted`).
+struct Publish<'a>(&'a (std::sync::Mutex<Option<u8>>, std::sync::Condvar), u8);
+
+impl Drop for Publish<'_> {
+    fn drop(&mut self) {
+        if let Ok(mut g) = self.0 .0.lock() {
+            *g = Some(self.1);
+        }
+        self.0 .1.notify_all();
     }
 }
 

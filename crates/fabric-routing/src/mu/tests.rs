@@ -455,3 +455,50 @@ fn route_without_statistics_equals_route_stats() {
         });
     }
 }
+
+/// Port order's check that runs alongside the rounds' layering (its bound known only when a
+/// second layer is needed) gives `within_by_first_fit`'s answer for every bound, on tables
+/// that need one, two and three or more layers.
+#[test]
+fn first_fit_with_a_later_bound_equals_the_bounded_one() {
+    for (spec, cut) in [("HYPERX(4,4;2)", 0), ("SLIMFLY(5;4)", 0), ("DRAGONFLY(3)", 5)] {
+        let f = gen(spec, cut, 1);
+        let (_, lids, lfts) = routed(&f, EngineKind::MuSssp, 0);
+        for m in [0u8, 1, 2, 3, 4, 15, 200] {
+            let asked = std::cell::Cell::new(0);
+            let later = super::layering::within_by_first_fit_later(&f, &lids, &lfts, || {
+                asked.set(asked.get() + 1);
+                m
+            });
+            let bounded = super::layering::within_by_first_fit(&f, &lids, &lfts, m);
+            assert_eq!(later, bounded, "{spec} {cut} within {m}");
+            assert_eq!(asked.get(), 1, "the bound is asked once");
+        }
+    }
+}
+
+/// The rounds' layering and port order's check run side by side on two threads: the same
+/// tables and layering as on one (a cut file where the rounds' routing is kept and one where
+/// port order is).
+#[test]
+fn parallel_candidate_layerings_equal_the_sequential_ones() {
+    for (spec, cut) in [("SLIMFLY(5;4)", 9), ("DRAGONFLY(3)", 5), ("SLIMFLY(5;4)", 2)] {
+        let f = gen(spec, cut, 1);
+        let run = |threads: usize| {
+            let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+            pool.install(|| {
+                with_ctx(&f, |ctx| {
+                    let mut t = Lfts::new(f.num_switches(), ctx.lids.top());
+                    let st = super::MuSssp.route_stats(ctx, &mut t).unwrap();
+                    let l = crate::mu::layering(&f, ctx.lids, &t, 15).unwrap();
+                    (t, l, st)
+                })
+            })
+        };
+        let (t1, l1, s1) = run(1);
+        let (t2, l2, s2) = run(2);
+        assert!(t1 == t2, "{spec} {cut}: tables differ");
+        assert_eq!(l1, l2, "{spec} {cut}");
+        assert_eq!(s1, s2, "{spec} {cut}");
+    }
+}
