@@ -45,7 +45,9 @@
 //! a one-VL CDG order as tie-break were computed too: they cost 80–90 % of the time and won
 //! only ties on the 12 files (docs/routing.md).
 //!
-//! Sequential and deterministic (no randomness; the first fit's hash map only deduplicates).
+//! Deterministic (no randomness; the first fit's hash map only deduplicates). Sequential but
+//! for one step: where the rounds' routing competes, its layering and port order's first-fit
+//! check run side by side (`rayon::join`; the same result on one thread, H25).
 //! Memory: `channels × switches` counters (`u16`) and `switches²` BFS entries; fabrics above
 //! [`MU_MAX_COUNTERS`] counters or [`MU_MAX_DESTINATIONS`] destinations are refused (use
 //! `dfsssp`).
