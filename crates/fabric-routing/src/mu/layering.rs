@@ -232,11 +232,16 @@ pub(super) fn first_fit_with(
     let mut walked: Option<Lid> = None;
     for &d in &dlids {
         // The channel each switch forwards `d` to (MAX: none; the walk stops there).
-        let hop = |s: usize, d: Lid| match lfts.get(SwitchId(s as u32), d) {
+        // (Equal ports forward to equal channels: the channel lookup only when they differ.)
+        let hop = |s: usize, p: u8| match p {
             0 | NO_ROUTE => u32::MAX,
             p => chan[s * 256 + p as usize],
         };
-        if walked.is_some_and(|w| (0..ns).all(|s| hop(s, w) == hop(s, d))) {
+        let same = |s: usize, w: Lid| {
+            let (a, b) = (lfts.get(SwitchId(s as u32), w), lfts.get(SwitchId(s as u32), d));
+            a == b || hop(s, a) == hop(s, b)
+        };
+        if walked.is_some_and(|w| (0..ns).all(|s| same(s, w))) {
             for s in fabric.switch_ids().filter(|&s| fabric.switch(s).up) {
                 if col_route[s.idx()] != u32::MAX {
                     copies.push((s.0, d, col_route[s.idx()]));
