@@ -101,7 +101,8 @@ pub(crate) fn route_lb(
         }
         Ok(plan) if force_kernel || !plan.intact => {
             let tg = targets::Targets::new(ctx.fabric, &prep, &plan);
-            let dst = kernel::fill_end_ports(ctx.fabric, ctx.lids, &prep, (&plan, &tg), set, lfts, tabulate);
+            let slack = std::env::var("FABRIC_LB_SLACK").ok().and_then(|v| v.parse().ok()); // TEMP
+            let dst = kernel::fill_end_ports(ctx.fabric, ctx.lids, &prep, (&plan, &tg), set, lfts, tabulate, slack);
             if !plan.intact && repair {
                 repair::repair(ctx.fabric, &prep, &plan, &dst, lfts);
             }

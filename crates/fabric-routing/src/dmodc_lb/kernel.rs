@@ -45,6 +45,8 @@ struct Scratch {
     cset: Vec<u16>,
     /// Per up index: the primaries of the current mirror group given to it.
     gload: Vec<u32>,
+    /// Per up index: the primaries of every mirror group of the switch given to it.
+    cload: Vec<u32>,
     /// Per up index: its group's `gmeta`.
     jmeta: Vec<(u32, u32, FastDiv)>,
     /// Per rank of the switch's component: its up index when usable for the current C.
@@ -142,6 +144,7 @@ pub(super) fn fill_end_ports(
     set: LidSet,
     lfts: &mut Lfts,
     tabulate: bool,
+    slack: Option<u32>,
 ) -> Destinations {
     let o = &p.o;
     let dst = Destinations::new(fabric, lids, p, set);
@@ -152,6 +155,8 @@ pub(super) fn fill_end_ports(
         dst: &dst,
         fabric,
         tabulate,
+        slack,
+        np_old: std::env::var("FABRIC_LB_NP").is_ok(),
     };
     lfts.par_rows_mut()
         .enumerate()
@@ -242,6 +247,10 @@ struct Ctx<'a> {
     /// Whether the usable first ranks take their port from [`Scratch::build_ptab`]'s table
     /// (false: computed per destination, the reference the tests compare with).
     tabulate: bool,
+    /// `None`: displaced primaries balanced per mirror group; `Some(x)`: per switch, over all
+    /// mirror groups, taking the second rank while its count is at most `x` above the least.
+    slack: Option<u32>,
+    np_old: bool,
 }
 
 impl Ctx<'_> {
@@ -295,6 +304,8 @@ impl Ctx<'_> {
         };
         let mut gmirror = NONE;
         let (mut gstart, mut gready) = (0usize, true);
+        // Whether the whole switch's prepass ran (`slack` set: one count over all mirror groups).
+        let mut sready = false;
         let mut jt_mask = 0u64;
         let mut hint = 0usize;
         scr.jt.clear();
@@ -406,20 +417,43 @@ impl Ctx<'_> {
                     } else {
                         if !gready {
                             gready = true;
-                            self.group_prepass(q, gstart, gmirror, ranks, scr);
+                            self.group_prepass(q, gstart, Some(gmirror), ranks, &scr.up_mask, &mut scr.gload);
+                            if self.slack.is_some() && !sready {
+                                sready = true;
+                                scr.cload.clear();
+                                scr.cload.resize(ups.len(), 0);
+                                self.group_prepass(q, 0, None, ranks, &scr.up_mask, &mut scr.cload);
+                            }
                         }
                         let pr = self.tg.prim[off + i];
                         // Displaced: the mirror's second rank when it is usable and, for a
                         // primary, among the least loaded of the group; else a least loaded
                         // candidate (ties in round robin, NID order).
                         let mn = min_load(&scr.gload, mask);
-                        let j = match usable(ranks, mask, self.tg.t2[off + i]) {
-                            Some(j2) if !pr || scr.gload[j2] == mn => j2,
-                            _ => least_loaded(&scr.gload, mask, cursor),
+                        let t2 = usable(ranks, mask, self.tg.t2[off + i]);
+                        let j = match self.slack {
+                            None => match t2 {
+                                Some(j2) if !pr || scr.gload[j2] == mn => j2,
+                                _ => least_loaded(&scr.gload, mask, cursor),
+                            },
+                            Some(sl) => {
+                                // Among the group's least loaded, the switch's least loaded.
+                                let tie = tie_mask(&scr.gload, mask, mn);
+                                let cmn = min_load(&scr.cload, tie);
+                                match t2 {
+                                    Some(j2) if !pr => j2,
+                                    _ if !pr && self.np_old => least_loaded(&scr.gload, mask, cursor),
+                                    Some(j2) if (tie >> j2) & 1 != 0 && scr.cload[j2] <= cmn + sl => j2,
+                                    _ => least_loaded(&scr.cload, tie, cursor),
+                                }
+                            }
                         };
                         cursor = j as u32 + 1;
                         if pr {
                             scr.gload[j] += 1;
+                            if let Some(c) = scr.cload.get_mut(j) {
+                                *c += 1;
+                            }
                         }
                         j
                     };
@@ -488,10 +522,10 @@ impl Ctx<'_> {
         }
     }
 
-    /// Per up index of `q`, the primaries at mirror `m` (spans from `si` on with that mirror)
-    /// whose first rank `q` can take.
-    fn group_prepass(&self, q: usize, si: usize, m: u32, ranks: &[u8], scr: &mut Scratch) {
-        scr.gload.iter_mut().for_each(|x| *x = 0);
+    /// Per up index of `q`, the primaries at mirror `m` (spans from `si` on with that mirror;
+    /// `None`: every span of the switch) whose first rank `q` can take.
+    fn group_prepass(&self, q: usize, si: usize, m: Option<u32>, ranks: &[u8], up_mask: &[u64], load: &mut [u32]) {
+        load.iter_mut().for_each(|x| *x = 0);
         let mut hint = 0usize;
         let (down_row, full_row) = (self.p.costs.down_row(q), self.p.costs.full_row(q));
         for span in &self.dst.spans[si..] {
@@ -499,17 +533,21 @@ impl Ctx<'_> {
             if self.p.o.leaves[li] as usize == q || down_row[li] != INF || full_row[li] == INF {
                 continue;
             }
-            let (m2, Some((off, _))) = self.targets_of(q, span, &mut hint) else {
+            let (m2, tgt) = self.targets_of(q, span, &mut hint);
+            let Some((off, _)) = tgt else {
+                if m.is_none() {
+                    continue;
+                }
                 break;
             };
-            if m2 != m {
+            if m.is_some_and(|m| m2 != m) {
                 break;
             }
-            let mask = scr.up_mask[li];
+            let mask = up_mask[li];
             for i in off..off + span.len as usize {
                 if self.tg.prim[i] {
                     if let Some(j) = usable(ranks, mask, self.tg.t1[i]) {
-                        scr.gload[j] += 1;
+                        load[j] += 1;
                     }
                 }
             }
@@ -555,6 +593,20 @@ pub(super) fn least_loaded(load: &[u32], mask: u64, cursor: u32) -> usize {
         }
     }
     best.1
+}
+
+/// The up indices of `mask` whose `load` is `mn`.
+fn tie_mask(load: &[u32], mask: u64, mn: u32) -> u64 {
+    let mut bits = mask;
+    let mut t = 0u64;
+    while bits != 0 {
+        let j = bits.trailing_zeros();
+        if load[j as usize] == mn {
+            t |= 1 << j;
+        }
+        bits &= bits - 1;
+    }
+    t
 }
 
 fn min_load(load: &[u32], mask: u64) -> u32 {
