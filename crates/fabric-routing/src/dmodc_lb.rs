@@ -84,6 +84,23 @@ pub(crate) fn route_lb(
     tabulate: bool,
     repair: bool,
 ) {
+    route_lb_balanced(
+        ctx,
+        set,
+        lfts,
+        (force_kernel, tabulate, repair),
+        kernel::Balance::Switch,
+    );
+}
+
+/// [`route_lb`] with the displaced destinations' tie-break `balance` (tests compare both).
+fn route_lb_balanced(
+    ctx: &RoutingContext<'_>,
+    set: LidSet,
+    lfts: &mut Lfts,
+    (force_kernel, tabulate, repair): (bool, bool, bool),
+    balance: kernel::Balance,
+) {
     let level = &ctx.ranking.level;
     let prep = Prepared::new(ctx.fabric, level);
     match plan::Plan::new(ctx.fabric, &prep) {
@@ -101,8 +118,7 @@ pub(crate) fn route_lb(
         }
         Ok(plan) if force_kernel || !plan.intact => {
             let tg = targets::Targets::new(ctx.fabric, &prep, &plan);
-            let slack = std::env::var("FABRIC_LB_SLACK").ok().and_then(|v| v.parse().ok()); // TEMP
-            let dst = kernel::fill_end_ports(ctx.fabric, ctx.lids, &prep, (&plan, &tg), set, lfts, tabulate, slack);
+            let dst = kernel::fill_end_ports(ctx.fabric, ctx.lids, &prep, (&plan, &tg), set, lfts, tabulate, balance);
             if !plan.intact && repair {
                 repair::repair(ctx.fabric, &prep, &plan, &dst, lfts);
             }

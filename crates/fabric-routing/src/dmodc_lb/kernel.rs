@@ -35,6 +35,18 @@ use crate::lft::{Lfts, NO_ROUTE};
 use crate::lid::LidPlan;
 use crate::prep::{INF, NONE};
 
+/// How a displaced destination picks among the least loaded up-links of its mirror group.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(super) enum Balance {
+    /// Round robin (the placement of 27–28 Nov 2026; kept for the tests that compare).
+    #[cfg_attr(not(test), allow(dead_code))]
+    Group,
+    /// The one with the fewest primaries of *all* the switch's mirror groups (counted over the
+    /// whole switch before its first displaced destination), then round robin: the groups'
+    /// leftovers no longer pile up on the same up-links.
+    Switch,
+}
+
 #[derive(Default)]
 struct Scratch {
     gports: Vec<PortNum>,
@@ -144,7 +156,7 @@ pub(super) fn fill_end_ports(
     set: LidSet,
     lfts: &mut Lfts,
     tabulate: bool,
-    slack: Option<u32>,
+    balance: Balance,
 ) -> Destinations {
     let o = &p.o;
     let dst = Destinations::new(fabric, lids, p, set);
@@ -155,8 +167,7 @@ pub(super) fn fill_end_ports(
         dst: &dst,
         fabric,
         tabulate,
-        slack,
-        np_old: std::env::var("FABRIC_LB_NP").is_ok(),
+        balance,
     };
     lfts.par_rows_mut()
         .enumerate()
@@ -247,10 +258,8 @@ struct Ctx<'a> {
     /// Whether the usable first ranks take their port from [`Scratch::build_ptab`]'s table
     /// (false: computed per destination, the reference the tests compare with).
     tabulate: bool,
-    /// `None`: displaced primaries balanced per mirror group; `Some(x)`: per switch, over all
-    /// mirror groups, taking the second rank while its count is at most `x` above the least.
-    slack: Option<u32>,
-    np_old: bool,
+    /// How the displaced destinations break ties ([`Balance`]).
+    balance: Balance,
 }
 
 impl Ctx<'_> {
@@ -418,7 +427,7 @@ impl Ctx<'_> {
                         if !gready {
                             gready = true;
                             self.group_prepass(q, gstart, Some(gmirror), ranks, &scr.up_mask, &mut scr.gload);
-                            if self.slack.is_some() && !sready {
+                            if self.balance == Balance::Switch && !sready {
                                 sready = true;
                                 scr.cload.clear();
                                 scr.cload.resize(ups.len(), 0);
@@ -431,22 +440,13 @@ impl Ctx<'_> {
                         // candidate (ties in round robin, NID order).
                         let mn = min_load(&scr.gload, mask);
                         let t2 = usable(ranks, mask, self.tg.t2[off + i]);
-                        let j = match self.slack {
-                            None => match t2 {
-                                Some(j2) if !pr || scr.gload[j2] == mn => j2,
-                                _ => least_loaded(&scr.gload, mask, cursor),
-                            },
-                            Some(sl) => {
-                                // Among the group's least loaded, the switch's least loaded.
-                                let tie = tie_mask(&scr.gload, mask, mn);
-                                let cmn = min_load(&scr.cload, tie);
-                                match t2 {
-                                    Some(j2) if !pr => j2,
-                                    _ if !pr && self.np_old => least_loaded(&scr.gload, mask, cursor),
-                                    Some(j2) if (tie >> j2) & 1 != 0 && scr.cload[j2] <= cmn + sl => j2,
-                                    _ => least_loaded(&scr.cload, tie, cursor),
-                                }
+                        let j = match t2 {
+                            Some(j2) if !pr || scr.gload[j2] == mn => j2,
+                            // Among the group's least loaded: the switch's least loaded.
+                            _ if self.balance == Balance::Switch => {
+                                least_loaded(&scr.cload, tie_mask(&scr.gload, mask, mn), cursor)
                             }
+                            _ => least_loaded(&scr.gload, mask, cursor),
                         };
                         cursor = j as u32 + 1;
                         if pr {
