@@ -11,11 +11,16 @@
 //!   destination pod seen from `s`'s position), beyond the thesis: a per-up-link count of the
 //!   group's primaries at `m` (the destinations whose chain passes `m`) starts with the ones
 //!   kept on their `T1`; a displaced primary takes `T2(m, d)` when it is in `C` and among the
-//!   least counted, else a least counted member of `C` (ties in round robin, NID order), and
-//!   is counted; a displaced non-primary takes `T2(m, d)` when it is in `C`, else a least
-//!   counted member. So each up-link of `s` carries about the same number of the group's
-//!   primaries (the destinations most of `s`'s sources send to), and the second ranks keep
-//!   the paths of one destination on one down-link wherever that does not unbalance `s`.
+//!   least counted, else a least counted member of `C`, and is counted; a displaced
+//!   non-primary takes `T2(m, d)` when it is in `C`, else a least counted member. Ties among
+//!   the least counted go to the up-link with the fewest primaries of *all* of `s`'s mirror
+//!   groups (a second count over the whole switch, taken at its first displaced destination
+//!   and following every placed primary; [`Balance::Switch`]), then round robin in NID order.
+//!   So each up-link of `s` carries about the same number of each group's primaries (the
+//!   destinations most of `s`'s sources send to; a shift sends a pod to one or two pods) and
+//!   of all of them together (a random permutation's mean load of the up-link), and the
+//!   second ranks keep the paths of one destination on one down-link wherever that does not
+//!   unbalance `s`.
 //!   Without a mirror (irregular fabrics) Dmodc's own choice `C[⌊d/Π⌋ mod #C]` (eq. 4.7). The
 //!   port within the group is `⌊d/(Π_K·M_K)⌋ mod #g` (eq. 4.8 with the nominal dividers;
 //!   Dmodc's on an intact fabric).
