@@ -160,8 +160,7 @@ pub(super) fn fill_end_ports(
     (plan, tg): (&Plan, &Targets),
     set: LidSet,
     lfts: &mut Lfts,
-    tabulate: bool,
-    balance: Balance,
+    (tabulate, balance): (bool, Balance),
 ) -> Destinations {
     let o = &p.o;
     let dst = Destinations::new(fabric, lids, p, set);
