@@ -15,7 +15,8 @@
 //! 3. routes every switch towards the ranks its *mirror* (the destination's ancestor in the
 //!    same position) targets, and places what its own missing cables displace jointly per
 //!    mirror (destination pod): the second rank where it keeps the switch's up-links balanced
-//!    for that pod's primaries, else the least loaded surviving up-link ([`kernel`]).
+//!    for that pod's primaries, else the least loaded surviving up-link, ties going to the one
+//!    with the fewest primaries of all pods ([`kernel`]).
 //!
 //! On a fabric whose up-link components are not (nearly) complete bipartite blocks
 //! ([`plan::Plan::mirrored`]: fewer than half of the lower × upper pairs of the components
@@ -84,6 +85,23 @@ pub(crate) fn route_lb(
     tabulate: bool,
     repair: bool,
 ) {
+    route_lb_balanced(
+        ctx,
+        set,
+        lfts,
+        (force_kernel, tabulate, repair),
+        kernel::Balance::Switch,
+    );
+}
+
+/// [`route_lb`] with the displaced destinations' tie-break `balance` (tests compare both).
+fn route_lb_balanced(
+    ctx: &RoutingContext<'_>,
+    set: LidSet,
+    lfts: &mut Lfts,
+    (force_kernel, tabulate, repair): (bool, bool, bool),
+    balance: kernel::Balance,
+) {
     let level = &ctx.ranking.level;
     let prep = Prepared::new(ctx.fabric, level);
     match plan::Plan::new(ctx.fabric, &prep) {
@@ -101,7 +119,15 @@ pub(crate) fn route_lb(
         }
         Ok(plan) if force_kernel || !plan.intact => {
             let tg = targets::Targets::new(ctx.fabric, &prep, &plan);
-            let dst = kernel::fill_end_ports(ctx.fabric, ctx.lids, &prep, (&plan, &tg), set, lfts, tabulate);
+            let dst = kernel::fill_end_ports(
+                ctx.fabric,
+                ctx.lids,
+                &prep,
+                (&plan, &tg),
+                set,
+                lfts,
+                (tabulate, balance),
+            );
             if !plan.intact && repair {
                 repair::repair(ctx.fabric, &prep, &plan, &dst, lfts);
             }

@@ -11,11 +11,16 @@
 //!   destination pod seen from `s`'s position), beyond the thesis: a per-up-link count of the
 //!   group's primaries at `m` (the destinations whose chain passes `m`) starts with the ones
 //!   kept on their `T1`; a displaced primary takes `T2(m, d)` when it is in `C` and among the
-//!   least counted, else a least counted member of `C` (ties in round robin, NID order), and
-//!   is counted; a displaced non-primary takes `T2(m, d)` when it is in `C`, else a least
-//!   counted member. So each up-link of `s` carries about the same number of the group's
-//!   primaries (the destinations most of `s`'s sources send to), and the second ranks keep
-//!   the paths of one destination on one down-link wherever that does not unbalance `s`.
+//!   least counted, else a least counted member of `C`, and is counted; a displaced
+//!   non-primary takes `T2(m, d)` when it is in `C`, else a least counted member. Ties among
+//!   the least counted go to the up-link with the fewest primaries of *all* of `s`'s mirror
+//!   groups (a second count over the whole switch, taken at its first displaced destination
+//!   and following every placed primary; [`Balance::Switch`]), then round robin in NID order.
+//!   So each up-link of `s` carries about the same number of each group's primaries (the
+//!   destinations most of `s`'s sources send to; a shift sends a pod to one or two pods) and
+//!   of all of them together (a random permutation's mean load of the up-link), and the
+//!   second ranks keep the paths of one destination on one down-link wherever that does not
+//!   unbalance `s`.
 //!   Without a mirror (irregular fabrics) Dmodc's own choice `C[⌊d/Π⌋ mod #C]` (eq. 4.7). The
 //!   port within the group is `⌊d/(Π_K·M_K)⌋ mod #g` (eq. 4.8 with the nominal dividers;
 //!   Dmodc's on an intact fabric).
@@ -35,6 +40,18 @@ use crate::lft::{Lfts, NO_ROUTE};
 use crate::lid::LidPlan;
 use crate::prep::{INF, NONE};
 
+/// How a displaced destination picks among the least loaded up-links of its mirror group.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(super) enum Balance {
+    /// Round robin (the placement of 27–28 Nov 2026; kept for the tests that compare).
+    #[cfg_attr(not(test), allow(dead_code))]
+    Group,
+    /// The one with the fewest primaries of *all* the switch's mirror groups (counted over the
+    /// whole switch before its first displaced destination), then round robin: the groups'
+    /// leftovers no longer pile up on the same up-links.
+    Switch,
+}
+
 #[derive(Default)]
 struct Scratch {
     gports: Vec<PortNum>,
@@ -45,6 +62,8 @@ struct Scratch {
     cset: Vec<u16>,
     /// Per up index: the primaries of the current mirror group given to it.
     gload: Vec<u32>,
+    /// Per up index: the primaries of every mirror group of the switch given to it.
+    cload: Vec<u32>,
     /// Per up index: its group's `gmeta`.
     jmeta: Vec<(u32, u32, FastDiv)>,
     /// Per rank of the switch's component: its up index when usable for the current C.
@@ -141,7 +160,7 @@ pub(super) fn fill_end_ports(
     (plan, tg): (&Plan, &Targets),
     set: LidSet,
     lfts: &mut Lfts,
-    tabulate: bool,
+    (tabulate, balance): (bool, Balance),
 ) -> Destinations {
     let o = &p.o;
     let dst = Destinations::new(fabric, lids, p, set);
@@ -152,6 +171,7 @@ pub(super) fn fill_end_ports(
         dst: &dst,
         fabric,
         tabulate,
+        balance,
     };
     lfts.par_rows_mut()
         .enumerate()
@@ -242,6 +262,8 @@ struct Ctx<'a> {
     /// Whether the usable first ranks take their port from [`Scratch::build_ptab`]'s table
     /// (false: computed per destination, the reference the tests compare with).
     tabulate: bool,
+    /// How the displaced destinations break ties ([`Balance`]).
+    balance: Balance,
 }
 
 impl Ctx<'_> {
@@ -295,6 +317,8 @@ impl Ctx<'_> {
         };
         let mut gmirror = NONE;
         let (mut gstart, mut gready) = (0usize, true);
+        // Whether the whole switch's prepass ran (`slack` set: one count over all mirror groups).
+        let mut sready = false;
         let mut jt_mask = 0u64;
         let mut hint = 0usize;
         scr.jt.clear();
@@ -406,20 +430,34 @@ impl Ctx<'_> {
                     } else {
                         if !gready {
                             gready = true;
-                            self.group_prepass(q, gstart, gmirror, ranks, scr);
+                            self.group_prepass(q, gstart, Some(gmirror), ranks, &scr.up_mask, &mut scr.gload);
+                            if self.balance == Balance::Switch && !sready {
+                                sready = true;
+                                scr.cload.clear();
+                                scr.cload.resize(ups.len(), 0);
+                                self.group_prepass(q, 0, None, ranks, &scr.up_mask, &mut scr.cload);
+                            }
                         }
                         let pr = self.tg.prim[off + i];
                         // Displaced: the mirror's second rank when it is usable and, for a
                         // primary, among the least loaded of the group; else a least loaded
                         // candidate (ties in round robin, NID order).
                         let mn = min_load(&scr.gload, mask);
-                        let j = match usable(ranks, mask, self.tg.t2[off + i]) {
+                        let t2 = usable(ranks, mask, self.tg.t2[off + i]);
+                        let j = match t2 {
                             Some(j2) if !pr || scr.gload[j2] == mn => j2,
+                            // Among the group's least loaded: the switch's least loaded.
+                            _ if self.balance == Balance::Switch => {
+                                least_loaded(&scr.cload, tie_mask(&scr.gload, mask, mn), cursor)
+                            }
                             _ => least_loaded(&scr.gload, mask, cursor),
                         };
                         cursor = j as u32 + 1;
                         if pr {
                             scr.gload[j] += 1;
+                            if let Some(c) = scr.cload.get_mut(j) {
+                                *c += 1;
+                            }
                         }
                         j
                     };
@@ -488,10 +526,10 @@ impl Ctx<'_> {
         }
     }
 
-    /// Per up index of `q`, the primaries at mirror `m` (spans from `si` on with that mirror)
-    /// whose first rank `q` can take.
-    fn group_prepass(&self, q: usize, si: usize, m: u32, ranks: &[u8], scr: &mut Scratch) {
-        scr.gload.iter_mut().for_each(|x| *x = 0);
+    /// Per up index of `q`, the primaries at mirror `m` (spans from `si` on with that mirror;
+    /// `None`: every span of the switch) whose first rank `q` can take.
+    fn group_prepass(&self, q: usize, si: usize, m: Option<u32>, ranks: &[u8], up_mask: &[u64], load: &mut [u32]) {
+        load.iter_mut().for_each(|x| *x = 0);
         let mut hint = 0usize;
         let (down_row, full_row) = (self.p.costs.down_row(q), self.p.costs.full_row(q));
         for span in &self.dst.spans[si..] {
@@ -499,17 +537,21 @@ impl Ctx<'_> {
             if self.p.o.leaves[li] as usize == q || down_row[li] != INF || full_row[li] == INF {
                 continue;
             }
-            let (m2, Some((off, _))) = self.targets_of(q, span, &mut hint) else {
+            let (m2, tgt) = self.targets_of(q, span, &mut hint);
+            let Some((off, _)) = tgt else {
+                if m.is_none() {
+                    continue;
+                }
                 break;
             };
-            if m2 != m {
+            if m.is_some_and(|m| m2 != m) {
                 break;
             }
-            let mask = scr.up_mask[li];
+            let mask = up_mask[li];
             for i in off..off + span.len as usize {
                 if self.tg.prim[i] {
                     if let Some(j) = usable(ranks, mask, self.tg.t1[i]) {
-                        scr.gload[j] += 1;
+                        load[j] += 1;
                     }
                 }
             }
@@ -555,6 +597,20 @@ pub(super) fn least_loaded(load: &[u32], mask: u64, cursor: u32) -> usize {
         }
     }
     best.1
+}
+
+/// The up indices of `mask` whose `load` is `mn`.
+fn tie_mask(load: &[u32], mask: u64, mn: u32) -> u64 {
+    let mut bits = mask;
+    let mut t = 0u64;
+    while bits != 0 {
+        let j = bits.trailing_zeros();
+        if load[j as usize] == mn {
+            t |= 1 << j;
+        }
+        bits &= bits - 1;
+    }
+    t
 }
 
 fn min_load(load: &[u32], mask: u64) -> u32 {
