@@ -25,6 +25,7 @@ use crate::upload::SideWrites;
 #[cfg(test)]
 #[path = "compute/detect_tests.rs"]
 mod detect_tests;
+pub mod sched;
 mod select;
 pub mod vl;
 
@@ -232,6 +233,9 @@ pub struct Computed {
     /// base tables go in, and the per-path SLs the SA reports once installed; `None` for
     /// engines deadlock-free on one VL.
     pub vl: Option<Arc<VlInstall>>,
+    /// The computing thread's CPU and run-queue time during `compute_ms`, when the caller
+    /// measured it ([`sched`]; the routing pool's job does, [`compute`] itself leaves `None`).
+    pub thread: Option<sched::ThreadTimes>,
 }
 
 /// Time of each stage of [`compute`] (milliseconds; together `compute_ms` up to rounding).
@@ -443,6 +447,7 @@ pub fn compute(input: ComputeInput) -> Result<Computed, ComputeError> {
         mft_resync_covered: input.mft_resync.clone(),
         pkey_resync_covered: input.pkey_resync.clone(),
         vl,
+        thread: None,
     })
 }
 
