@@ -470,7 +470,10 @@ fn switch_diagnostics(
                     // HYPERX(8,8;4) three strings per cable were ~7 % of the daemon's
                     // computation); `fmt_guid`'s notation, 0x and 16 hex digits.
                     let (kind, message) = if lv == rl {
-                        (DiagKind::SameLevelLink, format!("link to 0x{rg:016x}[{rp}]: both at level {lv}"))
+                        (
+                            DiagKind::SameLevelLink,
+                            format!("link to 0x{rg:016x}[{rp}]: both at level {lv}"),
+                        )
                     } else {
                         (
                             DiagKind::SkipLevelLink,
