@@ -233,8 +233,9 @@ pub struct Computed {
     /// base tables go in, and the per-path SLs the SA reports once installed; `None` for
     /// engines deadlock-free on one VL.
     pub vl: Option<Arc<VlInstall>>,
-    /// The computing thread's CPU and run-queue time during `compute_ms`, when the caller
-    /// measured it ([`sched`]; the routing pool's job does, [`compute`] itself leaves `None`).
+    /// The computing thread's CPU and run-queue time within `compute_ms` ([`sched`]; `None`
+    /// where the kernel has no counters). Not part of the result: two computations of the same
+    /// input differ here only.
     pub thread: Option<sched::ThreadTimes>,
 }
 
@@ -279,6 +280,7 @@ pub enum ComputeError {
 /// Computes one generation (see the module documentation).
 pub fn compute(input: ComputeInput) -> Result<Computed, ComputeError> {
     let t0 = Instant::now();
+    let sched0 = sched::sample();
     let mut stages = StageTimes::default();
     let mut lap = Instant::now();
     let mut stage = |slot: &mut f64| {
@@ -412,6 +414,7 @@ pub fn compute(input: ComputeInput) -> Result<Computed, ComputeError> {
         crate::pkeys::select_pkey_writes(&physical, &input.installed_pkeys, &pkeys, &input.pkey_resync)
     };
     stage(&mut stages.partitions);
+    let thread = sched0.and_then(|s| s.elapsed());
     let compute_ms = t0.elapsed().as_secs_f64() * 1e3;
     tracing::debug!(job = input.job, compute_ms, ?stages, "computed");
     Ok(Computed {
@@ -447,7 +450,7 @@ pub fn compute(input: ComputeInput) -> Result<Computed, ComputeError> {
         mft_resync_covered: input.mft_resync.clone(),
         pkey_resync_covered: input.pkey_resync.clone(),
         vl,
-        thread: None,
+        thread,
     })
 }
 

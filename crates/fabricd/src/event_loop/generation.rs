@@ -55,11 +55,7 @@ fn log_routing_check(job: u64, c: &fabric_routing::RoutingCheck) {
 fn compute_job(input: ComputeInput, stage_split: bool) -> Internal {
     let job = input.job;
     let installed = input.installed.clone();
-    let before = crate::compute::sched::sample();
-    let mut result = compute(input);
-    if let (Ok(c), Some(s)) = (&mut result, before) {
-        c.thread = s.elapsed();
-    }
+    let result = compute(input);
     let stages = match &result {
         Ok(c) if stage_split => Some(split_writes(&installed, &c.writes, &EscapeMask::new(&c.lids))),
         _ => None,
