@@ -3,9 +3,11 @@
 //! waiting in a run queue (Linux `/proc/thread-self/schedstat`, second field, nanoseconds;
 //! counted when the wait ends, so exact for a thread that is running — the first field, the
 //! time on a CPU, is only brought up to date at scheduler ticks and is not used), read by
-//! [`super::compute`] at the start and the end of its span (two reads, ~10 µs). `compute_ms` is wall-clock time: on a loaded machine (a simulator, a poller and
-//! other processes on two cores) the thread can be preempted for several scheduler slices in
-//! the middle of a stage, which shows here as run-queue time, not as work (issue 19: one-off
+//! [`super::compute`] at the start and the end of its span (two reads, ~10 µs).
+//!
+//! `compute_ms` is wall-clock time: on a loaded machine (a simulator, a poller and other
+//! processes on two cores) the thread can be preempted for several scheduler slices in the
+//! middle of a stage, which shows here as run-queue time, not as work (issue 19: one-off
 //! 10–30 ms `compute_ms` of a ~2 ms computation, at a different stage each time). What is left
 //! (`compute_ms − cpu_ms − runqueue_ms`) is time the thread slept: waiting for work the pool's
 //! other threads took (theirs is not counted here) or for page faults served from disk.
