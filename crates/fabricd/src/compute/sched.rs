@@ -3,7 +3,7 @@
 //! waiting in a run queue (Linux `/proc/thread-self/schedstat`, second field, nanoseconds;
 //! counted when the wait ends, so exact for a thread that is running — the first field, the
 //! time on a CPU, is only brought up to date at scheduler ticks and is not used), read by
-//! [`super::compute`] at the start and the end of its span (two reads, ~10 µs).
+//! [`super::compute`] at the start and the end of its span (two reads of a small /proc file).
 //!
 //! `compute_ms` is wall-clock time: on a loaded machine (a simulator, a poller and other
 //! processes on two cores) the thread can be preempted for several scheduler slices in the
