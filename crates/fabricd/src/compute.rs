@@ -414,7 +414,7 @@ pub fn compute(input: ComputeInput) -> Result<Computed, ComputeError> {
         crate::pkeys::select_pkey_writes(&physical, &input.installed_pkeys, &pkeys, &input.pkey_resync)
     };
     stage(&mut stages.partitions);
-    let thread = sched0.and_then(|s| s.elapsed());
+    let thread = sched0.and_then(sched::Sample::elapsed);
     let compute_ms = t0.elapsed().as_secs_f64() * 1e3;
     tracing::debug!(job = input.job, compute_ms, ?stages, "computed");
     Ok(Computed {
