@@ -226,6 +226,10 @@ fn leaf_to_leaf_link_is_reported_once_with_guid_and_port() {
     assert!(d[0]
         .to_string()
         .starts_with(&format!("{}[{spare}]: ", fmt_guid(f.switch(a).guid))));
+    assert_eq!(
+        d[0].message,
+        format!("link to {}[{spare}]: both at level 0", fmt_guid(f.switch(c).guid))
+    );
 }
 
 #[test]
@@ -257,6 +261,14 @@ fn level_skipping_link_is_reported_with_guid_and_port() {
         skip[0]
     );
     assert!(skip[0].message.contains("level 0 to level 2"), "{}", skip[0]);
+    // The whole message, in `fmt_guid`'s notation (built by one `format!` per cable).
+    assert_eq!(
+        skip[0].message,
+        format!(
+            "link to {}[{tp}]: level 0 to level 2, skipping 1 level(s)",
+            fmt_guid(f.switch(top).guid)
+        )
+    );
     assert_eq!(rep.ranking.diagnostics_of(DiagKind::SameLevelLink).count(), 0);
     // The top switch, pulled to level 1 by the BFS, is reported as moved.
     let moved: Vec<_> = rep.ranking.diagnostics_of(DiagKind::Irregular).collect();

@@ -295,6 +295,21 @@ pub fn destination_check_both_ranked(
     destination_check_both_ranked_opt(fabric, lids, lfts, level, true)
 }
 
+/// The local proof's hint from `level`, when the proof can do more than the walks: with fewer
+/// than two distinct levels among the live switches (every direct topology ranks flat: Slim
+/// Fly, HyperX, Dragonfly) no step goes down or up, so the proof only covers destinations that
+/// every source switch reaches in one hop (none on a fabric of diameter ≥ 2) and its pass over
+/// the tables is spent for nothing (SLIMFLY(5;4): as many instructions as the walks). `None`:
+/// every destination is walked (the same result, as for any hint).
+fn proof_hint<'a>(fabric: &Fabric, level: &'a [Option<u32>]) -> Option<crate::proof::Hint<'a>> {
+    let mut live = fabric
+        .switch_ids()
+        .filter(|&s| fabric.switch(s).up)
+        .filter_map(|s| level.get(s.idx()).copied().flatten());
+    let first = live.next()?;
+    live.any(|l| l != first).then(|| crate::proof::Hint::new(level))
+}
+
 /// [`destination_check_both_ranked`]; `switch_lids: false` leaves the switch LIDs out (their
 /// `switch_unreachable_pairs` is then 0): what [`crate::check_and_repair`] does on a fat-tree,
 /// where it discards that count anyway (issue #17: on the 34 992-node fabric the switch LIDs
@@ -315,7 +330,7 @@ pub(crate) fn destination_check_both_ranked_opt(
         wide: false,
         switch_lids,
     };
-    let mut v = destination_checks(fabric, lids, lfts, sets, opts, Some(crate::proof::Hint::new(level)));
+    let mut v = destination_checks(fabric, lids, lfts, sets, opts, proof_hint(fabric, level));
     let escape = if lids.lmc == 0 {
         DestinationCheck::default()
     } else {
@@ -607,6 +622,36 @@ mod tests {
     use super::*;
     use crate::testutil::*;
     use crate::EngineKind;
+
+    #[test]
+    fn the_proof_is_skipped_on_flat_levels_with_the_same_result() {
+        let t = pgft(&[2, 2], &[1, 2], &[1, 1]);
+        let f = &t.fabric;
+        let (r, lids, mut lfts) = routed(f, EngineKind::Dmodc, 1);
+        assert!(
+            proof_hint(f, &r.level).is_some(),
+            "a fat-tree's two levels: the proof runs"
+        );
+        let flat = vec![Some(0); f.num_switches()];
+        assert!(proof_hint(f, &flat).is_none(), "one level: walks only");
+        assert!(proof_hint(f, &[]).is_none(), "no level");
+        let unranked_but_one: Vec<Option<u32>> = (0..f.num_switches()).map(|s| (s == 0).then_some(1)).collect();
+        assert!(proof_hint(f, &unranked_but_one).is_none());
+        // Damaged tables: a loop and a hole; flat levels give what the walks alone give.
+        let (a, b) = (EndPortId(0), EndPortId(3));
+        let mut hops = Vec::new();
+        trace(f, &lfts, a, lids.base_lid(b), &mut hops).unwrap();
+        let (spine, _) = hops[1];
+        let a_leaf = f.end_port(a).attach.unwrap().0;
+        let down = f.port_groups(spine).iter().find(|g| g.remote == a_leaf).unwrap().ports[0];
+        lfts.set(spine, lids.base_lid(b), down);
+        lfts.set(a_leaf, lids.base_lid(EndPortId(2)), NO_ROUTE);
+        let walked = destination_check_both(f, &lids, &lfts);
+        assert!(!walked.0.valid());
+        for level in [&flat, &r.level] {
+            assert_eq!(destination_check_both_ranked(f, &lids, &lfts, level), walked);
+        }
+    }
 
     #[test]
     fn trace_reports_routes_loops_and_holes() {

@@ -25,6 +25,7 @@ use crate::upload::SideWrites;
 #[cfg(test)]
 #[path = "compute/detect_tests.rs"]
 mod detect_tests;
+pub mod sched;
 mod select;
 pub mod vl;
 
@@ -232,6 +233,10 @@ pub struct Computed {
     /// base tables go in, and the per-path SLs the SA reports once installed; `None` for
     /// engines deadlock-free on one VL.
     pub vl: Option<Arc<VlInstall>>,
+    /// The computing thread's CPU and run-queue time within `compute_ms` ([`sched`]; `None`
+    /// where the kernel has no counters). Not part of the result: two computations of the same
+    /// input differ here only.
+    pub thread: Option<sched::ThreadTimes>,
 }
 
 /// Time of each stage of [`compute`] (milliseconds; together `compute_ms` up to rounding).
@@ -275,6 +280,7 @@ pub enum ComputeError {
 /// Computes one generation (see the module documentation).
 pub fn compute(input: ComputeInput) -> Result<Computed, ComputeError> {
     let t0 = Instant::now();
+    let sched0 = sched::sample();
     let mut stages = StageTimes::default();
     let mut lap = Instant::now();
     let mut stage = |slot: &mut f64| {
@@ -408,6 +414,7 @@ pub fn compute(input: ComputeInput) -> Result<Computed, ComputeError> {
         crate::pkeys::select_pkey_writes(&physical, &input.installed_pkeys, &pkeys, &input.pkey_resync)
     };
     stage(&mut stages.partitions);
+    let thread = sched0.and_then(sched::Sample::elapsed);
     let compute_ms = t0.elapsed().as_secs_f64() * 1e3;
     tracing::debug!(job = input.job, compute_ms, ?stages, "computed");
     Ok(Computed {
@@ -443,6 +450,7 @@ pub fn compute(input: ComputeInput) -> Result<Computed, ComputeError> {
         mft_resync_covered: input.mft_resync.clone(),
         pkey_resync_covered: input.pkey_resync.clone(),
         vl,
+        thread,
     })
 }
 

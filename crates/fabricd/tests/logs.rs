@@ -61,6 +61,18 @@ fn json_log_lines_keep_numbers_and_arrays_typed() {
     assert!(v["fields"]["committed_ms"].is_f64(), "{commit}");
     assert!(v["fields"]["blocks_written"].is_u64(), "{commit}");
     assert!(v["fields"]["faults"].is_u64(), "{commit}");
+    // The computation's wall time and the computing thread's CPU and run-queue share of it
+    // (compute::sched; -1 only where the kernel has no counters, never on Linux).
+    let f = |k: &str| {
+        v["fields"][k]
+            .as_f64()
+            .unwrap_or_else(|| panic!("{k} is not a number: {commit}"))
+    };
+    let (wall, cpu, queue) = (f("compute_ms"), f("compute_cpu_ms"), f("compute_runqueue_ms"));
+    assert!(wall > 0.0 && cpu > 0.0 && queue >= 0.0, "{commit}");
+    // Taken just around the computation: the thread's share fits in its span (+ rounding and
+    // the two readings).
+    assert!(cpu + queue <= wall + 1.0, "{commit}");
     // A reload: log.level applies, log.timestamps needs a restart; both lists are arrays.
     let text = std::fs::read_to_string(&config).unwrap();
     std::fs::write(

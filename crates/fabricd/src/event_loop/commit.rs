@@ -348,6 +348,11 @@ impl EventLoop {
             // Numbers (JSON logs keep them numbers), to 0.1 ms.
             routed_ms = (timings.routed_ms * 10.0).round() / 10.0,
             committed_ms = (timings.committed_ms * 10.0).round() / 10.0,
+            // The computation's wall time and, of it, the computing thread's time on a CPU
+            // and waiting for one (compute::sched; -1 where unknown), to 0.01 ms.
+            compute_ms = (timings.compute_ms * 100.0).round() / 100.0,
+            compute_cpu_ms = c.thread.map_or(-1.0, |t| (t.cpu_ms * 100.0).round() / 100.0),
+            compute_runqueue_ms = c.thread.map_or(-1.0, |t| (t.runqueue_ms * 100.0).round() / 100.0),
             blocks_written = timings.blocks_written,
             "generation committed"
         );
