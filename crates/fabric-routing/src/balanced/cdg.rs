@@ -8,7 +8,7 @@
 //! positions (the same sets, so the same order, as two searches one after the other). Edges are reference-counted (one reference per route that induces the
 //! dependency); removing the last reference removes the edge, which keeps the order valid.
 //!
-//! Since 28 Nov 2026 (H25) the searches visit only present edges (a bit per out-slot and per
+//! Since 28 Nov 2026 the searches visit only present edges (a bit per out-slot and per
 //! in-slot), the switch a channel leaves is a table, and the two sets are put in position
 //! order by a scan of the positions between `y` and `x` when that is shorter than sorting
 //! them: the same searches and the same order as before, ~27 % fewer instructions of

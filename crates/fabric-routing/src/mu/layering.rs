@@ -99,7 +99,7 @@ pub(super) fn within_by_first_fit(fabric: &Fabric, lids: &LidPlan, lfts: &Lfts, 
 /// within one layer and asks `max()` (once) when a route needs a second one, or at the end.
 /// The same result as `within_by_first_fit(fabric, lids, lfts, max())` (a first fit goes on
 /// from the route that needed the higher maximum exactly as a run with it: [`first_fit_with`]);
-/// mu-sssp runs it alongside the layering that gives `max` (H25).
+/// mu-sssp runs it alongside the layering that gives `max` (28 Nov 2026).
 pub(super) fn within_by_first_fit_later(
     fabric: &Fabric,
     lids: &LidPlan,

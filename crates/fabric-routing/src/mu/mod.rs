@@ -47,7 +47,7 @@
 //!
 //! Deterministic (no randomness; the first fit's hash map only deduplicates). Sequential but
 //! for one step: where the rounds' routing competes, its layering and port order's first-fit
-//! check run side by side (`rayon::join`; the same result on one thread, H25).
+//! check run side by side (`rayon::join`; the same result on one thread).
 //! Memory: `channels × switches` counters (`u16`) and `switches²` BFS entries; fabrics above
 //! [`MU_MAX_COUNTERS`] counters or [`MU_MAX_DESTINATIONS`] destinations are refused (use
 //! `dfsssp`).
