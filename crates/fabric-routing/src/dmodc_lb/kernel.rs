@@ -317,7 +317,7 @@ impl Ctx<'_> {
         };
         let mut gmirror = NONE;
         let (mut gstart, mut gready) = (0usize, true);
-        // Whether the whole switch's prepass ran (`slack` set: one count over all mirror groups).
+        // Whether the whole switch's count ([`Scratch::cload`], over all mirror groups) was taken.
         let mut sready = false;
         let mut jt_mask = 0u64;
         let mut hint = 0usize;
