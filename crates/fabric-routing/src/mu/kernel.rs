@@ -76,17 +76,18 @@ struct State<'a> {
 }
 
 /// Routes every destination of `plan`: a first pass that loads the `seed` routing's next hops
-/// (`seed[d × ns + s]` as [`Routed::next`]); then, if `more(mu of the seed)` says so, up to
-/// `rounds` rounds that rip up each destination and route it again against all the others,
-/// stopping after a round that lowers neither mu nor the channels at mu. The routing of least
-/// (mu, channels at mu, sum of min(src, dst), max load) is kept.
+/// (`seed[d × ns + s]` as [`Routed::next`]); then, if `more(mu of the seed)` gives a lower
+/// bound of mu (`None`: no rounds), up to `rounds` rounds that rip up each destination and
+/// route it again against all the others, stopping after a round that lowers neither mu nor
+/// the channels at mu, or that reaches the bound. The routing of least (mu, channels at mu,
+/// sum of min(src, dst), max load) is kept.
 pub(crate) fn route(
     fabric: &Fabric,
     plan: &VlPlan,
     ch: Channels,
     seed: &[u32],
     rounds: usize,
-    more: impl FnOnce(u64) -> bool,
+    more: impl FnOnce(u64) -> Option<u64>,
 ) -> Routed {
     let ns = fabric.num_switches();
     let nc = ch.len();
@@ -125,7 +126,8 @@ pub(crate) fn route(
         st.load_dest(d, &seed[d * ns..(d + 1) * ns]);
     }
     let s0 = st.score();
-    let rounds = if more(s0.0) { rounds } else { 0 };
+    let floor = more(s0.0);
+    let rounds = if floor.is_some() { rounds } else { 0 };
     let mut best = (s0, if rounds > 0 { st.next.clone() } else { Vec::new() }, 0usize);
     let mut prev = s0;
     let mut rounds_run = 0;
@@ -155,7 +157,9 @@ pub(crate) fn route(
         // on, one that does not lower mu does too (measured 28 Nov 2026: on the cut files no round
         // after such a round lowered mu — after round 1 one did, DRAGONFLY(3) 5 %: 69, 69,
         // 63; the candidates compete on mu).
-        if (s.0, s.1) >= (prev.0, prev.1) || (round >= 2 && s.0 >= prev.0) {
+        // A round that reaches the lower bound of mu ends them too: no later one can lower
+        // mu, and the candidates compete on mu.
+        if (s.0, s.1) >= (prev.0, prev.1) || (round >= 2 && s.0 >= prev.0) || floor.is_some_and(|lb| s.0 <= lb) {
             break;
         }
         prev = s;
@@ -457,4 +461,129 @@ pub(crate) fn port_order(fabric: &Fabric, plan: &VlPlan, ch: &Channels) -> Vec<u
         next[d * ns..(d + 1) * ns].copy_from_slice(&row);
     }
     next
+}
+
+/// A lower bound of the all-to-all `mu` of every minimal routing (every routing the rounds
+/// can reach) from **forced channels**: a channel that every minimal path from switch `a`
+/// (with end ports) to a destination switch `b` takes carries `a`'s end ports as sources and
+/// `b`'s destinations in any such routing, so `mu ≥ max over channels c of min(Σ end ports of
+/// the sources forced through c, Σ destinations forced through c)`. Forced channels of a pair
+/// are found from both ends: from `a` while a switch has exactly one channel one hop closer
+/// to `b`, and back from `b` while a switch has exactly one channel from a switch one hop
+/// closer to `a` (a channel in the middle of the paths that all of them share is missed: the
+/// bound stays a bound). On a Moore graph (Slim Fly q = 5) or a Dragonfly with one global
+/// link per group pair every minimal path is unique and the bound is the mu of port order;
+/// cables cut leave most pairs' paths unique. Cost: one BFS per switch and a walk per
+/// (source, destination) switch pair, far below one rip-up round.
+pub(crate) fn forced_lower_bound(fabric: &Fabric, plan: &VlPlan, ch: &Channels) -> u64 {
+    let ns = fabric.num_switches();
+    let nc = ch.len();
+    let own: Vec<u64> = fabric
+        .switch_ids()
+        .map(|s| {
+            if fabric.switch(s).up {
+                fabric.attached_end_ports(s).len() as u64
+            } else {
+                0
+            }
+        })
+        .collect();
+    // Destination weight per switch; `None`: no destination there.
+    let mut dw: Vec<Option<u64>> = vec![None; ns];
+    for d in &plan.dests {
+        let x = &mut dw[d.switch as usize];
+        *x = Some(x.unwrap_or(0) + d.weight);
+    }
+    // Hop distances between all switches (links are bidirectional).
+    let mut dist = vec![NONE; ns * ns];
+    let mut queue: Vec<u32> = Vec::with_capacity(ns);
+    for t in 0..ns {
+        let row = &mut dist[t * ns..(t + 1) * ns];
+        queue.clear();
+        row[t] = 0;
+        queue.push(t as u32);
+        let mut i = 0;
+        while i < queue.len() {
+            let x = queue[i] as usize;
+            i += 1;
+            for c in ch.of_switch(x) {
+                let y = ch.remote[c as usize] as usize;
+                if row[y] == NONE {
+                    row[y] = row[x] + 1;
+                    queue.push(y as u32);
+                }
+            }
+        }
+    }
+    // The only channel of `x` to a switch one hop closer to `t`, if there is exactly one.
+    let only_closer = |x: usize, t: usize| {
+        let dx = dist[t * ns + x];
+        let mut found = NONE;
+        for c in ch.of_switch(x) {
+            if dist[t * ns + ch.remote[c as usize] as usize].wrapping_add(1) == dx {
+                if found != NONE {
+                    return NONE;
+                }
+                found = c;
+            }
+        }
+        found
+    };
+    let mut src = vec![0u64; nc];
+    let mut src_of = vec![NONE; nc];
+    let words = ns.div_ceil(64);
+    let mut dst_set = vec![0u64; nc * words];
+    let mut dst = vec![0u64; nc];
+    let mut forced: Vec<u32> = Vec::new();
+    for a in 0..ns {
+        if own[a] == 0 {
+            continue;
+        }
+        for b in 0..ns {
+            let Some(wb) = dw[b] else { continue };
+            let dab = dist[b * ns + a];
+            if b == a || dab == NONE {
+                continue;
+            }
+            forced.clear();
+            // From `a` towards `b`.
+            let mut x = a;
+            while x != b {
+                let c = only_closer(x, b);
+                if c == NONE {
+                    break;
+                }
+                forced.push(c);
+                x = ch.remote[c as usize] as usize;
+            }
+            // Back from `b` towards `x` (where the walk from `a` stopped).
+            let mut y = b;
+            while y != x {
+                let c = only_closer(y, a);
+                if c == NONE {
+                    break;
+                }
+                let z = ch.remote[c as usize] as usize;
+                // The channel z → y of the same cable: the only one, as y has one to z.
+                match ch.of_switch(z).find(|&e| ch.remote[e as usize] as usize == y) {
+                    Some(e) => forced.push(e),
+                    None => break,
+                }
+                y = z;
+            }
+            for &c in &forced {
+                let c = c as usize;
+                if src_of[c] != a as u32 {
+                    src_of[c] = a as u32;
+                    src[c] += own[a];
+                }
+                let (w, bit) = (c * words + b / 64, 1u64 << (b % 64));
+                if dst_set[w] & bit == 0 {
+                    dst_set[w] |= bit;
+                    dst[c] += wb;
+                }
+            }
+        }
+    }
+    (0..nc).map(|c| src[c].min(dst[c])).max().unwrap_or(0)
 }

@@ -93,6 +93,11 @@ pub struct MuStats {
     /// Destinations the rounds re-routed, counted once per round (round 1 re-routes all of
     /// them, the later rounds only those on the channels at mu).
     pub rerouted: usize,
+    /// The lower bound of mu port order was compared with (the rounds run only below it and
+    /// stop once they reach it): the larger of [`mu_lower_bound`]'s and, when port order is
+    /// above that, of the forced channels' (`kernel::forced_lower_bound`); 0 on a regular
+    /// fabric (no rounds).
+    pub lower_bound: u64,
 }
 
 /// The candidate routings, in order of preference on ties: minimal routing by port order
@@ -165,6 +170,7 @@ impl MuSssp {
             rounds_run: r.rounds_run,
             rounds_mu: r.mu,
             rerouted: r.rerouted,
+            lower_bound: 0,
         };
         // Port order is round 0 of the rounds: when it reaches the lower bound of mu on one
         // layer nothing can beat it and the rounds are skipped.
@@ -180,15 +186,21 @@ impl MuSssp {
             return Ok(None);
         }
         let (mut mu0, mut first) = (0, None);
+        let mut lb_forced = 0;
         let r = kernel::route(f, &plan, Channels::new(f), &po, rounds, |mu| {
             mu0 = mu;
+            // The rounds route on minimal paths too: when port order reaches a lower bound of
+            // their mu they cannot lower it and their routing would not compete (until 28 Nov
+            // 2026 they ran when port order needed two layers or more: never kept).
             if mu > lb {
-                return true;
+                lb_forced = kernel::forced_lower_bound(f, &plan, &ch);
+                if mu > lb_forced {
+                    return Some(lb.max(lb_forced));
+                }
             }
             let x = tables(&po, &ch, IB_MAX_DATA_VLS);
-            let more = x.2 > 1;
             first = Some(x);
-            more
+            None
         });
         // The rounds' routing competes only when it lowers mu (ties: port order); then port
         // order wins only with fewer layers, so its layering may stop at one less.
@@ -246,7 +258,8 @@ impl MuSssp {
             cache::store(f, ctx.lids, &t, l);
         }
         *lfts = t;
-        Ok(Some(st))
+        let lower_bound = if rounds > 0 { lb.max(lb_forced) } else { 0 };
+        Ok(Some(MuStats { lower_bound, ..st }))
     }
 }
 
