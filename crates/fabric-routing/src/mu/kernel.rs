@@ -297,13 +297,16 @@ impl State<'_> {
         (mx.max(self.gmu), inc, ld, c)
     }
 
-    /// Adds switch `u`'s end ports as sources on its path towards `d`.
-    fn charge_path(&mut self, d: usize, u: usize) {
+    /// Adds switch `u`'s end ports as sources on its path towards `d`; returns the highest
+    /// min(src, dst) on the path afterwards (what [`Self::eval`] of that channel gave before,
+    /// below `gmu`'s raise; 0 when `u` has no end ports).
+    fn charge_path(&mut self, d: usize, u: usize) -> u64 {
         let ns = self.ns;
         let w = self.own[u];
         if w == 0 {
-            return;
+            return 0;
         }
+        let mut mx = 0u64;
         let t = self.plan.dests[d].switch as usize;
         let wd = self.plan.dests[d].weight;
         let mut e = self.next[d * ns + u];
@@ -322,16 +325,21 @@ impl State<'_> {
                 self.mark[c] = self.epoch;
                 self.tw[c] += wd;
             }
+            mx = mx.max(self.sw[c].min(self.tw[c]));
             let x = self.ch.remote[c] as usize;
             if x == t {
                 break;
             }
             e = self.next[d * ns + x];
         }
+        mx
     }
 
     /// Routes destination `d`: the switches in BFS order from its switch, each taking the
-    /// minimal next hop of least [`Self::eval`], then charging its path.
+    /// minimal next hop of least [`Self::eval`], then charging its path. A switch with end
+    /// ports and a single minimal next hop takes it without [`Self::eval`] (most switches
+    /// of a Slim Fly or Dragonfly: their minimal paths are mostly unique): charging its path
+    /// gives the value `eval` would have raised `gmu` to (same tables; 28 Nov 2026, H27).
     fn route_dest(&mut self, d: usize) {
         let ns = self.ns;
         let t = self.plan.dests[d].switch as usize;
@@ -341,22 +349,34 @@ impl State<'_> {
         for i in 1..self.reached[t] as usize {
             let u = self.order[base + i] as usize;
             let du = self.dist[base + u];
+            // With end ports: the first candidate is evaluated only once a second shows up.
+            let lazy = self.own[u] > 0;
+            let mut first = NONE;
             let mut best: Option<Key> = None;
             for c in self.ch.of_switch(u) {
                 let v = self.ch.remote[c as usize] as usize;
                 if self.dist[base + v] != du - 1 {
                     continue;
                 }
+                if lazy && first == NONE {
+                    first = c;
+                    continue;
+                }
+                if lazy && best.is_none() {
+                    best = Some(self.eval(d, u, first));
+                }
                 let k = self.eval(d, u, c);
                 if best.is_none_or(|b| k < b) {
                     best = Some(k);
                 }
             }
-            self.next[d * ns + u] = best.map_or(NONE, |k| k.3);
-            if let Some(k) = best {
+            self.next[d * ns + u] = best.map_or(first, |k| k.3);
+            let mx = self.charge_path(d, u);
+            if lazy {
+                self.gmu = self.gmu.max(mx);
+            } else if let Some(k) = best {
                 self.gmu = self.gmu.max(k.0);
             }
-            self.charge_path(d, u);
         }
     }
 

@@ -30,9 +30,12 @@
 //!    index). The rounds stop after one that lowers neither mu nor the channels at mu, and
 //!    from round 2 on after one that does not lower mu; the routing of least (mu, channels
 //!    at mu, Σ min(S, T), max load) is kept.
-//! 4. **Candidates.** Port order and the rounds' routing; the rounds are skipped when port
-//!    order reaches a lower bound of mu on one layer and on regular fabrics (every switch with
-//!    the same channels and end ports: [`regular`]), and their routing is kept only when it
+//! 4. **Candidates.** Port order and the rounds' routing; the rounds are skipped on regular
+//!    fabrics (every switch with the same channels and end ports: [`regular`]) and when port
+//!    order reaches a lower bound of mu of every minimal routing (the larger of
+//!    [`mu_lower_bound`]'s and the forced channels' of `kernel::forced_lower_bound`; since 28
+//!    Nov 2026, H27: the cut Slim Flies' 1 % files), and stop after a round that reaches
+//!    it; their routing is kept only when it
 //!    lowers mu without needing more layers (ties: port order; port order's layering within
 //!    fewer layers is then checked by the first fit alone).
 //!
@@ -172,8 +175,8 @@ impl MuSssp {
             rerouted: r.rerouted,
             lower_bound: 0,
         };
-        // Port order is round 0 of the rounds: when it reaches the lower bound of mu on one
-        // layer nothing can beat it and the rounds are skipped.
+        // Port order is round 0 of the rounds: when it reaches a lower bound of mu nothing
+        // can beat it and the rounds are skipped.
         // On a regular fabric port order is kept without rounds (see [`regular`]).
         let rounds = if regular(f, &ch) { 0 } else { MU_ROUNDS };
         if rounds == 0 && !count {

@@ -502,3 +502,131 @@ fn parallel_candidate_layerings_equal_the_sequential_ones() {
         assert_eq!(s1, s2, "{spec} {cut}");
     }
 }
+
+/// The plan, channels and port-order routing of `f` (LMC 0), as `route_counted` builds them.
+fn kernel_inputs(f: &Fabric) -> (crate::balanced::VlPlan, crate::sssp::Channels, Vec<u32>) {
+    let lids = crate::lid::assign_lids(f, &Default::default(), 0, 0xBFFF).unwrap();
+    let plan = crate::balanced::VlPlan::new(f, &lids, 1);
+    let ch = crate::sssp::Channels::new(f);
+    let po = super::kernel::port_order(f, &plan, &ch);
+    (plan, ch, po)
+}
+
+/// A random minimal routing in [`super::kernel::Routed::next`]'s layout: every switch takes a
+/// channel to a switch one hop closer to the destination, drawn by `seed`.
+fn random_minimal(f: &Fabric, plan: &crate::balanced::VlPlan, ch: &crate::sssp::Channels, seed: u64) -> Vec<u32> {
+    let ns = f.num_switches();
+    let none = u32::MAX;
+    let mut x = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+    let mut next = vec![none; plan.dests.len() * ns];
+    for (d, dest) in plan.dests.iter().enumerate() {
+        let t = dest.switch as usize;
+        let mut dist = vec![u32::MAX; ns];
+        let mut q = vec![t];
+        dist[t] = 0;
+        let mut i = 0;
+        while i < q.len() {
+            let u = q[i];
+            i += 1;
+            for c in ch.of_switch(u) {
+                let v = ch.remote[c as usize] as usize;
+                if dist[v] == u32::MAX {
+                    dist[v] = dist[u] + 1;
+                    q.push(v);
+                }
+            }
+        }
+        for u in 0..ns {
+            if u == t || dist[u] == u32::MAX {
+                continue;
+            }
+            let closer: Vec<u32> = ch
+                .of_switch(u)
+                .filter(|&c| dist[ch.remote[c as usize] as usize] + 1 == dist[u])
+                .collect();
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            next[d * ns + u] = closer[((x >> 33) as usize) % closer.len()];
+        }
+    }
+    next
+}
+
+/// mu of the routing `next` as the kernel counts it (no rounds).
+fn kernel_mu(f: &Fabric, plan: &crate::balanced::VlPlan, next: &[u32]) -> u64 {
+    super::kernel::route(f, plan, crate::sssp::Channels::new(f), next, 4, |_| None).mu
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+
+    /// The forced-channel lower bound of mu is at most the mu of port order and of random
+    /// minimal routings, on random regular graphs and degraded Slim Flies / HyperX.
+    #[test]
+    fn forced_lower_bound_is_below_every_minimal_routing(
+        n in 8u32..24, k in 3u32..6, p in 1u32..4, seed in 0u64..1000, kind in 0u8..3, links in 0usize..25,
+    ) {
+        let k = if (n * k) % 2 == 1 { k + 1 } else { k };
+        let f = match kind {
+            0 => match generate_str(&format!("RRG({n},{k},{p};{seed})"), None) {
+                Ok(f) => f,
+                Err(_) => return Ok(()),
+            },
+            1 => gen("SLIMFLY(5;2)", links, seed),
+            _ => gen("HYPERX(4,4;2)", links, seed),
+        };
+        let (plan, ch, po) = kernel_inputs(&f);
+        let lb = super::kernel::forced_lower_bound(&f, &plan, &ch);
+        prop_assert!(lb <= kernel_mu(&f, &plan, &po), "port order below {lb}");
+        for s in 0..4 {
+            let next = random_minimal(&f, &plan, &ch, seed * 8 + s);
+            prop_assert!(lb <= kernel_mu(&f, &plan, &next), "random routing {s} below {lb}");
+        }
+    }
+}
+
+/// On a Moore graph (SLIMFLY(5;4) is Hoffman–Singleton's) every minimal path is unique: the
+/// forced-channel bound is exactly mu (28), where the per-switch bound says 4.
+#[test]
+fn forced_lower_bound_is_exact_on_a_moore_graph() {
+    let f = gen("SLIMFLY(5;4)", 0, 1);
+    let (plan, ch, po) = kernel_inputs(&f);
+    assert_eq!(super::kernel::forced_lower_bound(&f, &plan, &ch), 28);
+    assert_eq!(kernel_mu(&f, &plan, &po), 28);
+    assert_eq!(kernel_mu(&f, &plan, &random_minimal(&f, &plan, &ch, 7)), 28);
+}
+
+/// SLIMFLY(5;4) with 2 cables cut (tests/direct-compare.sh's 1 % file): port order reaches
+/// the forced-channel bound (28), so no rip-up round runs (until 28 Nov 2026 two ran, and
+/// their routing, also at 28, was never kept); the tables' mu_a2a is 28.
+#[test]
+fn rounds_skipped_when_port_order_reaches_the_forced_bound() {
+    let f = gen("SLIMFLY(5;4)", 2, 1);
+    let (lids, lfts, st) = with_ctx(&f, |ctx| {
+        let mut lfts = Lfts::new(f.num_switches(), ctx.lids.top());
+        let st = crate::mu::MuSssp.route_stats(ctx, &mut lfts).unwrap();
+        (ctx.lids.clone(), lfts, st)
+    });
+    assert_eq!(st.rounds_run, 0, "{st:?}");
+    assert_eq!(st.lower_bound, st.port_order_mu, "{st:?}");
+    assert_eq!(a2a_mu(&f, &lids, &lfts), 28);
+}
+
+/// The rounds stop after the round that reaches the lower bound given to them: on
+/// SLIMFLY(5;4) with 9 cables cut (port order 36, bound 28) fewer rounds run than with a
+/// bound of 0, to the same mu.
+#[test]
+fn rounds_stop_once_they_reach_the_bound() {
+    let f = gen("SLIMFLY(5;4)", 9, 1);
+    let (plan, ch, po) = kernel_inputs(&f);
+    let lb = super::kernel::forced_lower_bound(&f, &plan, &ch);
+    let run = |floor: u64| super::kernel::route(&f, &plan, crate::sssp::Channels::new(&f), &po, 4, |_| Some(floor));
+    let (bounded, unbounded) = (run(lb), run(0));
+    assert_eq!(bounded.mu, lb);
+    assert_eq!(unbounded.mu, lb);
+    assert!(
+        bounded.rounds_run < unbounded.rounds_run,
+        "{} {}",
+        bounded.rounds_run,
+        unbounded.rounds_run
+    );
+}
