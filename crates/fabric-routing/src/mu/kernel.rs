@@ -271,6 +271,7 @@ impl State<'_> {
     /// Cost of switch `u` taking channel `c` towards destination `d` (whose tree beyond
     /// `c` is already fixed): (highest min(src, dst) on the path once `u`'s end ports and
     /// `d` cross it, total increase of min(src, dst), highest load, channel).
+    #[inline(always)]
     fn eval(&self, d: usize, u: usize, c: u32) -> Key {
         let ns = self.ns;
         let t = self.plan.dests[d].switch as usize;
@@ -535,20 +536,40 @@ pub(crate) fn forced_lower_bound(fabric: &Fabric, plan: &VlPlan, ch: &Channels) 
             }
         }
     }
-    // The only channel of `x` to a switch one hop closer to `t`, if there is exactly one.
-    let only_closer = |x: usize, t: usize| {
-        let dx = dist[t * ns + x];
-        let mut found = NONE;
-        for c in ch.of_switch(x) {
-            if dist[t * ns + ch.remote[c as usize] as usize].wrapping_add(1) == dx {
-                if found != NONE {
-                    return NONE;
+    // `only[t × ns + x]`: the only channel of `x` to a switch one hop closer to `t`, if there
+    // is exactly one (else NONE); `back[c]`: the channel of the same cable the other way, for
+    // a channel that is the only one between its switches (else NONE).
+    let mut only = vec![NONE; ns * ns];
+    for t in 0..ns {
+        let row = &dist[t * ns..(t + 1) * ns];
+        for x in 0..ns {
+            let dx = row[x];
+            if dx == NONE || dx == 0 {
+                continue;
+            }
+            let mut found = NONE;
+            for c in ch.of_switch(x) {
+                if row[ch.remote[c as usize] as usize].wrapping_add(1) == dx {
+                    if found != NONE {
+                        found = NONE;
+                        break;
+                    }
+                    found = c;
                 }
-                found = c;
+            }
+            only[t * ns + x] = found;
+        }
+    }
+    let mut back = vec![NONE; nc];
+    for y in 0..ns {
+        for c in ch.of_switch(y) {
+            let z = ch.remote[c as usize] as usize;
+            let mut to_y = ch.of_switch(z).filter(|&e| ch.remote[e as usize] as usize == y);
+            if let (Some(e), None) = (to_y.next(), to_y.next()) {
+                back[c as usize] = e;
             }
         }
-        found
-    };
+    }
     let mut src = vec![0u64; nc];
     let mut src_of = vec![NONE; nc];
     let words = ns.div_ceil(64);
@@ -569,7 +590,7 @@ pub(crate) fn forced_lower_bound(fabric: &Fabric, plan: &VlPlan, ch: &Channels) 
             // From `a` towards `b`.
             let mut x = a;
             while x != b {
-                let c = only_closer(x, b);
+                let c = only[b * ns + x];
                 if c == NONE {
                     break;
                 }
@@ -579,17 +600,13 @@ pub(crate) fn forced_lower_bound(fabric: &Fabric, plan: &VlPlan, ch: &Channels) 
             // Back from `b` towards `x` (where the walk from `a` stopped).
             let mut y = b;
             while y != x {
-                let c = only_closer(y, a);
-                if c == NONE {
+                let c = only[a * ns + y];
+                if c == NONE || back[c as usize] == NONE {
                     break;
                 }
-                let z = ch.remote[c as usize] as usize;
-                // The channel z → y of the same cable: the only one, as y has one to z.
-                match ch.of_switch(z).find(|&e| ch.remote[e as usize] as usize == y) {
-                    Some(e) => forced.push(e),
-                    None => break,
-                }
-                y = z;
+                // The channel z → y of the same cable: all paths from `a` enter `y` by it.
+                forced.push(back[c as usize]);
+                y = ch.remote[c as usize] as usize;
             }
             for &c in &forced {
                 let c = c as usize;
