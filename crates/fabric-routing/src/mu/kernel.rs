@@ -122,8 +122,18 @@ pub(crate) fn route(
         ch,
     };
     let order = dest_order(plan);
-    for &d in &order {
-        st.load_dest(d, &seed[d * ns..(d + 1) * ns]);
+    // The seed's counters, loaded once per run of destinations of one switch with the same
+    // next hops (port order's: all end ports of a switch; the counters are sums, so the
+    // order does not matter and they equal those loaded one destination at a time).
+    let mut d = 0;
+    while d < nd {
+        let row = &seed[d * ns..(d + 1) * ns];
+        let mut e = d + 1;
+        while e < nd && plan.dests[e].switch == plan.dests[d].switch && seed[e * ns..(e + 1) * ns] == *row {
+            e += 1;
+        }
+        st.load_dests(d, e, row);
+        d = e;
     }
     let s0 = st.score();
     let floor = more(s0.0);
@@ -302,6 +312,13 @@ impl State<'_> {
     /// min(src, dst) on the path afterwards (what [`Self::eval`] of that channel gave before,
     /// below `gmu`'s raise; 0 when `u` has no end ports).
     fn charge_path(&mut self, d: usize, u: usize) -> u64 {
+        self.charge_path_n(d, u, 1, self.plan.dests[d].weight)
+    }
+
+    /// [`Self::charge_path`] for `m` destinations of `d`'s switch with `d`'s next hops and
+    /// weights summing to `wd` at once (same counters as one at a time).
+    #[inline(always)]
+    fn charge_path_n(&mut self, d: usize, u: usize, m: u16, wd: u64) -> u64 {
         let ns = self.ns;
         let w = self.own[u];
         if w == 0 {
@@ -309,7 +326,6 @@ impl State<'_> {
         }
         let mut mx = 0u64;
         let t = self.plan.dests[d].switch as usize;
-        let wd = self.plan.dests[d].weight;
         let mut e = self.next[d * ns + u];
         for _ in 0..ns {
             if e == NONE {
@@ -320,7 +336,7 @@ impl State<'_> {
             if *k == 0 {
                 self.sw[c] += w;
             }
-            *k += 1;
+            *k += m;
             self.load[c] += w * wd;
             if self.mark[c] != self.epoch {
                 self.mark[c] = self.epoch;
@@ -382,14 +398,19 @@ impl State<'_> {
     }
 
     /// Sets destination `d`'s next hops to `next` (a row of [`Routed::next`]) and counts them.
-    fn load_dest(&mut self, d: usize, next: &[u32]) {
+    /// Sets destinations `d..e` (of one switch) to the same next hops `next` (a row of
+    /// [`Routed::next`]) and counts them.
+    fn load_dests(&mut self, d: usize, e: usize, next: &[u32]) {
         let ns = self.ns;
         let t = self.plan.dests[d].switch as usize;
+        let wd = self.plan.dests[d..e].iter().map(|x| x.weight).sum();
         self.next_epoch();
-        self.next[d * ns..(d + 1) * ns].copy_from_slice(next);
+        for x in d..e {
+            self.next[x * ns..(x + 1) * ns].copy_from_slice(next);
+        }
         for (u, &c) in next.iter().enumerate() {
             if u != t && c != NONE {
-                self.charge_path(d, u);
+                self.charge_path_n(d, u, (e - d) as u16, wd);
             }
         }
     }
