@@ -90,7 +90,7 @@ pub(crate) fn route_lb(
         set,
         lfts,
         (force_kernel, tabulate, repair),
-        kernel::Balance::Switch,
+        kernel::Balance::Near,
     );
 }
 
