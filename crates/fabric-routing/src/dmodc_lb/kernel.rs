@@ -53,10 +53,10 @@ pub(super) enum Balance {
     /// leftovers no longer pile up on the same up-links (28 Nov 2026; kept for the tests).
     #[cfg_attr(not(test), allow(dead_code))]
     Switch,
-    /// As [`Balance::Switch`], but above the leaves among the group's up-links counted at most
-    /// one above its least (the engine's): the switch-wide count decides more often where a
-    /// shift's sources are many leaves' (a leaf keeps the group's least, as a shift's worst
-    /// port is a leaf up-link), measured in docs/routing.md.
+    /// As [`Balance::Switch`], but above the leaves the switch-wide count chooses among the
+    /// group's up-links counted at most one above the group's least (the engine's): lower
+    /// random-permutation tails at the same `mu_sp`. A leaf keeps the exact tie (the worst
+    /// shift port is a leaf up-link; a tolerance there raised `mu_sp`, docs/routing.md).
     Near,
 }
 
