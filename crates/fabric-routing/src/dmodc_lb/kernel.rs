@@ -56,7 +56,8 @@ pub(super) enum Balance {
     /// As [`Balance::Switch`], but above the leaves the switch-wide count chooses among the
     /// group's up-links counted at most one above the group's least (the engine's): lower
     /// random-permutation tails at the same `mu_sp`. A leaf keeps the exact tie (the worst
-    /// shift port is a leaf up-link; a tolerance there raised `mu_sp`, docs/routing.md).
+    /// shift port is a leaf up-link; the tolerance at every switch raised `mu_sp` on one of
+    /// five fabrics, at the leaves alone it gained less: docs/routing.md).
     Near,
 }
 
