@@ -85,13 +85,7 @@ pub(crate) fn route_lb(
     tabulate: bool,
     repair: bool,
 ) {
-    route_lb_balanced(
-        ctx,
-        set,
-        lfts,
-        (force_kernel, tabulate, repair),
-        kernel::Balance::Switch,
-    );
+    route_lb_balanced(ctx, set, lfts, (force_kernel, tabulate, repair), kernel::Balance::Near);
 }
 
 /// [`route_lb`] with the displaced destinations' tie-break `balance` (tests compare both).

@@ -509,3 +509,68 @@ fn switch_tie_break_lowers_the_busiest_up_ports() {
     println!("lower on {lower} of {total}");
     assert!(total >= 10 && 2 * lower > total, "lower on {lower} of {total}");
 }
+
+/// Above the leaves, the engine's placement (`Balance::Near`: the switch-wide count chooses
+/// among the group's up-links counted at most one above its least) against the exact group
+/// tie (`Balance::Switch`) on seeded degraded PGFTs (3 levels, 288 and 640 end ports, 1–14 % of
+/// the cables removed): the leaves' rows are the same, the busiest up-port of a switch never
+/// carries more primaries summed over the switches and fewer on some fabrics; the tables stay
+/// valid up*/down* routes, deadlock-free and thread-count independent.
+#[test]
+fn near_least_group_count_lowers_the_busiest_up_ports_above_the_leaves() {
+    use super::kernel::Balance;
+    use super::route_lb_balanced;
+    use crate::check;
+    use crate::prep::NONE;
+    let (mut lower, mut total) = (0, 0);
+    let shapes = [
+        (vec![6, 6, 8], vec![1, 6, 6], vec![1, 1, 1]),
+        (vec![8, 8, 10], vec![1, 8, 8], vec![1, 1, 1]),
+    ];
+    for shape in shapes {
+        for (links, seed) in [(14, 1u64), (20, 2), (30, 3), (40, 4), (60, 5), (80, 6)] {
+            let t = pgft(&shape.0, &shape.1, &shape.2);
+            let r = Routable::new(degrade(&t.fabric, links, 0, seed));
+            let prep = Prepared::new(&r.fabric, &r.ranking.level);
+            let plan = Plan::new(&r.fabric, &prep).unwrap();
+            if plan.intact || !plan.mirrored(&prep.o) {
+                continue;
+            }
+            let ctx = r.ctx();
+            let by = |balance| {
+                let mut a = Lfts::new(r.fabric.num_switches(), r.lids.top());
+                route_lb_balanced(&ctx, LidSet::Base, &mut a, (false, true, false), balance);
+                a
+            };
+            let (s, n) = (by(Balance::Switch), by(Balance::Near));
+            for q in 0..prep.o.len() {
+                if prep.o.leaf_idx[q] != NONE {
+                    let sw = prep.o.order[q];
+                    assert!(s.row(sw) == n.row(sw), "{shape:?} -{links} seed {seed}: a leaf changed");
+                }
+            }
+            let (bs, bn) = (
+                primaries_on_busiest_up_ports(&r, &prep, &plan, &s),
+                primaries_on_busiest_up_ports(&r, &prep, &plan, &n),
+            );
+            println!("{shape:?} -{links} seed {seed}: busiest up-ports {bs} -> {bn}");
+            assert!(bn <= bs, "{shape:?} -{links} seed {seed}: {bs} -> {bn}");
+            let (vs, vn) = (
+                check::validity(&r.fabric, &r.lids, &s),
+                check::validity(&r.fabric, &r.lids, &n),
+            );
+            assert!(vn.unreachable_count <= vs.unreachable_count, "{vn:?} vs {vs:?}");
+            assert_eq!(
+                check::updown_violations(&r.fabric, &r.ranking, &r.lids, &n, LidSet::Base),
+                0
+            );
+            assert!(check::deadlock_free(&r.fabric, &r.ranking, &r.lids, &n));
+            let one = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
+            assert!(one.install(|| by(Balance::Near)) == n);
+            total += 1;
+            lower += usize::from(bn < bs);
+        }
+    }
+    println!("lower on {lower} of {total}");
+    assert!(total >= 10 && lower > 0, "lower on {lower} of {total}");
+}
