@@ -129,6 +129,8 @@ impl Shape {
     /// An order of the channels in which every edge of `present` (indexed by slot) that
     /// closes no cycle points forward: the reverse postorder of a depth-first search from
     /// each channel in index order (only the back edges of the search point backward).
+    /// (Tests; the first fit uses [`Self::components`], the same order by component.)
+    #[cfg(test)]
     pub fn forward_order(&self, present: &[bool]) -> Vec<u32> {
         let n = self.nodes();
         let mut seen = vec![false; n];

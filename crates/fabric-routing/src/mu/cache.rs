@@ -52,14 +52,16 @@ impl Entry {
 
 /// The entries of `dlids` in every row of `lfts` (switch-major).
 fn columns(lfts: &Lfts, dlids: &[Lid]) -> Vec<fabric_topology::PortNum> {
-    (0..lfts.num_switches())
-        .flat_map(|s| {
-            let row = lfts.row(fabric_topology::SwitchId(s as u32));
+    let mut v = Vec::with_capacity(lfts.num_switches() * dlids.len());
+    for s in 0..lfts.num_switches() {
+        let row = lfts.row(fabric_topology::SwitchId(s as u32));
+        v.extend(
             dlids
                 .iter()
-                .map(move |&l| row.get(l as usize).copied().unwrap_or(crate::lft::NO_ROUTE))
-        })
-        .collect()
+                .map(|&l| row.get(l as usize).copied().unwrap_or(crate::lft::NO_ROUTE)),
+        );
+    }
+    v
 }
 
 #[derive(PartialEq, Eq)]

@@ -17,8 +17,11 @@
 //! routes without walking them), a dependency refused by a layer (it closed a cycle there)
 //! is remembered and refuses later paths without a search, and the first fit stops once it
 //! needs as many layers as DFSSSP's cycle breaking (which wins ties). The layers' CDGs start
-//! from [`Shape::forward_order`] of all the routes' dependencies (most additions then need
-//! no search) and search both ways at once ([`Cdg::try_add`]); none of this changes a layer
+//! from a depth-first order of all the routes' dependencies (most additions then need no
+//! search; [`Shape::components`]), hold only the dependencies inside a strongly connected
+//! component of that union (the others close no cycle in any layer: a route with none of them
+//! goes into layer 0 without a search) and search both ways at once ([`Cdg::try_add`]); none
+//! of this changes a layer
 //! (28 Nov 2026: same tables and layering digests on the 12 files, and
 //! `first_fit_equals_the_per_route_reference`).
 
@@ -224,10 +227,13 @@ pub(super) fn first_fit_with(
     // as the last one walked (the other end ports of a switch, with most routings) has the
     // same paths: its routes
     // are copies of that column's, given their layers at the end.
-    let mut routes: Vec<(u32, Lid)> = Vec::new();
-    let mut cstart: Vec<u32> = vec![0];
-    let mut chans: Vec<u32> = Vec::new();
-    let mut copies: Vec<(u32, Lid, u32)> = Vec::new();
+    // (Sized up front: about one walked column per destination switch, one copied route per
+    // other (switch, LID); no re-allocation on the fabrics.)
+    let mut routes: Vec<(u32, Lid)> = Vec::with_capacity(ns * ns);
+    let mut cstart: Vec<u32> = Vec::with_capacity(ns * ns + 1);
+    cstart.push(0);
+    let mut chans: Vec<u32> = Vec::with_capacity(3 * ns * ns);
+    let mut copies: Vec<(u32, Lid, u32)> = Vec::with_capacity(ns * dlids.len());
     let mut col_route = vec![u32::MAX; ns];
     let mut walked: Option<Lid> = None;
     for &d in &dlids {
