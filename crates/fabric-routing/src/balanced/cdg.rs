@@ -129,6 +129,8 @@ impl Shape {
     /// An order of the channels in which every edge of `present` (indexed by slot) that
     /// closes no cycle points forward: the reverse postorder of a depth-first search from
     /// each channel in index order (only the back edges of the search point backward).
+    /// (Tests; the first fit uses [`Self::components`], the same order by component.)
+    #[cfg(test)]
     pub fn forward_order(&self, present: &[bool]) -> Vec<u32> {
         let n = self.nodes();
         let mut seen = vec![false; n];
@@ -157,6 +159,87 @@ impl Shape {
         }
         post.reverse();
         post
+    }
+
+    /// The strongly connected components of the graph of `present` (indexed by slot): the
+    /// component of every channel, and an order of the channels in which each component is
+    /// contiguous and, inside it, in [`Self::forward_order`]'s relative order (so every
+    /// present edge inside a component that closes no cycle points forward). A cycle of any
+    /// subgraph lies inside one component: an edge between two components closes none, and
+    /// a graph restricted to the edges inside components has the same cycles (Tarjan's
+    /// algorithm with the depth-first search of [`Self::forward_order`]; 28 Nov 2026).
+    pub fn components(&self, present: &[bool]) -> (Vec<u32>, Vec<u32>) {
+        const UNSEEN: u32 = u32::MAX;
+        let n = self.nodes();
+        let mut index = vec![UNSEEN; n];
+        let mut low = vec![0u32; n];
+        let mut on_stack = vec![false; n];
+        let mut comp = vec![0u32; n];
+        let mut post = Vec::with_capacity(n);
+        let mut open: Vec<u32> = Vec::new();
+        let mut stack: Vec<(u32, u32)> = Vec::new();
+        let (mut next, mut comps) = (0u32, 0u32);
+        for r in 0..n as u32 {
+            if index[r as usize] != UNSEEN {
+                continue;
+            }
+            index[r as usize] = next;
+            low[r as usize] = next;
+            next += 1;
+            open.push(r);
+            on_stack[r as usize] = true;
+            stack.push((r, self.outs(r).start));
+            while let Some(top) = stack.last_mut() {
+                let (a, b) = *top;
+                if b == self.outs(a).end {
+                    post.push(a);
+                    stack.pop();
+                    if low[a as usize] == index[a as usize] {
+                        while let Some(v) = open.pop() {
+                            on_stack[v as usize] = false;
+                            comp[v as usize] = comps;
+                            if v == a {
+                                break;
+                            }
+                        }
+                        comps += 1;
+                    }
+                    if let Some(&(p, _)) = stack.last() {
+                        low[p as usize] = low[p as usize].min(low[a as usize]);
+                    }
+                    continue;
+                }
+                top.1 = b + 1;
+                if !present[self.slot(a, b)] {
+                    continue;
+                }
+                if index[b as usize] == UNSEEN {
+                    index[b as usize] = next;
+                    low[b as usize] = next;
+                    next += 1;
+                    open.push(b);
+                    on_stack[b as usize] = true;
+                    stack.push((b, self.outs(b).start));
+                } else if on_stack[b as usize] {
+                    low[a as usize] = low[a as usize].min(index[b as usize]);
+                }
+            }
+        }
+        // Reverse postorder, grouped by component (a stable counting sort).
+        let mut first = vec![0u32; comps as usize + 1];
+        for &a in &post {
+            first[comp[a as usize] as usize + 1] += 1;
+        }
+        for i in 1..first.len() {
+            first[i] += first[i - 1];
+        }
+        let mut order = vec![0u32; n];
+        for &a in post.iter().rev() {
+            let f = &mut first[comp[a as usize] as usize];
+            order[*f as usize] = a;
+            *f += 1;
+        }
+        (order, comp)
     }
 
     /// Switch a channel leaves.

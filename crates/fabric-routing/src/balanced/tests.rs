@@ -169,6 +169,78 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(32))]
+
+    /// `Shape::components` gives the strongly connected components (two channels share one
+    /// exactly when each reaches the other, checked by brute force), each contiguous in its
+    /// order, with [`Shape::forward_order`]'s relative order inside a component (its edges
+    /// closing no cycle point forward). The first fit adds only edges inside a component
+    /// to its layers: this is what makes that the same layering.
+    #[test]
+    fn components_are_the_strongly_connected_ones(picks in prop::collection::vec((any::<u32>(), any::<u32>()), 0..120)) {
+        let f = torus(4, 3);
+        let ch = Channels::new(&f);
+        let sh = Shape::new(&ch, f.num_switches());
+        let n = ch.len();
+        let mut present = vec![false; sh.num_slots()];
+        let mut edges: Vec<(u32, u32)> = Vec::new();
+        for (a, b) in picks {
+            let x = a % n as u32;
+            let outs: Vec<u32> = ch.of_switch(ch.remote[x as usize] as usize).collect();
+            let y = outs[b as usize % outs.len()];
+            present[sh.slot(x, y)] = true;
+            edges.push((x, y));
+        }
+        let (order, comp) = sh.components(&present);
+        let mut reach = vec![vec![false; n]; n];
+        for (s, row) in reach.iter_mut().enumerate() {
+            let mut stack = vec![s as u32];
+            row[s] = true;
+            while let Some(a) = stack.pop() {
+                for &(p, q) in &edges {
+                    if p == a && !row[q as usize] {
+                        row[q as usize] = true;
+                        stack.push(q);
+                    }
+                }
+            }
+        }
+        for a in 0..n {
+            for b in 0..n {
+                prop_assert_eq!(comp[a] == comp[b], reach[a][b] && reach[b][a], "channels {} and {}", a, b);
+            }
+        }
+        prop_assert_eq!(order.len(), n);
+        let mut pos = vec![u32::MAX; n];
+        for (p, &a) in order.iter().enumerate() {
+            prop_assert_eq!(pos[a as usize], u32::MAX, "channel {} twice", a);
+            pos[a as usize] = p as u32;
+        }
+        // Contiguous: a component, once left, never comes back.
+        let mut done = std::collections::HashSet::new();
+        for w in order.windows(2) {
+            let (c, d) = (comp[w[0] as usize], comp[w[1] as usize]);
+            if c != d {
+                prop_assert!(done.insert(c), "component {} split", c);
+                prop_assert!(!done.contains(&d), "component {} split", d);
+            }
+        }
+        let fwd = sh.forward_order(&present);
+        let mut fpos = vec![0u32; n];
+        for (p, &a) in fwd.iter().enumerate() {
+            fpos[a as usize] = p as u32;
+        }
+        for a in 0..n {
+            for b in 0..n {
+                if comp[a] == comp[b] {
+                    prop_assert_eq!(pos[a] < pos[b], fpos[a] < fpos[b]);
+                }
+            }
+        }
+    }
+}
+
 /// Routes `f` with `balanced:V` (LMC `lmc`) and checks validity, the per-VL CDGs on the
 /// engine's assignment, the VL budget and the daemon's layering; returns the tables.
 fn check_balanced(f: &Fabric, v: u8, lmc: u8) -> crate::Lfts {

@@ -46,20 +46,38 @@ impl Entry {
             return None;
         }
         let key = Key::new(fabric, lids);
-        (key == self.key && columns(lfts, &key.dlids) == self.columns).then(|| self.layering.clone())
+        (key == self.key && same_columns(lfts, &key.dlids, &self.columns)).then(|| self.layering.clone())
     }
+}
+
+/// Whether `columns` are [`columns`]`(lfts, dlids)`, compared in place (no copy of the
+/// tables' columns on the daemon's lookup).
+fn same_columns(lfts: &Lfts, dlids: &[Lid], columns: &[fabric_topology::PortNum]) -> bool {
+    if columns.len() != lfts.num_switches() * dlids.len() {
+        return false;
+    }
+    (0..lfts.num_switches()).all(|s| {
+        let row = lfts.row(fabric_topology::SwitchId(s as u32));
+        let want = &columns[s * dlids.len()..(s + 1) * dlids.len()];
+        dlids
+            .iter()
+            .zip(want)
+            .all(|(&l, &p)| row.get(l as usize).copied().unwrap_or(crate::lft::NO_ROUTE) == p)
+    })
 }
 
 /// The entries of `dlids` in every row of `lfts` (switch-major).
 fn columns(lfts: &Lfts, dlids: &[Lid]) -> Vec<fabric_topology::PortNum> {
-    (0..lfts.num_switches())
-        .flat_map(|s| {
-            let row = lfts.row(fabric_topology::SwitchId(s as u32));
+    let mut v = Vec::with_capacity(lfts.num_switches() * dlids.len());
+    for s in 0..lfts.num_switches() {
+        let row = lfts.row(fabric_topology::SwitchId(s as u32));
+        v.extend(
             dlids
                 .iter()
-                .map(move |&l| row.get(l as usize).copied().unwrap_or(crate::lft::NO_ROUTE))
-        })
-        .collect()
+                .map(|&l| row.get(l as usize).copied().unwrap_or(crate::lft::NO_ROUTE)),
+        );
+    }
+    v
 }
 
 #[derive(PartialEq, Eq)]

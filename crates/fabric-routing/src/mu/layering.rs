@@ -17,8 +17,11 @@
 //! routes without walking them), a dependency refused by a layer (it closed a cycle there)
 //! is remembered and refuses later paths without a search, and the first fit stops once it
 //! needs as many layers as DFSSSP's cycle breaking (which wins ties). The layers' CDGs start
-//! from [`Shape::forward_order`] of all the routes' dependencies (most additions then need
-//! no search) and search both ways at once ([`Cdg::try_add`]); none of this changes a layer
+//! from a depth-first order of all the routes' dependencies (most additions then need no
+//! search; [`Shape::components`]), hold only the dependencies inside a strongly connected
+//! component of that union (the others close no cycle in any layer: a route with none of them
+//! goes into layer 0 without a search) and search both ways at once ([`Cdg::try_add`]); none
+//! of this changes a layer
 //! (28 Nov 2026: same tables and layering digests on the 12 files, and
 //! `first_fit_equals_the_per_route_reference`).
 
@@ -224,10 +227,13 @@ pub(super) fn first_fit_with(
     // as the last one walked (the other end ports of a switch, with most routings) has the
     // same paths: its routes
     // are copies of that column's, given their layers at the end.
-    let mut routes: Vec<(u32, Lid)> = Vec::new();
-    let mut cstart: Vec<u32> = vec![0];
-    let mut chans: Vec<u32> = Vec::new();
-    let mut copies: Vec<(u32, Lid, u32)> = Vec::new();
+    // (Sized up front: about one walked column per destination switch, one copied route per
+    // other (switch, LID); no re-allocation on the fabrics.)
+    let mut routes: Vec<(u32, Lid)> = Vec::with_capacity(ns * ns);
+    let mut cstart: Vec<u32> = Vec::with_capacity(ns * ns + 1);
+    cstart.push(0);
+    let mut chans: Vec<u32> = Vec::with_capacity(3 * ns * ns);
+    let mut copies: Vec<(u32, Lid, u32)> = Vec::with_capacity(ns * dlids.len());
     let mut col_route = vec![u32::MAX; ns];
     let mut walked: Option<Lid> = None;
     for &d in &dlids {
@@ -303,8 +309,13 @@ pub(super) fn first_fit_with(
             present[shape.slot(w[0], w[1])] = true;
         }
     }
-    let start = shape.forward_order(&present);
+    // Only the dependencies inside a strongly connected component of that union can be on a
+    // cycle of a layer: the others go into every layer without a check (a path with none of
+    // the former into layer 0) and are not added to the layers' graphs (the same layering,
+    // with searches confined to one component; 28 Nov 2026).
+    let (start, comp) = shape.components(&present);
     let new_layer = || Cdg::with_order(&shape, &start);
+    let mut inner: Vec<(u32, u32)> = Vec::new();
     let mut cdgs: Vec<Cdg> = Vec::new();
     let mut sc = Scratch::default();
     let mut layer_of = vec![0u8; routes.len()];
@@ -337,12 +348,21 @@ pub(super) fn first_fit_with(
             layer_of[r] = l;
             continue;
         }
+        inner.clear();
+        inner.extend(
+            path.windows(2)
+                .filter(|w| comp[w[0] as usize] == comp[w[1] as usize])
+                .map(|w| (w[0], w[1])),
+        );
         let mut l = 0;
         loop {
             if l == cdgs.len() {
                 cdgs.push(new_layer());
             }
-            if path.windows(2).any(|w| refused[shape.slot(w[0], w[1])] >> l & 1 != 0) {
+            if inner.is_empty() {
+                break;
+            }
+            if inner.iter().any(|&(x, y)| refused[shape.slot(x, y)] >> l & 1 != 0) {
                 l += 1;
                 continue;
             }
@@ -351,22 +371,22 @@ pub(super) fn first_fit_with(
             // Whether an edge added before the refused one is new to the layer: then the
             // refusal may be due to it, and is not remembered.
             let mut grew = false;
-            for w in path.windows(2) {
-                let new = !g.has(&shape, w[0], w[1]);
-                if !g.try_add(&shape, &mut sc, w[0], w[1]) {
+            for &(x, y) in &inner {
+                let new = !g.has(&shape, x, y);
+                if !g.try_add(&shape, &mut sc, x, y) {
                     if !grew {
-                        refused[shape.slot(w[0], w[1])] |= 1 << l;
+                        refused[shape.slot(x, y)] |= 1 << l;
                     }
                     break;
                 }
                 grew |= new;
                 added += 1;
             }
-            if added == path.len() - 1 {
+            if added == inner.len() {
                 break;
             }
-            for w in path.windows(2).take(added) {
-                g.remove(&shape, w[0], w[1]);
+            for &(x, y) in inner.iter().take(added) {
+                g.remove(&shape, x, y);
             }
             l += 1;
         }
