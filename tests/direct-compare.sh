@@ -15,10 +15,14 @@
 #   * Route ms: OpenSM's routing window in its log (microsecond timestamps) from "building
 #     routing with" to "tables configured on all switches", on a re-sweep after SIGHUP (same
 #     tables: no LFT MAD queued, the computation alone) and, in parentheses, on the first sweep
-#     (which queues the LFT Set MADs inside the window); fabricd's `compute_ms` of its first
-#     generation (topology, ranking, LIDs, base routing, escape routing at LMC 1, validity check
-#     and repair, VL layering, diff; the uploads are outside). "×" columns: OpenSM's re-sweep
-#     time / fabricd's compute_ms (first fabricd variant of --sms).
+#     (which queues the LFT Set MADs inside the window); fabricd's `compute_ms` on a re-sweep
+#     (`fabricctl reroute --wait` on the fabric it has programmed: a full recomputation, nothing
+#     of the previous generation reused) and, in parentheses, of its first generation (topology,
+#     ranking, LIDs, base routing, escape routing at LMC 1, validity check and repair, VL
+#     layering, multicast, partitions, diff; the uploads are outside). "×" columns: OpenSM's
+#     re-sweep time / fabricd's first-generation compute_ms; "× … re-sweep" columns: OpenSM's
+#     re-sweep / fabricd's re-sweep (like for like); both against the first fabricd variant of
+#     --sms.
 #
 # Usage: tests/direct-compare.sh [--fabrics "SPEC ..."] [--cuts "0 1 5"] [--sms "..."]
 #            [--rp N] [--seed S] [--bin-dir DIR] [--out DIR] [--fabricd-engine ENGINE] [--repeat N]
@@ -31,7 +35,7 @@
 #   --bin-dir  fabricd and fabricctl (default: `cargo build --release`, CARGO_TARGET_DIR)
 #   --out      directory for the fabric files, logs, rows.jsonl and table.md (default: a temp dir)
 #   --fabricd-engine  passed on (fabricd variants without `=ENGINE`; default dfsssp)
-#   --repeat   timed runs per manager and OpenSM re-sweeps (route ms: medians; default 1)
+#   --repeat   timed runs per manager, OpenSM and fabricd re-sweeps (route ms: medians; default 1)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -55,7 +59,7 @@ while [ $# -gt 0 ]; do
     --out) out=$2; shift 2 ;;
     --fabricd-engine) engine=$2; shift 2 ;;
     --repeat) repeat=$2; shift 2 ;;
-    -h|--help) sed -n '2,34p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,38p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "direct-compare: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -128,25 +132,27 @@ def cell(r):
     v = "" if r["valid"] else " **invalid**"
     a2a = "-" if r["mu_a2a"] is None else str(r["mu_a2a"])
     return "%s, %g, %s, %s%s" % (r["vls"] if r["vls"] is not None else "?", r["mu_rp_median"], a2a, t, v)
-print("Each cell: VLs, mu_rp median, mu_a2a, route ms (OpenSM: re-sweep (first sweep); fabricd: compute_ms; medians over --repeat). "
-      "× = OpenSM re-sweep ms / fabricd (%s) compute_ms." % fd[0] if fd else "")
+print("Each cell: VLs, mu_rp median, mu_a2a, route ms (OpenSM: re-sweep (first sweep); fabricd: compute_ms of a re-sweep, "
+      "a forced full recomputation (first generation); medians over --repeat). "
+      "× = OpenSM re-sweep ms / fabricd (%s) first-generation compute_ms; "
+      "× re-sweep = OpenSM re-sweep ms / fabricd re-sweep compute_ms." % fd[0] if fd else "")
 print()
-head = ["fabric"] + sms + ["× %s" % s for s in sms if not s.startswith("fabricd")]
+osm = [s for s in sms if not s.startswith("fabricd")]
+head = ["fabric"] + sms + ["× %s" % s for s in osm] + ["× %s re-sweep" % s for s in osm]
 print("| " + " | ".join(head) + " |")
 print("|" + "---|" * len(head))
 for lab in labels:
     by = {r["sm"]: r for r in rows if r["label"] == lab}
     cells = [lab] + [cell(by.get(s)) for s in sms]
     f = by.get(fd[0]) if fd else None
-    for s in sms:
-        if s.startswith("fabricd"):
-            continue
-        o = by.get(s)
-        if f and o and o["resweep_ms"] is not None and f["route_ms"]:
-            x = o["resweep_ms"] / f["route_ms"]
-            cells.append("%.0f" % x if x >= 10 else "%.1f" % x)
-        else:
-            cells.append("-")
+    for key in ("route_ms", "resweep_ms"):
+        for s in osm:
+            o = by.get(s)
+            if f and o and o["resweep_ms"] is not None and f.get(key):
+                x = o["resweep_ms"] / f[key]
+                cells.append("%.0f" % x if x >= 10 else "%.1f" % x)
+            else:
+                cells.append("-")
     print("| " + " | ".join(cells) + " |")
 print()
 print("Minutes per fabric file: " + ", ".join("%s %.1f" % (l, next(r["fabric_s"] for r in rows if r["label"] == l) / 60) for l in labels))

@@ -53,7 +53,8 @@
 #   --no-a2a        skip mu_a2a (quadratic in the node count)
 #   --timeout       deadline of each manager's run and of each read-back tool (default 600 s)
 #   --keep DIR      keep the work files (logs, dumps) in DIR
-#   --repeat        timed runs per manager, and OpenSM re-sweeps (SIGHUP) per run (default 1)
+#   --repeat        timed runs per manager, and re-sweeps in the last run: OpenSM's (SIGHUP) and
+#                   fabricd's (`fabricctl reroute --wait`, a full recomputation) (default 1)
 #   --no-smp-count  skip the SMP-counting run
 #   --fault-after   cables to fail one at a time after SUBNET UP, each by one switch end: node
 #                   GUID and port, e.g. as listed by `fabricctl churn FILE --list` (OpenSM
@@ -90,6 +91,8 @@ deadline=600
 keep=""
 count=1
 repeat=1
+fd_resweeps=0
+fd_resweep_ms=""
 faults=""
 churn_only=0
 file=""
@@ -368,6 +371,31 @@ print("%.2f" % statistics.median(v) if v else "")')
   [ -n "$resweep_ms" ] || die "no re-sweep routing window in $osm/opensm.log"
 }
 
+# resweep_fabricd DIR: fabricd's routing computation on a re-sweep, like OpenSM's after SIGHUP: on
+# the fabric it has just programmed, `fabricctl reroute --wait` $fd_resweeps times, one after the
+# other; a forced reroute is a full recomputation (ranking, LIDs, engine, VL layering, validity
+# check, partitions, diff: nothing of the previous generation reused, `full_recompute=true` in its
+# "generation committed" line, checked here) of an unchanged fabric, so no block is written.
+# Sets fd_resweep_ms (median compute_ms of the reroutes' generations).
+resweep_fabricd() {
+  local dir=$1 k st v=()
+  for k in $(seq 1 "$fd_resweeps"); do
+    "$fabricctl" --socket "$dir/s.sock" reroute --wait >/dev/null || die "fabricctl reroute failed"
+    st=$("$fabricctl" --socket "$dir/s.sock" status --json) || die "fabricctl status failed"
+    v+=("$(printf '%s' "$st" | python3 -c '
+import json, sys
+r = json.load(sys.stdin)["last_reroute"]
+if r.get("blocks_written", 0):
+    sys.exit("fabricd re-sweep wrote %d blocks (the tables changed)" % r["blocks_written"])
+print("%.2f" % r["compute_ms"])')") || die "fabricd re-sweep: ${v[*]}"
+  done
+  local full
+  full=$(grep -c 'generation committed.*full_recompute=true' "$dir/fabricd.log" || true)
+  [ "${full:-0}" -eq "$fd_resweeps" ] || die "fabricd: $full full recomputations logged, $fd_resweeps reroutes"
+  fd_resweep_ms=$(median_of "${v[@]}")
+  log "fabricd re-sweeps (compute_ms): ${v[*]}"
+}
+
 # run_fabricd DIR DIRECT ENGINE: sets up_ms, smps, used, and vl_ms (escape VL ready), smps_vl
 # (ibsim count then), own_smps (fabricd's count at the commit), own_smps_vl (its count at escape VL
 # ready). DIRECT 1: `[routing] lmc = 0` and `[update] five_phase = false` (no escape LIDs, so no
@@ -462,6 +490,7 @@ else:
     own_smps_vl="-"
     smps_vl=-1
     cp "$dir/status.json" "$dir/status-escape-vl.json"
+    [ "$fd_resweeps" -eq 0 ] || resweep_fabricd "$dir"
     stop_pid "$fd_pid"
     return
   fi
@@ -485,6 +514,7 @@ if s.get("escape_vl_ready") and s.get("escape_vl_ready_at_unix_ms"):
   read -r vl_ms own_smps_vl <<<"$vl_ms"
   smps_vl=$(smps_so_far "$dir")
   printf '%s\n' "$status" >"$dir/status-escape-vl.json"
+  [ "$fd_resweeps" -eq 0 ] || resweep_fabricd "$dir"
   stop_pid "$fd_pid"
 }
 
@@ -763,7 +793,11 @@ for sm in $sms; do
   for r in $(seq 1 "$repeat"); do
     dir=$work/$sm_dir
     sim_verbose=0
+    # fabricd's re-sweeps (as OpenSM's SIGHUPs): --repeat of them, in the last timed run.
+    fd_resweeps=0
+    [ "$fd" -eq 0 ] || [ "$r" -ne "$repeat" ] || fd_resweeps=$repeat
     run_sm "$dir" "$sm"
+    fd_resweeps=0
     times+=("$up_ms")
     route_times+=("$route_ms")
     [ "$fd" -eq 1 ] && engine_times+=("$engine_ms")
@@ -783,6 +817,8 @@ for sm in $sms; do
     resweep_opensm "$dir" "$sm"
     resweep="$resweep_ms"
     log "$sm: routing computation on a re-sweep (no LFT change): $resweep_ms ms"
+  else
+    resweep="$fd_resweep_ms"
   fi
   stop_pid "$sim_pid"
   smps=-1
@@ -856,15 +892,16 @@ echo "| SM | routing | VLs | ms to programmed$([ "$repeat" -gt 1 ] && echo " (me
 echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
 printf '%s\n' "${rows[@]}"
 echo
-echo "Routing computation. OpenSM: its log from \"building routing with\" to \"tables configured\", in the timed runs (the LFT Set MADs of a first sweep are queued inside that window) and on a re-sweep after SIGHUP of the same tables (no MAD: the computation alone). fabricd: \`compute_ms\` of its first generation (topology, ranking, LIDs, base and escape routing, validity check, diff; uploads are outside), and its engines alone (\`route_ms\` of the Metrics RPC: Dmodc for the base LIDs plus Up*/Down* for the escape LIDs). Ratios against the compute_ms median of the first fabricd variant of --sms:"
+echo "Routing computation. OpenSM: its log from \"building routing with\" to \"tables configured\", in the timed runs (the LFT Set MADs of a first sweep are queued inside that window) and on a re-sweep after SIGHUP of the same tables (no MAD: the computation alone). fabricd: \`compute_ms\` of its first generation (topology, ranking, LIDs, base and escape routing, validity check, VL layering, multicast, partitions, diff; uploads are outside), on a re-sweep the median \`compute_ms\` of $repeat \`fabricctl reroute --wait\` (a full recomputation of the unchanged fabric, in the last timed run), and its engines alone (\`route_ms\` of the Metrics RPC: the engine for the base LIDs plus Up*/Down* for the escape LIDs). Ratios against the first fabricd variant of --sms: its first-generation compute_ms median (first sweep / first generation, re-sweep / first generation) and its re-sweep compute_ms (re-sweep / re-sweep, like for like):"
 echo
-echo "| SM | routing | route ms, first sweep$([ "$repeat" -gt 1 ] && echo " (median of $repeat, min-max)") | route ms, re-sweep | ratio first sweep | ratio re-sweep |"
-echo "|---|---|---|---|---|---|"
+echo "| SM | routing | route ms, first sweep$([ "$repeat" -gt 1 ] && echo " (median of $repeat, min-max)") | route ms, re-sweep | ratio first sweep | ratio re-sweep | ratio re-sweep / re-sweep |"
+echo "|---|---|---|---|---|---|---|"
 fd_route=$(printf '%s\n' "${route_rows[@]}" | awk -F'|' '$1 ~ /^fabricd/ { print $4; exit }')
+fd_resweep=$(printf '%s\n' "${route_rows[@]}" | awk -F'|' '$1 ~ /^fabricd/ { print $5; exit }')
 for r in "${route_rows[@]}" "${engine_rows[@]}"; do
   IFS='|' read -r rn ru rms rmed rre <<<"$r"
-  ratio() { python3 -c 'import sys; a, b = sys.argv[1], sys.argv[2]; print("%.1f" % (float(a) / float(b)) if a != "-" and b and float(b) > 0 else "-")' "$1" "${fd_route:-}"; }
-  echo "| $rn | $ru | $rms | $rre | $(ratio "$rmed") | $(ratio "$rre") |"
+  ratio() { python3 -c 'import sys; a, b = sys.argv[1], sys.argv[2]; print("%.1f" % (float(a) / float(b)) if a not in ("-", "") and b not in ("-", "") and float(b) > 0 else "-")' "$1" "$2"; }
+  echo "| $rn | $ru | $rms | $rre | $(ratio "$rmed" "${fd_route:-}") | $(ratio "$rre" "${fd_route:-}") | $(ratio "$rre" "${fd_resweep:-}") |"
 done
 if [ "${#vl_rows[@]}" -gt 0 ]; then
   echo

@@ -25,6 +25,9 @@ use crate::upload::SideWrites;
 #[cfg(test)]
 #[path = "compute/detect_tests.rs"]
 mod detect_tests;
+#[cfg(test)]
+#[path = "compute/full_tests.rs"]
+mod full_tests;
 pub mod sched;
 mod select;
 pub mod vl;
@@ -110,6 +113,15 @@ pub struct ComputeInput {
     /// ([`crate::topology_mode`]). Decided here, after the ranking stage, so the snapshot and
     /// the ranking are built once per generation.
     pub detect_topology: bool,
+    /// A full recomputation (a forced reroute, like OpenSM's heavy re-sweep): nothing
+    /// computed for an earlier generation is taken over — the LID plan is assigned again (from
+    /// the recorded GUID-to-LID assignments, so the same LIDs), the partitions and P_Key
+    /// tables are resolved again, the routing is computed in full (no incremental state) and
+    /// the ports in use are scanned; `lids_reusable`, `reuse_partitions`, `previous_routing`
+    /// and `installed_ports_in_use` are ignored. What still comes from the installed
+    /// generation says what the switches hold (the diff) or keeps identities (LIDs, P_Key
+    /// indices), as in any generation.
+    pub full: bool,
 }
 
 impl ComputeInput {
@@ -149,6 +161,7 @@ impl ComputeInput {
             previous_routing: None,
             data_vl_capacity: None,
             detect_topology: false,
+            full: false,
         }
     }
 }
@@ -237,6 +250,8 @@ pub struct Computed {
     /// where the kernel has no counters). Not part of the result: two computations of the same
     /// input differ here only.
     pub thread: Option<sched::ThreadTimes>,
+    /// Computed as a full recomputation ([`ComputeInput::full`]).
+    pub full: bool,
 }
 
 /// Time of each stage of [`compute`] (milliseconds; together `compute_ms` up to rounding).
@@ -313,7 +328,7 @@ pub fn compute(input: ComputeInput) -> Result<Computed, ComputeError> {
     // assignment, the installed plan is what assign_lids would return.
     let (lids, guid2lid) = match &input.installed_lids {
         // (The record is shared, not copied: the loop sees it is the one it holds.)
-        Some(plan) if input.lids_reusable => (LidPlan::clone(plan), input.previous_lids.clone()),
+        Some(plan) if input.lids_reusable && !input.full => (LidPlan::clone(plan), input.previous_lids.clone()),
         _ => {
             let lids = assign_lids(&fabric, &input.previous_lids, input.lmc, input.max_lid)?;
             let g = Guid2Lid::from_plan_keeping(&fabric, &lids, &input.previous_lids);
@@ -335,7 +350,7 @@ pub fn compute(input: ComputeInput) -> Result<Computed, ComputeError> {
         &lids,
         engine,
         groups.as_ref(),
-        input.previous_routing.as_deref(),
+        input.previous_routing.as_deref().filter(|_| !input.full),
     )?;
     tracing::debug!(
         job = input.job,
@@ -350,7 +365,9 @@ pub fn compute(input: ComputeInput) -> Result<Computed, ComputeError> {
     // Rows the incremental routing did not re-fill equal the previous generation's: when those
     // are exactly the installed tables, `select` need not compare them.
     let known_same: Option<Vec<bool>> = match (&input.previous_routing, &routed.touched) {
-        (Some(p), Some(t)) if Arc::ptr_eq(p.lfts(), &input.installed) => Some(t.iter().map(|&x| !x).collect()),
+        (Some(p), Some(t)) if !input.full && Arc::ptr_eq(p.lfts(), &input.installed) => {
+            Some(t.iter().map(|&x| !x).collect())
+        }
         _ => None,
     };
     let routing_check = routed.check;
@@ -367,8 +384,8 @@ pub fn compute(input: ComputeInput) -> Result<Computed, ComputeError> {
     stage(&mut stages.validate);
     let wanted = match (input.ports_in_use, &input.installed_ports_in_use) {
         (false, _) => PortsWanted::No,
-        (true, Some(u)) => PortsWanted::Reuse(u),
-        (true, None) => PortsWanted::Scan,
+        (true, Some(u)) if !input.full => PortsWanted::Reuse(u),
+        (true, _) => PortsWanted::Scan,
     };
     let Selected {
         writes,
@@ -392,7 +409,7 @@ pub fn compute(input: ComputeInput) -> Result<Computed, ComputeError> {
     let (mft, mft_skipped) =
         crate::mcast::select_mft_writes(&physical, &input.installed_mcast.mfts, &mcast.mfts, &input.mft_resync);
     stage(&mut stages.mcast);
-    let (partitions, pkeys) = match &input.reuse_partitions {
+    let (partitions, pkeys) = match input.reuse_partitions.as_ref().filter(|_| !input.full) {
         Some((p, k)) => (p.clone(), k.clone()),
         None => {
             let p = fabric_partitions::resolve_with(
@@ -451,6 +468,7 @@ pub fn compute(input: ComputeInput) -> Result<Computed, ComputeError> {
         pkey_resync_covered: input.pkey_resync.clone(),
         vl,
         thread,
+        full: input.full,
     })
 }
 

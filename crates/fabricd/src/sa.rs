@@ -739,6 +739,8 @@ mod tests {
             mcast: Arc::default(),
             partitions: Arc::default(),
             vl: None,
+            route_path: String::new(),
+            full_recompute: false,
         }
     }
 

@@ -69,6 +69,12 @@ pub struct Generation {
     /// The VL layering of an engine that needs one (DFSSSP): layers, data VLs, SL-to-VL plan
     /// and per-path SLs; `None` for routings on one data VL.
     pub vl: Option<Arc<crate::vl_plan::VlInstall>>,
+    /// How the routing was computed: `incremental` or `full:<reason>`
+    /// ([`fabric_routing::incremental::RoutePath::name`]).
+    pub route_path: String,
+    /// Computed as a full recomputation (a forced reroute: nothing of the previous generation
+    /// reused, [`crate::compute::ComputeInput::full`]).
+    pub full_recompute: bool,
 }
 
 /// The snapshot readers see.

@@ -336,6 +336,8 @@ impl EventLoop {
             mcast: c.mcast.clone(),
             partitions: c.partitions.clone(),
             vl: c.vl.clone(),
+            route_path: c.route_path.name(),
+            full_recompute: c.full,
         });
         self.io.telemetry.routing_check(&c.routing_check);
         self.note_vl_layering(&generation);
@@ -354,6 +356,8 @@ impl EventLoop {
             compute_cpu_ms = c.thread.map_or(-1.0, |t| (t.cpu_ms * 100.0).round() / 100.0),
             compute_runqueue_ms = c.thread.map_or(-1.0, |t| (t.runqueue_ms * 100.0).round() / 100.0),
             blocks_written = timings.blocks_written,
+            // A forced reroute's full recomputation (nothing of the previous one reused).
+            full_recompute = c.full,
             "generation committed"
         );
         self.io

@@ -116,6 +116,7 @@ impl EventLoop {
             previous_routing: self.routing_state.clone().filter(|_| self.settings.incremental),
             data_vl_capacity: self.io.driver.data_vl_capacity(),
             detect_topology: self.settings.topology == crate::topology_mode::TopologySetting::Auto,
+            full: false,
         }
     }
 
@@ -140,13 +141,15 @@ impl EventLoop {
         let exclusions: Vec<Exclusion> = self.exclusions.iter().copied().collect();
         let dirty = Arc::new(std::mem::take(&mut self.dirty));
         let resync = Arc::new(std::mem::take(&mut self.resync));
-        let input = self.compute_input(
+        let mut input = self.compute_input(
             job,
             exclusions.iter().map(|x| x.down_event()).collect(),
             dirty.clone(),
             resync.clone(),
             restarted,
         );
+        // A forced reroute is a full recomputation (the generation that covers it).
+        input.full = std::mem::take(&mut self.recompute);
         self.side.routed_groups = input
             .mcast_groups
             .as_deref()

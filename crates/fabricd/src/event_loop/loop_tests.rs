@@ -340,6 +340,57 @@ async fn failed_blocks_are_retried_until_the_fabric_holds_the_generation() {
     assert_eq!(h.mock.verify_all_pairs(false).unreachable_count, 0);
 }
 
+/// A forced reroute on an unchanged fabric (the daemon's re-sweep, compared with OpenSM's
+/// heavy sweep after SIGHUP) is a full recomputation: the generation covering it routes in full
+/// although the one before routed incrementally, writes nothing, and reports its compute time.
+#[tokio::test(start_paused = true)]
+async fn a_forced_reroute_recomputes_everything_and_reports_its_compute_time() {
+    let h = start(settings(0), MockConfig::default());
+    h.until("generation 1", |p| p.generation() == 1).await;
+    let links = h.links();
+    let a = h.inject(links[0], false, true).await.await.unwrap().unwrap();
+    assert_eq!(a.generation, 2);
+    let p = h
+        .until("generation 2", |p| p.generation() == 2 && p.phase == Phase::Idle)
+        .await;
+    let g2 = p.current.clone().unwrap();
+    assert_eq!(
+        g2.route_path, "incremental",
+        "a fault re-routes from the installed state"
+    );
+    assert!(!g2.full_recompute);
+    for n in [3, 4] {
+        let (reply, rx) = oneshot::channel();
+        h.tx.send(Request::Reroute {
+            resync: false,
+            wait: true,
+            reply: Some(reply),
+        })
+        .await
+        .unwrap();
+        assert_eq!(rx.await.unwrap().unwrap(), n);
+        let p = h
+            .until("the reroute's generation", |p| {
+                p.generation() == n && p.phase == Phase::Idle
+            })
+            .await;
+        let g = p.current.clone().unwrap();
+        assert!(g.full_recompute, "generation {n}");
+        assert_eq!(g.route_path, "full:no-previous", "generation {n}");
+        assert!(g.timings.compute_ms > 0.0);
+        assert_eq!(g.timings.blocks_written, 0, "the same tables");
+        assert_eq!(g.lfts, g2.lfts);
+    }
+    // The next change routes incrementally again.
+    h.inject(links[0], true, true).await.await.unwrap().unwrap();
+    let p = h
+        .until("generation 5", |p| p.generation() == 5 && p.phase == Phase::Idle)
+        .await;
+    let g5 = p.current.clone().unwrap();
+    assert!(!g5.full_recompute);
+    assert_eq!(g5.route_path, "incremental");
+}
+
 #[tokio::test(start_paused = true)]
 async fn refused_requests_change_nothing() {
     let mut s = settings(0);

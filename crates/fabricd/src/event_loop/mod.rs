@@ -129,6 +129,9 @@ pub struct EventLoop {
     installed_lids: Option<Arc<LidPlan>>,
     dirty: BTreeSet<(u32, u32)>,
     resync: BTreeSet<u32>,
+    /// A forced reroute asked for a full recomputation: the next generation to start reuses
+    /// nothing computed for the installed one ([`crate::compute::ComputeInput::full`]).
+    recompute: bool,
     /// The multicast forwarding tables and P_Key tables (see `side`).
     side: side::SideTables,
     /// Switches (dense id) of the routed fabric that did not take their blocks of the
@@ -281,6 +284,7 @@ impl EventLoop {
                 ..side::SideTables::default()
             },
             resync: all_switches,
+            recompute: false,
             unprogrammed: BTreeMap::new(),
             persistence_error: String::new(),
             topology_incomplete: Vec::new(),
@@ -534,6 +538,7 @@ impl EventLoop {
         }
         self.note_change(false);
         self.schedule.force();
+        self.recompute = true;
         tracing::info!(resync, "reroute requested");
         match (reply, wait) {
             (Some(r), true) => self.waiters.reroute(self.schedule.change_seq(), r),

@@ -108,8 +108,9 @@ pub enum Request {
         isolate: bool,
         reply: Reply<FaultAccepted>,
     },
-    /// Forced reroute (gRPC, SIGUSR2). `resync` rewrites every block of every switch. With
-    /// `wait` the reply comes after the commit.
+    /// Forced reroute (gRPC, SIGUSR2): the generation covering it is a full recomputation
+    /// ([`crate::compute::ComputeInput::full`]). `resync` rewrites every block of every
+    /// switch. With `wait` the reply comes after the commit.
     Reroute {
         resync: bool,
         wait: bool,
