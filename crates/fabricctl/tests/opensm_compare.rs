@@ -128,8 +128,12 @@ fn opensm_compare_prints_one_row_per_subnet_manager() {
     assert_eq!(route.len(), 5, "{out}");
     assert_eq!(route[3][0], "fabricd", "{route:?}");
     assert_eq!(route[4][0], "fabricd, engines only", "{route:?}");
-    assert_eq!(route[3][3], "-", "fabricd has no re-sweep column: {route:?}");
+    // fabricd's re-sweep is a forced full recomputation (`fabricctl reroute --wait`); the
+    // engines-only row has none.
+    assert_eq!(route[4][3], "-", "the engines-only row has no re-sweep: {route:?}");
     let fd_ms: f64 = route[3][2].parse().expect("fabricd route ms");
+    let fd_re: f64 = route[3][3].parse().expect("fabricd re-sweep ms");
+    assert!(fd_re > 0.0 && fd_re < 10_000.0, "{route:?}");
     // The engines run inside the generation's computation (same generation, one run).
     let engines_ms: f64 = route[4][2].parse().expect("fabricd engines ms");
     assert!(
@@ -137,21 +141,23 @@ fn opensm_compare_prints_one_row_per_subnet_manager() {
         "engines {engines_ms} ms within compute {fd_ms} ms"
     );
     // Both times are printed to 0.01 ms, the ratio to 0.1.
-    let check_ratio = |ms: f64, ratio: &str, r: &Vec<&str>| {
+    let check_ratio = |ms: f64, base: f64, ratio: &str, r: &Vec<&str>| {
         let ratio: f64 = ratio.parse().unwrap_or_else(|_| panic!("ratio: {r:?}"));
-        let lo = (ms - 0.005) / (fd_ms + 0.005) - 0.051;
-        let hi = (ms + 0.005) / (fd_ms - 0.005).max(1e-9) + 0.051;
-        assert!((lo..=hi).contains(&ratio), "{r:?} vs {fd_ms}");
+        let lo = (ms - 0.005) / (base + 0.005) - 0.051;
+        let hi = (ms + 0.005) / (base - 0.005).max(1e-9) + 0.051;
+        assert!((lo..=hi).contains(&ratio), "{r:?} vs {base}");
     };
     for r in &route {
-        assert_eq!(r.len(), 6, "{r:?}");
+        assert_eq!(r.len(), 7, "{r:?}");
         let ms: f64 = r[2].parse().unwrap_or_else(|_| panic!("route ms: {r:?}"));
         assert!(ms > 0.0 && ms < 10_000.0, "{r:?}");
-        check_ratio(ms, r[4], r);
-        if !r[0].starts_with("fabricd") {
+        check_ratio(ms, fd_ms, r[4], r);
+        if r[0] != "fabricd, engines only" {
             let re: f64 = r[3].parse().unwrap_or_else(|_| panic!("re-sweep ms: {r:?}"));
             assert!(re > 0.0 && re < 10_000.0, "{r:?}");
-            check_ratio(re, r[5], r);
+            // Re-sweep against fabricd's first generation, and like for like.
+            check_ratio(re, fd_ms, r[5], r);
+            check_ratio(re, fd_re, r[6], r);
         }
     }
     // fabricd's escape VL table: the SL-to-VL tables come after the first generation, and
