@@ -473,22 +473,7 @@ pub(crate) fn port_order(fabric: &Fabric, plan: &VlPlan, ch: &Channels) -> Vec<u
         let t = plan.dests[d].switch as usize;
         if t != prev_t {
             prev_t = t;
-            dist.fill(NONE);
-            queue.clear();
-            dist[t] = 0;
-            queue.push(t as u32);
-            let mut i = 0;
-            while i < queue.len() {
-                let x = queue[i] as usize;
-                i += 1;
-                for c in ch.of_switch(x) {
-                    let y = ch.remote[c as usize] as usize;
-                    if dist[y] == NONE {
-                        dist[y] = dist[x] + 1;
-                        queue.push(y as u32);
-                    }
-                }
-            }
+            ch.hops_from(t, &mut dist, &mut queue);
             for u in 0..ns {
                 row[u] = if u == t || dist[u] == NONE {
                     NONE
@@ -503,6 +488,20 @@ pub(crate) fn port_order(fabric: &Fabric, plan: &VlPlan, ch: &Channels) -> Vec<u
         next[d * ns..(d + 1) * ns].copy_from_slice(&row);
     }
     next
+}
+
+/// Per switch (index): its end ports, 0 for a switch that is down.
+pub(crate) fn end_ports_per_switch(fabric: &Fabric) -> Vec<u64> {
+    fabric
+        .switch_ids()
+        .map(|s| {
+            if fabric.switch(s).up {
+                fabric.attached_end_ports(s).len() as u64
+            } else {
+                0
+            }
+        })
+        .collect()
 }
 
 /// A lower bound of the all-to-all `mu` of every minimal routing (every routing the rounds
@@ -520,16 +519,7 @@ pub(crate) fn port_order(fabric: &Fabric, plan: &VlPlan, ch: &Channels) -> Vec<u
 pub(crate) fn forced_lower_bound(fabric: &Fabric, plan: &VlPlan, ch: &Channels) -> u64 {
     let ns = fabric.num_switches();
     let nc = ch.len();
-    let own: Vec<u64> = fabric
-        .switch_ids()
-        .map(|s| {
-            if fabric.switch(s).up {
-                fabric.attached_end_ports(s).len() as u64
-            } else {
-                0
-            }
-        })
-        .collect();
+    let own = end_ports_per_switch(fabric);
     // Destination weight per switch; `None`: no destination there.
     let mut dw: Vec<Option<u64>> = vec![None; ns];
     for d in &plan.dests {
@@ -540,22 +530,7 @@ pub(crate) fn forced_lower_bound(fabric: &Fabric, plan: &VlPlan, ch: &Channels) 
     let mut dist = vec![NONE; ns * ns];
     let mut queue: Vec<u32> = Vec::with_capacity(ns);
     for t in 0..ns {
-        let row = &mut dist[t * ns..(t + 1) * ns];
-        queue.clear();
-        row[t] = 0;
-        queue.push(t as u32);
-        let mut i = 0;
-        while i < queue.len() {
-            let x = queue[i] as usize;
-            i += 1;
-            for c in ch.of_switch(x) {
-                let y = ch.remote[c as usize] as usize;
-                if row[y] == NONE {
-                    row[y] = row[x] + 1;
-                    queue.push(y as u32);
-                }
-            }
-        }
+        ch.hops_from(t, &mut dist[t * ns..(t + 1) * ns], &mut queue);
     }
     // `only[t × ns + x]`: the only channel of `x` to a switch one hop closer to `t`, if there
     // is exactly one (else NONE); `back[c]`: the channel of the same cable the other way, for

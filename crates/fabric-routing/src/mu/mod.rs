@@ -300,16 +300,7 @@ fn regular(f: &fabric_topology::Fabric, ch: &Channels) -> bool {
 /// the `n − p` other end ports over its `k` channels, so one of them carries its `p` sources
 /// to at least `⌈(n − p) / k⌉` destinations.
 fn mu_lower_bound(f: &fabric_topology::Fabric, ch: &Channels) -> u64 {
-    let p: Vec<u64> = f
-        .switch_ids()
-        .map(|s| {
-            if f.switch(s).up {
-                f.attached_end_ports(s).len() as u64
-            } else {
-                0
-            }
-        })
-        .collect();
+    let p = kernel::end_ports_per_switch(f);
     let n: u64 = p.iter().sum();
     (0..p.len())
         .filter(|&s| p[s] > 0 && !ch.of_switch(s).is_empty())

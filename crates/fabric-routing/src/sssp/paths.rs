@@ -107,6 +107,28 @@ impl Channels {
         self.gfirst[gi]..end
     }
 
+    /// Hop distances from switch `root` over the live channels (links are bidirectional, so
+    /// they are the distances to it too): `hop[s]`, `u32::MAX` where unreached; `queue` is
+    /// left holding the reached switches in BFS order, `root` first.
+    pub fn hops_from(&self, root: usize, hop: &mut [u32], queue: &mut Vec<u32>) {
+        hop.fill(u32::MAX);
+        queue.clear();
+        hop[root] = 0;
+        queue.push(root as u32);
+        let mut head = 0;
+        while head < queue.len() {
+            let s = queue[head] as usize;
+            head += 1;
+            for c in self.of_switch(s) {
+                let t = self.remote[c as usize] as usize;
+                if hop[t] == u32::MAX {
+                    hop[t] = hop[s] + 1;
+                    queue.push(t as u32);
+                }
+            }
+        }
+    }
+
     /// The channel of switch `s` on local port `port`, if it is a live switch-to-switch port.
     #[cfg_attr(not(test), allow(dead_code))]
     pub fn find(&self, s: SwitchId, port: PortNum) -> Option<u32> {
@@ -248,22 +270,7 @@ pub(crate) fn route_paths(
 /// candidates are its channels towards switches one hop nearer). `hop` is scratch.
 fn shortest_dag(ch: &Channels, leaf: u32, hop: &mut [u32], queue: &mut Vec<u32>, dag: &mut Dag) {
     dag.clear();
-    hop.fill(u32::MAX);
-    queue.clear();
-    hop[leaf as usize] = 0;
-    queue.push(leaf);
-    let mut head = 0;
-    while head < queue.len() {
-        let s = queue[head] as usize;
-        head += 1;
-        for c in ch.of_switch(s) {
-            let t = ch.remote[c as usize] as usize;
-            if hop[t] == u32::MAX {
-                hop[t] = hop[s] + 1;
-                queue.push(t as u32);
-            }
-        }
-    }
+    ch.hops_from(leaf as usize, hop, queue);
     for &s in &queue[1..] {
         let s = s as usize;
         dag.order.push(s as u32);
