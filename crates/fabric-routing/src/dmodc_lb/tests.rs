@@ -453,14 +453,17 @@ fn primaries_on_busiest_up_ports(r: &Routable, prep: &Prepared, plan: &Plan, a: 
     sum
 }
 
-/// The per-switch tie-break of the displaced destinations (`Balance::Switch`, the engine's)
-/// against the per-group round robin (`Balance::Group`) on seeded degraded PGFTs (3 levels,
-/// 288 and 640 end ports, 1–14 % of the cables removed): the
-/// busiest up-port of a switch never carries more primaries summed over the switches, fewer on
-/// most fabrics; the tables stay valid up*/down* routes and thread-count independent.
-#[test]
-fn switch_tie_break_lowers_the_busiest_up_ports() {
-    use super::kernel::Balance;
+/// One tie-break of the displaced destinations (`new`) against another (`old`) on seeded
+/// degraded PGFTs (3 levels, 288 and 640 end ports, 1–14 % of the cables removed; the
+/// mirrored, degraded ones): `same(prep, old, new, name)` checks what must not change; the
+/// busiest up-port of a switch never carries more primaries summed over the switches; the new
+/// tables reach no fewer pairs, are up*/down*, deadlock-free and thread-count independent.
+/// Returns (fabrics where the sum is lower, fabrics compared).
+fn compare_balances(
+    old: super::kernel::Balance,
+    new: super::kernel::Balance,
+    mut same: impl FnMut(&Prepared, &Lfts, &Lfts, &str),
+) -> (usize, usize) {
     use super::route_lb_balanced;
     use crate::check;
     let (mut lower, mut total) = (0, 0);
@@ -477,100 +480,66 @@ fn switch_tie_break_lowers_the_busiest_up_ports() {
             if plan.intact || !plan.mirrored(&prep.o) {
                 continue;
             }
+            let name = format!("{shape:?} -{links} seed {seed}");
             let ctx = r.ctx();
             let by = |balance| {
                 let mut a = Lfts::new(r.fabric.num_switches(), r.lids.top());
                 route_lb_balanced(&ctx, LidSet::Base, &mut a, (false, true, false), balance);
                 a
             };
-            let (g, s) = (by(Balance::Group), by(Balance::Switch));
-            let (bg, bs) = (
-                primaries_on_busiest_up_ports(&r, &prep, &plan, &g),
-                primaries_on_busiest_up_ports(&r, &prep, &plan, &s),
-            );
-            println!("{shape:?} -{links} seed {seed}: busiest up-ports {bg} -> {bs}");
-            assert!(bs <= bg, "{shape:?} -{links} seed {seed}: {bg} -> {bs}");
-            let (vg, vs) = (
-                check::validity(&r.fabric, &r.lids, &g),
-                check::validity(&r.fabric, &r.lids, &s),
-            );
-            assert!(vs.unreachable_count <= vg.unreachable_count, "{vs:?} vs {vg:?}");
-            assert_eq!(
-                check::updown_violations(&r.fabric, &r.ranking, &r.lids, &s, LidSet::Base),
-                0
-            );
-            assert!(check::deadlock_free(&r.fabric, &r.ranking, &r.lids, &s));
-            let one = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
-            assert!(one.install(|| by(Balance::Switch)) == s);
-            total += 1;
-            lower += usize::from(bs < bg);
-        }
-    }
-    println!("lower on {lower} of {total}");
-    assert!(total >= 10 && 2 * lower > total, "lower on {lower} of {total}");
-}
-
-/// Above the leaves, the engine's placement (`Balance::Near`: the switch-wide count chooses
-/// among the group's up-links counted at most one above its least) against the exact group
-/// tie (`Balance::Switch`) on seeded degraded PGFTs (3 levels, 288 and 640 end ports, 1–14 % of
-/// the cables removed): the leaves' rows are the same, the busiest up-port of a switch never
-/// carries more primaries summed over the switches and fewer on some fabrics; the tables stay
-/// valid up*/down* routes, deadlock-free and thread-count independent.
-#[test]
-fn near_least_group_count_lowers_the_busiest_up_ports_above_the_leaves() {
-    use super::kernel::Balance;
-    use super::route_lb_balanced;
-    use crate::check;
-    use crate::prep::NONE;
-    let (mut lower, mut total) = (0, 0);
-    let shapes = [
-        (vec![6, 6, 8], vec![1, 6, 6], vec![1, 1, 1]),
-        (vec![8, 8, 10], vec![1, 8, 8], vec![1, 1, 1]),
-    ];
-    for shape in shapes {
-        for (links, seed) in [(14, 1u64), (20, 2), (30, 3), (40, 4), (60, 5), (80, 6)] {
-            let t = pgft(&shape.0, &shape.1, &shape.2);
-            let r = Routable::new(degrade(&t.fabric, links, 0, seed));
-            let prep = Prepared::new(&r.fabric, &r.ranking.level);
-            let plan = Plan::new(&r.fabric, &prep).unwrap();
-            if plan.intact || !plan.mirrored(&prep.o) {
-                continue;
-            }
-            let ctx = r.ctx();
-            let by = |balance| {
-                let mut a = Lfts::new(r.fabric.num_switches(), r.lids.top());
-                route_lb_balanced(&ctx, LidSet::Base, &mut a, (false, true, false), balance);
-                a
-            };
-            let (s, n) = (by(Balance::Switch), by(Balance::Near));
-            for q in 0..prep.o.len() {
-                if prep.o.leaf_idx[q] != NONE {
-                    let sw = prep.o.order[q];
-                    assert!(s.row(sw) == n.row(sw), "{shape:?} -{links} seed {seed}: a leaf changed");
-                }
-            }
-            let (bs, bn) = (
-                primaries_on_busiest_up_ports(&r, &prep, &plan, &s),
+            let (o, n) = (by(old), by(new));
+            same(&prep, &o, &n, &name);
+            let (bo, bn) = (
+                primaries_on_busiest_up_ports(&r, &prep, &plan, &o),
                 primaries_on_busiest_up_ports(&r, &prep, &plan, &n),
             );
-            println!("{shape:?} -{links} seed {seed}: busiest up-ports {bs} -> {bn}");
-            assert!(bn <= bs, "{shape:?} -{links} seed {seed}: {bs} -> {bn}");
-            let (vs, vn) = (
-                check::validity(&r.fabric, &r.lids, &s),
+            println!("{name}: busiest up-ports {bo} -> {bn}");
+            assert!(bn <= bo, "{name}: {bo} -> {bn}");
+            let (vo, vn) = (
+                check::validity(&r.fabric, &r.lids, &o),
                 check::validity(&r.fabric, &r.lids, &n),
             );
-            assert!(vn.unreachable_count <= vs.unreachable_count, "{vn:?} vs {vs:?}");
+            assert!(vn.unreachable_count <= vo.unreachable_count, "{vn:?} vs {vo:?}");
             assert_eq!(
                 check::updown_violations(&r.fabric, &r.ranking, &r.lids, &n, LidSet::Base),
                 0
             );
             assert!(check::deadlock_free(&r.fabric, &r.ranking, &r.lids, &n));
             let one = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
-            assert!(one.install(|| by(Balance::Near)) == n);
+            assert!(one.install(|| by(new)) == n);
             total += 1;
-            lower += usize::from(bn < bs);
+            lower += usize::from(bn < bo);
         }
     }
     println!("lower on {lower} of {total}");
+    (lower, total)
+}
+
+/// The per-switch tie-break of the displaced destinations (`Balance::Switch`) against the
+/// per-group round robin (`Balance::Group`): lower busiest up-ports on most fabrics
+/// ([`compare_balances`]).
+#[test]
+fn switch_tie_break_lowers_the_busiest_up_ports() {
+    use super::kernel::Balance;
+    let (lower, total) = compare_balances(Balance::Group, Balance::Switch, |_, _, _, _| {});
+    assert!(total >= 10 && 2 * lower > total, "lower on {lower} of {total}");
+}
+
+/// Above the leaves, the engine's placement (`Balance::Near`: the switch-wide count chooses
+/// among the group's up-links counted at most one above its least) against the exact group
+/// tie (`Balance::Switch`): the leaves' rows are the same, the busiest up-ports lower on some
+/// fabrics ([`compare_balances`]).
+#[test]
+fn near_least_group_count_lowers_the_busiest_up_ports_above_the_leaves() {
+    use super::kernel::Balance;
+    use crate::prep::NONE;
+    let (lower, total) = compare_balances(Balance::Switch, Balance::Near, |prep, s, n, name| {
+        for q in 0..prep.o.len() {
+            if prep.o.leaf_idx[q] != NONE {
+                let sw = prep.o.order[q];
+                assert!(s.row(sw) == n.row(sw), "{name}: a leaf changed");
+            }
+        }
+    });
     assert!(total >= 10 && lower > 0, "lower on {lower} of {total}");
 }
