@@ -167,7 +167,8 @@ struct InFlight {
 }
 
 /// Handle to the transport thread. Dropping it stops the thread at once: SMPs still queued or
-/// in flight are abandoned (their receivers yield [`TransportError::Closed`]), so a daemon
+/// in flight are abandoned (their receivers yield [`TransportError::Closed`]; the thread reads
+/// the answers already on their way for at most [`SETTLE_WAIT`] before closing), so a daemon
 /// stopping in the middle of a stalled discovery does not wait for every deadline. A thread
 /// blocked inside the device for longer than [`STOP_WAIT`] (a `write()` to a simulator that
 /// stopped reading) is left behind rather than waited for.
@@ -373,7 +374,16 @@ fn run<P: RawPort>(
     let mut gsi_out: Vec<Outgoing> = Vec::new();
     loop {
         if stop.load(Ordering::Relaxed) {
-            // Dropping the queued and in-flight requests closes their reply channels.
+            // Dropping the queued and in-flight requests closes their reply channels; the
+            // answers still on their way are read before the device closes.
+            drop(queue);
+            settle(
+                &mut port,
+                &mut buf,
+                inflight,
+                perf.abandon(),
+                Instant::now() + SETTLE_WAIT,
+            );
             return;
         }
         // Intake: block briefly when idle, otherwise drain what is queued.
@@ -550,6 +560,38 @@ fn run<P: RawPort>(
     }
 }
 
+/// How long a stopping thread keeps reading the answers to the MADs it has in flight before
+/// it closes the device.
+pub const SETTLE_WAIT: Duration = Duration::from_millis(250);
+
+/// Reads (and drops) the answers to the MADs still in flight — SMPs `inflight` and PerfMgt
+/// MADs `perf` (low TIDs) — until every one came back or `until`, whichever is first; their
+/// requesters already saw [`TransportError::Closed`].
+///
+/// Why: a device closed with answers on their way is an ordinary event for the kernel, but
+/// the ibsim preload shim (umad2sim) dereferences the freed per-descriptor queue when a MAD
+/// arrives for a descriptor closed under it, and the process dies of SIGSEGV — a daemon
+/// stopped on SIGTERM in the middle of a sweep exited by a signal instead of with status 0.
+fn settle<P: RawPort>(
+    port: &mut P,
+    buf: &mut [u8],
+    inflight: HashMap<u32, InFlight>,
+    perf: impl Iterator<Item = u32>,
+    until: Instant,
+) {
+    let mut waiting: std::collections::HashSet<u32> = inflight.into_keys().chain(perf).collect();
+    while !waiting.is_empty() && Instant::now() < until {
+        port.wait(Duration::from_millis(1));
+        while let Some(n) = port.read(buf) {
+            if n >= UMAD_HDR_LEN + 24 {
+                // The low 32 bits of the MAD's TransactionID (bytes 12..16) are the key.
+                let low = &buf[UMAD_HDR_LEN + 12..UMAD_HDR_LEN + 16];
+                waiting.remove(&u32::from_be_bytes([low[0], low[1], low[2], low[3]]));
+            }
+        }
+    }
+}
+
 fn fail_or_retry(f: InFlight, params: &TransportParams, stats: &Stats, retry: &mut Vec<InFlight>) {
     if f.attempts <= params.retries {
         stats.retries.fetch_add(1, Ordering::Relaxed);
@@ -665,6 +707,79 @@ mod tests {
             },
             m,
         )
+    }
+
+    /// A port whose answers arrive `delay` after the request; it counts, when dropped (the
+    /// device closed), the answers sent to it that it had not read.
+    struct Slow {
+        pending: VecDeque<(Instant, Vec<u8>)>,
+        delay: Duration,
+        unread_at_close: Arc<Mutex<Option<usize>>>,
+    }
+
+    impl RawPort for Slow {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<()> {
+            let mut p = buf.to_vec();
+            p[UMAD_HDR_LEN + 3] = METHOD_GET_RESP;
+            self.pending.push_back((Instant::now() + self.delay, p));
+            Ok(())
+        }
+        fn read(&mut self, buf: &mut [u8]) -> Option<usize> {
+            if self.pending.front()?.0 > Instant::now() {
+                return None;
+            }
+            let (_, p) = self.pending.pop_front()?;
+            buf[..p.len()].copy_from_slice(&p);
+            Some(p.len())
+        }
+        fn wait(&mut self, timeout: Duration) {
+            std::thread::sleep(timeout);
+        }
+        fn agent(&self, class: u8) -> u32 {
+            u32::from(class)
+        }
+    }
+
+    impl Drop for Slow {
+        fn drop(&mut self) {
+            *self.unread_at_close.lock().unwrap() = Some(self.pending.len());
+        }
+    }
+
+    #[tokio::test]
+    async fn a_stopped_transport_reads_the_answers_on_their_way_before_closing_the_device() {
+        // Under the ibsim shim a MAD arriving for a closed descriptor kills the process: the
+        // device is closed only once the answers to what was sent came back.
+        let unread = Arc::new(Mutex::new(None));
+        let port = Slow {
+            pending: VecDeque::new(),
+            delay: Duration::from_millis(40),
+            unread_at_close: unread.clone(),
+        };
+        let (ttx, _trx) = mpsc::unbounded_channel();
+        let mut p = params(0, 8);
+        p.timeout = Duration::from_secs(5);
+        let t = Transport::start(port, p, ttx);
+        let rxs: Vec<_> = (0..3u32)
+            .map(|i| {
+                let smp = Smp::request(&Route::Directed(vec![1]), METHOD_GET, ATTR_NODE_INFO, i, &[0; 64]).unwrap();
+                t.submit(Route::Directed(vec![1]), smp)
+            })
+            .collect();
+        let t0 = Instant::now();
+        while t.stats().sent.load(Ordering::Relaxed) < 3 {
+            assert!(t0.elapsed() < Duration::from_secs(5), "the SMPs were not sent");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        drop(t);
+        assert_eq!(
+            *unread.lock().unwrap(),
+            Some(0),
+            "answers unread when the device closed"
+        );
+        for rx in rxs {
+            assert!(matches!(wait(rx).await, Err(TransportError::Closed)));
+        }
     }
 
     fn params(retries: u32, window: usize) -> TransportParams {

@@ -78,6 +78,12 @@ impl PerfLane {
         self.queue.is_empty() && self.inflight.is_empty() && self.retry.is_empty()
     }
 
+    /// Gives up every request (their receivers see the channel closed) and returns the low
+    /// TIDs of those still in flight, whose answers may yet arrive.
+    pub(super) fn abandon(self) -> impl Iterator<Item = u32> {
+        self.inflight.into_keys()
+    }
+
     /// MADs in flight.
     pub(super) fn in_flight(&self) -> usize {
         self.inflight.len()
