@@ -473,7 +473,7 @@ fn destinations_on_busiest_up_ports_above_the_leaves(r: &Routable, prep: &Prepar
         .copied()
         .filter(|&ep| seen.insert(f.end_port(ep).attach.unwrap().0))
         .collect();
-    let mut dsts: HashMap<(usize, u8), HashSet<u32>> = HashMap::new();
+    let mut dsts: HashMap<(usize, u8), HashSet<fabric_topology::Lid>> = HashMap::new();
     let mut hops = Vec::new();
     for &s in &sources {
         for &d in &live {
@@ -485,7 +485,7 @@ fn destinations_on_busiest_up_ports_above_the_leaves(r: &Routable, prep: &Prepar
                 let ((x, port), (y, _)) = (w[0], w[1]);
                 let q = o.pos[x.idx()] as usize;
                 if o.leaf_idx[q] == NONE && level_of(y) > level_of(x) {
-                    dsts.entry((q, port)).or_default().insert(u32::from(lid));
+                    dsts.entry((q, port)).or_default().insert(lid);
                 }
             }
         }
