@@ -453,10 +453,10 @@ impl Ctx<'_> {
                     scr.jt_full = scr.jt.iter().all(|&j| j != u8::MAX);
                     scr.build_ptab();
                 }
-                // Whether the span has arrivals to place (not the tables' ports then).
+                // Whether the span has arrivals to place (only those then, after the table).
                 let moving = any_bit(arr, span.t0, span.len);
+                let mut tabled = false;
                 if self.tabulate
-                    && !moving
                     && scr.jt_full
                     && !scr.dtab_none
                     && self.tg.nat[entry]
@@ -472,7 +472,10 @@ impl Ctx<'_> {
                     if !scr.dtab_none {
                         let di = scr.dtab_div.rem(span.t0) as usize;
                         put_table(row, lids_here, span.step as usize, &scr.dtab, di);
-                        continue;
+                        if !moving {
+                            continue;
+                        }
+                        tabled = true;
                     }
                 }
                 // ⌊d/(Π_K·M_K)⌋ and its remainder, advanced with d; its phase in the table.
@@ -492,6 +495,11 @@ impl Ctx<'_> {
                     let d = span.t0 + i as u32;
                     // An arrival (a non-primary sent up by a switch below) to be placed.
                     let place = moving && !self.tg.prim[off + i] && bit(arr, d);
+                    if tabled && !place {
+                        // Written from the table (every first rank usable: none displaced).
+                        next_destination(dd, lcm, &mut rem, &mut q2, &mut ph);
+                        continue;
+                    }
                     if table && !place && usize::from(t) < mm {
                         // A usable first rank: the tabulated port.
                         let e = scr.ptab[ph as usize * mm + usize::from(t)];
