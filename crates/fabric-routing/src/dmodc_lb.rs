@@ -16,7 +16,9 @@
 //!    same position) targets, and places what its own missing cables displace jointly per
 //!    mirror (destination pod): the second rank where it keeps the switch's up-links balanced
 //!    for that pod's primaries, else the least loaded surviving up-link, ties going to the one
-//!    with the fewest primaries of all pods ([`kernel`]).
+//!    with the fewest primaries of all pods, and above the leaves the destinations the
+//!    switches below displaced onto it (its arrivals) by the same switch-wide count
+//!    ([`kernel`]).
 //!
 //! On a fabric whose up-link components are not (nearly) complete bipartite blocks
 //! ([`plan::Plan::mirrored`]: fewer than half of the lower × upper pairs of the components
@@ -29,8 +31,9 @@
 //! engine then runs Dmodc's own kernel). Every choice is among Dmodc's candidates (eq. 4.5
 //! with the downcost rule of §4.2.1), so every route is up*/down* (deadlock-free) and valid
 //! wherever Dmodc's is. Deterministic: the targets of a level depend only on the levels below,
-//! the switches of a level are planned in parallel and every row is filled independently
-//! (rayon). A fabric with a switch of more than 64 up- or down-neighbours is routed by Dmodc.
+//! the switches of a level are planned in parallel, and the rows are filled level by level
+//! (rayon), each from the targets and its arrivals (a set of destinations gathered from the
+//! rows below, independent of their order). A fabric with a switch of more than 64 up- or down-neighbours is routed by Dmodc.
 
 mod kernel;
 mod plan;
@@ -85,7 +88,13 @@ pub(crate) fn route_lb(
     tabulate: bool,
     repair: bool,
 ) {
-    route_lb_balanced(ctx, set, lfts, (force_kernel, tabulate, repair), kernel::Balance::Near);
+    route_lb_balanced(
+        ctx,
+        set,
+        lfts,
+        (force_kernel, tabulate, repair),
+        kernel::Balance::Arrivals,
+    );
 }
 
 /// [`route_lb`] with the displaced destinations' tie-break `balance` (tests compare both).

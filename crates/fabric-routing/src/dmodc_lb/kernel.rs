@@ -1,4 +1,5 @@
-//! The fill of load-aware Dmodc: every switch in parallel (the targets are computed before).
+//! The fill of load-aware Dmodc: the switches of a level in parallel, levels bottom-up (the
+//! targets are computed before).
 //!
 //! Per switch `s` and destination `d` (topological NID, leaf `λ`):
 //!
@@ -17,7 +18,13 @@
 //!   groups (a second count over the whole switch, taken at its first displaced destination
 //!   and following every placed primary; [`Balance::Switch`]), then round robin in NID order;
 //!   above the leaves the switch-wide count chooses among the group's up-links counted at most
-//!   one above the group's least ([`Balance::Near`], the engine's).
+//!   one above the group's least ([`Balance::Near`]). A switch above the leaves also places
+//!   its *arrivals*, the destinations its children actually send up to it off their chains
+//!   (their displaced destinations; non-primaries at `m`, counted in no group, but each one
+//!   more destination on the up-link it takes): levels are filled bottom-up, and an arrival
+//!   keeps `T1(m, d)` while that up-link is below the switch's fair share of primaries and
+//!   arrivals, else takes `T2(m, d)` when among the switch's least counted, else a least
+//!   counted member of `C` ([`Balance::Arrivals`], the engine's).
 //!   So each up-link of `s` carries about the same number of each group's primaries (the
 //!   destinations most of `s`'s sources send to; a shift sends a pod to one or two pods) and
 //!   of all of them together (a random permutation's mean load of the up-link), and the
@@ -58,7 +65,17 @@ pub(super) enum Balance {
     /// random-permutation tails at the same `mu_sp`. A leaf keeps the exact tie (the worst
     /// shift port is a leaf up-link; the tolerance at every switch raised `mu_sp` on one of
     /// five fabrics, at the leaves alone it gained less: docs/routing.md).
+    #[cfg_attr(not(test), allow(dead_code))]
     Near,
+    /// As [`Balance::Near`], and a switch also places its *arrivals* (the engine's): the
+    /// destinations the switches below actually send up to it off their chains (their
+    /// displaced destinations, non-primaries here), which its mirror groups do not count.
+    /// Levels are filled bottom-up; an arrival keeps its first rank while that up-link holds
+    /// fewer than the switch's fair share (its primaries and arrivals over its up-links), else
+    /// takes its second rank when that is among the switch's least counted, else a least
+    /// counted up-link; the switch-wide count counts them (a random permutation weighs an
+    /// arrival less, as few sources send it, but all-to-all counts every destination).
+    Arrivals,
 }
 
 #[derive(Default)]
@@ -90,6 +107,11 @@ struct Scratch {
     dtab_div: FastDiv,
     /// Whether `dtab` cannot be built for this switch (period too long, no phase divider).
     dtab_none: bool,
+    /// The destinations this switch sends up as non-primaries of the parent: (parent
+    /// position, destination), for the parent's arrivals ([`Balance::arrivals`]).
+    rec: Vec<(u32, u32)>,
+    /// [`Balance::Arrivals`]: the fair share of an up-link (primaries and arrivals).
+    cap: u32,
 }
 
 /// The longest period of `d` tabulated by [`Scratch::build_dtab`].
@@ -182,18 +204,58 @@ pub(super) fn fill_end_ports(
         tabulate,
         balance,
     };
-    lfts.par_rows_mut()
-        .enumerate()
-        .for_each_init(Scratch::default, |scr, (s, row)| {
-            let q = o.pos[s];
-            if q == NONE {
-                for &lid in dst.unrouted.iter().chain(&dst.lids) {
-                    put(row, lid, NO_ROUTE);
+    if balance != Balance::Arrivals {
+        lfts.par_rows_mut()
+            .enumerate()
+            .for_each_init(Scratch::default, |scr, (s, row)| {
+                let q = o.pos[s];
+                if q == NONE {
+                    for &lid in dst.unrouted.iter().chain(&dst.lids) {
+                        put(row, lid, NO_ROUTE);
+                    }
+                } else {
+                    ctx.route_switch(q as usize, row, scr, &[]);
                 }
-            } else {
-                ctx.route_switch(q as usize, row, scr);
+            });
+        return dst;
+    }
+    // Levels bottom-up, so that a switch knows the destinations its children send up to it
+    // as non-primaries (its arrivals, one bit per destination NID).
+    let words = dst
+        .spans
+        .iter()
+        .map(|x| (x.t0 + x.len) as usize)
+        .max()
+        .unwrap_or(0)
+        .div_ceil(64);
+    let mut arr: Vec<Vec<u64>> = vec![Vec::new(); o.len()];
+    lfts.par_rows_mut().enumerate().for_each(|(s, row)| {
+        if o.pos[s] == NONE {
+            for &lid in dst.unrouted.iter().chain(&dst.lids) {
+                put(row, lid, NO_ROUTE);
             }
-        });
+        }
+    });
+    for r in &o.level_ranges {
+        let recs: Vec<Vec<(u32, u32)>> = lfts
+            .par_rows_mut()
+            .enumerate()
+            .filter(|(s, _)| r.contains(&(o.pos[*s] as usize)))
+            .map_init(Scratch::default, |scr, (s, row)| {
+                let q = o.pos[s] as usize;
+                scr.rec.clear();
+                ctx.route_switch(q, row, scr, &arr[q]);
+                std::mem::take(&mut scr.rec)
+            })
+            .collect();
+        for (parent, d) in recs.into_iter().flatten() {
+            let b = &mut arr[parent as usize];
+            if b.is_empty() {
+                b.resize(words, 0);
+            }
+            b[d as usize / 64] |= 1 << (d % 64);
+        }
+    }
     dst
 }
 
@@ -277,7 +339,8 @@ struct Ctx<'a> {
 
 impl Ctx<'_> {
     /// Fills the row of the switch at position `q`.
-    fn route_switch(&self, q: usize, row: &mut [u8], scr: &mut Scratch) {
+    /// `arr`: the switch's arrivals, one bit per destination NID (empty: none).
+    fn route_switch(&self, q: usize, row: &mut [u8], scr: &mut Scratch, arr: &[u64]) {
         let (p, plan, o) = (self.p, self.plan, &self.p.o);
         for &lid in &self.dst.unrouted {
             put(row, lid, NO_ROUTE);
@@ -390,6 +453,9 @@ impl Ctx<'_> {
                     scr.jt_full = scr.jt.iter().all(|&j| j != u8::MAX);
                     scr.build_ptab();
                 }
+                // Whether the span has arrivals to place (only those then, after the table).
+                let moving = any_bit(arr, span.t0, span.len);
+                let mut tabled = false;
                 if self.tabulate
                     && scr.jt_full
                     && !scr.dtab_none
@@ -406,7 +472,10 @@ impl Ctx<'_> {
                     if !scr.dtab_none {
                         let di = scr.dtab_div.rem(span.t0) as usize;
                         put_table(row, lids_here, span.step as usize, &scr.dtab, di);
-                        continue;
+                        if !moving {
+                            continue;
+                        }
+                        tabled = true;
                     }
                 }
                 // ⌊d/(Π_K·M_K)⌋ and its remainder, advanced with d; its phase in the table.
@@ -423,7 +492,15 @@ impl Ctx<'_> {
                 let mut ph = if lcm > 1 { q2 % lcm } else { 0 };
                 let t1s = &self.tg.t1[off..off + lids_here.len()];
                 for (i, (&lid, &t)) in lids_here.iter().zip(t1s).enumerate() {
-                    if table && usize::from(t) < mm {
+                    let d = span.t0 + i as u32;
+                    // An arrival (a non-primary sent up by a switch below) to be placed.
+                    let place = moving && !self.tg.prim[off + i] && bit(arr, d);
+                    if tabled && !place {
+                        // Written from the table (every first rank usable: none displaced).
+                        next_destination(dd, lcm, &mut rem, &mut q2, &mut ph);
+                        continue;
+                    }
+                    if table && !place && usize::from(t) < mm {
                         // A usable first rank: the tabulated port.
                         let e = scr.ptab[ph as usize * mm + usize::from(t)];
                         if e != u16::MAX {
@@ -432,43 +509,64 @@ impl Ctx<'_> {
                             continue;
                         }
                     }
-                    let d = span.t0 + i as u32;
                     let j1 = scr.jt.get(usize::from(t)).copied().unwrap_or(u8::MAX);
-                    let j = if j1 != u8::MAX {
+                    let j = if j1 != u8::MAX && !place {
                         usize::from(j1)
                     } else {
                         if !gready {
                             gready = true;
-                            self.group_prepass(q, gstart, Some(gmirror), ranks, &scr.up_mask, &mut scr.gload);
-                            if self.balance != Balance::Group && !sready {
-                                sready = true;
-                                scr.cload.clear();
-                                scr.cload.resize(ups.len(), 0);
-                                self.group_prepass(q, 0, None, ranks, &scr.up_mask, &mut scr.cload);
-                            }
+                            self.group_prepass(q, gstart, Some(gmirror), ranks, &scr.up_mask, &mut scr.gload, &[]);
+                        }
+                        if self.balance != Balance::Group && !sready {
+                            sready = true;
+                            scr.cload.clear();
+                            scr.cload.resize(ups.len(), 0);
+                            let a = self.group_prepass(q, 0, None, ranks, &scr.up_mask, &mut scr.cload, arr);
+                            let total = scr.cload.iter().sum::<u32>() + a;
+                            scr.cap = total.div_ceil(ups.len().max(1) as u32);
                         }
                         let pr = self.tg.prim[off + i];
-                        // Displaced: the mirror's second rank when it is usable and, for a
-                        // primary, among the least loaded of the group; else a least loaded
-                        // candidate (ties in round robin, NID order).
-                        let mn = min_load(&scr.gload, mask);
+                        let arrived = !pr && bit(arr, d);
                         let t2 = usable(ranks, mask, self.tg.t2[off + i]);
-                        let j = match t2 {
-                            Some(j2) if !pr || scr.gload[j2] == mn => j2,
-                            // Among the group's least loaded: the switch's least loaded.
-                            _ if self.balance != Balance::Group => {
-                                let near = self.balance == Balance::Near && o.leaf_idx[q] == NONE;
-                                let within = mn + u32::from(near);
-                                least_loaded(&scr.cload, tie_mask(&scr.gload, mask, within), cursor)
+                        let j = if arrived {
+                            // An arrival: its first rank while below the switch's fair share,
+                            // else the second rank when among the switch's least counted, else
+                            // a least counted candidate.
+                            let mn = min_load(&scr.cload, mask);
+                            match (j1, t2) {
+                                (j1, _) if j1 != u8::MAX && scr.cload[usize::from(j1)] < scr.cap => usize::from(j1),
+                                (_, Some(j2)) if scr.cload[j2] == mn => j2,
+                                _ => least_loaded(&scr.cload, mask, cursor),
                             }
-                            _ => least_loaded(&scr.gload, mask, cursor),
+                        } else {
+                            // Displaced: the mirror's second rank when it is usable and, for a
+                            // primary, among the least loaded of the group; else a least loaded
+                            // candidate (ties in round robin, NID order).
+                            let mn = min_load(&scr.gload, mask);
+                            match t2 {
+                                Some(j2) if !pr || scr.gload[j2] == mn => j2,
+                                // Among the group's least loaded: the switch's least loaded.
+                                _ if self.balance != Balance::Group => {
+                                    let near = self.balance != Balance::Switch && o.leaf_idx[q] == NONE;
+                                    let within = mn + u32::from(near);
+                                    least_loaded(&scr.cload, tie_mask(&scr.gload, mask, within), cursor)
+                                }
+                                _ => least_loaded(&scr.gload, mask, cursor),
+                            }
                         };
                         cursor = j as u32 + 1;
                         if pr {
                             scr.gload[j] += 1;
+                        }
+                        if pr || arrived {
                             if let Some(c) = scr.cload.get_mut(j) {
                                 *c += 1;
                             }
+                        }
+                        // Sent up off its chain: an arrival of the parent (when that routes up).
+                        let up = ups[j].pos;
+                        if self.balance == Balance::Arrivals && (pr || arrived) && plan.klow[up as usize] != NONE {
+                            scr.rec.push((up, d));
                         }
                         j
                     };
@@ -538,9 +636,21 @@ impl Ctx<'_> {
     }
 
     /// Per up index of `q`, the primaries at mirror `m` (spans from `si` on with that mirror;
-    /// `None`: every span of the switch) whose first rank `q` can take.
-    fn group_prepass(&self, q: usize, si: usize, m: Option<u32>, ranks: &[u8], up_mask: &[u64], load: &mut [u32]) {
+    /// `None`: every span of the switch) whose first rank `q` can take; returns how many of
+    /// the spans' non-primaries are arrivals (`arr`, one bit per destination NID).
+    #[allow(clippy::too_many_arguments)]
+    fn group_prepass(
+        &self,
+        q: usize,
+        si: usize,
+        m: Option<u32>,
+        ranks: &[u8],
+        up_mask: &[u64],
+        load: &mut [u32],
+        arr: &[u64],
+    ) -> u32 {
         load.iter_mut().for_each(|x| *x = 0);
+        let mut arrivals = 0;
         let mut hint = 0usize;
         let (down_row, full_row) = (self.p.costs.down_row(q), self.p.costs.full_row(q));
         for span in &self.dst.spans[si..] {
@@ -559,14 +669,17 @@ impl Ctx<'_> {
                 break;
             }
             let mask = up_mask[li];
-            for i in off..off + span.len as usize {
+            for (i, d) in (off..off + span.len as usize).zip(span.t0..) {
                 if self.tg.prim[i] {
                     if let Some(j) = usable(ranks, mask, self.tg.t1[i]) {
                         load[j] += 1;
                     }
+                } else {
+                    arrivals += u32::from(bit(arr, d));
                 }
             }
         }
+        arrivals
     }
 
     /// The mirror of `q` for `span`'s leaf and the offset of the targets of the span's
@@ -608,6 +721,17 @@ pub(super) fn least_loaded(load: &[u32], mask: u64, cursor: u32) -> usize {
         }
     }
     best.1
+}
+
+/// Whether bit `d` of `bits` is set (beyond its end: no).
+#[inline]
+fn bit(bits: &[u64], d: u32) -> bool {
+    bits.get(d as usize / 64).is_some_and(|w| (w >> (d % 64)) & 1 != 0)
+}
+
+/// Whether any bit of `d0..d0 + len` is set in `bits`.
+fn any_bit(bits: &[u64], d0: u32, len: u32) -> bool {
+    !bits.is_empty() && (d0..d0 + len).any(|d| bit(bits, d))
 }
 
 /// The up indices of `mask` whose `load` is at most `mx`.

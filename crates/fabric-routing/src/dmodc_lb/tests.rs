@@ -453,15 +453,61 @@ fn primaries_on_busiest_up_ports(r: &Routable, prep: &Prepared, plan: &Plan, a: 
     sum
 }
 
+/// Per switch above the leaves: the most distinct destinations that the tables `a` send over
+/// one of its up-ports from any source (what bounds `mu_a2a` there: its sources are a whole
+/// subtree), summed over those switches.
+fn destinations_on_busiest_up_ports_above_the_leaves(r: &Routable, prep: &Prepared, _: &Plan, a: &Lfts) -> u64 {
+    use crate::prep::NONE;
+    use std::collections::{HashMap, HashSet};
+    let o = &prep.o;
+    let f = &r.fabric;
+    let level_of = |sw: fabric_topology::SwitchId| {
+        let q = o.pos[sw.idx()] as usize;
+        o.level_ranges.iter().position(|x| x.contains(&q)).unwrap()
+    };
+    let live: Vec<_> = f.end_port_ids().filter(|&ep| f.end_port_live(ep)).collect();
+    // One source per leaf: a destination-based path depends only on the source's leaf.
+    let mut seen = HashSet::new();
+    let sources: Vec<_> = live
+        .iter()
+        .copied()
+        .filter(|&ep| seen.insert(f.end_port(ep).attach.unwrap().0))
+        .collect();
+    let mut dsts: HashMap<(usize, u8), HashSet<fabric_topology::Lid>> = HashMap::new();
+    let mut hops = Vec::new();
+    for &s in &sources {
+        for &d in &live {
+            let lid = r.lids.base_lid(d);
+            if s == d || crate::check::trace(f, a, s, lid, &mut hops).is_err() {
+                continue;
+            }
+            for w in hops.windows(2) {
+                let ((x, port), (y, _)) = (w[0], w[1]);
+                let q = o.pos[x.idx()] as usize;
+                if o.leaf_idx[q] == NONE && level_of(y) > level_of(x) {
+                    dsts.entry((q, port)).or_default().insert(lid);
+                }
+            }
+        }
+    }
+    let mut busiest: HashMap<usize, u64> = HashMap::new();
+    for ((q, _), v) in &dsts {
+        let b = busiest.entry(*q).or_default();
+        *b = (*b).max(v.len() as u64);
+    }
+    busiest.values().sum()
+}
+
 /// One tie-break of the displaced destinations (`new`) against another (`old`) on seeded
 /// degraded PGFTs (3 levels, 288 and 640 end ports, 1–14 % of the cables removed; the
 /// mirrored, degraded ones): `same(prep, old, new, name)` checks what must not change; the
-/// busiest up-port of a switch never carries more primaries summed over the switches; the new
+/// `metric` (the busiest up-port of a switch, summed over the switches) is never higher; the new
 /// tables reach no fewer pairs, are up*/down*, deadlock-free and thread-count independent.
 /// Returns (fabrics where the sum is lower, fabrics compared).
 fn compare_balances(
     old: super::kernel::Balance,
     new: super::kernel::Balance,
+    metric: fn(&Routable, &Prepared, &Plan, &Lfts) -> u64,
     mut same: impl FnMut(&Prepared, &Lfts, &Lfts, &str),
 ) -> (usize, usize) {
     use super::route_lb_balanced;
@@ -489,10 +535,7 @@ fn compare_balances(
             };
             let (o, n) = (by(old), by(new));
             same(&prep, &o, &n, &name);
-            let (bo, bn) = (
-                primaries_on_busiest_up_ports(&r, &prep, &plan, &o),
-                primaries_on_busiest_up_ports(&r, &prep, &plan, &n),
-            );
+            let (bo, bn) = (metric(&r, &prep, &plan, &o), metric(&r, &prep, &plan, &n));
             println!("{name}: busiest up-ports {bo} -> {bn}");
             assert!(bn <= bo, "{name}: {bo} -> {bn}");
             let (vo, vn) = (
@@ -521,7 +564,12 @@ fn compare_balances(
 #[test]
 fn switch_tie_break_lowers_the_busiest_up_ports() {
     use super::kernel::Balance;
-    let (lower, total) = compare_balances(Balance::Group, Balance::Switch, |_, _, _, _| {});
+    let (lower, total) = compare_balances(
+        Balance::Group,
+        Balance::Switch,
+        primaries_on_busiest_up_ports,
+        |_, _, _, _| {},
+    );
     assert!(total >= 10 && 2 * lower > total, "lower on {lower} of {total}");
 }
 
@@ -533,13 +581,43 @@ fn switch_tie_break_lowers_the_busiest_up_ports() {
 fn near_least_group_count_lowers_the_busiest_up_ports_above_the_leaves() {
     use super::kernel::Balance;
     use crate::prep::NONE;
-    let (lower, total) = compare_balances(Balance::Switch, Balance::Near, |prep, s, n, name| {
-        for q in 0..prep.o.len() {
-            if prep.o.leaf_idx[q] != NONE {
-                let sw = prep.o.order[q];
-                assert!(s.row(sw) == n.row(sw), "{name}: a leaf changed");
+    let (lower, total) = compare_balances(
+        Balance::Switch,
+        Balance::Near,
+        primaries_on_busiest_up_ports,
+        |prep, s, n, name| {
+            for q in 0..prep.o.len() {
+                if prep.o.leaf_idx[q] != NONE {
+                    let sw = prep.o.order[q];
+                    assert!(s.row(sw) == n.row(sw), "{name}: a leaf changed");
+                }
             }
-        }
-    });
+        },
+    );
     assert!(total >= 10 && lower > 0, "lower on {lower} of {total}");
+}
+
+/// The engine's placement (`Balance::Arrivals`: a switch above the leaves also places the
+/// destinations its children displaced onto it, by its switch-wide count) against
+/// `Balance::Near` (those arrivals follow their first rank uncounted): the leaves' rows are the
+/// same, and the busiest up-port of every switch above the leaves carries no more distinct
+/// destinations summed over the switches, fewer on most fabrics ([`compare_balances`]).
+#[test]
+fn placed_arrivals_lower_the_busiest_up_ports_destinations_above_the_leaves() {
+    use super::kernel::Balance;
+    use crate::prep::NONE;
+    let (lower, total) = compare_balances(
+        Balance::Near,
+        Balance::Arrivals,
+        destinations_on_busiest_up_ports_above_the_leaves,
+        |prep, s, n, name| {
+            for q in 0..prep.o.len() {
+                if prep.o.leaf_idx[q] != NONE {
+                    let sw = prep.o.order[q];
+                    assert!(s.row(sw) == n.row(sw), "{name}: a leaf changed");
+                }
+            }
+        },
+    );
+    assert!(total >= 10 && 2 * lower > total, "lower on {lower} of {total}");
 }
