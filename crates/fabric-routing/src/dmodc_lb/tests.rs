@@ -573,6 +573,17 @@ fn switch_tie_break_lowers_the_busiest_up_ports() {
     assert!(total >= 10 && 2 * lower > total, "lower on {lower} of {total}");
 }
 
+/// [`compare_balances`]'s check for placements that differ above the leaves only: every
+/// leaf's row is the same in both tables.
+fn leaves_unchanged(prep: &Prepared, s: &Lfts, n: &Lfts, name: &str) {
+    for q in 0..prep.o.len() {
+        if prep.o.leaf_idx[q] != crate::prep::NONE {
+            let sw = prep.o.order[q];
+            assert!(s.row(sw) == n.row(sw), "{name}: a leaf changed");
+        }
+    }
+}
+
 /// Above the leaves, the engine's placement (`Balance::Near`: the switch-wide count chooses
 /// among the group's up-links counted at most one above its least) against the exact group
 /// tie (`Balance::Switch`): the leaves' rows are the same, the busiest up-ports lower on some
@@ -580,19 +591,11 @@ fn switch_tie_break_lowers_the_busiest_up_ports() {
 #[test]
 fn near_least_group_count_lowers_the_busiest_up_ports_above_the_leaves() {
     use super::kernel::Balance;
-    use crate::prep::NONE;
     let (lower, total) = compare_balances(
         Balance::Switch,
         Balance::Near,
         primaries_on_busiest_up_ports,
-        |prep, s, n, name| {
-            for q in 0..prep.o.len() {
-                if prep.o.leaf_idx[q] != NONE {
-                    let sw = prep.o.order[q];
-                    assert!(s.row(sw) == n.row(sw), "{name}: a leaf changed");
-                }
-            }
-        },
+        leaves_unchanged,
     );
     assert!(total >= 10 && lower > 0, "lower on {lower} of {total}");
 }
@@ -605,19 +608,11 @@ fn near_least_group_count_lowers_the_busiest_up_ports_above_the_leaves() {
 #[test]
 fn placed_arrivals_lower_the_busiest_up_ports_destinations_above_the_leaves() {
     use super::kernel::Balance;
-    use crate::prep::NONE;
     let (lower, total) = compare_balances(
         Balance::Near,
         Balance::Arrivals,
         destinations_on_busiest_up_ports_above_the_leaves,
-        |prep, s, n, name| {
-            for q in 0..prep.o.len() {
-                if prep.o.leaf_idx[q] != NONE {
-                    let sw = prep.o.order[q];
-                    assert!(s.row(sw) == n.row(sw), "{name}: a leaf changed");
-                }
-            }
-        },
+        leaves_unchanged,
     );
     assert!(total >= 10 && 2 * lower > total, "lower on {lower} of {total}");
 }
