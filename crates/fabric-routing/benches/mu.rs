@@ -10,7 +10,10 @@
 //! across commits).
 //!
 //! `SPECS='SLIMFLY(5;4)' CUTS='0 1 5' RUNS=20 cargo bench -p fabric-routing --bench mu` (`CUTS`:
-//! the percentages to run, default all three).
+//! the percentages to run, default all three). `THREADS=n` runs everything inside a rayon pool
+//! of `n` threads (`pool.install`, as the daemon's routing pool): with `THREADS=1` the engine's
+//! `rayon::join` runs on the calling thread, so callgrind's `--toggle-collect` of `route` counts
+//! all of its work.
 
 use std::hash::{Hash, Hasher};
 use std::time::Instant;
@@ -40,6 +43,18 @@ fn cpu_ms() -> f64 {
 }
 
 fn main() {
+    let threads: Option<usize> = std::env::var("THREADS").ok().and_then(|v| v.parse().ok());
+    match threads {
+        Some(n) => rayon::ThreadPoolBuilder::new()
+            .num_threads(n.max(1))
+            .build()
+            .expect("pool")
+            .install(run_all),
+        None => run_all(),
+    }
+}
+
+fn run_all() {
     let runs: usize = std::env::var("RUNS")
         .ok()
         .and_then(|v| v.parse().ok())
