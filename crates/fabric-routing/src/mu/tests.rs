@@ -630,3 +630,24 @@ fn rounds_stop_once_they_reach_the_bound() {
         unbounded.rounds_run
     );
 }
+
+/// Two rip-up rounds: on DRAGONFLY(3) with 5 cables cut (tests/direct-compare.sh's 1 % file)
+/// port order has mu 66 and the rounds reach 59, then 57; a third round (four were allowed
+/// until 28–29 Nov 2026) re-routed every destination again for fewer channels at 57, not a
+/// lower mu. The tables' mu_a2a stays 57 on three layers.
+#[test]
+fn two_rounds_reach_the_cut_dragonfly_mu() {
+    assert_eq!(crate::mu::MU_ROUNDS, 2);
+    let f = gen("DRAGONFLY(3)", 5, 1);
+    let (lids, lfts, st) = with_ctx(&f, |ctx| {
+        let mut lfts = Lfts::new(f.num_switches(), ctx.lids.top());
+        let st = crate::mu::MuSssp.route_stats(ctx, &mut lfts).unwrap();
+        (ctx.lids.clone(), lfts, st)
+    });
+    assert_eq!(
+        (st.port_order_mu, st.rounds_run, st.mu, st.layers),
+        (66, 2, 57, 3),
+        "{st:?}"
+    );
+    assert_eq!(a2a_mu(&f, &lids, &lfts), 57);
+}
