@@ -162,9 +162,9 @@ rows = {}
 order = []
 for line in open(sys.argv[1]):
     f = [x.strip() for x in line.strip().strip("|").split("|")]
-    if len(f) != 5 or f[0] in ("fabric", "---") or f[0].startswith("-"):
+    if len(f) != 6 or f[0] in ("fabric", "---") or f[0].startswith("-"):
         continue
-    fabric, engine, eng_ms, gen_ms, fb = f
+    fabric, engine, eng_ms, cpu_ms, gen_ms, fb = f
     col = 0 if fabric == "complete" else 1
     if engine not in rows:
         rows[engine] = ["-", "-"]
@@ -172,7 +172,7 @@ for line in open(sys.argv[1]):
     if eng_ms.startswith("n/a"):
         rows[engine][col] = "n/a"
     else:
-        rows[engine][col] = "%s ms (generation %s ms%s)" % (eng_ms, gen_ms, "" if fb in ("none", "") else ", fallback " + fb)
+        rows[engine][col] = "%s ms (CPU %s ms, generation %s ms%s)" % (eng_ms, cpu_ms, gen_ms, "" if fb in ("none", "") else ", fallback " + fb)
 for e in order:
     print("| fabricd %s | %s | %s |" % (e, rows[e][0], rows[e][1]))
 EOF

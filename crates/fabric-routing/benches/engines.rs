@@ -14,7 +14,13 @@
 //! Each is the median (min–max) of `ROUNDS` runs (default 5) after one warm-up run. An engine
 //! that refuses the fabric (`RoutingError::Unsupported`, Dmodk on a degraded PGFT, ...) is
 //! reported as "n/a (reason)". Environment: `ENGINES` (space-separated names, default all),
-//! `ROUNDS`, `THREADS` (default 2), `SPEC` (default the 8 640-node PGFT).
+//! `ROUNDS`, `THREADS` (default 2), `SPEC` (default the 8 640-node PGFT), `FABRICS` (the
+//! percentages of cables removed to run, default `0 2`), `FABRICD=0` (skip the `fabricd ms`
+//! column, e.g. to profile the engine alone).
+//!
+//! `engine CPU ms` is the process's CPU time (user + system, every thread of the pool) per run
+//! of the engine column, over the timed runs (10 ms ticks from `/proc/self/stat`, so use enough
+//! `ROUNDS`): on a loaded machine it moves less than the wall time.
 //!
 //! `cargo bench -p fabric-routing --bench engines`
 
@@ -84,6 +90,14 @@ fn na(e: &RoutingError) -> String {
     }
 }
 
+/// CPU time (user + system) of the whole process so far, ms (10 ms ticks).
+fn cpu_ms() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let f: Vec<&str> = stat.rsplit(')').next().unwrap_or("").split_whitespace().collect();
+    let tick = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    (tick(11) + tick(12)) * 10.0
+}
+
 fn main() {
     // `cargo bench` passes `--bench` (and a filter, if any): take the first non-flag argument as
     // an engine filter, like `cargo bench --bench engines dmodc`.
@@ -96,9 +110,14 @@ fn main() {
         Some(v) => v.split_whitespace().map(str::to_string).collect(),
         None => ENGINE_NAMES.iter().map(|s| (*s).to_string()).collect(),
     };
+    let fabrics = env("FABRICS").unwrap_or_else(|| "0 2".to_string());
+    let with_fabricd = env("FABRICD").is_none_or(|v| v != "0");
     let p = pool(threads);
     let mut rows = Vec::new();
     for (label, pct) in [("complete", 0), ("2 % of cables removed", 2)] {
+        if !fabrics.split_whitespace().any(|v| v == pct.to_string()) {
+            continue;
+        }
         let f = fabric(&spec, pct);
         let lids0 = assign_lids(&f, &Guid2Lid::default(), 0, IB_MAX_UNICAST_LID).expect("LIDs, LMC 0");
         let lids1 = assign_lids(&f, &Guid2Lid::default(), 1, IB_MAX_UNICAST_LID).expect("LIDs, LMC 1");
@@ -110,18 +129,25 @@ fn main() {
             let kind: EngineKind = match name.parse::<EngineKind>() {
                 Ok(k) => k.with_seed(1),
                 Err(e) => {
-                    rows.push(format!("| {label} | {name} | n/a ({e}) | | |"));
+                    rows.push(format!("| {label} | {name} | n/a ({e}) | | | |"));
                     continue;
                 }
             };
-            let (eng, gen) = p.install(|| {
+            let (eng, cpu, gen) = p.install(|| {
+                let c0 = cpu_ms();
                 let eng = time(rounds, || engine_only(&f, kind, &lids0, &mut lfts));
-                let gen = time(rounds, || generation(&f, kind, &lids1));
-                (eng, gen)
+                // The warm-up run is in the CPU time too.
+                let cpu = (cpu_ms() - c0) / (rounds + 1) as f64;
+                let gen = if with_fabricd {
+                    time(rounds, || generation(&f, kind, &lids1))
+                } else {
+                    Ok((String::new(), String::new()))
+                };
+                (eng, cpu, gen)
             });
-            let eng = eng.map_or_else(|e| na(&e), |(t, ())| t);
+            let (eng, cpu) = eng.map_or_else(|e| (na(&e), String::new()), |(t, ())| (t, format!("{cpu:.1}")));
             let (gen, fallback) = gen.map_or_else(|e| (na(&e), String::new()), |(t, fb)| (t, fb));
-            let row = format!("| {label} | {kind} | {eng} | {gen} | {fallback} |");
+            let row = format!("| {label} | {kind} | {eng} | {cpu} | {gen} | {fallback} |");
             eprintln!("{row}");
             rows.push(row);
         }
@@ -132,8 +158,8 @@ fn main() {
          fabricd: ranking + route_all_checked, LMC 1 with the Up*/Down* escape LIDs and the validity check):"
     );
     println!();
-    println!("| fabric | engine | engine ms | fabricd ms | fallback |");
-    println!("|---|---|---|---|---|");
+    println!("| fabric | engine | engine ms | engine CPU ms | fabricd ms | fallback |");
+    println!("|---|---|---|---|---|---|");
     for r in rows {
         println!("{r}");
     }
