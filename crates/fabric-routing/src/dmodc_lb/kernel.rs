@@ -392,7 +392,7 @@ impl Ctx<'_> {
         // Whether the whole switch's count ([`Scratch::cload`], over all mirror groups) was taken.
         let mut sready = false;
         let mut jt_mask = 0u64;
-        let mut hint = 0usize;
+        let mut look = Look::default();
         scr.jt.clear();
         scr.jt_full = false;
         scr.dtab.clear();
@@ -426,7 +426,7 @@ impl Ctx<'_> {
             let (m, tgt) = if down {
                 (NONE, None)
             } else {
-                self.targets_of(q, span, &mut hint)
+                self.targets_of(q, span, &mut look)
             };
             let (tgt, entry) = match tgt {
                 Some((off, e)) => (Some(off), e),
@@ -651,14 +651,14 @@ impl Ctx<'_> {
     ) -> u32 {
         load.iter_mut().for_each(|x| *x = 0);
         let mut arrivals = 0;
-        let mut hint = 0usize;
+        let mut look = Look::default();
         let (down_row, full_row) = (self.p.costs.down_row(q), self.p.costs.full_row(q));
         for span in &self.dst.spans[si..] {
             let li = span.li as usize;
             if self.p.o.leaves[li] as usize == q || down_row[li] != INF || full_row[li] == INF {
                 continue;
             }
-            let (m2, tgt) = self.targets_of(q, span, &mut hint);
+            let (m2, tgt) = self.targets_of(q, span, &mut look);
             let Some((off, _)) = tgt else {
                 if m.is_none() {
                     continue;
@@ -684,15 +684,42 @@ impl Ctx<'_> {
 
     /// The mirror of `q` for `span`'s leaf and the offset of the targets of the span's
     /// destinations there with its entry index in [`Targets::below`], if any.
-    /// `hint`: where the previous lookup's successor would be (spans come in NID order).
-    fn targets_of(&self, q: usize, span: &LeafSpan, hint: &mut usize) -> (u32, Option<(usize, usize)>) {
+    /// `look`: the previous lookup of the same switch (spans come in NID order).
+    fn targets_of(&self, q: usize, span: &LeafSpan, look: &mut Look) -> (u32, Option<(usize, usize)>) {
+        let plan = self.plan;
         let leaf = self.p.o.leaves[span.li as usize] as usize;
-        let m = self.plan.mirror(q, leaf);
-        if m == NONE || self.plan.klow[m as usize] == NONE {
+        // Above the leaves the mirror depends on the leaf's component alone (the first step
+        // of the rank path): consecutive leaves of one component share it.
+        let m = if plan.rp_start[q] == plan.rp_start[q + 1] {
+            plan.mirror(q, leaf)
+        } else {
+            let k = plan.klow[leaf];
+            if k != look.k {
+                look.k = k;
+                look.m = plan.mirror(q, leaf);
+            }
+            look.m
+        };
+        if m == NONE || plan.klow[m as usize] == NONE {
             return (m, None);
         }
-        let e = self.tg.entry_from(m as usize, span.t0, hint);
+        let e = self.tg.entry_from(m as usize, span.t0, &mut look.hint);
         (m, e.map(|i| (self.tg.below[i].1 as usize, i)))
+    }
+}
+
+/// [`Ctx::targets_of`]'s memory: the next entry's index, and the mirror of the last leaf
+/// component.
+struct Look {
+    hint: usize,
+    k: u32,
+    m: u32,
+}
+
+impl Default for Look {
+    fn default() -> Self {
+        // A leaf without up-links has no mirror above the leaves.
+        Look { hint: 0, k: NONE, m: NONE }
     }
 }
 
@@ -731,7 +758,16 @@ fn bit(bits: &[u64], d: u32) -> bool {
 
 /// Whether any bit of `d0..d0 + len` is set in `bits`.
 fn any_bit(bits: &[u64], d0: u32, len: u32) -> bool {
-    !bits.is_empty() && (d0..d0 + len).any(|d| bit(bits, d))
+    if bits.is_empty() || len == 0 {
+        return false;
+    }
+    let (a, b) = (d0 as usize, (d0 + len - 1) as usize);
+    let (wa, wb) = (a / 64, b / 64);
+    bits.iter().enumerate().take(wb + 1).skip(wa).any(|(w, &x)| {
+        let lo = if w == wa { u64::MAX << (a % 64) } else { u64::MAX };
+        let hi = if w == wb { u64::MAX >> (63 - b % 64) } else { u64::MAX };
+        x & lo & hi != 0
+    })
 }
 
 /// The up indices of `mask` whose `load` is at most `mx`.
