@@ -691,7 +691,12 @@ impl Ctx<'_> {
         // Above the leaves the mirror depends on the leaf's component alone (the first step
         // of the rank path): consecutive leaves of one component share it.
         let m = if plan.rp_start[q] == plan.rp_start[q + 1] {
-            plan.mirror(q, leaf)
+            // An empty rank path: a leaf is its own mirror.
+            if plan.rp_ok[q] {
+                leaf as u32
+            } else {
+                NONE
+            }
         } else {
             let k = plan.klow[leaf];
             if k != look.k {
