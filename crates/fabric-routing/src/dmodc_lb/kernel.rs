@@ -112,6 +112,11 @@ struct Scratch {
     rec: Vec<(u32, u32)>,
     /// [`Balance::Arrivals`]: the fair share of an up-link (primaries and arrivals).
     cap: u32,
+    /// The spans of the switch-wide walk ([`Ctx::switch_prepass`]): (span index, mirror,
+    /// [`NONE`] without targets), and before each of them and at the end the per-up-index
+    /// count of the primaries so far, `pref[v·#ups..(v + 1)·#ups]`.
+    pvis: Vec<(u32, u32)>,
+    pref: Vec<u32>,
 }
 
 /// The longest period of `d` tabulated by [`Scratch::build_dtab`].
@@ -173,6 +178,22 @@ impl Scratch {
             self.gports[(start + ((d / u64::from(dd)) % u64::from(len.max(1))) as u32) as usize]
         }));
         self.dtab_div = FastDiv::new(period as u32);
+    }
+}
+
+impl Scratch {
+    /// `gload`: the primaries of the mirror group `m` starting at span `si`, from the
+    /// switch-wide walk ([`Ctx::switch_prepass`]: the spans from `si` on while they have
+    /// targets at mirror `m`, what [`Ctx::group_prepass`] counts).
+    fn group_load(&mut self, si: usize, m: u32) {
+        let nu = self.gload.len();
+        let v0 = self.pvis.partition_point(|x| (x.0 as usize) < si);
+        debug_assert_eq!(self.pvis.get(v0).map(|x| x.0 as usize), Some(si));
+        let v1 = v0 + self.pvis[v0..].iter().take_while(|x| x.1 == m).count();
+        let (a, b) = (&self.pref[v0 * nu..(v0 + 1) * nu], &self.pref[v1 * nu..(v1 + 1) * nu]);
+        for ((g, &x), &y) in self.gload.iter_mut().zip(a).zip(b) {
+            *g = y - x;
+        }
     }
 }
 
@@ -513,17 +534,22 @@ impl Ctx<'_> {
                     let j = if j1 != u8::MAX && !place {
                         usize::from(j1)
                     } else {
-                        if !gready {
-                            gready = true;
-                            self.group_prepass(q, gstart, Some(gmirror), ranks, &scr.up_mask, &mut scr.gload, &[]);
-                        }
                         if self.balance != Balance::Group && !sready {
                             sready = true;
                             scr.cload.clear();
                             scr.cload.resize(ups.len(), 0);
-                            let a = self.group_prepass(q, 0, None, ranks, &scr.up_mask, &mut scr.cload, arr);
+                            let a = self.switch_prepass(q, ranks, scr, arr);
                             let total = scr.cload.iter().sum::<u32>() + a;
                             scr.cap = total.div_ceil(ups.len().max(1) as u32);
+                        }
+                        if !gready {
+                            gready = true;
+                            if sready {
+                                // The group's share of the switch-wide walk.
+                                scr.group_load(gstart, gmirror);
+                            } else {
+                                self.group_prepass(q, gstart, Some(gmirror), ranks, &scr.up_mask, &mut scr.gload, &[]);
+                            }
                         }
                         let pr = self.tg.prim[off + i];
                         let arrived = !pr && bit(arr, d);
@@ -678,6 +704,46 @@ impl Ctx<'_> {
                     arrivals += u32::from(bit(arr, d));
                 }
             }
+        }
+        arrivals
+    }
+
+    /// [`Ctx::group_prepass`] over every span of the switch into `scr.cload`, recording the
+    /// walk (`scr.pvis`, `scr.pref`) for [`Scratch::group_load`]; returns how many of the
+    /// spans' non-primaries are arrivals.
+    fn switch_prepass(&self, q: usize, ranks: &[u8], scr: &mut Scratch, arr: &[u64]) -> u32 {
+        let (load, pvis, pref, up_mask) = (&mut scr.cload, &mut scr.pvis, &mut scr.pref, &scr.up_mask);
+        let nu = load.len();
+        load.iter_mut().for_each(|x| *x = 0);
+        pvis.clear();
+        pref.clear();
+        pref.extend_from_slice(load);
+        let mut arrivals = 0;
+        let mut look = Look::default();
+        let (down_row, full_row) = (self.p.costs.down_row(q), self.p.costs.full_row(q));
+        for (si, span) in self.dst.spans.iter().enumerate() {
+            let li = span.li as usize;
+            if self.p.o.leaves[li] as usize == q || down_row[li] != INF || full_row[li] == INF {
+                continue;
+            }
+            let (m2, tgt) = self.targets_of(q, span, &mut look);
+            let Some((off, _)) = tgt else {
+                pvis.push((si as u32, NONE));
+                pref.extend_from_within(pref.len() - nu..);
+                continue;
+            };
+            pvis.push((si as u32, m2));
+            let mask = up_mask[li];
+            for (i, d) in (off..off + span.len as usize).zip(span.t0..) {
+                if self.tg.prim[i] {
+                    if let Some(j) = usable(ranks, mask, self.tg.t1[i]) {
+                        load[j] += 1;
+                    }
+                } else {
+                    arrivals += u32::from(bit(arr, d));
+                }
+            }
+            pref.extend_from_slice(load);
         }
         arrivals
     }
