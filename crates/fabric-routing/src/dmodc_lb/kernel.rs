@@ -512,13 +512,31 @@ impl Ctx<'_> {
                 let table = self.tabulate && (lcm == 1 || (lcm > 1 && dd != 0));
                 let mut ph = if lcm > 1 { q2 % lcm } else { 0 };
                 let t1s = &self.tg.t1[off..off + lids_here.len()];
-                for (i, (&lid, &t)) in lids_here.iter().zip(t1s).enumerate() {
+                let mut i = 0usize;
+                while i < lids_here.len() {
+                    if table && !moving {
+                        // A run of usable first ranks and no arrival: the tabulated ports.
+                        while let Some(&t) = t1s.get(i) {
+                            let e = match scr.ptab.get(ph as usize * mm + usize::from(t)) {
+                                Some(&e) if usize::from(t) < mm && e != u16::MAX => e,
+                                _ => break,
+                            };
+                            put(row, lids_here[i], e as PortNum);
+                            next_destination(dd, lcm, &mut rem, &mut q2, &mut ph);
+                            i += 1;
+                        }
+                        if i == lids_here.len() {
+                            break;
+                        }
+                    }
+                    let (lid, t) = (lids_here[i], t1s[i]);
                     let d = span.t0 + i as u32;
                     // An arrival (a non-primary sent up by a switch below) to be placed.
                     let place = moving && !self.tg.prim[off + i] && bit(arr, d);
                     if tabled && !place {
                         // Written from the table (every first rank usable: none displaced).
                         next_destination(dd, lcm, &mut rem, &mut q2, &mut ph);
+                        i += 1;
                         continue;
                     }
                     if table && !place && usize::from(t) < mm {
@@ -527,6 +545,7 @@ impl Ctx<'_> {
                         if e != u16::MAX {
                             put(row, lid, e as PortNum);
                             next_destination(dd, lcm, &mut rem, &mut q2, &mut ph);
+                            i += 1;
                             continue;
                         }
                     }
@@ -611,6 +630,7 @@ impl Ctx<'_> {
                     };
                     put(row, lid, port);
                     next_destination(dd, lcm, &mut rem, &mut q2, &mut ph);
+                    i += 1;
                 }
                 continue;
             }
