@@ -413,7 +413,7 @@ impl Ctx<'_> {
         // Whether the whole switch's count ([`Scratch::cload`], over all mirror groups) was taken.
         let mut sready = false;
         let mut jt_mask = 0u64;
-        let mut look = Look::default();
+        let mut look = Look::new(self.plan, q);
         scr.jt.clear();
         scr.jt_full = false;
         scr.dtab.clear();
@@ -697,7 +697,7 @@ impl Ctx<'_> {
     ) -> u32 {
         load.iter_mut().for_each(|x| *x = 0);
         let mut arrivals = 0;
-        let mut look = Look::default();
+        let mut look = Look::new(self.plan, q);
         let (down_row, full_row) = (self.p.costs.down_row(q), self.p.costs.full_row(q));
         for span in &self.dst.spans[si..] {
             let li = span.li as usize;
@@ -739,7 +739,7 @@ impl Ctx<'_> {
         pref.clear();
         pref.extend_from_slice(load);
         let mut arrivals = 0;
-        let mut look = Look::default();
+        let mut look = Look::new(self.plan, q);
         let (down_row, full_row) = (self.p.costs.down_row(q), self.p.costs.full_row(q));
         for (si, span) in self.dst.spans.iter().enumerate() {
             let li = span.li as usize;
@@ -770,47 +770,71 @@ impl Ctx<'_> {
 
     /// The mirror of `q` for `span`'s leaf and the offset of the targets of the span's
     /// destinations there with its entry index in [`Targets::below`], if any.
-    /// `look`: the previous lookup of the same switch (spans come in NID order).
+    /// `look`: the previous lookup of the same switch ([`Look::new`]; spans come in NID order).
+    #[inline]
     fn targets_of(&self, q: usize, span: &LeafSpan, look: &mut Look) -> (u32, Option<(usize, usize)>) {
-        let plan = self.plan;
+        let (plan, tg) = (self.plan, self.tg);
         let leaf = self.p.o.leaves[span.li as usize] as usize;
         // Above the leaves the mirror depends on the leaf's component alone (the first step
-        // of the rank path): consecutive leaves of one component share it.
-        let m = if plan.rp_start[q] == plan.rp_start[q + 1] {
-            // An empty rank path: a leaf is its own mirror.
-            if plan.rp_ok[q] {
+        // of the rank path): consecutive leaves of one component share it. A leaf (empty rank
+        // path) is its own mirror.
+        let key = if look.leafq { leaf as u32 } else { plan.klow[leaf] };
+        if key != look.k {
+            look.k = key;
+            let m = if !look.leafq {
+                plan.mirror(q, leaf)
+            } else if plan.rp_ok[q] {
                 leaf as u32
             } else {
                 NONE
-            }
-        } else {
-            let k = plan.klow[leaf];
-            if k != look.k {
-                look.k = k;
-                look.m = plan.mirror(q, leaf);
-            }
-            look.m
-        };
-        if m == NONE || plan.klow[m as usize] == NONE {
-            return (m, None);
+            };
+            look.m = m;
+            look.hint = 0;
+            (look.b0, look.b1) = if m == NONE || plan.klow[m as usize] == NONE {
+                (0, 0)
+            } else {
+                (tg.bstart[m as usize] as usize, tg.bstart[m as usize + 1] as usize)
+            };
         }
-        let e = self.tg.entry_from(m as usize, span.t0, &mut look.hint);
-        (m, e.map(|i| (self.tg.below[i].1 as usize, i)))
+        let m = look.m;
+        let e = &tg.below[look.b0..look.b1];
+        // The next entry, else the first (a new mirror's first leaf in NID order).
+        let i = match (e.get(look.hint), e.first()) {
+            (Some(x), _) if x.0 == span.t0 => look.hint,
+            (_, Some(x)) if x.0 == span.t0 => 0,
+            _ => match e.binary_search_by_key(&span.t0, |x| x.0) {
+                Ok(i) => i,
+                Err(_) => return (m, None),
+            },
+        };
+        look.hint = i + 1;
+        (m, Some((e[i].1 as usize, look.b0 + i)))
     }
 }
 
-/// [`Ctx::targets_of`]'s memory: the next entry's index, and the mirror of the last leaf
-/// component.
+/// [`Ctx::targets_of`]'s memory for one switch: the leaf component (a leaf switch: the leaf)
+/// of the last lookup, its mirror, the mirror's entries `below[b0..b1]` (empty without
+/// targets) and the next entry's index there.
 struct Look {
-    hint: usize,
+    leafq: bool,
     k: u32,
     m: u32,
+    b0: usize,
+    b1: usize,
+    hint: usize,
 }
 
-impl Default for Look {
-    fn default() -> Self {
+impl Look {
+    fn new(plan: &Plan, q: usize) -> Look {
         // A leaf without up-links has no mirror above the leaves.
-        Look { hint: 0, k: NONE, m: NONE }
+        Look {
+            leafq: plan.rp_start[q] == plan.rp_start[q + 1],
+            k: NONE,
+            m: NONE,
+            b0: 0,
+            b1: 0,
+            hint: 0,
+        }
     }
 }
 

@@ -167,7 +167,7 @@ impl Targets {
 
     /// The index in `below` of the entry of the leaf whose first NID is `t0`, below position
     /// `q`, trying the entry `*hint` first, then the first one; `*hint` becomes the next entry.
-    #[inline]
+    #[cfg(test)]
     pub fn entry_from(&self, q: usize, t0: u32, hint: &mut usize) -> Option<usize> {
         let b = self.bstart[q] as usize;
         let e = &self.below[b..self.bstart[q + 1] as usize];
