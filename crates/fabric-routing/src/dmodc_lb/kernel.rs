@@ -515,15 +515,30 @@ impl Ctx<'_> {
                 let mut i = 0usize;
                 while i < lids_here.len() {
                     if table && !moving {
-                        // A run of usable first ranks and no arrival: the tabulated ports.
-                        while let Some(&t) = t1s.get(i) {
-                            let e = match scr.ptab.get(ph as usize * mm + usize::from(t)) {
-                                Some(&e) if usize::from(t) < mm && e != u16::MAX => e,
-                                _ => break,
-                            };
-                            put(row, lids_here[i], e as PortNum);
-                            next_destination(dd, lcm, &mut rem, &mut q2, &mut ph);
-                            i += 1;
+                        // A run of usable first ranks and no arrival: the tabulated ports, one
+                        // phase (quotient q2) at a time.
+                        while i < lids_here.len() {
+                            let left = lids_here.len() - i;
+                            let c = if dd != 0 { left.min((dd - rem) as usize) } else { left };
+                            let prow = &scr.ptab[ph as usize * mm..(ph as usize + 1) * mm];
+                            let mut n = 0;
+                            for (&lid, &t) in lids_here[i..i + c].iter().zip(&t1s[i..i + c]) {
+                                match prow.get(usize::from(t)) {
+                                    Some(&e) if e != u16::MAX => put(row, lid, e as PortNum),
+                                    _ => break,
+                                }
+                                n += 1;
+                            }
+                            i += n;
+                            if dd != 0 {
+                                rem += n as u32;
+                                if rem == dd {
+                                    (rem, q2, ph) = (0, q2 + 1, if ph + 1 == lcm { 0 } else { ph + 1 });
+                                }
+                            }
+                            if n < c {
+                                break;
+                            }
                         }
                         if i == lids_here.len() {
                             break;
