@@ -786,7 +786,7 @@ impl Ctx<'_> {
     /// The mirror of `q` for `span`'s leaf and the offset of the targets of the span's
     /// destinations there with its entry index in [`Targets::below`], if any.
     /// `look`: the previous lookup of the same switch ([`Look::new`]; spans come in NID order).
-    #[inline]
+    #[inline(always)]
     fn targets_of(&self, q: usize, span: &LeafSpan, look: &mut Look) -> (u32, Option<(usize, usize)>) {
         let (plan, tg) = (self.plan, self.tg);
         let leaf = self.p.o.leaves[span.li as usize] as usize;
