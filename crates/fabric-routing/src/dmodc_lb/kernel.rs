@@ -409,6 +409,7 @@ impl Ctx<'_> {
                 .map(FastDiv::new)
         };
         let mut gmirror = NONE;
+        let mut nom_memo = (NONE, false);
         let (mut gstart, mut gready) = (0usize, true);
         // Whether the whole switch's count ([`Scratch::cload`], over all mirror groups) was taken.
         let mut sready = false;
@@ -477,12 +478,14 @@ impl Ctx<'_> {
                 // Whether the span has arrivals to place (only those then, after the table).
                 let moving = any_bit(arr, span.t0, span.len);
                 let mut tabled = false;
-                if self.tabulate
-                    && scr.jt_full
-                    && !scr.dtab_none
-                    && self.tg.nat[entry]
-                    && plan.same_nominal(k, plan.klow[m as usize])
-                {
+                if self.tabulate && scr.jt_full && !scr.dtab_none && self.tg.nat[entry] && {
+                    // Whether the mirror's component has the switch's nominal ranks (per
+                    // mirror: consecutive spans share it).
+                    if nom_memo.0 != m {
+                        nom_memo = (m, plan.same_nominal(k, plan.klow[m as usize]));
+                    }
+                    nom_memo.1
+                } {
                     // Every first rank is the nominal one and usable: Dmodc's closed form on the
                     // complete component, one period of d tabulated (the ports the per-
                     // destination loop below gives them).
@@ -592,23 +595,22 @@ impl Ctx<'_> {
                             // An arrival: its first rank while below the switch's fair share,
                             // else the second rank when among the switch's least counted, else
                             // a least counted candidate.
-                            let mn = min_load(&scr.cload, mask);
                             match (j1, t2) {
                                 (j1, _) if j1 != u8::MAX && scr.cload[usize::from(j1)] < scr.cap => usize::from(j1),
-                                (_, Some(j2)) if scr.cload[j2] == mn => j2,
+                                (_, Some(j2)) if scr.cload[j2] == min_load(&scr.cload, mask) => j2,
                                 _ => least_loaded(&scr.cload, mask, cursor),
                             }
                         } else {
                             // Displaced: the mirror's second rank when it is usable and, for a
                             // primary, among the least loaded of the group; else a least loaded
                             // candidate (ties in round robin, NID order).
-                            let mn = min_load(&scr.gload, mask);
+                            let mn = || min_load(&scr.gload, mask);
                             match t2 {
-                                Some(j2) if !pr || scr.gload[j2] == mn => j2,
+                                Some(j2) if !pr || scr.gload[j2] == mn() => j2,
                                 // Among the group's least loaded: the switch's least loaded.
                                 _ if self.balance != Balance::Group => {
                                     let near = self.balance != Balance::Switch && o.leaf_idx[q] == NONE;
-                                    let within = mn + u32::from(near);
+                                    let within = mn() + u32::from(near);
                                     least_loaded(&scr.cload, tie_mask(&scr.gload, mask, within), cursor)
                                 }
                                 _ => least_loaded(&scr.gload, mask, cursor),
