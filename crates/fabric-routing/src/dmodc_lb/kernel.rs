@@ -112,6 +112,11 @@ struct Scratch {
     rec: Vec<(u32, u32)>,
     /// [`Balance::Arrivals`]: the fair share of an up-link (primaries and arrivals).
     cap: u32,
+    /// The spans of the switch-wide walk ([`Ctx::switch_prepass`]): (span index, mirror,
+    /// [`NONE`] without targets), and before each of them and at the end the per-up-index
+    /// count of the primaries so far, `pref[v·#ups..(v + 1)·#ups]`.
+    pvis: Vec<(u32, u32)>,
+    pref: Vec<u32>,
 }
 
 /// The longest period of `d` tabulated by [`Scratch::build_dtab`].
@@ -173,6 +178,22 @@ impl Scratch {
             self.gports[(start + ((d / u64::from(dd)) % u64::from(len.max(1))) as u32) as usize]
         }));
         self.dtab_div = FastDiv::new(period as u32);
+    }
+}
+
+impl Scratch {
+    /// `gload`: the primaries of the mirror group `m` starting at span `si`, from the
+    /// switch-wide walk ([`Ctx::switch_prepass`]: the spans from `si` on while they have
+    /// targets at mirror `m`, what [`Ctx::group_prepass`] counts).
+    fn group_load(&mut self, si: usize, m: u32) {
+        let nu = self.gload.len();
+        let v0 = self.pvis.partition_point(|x| (x.0 as usize) < si);
+        debug_assert_eq!(self.pvis.get(v0).map(|x| x.0 as usize), Some(si));
+        let v1 = v0 + self.pvis[v0..].iter().take_while(|x| x.1 == m).count();
+        let (a, b) = (&self.pref[v0 * nu..(v0 + 1) * nu], &self.pref[v1 * nu..(v1 + 1) * nu]);
+        for ((g, &x), &y) in self.gload.iter_mut().zip(a).zip(b) {
+            *g = y - x;
+        }
     }
 }
 
@@ -388,11 +409,12 @@ impl Ctx<'_> {
                 .map(FastDiv::new)
         };
         let mut gmirror = NONE;
+        let mut nom_memo = (NONE, false);
         let (mut gstart, mut gready) = (0usize, true);
         // Whether the whole switch's count ([`Scratch::cload`], over all mirror groups) was taken.
         let mut sready = false;
         let mut jt_mask = 0u64;
-        let mut hint = 0usize;
+        let mut look = Look::new(self.plan, q);
         scr.jt.clear();
         scr.jt_full = false;
         scr.dtab.clear();
@@ -426,7 +448,7 @@ impl Ctx<'_> {
             let (m, tgt) = if down {
                 (NONE, None)
             } else {
-                self.targets_of(q, span, &mut hint)
+                self.targets_of(q, span, &mut look)
             };
             let (tgt, entry) = match tgt {
                 Some((off, e)) => (Some(off), e),
@@ -456,12 +478,14 @@ impl Ctx<'_> {
                 // Whether the span has arrivals to place (only those then, after the table).
                 let moving = any_bit(arr, span.t0, span.len);
                 let mut tabled = false;
-                if self.tabulate
-                    && scr.jt_full
-                    && !scr.dtab_none
-                    && self.tg.nat[entry]
-                    && plan.same_nominal(k, plan.klow[m as usize])
-                {
+                if self.tabulate && scr.jt_full && !scr.dtab_none && self.tg.nat[entry] && {
+                    // Whether the mirror's component has the switch's nominal ranks (per
+                    // mirror: consecutive spans share it).
+                    if nom_memo.0 != m {
+                        nom_memo = (m, plan.same_nominal(k, plan.klow[m as usize]));
+                    }
+                    nom_memo.1
+                } {
                     // Every first rank is the nominal one and usable: Dmodc's closed form on the
                     // complete component, one period of d tabulated (the ports the per-
                     // destination loop below gives them).
@@ -491,13 +515,46 @@ impl Ctx<'_> {
                 let table = self.tabulate && (lcm == 1 || (lcm > 1 && dd != 0));
                 let mut ph = if lcm > 1 { q2 % lcm } else { 0 };
                 let t1s = &self.tg.t1[off..off + lids_here.len()];
-                for (i, (&lid, &t)) in lids_here.iter().zip(t1s).enumerate() {
+                let mut i = 0usize;
+                while i < lids_here.len() {
+                    if table && !moving {
+                        // A run of usable first ranks and no arrival: the tabulated ports, one
+                        // phase (quotient q2) at a time.
+                        while i < lids_here.len() {
+                            let left = lids_here.len() - i;
+                            let c = if dd != 0 { left.min((dd - rem) as usize) } else { left };
+                            let prow = &scr.ptab[ph as usize * mm..(ph as usize + 1) * mm];
+                            let mut n = 0;
+                            for (&lid, &t) in lids_here[i..i + c].iter().zip(&t1s[i..i + c]) {
+                                match prow.get(usize::from(t)) {
+                                    Some(&e) if e != u16::MAX => put(row, lid, e as PortNum),
+                                    _ => break,
+                                }
+                                n += 1;
+                            }
+                            i += n;
+                            if dd != 0 {
+                                rem += n as u32;
+                                if rem == dd {
+                                    (rem, q2, ph) = (0, q2 + 1, if ph + 1 == lcm { 0 } else { ph + 1 });
+                                }
+                            }
+                            if n < c {
+                                break;
+                            }
+                        }
+                        if i == lids_here.len() {
+                            break;
+                        }
+                    }
+                    let (lid, t) = (lids_here[i], t1s[i]);
                     let d = span.t0 + i as u32;
                     // An arrival (a non-primary sent up by a switch below) to be placed.
                     let place = moving && !self.tg.prim[off + i] && bit(arr, d);
                     if tabled && !place {
                         // Written from the table (every first rank usable: none displaced).
                         next_destination(dd, lcm, &mut rem, &mut q2, &mut ph);
+                        i += 1;
                         continue;
                     }
                     if table && !place && usize::from(t) < mm {
@@ -506,6 +563,7 @@ impl Ctx<'_> {
                         if e != u16::MAX {
                             put(row, lid, e as PortNum);
                             next_destination(dd, lcm, &mut rem, &mut q2, &mut ph);
+                            i += 1;
                             continue;
                         }
                     }
@@ -513,17 +571,22 @@ impl Ctx<'_> {
                     let j = if j1 != u8::MAX && !place {
                         usize::from(j1)
                     } else {
-                        if !gready {
-                            gready = true;
-                            self.group_prepass(q, gstart, Some(gmirror), ranks, &scr.up_mask, &mut scr.gload, &[]);
-                        }
                         if self.balance != Balance::Group && !sready {
                             sready = true;
                             scr.cload.clear();
                             scr.cload.resize(ups.len(), 0);
-                            let a = self.group_prepass(q, 0, None, ranks, &scr.up_mask, &mut scr.cload, arr);
+                            let a = self.switch_prepass(q, ranks, scr, arr);
                             let total = scr.cload.iter().sum::<u32>() + a;
                             scr.cap = total.div_ceil(ups.len().max(1) as u32);
+                        }
+                        if !gready {
+                            gready = true;
+                            if sready {
+                                // The group's share of the switch-wide walk.
+                                scr.group_load(gstart, gmirror);
+                            } else {
+                                self.group_prepass(q, gstart, Some(gmirror), ranks, &scr.up_mask, &mut scr.gload, &[]);
+                            }
                         }
                         let pr = self.tg.prim[off + i];
                         let arrived = !pr && bit(arr, d);
@@ -532,23 +595,22 @@ impl Ctx<'_> {
                             // An arrival: its first rank while below the switch's fair share,
                             // else the second rank when among the switch's least counted, else
                             // a least counted candidate.
-                            let mn = min_load(&scr.cload, mask);
                             match (j1, t2) {
                                 (j1, _) if j1 != u8::MAX && scr.cload[usize::from(j1)] < scr.cap => usize::from(j1),
-                                (_, Some(j2)) if scr.cload[j2] == mn => j2,
+                                (_, Some(j2)) if scr.cload[j2] == min_load(&scr.cload, mask) => j2,
                                 _ => least_loaded(&scr.cload, mask, cursor),
                             }
                         } else {
                             // Displaced: the mirror's second rank when it is usable and, for a
                             // primary, among the least loaded of the group; else a least loaded
                             // candidate (ties in round robin, NID order).
-                            let mn = min_load(&scr.gload, mask);
+                            let mn = || min_load(&scr.gload, mask);
                             match t2 {
-                                Some(j2) if !pr || scr.gload[j2] == mn => j2,
+                                Some(j2) if !pr || scr.gload[j2] == mn() => j2,
                                 // Among the group's least loaded: the switch's least loaded.
                                 _ if self.balance != Balance::Group => {
                                     let near = self.balance != Balance::Switch && o.leaf_idx[q] == NONE;
-                                    let within = mn + u32::from(near);
+                                    let within = mn() + u32::from(near);
                                     least_loaded(&scr.cload, tie_mask(&scr.gload, mask, within), cursor)
                                 }
                                 _ => least_loaded(&scr.gload, mask, cursor),
@@ -585,6 +647,7 @@ impl Ctx<'_> {
                     };
                     put(row, lid, port);
                     next_destination(dd, lcm, &mut rem, &mut q2, &mut ph);
+                    i += 1;
                 }
                 continue;
             }
@@ -651,14 +714,14 @@ impl Ctx<'_> {
     ) -> u32 {
         load.iter_mut().for_each(|x| *x = 0);
         let mut arrivals = 0;
-        let mut hint = 0usize;
+        let mut look = Look::new(self.plan, q);
         let (down_row, full_row) = (self.p.costs.down_row(q), self.p.costs.full_row(q));
         for span in &self.dst.spans[si..] {
             let li = span.li as usize;
             if self.p.o.leaves[li] as usize == q || down_row[li] != INF || full_row[li] == INF {
                 continue;
             }
-            let (m2, tgt) = self.targets_of(q, span, &mut hint);
+            let (m2, tgt) = self.targets_of(q, span, &mut look);
             let Some((off, _)) = tgt else {
                 if m.is_none() {
                     continue;
@@ -682,17 +745,113 @@ impl Ctx<'_> {
         arrivals
     }
 
+    /// [`Ctx::group_prepass`] over every span of the switch into `scr.cload`, recording the
+    /// walk (`scr.pvis`, `scr.pref`) for [`Scratch::group_load`]; returns how many of the
+    /// spans' non-primaries are arrivals.
+    fn switch_prepass(&self, q: usize, ranks: &[u8], scr: &mut Scratch, arr: &[u64]) -> u32 {
+        let (load, pvis, pref, up_mask) = (&mut scr.cload, &mut scr.pvis, &mut scr.pref, &scr.up_mask);
+        let nu = load.len();
+        load.iter_mut().for_each(|x| *x = 0);
+        pvis.clear();
+        pref.clear();
+        pref.extend_from_slice(load);
+        let mut arrivals = 0;
+        let mut look = Look::new(self.plan, q);
+        let (down_row, full_row) = (self.p.costs.down_row(q), self.p.costs.full_row(q));
+        for (si, span) in self.dst.spans.iter().enumerate() {
+            let li = span.li as usize;
+            if self.p.o.leaves[li] as usize == q || down_row[li] != INF || full_row[li] == INF {
+                continue;
+            }
+            let (m2, tgt) = self.targets_of(q, span, &mut look);
+            let Some((off, _)) = tgt else {
+                pvis.push((si as u32, NONE));
+                pref.extend_from_within(pref.len() - nu..);
+                continue;
+            };
+            pvis.push((si as u32, m2));
+            let mask = up_mask[li];
+            for (i, d) in (off..off + span.len as usize).zip(span.t0..) {
+                if self.tg.prim[i] {
+                    if let Some(j) = usable(ranks, mask, self.tg.t1[i]) {
+                        load[j] += 1;
+                    }
+                } else {
+                    arrivals += u32::from(bit(arr, d));
+                }
+            }
+            pref.extend_from_slice(load);
+        }
+        arrivals
+    }
+
     /// The mirror of `q` for `span`'s leaf and the offset of the targets of the span's
     /// destinations there with its entry index in [`Targets::below`], if any.
-    /// `hint`: where the previous lookup's successor would be (spans come in NID order).
-    fn targets_of(&self, q: usize, span: &LeafSpan, hint: &mut usize) -> (u32, Option<(usize, usize)>) {
+    /// `look`: the previous lookup of the same switch ([`Look::new`]; spans come in NID order).
+    #[inline(always)]
+    fn targets_of(&self, q: usize, span: &LeafSpan, look: &mut Look) -> (u32, Option<(usize, usize)>) {
+        let (plan, tg) = (self.plan, self.tg);
         let leaf = self.p.o.leaves[span.li as usize] as usize;
-        let m = self.plan.mirror(q, leaf);
-        if m == NONE || self.plan.klow[m as usize] == NONE {
-            return (m, None);
+        // Above the leaves the mirror depends on the leaf's component alone (the first step
+        // of the rank path): consecutive leaves of one component share it. A leaf (empty rank
+        // path) is its own mirror.
+        let key = if look.leafq { leaf as u32 } else { plan.klow[leaf] };
+        if key != look.k {
+            look.k = key;
+            let m = if !look.leafq {
+                plan.mirror(q, leaf)
+            } else if plan.rp_ok[q] {
+                leaf as u32
+            } else {
+                NONE
+            };
+            look.m = m;
+            look.hint = 0;
+            (look.b0, look.b1) = if m == NONE || plan.klow[m as usize] == NONE {
+                (0, 0)
+            } else {
+                (tg.bstart[m as usize] as usize, tg.bstart[m as usize + 1] as usize)
+            };
         }
-        let e = self.tg.entry_from(m as usize, span.t0, hint);
-        (m, e.map(|i| (self.tg.below[i].1 as usize, i)))
+        let m = look.m;
+        let e = &tg.below[look.b0..look.b1];
+        // The next entry, else the first (a new mirror's first leaf in NID order).
+        let i = match (e.get(look.hint), e.first()) {
+            (Some(x), _) if x.0 == span.t0 => look.hint,
+            (_, Some(x)) if x.0 == span.t0 => 0,
+            _ => match e.binary_search_by_key(&span.t0, |x| x.0) {
+                Ok(i) => i,
+                Err(_) => return (m, None),
+            },
+        };
+        look.hint = i + 1;
+        (m, Some((e[i].1 as usize, look.b0 + i)))
+    }
+}
+
+/// [`Ctx::targets_of`]'s memory for one switch: the leaf component (a leaf switch: the leaf)
+/// of the last lookup, its mirror, the mirror's entries `below[b0..b1]` (empty without
+/// targets) and the next entry's index there.
+struct Look {
+    leafq: bool,
+    k: u32,
+    m: u32,
+    b0: usize,
+    b1: usize,
+    hint: usize,
+}
+
+impl Look {
+    fn new(plan: &Plan, q: usize) -> Look {
+        // A leaf without up-links has no mirror above the leaves.
+        Look {
+            leafq: plan.rp_start[q] == plan.rp_start[q + 1],
+            k: NONE,
+            m: NONE,
+            b0: 0,
+            b1: 0,
+            hint: 0,
+        }
     }
 }
 
@@ -731,7 +890,16 @@ fn bit(bits: &[u64], d: u32) -> bool {
 
 /// Whether any bit of `d0..d0 + len` is set in `bits`.
 fn any_bit(bits: &[u64], d0: u32, len: u32) -> bool {
-    !bits.is_empty() && (d0..d0 + len).any(|d| bit(bits, d))
+    if bits.is_empty() || len == 0 {
+        return false;
+    }
+    let (a, b) = (d0 as usize, (d0 + len - 1) as usize);
+    let (wa, wb) = (a / 64, b / 64);
+    bits.iter().enumerate().take(wb + 1).skip(wa).any(|(w, &x)| {
+        let lo = if w == wa { u64::MAX << (a % 64) } else { u64::MAX };
+        let hi = if w == wb { u64::MAX >> (63 - b % 64) } else { u64::MAX };
+        x & lo & hi != 0
+    })
 }
 
 /// The up indices of `mask` whose `load` is at most `mx`.

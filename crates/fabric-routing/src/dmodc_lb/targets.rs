@@ -166,13 +166,15 @@ impl Targets {
     }
 
     /// The index in `below` of the entry of the leaf whose first NID is `t0`, below position
-    /// `q`, trying the entry `*hint` first; `*hint` becomes the next entry.
-    #[inline]
+    /// `q`, trying the entry `*hint` first, then the first one; `*hint` becomes the next entry.
+    #[cfg(test)]
     pub fn entry_from(&self, q: usize, t0: u32, hint: &mut usize) -> Option<usize> {
         let b = self.bstart[q] as usize;
         let e = &self.below[b..self.bstart[q + 1] as usize];
-        let i = match e.get(*hint) {
-            Some(x) if x.0 == t0 => *hint,
+        // The hint, else the first entry (a new mirror's first leaf in NID order).
+        let i = match (e.get(*hint), e.first()) {
+            (Some(x), _) if x.0 == t0 => *hint,
+            (_, Some(x)) if x.0 == t0 => 0,
             _ => e.binary_search_by_key(&t0, |x| x.0).ok()?,
         };
         *hint = i + 1;
@@ -213,9 +215,11 @@ fn assign(plan: &Plan, q: usize, leaves: &[(u32, u32)], cur: &[u32], natural: &[
     let ds = std::mem::take(&mut cnt.ds);
     let dests = || ds.iter().enumerate().map(|(i, &(d, prim, _, _))| (i, d, prim));
     let nominal = |i: usize| (ds[i].2, ds[i].3);
+    // `q2 ≤ d` fits in 32 bits, and `r + 1 + (q2 mod (M − 1))` with `r` a rank or NO_RANK.
+    let m1div = FastDiv::new(m.max(2) - 1);
     let start_after = |r: u32, q2: u64| {
         if m > 1 {
-            ((u64::from(r) + 1 + q2 % u64::from(m - 1)) % u64::from(m)) as u32
+            mdiv.rem(r + 1 + m1div.rem(q2 as u32))
         } else {
             0
         }
@@ -278,6 +282,10 @@ fn assign(plan: &Plan, q: usize, leaves: &[(u32, u32)], cur: &[u32], natural: &[
     let key = &mut cnt.key;
     key.clear();
     key.extend((0..m as usize).map(|r| if live[r] { cnt.cp[r] } else { u32::MAX }));
+    // With M ≤ 64 the least key is kept with the bitmask of its ranks, updated as the keys
+    // grow; the scan over every rank is left for a T1 that is the only least one.
+    let small = m <= 64;
+    let (mut mn, mut at_min) = if small { min_mask(key, NONE) } else { (u32::MAX, 0) };
     for want_prim in [true, false] {
         for (i, _, prim) in dests() {
             if prim != want_prim {
@@ -285,24 +293,46 @@ fn assign(plan: &Plan, q: usize, leaves: &[(u32, u32)], cur: &[u32], natural: &[
             }
             let (_, q2) = nominal(i);
             let a = u32::from(t1[i]);
-            let saved = key.get(a as usize).copied();
-            if let Some(x) = key.get_mut(a as usize) {
-                *x = u32::MAX;
-            }
-            let b = key.iter().copied().min().unwrap_or(u32::MAX);
-            let r = if b == u32::MAX {
-                NONE
+            let r = if small {
+                let abit = if a < m { 1u64 << a } else { 0 };
+                let (b, cand) = if at_min & !abit != 0 {
+                    (mn, at_min & !abit)
+                } else {
+                    min_mask(key, a)
+                };
+                if b == u32::MAX {
+                    NONE
+                } else {
+                    let hi = cand & (u64::MAX << start_after(a, q2));
+                    (if hi != 0 { hi } else { cand }).trailing_zeros()
+                }
             } else {
-                let st = start_after(a, q2) as usize;
-                let ml = m as usize;
-                (st..ml).chain(0..st).find(|&r| key[r] == b).map_or(NONE, |r| r as u32)
+                let saved = key.get(a as usize).copied();
+                if let Some(x) = key.get_mut(a as usize) {
+                    *x = u32::MAX;
+                }
+                let b = key.iter().copied().min().unwrap_or(u32::MAX);
+                let r = if b == u32::MAX {
+                    NONE
+                } else {
+                    let st = start_after(a, q2) as usize;
+                    let ml = m as usize;
+                    (st..ml).chain(0..st).find(|&r| key[r] == b).map_or(NONE, |r| r as u32)
+                };
+                if let Some(v) = saved {
+                    key[a as usize] = v;
+                }
+                r
             };
-            if let Some(v) = saved {
-                key[a as usize] = v;
-            }
             if r != NONE {
                 t2[i] = r as u16;
                 key[r as usize] += 1;
+                if small && (at_min >> r) & 1 != 0 {
+                    at_min &= !(1u64 << r);
+                    if at_min == 0 {
+                        (mn, at_min) = min_mask(key, NONE);
+                    }
+                }
             }
         }
     }
@@ -324,6 +354,23 @@ fn assign(plan: &Plan, q: usize, leaves: &[(u32, u32)], cur: &[u32], natural: &[
     }
     cnt.ds = ds;
     (t1, t2, pr, upd, nt)
+}
+
+/// The least of `key` over the ranks other than `skip` (at most 64 ranks) and the bitmask of
+/// the ranks where it is reached (`u32::MAX` and the dead ranks when none is live).
+fn min_mask(key: &[u32], skip: u32) -> (u32, u64) {
+    let (mut mn, mut mask) = (u32::MAX, 0u64);
+    for (r, &x) in key.iter().enumerate() {
+        if r as u32 == skip {
+            continue;
+        }
+        if x < mn {
+            (mn, mask) = (x, 1 << r);
+        } else if x == mn {
+            mask |= 1 << r;
+        }
+    }
+    (mn, mask)
 }
 
 /// (first NID, count) of every leaf of `list`.
