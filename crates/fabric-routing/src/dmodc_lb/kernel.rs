@@ -37,7 +37,7 @@
 //! Every choice is in `C`, so every route is up*/down* (deadlock-free) and reaches its
 //! destination whenever Dmodc's does.
 
-use fabric_topology::{Fabric, Lid, PortNum};
+use fabric_topology::{Fabric, PortNum};
 use rayon::prelude::*;
 
 use super::plan::Plan;
@@ -48,6 +48,13 @@ use crate::fill::{closer_masks, Destinations, LeafSpan, Prepared};
 use crate::lft::{Lfts, NO_ROUTE};
 use crate::lid::LidPlan;
 use crate::prep::{INF, NONE};
+
+mod pick;
+mod write;
+
+use pick::{any_bit, bit, min_load, tie_mask};
+pub(super) use pick::{least_loaded, usable};
+use write::{gcd, next_destination, put, put_run, put_table};
 
 /// How a displaced destination picks among the least loaded up-links of its mirror group.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -197,13 +204,6 @@ impl Scratch {
     }
 }
 
-fn gcd(mut a: u32, mut b: u32) -> u32 {
-    while b != 0 {
-        (a, b) = (b, a % b);
-    }
-    a
-}
-
 /// Fills the end-port LIDs of `set` (see the module doc).
 pub(super) fn fill_end_ports(
     fabric: &Fabric,
@@ -278,71 +278,6 @@ pub(super) fn fill_end_ports(
         }
     }
     dst
-}
-
-/// `port` at every LID of `lids`, which are `lids[0] + step·i` when `step > 0` (then none is
-/// 0, [`LeafSpan::step`]).
-#[inline]
-fn put_run(row: &mut [u8], lids: &[Lid], step: usize, port: PortNum) {
-    match step {
-        0 => lids.iter().for_each(|&lid| put(row, lid, port)),
-        1 => {
-            let a = lids[0] as usize;
-            row[a..a + lids.len()].fill(port);
-        }
-        _ => row[lids[0] as usize..]
-            .iter_mut()
-            .step_by(step)
-            .take(lids.len())
-            .for_each(|x| *x = port),
-    }
-}
-
-/// `table[(di + i) mod #table]` at the `i`-th LID of `lids` (`step` as in [`put_run`]).
-#[inline]
-fn put_table(row: &mut [u8], lids: &[Lid], step: usize, table: &[PortNum], mut di: usize) {
-    let n = table.len();
-    if step == 1 {
-        let (mut a, mut left) = (lids[0] as usize, lids.len());
-        while left > 0 {
-            let c = left.min(n - di);
-            row[a..a + c].copy_from_slice(&table[di..di + c]);
-            (a, left, di) = (a + c, left - c, di + c);
-            if di == n {
-                di = 0;
-            }
-        }
-        return;
-    }
-    let mut put1 = |x: &mut u8| {
-        *x = table[di];
-        di += 1;
-        if di == n {
-            di = 0;
-        }
-    };
-    if step == 0 {
-        for &lid in lids {
-            if lid != 0 {
-                put1(&mut row[lid as usize]);
-            } else {
-                put1(&mut 0);
-            }
-        }
-    } else {
-        row[lids[0] as usize..]
-            .iter_mut()
-            .step_by(step)
-            .take(lids.len())
-            .for_each(put1);
-    }
-}
-
-#[inline]
-fn put(row: &mut [u8], lid: Lid, port: PortNum) {
-    if lid != 0 {
-        row[lid as usize] = port;
-    }
 }
 
 struct Ctx<'a> {
@@ -851,96 +786,6 @@ impl Look {
             b0: 0,
             b1: 0,
             hint: 0,
-        }
-    }
-}
-
-/// The up index of rank `t` (`ranks`: [`Plan::up_row`] of the switch) when it is a live
-/// neighbour in `mask`. The mirror's component may be larger than the switch's (removed
-/// switches), and [`super::targets::NO_RANK`] is beyond every row.
-#[inline]
-pub(super) fn usable(ranks: &[u8], mask: u64, t: u16) -> Option<usize> {
-    match ranks.get(usize::from(t)) {
-        Some(&j) if j != u8::MAX && (mask >> j) & 1 != 0 => Some(usize::from(j)),
-        _ => None,
-    }
-}
-
-/// Among the up indices of `mask`, one with the fewest destinations so far in `load`; among
-/// those, the first in cyclic order from `cursor`.
-pub(super) fn least_loaded(load: &[u32], mask: u64, cursor: u32) -> usize {
-    let rot = mask.rotate_right(cursor % 64);
-    let mut bits = rot;
-    let mut best = (u32::MAX, 0usize);
-    while bits != 0 {
-        let j = ((bits.trailing_zeros() + cursor) % 64) as usize;
-        bits &= bits - 1;
-        if load[j] < best.0 {
-            best = (load[j], j);
-        }
-    }
-    best.1
-}
-
-/// Whether bit `d` of `bits` is set (beyond its end: no).
-#[inline]
-fn bit(bits: &[u64], d: u32) -> bool {
-    bits.get(d as usize / 64).is_some_and(|w| (w >> (d % 64)) & 1 != 0)
-}
-
-/// Whether any bit of `d0..d0 + len` is set in `bits`.
-fn any_bit(bits: &[u64], d0: u32, len: u32) -> bool {
-    if bits.is_empty() || len == 0 {
-        return false;
-    }
-    let (a, b) = (d0 as usize, (d0 + len - 1) as usize);
-    let (wa, wb) = (a / 64, b / 64);
-    bits.iter().enumerate().take(wb + 1).skip(wa).any(|(w, &x)| {
-        let lo = if w == wa { u64::MAX << (a % 64) } else { u64::MAX };
-        let hi = if w == wb { u64::MAX >> (63 - b % 64) } else { u64::MAX };
-        x & lo & hi != 0
-    })
-}
-
-/// The up indices of `mask` whose `load` is at most `mx`.
-fn tie_mask(load: &[u32], mask: u64, mx: u32) -> u64 {
-    let mut bits = mask;
-    let mut t = 0u64;
-    while bits != 0 {
-        let j = bits.trailing_zeros();
-        if load[j as usize] <= mx {
-            t |= 1 << j;
-        }
-        bits &= bits - 1;
-    }
-    t
-}
-
-fn min_load(load: &[u32], mask: u64) -> u32 {
-    let mut bits = mask;
-    let mut m = u32::MAX;
-    while bits != 0 {
-        m = m.min(load[bits.trailing_zeros() as usize]);
-        bits &= bits - 1;
-    }
-    m
-}
-
-/// Advances eq. 4.8's position by one destination on a span with divider `dd` (0: not
-/// tabulated): `rem` destinations into the current quotient `q2`, whose phase `ph` cycles
-/// modulo `lcm`.
-#[inline]
-fn next_destination(dd: u32, lcm: u32, rem: &mut u32, q2: &mut u32, ph: &mut u32) {
-    if dd == 0 {
-        return;
-    }
-    *rem += 1;
-    if *rem == dd {
-        *rem = 0;
-        *q2 += 1;
-        *ph += 1;
-        if *ph == lcm {
-            *ph = 0;
         }
     }
 }
