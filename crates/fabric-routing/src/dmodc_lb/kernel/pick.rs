@@ -15,6 +15,7 @@ pub(crate) fn usable(ranks: &[u8], mask: u64, t: u16) -> Option<usize> {
 
 /// Among the up indices of `mask`, one with the fewest destinations so far in `load`; among
 /// those, the first in cyclic order from `cursor`.
+#[inline]
 pub(crate) fn least_loaded(load: &[u32], mask: u64, cursor: u32) -> usize {
     let rot = mask.rotate_right(cursor % 64);
     let mut bits = rot;
@@ -36,6 +37,7 @@ pub(super) fn bit(bits: &[u64], d: u32) -> bool {
 }
 
 /// Whether any bit of `d0..d0 + len` is set in `bits`.
+#[inline]
 pub(super) fn any_bit(bits: &[u64], d0: u32, len: u32) -> bool {
     if bits.is_empty() || len == 0 {
         return false;
@@ -50,6 +52,7 @@ pub(super) fn any_bit(bits: &[u64], d0: u32, len: u32) -> bool {
 }
 
 /// The up indices of `mask` whose `load` is at most `mx`.
+#[inline]
 pub(super) fn tie_mask(load: &[u32], mask: u64, mx: u32) -> u64 {
     let mut bits = mask;
     let mut t = 0u64;
@@ -63,6 +66,7 @@ pub(super) fn tie_mask(load: &[u32], mask: u64, mx: u32) -> u64 {
     t
 }
 
+#[inline]
 pub(super) fn min_load(load: &[u32], mask: u64) -> u32 {
     let mut bits = mask;
     let mut m = u32::MAX;

@@ -86,6 +86,7 @@ pub(super) fn next_destination(dd: u32, lcm: u32, rem: &mut u32, q2: &mut u32, p
     }
 }
 
+#[inline]
 pub(super) fn gcd(mut a: u32, mut b: u32) -> u32 {
     while b != 0 {
         (a, b) = (b, a % b);
