@@ -666,15 +666,31 @@ impl Ctx<'_> {
             if m.is_some_and(|m| m2 != m) {
                 break;
             }
-            let mask = up_mask[li];
-            for (i, d) in (off..off + span.len as usize).zip(span.t0..) {
-                if self.tg.prim[i] {
-                    if let Some(j) = usable(ranks, mask, self.tg.t1[i]) {
-                        load[j] += 1;
-                    }
-                } else {
-                    arrivals += u32::from(bit(arr, d));
+            arrivals += self.count_span(span, off, (ranks, up_mask[li]), load, arr);
+        }
+        arrivals
+    }
+
+    /// Counts, per up index, `span`'s primaries (targets at `off`) whose first rank the switch
+    /// can take (`ranks`: its [`Plan::up_row`], `mask`: its closer up-links for the span's
+    /// leaf) into `load`; returns how many of its non-primaries are arrivals (`arr`).
+    #[inline]
+    fn count_span(
+        &self,
+        span: &LeafSpan,
+        off: usize,
+        (ranks, mask): (&[u8], u64),
+        load: &mut [u32],
+        arr: &[u64],
+    ) -> u32 {
+        let mut arrivals = 0;
+        for (i, d) in (off..off + span.len as usize).zip(span.t0..) {
+            if self.tg.prim[i] {
+                if let Some(j) = usable(ranks, mask, self.tg.t1[i]) {
+                    load[j] += 1;
                 }
+            } else {
+                arrivals += u32::from(bit(arr, d));
             }
         }
         arrivals
@@ -705,16 +721,7 @@ impl Ctx<'_> {
                 continue;
             };
             pvis.push((si as u32, m2));
-            let mask = up_mask[li];
-            for (i, d) in (off..off + span.len as usize).zip(span.t0..) {
-                if self.tg.prim[i] {
-                    if let Some(j) = usable(ranks, mask, self.tg.t1[i]) {
-                        load[j] += 1;
-                    }
-                } else {
-                    arrivals += u32::from(bit(arr, d));
-                }
-            }
+            arrivals += self.count_span(span, off, (ranks, up_mask[li]), load, arr);
             pref.extend_from_slice(load);
         }
         arrivals
