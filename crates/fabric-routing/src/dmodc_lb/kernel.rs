@@ -755,19 +755,8 @@ impl Ctx<'_> {
                 (tg.bstart[m as usize] as usize, tg.bstart[m as usize + 1] as usize)
             };
         }
-        let m = look.m;
-        let e = &tg.below[look.b0..look.b1];
-        // The next entry, else the first (a new mirror's first leaf in NID order).
-        let i = match (e.get(look.hint), e.first()) {
-            (Some(x), _) if x.0 == span.t0 => look.hint,
-            (_, Some(x)) if x.0 == span.t0 => 0,
-            _ => match e.binary_search_by_key(&span.t0, |x| x.0) {
-                Ok(i) => i,
-                Err(_) => return (m, None),
-            },
-        };
-        look.hint = i + 1;
-        (m, Some((e[i].1 as usize, look.b0 + i)))
+        let e = tg.entry_in(look.b0, look.b1, span.t0, &mut look.hint);
+        (look.m, e.map(|i| (tg.below[i].1 as usize, i)))
     }
 }
 
@@ -785,7 +774,7 @@ struct Look {
 
 impl Look {
     fn new(plan: &Plan, q: usize) -> Look {
-        // A leaf without up-links has no mirror above the leaves.
+        // An empty rank path (a leaf): the mirror is the destination's leaf itself.
         Look {
             leafq: plan.rp_start[q] == plan.rp_start[q + 1],
             k: NONE,

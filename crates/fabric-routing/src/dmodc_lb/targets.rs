@@ -169,8 +169,14 @@ impl Targets {
     /// `q`, trying the entry `*hint` first, then the first one; `*hint` becomes the next entry.
     #[cfg(test)]
     pub fn entry_from(&self, q: usize, t0: u32, hint: &mut usize) -> Option<usize> {
-        let b = self.bstart[q] as usize;
-        let e = &self.below[b..self.bstart[q + 1] as usize];
+        self.entry_in(self.bstart[q] as usize, self.bstart[q + 1] as usize, t0, hint)
+    }
+
+    /// [`Targets::entry_from`] among the entries `below[b0..b1]` (one switch's, found once by
+    /// the caller); `*hint` is relative to `b0`.
+    #[inline]
+    pub fn entry_in(&self, b0: usize, b1: usize, t0: u32, hint: &mut usize) -> Option<usize> {
+        let e = &self.below[b0..b1];
         // The hint, else the first entry (a new mirror's first leaf in NID order).
         let i = match (e.get(*hint), e.first()) {
             (Some(x), _) if x.0 == t0 => *hint,
@@ -178,7 +184,7 @@ impl Targets {
             _ => e.binary_search_by_key(&t0, |x| x.0).ok()?,
         };
         *hint = i + 1;
-        Some(b + i)
+        Some(b0 + i)
     }
 }
 
