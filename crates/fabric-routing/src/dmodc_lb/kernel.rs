@@ -756,7 +756,7 @@ impl Ctx<'_> {
             };
         }
         let e = tg.entry_in(look.b0, look.b1, span.t0, &mut look.hint);
-        (look.m, e.map(|i| (tg.below[i].1 as usize, i)))
+        (look.m, e.map(|(i, off)| (off, i)))
     }
 }
 

@@ -170,12 +170,13 @@ impl Targets {
     #[cfg(test)]
     pub fn entry_from(&self, q: usize, t0: u32, hint: &mut usize) -> Option<usize> {
         self.entry_in(self.bstart[q] as usize, self.bstart[q + 1] as usize, t0, hint)
+            .map(|(i, _)| i)
     }
 
     /// [`Targets::entry_from`] among the entries `below[b0..b1]` (one switch's, found once by
-    /// the caller); `*hint` is relative to `b0`.
-    #[inline]
-    pub fn entry_in(&self, b0: usize, b1: usize, t0: u32, hint: &mut usize) -> Option<usize> {
+    /// the caller; `*hint` relative to `b0`), with the entry's offset in `t1`/`t2`.
+    #[inline(always)]
+    pub fn entry_in(&self, b0: usize, b1: usize, t0: u32, hint: &mut usize) -> Option<(usize, usize)> {
         let e = &self.below[b0..b1];
         // The hint, else the first entry (a new mirror's first leaf in NID order).
         let i = match (e.get(*hint), e.first()) {
@@ -184,7 +185,7 @@ impl Targets {
             _ => e.binary_search_by_key(&t0, |x| x.0).ok()?,
         };
         *hint = i + 1;
-        Some(b0 + i)
+        Some((b0 + i, e[i].1 as usize))
     }
 }
 
