@@ -50,11 +50,13 @@ use crate::lid::LidPlan;
 use crate::prep::{INF, NONE};
 
 mod pick;
+mod scratch;
 mod write;
 
-use pick::{any_bit, bit, min_load, tie_mask};
+use pick::{any_bit, bit, min_load, tie_mask, window};
 pub(super) use pick::{least_loaded, usable};
-use write::{gcd, next_destination, put, put_run, put_table};
+use scratch::Scratch;
+use write::{next_destination, put, put_ranks, put_run, put_table};
 
 /// How a displaced destination picks among the least loaded up-links of its mirror group.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -83,125 +85,6 @@ pub(super) enum Balance {
     /// counted up-link; the switch-wide count counts them (a random permutation weighs an
     /// arrival less, as few sources send it, but all-to-all counts every destination).
     Arrivals,
-}
-
-#[derive(Default)]
-struct Scratch {
-    gports: Vec<PortNum>,
-    gmeta: Vec<(u32, u32, FastDiv)>,
-    down_mask: Vec<u64>,
-    up_mask: Vec<u64>,
-    tmp: Vec<u8>,
-    cset: Vec<u16>,
-    /// Per up index: the primaries of the current mirror group given to it.
-    gload: Vec<u32>,
-    /// Per up index: the primaries of every mirror group of the switch given to it.
-    cload: Vec<u32>,
-    /// Per up index: its group's `gmeta`.
-    jmeta: Vec<(u32, u32, FastDiv)>,
-    /// Per rank of the switch's component: its up index when usable for the current C.
-    jt: Vec<u8>,
-    /// `ptab[φ·#jt + r]`: the port of rank `r` at phase `φ = ⌊d/(Π_K·M_K)⌋ mod lcm` (eq. 4.8:
-    /// port `φ mod #g` of the group), `u16::MAX` where `r` is not usable; `lcm` is the least
-    /// common multiple of the usable groups' sizes, 0 when above [`PTAB_MAX_LCM`] (no table).
-    ptab: Vec<u16>,
-    lcm: u32,
-    /// Whether every rank of the switch's component is usable in `jt`.
-    jt_full: bool,
-    /// `dtab[d mod #dtab]`: the port of destination `d` whose first rank is the nominal one,
-    /// with every rank usable ([`Scratch::build_dtab`]); empty: not built for this switch yet.
-    dtab: Vec<PortNum>,
-    dtab_div: FastDiv,
-    /// Whether `dtab` cannot be built for this switch (period too long, no phase divider).
-    dtab_none: bool,
-    /// The destinations this switch sends up as non-primaries of the parent: (parent
-    /// position, destination), for the parent's arrivals ([`Balance::arrivals`]).
-    rec: Vec<(u32, u32)>,
-    /// [`Balance::Arrivals`]: the fair share of an up-link (primaries and arrivals).
-    cap: u32,
-    /// The spans of the switch-wide walk ([`Ctx::switch_prepass`]): (span index, mirror,
-    /// [`NONE`] without targets), and before each of them and at the end the per-up-index
-    /// count of the primaries so far, `pref[v·#ups..(v + 1)·#ups]`.
-    pvis: Vec<(u32, u32)>,
-    pref: Vec<u32>,
-}
-
-/// The longest period of `d` tabulated by [`Scratch::build_dtab`].
-const DTAB_MAX: u64 = 4096;
-
-/// The largest phase count tabulated by [`Scratch::build_ptab`].
-const PTAB_MAX_LCM: u32 = 16;
-
-impl Scratch {
-    /// Builds `ptab` and `lcm` from `jt` and `jmeta`.
-    fn build_ptab(&mut self) {
-        let mut l = 1u32;
-        for &j in &self.jt {
-            if j != u8::MAX {
-                let len = self.jmeta[usize::from(j)].1.max(1);
-                l = l / gcd(l, len) * len;
-                if l > PTAB_MAX_LCM {
-                    self.lcm = 0;
-                    self.ptab.clear();
-                    return;
-                }
-            }
-        }
-        self.lcm = l;
-        self.ptab.clear();
-        for ph in 0..l {
-            for &j in &self.jt {
-                self.ptab.push(if j == u8::MAX {
-                    u16::MAX
-                } else {
-                    let (start, len, _) = self.jmeta[usize::from(j)];
-                    u16::from(self.gports[(start + ph % len.max(1)) as usize])
-                });
-            }
-        }
-    }
-}
-
-impl Scratch {
-    /// Builds `dtab` for a switch of nominal divider `pi` (`Π_K`), `ranks` ([`Plan::up_row`])
-    /// and phase divider `dd = Π_K·M_K` from `jmeta`/`gports`: the port of `d` is rank
-    /// `⌊d/Π_K⌋ mod M_K`'s group at port `⌊d/dd⌋ mod #g` (eq. 4.8), periodic in `d` with period
-    /// `dd · lcm(#g)`. Sets `dtab_none` when that period is longer than [`DTAB_MAX`].
-    fn build_dtab(&mut self, pi: u64, ranks: &[u8], dd: u32) {
-        let mut l = 1u64;
-        for &j in ranks {
-            let len = u64::from(self.jmeta[usize::from(j)].1.max(1));
-            l = l / u64::from(gcd(l as u32, len as u32)) * len;
-            if l.saturating_mul(u64::from(dd)) > DTAB_MAX {
-                self.dtab_none = true;
-                return;
-            }
-        }
-        let period = l * u64::from(dd);
-        let mm = ranks.len() as u64;
-        self.dtab.clear();
-        self.dtab.extend((0..period).map(|d| {
-            let (start, len, _) = self.jmeta[usize::from(ranks[((d / pi) % mm) as usize])];
-            self.gports[(start + ((d / u64::from(dd)) % u64::from(len.max(1))) as u32) as usize]
-        }));
-        self.dtab_div = FastDiv::new(period as u32);
-    }
-}
-
-impl Scratch {
-    /// `gload`: the primaries of the mirror group `m` starting at span `si`, from the
-    /// switch-wide walk ([`Ctx::switch_prepass`]: the spans from `si` on while they have
-    /// targets at mirror `m`, what [`Ctx::group_prepass`] counts).
-    fn group_load(&mut self, si: usize, m: u32) {
-        let nu = self.gload.len();
-        let v0 = self.pvis.partition_point(|x| (x.0 as usize) < si);
-        debug_assert_eq!(self.pvis.get(v0).map(|x| x.0 as usize), Some(si));
-        let v1 = v0 + self.pvis[v0..].iter().take_while(|x| x.1 == m).count();
-        let (a, b) = (&self.pref[v0 * nu..(v0 + 1) * nu], &self.pref[v1 * nu..(v1 + 1) * nu]);
-        for ((g, &x), &y) in self.gload.iter_mut().zip(a).zip(b) {
-            *g = y - x;
-        }
-    }
 }
 
 /// Fills the end-port LIDs of `set` (see the module doc).
@@ -348,10 +231,10 @@ impl Ctx<'_> {
         let (mut gstart, mut gready) = (0usize, true);
         // Whether the whole switch's count ([`Scratch::cload`], over all mirror groups) was taken.
         let mut sready = false;
-        let mut jt_mask = 0u64;
         let mut look = Look::new(self.plan, q);
         scr.jt.clear();
         scr.jt_full = false;
+        (scr.jt_for, scr.prev.0) = (0, 0);
         scr.dtab.clear();
         scr.dtab_none = q2div.is_none();
         scr.gload.clear();
@@ -396,9 +279,14 @@ impl Ctx<'_> {
                 gready = false;
             }
             if let Some(off) = tgt {
-                if jt_mask != mask {
+                if scr.jt_for != mask {
+                    // The previous C's tables are kept: C changes with the destination's pod,
+                    // usually back and forth between the full set and a few others.
+                    scr.swap_ranks();
+                }
+                if scr.jt_for != mask {
                     // Rank → up index when that up-neighbour is in C (u8::MAX: not usable).
-                    jt_mask = mask;
+                    scr.jt_for = mask;
                     scr.jt.clear();
                     scr.jt.extend(ranks.iter().map(|&j| {
                         if j != u8::MAX && (mask >> j) & 1 != 0 {
@@ -430,7 +318,7 @@ impl Ctx<'_> {
                     }
                     if !scr.dtab_none {
                         let di = scr.dtab_div.rem(span.t0) as usize;
-                        put_table(row, lids_here, span.step as usize, &scr.dtab, di);
+                        put_table(row, lids_here, span.step as usize, (&scr.dtab, scr.dtab_period), di);
                         if !moving {
                             continue;
                         }
@@ -459,14 +347,7 @@ impl Ctx<'_> {
                             let left = lids_here.len() - i;
                             let c = if dd != 0 { left.min((dd - rem) as usize) } else { left };
                             let prow = &scr.ptab[ph as usize * mm..(ph as usize + 1) * mm];
-                            let mut n = 0;
-                            for (&lid, &t) in lids_here[i..i + c].iter().zip(&t1s[i..i + c]) {
-                                match prow.get(usize::from(t)) {
-                                    Some(&e) if e != u16::MAX => put(row, lid, e as PortNum),
-                                    _ => break,
-                                }
-                                n += 1;
-                            }
+                            let n = put_ranks(row, &lids_here[i..i + c], span.step as usize, &t1s[i..i + c], prow);
                             i += n;
                             if dd != 0 {
                                 rem += n as u32;
@@ -657,7 +538,7 @@ impl Ctx<'_> {
                 continue;
             }
             let (m2, tgt) = self.targets_of(q, span, &mut look);
-            let Some((off, _)) = tgt else {
+            let Some(at) = tgt else {
                 if m.is_none() {
                     continue;
                 }
@@ -666,23 +547,36 @@ impl Ctx<'_> {
             if m.is_some_and(|m| m2 != m) {
                 break;
             }
-            arrivals += self.count_span(span, off, (ranks, up_mask[li]), load, arr);
+            arrivals += self.count_span(span, at, (ranks, up_mask[li]), load, arr);
         }
         arrivals
     }
 
-    /// Counts, per up index, `span`'s primaries (targets at `off`) whose first rank the switch
-    /// can take (`ranks`: its [`Plan::up_row`], `mask`: its closer up-links for the span's
-    /// leaf) into `load`; returns how many of its non-primaries are arrivals (`arr`).
+    /// Counts, per up index, `span`'s primaries (targets at `off`, entry `entry`) whose first
+    /// rank the switch can take (`ranks`: its [`Plan::up_row`], `mask`: its closer up-links for
+    /// the span's leaf) into `load`; returns how many of its non-primaries are arrivals (`arr`).
     #[inline]
     fn count_span(
         &self,
         span: &LeafSpan,
-        off: usize,
+        (off, entry): (usize, usize),
         (ranks, mask): (&[u8], u64),
         load: &mut [u32],
         arr: &[u64],
     ) -> u32 {
+        if span.len <= 64 {
+            // The entry's primaries by its bitmask, the arrivals by words.
+            let pm = self.tg.pmask[entry];
+            let mut bits = pm;
+            while bits != 0 {
+                let i = bits.trailing_zeros() as usize;
+                bits &= bits - 1;
+                if let Some(j) = usable(ranks, mask, self.tg.t1[off + i]) {
+                    load[j] += 1;
+                }
+            }
+            return (window(arr, span.t0, span.len) & !pm).count_ones();
+        }
         let mut arrivals = 0;
         for (i, d) in (off..off + span.len as usize).zip(span.t0..) {
             if self.tg.prim[i] {
@@ -715,13 +609,13 @@ impl Ctx<'_> {
                 continue;
             }
             let (m2, tgt) = self.targets_of(q, span, &mut look);
-            let Some((off, _)) = tgt else {
+            let Some(at) = tgt else {
                 pvis.push((si as u32, NONE));
                 pref.extend_from_within(pref.len() - nu..);
                 continue;
             };
             pvis.push((si as u32, m2));
-            arrivals += self.count_span(span, off, (ranks, up_mask[li]), load, arr);
+            arrivals += self.count_span(span, at, (ranks, up_mask[li]), load, arr);
             pref.extend_from_slice(load);
         }
         arrivals

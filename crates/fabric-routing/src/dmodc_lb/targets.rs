@@ -53,10 +53,21 @@ pub(super) struct Targets {
     /// Per entry of `below`: whether every destination of that leaf has the nominal rank
     /// ([`Plan::nominal`]) as `T1` there (the kernel then fills the span from a table of `d`).
     pub nat: Vec<bool>,
+    /// Per entry of `below` with at most 64 destinations: bit `i` set when its `i`-th
+    /// destination is primary there (0 for longer entries; the kernel counts those one by one).
+    pub pmask: Vec<u64>,
 }
 
 /// `T1`, `T2` of one switch's destinations, its chain updates and its per-leaf nominal flags.
 type Targets1 = (Vec<u16>, Vec<u16>, Vec<bool>, Vec<(u32, u32, bool)>, Vec<bool>);
+
+/// Bit `i` set when `prim[i]` (at most 64 flags; longer: 0).
+fn prim_mask(prim: &[bool]) -> u64 {
+    if prim.len() > 64 {
+        return 0;
+    }
+    prim.iter().rev().fold(0, |m, &p| (m << 1) | u64::from(p))
+}
 
 /// Scratch counts of one switch.
 #[derive(Default)]
@@ -141,6 +152,14 @@ impl Targets {
                 }
             }
         }
+        let pmask = below
+            .iter()
+            .enumerate()
+            .map(|(e, &(_, a))| {
+                let b = below.get(e + 1).map_or(prim.len(), |x| x.1 as usize);
+                prim_mask(&prim[a as usize..b])
+            })
+            .collect();
         Targets {
             bstart,
             below,
@@ -148,6 +167,7 @@ impl Targets {
             t2,
             prim,
             nat,
+            pmask,
         }
     }
 

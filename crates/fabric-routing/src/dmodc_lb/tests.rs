@@ -221,6 +221,9 @@ proptest::proptest! {
                 let all = (off as usize..end)
                     .all(|j| u32::from(tg.t1[j]) == plan.nominal(k, t0 + (j - off as usize) as u32).0);
                 proptest::prop_assert_eq!(tg.nat[i], all);
+                // The primaries' bitmask the kernel's counts read.
+                let bits = (off as usize..end).enumerate().filter(|&(_, j)| tg.prim[j]).fold(0u64, |m, (b, _)| m | 1 << b);
+                proptest::prop_assert_eq!(tg.pmask[i], if end - off as usize <= 64 { bits } else { 0 });
             }
         }
         for q in 0..prep.o.len() {

@@ -36,6 +36,19 @@ pub(super) fn bit(bits: &[u64], d: u32) -> bool {
     bits.get(d as usize / 64).is_some_and(|w| (w >> (d % 64)) & 1 != 0)
 }
 
+/// Bits `d0..d0 + len` of `bits` (`len ≤ 64`; beyond its end: 0), bit `d0` lowest.
+#[inline]
+pub(super) fn window(bits: &[u64], d0: u32, len: u32) -> u64 {
+    let (w, sh) = (d0 as usize / 64, d0 % 64);
+    let lo = bits.get(w).map_or(0, |x| x >> sh);
+    let hi = if sh != 0 {
+        bits.get(w + 1).map_or(0, |x| x << (64 - sh))
+    } else {
+        0
+    };
+    (lo | hi) & if len >= 64 { u64::MAX } else { (1 << len) - 1 }
+}
+
 /// Whether any bit of `d0..d0 + len` is set in `bits`.
 #[inline]
 pub(super) fn any_bit(bits: &[u64], d0: u32, len: u32) -> bool {
@@ -75,4 +88,23 @@ pub(super) fn min_load(load: &[u32], mask: u64) -> u32 {
         bits &= bits - 1;
     }
     m
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{bit, window};
+
+    /// The word-wise window reads the same bits as [`bit`], across word boundaries and past
+    /// the end of the words.
+    #[test]
+    fn window_reads_the_bits_one_by_one_would() {
+        let bits = [0x8000_0000_0000_0001u64, 0x0123_4567_89ab_cdef, 0xffff_0000_ffff_0000];
+        for d0 in 0..200u32 {
+            for len in 0..=64u32 {
+                let one = (0..len).filter(|&i| bit(&bits, d0 + i)).fold(0u64, |m, i| m | 1 << i);
+                assert_eq!(window(&bits, d0, len), one, "d0 {d0} len {len}");
+            }
+        }
+        assert_eq!(window(&[], 3, 10), 0);
+    }
 }
