@@ -239,7 +239,11 @@ impl Ctx<'_> {
         scr.dtab_none = q2div.is_none();
         scr.gload.clear();
         scr.gload.resize(ups.len(), 0);
-        for (si, span) in self.dst.spans.iter().enumerate() {
+        let spans = &self.dst.spans;
+        let mut next = 0usize;
+        while next < spans.len() {
+            let (si, span) = (next, &spans[next]);
+            next += 1;
             let li = span.li as usize;
             let (a, b) = (span.start as usize, (span.start + span.len) as usize);
             let lids_here = &self.dst.lids[a..b];
@@ -303,9 +307,10 @@ impl Ctx<'_> {
                 let mut tabled = false;
                 if self.tabulate && scr.jt_full && !scr.dtab_none && self.tg.nat[entry] && {
                     // Whether the mirror's component has the switch's nominal ranks (per
-                    // mirror: consecutive spans share it).
-                    if nom_memo.0 != m {
-                        nom_memo = (m, plan.same_nominal(k, plan.klow[m as usize]));
+                    // component: consecutive spans share it).
+                    let km = plan.klow[m as usize];
+                    if nom_memo.0 != km {
+                        nom_memo = (km, plan.same_nominal(k, km));
                     }
                     nom_memo.1
                 } {
@@ -316,12 +321,57 @@ impl Ctx<'_> {
                         let dd = q2div.as_ref().map_or(0, |fd| fd.d);
                         scr.build_dtab(plan.kpi[k as usize], ranks, dd);
                     }
+                    if !scr.dtab_none && !moving {
+                        // This span and the following ones that the loop would table the same
+                        // way (same C, every first rank nominal, no arrival), consecutive LIDs
+                        // and NIDs written at once.
+                        let mut run = (a, b, span.t0, span.step);
+                        while let Some(nx) = spans.get(next) {
+                            let lj = nx.li as usize;
+                            if o.leaves[lj] as usize == q
+                                || down_row[lj] != INF
+                                || full_row[lj] == INF
+                                || scr.up_mask[lj] != mask
+                            {
+                                break;
+                            }
+                            let (m2, Some((_, e2))) = self.targets_of(q, nx, &mut look) else {
+                                break;
+                            };
+                            if !self.tg.nat[e2] || any_bit(arr, nx.t0, nx.len) {
+                                break;
+                            }
+                            let km = plan.klow[m2 as usize];
+                            if nom_memo.0 != km {
+                                nom_memo = (km, plan.same_nominal(k, km));
+                            }
+                            if !nom_memo.1 {
+                                break;
+                            }
+                            if m2 != gmirror {
+                                (gmirror, gstart, gready) = (m2, next, false);
+                            }
+                            let (na, nb) = (nx.start as usize, (nx.start + nx.len) as usize);
+                            let lids = &self.dst.lids;
+                            if run.3 == 1
+                                && nx.step == 1
+                                && na == run.1
+                                && nx.t0 == run.2 + (run.1 - run.0) as u32
+                                && lids[na] == lids[na - 1] + 1
+                            {
+                                run.1 = nb;
+                            } else {
+                                self.put_tabled(row, run, scr);
+                                run = (na, nb, nx.t0, nx.step);
+                            }
+                            next += 1;
+                        }
+                        self.put_tabled(row, run, scr);
+                        continue;
+                    }
                     if !scr.dtab_none {
                         let di = scr.dtab_div.rem(span.t0) as usize;
                         put_table(row, lids_here, span.step as usize, (&scr.dtab, scr.dtab_period), di);
-                        if !moving {
-                            continue;
-                        }
                         tabled = true;
                     }
                 }
@@ -514,6 +564,20 @@ impl Ctx<'_> {
         }
     }
 
+    /// Writes the destinations `dst.lids[a..b]` (first NID `t0`, LID step `step`) from the
+    /// switch's table of `d` ([`Scratch::build_dtab`]).
+    #[inline]
+    fn put_tabled(&self, row: &mut [u8], (a, b, t0, step): (usize, usize, u32, u32), scr: &Scratch) {
+        let di = scr.dtab_div.rem(t0) as usize;
+        put_table(
+            row,
+            &self.dst.lids[a..b],
+            step as usize,
+            (&scr.dtab, scr.dtab_period),
+            di,
+        );
+    }
+
     /// Per up index of `q`, the primaries at mirror `m` (spans from `si` on with that mirror;
     /// `None`: every span of the switch) whose first rank `q` can take; returns how many of
     /// the spans' non-primaries are arrivals (`arr`, one bit per destination NID).
@@ -631,16 +695,25 @@ impl Ctx<'_> {
         // Above the leaves the mirror depends on the leaf's component alone (the first step
         // of the rank path): consecutive leaves of one component share it. A leaf (empty rank
         // path) is its own mirror.
-        let key = if look.leafq { leaf as u32 } else { plan.klow[leaf] };
+        if look.leafq {
+            // A leaf is its own mirror, with one entry: its own destinations.
+            let m = if plan.rp_ok[q] { leaf as u32 } else { NONE };
+            if m == NONE || plan.klow[leaf] == NONE {
+                return (m, None);
+            }
+            let mut hint = 0;
+            let e = tg.entry_in(
+                tg.bstart[leaf] as usize,
+                tg.bstart[leaf + 1] as usize,
+                span.t0,
+                &mut hint,
+            );
+            return (m, e.map(|(i, off)| (off, i)));
+        }
+        let key = plan.klow[leaf];
         if key != look.k {
             look.k = key;
-            let m = if !look.leafq {
-                plan.mirror(q, leaf)
-            } else if plan.rp_ok[q] {
-                leaf as u32
-            } else {
-                NONE
-            };
+            let m = plan.mirror(q, leaf);
             look.m = m;
             look.hint = 0;
             (look.b0, look.b1) = if m == NONE || plan.klow[m as usize] == NONE {
@@ -654,9 +727,9 @@ impl Ctx<'_> {
     }
 }
 
-/// [`Ctx::targets_of`]'s memory for one switch: the leaf component (a leaf switch: the leaf)
-/// of the last lookup, its mirror, the mirror's entries `below[b0..b1]` (empty without
-/// targets) and the next entry's index there.
+/// [`Ctx::targets_of`]'s memory for one switch above the leaves: the leaf component of the
+/// last lookup, its mirror, the mirror's entries `below[b0..b1]` (empty without targets) and
+/// the next entry's index there (a leaf switch only says it is one).
 struct Look {
     leafq: bool,
     k: u32,

@@ -309,10 +309,17 @@ fn assign(plan: &Plan, q: usize, leaves: &[(u32, u32)], cur: &[u32], natural: &[
     let key = &mut cnt.key;
     key.clear();
     key.extend((0..m as usize).map(|r| if live[r] { cnt.cp[r] } else { u32::MAX }));
-    // With M ≤ 64 the least key is kept with the bitmask of its ranks, updated as the keys
-    // grow; the scan over every rank is left for a T1 that is the only least one.
+    // With M ≤ 64 the least key is kept with the bitmasks of its ranks and of the ranks one
+    // above, updated as the keys grow; the scan over every rank is left for a T1 that is the
+    // only least one with nothing one above.
     let small = m <= 64;
     let (mut mn, mut at_min) = if small { min_mask(key, NONE) } else { (u32::MAX, 0) };
+    // The ranks at the least + 1 (none while no rank is live).
+    let mut at_next = if small && mn != u32::MAX {
+        eq_mask(key, mn + 1)
+    } else {
+        0
+    };
     for want_prim in [true, false] {
         for (i, _, prim) in dests() {
             if prim != want_prim {
@@ -324,6 +331,9 @@ fn assign(plan: &Plan, q: usize, leaves: &[(u32, u32)], cur: &[u32], natural: &[
                 let abit = if a < m { 1u64 << a } else { 0 };
                 let (b, cand) = if at_min & !abit != 0 {
                     (mn, at_min & !abit)
+                } else if at_next != 0 {
+                    // T1 is the only least one: the others are at the least + 1 or above.
+                    (mn + 1, at_next)
                 } else {
                     min_mask(key, a)
                 };
@@ -354,11 +364,16 @@ fn assign(plan: &Plan, q: usize, leaves: &[(u32, u32)], cur: &[u32], natural: &[
             if r != NONE {
                 t2[i] = r as u16;
                 key[r as usize] += 1;
-                if small && (at_min >> r) & 1 != 0 {
-                    at_min &= !(1u64 << r);
+                let rb = 1u64 << (r % 64);
+                if small && at_min & rb != 0 {
+                    (at_min, at_next) = (at_min & !rb, at_next | rb);
                     if at_min == 0 {
-                        (mn, at_min) = min_mask(key, NONE);
+                        // Every live key is above the old least now.
+                        (mn, at_min) = (mn + 1, at_next);
+                        at_next = eq_mask(key, mn + 1);
                     }
+                } else if small {
+                    at_next &= !rb;
                 }
             }
         }
@@ -398,6 +413,13 @@ fn min_mask(key: &[u32], skip: u32) -> (u32, u64) {
         }
     }
     (mn, mask)
+}
+
+/// The bitmask of the ranks whose `key` is `v` (at most 64 ranks).
+fn eq_mask(key: &[u32], v: u32) -> u64 {
+    key.iter()
+        .enumerate()
+        .fold(0, |m, (r, &x)| if x == v { m | 1 << r } else { m })
 }
 
 /// (first NID, count) of every leaf of `list`.
