@@ -49,10 +49,12 @@ use crate::lft::{Lfts, NO_ROUTE};
 use crate::lid::LidPlan;
 use crate::prep::{INF, NONE};
 
+mod look;
 mod pick;
 mod scratch;
 mod write;
 
+use look::{own_tabled, Look, OwnSpan};
 use pick::{any_bit, bit, min_load, tie_mask, window};
 pub(super) use pick::{least_loaded, usable};
 use scratch::Scratch;
@@ -99,11 +101,13 @@ pub(super) fn fill_end_ports(
 ) -> Destinations {
     let o = &p.o;
     let dst = Destinations::new(fabric, lids, p, set);
+    let own = own_tabled(p, plan, tg, &dst);
     let ctx = Ctx {
         p,
         plan,
         tg,
         dst: &dst,
+        own: &own,
         fabric,
         tabulate,
         balance,
@@ -169,6 +173,8 @@ struct Ctx<'a> {
     plan: &'a Plan,
     tg: &'a Targets,
     dst: &'a Destinations,
+    /// Per span, as a leaf switch sees it, and whether the next one follows it ([`own_tabled`]).
+    own: &'a [OwnSpan],
     /// Whether the usable first ranks take their port from [`Scratch::build_ptab`]'s table
     /// (false: computed per destination, the reference the tests compare with).
     tabulate: bool,
@@ -326,6 +332,34 @@ impl Ctx<'_> {
                         // way (same C, every first rank nominal, no arrival), consecutive LIDs
                         // and NIDs written at once.
                         let mut run = (a, b, span.t0, span.step);
+                        if look.leafq && arr.is_empty() {
+                            // A leaf switch: the destination leaves' own entries were checked
+                            // once for every leaf switch ([`own_tabled`]); only C and the
+                            // component's nominal ranks are left to compare.
+                            while let (Some(nx), Some(x)) = (spans.get(next), self.own.get(next)) {
+                                let (lj, m2) = (nx.li as usize, o.leaves[nx.li as usize]);
+                                if !x.nat || m2 as usize == q || down_row[lj] != INF || scr.up_mask[lj] != mask {
+                                    break;
+                                }
+                                if nom_memo.0 != x.comp {
+                                    nom_memo = (x.comp, plan.same_nominal(k, x.comp));
+                                }
+                                if !nom_memo.1 {
+                                    break;
+                                }
+                                if m2 != gmirror {
+                                    (gmirror, gstart, gready) = (m2, next, false);
+                                }
+                                let (na, nb) = (nx.start as usize, (nx.start + nx.len) as usize);
+                                if self.own[next - 1].cont && run.1 == na {
+                                    run.1 = nb;
+                                } else {
+                                    self.put_tabled(row, run, scr);
+                                    run = (na, nb, nx.t0, nx.step);
+                                }
+                                next += 1;
+                            }
+                        }
                         while let Some(nx) = spans.get(next) {
                             let lj = nx.li as usize;
                             if o.leaves[lj] as usize == q
@@ -352,13 +386,7 @@ impl Ctx<'_> {
                                 (gmirror, gstart, gready) = (m2, next, false);
                             }
                             let (na, nb) = (nx.start as usize, (nx.start + nx.len) as usize);
-                            let lids = &self.dst.lids;
-                            if run.3 == 1
-                                && nx.step == 1
-                                && na == run.1
-                                && nx.t0 == run.2 + (run.1 - run.0) as u32
-                                && lids[na] == lids[na - 1] + 1
-                            {
+                            if self.own[next - 1].cont && run.1 == na {
                                 run.1 = nb;
                             } else {
                                 self.put_tabled(row, run, scr);
@@ -724,31 +752,5 @@ impl Ctx<'_> {
         }
         let e = tg.entry_in(look.b0, look.b1, span.t0, &mut look.hint);
         (look.m, e.map(|(i, off)| (off, i)))
-    }
-}
-
-/// [`Ctx::targets_of`]'s memory for one switch above the leaves: the leaf component of the
-/// last lookup, its mirror, the mirror's entries `below[b0..b1]` (empty without targets) and
-/// the next entry's index there (a leaf switch only says it is one).
-struct Look {
-    leafq: bool,
-    k: u32,
-    m: u32,
-    b0: usize,
-    b1: usize,
-    hint: usize,
-}
-
-impl Look {
-    fn new(plan: &Plan, q: usize) -> Look {
-        // An empty rank path (a leaf): the mirror is the destination's leaf itself.
-        Look {
-            leafq: plan.rp_start[q] == plan.rp_start[q + 1],
-            k: NONE,
-            m: NONE,
-            b0: 0,
-            b1: 0,
-            hint: 0,
-        }
     }
 }
