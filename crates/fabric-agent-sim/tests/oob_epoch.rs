@@ -216,13 +216,13 @@ async fn a_fenced_manager_sends_no_write() {
     }
     assert_eq!(fence.refused(), 8);
 
-    // No request reached an agent: no write counted, accepted or refused, no key set.
+    // No write reached an agent: none counted, accepted or refused, no key set. (An agent may
+    // have seen epoch 3 on a read: the driver's port monitor connects to each agent in the
+    // background, and one that connects only after the grant carries the elected epoch, as
+    // every read does — seen on a loaded machine.)
     for s in epoch_stats(&mut ctl).await.values() {
-        assert_eq!(
-            (s.accepted_writes, s.refused_writes, s.manager_epoch),
-            (0, 0, 0),
-            "{s:?}"
-        );
+        assert_eq!((s.accepted_writes, s.refused_writes), (0, 0), "{s:?}");
+        assert!(matches!(s.manager_epoch, 0 | 3), "{s:?}");
     }
     let counters = ctl.get_counters(GetCountersRequest {}).await.unwrap().into_inner();
     assert_eq!(counters.lft_write_calls, 0);
