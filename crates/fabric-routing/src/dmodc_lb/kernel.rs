@@ -332,50 +332,32 @@ impl Ctx<'_> {
                         // way (same C, every first rank nominal, no arrival), consecutive LIDs
                         // and NIDs written at once.
                         let mut run = (a, b, span.t0, span.step);
-                        if look.leafq && arr.is_empty() {
-                            // A leaf switch: the destination leaves' own entries were checked
-                            // once for every leaf switch ([`own_tabled`]); only C and the
-                            // component's nominal ranks are left to compare.
-                            while let (Some(nx), Some(x)) = (spans.get(next), self.own.get(next)) {
-                                let (lj, m2) = (nx.li as usize, o.leaves[nx.li as usize]);
-                                if !x.nat || m2 as usize == q || down_row[lj] != INF || scr.up_mask[lj] != mask {
-                                    break;
-                                }
-                                if nom_memo.0 != x.comp {
-                                    nom_memo = (x.comp, plan.same_nominal(k, x.comp));
-                                }
-                                if !nom_memo.1 {
-                                    break;
-                                }
-                                if m2 != gmirror {
-                                    (gmirror, gstart, gready) = (m2, next, false);
-                                }
-                                let (na, nb) = (nx.start as usize, (nx.start + nx.len) as usize);
-                                if self.own[next - 1].cont && run.1 == na {
-                                    run.1 = nb;
-                                } else {
-                                    self.put_tabled(row, run, scr);
-                                    run = (na, nb, nx.t0, nx.step);
-                                }
-                                next += 1;
-                            }
-                        }
+                        // A leaf switch reads the destination leaves' own entries as checked once
+                        // for every leaf switch ([`own_tabled`]).
+                        let leaf_view = look.leafq && arr.is_empty();
                         while let Some(nx) = spans.get(next) {
-                            let lj = nx.li as usize;
-                            if o.leaves[lj] as usize == q
-                                || down_row[lj] != INF
-                                || full_row[lj] == INF
-                                || scr.up_mask[lj] != mask
-                            {
+                            let (lj, m2) = (nx.li as usize, o.leaves[nx.li as usize]);
+                            if m2 as usize == q || down_row[lj] != INF || scr.up_mask[lj] != mask {
                                 break;
                             }
-                            let (m2, Some((_, e2))) = self.targets_of(q, nx, &mut look) else {
-                                break;
+                            let (m2, km) = if leaf_view {
+                                let x = &self.own[next];
+                                if !x.nat {
+                                    break;
+                                }
+                                (m2, x.comp)
+                            } else {
+                                if full_row[lj] == INF {
+                                    break;
+                                }
+                                let (m2, Some((_, e2))) = self.targets_of(q, nx, &mut look) else {
+                                    break;
+                                };
+                                if !self.tg.nat[e2] || any_bit(arr, nx.t0, nx.len) {
+                                    break;
+                                }
+                                (m2, plan.klow[m2 as usize])
                             };
-                            if !self.tg.nat[e2] || any_bit(arr, nx.t0, nx.len) {
-                                break;
-                            }
-                            let km = plan.klow[m2 as usize];
                             if nom_memo.0 != km {
                                 nom_memo = (km, plan.same_nominal(k, km));
                             }
