@@ -18,11 +18,13 @@ struct Inner {
     prefix: String,
     /// Mod revision of every key as last read or written by this node (0: absent).
     revisions: Mutex<HashMap<String, i64>>,
-    /// Writes whose outcome is unknown (the request failed or timed out: etcd may have applied
-    /// it): the value written (`None`: a delete). The next write of the key reads it first and
-    /// adopts its revision if it holds exactly that value, so an applied write whose answer was
-    /// lost is not taken for a concurrent writer.
-    uncertain: Mutex<HashMap<String, Option<Vec<u8>>>>,
+    /// Writes whose outcome is unknown since the key's last certain outcome (the request failed
+    /// or timed out: etcd may have applied it, even after a later read of the key): the values
+    /// written (`None`: a delete). When the guarded transaction of a later write finds the key
+    /// moved and holding exactly one of them, that was our own write applied with its answer
+    /// lost: its revision is adopted and the transaction retried, instead of reporting a
+    /// concurrent writer.
+    uncertain: Mutex<HashMap<String, Vec<Option<Vec<u8>>>>>,
 }
 
 /// The leader's state in etcd (see the module documentation). Writes are refused by etcd
@@ -119,42 +121,20 @@ impl Inner {
         self.revisions.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    fn uncertain(&self) -> std::sync::MutexGuard<'_, HashMap<String, Option<Vec<u8>>>> {
+    fn uncertain(&self) -> std::sync::MutexGuard<'_, HashMap<String, Vec<Option<Vec<u8>>>>> {
         self.uncertain.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// After a write of `name` whose outcome is unknown: reads the key; if it holds exactly
-    /// what that write wrote (or is absent after a delete), that write was applied and its
-    /// revision becomes the expected one. Anything else keeps the last known revision (the
-    /// guarded transaction then reports the conflict).
-    async fn settle_uncertain(
-        &self,
-        client: &mut Client,
-        name: &str,
-        key: &str,
-        deadline: Instant,
-    ) -> Result<(), HaError> {
-        let Some(written) = self.uncertain().get(name).cloned() else {
-            return Ok(());
-        };
-        let what = format!("get of {key}");
-        let got = match tokio::time::timeout_at(deadline.into(), client.get(key, None)).await {
-            Ok(Ok(r)) => r,
-            Ok(Err(e)) => return Err(classify(&self.shared.endpoints, &what, &e)),
-            Err(_) => return Err(self.shared.timeout_error(&what)),
-        };
-        let current = got.kvs().first();
-        let applied = match (&written, current) {
-            (Some(b), Some(k)) => k.value() == b.as_slice(),
-            (None, None) => true,
-            _ => false,
-        };
-        if applied {
-            self.revisions()
-                .insert(name.to_string(), current.map_or(0, etcd_client::KeyValue::mod_revision));
-        }
-        self.uncertain().remove(name);
-        Ok(())
+    /// Whether `current` (the key now; `None`: absent) is what one of the writes of `name`
+    /// with an unknown outcome wrote.
+    fn is_ours(&self, name: &str, current: Option<&etcd_client::KeyValue>) -> bool {
+        self.uncertain().get(name).is_some_and(|sent| {
+            sent.iter().any(|w| match (w, current) {
+                (Some(b), Some(k)) => k.value() == b.as_slice(),
+                (None, None) => true,
+                _ => false,
+            })
+        })
     }
 
     async fn write(
@@ -172,67 +152,86 @@ impl Inner {
             });
         }
         let key = format!("{}{name}", self.prefix);
-        self.settle_uncertain(&mut client, name, &key, deadline).await?;
-        let expected = self.revisions().get(name).copied().unwrap_or(0);
         let epoch = i64::try_from(self.epoch).unwrap_or(i64::MAX);
         let put = bytes.is_some();
-        let sent = bytes.clone();
-        let op = match bytes {
-            Some(b) => TxnOp::put(key.clone(), b, None),
-            None => TxnOp::delete(key.clone(), None),
-        };
-        let txn = Txn::new()
-            .when([
-                Compare::create_revision(sh.leader_key.clone(), CompareOp::Equal, epoch),
-                Compare::mod_revision(key.clone(), CompareOp::Equal, expected),
-            ])
-            .and_then([op])
-            .or_else([TxnOp::get(sh.leader_key.clone(), None), TxnOp::get(key.clone(), None)]);
         let what = format!("txn on {key}");
-        let resp = match tokio::time::timeout_at(deadline.into(), client.txn(txn)).await {
-            Ok(Ok(r)) => r,
-            Ok(Err(e)) => {
-                self.uncertain().insert(name.to_string(), sent);
-                return Err(classify(&sh.endpoints, &what, &e));
+        // At most one retry: after adopting the revision of our own write found applied.
+        let mut adopted = false;
+        loop {
+            let expected = self.revisions().get(name).copied().unwrap_or(0);
+            let op = match &bytes {
+                Some(b) => TxnOp::put(key.clone(), b.clone(), None),
+                None => TxnOp::delete(key.clone(), None),
+            };
+            let txn = Txn::new()
+                .when([
+                    Compare::create_revision(sh.leader_key.clone(), CompareOp::Equal, epoch),
+                    Compare::mod_revision(key.clone(), CompareOp::Equal, expected),
+                ])
+                .and_then([op])
+                .or_else([TxnOp::get(sh.leader_key.clone(), None), TxnOp::get(key.clone(), None)]);
+            let resp = match tokio::time::timeout_at(deadline.into(), client.txn(txn)).await {
+                Ok(Ok(r)) => r,
+                Ok(Err(e)) => {
+                    self.uncertain().entry(name.to_string()).or_default().push(bytes);
+                    return Err(classify(&sh.endpoints, &what, &e));
+                }
+                Err(_) => {
+                    self.uncertain().entry(name.to_string()).or_default().push(bytes);
+                    return Err(sh.timeout_error(&what));
+                }
+            };
+            if resp.succeeded() {
+                let revision = resp.header().map_or(0, etcd_client::ResponseHeader::revision);
+                self.revisions()
+                    .insert(name.to_string(), if put { revision } else { 0 });
+                self.uncertain().remove(name);
+                return Ok(());
             }
-            Err(_) => {
-                self.uncertain().insert(name.to_string(), sent);
-                return Err(sh.timeout_error(&what));
+            let gets: Vec<_> = resp
+                .op_responses()
+                .into_iter()
+                .filter_map(|r| match r {
+                    TxnOpResponse::Get(g) => Some(g),
+                    _ => None,
+                })
+                .collect();
+            let leader = gets.first().and_then(|g| g.kvs().first().cloned());
+            let state = gets.get(1).and_then(|g| g.kvs().first().cloned());
+            match leader {
+                Some(l) if l.create_revision() == epoch => {
+                    let revision = state.as_ref().map_or(0, etcd_client::KeyValue::mod_revision);
+                    if !adopted && self.is_ours(name, state.as_ref()) {
+                        // Our own earlier write, applied with its answer lost (possibly after
+                        // this node read the key): adopt its revision and write again.
+                        self.revisions().insert(name.to_string(), revision);
+                        self.uncertain().remove(name);
+                        adopted = true;
+                        continue;
+                    }
+                    // The key moved to a value that is not ours: none of our earlier writes
+                    // (guarded by older revisions) can apply any more.
+                    self.uncertain().remove(name);
+                    return Err(HaError::Conflict {
+                        key,
+                        revision,
+                        expected,
+                    });
+                }
+                other => {
+                    return Err(HaError::NotLeader {
+                        key,
+                        epoch: self.epoch,
+                        current: other.map_or_else(
+                            || "no leader now".to_string(),
+                            |l| {
+                                let i = LeaderInfo::from_kv(l.value(), epoch_of(l.create_revision()));
+                                format!("leader now {} with epoch {}", i.node_name, i.epoch)
+                            },
+                        ),
+                    });
+                }
             }
-        };
-        if resp.succeeded() {
-            let revision = resp.header().map_or(0, etcd_client::ResponseHeader::revision);
-            self.revisions()
-                .insert(name.to_string(), if put { revision } else { 0 });
-            return Ok(());
-        }
-        let gets: Vec<_> = resp
-            .op_responses()
-            .into_iter()
-            .filter_map(|r| match r {
-                TxnOpResponse::Get(g) => Some(g),
-                _ => None,
-            })
-            .collect();
-        let leader = gets.first().and_then(|g| g.kvs().first().cloned());
-        let state = gets.get(1).and_then(|g| g.kvs().first().cloned());
-        match leader {
-            Some(l) if l.create_revision() == epoch => Err(HaError::Conflict {
-                key,
-                revision: state.map_or(0, |k| k.mod_revision()),
-                expected,
-            }),
-            other => Err(HaError::NotLeader {
-                key,
-                epoch: self.epoch,
-                current: other.map_or_else(
-                    || "no leader now".to_string(),
-                    |l| {
-                        let i = LeaderInfo::from_kv(l.value(), epoch_of(l.create_revision()));
-                        format!("leader now {} with epoch {}", i.node_name, i.epoch)
-                    },
-                ),
-            }),
         }
     }
 }

@@ -292,8 +292,21 @@ async fn a_write_whose_answer_was_lost_is_recognised_by_its_value() {
     etcd.thaw(0);
     st.put("lids", b"plan v7")
         .await
-        .expect("an unapplied write leaves the revision as it was");
+        .expect("an unapplied write leaves the revision as it was (or, applied late, is ours)");
     assert_eq!(st.load().await.unwrap()["lids"], b"plan v7");
+
+    // Two writes with an unknown outcome, and the older one is what etcd applied (the newer
+    // one, guarded by the older revision, then could not apply): still our own write.
+    etcd.freeze(0);
+    assert!(st.put("lids", b"plan v8").await.is_err());
+    assert!(st.put("lids", b"plan v9").await.is_err());
+    etcd.thaw(0);
+    st.load().await.unwrap();
+    raw.put(key.clone(), "plan v8", None).await.unwrap();
+    st.put("lids", b"plan v10")
+        .await
+        .expect("any of our writes with a lost answer is no conflict");
+    assert_eq!(st.load().await.unwrap()["lids"], b"plan v10");
     l1.resign().await;
 }
 
