@@ -143,13 +143,22 @@ fn joins_make_trees_that_deliver_exactly_once_and_leaves_free_the_mlid() {
         let ports: Vec<u64> = topo.end_ports.iter().map(|e| e.guid).collect();
         assert!(ports.len() >= 12, "{} end ports", ports.len());
 
-        // The IPoIB broadcast groups of the default partition exist, without members.
-        let r = groups(&mut c, false).await;
-        let bcast = r
-            .groups
-            .iter()
-            .find(|g| g.mgid.starts_with("ff12:401b:ffff"))
-            .unwrap_or_else(|| panic!("no IPoIB broadcast group: {r:?}"));
+        // The IPoIB broadcast groups of the default partition exist, without members. (The
+        // daemon hands the partitions of its first generation to the SA on a blocking thread
+        // after the commit: the groups may appear a moment after generation 1.)
+        let t = Instant::now();
+        let bcast = loop {
+            let r = groups(&mut c, false).await;
+            if let Some(b) = r.groups.iter().find(|g| g.mgid.starts_with("ff12:401b:ffff")) {
+                break b.clone();
+            }
+            assert!(
+                t.elapsed() < Duration::from_secs(30),
+                "no IPoIB broadcast group: {r:?}; log:\n{}",
+                d.log_text()
+            );
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        };
         assert!(bcast.well_known && bcast.members.is_empty(), "{bcast:?}");
         assert_eq!(
             (bcast.mlid, bcast.pkey, bcast.qkey),
