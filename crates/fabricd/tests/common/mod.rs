@@ -418,10 +418,21 @@ pub fn free_port() -> u16 {
         .port()
 }
 
-/// Body and headers of `GET path` on a loopback HTTP endpoint (Prometheus).
+/// Body and headers of `GET path` on a loopback HTTP endpoint (Prometheus). The daemon opens
+/// its endpoint after the first generation's attempt, possibly after `Daemon::ready` returned:
+/// a refused connection is retried for up to 15 s.
 pub fn http_get(port: u16, path: &str) -> String {
     use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    let t = Instant::now();
+    let mut s = loop {
+        match std::net::TcpStream::connect(("127.0.0.1", port)) {
+            Ok(s) => break s,
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused && t.elapsed() < Duration::from_secs(15) => {
+                std::thread::sleep(Duration::from_millis(25));
+            }
+            Err(e) => panic!("connect to 127.0.0.1:{port}: {e}"),
+        }
+    };
     write!(s, "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").expect("write");
     let mut out = String::new();
     s.read_to_string(&mut out).expect("read");
