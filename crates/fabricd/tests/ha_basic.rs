@@ -20,7 +20,9 @@ use fabric_etcd_harness::EtcdCluster;
 use fabric_proto::v1 as pb;
 
 const SPEC: &str = "PGFT(2;4,8;1,4;1,1)";
-const LEASE_TTL_S: u64 = 2;
+// 3 s, not 2: with 2 s a leader lost its lease once in a local run at load ≈ 4 (the standby took
+// over before the test had looked at it).
+const LEASE_TTL_S: u64 = 3;
 
 fn config(inventory: &Path, endpoints: &[String], node: &str, prometheus_port: u16) -> String {
     let endpoints: Vec<String> = endpoints.iter().map(|e| format!("{e:?}")).collect();
