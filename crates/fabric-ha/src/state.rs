@@ -12,6 +12,10 @@ use crate::client::{classify, epoch_of};
 use crate::shared::Shared;
 use crate::{HaError, LeaderInfo};
 
+/// Writes with an unknown outcome remembered per key (while etcd keeps failing, a leader that
+/// keeps writing does not keep every value).
+const UNCERTAIN_KEPT: usize = 8;
+
 struct Inner {
     shared: Arc<Shared>,
     epoch: u64,
@@ -125,6 +129,17 @@ impl Inner {
         self.uncertain.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
+    /// Remembers a write of `name` whose outcome is unknown (the last [`UNCERTAIN_KEPT`]: an
+    /// older one applied later still is reported as a conflict, the safe side).
+    fn remember_uncertain(&self, name: &str, bytes: Option<Vec<u8>>) {
+        let mut u = self.uncertain();
+        let sent = u.entry(name.to_string()).or_default();
+        if sent.len() >= UNCERTAIN_KEPT {
+            sent.remove(0);
+        }
+        sent.push(bytes);
+    }
+
     /// Whether `current` (the key now; `None`: absent) is what one of the writes of `name`
     /// with an unknown outcome wrote.
     fn is_ours(&self, name: &str, current: Option<&etcd_client::KeyValue>) -> bool {
@@ -173,11 +188,11 @@ impl Inner {
             let resp = match tokio::time::timeout_at(deadline.into(), client.txn(txn)).await {
                 Ok(Ok(r)) => r,
                 Ok(Err(e)) => {
-                    self.uncertain().entry(name.to_string()).or_default().push(bytes);
+                    self.remember_uncertain(name, bytes);
                     return Err(classify(&sh.endpoints, &what, &e));
                 }
                 Err(_) => {
-                    self.uncertain().entry(name.to_string()).or_default().push(bytes);
+                    self.remember_uncertain(name, bytes);
                     return Err(sh.timeout_error(&what));
                 }
             };
