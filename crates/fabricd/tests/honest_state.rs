@@ -35,27 +35,6 @@ fn config_text(mock: &str, port: u16) -> String {
         .replace("[update]\n", "[update]\nfailed_generation_backoff_ms = 50\n")
 }
 
-/// GET on the Prometheus endpoint: the whole HTTP response. The endpoint starts listening
-/// after the first generation's attempt (the daemon's log says when): a refused connection is
-/// retried for up to 15 s.
-fn http_get(port: u16, path: &str) -> String {
-    use std::io::{Read, Write};
-    let t = Instant::now();
-    let mut s = loop {
-        match std::net::TcpStream::connect(("127.0.0.1", port)) {
-            Ok(s) => break s,
-            Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused && t.elapsed() < Duration::from_secs(15) => {
-                std::thread::sleep(Duration::from_millis(25));
-            }
-            Err(e) => panic!("connect prometheus on port {port}: {e}"),
-        }
-    };
-    write!(s, "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").expect("write");
-    let mut out = String::new();
-    s.read_to_string(&mut out).expect("read");
-    out
-}
-
 /// Rewrites the config and reloads it (SIGHUP), waiting until the daemon applied it.
 async fn reload(d: &Daemon, text: &str) {
     let before = d.log_text().matches("configuration reloaded").count();
