@@ -37,6 +37,7 @@
 
 mod kernel;
 mod plan;
+mod pod;
 mod repair;
 mod targets;
 
@@ -76,6 +77,23 @@ impl RoutingEngine for DmodcLbRepair {
     }
 }
 
+/// Load-aware Dmodc followed by the pod-coalesced balancing of three-level fat-trees
+/// ([`pod`], engine `dmodc-lb:pod`) on fabrics that are not intact (on intact fabrics Dmodc's
+/// tables, as [`DmodcLb`]; on other shapes `dmodc-lb`'s).
+#[derive(Copy, Clone, Debug, Default)]
+pub struct DmodcLbPod;
+
+impl RoutingEngine for DmodcLbPod {
+    fn name(&self) -> &'static str {
+        "dmodc-lb:pod"
+    }
+    fn route(&self, ctx: &RoutingContext<'_>, set: LidSet, lfts: &mut Lfts) -> Result<(), RoutingError> {
+        check_route_args(ctx, set, lfts)?;
+        route_lb_balanced(ctx, set, lfts, (false, true, false, true), kernel::Balance::Arrivals);
+        Ok(())
+    }
+}
+
 /// Routes `set`; `force_kernel` runs the load-aware kernel even on an intact fabric,
 /// `tabulate` false computes every port per destination instead of from the kernel's port
 /// tables, `repair` runs the repair pass ([`repair`], engine `dmodc-lb:repair`) on a
@@ -92,7 +110,7 @@ pub(crate) fn route_lb(
         ctx,
         set,
         lfts,
-        (force_kernel, tabulate, repair),
+        (force_kernel, tabulate, repair, false),
         kernel::Balance::Arrivals,
     );
 }
@@ -102,7 +120,7 @@ fn route_lb_balanced(
     ctx: &RoutingContext<'_>,
     set: LidSet,
     lfts: &mut Lfts,
-    (force_kernel, tabulate, repair): (bool, bool, bool),
+    (force_kernel, tabulate, repair, pod): (bool, bool, bool, bool),
     balance: kernel::Balance,
 ) {
     let level = &ctx.ranking.level;
@@ -131,6 +149,9 @@ fn route_lb_balanced(
                 lfts,
                 (tabulate, balance),
             );
+            if !plan.intact && pod {
+                pod::rebalance(ctx.fabric, &prep, &plan, &dst, lfts);
+            }
             if !plan.intact && repair {
                 repair::repair(ctx.fabric, &prep, &plan, &dst, lfts);
             }

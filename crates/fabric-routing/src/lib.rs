@@ -65,7 +65,7 @@ pub use bfs::BfsUpDown;
 pub use check::{trace, TraceEnd, TraceError};
 pub use dfsssp::Dfsssp;
 pub use dmodc::{Dmodc, GroupedDmodc};
-pub use dmodc_lb::{DmodcLb, DmodcLbRepair};
+pub use dmodc_lb::{DmodcLb, DmodcLbPod, DmodcLbRepair};
 pub use dmodk::{Dmodk, GroupedDmodk};
 pub use engine::{LidSet, RoutingContext, RoutingEngine, RoutingError};
 pub use fallback::{check_and_repair, route_all_checked, Fallback, RoutingCheck};

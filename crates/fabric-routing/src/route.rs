@@ -10,7 +10,7 @@ use crate::balanced::{Balanced, BALANCED_DEFAULT_VLS, BALANCED_MAX_VLS};
 use crate::bfs::BfsUpDown;
 use crate::dfsssp::Dfsssp;
 use crate::dmodc::{Dmodc, GroupedDmodc};
-use crate::dmodc_lb::{DmodcLb, DmodcLbRepair};
+use crate::dmodc_lb::{DmodcLb, DmodcLbPod, DmodcLbRepair};
 use crate::dmodk::{Dmodk, GroupedDmodk};
 use crate::engine::{validate_context, LidSet, RoutingContext, RoutingEngine, RoutingError};
 use crate::ftree::{Directions, Ftree, FtreeVariant};
@@ -83,6 +83,10 @@ pub enum EngineKind {
     /// of largest estimated random-permutation tail, guarded by the shift congestion).
     /// Name `dmodc-lb:repair`.
     DmodcLbRepair,
+    /// Load-aware Dmodc followed by the pod-coalesced balancing of three-level fat-trees
+    /// (per source pod and destination one coalesced path, chosen by the estimated
+    /// random-permutation tails in shift and all-to-all tiers). Name `dmodc-lb:pod`.
+    DmodcLbPod,
     /// DFSSSP: SSSP's shortest paths on any topology, deadlock-free over virtual layers.
     Dfsssp,
     /// Layered multipath routing (Slim Fly paper, seed 003 §4.2–4.3, Alg. 1; §5.1 LID offsets):
@@ -130,6 +134,7 @@ pub const ENGINE_NAMES: &[&str] = &[
     "pqft",
     "dmodc-lb",
     "dmodc-lb:repair",
+    "dmodc-lb:pod",
     "dfsssp",
     "layered",
     "balanced",
@@ -140,7 +145,7 @@ pub const ENGINE_NAMES: &[&str] = &[
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 #[error(
     "unknown routing engine `{0}` (expected one of dmodc, dmodk, updown, updown-random, bfs-dmodc, bfs-random, \
-     ftree, ftree2, ftree-random, bfs-ftree, bfs-ftree2, bfs-ftree-random, randsp, smodk, sssp, pqft, dmodc-lb, dmodc-lb:repair, dfsssp, \
+     ftree, ftree2, ftree-random, bfs-ftree, bfs-ftree2, bfs-ftree-random, randsp, smodk, sssp, pqft, dmodc-lb, dmodc-lb:repair, dmodc-lb:pod, dfsssp, \
      layered:K[:SEED] (K = 1..=128 layers), balanced[:V] (V = 1..=8 VLs), mu-sssp; the random ones take an optional `:SEED`)"
 )]
 pub struct UnknownEngine(
@@ -196,6 +201,7 @@ impl EngineKind {
             EngineKind::Pqft => "pqft",
             EngineKind::DmodcLb => "dmodc-lb",
             EngineKind::DmodcLbRepair => "dmodc-lb:repair",
+            EngineKind::DmodcLbPod => "dmodc-lb:pod",
             EngineKind::Dfsssp => "dfsssp",
             EngineKind::Layered { .. } => "layered",
             EngineKind::Balanced { .. } => "balanced",
@@ -260,6 +266,9 @@ impl FromStr for EngineKind {
         }
         if t == "dmodc-lb:repair" {
             return Ok(EngineKind::DmodcLbRepair);
+        }
+        if t == "dmodc-lb:pod" {
+            return Ok(EngineKind::DmodcLbPod);
         }
         let (name, seed) = match t.split_once(':') {
             None => (t.as_str(), None),
@@ -341,6 +350,7 @@ pub fn engine(kind: EngineKind) -> Box<dyn RoutingEngine> {
         EngineKind::Pqft => Box::new(Pqft),
         EngineKind::DmodcLb => Box::new(DmodcLb),
         EngineKind::DmodcLbRepair => Box::new(DmodcLbRepair),
+        EngineKind::DmodcLbPod => Box::new(DmodcLbPod),
         EngineKind::Dfsssp => Box::new(Dfsssp),
         EngineKind::Layered { k, seed } => Box::new(Layered {
             k: usize::from(k),
@@ -593,6 +603,7 @@ mod tests {
             ("randsp", EngineKind::RandSp { seed: 0 }),
             ("dmodc-lb", EngineKind::DmodcLb),
             ("dmodc-lb:repair", EngineKind::DmodcLbRepair),
+            ("dmodc-lb:pod", EngineKind::DmodcLbPod),
             ("layered", EngineKind::Layered { k: 4, seed: 0 }),
             ("layered:3", EngineKind::Layered { k: 3, seed: 0 }),
             ("Layered:7:9", EngineKind::Layered { k: 7, seed: 9 }),

@@ -533,7 +533,7 @@ fn compare_balances(
             let ctx = r.ctx();
             let by = |balance| {
                 let mut a = Lfts::new(r.fabric.num_switches(), r.lids.top());
-                route_lb_balanced(&ctx, LidSet::Base, &mut a, (false, true, false), balance);
+                route_lb_balanced(&ctx, LidSet::Base, &mut a, (false, true, false, false), balance);
                 a
             };
             let (o, n) = (by(old), by(new));
