@@ -8,7 +8,7 @@ use common::*;
 use proptest::prelude::*;
 
 use fabric_routing::check::{self, leaves_updown_connected};
-use fabric_routing::{trace, EngineKind, LidSet, TraceEnd};
+use fabric_routing::{EngineKind, LidSet};
 use fabric_topology::Fabric;
 
 /// Complete fat-trees of several shapes (oversubscribed, parallel cables, 2 to 4 levels).
@@ -38,42 +38,6 @@ fn dmodc_lb_writes_dmodc_tables_on_complete_fat_trees() {
 
 /// `mu` of all-to-all traffic (thesis §2.3): per directed switch-to-switch port, min(distinct
 /// sources, distinct destinations) of the routed pairs crossing it; the maximum over ports.
-fn mu_a2a(r: &Routed) -> usize {
-    let f = &r.fabric;
-    let live = live(f);
-    let n = live.len();
-    let words = n.div_ceil(64);
-    let nports = f.num_switches() * 256;
-    let mut src = vec![0u64; nports * words];
-    let mut dst = vec![0u64; nports * words];
-    let mut hops = Vec::new();
-    for (i, &s) in live.iter().enumerate() {
-        for (j, &d) in live.iter().enumerate() {
-            if i == j {
-                continue;
-            }
-            match trace(f, &r.lfts, s, r.lids.base_lid(d), &mut hops) {
-                Ok(TraceEnd::EndPort(x)) if x == d => {}
-                other => panic!("{s:?} -> {d:?}: {other:?}"),
-            }
-            for &(sw, port) in &hops[..hops.len() - 1] {
-                let k = sw.idx() * 256 + port as usize;
-                src[k * words + i / 64] |= 1 << (i % 64);
-                dst[k * words + j / 64] |= 1 << (j % 64);
-            }
-        }
-    }
-    let count = |v: &[u64], k: usize| {
-        v[k * words..(k + 1) * words]
-            .iter()
-            .map(|w| w.count_ones() as usize)
-            .sum::<usize>()
-    };
-    (0..nports)
-        .map(|k| count(&src, k).min(count(&dst, k)))
-        .max()
-        .unwrap_or(0)
-}
 
 fn routed_in_pool(f: &Fabric, threads: usize) -> Routed {
     rayon::ThreadPoolBuilder::new()

@@ -128,7 +128,11 @@ fn shape(fabric: &Fabric, p: &Prepared, plan: &Plan) -> Option<Shape> {
         return None;
     }
     // One cable per pair of switches (the tails count one port per up-link).
-    let single = |x: usize| o.ups(x).iter().all(|nb| fabric.port_groups(o.order[x])[nb.group as usize].ports.len() == 1);
+    let single = |x: usize| {
+        o.ups(x)
+            .iter()
+            .all(|nb| fabric.port_groups(o.order[x])[nb.group as usize].ports.len() == 1)
+    };
     if !o.leaves.iter().all(|&x| single(x as usize)) || !mid.iter().all(|&x| single(x as usize)) {
         return None;
     }
@@ -220,7 +224,14 @@ pub(super) fn rebalance(fabric: &Fabric, p: &Prepared, plan: &Plan, dst: &Destin
             let i = plan.nominal(plan.klow[x], nid).0;
             let r = plan.nominal(sh.col[i as usize], nid).0;
             hosts[li as usize] += 1;
-            ds.push(Dest { lid, nid, li, pod, i, r });
+            ds.push(Dest {
+                lid,
+                nid,
+                li,
+                pod,
+                i,
+                r,
+            });
         }
     }
     let nd = ds.len();
@@ -236,7 +247,11 @@ pub(super) fn rebalance(fabric: &Fabric, p: &Prepared, plan: &Plan, dst: &Destin
     let mut live_src = vec![0u32; np * m];
     for pod in 0..np {
         for c in 0..m {
-            live_src[pod * m + c] = sh.pod_leaves[pod].iter().filter(|&&l| lm(l, c)).map(|&l| hosts[l as usize]).sum();
+            live_src[pod * m + c] = sh.pod_leaves[pod]
+                .iter()
+                .filter(|&&l| lm(l, c))
+                .map(|&l| hosts[l as usize])
+                .sum();
         }
     }
     let tab: Vec<f64> = (0..8 * nd as u32 + 1).map(|s| ptail(f64::from(s) / n)).collect();
@@ -334,18 +349,21 @@ pub(super) fn rebalance(fabric: &Fabric, p: &Prepared, plan: &Plan, dst: &Destin
             }
             let w = live_src[pod as usize * m + c];
             let t1 = colc[(pod as usize * nl + d.li as usize) * m + c];
-            if best.as_ref().is_some_and(|b| (0, t1.saturating_sub(ts)) > (b.0 .0, b.0 .1)) {
+            if best
+                .as_ref()
+                .is_some_and(|b| (0, t1.saturating_sub(ts)) > (b.0 .0, b.0 .1))
+            {
                 continue;
             }
             let lc: f64 = sh.pod_leaves[pod as usize]
-                    .iter()
-                    .filter(|&&l2| lm(l2, c))
-                    .map(|&l2| {
-                        let h = hosts[l2 as usize];
-                        let c0 = lcnt[l2 as usize * m + c];
-                        tail(h * (c0 + 1)) - tail(h * c0)
-                    })
-                    .sum::<f64>();
+                .iter()
+                .filter(|&&l2| lm(l2, c))
+                .map(|&l2| {
+                    let h = hosts[l2 as usize];
+                    let c0 = lcnt[l2 as usize * m + c];
+                    tail(h * (c0 + 1)) - tail(h * c0)
+                })
+                .sum::<f64>();
             for r in 0..t {
                 if !mt(q, c, r) || !mt(pod, c, r) {
                     continue;
@@ -432,8 +450,7 @@ pub(super) fn rebalance(fabric: &Fabric, p: &Prepared, plan: &Plan, dst: &Destin
                         if best.as_ref().is_some_and(|b| tier > (b.0 .0, b.0 .1, b.0 .2)) {
                             continue;
                         }
-                        let cost =
-                            tail(mu[e] + h) - tail(mu[e]) + lc + cost_down(&dmu, &dn, &tops_of, c, r, j, q, h);
+                        let cost = tail(mu[e] + h) - tail(mu[e]) + lc + cost_down(&dmu, &dn, &tops_of, c, r, j, q, h);
                         let key: Key = (
                             tier.0,
                             tier.1,
@@ -497,7 +514,12 @@ pub(super) fn rebalance(fabric: &Fabric, p: &Prepared, plan: &Plan, dst: &Destin
                         let (_, c) = live
                             .iter()
                             .enumerate()
-                            .map(|(x, &c)| ((used[c], lcnt[l2 as usize * m + c], (x + live.len() - rot) % live.len()), c))
+                            .map(|(x, &c)| {
+                                (
+                                    (used[c], lcnt[l2 as usize * m + c], (x + live.len() - rot) % live.len()),
+                                    c,
+                                )
+                            })
                             .min()
                             .expect("live is not empty");
                         used[c] += 1;

@@ -140,3 +140,43 @@ pub fn mu_rp(r: &Routed, count: usize, seed: u64) -> Vec<u32> {
 pub fn route_grouped(f: &Fabric, kind: EngineKind, lmc: u8, groups: &fabric_routing::NodeGroups) -> Routed {
     route_with_groups(f, kind, lmc, Some(groups))
 }
+
+/// `mu_a2a` as `fabric-metrics` defines it: per directed switch-to-switch port, min(distinct
+/// sources, distinct destinations) of the routed pairs crossing it; the maximum over ports
+/// (every pair traced and checked to arrive).
+pub fn mu_a2a(r: &Routed) -> usize {
+    let f = &r.fabric;
+    let live = live(f);
+    let n = live.len();
+    let words = n.div_ceil(64);
+    let nports = f.num_switches() * 256;
+    let mut src = vec![0u64; nports * words];
+    let mut dst = vec![0u64; nports * words];
+    let mut hops = Vec::new();
+    for (i, &s) in live.iter().enumerate() {
+        for (j, &d) in live.iter().enumerate() {
+            if i == j {
+                continue;
+            }
+            match trace(f, &r.lfts, s, r.lids.base_lid(d), &mut hops) {
+                Ok(TraceEnd::EndPort(x)) if x == d => {}
+                other => panic!("{s:?} -> {d:?}: {other:?}"),
+            }
+            for &(sw, port) in &hops[..hops.len() - 1] {
+                let k = sw.idx() * 256 + port as usize;
+                src[k * words + i / 64] |= 1 << (i % 64);
+                dst[k * words + j / 64] |= 1 << (j % 64);
+            }
+        }
+    }
+    let count = |v: &[u64], k: usize| {
+        v[k * words..(k + 1) * words]
+            .iter()
+            .map(|w| w.count_ones() as usize)
+            .sum::<usize>()
+    };
+    (0..nports)
+        .map(|k| count(&src, k).min(count(&dst, k)))
+        .max()
+        .unwrap_or(0)
+}
