@@ -36,9 +36,6 @@ fn dmodc_lb_writes_dmodc_tables_on_complete_fat_trees() {
     }
 }
 
-/// `mu` of all-to-all traffic (thesis §2.3): per directed switch-to-switch port, min(distinct
-/// sources, distinct destinations) of the routed pairs crossing it; the maximum over ports.
-
 fn routed_in_pool(f: &Fabric, threads: usize) -> Routed {
     rayon::ThreadPoolBuilder::new()
         .num_threads(threads)
