@@ -197,6 +197,156 @@ struct Dest {
     r: u32,
 }
 
+/// A candidate of a choice: column `c`, row `r`, the sources it moves (`w`), its column's
+/// shift count (`t1`), the leaves' added tail (`lc`), and whether it adds a destination to
+/// the up-link (all-to-all cap).
+struct Cand {
+    c: usize,
+    r: usize,
+    w: u32,
+    t1: u8,
+    lc: f64,
+    new_dest: bool,
+}
+
+/// The order of candidates: all-to-all cap, the two shift tiers, cost, then nearest the
+/// nominal column and row.
+type Key = (u8, u8, u8, f64, usize, usize);
+type Best = (Key, usize, usize);
+
+fn better(a: &Key, b: &Key) -> bool {
+    (a.0, a.1, a.2)
+        .cmp(&(b.0, b.1, b.2))
+        .then(a.3.total_cmp(&b.3))
+        .then((a.4, a.5).cmp(&(b.4, b.5)))
+        .is_lt()
+}
+
+/// The pass's loads per middle up-link and top down-link, the middle switches' choices and
+/// the per-(source pod, destination pod) shift counts.
+struct Loads {
+    np: usize,
+    m: usize,
+    t: usize,
+    nd: usize,
+    /// `P(X ≥ K)`, `X ~ Poisson(s / nd)`, by sources `s`.
+    tab: Vec<f64>,
+    /// Sources and destinations per middle up-link `(pod, c, r)`.
+    mu: Vec<u32>,
+    ndst: Vec<u32>,
+    /// Destinations of pod `q` routed by pod `p` through `(c, r)`.
+    pqc: Vec<u8>,
+    /// Sources and destinations per top down-link `(c, r) → pod q`.
+    dmu: Vec<u32>,
+    dn: Vec<u32>,
+    /// One bit per (destination, top): some pod sends it through that top.
+    tops_of: Vec<u64>,
+    words: usize,
+    /// Row chosen by middle switch `(pod, c)` for destination `j`.
+    mid_entry: Vec<u8>,
+}
+
+impl Loads {
+    fn new(np: usize, m: usize, t: usize, nd: usize) -> Self {
+        let n = nd as f64;
+        let words = (m * t).div_ceil(64);
+        Loads {
+            np,
+            m,
+            t,
+            nd,
+            tab: (0..8 * nd as u32 + 1).map(|s| ptail(f64::from(s) / n)).collect(),
+            mu: vec![0; np * m * t],
+            ndst: vec![0; np * m * t],
+            pqc: vec![0; np * np * m * t],
+            dmu: vec![0; m * t * np],
+            dn: vec![0; m * t * np],
+            tops_of: vec![0; nd * words],
+            words,
+            mid_entry: vec![UNSET; np * m * nd],
+        }
+    }
+    fn tail(&self, s: u32) -> f64 {
+        self.tab
+            .get(s as usize)
+            .copied()
+            .unwrap_or_else(|| ptail(f64::from(s) / self.nd as f64))
+    }
+    fn link(&self, pod: u32, c: usize, r: usize) -> usize {
+        (pod as usize * self.m + c) * self.t + r
+    }
+    fn down(&self, c: usize, r: usize, q: u32) -> usize {
+        (c * self.t + r) * self.np + q as usize
+    }
+    fn pq(&self, pod: u32, q: u32, c: usize, r: usize) -> usize {
+        (pod as usize * self.np + q as usize) * self.m * self.t + c * self.t + r
+    }
+    fn mid_entry(&self, pod: u32, c: usize, j: usize) -> u8 {
+        self.mid_entry[(pod as usize * self.m + c) * self.nd + j]
+    }
+    fn top_has(&self, j: usize, c: usize, r: usize) -> bool {
+        let b = c * self.t + r;
+        self.tops_of[j * self.words + b / 64] >> (b % 64) & 1 != 0
+    }
+
+    /// Offers candidate `x` for destination `j` (`d`) from `pod`: kept in `best` when it
+    /// comes first in the [`Key`] order.
+    fn offer(&self, best: &mut Option<Best>, (pod, j, d): (u32, usize, &Dest), x: Cand) {
+        let (m, t, q) = (self.m, self.t, d.pod);
+        let e = self.link(pod, x.c, x.r);
+        let tier = (
+            u8::from(x.new_dest && self.ndst[e] + 1 > A2A_CAP),
+            x.t1.saturating_sub(TIER_SLACK),
+            self.pqc[self.pq(pod, q, x.c, x.r)].saturating_sub(TIER_SLACK),
+        );
+        if best.as_ref().is_some_and(|b| tier > (b.0 .0, b.0 .1, b.0 .2)) {
+            return;
+        }
+        // Top down-link towards `q`: binomial tail over its destinations, plus a small
+        // quadratic term of its expected load.
+        let k = self.down(x.c, x.r, q);
+        let n = self.nd as f64;
+        let n0 = self.dn[k];
+        let n1 = n0 + u32::from(!self.top_has(j, x.c, x.r));
+        let (m0, m1) = (f64::from(self.dmu[k]) / n, f64::from(self.dmu[k] + x.w) / n);
+        let down = btail(n1, m1) - btail(n0, m0) + 1e-4 * (m1 * m1 - m0 * m0);
+        let cost = self.tail(self.mu[e] + x.w) - self.tail(self.mu[e]) + x.lc + down;
+        let key: Key = (
+            tier.0,
+            tier.1,
+            tier.2,
+            cost,
+            (x.c + m - d.i as usize) % m,
+            (x.r + t - d.r as usize) % t,
+        );
+        if best.as_ref().is_none_or(|b| better(&key, &b.0)) {
+            *best = Some((key, x.c, x.r));
+        }
+    }
+
+    /// Routes `w` sources of `pod` towards destination `j` (of pod `q`) through middle
+    /// switch `(pod, c)` and top `(c, r)`; the middle switch's choice is set if it was not.
+    fn place(&mut self, pod: u32, j: usize, q: u32, (c, r): (usize, usize), w: u32) {
+        let e = self.link(pod, c, r);
+        let k = self.down(c, r, q);
+        let b = c * self.t + r;
+        let bit = &mut self.tops_of[j * self.words + b / 64];
+        if *bit >> (b % 64) & 1 == 0 {
+            *bit |= 1 << (b % 64);
+            self.dn[k] += 1;
+        }
+        let me = (pod as usize * self.m + c) * self.nd + j;
+        if self.mid_entry[me] == UNSET {
+            self.mid_entry[me] = r as u8;
+            self.ndst[e] += 1;
+            let pi = self.pq(pod, q, c, r);
+            self.pqc[pi] = self.pqc[pi].saturating_add(1);
+        }
+        self.mu[e] += w;
+        self.dmu[k] += w;
+    }
+}
+
 /// Runs the pass on `lfts` (the kernel's tables); false (nothing changed) when the fabric does
 /// not have the three-level shape.
 pub(super) fn rebalance(fabric: &Fabric, p: &Prepared, plan: &Plan, dst: &Destinations, lfts: &mut Lfts) -> bool {
@@ -207,7 +357,6 @@ pub(super) fn rebalance(fabric: &Fabric, p: &Prepared, plan: &Plan, dst: &Destin
     let (m, t) = (sh.m, sh.t);
     let np = sh.pod_k.len();
     let nl = o.num_leaves();
-    let (ts, cap) = (TIER_SLACK, A2A_CAP);
 
     let mut ds: Vec<Dest> = Vec::new();
     let mut hosts = vec![0u32; nl];
@@ -238,7 +387,6 @@ pub(super) fn rebalance(fabric: &Fabric, p: &Prepared, plan: &Plan, dst: &Destin
     if nd < 2 {
         return false;
     }
-    let n = nd as f64;
     let leaf_pos = |li: u32| o.leaves[li as usize] as usize;
     let lm = |li: u32, c: usize| plan.up_of(leaf_pos(li), c as u32) != u8::MAX;
     let midp = |pod: u32, c: usize| sh.mid[pod as usize * m + c] as usize;
@@ -254,34 +402,19 @@ pub(super) fn rebalance(fabric: &Fabric, p: &Prepared, plan: &Plan, dst: &Destin
                 .sum();
         }
     }
-    let tab: Vec<f64> = (0..8 * nd as u32 + 1).map(|s| ptail(f64::from(s) / n)).collect();
-    let tail = |s: u32| tab.get(s as usize).copied().unwrap_or_else(|| ptail(f64::from(s) / n));
-
-    let link = |pod: u32, c: usize, r: usize| (pod as usize * m + c) * t + r;
-    let mut mu = vec![0u32; np * m * t];
-    let mut ndst = vec![0u32; np * m * t];
+    let mut ld = Loads::new(np, m, t, nd);
     let mut lcnt = vec![0u32; nl * m];
-    let mut pqc = vec![0u8; np * np * m * t];
     let mut colc = vec![0u8; np * nl * m];
-    let mut dmu = vec![0u32; m * t * np];
-    let mut dn = vec![0u32; m * t * np];
-    let mut mid_entry = vec![UNSET; np * m * nd];
     let mut leaf_choice = vec![UNSET; nl * nd];
     let mut skip = vec![false; np * nd];
-    let down = |c: usize, r: usize, q: u32| (c * t + r) * np + q as usize;
-    let sat = |x: u8| x.saturating_add(1);
-
-    // Whether some pod already sends destination `j` through top `(c, r)`: one bit per
-    // (destination, top).
-    let words = (m * t).div_ceil(64);
-    let mut tops_of = vec![0u64; nd * words];
-    let top_has = |tops_of: &[u64], j: usize, c: usize, r: usize| {
-        let b = c * t + r;
-        tops_of[j * words + b / 64] >> (b % 64) & 1 != 0
-    };
-    let mark = |tops_of: &mut [u64], j: usize, c: usize, r: usize| {
-        let b = c * t + r;
-        tops_of[j * words + b / 64] |= 1 << (b % 64);
+    // Every leaf of `pod` with a cable to column `c` sends destination `j` there.
+    let pod_leaves_choose = |leaf_choice: &mut [u8], lcnt: &mut [u32], pod: u32, j: usize, c: usize| {
+        for &l2 in &sh.pod_leaves[pod as usize] {
+            if lm(l2, c) {
+                leaf_choice[l2 as usize * nd + j] = c as u8;
+                lcnt[l2 as usize * m + c] += 1;
+            }
+        }
     };
 
     // 1. Nominal pod-level choices; the others wait.
@@ -294,26 +427,10 @@ pub(super) fn rebalance(fabric: &Fabric, p: &Prepared, plan: &Plan, dst: &Destin
                 continue;
             }
             if good && mt(pod, i, r) {
-                let w = live_src[pod as usize * m + i];
-                let e = link(pod, i, r);
-                if !top_has(&tops_of, j, i, r) {
-                    dn[down(i, r, d.pod)] += 1;
-                    mark(&mut tops_of, j, i, r);
-                }
-                mid_entry[(pod as usize * m + i) * nd + j] = r as u8;
-                mu[e] += w;
-                ndst[e] += 1;
-                dmu[down(i, r, d.pod)] += w;
-                pqc[(pod as usize * np + d.pod as usize) * m * t + i * t + r] =
-                    sat(pqc[(pod as usize * np + d.pod as usize) * m * t + i * t + r]);
+                ld.place(pod, j, d.pod, (i, r), live_src[pod as usize * m + i]);
                 let cc = (pod as usize * nl + d.li as usize) * m + i;
-                colc[cc] = sat(colc[cc]);
-                for &l2 in &sh.pod_leaves[pod as usize] {
-                    if lm(l2, i) {
-                        leaf_choice[l2 as usize * nd + j] = i as u8;
-                        lcnt[l2 as usize * m + i] += 1;
-                    }
-                }
+                colc[cc] = colc[cc].saturating_add(1);
+                pod_leaves_choose(&mut leaf_choice, &mut lcnt, pod, j, i);
             } else {
                 pending.push((pod, j));
             }
@@ -321,37 +438,18 @@ pub(super) fn rebalance(fabric: &Fabric, p: &Prepared, plan: &Plan, dst: &Destin
     }
     pending.sort_unstable();
 
-    let cost_down = |dmu: &[u32], dn: &[u32], tops_of: &[u64], c: usize, r: usize, j: usize, q: u32, w: u32| {
-        let k = down(c, r, q);
-        let n0 = dn[k];
-        let n1 = n0 + u32::from(!top_has(tops_of, j, c, r));
-        let m0 = f64::from(dmu[k]) / n;
-        let m1 = f64::from(dmu[k] + w) / n;
-        btail(n1, m1) - btail(n0, m0) + 1e-4 * (m1 * m1 - m0 * m0)
-    };
-    type Key = (u8, u8, u8, f64, usize, usize);
-    let better = |a: &Key, b: &Key| {
-        (a.0, a.1, a.2)
-            .cmp(&(b.0, b.1, b.2))
-            .then(a.3.total_cmp(&b.3))
-            .then((a.4, a.5).cmp(&(b.4, b.5)))
-            .is_lt()
-    };
-
     // 2. Pod-level choices where the nominal one is not live.
     for &(pod, j) in &pending {
         let d = ds[j];
-        let q = d.pod;
-        let mut best: Option<(Key, usize, usize)> = None;
+        let mut best: Option<Best> = None;
         for c in 0..m {
             if !lm(d.li, c) {
                 continue;
             }
-            let w = live_src[pod as usize * m + c];
             let t1 = colc[(pod as usize * nl + d.li as usize) * m + c];
             if best
                 .as_ref()
-                .is_some_and(|b| (0, t1.saturating_sub(ts)) > (b.0 .0, b.0 .1))
+                .is_some_and(|b| (0, t1.saturating_sub(TIER_SLACK)) > (b.0 .0, b.0 .1))
             {
                 continue;
             }
@@ -361,31 +459,24 @@ pub(super) fn rebalance(fabric: &Fabric, p: &Prepared, plan: &Plan, dst: &Destin
                 .map(|&l2| {
                     let h = hosts[l2 as usize];
                     let c0 = lcnt[l2 as usize * m + c];
-                    tail(h * (c0 + 1)) - tail(h * c0)
+                    ld.tail(h * (c0 + 1)) - ld.tail(h * c0)
                 })
                 .sum::<f64>();
+            let w = live_src[pod as usize * m + c];
             for r in 0..t {
-                if !mt(q, c, r) || !mt(pod, c, r) {
-                    continue;
-                }
-                let e = link(pod, c, r);
-                let pen = u8::from(ndst[e] + 1 > cap);
-                let t2 = pqc[(pod as usize * np + q as usize) * m * t + c * t + r];
-                let tier = (pen, t1.saturating_sub(ts), t2.saturating_sub(ts));
-                if best.as_ref().is_some_and(|b| tier > (b.0 .0, b.0 .1, b.0 .2)) {
-                    continue;
-                }
-                let cost = tail(mu[e] + w) - tail(mu[e]) + lc + cost_down(&dmu, &dn, &tops_of, c, r, j, q, w);
-                let key: Key = (
-                    tier.0,
-                    tier.1,
-                    tier.2,
-                    cost,
-                    (c + m - d.i as usize) % m,
-                    (r + t - d.r as usize) % t,
-                );
-                if best.as_ref().is_none_or(|b| better(&key, &b.0)) {
-                    best = Some((key, c, r));
+                if mt(d.pod, c, r) && mt(pod, c, r) {
+                    ld.offer(
+                        &mut best,
+                        (pod, j, &d),
+                        Cand {
+                            c,
+                            r,
+                            w,
+                            t1,
+                            lc,
+                            new_dest: true,
+                        },
+                    );
                 }
             }
         }
@@ -393,26 +484,10 @@ pub(super) fn rebalance(fabric: &Fabric, p: &Prepared, plan: &Plan, dst: &Destin
             skip[pod as usize * nd + j] = true;
             continue;
         };
-        let w = live_src[pod as usize * m + c];
-        let e = link(pod, c, r);
-        if !top_has(&tops_of, j, c, r) {
-            dn[down(c, r, q)] += 1;
-            mark(&mut tops_of, j, c, r);
-        }
-        mid_entry[(pod as usize * m + c) * nd + j] = r as u8;
-        mu[e] += w;
-        ndst[e] += 1;
-        dmu[down(c, r, q)] += w;
-        let pi = (pod as usize * np + q as usize) * m * t + c * t + r;
-        pqc[pi] = sat(pqc[pi]);
+        ld.place(pod, j, d.pod, (c, r), live_src[pod as usize * m + c]);
         let cc = (pod as usize * nl + d.li as usize) * m + c;
-        colc[cc] = sat(colc[cc]);
-        for &l2 in &sh.pod_leaves[pod as usize] {
-            if lm(l2, c) {
-                leaf_choice[l2 as usize * nd + j] = c as u8;
-                lcnt[l2 as usize * m + c] += 1;
-            }
-        }
+        colc[cc] = colc[cc].saturating_add(1);
+        pod_leaves_choose(&mut leaf_choice, &mut lcnt, pod, j, c);
     }
 
     // 3. Small flows: leaves whose cable to the pod-level column is missing.
@@ -424,8 +499,7 @@ pub(super) fn rebalance(fabric: &Fabric, p: &Prepared, plan: &Plan, dst: &Destin
                 if d.pod == pod || leaf_choice[l2 as usize * nd + j] != UNSET || skip[pod as usize * nd + j] {
                     continue;
                 }
-                let q = d.pod;
-                let mut best: Option<(Key, usize, usize)> = None;
+                let mut best: Option<Best> = None;
                 for c in 0..m {
                     if !lm(l2, c) || !lm(d.li, c) {
                         continue;
@@ -433,56 +507,33 @@ pub(super) fn rebalance(fabric: &Fabric, p: &Prepared, plan: &Plan, dst: &Destin
                     let t1 = colc[(pod as usize * nl + d.li as usize) * m + c]
                         .saturating_add(smc[(l2 as usize * nl + d.li as usize) * m + c]);
                     let c0 = lcnt[l2 as usize * m + c];
-                    let lc = tail(h * (c0 + 1)) - tail(h * c0);
-                    let set = mid_entry[(pod as usize * m + c) * nd + j];
+                    let lc = ld.tail(h * (c0 + 1)) - ld.tail(h * c0);
+                    let set = ld.mid_entry(pod, c, j);
                     for r in 0..t {
-                        if set != UNSET {
-                            if r != set as usize {
-                                continue;
-                            }
-                        } else if !mt(pod, c, r) || !mt(q, c, r) {
-                            continue;
-                        }
-                        let e = link(pod, c, r);
-                        let pen = u8::from(set == UNSET && ndst[e] + 1 > cap);
-                        let t2 = pqc[(pod as usize * np + q as usize) * m * t + c * t + r];
-                        let tier = (pen, t1.saturating_sub(ts), t2.saturating_sub(ts));
-                        if best.as_ref().is_some_and(|b| tier > (b.0 .0, b.0 .1, b.0 .2)) {
-                            continue;
-                        }
-                        let cost = tail(mu[e] + h) - tail(mu[e]) + lc + cost_down(&dmu, &dn, &tops_of, c, r, j, q, h);
-                        let key: Key = (
-                            tier.0,
-                            tier.1,
-                            tier.2,
-                            cost,
-                            (c + m - d.i as usize) % m,
-                            (r + t - d.r as usize) % t,
-                        );
-                        if best.as_ref().is_none_or(|b| better(&key, &b.0)) {
-                            best = Some((key, c, r));
+                        let ok = if set != UNSET {
+                            r == set as usize
+                        } else {
+                            mt(pod, c, r) && mt(d.pod, c, r)
+                        };
+                        if ok {
+                            let cand = Cand {
+                                c,
+                                r,
+                                w: h,
+                                t1,
+                                lc,
+                                new_dest: set == UNSET,
+                            };
+                            ld.offer(&mut best, (pod, j, d), cand);
                         }
                     }
                 }
                 let Some((_, c, r)) = best else {
                     continue;
                 };
-                let e = link(pod, c, r);
-                let me = (pod as usize * m + c) * nd + j;
-                if !top_has(&tops_of, j, c, r) {
-                    dn[down(c, r, q)] += 1;
-                    mark(&mut tops_of, j, c, r);
-                }
-                if mid_entry[me] == UNSET {
-                    let pi = (pod as usize * np + q as usize) * m * t + c * t + r;
-                    pqc[pi] = sat(pqc[pi]);
-                    ndst[e] += 1;
-                    mid_entry[me] = r as u8;
-                }
-                dmu[down(c, r, q)] += h;
+                ld.place(pod, j, d.pod, (c, r), h);
                 let si = (l2 as usize * nl + d.li as usize) * m + c;
-                smc[si] = sat(smc[si]);
-                mu[e] += h;
+                smc[si] = smc[si].saturating_add(1);
                 leaf_choice[l2 as usize * nd + j] = c as u8;
                 lcnt[l2 as usize * m + c] += 1;
             }
@@ -556,7 +607,7 @@ pub(super) fn rebalance(fabric: &Fabric, p: &Prepared, plan: &Plan, dst: &Destin
         for c in 0..m {
             let x = midp(pod, c);
             for (j, d) in ds.iter().enumerate() {
-                let r = mid_entry[(pod as usize * m + c) * nd + j];
+                let r = ld.mid_entry(pod, c, j);
                 if r != UNSET {
                     lfts.set(o.order[x], d.lid, port(x, r as usize, d.nid));
                 }
